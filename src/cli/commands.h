@@ -1,0 +1,13 @@
+// The kiln verbs. Each returns the process exit code: 0 success, 1 user error (already printed).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace kiln::cli {
+
+void AddRunCommand(CLI::App& app, int& rc);
+void AddBenchCommand(CLI::App& app, int& rc);
+void AddTestOnnxCommand(CLI::App& app, int& rc);
+void AddInspectCommand(CLI::App& app, int& rc);
+
+}  // namespace kiln::cli

@@ -1,0 +1,84 @@
+#include "cli/common.h"
+
+#include <cstdio>
+
+#include "ir/half.h"
+
+namespace kiln::cli {
+
+Expected<passes::ShapeOverrides> ParseShapes(const std::vector<std::string>& specs) {
+  passes::ShapeOverrides out;
+  for (const auto& s : specs) {
+    size_t eq = s.rfind('=');
+    if (eq == std::string::npos || eq == 0)
+      return Error("--shape '" + s + "': expected NAME=D0,D1,...");
+    Dims dims;
+    std::string list = s.substr(eq + 1);
+    size_t p = 0;
+    while (p < list.size()) {
+      size_t c = list.find(',', p);
+      std::string tok = list.substr(p, c == std::string::npos ? std::string::npos : c - p);
+      char* end = nullptr;
+      long long d = std::strtoll(tok.c_str(), &end, 10);
+      if (tok.empty() || *end != '\0' || d < 0)
+        return Error("--shape '" + s + "': '" + tok + "' is not a dimension");
+      dims.push_back(d);
+      if (c == std::string::npos) break;
+      p = c + 1;
+    }
+    out[s.substr(0, eq)] = dims;
+  }
+  return out;
+}
+
+Expected<std::map<std::string, std::string>> ParseInputs(const std::vector<std::string>& specs) {
+  std::map<std::string, std::string> out;
+  for (const auto& s : specs) {
+    size_t eq = s.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == s.size())
+      return Error("--input '" + s + "': expected NAME=FILE");
+    out[s.substr(0, eq)] = s.substr(eq + 1);
+  }
+  return out;
+}
+
+Tensor RandomTensor(DType dtype, const Dims& dims, uint64_t seed) {
+  Tensor t(dtype, dims);
+  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+  auto next = [&]() {  // splitmix64
+    x += 0x9E3779B97F4A7C15ull;
+    uint64_t z = x;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  };
+  for (int64_t i = 0; i < t.size(); ++i) {
+    uint64_t r = next();
+    double u = (r >> 11) * (1.0 / 9007199254740992.0);  // [0,1)
+    float f = static_cast<float>(u * 2.0 - 1.0);
+    switch (dtype) {
+      case DType::kFloat32: t.data<float>()[i] = f; break;
+      case DType::kFloat64: t.data<double>()[i] = u * 2.0 - 1.0; break;
+      case DType::kFloat16: t.data<Float16>()[i] = Float16(f); break;
+      case DType::kBFloat16: t.data<BFloat16>()[i] = BFloat16(f); break;
+      case DType::kBool: t.data<uint8_t>()[i] = r & 1; break;
+      case DType::kInt8: t.data<int8_t>()[i] = static_cast<int8_t>(r % 16); break;
+      case DType::kUInt8: t.data<uint8_t>()[i] = static_cast<uint8_t>(r % 16); break;
+      case DType::kInt16: t.data<int16_t>()[i] = static_cast<int16_t>(r % 16); break;
+      case DType::kUInt16: t.data<uint16_t>()[i] = static_cast<uint16_t>(r % 16); break;
+      case DType::kInt32: t.data<int32_t>()[i] = static_cast<int32_t>(r % 16); break;
+      case DType::kUInt32: t.data<uint32_t>()[i] = static_cast<uint32_t>(r % 16); break;
+      case DType::kInt64: t.data<int64_t>()[i] = static_cast<int64_t>(r % 16); break;
+      case DType::kUInt64: t.data<uint64_t>()[i] = r % 16; break;
+      default: break;
+    }
+  }
+  return t;
+}
+
+int Fail(const Status& s) {
+  std::fprintf(stderr, "kiln: %s\n", s.message().c_str());
+  return 1;
+}
+
+}  // namespace kiln::cli

@@ -1,0 +1,113 @@
+// kiln inspect: the IR, an op histogram, parameter bytes and a FLOP estimate.
+#include <map>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "frontend/model_loader.h"
+#include "passes/infer_shapes.h"
+
+namespace kiln::cli {
+namespace {
+
+struct Stats {
+  std::map<std::string, int> ops;
+  size_t param_bytes = 0;
+  int64_t params = 0;
+  double flops = 0;
+  bool flops_complete = true;
+};
+
+// Multiply-adds count as two FLOPs; other ops as one per output element.
+double NodeFlops(const ir::Graph& g, const ir::Node& n, bool* known) {
+  auto dims = [&](int v) -> const Dims* {
+    if (v < 0 || !g.values[v].type.shape_known()) return nullptr;
+    return &g.values[v].type.dims;
+  };
+  const Dims* out = n.outputs.empty() ? nullptr : dims(n.outputs[0]);
+  if (!out) {
+    *known = false;
+    return 0;
+  }
+  double out_elems = static_cast<double>(NumElements(*out));
+  if (n.op_type == "Conv" || n.op_type == "ConvTranspose" || n.op_type == "QLinearConv" ||
+      n.op_type == "ConvInteger") {
+    int wi = n.op_type == "QLinearConv" ? 3 : 1;
+    const Dims* w = wi < static_cast<int>(n.inputs.size()) ? dims(n.inputs[wi]) : nullptr;
+    if (!w || w->size() < 2) return out_elems;
+    double k = 1;
+    for (size_t i = 1; i < w->size(); ++i) k *= static_cast<double>((*w)[i]);
+    if (n.op_type == "ConvTranspose") {
+      const Dims* x = dims(n.inputs[0]);
+      if (!x) return out_elems;
+      return 2.0 * static_cast<double>(NumElements(*x)) * k;
+    }
+    return 2.0 * out_elems * k;
+  }
+  if (n.op_type == "MatMul" || n.op_type == "Gemm" || n.op_type == "QLinearMatMul" ||
+      n.op_type == "MatMulInteger") {
+    const Dims* a = dims(n.inputs[0]);
+    if (!a || a->empty()) return out_elems;
+    int64_t k = n.op_type == "Gemm" && n.attr_int("transA", 0) ? (*a)[0] : a->back();
+    return 2.0 * out_elems * static_cast<double>(k);
+  }
+  return out_elems;
+}
+
+void Accumulate(const ir::Graph& g, Stats* s) {
+  for (const auto& v : g.values)
+    if (v.constant) {
+      s->param_bytes += v.constant->nbytes();
+      s->params += v.constant->size();
+    }
+  for (const auto& n : g.nodes) {
+    s->ops[(n.domain.empty() ? "" : n.domain + ".") + n.op_type]++;
+    bool known = true;
+    s->flops += NodeFlops(g, n, &known);
+    if (!known) s->flops_complete = false;
+    for (const auto& [k, a] : n.attrs) {
+      if (a.g) Accumulate(*a.g, s);
+      for (const auto& sg : a.graphs) Accumulate(*sg, s);
+    }
+  }
+}
+
+int InspectMain(const std::string& path, const std::string& weights,
+                const std::vector<std::string>& shape_specs, bool summary_only) {
+  auto model = frontend::LoadModel(path, weights);
+  if (!model.ok()) return Fail(model.status());
+  auto shapes = ParseShapes(shape_specs);
+  if (!shapes.ok()) return Fail(shapes.status());
+  Status st = passes::InferShapes(*model, *shapes);
+  if (!st.ok()) return Fail(st);
+  if (!summary_only) std::printf("%s\n", ir::PrintModel(*model).c_str());
+  Stats s;
+  Accumulate(*model->graph, &s);
+  std::printf("op histogram:\n");
+  std::vector<std::pair<int, std::string>> sorted;
+  for (const auto& [op, c] : s.ops) sorted.push_back({-c, op});
+  std::sort(sorted.begin(), sorted.end());
+  for (const auto& [c, op] : sorted) std::printf("  %-28s %d\n", op.c_str(), -c);
+  std::printf("nodes: %zu\n", model->graph->nodes.size());
+  std::printf("parameters: %lld (%zu bytes)\n", static_cast<long long>(s.params), s.param_bytes);
+  std::printf("flops: %.4g%s\n", s.flops, s.flops_complete ? "" : " (lower bound: some shapes are dynamic)");
+  return 0;
+}
+
+}  // namespace
+
+void AddInspectCommand(CLI::App& app, int& rc) {
+  auto* c = app.add_subcommand("inspect", "print the IR, an op histogram, parameters and FLOPs");
+  auto* path = new std::string();
+  auto* weights = new std::string();
+  auto* shapes = new std::vector<std::string>();
+  auto* summary = new bool(false);
+  c->add_option("MODEL", *path, "model file")->required();
+  c->add_option("--weights", *weights, "safetensors weights for a .json model");
+  c->add_option("--shape", *shapes, "fix an input's dims: NAME=D0,D1,...");
+  c->add_flag("--summary", *summary, "only the histogram and totals");
+  c->callback([&rc, path, weights, shapes, summary] {
+    rc = InspectMain(*path, *weights, *shapes, *summary);
+  });
+}
+
+}  // namespace kiln::cli

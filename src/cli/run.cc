@@ -1,0 +1,153 @@
+// kiln run / kiln bench.
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "frontend/model_loader.h"
+#include "frontend/npy.h"
+#include "runtime/executor.h"
+#include "support/file_io.h"
+
+namespace kiln::cli {
+namespace {
+
+struct ModelOptions {
+  std::string model;
+  std::string weights;
+  std::vector<std::string> shapes;
+  std::vector<std::string> inputs;
+  int threads = 1;
+};
+
+void AddModelOptions(CLI::App* c, ModelOptions& o) {
+  c->add_option("MODEL", o.model, "model file (.onnx or .json)")->required();
+  c->add_option("--weights", o.weights, "safetensors weights for a .json model");
+  c->add_option("--shape", o.shapes, "fix an input's dims: NAME=D0,D1,...");
+  c->add_option("--input", o.inputs, "input data: NAME=FILE (.npy or .pb)");
+  c->add_option("--threads", o.threads, "worker threads")->check(CLI::PositiveNumber);
+}
+
+// Loads the model and its inputs; inputs without files get deterministic random data.
+Status Prepare(const ModelOptions& o, std::unique_ptr<runtime::Executor>* exec,
+               std::vector<Tensor>* inputs) {
+  KILN_ASSIGN_OR_RETURN(ir::Model model, frontend::LoadModel(o.model, o.weights));
+  KILN_ASSIGN_OR_RETURN(auto shapes, ParseShapes(o.shapes));
+  KILN_ASSIGN_OR_RETURN(auto files, ParseInputs(o.inputs));
+  std::map<std::string, Tensor> given;
+  const ir::Graph& g = *model.graph;
+  for (const auto& [name, file] : files) {
+    bool found = false;
+    for (int v : g.RuntimeInputs()) found = found || g.values[v].name == name;
+    if (!found) return Error("--input " + name + ": the model has no input of that name");
+    KILN_ASSIGN_OR_RETURN(Tensor t, frontend::LoadTensorFile(file));
+    if (!shapes.count(name)) {
+      const ir::TypeInfo* ty = nullptr;
+      for (int v : g.RuntimeInputs())
+        if (g.values[v].name == name) ty = &g.values[v].type;
+      if (!ty->has_shape || ty->dims.size() == t.dims().size()) shapes[name] = t.dims();
+    }
+    given[name] = std::move(t);
+  }
+  runtime::ExecutorOptions eo;
+  eo.threads = o.threads;
+  eo.shapes = shapes;
+  KILN_ASSIGN_OR_RETURN(*exec, runtime::Executor::Create(std::move(model), eo));
+  uint64_t seed = 1;
+  for (int v : (*exec)->input_values()) {
+    const ir::Value& val = (*exec)->value(v);
+    auto it = given.find(val.name);
+    if (it != given.end()) {
+      inputs->push_back(it->second);
+    } else {
+      if (!val.type.shape_known())
+        return Error("input '" + val.name + "' has dynamic dims " + val.type.ToString() +
+                     "; fix them with --shape " + val.name + "=... or give --input");
+      inputs->push_back(RandomTensor(val.type.dtype, val.type.dims, seed));
+    }
+    ++seed;
+  }
+  return OkStatus();
+}
+
+int RunMain(const ModelOptions& o, const std::string& out_dir) {
+  std::unique_ptr<runtime::Executor> exec;
+  std::vector<Tensor> inputs;
+  Status st = Prepare(o, &exec, &inputs);
+  if (!st.ok()) return Fail(st);
+  std::vector<Tensor> outputs;
+  st = exec->Run(inputs, &outputs);
+  if (!st.ok()) return Fail(st);
+  std::error_code ec;
+  std::filesystem::create_directories(out_dir, ec);
+  if (ec) return Fail(Error(out_dir + ": cannot create folder: " + ec.message()));
+  nlohmann::ordered_json names = nlohmann::ordered_json::object();
+  const ir::Graph& g = *exec->model().graph;
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    std::string path = out_dir + "/output_" + std::to_string(k) + ".npy";
+    st = WriteFile(path, frontend::SerializeNpy(outputs[k]));
+    if (!st.ok()) return Fail(st);
+    names[std::to_string(k)] = g.values[g.outputs[k]].name;
+    std::printf("output %zu '%s': %s%s\n", k, g.values[g.outputs[k]].name.c_str(),
+                std::string(DTypeName(outputs[k].dtype())).c_str(),
+                DimsToString(outputs[k].dims()).c_str());
+  }
+  st = WriteFile(out_dir + "/outputs.json", names.dump(2) + "\n");
+  if (!st.ok()) return Fail(st);
+  return 0;
+}
+
+int BenchMain(const ModelOptions& o, int iterations) {
+  std::unique_ptr<runtime::Executor> exec;
+  std::vector<Tensor> inputs;
+  Status st = Prepare(o, &exec, &inputs);
+  if (!st.ok()) return Fail(st);
+  std::vector<Tensor> outputs;
+  for (int w = 0; w < 2; ++w) {  // warm-up
+    st = exec->Run(inputs, &outputs);
+    if (!st.ok()) return Fail(st);
+  }
+  std::vector<double> ms;
+  for (int i = 0; i < iterations; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    st = exec->Run(inputs, &outputs);
+    auto t1 = std::chrono::steady_clock::now();
+    if (!st.ok()) return Fail(st);
+    ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+  }
+  std::sort(ms.begin(), ms.end());
+  nlohmann::ordered_json j;
+  j["model"] = o.model;
+  j["threads"] = o.threads;
+  j["iterations"] = iterations;
+  j["median_ms"] = ms[ms.size() / 2];
+  j["min_ms"] = ms.front();
+  j["max_ms"] = ms.back();
+  j["arena_bytes"] = exec->arena_bytes();
+  std::printf("%s\n", j.dump().c_str());
+  return 0;
+}
+
+}  // namespace
+
+void AddRunCommand(CLI::App& app, int& rc) {
+  auto* c = app.add_subcommand("run", "run a model on the host CPU and write its outputs");
+  auto* o = new ModelOptions();
+  auto* out_dir = new std::string(".");
+  AddModelOptions(c, *o);
+  c->add_option("--output-dir", *out_dir, "where output_<k>.npy and outputs.json go");
+  c->callback([&rc, o, out_dir] { rc = RunMain(*o, *out_dir); });
+}
+
+void AddBenchCommand(CLI::App& app, int& rc) {
+  auto* c = app.add_subcommand("bench", "time inference and print one JSON line");
+  auto* o = new ModelOptions();
+  auto* iterations = new int(20);
+  AddModelOptions(c, *o);
+  c->add_option("--iterations", *iterations, "timed runs")->check(CLI::PositiveNumber);
+  c->callback([&rc, o, iterations] { rc = BenchMain(*o, *iterations); });
+}
+
+}  // namespace kiln::cli

@@ -1,0 +1,314 @@
+// kiln test-onnx: runs ONNX backend test folders (model.onnx + test_data_set_N/{input,output}_K.pb)
+// and compares with ONNX's tolerances. Each test runs in a forked child with a time limit, so a
+// crash or hang in one test is reported as that test's failure and the run goes on.
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "frontend/model_loader.h"
+#include "frontend/onnx_import.h"
+#include "runtime/executor.h"
+
+namespace kiln::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+enum class Outcome { kPass, kFail, kSkip };
+struct Result {
+  Outcome outcome;
+  std::string message;
+};
+
+struct TestOptions {
+  std::vector<std::string> dirs;
+  std::string expected_failures;
+  double rtol = 1e-3, atol = 1e-7;
+  int timeout_s = 120;
+  bool verbose = false;
+};
+
+bool IsTestDir(const fs::path& p) { return fs::exists(p / "model.onnx"); }
+
+void Collect(const fs::path& p, std::vector<fs::path>* out) {
+  if (IsTestDir(p)) {
+    out->push_back(p);
+    return;
+  }
+  std::error_code ec;
+  std::vector<fs::path> children;
+  for (const auto& e : fs::directory_iterator(p, ec))
+    if (e.is_directory()) children.push_back(e.path());
+  std::sort(children.begin(), children.end());
+  for (const auto& c : children) Collect(c, out);
+}
+
+// Numbered files prefix_0.pb, prefix_1.pb, ... in order.
+std::vector<fs::path> NumberedFiles(const fs::path& dir, const std::string& prefix) {
+  std::vector<fs::path> files;
+  for (int k = 0;; ++k) {
+    fs::path f = dir / (prefix + "_" + std::to_string(k) + ".pb");
+    if (!fs::exists(f)) break;
+    files.push_back(f);
+  }
+  return files;
+}
+
+Status Compare(const Tensor& got, const Tensor& want, double rtol, double atol,
+               const std::string& what) {
+  if (got.dtype() != want.dtype())
+    return Error(what + ": dtype " + std::string(DTypeName(got.dtype())) + ", expected " +
+                 std::string(DTypeName(want.dtype())));
+  if (got.dims() != want.dims())
+    return Error(what + ": shape " + DimsToString(got.dims()) + ", expected " +
+                 DimsToString(want.dims()));
+  const bool fp = IsFloatingDType(want.dtype());
+  int64_t bad = 0, first_bad = -1;
+  for (int64_t i = 0; i < want.size(); ++i) {
+    bool ok;
+    if (fp) {
+      double a = got.GetDouble(i), b = want.GetDouble(i);
+      if (std::isnan(b)) ok = std::isnan(a);
+      else if (std::isinf(b)) ok = a == b;
+      else ok = std::fabs(a - b) <= atol + rtol * std::fabs(b);
+    } else {
+      ok = got.GetInt(i) == want.GetInt(i);
+    }
+    if (!ok && bad++ == 0) first_bad = i;
+  }
+  if (bad > 0)
+    return Error(what + ": " + std::to_string(bad) + " of " + std::to_string(want.size()) +
+                 " values differ; first at " + std::to_string(first_bad) + ": got " +
+                 std::to_string(got.GetDouble(first_bad)) + ", expected " +
+                 std::to_string(want.GetDouble(first_bad)));
+  return OkStatus();
+}
+
+bool UsesTrainingOps(const ir::Graph& g) {
+  for (const auto& n : g.nodes) {
+    if (n.domain == "ai.onnx.preview.training") return true;
+    for (const auto& [k, a] : n.attrs) {
+      if (a.g && UsesTrainingOps(*a.g)) return true;
+      for (const auto& sg : a.graphs)
+        if (UsesTrainingOps(*sg)) return true;
+    }
+  }
+  return false;
+}
+
+bool UsesStrings(const ir::Graph& g) {
+  for (const auto& v : g.values)
+    if (v.type.dtype == DType::kString ||
+        (v.type.elem && v.type.elem->dtype == DType::kString))
+      return true;
+  return false;
+}
+
+Result RunOne(const fs::path& dir, const TestOptions& o) {
+  auto model = frontend::LoadOnnxModel((dir / "model.onnx").string());
+  if (!model.ok()) {
+    if (model.status().message().find("string tensors") != std::string::npos)
+      return {Outcome::kSkip, "uses string tensors"};
+    return {Outcome::kFail, model.status().message()};
+  }
+  const ir::Graph& g = *model->graph;
+  if (UsesTrainingOps(g)) return {Outcome::kSkip, "uses training operators"};
+  if (UsesStrings(g)) return {Outcome::kSkip, "uses string tensors"};
+  std::vector<fs::path> sets;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.is_directory() && e.path().filename().string().rfind("test_data_set_", 0) == 0)
+      sets.push_back(e.path());
+  std::sort(sets.begin(), sets.end());
+  if (sets.empty()) return {Outcome::kFail, "no test_data_set_* folders"};
+  std::vector<int> feeds = g.RuntimeInputs();
+  for (const auto& set : sets) {
+    std::string sname = set.filename().string();
+    std::vector<Tensor> inputs;
+    passes::ShapeOverrides shapes;
+    auto in_files = NumberedFiles(set, "input");
+    if (in_files.size() > feeds.size())
+      return {Outcome::kFail, sname + ": " + std::to_string(in_files.size()) +
+                                  " input files for " + std::to_string(feeds.size()) + " inputs"};
+    for (size_t k = 0; k < in_files.size(); ++k) {
+      const ir::Value& v = g.values[feeds[k]];
+      if (v.type.kind != ir::TypeInfo::Kind::kTensor)
+        return {Outcome::kFail, "input '" + v.name + "': sequence and optional inputs are not supported"};
+      auto t = frontend::LoadTensorProtoFile(in_files[k].string());
+      if (!t.ok()) return {Outcome::kFail, t.status().message()};
+      shapes[v.name] = t->dims();
+      inputs.push_back(std::move(*t));
+    }
+    if (in_files.size() < feeds.size()) {
+      // Trailing optional inputs the test leaves out: not supported as graph inputs here.
+      return {Outcome::kFail, sname + ": fewer input files than graph inputs"};
+    }
+    runtime::ExecutorOptions eo;
+    eo.shapes = shapes;
+    ir::Model copy = *model;
+    auto exec = runtime::Executor::Create(std::move(copy), eo);
+    if (!exec.ok()) return {Outcome::kFail, exec.status().message()};
+    std::vector<Tensor> outputs;
+    Status st = (*exec)->Run(inputs, &outputs);
+    if (!st.ok()) return {Outcome::kFail, st.message()};
+    auto out_files = NumberedFiles(set, "output");
+    if (out_files.size() != outputs.size())
+      return {Outcome::kFail, sname + ": model has " + std::to_string(outputs.size()) +
+                                  " outputs, test expects " + std::to_string(out_files.size())};
+    for (size_t k = 0; k < out_files.size(); ++k) {
+      const ir::Value& v = g.values[g.outputs[k]];
+      if (v.type.kind != ir::TypeInfo::Kind::kTensor)
+        return {Outcome::kFail, "output '" + v.name + "': sequence and optional outputs are not supported"};
+      auto want = frontend::LoadTensorProtoFile(out_files[k].string());
+      if (!want.ok()) return {Outcome::kFail, want.status().message()};
+      st = Compare(outputs[k], *want, o.rtol, o.atol, sname + " output '" + v.name + "'");
+      if (!st.ok()) return {Outcome::kFail, st.message()};
+    }
+  }
+  return {Outcome::kPass, ""};
+}
+
+// Runs RunOne in a child process; a crash, hang or abort becomes a failure with a reason.
+Result RunIsolated(const fs::path& dir, const TestOptions& o) {
+  int fds[2];
+  if (pipe(fds) != 0) return RunOne(dir, o);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    return RunOne(dir, o);
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    Result r = RunOne(dir, o);
+    std::string msg = std::to_string(static_cast<int>(r.outcome)) + r.message;
+    size_t off = 0;
+    while (off < msg.size()) {
+      ssize_t w = write(fds[1], msg.data() + off, msg.size() - off);
+      if (w <= 0) break;
+      off += static_cast<size_t>(w);
+    }
+    close(fds[1]);
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string msg;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(o.timeout_s);
+  bool timed_out = false;
+  char buf[4096];
+  while (true) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    deadline - std::chrono::steady_clock::now()).count();
+    if (left <= 0) {
+      timed_out = true;
+      break;
+    }
+    pollfd p{fds[0], POLLIN, 0};
+    int pr = poll(&p, 1, static_cast<int>(std::min<long long>(left, 1000)));
+    if (pr < 0) break;
+    if (pr == 0) continue;
+    ssize_t n = read(fds[0], buf, sizeof(buf));
+    if (n <= 0) break;
+    msg.append(buf, static_cast<size_t>(n));
+  }
+  close(fds[0]);
+  if (timed_out) kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (timed_out) return {Outcome::kFail, "timed out after " + std::to_string(o.timeout_s) + " s"};
+  if (WIFSIGNALED(status))
+    return {Outcome::kFail, std::string("crashed: ") + strsignal(WTERMSIG(status))};
+  if (msg.empty()) return {Outcome::kFail, "test process exited without a result"};
+  return {static_cast<Outcome>(msg[0] - '0'), msg.substr(1)};
+}
+
+std::set<std::string> ReadExpectedFailures(const std::string& path) {
+  std::set<std::string> names;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    size_t hash = line.find('#');
+    std::string name = line.substr(0, hash);
+    name.erase(0, name.find_first_not_of(" \t"));
+    name.erase(name.find_last_not_of(" \t\r") + 1);
+    if (!name.empty()) names.insert(name);
+  }
+  return names;
+}
+
+int TestOnnxMain(const TestOptions& o) {
+  std::vector<fs::path> tests;
+  for (const auto& d : o.dirs) {
+    if (!fs::is_directory(d)) return Fail(Error(d + ": not a folder"));
+    Collect(d, &tests);
+  }
+  std::set<std::string> expected;
+  if (!o.expected_failures.empty()) {
+    if (!fs::exists(o.expected_failures))
+      return Fail(Error(o.expected_failures + ": no such file"));
+    expected = ReadExpectedFailures(o.expected_failures);
+  }
+  int passed = 0, failed = 0, skipped = 0;
+  std::vector<std::string> unexpected_failures, unexpected_passes;
+  for (const auto& t : tests) {
+    std::string name = t.filename().string();
+    Result r = RunIsolated(t, o);
+    switch (r.outcome) {
+      case Outcome::kPass:
+        ++passed;
+        if (expected.count(name)) unexpected_passes.push_back(name);
+        if (o.verbose) std::printf("PASS %s\n", name.c_str());
+        break;
+      case Outcome::kFail:
+        ++failed;
+        std::printf("FAIL %s: %s\n", name.c_str(), r.message.c_str());
+        if (!o.expected_failures.empty() && !expected.count(name))
+          unexpected_failures.push_back(name);
+        break;
+      case Outcome::kSkip:
+        ++skipped;
+        std::printf("SKIP %s: %s\n", name.c_str(), r.message.c_str());
+        break;
+    }
+    std::fflush(stdout);
+  }
+  int rc = failed > 0 ? 1 : 0;
+  if (!o.expected_failures.empty()) {
+    for (const auto& n : unexpected_passes)
+      std::printf("note: %s passes now; remove it from %s\n", n.c_str(), o.expected_failures.c_str());
+    for (const auto& n : unexpected_failures)
+      std::printf("REGRESSION %s is not in the expected-failure list\n", n.c_str());
+    rc = unexpected_failures.empty() ? 0 : 1;
+  }
+  std::printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
+  return rc;
+}
+
+}  // namespace
+
+void AddTestOnnxCommand(CLI::App& app, int& rc) {
+  auto* c = app.add_subcommand("test-onnx", "run ONNX backend test folders and compare outputs");
+  auto* o = new TestOptions();
+  c->add_option("DIR", o->dirs, "test folders, or folders of them")->required();
+  c->add_option("--expected-failures", o->expected_failures,
+                "file listing tests expected to fail (one name per line, '#' comments); then "
+                "only a failure not listed makes the exit code 1");
+  c->add_option("--rtol", o->rtol, "relative tolerance");
+  c->add_option("--atol", o->atol, "absolute tolerance");
+  c->add_option("--timeout", o->timeout_s, "seconds per test")->check(CLI::PositiveNumber);
+  c->add_flag("-v,--verbose", o->verbose, "print passing tests too");
+  c->callback([&rc, o] { rc = TestOnnxMain(*o); });
+}
+
+}  // namespace kiln::cli

@@ -1,0 +1,15 @@
+// NumPy .npy files (format versions 1-3), little-endian, C order, any kiln dtype.
+#pragma once
+
+#include <string>
+
+#include "ir/tensor.h"
+#include "support/status.h"
+
+namespace kiln::frontend {
+
+Expected<Tensor> ParseNpy(const void* data, size_t size, const std::string& label);
+Expected<Tensor> LoadNpyFile(const std::string& path);
+std::string SerializeNpy(const Tensor& t);
+
+}  // namespace kiln::frontend

@@ -1,0 +1,148 @@
+// The operator interface. Every op is a pair of plain functions registered by (domain, op_type):
+//   infer:   output dtypes and dims from input types, and from input values where they are known
+//            (constants at compile time; everything at run time). It is the shape inference.
+//   compute: the kernel glue; reads inputs, writes outputs that the executor has already
+//            allocated with the inferred dims.
+// An infer function that cannot know an output's dims before running (NonZero, Loop scan outputs)
+// calls set_output_dynamic; compute then calls allocate_output for it.
+// Opset-version semantics are handled inside the functions through `opset`.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "ir/tensor.h"
+#include "support/status.h"
+
+namespace kiln::ops {
+
+// Runs If/Loop/Scan bodies. Body inputs are bound in order; captured outer values are resolved by
+// the runner from the enclosing frame.
+class SubgraphRunner {
+ public:
+  virtual ~SubgraphRunner() = default;
+  virtual Status Run(const ir::Graph& body, const std::vector<Tensor>& inputs,
+                     std::vector<Tensor>* outputs) = 0;
+};
+
+class InferContext {
+ public:
+  InferContext(const ir::Node& node, const ir::Graph& graph, int64_t opset)
+      : node_(node), graph_(graph), opset_(opset) {}
+
+  const ir::Node& node() const { return node_; }
+  const ir::Graph& graph() const { return graph_; }
+  int64_t opset() const { return opset_; }
+  int num_inputs() const { return static_cast<int>(input_types_.size()); }
+  int num_outputs() const { return static_cast<int>(node_.outputs.size()); }
+  bool has_input(int i) const { return i < num_inputs() && input_types_[i] != nullptr; }
+  DType input_dtype(int i) const { return input_types_[i]->dtype; }
+  const Dims& input_dims(int i) const { return input_types_[i]->dims; }
+  int input_rank(int i) const { return static_cast<int>(input_types_[i]->dims.size()); }
+  const ir::TypeInfo& input_type(int i) const { return *input_types_[i]; }
+  // The input's data when known now; nullptr otherwise.
+  const Tensor* input_value(int i) const {
+    return i < static_cast<int>(input_values_.size()) ? input_values_[i] : nullptr;
+  }
+
+  void set_output(int i, DType t, Dims d) { outputs_.at(i) = ir::TypeInfo::Tensor(t, std::move(d)); }
+  void set_output_type(int i, ir::TypeInfo t) { outputs_.at(i) = std::move(t); }
+  void set_output_dynamic(int i, DType t) {
+    outputs_.at(i) = ir::TypeInfo{};
+    outputs_[i].dtype = t;
+  }
+  // An error that names this node.
+  Status error(const std::string& msg) const { return Error(node_.Label(graph_) + ": " + msg); }
+
+  // Used by the executor and shape inference to set the context up and read results.
+  std::vector<const ir::TypeInfo*> input_types_;
+  std::vector<const Tensor*> input_values_;
+  std::vector<ir::TypeInfo> outputs_;
+
+ private:
+  const ir::Node& node_;
+  const ir::Graph& graph_;
+  int64_t opset_;
+};
+
+class ComputeContext {
+ public:
+  ComputeContext(const ir::Node& node, const ir::Graph& graph, int64_t opset)
+      : node_(node), graph_(graph), opset_(opset) {}
+
+  const ir::Node& node() const { return node_; }
+  int64_t opset() const { return opset_; }
+  int num_inputs() const { return static_cast<int>(inputs_.size()); }
+  int num_outputs() const { return static_cast<int>(outputs_.size()); }
+  bool has_input(int i) const { return i < num_inputs() && inputs_[i] != nullptr; }
+  const Tensor& input(int i) const { return *inputs_[i]; }
+  // True when the model uses output i (an omitted optional output is still allocated).
+  bool output_used(int i) const { return node_.outputs[i] >= 0; }
+  Tensor& output(int i) { return *outputs_[i]; }
+  // For outputs that infer marked dynamic.
+  Tensor& allocate_output(int i, DType t, Dims d) {
+    *outputs_[i] = Tensor(t, std::move(d));
+    return *outputs_[i];
+  }
+  SubgraphRunner& subgraphs() const { return *subgraphs_; }
+  int threads() const { return threads_; }
+  Status error(const std::string& msg) const { return Error(node_.Label(graph_) + ": " + msg); }
+
+  // Set up by the executor.
+  std::vector<const Tensor*> inputs_;
+  std::vector<Tensor*> outputs_;
+  SubgraphRunner* subgraphs_ = nullptr;
+  int threads_ = 1;
+
+ private:
+  const ir::Node& node_;
+  const ir::Graph& graph_;
+  int64_t opset_;
+};
+
+using InferFn = std::function<Status(InferContext&)>;
+using ComputeFn = std::function<Status(ComputeContext&)>;
+
+struct OpSchema {
+  std::string domain;
+  std::string op_type;
+  InferFn infer;
+  ComputeFn compute;
+};
+
+class OpRegistry {
+ public:
+  // The registry with every family of kernels registered (built once, then read-only).
+  static const OpRegistry& Global();
+
+  void Register(const std::string& op_type, InferFn infer, ComputeFn compute,
+                const std::string& domain = "");
+  const OpSchema* Find(const std::string& domain, const std::string& op_type) const;
+  std::vector<std::string> Names() const;
+
+ private:
+  std::map<std::pair<std::string, std::string>, OpSchema> ops_;
+};
+
+// One registration function per family (one file each in this folder).
+void RegisterElementwiseOps(OpRegistry& r);
+void RegisterActivationOps(OpRegistry& r);
+void RegisterShapeOps(OpRegistry& r);
+void RegisterIndexingOps(OpRegistry& r);
+void RegisterConvOps(OpRegistry& r);
+void RegisterPoolOps(OpRegistry& r);
+void RegisterNormalizationOps(OpRegistry& r);
+void RegisterMatMulOps(OpRegistry& r);
+void RegisterReduceOps(OpRegistry& r);
+void RegisterSortOps(OpRegistry& r);
+void RegisterQuantizeOps(OpRegistry& r);
+void RegisterResizeOps(OpRegistry& r);
+void RegisterMiscOps(OpRegistry& r);
+void RegisterControlFlowOps(OpRegistry& r);
+void RegisterRecurrentOps(OpRegistry& r);
+void RegisterSequenceOps(OpRegistry& r);
+
+}  // namespace kiln::ops
