@@ -9,5 +9,6 @@ void AddRunCommand(CLI::App& app, int& rc);
 void AddBenchCommand(CLI::App& app, int& rc);
 void AddTestOnnxCommand(CLI::App& app, int& rc);
 void AddInspectCommand(CLI::App& app, int& rc);
+void AddConvertCommand(CLI::App& app, int& rc);
 
 }  // namespace kiln::cli

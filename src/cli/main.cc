@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   kiln::cli::AddBenchCommand(app, rc);
   kiln::cli::AddTestOnnxCommand(app, rc);
   kiln::cli::AddInspectCommand(app, rc);
+  kiln::cli::AddConvertCommand(app, rc);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

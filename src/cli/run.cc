@@ -47,7 +47,10 @@ Status Prepare(const ModelOptions& o, std::unique_ptr<runtime::Executor>* exec,
       const ir::TypeInfo* ty = nullptr;
       for (int v : g.RuntimeInputs())
         if (g.values[v].name == name) ty = &g.values[v].type;
-      if (!ty->has_shape || ty->dims.size() == t.dims().size()) shapes[name] = t.dims();
+      // Symbolic dims take the file's sizes; fixed ones are checked when the model runs.
+      bool symbolic = !ty->has_shape;
+      for (int64_t d : ty->dims) symbolic = symbolic || d < 0;
+      if (symbolic && (!ty->has_shape || ty->dims.size() == t.dims().size())) shapes[name] = t.dims();
     }
     given[name] = std::move(t);
   }

@@ -1,5 +1,6 @@
 #include "frontend/model_loader.h"
 
+#include "frontend/json_import.h"
 #include "frontend/npy.h"
 #include "frontend/onnx_import.h"
 
@@ -11,7 +12,7 @@ bool EndsWith(const std::string& s, const std::string& suffix) {
 }  // namespace
 
 Expected<ir::Model> LoadModel(const std::string& path, const std::string& weights_path) {
-  if (EndsWith(path, ".json")) return Error(path + ": ONNX JSON models are not supported yet");
+  if (EndsWith(path, ".json")) return LoadJsonModel(path, weights_path);
   if (!weights_path.empty()) return Error("--weights is only meaningful with a .json model");
   return LoadOnnxModel(path);
 }

@@ -1,0 +1,48 @@
+// Builders for small ONNX models used by the tests (serialized ModelProto bytes).
+#pragma once
+
+#include <onnx/onnx_pb.h>
+
+#include <string>
+#include <vector>
+
+namespace kiln::testing {
+
+inline onnx::ValueInfoProto FloatInfo(const std::string& name, std::vector<int64_t> dims) {
+  onnx::ValueInfoProto vi;
+  vi.set_name(name);
+  auto* tt = vi.mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(onnx::TensorProto::FLOAT);
+  for (int64_t d : dims) tt->mutable_shape()->add_dim()->set_dim_value(d);
+  return vi;
+}
+
+// y = Relu(x + w) with w an initializer of `n` floats.
+inline onnx::ModelProto AddReluModel(int64_t n = 4) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  auto* g = m.mutable_graph();
+  g->set_name("add_relu");
+  *g->add_input() = FloatInfo("x", {n});
+  *g->add_output() = FloatInfo("y", {n});
+  auto* w = g->add_initializer();
+  w->set_name("w");
+  w->set_data_type(onnx::TensorProto::FLOAT);
+  w->add_dims(n);
+  for (int64_t i = 0; i < n; ++i) w->add_float_data(static_cast<float>(i) - 1.5f);
+  auto* add = g->add_node();
+  add->set_op_type("Add");
+  add->set_name("add");
+  add->add_input("x");
+  add->add_input("w");
+  add->add_output("s");
+  auto* relu = g->add_node();
+  relu->set_op_type("Relu");
+  relu->set_name("relu");
+  relu->add_input("s");
+  relu->add_output("y");
+  return m;
+}
+
+}  // namespace kiln::testing
