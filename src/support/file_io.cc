@@ -29,13 +29,23 @@ Expected<std::shared_ptr<MappedFile>> MappedFile::Open(const std::string& path) 
       return Error(path + ": cannot map: " + std::strerror(errno));
     }
     file->data_ = static_cast<const uint8_t*>(p);
+    file->mapped_ = true;
   }
   ::close(fd);
   return file;
 }
 
+std::shared_ptr<MappedFile> MappedFile::FromBytes(std::string bytes, std::string label) {
+  auto file = std::shared_ptr<MappedFile>(new MappedFile());
+  file->owned_ = std::move(bytes);
+  file->data_ = reinterpret_cast<const uint8_t*>(file->owned_.data());
+  file->size_ = file->owned_.size();
+  file->path_ = std::move(label);
+  return file;
+}
+
 MappedFile::~MappedFile() {
-  if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
+  if (mapped_) ::munmap(const_cast<uint8_t*>(data_), size_);
 }
 
 Expected<std::string> ReadFile(const std::string& path) {

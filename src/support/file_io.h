@@ -14,6 +14,8 @@ namespace kiln {
 class MappedFile {
  public:
   static Expected<std::shared_ptr<MappedFile>> Open(const std::string& path);
+  // An in-memory stand-in holding a copy of `bytes` (tests, fuzzing, network payloads).
+  static std::shared_ptr<MappedFile> FromBytes(std::string bytes, std::string label);
   ~MappedFile();
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
@@ -23,6 +25,8 @@ class MappedFile {
   MappedFile() = default;
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
+  bool mapped_ = false;
+  std::string owned_;
   std::string path_;
 };
 

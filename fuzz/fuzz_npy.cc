@@ -1,0 +1,8 @@
+// Any bytes as a .npy file.
+#include "frontend/npy.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  auto t = kiln::frontend::ParseNpy(data, size, "fuzz.npy");
+  if (t.ok() && t->nbytes() > 0) (void)static_cast<const uint8_t*>(t->raw())[t->nbytes() - 1];
+  return 0;
+}
