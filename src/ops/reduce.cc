@@ -1,7 +1,394 @@
+// Reductions over axes (Reduce*), ArgMax/ArgMin and the running scans CumSum/CumProd.
+// The losses live in reduce_loss.cc.
+#include <limits>
+#include <string>
+
 #include "ops/common.h"
 
 namespace kiln::ops {
 
-void RegisterReduceOps(OpRegistry& r) {}
+void RegisterReduceLossOps(OpRegistry& r);
+
+namespace {
+
+enum class ReduceKind { kSum, kMean, kMax, kMin, kProd, kSumSquare, kL1, kL2, kLogSum, kLogSumExp };
+
+// Which axes are reduced and the resulting dims. `noop` passes the input through unchanged.
+struct ReducePlan {
+  bool noop = false;
+  std::vector<char> reduced;  // per input axis
+  Dims out_dims;              // with keepdims applied
+  Dims kept_dims;             // same rank as the input, 1 on reduced axes
+};
+
+bool TypeIn(DType t, unsigned groups) {
+  return ((IsFloatingDType(t) && (groups & kFloatTypes)) ||
+          (IsSignedIntDType(t) && (groups & kSignedIntTypes)) ||
+          (IsUnsignedIntDType(t) && (groups & kUnsignedIntTypes)) ||
+          (t == DType::kBool && (groups & kBoolType)));
+}
+
+// Opset from which `axes` is the second input rather than an attribute.
+int64_t AxesInputOpset(ReduceKind k) { return k == ReduceKind::kSum ? 13 : 18; }
+
+// Builds the plan; returns "" or an error message. `axes` are the raw axes (attribute or input).
+std::string MakeReducePlan(const ir::Node& node, bool axes_from_input, const Dims& in,
+                           std::vector<int64_t> axes, ReducePlan* p) {
+  const int64_t rank = static_cast<int64_t>(in.size());
+  const bool keepdims = node.attr_int("keepdims", 1) != 0;
+  const bool noop_empty = axes_from_input && node.attr_int("noop_with_empty_axes", 0) != 0;
+  p->noop = false;
+  p->reduced.assign(rank, 0);
+  if (axes.empty()) {
+    if (noop_empty) {
+      p->noop = true;
+      p->out_dims = in;
+      p->kept_dims = in;
+      return "";
+    }
+    std::fill(p->reduced.begin(), p->reduced.end(), 1);
+  }
+  for (int64_t a : axes) {
+    int64_t ax = a;
+    if (!NormalizeAxis(ax, rank))
+      return "axis " + std::to_string(a) + " is out of range for rank " + std::to_string(rank);
+    if (p->reduced[ax]) return "axis " + std::to_string(a) + " is listed twice";
+    p->reduced[ax] = 1;
+  }
+  p->out_dims.clear();
+  p->kept_dims = in;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (p->reduced[d]) {
+      p->kept_dims[d] = 1;
+      if (keepdims) p->out_dims.push_back(1);
+    } else {
+      p->out_dims.push_back(in[d]);
+    }
+  }
+  return "";
+}
+
+template <class T>
+using ReduceAcc = std::conditional_t<kIsFloat<T>, double,
+                                     std::conditional_t<std::is_signed_v<T>, int64_t, uint64_t>>;
+
+template <class T>
+void ReduceKernel(ReduceKind kind, const Tensor& x, const ReducePlan& p, Tensor& y) {
+  using A = ReduceAcc<T>;
+  const int64_t n_out = NumElements(p.kept_dims);
+  const int64_t n_in = x.size();
+  const int64_t count = n_out == 0 ? 0 : n_in / n_out;  // elements per output
+  const T* xd = x.data<T>();
+  T* yd = y.data<T>();
+  const Dims& in_dims = x.dims();
+  // Output offset of each input element: row-major over kept_dims, 0 stride on reduced axes.
+  Dims ostr = Strides(p.kept_dims);
+  for (size_t d = 0; d < ostr.size(); ++d)
+    if (p.reduced[d]) ostr[d] = 0;
+  const std::array<Dims, 1> strides{ostr};
+  auto scatter = [&](auto&& fn) {
+    if (in_dims.empty()) {
+      if (n_in) fn(int64_t{0}, int64_t{0});
+      return;
+    }
+    ForEachBroadcast<1>(in_dims, strides,
+                        [&](int64_t i, const std::array<int64_t, 1>& o) { fn(i, o[0]); });
+  };
+  auto val = [&](int64_t i) { return ConvertValue<A>(xd[i]); };
+
+  A init{};
+  if (kind == ReduceKind::kProd) init = A(1);
+  if (kind == ReduceKind::kMax) {
+    if constexpr (kIsFloat<T>) init = -std::numeric_limits<double>::infinity();
+    else init = static_cast<A>(std::numeric_limits<T>::lowest());
+  }
+  if (kind == ReduceKind::kMin) {
+    if constexpr (kIsFloat<T>) init = std::numeric_limits<double>::infinity();
+    else init = static_cast<A>(std::numeric_limits<T>::max());
+  }
+  std::vector<A> acc(n_out, init);
+  // LogSumExp subtracts the per-output maximum for stability.
+  std::vector<double> shift;
+  if (kind == ReduceKind::kLogSumExp) {
+    shift.assign(n_out, -std::numeric_limits<double>::infinity());
+    scatter([&](int64_t i, int64_t o) {
+      double v = static_cast<double>(val(i));
+      if (v > shift[o]) shift[o] = v;
+    });
+    for (double& s : shift)
+      if (!std::isfinite(s)) s = 0;
+  }
+  switch (kind) {
+    case ReduceKind::kSum:
+    case ReduceKind::kMean:
+    case ReduceKind::kLogSum:
+      scatter([&](int64_t i, int64_t o) { acc[o] += val(i); });
+      break;
+    case ReduceKind::kProd:
+      scatter([&](int64_t i, int64_t o) { acc[o] *= val(i); });
+      break;
+    case ReduceKind::kMax:
+      scatter([&](int64_t i, int64_t o) {
+        A v = val(i);
+        if (v > acc[o] || v != v) acc[o] = v;  // NaN sticks, as in numpy
+      });
+      break;
+    case ReduceKind::kMin:
+      scatter([&](int64_t i, int64_t o) {
+        A v = val(i);
+        if (v < acc[o] || v != v) acc[o] = v;
+      });
+      break;
+    case ReduceKind::kSumSquare:
+    case ReduceKind::kL2:
+      scatter([&](int64_t i, int64_t o) {
+        A v = val(i);
+        acc[o] += v * v;
+      });
+      break;
+    case ReduceKind::kL1:
+      scatter([&](int64_t i, int64_t o) {
+        A v = val(i);
+        if constexpr (std::is_unsigned_v<A>) acc[o] += v;
+        else acc[o] += v < 0 ? -v : v;
+      });
+      break;
+    case ReduceKind::kLogSumExp: {
+      std::vector<double> sum(n_out, 0.0);
+      scatter([&](int64_t i, int64_t o) {
+        sum[o] += std::exp(static_cast<double>(val(i)) - shift[o]);
+      });
+      for (int64_t o = 0; o < n_out; ++o) yd[o] = ConvertValue<T>(std::log(sum[o]) + shift[o]);
+      return;
+    }
+  }
+  for (int64_t o = 0; o < n_out; ++o) {
+    A a = acc[o];
+    switch (kind) {
+      case ReduceKind::kMean:
+        if constexpr (kIsFloat<T>) a = a / static_cast<double>(count);
+        else a = count ? a / static_cast<A>(count) : A(0);
+        break;
+      case ReduceKind::kL2:
+        yd[o] = ConvertValue<T>(std::sqrt(static_cast<double>(a)));
+        continue;
+      case ReduceKind::kLogSum:
+        yd[o] = ConvertValue<T>(std::log(static_cast<double>(a)));
+        continue;
+      default:
+        break;
+    }
+    yd[o] = ConvertValue<T>(a);
+  }
+}
+
+unsigned ReduceTypes(ReduceKind k) {
+  if (k == ReduceKind::kMax || k == ReduceKind::kMin) return kAllTypes;
+  return kNumericTypes;
+}
+
+void RegisterReduce(OpRegistry& r, const char* name, ReduceKind kind) {
+  auto infer = [kind](InferContext& ctx) -> Status {
+    if (!ctx.has_input(0)) return ctx.error("missing input 'data'");
+    DType dt = ctx.input_dtype(0);
+    if (!TypeIn(dt, ReduceTypes(kind)))
+      return ctx.error("unsupported input type " + std::string(DTypeName(dt)));
+    const bool from_input = ctx.opset() >= AxesInputOpset(kind);
+    std::vector<int64_t> axes;
+    if (from_input) {
+      if (ctx.has_input(1)) {
+        if (ctx.input_dtype(1) != DType::kInt64) return ctx.error("'axes' must be int64");
+        bool known = false;
+        axes = InputInts(ctx, 1, &known);
+        if (!known) {
+          ctx.set_output_dynamic(0, dt);
+          return OkStatus();
+        }
+      }
+    } else {
+      axes = ctx.node().attr_ints("axes");
+    }
+    ReducePlan p;
+    std::string err = MakeReducePlan(ctx.node(), from_input, ctx.input_dims(0), axes, &p);
+    if (!err.empty()) return ctx.error(err);
+    ctx.set_output(0, dt, p.out_dims);
+    return OkStatus();
+  };
+  auto compute = [kind](ComputeContext& ctx) -> Status {
+    const Tensor& x = ctx.input(0);
+    const bool from_input = ctx.opset() >= AxesInputOpset(kind);
+    std::vector<int64_t> axes =
+        from_input ? (ctx.has_input(1) ? ctx.input(1).ToInt64Vector() : std::vector<int64_t>{})
+                   : ctx.node().attr_ints("axes");
+    ReducePlan p;
+    std::string err = MakeReducePlan(ctx.node(), from_input, x.dims(), axes, &p);
+    if (!err.empty()) return ctx.error(err);
+    Tensor& y = ctx.output(0);
+    if (!y.defined() || y.dtype() != x.dtype() || y.dims() != p.out_dims)
+      ctx.allocate_output(0, x.dtype(), p.out_dims);
+    if (p.noop) {
+      if (x.nbytes()) std::memcpy(y.raw(), x.raw(), x.nbytes());
+      return OkStatus();
+    }
+    bool ok = Dispatch<kAllTypes>(x.dtype(), [&]<class T>() { ReduceKernel<T>(kind, x, p, y); });
+    if (!ok) return ctx.error("unsupported input type " + std::string(DTypeName(x.dtype())));
+    return OkStatus();
+  };
+  r.Register(name, infer, compute);
+}
+
+// ---- ArgMax / ArgMin ----
+
+Status ArgInfer(InferContext& ctx) {
+  if (!ctx.has_input(0)) return ctx.error("missing input 'data'");
+  DType dt = ctx.input_dtype(0);
+  if (!TypeIn(dt, kNumericTypes))
+    return ctx.error("unsupported input type " + std::string(DTypeName(dt)));
+  const Dims& in = ctx.input_dims(0);
+  int64_t axis = ctx.node().attr_int("axis", 0);
+  if (!NormalizeAxis(axis, static_cast<int64_t>(in.size())))
+    return ctx.error("axis " + std::to_string(ctx.node().attr_int("axis", 0)) +
+                     " is out of range for rank " + std::to_string(in.size()));
+  if (in[axis] == 0) return ctx.error("cannot take the arg of an empty axis");
+  Dims out = in;
+  if (ctx.node().attr_int("keepdims", 1)) out[axis] = 1;
+  else out.erase(out.begin() + axis);
+  ctx.set_output(0, DType::kInt64, out);
+  return OkStatus();
+}
+
+template <class T>
+void ArgKernel(bool is_max, bool last, const Tensor& x, int64_t axis, int64_t* out) {
+  const Dims& d = x.dims();
+  int64_t outer = 1, inner = 1, n = d[axis];
+  for (int64_t i = 0; i < axis; ++i) outer *= d[i];
+  for (size_t i = axis + 1; i < d.size(); ++i) inner *= d[i];
+  const T* xd = x.data<T>();
+  using A = Acc<T>;
+  std::vector<A> best(inner);
+  // NaN wins, like numpy; among equals the first (or last) index wins.
+  auto better = [&](A v, A b) {
+    if (v != v) return last || b == b;
+    if (b != b) return false;
+    if (is_max) return last ? v >= b : v > b;
+    return last ? v <= b : v < b;
+  };
+  for (int64_t o = 0; o < outer; ++o) {
+    const T* base = xd + o * n * inner;
+    int64_t* ob = out + o * inner;
+    for (int64_t i = 0; i < inner; ++i) {
+      best[i] = static_cast<A>(base[i]);
+      ob[i] = 0;
+    }
+    for (int64_t j = 1; j < n; ++j)
+      for (int64_t i = 0; i < inner; ++i) {
+        A v = static_cast<A>(base[j * inner + i]);
+        if (better(v, best[i])) {
+          best[i] = v;
+          ob[i] = j;
+        }
+      }
+  }
+}
+
+void RegisterArg(OpRegistry& r, const char* name, bool is_max) {
+  r.Register(name, ArgInfer, [is_max](ComputeContext& ctx) -> Status {
+    const Tensor& x = ctx.input(0);
+    int64_t axis = ctx.node().attr_int("axis", 0);
+    if (!NormalizeAxis(axis, x.rank()) || x.dim(static_cast<int>(axis)) == 0)
+      return ctx.error("bad axis");
+    const bool last = ctx.opset() >= 12 && ctx.node().attr_int("select_last_index", 0) != 0;
+    int64_t* out = ctx.output(0).data<int64_t>();
+    bool ok = Dispatch<kNumericTypes>(
+        x.dtype(), [&]<class T>() { ArgKernel<T>(is_max, last, x, axis, out); });
+    if (!ok) return ctx.error("unsupported input type " + std::string(DTypeName(x.dtype())));
+    return OkStatus();
+  });
+}
+
+// ---- CumSum / CumProd ----
+
+Status ScanInfer(InferContext& ctx) {
+  if (!ctx.has_input(0) || !ctx.has_input(1)) return ctx.error("expects inputs 'x' and 'axis'");
+  DType dt = ctx.input_dtype(0);
+  if (!TypeIn(dt, kNumericTypes))
+    return ctx.error("unsupported input type " + std::string(DTypeName(dt)));
+  DType at = ctx.input_dtype(1);
+  if (at != DType::kInt32 && at != DType::kInt64) return ctx.error("'axis' must be int32 or int64");
+  if (NumElements(ctx.input_dims(1)) != 1 || ctx.input_rank(1) > 1)
+    return ctx.error("'axis' must be a scalar");
+  if (const Tensor* a = ctx.input_value(1)) {
+    int64_t axis = a->GetInt(0);
+    if (!NormalizeAxis(axis, ctx.input_rank(0)))
+      return ctx.error("axis " + std::to_string(a->GetInt(0)) + " is out of range for rank " +
+                       std::to_string(ctx.input_rank(0)));
+  }
+  return SameAsInput(ctx);
+}
+
+template <class T>
+void ScanKernel(bool prod, bool exclusive, bool reverse, const Tensor& x, int64_t axis, T* out) {
+  const Dims& d = x.dims();
+  int64_t outer = 1, inner = 1, n = d[axis];
+  for (int64_t i = 0; i < axis; ++i) outer *= d[i];
+  for (size_t i = axis + 1; i < d.size(); ++i) inner *= d[i];
+  const T* xd = x.data<T>();
+  using A = Acc<T>;
+  std::vector<A> run(inner);
+  for (int64_t o = 0; o < outer; ++o) {
+    std::fill(run.begin(), run.end(), prod ? A(1) : A(0));
+    for (int64_t s = 0; s < n; ++s) {
+      int64_t j = reverse ? n - 1 - s : s;
+      const T* src = xd + (o * n + j) * inner;
+      T* dst = out + (o * n + j) * inner;
+      for (int64_t i = 0; i < inner; ++i) {
+        A v = static_cast<A>(src[i]);
+        if (exclusive) dst[i] = T(run[i]);
+        run[i] = prod ? A(run[i] * v) : A(run[i] + v);
+        if (!exclusive) dst[i] = T(run[i]);
+      }
+    }
+  }
+}
+
+void RegisterScan(OpRegistry& r, const char* name, bool prod) {
+  r.Register(name, ScanInfer, [prod](ComputeContext& ctx) -> Status {
+    const Tensor& x = ctx.input(0);
+    const Tensor& at = ctx.input(1);
+    if (at.size() != 1) return ctx.error("'axis' must be a scalar");
+    int64_t axis = at.GetInt(0);
+    if (!NormalizeAxis(axis, x.rank()))
+      return ctx.error("axis " + std::to_string(at.GetInt(0)) + " is out of range for rank " +
+                       std::to_string(x.rank()));
+    const bool exclusive = ctx.node().attr_int("exclusive", 0) != 0;
+    const bool reverse = ctx.node().attr_int("reverse", 0) != 0;
+    Tensor& y = ctx.output(0);
+    bool ok = Dispatch<kNumericTypes>(x.dtype(), [&]<class T>() {
+      ScanKernel<T>(prod, exclusive, reverse, x, axis, y.data<T>());
+    });
+    if (!ok) return ctx.error("unsupported input type " + std::string(DTypeName(x.dtype())));
+    return OkStatus();
+  });
+}
+
+}  // namespace
+
+void RegisterReduceOps(OpRegistry& r) {
+  RegisterReduce(r, "ReduceSum", ReduceKind::kSum);
+  RegisterReduce(r, "ReduceMean", ReduceKind::kMean);
+  RegisterReduce(r, "ReduceMax", ReduceKind::kMax);
+  RegisterReduce(r, "ReduceMin", ReduceKind::kMin);
+  RegisterReduce(r, "ReduceProd", ReduceKind::kProd);
+  RegisterReduce(r, "ReduceSumSquare", ReduceKind::kSumSquare);
+  RegisterReduce(r, "ReduceL1", ReduceKind::kL1);
+  RegisterReduce(r, "ReduceL2", ReduceKind::kL2);
+  RegisterReduce(r, "ReduceLogSum", ReduceKind::kLogSum);
+  RegisterReduce(r, "ReduceLogSumExp", ReduceKind::kLogSumExp);
+  RegisterArg(r, "ArgMax", true);
+  RegisterArg(r, "ArgMin", false);
+  RegisterScan(r, "CumSum", false);
+  RegisterScan(r, "CumProd", true);
+  RegisterReduceLossOps(r);
+}
 
 }  // namespace kiln::ops
