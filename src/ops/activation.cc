@@ -1,7 +1,307 @@
-#include "ops/common.h"
+// Activations (element-wise, with attributes) and the axis-wise Softmax / LogSoftmax / Hardmax.
+#include <cmath>
+
+#include "ops/elementwise_kernels.h"
 
 namespace kiln::ops {
+namespace {
 
-void RegisterActivationOps(OpRegistry& r) {}
+// Registers y = f(x) where `make(node)` builds f from the node's attributes.
+template <unsigned Groups, class Make>
+void RegAct(OpRegistry& r, const char* name, Make make) {
+  r.Register(
+      name, [](InferContext& ctx) { return InferUnary(ctx, Groups); },
+      [make](ComputeContext& ctx) -> Status {
+        const Tensor& x = ctx.input(0);
+        Tensor& y = ctx.output(0);
+        auto f = make(ctx.node());
+        Dispatch<Groups>(x.dtype(), [&]<class T>() {
+          UnaryLoop<T, T>(x.data<T>(), y.data<T>(), x.size(), f);
+        });
+        return OkStatus();
+      });
+}
+
+template <class V>
+V Sigmoid(V x) {
+  // Written so that exp never overflows.
+  if (x >= 0) return V(1) / (V(1) + std::exp(-x));
+  V e = std::exp(x);
+  return e / (V(1) + e);
+}
+
+template <class V>
+V Softplus(V x) {
+  return x > V(0) ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
+}
+
+void RegisterPointwise(OpRegistry& r) {
+  RegAct<kNumericTypes>(r, "Relu", [](const ir::Node&) {
+    return []<class V>(V x) -> V { return x > V(0) ? x : V(0); };
+  });
+  RegAct<kFloatTypes>(r, "LeakyRelu", [](const ir::Node& n) {
+    float alpha = n.attr_float("alpha", 0.01f);
+    return [alpha]<class V>(V x) -> V { return x < V(0) ? V(alpha) * x : x; };
+  });
+  RegAct<kFloatTypes>(r, "Elu", [](const ir::Node& n) {
+    float alpha = n.attr_float("alpha", 1.0f);
+    return [alpha]<class V>(V x) -> V { return x < V(0) ? V(alpha) * std::expm1(x) : x; };
+  });
+  RegAct<kFloatTypes>(r, "Selu", [](const ir::Node& n) {
+    float alpha = n.attr_float("alpha", 1.67326319217681884765625f);
+    float gamma = n.attr_float("gamma", 1.05070102214813232421875f);
+    return [alpha, gamma]<class V>(V x) -> V {
+      return x > V(0) ? V(gamma) * x : V(gamma) * V(alpha) * std::expm1(x);
+    };
+  });
+  RegAct<kFloatTypes>(r, "Celu", [](const ir::Node& n) {
+    float alpha = n.attr_float("alpha", 1.0f);
+    return [alpha]<class V>(V x) -> V {
+      return x > V(0) ? x : V(alpha) * std::expm1(x / V(alpha));
+    };
+  });
+  RegAct<kFloatTypes>(r, "Sigmoid", [](const ir::Node&) {
+    return []<class V>(V x) -> V { return Sigmoid(x); };
+  });
+  RegAct<kFloatTypes>(r, "HardSigmoid", [](const ir::Node& n) {
+    float alpha = n.attr_float("alpha", 0.2f), beta = n.attr_float("beta", 0.5f);
+    return [alpha, beta]<class V>(V x) -> V {
+      return std::max(V(0), std::min(V(1), V(alpha) * x + V(beta)));
+    };
+  });
+  RegAct<kFloatTypes>(r, "HardSwish", [](const ir::Node&) {
+    return []<class V>(V x) -> V {
+      return x * std::max(V(0), std::min(V(1), x / V(6) + V(0.5)));
+    };
+  });
+  RegAct<kFloatTypes>(r, "Softplus", [](const ir::Node&) {
+    return []<class V>(V x) -> V { return Softplus(x); };
+  });
+  RegAct<kFloatTypes>(r, "Softsign", [](const ir::Node&) {
+    return []<class V>(V x) -> V { return x / (V(1) + std::fabs(x)); };
+  });
+  RegAct<kFloatTypes>(r, "ThresholdedRelu", [](const ir::Node& n) {
+    float alpha = n.attr_float("alpha", 1.0f);
+    return [alpha]<class V>(V x) -> V { return x > V(alpha) ? x : V(0); };
+  });
+  RegAct<kNumericTypes>(r, "Shrink", [](const ir::Node& n) {
+    double lambd = n.attr_float("lambd", 0.5f), bias = n.attr_float("bias", 0.0f);
+    return [lambd, bias]<class V>(V x) -> V {
+      // Integer inputs are shifted in double and truncated back, like the reference's astype.
+      double v = static_cast<double>(x);
+      double y = v < -lambd ? v + bias : (v > lambd ? v - bias : 0.0);
+      if constexpr (std::is_integral_v<V>) return FloatToInt<V>(y);
+      else return static_cast<V>(y);
+    };
+  });
+  RegAct<kFloatTypes>(r, "Mish", [](const ir::Node&) {
+    return []<class V>(V x) -> V { return x * std::tanh(Softplus(x)); };
+  });
+  RegAct<kFloatTypes>(r, "Swish", [](const ir::Node& n) {
+    float alpha = n.attr_float("alpha", 1.0f);
+    return [alpha]<class V>(V x) -> V { return x * Sigmoid(V(alpha) * x); };
+  });
+
+  r.Register(
+      "Gelu",
+      [](InferContext& ctx) -> Status {
+        std::string a = ctx.node().attr_string("approximate", "none");
+        if (a != "none" && a != "tanh")
+          return ctx.error("approximate must be \"none\" or \"tanh\", got \"" + a + "\"");
+        return InferUnary(ctx, kFloatTypes);
+      },
+      [](ComputeContext& ctx) -> Status {
+        const Tensor& x = ctx.input(0);
+        Tensor& y = ctx.output(0);
+        const bool tanh_approx = ctx.node().attr_string("approximate", "none") == "tanh";
+        Dispatch<kFloatTypes>(x.dtype(), [&]<class T>() {
+          using V = Acc<T>;
+          if (tanh_approx) {
+            const V k = static_cast<V>(0.79788456080286535588);
+            UnaryLoop<T, T>(x.data<T>(), y.data<T>(), x.size(), [k](V v) {
+              return V(0.5) * v * (V(1) + std::tanh(k * (v + V(0.044715) * v * v * v)));
+            });
+          } else {
+            const V inv_sqrt2 = static_cast<V>(0.70710678118654752440);
+            UnaryLoop<T, T>(x.data<T>(), y.data<T>(), x.size(), [inv_sqrt2](V v) {
+              return V(0.5) * v * (V(1) + std::erf(v * inv_sqrt2));
+            });
+          }
+        });
+        return OkStatus();
+      });
+}
+
+// PRelu: the slope broadcasts to X (unidirectionally). A 1-D slope of X's channel count that
+// does not broadcast numpy-style is applied per channel (axis 1), as in the pre-opset-7 spec.
+bool PreluChannelSlope(const Dims& x, const Dims& s) {
+  Dims d;
+  if (BroadcastDims(x, s, &d) && d == x) return false;
+  return s.size() == 1 && x.size() >= 2 && s[0] == x[1];
+}
+
+void RegisterPrelu(OpRegistry& r) {
+  r.Register(
+      "PRelu",
+      [](InferContext& ctx) -> Status {
+        if (ctx.num_inputs() != 2 || !ctx.has_input(0) || !ctx.has_input(1))
+          return ctx.error("expects two inputs");
+        DType t = ctx.input_dtype(0);
+        if (!TypeIn(t, kNumericTypes)) return UnsupportedType(ctx, t);
+        if (ctx.input_dtype(1) != t)
+          return ctx.error("slope has element type " + TypeName(ctx.input_dtype(1)) +
+                           ", expected " + TypeName(t));
+        const Dims& x = ctx.input_dims(0);
+        const Dims& s = ctx.input_dims(1);
+        Dims d;
+        bool ok = (BroadcastDims(x, s, &d) && d == x) || PreluChannelSlope(x, s);
+        if (!ok)
+          return ctx.error("slope of shape " + DimsToString(s) + " does not broadcast to X of shape " +
+                           DimsToString(x));
+        ctx.set_output(0, t, x);
+        return OkStatus();
+      },
+      [](ComputeContext& ctx) -> Status {
+        const Tensor& x = ctx.input(0);
+        const Tensor& s = ctx.input(1);
+        Tensor& y = ctx.output(0);
+        Dims sd = s.dims();
+        if (PreluChannelSlope(x.dims(), sd)) {
+          sd.assign(x.rank() - 1, 1);
+          sd[0] = s.dims()[0];
+        }
+        Dispatch<kNumericTypes>(x.dtype(), [&]<class T>() {
+          using V = Acc<T>;
+          BinaryLoop<T, T, T>(x.data<T>(), x.dims(), s.data<T>(), sd, y.data<T>(), y.dims(),
+                              [](V v, V a) -> V {
+                                if constexpr (std::is_integral_v<V>) return v < 0 ? WrapMul(v, a) : v;
+                                else return v < V(0) ? v * a : v;
+                              });
+        });
+        return OkStatus();
+      });
+}
+
+// Splits dims around the softmax axis: before opset 13 the input is coerced to 2-D at `axis`
+// (default 1); from 13 the op runs along the single axis (default -1).
+struct AxisSplit {
+  int64_t outer = 1, len = 1, inner = 1;
+};
+
+Status SplitAxis(const ir::Node& node, int64_t opset, const Dims& dims, AxisSplit* s,
+                 std::string* err) {
+  const int64_t rank = static_cast<int64_t>(dims.size());
+  int64_t axis = node.attr_int("axis", opset >= 13 ? -1 : 1);
+  // A rank-0 input has nothing to normalise over; treat it as one element.
+  if (rank == 0) return OkStatus();
+  if (!NormalizeAxis(axis, rank)) {
+    *err = "axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank);
+    return Error(*err);
+  }
+  *s = AxisSplit{};
+  for (int64_t i = 0; i < axis; ++i) s->outer *= dims[i];
+  if (opset >= 13) {
+    s->len = dims[axis];
+    for (int64_t i = axis + 1; i < rank; ++i) s->inner *= dims[i];
+  } else {
+    for (int64_t i = axis; i < rank; ++i) s->len *= dims[i];
+  }
+  return OkStatus();
+}
+
+enum class SoftKind { kSoftmax, kLogSoftmax, kHardmax };
+
+// One slice of `len` values at stride `inner`, vectorised across the `inner` positions.
+template <class T>
+void SoftmaxBlock(const T* x, T* y, int64_t len, int64_t inner, SoftKind kind,
+                  std::vector<Acc<T>>& buf) {
+  using V = Acc<T>;
+  buf.assign(static_cast<size_t>(2 * inner), V(0));
+  V* mx = buf.data();
+  V* sum = buf.data() + inner;
+  for (int64_t i = 0; i < inner; ++i) mx[i] = static_cast<V>(x[i]);
+  if (kind == SoftKind::kHardmax) {
+    std::vector<int64_t> arg(static_cast<size_t>(inner), 0);
+    for (int64_t k = 1; k < len; ++k)
+      for (int64_t i = 0; i < inner; ++i) {
+        V v = static_cast<V>(x[k * inner + i]);
+        if (v > mx[i]) {
+          mx[i] = v;
+          arg[i] = k;
+        }
+      }
+    for (int64_t k = 0; k < len; ++k)
+      for (int64_t i = 0; i < inner; ++i) y[k * inner + i] = static_cast<T>(V(arg[i] == k ? 1 : 0));
+    return;
+  }
+  for (int64_t k = 1; k < len; ++k)
+    for (int64_t i = 0; i < inner; ++i) mx[i] = std::max(mx[i], static_cast<V>(x[k * inner + i]));
+  if constexpr (std::is_same_v<T, V>) {
+    // Full-precision types: keep exp(x - max) in y and rescale in place.
+    for (int64_t k = 0; k < len; ++k)
+      for (int64_t i = 0; i < inner; ++i) {
+        V e = std::exp(x[k * inner + i] - mx[i]);
+        sum[i] += e;
+        if (kind == SoftKind::kSoftmax) y[k * inner + i] = e;
+      }
+  } else {
+    for (int64_t k = 0; k < len; ++k)
+      for (int64_t i = 0; i < inner; ++i) sum[i] += std::exp(static_cast<V>(x[k * inner + i]) - mx[i]);
+  }
+  if (kind == SoftKind::kSoftmax) {
+    for (int64_t i = 0; i < inner; ++i) sum[i] = V(1) / sum[i];
+    for (int64_t k = 0; k < len; ++k)
+      for (int64_t i = 0; i < inner; ++i) {
+        if constexpr (std::is_same_v<T, V>)
+          y[k * inner + i] *= sum[i];
+        else
+          y[k * inner + i] = static_cast<T>(std::exp(static_cast<V>(x[k * inner + i]) - mx[i]) * sum[i]);
+      }
+  } else {
+    for (int64_t i = 0; i < inner; ++i) sum[i] = mx[i] + std::log(sum[i]);
+    for (int64_t k = 0; k < len; ++k)
+      for (int64_t i = 0; i < inner; ++i)
+        y[k * inner + i] = static_cast<T>(static_cast<V>(x[k * inner + i]) - sum[i]);
+  }
+}
+
+void RegSoft(OpRegistry& r, const char* name, SoftKind kind) {
+  r.Register(
+      name,
+      [](InferContext& ctx) -> Status {
+        KILN_RETURN_IF_ERROR(InferUnary(ctx, kFloatTypes));
+        AxisSplit s;
+        std::string err;
+        if (!SplitAxis(ctx.node(), ctx.opset(), ctx.input_dims(0), &s, &err).ok())
+          return ctx.error(err);
+        return OkStatus();
+      },
+      [kind](ComputeContext& ctx) -> Status {
+        const Tensor& x = ctx.input(0);
+        Tensor& y = ctx.output(0);
+        AxisSplit s;
+        std::string err;
+        if (!SplitAxis(ctx.node(), ctx.opset(), x.dims(), &s, &err).ok()) return ctx.error(err);
+        if (x.size() == 0) return OkStatus();
+        Dispatch<kFloatTypes>(x.dtype(), [&]<class T>() {
+          std::vector<Acc<T>> buf;
+          const int64_t block = s.len * s.inner;
+          for (int64_t o = 0; o < s.outer; ++o)
+            SoftmaxBlock<T>(x.data<T>() + o * block, y.data<T>() + o * block, s.len, s.inner, kind,
+                            buf);
+        });
+        return OkStatus();
+      });
+}
+
+}  // namespace
+
+void RegisterActivationOps(OpRegistry& r) {
+  RegisterPointwise(r);
+  RegisterPrelu(r);
+  RegSoft(r, "Softmax", SoftKind::kSoftmax);
+  RegSoft(r, "LogSoftmax", SoftKind::kLogSoftmax);
+  RegSoft(r, "Hardmax", SoftKind::kHardmax);
+}
 
 }  // namespace kiln::ops

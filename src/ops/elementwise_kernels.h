@@ -1,0 +1,141 @@
+// Loops shared by the element-wise and activation families: unary maps, broadcasting binary maps,
+// and the infer helpers they register with. Element values are computed in Acc<T> (float for the
+// 16-bit floats) and converted back on store.
+#pragma once
+
+#include <limits>
+#include <string>
+
+#include "ops/common.h"
+
+namespace kiln::ops {
+
+// True when `t` belongs to one of the dispatch groups.
+inline bool TypeIn(DType t, unsigned groups) {
+  if (IsFloatingDType(t)) return (groups & kFloatTypes) != 0;
+  if (IsSignedIntDType(t)) return (groups & kSignedIntTypes) != 0;
+  if (IsUnsignedIntDType(t)) return (groups & kUnsignedIntTypes) != 0;
+  if (t == DType::kBool) return (groups & kBoolType) != 0;
+  return false;
+}
+
+inline std::string TypeName(DType t) { return std::string(DTypeName(t)); }
+
+inline Status UnsupportedType(const InferContext& ctx, DType t, int input = 0) {
+  return ctx.error("input " + std::to_string(input) + " has unsupported element type " +
+                   TypeName(t));
+}
+
+// Infer for an op whose output has the input's dims and either its dtype or `out` (bool ops).
+inline Status InferUnary(InferContext& ctx, unsigned groups, DType out = DType::kUndefined) {
+  if (ctx.num_inputs() < 1 || !ctx.has_input(0)) return ctx.error("expects one input");
+  if (!TypeIn(ctx.input_dtype(0), groups)) return UnsupportedType(ctx, ctx.input_dtype(0));
+  ctx.set_output(0, out == DType::kUndefined ? ctx.input_dtype(0) : out, ctx.input_dims(0));
+  return OkStatus();
+}
+
+// Infer for a broadcasting binary op whose inputs share one dtype in `groups`.
+inline Status InferBinary(InferContext& ctx, unsigned groups, DType out = DType::kUndefined) {
+  if (ctx.num_inputs() != 2 || !ctx.has_input(0) || !ctx.has_input(1))
+    return ctx.error("expects two inputs");
+  DType t = ctx.input_dtype(0);
+  if (!TypeIn(t, groups)) return UnsupportedType(ctx, t);
+  if (ctx.input_dtype(1) != t)
+    return ctx.error("inputs have different element types " + TypeName(t) + " and " +
+                     TypeName(ctx.input_dtype(1)));
+  Dims d;
+  if (!BroadcastDims(ctx.input_dims(0), ctx.input_dims(1), &d))
+    return ctx.error("shapes " + DimsToString(ctx.input_dims(0)) + " and " +
+                     DimsToString(ctx.input_dims(1)) + " do not broadcast");
+  ctx.set_output(0, out == DType::kUndefined ? t : out, std::move(d));
+  return OkStatus();
+}
+
+// y[i] = f(x[i]) over n contiguous elements.
+template <class T, class R, class F>
+inline void UnaryLoop(const T* x, R* y, int64_t n, F&& f) {
+  for (int64_t i = 0; i < n; ++i) y[i] = static_cast<R>(f(static_cast<Acc<T>>(x[i])));
+}
+
+// out = f(a, b) with numpy broadcasting of a and b to `od`. Same-shape and scalar operands get
+// contiguous loops; anything else walks the broadcast strides.
+template <class TA, class TB, class R, class F>
+inline void BinaryLoop(const TA* a, const Dims& ad, const TB* b, const Dims& bd, R* o,
+                       const Dims& od, F&& f) {
+  const int64_t n = NumElements(od);
+  const int64_t na = NumElements(ad), nb = NumElements(bd);
+  // Equal element counts imply equal layouts: broadcasting can only grow size-1 axes.
+  if (na == n && nb == n) {
+    for (int64_t i = 0; i < n; ++i)
+      o[i] = static_cast<R>(f(static_cast<Acc<TA>>(a[i]), static_cast<Acc<TB>>(b[i])));
+  } else if (na == 1 && nb == n) {
+    const Acc<TA> s = static_cast<Acc<TA>>(a[0]);
+    for (int64_t i = 0; i < n; ++i) o[i] = static_cast<R>(f(s, static_cast<Acc<TB>>(b[i])));
+  } else if (nb == 1 && na == n) {
+    const Acc<TB> s = static_cast<Acc<TB>>(b[0]);
+    for (int64_t i = 0; i < n; ++i) o[i] = static_cast<R>(f(static_cast<Acc<TA>>(a[i]), s));
+  } else {
+    std::array<Dims, 2> st{BroadcastStrides(ad, od), BroadcastStrides(bd, od)};
+    ForEachBroadcast<2>(od, st, [&](int64_t i, const std::array<int64_t, 2>& off) {
+      o[i] = static_cast<R>(f(static_cast<Acc<TA>>(a[off[0]]), static_cast<Acc<TB>>(b[off[1]])));
+    });
+  }
+}
+
+template <class TA, class TB, class R, class F>
+inline void BinaryLoop(const Tensor& a, const Tensor& b, Tensor& out, F&& f) {
+  BinaryLoop<TA, TB, R>(a.data<TA>(), a.dims(), b.data<TB>(), b.dims(), out.data<R>(),
+                        out.dims(), f);
+}
+
+// Integer wrap-around arithmetic without signed-overflow undefined behaviour.
+template <class T>
+inline T WrapAdd(T a, T b) {
+  using U = std::make_unsigned_t<T>;
+  return static_cast<T>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
+}
+template <class T>
+inline T WrapSub(T a, T b) {
+  using U = std::make_unsigned_t<T>;
+  return static_cast<T>(static_cast<U>(static_cast<U>(a) - static_cast<U>(b)));
+}
+template <class T>
+inline T WrapMul(T a, T b) {
+  using U = std::make_unsigned_t<T>;
+  // Promote small unsigned types to unsigned int so the product cannot overflow a signed int.
+  using W = std::conditional_t<(sizeof(U) < sizeof(unsigned)), unsigned, U>;
+  return static_cast<T>(static_cast<U>(static_cast<W>(static_cast<U>(a)) *
+                                       static_cast<W>(static_cast<U>(b))));
+}
+
+// Float to integer conversion without undefined behaviour: truncates toward zero, wraps values
+// inside the int64 range like numpy does, saturates beyond it, and maps NaN to 0.
+template <class To>
+inline To FloatToInt(double d) {
+  if (!(d == d)) return To{0};
+  if constexpr (std::is_same_v<To, uint64_t>) {
+    if (d >= 9223372036854775808.0) {
+      return d < 18446744073709551616.0 ? static_cast<uint64_t>(d)
+                                        : std::numeric_limits<uint64_t>::max();
+    }
+  }
+  if (d >= 9223372036854775808.0) return static_cast<To>(std::numeric_limits<int64_t>::max());
+  if (d < -9223372036854775808.0) return static_cast<To>(std::numeric_limits<int64_t>::min());
+  return static_cast<To>(static_cast<int64_t>(d));
+}
+
+// ONNX Cast of one value.
+template <class To, class From>
+inline To CastValue(From v) {
+  if constexpr (std::is_integral_v<To> && !std::is_same_v<To, bool> && kIsFloat<From>) {
+    return FloatToInt<To>(static_cast<double>(static_cast<Acc<From>>(v)));
+  } else if constexpr (std::is_same_v<From, bool>) {
+    return static_cast<To>(static_cast<float>(v ? 1 : 0));
+  } else {
+    return ConvertValue<To>(v);
+  }
+}
+
+void RegisterElementwiseVariadicOps(OpRegistry& r);
+
+}  // namespace kiln::ops

@@ -1,0 +1,280 @@
+// Variadic broadcasting ops (Sum, Mean, Max, Min), Where, Clip, Cast and CastLike.
+#include <cmath>
+#include <cstring>
+
+#include "ops/elementwise_kernels.h"
+
+namespace kiln::ops {
+namespace {
+
+// Copies `x` broadcast to `od` into `o`. Works on raw element bytes, so one instantiation per
+// element size serves every dtype.
+void CopyBroadcast(const Tensor& x, void* o, const Dims& od) {
+  const int64_t n = NumElements(od);
+  const size_t es = DTypeSize(x.dtype());
+  if (x.size() == n) {
+    if (n > 0) std::memcpy(o, x.raw(), static_cast<size_t>(n) * es);
+    return;
+  }
+  auto run = [&]<class U>() {
+    const U* s = static_cast<const U*>(x.raw());
+    U* d = static_cast<U*>(o);
+    std::array<Dims, 1> st{BroadcastStrides(x.dims(), od)};
+    ForEachBroadcast<1>(od, st, [&](int64_t i, const std::array<int64_t, 1>& off) {
+      d[i] = s[off[0]];
+    });
+  };
+  switch (es) {
+    case 1: run.template operator()<uint8_t>(); break;
+    case 2: run.template operator()<uint16_t>(); break;
+    case 4: run.template operator()<uint32_t>(); break;
+    default: run.template operator()<uint64_t>(); break;
+  }
+}
+
+Status InferVariadic(InferContext& ctx, unsigned groups) {
+  if (ctx.num_inputs() < 1) return ctx.error("expects at least one input");
+  for (int i = 0; i < ctx.num_inputs(); ++i)
+    if (!ctx.has_input(i)) return ctx.error("input " + std::to_string(i) + " is missing");
+  DType t = ctx.input_dtype(0);
+  if (!TypeIn(t, groups)) return UnsupportedType(ctx, t);
+  Dims d = ctx.input_dims(0);
+  for (int i = 1; i < ctx.num_inputs(); ++i) {
+    if (ctx.input_dtype(i) != t)
+      return ctx.error("input " + std::to_string(i) + " has element type " +
+                       TypeName(ctx.input_dtype(i)) + ", expected " + TypeName(t));
+    Dims next;
+    if (!BroadcastDims(d, ctx.input_dims(i), &next))
+      return ctx.error("input " + std::to_string(i) + " of shape " +
+                       DimsToString(ctx.input_dims(i)) + " does not broadcast to " +
+                       DimsToString(d));
+    d = std::move(next);
+  }
+  ctx.set_output(0, t, std::move(d));
+  return OkStatus();
+}
+
+// out = f(...f(f(x0, x1), x2)..., xn), all broadcast to out's dims; kMean divides at the end.
+template <unsigned Groups, bool kMean, class F>
+void RegVariadic(OpRegistry& r, const char* name, F f) {
+  r.Register(
+      name, [](InferContext& ctx) { return InferVariadic(ctx, Groups); },
+      [f](ComputeContext& ctx) -> Status {
+        Tensor& out = ctx.output(0);
+        CopyBroadcast(ctx.input(0), out.raw(), out.dims());
+        Dispatch<Groups>(out.dtype(), [&]<class T>() {
+          T* o = out.data<T>();
+          for (int k = 1; k < ctx.num_inputs(); ++k) {
+            const Tensor& x = ctx.input(k);
+            BinaryLoop<T, T, T>(o, out.dims(), x.data<T>(), x.dims(), o, out.dims(), f);
+          }
+          if constexpr (kMean) {
+            const Acc<T> inv = Acc<T>(1) / static_cast<Acc<T>>(ctx.num_inputs());
+            UnaryLoop<T, T>(o, o, out.size(), [inv](Acc<T> v) { return v * inv; });
+          }
+        });
+        return OkStatus();
+      });
+}
+
+// Max/Min propagate NaN like numpy.maximum / numpy.minimum.
+template <class V>
+V MaxOf(V a, V b) {
+  if constexpr (std::is_floating_point_v<V>) {
+    if (a != a || b != b) return a != a ? a : b;
+  }
+  return a > b ? a : b;
+}
+template <class V>
+V MinOf(V a, V b) {
+  if constexpr (std::is_floating_point_v<V>) {
+    if (a != a || b != b) return a != a ? a : b;
+  }
+  return a < b ? a : b;
+}
+
+void RegisterVariadic(OpRegistry& r) {
+  RegVariadic<kNumericTypes, false>(r, "Sum", []<class V>(V a, V b) -> V {
+    if constexpr (std::is_integral_v<V>) return WrapAdd(a, b);
+    else return a + b;
+  });
+  RegVariadic<kFloatTypes, true>(r, "Mean", []<class V>(V a, V b) -> V { return a + b; });
+  RegVariadic<kNumericTypes, false>(r, "Max", []<class V>(V a, V b) -> V { return MaxOf(a, b); });
+  RegVariadic<kNumericTypes, false>(r, "Min", []<class V>(V a, V b) -> V { return MinOf(a, b); });
+}
+
+void RegisterWhere(OpRegistry& r) {
+  r.Register(
+      "Where",
+      [](InferContext& ctx) -> Status {
+        if (ctx.num_inputs() != 3 || !ctx.has_input(0) || !ctx.has_input(1) || !ctx.has_input(2))
+          return ctx.error("expects three inputs");
+        if (ctx.input_dtype(0) != DType::kBool)
+          return ctx.error("condition must be BOOL, got " + TypeName(ctx.input_dtype(0)));
+        DType t = ctx.input_dtype(1);
+        if (!TypeIn(t, kAllTypes)) return UnsupportedType(ctx, t, 1);
+        if (ctx.input_dtype(2) != t)
+          return ctx.error("X and Y have different element types " + TypeName(t) + " and " +
+                           TypeName(ctx.input_dtype(2)));
+        Dims d, d2;
+        if (!BroadcastDims(ctx.input_dims(0), ctx.input_dims(1), &d) ||
+            !BroadcastDims(d, ctx.input_dims(2), &d2))
+          return ctx.error("shapes " + DimsToString(ctx.input_dims(0)) + ", " +
+                           DimsToString(ctx.input_dims(1)) + " and " +
+                           DimsToString(ctx.input_dims(2)) + " do not broadcast");
+        ctx.set_output(0, t, std::move(d2));
+        return OkStatus();
+      },
+      [](ComputeContext& ctx) -> Status {
+        const Tensor& c = ctx.input(0);
+        const Tensor& x = ctx.input(1);
+        const Tensor& y = ctx.input(2);
+        Tensor& out = ctx.output(0);
+        const Dims& od = out.dims();
+        const int64_t n = out.size();
+        auto run = [&]<class U>() {
+          const bool* pc = c.data<bool>();
+          const U* px = static_cast<const U*>(x.raw());
+          const U* py = static_cast<const U*>(y.raw());
+          U* o = static_cast<U*>(out.raw());
+          if (c.size() == n && x.size() == n && y.size() == n) {
+            for (int64_t i = 0; i < n; ++i) o[i] = pc[i] ? px[i] : py[i];
+            return;
+          }
+          std::array<Dims, 3> st{BroadcastStrides(c.dims(), od), BroadcastStrides(x.dims(), od),
+                                 BroadcastStrides(y.dims(), od)};
+          ForEachBroadcast<3>(od, st, [&](int64_t i, const std::array<int64_t, 3>& off) {
+            o[i] = pc[off[0]] ? px[off[1]] : py[off[2]];
+          });
+        };
+        switch (DTypeSize(x.dtype())) {
+          case 1: run.template operator()<uint8_t>(); break;
+          case 2: run.template operator()<uint16_t>(); break;
+          case 4: run.template operator()<uint32_t>(); break;
+          default: run.template operator()<uint64_t>(); break;
+        }
+        return OkStatus();
+      });
+}
+
+// Clip: bounds are the min/max attributes before opset 11, optional scalar inputs after.
+void RegisterClip(OpRegistry& r) {
+  r.Register(
+      "Clip",
+      [](InferContext& ctx) -> Status {
+        if (ctx.num_inputs() < 1 || !ctx.has_input(0)) return ctx.error("expects an input");
+        DType t = ctx.input_dtype(0);
+        if (!TypeIn(t, kNumericTypes)) return UnsupportedType(ctx, t);
+        if (ctx.opset() >= 11) {
+          if (ctx.num_inputs() > 3) return ctx.error("expects at most three inputs");
+          for (int i = 1; i < ctx.num_inputs(); ++i) {
+            if (!ctx.has_input(i)) continue;
+            if (ctx.input_dtype(i) != t)
+              return ctx.error(std::string(i == 1 ? "min" : "max") + " has element type " +
+                               TypeName(ctx.input_dtype(i)) + ", expected " + TypeName(t));
+            if (NumElements(ctx.input_dims(i)) > 1)
+              return ctx.error(std::string(i == 1 ? "min" : "max") + " must be a scalar, got shape " +
+                               DimsToString(ctx.input_dims(i)));
+          }
+        }
+        ctx.set_output(0, t, ctx.input_dims(0));
+        return OkStatus();
+      },
+      [](ComputeContext& ctx) -> Status {
+        const Tensor& x = ctx.input(0);
+        Tensor& out = ctx.output(0);
+        Dispatch<kNumericTypes>(x.dtype(), [&]<class T>() {
+          using V = Acc<T>;
+          V lo, hi;
+          if constexpr (std::is_floating_point_v<V>) {
+            lo = -std::numeric_limits<V>::infinity();
+            hi = std::numeric_limits<V>::infinity();
+          } else {
+            lo = std::numeric_limits<V>::lowest();
+            hi = std::numeric_limits<V>::max();
+          }
+          if (ctx.opset() < 11) {
+            if (ctx.node().attr("min")) lo = static_cast<V>(ctx.node().attr_float("min", 0));
+            if (ctx.node().attr("max")) hi = static_cast<V>(ctx.node().attr_float("max", 0));
+          } else {
+            if (ctx.has_input(1) && ctx.input(1).size() == 1)
+              lo = static_cast<V>(ctx.input(1).data<T>()[0]);
+            if (ctx.has_input(2) && ctx.input(2).size() == 1)
+              hi = static_cast<V>(ctx.input(2).data<T>()[0]);
+          }
+          // Compare-and-replace keeps NaN; min > max yields max everywhere, as numpy.clip does.
+          UnaryLoop<T, T>(x.data<T>(), out.data<T>(), x.size(), [lo, hi](V v) {
+            if (v < lo) v = lo;
+            if (v > hi) v = hi;
+            return v;
+          });
+        });
+        return OkStatus();
+      });
+}
+
+void CastTensor(const Tensor& x, Tensor& y) {
+  if (x.dtype() == y.dtype()) {
+    if (x.nbytes() > 0) std::memcpy(y.raw(), x.raw(), x.nbytes());
+    return;
+  }
+  Dispatch<kAllTypes>(x.dtype(), [&]<class From>() {
+    Dispatch<kAllTypes>(y.dtype(), [&]<class To>() {
+      const From* s = x.data<From>();
+      To* d = y.data<To>();
+      const int64_t n = x.size();
+      for (int64_t i = 0; i < n; ++i) d[i] = CastValue<To>(s[i]);
+    });
+  });
+}
+
+Status InferCastTo(InferContext& ctx, DType to) {
+  if (ctx.num_inputs() < 1 || !ctx.has_input(0)) return ctx.error("expects an input");
+  if (!TypeIn(ctx.input_dtype(0), kAllTypes)) return UnsupportedType(ctx, ctx.input_dtype(0));
+  if (!TypeIn(to, kAllTypes))
+    return ctx.error("casting to element type " + TypeName(to) + " is not supported");
+  ctx.set_output(0, to, ctx.input_dims(0));
+  return OkStatus();
+}
+
+// The target of Cast: an int enum, or a type name string in Cast-1.
+DType CastTarget(const ir::Node& node) {
+  const ir::Attribute* a = node.attr("to");
+  if (!a) return DType::kUndefined;
+  if (a->kind == ir::Attribute::Kind::kString) return DTypeFromName(a->s);
+  return static_cast<DType>(a->i);
+}
+
+void RegisterCast(OpRegistry& r) {
+  r.Register(
+      "Cast",
+      [](InferContext& ctx) -> Status {
+        if (!ctx.node().attr("to")) return ctx.error("missing attribute 'to'");
+        return InferCastTo(ctx, CastTarget(ctx.node()));
+      },
+      [](ComputeContext& ctx) -> Status {
+        CastTensor(ctx.input(0), ctx.output(0));
+        return OkStatus();
+      });
+  r.Register(
+      "CastLike",
+      [](InferContext& ctx) -> Status {
+        if (ctx.num_inputs() != 2 || !ctx.has_input(1)) return ctx.error("expects two inputs");
+        return InferCastTo(ctx, ctx.input_dtype(1));
+      },
+      [](ComputeContext& ctx) -> Status {
+        CastTensor(ctx.input(0), ctx.output(0));
+        return OkStatus();
+      });
+}
+
+}  // namespace
+
+void RegisterElementwiseVariadicOps(OpRegistry& r) {
+  RegisterVariadic(r);
+  RegisterWhere(r);
+  RegisterClip(r);
+  RegisterCast(r);
+}
+
+}  // namespace kiln::ops
