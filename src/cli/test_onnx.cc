@@ -94,6 +94,25 @@ Status Compare(const Tensor& got, const Tensor& want, double rtol, double atol,
   return OkStatus();
 }
 
+// Compares runtime values: tensors by Compare, sequences item by item, empty optionals by kind.
+Status CompareValue(const Tensor& got, const Tensor& want, double rtol, double atol,
+                    const std::string& what) {
+  auto kind = [](const Tensor& t) {
+    return t.is_sequence() ? "a sequence" : t.is_none() ? "an empty optional" : "a tensor";
+  };
+  if (got.kind() != want.kind())
+    return Error(what + ": got " + kind(got) + ", expected " + kind(want));
+  if (want.is_none()) return OkStatus();
+  if (!want.is_sequence()) return Compare(got, want, rtol, atol, what);
+  if (got.items().size() != want.items().size())
+    return Error(what + ": sequence of " + std::to_string(got.items().size()) +
+                 " items, expected " + std::to_string(want.items().size()));
+  for (size_t i = 0; i < want.items().size(); ++i)
+    KILN_RETURN_IF_ERROR(CompareValue(got.items()[i], want.items()[i], rtol, atol,
+                                      what + " item " + std::to_string(i)));
+  return OkStatus();
+}
+
 bool UsesTrainingOps(const ir::Graph& g) {
   for (const auto& n : g.nodes) {
     if (n.domain == "ai.onnx.preview.training") return true;
@@ -141,11 +160,9 @@ Result RunOne(const fs::path& dir, const TestOptions& o) {
                                   " input files for " + std::to_string(feeds.size()) + " inputs"};
     for (size_t k = 0; k < in_files.size(); ++k) {
       const ir::Value& v = g.values[feeds[k]];
-      if (v.type.kind != ir::TypeInfo::Kind::kTensor)
-        return {Outcome::kFail, "input '" + v.name + "': sequence and optional inputs are not supported"};
-      auto t = frontend::LoadTensorProtoFile(in_files[k].string());
+      auto t = frontend::LoadValueProtoFile(in_files[k].string(), v.type);
       if (!t.ok()) return {Outcome::kFail, t.status().message()};
-      shapes[v.name] = t->dims();
+      if (v.type.kind == ir::TypeInfo::Kind::kTensor) shapes[v.name] = t->dims();
       inputs.push_back(std::move(*t));
     }
     if (in_files.size() < feeds.size()) {
@@ -166,11 +183,9 @@ Result RunOne(const fs::path& dir, const TestOptions& o) {
                                   " outputs, test expects " + std::to_string(out_files.size())};
     for (size_t k = 0; k < out_files.size(); ++k) {
       const ir::Value& v = g.values[g.outputs[k]];
-      if (v.type.kind != ir::TypeInfo::Kind::kTensor)
-        return {Outcome::kFail, "output '" + v.name + "': sequence and optional outputs are not supported"};
-      auto want = frontend::LoadTensorProtoFile(out_files[k].string());
+      auto want = frontend::LoadValueProtoFile(out_files[k].string(), v.type);
       if (!want.ok()) return {Outcome::kFail, want.status().message()};
-      st = Compare(outputs[k], *want, o.rtol, o.atol, sname + " output '" + v.name + "'");
+      st = CompareValue(outputs[k], *want, o.rtol, o.atol, sname + " output '" + v.name + "'");
       if (!st.ok()) return {Outcome::kFail, st.message()};
     }
   }

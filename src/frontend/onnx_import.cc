@@ -6,6 +6,8 @@
 #include <unordered_set>
 
 #include "frontend/onnx_proto.h"
+// After onnx_proto.h: it needs the ONNX_API macro that onnx_pb.h defines.
+#include <onnx/onnx-data.pb.h>
 #include "support/file_io.h"
 
 namespace kiln::frontend {
@@ -218,6 +220,7 @@ struct Importer {
       else if (ap.strings_size()) type = onnx::AttributeProto::STRINGS;
       else if (ap.tensors_size()) type = onnx::AttributeProto::TENSORS;
       else if (ap.graphs_size()) type = onnx::AttributeProto::GRAPHS;
+      else if (ap.has_tp()) type = onnx::AttributeProto::TYPE_PROTO;
     }
     switch (type) {
       case onnx::AttributeProto::FLOAT: a.kind = K::kFloat; a.f = ap.f(); break;
@@ -258,6 +261,12 @@ struct Importer {
           KILN_ASSIGN_OR_RETURN(auto gg, ImportGraph(g, &s, at));
           a.graphs.push_back(std::move(gg));
         }
+        break;
+      case onnx::AttributeProto::TYPE_PROTO:
+      case onnx::AttributeProto::TYPE_PROTOS:
+        // Only Optional's 'type' uses these, and only for static typing of an empty optional:
+        // the IR has no type-valued attribute, so it is kept as present with no value.
+        a.kind = K::kUndefined;
         break;
       default:
         return Error(at + ": unsupported attribute type " + std::to_string(ap.type()));
@@ -534,6 +543,67 @@ Expected<Tensor> ParseTensorProto(const void* data, size_t size, const std::stri
 Expected<Tensor> LoadTensorProtoFile(const std::string& path) {
   KILN_ASSIGN_OR_RETURN(auto file, MappedFile::Open(path));
   return ParseTensorProto(file->data(), file->size(), path);
+}
+
+namespace {
+
+Expected<Tensor> SequenceFromProto(const onnx::SequenceProto& sp, const ir::TypeInfo* type,
+                                   const std::string& label, int depth);
+
+// An OptionalProto or SequenceProto element, per its elem_type tag.
+Expected<Tensor> OptionalFromProto(const onnx::OptionalProto& op, const ir::TypeInfo* type,
+                                   const std::string& label, int depth) {
+  const ir::TypeInfo* elem = type && type->elem ? type->elem.get() : nullptr;
+  if (op.has_tensor_value()) return TensorFromProto(op.tensor_value(), "", label);
+  if (op.has_sequence_value()) return SequenceFromProto(op.sequence_value(), elem, label, depth + 1);
+  if (op.has_optional_value()) return OptionalFromProto(op.optional_value(), elem, label, depth + 1);
+  if (op.has_sparse_tensor_value() || op.has_map_value())
+    return Error(label + ": sparse tensor and map values are not supported");
+  return Tensor::None();
+}
+
+Expected<Tensor> SequenceFromProto(const onnx::SequenceProto& sp, const ir::TypeInfo* type,
+                                   const std::string& label, int depth) {
+  if (depth > 16) return Error(label + ": values nest too deeply");
+  const ir::TypeInfo* elem = type && type->elem ? type->elem.get() : nullptr;
+  std::vector<Tensor> items;
+  if (sp.sparse_tensor_values_size() > 0 || sp.map_values_size() > 0)
+    return Error(label + ": sequences of sparse tensors or maps are not supported");
+  for (const auto& t : sp.tensor_values()) {
+    KILN_ASSIGN_OR_RETURN(Tensor v, TensorFromProto(t, "", label));
+    items.push_back(std::move(v));
+  }
+  for (const auto& s : sp.sequence_values()) {
+    KILN_ASSIGN_OR_RETURN(Tensor v, SequenceFromProto(s, elem, label, depth + 1));
+    items.push_back(std::move(v));
+  }
+  for (const auto& o : sp.optional_values()) {
+    KILN_ASSIGN_OR_RETURN(Tensor v, OptionalFromProto(o, elem, label, depth + 1));
+    items.push_back(std::move(v));
+  }
+  DType dt = !items.empty() ? items[0].dtype() : elem ? elem->dtype : DType::kUndefined;
+  for (const auto& it : items)
+    if (it.dtype() != dt && !it.is_none())
+      return Error(label + ": sequence elements have different element types");
+  return Tensor::Sequence(dt, std::move(items));
+}
+
+}  // namespace
+
+Expected<Tensor> LoadValueProtoFile(const std::string& path, const ir::TypeInfo& type) {
+  using K = ir::TypeInfo::Kind;
+  if (type.kind == K::kTensor) return LoadTensorProtoFile(path);
+  KILN_ASSIGN_OR_RETURN(auto file, MappedFile::Open(path));
+  if (file->size() > static_cast<size_t>(INT32_MAX)) return Error(path + ": file is too large");
+  const int size = static_cast<int>(file->size());
+  if (type.kind == K::kSequence) {
+    onnx::SequenceProto sp;
+    if (!sp.ParseFromArray(file->data(), size)) return Error(path + ": not a valid SequenceProto");
+    return SequenceFromProto(sp, &type, path, 0);
+  }
+  onnx::OptionalProto op;
+  if (!op.ParseFromArray(file->data(), size)) return Error(path + ": not a valid OptionalProto");
+  return OptionalFromProto(op, &type, path, 0);
 }
 
 std::string SerializeTensorProto(const Tensor& t, const std::string& name) {

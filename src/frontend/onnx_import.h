@@ -18,6 +18,9 @@ Expected<ir::Model> ParseOnnxModel(const void* data, size_t size, const std::str
 // Reads a serialized onnx.TensorProto (the backend test-data format).
 Expected<Tensor> LoadTensorProtoFile(const std::string& path);
 Expected<Tensor> ParseTensorProto(const void* data, size_t size, const std::string& label);
+// Reads a backend test-data file as a value of `type`: a TensorProto for tensors, a
+// SequenceProto for sequences and an OptionalProto for optionals (empty -> Tensor::None()).
+Expected<Tensor> LoadValueProtoFile(const std::string& path, const ir::TypeInfo& type);
 // Serializes a tensor as onnx.TensorProto (raw_data).
 std::string SerializeTensorProto(const Tensor& t, const std::string& name);
 
