@@ -1,7 +1,612 @@
+// Convolution family: Conv, ConvTranspose, DeformConv, Col2Im.
+// Conv is im2col + a blocked GEMM (a 1x1 stride-1 conv is a direct GEMM); ConvTranspose is
+// GEMM + col2im. 1-D and 2-D problems are handled as 3-D ones with leading unit dims. The 16-bit
+// float types are computed in float, as the ONNX reference does.
+#include <optional>
+#include <string>
+#include <vector>
+
 #include "ops/common.h"
+#include "ops/conv_gemm.h"
+#include "ops/conv_geometry.h"
 
 namespace kiln::ops {
+namespace {
 
-void RegisterConvOps(OpRegistry& r) {}
+// Upper bound on the im2col buffer (elements); larger problems are done in tiles of rows.
+constexpr int64_t kColBudget = int64_t{1} << 21;
+
+// An input as a pointer in the compute type (float for the 16-bit floats, converted once).
+template <class T>
+class InBuf {
+ public:
+  using C = Acc<T>;
+  explicit InBuf(const Tensor& t) {
+    if constexpr (kIsHalfLike<T>) {
+      store_.resize(t.size());
+      const T* s = t.data<T>();
+      for (int64_t i = 0; i < t.size(); ++i) store_[i] = static_cast<float>(s[i]);
+      p_ = store_.data();
+    } else {
+      p_ = t.data<T>();
+    }
+  }
+  const C* get() const { return p_; }
+
+ private:
+  std::vector<C> store_;
+  const C* p_ = nullptr;
+};
+
+// An output written in the compute type; Finish converts back for the 16-bit floats.
+template <class T>
+class OutBuf {
+ public:
+  using C = Acc<T>;
+  explicit OutBuf(Tensor& t) : t_(t) {
+    if constexpr (kIsHalfLike<T>) {
+      store_.assign(t.size(), 0.0f);
+      p_ = store_.data();
+    } else {
+      p_ = t.data<T>();
+    }
+  }
+  C* get() { return p_; }
+  void Finish() {
+    if constexpr (kIsHalfLike<T>) {
+      T* d = t_.data<T>();
+      for (size_t i = 0; i < store_.size(); ++i) d[i] = T(store_[i]);
+    }
+  }
+
+ private:
+  Tensor& t_;
+  std::vector<C> store_;
+  C* p_ = nullptr;
+};
+
+bool IsFloatType(DType t) {
+  return t == DType::kFloat32 || t == DType::kFloat64 || t == DType::kFloat16 || t == DType::kBFloat16;
+}
+
+Dims Spatial(const Dims& d) { return Dims(d.begin() + 2, d.end()); }
+
+// Geometry normalized to 3 spatial dims.
+struct Geom3 {
+  int64_t in[3], k[3], s[3], d[3], p[3], out[3];
+  explicit Geom3(const WindowGeom& g) {
+    Dims i = To3(g.in, 1), k3 = To3(g.kernel, 1), s3 = To3(g.strides, 1), d3 = To3(g.dilations, 1),
+         p3 = To3(g.pad_begin, 0), o3 = To3(g.out, 1);
+    for (int j = 0; j < 3; ++j) {
+      in[j] = i[j];
+      k[j] = k3[j];
+      s[j] = s3[j];
+      d[j] = d3[j];
+      p[j] = p3[j];
+      out[j] = o3[j];
+    }
+  }
+  int64_t kprod() const { return k[0] * k[1] * k[2]; }
+  int64_t in_size() const { return in[0] * in[1] * in[2]; }
+  int64_t out_size() const { return out[0] * out[1] * out[2]; }
+};
+
+// im2col for output rows [r0, r1) (a row is one (od, oh) pair): col[(c,kd,kh,kw)][(r - r0)*OW + ow].
+template <class C>
+void Im2Col(const C* x, int64_t channels, const Geom3& g, int64_t r0, int64_t r1, C* col) {
+  const int64_t D = g.in[0], H = g.in[1], W = g.in[2], OH = g.out[1], OW = g.out[2];
+  const int64_t ncols = (r1 - r0) * OW, sw = g.s[2];
+  C* row = col;
+  for (int64_t c = 0; c < channels; ++c) {
+    for (int64_t kd = 0; kd < g.k[0]; ++kd) {
+      for (int64_t kh = 0; kh < g.k[1]; ++kh) {
+        for (int64_t kw = 0; kw < g.k[2]; ++kw, row += ncols) {
+          // Output columns whose input column iw = ow*sw + off lies inside [0, W).
+          const int64_t off = kw * g.d[2] - g.p[2];
+          int64_t lo = off >= 0 ? 0 : (-off + sw - 1) / sw;
+          int64_t hi = W - 1 - off < 0 ? 0 : (W - 1 - off) / sw + 1;
+          lo = std::min(lo, OW);
+          hi = std::max(lo, std::min(hi, OW));
+          for (int64_t r = r0; r < r1; ++r) {
+            C* dst = row + (r - r0) * OW;
+            const int64_t id = (r / OH) * g.s[0] - g.p[0] + kd * g.d[0];
+            const int64_t ih = (r % OH) * g.s[1] - g.p[1] + kh * g.d[1];
+            if (id < 0 || id >= D || ih < 0 || ih >= H) {
+              std::fill(dst, dst + OW, C(0));
+              continue;
+            }
+            const C* src = x + ((c * D + id) * H + ih) * W + off;  // src[ow*sw], valid in [lo, hi)
+            std::fill(dst, dst + lo, C(0));
+            if (sw == 1) {
+              std::copy(src + lo, src + hi, dst + lo);
+            } else {
+              for (int64_t ow = lo; ow < hi; ++ow) dst[ow] = src[ow * sw];
+            }
+            std::fill(dst + hi, dst + OW, C(0));
+          }
+        }
+      }
+    }
+  }
+}
+
+// col2im (scatter-add) for grid rows [r0, r1) of `grid` (the positions the columns stand for);
+// `g.in` is the image being accumulated into, `g.out` is the grid.
+template <class C>
+void Col2Im(const C* col, int64_t channels, const Geom3& g, int64_t r0, int64_t r1, C* img) {
+  const int64_t D = g.in[0], H = g.in[1], W = g.in[2], GH = g.out[1], GW = g.out[2];
+  const int64_t ncols = (r1 - r0) * GW, sw = g.s[2];
+  const C* row = col;
+  for (int64_t c = 0; c < channels; ++c) {
+    for (int64_t kd = 0; kd < g.k[0]; ++kd) {
+      for (int64_t kh = 0; kh < g.k[1]; ++kh) {
+        for (int64_t kw = 0; kw < g.k[2]; ++kw, row += ncols) {
+          const int64_t off = kw * g.d[2] - g.p[2];
+          int64_t lo = off >= 0 ? 0 : (-off + sw - 1) / sw;
+          int64_t hi = W - 1 - off < 0 ? 0 : (W - 1 - off) / sw + 1;
+          lo = std::min(lo, GW);
+          hi = std::max(lo, std::min(hi, GW));
+          for (int64_t r = r0; r < r1; ++r) {
+            const int64_t id = (r / GH) * g.s[0] - g.p[0] + kd * g.d[0];
+            const int64_t ih = (r % GH) * g.s[1] - g.p[1] + kh * g.d[1];
+            if (id < 0 || id >= D || ih < 0 || ih >= H) continue;
+            const C* src = row + (r - r0) * GW;
+            C* dst = img + ((c * D + id) * H + ih) * W + off;
+            for (int64_t j = lo; j < hi; ++j) dst[j * sw] += src[j];
+          }
+        }
+      }
+    }
+  }
+}
+
+int64_t RowsPerTile(int64_t rows, int64_t row_elems) {
+  return std::clamp<int64_t>(kColBudget / std::max<int64_t>(row_elems, 1), 1, std::max<int64_t>(rows, 1));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Conv
+
+struct ConvShape {
+  int64_t N, C, M, group;
+  WindowGeom geom;
+};
+
+std::string ConvShapeOf(const ir::Node& node, const Dims& x, const Dims& w, const Dims* b,
+                        ConvShape* s) {
+  if (x.size() < 3) return "X must have rank 3 or more (N, C, spatial...), got " + DimsToString(x);
+  if (w.size() != x.size()) return "W rank " + std::to_string(w.size()) + " differs from X rank " + std::to_string(x.size());
+  if (x.size() > 5) return "more than 3 spatial dims are not supported";
+  s->N = x[0];
+  s->C = x[1];
+  s->M = w[0];
+  s->group = node.attr_int("group", 1);
+  if (s->group <= 0) return "group must be positive";
+  if (w[1] * s->group != s->C)
+    return "X has " + std::to_string(s->C) + " channels but W expects " + std::to_string(w[1]) +
+           " x group " + std::to_string(s->group);
+  if (s->M % s->group != 0) return "W output channels are not divisible by group";
+  Dims kernel = Spatial(w);
+  Dims ks = node.attr_ints("kernel_shape");
+  if (!ks.empty() && ks != kernel)
+    return "kernel_shape " + DimsToString(ks) + " does not match W " + DimsToString(w);
+  if (b && (b->size() != 1 || (*b)[0] != s->M)) return "B must have shape [" + std::to_string(s->M) + "]";
+  return ComputeWindowGeom(node, Spatial(x), kernel, true, false, &s->geom);
+}
+
+Status ConvInfer(InferContext& ctx) {
+  if (ctx.num_inputs() < 2 || !ctx.has_input(0) || !ctx.has_input(1)) return ctx.error("needs inputs X and W");
+  if (!IsFloatType(ctx.input_dtype(0))) return ctx.error("unsupported dtype " + std::string(DTypeName(ctx.input_dtype(0))));
+  if (ctx.input_dtype(1) != ctx.input_dtype(0) || (ctx.has_input(2) && ctx.input_dtype(2) != ctx.input_dtype(0)))
+    return ctx.error("X, W and B must have the same dtype");
+  ConvShape s;
+  std::string err = ConvShapeOf(ctx.node(), ctx.input_dims(0), ctx.input_dims(1),
+                                ctx.has_input(2) ? &ctx.input_dims(2) : nullptr, &s);
+  if (!err.empty()) return ctx.error(err);
+  Dims out = {s.N, s.M};
+  out.insert(out.end(), s.geom.out.begin(), s.geom.out.end());
+  ctx.set_output(0, ctx.input_dtype(0), out);
+  return OkStatus();
+}
+
+template <class C>
+void ConvCore(const C* x, const C* w, const C* b, C* y, const ConvShape& s, int threads) {
+  const Geom3 g(s.geom);
+  const int64_t Cg = s.C / s.group, Mg = s.M / s.group, kprod = g.kprod(), K = Cg * kprod;
+  const int64_t in_size = g.in_size(), out_size = g.out_size();
+  bool pointwise = kprod == 1;
+  for (int j = 0; j < 3; ++j) pointwise = pointwise && g.s[j] == 1 && g.p[j] == 0 && g.out[j] == g.in[j];
+  const int64_t rows = g.out[0] * g.out[1];
+  const int64_t tile = RowsPerTile(rows, K * g.out[2]);
+  std::vector<C> col(pointwise ? 0 : static_cast<size_t>(K * tile * g.out[2]));
+  for (int64_t n = 0; n < s.N; ++n) {
+    for (int64_t gi = 0; gi < s.group; ++gi) {
+      const C* xg = x + (n * s.C + gi * Cg) * in_size;
+      const C* wg = w + gi * Mg * K;
+      C* yg = y + (n * s.M + gi * Mg) * out_size;
+      if (b)
+        for (int64_t m = 0; m < Mg; ++m) std::fill(yg + m * out_size, yg + (m + 1) * out_size, b[gi * Mg + m]);
+      if (pointwise) {
+        ConvGemm<C>(Mg, out_size, Cg, wg, K, xg, in_size, yg, out_size, b != nullptr, threads);
+        continue;
+      }
+      for (int64_t r0 = 0; r0 < rows; r0 += tile) {
+        int64_t r1 = std::min(rows, r0 + tile), ncols = (r1 - r0) * g.out[2];
+        Im2Col(xg, Cg, g, r0, r1, col.data());
+        ConvGemm<C>(Mg, ncols, K, wg, K, col.data(), ncols, yg + r0 * g.out[2], out_size, b != nullptr, threads);
+      }
+    }
+  }
+}
+
+Status ConvCompute(ComputeContext& ctx) {
+  const Tensor& X = ctx.input(0);
+  const Tensor& W = ctx.input(1);
+  const Tensor* B = ctx.has_input(2) ? &ctx.input(2) : nullptr;
+  ConvShape s;
+  std::string err = ConvShapeOf(ctx.node(), X.dims(), W.dims(), B ? &B->dims() : nullptr, &s);
+  if (!err.empty()) return ctx.error(err);
+  Tensor& Y = ctx.output(0);
+  Dispatch<kFloatTypes>(X.dtype(), [&]<class T>() {
+    InBuf<T> x(X), w(W);
+    std::optional<InBuf<T>> b;
+    if (B) b.emplace(*B);
+    OutBuf<T> y(Y);
+    ConvCore(x.get(), w.get(), b ? b->get() : nullptr, y.get(), s, ctx.threads());
+    y.Finish();
+  });
+  return OkStatus();
+}
+
+// ---------------------------------------------------------------------------------------------
+// ConvTranspose
+
+int64_t FloorDiv2(int64_t v) { return v >= 0 ? v / 2 : -((-v + 1) / 2); }
+
+// For ConvTranspose the WindowGeom is read "backwards": `in` is the output image, `out` is the
+// input grid, as in col2im.
+std::string ConvTransposeShapeOf(const ir::Node& node, const Dims& x, const Dims& w,
+                                 const Dims* b, ConvShape* s) {
+  if (x.size() < 3) return "X must have rank 3 or more (N, C, spatial...), got " + DimsToString(x);
+  if (w.size() != x.size()) return "W rank " + std::to_string(w.size()) + " differs from X rank " + std::to_string(x.size());
+  if (x.size() > 5) return "more than 3 spatial dims are not supported";
+  const int nd = static_cast<int>(x.size()) - 2;
+  s->N = x[0];
+  s->C = x[1];
+  s->group = node.attr_int("group", 1);
+  if (s->group <= 0) return "group must be positive";
+  if (w[0] != s->C) return "W has " + std::to_string(w[0]) + " input channels, X has " + std::to_string(s->C);
+  if (s->C % s->group != 0) return "input channels are not divisible by group";
+  s->M = w[1] * s->group;
+  if (b && (b->size() != 1 || (*b)[0] != s->M)) return "B must have shape [" + std::to_string(s->M) + "]";
+  Dims kernel = Spatial(w);
+  Dims ks = node.attr_ints("kernel_shape");
+  if (!ks.empty() && ks != kernel)
+    return "kernel_shape " + DimsToString(ks) + " does not match W " + DimsToString(w);
+  WindowGeom& g = s->geom;
+  g.nd = nd;
+  g.kernel = kernel;
+  g.out = Spatial(x);  // the grid the input covers
+  auto get = [&](const char* name, int64_t def, Dims* v) -> std::string {
+    *v = node.attr_ints(name);
+    if (v->empty()) v->assign(nd, def);
+    if (static_cast<int>(v->size()) != nd) return std::string(name) + " must have one value per spatial dim";
+    return "";
+  };
+  Dims op;
+  std::string e;
+  if (!(e = get("strides", 1, &g.strides)).empty() || !(e = get("dilations", 1, &g.dilations)).empty() ||
+      !(e = get("output_padding", 0, &op)).empty())
+    return e;
+  for (int i = 0; i < nd; ++i) {
+    if (g.strides[i] <= 0 || g.dilations[i] <= 0) return "strides and dilations must be positive";
+    if (kernel[i] <= 0) return "kernel dims must be positive";
+    if (op[i] < 0) return "output_padding must not be negative";
+  }
+  std::string auto_pad = node.attr_string("auto_pad", "NOTSET");
+  if (auto_pad != "NOTSET" && auto_pad != "VALID" && auto_pad != "SAME_UPPER" && auto_pad != "SAME_LOWER")
+    return "unknown auto_pad '" + auto_pad + "'";
+  Dims out_shape = node.attr_ints("output_shape");
+  if (!out_shape.empty()) {
+    if (static_cast<int>(out_shape.size()) == nd + 2) out_shape.erase(out_shape.begin(), out_shape.begin() + 2);
+    if (static_cast<int>(out_shape.size()) != nd) return "output_shape must have one value per spatial dim";
+  } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+    for (int i = 0; i < nd; ++i) out_shape.push_back(g.out[i] * g.strides[i]);
+  }
+  g.pad_begin.assign(nd, 0);
+  g.pad_end.assign(nd, 0);
+  g.in.assign(nd, 0);
+  for (int i = 0; i < nd; ++i) {
+    int64_t keff = (kernel[i] - 1) * g.dilations[i] + 1;
+    int64_t full = g.strides[i] * (g.out[i] - 1) + op[i] + keff;
+    if (!out_shape.empty()) {
+      int64_t total = full - out_shape[i];
+      int64_t half = FloorDiv2(total);
+      g.pad_begin[i] = auto_pad == "SAME_UPPER" ? half : total - half;
+      g.pad_end[i] = total - g.pad_begin[i];
+    } else if (auto_pad == "NOTSET") {
+      Dims pads = node.attr_ints("pads");
+      if (!pads.empty()) {
+        if (static_cast<int>(pads.size()) != 2 * nd) return "pads must have two values per spatial dim";
+        g.pad_begin[i] = pads[i];
+        g.pad_end[i] = pads[i + nd];
+        if (pads[i] < 0 || pads[i + nd] < 0) return "pads must not be negative";
+      }
+    }
+    g.in[i] = full - g.pad_begin[i] - g.pad_end[i];
+    if (g.in[i] <= 0) return "output size would be empty";
+  }
+  return "";
+}
+
+Status ConvTransposeInfer(InferContext& ctx) {
+  if (ctx.num_inputs() < 2 || !ctx.has_input(0) || !ctx.has_input(1)) return ctx.error("needs inputs X and W");
+  if (!IsFloatType(ctx.input_dtype(0))) return ctx.error("unsupported dtype " + std::string(DTypeName(ctx.input_dtype(0))));
+  if (ctx.input_dtype(1) != ctx.input_dtype(0) || (ctx.has_input(2) && ctx.input_dtype(2) != ctx.input_dtype(0)))
+    return ctx.error("X, W and B must have the same dtype");
+  ConvShape s;
+  std::string err = ConvTransposeShapeOf(ctx.node(), ctx.input_dims(0), ctx.input_dims(1),
+                                         ctx.has_input(2) ? &ctx.input_dims(2) : nullptr, &s);
+  if (!err.empty()) return ctx.error(err);
+  Dims out = {s.N, s.M};
+  out.insert(out.end(), s.geom.in.begin(), s.geom.in.end());
+  ctx.set_output(0, ctx.input_dtype(0), out);
+  return OkStatus();
+}
+
+template <class C>
+void ConvTransposeCore(const C* x, const C* w, const C* b, C* y, const ConvShape& s, int threads) {
+  const Geom3 g(s.geom);  // in = output image, out = input grid
+  const int64_t Cg = s.C / s.group, Mg = s.M / s.group, kprod = g.kprod(), R = Mg * kprod;
+  const int64_t img_size = g.in_size(), grid_size = g.out_size();
+  // Per group, W is [Cg x R]; the GEMM wants its transpose [R x Cg].
+  std::vector<C> wt(static_cast<size_t>(s.group * R * Cg));
+  for (int64_t gi = 0; gi < s.group; ++gi)
+    for (int64_t c = 0; c < Cg; ++c)
+      for (int64_t r = 0; r < R; ++r) wt[(gi * R + r) * Cg + c] = w[(gi * Cg + c) * R + r];
+  const int64_t rows = g.out[0] * g.out[1];
+  const int64_t tile = RowsPerTile(rows, R * g.out[2]);
+  std::vector<C> col(static_cast<size_t>(R * tile * g.out[2]));
+  for (int64_t n = 0; n < s.N; ++n) {
+    for (int64_t gi = 0; gi < s.group; ++gi) {
+      const C* xg = x + (n * s.C + gi * Cg) * grid_size;
+      C* yg = y + (n * s.M + gi * Mg) * img_size;
+      for (int64_t m = 0; m < Mg; ++m)
+        std::fill(yg + m * img_size, yg + (m + 1) * img_size, b ? b[gi * Mg + m] : C(0));
+      for (int64_t r0 = 0; r0 < rows; r0 += tile) {
+        int64_t r1 = std::min(rows, r0 + tile), ncols = (r1 - r0) * g.out[2];
+        ConvGemm<C>(R, ncols, Cg, wt.data() + gi * R * Cg, Cg, xg + r0 * g.out[2], grid_size,
+                    col.data(), ncols, false, threads);
+        Col2Im(col.data(), Mg, g, r0, r1, yg);
+      }
+    }
+  }
+}
+
+Status ConvTransposeCompute(ComputeContext& ctx) {
+  const Tensor& X = ctx.input(0);
+  const Tensor& W = ctx.input(1);
+  const Tensor* B = ctx.has_input(2) ? &ctx.input(2) : nullptr;
+  ConvShape s;
+  std::string err = ConvTransposeShapeOf(ctx.node(), X.dims(), W.dims(), B ? &B->dims() : nullptr, &s);
+  if (!err.empty()) return ctx.error(err);
+  Tensor& Y = ctx.output(0);
+  Dispatch<kFloatTypes>(X.dtype(), [&]<class T>() {
+    InBuf<T> x(X), w(W);
+    std::optional<InBuf<T>> b;
+    if (B) b.emplace(*B);
+    OutBuf<T> y(Y);
+    ConvTransposeCore(x.get(), w.get(), b ? b->get() : nullptr, y.get(), s, ctx.threads());
+    y.Finish();
+  });
+  return OkStatus();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Col2Im: input [N, C*prod(block), L] -> [N, C, image...]
+
+struct Col2ImShape {
+  int64_t N, C;
+  WindowGeom geom;  // in = image, kernel = block, out = block grid
+};
+
+std::string Col2ImShapeOf(const ir::Node& node, const Dims& x, const std::vector<int64_t>& image,
+                          const std::vector<int64_t>& block, Col2ImShape* s) {
+  if (x.size() != 3) return "input must have rank 3, got " + DimsToString(x);
+  if (image.empty() || image.size() != block.size()) return "image_shape and block_shape must have the same non-zero length";
+  if (image.size() > 3) return "more than 3 spatial dims are not supported";
+  int64_t kprod = 1;
+  for (int64_t k : block) {
+    if (k <= 0) return "block_shape values must be positive";
+    kprod *= k;
+  }
+  for (int64_t d : image)
+    if (d <= 0) return "image_shape values must be positive";
+  if (x[1] % kprod != 0) return "input dim 1 (" + std::to_string(x[1]) + ") is not divisible by the block size " + std::to_string(kprod);
+  s->N = x[0];
+  s->C = x[1] / kprod;
+  std::string err = ComputeWindowGeom(node, image, block, true, false, &s->geom);
+  if (!err.empty()) return err;
+  if (NumElements(s->geom.out) != x[2])
+    return "input has " + std::to_string(x[2]) + " blocks, the geometry gives " + std::to_string(NumElements(s->geom.out));
+  return "";
+}
+
+Status Col2ImInfer(InferContext& ctx) {
+  if (ctx.num_inputs() < 3 || !ctx.has_input(0) || !ctx.has_input(1) || !ctx.has_input(2))
+    return ctx.error("needs inputs input, image_shape and block_shape");
+  if (!IsFloatType(ctx.input_dtype(0)) && !Dispatch<kIntTypes>(ctx.input_dtype(0), []<class T>() {}))
+    return ctx.error("unsupported dtype");
+  bool k1, k2;
+  auto image = InputInts(ctx, 1, &k1);
+  auto block = InputInts(ctx, 2, &k2);
+  if (!k1 || !k2) {
+    ctx.set_output_dynamic(0, ctx.input_dtype(0));
+    return OkStatus();
+  }
+  Col2ImShape s;
+  std::string err = Col2ImShapeOf(ctx.node(), ctx.input_dims(0), image, block, &s);
+  if (!err.empty()) return ctx.error(err);
+  Dims out = {s.N, s.C};
+  out.insert(out.end(), image.begin(), image.end());
+  ctx.set_output(0, ctx.input_dtype(0), out);
+  return OkStatus();
+}
+
+Status Col2ImCompute(ComputeContext& ctx) {
+  const Tensor& X = ctx.input(0);
+  auto image = ctx.input(1).ToInt64Vector();
+  auto block = ctx.input(2).ToInt64Vector();
+  Col2ImShape s;
+  std::string err = Col2ImShapeOf(ctx.node(), X.dims(), image, block, &s);
+  if (!err.empty()) return ctx.error(err);
+  Dims out = {s.N, s.C};
+  out.insert(out.end(), image.begin(), image.end());
+  Tensor& Y = ctx.output(0).defined() && ctx.output(0).dims() == out ? ctx.output(0)
+                                                                     : ctx.allocate_output(0, X.dtype(), out);
+  const Geom3 g(s.geom);
+  bool ok = Dispatch<kNumericTypes>(X.dtype(), [&]<class T>() {
+    using C = Acc<T>;
+    const int64_t img = g.in_size(), cols = X.dims()[1] * X.dims()[2];
+    std::vector<C> buf(static_cast<size_t>(cols)), acc(static_cast<size_t>(s.C * img));
+    for (int64_t n = 0; n < s.N; ++n) {
+      const T* src = X.data<T>() + n * cols;
+      for (int64_t i = 0; i < cols; ++i) buf[i] = static_cast<C>(src[i]);
+      std::fill(acc.begin(), acc.end(), C(0));
+      Col2Im(buf.data(), s.C, g, 0, g.out[0] * g.out[1], acc.data());
+      T* dst = Y.data<T>() + n * s.C * img;
+      for (int64_t i = 0; i < s.C * img; ++i) dst[i] = static_cast<T>(acc[i]);
+    }
+  });
+  if (!ok) return ctx.error("unsupported dtype");
+  return OkStatus();
+}
+
+// ---------------------------------------------------------------------------------------------
+// DeformConv (2-D): im2col at bilinearly sampled, offset positions, times an optional mask.
+
+struct DeformShape {
+  ConvShape conv;
+  int64_t offset_group;
+};
+
+std::string DeformShapeOf(const ir::Node& node, const Dims& x, const Dims& w, const Dims& offset,
+                          const Dims* b, const Dims* mask, DeformShape* s) {
+  if (x.size() != 4) return "only 2-D DeformConv (X of rank 4) is supported, got " + DimsToString(x);
+  std::string err = ConvShapeOf(node, x, w, b, &s->conv);
+  if (!err.empty()) return err;
+  s->offset_group = node.attr_int("offset_group", 1);
+  if (s->offset_group <= 0 || s->conv.C % s->offset_group != 0)
+    return "offset_group must be positive and divide the input channels";
+  const WindowGeom& g = s->conv.geom;
+  int64_t kprod = NumElements(g.kernel);
+  Dims want = {s->conv.N, s->offset_group * kprod * 2, g.out[0], g.out[1]};
+  if (offset != want) return "offset must have shape " + DimsToString(want) + ", got " + DimsToString(offset);
+  if (mask) {
+    want[1] = s->offset_group * kprod;
+    if (*mask != want) return "mask must have shape " + DimsToString(want) + ", got " + DimsToString(*mask);
+  }
+  return "";
+}
+
+Status DeformConvInfer(InferContext& ctx) {
+  if (ctx.num_inputs() < 3 || !ctx.has_input(0) || !ctx.has_input(1) || !ctx.has_input(2))
+    return ctx.error("needs inputs X, W and offset");
+  if (!IsFloatType(ctx.input_dtype(0))) return ctx.error("unsupported dtype");
+  for (int i = 1; i < ctx.num_inputs(); ++i)
+    if (ctx.has_input(i) && ctx.input_dtype(i) != ctx.input_dtype(0)) return ctx.error("all inputs must have the same dtype");
+  DeformShape s;
+  std::string err = DeformShapeOf(ctx.node(), ctx.input_dims(0), ctx.input_dims(1), ctx.input_dims(2),
+                                  ctx.has_input(3) ? &ctx.input_dims(3) : nullptr,
+                                  ctx.has_input(4) ? &ctx.input_dims(4) : nullptr, &s);
+  if (!err.empty()) return ctx.error(err);
+  ctx.set_output(0, ctx.input_dtype(0), {s.conv.N, s.conv.M, s.conv.geom.out[0], s.conv.geom.out[1]});
+  return OkStatus();
+}
+
+template <class C>
+void DeformConvCore(const C* x, const C* w, const C* off, const C* b, const C* mask, C* y,
+                    const DeformShape& ds, int threads) {
+  const ConvShape& s = ds.conv;
+  const WindowGeom& g = s.geom;
+  const int64_t H = g.in[0], W = g.in[1], KH = g.kernel[0], KW = g.kernel[1];
+  const int64_t OH = g.out[0], OW = g.out[1], kprod = KH * KW, osz = OH * OW;
+  const int64_t Cg = s.C / s.group, Mg = s.M / s.group, K = Cg * kprod;
+  const int64_t c_per_og = s.C / ds.offset_group;
+  std::vector<C> col(static_cast<size_t>(K * osz));
+  auto sample = [&](const C* img, C h, C ww) -> C {  // bilinear, zero outside
+    if (!(h > -1 && h < H && ww > -1 && ww < W)) return C(0);
+    int64_t h0 = static_cast<int64_t>(std::floor(h)), w0 = static_cast<int64_t>(std::floor(ww));
+    C lh = h - h0, lw = ww - w0;
+    C v = 0;
+    auto at = [&](int64_t i, int64_t j) { return i >= 0 && i < H && j >= 0 && j < W ? img[i * W + j] : C(0); };
+    v += (1 - lh) * (1 - lw) * at(h0, w0) + (1 - lh) * lw * at(h0, w0 + 1) + lh * (1 - lw) * at(h0 + 1, w0) +
+         lh * lw * at(h0 + 1, w0 + 1);
+    return v;
+  };
+  for (int64_t n = 0; n < s.N; ++n) {
+    for (int64_t gi = 0; gi < s.group; ++gi) {
+      C* row = col.data();
+      for (int64_t c = 0; c < Cg; ++c) {
+        const int64_t ic = gi * Cg + c, og = ic / c_per_og;
+        const C* img = x + (n * s.C + ic) * H * W;
+        for (int64_t i = 0; i < KH; ++i) {
+          for (int64_t j = 0; j < KW; ++j, row += osz) {
+            const int64_t kidx = i * KW + j;
+            const C* oh_ = off + ((n * ds.offset_group + og) * kprod * 2 + kidx * 2) * osz;
+            const C* ow_ = oh_ + osz;
+            const C* mk = mask ? mask + ((n * ds.offset_group + og) * kprod + kidx) * osz : nullptr;
+            for (int64_t oy = 0; oy < OH; ++oy) {
+              for (int64_t ox = 0; ox < OW; ++ox) {
+                const int64_t p = oy * OW + ox;
+                C h = static_cast<C>(oy * g.strides[0] - g.pad_begin[0] + i * g.dilations[0]) + oh_[p];
+                C ww = static_cast<C>(ox * g.strides[1] - g.pad_begin[1] + j * g.dilations[1]) + ow_[p];
+                C v = sample(img, h, ww);
+                row[p] = mk ? v * mk[p] : v;
+              }
+            }
+          }
+        }
+      }
+      C* yg = y + (n * s.M + gi * Mg) * osz;
+      if (b)
+        for (int64_t m = 0; m < Mg; ++m) std::fill(yg + m * osz, yg + (m + 1) * osz, b[gi * Mg + m]);
+      ConvGemm<C>(Mg, osz, K, w + gi * Mg * K, K, col.data(), osz, yg, osz, b != nullptr, threads);
+    }
+  }
+}
+
+Status DeformConvCompute(ComputeContext& ctx) {
+  const Tensor& X = ctx.input(0);
+  const Tensor& W = ctx.input(1);
+  const Tensor& O = ctx.input(2);
+  const Tensor* B = ctx.has_input(3) ? &ctx.input(3) : nullptr;
+  const Tensor* Mk = ctx.has_input(4) ? &ctx.input(4) : nullptr;
+  DeformShape s;
+  std::string err = DeformShapeOf(ctx.node(), X.dims(), W.dims(), O.dims(), B ? &B->dims() : nullptr,
+                                  Mk ? &Mk->dims() : nullptr, &s);
+  if (!err.empty()) return ctx.error(err);
+  Tensor& Y = ctx.output(0);
+  Dispatch<kFloatTypes>(X.dtype(), [&]<class T>() {
+    InBuf<T> x(X), w(W), o(O);
+    std::optional<InBuf<T>> b, m;
+    if (B) b.emplace(*B);
+    if (Mk) m.emplace(*Mk);
+    OutBuf<T> y(Y);
+    DeformConvCore(x.get(), w.get(), o.get(), b ? b->get() : nullptr, m ? m->get() : nullptr, y.get(), s,
+                   ctx.threads());
+    y.Finish();
+  });
+  return OkStatus();
+}
+
+}  // namespace
+
+void RegisterConvOps(OpRegistry& r) {
+  r.Register("Conv", ConvInfer, ConvCompute);
+  r.Register("ConvTranspose", ConvTransposeInfer, ConvTransposeCompute);
+  r.Register("Col2Im", Col2ImInfer, Col2ImCompute);
+  r.Register("DeformConv", DeformConvInfer, DeformConvCompute);
+}
 
 }  // namespace kiln::ops
