@@ -1,7 +1,508 @@
+// Matrix products: MatMul, Gemm, Einsum, Det. Attention and RotaryEmbedding live in
+// matmul_attention.cc; the GEMM kernels in matmul_gemm.cc.
+#include <string>
+
 #include "ops/common.h"
+#include "ops/matmul_gemm.h"
 
 namespace kiln::ops {
 
-void RegisterMatMulOps(OpRegistry& r) {}
+void RegisterAttentionOps(OpRegistry& r);  // matmul_attention.cc
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// MatMul: numpy matmul. 1-D operands are promoted to matrices and the added dim removed again.
+
+struct MatMulShape {
+  Dims a_batch, b_batch, out_batch;
+  int64_t M = 1, N = 1, K = 1;
+  Dims out;
+};
+
+Status MatMulShapeOf(const Dims& a, const Dims& b, MatMulShape* s, const InferContext* ictx,
+                     const ComputeContext* cctx) {
+  auto err = [&](const std::string& m) { return ictx ? ictx->error(m) : cctx->error(m); };
+  if (a.empty() || b.empty()) return err("MatMul operands must have rank >= 1");
+  Dims a2 = a, b2 = b;
+  if (a.size() == 1) a2.insert(a2.begin(), 1);
+  if (b.size() == 1) b2.push_back(1);
+  s->M = a2[a2.size() - 2];
+  s->K = a2.back();
+  s->N = b2.back();
+  if (b2[b2.size() - 2] != s->K)
+    return err("MatMul inner dimensions differ: " + DimsToString(a) + " x " + DimsToString(b));
+  s->a_batch.assign(a2.begin(), a2.end() - 2);
+  s->b_batch.assign(b2.begin(), b2.end() - 2);
+  if (!BroadcastDims(s->a_batch, s->b_batch, &s->out_batch))
+    return err("MatMul batch dimensions do not broadcast: " + DimsToString(a) + " x " +
+               DimsToString(b));
+  s->out = s->out_batch;
+  if (a.size() > 1) s->out.push_back(s->M);
+  if (b.size() > 1) s->out.push_back(s->N);
+  return OkStatus();
+}
+
+Status MatMulInfer(InferContext& ctx) {
+  if (!IsFloatingDType(ctx.input_dtype(0)) && !IsSignedIntDType(ctx.input_dtype(0)) &&
+      !IsUnsignedIntDType(ctx.input_dtype(0)))
+    return ctx.error("MatMul does not support " + std::string(DTypeName(ctx.input_dtype(0))));
+  if (ctx.input_dtype(1) != ctx.input_dtype(0)) return ctx.error("MatMul operand types differ");
+  MatMulShape s;
+  KILN_RETURN_IF_ERROR(MatMulShapeOf(ctx.input_dims(0), ctx.input_dims(1), &s, &ctx, nullptr));
+  ctx.set_output(0, ctx.input_dtype(0), s.out);
+  return OkStatus();
+}
+
+Status MatMulCompute(ComputeContext& ctx) {
+  const Tensor& a = ctx.input(0);
+  const Tensor& b = ctx.input(1);
+  MatMulShape s;
+  KILN_RETURN_IF_ERROR(MatMulShapeOf(a.dims(), b.dims(), &s, nullptr, &ctx));
+  Tensor& y = ctx.output(0);
+  const int64_t M = s.M, N = s.N, K = s.K;
+  std::array<Dims, 2> strides = {BroadcastStrides(s.a_batch, s.out_batch),
+                                 BroadcastStrides(s.b_batch, s.out_batch)};
+  bool ok = Dispatch<kNumericTypes>(a.dtype(), [&]<class T>() {
+    const T* A = a.data<T>();
+    const T* B = b.data<T>();
+    T* Y = y.data<T>();
+    ForEachBroadcast<2>(s.out_batch, strides, [&](int64_t o, const std::array<int64_t, 2>& off) {
+      GemmAny<T>(false, false, M, N, K, 1.0, A + off[0] * M * K, B + off[1] * K * N,
+                 Y + o * M * N, ctx.threads());
+    });
+  });
+  if (!ok) return ctx.error("MatMul does not support " + std::string(DTypeName(a.dtype())));
+  return OkStatus();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Gemm: Y = alpha * op(A) * op(B) + beta * C, C broadcast to [M, N].
+
+Status GemmDims(const Dims& a, const Dims& b, bool ta, bool tb, int64_t* M, int64_t* N,
+                int64_t* K, std::string* why) {
+  if (a.size() != 2 || b.size() != 2) {
+    *why = "Gemm needs 2-D A and B, got " + DimsToString(a) + " and " + DimsToString(b);
+    return Error(*why);
+  }
+  *M = ta ? a[1] : a[0];
+  *K = ta ? a[0] : a[1];
+  int64_t kb = tb ? b[1] : b[0];
+  *N = tb ? b[0] : b[1];
+  if (kb != *K) {
+    *why = "Gemm inner dimensions differ: " + DimsToString(a) + (ta ? "^T" : "") + " x " +
+           DimsToString(b) + (tb ? "^T" : "");
+    return Error(*why);
+  }
+  return OkStatus();
+}
+
+Status GemmInfer(InferContext& ctx) {
+  const ir::Node& n = ctx.node();
+  DType t = ctx.input_dtype(0);
+  if (!IsFloatingDType(t) && !IsSignedIntDType(t) && !IsUnsignedIntDType(t))
+    return ctx.error("Gemm does not support " + std::string(DTypeName(t)));
+  if (ctx.input_dtype(1) != t) return ctx.error("Gemm operand types differ");
+  int64_t M, N, K;
+  std::string why;
+  if (!GemmDims(ctx.input_dims(0), ctx.input_dims(1), n.attr_int("transA", 0) != 0,
+                n.attr_int("transB", 0) != 0, &M, &N, &K, &why)
+           .ok())
+    return ctx.error(why);
+  if (ctx.has_input(2)) {
+    if (ctx.input_dtype(2) != t) return ctx.error("Gemm C has a different type from A");
+    const Dims& c = ctx.input_dims(2);
+    Dims out;
+    if (c.size() > 2 || !BroadcastDims(c, {M, N}, &out) || out != Dims{M, N})
+      return ctx.error("Gemm C of shape " + DimsToString(c) + " does not broadcast to " +
+                       DimsToString({M, N}));
+  } else if (ctx.opset() < 11) {
+    return ctx.error("Gemm before opset 11 requires input C");
+  }
+  ctx.set_output(0, t, {M, N});
+  return OkStatus();
+}
+
+Status GemmCompute(ComputeContext& ctx) {
+  const ir::Node& n = ctx.node();
+  const bool ta = n.attr_int("transA", 0) != 0, tb = n.attr_int("transB", 0) != 0;
+  const double alpha = n.attr_float("alpha", 1.0f), beta = n.attr_float("beta", 1.0f);
+  const Tensor& a = ctx.input(0);
+  const Tensor& b = ctx.input(1);
+  int64_t M, N, K;
+  std::string why;
+  if (!GemmDims(a.dims(), b.dims(), ta, tb, &M, &N, &K, &why).ok()) return ctx.error(why);
+  Tensor& y = ctx.output(0);
+  bool ok = Dispatch<kNumericTypes>(a.dtype(), [&]<class T>() {
+    T* Y = y.data<T>();
+    if (ctx.has_input(2) && beta != 0.0) {
+      const Tensor& c = ctx.input(2);
+      std::array<Dims, 1> st = {BroadcastStrides(c.dims(), {M, N})};
+      const T* C = c.data<T>();
+      ForEachBroadcast<1>({M, N}, st, [&](int64_t o, const std::array<int64_t, 1>& off) {
+        if constexpr (kIsFloat<T>) {
+          Y[o] = T(static_cast<Acc<T>>(beta * static_cast<double>(C[off[0]])));
+        } else {
+          Y[o] = beta == 1.0 ? C[off[0]] : static_cast<T>(beta * static_cast<double>(C[off[0]]));
+        }
+      });
+    }
+    GemmAny<T>(ta, tb, M, N, K, alpha, a.data<T>(), b.data<T>(), Y, ctx.threads());
+  });
+  if (!ok) return ctx.error("Gemm does not support " + std::string(DTypeName(a.dtype())));
+  return OkStatus();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Einsum. Labels are letters; "..." stands for broadcast dims, aligned from the right across
+// operands as numpy does. Each label gets one stride per operand: the sum of the strides of the
+// operand's axes with that label (so a repeated label walks the diagonal), 0 when absent.
+
+struct EinsumPlan {
+  int num_labels = 0;             // letters (52) + ellipsis dims
+  std::vector<int64_t> size;      // per label
+  std::vector<int> out_labels;    // output axes
+  std::vector<int> sum_labels;    // contracted labels
+  std::vector<std::vector<int64_t>> stride;  // [operand][label]
+  Dims out_dims;
+};
+
+int LetterLabel(char c) {
+  if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+  if (c >= 'A' && c <= 'Z') return c - 'A';
+  return -1;
+}
+
+// Splits a term into labels; kEllipsis marks "...". False on a bad character.
+constexpr int kEllipsis = -2;
+bool ParseTerm(const std::string& t, std::vector<int>* out) {
+  out->clear();
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (t[i] == '.') {
+      if (t.compare(i, 3, "...") != 0) return false;
+      for (int x : *out)
+        if (x == kEllipsis) return false;
+      out->push_back(kEllipsis);
+      i += 2;
+      continue;
+    }
+    int l = LetterLabel(t[i]);
+    if (l < 0) return false;
+    out->push_back(l);
+  }
+  return true;
+}
+
+Status PlanEinsum(const std::string& equation_in, const std::vector<const Dims*>& inputs,
+                  EinsumPlan* plan, std::string* why) {
+  std::string eq;
+  for (char c : equation_in)
+    if (c != ' ' && c != '\t') eq += c;
+  auto fail = [&](const std::string& m) {
+    *why = "Einsum equation '" + equation_in + "': " + m;
+    return Error(*why);
+  };
+  size_t arrow = eq.find("->");
+  std::string lhs = arrow == std::string::npos ? eq : eq.substr(0, arrow);
+  std::vector<std::vector<int>> terms;
+  size_t start = 0;
+  while (true) {
+    size_t comma = lhs.find(',', start);
+    std::vector<int> term;
+    if (!ParseTerm(lhs.substr(start, comma == std::string::npos ? std::string::npos : comma - start),
+                   &term))
+      return fail("bad input term");
+    terms.push_back(term);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  if (terms.size() != inputs.size())
+    return fail("has " + std::to_string(terms.size()) + " input terms but the node has " +
+                std::to_string(inputs.size()) + " inputs");
+  // Ellipsis rank per operand, and the broadcast ellipsis dims.
+  int64_t ell_rank = 0;
+  std::vector<int64_t> op_ell(inputs.size(), 0);
+  for (size_t i = 0; i < terms.size(); ++i) {
+    int64_t letters = 0;
+    bool has_ell = false;
+    for (int l : terms[i]) (l == kEllipsis ? has_ell = true : ++letters);
+    int64_t rank = static_cast<int64_t>(inputs[i]->size());
+    if (has_ell ? rank < letters : rank != letters)
+      return fail("term " + std::to_string(i) + " does not match the rank of input " +
+                  std::to_string(i) + " " + DimsToString(*inputs[i]));
+    op_ell[i] = has_ell ? rank - letters : 0;
+    ell_rank = std::max(ell_rank, op_ell[i]);
+  }
+  plan->num_labels = 52 + static_cast<int>(ell_rank);
+  plan->size.assign(plan->num_labels, -1);
+  plan->stride.assign(inputs.size(), std::vector<int64_t>(plan->num_labels, 0));
+  std::vector<int> count(plan->num_labels, 0);
+  for (size_t i = 0; i < terms.size(); ++i) {
+    Dims st = Strides(*inputs[i]);
+    int axis = 0;
+    for (int l : terms[i]) {
+      if (l == kEllipsis) {
+        for (int64_t e = 0; e < op_ell[i]; ++e, ++axis) {
+          int label = 52 + static_cast<int>(ell_rank - op_ell[i] + e);
+          int64_t d = (*inputs[i])[axis];
+          int64_t& sz = plan->size[label];
+          if (d != 1) {
+            if (sz > 1 && sz != d) return fail("ellipsis dims do not broadcast");
+            sz = d;
+            plan->stride[i][label] += st[axis];
+          } else if (sz < 0) {
+            sz = 1;
+          }
+          ++count[label];
+        }
+        continue;
+      }
+      int64_t d = (*inputs[i])[axis];
+      if (plan->size[l] >= 0 && plan->size[l] != d)
+        return fail("label '" + std::string(1, l < 26 ? 'A' + l : 'a' + l - 26) +
+                    "' has sizes " + std::to_string(plan->size[l]) + " and " + std::to_string(d));
+      plan->size[l] = d;
+      plan->stride[i][l] += st[axis];
+      ++count[l];
+      ++axis;
+    }
+  }
+  // Output labels.
+  plan->out_labels.clear();
+  std::vector<char> in_out(plan->num_labels, 0);
+  if (arrow != std::string::npos) {
+    std::vector<int> term;
+    if (!ParseTerm(eq.substr(arrow + 2), &term)) return fail("bad output term");
+    for (int l : term) {
+      if (l == kEllipsis) {
+        for (int e = 0; e < ell_rank; ++e) plan->out_labels.push_back(52 + e);
+        continue;
+      }
+      if (count[l] == 0) return fail("output label does not appear in the inputs");
+      if (in_out[l]) return fail("output label repeated");
+      in_out[l] = 1;
+      plan->out_labels.push_back(l);
+    }
+    for (int e = 0; e < ell_rank; ++e) in_out[52 + e] = 1;  // ellipsis dims never contract...
+    bool out_has_ell = false;
+    for (int l : term) out_has_ell |= l == kEllipsis;
+    if (!out_has_ell)  // ...unless the output omits "...": then they are summed
+      for (int e = 0; e < ell_rank; ++e) in_out[52 + e] = 0;
+  } else {
+    for (int e = 0; e < ell_rank; ++e) {
+      plan->out_labels.push_back(52 + e);
+      in_out[52 + e] = 1;
+    }
+    for (int l = 0; l < 52; ++l)
+      if (count[l] == 1) {
+        plan->out_labels.push_back(l);
+        in_out[l] = 1;
+      }
+  }
+  plan->sum_labels.clear();
+  for (int l = 0; l < plan->num_labels; ++l)
+    if (!in_out[l] && count[l] > 0) plan->sum_labels.push_back(l);
+  plan->out_dims.clear();
+  for (int l : plan->out_labels) plan->out_dims.push_back(plan->size[l]);
+  return OkStatus();
+}
+
+Status EinsumInfer(InferContext& ctx) {
+  std::vector<const Dims*> dims;
+  for (int i = 0; i < ctx.num_inputs(); ++i) {
+    if (!ctx.has_input(i)) return ctx.error("Einsum inputs cannot be omitted");
+    if (ctx.input_dtype(i) != ctx.input_dtype(0)) return ctx.error("Einsum input types differ");
+    dims.push_back(&ctx.input_dims(i));
+  }
+  if (dims.empty()) return ctx.error("Einsum needs at least one input");
+  EinsumPlan plan;
+  std::string why;
+  if (!PlanEinsum(ctx.node().attr_string("equation", ""), dims, &plan, &why).ok())
+    return ctx.error(why);
+  ctx.set_output(0, ctx.input_dtype(0), plan.out_dims);
+  return OkStatus();
+}
+
+// Advances an odometer over `labels`; returns false after the last index. Keeps each operand's
+// offset in sync.
+inline bool Advance(const std::vector<int>& labels, const EinsumPlan& p, std::vector<int64_t>& idx,
+                    std::vector<int64_t>& off) {
+  for (int d = static_cast<int>(labels.size()) - 1; d >= 0; --d) {
+    int l = labels[d];
+    ++idx[d];
+    for (size_t k = 0; k < off.size(); ++k) off[k] += p.stride[k][l];
+    if (idx[d] < p.size[l]) return true;
+    for (size_t k = 0; k < off.size(); ++k) off[k] -= p.stride[k][l] * p.size[l];
+    idx[d] = 0;
+  }
+  return false;
+}
+
+// Two operands that form a batched matrix product (every label is batch, row, column or
+// contracted, each in both or the right one operand) go through the GEMM instead of the
+// generic loop: operands are gathered into [batch, M, K] and [batch, K, N].
+template <class T>
+bool EinsumAsGemm(const EinsumPlan& p, const Tensor& a, const Tensor& b, Tensor& y, int threads) {
+  std::vector<int> batch, m, n, k;
+  std::vector<char> is_out(p.num_labels, 0);
+  for (int l : p.out_labels) is_out[l] = 1;
+  for (int l = 0; l < p.num_labels; ++l) {
+    if (p.size[l] < 0) continue;
+    bool ina = p.stride[0][l] != 0, inb = p.stride[1][l] != 0;
+    if (p.size[l] == 1) continue;  // size-1 labels are free to go anywhere
+    if (is_out[l]) {
+      if (ina && inb) batch.push_back(l);
+      else if (ina) m.push_back(l);
+      else if (inb) n.push_back(l);
+    } else {
+      if (ina && inb) k.push_back(l);
+      else return false;  // summed over one operand only: leave to the generic loop
+    }
+  }
+  // Gathering follows the summed strides, so diagonals and broadcast dims come out right.
+  if (a.size() == 0 || b.size() == 0) return false;
+  auto prod = [&](const std::vector<int>& ls) {
+    int64_t r = 1;
+    for (int l : ls) r *= p.size[l];
+    return r;
+  };
+  const int64_t Bn = prod(batch), M = prod(m), N = prod(n), K = prod(k);
+  // Gathers operand t laid out as [g0..., g1..., g2...] into dst.
+  auto gather = [&](int t, const T* src, const std::vector<int>& g0, const std::vector<int>& g1,
+                    const std::vector<int>& g2, std::vector<T>& dst) {
+    std::vector<int> ls = g0;
+    ls.insert(ls.end(), g1.begin(), g1.end());
+    ls.insert(ls.end(), g2.begin(), g2.end());
+    dst.resize(prod(ls));
+    if (dst.empty()) return;
+    std::vector<int64_t> idx(ls.size(), 0), off(2, 0);
+    int64_t i = 0;
+    do {
+      dst[i++] = src[off[t]];
+    } while (Advance(ls, p, idx, off));
+  };
+  std::vector<T> A, Bm;
+  gather(0, a.data<T>(), batch, m, k, A);
+  gather(1, b.data<T>(), batch, k, n, Bm);
+  std::vector<T> C(Bn * M * N, T(0));
+  for (int64_t i = 0; i < Bn; ++i)
+    GemmAny<T>(false, false, M, N, K, 1.0, A.data() + i * M * K, Bm.data() + i * K * N,
+               C.data() + i * M * N, threads);
+  // Scatter [batch, m, n] to the output label order.
+  std::vector<int> ls = batch;
+  ls.insert(ls.end(), m.begin(), m.end());
+  ls.insert(ls.end(), n.begin(), n.end());
+  EinsumPlan q = p;
+  q.stride.assign(1, std::vector<int64_t>(p.num_labels, 0));
+  Dims ost = Strides(p.out_dims);
+  for (size_t d = 0; d < p.out_labels.size(); ++d) q.stride[0][p.out_labels[d]] = ost[d];
+  T* Y = y.data<T>();
+  if (C.empty()) return true;
+  std::vector<int64_t> idx(ls.size(), 0), off(1, 0);
+  int64_t i = 0;
+  do {
+    Y[off[0]] = C[i++];
+  } while (Advance(ls, q, idx, off));
+  return true;
+}
+
+Status EinsumCompute(ComputeContext& ctx) {
+  std::vector<const Dims*> dims;
+  for (int i = 0; i < ctx.num_inputs(); ++i) dims.push_back(&ctx.input(i).dims());
+  EinsumPlan p;
+  std::string why;
+  if (!PlanEinsum(ctx.node().attr_string("equation", ""), dims, &p, &why).ok())
+    return ctx.error(why);
+  Tensor& y = ctx.output(0);
+  const int nops = ctx.num_inputs();
+  bool ok = Dispatch<kNumericTypes>(ctx.input(0).dtype(), [&]<class T>() {
+    if (nops == 2 && kIsFloat<T> &&
+        EinsumAsGemm<T>(p, ctx.input(0), ctx.input(1), y, ctx.threads()))
+      return;
+    using A = std::conditional_t<kIsFloat<T>, double,
+                                 std::conditional_t<(sizeof(T) > 4), uint64_t, uint32_t>>;
+    std::vector<const T*> src(nops);
+    for (int k = 0; k < nops; ++k) src[k] = ctx.input(k).data<T>();
+    T* Y = y.data<T>();
+    if (y.size() == 0) return;
+    for (int l : p.sum_labels)
+      if (p.size[l] == 0) return;  // empty contraction: the zero-filled output is the sum
+    std::vector<int64_t> oidx(p.out_labels.size(), 0), ooff(nops, 0);
+    std::vector<int64_t> sidx(p.sum_labels.size(), 0);
+    int64_t o = 0;
+    do {
+      A acc = 0;
+      std::vector<int64_t> soff = ooff;
+      std::fill(sidx.begin(), sidx.end(), 0);
+      do {
+        A prod = 1;
+        for (int k = 0; k < nops; ++k) prod *= static_cast<A>(src[k][soff[k]]);
+        acc += prod;
+      } while (Advance(p.sum_labels, p, sidx, soff));
+      Y[o++] = static_cast<T>(static_cast<Acc<T>>(acc));
+    } while (Advance(p.out_labels, p, oidx, ooff));
+  });
+  if (!ok) return ctx.error("Einsum does not support " +
+                            std::string(DTypeName(ctx.input(0).dtype())));
+  return OkStatus();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Det: LU decomposition with partial pivoting, in double.
+
+Status DetInfer(InferContext& ctx) {
+  if (!IsFloatingDType(ctx.input_dtype(0)))
+    return ctx.error("Det needs a floating-point input");
+  const Dims& d = ctx.input_dims(0);
+  if (d.size() < 2 || d[d.size() - 1] != d[d.size() - 2])
+    return ctx.error("Det needs [..., M, M] input, got " + DimsToString(d));
+  ctx.set_output(0, ctx.input_dtype(0), Dims(d.begin(), d.end() - 2));
+  return OkStatus();
+}
+
+Status DetCompute(ComputeContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const int64_t n = x.dims().back();
+  const int64_t count = ctx.output(0).size();
+  Dispatch<kFloatTypes>(x.dtype(), [&]<class T>() {
+    const T* X = x.data<T>();
+    T* Y = ctx.output(0).data<T>();
+    std::vector<double> a(n * n);
+    for (int64_t b = 0; b < count; ++b) {
+      for (int64_t i = 0; i < n * n; ++i) a[i] = static_cast<double>(X[b * n * n + i]);
+      double det = 1.0;
+      for (int64_t c = 0; c < n && det != 0.0; ++c) {
+        int64_t piv = c;
+        for (int64_t r = c + 1; r < n; ++r)
+          if (std::fabs(a[r * n + c]) > std::fabs(a[piv * n + c])) piv = r;
+        if (a[piv * n + c] == 0.0) {
+          det = 0.0;
+          break;
+        }
+        if (piv != c) {
+          for (int64_t j = 0; j < n; ++j) std::swap(a[c * n + j], a[piv * n + j]);
+          det = -det;
+        }
+        det *= a[c * n + c];
+        for (int64_t r = c + 1; r < n; ++r) {
+          double f = a[r * n + c] / a[c * n + c];
+          for (int64_t j = c; j < n; ++j) a[r * n + j] -= f * a[c * n + j];
+        }
+      }
+      Y[b] = T(static_cast<Acc<T>>(det));
+    }
+  });
+  return OkStatus();
+}
+
+}  // namespace
+
+void RegisterMatMulOps(OpRegistry& r) {
+  r.Register("MatMul", MatMulInfer, MatMulCompute);
+  r.Register("Gemm", GemmInfer, GemmCompute);
+  r.Register("Einsum", EinsumInfer, EinsumCompute);
+  r.Register("Det", DetInfer, DetCompute);
+  RegisterAttentionOps(r);
+}
 
 }  // namespace kiln::ops

@@ -1,0 +1,4 @@
+#include "ops/common.h"
+namespace kiln::ops {
+void RegisterAttentionOps(OpRegistry& r) {}
+}
