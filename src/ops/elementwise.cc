@@ -35,9 +35,10 @@ void RegBinary(OpRegistry& r, const char* name, F f) {
       [f](ComputeContext& ctx) -> Status {
         const Tensor& a = ctx.input(0);
         const Tensor& b = ctx.input(1);
+        const Dims bd = LegacyBroadcastDims(ctx.node(), ctx.opset(), a.dims(), b.dims());
         Dispatch<Groups>(a.dtype(), [&]<class T>() {
           using R = std::conditional_t<kBoolOut, bool, T>;
-          BinaryLoop<T, T, R>(a, b, ctx.output(0), f);
+          BinaryLoop<T, T, R>(a, b, ctx.output(0), f, &bd);
         });
         return OkStatus();
       });
@@ -262,7 +263,9 @@ void RegisterPow(OpRegistry& r) {
         if (!TypeIn(ctx.input_dtype(1), kNumericTypes))
           return UnsupportedType(ctx, ctx.input_dtype(1), 1);
         Dims d;
-        if (!BroadcastDims(ctx.input_dims(0), ctx.input_dims(1), &d))
+        const Dims bd =
+            LegacyBroadcastDims(ctx.node(), ctx.opset(), ctx.input_dims(0), ctx.input_dims(1));
+        if (!BroadcastDims(ctx.input_dims(0), bd, &d))
           return ctx.error("shapes " + DimsToString(ctx.input_dims(0)) + " and " +
                            DimsToString(ctx.input_dims(1)) + " do not broadcast");
         ctx.set_output(0, ctx.input_dtype(0), std::move(d));
@@ -273,7 +276,8 @@ void RegisterPow(OpRegistry& r) {
         const Tensor& b = ctx.input(1);
         Tensor& out = ctx.output(0);
         const bool int_pow = !IsFloatingDType(a.dtype()) && !IsFloatingDType(b.dtype());
-        Tensor e(int_pow ? DType::kInt64 : DType::kFloat64, b.dims());
+        Tensor e(int_pow ? DType::kInt64 : DType::kFloat64,
+                 LegacyBroadcastDims(ctx.node(), ctx.opset(), a.dims(), b.dims()));
         Dispatch<kNumericTypes>(b.dtype(), [&]<class E>() {
           const E* src = b.data<E>();
           if (int_pow) {

@@ -34,6 +34,19 @@ inline Status InferUnary(InferContext& ctx, unsigned groups, DType out = DType::
   return OkStatus();
 }
 
+// Before opset 7, binary ops broadcast B onto A only with broadcast=1, and `axis` says where B's
+// dims line up in A. Returns B's dims padded with trailing 1s so numpy rules give that alignment.
+inline Dims LegacyBroadcastDims(const ir::Node& node, int64_t opset, const Dims& a, const Dims& b) {
+  if (opset >= 7 || node.attr_int("broadcast", 0) == 0 || !node.attr("axis")) return b;
+  int64_t axis = node.attr_int("axis", 0);
+  const int64_t ra = static_cast<int64_t>(a.size()), rb = static_cast<int64_t>(b.size());
+  if (axis < 0) axis += ra;
+  if (axis < 0 || axis + rb > ra) return b;  // left for the broadcast check to reject
+  Dims d = b;
+  d.resize(static_cast<size_t>(ra - axis), 1);
+  return d;
+}
+
 // Infer for a broadcasting binary op whose inputs share one dtype in `groups`.
 inline Status InferBinary(InferContext& ctx, unsigned groups, DType out = DType::kUndefined) {
   if (ctx.num_inputs() != 2 || !ctx.has_input(0) || !ctx.has_input(1))
@@ -44,7 +57,8 @@ inline Status InferBinary(InferContext& ctx, unsigned groups, DType out = DType:
     return ctx.error("inputs have different element types " + TypeName(t) + " and " +
                      TypeName(ctx.input_dtype(1)));
   Dims d;
-  if (!BroadcastDims(ctx.input_dims(0), ctx.input_dims(1), &d))
+  const Dims bd = LegacyBroadcastDims(ctx.node(), ctx.opset(), ctx.input_dims(0), ctx.input_dims(1));
+  if (!BroadcastDims(ctx.input_dims(0), bd, &d))
     return ctx.error("shapes " + DimsToString(ctx.input_dims(0)) + " and " +
                      DimsToString(ctx.input_dims(1)) + " do not broadcast");
   ctx.set_output(0, out == DType::kUndefined ? t : out, std::move(d));
@@ -82,10 +96,12 @@ inline void BinaryLoop(const TA* a, const Dims& ad, const TB* b, const Dims& bd,
   }
 }
 
+// The tensor form; `bd` overrides b's dims (legacy axis broadcasting) when given.
 template <class TA, class TB, class R, class F>
-inline void BinaryLoop(const Tensor& a, const Tensor& b, Tensor& out, F&& f) {
-  BinaryLoop<TA, TB, R>(a.data<TA>(), a.dims(), b.data<TB>(), b.dims(), out.data<R>(),
-                        out.dims(), f);
+inline void BinaryLoop(const Tensor& a, const Tensor& b, Tensor& out, F&& f,
+                       const Dims* bd = nullptr) {
+  BinaryLoop<TA, TB, R>(a.data<TA>(), a.dims(), b.data<TB>(), bd ? *bd : b.dims(),
+                        out.data<R>(), out.dims(), f);
 }
 
 // Integer wrap-around arithmetic without signed-overflow undefined behaviour.
@@ -124,11 +140,24 @@ inline To FloatToInt(double d) {
   return static_cast<To>(static_cast<int64_t>(d));
 }
 
+// double -> float rounded to odd, so that a second rounding to a 16-bit float is correct (no
+// double-rounding error on halfway cases).
+inline float DoubleToFloatRoundOdd(double d) {
+  float f = static_cast<float>(d);
+  if (static_cast<double>(f) == d || !(d == d) || std::isinf(f)) return f;
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  if ((bits & 1u) == 0) f = std::nextafter(f, static_cast<float>(d > f ? INFINITY : -INFINITY));
+  return f;
+}
+
 // ONNX Cast of one value.
 template <class To, class From>
 inline To CastValue(From v) {
   if constexpr (std::is_integral_v<To> && !std::is_same_v<To, bool> && kIsFloat<From>) {
     return FloatToInt<To>(static_cast<double>(static_cast<Acc<From>>(v)));
+  } else if constexpr (kIsHalfLike<To> && std::is_same_v<From, double>) {
+    return To(DoubleToFloatRoundOdd(v));
   } else if constexpr (std::is_same_v<From, bool>) {
     return static_cast<To>(static_cast<float>(v ? 1 : 0));
   } else {
