@@ -424,8 +424,13 @@ Status InferSplit(InferContext& ctx) {
       return ctx.error("axis of size " + Str(dim) + " does not split evenly into " + Str(n));
     sizes.assign(n, chunk);
     sizes.back() = dim - chunk * (n - 1);
-    if (sizes.back() < 0)
-      return ctx.error("axis of size " + Str(dim) + " cannot split into " + Str(n) + " parts");
+    if (sizes.back() < 0) {
+      // Shape inference also visits If branches that never run (AffineGrid's function body
+      // splits a 3-D size into 4 in its 2-D branch), so leave the outputs dynamic and let
+      // compute report it if this node really executes.
+      for (int i = 0; i < n; ++i) ctx.set_output_dynamic(i, dt);
+      return OkStatus();
+    }
   }
   if (static_cast<int>(sizes.size()) != n)
     return ctx.error("split has " + Str(sizes.size()) + " entries for " + Str(n) + " outputs");
@@ -448,6 +453,10 @@ Status ComputeSplit(ComputeContext& ctx) {
   const Tensor& in = ctx.input(0);
   int64_t axis = ctx.node().attr_int("axis", 0);
   NormalizeAxis(axis, in.rank());
+  for (int i = 0; i < ctx.num_outputs(); ++i)
+    if (!ctx.output(i).defined())
+      return ctx.error("axis of size " + Str(in.dim(static_cast<int>(axis))) +
+                       " cannot split into " + Str(ctx.num_outputs()) + " parts");
   int64_t outer = 1;
   for (int64_t k = 0; k < axis; ++k) outer *= in.dim(static_cast<int>(k));
   if (in.size() == 0) return OkStatus();
