@@ -85,4 +85,26 @@ inline Dims To3(const Dims& d, int64_t fill) {
   return r;
 }
 
+// Geometry normalized to 3 spatial dims.
+struct Geom3 {
+  int64_t in[3], k[3], s[3], d[3], p[3], pe[3], out[3];
+  // Needs g.nd <= 3.
+  explicit Geom3(const WindowGeom& g) {
+    Dims i = To3(g.in, 1), k3 = To3(g.kernel, 1), s3 = To3(g.strides, 1), d3 = To3(g.dilations, 1),
+         p3 = To3(g.pad_begin, 0), pe3 = To3(g.pad_end, 0), o3 = To3(g.out, 1);
+    for (int j = 0; j < 3; ++j) {
+      in[j] = i[j];
+      k[j] = k3[j];
+      s[j] = s3[j];
+      d[j] = d3[j];
+      p[j] = p3[j];
+      pe[j] = pe3[j];
+      out[j] = o3[j];
+    }
+  }
+  int64_t kprod() const { return k[0] * k[1] * k[2]; }
+  int64_t in_size() const { return in[0] * in[1] * in[2]; }
+  int64_t out_size() const { return out[0] * out[1] * out[2]; }
+};
+
 }  // namespace kiln::ops

@@ -1,7 +1,489 @@
+// Pooling family: MaxPool (with Indices), AveragePool, LpPool, their Global forms, MaxUnpool,
+// MaxRoiPool and RoiAlign. Windows follow the shared conv geometry (ceil_mode, auto_pad,
+// dilations); 1-D and 2-D pools run as 3-D ones with leading unit dims.
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
 #include "ops/common.h"
+#include "ops/conv_geometry.h"
 
 namespace kiln::ops {
+namespace {
 
-void RegisterPoolOps(OpRegistry& r) {}
+bool IsFloatType(DType t) {
+  return t == DType::kFloat32 || t == DType::kFloat64 || t == DType::kFloat16 || t == DType::kBFloat16;
+}
+
+Dims Spatial(const Dims& d) { return Dims(d.begin() + 2, d.end()); }
+
+enum class PoolKind { kMax, kAvg, kLp };
+
+// The k range [lo, hi) of a window starting at `start` (dilation d, K taps) that lands in [0, n).
+inline void TapRange(int64_t start, int64_t d, int64_t K, int64_t n, int64_t* lo, int64_t* hi) {
+  *lo = start >= 0 ? 0 : (-start + d - 1) / d;
+  *hi = n - 1 - start < 0 ? 0 : std::min(K, (n - 1 - start) / d + 1);
+  if (*hi < *lo) *hi = *lo;
+}
+
+std::string PoolGeomOf(const ir::Node& node, const Dims& x, bool use_dilation, WindowGeom* g) {
+  if (x.size() < 3) return "X must have rank 3 or more (N, C, spatial...), got " + DimsToString(x);
+  if (x.size() > 5) return "more than 3 spatial dims are not supported";
+  Dims kernel = node.attr_ints("kernel_shape");
+  if (kernel.empty()) return "kernel_shape is required";
+  return ComputeWindowGeom(node, Spatial(x), kernel, use_dilation, node.attr_int("ceil_mode", 0) != 0, g);
+}
+
+Status PoolInfer(InferContext& ctx, PoolKind kind) {
+  if (!ctx.has_input(0)) return ctx.error("needs input X");
+  DType dt = ctx.input_dtype(0);
+  bool int_ok = kind == PoolKind::kMax && (dt == DType::kInt8 || dt == DType::kUInt8);
+  if (!IsFloatType(dt) && !int_ok) return ctx.error("unsupported dtype " + std::string(DTypeName(dt)));
+  WindowGeom g;
+  // AveragePool has dilations from opset 19; LpPool from 18; MaxPool from 10.
+  std::string err = PoolGeomOf(ctx.node(), ctx.input_dims(0), true, &g);
+  if (!err.empty()) return ctx.error(err);
+  if (kind == PoolKind::kMax && ctx.node().attr_int("storage_order", 0) > 1)
+    return ctx.error("storage_order must be 0 or 1");
+  Dims out = {ctx.input_dims(0)[0], ctx.input_dims(0)[1]};
+  out.insert(out.end(), g.out.begin(), g.out.end());
+  ctx.set_output(0, dt, out);
+  if (ctx.num_outputs() > 1) {
+    if (kind != PoolKind::kMax) return ctx.error("has too many outputs");
+    ctx.set_output(1, DType::kInt64, out);
+  }
+  return OkStatus();
+}
+
+template <class T>
+void PoolCore(const T* x, T* y, int64_t* indices, int64_t planes, const Geom3& g, PoolKind kind,
+              bool count_include_pad, double p, bool col_major) {
+  using C = Acc<T>;
+  const int64_t D = g.in[0], H = g.in[1], W = g.in[2], in_size = g.in_size();
+  for (int64_t pl = 0; pl < planes; ++pl) {
+    const T* xc = x + pl * in_size;
+    for (int64_t od = 0; od < g.out[0]; ++od) {
+      const int64_t sd = od * g.s[0] - g.p[0];
+      int64_t d0, d1;
+      TapRange(sd, g.d[0], g.k[0], D, &d0, &d1);
+      for (int64_t oh = 0; oh < g.out[1]; ++oh) {
+        const int64_t sh = oh * g.s[1] - g.p[1];
+        int64_t h0, h1;
+        TapRange(sh, g.d[1], g.k[1], H, &h0, &h1);
+        for (int64_t ow = 0; ow < g.out[2]; ++ow, ++y) {
+          const int64_t sw = ow * g.s[2] - g.p[2];
+          int64_t w0, w1;
+          TapRange(sw, g.d[2], g.k[2], W, &w0, &w1);
+          if (kind == PoolKind::kMax) {
+            C best = std::numeric_limits<C>::lowest();
+            if constexpr (std::numeric_limits<C>::has_infinity) best = -std::numeric_limits<C>::infinity();
+            int64_t arg = -1;
+            for (int64_t kd = d0; kd < d1; ++kd) {
+              const int64_t id = sd + kd * g.d[0];
+              for (int64_t kh = h0; kh < h1; ++kh) {
+                const int64_t ih = sh + kh * g.d[1];
+                const T* row = xc + (id * H + ih) * W;
+                for (int64_t kw = w0; kw < w1; ++kw) {
+                  const int64_t iw = sw + kw * g.d[2];
+                  C v = static_cast<C>(row[iw]);
+                  if (v > best || arg < 0 || best != best) {  // NaN is skipped unless all are NaN
+                    best = v;
+                    arg = col_major ? id + ih * D + iw * D * H : (id * H + ih) * W + iw;
+                  }
+                }
+              }
+            }
+            *y = static_cast<T>(best);
+            if (indices) *indices++ = arg < 0 ? -1 : pl * in_size + arg;
+          } else {
+            Acc<T> sum = 0;
+            for (int64_t kd = d0; kd < d1; ++kd) {
+              const int64_t id = sd + kd * g.d[0];
+              for (int64_t kh = h0; kh < h1; ++kh) {
+                const T* row = xc + (id * H + sh + kh * g.d[1]) * W;
+                for (int64_t kw = w0; kw < w1; ++kw) {
+                  C v = static_cast<C>(row[sw + kw * g.d[2]]);
+                  if (kind == PoolKind::kAvg) sum += v;
+                  else sum += static_cast<C>(std::pow(std::fabs(static_cast<double>(v)), p));
+                }
+              }
+            }
+            if (kind == PoolKind::kLp) {
+              *y = static_cast<T>(static_cast<C>(std::pow(static_cast<double>(sum), 1.0 / p)));
+              continue;
+            }
+            int64_t count;
+            if (count_include_pad) {  // taps inside the padded extent [-pad_begin, n + pad_end)
+              count = 1;
+              const int64_t starts[3] = {sd, sh, sw};
+              for (int j = 0; j < 3; ++j) {
+                int64_t lo, hi;
+                TapRange(starts[j] + g.p[j], g.d[j], g.k[j], g.in[j] + g.p[j] + g.pe[j], &lo, &hi);
+                count *= hi - lo;
+              }
+            } else {
+              count = (d1 - d0) * (h1 - h0) * (w1 - w0);
+            }
+            *y = static_cast<T>(count > 0 ? static_cast<C>(sum / static_cast<C>(count))
+                                          : std::numeric_limits<C>::quiet_NaN());
+          }
+        }
+      }
+    }
+  }
+}
+
+Status PoolCompute(ComputeContext& ctx, PoolKind kind) {
+  const Tensor& X = ctx.input(0);
+  WindowGeom wg;
+  std::string err = PoolGeomOf(ctx.node(), X.dims(), true, &wg);
+  if (!err.empty()) return ctx.error(err);
+  const Geom3 g(wg);
+  const int64_t planes = X.dims()[0] * X.dims()[1];
+  int64_t* indices = ctx.num_outputs() > 1 && ctx.output_used(1) ? ctx.output(1).data<int64_t>() : nullptr;
+  bool cip = ctx.node().attr_int("count_include_pad", 0) != 0;
+  double p = ctx.node().attr_float("p", 2.0f);
+  if (kind == PoolKind::kLp && p <= 0) return ctx.error("p must be positive");
+  bool col_major = ctx.node().attr_int("storage_order", 0) == 1;
+  bool ok = Dispatch<kFloatTypes | kIntTypes>(X.dtype(), [&]<class T>() {
+    if constexpr (std::is_same_v<T, int8_t> || std::is_same_v<T, uint8_t> || kIsFloat<T>)
+      PoolCore<T>(X.data<T>(), ctx.output(0).data<T>(), indices, planes, g, kind, cip, p, col_major);
+  });
+  if (!ok) return ctx.error("unsupported dtype");
+  return OkStatus();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Global pools
+
+Status GlobalPoolInfer(InferContext& ctx) {
+  if (!ctx.has_input(0)) return ctx.error("needs input X");
+  if (!IsFloatType(ctx.input_dtype(0))) return ctx.error("unsupported dtype " + std::string(DTypeName(ctx.input_dtype(0))));
+  const Dims& x = ctx.input_dims(0);
+  if (x.size() < 2) return ctx.error("X must have rank 2 or more, got " + DimsToString(x));
+  Dims out(x.size(), 1);
+  out[0] = x[0];
+  out[1] = x[1];
+  ctx.set_output(0, ctx.input_dtype(0), out);
+  return OkStatus();
+}
+
+Status GlobalPoolCompute(ComputeContext& ctx, PoolKind kind) {
+  const Tensor& X = ctx.input(0);
+  const int64_t planes = X.dims()[0] * X.dims()[1];
+  const int64_t n = planes == 0 ? 0 : X.size() / planes;
+  double p = ctx.node().attr_float("p", 2.0f);
+  if (kind == PoolKind::kLp && p <= 0) return ctx.error("p must be positive");
+  Dispatch<kFloatTypes>(X.dtype(), [&]<class T>() {
+    using C = Acc<T>;
+    const T* x = X.data<T>();
+    T* y = ctx.output(0).data<T>();
+    for (int64_t pl = 0; pl < planes; ++pl, x += n) {
+      C acc = kind == PoolKind::kMax ? -std::numeric_limits<C>::infinity() : C(0);
+      for (int64_t i = 0; i < n; ++i) {
+        C v = static_cast<C>(x[i]);
+        if (kind == PoolKind::kMax) acc = v > acc || v != v ? v : acc;
+        else if (kind == PoolKind::kAvg) acc += v;
+        else acc += static_cast<C>(std::pow(std::fabs(static_cast<double>(v)), p));
+      }
+      if (kind == PoolKind::kAvg) acc = n > 0 ? acc / static_cast<C>(n) : std::numeric_limits<C>::quiet_NaN();
+      if (kind == PoolKind::kLp) acc = static_cast<C>(std::pow(static_cast<double>(acc), 1.0 / p));
+      y[pl] = static_cast<T>(acc);
+    }
+  });
+  return OkStatus();
+}
+
+// ---------------------------------------------------------------------------------------------
+// MaxUnpool: scatters X into zeros at the flat positions given by I (as MaxPool's Indices).
+
+std::string UnpoolDims(const ir::Node& node, const Dims& x, const Dims& i, Dims* out) {
+  if (x.size() < 3) return "X must have rank 3 or more, got " + DimsToString(x);
+  if (i != x) return "I must have the shape of X " + DimsToString(x) + ", got " + DimsToString(i);
+  const int nd = static_cast<int>(x.size()) - 2;
+  Dims kernel = node.attr_ints("kernel_shape");
+  if (static_cast<int>(kernel.size()) != nd) return "kernel_shape must have one value per spatial dim";
+  Dims strides = node.attr_ints("strides");
+  if (strides.empty()) strides.assign(nd, 1);
+  Dims pads = node.attr_ints("pads");
+  if (pads.empty()) pads.assign(2 * nd, 0);
+  if (static_cast<int>(strides.size()) != nd || static_cast<int>(pads.size()) != 2 * nd)
+    return "strides/pads have the wrong length";
+  *out = {x[0], x[1]};
+  for (int j = 0; j < nd; ++j) {
+    int64_t d = strides[j] * (x[j + 2] - 1) + kernel[j] - pads[j] - pads[j + nd];
+    if (d <= 0) return "output size would be empty";
+    out->push_back(d);
+  }
+  return "";
+}
+
+Status MaxUnpoolInfer(InferContext& ctx) {
+  if (!ctx.has_input(0) || !ctx.has_input(1)) return ctx.error("needs inputs X and I");
+  if (!IsFloatType(ctx.input_dtype(0))) return ctx.error("unsupported dtype");
+  if (ctx.input_dtype(1) != DType::kInt64) return ctx.error("I must be int64");
+  Dims out;
+  std::string err = UnpoolDims(ctx.node(), ctx.input_dims(0), ctx.input_dims(1), &out);
+  if (!err.empty()) return ctx.error(err);
+  if (ctx.has_input(2)) {
+    bool known;
+    Dims shape = InputInts(ctx, 2, &known);
+    if (!known) {
+      ctx.set_output_dynamic(0, ctx.input_dtype(0));
+      return OkStatus();
+    }
+    if (shape.size() != out.size()) return ctx.error("output_shape must have " + std::to_string(out.size()) + " values");
+    for (int64_t d : shape)
+      if (d < 0) return ctx.error("output_shape values must not be negative");
+    out = shape;
+  }
+  ctx.set_output(0, ctx.input_dtype(0), out);
+  return OkStatus();
+}
+
+Status MaxUnpoolCompute(ComputeContext& ctx) {
+  const Tensor& X = ctx.input(0);
+  const Tensor& I = ctx.input(1);
+  Dims inferred;
+  std::string err = UnpoolDims(ctx.node(), X.dims(), I.dims(), &inferred);
+  if (!err.empty()) return ctx.error(err);
+  Dims out = inferred;
+  if (ctx.has_input(2)) {
+    out = ctx.input(2).ToInt64Vector();
+    if (out.size() != inferred.size()) return ctx.error("output_shape must have " + std::to_string(inferred.size()) + " values");
+    for (size_t j = 0; j < out.size(); ++j)
+      if (out[j] < inferred[j])
+        return ctx.error("output_shape " + DimsToString(out) + " is smaller than the unpooled shape " + DimsToString(inferred));
+  }
+  Tensor& Y = ctx.output(0).defined() && ctx.output(0).dims() == out ? ctx.output(0)
+                                                                     : ctx.allocate_output(0, X.dtype(), out);
+  // As the reference: indices address the unpooled shape, which then sits at the start of a
+  // possibly larger output_shape.
+  const int64_t total = NumElements(inferred);
+  const int64_t* idx = I.data<int64_t>();
+  std::memset(Y.raw(), 0, Y.nbytes());
+  Status st = OkStatus();
+  Dispatch<kFloatTypes>(X.dtype(), [&]<class T>() {
+    std::vector<T> buf(static_cast<size_t>(total), T(0));
+    const T* x = X.data<T>();
+    for (int64_t i = 0; i < X.size(); ++i) {
+      if (idx[i] < 0 || idx[i] >= total) {
+        st = ctx.error("index " + std::to_string(idx[i]) + " in I is outside the output of " +
+                       std::to_string(total) + " elements");
+        return;
+      }
+      buf[idx[i]] = x[i];
+    }
+    T* y = Y.data<T>();
+    const Dims os = Strides(out);
+    Dims coord(inferred.size(), 0);
+    for (int64_t i = 0; i < total; ++i) {
+      int64_t o = 0;
+      for (size_t j = 0; j < coord.size(); ++j) o += coord[j] * os[j];
+      y[o] = buf[i];
+      for (int j = static_cast<int>(coord.size()) - 1; j >= 0; --j) {
+        if (++coord[j] < inferred[j]) break;
+        coord[j] = 0;
+      }
+    }
+  });
+  return st;
+}
+
+// ---------------------------------------------------------------------------------------------
+// MaxRoiPool (Caffe/ORT rounding) and RoiAlign
+
+Status MaxRoiPoolInfer(InferContext& ctx) {
+  if (!ctx.has_input(0) || !ctx.has_input(1)) return ctx.error("needs inputs X and rois");
+  if (!IsFloatType(ctx.input_dtype(0)) || ctx.input_dtype(1) != ctx.input_dtype(0)) return ctx.error("unsupported dtype");
+  const Dims& x = ctx.input_dims(0);
+  const Dims& r = ctx.input_dims(1);
+  if (x.size() != 4) return ctx.error("X must have rank 4");
+  if (r.size() != 2 || r[1] != 5) return ctx.error("rois must have shape [num_rois, 5]");
+  Dims ps = ctx.node().attr_ints("pooled_shape");
+  if (ps.size() != 2 || ps[0] <= 0 || ps[1] <= 0) return ctx.error("pooled_shape must hold two positive values");
+  ctx.set_output(0, ctx.input_dtype(0), {r[0], x[1], ps[0], ps[1]});
+  return OkStatus();
+}
+
+Status MaxRoiPoolCompute(ComputeContext& ctx) {
+  const Tensor& X = ctx.input(0);
+  const Tensor& R = ctx.input(1);
+  const int64_t N = X.dim(0), C = X.dim(1), H = X.dim(2), W = X.dim(3);
+  Dims ps = ctx.node().attr_ints("pooled_shape");
+  const int64_t PH = ps[0], PW = ps[1];
+  const float scale = ctx.node().attr_float("spatial_scale", 1.0f);
+  Status st = OkStatus();
+  Dispatch<kFloatTypes>(X.dtype(), [&]<class T>() {
+    using A = Acc<T>;
+    const T* x = X.data<T>();
+    T* y = ctx.output(0).data<T>();
+    for (int64_t n = 0; n < R.dim(0); ++n) {
+      const T* roi = R.data<T>() + n * 5;
+      double bid = static_cast<double>(static_cast<A>(roi[0]));
+      if (!(bid >= 0 && bid < N)) {
+        st = ctx.error("roi " + std::to_string(n) + " has batch index out of range");
+        return;
+      }
+      const int64_t b = static_cast<int64_t>(bid);
+      auto rnd = [&](int i) { return static_cast<int64_t>(std::round(static_cast<A>(roi[i]) * scale)); };
+      const int64_t ws = rnd(1), hs = rnd(2), we = rnd(3), he = rnd(4);
+      const double rh = static_cast<double>(std::max<int64_t>(he - hs + 1, 1));
+      const double rw = static_cast<double>(std::max<int64_t>(we - ws + 1, 1));
+      const double bh = rh / PH, bw = rw / PW;
+      for (int64_t c = 0; c < C; ++c) {
+        const T* img = x + (b * C + c) * H * W;
+        for (int64_t ph = 0; ph < PH; ++ph) {
+          int64_t h0 = std::clamp<int64_t>(static_cast<int64_t>(std::floor(ph * bh)) + hs, 0, H);
+          int64_t h1 = std::clamp<int64_t>(static_cast<int64_t>(std::ceil((ph + 1) * bh)) + hs, 0, H);
+          for (int64_t pw = 0; pw < PW; ++pw, ++y) {
+            int64_t w0 = std::clamp<int64_t>(static_cast<int64_t>(std::floor(pw * bw)) + ws, 0, W);
+            int64_t w1 = std::clamp<int64_t>(static_cast<int64_t>(std::ceil((pw + 1) * bw)) + ws, 0, W);
+            if (h1 <= h0 || w1 <= w0) {
+              *y = T(0);
+              continue;
+            }
+            A best = -std::numeric_limits<A>::infinity();
+            for (int64_t i = h0; i < h1; ++i)
+              for (int64_t j = w0; j < w1; ++j) best = std::max(best, static_cast<A>(img[i * W + j]));
+            *y = static_cast<T>(best);
+          }
+        }
+      }
+    }
+  });
+  return st;
+}
+
+Status RoiAlignInfer(InferContext& ctx) {
+  if (!ctx.has_input(0) || !ctx.has_input(1) || !ctx.has_input(2))
+    return ctx.error("needs inputs X, rois and batch_indices");
+  if (!IsFloatType(ctx.input_dtype(0)) || ctx.input_dtype(1) != ctx.input_dtype(0)) return ctx.error("unsupported dtype");
+  if (ctx.input_dtype(2) != DType::kInt64 && ctx.input_dtype(2) != DType::kInt32)
+    return ctx.error("batch_indices must be int64");
+  const Dims& x = ctx.input_dims(0);
+  const Dims& r = ctx.input_dims(1);
+  const Dims& bi = ctx.input_dims(2);
+  if (x.size() != 4) return ctx.error("X must have rank 4");
+  if (r.size() != 2 || r[1] != 4) return ctx.error("rois must have shape [num_rois, 4]");
+  if (bi.size() != 1 || bi[0] != r[0]) return ctx.error("batch_indices must have shape [num_rois]");
+  int64_t oh = ctx.node().attr_int("output_height", 1), ow = ctx.node().attr_int("output_width", 1);
+  if (oh <= 0 || ow <= 0) return ctx.error("output_height and output_width must be positive");
+  if (ctx.node().attr_int("sampling_ratio", 0) < 0) return ctx.error("sampling_ratio must not be negative");
+  std::string mode = ctx.node().attr_string("mode", "avg");
+  if (mode != "avg" && mode != "max") return ctx.error("mode must be avg or max");
+  std::string ctm = ctx.node().attr_string("coordinate_transformation_mode", "half_pixel");
+  if (ctm != "half_pixel" && ctm != "output_half_pixel")
+    return ctx.error("unknown coordinate_transformation_mode '" + ctm + "'");
+  ctx.set_output(0, ctx.input_dtype(0), {r[0], x[1], oh, ow});
+  return OkStatus();
+}
+
+Status RoiAlignCompute(ComputeContext& ctx) {
+  const Tensor& X = ctx.input(0);
+  const Tensor& R = ctx.input(1);
+  const Tensor& BI = ctx.input(2);
+  const ir::Node& node = ctx.node();
+  const int64_t N = X.dim(0), C = X.dim(1), H = X.dim(2), W = X.dim(3);
+  const int64_t PH = node.attr_int("output_height", 1), PW = node.attr_int("output_width", 1);
+  const int64_t sampling = node.attr_int("sampling_ratio", 0);
+  const float scale = node.attr_float("spatial_scale", 1.0f);
+  const bool max_mode = node.attr_string("mode", "avg") == "max";
+  // Opset 10 had no attribute and behaved as output_half_pixel.
+  const bool half_pixel =
+      node.attr_string("coordinate_transformation_mode", ctx.opset() >= 16 ? "half_pixel" : "output_half_pixel") ==
+      "half_pixel";
+  Status st = OkStatus();
+  Dispatch<kFloatTypes>(X.dtype(), [&]<class T>() {
+    using A = Acc<T>;
+    const T* x = X.data<T>();
+    T* y = ctx.output(0).data<T>();
+    struct Tap {
+      int64_t pos[4];
+      A w[4];
+    };
+    std::vector<Tap> taps;
+    for (int64_t n = 0; n < R.dim(0); ++n) {
+      const int64_t b = BI.GetInt(n);
+      if (b < 0 || b >= N) {
+        st = ctx.error("batch_indices[" + std::to_string(n) + "] = " + std::to_string(b) + " is out of range");
+        return;
+      }
+      const T* roi = R.data<T>() + n * 4;
+      const A off = half_pixel ? A(0.5) : A(0);
+      const A x0 = static_cast<A>(roi[0]) * scale - off, y0 = static_cast<A>(roi[1]) * scale - off;
+      const A x1 = static_cast<A>(roi[2]) * scale - off, y1 = static_cast<A>(roi[3]) * scale - off;
+      A rw = x1 - x0, rh = y1 - y0;
+      if (!half_pixel) {
+        rw = std::max(rw, A(1));
+        rh = std::max(rh, A(1));
+      }
+      const A bh = rh / PH, bw = rw / PW;
+      const int64_t gh = sampling > 0 ? sampling : static_cast<int64_t>(std::ceil(rh / PH));
+      const int64_t gw = sampling > 0 ? sampling : static_cast<int64_t>(std::ceil(rw / PW));
+      const A count = static_cast<A>(std::max<int64_t>(gh * gw, 1));
+      // Bilinear taps shared by every channel.
+      taps.clear();
+      for (int64_t ph = 0; ph < PH; ++ph)
+        for (int64_t pw = 0; pw < PW; ++pw)
+          for (int64_t iy = 0; iy < gh; ++iy) {
+            A yy = y0 + ph * bh + (iy + A(0.5)) * bh / static_cast<A>(gh);
+            for (int64_t ix = 0; ix < gw; ++ix) {
+              A xx = x0 + pw * bw + (ix + A(0.5)) * bw / static_cast<A>(gw);
+              Tap t{{0, 0, 0, 0}, {0, 0, 0, 0}};
+              if (!(yy < -1 || yy > H || xx < -1 || xx > W)) {
+                A yv = std::max(yy, A(0)), xv = std::max(xx, A(0));
+                int64_t yl = static_cast<int64_t>(yv), xl = static_cast<int64_t>(xv), yh, xh;
+                if (yl >= H - 1) { yh = yl = H - 1; yv = static_cast<A>(yl); } else { yh = yl + 1; }
+                if (xl >= W - 1) { xh = xl = W - 1; xv = static_cast<A>(xl); } else { xh = xl + 1; }
+                A ly = yv - yl, lx = xv - xl, hy = 1 - ly, hx = 1 - lx;
+                t = Tap{{yl * W + xl, yl * W + xh, yh * W + xl, yh * W + xh}, {hy * hx, hy * lx, ly * hx, ly * lx}};
+              }
+              taps.push_back(t);
+            }
+          }
+      for (int64_t c = 0; c < C; ++c) {
+        const T* img = x + (b * C + c) * H * W;
+        const Tap* t = taps.data();
+        for (int64_t pp = 0; pp < PH * PW; ++pp, ++y) {
+          A out = 0;
+          bool first = true;
+          for (int64_t s = 0; s < gh * gw; ++s, ++t) {
+            A v[4];
+            for (int q = 0; q < 4; ++q) v[q] = t->w[q] * static_cast<A>(img[t->pos[q]]);
+            if (!max_mode) {
+              out += v[0] + v[1] + v[2] + v[3];
+            } else {  // as the reference: the largest weighted corner
+              A m = std::max(std::max(v[0], v[1]), std::max(v[2], v[3]));
+              out = first ? m : std::max(out, m);
+              first = false;
+            }
+          }
+          *y = static_cast<T>(max_mode ? out : out / count);
+        }
+      }
+    }
+  });
+  return st;
+}
+
+}  // namespace
+
+void RegisterPoolOps(OpRegistry& r) {
+  r.Register("MaxPool", [](InferContext& c) { return PoolInfer(c, PoolKind::kMax); },
+             [](ComputeContext& c) { return PoolCompute(c, PoolKind::kMax); });
+  r.Register("AveragePool", [](InferContext& c) { return PoolInfer(c, PoolKind::kAvg); },
+             [](ComputeContext& c) { return PoolCompute(c, PoolKind::kAvg); });
+  r.Register("LpPool", [](InferContext& c) { return PoolInfer(c, PoolKind::kLp); },
+             [](ComputeContext& c) { return PoolCompute(c, PoolKind::kLp); });
+  r.Register("GlobalMaxPool", GlobalPoolInfer, [](ComputeContext& c) { return GlobalPoolCompute(c, PoolKind::kMax); });
+  r.Register("GlobalAveragePool", GlobalPoolInfer,
+             [](ComputeContext& c) { return GlobalPoolCompute(c, PoolKind::kAvg); });
+  r.Register("GlobalLpPool", GlobalPoolInfer, [](ComputeContext& c) { return GlobalPoolCompute(c, PoolKind::kLp); });
+  r.Register("MaxUnpool", MaxUnpoolInfer, MaxUnpoolCompute);
+  r.Register("MaxRoiPool", MaxRoiPoolInfer, MaxRoiPoolCompute);
+  r.Register("RoiAlign", RoiAlignInfer, RoiAlignCompute);
+}
 
 }  // namespace kiln::ops
