@@ -148,9 +148,20 @@ void PadKernel(const Tensor& in, Tensor& out, const Dims& pb, PadMode mode, cons
   const Dims& id = in.dims();
   Dims is = Strides(id);
   const int64_t inner = od[rank - 1], din = id[rank - 1], pl = pb[rank - 1];
-  // Column map of the innermost axis, shared by every row.
-  std::vector<int64_t> col(inner);
-  for (int64_t j = 0; j < inner; ++j) col[j] = din == 0 ? -1 : MapCoord(j - pl, din, mode);
+  // Column map of the innermost axis, shared by every row, cut into runs of consecutive
+  // source columns (one memcpy each) and single fill or mirrored elements.
+  struct Run {
+    int64_t j, len, col;  // col -1: fill
+  };
+  std::vector<Run> runs;
+  for (int64_t j = 0; j < inner; ++j) {
+    int64_t c = din == 0 ? -1 : MapCoord(j - pl, din, mode);
+    if (!runs.empty() && c >= 0 && runs.back().col >= 0 &&
+        runs.back().col + runs.back().len == c)
+      ++runs.back().len;
+    else
+      runs.push_back({j, 1, c});
+  }
   std::vector<int64_t> idx(rank, 0);
   for (int64_t o = 0; o < total; o += inner) {
     int64_t off = 0;
@@ -164,9 +175,16 @@ void PadKernel(const Tensor& in, Tensor& out, const Dims& pb, PadMode mode, cons
       off += c * is[k];
     }
     uint8_t* row = dst + o * es;
-    for (int64_t j = 0; j < inner; ++j) {
-      const uint8_t* from = (filled || col[j] < 0) ? fill : src + (off + col[j]) * es;
-      std::memcpy(row + j * es, from, es);
+    if (filled) {
+      for (int64_t j = 0; j < inner; ++j) std::memcpy(row + j * es, fill, es);
+    } else {
+      for (const Run& r : runs) {
+        if (r.col >= 0) {
+          std::memcpy(row + r.j * es, src + (off + r.col) * es, r.len * es);
+        } else {
+          for (int64_t j = r.j; j < r.j + r.len; ++j) std::memcpy(row + j * es, fill, es);
+        }
+      }
     }
     for (int k = rank - 2; k >= 0; --k) {
       if (++idx[k] < od[k]) break;
