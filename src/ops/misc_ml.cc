@@ -1,0 +1,484 @@
+// ai.onnx.ml operators over numeric tensors: Binarizer, ArrayFeatureExtractor, LabelEncoder
+// (numeric keys and values only: kiln's Tensor holds no strings), TreeEnsemble (ml opset 5),
+// Scaler, Normalizer, LinearRegressor and Imputer.
+#include <cmath>
+#include <map>
+#include <string>
+
+#include "ops/common.h"
+
+namespace kiln::ops {
+namespace {
+
+const char kMl[] = "ai.onnx.ml";
+
+bool IsMlNumeric(DType t) {
+  return t == DType::kFloat32 || t == DType::kFloat64 || t == DType::kInt64 || t == DType::kInt32;
+}
+
+// ---------------------------------------------------------------- Binarizer
+
+Status BinarizerInfer(InferContext& ctx) {
+  if (!ctx.has_input(0) || !IsMlNumeric(ctx.input_dtype(0)))
+    return ctx.error("X must be float, double, int64 or int32");
+  return SameAsInput(ctx);
+}
+
+Status BinarizerCompute(ComputeContext& ctx) {
+  const double th = ctx.node().attr_float("threshold", 0.0f);
+  const Tensor& x = ctx.input(0);
+  Dispatch<kNumericTypes>(x.dtype(), [&]<class T>() {
+    const T* p = x.data<T>();
+    T* q = ctx.output(0).data<T>();
+    for (int64_t i = 0; i < x.size(); ++i) q[i] = static_cast<double>(p[i]) > th ? T(1) : T(0);
+  });
+  return OkStatus();
+}
+
+// ---------------------------------------------------------------- ArrayFeatureExtractor
+
+Dims FeatureDims(const Dims& x, int64_t n) {
+  if (x.size() <= 1) return {1, n};
+  Dims o(x.begin(), x.end() - 1);
+  o.push_back(n);
+  return o;
+}
+
+Status AfeInfer(InferContext& ctx) {
+  if (!ctx.has_input(0) || !ctx.has_input(1)) return ctx.error("needs X and Y");
+  if (ctx.input_dtype(1) != DType::kInt64) return ctx.error("Y must be int64");
+  if (ctx.input_rank(0) < 1) return ctx.error("X must have rank >= 1");
+  ctx.set_output(0, ctx.input_dtype(0), FeatureDims(ctx.input_dims(0), NumElements(ctx.input_dims(1))));
+  return OkStatus();
+}
+
+Status AfeCompute(ComputeContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const Tensor& y = ctx.input(1);
+  const int64_t last = x.dims().back(), rows = x.size() / std::max<int64_t>(last, 1), n = y.size();
+  const int64_t* ip = y.data<int64_t>();
+  for (int64_t k = 0; k < n; ++k)
+    if (ip[k] < 0 || ip[k] >= last)
+      return ctx.error("index " + std::to_string(ip[k]) + " is out of range [0, " +
+                       std::to_string(last) + ")");
+  const size_t es = DTypeSize(x.dtype());
+  const uint8_t* src = static_cast<const uint8_t*>(x.raw());
+  uint8_t* dst = static_cast<uint8_t*>(ctx.output(0).raw());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t k = 0; k < n; ++k)
+      std::memcpy(dst + (r * n + k) * es, src + (r * last + ip[k]) * es, es);
+  return OkStatus();
+}
+
+// ---------------------------------------------------------------- LabelEncoder
+
+// A numeric key or value list from the *_floats / *_int64s / *_tensor attributes.
+struct NumList {
+  DType dtype = DType::kUndefined;
+  std::vector<double> f;
+  std::vector<int64_t> i;
+  bool present() const { return dtype != DType::kUndefined; }
+  size_t size() const { return IsFloatingDType(dtype) ? f.size() : i.size(); }
+};
+
+std::string ReadList(const ir::Node& node, const std::string& prefix, NumList* l) {
+  const ir::Attribute* a;
+  if ((a = node.attr(prefix + "_strings")) || (a = node.attr("classes_strings")))
+    return "string keys or values are not supported";
+  if ((a = node.attr(prefix + "_floats"))) {
+    l->dtype = DType::kFloat32;
+    l->f.assign(a->floats.begin(), a->floats.end());
+  } else if ((a = node.attr(prefix + "_int64s"))) {
+    l->dtype = DType::kInt64;
+    l->i = a->ints;
+  } else if ((a = node.attr(prefix + "_tensor"))) {
+    const Tensor& t = a->t;
+    if (!t.defined() || DTypeSize(t.dtype()) == 0 || !IsSupportedDType(t.dtype()))
+      return prefix + "_tensor has an unsupported type";
+    l->dtype = t.dtype();
+    for (int64_t k = 0; k < t.size(); ++k) {
+      if (IsFloatingDType(t.dtype())) l->f.push_back(t.GetDouble(k));
+      else l->i.push_back(t.GetInt(k));
+    }
+  }
+  return "";
+}
+
+Status LabelEncoderSetup(const ir::Node& node, NumList* keys, NumList* values,
+                         std::string* err) {
+  *err = ReadList(node, "keys", keys);
+  if (err->empty()) *err = ReadList(node, "values", values);
+  if (err->empty() && (!keys->present() || !values->present()))
+    *err = "needs keys and values";
+  if (err->empty() && keys->size() != values->size()) *err = "keys and values differ in length";
+  return OkStatus();
+}
+
+Status LabelEncoderInfer(InferContext& ctx) {
+  NumList k, v;
+  std::string err;
+  LabelEncoderSetup(ctx.node(), &k, &v, &err);
+  if (!err.empty()) return ctx.error(err);
+  if (!ctx.has_input(0)) return ctx.error("needs X");
+  if (ctx.input_dtype(0) != k.dtype)
+    return ctx.error("X type differs from the key type " + std::string(DTypeName(k.dtype)));
+  ctx.set_output(0, v.dtype, ctx.input_dims(0));
+  return OkStatus();
+}
+
+Status LabelEncoderCompute(ComputeContext& ctx) {
+  NumList k, v;
+  std::string err;
+  LabelEncoderSetup(ctx.node(), &k, &v, &err);
+  if (!err.empty()) return ctx.error(err);
+  const bool vf = IsFloatingDType(v.dtype);
+  // Default value.
+  double def_f = -0.0;
+  int64_t def_i = -1;
+  const ir::Node& n = ctx.node();
+  if (const ir::Attribute* d = n.attr("default_tensor"); d && d->t.defined() && d->t.size() > 0) {
+    if (vf) def_f = d->t.GetDouble(0);
+    else def_i = d->t.GetInt(0);
+  } else if (vf) {
+    def_f = n.attr_float("default_float", -0.0f);
+  } else {
+    def_i = n.attr_int("default_int64", -1);
+  }
+  std::map<int64_t, size_t> imap;
+  std::map<double, size_t> fmap;
+  size_t nan_slot = SIZE_MAX;
+  for (size_t e = 0; e < k.size(); ++e) {
+    if (IsFloatingDType(k.dtype)) {
+      if (std::isnan(k.f[e])) nan_slot = e;
+      else fmap.emplace(k.f[e], e);
+    } else {
+      imap.emplace(k.i[e], e);
+    }
+  }
+  const Tensor& x = ctx.input(0);
+  Tensor& y = ctx.output(0);
+  std::vector<double> of(vf ? x.size() : 0);
+  std::vector<int64_t> oi(vf ? 0 : x.size());
+  for (int64_t e = 0; e < x.size(); ++e) {
+    size_t slot = SIZE_MAX;
+    if (IsFloatingDType(k.dtype)) {
+      double key = x.GetDouble(e);
+      if (std::isnan(key)) slot = nan_slot;
+      else if (auto it = fmap.find(key); it != fmap.end()) slot = it->second;
+    } else if (auto it = imap.find(x.GetInt(e)); it != imap.end()) {
+      slot = it->second;
+    }
+    if (vf) of[e] = slot == SIZE_MAX ? def_f : v.f[slot];
+    else oi[e] = slot == SIZE_MAX ? def_i : v.i[slot];
+  }
+  Dispatch<kNumericTypes>(y.dtype(), [&]<class T>() {
+    T* p = y.data<T>();
+    for (int64_t e = 0; e < y.size(); ++e)
+      p[e] = vf ? ConvertValue<T>(of[e]) : ConvertValue<T>(oi[e]);
+  });
+  return OkStatus();
+}
+
+// ---------------------------------------------------------------- TreeEnsemble
+
+std::vector<double> AttrValues(const ir::Node& n, const std::string& name) {
+  std::vector<double> v;
+  if (const ir::Attribute* a = n.attr(name)) {
+    if (a->kind == ir::Attribute::Kind::kTensor && a->t.defined())
+      for (int64_t i = 0; i < a->t.size(); ++i) v.push_back(a->t.GetDouble(i));
+    for (float f : a->floats) v.push_back(f);
+    for (int64_t i : a->ints) v.push_back(static_cast<double>(i));
+  }
+  return v;
+}
+
+struct Ensemble {
+  std::vector<double> splits, weights;
+  std::vector<int64_t> features, modes, true_ids, false_ids, true_leaf, false_leaf, targets, roots;
+  std::vector<int64_t> missing_true;
+  std::vector<std::vector<double>> members;  // per node (MEMBER mode only)
+  int64_t n_targets = 0, aggregate = 1, post = 0;
+};
+
+std::string BuildEnsemble(const ir::Node& n, Ensemble* e) {
+  e->splits = AttrValues(n, "nodes_splits");
+  e->weights = AttrValues(n, "leaf_weights");
+  auto ints = [&](const char* k) { return n.attr_ints(k); };
+  e->features = ints("nodes_featureids");
+  for (double m : AttrValues(n, "nodes_modes")) e->modes.push_back(static_cast<int64_t>(m));
+  e->true_ids = ints("nodes_truenodeids");
+  e->false_ids = ints("nodes_falsenodeids");
+  e->true_leaf = ints("nodes_trueleafs");
+  e->false_leaf = ints("nodes_falseleafs");
+  e->targets = ints("leaf_targetids");
+  e->roots = ints("tree_roots");
+  e->missing_true = ints("nodes_missing_value_tracks_true");
+  e->n_targets = n.attr_int("n_targets", 0);
+  e->aggregate = n.attr_int("aggregate_function", 1);
+  e->post = n.attr_int("post_transform", 0);
+  const size_t nn = e->splits.size();
+  if (e->features.size() != nn || e->modes.size() != nn || e->true_ids.size() != nn ||
+      e->false_ids.size() != nn || e->true_leaf.size() != nn || e->false_leaf.size() != nn)
+    return "node attributes differ in length";
+  if (!e->missing_true.empty() && e->missing_true.size() != nn)
+    return "nodes_missing_value_tracks_true has the wrong length";
+  if (e->targets.size() != e->weights.size()) return "leaf attributes differ in length";
+  if (e->n_targets <= 0) return "n_targets must be positive";
+  if (e->aggregate < 0 || e->aggregate > 3) return "unknown aggregate_function";
+  if (e->post < 0 || e->post > 4) return "unknown post_transform";
+  for (int64_t t : e->targets)
+    if (t < 0 || t >= e->n_targets) return "leaf_targetids entry out of range";
+  for (size_t i = 0; i < nn; ++i) {
+    if (e->modes[i] < 0 || e->modes[i] > 6) return "unknown node mode";
+    int64_t lim_t = e->true_leaf[i] ? static_cast<int64_t>(e->weights.size()) : static_cast<int64_t>(nn);
+    int64_t lim_f = e->false_leaf[i] ? static_cast<int64_t>(e->weights.size()) : static_cast<int64_t>(nn);
+    if (e->true_ids[i] < 0 || e->true_ids[i] >= lim_t || e->false_ids[i] < 0 || e->false_ids[i] >= lim_f)
+      return "node " + std::to_string(i) + " points outside the ensemble";
+    if (e->features[i] < 0) return "negative feature id";
+  }
+  for (int64_t r : e->roots)
+    if (r < 0 || r >= static_cast<int64_t>(nn)) return "tree_roots entry out of range";
+  // Set members, in the order the MEMBER nodes appear, each list ended by NaN.
+  std::vector<double> mv = AttrValues(n, "membership_values");
+  e->members.assign(nn, {});
+  size_t pos = 0;
+  for (size_t i = 0; i < nn; ++i) {
+    if (e->modes[i] != 6) continue;
+    if (pos >= mv.size()) return "membership_values has too few sets";
+    while (pos < mv.size() && !std::isnan(mv[pos])) e->members[i].push_back(mv[pos++]);
+    ++pos;
+  }
+  return "";
+}
+
+// The leaf a tree sends row x to.
+int64_t TreeLeaf(const Ensemble& e, int64_t root, const std::function<double(int64_t)>& x) {
+  if (e.true_leaf[root] && e.false_leaf[root] && e.true_ids[root] == e.false_ids[root])
+    return e.true_ids[root];
+  int64_t node = root;
+  for (size_t steps = 0; steps <= e.splits.size(); ++steps) {
+    double v = x(e.features[node]);
+    double s = e.splits[node];
+    bool t;
+    switch (e.modes[node]) {
+      case 0: t = v <= s; break;
+      case 1: t = v < s; break;
+      case 2: t = v >= s; break;
+      case 3: t = v > s; break;
+      case 4: t = v == s; break;
+      case 5: t = v != s; break;
+      default: t = std::find(e.members[node].begin(), e.members[node].end(), v) != e.members[node].end();
+    }
+    if (std::isnan(v) && !e.missing_true.empty() && e.missing_true[node]) t = true;
+    int64_t next = t ? e.true_ids[node] : e.false_ids[node];
+    if (t ? e.true_leaf[node] : e.false_leaf[node]) return next;
+    node = next;
+  }
+  return -1;  // a cycle
+}
+
+void PostTransform(int64_t post, std::vector<double>& v) {
+  if (post == 1 || post == 3) {
+    double mx = -INFINITY;
+    for (double a : v) mx = std::max(mx, a);
+    double sum = 0;
+    for (double& a : v) {
+      a = (post == 3 && a == 0) ? 0 : std::exp(a - mx);
+      sum += a;
+    }
+    for (double& a : v) a = sum > 0 ? a / sum : 0;
+  } else if (post == 2) {
+    for (double& a : v) a = 1 / (1 + std::exp(-a));
+  } else if (post == 4) {
+    // probit: sqrt(2) * erfinv(2p - 1), by Newton iterations on erf.
+    for (double& a : v) {
+      double y = 2 * a - 1, z = 0;
+      if (y <= -1 || y >= 1) {
+        a = y <= -1 ? -INFINITY : INFINITY;
+        continue;
+      }
+      for (int it = 0; it < 60; ++it) z -= (std::erf(z) - y) / (2 / std::sqrt(3.14159265358979323846) * std::exp(-z * z));
+      a = std::sqrt(2.0) * z;
+    }
+  }
+}
+
+Status TreeEnsembleInfer(InferContext& ctx) {
+  if (!ctx.has_input(0) || !IsFloatingDType(ctx.input_dtype(0)) || ctx.input_rank(0) != 2)
+    return ctx.error("X must be a 2-D float tensor");
+  Ensemble e;
+  std::string m = BuildEnsemble(ctx.node(), &e);
+  if (!m.empty()) return ctx.error(m);
+  ctx.set_output(0, ctx.input_dtype(0), {ctx.input_dims(0)[0], e.n_targets});
+  return OkStatus();
+}
+
+Status TreeEnsembleCompute(ComputeContext& ctx) {
+  Ensemble e;
+  std::string m = BuildEnsemble(ctx.node(), &e);
+  if (!m.empty()) return ctx.error(m);
+  const Tensor& x = ctx.input(0);
+  const int64_t N = x.dim(0), F = x.dim(1);
+  for (int64_t f : e.features)
+    if (f >= F) return ctx.error("feature id " + std::to_string(f) + " is out of range");
+  Tensor& y = ctx.output(0);
+  std::vector<double> row(e.n_targets);
+  const double init = e.aggregate == 2 ? INFINITY : e.aggregate == 3 ? -INFINITY : 0.0;
+  for (int64_t n = 0; n < N; ++n) {
+    std::fill(row.begin(), row.end(), init);
+    std::vector<char> hit(e.n_targets, 0);
+    auto feat = [&](int64_t f) { return x.GetDouble(n * F + f); };
+    for (int64_t root : e.roots) {
+      int64_t leaf = TreeLeaf(e, root, feat);
+      if (leaf < 0) return ctx.error("tree rooted at node " + std::to_string(root) + " has a cycle");
+      int64_t t = e.targets[leaf];
+      double w = e.weights[leaf];
+      hit[t] = 1;
+      switch (e.aggregate) {
+        case 0: row[t] += w / static_cast<double>(e.roots.size()); break;
+        case 1: row[t] += w; break;
+        case 2: row[t] = std::min(row[t], w); break;
+        default: row[t] = std::max(row[t], w);
+      }
+    }
+    for (int64_t t = 0; t < e.n_targets; ++t)
+      if (!hit[t] && (e.aggregate == 2 || e.aggregate == 3)) row[t] = 0;
+    PostTransform(e.post, row);
+    Dispatch<kFloatTypes>(y.dtype(), [&]<class T>() {
+      T* p = y.data<T>();
+      for (int64_t t = 0; t < e.n_targets; ++t) p[n * e.n_targets + t] = ConvertValue<T>(row[t]);
+    });
+  }
+  return OkStatus();
+}
+
+// ---------------------------------------------------------------- Scaler, Normalizer, ...
+
+Status FloatOutInfer(InferContext& ctx) {
+  if (!ctx.has_input(0) || !IsMlNumeric(ctx.input_dtype(0)))
+    return ctx.error("X must be float, double, int64 or int32");
+  ctx.set_output(0, DType::kFloat32, ctx.input_dims(0));
+  return OkStatus();
+}
+
+// Per-feature parameter: one value for all, or one per last-dim feature.
+double Param(const std::vector<float>& v, int64_t f, double def) {
+  if (v.empty()) return def;
+  return v.size() == 1 ? v[0] : v[f];
+}
+
+Status ScalerCompute(ComputeContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  auto off = ctx.node().attr_floats("offset"), sc = ctx.node().attr_floats("scale");
+  const int64_t C = x.rank() ? x.dims().back() : 1;
+  if ((off.size() > 1 && static_cast<int64_t>(off.size()) != C) ||
+      (sc.size() > 1 && static_cast<int64_t>(sc.size()) != C))
+    return ctx.error("offset/scale must have 1 or C entries");
+  float* y = ctx.output(0).data<float>();
+  for (int64_t i = 0; i < x.size(); ++i) {
+    int64_t f = i % C;
+    y[i] = static_cast<float>((x.GetDouble(i) - Param(off, f, 0)) * Param(sc, f, 1));
+  }
+  return OkStatus();
+}
+
+Status NormalizerCompute(ComputeContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  std::string norm = ctx.node().attr_string("norm", "MAX");
+  if (norm != "MAX" && norm != "L1" && norm != "L2") return ctx.error("unknown norm '" + norm + "'");
+  const int64_t C = x.rank() ? x.dims().back() : 1, rows = C ? x.size() / C : 0;
+  float* y = ctx.output(0).data<float>();
+  for (int64_t r = 0; r < rows; ++r) {
+    double acc = 0;
+    for (int64_t c = 0; c < C; ++c) {
+      double v = x.GetDouble(r * C + c);
+      if (norm == "MAX") acc = c == 0 ? v : std::max(acc, v);
+      else if (norm == "L1") acc += std::fabs(v);
+      else acc += v * v;
+    }
+    if (norm == "L2") acc = std::sqrt(acc);
+    for (int64_t c = 0; c < C; ++c) {
+      double v = x.GetDouble(r * C + c);
+      y[r * C + c] = static_cast<float>(acc == 0 ? v : v / acc);
+    }
+  }
+  return OkStatus();
+}
+
+Status LinearRegressorInfer(InferContext& ctx) {
+  if (!ctx.has_input(0) || !IsMlNumeric(ctx.input_dtype(0))) return ctx.error("X must be numeric");
+  int64_t t = ctx.node().attr_int("targets", 1);
+  if (t <= 0) return ctx.error("targets must be positive");
+  int64_t n = ctx.input_rank(0) == 1 ? 1 : ctx.input_dims(0)[0];
+  ctx.set_output(0, DType::kFloat32, {n, t});
+  return OkStatus();
+}
+
+Status LinearRegressorCompute(ComputeContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const int64_t T = ctx.node().attr_int("targets", 1);
+  const int64_t N = x.rank() == 1 ? 1 : x.dim(0), F = N ? x.size() / N : 0;
+  auto coef = ctx.node().attr_floats("coefficients"), icpt = ctx.node().attr_floats("intercepts");
+  if (static_cast<int64_t>(coef.size()) != T * F) return ctx.error("coefficients must have targets*F entries");
+  if (!icpt.empty() && static_cast<int64_t>(icpt.size()) != T) return ctx.error("intercepts must have targets entries");
+  std::string post = ctx.node().attr_string("post_transform", "NONE");
+  int64_t pt = post == "NONE" ? 0 : post == "SOFTMAX" ? 1 : post == "LOGISTIC" ? 2
+             : post == "SOFTMAX_ZERO" ? 3 : post == "PROBIT" ? 4 : -1;
+  if (pt < 0) return ctx.error("unknown post_transform '" + post + "'");
+  float* y = ctx.output(0).data<float>();
+  std::vector<double> row(T);
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t t = 0; t < T; ++t) {
+      double acc = icpt.empty() ? 0 : icpt[t];
+      for (int64_t f = 0; f < F; ++f) acc += coef[t * F + f] * x.GetDouble(n * F + f);
+      row[t] = acc;
+    }
+    PostTransform(pt, row);
+    for (int64_t t = 0; t < T; ++t) y[n * T + t] = static_cast<float>(row[t]);
+  }
+  return OkStatus();
+}
+
+Status ImputerInfer(InferContext& ctx) {
+  if (!ctx.has_input(0) || !IsMlNumeric(ctx.input_dtype(0))) return ctx.error("X must be numeric");
+  return SameAsInput(ctx);
+}
+
+Status ImputerCompute(ComputeContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const ir::Node& n = ctx.node();
+  const bool fl = IsFloatingDType(x.dtype());
+  std::vector<double> vals;
+  if (fl) for (float f : n.attr_floats("imputed_value_floats")) vals.push_back(f);
+  else for (int64_t i : n.attr_ints("imputed_value_int64s")) vals.push_back(static_cast<double>(i));
+  const double repl = fl ? n.attr_float("replaced_value_float", NAN)
+                         : static_cast<double>(n.attr_int("replaced_value_int64", 0));
+  const int64_t C = x.rank() ? x.dims().back() : 1;
+  if (vals.empty() || (vals.size() != 1 && static_cast<int64_t>(vals.size()) != C))
+    return ctx.error("imputed values must have 1 or C entries");
+  Dispatch<kNumericTypes>(x.dtype(), [&]<class T>() {
+    const T* p = x.data<T>();
+    T* q = ctx.output(0).data<T>();
+    for (int64_t i = 0; i < x.size(); ++i) {
+      double v = static_cast<double>(p[i]);
+      bool miss = std::isnan(repl) ? std::isnan(v) : v == repl;
+      q[i] = miss ? ConvertValue<T>(vals.size() == 1 ? vals[0] : vals[i % C]) : p[i];
+    }
+  });
+  return OkStatus();
+}
+
+}  // namespace
+
+void RegisterMlOps(OpRegistry& r) {
+  r.Register("Binarizer", BinarizerInfer, BinarizerCompute, kMl);
+  r.Register("ArrayFeatureExtractor", AfeInfer, AfeCompute, kMl);
+  r.Register("LabelEncoder", LabelEncoderInfer, LabelEncoderCompute, kMl);
+  r.Register("TreeEnsemble", TreeEnsembleInfer, TreeEnsembleCompute, kMl);
+  r.Register("Scaler", FloatOutInfer, ScalerCompute, kMl);
+  r.Register("Normalizer", FloatOutInfer, NormalizerCompute, kMl);
+  r.Register("LinearRegressor", LinearRegressorInfer, LinearRegressorCompute, kMl);
+  r.Register("Imputer", ImputerInfer, ImputerCompute, kMl);
+}
+
+}  // namespace kiln::ops
