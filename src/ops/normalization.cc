@@ -1,7 +1,615 @@
+// Normalization: BatchNormalization, InstanceNormalization, LayerNormalization,
+// GroupNormalization, RMSNormalization, LRN, MeanVarianceNormalization, LpNormalization, and
+// Dropout (which at inference is the identity). Statistics accumulate in double; results are
+// written in the input's type.
+#include <random>
+#include <string>
+
 #include "ops/common.h"
 
 namespace kiln::ops {
+namespace {
 
-void RegisterNormalizationOps(OpRegistry& r) {}
+std::string TypeName(DType t) { return std::string(DTypeName(t)); }
+
+// A float tensor read as doubles (parameter vectors: scale, bias, mean, var).
+std::vector<double> ReadDoubles(const Tensor& t) {
+  std::vector<double> v(t.size());
+  for (int64_t i = 0; i < t.size(); ++i) v[i] = t.GetDouble(i);
+  return v;
+}
+
+// `t` broadcast (unidirectionally) to `to`, as doubles in row-major order of `to`.
+std::vector<double> ExpandDoubles(const Tensor& t, const Dims& to) {
+  std::vector<double> src = ReadDoubles(t);
+  std::vector<double> out(NumElements(to));
+  std::array<Dims, 1> st = {BroadcastStrides(t.dims(), to)};
+  ForEachBroadcast<1>(to, st, [&](int64_t o, const std::array<int64_t, 1>& off) {
+    out[o] = src[off[0]];
+  });
+  return out;
+}
+
+bool Broadcasts(const Dims& from, const Dims& to) {
+  Dims out;
+  return from.size() <= to.size() && BroadcastDims(from, to, &out) && out == to;
+}
+
+Status RequireFloat(const InferContext& ctx, int i, const char* what) {
+  if (!IsFloatingDType(ctx.input_dtype(i)))
+    return ctx.error(std::string(what) + " must be a floating-point tensor, got " +
+                     TypeName(ctx.input_dtype(i)));
+  return OkStatus();
+}
+
+// Number of (outer, channel, inner) elements for an N x C x D1 x ... tensor.
+struct NCD {
+  int64_t n = 1, c = 1, inner = 1;
+};
+NCD SplitNC(const Dims& d) {
+  NCD s;
+  s.n = d.empty() ? 1 : d[0];
+  s.c = d.size() < 2 ? 1 : d[1];
+  for (size_t i = 2; i < d.size(); ++i) s.inner *= d[i];
+  return s;
+}
+
+// ---------------------------------------------------------------------------------------------
+// BatchNormalization. Inference: y = (x - mean) / sqrt(var + eps) * scale + bias per channel.
+// Training (training_mode=1 from opset 14; before that, when the statistics outputs are used):
+// batch statistics normalize, and the running statistics are updated with `momentum`.
+
+bool BatchNormTraining(const ir::Node& n, int64_t opset, int num_outputs) {
+  if (opset >= 14) return n.attr_int("training_mode", 0) != 0;
+  for (int i = 1; i < num_outputs; ++i)
+    if (n.outputs[i] >= 0) return true;
+  return false;
+}
+
+Status BatchNormInfer(InferContext& ctx) {
+  if (ctx.num_inputs() < 5) return ctx.error("BatchNormalization needs 5 inputs");
+  for (int i = 0; i < 5; ++i) {
+    if (!ctx.has_input(i)) return ctx.error("BatchNormalization inputs cannot be omitted");
+    KILN_RETURN_IF_ERROR(RequireFloat(ctx, i, "BatchNormalization input"));
+  }
+  const Dims& x = ctx.input_dims(0);
+  if (x.size() < 2) return ctx.error("BatchNormalization needs X of rank >= 2, got " +
+                                     DimsToString(x));
+  NCD s = SplitNC(x);
+  const bool per_element = ctx.opset() < 9 && ctx.node().attr_int("spatial", 1) == 0;
+  for (int i = 1; i < 5; ++i) {
+    int64_t n = NumElements(ctx.input_dims(i));
+    if (n != s.c && !(per_element && n == s.c * s.inner))
+      return ctx.error("BatchNormalization parameter " + std::to_string(i) + " has shape " +
+                       DimsToString(ctx.input_dims(i)) + ", expected [" + std::to_string(s.c) +
+                       "]");
+  }
+  ctx.set_output(0, ctx.input_dtype(0), x);
+  const bool training = BatchNormTraining(ctx.node(), ctx.opset(), ctx.num_outputs());
+  if (ctx.num_outputs() > 1 && ctx.opset() >= 14 && !training)
+    return ctx.error("BatchNormalization statistics outputs need training_mode=1");
+  for (int i = 1; i < ctx.num_outputs() && i < 5; ++i)
+    ctx.set_output(i, ctx.input_dtype(i % 2 ? 3 : 4), ctx.input_dims(i % 2 ? 3 : 4));
+  return OkStatus();
+}
+
+Status BatchNormCompute(ComputeContext& ctx) {
+  const ir::Node& node = ctx.node();
+  const Tensor& xt = ctx.input(0);
+  NCD s = SplitNC(xt.dims());
+  const double eps = node.attr_float("epsilon", 1e-5f);
+  const double momentum = node.attr_float("momentum", 0.9f);
+  std::vector<double> scale = ReadDoubles(ctx.input(1)), bias = ReadDoubles(ctx.input(2));
+  std::vector<double> mean = ReadDoubles(ctx.input(3)), var = ReadDoubles(ctx.input(4));
+  const int64_t params = static_cast<int64_t>(scale.size());
+  // Per channel (params == C), or per element of a sample (spatial=0: params == C * inner).
+  const int64_t block = params == s.c ? s.inner : 1;
+  const bool training = BatchNormTraining(node, ctx.opset(), ctx.num_outputs());
+  if (bias.size() != scale.size() || mean.size() != scale.size() || var.size() != scale.size())
+    return ctx.error("BatchNormalization parameters differ in size");
+  std::vector<double> batch_mean, batch_var;
+  Dispatch<kFloatTypes>(xt.dtype(), [&]<class T>() {
+    const T* x = xt.data<T>();
+    T* y = ctx.output(0).data<T>();
+    const int64_t sample = s.c * s.inner;
+    if (training) {
+      batch_mean.assign(params, 0.0);
+      batch_var.assign(params, 0.0);
+      const double count = static_cast<double>(s.n * block);
+      for (int64_t n = 0; n < s.n; ++n)
+        for (int64_t i = 0; i < sample; ++i) batch_mean[i / block] += static_cast<double>(x[n * sample + i]);
+      for (auto& m : batch_mean) m /= count;
+      for (int64_t n = 0; n < s.n; ++n)
+        for (int64_t i = 0; i < sample; ++i) {
+          double d = static_cast<double>(x[n * sample + i]) - batch_mean[i / block];
+          batch_var[i / block] += d * d;
+        }
+      for (auto& v : batch_var) v /= count;
+    }
+    const std::vector<double>& m = training ? batch_mean : mean;
+    const std::vector<double>& v = training ? batch_var : var;
+    std::vector<Acc<T>> a(params), b(params);
+    for (int64_t p = 0; p < params; ++p) {
+      double inv = 1.0 / std::sqrt(v[p] + eps);
+      a[p] = static_cast<Acc<T>>(scale[p] * inv);
+      b[p] = static_cast<Acc<T>>(bias[p] - m[p] * scale[p] * inv);
+    }
+    for (int64_t n = 0; n < s.n; ++n) {
+      for (int64_t p = 0; p < params; ++p) {
+        const T* xp = x + n * sample + p * block;
+        T* yp = y + n * sample + p * block;
+        const Acc<T> ap = a[p], bp = b[p];
+        for (int64_t i = 0; i < block; ++i) yp[i] = T(static_cast<Acc<T>>(xp[i]) * ap + bp);
+      }
+    }
+  });
+  if (!training) return OkStatus();
+  // Running statistics, then (before opset 14) the saved batch mean and variance.
+  std::vector<std::vector<double>> outs(5);
+  outs[1].resize(params);
+  outs[2].resize(params);
+  for (int64_t p = 0; p < params; ++p) {
+    outs[1][p] = mean[p] * momentum + batch_mean[p] * (1 - momentum);
+    outs[2][p] = var[p] * momentum + batch_var[p] * (1 - momentum);
+  }
+  outs[3] = batch_mean;
+  outs[4] = batch_var;
+  for (int i = 1; i < ctx.num_outputs() && i < 5; ++i) {
+    Tensor& o = ctx.output(i);
+    Dispatch<kFloatTypes>(o.dtype(), [&]<class T>() {
+      for (int64_t p = 0; p < o.size() && p < params; ++p)
+        o.data<T>()[p] = T(static_cast<Acc<T>>(outs[i][p]));
+    });
+  }
+  return OkStatus();
+}
+
+// ---------------------------------------------------------------------------------------------
+// InstanceNormalization: per (n, c) statistics over the spatial dims.
+
+Status InstanceNormInfer(InferContext& ctx) {
+  for (int i = 0; i < 3; ++i) {
+    if (!ctx.has_input(i)) return ctx.error("InstanceNormalization needs input, scale and B");
+    KILN_RETURN_IF_ERROR(RequireFloat(ctx, i, "InstanceNormalization input"));
+  }
+  const Dims& x = ctx.input_dims(0);
+  if (x.size() < 2) return ctx.error("InstanceNormalization needs rank >= 2");
+  if (NumElements(ctx.input_dims(1)) != x[1] || NumElements(ctx.input_dims(2)) != x[1])
+    return ctx.error("InstanceNormalization scale and B must have C = " + std::to_string(x[1]) +
+                     " elements");
+  return SameAsInput(ctx);
+}
+
+// y = (x - mean) / sqrt(var + eps) * scale + bias over one contiguous block.
+template <class T>
+void NormalizeBlock(const T* x, T* y, int64_t n, double eps, double scale, double bias) {
+  double mean = 0, var = 0;
+  for (int64_t i = 0; i < n; ++i) mean += static_cast<double>(x[i]);
+  mean /= n > 0 ? n : 1;
+  for (int64_t i = 0; i < n; ++i) {
+    double d = static_cast<double>(x[i]) - mean;
+    var += d * d;
+  }
+  var /= n > 0 ? n : 1;
+  const double a = scale / std::sqrt(var + eps), b = bias - mean * a;
+  for (int64_t i = 0; i < n; ++i) y[i] = T(static_cast<Acc<T>>(static_cast<double>(x[i]) * a + b));
+}
+
+Status InstanceNormCompute(ComputeContext& ctx) {
+  const Tensor& xt = ctx.input(0);
+  NCD s = SplitNC(xt.dims());
+  const double eps = ctx.node().attr_float("epsilon", 1e-5f);
+  std::vector<double> scale = ReadDoubles(ctx.input(1)), bias = ReadDoubles(ctx.input(2));
+  Dispatch<kFloatTypes>(xt.dtype(), [&]<class T>() {
+    const T* x = xt.data<T>();
+    T* y = ctx.output(0).data<T>();
+    for (int64_t n = 0; n < s.n; ++n)
+      for (int64_t c = 0; c < s.c; ++c) {
+        int64_t off = (n * s.c + c) * s.inner;
+        NormalizeBlock(x + off, y + off, s.inner, eps, scale[c], bias[c]);
+      }
+  });
+  return OkStatus();
+}
+
+// ---------------------------------------------------------------------------------------------
+// LayerNormalization and RMSNormalization: statistics over the trailing dims from `axis`.
+// Scale and bias broadcast to those dims (or, failing that, to the whole input).
+
+struct RowsCols {
+  int64_t axis = 0, rows = 1, cols = 1;
+};
+
+Status SplitAtAxis(const InferContext* ictx, const ComputeContext* cctx, const Dims& x,
+                   int64_t axis, RowsCols* rc) {
+  if (!NormalizeAxis(axis, static_cast<int64_t>(x.size()))) {
+    std::string m = "axis " + std::to_string(axis) + " is out of range for rank " +
+                    std::to_string(x.size());
+    return ictx ? ictx->error(m) : cctx->error(m);
+  }
+  rc->axis = axis;
+  rc->rows = NumElements(Dims(x.begin(), x.begin() + axis));
+  rc->cols = NumElements(Dims(x.begin() + axis, x.end()));
+  return OkStatus();
+}
+
+Status CheckAffine(const InferContext& ctx, int i, const Dims& x, int64_t axis) {
+  const Dims& p = ctx.input_dims(i);
+  if (!Broadcasts(p, Dims(x.begin() + axis, x.end())) && !Broadcasts(p, x))
+    return ctx.error("scale/bias of shape " + DimsToString(p) + " does not broadcast to " +
+                     DimsToString(x));
+  return OkStatus();
+}
+
+// Scale or bias expanded to cols (broadcast over the normalized dims) or to rows * cols.
+std::vector<double> ExpandAffine(const Tensor& t, const Dims& x, int64_t axis) {
+  Dims norm(x.begin() + axis, x.end());
+  return Broadcasts(t.dims(), norm) ? ExpandDoubles(t, norm) : ExpandDoubles(t, x);
+}
+
+DType StashType(const InferContext& ctx) {
+  int64_t st = ctx.node().attr_int("stash_type", 1);
+  DType t = static_cast<DType>(st);
+  return IsFloatingDType(t) ? t : DType::kFloat32;
+}
+
+Status LayerNormInfer(InferContext& ctx) {
+  const bool rms = ctx.node().op_type == "RMSNormalization";
+  if (!ctx.has_input(0) || !ctx.has_input(1)) return ctx.error("needs X and Scale");
+  KILN_RETURN_IF_ERROR(RequireFloat(ctx, 0, "X"));
+  KILN_RETURN_IF_ERROR(RequireFloat(ctx, 1, "Scale"));
+  const Dims& x = ctx.input_dims(0);
+  RowsCols rc;
+  KILN_RETURN_IF_ERROR(SplitAtAxis(&ctx, nullptr, x, ctx.node().attr_int("axis", -1), &rc));
+  KILN_RETURN_IF_ERROR(CheckAffine(ctx, 1, x, rc.axis));
+  if (!rms && ctx.has_input(2)) KILN_RETURN_IF_ERROR(CheckAffine(ctx, 2, x, rc.axis));
+  ctx.set_output(0, ctx.input_dtype(0), x);
+  Dims stat(x.begin(), x.begin() + rc.axis);
+  stat.resize(x.size(), 1);
+  for (int i = 1; i < ctx.num_outputs() && i < 3; ++i) ctx.set_output(i, StashType(ctx), stat);
+  return OkStatus();
+}
+
+Status LayerNormCompute(ComputeContext& ctx) {
+  const bool rms = ctx.node().op_type == "RMSNormalization";
+  const Tensor& xt = ctx.input(0);
+  RowsCols rc;
+  KILN_RETURN_IF_ERROR(SplitAtAxis(nullptr, &ctx, xt.dims(), ctx.node().attr_int("axis", -1), &rc));
+  const double eps = ctx.node().attr_float("epsilon", 1e-5f);
+  std::vector<double> scale = ExpandAffine(ctx.input(1), xt.dims(), rc.axis);
+  std::vector<double> bias;
+  if (!rms && ctx.has_input(2)) bias = ExpandAffine(ctx.input(2), xt.dims(), rc.axis);
+  const int64_t scale_n = static_cast<int64_t>(scale.size());
+  const int64_t bias_n = static_cast<int64_t>(bias.size());
+  std::vector<double> means(rc.rows), inv_stds(rc.rows);
+  Dispatch<kFloatTypes>(xt.dtype(), [&]<class T>() {
+    const T* x = xt.data<T>();
+    T* y = ctx.output(0).data<T>();
+    for (int64_t r = 0; r < rc.rows; ++r) {
+      const T* xr = x + r * rc.cols;
+      T* yr = y + r * rc.cols;
+      double mean = 0, var = 0;
+      if (!rms) {
+        for (int64_t c = 0; c < rc.cols; ++c) mean += static_cast<double>(xr[c]);
+        mean /= rc.cols > 0 ? rc.cols : 1;
+      }
+      for (int64_t c = 0; c < rc.cols; ++c) {
+        double d = static_cast<double>(xr[c]) - mean;
+        var += d * d;
+      }
+      var /= rc.cols > 0 ? rc.cols : 1;
+      const double inv = 1.0 / std::sqrt(var + eps);
+      means[r] = mean;
+      inv_stds[r] = inv;
+      const int64_t so = scale_n == rc.cols ? 0 : r * rc.cols;
+      const int64_t bo = bias_n == rc.cols ? 0 : r * rc.cols;
+      for (int64_t c = 0; c < rc.cols; ++c) {
+        double v = (static_cast<double>(xr[c]) - mean) * inv * scale[so + c];
+        if (bias_n) v += bias[bo + c];
+        yr[c] = T(static_cast<Acc<T>>(v));
+      }
+    }
+  });
+  for (int i = 1; i < ctx.num_outputs() && i < 3; ++i) {
+    Tensor& o = ctx.output(i);
+    const std::vector<double>& src = i == 1 ? means : inv_stds;
+    Dispatch<kFloatTypes>(o.dtype(), [&]<class T>() {
+      for (int64_t r = 0; r < rc.rows && r < o.size(); ++r)
+        o.data<T>()[r] = T(static_cast<Acc<T>>(src[r]));
+    });
+  }
+  return OkStatus();
+}
+
+// ---------------------------------------------------------------------------------------------
+// GroupNormalization: statistics per (n, group) over C / num_groups channels and the spatial
+// dims. Opset 18 scales per group; opset 21 per channel.
+
+Status GroupNormInfer(InferContext& ctx) {
+  for (int i = 0; i < 3; ++i) {
+    if (!ctx.has_input(i)) return ctx.error("GroupNormalization needs X, scale and bias");
+    KILN_RETURN_IF_ERROR(RequireFloat(ctx, i, "GroupNormalization input"));
+  }
+  const Dims& x = ctx.input_dims(0);
+  if (x.size() < 2) return ctx.error("GroupNormalization needs rank >= 2");
+  const int64_t g = ctx.node().attr_int("num_groups", 0);
+  if (g <= 0 || x[1] % g != 0)
+    return ctx.error("num_groups " + std::to_string(g) + " must be positive and divide C = " +
+                     std::to_string(x[1]));
+  for (int i = 1; i < 3; ++i) {
+    int64_t n = NumElements(ctx.input_dims(i));
+    if (n != x[1] && n != g)
+      return ctx.error("GroupNormalization scale/bias must have C or num_groups elements, got " +
+                       DimsToString(ctx.input_dims(i)));
+  }
+  return SameAsInput(ctx);
+}
+
+Status GroupNormCompute(ComputeContext& ctx) {
+  const Tensor& xt = ctx.input(0);
+  NCD s = SplitNC(xt.dims());
+  const int64_t groups = ctx.node().attr_int("num_groups", 1);
+  const int64_t cpg = s.c / groups;
+  const double eps = ctx.node().attr_float("epsilon", 1e-5f);
+  std::vector<double> scale = ReadDoubles(ctx.input(1)), bias = ReadDoubles(ctx.input(2));
+  // Opset 18 gives one value per group, opset 21 one per channel; the size tells which.
+  auto channel_param = [&](const std::vector<double>& p, int64_t c) {
+    return static_cast<int64_t>(p.size()) == groups ? p[c / cpg] : p[c];
+  };
+  Dispatch<kFloatTypes>(xt.dtype(), [&]<class T>() {
+    const T* x = xt.data<T>();
+    T* y = ctx.output(0).data<T>();
+    const int64_t gsize = cpg * s.inner;
+    for (int64_t n = 0; n < s.n; ++n)
+      for (int64_t g = 0; g < groups; ++g) {
+        const int64_t off = (n * groups + g) * gsize;
+        double mean = 0, var = 0;
+        for (int64_t i = 0; i < gsize; ++i) mean += static_cast<double>(x[off + i]);
+        mean /= gsize > 0 ? gsize : 1;
+        for (int64_t i = 0; i < gsize; ++i) {
+          double d = static_cast<double>(x[off + i]) - mean;
+          var += d * d;
+        }
+        var /= gsize > 0 ? gsize : 1;
+        const double inv = 1.0 / std::sqrt(var + eps);
+        for (int64_t cc = 0; cc < cpg; ++cc) {
+          const int64_t c = g * cpg + cc;
+          const double a = channel_param(scale, c) * inv;
+          const double b = channel_param(bias, c) - mean * a;
+          for (int64_t i = 0; i < s.inner; ++i) {
+            const int64_t k = off + cc * s.inner + i;
+            y[k] = T(static_cast<Acc<T>>(static_cast<double>(x[k]) * a + b));
+          }
+        }
+      }
+  });
+  return OkStatus();
+}
+
+// ---------------------------------------------------------------------------------------------
+// LRN across channels: y = x / (bias + alpha / size * sum of squares over the window)^beta.
+
+Status LrnInfer(InferContext& ctx) {
+  KILN_RETURN_IF_ERROR(RequireFloat(ctx, 0, "LRN input"));
+  if (ctx.input_rank(0) < 2) return ctx.error("LRN needs rank >= 2");
+  if (ctx.node().attr_int("size", 0) <= 0) return ctx.error("LRN needs a positive size");
+  return SameAsInput(ctx);
+}
+
+Status LrnCompute(ComputeContext& ctx) {
+  const ir::Node& n = ctx.node();
+  const double alpha = n.attr_float("alpha", 1e-4f), beta = n.attr_float("beta", 0.75f);
+  const double bias = n.attr_float("bias", 1.0f);
+  const int64_t size = n.attr_int("size", 1);
+  const Tensor& xt = ctx.input(0);
+  NCD s = SplitNC(xt.dims());
+  const int64_t lo = (size - 1) / 2, hi = size - 1 - lo;
+  Dispatch<kFloatTypes>(xt.dtype(), [&]<class T>() {
+    const T* x = xt.data<T>();
+    T* y = ctx.output(0).data<T>();
+    for (int64_t b = 0; b < s.n; ++b)
+      for (int64_t c = 0; c < s.c; ++c) {
+        const int64_t c0 = std::max<int64_t>(0, c - lo), c1 = std::min(s.c - 1, c + hi);
+        for (int64_t i = 0; i < s.inner; ++i) {
+          double sq = 0;
+          for (int64_t k = c0; k <= c1; ++k) {
+            double v = static_cast<double>(x[(b * s.c + k) * s.inner + i]);
+            sq += v * v;
+          }
+          const int64_t o = (b * s.c + c) * s.inner + i;
+          y[o] = T(static_cast<Acc<T>>(static_cast<double>(x[o]) /
+                                       std::pow(bias + alpha / size * sq, beta)));
+        }
+      }
+  });
+  return OkStatus();
+}
+
+// ---------------------------------------------------------------------------------------------
+// MeanVarianceNormalization: (x - mean) / (std + 1e-9) over `axes` (default N, H, W), and
+// LpNormalization: x / ||x||_p along one axis.
+
+// Iterates the groups a reduction over `reduced` axes forms: calls fn(offsets) with the
+// element offsets of one group, for each group.
+template <class F>
+void ForEachReductionGroup(const Dims& dims, const std::vector<char>& reduced, F&& fn) {
+  const int rank = static_cast<int>(dims.size());
+  Dims st = Strides(dims);
+  Dims keep, red;
+  Dims keep_st, red_st;
+  for (int d = 0; d < rank; ++d) {
+    (reduced[d] ? red : keep).push_back(dims[d]);
+    (reduced[d] ? red_st : keep_st).push_back(st[d]);
+  }
+  const int64_t nkeep = NumElements(keep), nred = NumElements(red);
+  std::vector<int64_t> offsets(nred);
+  for (int64_t r = 0; r < nred; ++r) {
+    int64_t rem = r, off = 0;
+    for (int d = static_cast<int>(red.size()) - 1; d >= 0; --d) {
+      off += (rem % red[d]) * red_st[d];
+      rem /= red[d];
+    }
+    offsets[r] = off;
+  }
+  std::vector<int64_t> group(nred);
+  for (int64_t k = 0; k < nkeep; ++k) {
+    int64_t rem = k, base = 0;
+    for (int d = static_cast<int>(keep.size()) - 1; d >= 0; --d) {
+      base += (rem % keep[d]) * keep_st[d];
+      rem /= keep[d];
+    }
+    for (int64_t r = 0; r < nred; ++r) group[r] = base + offsets[r];
+    fn(group);
+  }
+}
+
+Status MvnInfer(InferContext& ctx) {
+  KILN_RETURN_IF_ERROR(RequireFloat(ctx, 0, "MeanVarianceNormalization input"));
+  const int64_t rank = ctx.input_rank(0);
+  for (int64_t a : ctx.node().attr_ints("axes", {0, 2, 3}))
+    if (!NormalizeAxis(a, rank))
+      return ctx.error("axis " + std::to_string(a) + " is out of range for rank " +
+                       std::to_string(rank));
+  return SameAsInput(ctx);
+}
+
+Status MvnCompute(ComputeContext& ctx) {
+  const Tensor& xt = ctx.input(0);
+  const int64_t rank = xt.rank();
+  std::vector<char> reduced(rank, 0);
+  for (int64_t a : ctx.node().attr_ints("axes", {0, 2, 3})) {
+    if (!NormalizeAxis(a, rank)) return ctx.error("axis out of range");
+    reduced[a] = 1;
+  }
+  Dispatch<kFloatTypes>(xt.dtype(), [&]<class T>() {
+    const T* x = xt.data<T>();
+    T* y = ctx.output(0).data<T>();
+    ForEachReductionGroup(xt.dims(), reduced, [&](const std::vector<int64_t>& g) {
+      double mean = 0, sq = 0;
+      for (int64_t o : g) {
+        double v = static_cast<double>(x[o]);
+        mean += v;
+        sq += v * v;
+      }
+      const double n = g.empty() ? 1.0 : static_cast<double>(g.size());
+      mean /= n;
+      const double std = std::sqrt(std::max(0.0, sq / n - mean * mean));
+      for (int64_t o : g)
+        y[o] = T(static_cast<Acc<T>>((static_cast<double>(x[o]) - mean) / (std + 1e-9)));
+    });
+  });
+  return OkStatus();
+}
+
+Status LpNormInfer(InferContext& ctx) {
+  KILN_RETURN_IF_ERROR(RequireFloat(ctx, 0, "LpNormalization input"));
+  int64_t axis = ctx.node().attr_int("axis", -1);
+  if (!NormalizeAxis(axis, ctx.input_rank(0))) return ctx.error("axis out of range");
+  int64_t p = ctx.node().attr_int("p", 2);
+  if (p != 1 && p != 2) return ctx.error("LpNormalization p must be 1 or 2, got " +
+                                         std::to_string(p));
+  return SameAsInput(ctx);
+}
+
+Status LpNormCompute(ComputeContext& ctx) {
+  const Tensor& xt = ctx.input(0);
+  int64_t axis = ctx.node().attr_int("axis", -1);
+  if (!NormalizeAxis(axis, xt.rank())) return ctx.error("axis out of range");
+  const int64_t p = ctx.node().attr_int("p", 2);
+  std::vector<char> reduced(xt.rank(), 0);
+  reduced[axis] = 1;
+  Dispatch<kFloatTypes>(xt.dtype(), [&]<class T>() {
+    const T* x = xt.data<T>();
+    T* y = ctx.output(0).data<T>();
+    ForEachReductionGroup(xt.dims(), reduced, [&](const std::vector<int64_t>& g) {
+      double norm = 0;
+      for (int64_t o : g) {
+        double v = static_cast<double>(x[o]);
+        norm += p == 1 ? std::fabs(v) : v * v;
+      }
+      if (p == 2) norm = std::sqrt(norm);
+      // An all-zero slice stays zero (the reference divides only where the norm is nonzero).
+      for (int64_t o : g)
+        y[o] = T(static_cast<Acc<T>>(norm == 0 ? 0.0 : static_cast<double>(x[o]) / norm));
+    });
+  });
+  return OkStatus();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Dropout. Inference returns the input and an all-true mask. Training (opset 12+,
+// training_mode input true) keeps x / (1 - ratio) where a uniform draw >= ratio. The draws use
+// MT19937 seeded with `seed` and 53-bit doubles, the same stream as numpy's legacy
+// RandomState(seed).uniform, so seeded models reproduce the ONNX reference.
+
+Status DropoutInfer(InferContext& ctx) {
+  KILN_RETURN_IF_ERROR(RequireFloat(ctx, 0, "Dropout input"));
+  ctx.set_output(0, ctx.input_dtype(0), ctx.input_dims(0));
+  if (ctx.num_outputs() > 1)
+    ctx.set_output(1, ctx.opset() >= 10 ? DType::kBool : ctx.input_dtype(0), ctx.input_dims(0));
+  if (ctx.opset() >= 12 && ctx.has_input(1) && NumElements(ctx.input_dims(1)) != 1)
+    return ctx.error("Dropout ratio must be a scalar");
+  if (ctx.opset() >= 12 && ctx.has_input(2) &&
+      (ctx.input_dtype(2) != DType::kBool || NumElements(ctx.input_dims(2)) != 1))
+    return ctx.error("Dropout training_mode must be a bool scalar");
+  return OkStatus();
+}
+
+Status DropoutCompute(ComputeContext& ctx) {
+  const Tensor& xt = ctx.input(0);
+  double ratio = ctx.opset() >= 12 ? 0.5 : ctx.node().attr_float("ratio", 0.5f);
+  bool training = false;
+  if (ctx.opset() >= 12) {
+    if (ctx.has_input(1)) ratio = ctx.input(1).GetDouble(0);
+    if (ctx.has_input(2)) training = ctx.input(2).data<bool>()[0];
+  }
+  if (training && (ratio < 0 || ratio >= 1))
+    return ctx.error("Dropout ratio must be in [0, 1), got " + std::to_string(ratio));
+  const int64_t n = xt.size();
+  std::vector<char> keep(n, 1);
+  double scale = 1.0;
+  if (training && ratio > 0) {
+    const ir::Attribute* seed_attr = ctx.node().attr("seed");
+    std::mt19937 gen(seed_attr ? static_cast<uint32_t>(seed_attr->i) : std::random_device{}());
+    for (int64_t i = 0; i < n; ++i) {
+      uint32_t a = gen() >> 5, b = gen() >> 6;
+      double u = (a * 67108864.0 + b) / 9007199254740992.0;
+      keep[i] = u >= ratio;
+    }
+    scale = 1.0 / (1.0 - ratio);
+  }
+  Dispatch<kFloatTypes>(xt.dtype(), [&]<class T>() {
+    const T* x = xt.data<T>();
+    T* y = ctx.output(0).data<T>();
+    if (scale == 1.0) {
+      for (int64_t i = 0; i < n; ++i) y[i] = keep[i] ? x[i] : T(0.0f);
+    } else {
+      const Acc<T> s = static_cast<Acc<T>>(scale);
+      for (int64_t i = 0; i < n; ++i) y[i] = keep[i] ? T(static_cast<Acc<T>>(x[i]) * s) : T(0.0f);
+    }
+  });
+  if (ctx.num_outputs() > 1) {
+    Tensor& m = ctx.output(1);
+    Dispatch<kAllTypes>(m.dtype(), [&]<class T>() {
+      for (int64_t i = 0; i < n && i < m.size(); ++i)
+        m.data<T>()[i] = ConvertValue<T>(static_cast<int>(keep[i]));
+    });
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
+void RegisterNormalizationOps(OpRegistry& r) {
+  r.Register("BatchNormalization", BatchNormInfer, BatchNormCompute);
+  r.Register("InstanceNormalization", InstanceNormInfer, InstanceNormCompute);
+  r.Register("LayerNormalization", LayerNormInfer, LayerNormCompute);
+  r.Register("RMSNormalization", LayerNormInfer, LayerNormCompute);
+  r.Register("GroupNormalization", GroupNormInfer, GroupNormCompute);
+  r.Register("LRN", LrnInfer, LrnCompute);
+  r.Register("MeanVarianceNormalization", MvnInfer, MvnCompute);
+  r.Register("LpNormalization", LpNormInfer, LpNormCompute);
+  r.Register("Dropout", DropoutInfer, DropoutCompute);
+}
 
 }  // namespace kiln::ops
