@@ -72,92 +72,133 @@ template <class T>
 using ReduceAcc = std::conditional_t<kIsFloat<T>, double,
                                      std::conditional_t<std::is_signed_v<T>, int64_t, uint64_t>>;
 
+// acc[o] = combine(acc[o], map(x, o)) over every input element x that reduces into output o.
+// When the reduced axes (ignoring unit dims) form one contiguous block, the input is
+// [outer, r, inner] and the loops run over contiguous memory; otherwise each element is
+// scattered to its output offset.
+template <class A, class T, class Map, class Combine>
+void Accumulate(const Tensor& x, const ReducePlan& p, A init, A* acc, Map map, Combine combine) {
+  const Dims& in = x.dims();
+  const T* xd = x.data<T>();
+  auto val = [&](int64_t i) { return ConvertValue<A>(xd[i]); };
+  int64_t outer = 1, r = 1, inner = 1;
+  int state = 0;  // 0: before the reduced block, 1: inside it, 2: after it
+  bool contiguous = true;
+  for (size_t d = 0; d < in.size(); ++d) {
+    if (in[d] == 1) continue;
+    if (p.reduced[d]) {
+      if (state == 2) contiguous = false;
+      state = 1;
+      r *= in[d];
+    } else if (state == 0) {
+      outer *= in[d];
+    } else {
+      state = 2;
+      inner *= in[d];
+    }
+  }
+  if (contiguous) {
+    for (int64_t o = 0; o < outer; ++o) {
+      const int64_t base = o * r * inner;
+      A* a = acc + o * inner;
+      if (inner == 1) {  // one contiguous row: four partial results break the dependency chain
+        A s[4] = {a[0], init, init, init};
+        int64_t j = 0;
+        for (; j + 4 <= r; j += 4)
+          for (int k = 0; k < 4; ++k) s[k] = combine(s[k], map(val(base + j + k), o));
+        for (; j < r; ++j) s[0] = combine(s[0], map(val(base + j), o));
+        a[0] = combine(combine(s[0], s[1]), combine(s[2], s[3]));
+      } else {  // blocked over inner so the accumulators stay in cache
+        constexpr int64_t kBlock = 1024;
+        for (int64_t i0 = 0; i0 < inner; i0 += kBlock) {
+          const int64_t i1 = std::min(inner, i0 + kBlock);
+          for (int64_t j = 0; j < r; ++j) {
+            const int64_t row = base + j * inner;
+            for (int64_t i = i0; i < i1; ++i)
+              a[i] = combine(a[i], map(val(row + i), o * inner + i));
+          }
+        }
+      }
+    }
+    return;
+  }
+  Dims ostr = Strides(p.kept_dims);
+  for (size_t d = 0; d < ostr.size(); ++d)
+    if (p.reduced[d]) ostr[d] = 0;
+  ForEachBroadcast<1>(in, std::array<Dims, 1>{ostr},
+                      [&](int64_t i, const std::array<int64_t, 1>& o) {
+                        acc[o[0]] = combine(acc[o[0]], map(val(i), o[0]));
+                      });
+}
+
 template <class T>
 void ReduceKernel(ReduceKind kind, const Tensor& x, const ReducePlan& p, Tensor& y) {
   using A = ReduceAcc<T>;
   const int64_t n_out = NumElements(p.kept_dims);
-  const int64_t n_in = x.size();
-  const int64_t count = n_out == 0 ? 0 : n_in / n_out;  // elements per output
-  const T* xd = x.data<T>();
+  const int64_t count = n_out == 0 ? 0 : x.size() / n_out;  // elements per output
   T* yd = y.data<T>();
-  const Dims& in_dims = x.dims();
-  // Output offset of each input element: row-major over kept_dims, 0 stride on reduced axes.
-  Dims ostr = Strides(p.kept_dims);
-  for (size_t d = 0; d < ostr.size(); ++d)
-    if (p.reduced[d]) ostr[d] = 0;
-  const std::array<Dims, 1> strides{ostr};
-  auto scatter = [&](auto&& fn) {
-    if (in_dims.empty()) {
-      if (n_in) fn(int64_t{0}, int64_t{0});
-      return;
-    }
-    ForEachBroadcast<1>(in_dims, strides,
-                        [&](int64_t i, const std::array<int64_t, 1>& o) { fn(i, o[0]); });
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  auto add = [](A a, A b) { return A(a + b); };
+  auto mul = [](A a, A b) { return A(a * b); };
+  // NaN sticks, as in numpy. Written as selects so that they compile without branches.
+  auto max = [](A a, A b) {
+    A m = b > a ? b : a;
+    return b != b ? b : m;
   };
-  auto val = [&](int64_t i) { return ConvertValue<A>(xd[i]); };
-
-  A init{};
-  if (kind == ReduceKind::kProd) init = A(1);
-  if (kind == ReduceKind::kMax) {
-    if constexpr (kIsFloat<T>) init = -std::numeric_limits<double>::infinity();
-    else init = static_cast<A>(std::numeric_limits<T>::lowest());
+  auto min = [](A a, A b) {
+    A m = b < a ? b : a;
+    return b != b ? b : m;
+  };
+  auto id = [](A v, int64_t) { return v; };
+  A lowest, highest;
+  if constexpr (kIsFloat<T>) {
+    lowest = -kInf;
+    highest = kInf;
+  } else {
+    lowest = static_cast<A>(std::numeric_limits<T>::lowest());
+    highest = static_cast<A>(std::numeric_limits<T>::max());
   }
-  if (kind == ReduceKind::kMin) {
-    if constexpr (kIsFloat<T>) init = std::numeric_limits<double>::infinity();
-    else init = static_cast<A>(std::numeric_limits<T>::max());
-  }
-  std::vector<A> acc(n_out, init);
-  // LogSumExp subtracts the per-output maximum for stability.
-  std::vector<double> shift;
-  if (kind == ReduceKind::kLogSumExp) {
-    shift.assign(n_out, -std::numeric_limits<double>::infinity());
-    scatter([&](int64_t i, int64_t o) {
-      double v = static_cast<double>(val(i));
-      if (v > shift[o]) shift[o] = v;
-    });
-    for (double& s : shift)
-      if (!std::isfinite(s)) s = 0;
-  }
+  std::vector<A> acc(n_out);
+  auto run = [&](A init, auto map, auto combine) {
+    std::fill(acc.begin(), acc.end(), init);
+    Accumulate<A, T>(x, p, init, acc.data(), map, combine);
+  };
   switch (kind) {
     case ReduceKind::kSum:
     case ReduceKind::kMean:
     case ReduceKind::kLogSum:
-      scatter([&](int64_t i, int64_t o) { acc[o] += val(i); });
+      run(A(0), id, add);
       break;
     case ReduceKind::kProd:
-      scatter([&](int64_t i, int64_t o) { acc[o] *= val(i); });
+      run(A(1), id, mul);
       break;
     case ReduceKind::kMax:
-      scatter([&](int64_t i, int64_t o) {
-        A v = val(i);
-        if (v > acc[o] || v != v) acc[o] = v;  // NaN sticks, as in numpy
-      });
+      run(lowest, id, max);
       break;
     case ReduceKind::kMin:
-      scatter([&](int64_t i, int64_t o) {
-        A v = val(i);
-        if (v < acc[o] || v != v) acc[o] = v;
-      });
+      run(highest, id, min);
       break;
     case ReduceKind::kSumSquare:
     case ReduceKind::kL2:
-      scatter([&](int64_t i, int64_t o) {
-        A v = val(i);
-        acc[o] += v * v;
-      });
+      run(A(0), [](A v, int64_t) { return A(v * v); }, add);
       break;
     case ReduceKind::kL1:
-      scatter([&](int64_t i, int64_t o) {
-        A v = val(i);
-        if constexpr (std::is_unsigned_v<A>) acc[o] += v;
-        else acc[o] += v < 0 ? -v : v;
-      });
+      run(A(0), [](A v, int64_t) {
+            if constexpr (std::is_unsigned_v<A>) return v;
+            else return v < 0 ? A(-v) : v;
+          }, add);
       break;
     case ReduceKind::kLogSumExp: {
-      std::vector<double> sum(n_out, 0.0);
-      scatter([&](int64_t i, int64_t o) {
-        sum[o] += std::exp(static_cast<double>(val(i)) - shift[o]);
-      });
+      // Subtract the per-output maximum for stability (0 where it is not finite).
+      std::vector<double> shift(n_out), sum(n_out, 0.0);
+      run(lowest, id, max);
+      for (int64_t o = 0; o < n_out; ++o) {
+        double m = static_cast<double>(acc[o]);
+        shift[o] = std::isfinite(m) ? m : 0.0;
+      }
+      Accumulate<double, T>(
+          x, p, 0.0, sum.data(), [&](double v, int64_t o) { return std::exp(v - shift[o]); },
+          [](double a, double b) { return a + b; });
       for (int64_t o = 0; o < n_out; ++o) yd[o] = ConvertValue<T>(std::log(sum[o]) + shift[o]);
       return;
     }

@@ -85,9 +85,7 @@ Status Nll(const ComputeContext& ctx, const T* logp, const LossShape& s,
           return ctx.error("label " + std::to_string(t) + " is out of range [0, " +
                            std::to_string(s.c) + ")");
         w = weight ? static_cast<double>(static_cast<Acc<T>>(weight[t])) : 1.0;
-        // Rounded through T per element, as the reference computes in the input's type.
-        loss = static_cast<double>(static_cast<Acc<T>>(
-            T(-static_cast<Acc<T>>(logp[(n * s.c + t) * s.d + d]) * static_cast<Acc<T>>(w))));
+        loss = -static_cast<double>(static_cast<Acc<T>>(logp[(n * s.c + t) * s.d + d])) * w;
       }
       if (red == Reduction::kNone) out[i] = T(static_cast<Acc<T>>(loss));
       total += loss;
