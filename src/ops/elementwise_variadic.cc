@@ -61,10 +61,18 @@ void RegVariadic(OpRegistry& r, const char* name, F f) {
       name, [](InferContext& ctx) { return InferVariadic(ctx, Groups); },
       [f](ComputeContext& ctx) -> Status {
         Tensor& out = ctx.output(0);
-        CopyBroadcast(ctx.input(0), out.raw(), out.dims());
+        // The planner may run this op in place on any same-shaped input: start from that
+        // input (already in the output's bytes) so nothing is overwritten before it is read.
+        // The ops are commutative, so the order only changes float rounding.
+        int first = 0;
+        for (int k = 0; k < ctx.num_inputs(); ++k)
+          if (ctx.input(k).raw() == out.raw() && out.size() > 0) first = k;
+        if (ctx.input(first).raw() != out.raw())
+          CopyBroadcast(ctx.input(first), out.raw(), out.dims());
         Dispatch<Groups>(out.dtype(), [&]<class T>() {
           T* o = out.data<T>();
-          for (int k = 1; k < ctx.num_inputs(); ++k) {
+          for (int k = 0; k < ctx.num_inputs(); ++k) {
+            if (k == first) continue;
             const Tensor& x = ctx.input(k);
             BinaryLoop<T, T, T>(o, out.dims(), x.data<T>(), x.dims(), o, out.dims(), f);
           }
