@@ -20,6 +20,8 @@ struct ModelOptions {
   std::vector<std::string> shapes;
   std::vector<std::string> inputs;
   int threads = 1;
+  std::string planner = "default";
+  bool no_reorder = false, no_alias = false, poison = false;
 };
 
 void AddModelOptions(CLI::App* c, ModelOptions& o) {
@@ -28,6 +30,11 @@ void AddModelOptions(CLI::App* c, ModelOptions& o) {
   c->add_option("--shape", o.shapes, "fix an input's dims: NAME=D0,D1,...");
   c->add_option("--input", o.inputs, "input data: NAME=FILE (.npy or .pb)");
   c->add_option("--threads", o.threads, "worker threads")->check(CLI::PositiveNumber);
+  c->add_option("--planner", o.planner, "memory planner (default, greedy-size, greedy-conflicts, "
+                                         "coloring, anneal, tflm, none)");
+  c->add_flag("--no-reorder", o.no_reorder, "run nodes in the file's order");
+  c->add_flag("--no-alias", o.no_alias, "no views, in-place or Concat-in-place sharing");
+  c->add_flag("--poison", o.poison, "debug: fill dead arena bytes with a poison pattern between nodes");
 }
 
 // Loads the model and its inputs; inputs without files get deterministic random data.
@@ -57,6 +64,10 @@ Status Prepare(const ModelOptions& o, std::unique_ptr<runtime::Executor>* exec,
   runtime::ExecutorOptions eo;
   eo.threads = o.threads;
   eo.shapes = shapes;
+  eo.planner = o.planner;
+  eo.reorder = !o.no_reorder;
+  eo.aliasing = !o.no_alias;
+  eo.poison = o.poison;
   KILN_ASSIGN_OR_RETURN(*exec, runtime::Executor::Create(std::move(model), eo));
   uint64_t seed = 1;
   for (int v : (*exec)->input_values()) {

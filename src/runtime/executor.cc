@@ -4,19 +4,21 @@
 #include <unordered_map>
 
 #include "ops/op.h"
+#include "planner/plan_graph.h"
 
 namespace kiln::runtime {
 namespace {
 
-constexpr size_t kAlignment = 64;
+constexpr size_t kAlignment = planner::kArenaAlignment;
 
 size_t AlignUp(size_t n) { return (n + kAlignment - 1) / kAlignment * kAlignment; }
 
-// What a graph needs at every run, computed once: kernels and the last use of each value.
+// What a graph needs at every run, computed once: kernels, the order, and when values die.
 struct GraphInfo {
-  std::vector<const ops::OpSchema*> schemas;
+  std::vector<const ops::OpSchema*> schemas;  // per node index
   std::vector<int64_t> opsets;
-  std::vector<std::vector<int>> release_after;  // per node: values dead after it
+  std::vector<int> order;                       // node indices in execution order
+  std::vector<std::vector<int>> release_after;  // per position: values dead after it
 };
 
 }  // namespace
@@ -24,7 +26,7 @@ struct GraphInfo {
 struct Executor::Impl : public ops::SubgraphRunner {
   Executor* self = nullptr;
   std::unordered_map<const ir::Graph*, GraphInfo> infos;
-  std::vector<int> slot_of;  // main graph value -> slot index or -1
+  planner::BufferSet buffers;  // main graph
   std::vector<uint8_t, std::allocator<uint8_t>> arena_storage;
   uint8_t* arena = nullptr;
 
@@ -35,10 +37,9 @@ struct Executor::Impl : public ops::SubgraphRunner {
   };
   std::vector<const Frame*> frame_stack;
 
-  Status Prepare(const ir::Graph& g, const ir::Model& m) {
+  Status Prepare(const ir::Graph& g, const ir::Model& m, std::vector<int> order) {
     GraphInfo info;
     const auto& reg = ops::OpRegistry::Global();
-    std::vector<int> last_use(g.values.size(), -1);
     for (size_t n = 0; n < g.nodes.size(); ++n) {
       const ir::Node& node = g.nodes[n];
       const ops::OpSchema* s = reg.Find(node.domain, node.op_type);
@@ -47,71 +48,62 @@ struct Executor::Impl : public ops::SubgraphRunner {
                      (node.domain.empty() ? "" : node.domain + ".") + node.op_type);
       info.schemas.push_back(s);
       info.opsets.push_back(m.OpsetFor(node.domain));
-      for (int v : node.inputs)
-        if (v >= 0) last_use[v] = static_cast<int>(n);
-      for (int v : node.implicit_inputs)
-        if (v >= 0) last_use[v] = static_cast<int>(n);
       for (const auto& [k, a] : node.attrs) {
-        if (a.g) KILN_RETURN_IF_ERROR(Prepare(*a.g, m));
-        for (const auto& sg : a.graphs) KILN_RETURN_IF_ERROR(Prepare(*sg, m));
+        std::vector<int> identity;
+        if (a.g) KILN_RETURN_IF_ERROR(Prepare(*a.g, m, Identity(*a.g)));
+        for (const auto& sg : a.graphs) KILN_RETURN_IF_ERROR(Prepare(*sg, m, Identity(*sg)));
       }
     }
-    for (int v : g.outputs) last_use[v] = static_cast<int>(g.nodes.size());
-    info.release_after.resize(g.nodes.size());
+    std::vector<int> last_use = planner::LastUses(g, order);
+    info.release_after.resize(order.size());
     for (size_t v = 0; v < g.values.size(); ++v)
-      if (last_use[v] >= 0 && last_use[v] < static_cast<int>(g.nodes.size()) &&
-          !g.values[v].constant)
+      if (last_use[v] >= 0 && last_use[v] < static_cast<int>(order.size()) && !g.values[v].constant)
         info.release_after[last_use[v]].push_back(static_cast<int>(v));
+    info.order = std::move(order);
     infos[&g] = std::move(info);
     return OkStatus();
   }
 
-  // First-fit: values in order of definition, each at the lowest offset that overlaps no live
-  // value placed before it.
-  void PlanArena(const ir::Graph& g) {
-    std::vector<int> first(g.values.size(), -1), last(g.values.size(), -1);
-    for (size_t n = 0; n < g.nodes.size(); ++n) {
-      for (int v : g.nodes[n].outputs)
-        if (v >= 0) first[v] = static_cast<int>(n);
-      for (int v : g.nodes[n].inputs)
-        if (v >= 0) last[v] = static_cast<int>(n);
-      for (int v : g.nodes[n].implicit_inputs)
-        if (v >= 0) last[v] = static_cast<int>(n);
-    }
-    std::vector<char> is_output(g.values.size(), 0);
-    for (int v : g.outputs) is_output[v] = 1;
-    slot_of.assign(g.values.size(), -1);
-    auto& slots = self->slots_;
-    std::vector<int> live;  // slot indices, pruned as their lifetimes end
-    size_t arena_end = 0;
-    for (size_t n = 0; n < g.nodes.size(); ++n) {
-      for (int v : g.nodes[n].outputs) {
-        if (v < 0 || is_output[v]) continue;
-        const ir::TypeInfo& t = g.values[v].type;
-        if (!t.shape_known() || DTypeSize(t.dtype) == 0) continue;
-        size_t size = AlignUp(std::max<size_t>(1, NumElements(t.dims) * DTypeSize(t.dtype)));
-        int lu = std::max(last[v], first[v]);
-        live.erase(std::remove_if(live.begin(), live.end(),
-                                  [&](int s) { return slots[s].last_use < first[v]; }),
-                   live.end());
-        std::vector<std::pair<size_t, size_t>> busy;
-        for (int s : live) busy.push_back({slots[s].offset, slots[s].offset + slots[s].size});
-        std::sort(busy.begin(), busy.end());
-        size_t offset = 0;
-        for (auto [b, e] : busy) {
-          if (offset + size <= b) break;
-          offset = std::max(offset, e);
-        }
-        slots.push_back(ArenaSlot{v, offset, size, first[v], lu});
-        slot_of[v] = static_cast<int>(slots.size()) - 1;
-        live.push_back(slot_of[v]);
-        arena_end = std::max(arena_end, offset + size);
-      }
-    }
-    self->arena_bytes_ = arena_end;
-    arena_storage.assign(arena_end + kAlignment, 0);
+  static std::vector<int> Identity(const ir::Graph& g) {
+    std::vector<int> o(g.nodes.size());
+    for (size_t i = 0; i < o.size(); ++i) o[i] = static_cast<int>(i);
+    return o;
+  }
+
+  // The memory plan of the main graph, verified before use.
+  Status PlanArena(const ir::Graph& g, const ExecutorOptions& o) {
+    planner::PlanOptions po;
+    po.planner = o.planner;
+    po.reorder = o.reorder;
+    po.aliasing = o.aliasing;
+    KILN_ASSIGN_OR_RETURN(auto gp, planner::PlanGraph(g, po));
+    self->order_ = std::move(gp.schedule.order);
+    buffers = std::move(gp.buffers);
+    self->plan_ = std::move(gp.plan);
+    arena_storage.assign(self->plan_.arena_bytes + kAlignment, 0);
     uintptr_t p = reinterpret_cast<uintptr_t>(arena_storage.data());
     arena = arena_storage.data() + (AlignUp(p) - p);
+    return OkStatus();
+  }
+
+  uint8_t* Planned(int v) const {
+    int b = buffers.buffer_of[v];
+    return b < 0 ? nullptr : arena + self->plan_.buffers[b].offset;
+  }
+
+  // Debug: every arena byte that no live buffer owns at position p gets the poison pattern, so a
+  // kernel reading a dead or misplaced buffer sees garbage.
+  void Poison(int p) {
+    std::vector<std::pair<size_t, size_t>> live;
+    for (const auto& b : self->plan_.buffers)
+      if (b.first_use < p && p <= b.last_use) live.push_back({b.offset, b.offset + b.size});
+    std::sort(live.begin(), live.end());
+    size_t pos = 0;
+    for (auto [b, e] : live) {
+      if (b > pos) std::memset(arena + pos, 0xA5, b - pos);
+      pos = std::max(pos, e);
+    }
+    if (pos < self->plan_.arena_bytes) std::memset(arena + pos, 0xA5, self->plan_.arena_bytes - pos);
   }
 
   Status RunGraph(const ir::Graph& g, const Frame* parent, const std::vector<Tensor>& inputs,
@@ -128,13 +120,14 @@ struct Executor::Impl : public ops::SubgraphRunner {
     for (size_t i = 0; i < inputs.size(); ++i) f.values[feeds[i]] = inputs[i];
 
     frame_stack.push_back(&f);
-    for (size_t n = 0; n < g.nodes.size(); ++n) {
-      Status st = RunNode(g, n, info, f, main_graph);
+    for (size_t p = 0; p < info.order.size(); ++p) {
+      if (main_graph && self->options_.poison) Poison(static_cast<int>(p));
+      Status st = RunNode(g, info.order[p], p, info, f, main_graph);
       if (!st.ok()) {
         frame_stack.pop_back();
         return st;
       }
-      for (int v : info.release_after[n]) f.values[v] = Tensor();
+      for (int v : info.release_after[p]) f.values[v] = Tensor();
     }
     frame_stack.pop_back();
     outputs->clear();
@@ -146,7 +139,8 @@ struct Executor::Impl : public ops::SubgraphRunner {
     return OkStatus();
   }
 
-  Status RunNode(const ir::Graph& g, size_t n, const GraphInfo& info, Frame& f, bool main_graph) {
+  Status RunNode(const ir::Graph& g, size_t n, size_t pos, const GraphInfo& info, Frame& f,
+                 bool main_graph) {
     const ir::Node& node = g.nodes[n];
     const ops::OpSchema* schema = info.schemas[n];
     ops::InferContext ictx(node, g, info.opsets[n]);
@@ -172,24 +166,32 @@ struct Executor::Impl : public ops::SubgraphRunner {
     ops::ComputeContext cctx(node, g, info.opsets[n]);
     for (size_t i = 0; i < node.inputs.size(); ++i)
       cctx.inputs_.push_back(node.inputs[i] < 0 ? nullptr : &f.values[node.inputs[i]]);
+    // A view / slice node the plan resolved needs no kernel when everything sits where planned.
+    bool noop = main_graph && buffers.is_noop[pos];
+    for (size_t i = 0; noop && i < node.inputs.size(); ++i)
+      noop = node.inputs[i] >= 0 && f.values[node.inputs[i]].raw() == Planned(node.inputs[i]);
     for (size_t i = 0; i < node.outputs.size(); ++i) {
       int v = node.outputs[i];
       Tensor& dst = v < 0 ? scratch[i] : f.values[v];
       const ir::TypeInfo& t = ictx.outputs_[i];
       if (t.shape_known()) {
         size_t bytes = NumElements(t.dims) * DTypeSize(t.dtype);
-        int slot = main_graph && v >= 0 ? slot_of[v] : -1;
-        if (slot >= 0 && bytes <= self->slots_[slot].size) {
-          dst = Tensor::View(t.dtype, t.dims, arena + self->slots_[slot].offset);
-          std::memset(dst.raw(), 0, bytes);
+        int b = main_graph && v >= 0 ? buffers.buffer_of[v] : -1;
+        if (b >= 0 && bytes <= self->plan_.buffers[b].size) {
+          dst = Tensor::View(t.dtype, t.dims, arena + self->plan_.buffers[b].offset);
+          // Outputs that share an input's bytes by design must keep them.
+          if (self->plan_.buffers[b].alias_of < 0 && !noop) std::memset(dst.raw(), 0, bytes);
         } else {
+          noop = false;
           dst = Tensor(t.dtype, t.dims);
         }
       } else {
+        noop = false;
         dst = Tensor();
       }
       cctx.outputs_.push_back(&dst);
     }
+    if (noop) return OkStatus();
     cctx.subgraphs_ = this;
     cctx.threads_ = self->options_.threads;
     KILN_RETURN_IF_ERROR(schema->compute(cctx));
@@ -216,8 +218,9 @@ Expected<std::unique_ptr<Executor>> Executor::Create(ir::Model model, ExecutorOp
   KILN_RETURN_IF_ERROR(passes::InferShapes(e->model_, e->options_.shapes));
   e->impl_ = std::make_unique<Impl>();
   e->impl_->self = e.get();
-  KILN_RETURN_IF_ERROR(e->impl_->Prepare(*e->model_.graph, e->model_));
-  e->impl_->PlanArena(*e->model_.graph);
+  const ir::Graph& g = *e->model_.graph;
+  KILN_RETURN_IF_ERROR(e->impl_->PlanArena(g, e->options_));
+  KILN_RETURN_IF_ERROR(e->impl_->Prepare(g, e->model_, e->order_));
   return e;
 }
 

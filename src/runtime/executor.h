@@ -1,7 +1,8 @@
 // The host executor: runs a model's graph on the CPU. Intermediates of the main graph whose size
-// is known at load time live in one working arena, placed by a first-fit plan over their
-// lifetimes; values whose size depends on data (and subgraph values) are allocated per run.
-// Results are deterministic for a given --threads.
+// is known at load time live in one working arena placed by the memory planner (planner/), in
+// the order the reordering pass chose; views and Concat/Split slices cost no copy, element-wise
+// ops run in place where the plan says so. Values whose size depends on data (and subgraph
+// values) are allocated per run. Results are deterministic for a given --threads.
 #pragma once
 
 #include <map>
@@ -11,6 +12,7 @@
 
 #include "ir/graph.h"
 #include "passes/infer_shapes.h"
+#include "planner/memory_planner.h"
 #include "support/status.h"
 
 namespace kiln::runtime {
@@ -18,14 +20,10 @@ namespace kiln::runtime {
 struct ExecutorOptions {
   int threads = 1;
   passes::ShapeOverrides shapes;
-};
-
-struct ArenaSlot {
-  int value = -1;
-  size_t offset = 0;
-  size_t size = 0;
-  int first_use = 0;  // node positions
-  int last_use = 0;
+  std::string planner = "default";  // see planner/memory_planner.h
+  bool reorder = true;              // run nodes in the order with the smallest peak
+  bool aliasing = true;             // views, in-place and Concat-in-place
+  bool poison = false;              // debug: fill dead arena bytes with 0xA5 before every node
 };
 
 class Executor {
@@ -38,8 +36,10 @@ class Executor {
   // The inputs a caller feeds, in graph order (initializer-backed inputs excluded).
   std::vector<int> input_values() const { return model_.graph->RuntimeInputs(); }
   const ir::Value& value(int v) const { return model_.graph->values[v]; }
-  size_t arena_bytes() const { return arena_bytes_; }
-  const std::vector<ArenaSlot>& arena_plan() const { return slots_; }
+  size_t arena_bytes() const { return plan_.arena_bytes; }
+  const planner::Plan& plan() const { return plan_; }
+  // Node indices of the main graph in execution order.
+  const std::vector<int>& schedule() const { return order_; }
 
   // inputs: one tensor per input_values() entry, in that order.
   Status Run(const std::vector<Tensor>& inputs, std::vector<Tensor>* outputs);
@@ -49,8 +49,8 @@ class Executor {
   struct Impl;
   ir::Model model_;
   ExecutorOptions options_;
-  std::vector<ArenaSlot> slots_;
-  size_t arena_bytes_ = 0;
+  planner::Plan plan_;
+  std::vector<int> order_;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -1,0 +1,180 @@
+#include "planner/lifetimes.h"
+
+#include <set>
+#include <string>
+
+namespace kiln::planner {
+namespace {
+
+bool IsViewOp(const std::string& op) {
+  return op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze" ||
+         op == "Identity";
+}
+
+// Ops whose kernels read element i of each same-shaped input before writing element i of the
+// output, so the output may take an input's bytes.
+bool IsInPlaceOp(const std::string& op) {
+  static const std::set<std::string> kOps = {
+      "Relu", "LeakyRelu", "Sigmoid", "Tanh", "Elu", "Selu", "Celu", "HardSigmoid", "HardSwish",
+      "Softplus", "Softsign", "Mish", "Gelu", "Abs", "Neg", "Exp", "Log", "Sqrt", "Reciprocal",
+      "Floor", "Ceil", "Round", "Sin", "Cos", "Erf", "Sign", "ThresholdedRelu", "Swish",
+      "Add", "Sub", "Mul", "Div", "PRelu", "Clip"};
+  // Not the variadic Sum/Max/Min/Mean: their kernels copy the first operand into the output
+  // before reading the others.
+  return kOps.count(op) > 0;
+}
+
+size_t Bytes(const ir::TypeInfo& t) {
+  return static_cast<size_t>(NumElements(t.dims)) * DTypeSize(t.dtype);
+}
+
+// Product of dims before `axis`: 1 means slices along axis are contiguous.
+int64_t Outer(const Dims& d, int64_t axis) {
+  int64_t p = 1;
+  for (int64_t i = 0; i < axis; ++i) p *= d[i];
+  return p;
+}
+
+}  // namespace
+
+std::vector<int> LastUses(const ir::Graph& g, const std::vector<int>& order) {
+  std::vector<int> last(g.values.size(), -1);
+  for (size_t p = 0; p < order.size(); ++p) {
+    const ir::Node& n = g.nodes[order[p]];
+    for (int v : n.inputs)
+      if (v >= 0) last[v] = static_cast<int>(p);
+    for (int v : n.implicit_inputs)
+      if (v >= 0) last[v] = static_cast<int>(p);
+  }
+  for (int v : g.outputs) last[v] = static_cast<int>(order.size());
+  return last;
+}
+
+BufferSet BuildBuffers(const ir::Graph& g, const std::vector<int>& order,
+                       const LifetimeOptions& options) {
+  BufferSet set;
+  set.buffer_of.assign(g.values.size(), -1);
+  set.is_noop.assign(order.size(), false);
+  std::vector<int> last = LastUses(g, order);
+  std::vector<char> is_output(g.values.size(), 0);
+  for (int v : g.outputs) is_output[v] = 1;
+
+  for (size_t p = 0; p < order.size(); ++p) {
+    for (int v : g.nodes[order[p]].outputs) {
+      if (v < 0 || is_output[v] || g.values[v].constant) continue;
+      const ir::TypeInfo& t = g.values[v].type;
+      if (!t.shape_known() || DTypeSize(t.dtype) == 0) continue;
+      Buffer b;
+      b.name = g.values[v].name;
+      b.value = v;
+      b.size = std::max<size_t>(Bytes(t), 1);
+      b.first_use = static_cast<int>(p);
+      b.last_use = std::max(static_cast<int>(p), last[v]);
+      set.buffer_of[v] = static_cast<int>(set.buffers.size());
+      set.buffers.push_back(b);
+    }
+  }
+  if (!options.aliasing) return set;
+  auto& bufs = set.buffers;
+  auto buf = [&](int v) { return v >= 0 ? set.buffer_of[v] : -1; };
+  std::vector<int> aliased_by(bufs.size(), 0);  // how many buffers alias each one
+  auto root = [&](int b) {
+    while (bufs[b].alias_of >= 0) b = bufs[b].alias_of;
+    return b;
+  };
+  auto group_last = [&](int r) {  // latest use of any buffer in r's group
+    int l = -1;
+    for (size_t i = 0; i < bufs.size(); ++i)
+      if (root(static_cast<int>(i)) == r) l = std::max(l, bufs[i].last_use);
+    return l;
+  };
+
+  // Concat first: its inputs are then produced straight into the output's slices.
+  for (size_t p = 0; p < order.size(); ++p) {
+    const ir::Node& n = g.nodes[order[p]];
+    if (n.op_type != "Concat" || n.outputs.empty() || buf(n.outputs[0]) < 0) continue;
+    const ir::TypeInfo& ot = g.values[n.outputs[0]].type;
+    int64_t axis = n.attr_int("axis", 1);
+    if (axis < 0) axis += static_cast<int64_t>(ot.dims.size());
+    if (axis < 0 || axis >= static_cast<int64_t>(ot.dims.size()) || Outer(ot.dims, axis) != 1) continue;
+    std::set<int> seen;
+    bool ok = !n.inputs.empty();
+    for (int v : n.inputs) {
+      int b = buf(v);
+      ok = ok && b >= 0 && seen.insert(v).second && bufs[b].alias_of < 0 && aliased_by[b] == 0 &&
+           g.values[v].type.dtype == ot.dtype;
+    }
+    if (!ok) continue;
+    int out = buf(n.outputs[0]);
+    size_t off = 0;
+    for (int v : n.inputs) {
+      int b = buf(v);
+      bufs[b].alias_of = out;
+      bufs[b].alias_offset = off;
+      ++aliased_by[out];
+      off += Bytes(g.values[v].type);
+    }
+    set.is_noop[p] = true;
+  }
+
+  // Views and in-place results, in schedule order.
+  for (size_t p = 0; p < order.size(); ++p) {
+    const ir::Node& n = g.nodes[order[p]];
+    if (n.inputs.empty() || n.outputs.empty()) continue;
+    int in = buf(n.inputs[0]);
+    if (IsViewOp(n.op_type) && n.outputs.size() == 1) {
+      int out = buf(n.outputs[0]);
+      if (in < 0 || out < 0 || bufs[out].alias_of >= 0 || aliased_by[out] > 0) continue;
+      bufs[out].alias_of = in;
+      bufs[out].alias_offset = 0;
+      ++aliased_by[in];
+      set.is_noop[p] = true;
+      continue;
+    }
+    if (n.op_type == "Split" && in >= 0) {
+      const ir::TypeInfo& it = g.values[n.inputs[0]].type;
+      int64_t axis = n.attr_int("axis", 0);
+      if (axis < 0) axis += static_cast<int64_t>(it.dims.size());
+      if (axis < 0 || axis >= static_cast<int64_t>(it.dims.size()) || Outer(it.dims, axis) != 1) continue;
+      bool ok = true;
+      for (int v : n.outputs) {
+        int b = buf(v);
+        ok = ok && b >= 0 && bufs[b].alias_of < 0 && aliased_by[b] == 0;
+      }
+      if (!ok) continue;
+      size_t off = 0;
+      for (int v : n.outputs) {
+        int b = buf(v);
+        bufs[b].alias_of = in;
+        bufs[b].alias_offset = off;
+        ++aliased_by[in];
+        off += Bytes(g.values[v].type);
+      }
+      set.is_noop[p] = true;
+      continue;
+    }
+    if (IsInPlaceOp(n.op_type) && n.outputs.size() == 1) {
+      int out = buf(n.outputs[0]);
+      if (out < 0 || bufs[out].alias_of >= 0 || aliased_by[out] > 0) continue;
+      const ir::TypeInfo& ot = g.values[n.outputs[0]].type;
+      for (int v : n.inputs) {
+        int b = buf(v);
+        if (b < 0) continue;
+        const ir::TypeInfo& it = g.values[v].type;
+        if (it.dtype != ot.dtype || it.dims != ot.dims) continue;
+        // Every byte of the input's storage must be dead after this node, and the input must
+        // not be read twice by this node (a later operand would see the new values).
+        int uses = 0;
+        for (int u : n.inputs) uses += u == v;
+        if (uses != 1 || group_last(root(b)) > static_cast<int>(p)) continue;
+        bufs[out].alias_of = b;
+        bufs[out].alias_offset = 0;
+        ++aliased_by[b];
+        break;
+      }
+    }
+  }
+  return set;
+}
+
+}  // namespace kiln::planner

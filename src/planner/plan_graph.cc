@@ -1,0 +1,21 @@
+#include "planner/plan_graph.h"
+
+namespace kiln::planner {
+
+Expected<GraphPlan> PlanGraph(const ir::Graph& g, const PlanOptions& options) {
+  GraphPlan gp;
+  if (options.reorder) {
+    gp.schedule = ChooseSchedule(g);
+  } else {
+    gp.schedule.order.resize(g.nodes.size());
+    for (size_t i = 0; i < g.nodes.size(); ++i) gp.schedule.order[i] = static_cast<int>(i);
+    gp.schedule.peak_bytes = gp.schedule.original_peak = PeakBytes(g, gp.schedule.order);
+  }
+  LifetimeOptions lo;
+  lo.aliasing = options.aliasing;
+  gp.buffers = BuildBuffers(g, gp.schedule.order, lo);
+  KILN_ASSIGN_OR_RETURN(gp.plan, PlanMemory(gp.buffers.buffers, options.planner, options.budget_ms));
+  return gp;
+}
+
+}  // namespace kiln::planner
