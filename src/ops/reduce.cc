@@ -138,8 +138,10 @@ void ReduceKernel(ReduceKind kind, const Tensor& x, const ReducePlan& p, Tensor&
   const int64_t count = n_out == 0 ? 0 : x.size() / n_out;  // elements per output
   T* yd = y.data<T>();
   constexpr double kInf = std::numeric_limits<double>::infinity();
-  auto add = [](A a, A b) { return A(a + b); };
-  auto mul = [](A a, A b) { return A(a * b); };
+  // Integer overflow wraps (as numpy does) instead of being undefined.
+  using W = std::conditional_t<std::is_integral_v<A>, uint64_t, A>;
+  auto add = [](A a, A b) { return A(W(a) + W(b)); };
+  auto mul = [](A a, A b) { return A(W(a) * W(b)); };
   // NaN sticks, as in numpy. Written as selects so that they compile without branches.
   auto max = [](A a, A b) {
     A m = b > a ? b : a;
@@ -180,12 +182,12 @@ void ReduceKernel(ReduceKind kind, const Tensor& x, const ReducePlan& p, Tensor&
       break;
     case ReduceKind::kSumSquare:
     case ReduceKind::kL2:
-      run(A(0), [](A v, int64_t) { return A(v * v); }, add);
+      run(A(0), [](A v, int64_t) { return A(W(v) * W(v)); }, add);
       break;
     case ReduceKind::kL1:
       run(A(0), [](A v, int64_t) {
             if constexpr (std::is_unsigned_v<A>) return v;
-            else return v < 0 ? A(-v) : v;
+            else return v < 0 ? A(W(0) - W(v)) : v;
           }, add);
       break;
     case ReduceKind::kLogSumExp: {
@@ -245,6 +247,8 @@ void RegisterReduce(OpRegistry& r, const char* name, ReduceKind kind) {
           ctx.set_output_dynamic(0, dt);
           return OkStatus();
         }
+      } else {
+        axes = ctx.node().attr_ints("axes");  // tolerated from exporters that keep the attribute
       }
     } else {
       axes = ctx.node().attr_ints("axes");
@@ -259,8 +263,7 @@ void RegisterReduce(OpRegistry& r, const char* name, ReduceKind kind) {
     const Tensor& x = ctx.input(0);
     const bool from_input = ctx.opset() >= AxesInputOpset(kind);
     std::vector<int64_t> axes =
-        from_input ? (ctx.has_input(1) ? ctx.input(1).ToInt64Vector() : std::vector<int64_t>{})
-                   : ctx.node().attr_ints("axes");
+        from_input && ctx.has_input(1) ? ctx.input(1).ToInt64Vector() : ctx.node().attr_ints("axes");
     ReducePlan p;
     std::string err = MakeReducePlan(ctx.node(), from_input, x.dims(), axes, &p);
     if (!err.empty()) return ctx.error(err);
@@ -375,6 +378,7 @@ void ScanKernel(bool prod, bool exclusive, bool reverse, const Tensor& x, int64_
   for (size_t i = axis + 1; i < d.size(); ++i) inner *= d[i];
   const T* xd = x.data<T>();
   using A = Acc<T>;
+  using W = std::conditional_t<std::is_integral_v<A>, uint64_t, A>;  // integers wrap
   std::vector<A> run(inner);
   for (int64_t o = 0; o < outer; ++o) {
     std::fill(run.begin(), run.end(), prod ? A(1) : A(0));
@@ -385,7 +389,7 @@ void ScanKernel(bool prod, bool exclusive, bool reverse, const Tensor& x, int64_
       for (int64_t i = 0; i < inner; ++i) {
         A v = static_cast<A>(src[i]);
         if (exclusive) dst[i] = T(run[i]);
-        run[i] = prod ? A(run[i] * v) : A(run[i] + v);
+        run[i] = prod ? A(W(run[i]) * W(v)) : A(W(run[i]) + W(v));
         if (!exclusive) dst[i] = T(run[i]);
       }
     }
