@@ -463,10 +463,18 @@ void ForEachReductionGroup(const Dims& dims, const std::vector<char>& reduced, F
   }
 }
 
+// Opset 9 normalizes over `axes`; the experimental opset-1 form normalizes each instance over
+// H, W (and C with across_channels), optionally only subtracting the mean.
+std::vector<int64_t> MvnAxes(const ir::Node& n, int64_t opset) {
+  if (opset >= 9) return n.attr_ints("axes", {0, 2, 3});
+  if (n.attr_int("across_channels", 0)) return {1, 2, 3};
+  return {2, 3};
+}
+
 Status MvnInfer(InferContext& ctx) {
   KILN_RETURN_IF_ERROR(RequireFloat(ctx, 0, "MeanVarianceNormalization input"));
   const int64_t rank = ctx.input_rank(0);
-  for (int64_t a : ctx.node().attr_ints("axes", {0, 2, 3}))
+  for (int64_t a : MvnAxes(ctx.node(), ctx.opset()))
     if (!NormalizeAxis(a, rank))
       return ctx.error("axis " + std::to_string(a) + " is out of range for rank " +
                        std::to_string(rank));
@@ -477,10 +485,11 @@ Status MvnCompute(ComputeContext& ctx) {
   const Tensor& xt = ctx.input(0);
   const int64_t rank = xt.rank();
   std::vector<char> reduced(rank, 0);
-  for (int64_t a : ctx.node().attr_ints("axes", {0, 2, 3})) {
+  for (int64_t a : MvnAxes(ctx.node(), ctx.opset())) {
     if (!NormalizeAxis(a, rank)) return ctx.error("axis out of range");
     reduced[a] = 1;
   }
+  const bool variance = ctx.opset() >= 9 || ctx.node().attr_int("normalize_variance", 1) != 0;
   Dispatch<kFloatTypes>(xt.dtype(), [&]<class T>() {
     const T* x = xt.data<T>();
     T* y = ctx.output(0).data<T>();
@@ -493,9 +502,10 @@ Status MvnCompute(ComputeContext& ctx) {
       }
       const double n = g.empty() ? 1.0 : static_cast<double>(g.size());
       mean /= n;
-      const double std = std::sqrt(std::max(0.0, sq / n - mean * mean));
+      const double denom =
+          variance ? std::sqrt(std::max(0.0, sq / n - mean * mean)) + 1e-9 : 1.0;
       for (int64_t o : g)
-        y[o] = T(static_cast<Acc<T>>((static_cast<double>(x[o]) - mean) / (std + 1e-9)));
+        y[o] = T(static_cast<Acc<T>>((static_cast<double>(x[o]) - mean) / denom));
     });
   });
   return OkStatus();
