@@ -10,5 +10,6 @@ void AddBenchCommand(CLI::App& app, int& rc);
 void AddTestOnnxCommand(CLI::App& app, int& rc);
 void AddInspectCommand(CLI::App& app, int& rc);
 void AddConvertCommand(CLI::App& app, int& rc);
+void AddPlanCommand(CLI::App& app, int& rc);
 
 }  // namespace kiln::cli

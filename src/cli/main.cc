@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   kiln::cli::AddTestOnnxCommand(app, rc);
   kiln::cli::AddInspectCommand(app, rc);
   kiln::cli::AddConvertCommand(app, rc);
+  kiln::cli::AddPlanCommand(app, rc);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

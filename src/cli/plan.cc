@@ -1,0 +1,186 @@
+// kiln plan: the memory plan as text (a table and an ASCII timeline), JSON, or an SVG picture.
+#include <algorithm>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "frontend/model_loader.h"
+#include "passes/infer_shapes.h"
+#include "planner/plan_graph.h"
+#include "support/file_io.h"
+
+namespace kiln::cli {
+namespace {
+
+struct PlanCliOptions {
+  std::string model, weights, planner = "default", svg;
+  std::vector<std::string> shapes;
+  bool json = false, no_reorder = false, no_alias = false;
+};
+
+std::string Escape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    switch (c) {
+      case '<': o += "&lt;"; break;
+      case '>': o += "&gt;"; break;
+      case '&': o += "&amp;"; break;
+      case '"': o += "&quot;"; break;
+      default: o += c;
+    }
+  }
+  return o;
+}
+
+// Time across, offset up; one labelled rectangle per buffer, aliases drawn hatched.
+std::string Svg(const planner::Plan& plan, int positions, const std::string& title) {
+  const double W = 1000, H = 600, left = 70, bottom = 40, top = 30;
+  const double arena = std::max<double>(1, static_cast<double>(plan.arena_bytes));
+  const double xs = (W - left - 10) / std::max(1, positions);
+  const double ys = (H - top - bottom) / arena;
+  std::string s = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + std::to_string(int(W)) +
+                  "\" height=\"" + std::to_string(int(H)) + "\" font-family=\"sans-serif\">\n";
+  s += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
+  s += "<text x=\"" + std::to_string(int(left)) + "\" y=\"20\" font-size=\"14\">" + Escape(title) +
+       "</text>\n";
+  for (size_t i = 0; i < plan.buffers.size(); ++i) {
+    const auto& b = plan.buffers[i];
+    double x = left + b.first_use * xs, w = std::max(1.0, (b.last_use - b.first_use + 1) * xs);
+    double y = H - bottom - (b.offset + b.size) * ys, h = std::max(1.0, b.size * ys);
+    int hue = static_cast<int>((i * 47) % 360);
+    s += "<rect x=\"" + std::to_string(x) + "\" y=\"" + std::to_string(y) + "\" width=\"" +
+         std::to_string(w) + "\" height=\"" + std::to_string(h) + "\" fill=\"hsl(" +
+         std::to_string(hue) + ",60%," + (b.alias_of >= 0 ? "85%" : "65%") +
+         ")\" stroke=\"#333\" stroke-width=\"0.5\"" + (b.alias_of >= 0 ? " stroke-dasharray=\"3,2\"" : "") +
+         "><title>" + Escape(b.name) + ": " + std::to_string(b.size) + " bytes at " +
+         std::to_string(b.offset) + ", positions " + std::to_string(b.first_use) + ".." +
+         std::to_string(b.last_use) + (b.alias_of >= 0 ? ", shares bytes of " + Escape(plan.buffers[b.alias_of].name) : "") +
+         "</title></rect>\n";
+    if (w > 40 && h > 10)
+      s += "<text x=\"" + std::to_string(x + 2) + "\" y=\"" + std::to_string(y + std::min(h - 2, 11.0)) +
+           "\" font-size=\"9\">" + Escape(b.name.substr(0, static_cast<size_t>(w / 5))) + "</text>\n";
+  }
+  s += "<line x1=\"" + std::to_string(left) + "\" y1=\"" + std::to_string(H - bottom) + "\" x2=\"" +
+       std::to_string(W - 10) + "\" y2=\"" + std::to_string(H - bottom) + "\" stroke=\"black\"/>\n";
+  s += "<line x1=\"" + std::to_string(left) + "\" y1=\"" + std::to_string(top) + "\" x2=\"" +
+       std::to_string(left) + "\" y2=\"" + std::to_string(H - bottom) + "\" stroke=\"black\"/>\n";
+  s += "<text x=\"" + std::to_string(left) + "\" y=\"" + std::to_string(H - 15) +
+       "\" font-size=\"11\">schedule position (0.." + std::to_string(positions - 1) + ") &#8594;</text>\n";
+  s += "<text x=\"5\" y=\"" + std::to_string(top + 10) + "\" font-size=\"11\">" +
+       std::to_string(plan.arena_bytes) + " B</text>\n";
+  s += "<text x=\"5\" y=\"" + std::to_string(H - bottom) + "\" font-size=\"11\">0</text>\n";
+  double lb = H - bottom - plan.lower_bound_bytes * ys;
+  s += "<line x1=\"" + std::to_string(left) + "\" y1=\"" + std::to_string(lb) + "\" x2=\"" +
+       std::to_string(W - 10) + "\" y2=\"" + std::to_string(lb) +
+       "\" stroke=\"red\" stroke-dasharray=\"6,3\"/><text x=\"" + std::to_string(W - 160) + "\" y=\"" +
+       std::to_string(lb - 3) + "\" font-size=\"10\" fill=\"red\">lower bound " +
+       std::to_string(plan.lower_bound_bytes) + " B</text>\n";
+  return s + "</svg>\n";
+}
+
+// One row per buffer (largest first, at most 40): '#' while live, '=' for an alias.
+void PrintTimeline(const planner::Plan& plan, int positions) {
+  const int width = 60;
+  std::vector<int> idx(plan.buffers.size());
+  for (size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<int>(i);
+  std::stable_sort(idx.begin(), idx.end(), [&](int a, int b) {
+    return plan.buffers[a].offset < plan.buffers[b].offset;
+  });
+  std::printf("%-28s %10s %10s  timeline (positions 0..%d)\n", "buffer", "offset", "size",
+              std::max(0, positions - 1));
+  int shown = 0;
+  for (int i : idx) {
+    if (++shown > 40) {
+      std::printf("... %zu more buffers (see --json)\n", idx.size() - 40);
+      break;
+    }
+    const auto& b = plan.buffers[i];
+    std::string bar(width, '.');
+    int s = positions > 0 ? b.first_use * width / positions : 0;
+    int e = positions > 0 ? b.last_use * width / positions : 0;
+    for (int k = s; k <= std::min(e, width - 1); ++k) bar[k] = b.alias_of >= 0 ? '=' : '#';
+    std::string name = b.name.size() > 28 ? b.name.substr(0, 25) + "..." : b.name;
+    std::printf("%-28s %10zu %10zu  %s\n", name.c_str(), b.offset, b.size, bar.c_str());
+  }
+}
+
+int PlanMain(const PlanCliOptions& o) {
+  auto model = frontend::LoadModel(o.model, o.weights);
+  if (!model.ok()) return Fail(model.status());
+  auto shapes = ParseShapes(o.shapes);
+  if (!shapes.ok()) return Fail(shapes.status());
+  Status st = passes::InferShapes(*model, *shapes);
+  if (!st.ok()) return Fail(st);
+  const ir::Graph& g = *model->graph;
+  for (int v : g.RuntimeInputs())
+    if (!g.values[v].type.shape_known())
+      return Fail(Error("input '" + g.values[v].name + "' has dynamic dims " +
+                        g.values[v].type.ToString() + "; fix them with --shape"));
+  planner::PlanOptions po;
+  po.planner = o.planner;
+  po.reorder = !o.no_reorder;
+  po.aliasing = !o.no_alias;
+  auto gp = planner::PlanGraph(g, po);
+  if (!gp.ok()) return Fail(gp.status());
+  const planner::Plan& plan = gp->plan;
+  int positions = static_cast<int>(g.nodes.size());
+  if (o.json) {
+    nlohmann::ordered_json j;
+    j["model"] = o.model;
+    j["planner"] = plan.planner;
+    j["arena_bytes"] = plan.arena_bytes;
+    j["lower_bound_bytes"] = plan.lower_bound_bytes;
+    j["peak_bytes_file_order"] = gp->schedule.original_peak;
+    j["peak_bytes_schedule"] = gp->schedule.peak_bytes;
+    j["schedule_exact"] = gp->schedule.exact;
+    std::vector<std::string> order;
+    for (int n : gp->schedule.order) order.push_back(g.nodes[n].Label(g));
+    j["schedule"] = order;
+    j["buffers"] = nlohmann::ordered_json::array();
+    for (const auto& b : plan.buffers) {
+      nlohmann::ordered_json e;
+      e["name"] = b.name;
+      e["offset"] = b.offset;
+      e["size"] = b.size;
+      e["first_use"] = b.first_use;
+      e["last_use"] = b.last_use;
+      e["alias_of"] = b.alias_of >= 0 ? nlohmann::ordered_json(plan.buffers[b.alias_of].name)
+                                      : nlohmann::ordered_json(nullptr);
+      j["buffers"].push_back(e);
+    }
+    std::printf("%s\n", j.dump(1).c_str());
+  } else {
+    std::printf("planner %s: arena %zu bytes, lower bound %zu bytes (%.3fx), %zu buffers, %d nodes\n",
+                plan.planner.c_str(), plan.arena_bytes, plan.lower_bound_bytes,
+                plan.lower_bound_bytes ? double(plan.arena_bytes) / plan.lower_bound_bytes : 1.0,
+                plan.buffers.size(), positions);
+    std::printf("schedule: live-byte peak %zu (file order %zu)%s\n", gp->schedule.peak_bytes,
+                gp->schedule.original_peak, gp->schedule.exact ? ", exact search" : "");
+    PrintTimeline(plan, positions);
+  }
+  if (!o.svg.empty()) {
+    st = WriteFile(o.svg, Svg(plan, positions, o.model + ": " + plan.planner + ", " +
+                                                   std::to_string(plan.arena_bytes) + " bytes"));
+    if (!st.ok()) return Fail(st);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void AddPlanCommand(CLI::App& app, int& rc) {
+  auto* c = app.add_subcommand("plan", "print the memory plan (table and timeline, --json, --svg)");
+  auto* o = new PlanCliOptions();
+  c->add_option("MODEL", o->model, "model file")->required();
+  c->add_option("--weights", o->weights, "safetensors weights for a .json model");
+  c->add_option("--shape", o->shapes, "fix an input's dims: NAME=D0,D1,...");
+  c->add_option("--planner", o->planner, "default, greedy-size, greedy-conflicts, coloring, anneal, tflm, none");
+  c->add_flag("--json", o->json, "one JSON object with arena_bytes, lower_bound_bytes, planner, buffers");
+  c->add_option("--svg", o->svg, "write a picture of the plan");
+  c->add_flag("--no-reorder", o->no_reorder, "keep the file's node order");
+  c->add_flag("--no-alias", o->no_alias, "no views, in-place or Concat-in-place sharing");
+  c->callback([&rc, o] { rc = PlanMain(*o); });
+}
+
+}  // namespace kiln::cli
