@@ -34,6 +34,9 @@ struct TestOptions {
   std::vector<std::string> dirs;
   std::string expected_failures;
   double rtol = 1e-3, atol = 1e-7;
+  int threads = 1;
+  std::string planner = "default";
+  bool poison = false, no_reorder = false, no_alias = false;
   int timeout_s = 120;
   bool verbose = false;
 };
@@ -171,6 +174,11 @@ Result RunOne(const fs::path& dir, const TestOptions& o) {
     }
     runtime::ExecutorOptions eo;
     eo.shapes = shapes;
+    eo.threads = o.threads;
+    eo.planner = o.planner;
+    eo.poison = o.poison;
+    eo.reorder = !o.no_reorder;
+    eo.aliasing = !o.no_alias;
     ir::Model copy = *model;
     auto exec = runtime::Executor::Create(std::move(copy), eo);
     if (!exec.ok()) return {Outcome::kFail, exec.status().message()};
@@ -323,6 +331,11 @@ void AddTestOnnxCommand(CLI::App& app, int& rc) {
   c->add_option("--atol", o->atol, "absolute tolerance");
   c->add_option("--timeout", o->timeout_s, "seconds per test")->check(CLI::PositiveNumber);
   c->add_flag("-v,--verbose", o->verbose, "print passing tests too");
+  c->add_option("--threads", o->threads, "worker threads")->check(CLI::PositiveNumber);
+  c->add_option("--planner", o->planner, "memory planner to run the tests with");
+  c->add_flag("--poison", o->poison, "fill dead arena bytes with a poison pattern between nodes");
+  c->add_flag("--no-reorder", o->no_reorder, "keep each model's node order");
+  c->add_flag("--no-alias", o->no_alias, "no views, in-place or Concat-in-place sharing");
   c->callback([&rc, o] { rc = TestOnnxMain(*o); });
 }
 
