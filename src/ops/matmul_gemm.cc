@@ -79,6 +79,53 @@ void Micro(int64_t kc, const T* ap, const T* bp, T* out) {
   else MicroF64(kc, ap, bp, out);
 }
 
+// One row times a matrix (M == 1, the batch-1 fully connected layer): packing B would cost as
+// much as the product, so read it in place. Columns [n_begin, n_end) of c.
+template <class T>
+__attribute__((always_inline)) inline void GemvKernel(bool tb, int64_t N, int64_t K, T alpha,
+                                                      const T* __restrict a,
+                                                      const T* __restrict B, T* __restrict c,
+                                                      int64_t n_begin, int64_t n_end) {
+  if (!tb) {  // c += alpha * sum_k a[k] * B[k, :], an axpy per k
+    for (int64_t k = 0; k < K; ++k) {
+      const T ak = alpha * a[k];
+      const T* b = B + k * N;
+      for (int64_t j = n_begin; j < n_end; ++j) c[j] += ak * b[j];
+    }
+    return;
+  }
+  // c[j] += alpha * dot(a, B[j, :]), B rows contiguous; several partial sums so the dot
+  // vectorizes without reassociating a single accumulator.
+  constexpr int kP = 16;
+  for (int64_t j = n_begin; j < n_end; ++j) {
+    const T* b = B + j * K;
+    T part[kP] = {};
+    int64_t k = 0;
+    for (; k + kP <= K; k += kP)
+      for (int p = 0; p < kP; ++p) part[p] += a[k + p] * b[k + p];
+    T sum = 0;
+    for (int p = 0; p < kP; ++p) sum += part[p];
+    for (; k < K; ++k) sum += a[k] * b[k];
+    c[j] += alpha * sum;
+  }
+}
+
+KILN_GEMM_CLONES void GemvF32(bool tb, int64_t N, int64_t K, float alpha, const float* a,
+                              const float* B, float* c, int64_t n0, int64_t n1) {
+  GemvKernel<float>(tb, N, K, alpha, a, B, c, n0, n1);
+}
+KILN_GEMM_CLONES void GemvF64(bool tb, int64_t N, int64_t K, double alpha, const double* a,
+                              const double* B, double* c, int64_t n0, int64_t n1) {
+  GemvKernel<double>(tb, N, K, alpha, a, B, c, n0, n1);
+}
+
+template <class T>
+void Gemv(bool tb, int64_t N, int64_t K, T alpha, const T* a, const T* B, T* c, int64_t n0,
+          int64_t n1) {
+  if constexpr (std::is_same_v<T, float>) GemvF32(tb, N, K, alpha, a, B, c, n0, n1);
+  else GemvF64(tb, N, K, alpha, a, B, c, n0, n1);
+}
+
 // Rows [m_begin, m_end) of C; op(A) is M x K, op(B) is K x N.
 template <class T, int NR>
 void GemmImpl(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
@@ -145,8 +192,20 @@ template <class T, int NR>
 void Gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, const T* B,
           T* C, int threads) {
   if (M <= 0 || N <= 0 || K <= 0) return;
-  // Threads split the rows; each packs its own copy of B, so only split big problems.
   int64_t work = M * N * K;
+  if (M == 1 && !ta) {  // threads split the columns
+    int nt = static_cast<int>(std::min<int64_t>({threads, N / 64 + 1, work / (1 << 18) + 1}));
+    int64_t cols = (N + nt - 1) / nt;
+    std::vector<std::thread> pool;
+    for (int t = 1; t < nt; ++t) {
+      int64_t b = t * cols, e = std::min(N, b + cols);
+      if (b < e) pool.emplace_back([=] { Gemv<T>(tb, N, K, alpha, A, B, C, b, e); });
+    }
+    Gemv<T>(tb, N, K, alpha, A, B, C, 0, std::min(N, cols));
+    for (auto& th : pool) th.join();
+    return;
+  }
+  // Threads split the rows; each packs its own copy of B, so only split big problems.
   int nt = static_cast<int>(std::min<int64_t>({threads, (M + kMR - 1) / kMR, work / (1 << 18) + 1}));
   if (nt <= 1) {
     GemmImpl<T, NR>(ta, tb, M, N, K, alpha, A, B, C, 0, M);
