@@ -67,6 +67,10 @@ Status MatMulCompute(ComputeContext& ctx) {
     const T* A = a.data<T>();
     const T* B = b.data<T>();
     T* Y = y.data<T>();
+    if (NumElements(s.b_batch) == 1) {  // one shared B: a single GEMM over all rows of A
+      GemmAny<T>(false, false, NumElements(s.out_batch) * M, N, K, 1.0, A, B, Y, ctx.threads());
+      return;
+    }
     ForEachBroadcast<2>(s.out_batch, strides, [&](int64_t o, const std::array<int64_t, 2>& off) {
       GemmAny<T>(false, false, M, N, K, 1.0, A + off[0] * M * K, B + off[1] * K * N,
                  Y + o * M * N, ctx.threads());
