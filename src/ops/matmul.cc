@@ -67,6 +67,8 @@ Status MatMulCompute(ComputeContext& ctx) {
     const T* A = a.data<T>();
     const T* B = b.data<T>();
     T* Y = y.data<T>();
+    // The GEMM accumulates; the output may be an uncleared slice of a Concat's buffer.
+    std::fill(Y, Y + y.size(), T(0));
     if (NumElements(s.b_batch) == 1) {  // one shared B: a single GEMM over all rows of A
       GemmAny<T>(false, false, NumElements(s.out_batch) * M, N, K, 1.0, A, B, Y, ctx.threads());
       return;
@@ -139,6 +141,7 @@ Status GemmCompute(ComputeContext& ctx) {
   Tensor& y = ctx.output(0);
   bool ok = Dispatch<kNumericTypes>(a.dtype(), [&]<class T>() {
     T* Y = y.data<T>();
+    std::fill(Y, Y + y.size(), T(0));  // the GEMM accumulates into Y
     if (ctx.has_input(2) && beta != 0.0) {
       const Tensor& c = ctx.input(2);
       std::array<Dims, 1> st = {BroadcastStrides(c.dims(), {M, N})};
@@ -430,7 +433,10 @@ Status EinsumCompute(ComputeContext& ctx) {
     T* Y = y.data<T>();
     if (y.size() == 0) return;
     for (int l : p.sum_labels)
-      if (p.size[l] == 0) return;  // empty contraction: the zero-filled output is the sum
+      if (p.size[l] == 0) {  // empty contraction: every sum is zero
+        std::fill(Y, Y + y.size(), T(0));
+        return;
+      }
     std::vector<int64_t> oidx(p.out_labels.size(), 0), ooff(nops, 0);
     std::vector<int64_t> sidx(p.sum_labels.size(), 0);
     int64_t o = 0;
