@@ -6,6 +6,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "frontend/model_loader.h"
+#include "passes/compress_constants.h"
 #include "passes/infer_shapes.h"
 #include "planner/plan_graph.h"
 #include "support/file_io.h"
@@ -112,6 +113,7 @@ int PlanMain(const PlanCliOptions& o) {
   if (!shapes.ok()) return Fail(shapes.status());
   Status st = passes::InferShapes(*model, *shapes);
   if (!st.ok()) return Fail(st);
+  passes::ConstantReport consts = passes::CompressConstants(*model->graph);
   const ir::Graph& g = *model->graph;
   for (int v : g.RuntimeInputs())
     if (!g.values[v].type.shape_known())
@@ -134,6 +136,10 @@ int PlanMain(const PlanCliOptions& o) {
     j["peak_bytes_file_order"] = gp->schedule.original_peak;
     j["peak_bytes_schedule"] = gp->schedule.peak_bytes;
     j["schedule_exact"] = gp->schedule.exact;
+    j["param_bytes"] = consts.bytes_before;
+    j["param_bytes_compressed"] = consts.bytes_after;
+    j["constants"] = {{"splat", consts.splats}, {"arithmetic", consts.progressions},
+                      {"duplicate", consts.duplicates}};
     std::vector<std::string> order;
     for (int n : gp->schedule.order) order.push_back(g.nodes[n].Label(g));
     j["schedule"] = order;
@@ -157,6 +163,9 @@ int PlanMain(const PlanCliOptions& o) {
                 plan.buffers.size(), positions);
     std::printf("schedule: live-byte peak %zu (file order %zu)%s\n", gp->schedule.peak_bytes,
                 gp->schedule.original_peak, gp->schedule.exact ? ", exact search" : "");
+    std::printf("parameters: %zu bytes, %zu after constant compression (%d splat, %d arithmetic, "
+                "%d duplicate)\n", consts.bytes_before, consts.bytes_after, consts.splats,
+                consts.progressions, consts.duplicates);
     PrintTimeline(plan, positions);
   }
   if (!o.svg.empty()) {

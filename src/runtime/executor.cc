@@ -4,6 +4,7 @@
 #include <unordered_map>
 
 #include "ops/op.h"
+#include "passes/compress_constants.h"
 #include "planner/plan_graph.h"
 
 namespace kiln::runtime {
@@ -216,6 +217,7 @@ Expected<std::unique_ptr<Executor>> Executor::Create(ir::Model model, ExecutorOp
   e->options_ = std::move(options);
   if (e->options_.threads < 1) return Error("--threads must be at least 1");
   KILN_RETURN_IF_ERROR(passes::InferShapes(e->model_, e->options_.shapes));
+  passes::CompressConstants(*e->model_.graph);  // identical constants share one storage
   e->impl_ = std::make_unique<Impl>();
   e->impl_->self = e.get();
   const ir::Graph& g = *e->model_.graph;

@@ -1,0 +1,159 @@
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "planner/memory_planner.h"
+#include "planner/reorder.h"
+
+namespace kiln::planner {
+namespace {
+
+// A chain a0 -> a1 -> ... : each buffer lives from its producer to its single consumer.
+std::vector<Buffer> Chain(const std::vector<size_t>& sizes) {
+  std::vector<Buffer> b;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    Buffer x;
+    x.name = "t" + std::to_string(i);
+    x.size = sizes[i];
+    x.first_use = static_cast<int>(i);
+    x.last_use = static_cast<int>(i) + 1;
+    b.push_back(x);
+  }
+  return b;
+}
+
+std::vector<Buffer> Random(int n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::vector<Buffer> b;
+  for (int i = 0; i < n; ++i) {
+    Buffer x;
+    x.name = "r" + std::to_string(i);
+    x.size = 64 * (1 + rng() % 64);
+    x.first_use = static_cast<int>(rng() % n);
+    x.last_use = x.first_use + static_cast<int>(rng() % 8);
+    b.push_back(x);
+  }
+  return b;
+}
+
+TEST(MemoryPlanner, PackersReachTheLowerBoundOnChains) {
+  auto bufs = Chain({6400, 128, 25600, 64, 3200, 3200, 640});
+  // Colouring gives each colour its largest member's size, so it cannot on mixed sizes.
+  for (const auto& name : PlannerNames()) {
+    if (name == "none" || name == "coloring") continue;
+    auto plan = PlanMemory(bufs, name);
+    ASSERT_TRUE(plan.ok()) << name << ": " << plan.status().message();
+    EXPECT_EQ(plan->arena_bytes, plan->lower_bound_bytes) << name;
+  }
+  auto def = PlanMemory(bufs, "default");
+  ASSERT_TRUE(def.ok());
+  EXPECT_EQ(def->arena_bytes, def->lower_bound_bytes);
+}
+
+TEST(MemoryPlanner, PlansAreValidAndNeverBelowTheBound) {
+  for (unsigned seed = 0; seed < 20; ++seed) {
+    auto bufs = Random(200, seed);
+    for (const auto& name : PlannerNames()) {
+      auto plan = PlanMemory(bufs, name, 20);
+      ASSERT_TRUE(plan.ok()) << name << ": " << plan.status().message();
+      EXPECT_TRUE(VerifyNoOverlap(plan->buffers, plan->arena_bytes).ok());
+      EXPECT_GE(plan->arena_bytes, plan->lower_bound_bytes) << name;
+    }
+    auto none = PlanMemory(bufs, "none");
+    auto def = PlanMemory(bufs, "default", 20);
+    EXPECT_LE(def->arena_bytes, none->arena_bytes);
+  }
+}
+
+TEST(MemoryPlanner, VerifyFindsOverlapsAndRespectsAliases) {
+  auto bufs = Chain({128, 128, 128});
+  bufs[0].offset = 0;
+  bufs[1].offset = 64;  // live together with t0 at position 1 and overlapping
+  bufs[2].offset = 0;
+  Status st = VerifyNoOverlap(bufs, 256);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("'t0' and 't1'"), std::string::npos) << st.message();
+  bufs[1].alias_of = 0;  // a view of t0 shares its bytes by design
+  bufs[1].offset = 0;
+  bufs[2].offset = 128;
+  EXPECT_TRUE(VerifyNoOverlap(bufs, 256).ok());
+  EXPECT_FALSE(VerifyNoOverlap(bufs, 100).ok());  // outside the arena
+}
+
+TEST(MemoryPlanner, AliasGroupsArePlacedTogether) {
+  auto bufs = Chain({256, 256, 512});
+  // t0 and t1 are the two halves of t2 (Concat inputs written into their slice).
+  bufs[0].alias_of = 2;
+  bufs[0].alias_offset = 0;
+  bufs[1].alias_of = 2;
+  bufs[1].alias_offset = 256;
+  auto plan = PlanMemory(bufs, "default");
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_EQ(plan->buffers[0].offset, plan->buffers[2].offset);
+  EXPECT_EQ(plan->buffers[1].offset, plan->buffers[2].offset + 256);
+  EXPECT_EQ(plan->arena_bytes, 512u);
+}
+
+TEST(MemoryPlanner, UnknownPlannerIsAnError) {
+  auto plan = PlanMemory(Chain({64}), "magic");
+  ASSERT_FALSE(plan.ok());
+  EXPECT_NE(plan.status().message().find("unknown planner 'magic'"), std::string::npos);
+}
+
+TEST(MemoryPlanner, ThousandBuffersPlanQuickly) {
+  auto bufs = Random(1000, 7);
+  auto t0 = std::chrono::steady_clock::now();
+  auto plan = PlanMemory(bufs, "default", 100);
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(plan.ok());
+  // Not a benchmark: a generous bound that catches accidental blow-ups (quadratic loops in the
+  // search, an unbounded local search).
+  EXPECT_LT(s, 10.0);
+}
+
+ir::Graph Diamond() {
+  // x -> a (big) -> c ; x -> b (small) -> d ; out = e(c, d). Running b's branch first keeps
+  // the big tensor live for less time.
+  ir::Graph g;
+  auto add = [&](const std::string& n, Dims d) {
+    return g.AddValue(n, ir::TypeInfo::Tensor(DType::kFloat32, std::move(d)));
+  };
+  int x = add("x", {4});
+  int a = add("a", {1000}), c = add("c", {10}), b = add("b", {500}), d = add("d", {400});
+  int e = add("e", {10});
+  g.inputs = {x};
+  auto node = [&](const std::string& n, std::vector<int> in, int out) {
+    ir::Node nd;
+    nd.name = n;
+    nd.op_type = "Op";
+    nd.inputs = std::move(in);
+    nd.outputs = {out};
+    g.values[out].producer = static_cast<int>(g.nodes.size());
+    g.nodes.push_back(nd);
+  };
+  node("A", {x}, a);
+  node("C", {a}, c);
+  node("B", {x}, b);
+  node("D", {b}, d);
+  node("E", {c, d}, e);
+  g.outputs = {e};
+  return g;
+}
+
+TEST(Reorder, ExactSearchNeverWorseThanFileOrder) {
+  ir::Graph g = Diamond();
+  Schedule s = ChooseSchedule(g);
+  EXPECT_TRUE(s.exact);
+  EXPECT_LE(s.peak_bytes, s.original_peak);
+  EXPECT_EQ(PeakBytes(g, s.order), s.peak_bytes);
+  // A valid topological order: every producer first.
+  std::vector<int> pos(g.nodes.size());
+  for (size_t i = 0; i < s.order.size(); ++i) pos[s.order[i]] = static_cast<int>(i);
+  EXPECT_LT(pos[0], pos[1]);
+  EXPECT_LT(pos[2], pos[3]);
+  EXPECT_LT(pos[1], pos[4]);
+  EXPECT_LT(pos[3], pos[4]);
+}
+
+}  // namespace
+}  // namespace kiln::planner
