@@ -1,7 +1,7 @@
 // Packed, cache-blocked GEMM for float and double (the GotoBLAS loop structure, in plain C++):
 // B is packed per (k, n) block into NR-wide column panels, A per (m, k) block into MR-high row
-// panels, and an MR x NR register tile accumulates over the k block. The micro-kernel is plain
-// loops over fixed sizes, which the compiler unrolls and vectorizes.
+// panels, and an MR x NR register tile accumulates over the k block. The micro-kernel is written
+// with compiler vector extensions and cloned for AVX2/FMA; a plain-loop fallback covers others.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("O3")
 #endif
@@ -21,7 +21,7 @@ constexpr int64_t kKC = 256;  // k block: an A panel (MR x KC) and a B panel (KC
 constexpr int64_t kNC = 512;  // n block: the packed B block (KC x NC) stays in L2
 constexpr int64_t kMC = 72;   // m block: the packed A block (MC x KC)
 
-// Element (r, c) of op(X), X row-major with `cols` columns before the op.
+// Element (r, c) of op(X), X row-major with leading dimension ld.
 template <class T>
 inline T At(const T* X, bool trans, int64_t ld, int64_t r, int64_t c) {
   return trans ? X[c * ld + r] : X[r * ld + c];
