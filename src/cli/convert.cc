@@ -12,7 +12,7 @@ void AddConvertCommand(CLI::App& app, int& rc) {
   struct Options {
     std::string model, to = "json", weights, output;
   };
-  auto* o = new Options();
+  auto o = std::make_shared<Options>();  // owned by the callback
   c->add_option("MODEL", o->model, "the .onnx model")->required();
   c->add_option("--to", o->to, "target format (json)")->check(CLI::IsMember({"json"}));
   c->add_option("--weights", o->weights, "the safetensors file to write")->required();

@@ -97,17 +97,17 @@ int InspectMain(const std::string& path, const std::string& weights,
 
 void AddInspectCommand(CLI::App& app, int& rc) {
   auto* c = app.add_subcommand("inspect", "print the IR, an op histogram, parameters and FLOPs");
-  auto* path = new std::string();
-  auto* weights = new std::string();
-  auto* shapes = new std::vector<std::string>();
-  auto* summary = new bool(false);
-  c->add_option("MODEL", *path, "model file")->required();
-  c->add_option("--weights", *weights, "safetensors weights for a .json model");
-  c->add_option("--shape", *shapes, "fix an input's dims: NAME=D0,D1,...");
-  c->add_flag("--summary", *summary, "only the histogram and totals");
-  c->callback([&rc, path, weights, shapes, summary] {
-    rc = InspectMain(*path, *weights, *shapes, *summary);
-  });
+  struct Options {
+    std::string path, weights;
+    std::vector<std::string> shapes;
+    bool summary = false;
+  };
+  auto o = std::make_shared<Options>();  // owned by the callback
+  c->add_option("MODEL", o->path, "model file")->required();
+  c->add_option("--weights", o->weights, "safetensors weights for a .json model");
+  c->add_option("--shape", o->shapes, "fix an input's dims: NAME=D0,D1,...");
+  c->add_flag("--summary", o->summary, "only the histogram and totals");
+  c->callback([&rc, o] { rc = InspectMain(o->path, o->weights, o->shapes, o->summary); });
 }
 
 }  // namespace kiln::cli

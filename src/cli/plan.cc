@@ -180,7 +180,7 @@ int PlanMain(const PlanCliOptions& o) {
 
 void AddPlanCommand(CLI::App& app, int& rc) {
   auto* c = app.add_subcommand("plan", "print the memory plan (table and timeline, --json, --svg)");
-  auto* o = new PlanCliOptions();
+  auto o = std::make_shared<PlanCliOptions>();  // owned by the callback
   c->add_option("MODEL", o->model, "model file")->required();
   c->add_option("--weights", o->weights, "safetensors weights for a .json model");
   c->add_option("--shape", o->shapes, "fix an input's dims: NAME=D0,D1,...");

@@ -148,20 +148,24 @@ int BenchMain(const ModelOptions& o, int iterations) {
 
 void AddRunCommand(CLI::App& app, int& rc) {
   auto* c = app.add_subcommand("run", "run a model on the host CPU and write its outputs");
-  auto* o = new ModelOptions();
-  auto* out_dir = new std::string(".");
+  struct Options : ModelOptions {
+    std::string out_dir = ".";
+  };
+  auto o = std::make_shared<Options>();  // owned by the callback
   AddModelOptions(c, *o);
-  c->add_option("--output-dir", *out_dir, "where output_<k>.npy and outputs.json go");
-  c->callback([&rc, o, out_dir] { rc = RunMain(*o, *out_dir); });
+  c->add_option("--output-dir", o->out_dir, "where output_<k>.npy and outputs.json go");
+  c->callback([&rc, o] { rc = RunMain(*o, o->out_dir); });
 }
 
 void AddBenchCommand(CLI::App& app, int& rc) {
   auto* c = app.add_subcommand("bench", "time inference and print one JSON line");
-  auto* o = new ModelOptions();
-  auto* iterations = new int(20);
+  struct Options : ModelOptions {
+    int iterations = 20;
+  };
+  auto o = std::make_shared<Options>();  // owned by the callback
   AddModelOptions(c, *o);
-  c->add_option("--iterations", *iterations, "timed runs")->check(CLI::PositiveNumber);
-  c->callback([&rc, o, iterations] { rc = BenchMain(*o, *iterations); });
+  c->add_option("--iterations", o->iterations, "timed runs")->check(CLI::PositiveNumber);
+  c->callback([&rc, o] { rc = BenchMain(*o, o->iterations); });
 }
 
 }  // namespace kiln::cli

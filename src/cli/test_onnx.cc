@@ -322,7 +322,7 @@ int TestOnnxMain(const TestOptions& o) {
 
 void AddTestOnnxCommand(CLI::App& app, int& rc) {
   auto* c = app.add_subcommand("test-onnx", "run ONNX backend test folders and compare outputs");
-  auto* o = new TestOptions();
+  auto o = std::make_shared<TestOptions>();  // owned by the callback
   c->add_option("DIR", o->dirs, "test folders, or folders of them")->required();
   c->add_option("--expected-failures", o->expected_failures,
                 "file listing tests expected to fail (one name per line, '#' comments); then "

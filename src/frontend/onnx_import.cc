@@ -183,6 +183,40 @@ struct Importer {
     return fn.name() + "/";
   }
 
+  using Renames = std::unordered_map<std::string, std::string>;
+
+  // A name as seen by the caller: renamed when inside an inlined function body.
+  static std::string Mapped(const Renames* rename, const std::string& n) {
+    if (!rename || n.empty()) return n;
+    auto it = rename->find(n);
+    return it == rename->end() ? n : it->second;
+  }
+
+  // The model-local function a node calls, or nullptr.
+  const onnx::FunctionProto* FunctionFor(const onnx::NodeProto& np) const {
+    auto fit = functions.find({np.domain(), np.op_type()});
+    if (fit == functions.end() && (np.domain().empty() || np.domain() == "ai.onnx"))
+      fit = functions.find({"ai.onnx", np.op_type()});
+    return fit == functions.end() ? nullptr : fit->second;
+  }
+
+  // The names inside an inlined call of `fn`: formal inputs/outputs map to the caller's actual
+  // names, internal values get a prefix unique to the call (the caller's first output).
+  static Renames InlineNames(const onnx::FunctionProto& fn, const onnx::NodeProto& np,
+                             const Renames* rename) {
+    auto mapped = [&](const std::string& n) { return Mapped(rename, n); };
+    Renames inner;
+    std::string prefix = InlinePrefix(fn, np, mapped);
+    for (int i = 0; i < fn.input_size(); ++i)
+      inner[fn.input(i)] = i < np.input_size() ? mapped(np.input(i)) : "";
+    for (int i = 0; i < fn.output_size(); ++i)
+      inner[fn.output(i)] = i < np.output_size() ? mapped(np.output(i)) : "";
+    for (const auto& fnode : fn.node())
+      for (const auto& o : fnode.output())
+        if (!o.empty() && !inner.count(o)) inner[o] = prefix + o;
+    return inner;
+  }
+
   // One name scope per (sub)graph being imported.
   struct Scope {
     ir::Graph* graph;
@@ -277,31 +311,17 @@ struct Importer {
   // Imports one node, inlining it when it calls a model-local function. `rename` maps names used
   // inside an inlined function body to the caller's names; `fattrs` are the caller's attributes.
   Status ImportNode(const onnx::NodeProto& np, Scope& s,
-                    const std::unordered_map<std::string, std::string>* rename,
+                    const Renames* rename,
                     const google::protobuf::RepeatedPtrField<onnx::AttributeProto>* fattrs,
                     int depth) {
-    auto mapped = [&](const std::string& n) -> std::string {
-      if (!rename || n.empty()) return n;
-      auto it = rename->find(n);
-      return it == rename->end() ? n : it->second;
-    };
+    auto mapped = [&](const std::string& n) { return Mapped(rename, n); };
     std::string domain = np.domain() == "ai.onnx" ? "" : np.domain();
     std::string where = "node '" + (np.name().empty() ? np.op_type() : np.name()) + "'";
 
-    auto fit = functions.find({np.domain(), np.op_type()});
-    if (fit == functions.end() && domain.empty()) fit = functions.find({"ai.onnx", np.op_type()});
-    if (fit != functions.end()) {
+    if (const onnx::FunctionProto* fp = FunctionFor(np)) {
       if (depth > 32) return Error(where + ": model-local functions nest too deeply (recursion?)");
-      const onnx::FunctionProto& fn = *fit->second;
-      std::unordered_map<std::string, std::string> inner;
-      std::string prefix = InlinePrefix(fn, np, mapped);
-      for (int i = 0; i < fn.input_size(); ++i)
-        inner[fn.input(i)] = i < np.input_size() ? mapped(np.input(i)) : "";
-      for (int i = 0; i < fn.output_size(); ++i)
-        inner[fn.output(i)] = i < np.output_size() ? mapped(np.output(i)) : "";
-      for (const auto& fnode : fn.node())
-        for (const auto& o : fnode.output())
-          if (!o.empty() && !inner.count(o)) inner[o] = prefix + o;
+      const onnx::FunctionProto& fn = *fp;
+      Renames inner = InlineNames(fn, np, rename);
       // The caller's attributes, with references into an enclosing function resolved first.
       google::protobuf::RepeatedPtrField<onnx::AttributeProto> call_attrs;
       for (const auto& a : np.attribute()) {
@@ -380,31 +400,15 @@ struct Importer {
   // Collects every name a node (or an inlined function body) defines, so that values exist
   // before any node refers to them regardless of file order.
   void DeclareOutputs(const onnx::NodeProto& np, Scope& s,
-                      const std::unordered_map<std::string, std::string>* rename, int depth) {
-    auto fit = functions.find({np.domain(), np.op_type()});
-    if (fit == functions.end() && (np.domain().empty() || np.domain() == "ai.onnx"))
-      fit = functions.find({"ai.onnx", np.op_type()});
-    auto mapped = [&](const std::string& n) -> std::string {
-      if (!rename || n.empty()) return n;
-      auto it = rename->find(n);
-      return it == rename->end() ? n : it->second;
-    };
-    if (fit != functions.end() && depth <= 32) {
-      const onnx::FunctionProto& fn = *fit->second;
-      std::unordered_map<std::string, std::string> inner;
-      std::string prefix = InlinePrefix(fn, np, mapped);
-      for (int i = 0; i < fn.input_size(); ++i)
-        inner[fn.input(i)] = i < np.input_size() ? mapped(np.input(i)) : "";
-      for (int i = 0; i < fn.output_size(); ++i)
-        inner[fn.output(i)] = i < np.output_size() ? mapped(np.output(i)) : "";
-      for (const auto& fnode : fn.node())
-        for (const auto& o : fnode.output())
-          if (!o.empty() && !inner.count(o)) inner[o] = prefix + o;
-      for (const auto& fnode : fn.node()) DeclareOutputs(fnode, s, &inner, depth + 1);
+                      const Renames* rename, int depth) {
+    const onnx::FunctionProto* fn = FunctionFor(np);
+    if (fn && depth <= 32) {
+      Renames inner = InlineNames(*fn, np, rename);
+      for (const auto& fnode : fn->node()) DeclareOutputs(fnode, s, &inner, depth + 1);
       return;
     }
     for (const auto& o : np.output()) {
-      std::string n = mapped(o);
+      std::string n = Mapped(rename, o);
       if (!n.empty() && !s.names.count(n)) s.names[n] = s.graph->AddValue(n);
     }
   }

@@ -180,8 +180,9 @@ struct Executor::Impl : public ops::SubgraphRunner {
         int b = main_graph && v >= 0 ? buffers.buffer_of[v] : -1;
         if (b >= 0 && bytes <= self->plan_.buffers[b].size) {
           dst = Tensor::View(t.dtype, t.dims, arena + self->plan_.buffers[b].offset);
-          // Outputs that share an input's bytes by design must keep them.
-          if (self->plan_.buffers[b].alias_of < 0 && !noop) std::memset(dst.raw(), 0, bytes);
+          // Kernels may accumulate into their outputs: clear them, except an output that
+          // shares an input's bytes by design (in place), which must keep them.
+          if (!noop && !OverlapsInput(cctx, dst.raw(), bytes)) std::memset(dst.raw(), 0, bytes);
         } else {
           noop = false;
           dst = Tensor(t.dtype, t.dims);
@@ -200,6 +201,16 @@ struct Executor::Impl : public ops::SubgraphRunner {
       if (node.outputs[i] >= 0 && !cctx.outputs_[i]->defined())
         return Error(node.Label(g) + ": kernel produced no value for output " + std::to_string(i));
     return OkStatus();
+  }
+
+  static bool OverlapsInput(const ops::ComputeContext& c, const void* p, size_t n) {
+    const uint8_t* a = static_cast<const uint8_t*>(p);
+    for (const Tensor* in : c.inputs_) {
+      if (!in || in->kind() != Tensor::Kind::kTensor || !in->raw()) continue;
+      const uint8_t* b = static_cast<const uint8_t*>(in->raw());
+      if (a < b + in->nbytes() && b < a + n) return true;
+    }
+    return false;
   }
 
   Status Run(const ir::Graph& body, const std::vector<Tensor>& inputs,
