@@ -14,12 +14,23 @@ constexpr size_t kAlignment = planner::kArenaAlignment;
 
 size_t AlignUp(size_t n) { return (n + kAlignment - 1) / kAlignment * kAlignment; }
 
-// What a graph needs at every run, computed once: kernels, the order, and when values die.
+// What a graph needs at every run, computed once: kernels, the planned order, when values die,
+// and the graph's own arena. Subgraphs (If/Loop/Scan bodies) get an arena of their own, reused
+// by every run of the body; their results are copied out before the next run.
 struct GraphInfo {
   std::vector<const ops::OpSchema*> schemas;  // per node index
   std::vector<int64_t> opsets;
   std::vector<int> order;                       // node indices in execution order
   std::vector<std::vector<int>> release_after;  // per position: values dead after it
+  planner::BufferSet buffers;
+  planner::Plan plan;
+  std::vector<uint8_t> storage;
+  uint8_t* arena = nullptr;
+
+  uint8_t* Planned(int v) const {
+    int b = buffers.buffer_of[v];
+    return b < 0 ? nullptr : arena + plan.buffers[b].offset;
+  }
 };
 
 }  // namespace
@@ -27,9 +38,6 @@ struct GraphInfo {
 struct Executor::Impl : public ops::SubgraphRunner {
   Executor* self = nullptr;
   std::unordered_map<const ir::Graph*, GraphInfo> infos;
-  planner::BufferSet buffers;  // main graph
-  std::vector<uint8_t, std::allocator<uint8_t>> arena_storage;
-  uint8_t* arena = nullptr;
 
   struct Frame {
     const ir::Graph* graph;
@@ -38,7 +46,8 @@ struct Executor::Impl : public ops::SubgraphRunner {
   };
   std::vector<const Frame*> frame_stack;
 
-  Status Prepare(const ir::Graph& g, const ir::Model& m, std::vector<int> order) {
+  // Kernels, schedule and verified memory plan of g and, recursively, of its subgraphs.
+  Status Prepare(const ir::Graph& g, const ir::Model& m, const ExecutorOptions& o) {
     GraphInfo info;
     const auto& reg = ops::OpRegistry::Global();
     for (size_t n = 0; n < g.nodes.size(); ++n) {
@@ -50,61 +59,44 @@ struct Executor::Impl : public ops::SubgraphRunner {
       info.schemas.push_back(s);
       info.opsets.push_back(m.OpsetFor(node.domain));
       for (const auto& [k, a] : node.attrs) {
-        std::vector<int> identity;
-        if (a.g) KILN_RETURN_IF_ERROR(Prepare(*a.g, m, Identity(*a.g)));
-        for (const auto& sg : a.graphs) KILN_RETURN_IF_ERROR(Prepare(*sg, m, Identity(*sg)));
+        if (a.g) KILN_RETURN_IF_ERROR(Prepare(*a.g, m, o));
+        for (const auto& sg : a.graphs) KILN_RETURN_IF_ERROR(Prepare(*sg, m, o));
       }
     }
-    std::vector<int> last_use = planner::LastUses(g, order);
-    info.release_after.resize(order.size());
-    for (size_t v = 0; v < g.values.size(); ++v)
-      if (last_use[v] >= 0 && last_use[v] < static_cast<int>(order.size()) && !g.values[v].constant)
-        info.release_after[last_use[v]].push_back(static_cast<int>(v));
-    info.order = std::move(order);
-    infos[&g] = std::move(info);
-    return OkStatus();
-  }
-
-  static std::vector<int> Identity(const ir::Graph& g) {
-    std::vector<int> o(g.nodes.size());
-    for (size_t i = 0; i < o.size(); ++i) o[i] = static_cast<int>(i);
-    return o;
-  }
-
-  // The memory plan of the main graph, verified before use.
-  Status PlanArena(const ir::Graph& g, const ExecutorOptions& o) {
     planner::PlanOptions po;
     po.planner = o.planner;
     po.reorder = o.reorder;
     po.aliasing = o.aliasing;
     KILN_ASSIGN_OR_RETURN(auto gp, planner::PlanGraph(g, po));
-    self->order_ = std::move(gp.schedule.order);
-    buffers = std::move(gp.buffers);
-    self->plan_ = std::move(gp.plan);
-    arena_storage.assign(self->plan_.arena_bytes + kAlignment, 0);
-    uintptr_t p = reinterpret_cast<uintptr_t>(arena_storage.data());
-    arena = arena_storage.data() + (AlignUp(p) - p);
-    return OkStatus();
-  }
+    info.order = std::move(gp.schedule.order);
+    info.buffers = std::move(gp.buffers);
+    info.plan = std::move(gp.plan);
+    info.storage.assign(info.plan.arena_bytes + kAlignment, 0);
+    uintptr_t p = reinterpret_cast<uintptr_t>(info.storage.data());
+    info.arena = info.storage.data() + (AlignUp(p) - p);
 
-  uint8_t* Planned(int v) const {
-    int b = buffers.buffer_of[v];
-    return b < 0 ? nullptr : arena + self->plan_.buffers[b].offset;
+    std::vector<int> last_use = planner::LastUses(g, info.order);
+    info.release_after.resize(info.order.size());
+    for (size_t v = 0; v < g.values.size(); ++v)
+      if (last_use[v] >= 0 && last_use[v] < static_cast<int>(info.order.size()) && !g.values[v].constant)
+        info.release_after[last_use[v]].push_back(static_cast<int>(v));
+    infos[&g] = std::move(info);
+    return OkStatus();
   }
 
   // Debug: every arena byte that no live buffer owns at position p gets the poison pattern, so a
   // kernel reading a dead or misplaced buffer sees garbage.
-  void Poison(int p) {
+  static void Poison(const GraphInfo& info, int p) {
     std::vector<std::pair<size_t, size_t>> live;
-    for (const auto& b : self->plan_.buffers)
+    for (const auto& b : info.plan.buffers)
       if (b.first_use < p && p <= b.last_use) live.push_back({b.offset, b.offset + b.size});
     std::sort(live.begin(), live.end());
     size_t pos = 0;
     for (auto [b, e] : live) {
-      if (b > pos) std::memset(arena + pos, 0xA5, b - pos);
+      if (b > pos) std::memset(info.arena + pos, 0xA5, b - pos);
       pos = std::max(pos, e);
     }
-    if (pos < self->plan_.arena_bytes) std::memset(arena + pos, 0xA5, self->plan_.arena_bytes - pos);
+    if (pos < info.plan.arena_bytes) std::memset(info.arena + pos, 0xA5, info.plan.arena_bytes - pos);
   }
 
   Status RunGraph(const ir::Graph& g, const Frame* parent, const std::vector<Tensor>& inputs,
@@ -122,8 +114,8 @@ struct Executor::Impl : public ops::SubgraphRunner {
 
     frame_stack.push_back(&f);
     for (size_t p = 0; p < info.order.size(); ++p) {
-      if (main_graph && self->options_.poison) Poison(static_cast<int>(p));
-      Status st = RunNode(g, info.order[p], p, info, f, main_graph);
+      if (self->options_.poison) Poison(info, static_cast<int>(p));
+      Status st = RunNode(g, info.order[p], p, info, f);
       if (!st.ok()) {
         frame_stack.pop_back();
         return st;
@@ -140,8 +132,7 @@ struct Executor::Impl : public ops::SubgraphRunner {
     return OkStatus();
   }
 
-  Status RunNode(const ir::Graph& g, size_t n, size_t pos, const GraphInfo& info, Frame& f,
-                 bool main_graph) {
+  Status RunNode(const ir::Graph& g, size_t n, size_t pos, const GraphInfo& info, Frame& f) {
     const ir::Node& node = g.nodes[n];
     const ops::OpSchema* schema = info.schemas[n];
     ops::InferContext ictx(node, g, info.opsets[n]);
@@ -168,18 +159,18 @@ struct Executor::Impl : public ops::SubgraphRunner {
     for (size_t i = 0; i < node.inputs.size(); ++i)
       cctx.inputs_.push_back(node.inputs[i] < 0 ? nullptr : &f.values[node.inputs[i]]);
     // A view / slice node the plan resolved needs no kernel when everything sits where planned.
-    bool noop = main_graph && buffers.is_noop[pos];
+    bool noop = info.buffers.is_noop[pos];
     for (size_t i = 0; noop && i < node.inputs.size(); ++i)
-      noop = node.inputs[i] >= 0 && f.values[node.inputs[i]].raw() == Planned(node.inputs[i]);
+      noop = node.inputs[i] >= 0 && f.values[node.inputs[i]].raw() == info.Planned(node.inputs[i]);
     for (size_t i = 0; i < node.outputs.size(); ++i) {
       int v = node.outputs[i];
       Tensor& dst = v < 0 ? scratch[i] : f.values[v];
       const ir::TypeInfo& t = ictx.outputs_[i];
       if (t.shape_known()) {
         size_t bytes = NumElements(t.dims) * DTypeSize(t.dtype);
-        int b = main_graph && v >= 0 ? buffers.buffer_of[v] : -1;
-        if (b >= 0 && bytes <= self->plan_.buffers[b].size) {
-          dst = Tensor::View(t.dtype, t.dims, arena + self->plan_.buffers[b].offset);
+        int b = v >= 0 ? info.buffers.buffer_of[v] : -1;
+        if (b >= 0 && bytes <= info.plan.buffers[b].size) {
+          dst = Tensor::View(t.dtype, t.dims, info.arena + info.plan.buffers[b].offset);
           // Kernels may accumulate into their outputs: clear them, except an output that
           // shares an input's bytes by design (in place), which must keep them.
           if (!noop && !OverlapsInput(cctx, dst.raw(), bytes)) std::memset(dst.raw(), 0, bytes);
@@ -232,8 +223,10 @@ Expected<std::unique_ptr<Executor>> Executor::Create(ir::Model model, ExecutorOp
   e->impl_ = std::make_unique<Impl>();
   e->impl_->self = e.get();
   const ir::Graph& g = *e->model_.graph;
-  KILN_RETURN_IF_ERROR(e->impl_->PlanArena(g, e->options_));
-  KILN_RETURN_IF_ERROR(e->impl_->Prepare(g, e->model_, e->order_));
+  KILN_RETURN_IF_ERROR(e->impl_->Prepare(g, e->model_, e->options_));
+  const GraphInfo& main = e->impl_->infos.at(&g);
+  e->plan_ = main.plan;
+  e->order_ = main.order;
   return e;
 }
 
