@@ -63,5 +63,74 @@ TEST(Executor, RejectsWrongInputs) {
   EXPECT_FALSE((*exec)->Run({}, &out).ok());
 }
 
+// x -> Relu -> r; Slice(r, rows 1..3) -> Neg; Split(r) -> Concat(q, p) -> Sigmoid.
+onnx::ModelProto ViewModel() {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(13);
+  auto* g = m.mutable_graph();
+  *g->add_input() = testing::FloatInfo("x", {1, 4, 3});
+  for (const char* o : {"y", "w"}) g->add_output()->set_name(o);
+  auto ints = [&](const char* name, int64_t v) {
+    auto* t = g->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::INT64);
+    t->add_dims(1);
+    t->add_int64_data(v);
+  };
+  ints("starts", 1);
+  ints("ends", 3);
+  ints("axes", 1);
+  auto node = [&](const char* op, std::vector<std::string> in, std::vector<std::string> out) {
+    auto* n = g->add_node();
+    n->set_op_type(op);
+    n->set_name(std::string(op) + "_" + out[0]);
+    for (auto& i : in) n->add_input(i);
+    for (auto& o : out) n->add_output(o);
+    return n;
+  };
+  node("Relu", {"x"}, {"r"});
+  node("Slice", {"r", "starts", "ends", "axes"}, {"s"});
+  node("Neg", {"s"}, {"y"});
+  auto* split = node("Split", {"r"}, {"p", "q"});
+  auto* a = split->add_attribute();
+  a->set_name("axis");
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(1);
+  auto* concat = node("Concat", {"q", "p"}, {"c"});
+  auto* ca = concat->add_attribute();
+  ca->set_name("axis");
+  ca->set_type(onnx::AttributeProto::INT);
+  ca->set_i(1);
+  node("Sigmoid", {"c"}, {"w"});
+  return m;
+}
+
+TEST(Executor, ViewsSlicesAndConcatInPlaceGiveTheSameResults) {
+  auto model = Parse(ViewModel());
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  Tensor x(DType::kFloat32, {1, 4, 3});
+  for (int i = 0; i < 12; ++i) x.data<float>()[i] = static_cast<float>(i % 5) - 2.0f;
+  std::vector<std::vector<Tensor>> results;
+  for (bool aliasing : {true, false}) {
+    runtime::ExecutorOptions o;
+    o.aliasing = aliasing;
+    o.poison = true;
+    auto exec = runtime::Executor::Create(*model, o);
+    ASSERT_TRUE(exec.ok()) << exec.status().message();
+    int aliased = 0;
+    for (const auto& b : (*exec)->plan().buffers) aliased += b.alias_of >= 0;
+    if (aliasing) EXPECT_GE(aliased, 3);  // the slice, both split halves / concat inputs
+    std::vector<Tensor> out;
+    ASSERT_TRUE((*exec)->Run({x}, &out).ok());
+    results.push_back(out);
+  }
+  for (size_t k = 0; k < 2; ++k)
+    EXPECT_EQ(std::memcmp(results[0][k].raw(), results[1][k].raw(), results[0][k].nbytes()), 0) << k;
+  // y = -relu(x)[:, 1:3]
+  for (int i = 0; i < 6; ++i)
+    EXPECT_EQ(results[0][0].data<float>()[i], -std::max(0.0f, x.data<float>()[3 + i]));
+}
+
 }  // namespace
 }  // namespace kiln

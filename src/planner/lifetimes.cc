@@ -1,5 +1,6 @@
 #include "planner/lifetimes.h"
 
+#include <algorithm>
 #include <set>
 #include <string>
 
@@ -33,6 +34,60 @@ int64_t Outer(const Dims& d, int64_t axis) {
   int64_t p = 1;
   for (int64_t i = 0; i < axis; ++i) p *= d[i];
   return p;
+}
+
+// For a Slice whose output is one contiguous run of its input's bytes (every axis before the
+// first sliced one has size 1, every axis after it is whole, step 1), the byte offset of that run.
+bool ContiguousSlice(const ir::Graph& g, const ir::Node& n, size_t* offset) {
+  const ir::TypeInfo& it = g.values[n.inputs[0]].type;
+  const ir::TypeInfo& ot = g.values[n.outputs[0]].type;
+  const Dims& d = it.dims;
+  const Dims& o = ot.dims;
+  const int64_t r = static_cast<int64_t>(d.size());
+  if (o.size() != d.size()) return false;
+  int64_t k = 0;
+  while (k < r && o[k] == d[k]) ++k;
+  if (k == r) {  // nothing sliced away
+    *offset = 0;
+    return true;
+  }
+  for (int64_t j = k + 1; j < r; ++j)
+    if (o[j] != d[j]) return false;
+  if (Outer(d, k) != 1) return false;
+  // starts / axes / steps from constant inputs (opset >= 10) or attributes.
+  auto ints = [&](int input, const char* attr, bool* ok) -> std::vector<int64_t> {
+    if (n.inputs.size() > 1) {
+      if (input >= static_cast<int>(n.inputs.size()) || n.inputs[input] < 0) return {};
+      const auto& c = g.values[n.inputs[input]].constant;
+      if (!c) {
+        *ok = false;
+        return {};
+      }
+      return c->ToInt64Vector();
+    }
+    return n.attr_ints(attr);
+  };
+  bool ok = true;
+  std::vector<int64_t> starts = ints(1, "starts", &ok), axes = ints(3, "axes", &ok),
+                       steps = ints(4, "steps", &ok);
+  if (!ok || starts.empty()) return false;
+  if (axes.empty())
+    for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
+  if (axes.size() != starts.size() || (!steps.empty() && steps.size() != starts.size())) return false;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    int64_t a = axes[i] < 0 ? axes[i] + r : axes[i];
+    if (a != k) continue;
+    int64_t step = steps.empty() ? 1 : steps[i];
+    if (step != 1) return false;
+    int64_t st = starts[i] < 0 ? starts[i] + d[k] : starts[i];
+    st = std::clamp<int64_t>(st, 0, d[k]);
+    if (st + o[k] > d[k]) return false;
+    int64_t inner = 1;
+    for (int64_t j = k + 1; j < r; ++j) inner *= d[j];
+    *offset = static_cast<size_t>(st * inner) * DTypeSize(it.dtype);
+    return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -150,6 +205,17 @@ BufferSet BuildBuffers(const ir::Graph& g, const std::vector<int>& order,
         ++aliased_by[in];
         off += Bytes(g.values[v].type);
       }
+      set.is_noop[p] = true;
+      continue;
+    }
+    if (n.op_type == "Slice" && in >= 0 && n.outputs.size() == 1) {
+      int out = buf(n.outputs[0]);
+      size_t off = 0;
+      if (out < 0 || bufs[out].alias_of >= 0 || aliased_by[out] > 0 || !ContiguousSlice(g, n, &off))
+        continue;
+      bufs[out].alias_of = in;
+      bufs[out].alias_offset = off;
+      ++aliased_by[in];
       set.is_noop[p] = true;
       continue;
     }

@@ -3,8 +3,9 @@
 // known size (not constants, graph inputs or graph outputs, which live in caller memory), with
 // its lifetime in schedule positions. With aliasing enabled, outputs that share bytes with an
 // input by design say so through alias_of:
-//   views     Reshape, Flatten, Squeeze, Unsqueeze, Identity (same bytes), and Split along an
-//             axis whose outer dims are all 1 (each output a contiguous slice of the input);
+//   views     Reshape, Flatten, Squeeze, Unsqueeze, Identity (same bytes); Split along an axis
+//             whose outer dims are all 1 and Slice with constant bounds and step 1 that keeps a
+//             contiguous run (each output a contiguous slice of the input);
 //   in place  element-wise ops and activations whose output matches an input's dtype and dims
 //             when every byte sharing that input's storage dies at this node;
 //   Concat    inputs produced directly into their slice of the output when the slices are

@@ -342,7 +342,9 @@ size_t LowerBound(const std::vector<Buffer>& buffers) {
   std::vector<Item> items(buffers.size(), Item{0, std::numeric_limits<int>::max(), -1});
   for (size_t i = 0; i < buffers.size(); ++i) {
     Item& g = items[root[i]];
-    g.size = std::max(g.size, rel[i] + buffers[i].size);
+    // Group extents rounded up as the packers round them, so the bound is comparable.
+    g.size = std::max(g.size, (rel[i] + buffers[i].size + kArenaAlignment - 1) / kArenaAlignment *
+                                  kArenaAlignment);
     g.first = std::min(g.first, buffers[i].first_use);
     g.last = std::max(g.last, buffers[i].last_use);
   }
