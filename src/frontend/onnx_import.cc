@@ -97,21 +97,22 @@ Expected<Tensor> TensorFromProto(const onnx::TensorProto& tp, const std::string&
   }
 
   Tensor t(dt, dims);
+  // (An empty repeated field has a null data(): memcpy must not see it.)
   auto mismatch = [&](size_t have) {
     return Error(name + ": has " + std::to_string(have) + " values, expected " + std::to_string(n));
   };
   switch (dt) {
     case DType::kFloat32:
       if (tp.float_data_size() != n) return mismatch(tp.float_data_size());
-      std::memcpy(t.raw(), tp.float_data().data(), nbytes);
+      if (nbytes > 0) std::memcpy(t.raw(), tp.float_data().data(), nbytes);
       break;
     case DType::kFloat64:
       if (tp.double_data_size() != n) return mismatch(tp.double_data_size());
-      std::memcpy(t.raw(), tp.double_data().data(), nbytes);
+      if (nbytes > 0) std::memcpy(t.raw(), tp.double_data().data(), nbytes);
       break;
     case DType::kInt64:
       if (tp.int64_data_size() != n) return mismatch(tp.int64_data_size());
-      std::memcpy(t.raw(), tp.int64_data().data(), nbytes);
+      if (nbytes > 0) std::memcpy(t.raw(), tp.int64_data().data(), nbytes);
       break;
     case DType::kUInt32:
     case DType::kUInt64:
