@@ -1,5 +1,7 @@
 // kiln: the command-line entry point. Verbs live in one file each.
 #include <cstdio>
+#include <exception>
+#include <new>
 
 #include "cli/commands.h"
 
@@ -19,6 +21,13 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     int code = app.exit(e);
     return code == 0 ? 0 : 1;
+  } catch (const std::bad_alloc&) {
+    // A model or input whose tensors do not fit in memory is a user error, not a crash.
+    std::fprintf(stderr, "kiln: out of memory (a tensor is larger than this machine can hold)\n");
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kiln: %s\n", e.what());
+    return 1;
   }
   return rc;
 }

@@ -214,7 +214,12 @@ Result RunIsolated(const fs::path& dir, const TestOptions& o) {
   }
   if (pid == 0) {
     close(fds[0]);
-    Result r = RunOne(dir, o);
+    Result r;
+    try {
+      r = RunOne(dir, o);
+    } catch (const std::exception& e) {
+      r = {Outcome::kFail, std::string("exception: ") + e.what()};
+    }
     std::string msg = std::to_string(static_cast<int>(r.outcome)) + r.message;
     size_t off = 0;
     while (off < msg.size()) {

@@ -96,34 +96,37 @@ Expected<Tensor> TensorFromProto(const onnx::TensorProto& tp, const std::string&
     return Tensor::Copy(dt, dims, tp.raw_data().data());
   }
 
+  // Count the typed values before allocating: a header may claim dims that the data lacks.
+  int64_t have;
+  switch (dt) {
+    case DType::kFloat32: have = tp.float_data_size(); break;
+    case DType::kFloat64: have = tp.double_data_size(); break;
+    case DType::kInt64: have = tp.int64_data_size(); break;
+    case DType::kUInt32: case DType::kUInt64: have = tp.uint64_data_size(); break;
+    default: have = tp.int32_data_size(); break;
+  }
+  if (have != n)
+    return Error(name + ": has " + std::to_string(have) + " values, expected " + std::to_string(n));
   Tensor t(dt, dims);
   // (An empty repeated field has a null data(): memcpy must not see it.)
-  auto mismatch = [&](size_t have) {
-    return Error(name + ": has " + std::to_string(have) + " values, expected " + std::to_string(n));
-  };
   switch (dt) {
     case DType::kFloat32:
-      if (tp.float_data_size() != n) return mismatch(tp.float_data_size());
       if (nbytes > 0) std::memcpy(t.raw(), tp.float_data().data(), nbytes);
       break;
     case DType::kFloat64:
-      if (tp.double_data_size() != n) return mismatch(tp.double_data_size());
       if (nbytes > 0) std::memcpy(t.raw(), tp.double_data().data(), nbytes);
       break;
     case DType::kInt64:
-      if (tp.int64_data_size() != n) return mismatch(tp.int64_data_size());
       if (nbytes > 0) std::memcpy(t.raw(), tp.int64_data().data(), nbytes);
       break;
     case DType::kUInt32:
     case DType::kUInt64:
-      if (tp.uint64_data_size() != n) return mismatch(tp.uint64_data_size());
       for (int64_t i = 0; i < n; ++i) {
         if (dt == DType::kUInt32) t.data<uint32_t>()[i] = static_cast<uint32_t>(tp.uint64_data(i));
         else t.data<uint64_t>()[i] = tp.uint64_data(i);
       }
       break;
     default: {  // int32_data holds int32, int16, int8, uint16, uint8, bool, float16, bfloat16
-      if (tp.int32_data_size() != n) return mismatch(tp.int32_data_size());
       for (int64_t i = 0; i < n; ++i) {
         int32_t v = tp.int32_data(i);
         switch (esize) {

@@ -1,6 +1,7 @@
 #include "ir/tensor.h"
 
 #include <cstring>
+#include <new>
 
 #include "support/status.h"
 
@@ -22,6 +23,12 @@ std::string DimsToString(const Dims& dims) {
 }
 
 Tensor::Tensor(DType dtype, Dims dims) : dtype_(dtype), dims_(std::move(dims)) {
+  // Dims from a malformed file can overflow the element count: refuse like a failed allocation.
+  int64_t count = 1;
+  for (int64_t d : dims_) {
+    if (d < 0 || (d > 0 && count > (int64_t{1} << 42) / d)) throw std::bad_alloc();
+    count *= d;
+  }
   size_t n = nbytes();
   // Always allocate at least 16 bytes so empty tensors have a valid, aligned pointer.
   auto buf = std::shared_ptr<uint8_t[]>(new (std::align_val_t(64)) uint8_t[n < 16 ? 16 : n](),

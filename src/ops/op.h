@@ -8,6 +8,7 @@
 // Opset-version semantics are handled inside the functions through `opset`.
 #pragma once
 
+#include <deque>
 #include <functional>
 #include <map>
 #include <string>
@@ -38,20 +39,32 @@ class InferContext {
   int64_t opset() const { return opset_; }
   int num_inputs() const { return static_cast<int>(input_types_.size()); }
   int num_outputs() const { return static_cast<int>(node_.outputs.size()); }
-  bool has_input(int i) const { return i < num_inputs() && input_types_[i] != nullptr; }
-  DType input_dtype(int i) const { return input_types_[i]->dtype; }
-  const Dims& input_dims(int i) const { return input_types_[i]->dims; }
-  int input_rank(int i) const { return static_cast<int>(input_types_[i]->dims.size()); }
-  const ir::TypeInfo& input_type(int i) const { return *input_types_[i]; }
+  bool has_input(int i) const { return i >= 0 && i < num_inputs() && input_types_[i] != nullptr; }
+  // A missing input (omitted, or absent from a malformed model) reads as an undefined, rank-0
+  // type, so an infer function rejects it through its ordinary dtype and rank checks.
+  DType input_dtype(int i) const { return input_type(i).dtype; }
+  const Dims& input_dims(int i) const { return input_type(i).dims; }
+  int input_rank(int i) const { return static_cast<int>(input_type(i).dims.size()); }
+  const ir::TypeInfo& input_type(int i) const {
+    static const ir::TypeInfo kMissing;
+    return has_input(i) ? *input_types_[i] : kMissing;
+  }
   // The input's data when known now; nullptr otherwise.
   const Tensor* input_value(int i) const {
-    return i < static_cast<int>(input_values_.size()) ? input_values_[i] : nullptr;
+    return i >= 0 && i < static_cast<int>(input_values_.size()) ? input_values_[i] : nullptr;
   }
 
-  void set_output(int i, DType t, Dims d) { outputs_.at(i) = ir::TypeInfo::Tensor(t, std::move(d)); }
-  void set_output_type(int i, ir::TypeInfo t) { outputs_.at(i) = std::move(t); }
+  // Outputs beyond the node's count are ignored (a malformed node may declare fewer).
+  void set_output(int i, DType t, Dims d) {
+    if (i >= 0 && i < static_cast<int>(outputs_.size()))
+      outputs_[i] = ir::TypeInfo::Tensor(t, std::move(d));
+  }
+  void set_output_type(int i, ir::TypeInfo t) {
+    if (i >= 0 && i < static_cast<int>(outputs_.size())) outputs_[i] = std::move(t);
+  }
   void set_output_dynamic(int i, DType t) {
-    outputs_.at(i) = ir::TypeInfo{};
+    if (i < 0 || i >= static_cast<int>(outputs_.size())) return;
+    outputs_[i] = ir::TypeInfo{};
     outputs_[i].dtype = t;
   }
   // An error that names this node.
@@ -81,11 +94,18 @@ class ComputeContext {
   const Tensor& input(int i) const { return *inputs_[i]; }
   // True when the model uses output i (an omitted optional output is still allocated).
   bool output_used(int i) const { return node_.outputs[i] >= 0; }
-  Tensor& output(int i) { return *outputs_[i]; }
+  // An index past the node's outputs (a malformed node declaring too few) gets a scratch
+  // tensor that is dropped, rather than memory the kernel does not own.
+  Tensor& output(int i) {
+    if (i >= 0 && i < num_outputs()) return *outputs_[i];
+    overflow_.emplace_back();
+    return overflow_.back();
+  }
   // For outputs that infer marked dynamic.
   Tensor& allocate_output(int i, DType t, Dims d) {
-    *outputs_[i] = Tensor(t, std::move(d));
-    return *outputs_[i];
+    Tensor& o = output(i);
+    o = Tensor(t, std::move(d));
+    return o;
   }
   SubgraphRunner& subgraphs() const { return *subgraphs_; }
   int threads() const { return threads_; }
@@ -98,6 +118,7 @@ class ComputeContext {
   int threads_ = 1;
 
  private:
+  std::deque<Tensor> overflow_;
   const ir::Node& node_;
   const ir::Graph& graph_;
   int64_t opset_;
@@ -111,7 +132,12 @@ struct OpSchema {
   std::string op_type;
   InferFn infer;
   ComputeFn compute;
+  // Leading inputs that must be present; checked before infer so kernels never see them missing.
+  int required_inputs = 1;
 };
+
+// The error for a node that lacks one of its schema's required inputs, or OK.
+Status CheckRequiredInputs(const OpSchema& schema, const ir::Node& node, const ir::Graph& graph);
 
 class OpRegistry {
  public:

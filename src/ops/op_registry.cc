@@ -21,9 +21,23 @@ const OpRegistry& OpRegistry::Global() {
     RegisterControlFlowOps(*r);
     RegisterRecurrentOps(*r);
     RegisterSequenceOps(*r);
+    // Ops whose first input may be absent: none at all, variadic (their infer checks the
+    // count), or optional (Loop M, Scan-8 sequence_lens).
+    for (const char* op : {"Constant", "RandomNormal", "RandomUniform", "SequenceEmpty", "Optional",
+                           "SequenceConstruct", "Sum", "Mean", "Max", "Min", "Concat", "Loop", "Scan",
+                           "OptionalHasElement"})
+      for (auto& [key, schema] : r->ops_)
+        if (key.second == op) schema.required_inputs = 0;
     return r;
   }();
   return *registry;
+}
+
+Status CheckRequiredInputs(const OpSchema& schema, const ir::Node& node, const ir::Graph& graph) {
+  for (int i = 0; i < schema.required_inputs; ++i)
+    if (i >= static_cast<int>(node.inputs.size()) || node.inputs[i] < 0)
+      return Error(node.Label(graph) + ": required input " + std::to_string(i) + " is missing");
+  return OkStatus();
 }
 
 void OpRegistry::Register(const std::string& op_type, InferFn infer, ComputeFn compute,

@@ -64,6 +64,7 @@ class Inferrer {
       }
       const ops::OpSchema* schema = registry.Find(n.domain, n.op_type);
       if (!schema) continue;  // reported by whoever needs to run it
+      KILN_RETURN_IF_ERROR(ops::CheckRequiredInputs(*schema, n, g));
       bool all_known = true;
       ops::InferContext ctx(n, g, model_.OpsetFor(n.domain));
       for (int v : n.inputs) {

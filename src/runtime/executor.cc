@@ -56,6 +56,7 @@ struct Executor::Impl : public ops::SubgraphRunner {
       if (!s)
         return Error(node.Label(g) + ": unsupported operator " +
                      (node.domain.empty() ? "" : node.domain + ".") + node.op_type);
+      KILN_RETURN_IF_ERROR(ops::CheckRequiredInputs(*s, node, g));
       info.schemas.push_back(s);
       info.opsets.push_back(m.OpsetFor(node.domain));
       for (const auto& [k, a] : node.attrs) {
