@@ -89,7 +89,7 @@ class ComputeContext {
   const ir::Node& node() const { return node_; }
   int64_t opset() const { return opset_; }
   int num_inputs() const { return static_cast<int>(inputs_.size()); }
-  int num_outputs() const { return static_cast<int>(outputs_.size()); }
+  int num_outputs() const { return static_cast<int>(node_.outputs.size()); }
   bool has_input(int i) const { return i < num_inputs() && inputs_[i] != nullptr; }
   const Tensor& input(int i) const { return *inputs_[i]; }
   // True when the model uses output i (an omitted optional output is still allocated).
@@ -97,7 +97,7 @@ class ComputeContext {
   // An index past the node's outputs (a malformed node declaring too few) gets a scratch
   // tensor that is dropped, rather than memory the kernel does not own.
   Tensor& output(int i) {
-    if (i >= 0 && i < num_outputs()) return *outputs_[i];
+    if (i >= 0 && i < static_cast<int>(outputs_.size())) return *outputs_[i];
     overflow_.emplace_back();
     return overflow_.back();
   }
@@ -136,7 +136,11 @@ struct OpSchema {
   int required_inputs = 1;
 };
 
-// The error for a node that lacks one of its schema's required inputs, or OK.
+// Infer and compute see this many outputs beyond the node's own, so a kernel that writes an
+// output a malformed node omits writes into scratch instead of through a null pointer.
+constexpr int kScratchOutputs = 4;
+
+// The error for a node that lacks one of its schema's required inputs (or has no output), or OK.
 Status CheckRequiredInputs(const OpSchema& schema, const ir::Node& node, const ir::Graph& graph);
 
 class OpRegistry {

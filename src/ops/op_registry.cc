@@ -37,6 +37,7 @@ Status CheckRequiredInputs(const OpSchema& schema, const ir::Node& node, const i
   for (int i = 0; i < schema.required_inputs; ++i)
     if (i >= static_cast<int>(node.inputs.size()) || node.inputs[i] < 0)
       return Error(node.Label(graph) + ": required input " + std::to_string(i) + " is missing");
+  if (node.outputs.empty()) return Error(node.Label(graph) + ": has no outputs");
   return OkStatus();
 }
 

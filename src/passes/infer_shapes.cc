@@ -79,7 +79,7 @@ class Inferrer {
         ctx.input_values_.push_back(known[v]);
       }
       if (!all_known) continue;
-      ctx.outputs_.assign(n.outputs.size(), ir::TypeInfo{});
+      ctx.outputs_.assign(n.outputs.size() + ops::kScratchOutputs, ir::TypeInfo{});
       Status st = schema->infer(ctx);
       if (!st.ok()) return st;
       bool outputs_known = true;
@@ -100,10 +100,11 @@ class Inferrer {
       bool shape_op = n.op_type == "Shape" || n.op_type == "Size";
       if (!outputs_known || !IsFoldable(n) || !(inputs_constant || shape_op)) continue;
       int64_t out_elements = 0;
-      for (const auto& t : ctx.outputs_) out_elements += NumElements(t.dims);
+      for (const auto& t : ctx.outputs_)
+        if (t.shape_known()) out_elements += NumElements(t.dims);
       if (elements + out_elements > kMaxFoldElements && !shape_op) continue;
       std::vector<Tensor> inputs_storage(n.inputs.size());
-      std::vector<Tensor> outs(n.outputs.size());
+      std::vector<Tensor> outs(ctx.outputs_.size());
       ops::ComputeContext cc(n, g, model_.OpsetFor(n.domain));
       for (size_t i = 0; i < n.inputs.size(); ++i) {
         int v = n.inputs[i];
@@ -116,8 +117,8 @@ class Inferrer {
           cc.inputs_.push_back(&inputs_storage[i]);
         }
       }
-      for (size_t i = 0; i < n.outputs.size(); ++i) {
-        outs[i] = Tensor(ctx.outputs_[i].dtype, ctx.outputs_[i].dims);
+      for (size_t i = 0; i < outs.size(); ++i) {
+        if (ctx.outputs_[i].shape_known()) outs[i] = Tensor(ctx.outputs_[i].dtype, ctx.outputs_[i].dims);
         cc.outputs_.push_back(&outs[i]);
       }
       if (!schema->compute(cc).ok()) continue;  // the run will report it

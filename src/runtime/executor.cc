@@ -152,10 +152,10 @@ struct Executor::Impl : public ops::SubgraphRunner {
       ictx.input_types_.push_back(&in_types[i]);
       ictx.input_values_.push_back(&t);
     }
-    ictx.outputs_.assign(node.outputs.size(), ir::TypeInfo{});
+    ictx.outputs_.assign(node.outputs.size() + ops::kScratchOutputs, ir::TypeInfo{});
     KILN_RETURN_IF_ERROR(schema->infer(ictx));
 
-    std::vector<Tensor> scratch(node.outputs.size());
+    std::vector<Tensor> scratch(ictx.outputs_.size());
     ops::ComputeContext cctx(node, g, info.opsets[n]);
     for (size_t i = 0; i < node.inputs.size(); ++i)
       cctx.inputs_.push_back(node.inputs[i] < 0 ? nullptr : &f.values[node.inputs[i]]);
@@ -163,8 +163,8 @@ struct Executor::Impl : public ops::SubgraphRunner {
     bool noop = info.buffers.is_noop[pos];
     for (size_t i = 0; noop && i < node.inputs.size(); ++i)
       noop = node.inputs[i] >= 0 && f.values[node.inputs[i]].raw() == info.Planned(node.inputs[i]);
-    for (size_t i = 0; i < node.outputs.size(); ++i) {
-      int v = node.outputs[i];
+    for (size_t i = 0; i < ictx.outputs_.size(); ++i) {
+      int v = i < node.outputs.size() ? node.outputs[i] : -1;
       Tensor& dst = v < 0 ? scratch[i] : f.values[v];
       const ir::TypeInfo& t = ictx.outputs_[i];
       if (t.shape_known()) {
@@ -176,11 +176,11 @@ struct Executor::Impl : public ops::SubgraphRunner {
           // shares an input's bytes by design (in place), which must keep them.
           if (!noop && !OverlapsInput(cctx, dst.raw(), bytes)) std::memset(dst.raw(), 0, bytes);
         } else {
-          noop = false;
+          noop = noop && v < 0 && i >= node.outputs.size();
           dst = Tensor(t.dtype, t.dims);
         }
       } else {
-        noop = false;
+        noop = noop && i >= node.outputs.size();  // scratch slots infer left unset don't matter
         dst = Tensor();
       }
       cctx.outputs_.push_back(&dst);
