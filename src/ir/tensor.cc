@@ -8,8 +8,10 @@
 namespace kiln {
 
 int64_t NumElements(const Dims& dims) {
+  // Saturates instead of overflowing: dims from a malformed file can multiply past int64.
   int64_t n = 1;
-  for (int64_t d : dims) n *= d;
+  for (int64_t d : dims)
+    if (__builtin_mul_overflow(n, d, &n)) return INT64_MAX;
   return n;
 }
 

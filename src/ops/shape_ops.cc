@@ -213,7 +213,7 @@ Status InferReshape(InferContext& ctx) {
     }
     if (v == 0) has_zero = true;
     out[i] = v;
-    known *= v;
+    if (__builtin_mul_overflow(known, v, &known)) return ctx.error("shape is too large");
   }
   int64_t total = NumElements(in);
   if (infer_at >= 0) {
