@@ -86,17 +86,19 @@ void ForEachTensor(onnx::ModelProto* m, const std::function<void(onnx::TensorPro
 Expected<ir::Model> ParseJsonModel(const std::string& text, const std::string& weights_path,
                                    const std::string& base_dir, const std::string& label) {
   nlohmann::json j;
-  try {
+  std::string normalized;
+  try {  // parse errors, numbers out of range, invalid UTF-8 on dump: all the file's fault
     j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+    if (!j.is_object()) return Error(label + ": the JSON model must be an object (a ModelProto)");
+    KILN_RETURN_IF_ERROR(Preprocess(j, label, 0));
+    normalized = j.dump();
+  } catch (const nlohmann::json::exception& e) {
     return Error(label + ": not valid JSON (" + std::string(e.what()).substr(0, 120) + ")");
   }
-  if (!j.is_object()) return Error(label + ": the JSON model must be an object (a ModelProto)");
-  KILN_RETURN_IF_ERROR(Preprocess(j, label, 0));
   onnx::ModelProto mp;
   google::protobuf::util::JsonParseOptions opts;
   opts.ignore_unknown_fields = true;  // fields of ONNX releases newer than kiln's proto
-  auto st = google::protobuf::util::JsonStringToMessage(j.dump(), &mp, opts);
+  auto st = google::protobuf::util::JsonStringToMessage(normalized, &mp, opts);
   if (!st.ok())
     return Error(label + ": not an ONNX ModelProto: " + std::string(st.message()).substr(0, 200));
 
@@ -109,8 +111,16 @@ Expected<ir::Model> ParseJsonModel(const std::string& text, const std::string& w
   ForEachTensor(&mp, [&](onnx::TensorProto* t) {
     if (!err.ok() || t->doc_string().rfind(kOffsetsMarker, 0) != 0) return;
     std::string rest = t->doc_string().substr(std::strlen(kOffsetsMarker));
-    size_t c1 = rest.find(':'), c2 = rest.find(':', c1 + 1);
-    uint64_t b = std::stoull(rest.substr(0, c1)), e = std::stoull(rest.substr(c1 + 1, c2 - c1 - 1));
+    size_t c1 = rest.find(':'), c2 = c1 == std::string::npos ? c1 : rest.find(':', c1 + 1);
+    uint64_t b = 0, e = 0;
+    try {  // written by Preprocess, unless the file itself spelled the marker
+      if (c2 == std::string::npos) throw std::invalid_argument("marker");
+      b = std::stoull(rest.substr(0, c1));
+      e = std::stoull(rest.substr(c1 + 1, c2 - c1 - 1));
+    } catch (const std::exception&) {
+      err = Error(label + ": initializer '" + t->name() + "' has a malformed doc_string");
+      return;
+    }
     t->set_doc_string(rest.substr(c2 + 1));
     std::string at = label + ": initializer '" + t->name() + "'";
     if (!weights) {
