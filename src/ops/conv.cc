@@ -174,20 +174,26 @@ std::string ConvShapeOf(const ir::Node& node, const Dims& x, const Dims& w, cons
   return ComputeWindowGeom(node, Spatial(x), kernel, true, false, &s->geom);
 }
 
-Status ConvInfer(InferContext& ctx) {
+// Shared by Conv and ConvTranspose: dtype checks, then the op's own shape rule. The output's
+// spatial dims are the window grid (Conv) or the image the grid spreads into (ConvTranspose).
+using ConvShapeFn = std::string (*)(const ir::Node&, const Dims&, const Dims&, const Dims*, ConvShape*);
+Status InferConvLike(InferContext& ctx, ConvShapeFn shape_of, bool transpose) {
   if (ctx.num_inputs() < 2 || !ctx.has_input(0) || !ctx.has_input(1)) return ctx.error("needs inputs X and W");
   if (!IsFloatType(ctx.input_dtype(0))) return ctx.error("unsupported dtype " + std::string(DTypeName(ctx.input_dtype(0))));
   if (ctx.input_dtype(1) != ctx.input_dtype(0) || (ctx.has_input(2) && ctx.input_dtype(2) != ctx.input_dtype(0)))
     return ctx.error("X, W and B must have the same dtype");
   ConvShape s;
-  std::string err = ConvShapeOf(ctx.node(), ctx.input_dims(0), ctx.input_dims(1),
-                                ctx.has_input(2) ? &ctx.input_dims(2) : nullptr, &s);
+  std::string err = shape_of(ctx.node(), ctx.input_dims(0), ctx.input_dims(1),
+                             ctx.has_input(2) ? &ctx.input_dims(2) : nullptr, &s);
   if (!err.empty()) return ctx.error(err);
+  const Dims& spatial = transpose ? s.geom.in : s.geom.out;
   Dims out = {s.N, s.M};
-  out.insert(out.end(), s.geom.out.begin(), s.geom.out.end());
+  out.insert(out.end(), spatial.begin(), spatial.end());
   ctx.set_output(0, ctx.input_dtype(0), out);
   return OkStatus();
 }
+
+Status ConvInfer(InferContext& ctx) { return InferConvLike(ctx, ConvShapeOf, false); }
 
 template <class C>
 void ConvCore(const C* x, const C* w, const C* b, C* y, const ConvShape& s, int threads) {
@@ -319,20 +325,7 @@ std::string ConvTransposeShapeOf(const ir::Node& node, const Dims& x, const Dims
   return "";
 }
 
-Status ConvTransposeInfer(InferContext& ctx) {
-  if (ctx.num_inputs() < 2 || !ctx.has_input(0) || !ctx.has_input(1)) return ctx.error("needs inputs X and W");
-  if (!IsFloatType(ctx.input_dtype(0))) return ctx.error("unsupported dtype " + std::string(DTypeName(ctx.input_dtype(0))));
-  if (ctx.input_dtype(1) != ctx.input_dtype(0) || (ctx.has_input(2) && ctx.input_dtype(2) != ctx.input_dtype(0)))
-    return ctx.error("X, W and B must have the same dtype");
-  ConvShape s;
-  std::string err = ConvTransposeShapeOf(ctx.node(), ctx.input_dims(0), ctx.input_dims(1),
-                                         ctx.has_input(2) ? &ctx.input_dims(2) : nullptr, &s);
-  if (!err.empty()) return ctx.error(err);
-  Dims out = {s.N, s.M};
-  out.insert(out.end(), s.geom.in.begin(), s.geom.in.end());
-  ctx.set_output(0, ctx.input_dtype(0), out);
-  return OkStatus();
-}
+Status ConvTransposeInfer(InferContext& ctx) { return InferConvLike(ctx, ConvTransposeShapeOf, true); }
 
 template <class C>
 void ConvTransposeCore(const C* x, const C* w, const C* b, C* y, const ConvShape& s, int threads) {
