@@ -161,6 +161,16 @@ TEST_F(CliTest, PlansHaveNoOverlapFromTheBuffersListAlone) {
       CheckPlanJson(r.out, m + " " + planner);
     }
   }
+  Result io = RunKiln("plan " + models[0] + " --json --include-io");
+  ASSERT_EQ(io.code, 0) << io.err;
+  CheckPlanJson(io.out, "include-io");
+  auto ij = nlohmann::json::parse(io.out);
+  bool has_input = false, has_output = false;
+  for (const auto& b : ij["buffers"]) {
+    has_input = has_input || (b["name"] == "mfcc" && b["first_use"] == 0);
+    has_output = has_output || (b["name"] == "probs" && b["last_use"] == ij["schedule"].size());
+  }
+  EXPECT_TRUE(has_input && has_output) << io.out.substr(0, 400);
   Result svg = RunKiln("plan " + models[0] + " --svg " + file("plan.svg"));
   ASSERT_EQ(svg.code, 0);
   auto text = ReadFile(file("plan.svg"));

@@ -17,7 +17,7 @@ namespace {
 struct PlanCliOptions {
   std::string model, weights, planner = "default", svg;
   std::vector<std::string> shapes;
-  bool json = false, no_reorder = false, no_alias = false;
+  bool json = false, no_reorder = false, no_alias = false, include_io = false;
 };
 
 std::string Escape(const std::string& s) {
@@ -123,6 +123,7 @@ int PlanMain(const PlanCliOptions& o) {
   po.planner = o.planner;
   po.reorder = !o.no_reorder;
   po.aliasing = !o.no_alias;
+  po.include_io = o.include_io;
   auto gp = planner::PlanGraph(g, po);
   if (!gp.ok()) return Fail(gp.status());
   const planner::Plan& plan = gp->plan;
@@ -189,6 +190,8 @@ void AddPlanCommand(CLI::App& app, int& rc) {
   c->add_option("--svg", o->svg, "write a picture of the plan");
   c->add_flag("--no-reorder", o->no_reorder, "keep the file's node order");
   c->add_flag("--no-alias", o->no_alias, "no views, in-place or Concat-in-place sharing");
+  c->add_flag("--include-io", o->include_io,
+              "plan graph inputs (live from the start) and outputs (live to the end) too");
   c->callback([&rc, o] { rc = PlanMain(*o); });
 }
 

@@ -114,19 +114,24 @@ BufferSet BuildBuffers(const ir::Graph& g, const std::vector<int>& order,
   std::vector<char> is_output(g.values.size(), 0);
   for (int v : g.outputs) is_output[v] = 1;
 
+  auto add = [&](int v, int first) {
+    const ir::TypeInfo& t = g.values[v].type;
+    if (!t.shape_known() || DTypeSize(t.dtype) == 0) return;
+    Buffer b;
+    b.name = g.values[v].name;
+    b.value = v;
+    b.size = std::max<size_t>(Bytes(t), 1);
+    b.first_use = first;
+    b.last_use = std::max(first, last[v]);
+    set.buffer_of[v] = static_cast<int>(set.buffers.size());
+    set.buffers.push_back(b);
+  };
+  if (options.include_io)
+    for (int v : g.RuntimeInputs()) add(v, 0);
   for (size_t p = 0; p < order.size(); ++p) {
     for (int v : g.nodes[order[p]].outputs) {
-      if (v < 0 || is_output[v] || g.values[v].constant) continue;
-      const ir::TypeInfo& t = g.values[v].type;
-      if (!t.shape_known() || DTypeSize(t.dtype) == 0) continue;
-      Buffer b;
-      b.name = g.values[v].name;
-      b.value = v;
-      b.size = std::max<size_t>(Bytes(t), 1);
-      b.first_use = static_cast<int>(p);
-      b.last_use = std::max(static_cast<int>(p), last[v]);
-      set.buffer_of[v] = static_cast<int>(set.buffers.size());
-      set.buffers.push_back(b);
+      if (v < 0 || g.values[v].constant || (is_output[v] && !options.include_io)) continue;
+      add(v, static_cast<int>(p));
     }
   }
   if (!options.aliasing) return set;

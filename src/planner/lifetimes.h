@@ -1,7 +1,7 @@
 // From a scheduled graph to the buffers the memory planner places.
 // Needs: a graph whose shapes are inferred. Guarantees: one Buffer per intermediate tensor of
-// known size (not constants, graph inputs or graph outputs, which live in caller memory), with
-// its lifetime in schedule positions. With aliasing enabled, outputs that share bytes with an
+// known size (not constants; graph inputs and outputs only with include_io, since they normally
+// live in caller memory), with its lifetime in schedule positions. With aliasing enabled, outputs that share bytes with an
 // input by design say so through alias_of:
 //   views     Reshape, Flatten, Squeeze, Unsqueeze, Identity (same bytes); Split along an axis
 //             whose outer dims are all 1 and Slice with constant bounds and step 1 that keeps a
@@ -22,6 +22,9 @@ namespace kiln::planner {
 
 struct LifetimeOptions {
   bool aliasing = true;
+  // Also plan graph inputs (live from position 0) and outputs (live to the end), for a target
+  // whose caller hands all memory over as one arena. The host executor keeps them outside.
+  bool include_io = false;
 };
 
 struct BufferSet {

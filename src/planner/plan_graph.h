@@ -14,6 +14,7 @@ struct PlanOptions {
   std::string planner = "default";
   bool reorder = true;
   bool aliasing = true;
+  bool include_io = false;  // see LifetimeOptions
   double budget_ms = 100.0;
 };
 
