@@ -225,24 +225,6 @@ void ConvCore(const C* x, const C* w, const C* b, C* y, const ConvShape& s, int 
   }
 }
 
-Status ConvCompute(ComputeContext& ctx) {
-  const Tensor& X = ctx.input(0);
-  const Tensor& W = ctx.input(1);
-  const Tensor* B = ctx.has_input(2) ? &ctx.input(2) : nullptr;
-  ConvShape s;
-  std::string err = ConvShapeOf(ctx.node(), X.dims(), W.dims(), B ? &B->dims() : nullptr, &s);
-  if (!err.empty()) return ctx.error(err);
-  Tensor& Y = ctx.output(0);
-  Dispatch<kFloatTypes>(X.dtype(), [&]<class T>() {
-    InBuf<T> x(X), w(W);
-    std::optional<InBuf<T>> b;
-    if (B) b.emplace(*B);
-    OutBuf<T> y(Y);
-    ConvCore(x.get(), w.get(), b ? b->get() : nullptr, y.get(), s, ctx.threads());
-    y.Finish();
-  });
-  return OkStatus();
-}
 
 // ---------------------------------------------------------------------------------------------
 // ConvTranspose
@@ -356,24 +338,6 @@ void ConvTransposeCore(const C* x, const C* w, const C* b, C* y, const ConvShape
   }
 }
 
-Status ConvTransposeCompute(ComputeContext& ctx) {
-  const Tensor& X = ctx.input(0);
-  const Tensor& W = ctx.input(1);
-  const Tensor* B = ctx.has_input(2) ? &ctx.input(2) : nullptr;
-  ConvShape s;
-  std::string err = ConvTransposeShapeOf(ctx.node(), X.dims(), W.dims(), B ? &B->dims() : nullptr, &s);
-  if (!err.empty()) return ctx.error(err);
-  Tensor& Y = ctx.output(0);
-  Dispatch<kFloatTypes>(X.dtype(), [&]<class T>() {
-    InBuf<T> x(X), w(W);
-    std::optional<InBuf<T>> b;
-    if (B) b.emplace(*B);
-    OutBuf<T> y(Y);
-    ConvTransposeCore(x.get(), w.get(), b ? b->get() : nullptr, y.get(), s, ctx.threads());
-    y.Finish();
-  });
-  return OkStatus();
-}
 
 // ---------------------------------------------------------------------------------------------
 // Col2Im: input [N, C*prod(block), L] -> [N, C, image...]
@@ -549,6 +513,31 @@ void DeformConvCore(const C* x, const C* w, const C* off, const C* b, const C* m
   }
 }
 
+// Shared by Conv and ConvTranspose (the shape rule and the core differ; the glue does not).
+template <bool kTranspose>
+Status ComputeConvLike(ComputeContext& ctx) {
+  const Tensor& X = ctx.input(0);
+  const Tensor& W = ctx.input(1);
+  const Tensor* B = ctx.has_input(2) ? &ctx.input(2) : nullptr;
+  ConvShape s;
+  ConvShapeFn shape_of = kTranspose ? ConvTransposeShapeOf : ConvShapeOf;
+  std::string err = shape_of(ctx.node(), X.dims(), W.dims(), B ? &B->dims() : nullptr, &s);
+  if (!err.empty()) return ctx.error(err);
+  Tensor& Y = ctx.output(0);
+  Dispatch<kFloatTypes>(X.dtype(), [&]<class T>() {
+    InBuf<T> x(X), w(W);
+    std::optional<InBuf<T>> b;
+    if (B) b.emplace(*B);
+    OutBuf<T> y(Y);
+    if constexpr (kTranspose)
+      ConvTransposeCore(x.get(), w.get(), b ? b->get() : nullptr, y.get(), s, ctx.threads());
+    else
+      ConvCore(x.get(), w.get(), b ? b->get() : nullptr, y.get(), s, ctx.threads());
+    y.Finish();
+  });
+  return OkStatus();
+}
+
 Status DeformConvCompute(ComputeContext& ctx) {
   const Tensor& X = ctx.input(0);
   const Tensor& W = ctx.input(1);
@@ -576,8 +565,8 @@ Status DeformConvCompute(ComputeContext& ctx) {
 }  // namespace
 
 void RegisterConvOps(OpRegistry& r) {
-  r.Register("Conv", ConvInfer, ConvCompute);
-  r.Register("ConvTranspose", ConvTransposeInfer, ConvTransposeCompute);
+  r.Register("Conv", ConvInfer, ComputeConvLike<false>);
+  r.Register("ConvTranspose", ConvTransposeInfer, ComputeConvLike<true>);
   r.Register("Col2Im", Col2ImInfer, Col2ImCompute);
   r.Register("DeformConv", DeformConvInfer, DeformConvCompute);
 }
