@@ -2,6 +2,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <string>
 
 namespace kiln::cli {
 
@@ -11,5 +12,7 @@ void AddTestOnnxCommand(CLI::App& app, int& rc);
 void AddInspectCommand(CLI::App& app, int& rc);
 void AddConvertCommand(CLI::App& app, int& rc);
 void AddPlanCommand(CLI::App& app, int& rc);
+// command_line is recorded in the generated files.
+void AddCompileCommand(CLI::App& app, int& rc, const std::string& command_line);
 
 }  // namespace kiln::cli

@@ -11,6 +11,8 @@
 
 namespace kiln::cli {
 
+constexpr const char* kKilnVersion = "0.1.0";
+
 // Parses "NAME=D0,D1,..." options (split at the last '=' so names may contain '=').
 Expected<passes::ShapeOverrides> ParseShapes(const std::vector<std::string>& specs);
 // Parses "NAME=FILE" options (split at the first '=').

@@ -4,11 +4,12 @@
 #include <new>
 
 #include "cli/commands.h"
+#include "cli/common.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"kiln: an ahead-of-time compiler and runtime for ONNX models"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "kiln 0.1.0");
+  app.set_version_flag("--version", std::string("kiln ") + kiln::cli::kKilnVersion);
   int rc = 0;
   kiln::cli::AddRunCommand(app, rc);
   kiln::cli::AddBenchCommand(app, rc);
@@ -16,6 +17,9 @@ int main(int argc, char** argv) {
   kiln::cli::AddInspectCommand(app, rc);
   kiln::cli::AddConvertCommand(app, rc);
   kiln::cli::AddPlanCommand(app, rc);
+  std::string command_line = "kiln";
+  for (int i = 1; i < argc; ++i) command_line += std::string(" ") + argv[i];
+  kiln::cli::AddCompileCommand(app, rc, command_line);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <set>
 
+#include "cli/c_harness.h"
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "frontend/model_loader.h"
@@ -39,6 +40,8 @@ struct TestOptions {
   bool poison = false, no_reorder = false, no_alias = false;
   int timeout_s = 120;
   bool verbose = false;
+  std::string backend = "host";  // host | c
+  std::string cc = "cc";
 };
 
 bool IsTestDir(const fs::path& p) { return fs::exists(p / "model.onnx"); }
@@ -81,9 +84,12 @@ Status Compare(const Tensor& got, const Tensor& want, double rtol, double atol,
     bool ok;
     if (fp) {
       double a = got.GetDouble(i), b = want.GetDouble(i);
-      if (std::isnan(b)) ok = std::isnan(a);
-      else if (std::isinf(b)) ok = a == b;
-      else ok = std::fabs(a - b) <= atol + rtol * std::fabs(b);
+      if (std::isnan(b))
+        ok = std::isnan(a);
+      else if (std::isinf(b))
+        ok = a == b;
+      else
+        ok = std::fabs(a - b) <= atol + rtol * std::fabs(b);
     } else {
       ok = got.GetInt(i) == want.GetInt(i);
     }
@@ -130,8 +136,7 @@ bool UsesTrainingOps(const ir::Graph& g) {
 
 bool UsesStrings(const ir::Graph& g) {
   for (const auto& v : g.values)
-    if (v.type.dtype == DType::kString ||
-        (v.type.elem && v.type.elem->dtype == DType::kString))
+    if (v.type.dtype == DType::kString || (v.type.elem && v.type.elem->dtype == DType::kString))
       return true;
   return false;
 }
@@ -159,8 +164,8 @@ Result RunOne(const fs::path& dir, const TestOptions& o) {
     passes::ShapeOverrides shapes;
     auto in_files = NumberedFiles(set, "input");
     if (in_files.size() > feeds.size())
-      return {Outcome::kFail, sname + ": " + std::to_string(in_files.size()) +
-                                  " input files for " + std::to_string(feeds.size()) + " inputs"};
+      return {Outcome::kFail, sname + ": " + std::to_string(in_files.size()) + " input files for " +
+                                  std::to_string(feeds.size()) + " inputs"};
     for (size_t k = 0; k < in_files.size(); ++k) {
       const ir::Value& v = g.values[feeds[k]];
       auto t = frontend::LoadValueProtoFile(in_files[k].string(), v.type);
@@ -172,19 +177,29 @@ Result RunOne(const fs::path& dir, const TestOptions& o) {
       // Trailing optional inputs the test leaves out: not supported as graph inputs here.
       return {Outcome::kFail, sname + ": fewer input files than graph inputs"};
     }
-    runtime::ExecutorOptions eo;
-    eo.shapes = shapes;
-    eo.threads = o.threads;
-    eo.planner = o.planner;
-    eo.poison = o.poison;
-    eo.reorder = !o.no_reorder;
-    eo.aliasing = !o.no_alias;
-    ir::Model copy = *model;
-    auto exec = runtime::Executor::Create(std::move(copy), eo);
-    if (!exec.ok()) return {Outcome::kFail, exec.status().message()};
     std::vector<Tensor> outputs;
-    Status st = (*exec)->Run(inputs, &outputs);
-    if (!st.ok()) return {Outcome::kFail, st.message()};
+    if (o.backend == "c") {
+      CHarnessOptions ho;
+      ho.cc = o.cc;
+      ho.shapes = shapes;
+      auto outs = RunThroughC(*model, inputs, ho);
+      if (!outs.ok()) return {Outcome::kFail, outs.status().message()};
+      outputs = std::move(*outs);
+    } else {
+      runtime::ExecutorOptions eo;
+      eo.shapes = shapes;
+      eo.threads = o.threads;
+      eo.planner = o.planner;
+      eo.poison = o.poison;
+      eo.reorder = !o.no_reorder;
+      eo.aliasing = !o.no_alias;
+      ir::Model copy = *model;
+      auto exec = runtime::Executor::Create(std::move(copy), eo);
+      if (!exec.ok()) return {Outcome::kFail, exec.status().message()};
+      Status run = (*exec)->Run(inputs, &outputs);
+      if (!run.ok()) return {Outcome::kFail, run.message()};
+    }
+    Status st = OkStatus();
     auto out_files = NumberedFiles(set, "output");
     if (out_files.size() != outputs.size())
       return {Outcome::kFail, sname + ": model has " + std::to_string(outputs.size()) +
@@ -237,7 +252,8 @@ Result RunIsolated(const fs::path& dir, const TestOptions& o) {
   char buf[4096];
   while (true) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                    deadline - std::chrono::steady_clock::now()).count();
+                    deadline - std::chrono::steady_clock::now())
+                    .count();
     if (left <= 0) {
       timed_out = true;
       break;
@@ -314,7 +330,8 @@ int TestOnnxMain(const TestOptions& o) {
   int rc = failed > 0 ? 1 : 0;
   if (!o.expected_failures.empty()) {
     for (const auto& n : unexpected_passes)
-      std::printf("note: %s passes now; remove it from %s\n", n.c_str(), o.expected_failures.c_str());
+      std::printf("note: %s passes now; remove it from %s\n", n.c_str(),
+                  o.expected_failures.c_str());
     for (const auto& n : unexpected_failures)
       std::printf("REGRESSION %s is not in the expected-failure list\n", n.c_str());
     rc = unexpected_failures.empty() ? 0 : 1;
@@ -341,6 +358,9 @@ void AddTestOnnxCommand(CLI::App& app, int& rc) {
   c->add_flag("--poison", o->poison, "fill dead arena bytes with a poison pattern between nodes");
   c->add_flag("--no-reorder", o->no_reorder, "keep each model's node order");
   c->add_flag("--no-alias", o->no_alias, "no views, in-place or Concat-in-place sharing");
+  c->add_option("--backend", o->backend, "host (the executor) or c (generated C, built with --cc)")
+      ->check(CLI::IsMember({"host", "c"}));
+  c->add_option("--cc", o->cc, "C compiler for --backend c");
   c->callback([&rc, o] { rc = TestOnnxMain(*o); });
 }
 

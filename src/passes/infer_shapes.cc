@@ -1,22 +1,12 @@
 #include "passes/infer_shapes.h"
 
 #include "ops/op.h"
+#include "passes/fold_constants.h"
 
 namespace kiln::passes {
 namespace {
 
 constexpr int64_t kMaxFoldElements = 1 << 16;
-
-bool IsFoldable(const ir::Node& n) {
-  for (const auto& [k, a] : n.attrs)
-    if (a.g || !a.graphs.empty()) return false;
-  static const char* kNonDeterministic[] = {"RandomNormal", "RandomUniform", "RandomNormalLike",
-                                            "RandomUniformLike", "Multinomial", "Bernoulli",
-                                            "Dropout"};
-  for (const char* op : kNonDeterministic)
-    if (n.op_type == op) return false;
-  return true;
-}
 
 // Checks an inferred type against what the file declared, keeping the more precise of the two.
 Status Merge(const ir::TypeInfo& inferred, ir::TypeInfo& declared, const ir::Node& n,

@@ -1,0 +1,60 @@
+// kiln compile: a model as generated code (--target c: DESIGN.md section 2.4).
+#include <filesystem>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "codegen/c/c_backend.h"
+#include "frontend/model_loader.h"
+#include "support/file_io.h"
+
+namespace kiln::cli {
+namespace {
+
+struct CompileCliOptions {
+  std::string model, weights, target, name, out, params_section, planner = "default";
+  std::vector<std::string> shapes;
+};
+
+int CompileMain(const CompileCliOptions& o, const std::string& command_line) {
+  auto shapes = ParseShapes(o.shapes);
+  if (!shapes.ok()) return Fail(shapes.status());
+  auto model = frontend::LoadModel(o.model, o.weights);
+  if (!model.ok()) return Fail(model.status());
+  codegen::c::CompileOptions co;
+  co.name = o.name;
+  co.params_section = o.params_section;
+  co.command_line = command_line;
+  co.kiln_version = kKilnVersion;
+  co.shapes = *shapes;
+  co.plan.planner = o.planner;
+  auto compiled = codegen::c::CompileToC(std::move(*model), co);
+  if (!compiled.ok()) return Fail(Error(o.model + ": " + compiled.status().message()));
+  std::error_code ec;
+  std::filesystem::create_directories(o.out, ec);
+  if (ec) return Fail(Error(o.out + ": cannot create the folder: " + ec.message()));
+  for (const auto& f : compiled->files) {
+    Status st = WriteFile((std::filesystem::path(o.out) / f.name).string(), f.text);
+    if (!st.ok()) return Fail(st);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void AddCompileCommand(CLI::App& app, int& rc, const std::string& command_line) {
+  auto* c = app.add_subcommand("compile", "emit a model as code for another target");
+  auto o = std::make_shared<CompileCliOptions>();
+  c->add_option("MODEL", o->model, "model file (.onnx or .json)")->required();
+  c->add_option("--target", o->target, "what to emit: c (DESIGN.md 2.4)")
+      ->required()
+      ->check(CLI::IsMember({"c"}));
+  c->add_option("--name", o->name, "model name used in file and symbol names (a C identifier)")->required();
+  c->add_option("--out", o->out, "output folder")->required();
+  c->add_option("--weights", o->weights, "safetensors weights for a .json model");
+  c->add_option("--shape", o->shapes, "fix an input's dims: NAME=D0,D1,...");
+  c->add_option("--params-section", o->params_section, "linker section for the parameter arrays");
+  c->add_option("--planner", o->planner, "memory planner for the workspace");
+  c->callback([&rc, o, command_line] { rc = CompileMain(*o, command_line); });
+}
+
+}  // namespace kiln::cli

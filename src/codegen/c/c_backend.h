@@ -1,0 +1,50 @@
+// The embedded C backend: a model becomes NAME.h / NAME.c / NAME_params.c / NAME_kernels.h with
+// the interface of DESIGN.md section 2.4.
+//
+// Pipeline: shape inference (with --shape overrides) -> constant folding and dead-node removal ->
+// per graph: schedule + memory plan (planner/) -> one static function per node (node emitters,
+// one file per op family) -> run() calling them in schedule order with the planner's offsets as
+// named constants. Graph inputs and outputs live in caller memory; every intermediate lives in the
+// one workspace arena (subgraphs and node scratch get regions after the main graph's arena).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "passes/infer_shapes.h"
+#include "planner/plan_graph.h"
+#include "support/status.h"
+
+namespace kiln::codegen::c {
+
+struct CompileOptions {
+  std::string name;            // the model name: a C identifier
+  std::string params_section;  // put parameter arrays in this linker section ("" = default)
+  std::string command_line;    // recorded in the header comment
+  std::string kiln_version;
+  passes::ShapeOverrides shapes;
+  planner::PlanOptions plan;
+};
+
+struct GeneratedFile {
+  std::string name;  // file name inside the output folder
+  std::string text;
+};
+
+// What a caller of the generated code sees (graph order); for test drivers.
+struct CompiledInterface {
+  std::vector<ir::Value> inputs, outputs;
+  size_t workspace_size = 0;
+};
+
+struct CompiledC {
+  std::vector<GeneratedFile> files;
+  CompiledInterface interface;
+};
+
+// Fails with a message naming the node or tensor for: an invalid name, an op (or an attribute,
+// dtype or shape of one) the C backend cannot emit, a dim not fixed by --shape.
+Expected<CompiledC> CompileToC(ir::Model model, const CompileOptions& options);
+
+}  // namespace kiln::codegen::c

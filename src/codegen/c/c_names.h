@@ -1,0 +1,39 @@
+// Names in generated C: ONNX names made valid, collision-free C identifiers, and C spellings of
+// element types and literals.
+#pragma once
+
+#include <set>
+#include <string>
+
+#include "ir/dtype.h"
+
+namespace kiln::codegen::c {
+
+// Hands out identifiers within one scope: each ONNX name becomes letters, digits and '_' (other
+// characters -> '_', a leading digit or a C keyword gets a prefix), and a name already taken gets
+// a numeric suffix. The same calls in the same order give the same names.
+class NameScope {
+ public:
+  std::string Take(const std::string& onnx_name, const std::string& prefix = "");
+  void Reserve(const std::string& identifier) { taken_.insert(identifier); }
+
+ private:
+  std::set<std::string> taken_;
+};
+
+// The C element type of a dtype ("float", "int64_t", ...; bool is uint8_t, float16/bfloat16
+// are uint16_t bit patterns); "" for types the C backend cannot hold.
+std::string CType(DType t);
+// A short suffix for kernel names: f32, f64, i8, ..., u64, b (bool), f16, bf16.
+std::string CSuffix(DType t);
+// True when NAME can be the model name (a C identifier that does not start with "kiln_").
+bool IsValidModelName(const std::string& name);
+// C string literal with every non-printable or non-ASCII byte escaped.
+std::string CStringLiteral(const std::string& s);
+// C literal for an element at p of type t: exact for every value (floats use enough digits to
+// round-trip, infinities and NaN use <math.h> macros, INT64_MIN is spelled as an expression).
+std::string CLiteral(DType t, const void* p);
+// A number as a C literal of type t (for constants computed by the emitter).
+std::string CNumber(DType t, double v);
+
+}  // namespace kiln::codegen::c

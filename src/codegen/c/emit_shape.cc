@@ -1,0 +1,265 @@
+// C emitters for ops that only move elements: copies (Identity, Reshape, ... when the planner
+// could not make them views), Concat and Split as block copies, and every op whose output element
+// is a fixed input element (Transpose, Slice, Expand, Tile, Pad, DepthToSpace, Gather with
+// constant indices, ...). For the last group the host executor's own kernel is run once at compile
+// time on the element indices of the input ("iota"), which gives the source of every output
+// element; the emitter then writes the map as strided loops when it is affine, else as a table.
+// One source of truth for the semantics, no second implementation to get wrong.
+#include <cstring>
+
+#include "codegen/c/c_names.h"
+#include "codegen/c/emit_util.h"
+#include "codegen/c/node_emitter.h"
+#include "ops/op.h"
+
+namespace kiln::codegen::c {
+namespace {
+
+constexpr int64_t kZero = -1;      // map entry: the element is zero
+constexpr int64_t kPadValue = -2;  // map entry: the element is Pad's constant_value (input 2)
+
+Status EmitCopy(NodeContext& ctx) {
+  if (!ctx.has_output(0)) return OkStatus();
+  ctx.Line("memcpy(out0, in0, " + ByteCount(ctx.output_dtype(0), NumElements(ctx.output_dims(0))) + ");");
+  return OkStatus();
+}
+
+// Dropout at inference: a copy, and a mask of ones.
+Status EmitDropout(NodeContext& ctx) {
+  KILN_RETURN_IF_ERROR(EmitCopy(ctx));
+  if (ctx.has_output(1)) ctx.Line("memset(out1, 1, " + ByteCount(DType::kBool, NumElements(ctx.output_dims(1))) + ");");
+  return OkStatus();
+}
+
+int64_t NormAxis(int64_t axis, size_t rank) { return axis < 0 ? axis + static_cast<int64_t>(rank) : axis; }
+
+Status EmitConcat(NodeContext& ctx) {
+  const Dims& od = ctx.output_dims(0);
+  int64_t axis = NormAxis(ctx.node().attr_int("axis", 1), od.size());
+  if (axis < 0 || axis >= static_cast<int64_t>(od.size())) return ctx.error("axis out of range");
+  int64_t outer = 1;
+  for (int64_t a = 0; a < axis; ++a) outer *= od[a];
+  int64_t row = NumElements(od) / std::max<int64_t>(outer, 1);
+  if (NumElements(od) == 0) return OkStatus();
+  DType t = ctx.output_dtype(0);
+  int64_t off = 0;
+  std::vector<std::pair<int, int64_t>> parts;  // (input, elements per outer step)
+  for (int i = 0; i < ctx.num_inputs(); ++i) {
+    if (!ctx.has_input(i)) continue;
+    int64_t n = NumElements(ctx.input_dims(i)) / std::max<int64_t>(outer, 1);
+    if (n > 0) parts.push_back({i, n});
+  }
+  if (outer == 1) {
+    for (auto [i, n] : parts) {
+      ctx.Line("memcpy(out0 + " + std::to_string(off) + ", " + NodeContext::in(i) + ", " + ByteCount(t, n) + ");");
+      off += n;
+    }
+    return OkStatus();
+  }
+  ctx.Line("for (size_t i = 0; i < " + std::to_string(outer) + "; ++i) {");
+  for (auto [i, n] : parts) {
+    ctx.Line("  memcpy(out0 + i * " + std::to_string(row) + " + " + std::to_string(off) + ", " + NodeContext::in(i) +
+             " + i * " + std::to_string(n) + ", " + ByteCount(t, n) + ");");
+    off += n;
+  }
+  ctx.Line("}");
+  return OkStatus();
+}
+
+Status EmitSplit(NodeContext& ctx) {
+  const Dims& id = ctx.input_dims(0);
+  int64_t axis = NormAxis(ctx.node().attr_int("axis", 0), id.size());
+  if (axis < 0 || axis >= static_cast<int64_t>(id.size())) return ctx.error("axis out of range");
+  int64_t outer = 1;
+  for (int64_t a = 0; a < axis; ++a) outer *= id[a];
+  if (NumElements(id) == 0) return OkStatus();
+  int64_t row = NumElements(id) / outer, off = 0;
+  DType t = ctx.input_dtype(0);
+  if (outer > 1) ctx.Line("for (size_t i = 0; i < " + std::to_string(outer) + "; ++i) {");
+  for (int k = 0; k < ctx.num_outputs(); ++k) {
+    int64_t n = ctx.has_output(k) || ctx.node().outputs[k] >= 0 ? NumElements(ctx.output_dims(k)) / outer : 0;
+    if (ctx.has_output(k) && n > 0) {
+      if (outer == 1)
+        ctx.Line("memcpy(" + NodeContext::out(k) + ", in0 + " + std::to_string(off) + ", " + ByteCount(t, n) + ");");
+      else
+        ctx.Line("  memcpy(" + NodeContext::out(k) + " + i * " + std::to_string(n) + ", in0 + i * " + std::to_string(row) +
+                 " + " + std::to_string(off) + ", " + ByteCount(t, n) + ");");
+    }
+    off += n;
+  }
+  if (outer > 1) ctx.Line("}");
+  return OkStatus();
+}
+
+// Runs the node's host kernel on element indices. Returns, per output element, the input
+// element it copies, or kZero / kPadValue.
+Expected<std::vector<int64_t>> SourceMap(NodeContext& ctx) {
+  const ir::Node& n = ctx.node();
+  if (n.op_type == "Pad" && ctx.opset() < 11 && n.attr_float("value", 0) != 0)
+    return ctx.error("a nonzero 'value' attribute is not supported (opset < 11)");
+  const ops::OpSchema* schema = ops::OpRegistry::Global().Find(n.domain, n.op_type);
+  if (!schema) return ctx.error("no host kernel");
+  Tensor iota(DType::kInt64, ctx.input_dims(0));
+  for (int64_t i = 0; i < iota.size(); ++i) iota.data<int64_t>()[i] = i + 1;  // 0 stays "zero"
+  Tensor pad_value = Tensor::FromVector<int64_t>(DType::kInt64, {}, {kPadValue + 1});
+  ops::ComputeContext cc(n, ctx.graph(), ctx.opset());
+  for (int i = 0; i < ctx.num_inputs(); ++i) {
+    if (!ctx.has_input(i)) {
+      cc.inputs_.push_back(nullptr);
+    } else if (i == 0) {
+      cc.inputs_.push_back(&iota);
+    } else if (n.op_type == "Pad" && i == 2) {
+      cc.inputs_.push_back(&pad_value);
+    } else if (const Tensor* c = ctx.input_constant(i)) {
+      cc.inputs_.push_back(c);
+    } else {
+      return ctx.error("input " + std::to_string(i) + " must be a compile-time constant");
+    }
+  }
+  std::vector<Tensor> outs(n.outputs.size() + ops::kScratchOutputs);
+  outs[0] = Tensor(DType::kInt64, ctx.output_dims(0));
+  for (auto& t : outs) cc.outputs_.push_back(&t);
+  Status st = OkStatus();
+  try {
+    st = schema->compute(cc);
+  } catch (const std::exception& e) {
+    st = Error(e.what());
+  }
+  if (!st.ok()) return ctx.error("cannot evaluate its element map: " + st.message());
+  if (outs[0].dims() != ctx.output_dims(0) || outs[0].dtype() != DType::kInt64)
+    return ctx.error("its element map has unexpected dims");
+  std::vector<int64_t> map(outs[0].data<int64_t>(), outs[0].data<int64_t>() + outs[0].size());
+  for (auto& m : map) m -= 1;
+  return map;
+}
+
+// True when map[j] == base + sum_k idx_k(j) * strides[k] for every output index j.
+bool AffineMap(const std::vector<int64_t>& map, const Dims& dims, int64_t* base, std::vector<int64_t>* strides) {
+  if (map.empty()) return false;
+  std::vector<int64_t> unit = Strides(dims);
+  *base = map[0];
+  strides->assign(dims.size(), 0);
+  for (size_t k = 0; k < dims.size(); ++k)
+    if (dims[k] > 1) (*strides)[k] = map[unit[k]] - *base;
+  std::vector<int64_t> idx(dims.size(), 0);
+  int64_t expect = *base;
+  for (size_t j = 0; j < map.size(); ++j) {
+    if (map[j] != expect || map[j] < 0) return false;
+    for (size_t k = dims.size(); k-- > 0;) {  // next index, row-major
+      expect += (*strides)[k];
+      if (++idx[k] < dims[k]) break;
+      expect -= (*strides)[k] * dims[k];
+      idx[k] = 0;
+    }
+  }
+  return true;
+}
+
+Status EmitMove(NodeContext& ctx) {
+  if (ctx.output_dtype(0) != ctx.input_dtype(0)) return ctx.error("changes the element type");
+  const Dims& od = ctx.output_dims(0);
+  if (NumElements(od) == 0) {
+    ctx.Line("/* no elements */");
+    return OkStatus();
+  }
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> map, SourceMap(ctx));
+  int64_t base = 0;
+  std::vector<int64_t> strides;
+  if (AffineMap(map, od, &base, &strides)) {
+    // Merge axes the source walks contiguously with their inner neighbour (a plain copy becomes
+    // one loop), as the host's StridedCopy does.
+    Dims md;
+    std::vector<int64_t> ms, os;
+    std::vector<int64_t> ostr = Strides(od);
+    for (size_t k = 0; k < od.size(); ++k) {
+      if (od[k] == 1) continue;
+      if (!md.empty() && ms.back() == strides[k] * od[k]) {
+        md.back() *= od[k];
+        ms.back() = strides[k];
+        os.back() = ostr[k];
+      } else {
+        md.push_back(od[k]);
+        ms.push_back(strides[k]);
+        os.push_back(ostr[k]);
+      }
+    }
+    LoopNest(ctx, md, [&](const std::vector<std::string>& idx) {
+      ctx.Line("out0[" + IndexExpr(idx, os) + "] = in0[" + IndexExpr(idx, ms, base) + "];");
+    });
+    return OkStatus();
+  }
+  // A table of source indices (int32, or int16 when small enough).
+  int64_t hi = 0;
+  for (int64_t m : map) hi = std::max(hi, m);
+  if (map.size() > (size_t{1} << 22)) return ctx.error("the element map is too large for a table");
+  std::string it = hi < 32768 ? "int16_t" : "int32_t";
+  if (hi >= (int64_t{1} << 31)) return ctx.error("the input is too large for an index table");
+  std::string table = "static const " + it + " " + ctx.function_name + "_map[" + std::to_string(map.size()) + "] = {";
+  for (size_t j = 0; j < map.size(); ++j) table += (j % 16 ? " " : "\n    ") + std::to_string(map[j]) + ",";
+  ctx.Table(table + "\n};\n");
+  DType t = ctx.output_dtype(0);
+  ctx.Line("for (size_t i = 0; i < " + std::to_string(map.size()) + "; ++i) {");
+  ctx.Line("  " + it + " s = " + ctx.function_name + "_map[i];");
+  bool pad = false, zero = false;
+  for (int64_t m : map) {
+    pad = pad || m == kPadValue;
+    zero = zero || m == kZero;
+  }
+  std::string fill = pad ? (ctx.has_input(2) ? std::string("in2[0]") : "(" + CType(t) + ")0") : "(" + CType(t) + ")0";
+  if (pad || zero) ctx.Line("  out0[i] = s >= 0 ? in0[s] : " + (pad && zero ? "(s == -2 ? " + fill + " : (" + CType(t) + ")0)" : fill) + ";");
+  else ctx.Line("  out0[i] = in0[s];");
+  ctx.Line("}");
+  return OkStatus();
+}
+
+// Gather with indices known only at run time (embedding lookups): bounds-checked.
+Status EmitGather(NodeContext& ctx) {
+  if (ctx.input_constant(1)) return EmitMove(ctx);
+  const Dims& dd = ctx.input_dims(0);
+  int64_t axis = NormAxis(ctx.node().attr_int("axis", 0), dd.size());
+  if (axis < 0 || axis >= static_cast<int64_t>(dd.size())) return ctx.error("axis out of range");
+  int64_t outer = 1, inner = 1;
+  for (int64_t a = 0; a < axis; ++a) outer *= dd[a];
+  for (size_t a = axis + 1; a < dd.size(); ++a) inner *= dd[a];
+  int64_t n = NumElements(ctx.input_dims(1)), extent = dd[axis];
+  if (NumElements(ctx.output_dims(0)) == 0) return OkStatus();
+  ctx.SetCanFail();
+  DType t = ctx.input_dtype(0);
+  ctx.Line("for (size_t o = 0; o < " + std::to_string(outer) + "; ++o) {");
+  ctx.Line("  for (size_t j = 0; j < " + std::to_string(n) + "; ++j) {");
+  ctx.Line("    int64_t k = (int64_t)in1[j];");
+  ctx.Line("    if (k < 0) k += " + std::to_string(extent) + ";");
+  ctx.Line("    if (k < 0 || k >= " + std::to_string(extent) + ") return KILN_ERROR_INVALID_DATA;");
+  ctx.Line("    memcpy(out0 + (o * " + std::to_string(n) + " + j) * " + std::to_string(inner) + ", in0 + (o * " +
+           std::to_string(extent) + " + (size_t)k) * " + std::to_string(inner) + ", " + ByteCount(t, inner) + ");");
+  ctx.Line("  }");
+  ctx.Line("}");
+  return OkStatus();
+}
+
+// ConstantOfShape too large to fold: a fill loop.
+Status EmitConstantOfShape(NodeContext& ctx) {
+  DType t = ctx.output_dtype(0);
+  const ir::Attribute* a = ctx.node().attr("value");
+  std::string v = "(" + CType(t) + ")0";
+  if (a && a->t.size() == 1) v = CLiteral(t, a->t.raw());
+  int64_t n = NumElements(ctx.output_dims(0));
+  ctx.Line("for (size_t i = 0; i < " + std::to_string(n) + "; ++i) out0[i] = " + v + ";");
+  return OkStatus();
+}
+
+}  // namespace
+
+void RegisterShapeEmitters(EmitterRegistry& r) {
+  for (const char* op : {"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze"}) r.Register(op, EmitCopy);
+  r.Register("Dropout", EmitDropout);
+  r.Register("Concat", EmitConcat);
+  r.Register("Split", EmitSplit);
+  for (const char* op : {"Transpose", "Slice", "Expand", "Tile", "DepthToSpace", "SpaceToDepth", "Pad",
+                         "CenterCropPad", "ReverseSequence", "Compress", "GatherElements", "GatherND", "Trilu"})
+    r.Register(op, EmitMove);
+  r.Register("Gather", EmitGather);
+  r.Register("ConstantOfShape", EmitConstantOfShape);
+}
+
+}  // namespace kiln::codegen::c

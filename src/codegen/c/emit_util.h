@@ -1,0 +1,38 @@
+// Helpers shared by the node emitters: element loads and stores (16-bit floats are computed in
+// float), math function names per type, broadcast loop nests, reading constant inputs.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "codegen/c/node_emitter.h"
+
+namespace kiln::codegen::c {
+
+// The type element values are computed in: float for float16/bfloat16, else the type itself.
+DType ComputeType(DType t);
+// The C math function `fn` ("exp") for a compute type: "expf" for float, "exp" for double.
+std::string MathName(DType t, const std::string& fn);
+// An element read (`expr` of the storage type) as the compute type, and back.
+std::string Load(NodeContext& ctx, DType t, const std::string& expr);
+std::string Store(NodeContext& ctx, DType t, const std::string& expr);
+
+// Emits `out0[o] = f(args)` for every element of `out_dims`, where args[k] reads input
+// inputs[k] (of dims in_dims[k], broadcast numpy-style) at the matching element. Adjacent axes
+// that every operand walks the same way are merged, so the nest is as shallow as it can be.
+void EmitBroadcast(NodeContext& ctx, const std::vector<int>& inputs, const std::vector<Dims>& in_dims,
+                   const Dims& out_dims, const std::function<std::string(const std::vector<std::string>&)>& f,
+                   const std::string& out = "out0");
+
+// "i0 * s0 + i1 * s1 ..." (zero strides left out, "0" when nothing is left), plus `base`.
+std::string IndexExpr(const std::vector<std::string>& idx, const std::vector<int64_t>& strides, int64_t base = 0);
+
+// Element i of a constant tensor of any numeric dtype.
+double ElementAsDouble(const Tensor& t, int64_t i);
+// A constant integer input as int64 values; an error when it is not a compile-time constant.
+Expected<std::vector<int64_t>> ConstantInts(NodeContext& ctx, int input);
+// A C expression for the byte size of n elements of t ("1024").
+std::string ByteCount(DType t, int64_t n);
+
+}  // namespace kiln::codegen::c
