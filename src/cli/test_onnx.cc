@@ -11,6 +11,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <set>
 
 #include "cli/c_harness.h"
@@ -42,6 +43,7 @@ struct TestOptions {
   bool verbose = false;
   std::string backend = "host";  // host | c
   std::string cc = "cc";
+  int jobs = 1;
 };
 
 bool IsTestDir(const fs::path& p) { return fs::exists(p / "model.onnx"); }
@@ -215,67 +217,122 @@ Result RunOne(const fs::path& dir, const TestOptions& o) {
   return {Outcome::kPass, ""};
 }
 
-// Runs RunOne in a child process; a crash, hang or abort becomes a failure with a reason.
-Result RunIsolated(const fs::path& dir, const TestOptions& o) {
-  int fds[2];
-  if (pipe(fds) != 0) return RunOne(dir, o);
-  std::fflush(stdout);
-  std::fflush(stderr);
-  pid_t pid = fork();
-  if (pid < 0) {
-    close(fds[0]);
+// Runs tests in forked children, up to `jobs` at a time, each with a time limit; a crash, hang or
+// abort becomes that test's failure with a reason. The parent stays single-threaded, so forking
+// is safe. Results come back in test order.
+class ChildPool {
+ public:
+  ChildPool(const TestOptions& o) : o_(o) {}
+
+  std::vector<Result> Run(const std::vector<fs::path>& tests,
+                          const std::function<void(size_t, const Result&)>& report) {
+    std::vector<Result> results(tests.size());
+    std::vector<bool> done(tests.size(), false);
+    size_t next = 0, reported = 0;
+    while (reported < tests.size()) {
+      while (next < tests.size() && running_.size() < static_cast<size_t>(std::max(1, o_.jobs))) {
+        if (!Start(next, tests[next])) {
+          results[next] = RunOne(tests[next], o_);
+          done[next] = true;
+        }
+        ++next;
+      }
+      Poll(&results, &done);
+      while (reported < tests.size() && done[reported]) {
+        report(reported, results[reported]);
+        ++reported;
+      }
+    }
+    return results;
+  }
+
+ private:
+  struct Child {
+    size_t index;
+    pid_t pid;
+    int fd;
+    std::chrono::steady_clock::time_point deadline;
+    std::string msg;
+  };
+
+  bool Start(size_t index, const fs::path& dir) {
+    int fds[2];
+    if (pipe(fds) != 0) return false;
+    std::fflush(stdout);
+    std::fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) {
+      close(fds[0]);
+      close(fds[1]);
+      return false;
+    }
+    if (pid == 0) {
+      close(fds[0]);
+      Result r;
+      try {
+        r = RunOne(dir, o_);
+      } catch (const std::exception& e) {
+        r = {Outcome::kFail, std::string("exception: ") + e.what()};
+      }
+      std::string msg = std::to_string(static_cast<int>(r.outcome)) + r.message;
+      size_t off = 0;
+      while (off < msg.size()) {
+        ssize_t w = write(fds[1], msg.data() + off, msg.size() - off);
+        if (w <= 0) break;
+        off += static_cast<size_t>(w);
+      }
+      close(fds[1]);
+      _exit(0);
+    }
     close(fds[1]);
-    return RunOne(dir, o);
+    running_.push_back({index, pid, fds[0],
+                        std::chrono::steady_clock::now() + std::chrono::seconds(o_.timeout_s), ""});
+    return true;
   }
-  if (pid == 0) {
-    close(fds[0]);
-    Result r;
-    try {
-      r = RunOne(dir, o);
-    } catch (const std::exception& e) {
-      r = {Outcome::kFail, std::string("exception: ") + e.what()};
+
+  void Poll(std::vector<Result>* results, std::vector<bool>* done) {
+    if (running_.empty()) return;
+    std::vector<pollfd> p;
+    for (const auto& c : running_) p.push_back({c.fd, POLLIN, 0});
+    poll(p.data(), p.size(), 200);
+    auto now = std::chrono::steady_clock::now();
+    for (size_t i = running_.size(); i-- > 0;) {
+      Child& c = running_[i];
+      bool finished = false, timed_out = false;
+      if (p[i].revents & (POLLIN | POLLHUP | POLLERR)) {
+        char buf[4096];
+        ssize_t n = read(c.fd, buf, sizeof(buf));
+        if (n > 0)
+          c.msg.append(buf, static_cast<size_t>(n));
+        else
+          finished = true;
+      }
+      if (!finished && now >= c.deadline) {
+        timed_out = true;
+        kill(c.pid, SIGKILL);
+      }
+      if (!finished && !timed_out) continue;
+      close(c.fd);
+      int status = 0;
+      waitpid(c.pid, &status, 0);
+      Result r;
+      if (timed_out)
+        r = {Outcome::kFail, "timed out after " + std::to_string(o_.timeout_s) + " s"};
+      else if (WIFSIGNALED(status))
+        r = {Outcome::kFail, std::string("crashed: ") + strsignal(WTERMSIG(status))};
+      else if (c.msg.empty())
+        r = {Outcome::kFail, "test process exited without a result"};
+      else
+        r = {static_cast<Outcome>(c.msg[0] - '0'), c.msg.substr(1)};
+      (*results)[c.index] = r;
+      (*done)[c.index] = true;
+      running_.erase(running_.begin() + static_cast<long>(i));
     }
-    std::string msg = std::to_string(static_cast<int>(r.outcome)) + r.message;
-    size_t off = 0;
-    while (off < msg.size()) {
-      ssize_t w = write(fds[1], msg.data() + off, msg.size() - off);
-      if (w <= 0) break;
-      off += static_cast<size_t>(w);
-    }
-    close(fds[1]);
-    _exit(0);
   }
-  close(fds[1]);
-  std::string msg;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(o.timeout_s);
-  bool timed_out = false;
-  char buf[4096];
-  while (true) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                    deadline - std::chrono::steady_clock::now())
-                    .count();
-    if (left <= 0) {
-      timed_out = true;
-      break;
-    }
-    pollfd p{fds[0], POLLIN, 0};
-    int pr = poll(&p, 1, static_cast<int>(std::min<long long>(left, 1000)));
-    if (pr < 0) break;
-    if (pr == 0) continue;
-    ssize_t n = read(fds[0], buf, sizeof(buf));
-    if (n <= 0) break;
-    msg.append(buf, static_cast<size_t>(n));
-  }
-  close(fds[0]);
-  if (timed_out) kill(pid, SIGKILL);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  if (timed_out) return {Outcome::kFail, "timed out after " + std::to_string(o.timeout_s) + " s"};
-  if (WIFSIGNALED(status))
-    return {Outcome::kFail, std::string("crashed: ") + strsignal(WTERMSIG(status))};
-  if (msg.empty()) return {Outcome::kFail, "test process exited without a result"};
-  return {static_cast<Outcome>(msg[0] - '0'), msg.substr(1)};
-}
+
+  const TestOptions& o_;
+  std::vector<Child> running_;
+};
 
 std::set<std::string> ReadExpectedFailures(const std::string& path) {
   std::set<std::string> names;
@@ -305,9 +362,9 @@ int TestOnnxMain(const TestOptions& o) {
   }
   int passed = 0, failed = 0, skipped = 0;
   std::vector<std::string> unexpected_failures, unexpected_passes;
-  for (const auto& t : tests) {
-    std::string name = t.filename().string();
-    Result r = RunIsolated(t, o);
+  ChildPool pool(o);
+  pool.Run(tests, [&](size_t i, const Result& r) {
+    std::string name = tests[i].filename().string();
     switch (r.outcome) {
       case Outcome::kPass:
         ++passed;
@@ -326,7 +383,7 @@ int TestOnnxMain(const TestOptions& o) {
         break;
     }
     std::fflush(stdout);
-  }
+  });
   int rc = failed > 0 ? 1 : 0;
   if (!o.expected_failures.empty()) {
     for (const auto& n : unexpected_passes)
@@ -361,6 +418,7 @@ void AddTestOnnxCommand(CLI::App& app, int& rc) {
   c->add_option("--backend", o->backend, "host (the executor) or c (generated C, built with --cc)")
       ->check(CLI::IsMember({"host", "c"}));
   c->add_option("--cc", o->cc, "C compiler for --backend c");
+  c->add_option("-j,--jobs", o->jobs, "tests run at once")->check(CLI::PositiveNumber);
   c->callback([&rc, o] { rc = TestOnnxMain(*o); });
 }
 
