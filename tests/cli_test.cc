@@ -11,59 +11,14 @@
 
 #include "frontend/npy.h"
 #include "support/file_io.h"
+#include "cli_fixture.h"
 #include "test_models.h"
 
 namespace kiln {
 namespace {
 
-namespace fs = std::filesystem;
-
-struct Result {
-  int code;
-  std::string out;
-  std::string err;
-};
-
-Result RunKiln(const std::string& args) {
-  static int counter = 0;
-  std::string err_file = (fs::temp_directory_path() / ("kiln_cli_err_" + std::to_string(getpid()) +
-                                                       "_" + std::to_string(counter++))).string();
-  std::string cmd = std::string(KILN_BINARY) + " " + args + " 2>" + err_file;
-  Result r;
-  FILE* p = popen(cmd.c_str(), "r");
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  auto e = ReadFile(err_file);
-  r.err = e.ok() ? *e : "";
-  fs::remove(err_file);
-  return r;
-}
-
-class CliTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("kiln_cli_" + std::to_string(getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string file(const std::string& n) { return (dir_ / n).string(); }
-  void Write(const std::string& n, const std::string& bytes) { ASSERT_TRUE(WriteFile(file(n), bytes).ok()); }
-  // A user error: exit code 1 and exactly one line on stderr that contains `what`.
-  void ExpectUserError(const std::string& args, const std::string& what) {
-    Result r = RunKiln(args);
-    EXPECT_EQ(r.code, 1) << args << "\n" << r.err;
-    EXPECT_NE(r.err.find(what), std::string::npos) << args << "\nstderr: " << r.err;
-    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-  }
-  fs::path dir_;
-};
-
 TEST_F(CliTest, HelpForEveryVerb) {
-  for (const char* verb : {"run", "bench", "test-onnx", "inspect", "convert"}) {
+  for (const char* verb : {"run", "bench", "test-onnx", "inspect", "convert", "plan", "compile"}) {
     Result r = RunKiln(std::string(verb) + " --help");
     EXPECT_EQ(r.code, 0) << verb;
     EXPECT_NE(r.out.find("Usage"), std::string::npos) << verb;

@@ -87,7 +87,8 @@ Expected<std::vector<Tensor>> RunThroughC(ir::Model model, const std::vector<Ten
     args += " " + name;
   }
   for (size_t k = 0; k < iface.outputs.size(); ++k) args += " out" + std::to_string(k) + ".bin";
-  int rc = Shell("cd " + Quote(dir.string()) + " && ./prog" + args, dir / "run.log");
+  std::string runner = o.run_prefix.empty() ? "./prog" : o.run_prefix + " prog";
+  int rc = Shell("cd " + Quote(dir.string()) + " && " + runner + args, dir / "run.log");
   if (rc != 0)
     return Error("the generated program failed (exit " + std::to_string(rc) + "): " + Tail(dir / "run.log"));
   std::vector<Tensor> outs;

@@ -17,6 +17,7 @@ struct CHarnessOptions {
   std::string cc = "cc";          // the C compiler
   std::string work_dir;           // scratch folder (created; removed afterwards unless keep)
   bool keep = false;
+  std::string run_prefix;         // runs the program through this command (e.g. an emulator)
   passes::ShapeOverrides shapes;
 };
 

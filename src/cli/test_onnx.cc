@@ -43,13 +43,21 @@ struct TestOptions {
   bool verbose = false;
   std::string backend = "host";  // host | c
   std::string cc = "cc";
+  std::string c_run;                // command prefix that runs the built program (an emulator)
+  std::string reference = "files";  // files | host
+  double max_rel_l2 = 1e-4;         // tolerance against the host executor
+  passes::ShapeOverrides shapes;    // for model files
+  std::string weights;
   int jobs = 1;
 };
 
 bool IsTestDir(const fs::path& p) { return fs::exists(p / "model.onnx"); }
+bool IsModelFile(const fs::path& p) {
+  return fs::is_regular_file(p) && (p.extension() == ".onnx" || p.extension() == ".json");
+}
 
 void Collect(const fs::path& p, std::vector<fs::path>* out) {
-  if (IsTestDir(p)) {
+  if (IsTestDir(p) || IsModelFile(p)) {
     out->push_back(p);
     return;
   }
@@ -143,8 +151,48 @@ bool UsesStrings(const ir::Graph& g) {
   return false;
 }
 
-Result RunOne(const fs::path& dir, const TestOptions& o) {
-  auto model = frontend::LoadOnnxModel((dir / "model.onnx").string());
+// Runs the model through the chosen backend.
+Expected<std::vector<Tensor>> RunBackend(const ir::Model& model, const std::vector<Tensor>& inputs,
+                                         const passes::ShapeOverrides& shapes, const TestOptions& o,
+                                         bool host) {
+  std::vector<Tensor> outputs;
+  if (!host && o.backend == "c") {
+    CHarnessOptions ho;
+    ho.cc = o.cc;
+    ho.run_prefix = o.c_run;
+    ho.shapes = shapes;
+    return RunThroughC(model, inputs, ho);
+  }
+  runtime::ExecutorOptions eo;
+  eo.shapes = shapes;
+  eo.threads = o.threads;
+  eo.planner = o.planner;
+  eo.poison = o.poison && !host;
+  eo.reorder = !o.no_reorder;
+  eo.aliasing = !o.no_alias;
+  ir::Model copy = model;
+  KILN_ASSIGN_OR_RETURN(auto exec, runtime::Executor::Create(std::move(copy), eo));
+  KILN_RETURN_IF_ERROR(exec->Run(inputs, &outputs));
+  return outputs;
+}
+
+// Relative L2 distance |got - want| / |want| (0 when both are zero).
+double RelativeL2(const Tensor& got, const Tensor& want) {
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < want.size(); ++i) {
+    double a = got.GetDouble(i), b = want.GetDouble(i);
+    num += (a - b) * (a - b);
+    den += b * b;
+  }
+  return den == 0 ? std::sqrt(num) : std::sqrt(num / den);
+}
+
+// A test is a backend test folder (model.onnx + test_data_set_N) or a model file run on random
+// inputs against the host executor.
+Result RunOne(const fs::path& test, const TestOptions& o) {
+  bool folder = fs::is_directory(test);
+  auto model = folder ? frontend::LoadOnnxModel((test / "model.onnx").string())
+                      : frontend::LoadModel(test.string(), o.weights);
   if (!model.ok()) {
     if (model.status().message().find("string tensors") != std::string::npos)
       return {Outcome::kSkip, "uses string tensors"};
@@ -154,67 +202,89 @@ Result RunOne(const fs::path& dir, const TestOptions& o) {
   if (UsesTrainingOps(g)) return {Outcome::kSkip, "uses training operators"};
   if (UsesStrings(g)) return {Outcome::kSkip, "uses string tensors"};
   std::vector<fs::path> sets;
-  for (const auto& e : fs::directory_iterator(dir))
-    if (e.is_directory() && e.path().filename().string().rfind("test_data_set_", 0) == 0)
-      sets.push_back(e.path());
-  std::sort(sets.begin(), sets.end());
-  if (sets.empty()) return {Outcome::kFail, "no test_data_set_* folders"};
+  if (folder) {
+    for (const auto& e : fs::directory_iterator(test))
+      if (e.is_directory() && e.path().filename().string().rfind("test_data_set_", 0) == 0)
+        sets.push_back(e.path());
+    std::sort(sets.begin(), sets.end());
+    if (sets.empty()) return {Outcome::kFail, "no test_data_set_* folders"};
+  } else {
+    sets.push_back(fs::path("random"));
+  }
+  const bool against_host = !folder || o.reference == "host";
   std::vector<int> feeds = g.RuntimeInputs();
+  std::string notes;
   for (const auto& set : sets) {
     std::string sname = set.filename().string();
     std::vector<Tensor> inputs;
-    passes::ShapeOverrides shapes;
-    auto in_files = NumberedFiles(set, "input");
-    if (in_files.size() > feeds.size())
-      return {Outcome::kFail, sname + ": " + std::to_string(in_files.size()) + " input files for " +
-                                  std::to_string(feeds.size()) + " inputs"};
-    for (size_t k = 0; k < in_files.size(); ++k) {
-      const ir::Value& v = g.values[feeds[k]];
-      auto t = frontend::LoadValueProtoFile(in_files[k].string(), v.type);
-      if (!t.ok()) return {Outcome::kFail, t.status().message()};
-      if (v.type.kind == ir::TypeInfo::Kind::kTensor) shapes[v.name] = t->dims();
-      inputs.push_back(std::move(*t));
-    }
-    if (in_files.size() < feeds.size()) {
-      // Trailing optional inputs the test leaves out: not supported as graph inputs here.
-      return {Outcome::kFail, sname + ": fewer input files than graph inputs"};
-    }
-    std::vector<Tensor> outputs;
-    if (o.backend == "c") {
-      CHarnessOptions ho;
-      ho.cc = o.cc;
-      ho.shapes = shapes;
-      auto outs = RunThroughC(*model, inputs, ho);
-      if (!outs.ok()) return {Outcome::kFail, outs.status().message()};
-      outputs = std::move(*outs);
+    passes::ShapeOverrides shapes;  // --shape entries for this model's inputs (several models may share a run)
+    for (int v : feeds)
+      if (o.shapes.count(g.values[v].name)) shapes[g.values[v].name] = o.shapes.at(g.values[v].name);
+    if (folder) {
+      auto in_files = NumberedFiles(set, "input");
+      if (in_files.size() > feeds.size())
+        return {Outcome::kFail, sname + ": " + std::to_string(in_files.size()) +
+                                    " input files for " + std::to_string(feeds.size()) + " inputs"};
+      if (in_files.size() <
+          feeds.size())  // trailing optional inputs left out: not graph inputs here
+        return {Outcome::kFail, sname + ": fewer input files than graph inputs"};
+      for (size_t k = 0; k < in_files.size(); ++k) {
+        const ir::Value& v = g.values[feeds[k]];
+        auto t = frontend::LoadValueProtoFile(in_files[k].string(), v.type);
+        if (!t.ok()) return {Outcome::kFail, t.status().message()};
+        if (v.type.kind == ir::TypeInfo::Kind::kTensor) shapes[v.name] = t->dims();
+        inputs.push_back(std::move(*t));
+      }
     } else {
-      runtime::ExecutorOptions eo;
-      eo.shapes = shapes;
-      eo.threads = o.threads;
-      eo.planner = o.planner;
-      eo.poison = o.poison;
-      eo.reorder = !o.no_reorder;
-      eo.aliasing = !o.no_alias;
-      ir::Model copy = *model;
-      auto exec = runtime::Executor::Create(std::move(copy), eo);
-      if (!exec.ok()) return {Outcome::kFail, exec.status().message()};
-      Status run = (*exec)->Run(inputs, &outputs);
-      if (!run.ok()) return {Outcome::kFail, run.message()};
+      for (size_t k = 0; k < feeds.size(); ++k) {
+        const ir::Value& v = g.values[feeds[k]];
+        Dims d = shapes.count(v.name) ? shapes[v.name] : v.type.dims;
+        for (int64_t x : d)
+          if (x < 0)
+            return {Outcome::kFail,
+                    "input '" + v.name + "' has a dynamic dim; fix it with --shape"};
+        shapes[v.name] = d;
+        inputs.push_back(RandomTensor(v.type.dtype, d, 1234 + k));
+      }
     }
-    Status st = OkStatus();
-    auto out_files = NumberedFiles(set, "output");
-    if (out_files.size() != outputs.size())
-      return {Outcome::kFail, sname + ": model has " + std::to_string(outputs.size()) +
-                                  " outputs, test expects " + std::to_string(out_files.size())};
-    for (size_t k = 0; k < out_files.size(); ++k) {
+    auto outputs = RunBackend(*model, inputs, shapes, o, false);
+    if (!outputs.ok()) return {Outcome::kFail, outputs.status().message()};
+    std::vector<Tensor> want;
+    if (against_host) {
+      auto ref = RunBackend(*model, inputs, shapes, o, true);
+      if (!ref.ok()) return {Outcome::kFail, "host executor: " + ref.status().message()};
+      want = std::move(*ref);
+    } else {
+      auto out_files = NumberedFiles(set, "output");
+      for (size_t k = 0; k < out_files.size() && k < g.outputs.size(); ++k) {
+        auto w = frontend::LoadValueProtoFile(out_files[k].string(), g.values[g.outputs[k]].type);
+        if (!w.ok()) return {Outcome::kFail, w.status().message()};
+        want.push_back(std::move(*w));
+      }
+      if (out_files.size() != outputs->size())
+        return {Outcome::kFail, sname + ": model has " + std::to_string(outputs->size()) +
+                                    " outputs, test expects " + std::to_string(out_files.size())};
+    }
+    for (size_t k = 0; k < want.size(); ++k) {
       const ir::Value& v = g.values[g.outputs[k]];
-      auto want = frontend::LoadValueProtoFile(out_files[k].string(), v.type);
-      if (!want.ok()) return {Outcome::kFail, want.status().message()};
-      st = CompareValue(outputs[k], *want, o.rtol, o.atol, sname + " output '" + v.name + "'");
+      std::string what = sname + " output '" + v.name + "'";
+      if (against_host && !(*outputs)[k].is_sequence() && IsFloatingDType(want[k].dtype()) &&
+          (*outputs)[k].dims() == want[k].dims()) {
+        double e = RelativeL2((*outputs)[k], want[k]);
+        if (!(e <= o.max_rel_l2))
+          return {Outcome::kFail,
+                  what + ": relative L2 error " + std::to_string(e) + " vs the host executor"};
+        char buf[96];
+        std::snprintf(buf, sizeof(buf), "%s%s rel-L2 %.2e", notes.empty() ? "" : ", ",
+                      v.name.c_str(), e);
+        notes += buf;
+        continue;
+      }
+      Status st = CompareValue((*outputs)[k], want[k], o.rtol, o.atol, what);
       if (!st.ok()) return {Outcome::kFail, st.message()};
     }
   }
-  return {Outcome::kPass, ""};
+  return {Outcome::kPass, notes};
 }
 
 // Runs tests in forked children, up to `jobs` at a time, each with a time limit; a crash, hang or
@@ -351,7 +421,8 @@ std::set<std::string> ReadExpectedFailures(const std::string& path) {
 int TestOnnxMain(const TestOptions& o) {
   std::vector<fs::path> tests;
   for (const auto& d : o.dirs) {
-    if (!fs::is_directory(d)) return Fail(Error(d + ": not a folder"));
+    if (!fs::is_directory(d) && !IsModelFile(d))
+      return Fail(Error(d + ": not a folder or a model file"));
     Collect(d, &tests);
   }
   std::set<std::string> expected;
@@ -365,11 +436,13 @@ int TestOnnxMain(const TestOptions& o) {
   ChildPool pool(o);
   pool.Run(tests, [&](size_t i, const Result& r) {
     std::string name = tests[i].filename().string();
+    if (r.outcome == Outcome::kPass && !r.message.empty() && o.verbose)
+      std::printf("PASS %s: %s\n", name.c_str(), r.message.c_str());
     switch (r.outcome) {
       case Outcome::kPass:
         ++passed;
         if (expected.count(name)) unexpected_passes.push_back(name);
-        if (o.verbose) std::printf("PASS %s\n", name.c_str());
+        if (o.verbose && r.message.empty()) std::printf("PASS %s\n", name.c_str());
         break;
       case Outcome::kFail:
         ++failed;
@@ -402,7 +475,11 @@ int TestOnnxMain(const TestOptions& o) {
 void AddTestOnnxCommand(CLI::App& app, int& rc) {
   auto* c = app.add_subcommand("test-onnx", "run ONNX backend test folders and compare outputs");
   auto o = std::make_shared<TestOptions>();  // owned by the callback
-  c->add_option("DIR", o->dirs, "test folders, or folders of them")->required();
+  c->add_option("DIR", o->dirs,
+                "test folders, folders of them, or model files (random inputs, checked against the "
+                "host executor)")
+      ->required();
+  auto shape_specs = std::make_shared<std::vector<std::string>>();
   c->add_option("--expected-failures", o->expected_failures,
                 "file listing tests expected to fail (one name per line, '#' comments); then "
                 "only a failure not listed makes the exit code 1");
@@ -419,7 +496,26 @@ void AddTestOnnxCommand(CLI::App& app, int& rc) {
       ->check(CLI::IsMember({"host", "c"}));
   c->add_option("--cc", o->cc, "C compiler for --backend c");
   c->add_option("-j,--jobs", o->jobs, "tests run at once")->check(CLI::PositiveNumber);
-  c->callback([&rc, o] { rc = TestOnnxMain(*o); });
+  c->add_option("--c-run", o->c_run,
+                "command that runs the program built by --cc (e.g. an emulator)");
+  c->add_option(
+       "--reference", o->reference,
+       "compare with the folder's expected outputs (files) or with the host executor (host); "
+       "model files always use the host")
+      ->check(CLI::IsMember({"files", "host"}));
+  c->add_option("--max-rel-l2", o->max_rel_l2,
+                "largest relative L2 error against the host executor");
+  c->add_option("--shape", *shape_specs, "fix a model file's input dims: NAME=D0,D1,...")->allow_extra_args(false);
+  c->add_option("--weights", o->weights, "safetensors weights for a .json model file");
+  c->callback([&rc, o, shape_specs] {
+    auto shapes = ParseShapes(*shape_specs);
+    if (!shapes.ok()) {
+      rc = Fail(shapes.status());
+      return;
+    }
+    o->shapes = *shapes;
+    rc = TestOnnxMain(*o);
+  });
 }
 
 }  // namespace kiln::cli

@@ -285,7 +285,7 @@ class Generator {
       params.push_back("uint8_t *arena");
       args.push_back("arena");
     }
-    std::string comment = "/* " + CommentText(n.Label(g)) + ": " + CommentText(n.domain.empty() ? n.op_type : n.domain + "." + n.op_type) + "\n";
+    std::string comment = "/* " + CommentText(n.Label(g)) + (n.domain.empty() ? "" : " in domain " + CommentText(n.domain)) + "\n";
     auto describe = [&](const std::string& role, int v) {
       const ir::Value& val = g.values[v];
       comment += " *   " + role + std::string(role.size() < 5 ? 5 - role.size() : 0, ' ') + " " +
