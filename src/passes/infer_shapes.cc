@@ -40,8 +40,12 @@ class Inferrer {
     std::vector<const Tensor*> known(g.values.size(), nullptr);
     for (size_t v = 0; v < g.values.size(); ++v)
       if (g.values[v].constant) known[v] = &*g.values[v].constant;
-    for (auto [local, outer] : g.captures)
+    for (auto [local, outer] : g.captures) {
       if (outer < static_cast<int>(parent_values.size())) known[local] = parent_values[outer];
+      // A captured value has its outer value's type (inferred by now: the node comes later).
+      ir::TypeInfo& lt = g.values[local].type;
+      if (g.parent && lt.dtype == DType::kUndefined && !lt.has_shape) lt = g.parent->values[outer].type;
+    }
     const auto& registry = ops::OpRegistry::Global();
 
     for (ir::Node& n : g.nodes) {
