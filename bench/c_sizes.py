@@ -112,7 +112,12 @@ def classify(name, in_params, model, kernels):
         return "params"
     if base.startswith("kiln_k_") or base in kernels:
         return "kernels"
-    if base.startswith("node_"):
+    # Portable kernels are named kiln_<file>_*; the model's own symbols kiln_<model>_*.
+    if base.startswith("kiln_") and not base.startswith("kiln_%s_" % model):
+        return "kernels"
+    # Node functions, their tables (node_*_map) and their function-local constant tables
+    # (gcc names those "<var>.<n>", e.g. the shape arguments a node passes to its kernel).
+    if base.startswith("node_") or (name != base and name.split(".")[-1].isdigit() and not base.startswith("kiln_")):
         return "nodes"
     if base in ["kiln_%s_%s" % (model, a) for a in API]:
         return "api"
