@@ -7,6 +7,7 @@
 #include <string>
 
 #include "ops/common.h"
+#include "ops/resize_plan.h"
 
 namespace kiln::ops {
 void RegisterGridOps(OpRegistry& r);  // resize_grid.cc
@@ -207,12 +208,7 @@ Status ResizeInfer(InferContext& ctx) {
   return OkStatus();
 }
 
-// One output position's taps along an axis.
-struct Taps {
-  std::vector<int64_t> idx;
-  std::vector<double> w;
-  bool extrapolate = false;
-};
+using Taps = ResizeTaps;
 
 std::vector<double> CubicCoeffs(double ratio, double A) {
   return {((A * (ratio + 1) - 5 * A) * (ratio + 1) + 8 * A) * (ratio + 1) - 4 * A,
@@ -371,53 +367,22 @@ void ApplyAxis(std::vector<double>& cur, Dims& dims, int axis, const std::vector
 
 Status ResizeCompute(ComputeContext& ctx) {
   const Tensor& x = ctx.input(0);
-  const Dims& in = x.dims();
-  const int64_t r = x.rank();
-  ResizeAttrs a;
-  std::string m = ReadAttrs(ctx.node(), ctx.opset(), r, &a);
-  if (!m.empty()) return ctx.error(m);
-  std::vector<double> scales;
-  std::vector<int64_t> sizes;
-  bool use_sizes = false;
-  ScalesOrSizes(nullptr, &ctx, ctx.node(), ctx.opset(), &scales, &sizes, &use_sizes, &m);
-  if (!m.empty()) return ctx.error(m);
-  Dims out;
-  std::vector<double> sc;
-  m = ResizeShape(a, in, use_sizes ? nullptr : &scales, use_sizes ? &sizes : nullptr, &out, &sc);
-  if (!m.empty()) return ctx.error(m);
-  Tensor& y = ctx.output(0).defined() && ctx.output(0).dims() == out
+  ResizePlan plan;
+  KILN_RETURN_IF_ERROR(PlanResize(ctx, x.dims(), &plan));
+  Tensor& y = ctx.output(0).defined() && ctx.output(0).dims() == plan.out
                   ? ctx.output(0)
-                  : ctx.allocate_output(0, x.dtype(), out);
+                  : ctx.allocate_output(0, x.dtype(), plan.out);
   if (y.size() == 0) return OkStatus();
   if (x.size() == 0) return ctx.error("cannot resize an empty tensor to a non-empty one");
-  // roi: [starts..., ends...] over `axes` (or all dims), normalized coordinates.
-  std::vector<double> roi_s(r, 0.0), roi_e(r, 1.0);
-  ResizeInputs io = InputsFor(ctx.node(), ctx.opset());
-  if (a.coord == "tf_crop_and_resize") {
-    if (io.roi < 0 || !ctx.has_input(io.roi)) return ctx.error("tf_crop_and_resize needs roi");
-    const Tensor& rt = ctx.input(io.roi);
-    Dims axes = a.axes;
-    if (axes.empty())
-      for (int64_t d = 0; d < r; ++d) axes.push_back(d);
-    if (rt.size() != 2 * static_cast<int64_t>(axes.size()))
-      return ctx.error("roi must have 2 * " + std::to_string(axes.size()) + " entries");
-    for (size_t i = 0; i < axes.size(); ++i) {
-      roi_s[axes[i]] = rt.GetDouble(i);
-      roi_e[axes[i]] = rt.GetDouble(i + axes.size());
-    }
-  }
   std::vector<double> cur(x.size());
   bool ok = Dispatch<kNumericTypes>(x.dtype(), [&]<class T>() {
     const T* p = x.data<T>();
     for (int64_t i = 0; i < x.size(); ++i) cur[i] = static_cast<double>(static_cast<Acc<T>>(p[i]));
   });
   if (!ok) return ctx.error("unsupported dtype " + std::string(DTypeName(x.dtype())));
-  Dims dims = in;
-  for (int d = static_cast<int>(r) - 1; d >= 0; --d) {
-    std::vector<Taps> taps = AxisTaps(a, in[d], out[d], sc[d], roi_s[d], roi_e[d]);
-    if (IsIdentity(taps, in[d])) continue;
-    ApplyAxis(cur, dims, d, taps, a.extrapolation);
-  }
+  Dims dims = x.dims();
+  for (int d = x.rank() - 1; d >= 0; --d)
+    if (!plan.axes[d].empty()) ApplyAxis(cur, dims, d, plan.axes[d], plan.extrapolation);
   Dispatch<kNumericTypes>(y.dtype(), [&]<class T>() {
     T* p = y.data<T>();
     for (int64_t i = 0; i < y.size(); ++i) {
@@ -434,6 +399,45 @@ Status ResizeCompute(ComputeContext& ctx) {
 }
 
 }  // namespace
+
+Status PlanResize(const ComputeContext& ctx, const Dims& in, ResizePlan* plan) {
+  const int64_t r = static_cast<int64_t>(in.size());
+  ResizeAttrs a;
+  std::string m = ReadAttrs(ctx.node(), ctx.opset(), r, &a);
+  if (!m.empty()) return ctx.error(m);
+  std::vector<double> scales;
+  std::vector<int64_t> sizes;
+  bool use_sizes = false;
+  ScalesOrSizes(nullptr, &ctx, ctx.node(), ctx.opset(), &scales, &sizes, &use_sizes, &m);
+  if (!m.empty()) return ctx.error(m);
+  std::vector<double> sc;
+  m = ResizeShape(a, in, use_sizes ? nullptr : &scales, use_sizes ? &sizes : nullptr, &plan->out, &sc);
+  if (!m.empty()) return ctx.error(m);
+  plan->axes.assign(r, {});
+  plan->extrapolation = a.extrapolation;
+  if (NumElements(plan->out) == 0 || NumElements(in) == 0) return OkStatus();
+  // roi: [starts..., ends...] over `axes` (or all dims), normalized coordinates.
+  std::vector<double> roi_s(r, 0.0), roi_e(r, 1.0);
+  ResizeInputs io = InputsFor(ctx.node(), ctx.opset());
+  if (a.coord == "tf_crop_and_resize") {
+    if (io.roi < 0 || !ctx.has_input(io.roi)) return ctx.error("tf_crop_and_resize needs roi");
+    const Tensor& rt = ctx.input(io.roi);
+    Dims axes = a.axes;
+    if (axes.empty())
+      for (int64_t d = 0; d < r; ++d) axes.push_back(d);
+    if (rt.size() != 2 * static_cast<int64_t>(axes.size()))
+      return ctx.error("roi must have 2 * " + std::to_string(axes.size()) + " entries");
+    for (size_t i = 0; i < axes.size(); ++i) {
+      roi_s[axes[i]] = rt.GetDouble(i);
+      roi_e[axes[i]] = rt.GetDouble(i + axes.size());
+    }
+  }
+  for (int64_t d = 0; d < r; ++d) {
+    std::vector<Taps> taps = AxisTaps(a, in[d], plan->out[d], sc[d], roi_s[d], roi_e[d]);
+    if (!IsIdentity(taps, in[d])) plan->axes[d] = std::move(taps);
+  }
+  return OkStatus();
+}
 
 void RegisterResizeOps(OpRegistry& r) {
   r.Register("Resize", ResizeInfer, ResizeCompute);
