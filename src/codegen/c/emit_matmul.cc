@@ -1,9 +1,12 @@
 // C emitters for the matmul family: MatMul (numpy matmul: batched, batch dims broadcast, 1-D
-// operands promoted and the added dim dropped) and Gemm (transA, transB, alpha, beta, C
-// broadcast to [M, N]). float and double go through the portable GEMM (kernels/gemm.c, i-k-j
-// order, accumulating in the element type); the other element types the host supports get
-// specialized dot-product loops: 16-bit floats accumulate in float, integers wrap around as
+// operands promoted and the added dim dropped), Gemm (transA, transB, alpha, beta, C broadcast
+// to [M, N]), Einsum (as loops over the output and summed labels), MatMulInteger and
+// QLinearMatMul. float and double MatMul / Gemm go through the portable GEMM (kernels/gemm.c,
+// i-k-j order, accumulating in the element type); the other element types the host supports
+// get specialized dot-product loops: 16-bit floats accumulate in float, integers wrap around as
 // unsigned arithmetic, like the host executor's kernels.
+#include <algorithm>
+
 #include "codegen/c/c_names.h"
 #include "codegen/c/emit_axes.h"
 #include "codegen/c/emit_util.h"
@@ -166,11 +169,309 @@ Status EmitGemm(NodeContext& ctx) {
   return OkStatus();
 }
 
+// ---- Einsum ----
+
+// The plan of the host's Einsum (ops/matmul.cc): labels are the 52 letters and the broadcast
+// "..." dims; each label has a size and, per operand, the sum of the strides of that operand's
+// axes with the label (a repeated label walks the diagonal), 0 when absent.
+struct EinsumPlan {
+  std::vector<int64_t> size;
+  std::vector<int> out_labels, sum_labels;
+  std::vector<std::vector<int64_t>> stride;  // [operand][label]
+};
+
+constexpr int kEllipsis = -2;
+
+bool ParseTerm(const std::string& t, std::vector<int>* out) {
+  out->clear();
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (t[i] == '.') {
+      if (t.compare(i, 3, "...") != 0) return false;
+      for (int x : *out)
+        if (x == kEllipsis) return false;
+      out->push_back(kEllipsis);
+      i += 2;
+    } else if (t[i] >= 'A' && t[i] <= 'Z') {
+      out->push_back(t[i] - 'A');
+    } else if (t[i] >= 'a' && t[i] <= 'z') {
+      out->push_back(t[i] - 'a' + 26);
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::string PlanEinsum(const std::string& equation, const std::vector<Dims>& inputs, EinsumPlan* p) {
+  std::string eq;
+  for (char c : equation)
+    if (c != ' ' && c != '\t') eq += c;
+  size_t arrow = eq.find("->");
+  std::string lhs = arrow == std::string::npos ? eq : eq.substr(0, arrow);
+  std::vector<std::vector<int>> terms;
+  for (size_t start = 0;;) {
+    size_t comma = lhs.find(',', start);
+    std::vector<int> term;
+    if (!ParseTerm(lhs.substr(start, comma == std::string::npos ? std::string::npos : comma - start), &term))
+      return "bad input term";
+    terms.push_back(term);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  if (terms.size() != inputs.size()) return "the equation's input terms do not match the inputs";
+  int64_t ell_rank = 0;
+  std::vector<int64_t> op_ell(inputs.size(), 0);
+  for (size_t i = 0; i < terms.size(); ++i) {
+    int64_t letters = 0;
+    bool has_ell = false;
+    for (int l : terms[i]) (l == kEllipsis ? has_ell = true : ++letters);
+    int64_t rank = static_cast<int64_t>(inputs[i].size());
+    if (has_ell ? rank < letters : rank != letters) return "a term does not match its input's rank";
+    op_ell[i] = has_ell ? rank - letters : 0;
+    ell_rank = std::max(ell_rank, op_ell[i]);
+  }
+  const int num_labels = 52 + static_cast<int>(ell_rank);
+  p->size.assign(num_labels, -1);
+  p->stride.assign(inputs.size(), std::vector<int64_t>(num_labels, 0));
+  std::vector<int> count(num_labels, 0);
+  for (size_t i = 0; i < terms.size(); ++i) {
+    std::vector<int64_t> st = Strides(inputs[i]);
+    int axis = 0;
+    for (int l : terms[i]) {
+      if (l == kEllipsis) {
+        for (int64_t e = 0; e < op_ell[i]; ++e, ++axis) {
+          int label = 52 + static_cast<int>(ell_rank - op_ell[i] + e);
+          int64_t d = inputs[i][axis];
+          int64_t& sz = p->size[label];
+          if (d != 1) {
+            if (sz > 1 && sz != d) return "ellipsis dims do not broadcast";
+            sz = d;
+            p->stride[i][label] += st[axis];
+          } else if (sz < 0) {
+            sz = 1;
+          }
+          ++count[label];
+        }
+        continue;
+      }
+      int64_t d = inputs[i][axis];
+      if (p->size[l] >= 0 && p->size[l] != d) return "a label has two sizes";
+      p->size[l] = d;
+      p->stride[i][l] += st[axis];
+      ++count[l];
+      ++axis;
+    }
+  }
+  p->out_labels.clear();
+  std::vector<char> in_out(num_labels, 0);
+  if (arrow != std::string::npos) {
+    std::vector<int> term;
+    if (!ParseTerm(eq.substr(arrow + 2), &term)) return "bad output term";
+    bool out_has_ell = false;
+    for (int l : term) {
+      if (l == kEllipsis) {
+        out_has_ell = true;
+        for (int e = 0; e < ell_rank; ++e) p->out_labels.push_back(52 + e);
+        continue;
+      }
+      if (count[l] == 0) return "an output label does not appear in the inputs";
+      if (in_out[l]) return "an output label is repeated";
+      in_out[l] = 1;
+      p->out_labels.push_back(l);
+    }
+    for (int e = 0; e < ell_rank; ++e) in_out[52 + e] = out_has_ell;  // "..." left out: summed
+  } else {
+    for (int e = 0; e < ell_rank; ++e) {
+      p->out_labels.push_back(52 + e);
+      in_out[52 + e] = 1;
+    }
+    for (int l = 0; l < 52; ++l)
+      if (count[l] == 1) {
+        p->out_labels.push_back(l);
+        in_out[l] = 1;
+      }
+  }
+  p->sum_labels.clear();
+  for (int l = 0; l < num_labels; ++l)
+    if (!in_out[l] && count[l] > 0) p->sum_labels.push_back(l);
+  return "";
+}
+
+// Einsum as loops: the output labels outside, the summed labels inside, one product of every
+// operand per step, accumulated like MatMul (float in float, integers wrapping).
+Status EmitEinsum(NodeContext& ctx) {
+  const int n = ctx.num_inputs();
+  std::vector<Dims> dims;
+  for (int i = 0; i < n; ++i) {
+    if (!ctx.has_input(i)) return ctx.error("inputs cannot be omitted");
+    if (ctx.input_dtype(i) != ctx.input_dtype(0)) return ctx.error("input types differ");
+    dims.push_back(ctx.input_dims(i));
+  }
+  if (n == 0) return ctx.error("needs at least one input");
+  DType t = ctx.input_dtype(0), ct = ComputeType(t);
+  if (!IsFloatingDType(t) && !IsInt(t)) return ctx.error("does not support element type " + std::string(DTypeName(t)));
+  EinsumPlan p;
+  std::string why = PlanEinsum(ctx.node().attr_string("equation", ""), dims, &p);
+  if (!why.empty()) return ctx.error("equation '" + ctx.node().attr_string("equation", "") + "': " + why);
+  const int64_t total = NumElements(ctx.output_dims(0));
+  if (total == 0) {
+    ctx.Line("/* no elements */");
+    return OkStatus();
+  }
+  bool empty_sum = false;
+  Dims od, sd;
+  for (int l : p.out_labels) od.push_back(p.size[l]);
+  for (int l : p.sum_labels) {
+    sd.push_back(p.size[l]);
+    empty_sum = empty_sum || p.size[l] == 0;
+  }
+  if (NumElements(od) != total) return ctx.error("the equation's output does not match the output dims");
+  if (empty_sum) {  // an empty contraction: every sum is zero
+    ctx.Line(ZeroFill(ctx, 0, t, total));
+    return OkStatus();
+  }
+  // Strides over the output labels (operands, then the output) and the summed labels.
+  std::vector<std::vector<int64_t>> os(n + 1), ss(n);
+  std::vector<int64_t> ostr = Strides(od);
+  for (int k = 0; k < n; ++k) {
+    for (int l : p.out_labels) os[k].push_back(p.stride[k][l]);
+    for (int l : p.sum_labels) ss[k].push_back(p.stride[k][l]);
+  }
+  os[n] = ostr;
+  MergedAxes om = MergeAxes(od, os), sm = MergeAxes(sd, ss);
+  const bool is_int = IsInt(t);
+  std::string at = is_int ? WrapType(t) : CType(ct);
+  Nest(ctx, om.dims, "o", [&](const std::vector<std::string>& oidx) {
+    ctx.Line(at + " acc = 0;");
+    Nest(ctx, sm.dims, "s", [&](const std::vector<std::string>& sidx) {
+      std::string prod;
+      for (int k = 0; k < n; ++k) {
+        std::string off = IndexExpr(oidx, om.strides[k]), soff = IndexExpr(sidx, sm.strides[k]);
+        if (off == "0") off = soff;
+        else if (soff != "0") off += " + " + soff;
+        std::string e = NodeContext::in(k) + "[" + off + "]";
+        e = is_int ? "(" + at + ")" + e : Load(ctx, t, e);
+        prod += (k ? " * " : "") + e;
+      }
+      ctx.Line("acc += " + prod + ";");
+    });
+    ctx.Line("out0[" + IndexExpr(oidx, om.strides[n]) + "] = " + (is_int ? "(" + CType(t) + ")acc" : Store(ctx, t, "acc")) + ";");
+  });
+  return OkStatus();
+}
+
+// ---- MatMulInteger / QLinearMatMul ----
+
+// The int32 products (A - a_zero_point) x (B - b_zero_point) of the 8-bit operands in0 (or
+// input a) and input b; zero points per tensor, per row of A or per column of B. Calls
+// `store(acc)` with the int32 accumulator `acc` of output element (batch, i, j) in scope.
+Status EmitIntMatMul(NodeContext& ctx, int a, int azp, int b, int bzp,
+                     const std::function<void(const std::string& row, const std::string& col)>& store) {
+  for (int i : {a, b})
+    if (ctx.input_dtype(i) != DType::kInt8 && ctx.input_dtype(i) != DType::kUInt8)
+      return ctx.error("the operands must be int8 or uint8");
+  const Dims& ad = ctx.input_dims(a);
+  const Dims& bd = ctx.input_dims(b);
+  if (ad.empty() || bd.empty()) return ctx.error("operands must have rank >= 1");
+  Dims a2 = ad, b2 = bd;
+  if (ad.size() == 1) a2.insert(a2.begin(), 1);
+  if (bd.size() == 1) b2.push_back(1);
+  const int64_t M = a2[a2.size() - 2], K = a2.back(), N = b2.back();
+  if (b2[b2.size() - 2] != K) return ctx.error("inner dimensions differ");
+  Dims ab(a2.begin(), a2.end() - 2), bb(b2.begin(), b2.end() - 2), ob;
+  if (!ops::BroadcastDims(ab, bb, &ob)) return ctx.error("batch dimensions do not broadcast");
+  auto zero_point = [&](int i, int64_t count, const std::string& idx) -> Expected<std::string> {
+    if (!ctx.has_input(i)) return std::string("0");
+    int64_t z = NumElements(ctx.input_dims(i));
+    if (z != 1 && z != count) return ctx.error("a zero point must have 1 or " + std::to_string(count) + " elements");
+    return "(int32_t)" + NodeContext::in(i) + "[" + (z == 1 ? "0" : idx) + "]";
+  };
+  KILN_ASSIGN_OR_RETURN(std::string za, zero_point(azp, M, "i"));
+  KILN_ASSIGN_OR_RETURN(std::string zb, zero_point(bzp, N, "j"));
+  if (NumElements(ob) * M * N == 0) {
+    ctx.Line("/* no elements */");
+    return OkStatus();
+  }
+  std::vector<int64_t> as = BroadcastStridesOver(ab, ob), bs = BroadcastStridesOver(bb, ob), os = Strides(ob);
+  for (auto& v : as) v *= M * K;
+  for (auto& v : bs) v *= K * N;
+  for (auto& v : os) v *= M * N;
+  MergedAxes m = MergeAxes(ob, {as, bs, os});
+  std::string A = NodeContext::in(a), B = NodeContext::in(b);
+  Nest(ctx, m.dims, "b", [&](const std::vector<std::string>& idx) {
+    std::string ao = IndexExpr(idx, m.strides[0]), bo = IndexExpr(idx, m.strides[1]), oo = IndexExpr(idx, m.strides[2]);
+    ctx.Line("const size_t ao = " + ao + ", bo = " + bo + ", oo = " + oo + ";");
+    ctx.Line("(void)ao;");
+    ctx.Line("(void)bo;");
+    Loop(ctx, M, "i", [&] {
+      Loop(ctx, N, "j", [&] {
+        ctx.Line("uint32_t acc = 0;");  // int32 arithmetic, wrapping
+        if (K > 0)
+          ctx.Line("for (size_t k = 0; k < " + std::to_string(K) + "; ++k) acc += (uint32_t)((int32_t)" + A + "[ao + i * " +
+                   std::to_string(K) + " + k] - " + za + ") * (uint32_t)((int32_t)" + B + "[bo + k * " + std::to_string(N) +
+                   " + j] - " + zb + ");");
+        ctx.Line("{");
+        ctx.Indent();
+        ctx.Line("const size_t at = oo + i * " + std::to_string(N) + " + j;");
+        store("i", "j");
+        ctx.Dedent();
+        ctx.Line("}");
+      });
+    });
+  });
+  return OkStatus();
+}
+
+Status EmitMatMulInteger(NodeContext& ctx) {
+  return EmitIntMatMul(ctx, 0, 2, 1, 3, [&](const std::string&, const std::string&) { ctx.Line("out0[at] = (int32_t)acc;"); });
+}
+
+// y = round_half_even(acc * a_scale * b_scale / y_scale) + y_zero_point, wrapped to the output
+// type as the ONNX reference does. The multiplier rounds like the reference, in the scales' own
+// type; the final product is taken in double so that the rounding matches it exactly.
+Status EmitQLinearMatMul(NodeContext& ctx) {
+  if (ctx.num_inputs() < 8) return ctx.error("needs 8 inputs");
+  for (int i : {0, 1, 3, 4, 6})
+    if (!ctx.has_input(i)) return ctx.error("input " + std::to_string(i) + " is required");
+  DType st = ctx.input_dtype(1), yt = ctx.output_dtype(0);
+  if (!IsFloatingDType(st) || ctx.input_dtype(4) != st || ctx.input_dtype(6) != st) return ctx.error("the scales must be floats of one type");
+  if (yt != DType::kInt8 && yt != DType::kUInt8) return ctx.error("y must be int8 or uint8");
+  const Dims& ad = ctx.input_dims(0);
+  const Dims& bd = ctx.input_dims(3);
+  const int64_t M = ad.size() > 1 ? ad[ad.size() - 2] : 1, N = bd.size() > 1 ? bd.back() : 1;
+  const int64_t na = NumElements(ctx.input_dims(1)), nb = NumElements(ctx.input_dims(4));
+  if (na != 1 && na != M) return ctx.error("a_scale must have 1 or M elements");
+  if (nb != 1 && nb != N) return ctx.error("b_scale must have 1 or N elements");
+  if (NumElements(ctx.input_dims(6)) != 1) return ctx.error("y_scale must be a scalar");
+  std::string sa = Load(ctx, st, std::string("in1[") + (na == 1 ? "0" : "i") + "]");
+  std::string sb = Load(ctx, st, std::string("in4[") + (nb == 1 ? "0" : "j") + "]");
+  std::string sy = Load(ctx, st, "in6[0]");
+  std::string mul;
+  if (st == DType::kFloat64) {
+    mul = sa + " * " + sb + " / " + sy;
+  } else if (st == DType::kFloat32) {
+    mul = "(double)(" + sa + " * " + sb + " / " + sy + ")";
+  } else {  // 16-bit scales: each step rounds to the scale type
+    std::string r = st == DType::kFloat16 ? "f16" : "bf16";
+    auto round = [&](const std::string& v) { return "kiln_half_" + r + "_to_f32(kiln_half_f32_to_" + r + "(" + v + "))"; };
+    mul = "(double)" + round(round(sa + " * " + sb) + " / " + sy);
+  }
+  std::string yz = ctx.has_input(7) ? "(double)in7[0]" : "0.0";
+  return EmitIntMatMul(ctx, 0, 2, 3, 5, [&](const std::string&, const std::string&) {
+    ctx.Line("double v = nearbyint((double)(int32_t)acc * " + mul + " + " + yz + ");");
+    ctx.Line("if (!(v > -9.2e18 && v < 9.2e18)) v = 0.0;");
+    ctx.Line("out0[at] = (" + CType(yt) + ")(int64_t)v;");
+  });
+}
+
 }  // namespace
 
 void RegisterMatMulEmitters(EmitterRegistry& r) {
   r.Register("MatMul", EmitMatMul);
   r.Register("Gemm", EmitGemm);
+  r.Register("Einsum", EmitEinsum);
+  r.Register("MatMulInteger", EmitMatMulInteger);
+  r.Register("QLinearMatMul", EmitQLinearMatMul);
 }
 
 }  // namespace kiln::codegen::c

@@ -1,7 +1,8 @@
 // C emitters for the normalization family: BatchNormalization (inference, and training with the
-// running and saved statistics), InstanceNormalization, LayerNormalization and
-// RMSNormalization (with the Mean / InvStdDev outputs), GroupNormalization, LRN,
-// LpNormalization, MeanVarianceNormalization, and the axis-wise Softmax / LogSoftmax / Hardmax.
+// running and saved statistics), InstanceNormalization, LayerNormalization (with the Mean /
+// InvStdDev outputs), GroupNormalization, LRN, LpNormalization, MeanVarianceNormalization, and
+// the axis-wise Softmax / LogSoftmax / Hardmax (RMSNormalization is emitted with the
+// sequence-model ops, emit_sequence_models.cc).
 // Every node becomes loops specialized to its shapes. Statistics are computed in the element
 // type's compute type (float for float, float16 and bfloat16; double for double): the host
 // accumulates in double, which an MCU would emulate in software. Variances use two passes
@@ -25,27 +26,18 @@ Status RequireFloat(NodeContext& ctx, int i) {
   return OkStatus();
 }
 
-// Emits `<ct> mean` and `<ct> var` (biased) over the `n` elements X(i) for i in [0, n), the
-// element read given by `x(i)`. With `center` false the mean is 0 and not declared.
-void EmitMoments(NodeContext& ctx, DType ct, int64_t n, const std::function<std::string(const std::string&)>& x,
-                 bool center = true) {
-  std::string ctype = CType(ct);
-  if (center) {
-    ctx.Line(ctype + " mean = " + CNumber(ct, 0) + ";");
-    Loop(ctx, n, "i", [&] { ctx.Line("mean += " + x("i") + ";"); });
-    ctx.Line("mean /= " + CNumber(ct, static_cast<double>(n > 0 ? n : 1)) + ";");
-  }
+// Emits `<ct> mean` and `<ct> var` (biased, two passes) over the `n` elements x(i), i in [0, n).
+void EmitMoments(NodeContext& ctx, DType ct, int64_t n, const std::function<std::string(const std::string&)>& x) {
+  std::string ctype = CType(ct), count = CNumber(ct, static_cast<double>(n > 0 ? n : 1));
+  ctx.Line(ctype + " mean = " + CNumber(ct, 0) + ";");
+  Loop(ctx, n, "i", [&] { ctx.Line("mean += " + x("i") + ";"); });
+  ctx.Line("mean /= " + count + ";");
   ctx.Line(ctype + " var = " + CNumber(ct, 0) + ";");
   Loop(ctx, n, "i", [&] {
-    if (center) {
-      ctx.Line("const " + ctype + " d = " + x("i") + " - mean;");
-      ctx.Line("var += d * d;");
-    } else {
-      ctx.Line("const " + ctype + " d = " + x("i") + ";");
-      ctx.Line("var += d * d;");
-    }
+    ctx.Line("const " + ctype + " d = " + x("i") + " - mean;");
+    ctx.Line("var += d * d;");
   });
-  ctx.Line("var /= " + CNumber(ct, static_cast<double>(n > 0 ? n : 1)) + ";");
+  ctx.Line("var /= " + count + ";");
 }
 
 // ---- BatchNormalization ----
@@ -180,7 +172,7 @@ Status EmitInstanceNorm(NodeContext& ctx) {
   return OkStatus();
 }
 
-// ---- LayerNormalization / RMSNormalization ----
+// ---- LayerNormalization ----
 
 bool Broadcasts(const Dims& from, const Dims& to) {
   Dims out;
@@ -188,7 +180,6 @@ bool Broadcasts(const Dims& from, const Dims& to) {
 }
 
 Status EmitLayerNorm(NodeContext& ctx) {
-  const bool rms = ctx.node().op_type == "RMSNormalization";
   if (!ctx.has_input(0) || !ctx.has_input(1)) return ctx.error("needs X and Scale");
   KILN_RETURN_IF_ERROR(RequireFloat(ctx, 0));
   KILN_RETURN_IF_ERROR(RequireFloat(ctx, 1));
@@ -214,7 +205,7 @@ Status EmitLayerNorm(NodeContext& ctx) {
   };
   KILN_ASSIGN_OR_RETURN(std::string scale, affine(1));
   std::string bias;
-  if (!rms && ctx.has_input(2)) {
+  if (ctx.has_input(2)) {
     KILN_RETURN_IF_ERROR(RequireFloat(ctx, 2));
     KILN_ASSIGN_OR_RETURN(bias, affine(2));
   }
@@ -222,13 +213,13 @@ Status EmitLayerNorm(NodeContext& ctx) {
   Loop(ctx, rows, "r", [&] {
     ctx.Line("const " + CType(t) + " *x = in0 + r * " + S(cols) + ";");
     ctx.Line(CType(t) + " *y = out0 + r * " + S(cols) + ";");
-    EmitMoments(ctx, ct, cols, xat, !rms);
+    EmitMoments(ctx, ct, cols, xat);
     ctx.Line("const " + ctype + " inv = " + CNumber(ct, 1) + " / " + MathName(ct, "sqrt") + "(var + " + CNumber(ct, eps) + ");");
     for (int k = 1; k < 3 && k < ctx.num_outputs(); ++k)
       if (ctx.has_output(k))
-        ctx.Line(NodeContext::out(k) + "[r] = " + Store(ctx, ctx.output_dtype(k), k == 1 ? (rms ? CNumber(ct, 0) : "mean") : "inv") + ";");
+        ctx.Line(NodeContext::out(k) + "[r] = " + Store(ctx, ctx.output_dtype(k), k == 1 ? "mean" : "inv") + ";");
     Loop(ctx, cols, "c", [&] {
-      std::string v = (rms ? xat("c") : "(" + xat("c") + " - mean)") + " * inv * " + scale;
+      std::string v = "(" + xat("c") + " - mean) * inv * " + scale;
       if (!bias.empty()) v += " + " + bias;
       ctx.Line("y[c] = " + Store(ctx, t, v) + ";");
     });
@@ -506,7 +497,6 @@ void RegisterNormalizationEmitters(EmitterRegistry& r) {
   r.Register("BatchNormalization", EmitBatchNorm);
   r.Register("InstanceNormalization", EmitInstanceNorm);
   r.Register("LayerNormalization", EmitLayerNorm);
-  r.Register("RMSNormalization", EmitLayerNorm);
   r.Register("GroupNormalization", EmitGroupNorm);
   r.Register("LRN", EmitLrn);
   r.Register("LpNormalization", EmitLpNorm);

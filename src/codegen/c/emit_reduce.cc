@@ -1,11 +1,11 @@
 // C emitters for the reduction family: ReduceSum / Mean / Max / Min / Prod / SumSquare / L1 /
 // L2 / LogSum / LogSumExp (axes as an attribute or a constant input, keepdims,
-// noop_with_empty_axes), ArgMax / ArgMin (keepdims, select_last_index) and the running scans
-// CumSum / CumProd (constant axis, exclusive, reverse). Each output element is one register
-// accumulation over its reduced elements: the kept axes are the outer loops, the reduced axes
-// the inner ones, both merged where memory allows. Floats accumulate in their compute type
-// (float, or double for double; the host uses double), integers in 64 bits wrapping around as
-// the host does.
+// noop_with_empty_axes), ArgMax / ArgMin (keepdims, select_last_index), the running scans
+// CumSum / CumProd (exclusive, reverse; the axis a constant or read at run time) and TopK.
+// Each reduced output element is one register accumulation over its elements: the kept axes
+// are the outer loops, the reduced axes the inner ones, both merged where memory allows. Floats
+// accumulate in their compute type (float, or double for double; the host uses double),
+// integers in 64 bits wrapping around as the host does.
 #include <cmath>
 
 #include "codegen/c/c_names.h"
@@ -278,6 +278,69 @@ Status EmitScan(NodeContext& ctx, bool prod) {
   return OkStatus();
 }
 
+// ---- TopK ----
+
+// The k best of each slice along the axis, best first (ties keep the smaller index; NaN ranks
+// above every number when largest, below when smallest), by insertion into the outputs
+// themselves: O(len * k) compares and no scratch memory.
+Status EmitTopK(NodeContext& ctx) {
+  DType t = ctx.input_dtype(0);
+  if (!IsFloatingDType(t) && !IsInt(t)) return ctx.error("does not support element type " + std::string(DTypeName(t)));
+  const Dims& in = ctx.input_dims(0);
+  int64_t axis = ctx.node().attr_int("axis", -1);
+  if (!NormAxis(&axis, in.size())) return ctx.error("axis out of range");
+  int64_t k = 0;
+  if (ctx.opset() < 10) {
+    k = ctx.node().attr_int("k", 0);
+  } else {
+    KILN_ASSIGN_OR_RETURN(std::vector<int64_t> kv, ConstantInts(ctx, 1));
+    if (kv.size() != 1) return ctx.error("'K' must hold one value");
+    k = kv[0];
+  }
+  if (k < 0 || k > in[axis]) return ctx.error("k is out of range");
+  const bool values = ctx.has_output(0), indices = ctx.num_outputs() > 1 && ctx.has_output(1);
+  if (k == 0 || NumElements(in) == 0 || (!values && !indices)) {
+    ctx.Line("/* no elements */");
+    return OkStatus();
+  }
+  const bool largest = ctx.opset() < 11 || ctx.node().attr_int("largest", 1) != 0;
+  DType ct = ComputeType(t);
+  std::string ctype = CType(ct);
+  AxisSplit s = SplitAround(in, axis);
+  auto x = [&](const std::string& j) { return "in0[o * " + S(s.len * s.inner) + " + " + j + " * " + S(s.inner) + " + i]"; };
+  auto y = [&](int out, const std::string& q) { return NodeContext::out(out) + "[o * " + S(k * s.inner) + " + " + q + " * " + S(s.inner) + " + i]"; };
+  // The value at output position q (read back from the values, or through the index).
+  auto val = [&](const std::string& q) { return Load(ctx, t, values ? y(0, q) : x("(size_t)" + y(1, q))); };
+  std::string better = largest ? "v > w || (v != v && w == w)" : "v < w || (w != w && v == v)";
+  if (!IsFloatingDType(t)) better = largest ? "v > w" : "v < w";
+  Loop(ctx, s.outer, "o", [&] {
+    Loop(ctx, s.inner, "i", [&] {
+      ctx.Line("size_t cnt = 0;");
+      Loop(ctx, s.len, "j", [&] {
+        ctx.Line("const " + ctype + " v = " + Load(ctx, t, x("j")) + ";");
+        ctx.Line("size_t p = cnt;");
+        ctx.Line("while (p > 0) {");
+        ctx.Indent();
+        ctx.Line("const " + ctype + " w = " + val("(p - 1)") + ";");
+        ctx.Line("if (!(" + better + ")) break;");
+        ctx.Line("if (p < " + S(k) + ") {");
+        if (values) ctx.Line("  " + y(0, "p") + " = " + y(0, "(p - 1)") + ";");
+        if (indices) ctx.Line("  " + y(1, "p") + " = " + y(1, "(p - 1)") + ";");
+        ctx.Line("}");
+        ctx.Line("--p;");
+        ctx.Dedent();
+        ctx.Line("}");
+        ctx.Line("if (p < " + S(k) + ") {");
+        if (values) ctx.Line("  " + y(0, "p") + " = " + x("j") + ";");
+        if (indices) ctx.Line("  " + y(1, "p") + " = (int64_t)j;");
+        ctx.Line("}");
+        ctx.Line("if (cnt < " + S(k) + ") ++cnt;");
+      });
+    });
+  });
+  return OkStatus();
+}
+
 }  // namespace
 
 void RegisterReduceEmitters(EmitterRegistry& r) {
@@ -292,6 +355,7 @@ void RegisterReduceEmitters(EmitterRegistry& r) {
   r.Register("ArgMin", [](NodeContext& ctx) { return EmitArg(ctx, false); });
   r.Register("CumSum", [](NodeContext& ctx) { return EmitScan(ctx, false); });
   r.Register("CumProd", [](NodeContext& ctx) { return EmitScan(ctx, true); });
+  r.Register("TopK", EmitTopK);
 }
 
 }  // namespace kiln::codegen::c
