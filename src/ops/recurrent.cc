@@ -77,7 +77,8 @@ Status ParseActivations(const Ctx& ctx, Cell cell, int num_dir, std::vector<Acti
     for (int d = 0; d < num_dir; ++d)
       for (int k = 0; k < per_dir; ++k) names.push_back(kDefaults[per_dir - 1][k]);
   } else if (static_cast<int>(names.size()) == per_dir && num_dir == 2) {
-    names.insert(names.end(), names.begin(), names.end());
+    std::vector<std::string> forward = names;  // (inserting a vector's own range is undefined)
+    names.insert(names.end(), forward.begin(), forward.end());
   }
   if (static_cast<int>(names.size()) != per_dir * num_dir)
     return ctx.error("expects " + std::to_string(per_dir * num_dir) + " activations, got " +

@@ -13,6 +13,7 @@ const EmitterRegistry& EmitterRegistry::Global() {
     RegisterReduceEmitters(*reg);
     RegisterIndexingEmitters(*reg);
     RegisterControlFlowEmitters(*reg);
+    RegisterSequenceModelEmitters(*reg);
     return reg;
   }();
   return *r;

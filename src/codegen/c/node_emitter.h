@@ -116,6 +116,7 @@ void RegisterNormalizationEmitters(EmitterRegistry& r);
 void RegisterReduceEmitters(EmitterRegistry& r);
 void RegisterIndexingEmitters(EmitterRegistry& r);
 void RegisterControlFlowEmitters(EmitterRegistry& r);
+void RegisterSequenceModelEmitters(EmitterRegistry& r);
 
 // Helpers shared by emitters.
 // "{1, 2, 3}" (an empty list is "{0}" so it stays a valid initializer).
