@@ -1,9 +1,680 @@
-// C emitters for the conv family.
+// C emitters for the conv family. Conv and ConvTranspose on float32 call the direct kernels of
+// kernels/conv.c and kernels/conv_transpose.c (no im2col scratch), ConvInteger and QLinearConv
+// the 8-bit kernel of kernels/qconv.c, each with its geometry as a constant struct. The pools
+// (MaxPool with Indices, AveragePool, LpPool and the Global forms), and Conv / ConvTranspose on
+// float64, float16 and bfloat16, are emitted as loops specialized to the node's window, with the
+// clipping at the image borders spelled out only on the axes where some window is clipped. The
+// geometry is the host's (ops/conv_geometry.h and the shape rules of ops/conv.cc), so auto_pad,
+// ceil_mode, dilations and output_shape resolve exactly as in the executor, and the arithmetic
+// is the host's (the compute type, the order of a window's sum, the requantization).
+#include <algorithm>
+#include <limits>
+
+#include "codegen/c/c_names.h"
 #include "codegen/c/emit_util.h"
 #include "codegen/c/node_emitter.h"
+#include "ir/half.h"
+#include "ops/conv_geometry.h"
 
 namespace kiln::codegen::c {
+namespace {
 
-void RegisterConvEmitters(EmitterRegistry& r) { (void)r; }
+bool IsFloatType(DType t) {
+  return t == DType::kFloat32 || t == DType::kFloat64 || t == DType::kFloat16 || t == DType::kBFloat16;
+}
+
+Dims Spatial(const Dims& d) { return Dims(d.begin() + 2, d.end()); }
+
+std::string Str(int64_t v) { return std::to_string(v); }
+
+// "v * m + a" with the trivial parts left out.
+std::string Lin(const std::string& v, int64_t m, int64_t a) {
+  std::string e = m == 0 ? "" : m == 1 ? v : v + " * " + Str(m);
+  if (e.empty()) return Str(a);
+  if (a > 0) e += " + " + Str(a);
+  if (a < 0) e += " - " + Str(-a);
+  return e;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Window loops emitted inline (pools, and Conv for the types without a kernel)
+
+// One spatial axis of a sliding window (pool or Conv), with what its windows do at the borders
+// (known at compile time, so the emitted code clips only where some window needs it).
+struct WindowAxis {
+  int64_t in, k, s, d, p, pe, out;
+  bool lo_clipped = false, hi_clipped = false, hi_below_lo = false;  // some window is clipped
+  bool padded_clipped = false;  // some window is clipped by the padded extent (count_include_pad)
+  bool maybe_empty = false;     // some window has no taps inside the image
+};
+
+void TapRange(int64_t start, int64_t d, int64_t k, int64_t n, int64_t* lo, int64_t* hi) {
+  *lo = start >= 0 ? 0 : (-start + d - 1) / d;
+  *hi = n - 1 - start < 0 ? 0 : std::min(k, (n - 1 - start) / d + 1);
+}
+
+WindowAxis MakeAxis(const ops::WindowGeom& g, int j) {
+  WindowAxis a{g.in[j], g.kernel[j], g.strides[j], g.dilations[j], g.pad_begin[j], g.pad_end[j], g.out[j]};
+  for (int64_t o = 0; o < a.out; ++o) {
+    int64_t start = o * a.s - a.p, lo, hi;
+    TapRange(start, a.d, a.k, a.in, &lo, &hi);
+    a.lo_clipped |= lo > 0;
+    a.hi_clipped |= hi < a.k;
+    a.hi_below_lo |= hi < lo;
+    a.maybe_empty |= hi <= lo;
+    TapRange(o * a.s, a.d, a.k, a.in + a.p + a.pe, &lo, &hi);
+    a.padded_clipped |= hi - lo != a.k;
+  }
+  return a;
+}
+
+// Emits, per axis j, the loop over output index o<j> with its window start s<j> and tap range
+// lo<j>..hi<j> (the range is spelled out only where some window is clipped), then calls
+// `window` to emit the element's body.
+void WindowLoops(NodeContext& ctx, const std::vector<WindowAxis>& axes, const std::function<void()>& window) {
+  for (size_t j = 0; j < axes.size(); ++j) {
+    const WindowAxis& a = axes[j];
+    std::string o = "o" + Str(j), sj = "s" + Str(j), lo = "lo" + Str(j), hi = "hi" + Str(j);
+    ctx.Line("for (ptrdiff_t " + o + " = 0; " + o + " < " + Str(a.out) + "; ++" + o + ") {");
+    ctx.Indent();
+    ctx.Line("const ptrdiff_t " + sj + " = " + Lin(o, a.s, -a.p) + ";");
+    if (a.lo_clipped || a.hi_clipped) {
+      ctx.Line("ptrdiff_t " + lo + " = 0, " + hi + " = " + Str(a.k) + ";");
+      if (a.lo_clipped) ctx.Line("if (" + sj + " < 0) " + lo + " = " + (a.d == 1 ? "-" + sj : "(" + Str(a.d - 1) + " - " + sj + ") / " + Str(a.d)) + ";");
+      if (a.hi_clipped)
+        ctx.Line("if (" + Lin(sj, 1, (a.k - 1) * a.d) + " > " + Str(a.in - 1) + ") " + hi + " = " + sj + " > " + Str(a.in - 1) +
+                 " ? 0 : " + (a.d == 1 ? Str(a.in) + " - " + sj : "(" + Str(a.in - 1) + " - " + sj + ") / " + Str(a.d) + " + 1") + ";");
+      if (a.hi_below_lo) ctx.Line("if (" + hi + " < " + lo + ") " + hi + " = " + lo + ";");
+    }
+  }
+  window();
+  for (size_t j = 0; j < axes.size(); ++j) {
+    ctx.Dedent();
+    ctx.Line("}");
+  }
+}
+
+// The loops over a window's taps, i<j> being the input index on axis j; `tap` emits the body.
+void TapLoops(NodeContext& ctx, const std::vector<WindowAxis>& axes, const std::function<void()>& tap) {
+  for (size_t j = 0; j < axes.size(); ++j) {
+    const WindowAxis& a = axes[j];
+    const bool clipped = a.lo_clipped || a.hi_clipped;
+    std::string k = "k" + Str(j), lo = clipped ? "lo" + Str(j) : "0", hi = clipped ? "hi" + Str(j) : Str(a.k);
+    ctx.Line("for (ptrdiff_t " + k + " = " + lo + "; " + k + " < " + hi + "; ++" + k + ") {");
+    ctx.Indent();
+    ctx.Line("const ptrdiff_t i" + Str(j) + " = " + Lin(k, a.d, 0) + " + s" + Str(j) + ";");
+  }
+  tap();
+  for (size_t j = 0; j < axes.size(); ++j) {
+    ctx.Dedent();
+    ctx.Line("}");
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Conv and ConvTranspose
+
+struct ConvShape {
+  int64_t n = 0, c = 0, m = 0, group = 1;
+  ops::WindowGeom geom;  // Conv: in = image, out = grid; ConvTranspose: in = output image, out = grid
+};
+
+Status CheckConvTypes(NodeContext& ctx) {
+  if (!ctx.has_input(0) || !ctx.has_input(1)) return ctx.error("needs inputs X and W");
+  DType t = ctx.input_dtype(0);
+  if (!IsFloatType(t)) return ctx.error("unsupported dtype " + std::string(DTypeName(t)));
+  if (ctx.input_dtype(1) != t || (ctx.has_input(2) && ctx.input_dtype(2) != t) || ctx.output_dtype(0) != t)
+    return ctx.error("X, W, B and Y must have the same dtype");
+  const Dims& x = ctx.input_dims(0);
+  if (x.size() < 3 || x.size() > 5) return ctx.error("X must have 1 to 3 spatial dims");
+  if (ctx.input_dims(1).size() != x.size()) return ctx.error("W must have the rank of X");
+  return OkStatus();
+}
+
+// As the host's ConvShapeOf (ops/conv.cc).
+Status ConvShapeOf(NodeContext& ctx, ConvShape* s) {
+  const Dims& x = ctx.input_dims(0);
+  const Dims& w = ctx.input_dims(1);
+  s->n = x[0];
+  s->c = x[1];
+  s->m = w[0];
+  s->group = ctx.node().attr_int("group", 1);
+  if (s->group <= 0 || w[1] * s->group != s->c || s->m % s->group != 0)
+    return ctx.error("group does not match the channels of X and W");
+  if (ctx.has_input(2) && ctx.input_dims(2) != Dims{s->m}) return ctx.error("B must have shape [M]");
+  std::string err = ops::ComputeWindowGeom(ctx.node(), Spatial(x), Spatial(w), true, false, &s->geom);
+  if (!err.empty()) return ctx.error(err);
+  return OkStatus();
+}
+
+int64_t FloorDiv2(int64_t v) { return v >= 0 ? v / 2 : -((-v + 1) / 2); }
+
+// As the host's ConvTransposeShapeOf (ops/conv.cc): output_shape, auto_pad, pads and
+// output_padding resolved to the image size and the padding at its start.
+Status ConvTransposeShapeOf(NodeContext& ctx, ConvShape* s) {
+  const ir::Node& node = ctx.node();
+  const Dims& x = ctx.input_dims(0);
+  const Dims& w = ctx.input_dims(1);
+  const int nd = static_cast<int>(x.size()) - 2;
+  s->n = x[0];
+  s->c = x[1];
+  s->group = node.attr_int("group", 1);
+  if (s->group <= 0 || w[0] != s->c || s->c % s->group != 0)
+    return ctx.error("group does not match the channels of X and W");
+  s->m = w[1] * s->group;
+  if (ctx.has_input(2) && ctx.input_dims(2) != Dims{s->m}) return ctx.error("B must have shape [M]");
+  ops::WindowGeom& g = s->geom;
+  g.nd = nd;
+  g.kernel = Spatial(w);
+  g.out = Spatial(x);
+  auto get = [&](const char* name, int64_t def, Dims* v) {
+    *v = node.attr_ints(name);
+    if (v->empty()) v->assign(nd, def);
+    return static_cast<int>(v->size()) == nd;
+  };
+  Dims op;
+  if (!get("strides", 1, &g.strides) || !get("dilations", 1, &g.dilations) || !get("output_padding", 0, &op))
+    return ctx.error("strides, dilations and output_padding need one value per spatial dim");
+  for (int i = 0; i < nd; ++i)
+    if (g.strides[i] <= 0 || g.dilations[i] <= 0 || g.kernel[i] <= 0 || op[i] < 0)
+      return ctx.error("strides, dilations and kernel dims must be positive");
+  std::string auto_pad = node.attr_string("auto_pad", "NOTSET");
+  Dims out_shape = node.attr_ints("output_shape");
+  if (!out_shape.empty()) {
+    if (static_cast<int>(out_shape.size()) == nd + 2) out_shape.erase(out_shape.begin(), out_shape.begin() + 2);
+    if (static_cast<int>(out_shape.size()) != nd) return ctx.error("output_shape must have one value per spatial dim");
+  } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+    for (int i = 0; i < nd; ++i) out_shape.push_back(g.out[i] * g.strides[i]);
+  }
+  g.pad_begin.assign(nd, 0);
+  g.pad_end.assign(nd, 0);
+  g.in.assign(nd, 0);
+  Dims pads = node.attr_ints("pads");
+  for (int i = 0; i < nd; ++i) {
+    int64_t keff = (g.kernel[i] - 1) * g.dilations[i] + 1;
+    int64_t full = g.strides[i] * (g.out[i] - 1) + op[i] + keff;
+    if (!out_shape.empty()) {
+      int64_t total = full - out_shape[i];
+      int64_t half = FloorDiv2(total);
+      g.pad_begin[i] = auto_pad == "SAME_UPPER" ? half : total - half;
+      g.pad_end[i] = total - g.pad_begin[i];
+    } else if (auto_pad == "NOTSET" && !pads.empty()) {
+      if (static_cast<int>(pads.size()) != 2 * nd) return ctx.error("pads must have two values per spatial dim");
+      g.pad_begin[i] = pads[i];
+      g.pad_end[i] = pads[i + nd];
+    }
+    g.in[i] = full - g.pad_begin[i] - g.pad_end[i];
+    if (g.in[i] <= 0) return ctx.error("output size would be empty");
+  }
+  return OkStatus();
+}
+
+// The initializer of a kiln_conv_shape (kernels/conv_shape.c), with the spatial dims `in` and
+// `out` in the kernel's sense (ConvTranspose: the input grid and the output image).
+Expected<std::string> ShapeInit(NodeContext& ctx, const ConvShape& s, const Dims& in, const Dims& out) {
+  const ops::Geom3 g(s.geom);
+  Dims in3 = ops::To3(in, 1), out3 = ops::To3(out, 1);
+  std::vector<int64_t> all = {s.n, s.c, s.m, s.group};
+  auto list = [&](const int64_t* v) {
+    all.insert(all.end(), v, v + 3);
+    return "{" + Str(v[0]) + ", " + Str(v[1]) + ", " + Str(v[2]) + "}";
+  };
+  std::string text = "{" + Str(s.n) + ", " + Str(s.c) + ", " + Str(s.m) + ", " + Str(s.group) + ", " +
+                     list(in3.data()) + ", " + list(g.k) + ", " + list(g.s) + ", " + list(g.d) + ", " +
+                     list(g.p) + ", " + list(out3.data()) + "}";
+  for (int64_t v : all)
+    if (v > std::numeric_limits<int32_t>::max() || v < std::numeric_limits<int32_t>::min())
+      return ctx.error("a dimension does not fit in int32");
+  return text;
+}
+
+// Conv and ConvTranspose for float64, float16 and bfloat16 (the kernels are float32): loops
+// specialized to the node, computing in float (double for float64) like the host.
+Status EmitConvInline(NodeContext& ctx, const ConvShape& s, bool transpose) {
+  const DType t = ctx.input_dtype(0), ct = ComputeType(t);
+  const std::string T = CType(t), C = CType(ct);
+  const ops::WindowGeom& g = s.geom;
+  const int nd = g.nd;
+  const int64_t cg = s.c / s.group, mg = s.m / s.group, ksize = NumElements(g.kernel);
+  const Dims& image = transpose ? g.out : g.in;  // what X holds (ConvTranspose: the grid)
+  const Dims& result = transpose ? g.in : g.out;  // what Y holds
+  const int64_t x_size = NumElements(image), y_size = NumElements(result);
+  std::vector<std::string> ivars, ovars, kvars;
+  for (int j = 0; j < nd; ++j) {
+    ivars.push_back("i" + Str(j));
+    ovars.push_back("o" + Str(j));
+    kvars.push_back("k" + Str(j));
+  }
+  const std::string x_at = "xp[" + IndexExpr(ivars, Strides(image)) + "]";
+  const std::string w_at = "wp[" + IndexExpr(kvars, Strides(g.kernel)) + "]";
+  const std::string y_at = "out0[" + Lin("(n * " + Str(s.m) + " + m)", y_size, 0) + " + " + IndexExpr(ovars, Strides(result)) + "]";
+  const std::string acc_init = ctx.has_input(2) ? Load(ctx, t, "in2[m]") : CNumber(ct, 0);
+  auto mac = [&] { ctx.Line("acc += " + Load(ctx, t, x_at) + " * " + Load(ctx, t, w_at) + ";"); };
+  ctx.Line("for (ptrdiff_t n = 0; n < " + Str(s.n) + "; ++n) {");
+  ctx.Indent();
+  ctx.Line("for (ptrdiff_t m = 0; m < " + Str(s.m) + "; ++m) {");
+  ctx.Indent();
+  ctx.Line("const " + T + " *xg = in0 + (n * " + Str(s.c) + " + m / " + Str(mg) + " * " + Str(cg) + ") * " + Str(x_size) + ";");
+  if (!transpose) {
+    ctx.Line("const " + T + " *wm = in1 + m * " + Str(cg * ksize) + ";");
+    std::vector<WindowAxis> axes;
+    for (int j = 0; j < nd; ++j) axes.push_back(MakeAxis(g, j));
+    WindowLoops(ctx, axes, [&] {
+      ctx.Line(C + " acc = " + acc_init + ";");
+      ctx.Line("for (ptrdiff_t c = 0; c < " + Str(cg) + "; ++c) {");
+      ctx.Indent();
+      ctx.Line("const " + T + " *xp = xg + c * " + Str(x_size) + ", *wp = wm + c * " + Str(ksize) + ";");
+      TapLoops(ctx, axes, mac);
+      ctx.Dedent();
+      ctx.Line("}");
+      ctx.Line(y_at + " = " + Store(ctx, t, "acc") + ";");
+    });
+  } else {
+    // Gather: output o takes grid position i = (o + pad - k * dilation) / stride where exact.
+    ctx.Line("const " + T + " *wm = in1 + (m / " + Str(mg) + " * " + Str(cg * mg) + " + m % " + Str(mg) + ") * " + Str(ksize) + ";");
+    for (int j = 0; j < nd; ++j) {
+      ctx.Line("for (ptrdiff_t o" + Str(j) + " = 0; o" + Str(j) + " < " + Str(result[j]) + "; ++o" + Str(j) + ") {");
+      ctx.Indent();
+    }
+    ctx.Line(C + " acc = " + acc_init + ";");
+    for (int j = 0; j < nd; ++j) {
+      std::string sj = Str(j), tj = "t" + sj;
+      ctx.Line("for (ptrdiff_t k" + sj + " = 0; k" + sj + " < " + Str(g.kernel[j]) + "; ++k" + sj + ") {");
+      ctx.Indent();
+      ctx.Line("const ptrdiff_t " + tj + " = o" + sj + (g.pad_begin[j] > 0 ? " + " + Str(g.pad_begin[j]) : g.pad_begin[j] < 0 ? " - " + Str(-g.pad_begin[j]) : "") +
+               " - " + Lin("k" + sj, g.dilations[j], 0) + ";");
+      if (g.strides[j] == 1) {
+        ctx.Line("const ptrdiff_t i" + sj + " = " + tj + ";");
+        ctx.Line("if (" + tj + " < 0 || " + tj + " >= " + Str(image[j]) + ") continue;");
+      } else {
+        ctx.Line("const ptrdiff_t i" + sj + " = " + tj + " / " + Str(g.strides[j]) + ";");
+        ctx.Line("if (" + tj + " < 0 || " + tj + " % " + Str(g.strides[j]) + " != 0 || i" + sj + " >= " + Str(image[j]) + ") continue;");
+      }
+    }
+    ctx.Line("for (ptrdiff_t c = 0; c < " + Str(cg) + "; ++c) {");
+    ctx.Indent();
+    ctx.Line("const " + T + " *xp = xg + c * " + Str(x_size) + ", *wp = wm + c * " + Str(mg * ksize) + ";");
+    mac();
+    ctx.Dedent();
+    ctx.Line("}");
+    for (int j = 0; j < nd; ++j) {
+      ctx.Dedent();
+      ctx.Line("}");
+    }
+    ctx.Line(y_at + " = " + Store(ctx, t, "acc") + ";");
+    for (int j = 0; j < nd; ++j) {
+      ctx.Dedent();
+      ctx.Line("}");
+    }
+  }
+  ctx.Dedent();
+  ctx.Line("}");
+  ctx.Dedent();
+  ctx.Line("}");
+  return OkStatus();
+}
+
+Status EmitConvLike(NodeContext& ctx, bool transpose) {
+  KILN_RETURN_IF_ERROR(CheckConvTypes(ctx));
+  ConvShape s;
+  KILN_RETURN_IF_ERROR(transpose ? ConvTransposeShapeOf(ctx, &s) : ConvShapeOf(ctx, &s));
+  Dims want = {s.n, s.m};
+  const Dims& spatial = transpose ? s.geom.in : s.geom.out;
+  want.insert(want.end(), spatial.begin(), spatial.end());
+  if (want != ctx.output_dims(0))
+    return ctx.error("output dims " + DimsToString(ctx.output_dims(0)) + " differ from the geometry's " + DimsToString(want));
+  if (NumElements(want) == 0) {
+    ctx.Line("/* no elements */");
+    return OkStatus();
+  }
+  if (ctx.input_dtype(0) != DType::kFloat32) return EmitConvInline(ctx, s, transpose);
+  // For ConvTranspose the kernel's `in` is the input grid and `out` the output image.
+  KILN_ASSIGN_OR_RETURN(std::string init, transpose ? ShapeInit(ctx, s, s.geom.out, s.geom.in)
+                                                    : ShapeInit(ctx, s, s.geom.in, s.geom.out));
+  std::string kernel = transpose ? "conv_transpose" : "conv";
+  ctx.UseKernel(kernel);
+  ctx.Line("static const kiln_conv_shape shape = " + init + ";");
+  ctx.Line("kiln_" + kernel + "_f32(in0, in1, " + std::string(ctx.has_input(2) ? "in2" : "NULL") + ", out0, &shape);");
+  return OkStatus();
+}
+
+// ---------------------------------------------------------------------------------------------
+// ConvInteger and QLinearConv (kernels/qconv.c)
+
+bool Is8Bit(DType t) { return t == DType::kInt8 || t == DType::kUInt8; }
+
+// The host's requantization multiplier a_scale * b_scale / y_scale, rounded in the scale type
+// as numpy does (ops/quantize.cc).
+double Multiplier(const Tensor& as, int64_t ai, const Tensor& bs, int64_t bi, const Tensor& ys) {
+  double a = ElementAsDouble(as, ai), b = ElementAsDouble(bs, bi), y = ElementAsDouble(ys, 0);
+  switch (as.dtype()) {
+    case DType::kFloat16: return Float16(static_cast<float>(Float16(float(a * b))) / float(y));
+    case DType::kBFloat16: return BFloat16(static_cast<float>(BFloat16(float(a * b))) / float(y));
+    case DType::kFloat32: return static_cast<float>(static_cast<float>(a * b) / float(y));
+    default: return a * b / y;
+  }
+}
+
+Status EmitQConv(NodeContext& ctx, bool qlinear) {
+  const int xi = 0, wi = qlinear ? 3 : 1, xzi = 2, wzi = qlinear ? 5 : 3;
+  if (!ctx.has_input(xi) || !ctx.has_input(wi)) return ctx.error("needs inputs x and w");
+  DType xt = ctx.input_dtype(xi), wt = ctx.input_dtype(wi), yt = ctx.output_dtype(0);
+  if (!Is8Bit(xt) || !Is8Bit(wt)) return ctx.error("x and w must be int8 or uint8");
+  if (qlinear ? !Is8Bit(yt) : yt != DType::kInt32) return ctx.error("unexpected output dtype");
+  const Dims& x = ctx.input_dims(xi);
+  const Dims& w = ctx.input_dims(wi);
+  if (x.size() < 3 || x.size() > 5 || w.size() != x.size()) return ctx.error("x must have 1 to 3 spatial dims, w the rank of x");
+  ConvShape s;
+  s.n = x[0];
+  s.c = x[1];
+  s.m = w[0];
+  s.group = ctx.node().attr_int("group", 1);
+  if (s.group <= 0 || w[1] * s.group != s.c || s.m % s.group != 0)
+    return ctx.error("group does not match the channels of x and w");
+  std::string err = ops::ComputeWindowGeom(ctx.node(), Spatial(x), Spatial(w), true, false, &s.geom);
+  if (!err.empty()) return ctx.error(err);
+  Dims want = {s.n, s.m};
+  want.insert(want.end(), s.geom.out.begin(), s.geom.out.end());
+  if (want != ctx.output_dims(0)) return ctx.error("output dims differ from the geometry's " + DimsToString(want));
+  if (NumElements(want) == 0) {
+    ctx.Line("/* no elements */");
+    return OkStatus();
+  }
+  const int64_t xflip = xt == DType::kInt8 ? 128 : 0, wflip = wt == DType::kInt8 ? 128 : 0;
+  // Per output channel m: the zero points (in the kernels' flipped domain), bias, multiplier and
+  // y zero point, as C expressions (literals when the inputs are constants).
+  auto int_at = [&](int input, int64_t flip, int64_t channels, std::string* e) -> Status {
+    if (!ctx.has_input(input)) {
+      *e = Str(flip);
+      return OkStatus();
+    }
+    if (!Is8Bit(ctx.input_dtype(input)) && ctx.input_dtype(input) != DType::kInt32)
+      return ctx.error("input " + Str(input) + " has an unexpected dtype");
+    const int64_t size = NumElements(ctx.input_dims(input));
+    if (size != 1 && size != channels)
+      return ctx.error("input " + Str(input) + " must have " + (channels == 1 ? std::string("1") : "1 or " + Str(channels)) + " elements");
+    if (const Tensor* c = ctx.input_constant(input); c && size == 1) {
+      *e = Str(static_cast<int64_t>(ElementAsDouble(*c, 0)) + flip);
+      return OkStatus();
+    }
+    *e = "(int32_t)" + NodeContext::in(input) + (size == 1 ? "[0]" : "[m]") + (flip ? " + " + Str(flip) : "");
+    return OkStatus();
+  };
+  std::string xz, wz, bias = "0", mul = "0.0", yz = "0.0";
+  KILN_RETURN_IF_ERROR(int_at(xzi, xflip, 1, &xz));
+  KILN_RETURN_IF_ERROR(int_at(wzi, wflip, s.m, &wz));
+  int64_t lo = 0, hi = 0;
+  if (qlinear) {
+    for (int i : {1, 4, 6})
+      if (!IsFloatType(ctx.input_dtype(i))) return ctx.error("the scales must be floating-point");
+    const int64_t ws_size = NumElements(ctx.input_dims(4));
+    if (NumElements(ctx.input_dims(1)) != 1 || NumElements(ctx.input_dims(6)) != 1)
+      return ctx.error("x_scale and y_scale must be scalars");
+    if (ws_size != 1 && ws_size != s.m) return ctx.error("w_scale must have 1 or M elements");
+    const Tensor *xs = ctx.input_constant(1), *ws = ctx.input_constant(4), *ys = ctx.input_constant(6);
+    if (xs && ws && ys) {  // the host's multipliers, computed now
+      std::string list;
+      for (int64_t m = 0; m < ws_size; ++m) list += (m ? ", " : "") + CNumber(DType::kFloat64, Multiplier(*xs, 0, *ws, m, *ys));
+      if (ws_size == 1) {
+        mul = list;
+      } else {
+        ctx.Line("static const double mul[" + Str(s.m) + "] = {" + list + "};");
+        mul = "mul[m]";
+      }
+    } else {  // as the host's Multiplier: rounded in the scale type at each step
+      DType st = ctx.input_dtype(1);
+      std::string a = "(double)" + Load(ctx, st, "in1[0]"), b = "(double)" + Load(ctx, ctx.input_dtype(4), ws_size == 1 ? "in4[0]" : "in4[m]");
+      std::string y = Load(ctx, ctx.input_dtype(6), "in6[0]");
+      if (st == DType::kFloat64) {
+        mul = "(" + a + " * " + b + " / (double)" + y + ")";
+      } else if (st == DType::kFloat32) {
+        mul = "(double)((float)(" + a + " * " + b + ") / (float)" + y + ")";
+      } else {
+        std::string ab = Load(ctx, st, Store(ctx, st, "(float)(" + a + " * " + b + ")"));
+        mul = "(double)" + Load(ctx, st, Store(ctx, st, ab + " / (float)" + y));
+      }
+    }
+    if (ctx.has_input(7)) {
+      if (!Is8Bit(ctx.input_dtype(7)) || NumElements(ctx.input_dims(7)) < 1) return ctx.error("y_zero_point must be an 8-bit scalar");
+      const Tensor* c = ctx.input_constant(7);
+      yz = c ? CNumber(DType::kFloat64, ElementAsDouble(*c, 0)) : "(double)in7[0]";
+    }
+    lo = yt == DType::kInt8 ? -128 : 0;
+    hi = yt == DType::kInt8 ? 127 : 255;
+    if (ctx.has_input(8)) {
+      if (ctx.input_dtype(8) != DType::kInt32 || ctx.input_dims(8) != Dims{s.m}) return ctx.error("B must be int32 of shape [M]");
+      bias = "in8[m]";
+    }
+  }
+  KILN_ASSIGN_OR_RETURN(std::string init, ShapeInit(ctx, s, s.geom.in, s.geom.out));
+  ctx.UseKernel("qconv");
+  ctx.Line("static const kiln_conv_shape shape = " + init + ";");
+  ctx.Line("static const kiln_qconv_params params = {" + Str(xflip) + ", " + Str(wflip) + ", " + Str(lo) + ", " + Str(hi) + "};");
+  // A constant per-channel w zero point is a table.
+  if (const Tensor* c = ctx.has_input(wzi) ? ctx.input_constant(wzi) : nullptr; c && c->size() > 1) {
+    std::string list;
+    for (int64_t m = 0; m < s.m; ++m) list += (m ? ", " : "") + Str(static_cast<int64_t>(ElementAsDouble(*c, m)) + wflip);
+    ctx.Line("static const int32_t w_zero[" + Str(s.m) + "] = {" + list + "};");
+    wz = "w_zero[m]";
+  }
+  std::string xin = "(const uint8_t *)" + NodeContext::in(xi), win = "(const uint8_t *)" + NodeContext::in(wi);
+  ctx.Line("ptrdiff_t m;");
+  ctx.Line("for (m = 0; m < " + Str(s.m) + "; ++m)");
+  ctx.Line("  kiln_qconv_run(" + xin + ", " + win + ", " + (qlinear ? "NULL, (uint8_t *)out0" : "out0, NULL") +
+           ", &shape, &params, m, " + xz + ", " + wz + ", " + bias + ", " + mul + ", " + yz + ");");
+  return OkStatus();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pools
+
+enum class PoolKind { kMax, kAvg, kLp };
+
+Status EmitPool(NodeContext& ctx, PoolKind kind) {
+  if (!ctx.has_input(0)) return ctx.error("needs input X");
+  const ir::Node& node = ctx.node();
+  DType t = ctx.input_dtype(0);
+  bool int_ok = kind == PoolKind::kMax && (t == DType::kInt8 || t == DType::kUInt8);
+  if (!IsFloatType(t) && !int_ok) return ctx.error("unsupported dtype " + std::string(DTypeName(t)));
+  if (ctx.output_dtype(0) != t) return ctx.error("Y must have the dtype of X");
+  const Dims& x = ctx.input_dims(0);
+  if (x.size() < 3 || x.size() > 5) return ctx.error("X must have 1 to 3 spatial dims");
+  Dims kernel = node.attr_ints("kernel_shape");
+  if (kernel.empty()) return ctx.error("kernel_shape is required");
+  ops::WindowGeom g;
+  std::string err = ops::ComputeWindowGeom(node, Spatial(x), kernel, true, node.attr_int("ceil_mode", 0) != 0, &g);
+  if (!err.empty()) return ctx.error(err);
+  Dims out = {x[0], x[1]};
+  out.insert(out.end(), g.out.begin(), g.out.end());
+  if (ctx.output_dims(0) != out) return ctx.error("output dims differ from the geometry's " + DimsToString(out));
+  bool indices = kind == PoolKind::kMax && ctx.has_output(1);
+  if (indices && (ctx.output_dtype(1) != DType::kInt64 || ctx.output_dims(1) != out))
+    return ctx.error("Indices must be int64 of the output's dims");
+  if (NumElements(out) == 0) {
+    ctx.Line("/* no elements */");
+    return OkStatus();
+  }
+  double p = node.attr_float("p", 2.0f);
+  if (kind == PoolKind::kLp && p <= 0) return ctx.error("p must be positive");
+  const bool cip = node.attr_int("count_include_pad", 0) != 0;
+  const bool col_major = node.attr_int("storage_order", 0) == 1;
+
+  const int nd = g.nd;
+  std::vector<WindowAxis> axes;
+  for (int j = 0; j < nd; ++j) axes.push_back(MakeAxis(g, j));
+  const Dims in_sp = Spatial(x), out_sp = g.out;
+  const int64_t in_size = NumElements(in_sp), out_size = NumElements(out_sp), planes = x[0] * x[1];
+  std::vector<std::string> ivars, ovars;
+  for (int j = 0; j < nd; ++j) {
+    ivars.push_back("i" + Str(j));
+    ovars.push_back("o" + Str(j));
+  }
+  std::vector<int64_t> cm_strides(nd, 1);  // column-major strides (storage_order = 1)
+  for (int j = 1; j < nd; ++j) cm_strides[j] = cm_strides[j - 1] * in_sp[j - 1];
+  const DType ct = ComputeType(t);
+  const std::string C = CType(ct), T = CType(t);
+  const std::string x_at = "xp[" + IndexExpr(ivars, Strides(in_sp)) + "]";
+  const std::string y_at = Lin("pl", out_size, 0) + (out_size > 1 ? " + " + IndexExpr(ovars, Strides(out_sp)) : "");
+
+  ctx.Line("for (ptrdiff_t pl = 0; pl < " + Str(planes) + "; ++pl) {");
+  ctx.Indent();
+  ctx.Line("const " + T + " *xp = in0 + " + Lin("pl", in_size, 0) + ";");
+  WindowLoops(ctx, axes, [&] {
+    if (kind == PoolKind::kMax) {
+      std::string init = IsFloatingDType(ct) ? "-INFINITY" : t == DType::kInt8 ? "-128" : "0";
+      ctx.Line(C + " best = " + init + ";");
+      bool fl = IsFloatingDType(ct);
+      if (indices) ctx.Line("int64_t arg = -1;");
+      else if (fl) ctx.Line("int any = 0;");
+      TapLoops(ctx, axes, [&] {
+        ctx.Line("const " + C + " v = " + Load(ctx, t, x_at) + ";");
+        // As the host: the first tap is taken, then a larger one or any after a NaN (so NaN is
+        // skipped unless every tap is NaN).
+        if (indices) {
+          std::string arg = IndexExpr(ivars, col_major ? cm_strides : Strides(in_sp));
+          ctx.Line(std::string("if (v > best || arg < 0") + (fl ? " || best != best" : "") + ") {");
+          ctx.Line("  best = v;");
+          ctx.Line("  arg = " + arg + ";");
+          ctx.Line("}");
+        } else if (fl) {
+          ctx.Line("if (!any || v > best || best != best) {");
+          ctx.Line("  best = v;");
+          ctx.Line("  any = 1;");
+          ctx.Line("}");
+        } else {
+          ctx.Line("if (v > best) best = v;");
+        }
+      });
+      ctx.Line("out0[" + y_at + "] = " + Store(ctx, t, "best") + ";");
+      if (indices) ctx.Line("out1[" + y_at + "] = arg < 0 ? -1 : " + Lin("pl", in_size, 0) + " + arg;");
+      return;
+    }
+    ctx.Line(C + " sum = " + CNumber(ct, 0) + ";");
+    TapLoops(ctx, axes, [&] {
+      std::string v = Load(ctx, t, x_at);
+      if (kind == PoolKind::kAvg) {
+        ctx.Line("sum += " + v + ";");
+      } else if (p == 1) {
+        ctx.Line("sum += " + MathName(ct, "fabs") + "(" + v + ");");
+      } else if (p == 2) {
+        ctx.Line("const " + C + " v = " + v + ";");
+        ctx.Line("sum += v * v;");
+      } else {
+        ctx.Line("sum += " + MathName(ct, "pow") + "(" + MathName(ct, "fabs") + "(" + v + "), " + CNumber(ct, p) + ");");
+      }
+    });
+    if (kind == PoolKind::kLp) {
+      std::string r = p == 1 ? "sum" : p == 2 ? MathName(ct, "sqrt") + "(sum)"
+                                              : MathName(ct, "pow") + "(sum, " + CNumber(ct, 1.0 / p) + ")";
+      ctx.Line("out0[" + y_at + "] = " + Store(ctx, t, r) + ";");
+      return;
+    }
+    // The divisor: the taps inside the image, or inside the padded extent (count_include_pad).
+    int64_t fixed = 1;
+    std::vector<std::string> factors;
+    bool maybe_zero = false;
+    for (int j = 0; j < nd; ++j) {
+      const WindowAxis& a = axes[j];
+      std::string sj = Str(j);
+      if (cip) {
+        if (!a.padded_clipped) {
+          fixed *= a.k;
+          continue;
+        }
+        // The window starts inside the padded extent; only its end can be clipped.
+        ctx.Line("ptrdiff_t n" + sj + " = " + (a.d == 1 ? Str(a.in + a.p + a.pe) + " - " + Lin("o" + sj, a.s, 0)
+                                                       : "(" + Str(a.in + a.p + a.pe - 1) + " - " + Lin("o" + sj, a.s, 0) + ") / " + Str(a.d) + " + 1") + ";");
+        ctx.Line("if (n" + sj + " > " + Str(a.k) + ") n" + sj + " = " + Str(a.k) + ";");
+        factors.push_back("n" + sj);
+      } else if (a.lo_clipped || a.hi_clipped) {
+        factors.push_back("(hi" + sj + " - lo" + sj + ")");
+        maybe_zero |= a.maybe_empty;
+      } else {
+        fixed *= a.k;
+      }
+    }
+    std::string count;
+    for (const auto& f : factors) count += (count.empty() ? "" : " * ") + f;
+    if (count.empty()) {
+      ctx.Line("out0[" + y_at + "] = " + Store(ctx, t, "sum / " + CNumber(ct, static_cast<double>(fixed))) + ";");
+      return;
+    }
+    if (fixed != 1) count += " * " + Str(fixed);
+    ctx.Line("const ptrdiff_t count = " + count + ";");
+    std::string q = "sum / (" + C + ")count";
+    if (maybe_zero) q = "(count > 0 ? " + q + " : " + (ct == DType::kFloat64 ? "(double)NAN" : "NAN") + ")";
+    ctx.Line("out0[" + y_at + "] = " + Store(ctx, t, q) + ";");
+  });
+  ctx.Dedent();
+  ctx.Line("}");
+  return OkStatus();
+}
+
+Status EmitGlobalPool(NodeContext& ctx, PoolKind kind) {
+  if (!ctx.has_input(0)) return ctx.error("needs input X");
+  DType t = ctx.input_dtype(0);
+  if (!IsFloatType(t)) return ctx.error("unsupported dtype " + std::string(DTypeName(t)));
+  if (ctx.output_dtype(0) != t) return ctx.error("Y must have the dtype of X");
+  const Dims& x = ctx.input_dims(0);
+  if (x.size() < 2) return ctx.error("X must have rank 2 or more");
+  double p = ctx.node().attr_float("p", 2.0f);
+  if (kind == PoolKind::kLp && p <= 0) return ctx.error("p must be positive");
+  const int64_t planes = x[0] * x[1];
+  if (planes == 0) {
+    ctx.Line("/* no elements */");
+    return OkStatus();
+  }
+  const int64_t n = NumElements(x) / planes;
+  const DType ct = ComputeType(t);
+  const std::string C = CType(ct);
+  if (n == 0) {  // as the host: an empty mean is NaN, an empty max -inf, an empty Lp norm 0
+    std::string v = kind == PoolKind::kAvg ? (ct == DType::kFloat64 ? "(double)NAN" : "NAN")
+                                           : kind == PoolKind::kMax ? "-INFINITY" : CNumber(ct, 0);
+    ctx.Line("for (ptrdiff_t pl = 0; pl < " + Str(planes) + "; ++pl) out0[pl] = " + Store(ctx, t, v) + ";");
+    return OkStatus();
+  }
+  ctx.Line("for (ptrdiff_t pl = 0; pl < " + Str(planes) + "; ++pl) {");
+  ctx.Indent();
+  ctx.Line(C + " acc = " + (kind == PoolKind::kMax ? std::string("-INFINITY") : CNumber(ct, 0)) + ";");
+  ctx.Line("for (ptrdiff_t i = 0; i < " + Str(n) + "; ++i) {");
+  ctx.Indent();
+  ctx.Line("const " + C + " v = " + Load(ctx, t, "in0[" + Lin("pl", n, 0) + " + i]") + ";");
+  std::string result = "acc";
+  if (kind == PoolKind::kMax) {
+    ctx.Line("if (v > acc || v != v) acc = v;");
+  } else if (kind == PoolKind::kAvg) {
+    ctx.Line("acc += v;");
+    result = "acc / " + CNumber(ct, static_cast<double>(n));
+  } else if (p == 1) {
+    ctx.Line("acc += " + MathName(ct, "fabs") + "(v);");
+  } else if (p == 2) {
+    ctx.Line("acc += v * v;");
+    result = MathName(ct, "sqrt") + "(acc)";
+  } else {
+    ctx.Line("acc += " + MathName(ct, "pow") + "(" + MathName(ct, "fabs") + "(v), " + CNumber(ct, p) + ");");
+    result = MathName(ct, "pow") + "(acc, " + CNumber(ct, 1.0 / p) + ")";
+  }
+  ctx.Dedent();
+  ctx.Line("}");
+  ctx.Line("out0[pl] = " + Store(ctx, t, result) + ";");
+  ctx.Dedent();
+  ctx.Line("}");
+  return OkStatus();
+}
+
+}  // namespace
+
+void RegisterConvEmitters(EmitterRegistry& r) {
+  r.Register("Conv", [](NodeContext& c) { return EmitConvLike(c, false); });
+  r.Register("ConvTranspose", [](NodeContext& c) { return EmitConvLike(c, true); });
+  r.Register("ConvInteger", [](NodeContext& c) { return EmitQConv(c, false); });
+  r.Register("QLinearConv", [](NodeContext& c) { return EmitQConv(c, true); });
+  r.Register("MaxPool", [](NodeContext& c) { return EmitPool(c, PoolKind::kMax); });
+  r.Register("AveragePool", [](NodeContext& c) { return EmitPool(c, PoolKind::kAvg); });
+  r.Register("LpPool", [](NodeContext& c) { return EmitPool(c, PoolKind::kLp); });
+  r.Register("GlobalMaxPool", [](NodeContext& c) { return EmitGlobalPool(c, PoolKind::kMax); });
+  r.Register("GlobalAveragePool", [](NodeContext& c) { return EmitGlobalPool(c, PoolKind::kAvg); });
+  r.Register("GlobalLpPool", [](NodeContext& c) { return EmitGlobalPool(c, PoolKind::kLp); });
+}
 
 }  // namespace kiln::codegen::c

@@ -1,0 +1,105 @@
+/* needs: conv_shape */
+/* qconv: direct 8-bit integer convolution for ConvInteger (int32 output) and QLinearConv (8-bit
+ * output, requantized), one output channel per call. x and w are read as bytes: an int8 value v
+ * is stored as the byte b = v + 128 (mod 256), so with flip = 0x80 the value is (b ^ flip) - 128,
+ * and zero points are given in that flipped domain. Padding contributes zero in the
+ * zero-point-shifted domain. The requantization is the host's: nearbyint(acc * mul + y_zero),
+ * saturated to [y_lo, y_hi]. */
+typedef struct kiln_qconv_params {
+  int32_t x_flip, w_flip; /* 0x80 for int8 data, 0 for uint8 */
+  int32_t y_lo, y_hi;     /* QLinearConv: the output's range */
+} kiln_qconv_params;
+
+/* One output: y32[o] = acc (ConvInteger) or y8[o] = requantized acc (QLinearConv). */
+static inline void kiln_qconv_store(int32_t acc, int32_t *y32, uint8_t *y8, ptrdiff_t o, double mul,
+                                    double y_zero, const kiln_qconv_params *q) {
+  double v;
+  if (!y8) {
+    y32[o] = acc;
+    return;
+  }
+  v = (double)acc * mul + y_zero;
+  if (v != v) v = 0;
+  v = nearbyint(v);
+  if (v < q->y_lo) v = q->y_lo;
+  if (v > q->y_hi) v = q->y_hi;
+  y8[o] = (uint8_t)(int32_t)v;
+}
+
+/* Output channel m of every image: y32 (ConvInteger) or y8 (QLinearConv), the other NULL. As in
+ * kernels/conv.c, four adjacent outputs whose windows lie inside the image on the w axis are
+ * accumulated together, tap by tap and over the input channels within a tap. */
+static void kiln_qconv_run(const uint8_t *x, const uint8_t *w, int32_t *y32, uint8_t *y8,
+                           const kiln_conv_shape *s, const kiln_qconv_params *q, ptrdiff_t m,
+                           int32_t x_zero, int32_t w_zero, int32_t bias, double mul, double y_zero) {
+  const ptrdiff_t cg = s->c / s->group, mg = s->m / s->group;
+  const ptrdiff_t in_d = s->in[0], in_h = s->in[1], in_w = s->in[2];
+  const ptrdiff_t k_d = s->k[0], k_h = s->k[1], k_w = s->k[2];
+  const ptrdiff_t s_w = s->s[2], d_d = s->d[0], d_h = s->d[1], d_w = s->d[2];
+  const ptrdiff_t in_size = in_d * in_h * in_w, ksize = k_d * k_h * k_w;
+  const ptrdiff_t out_size = (ptrdiff_t)s->out[0] * s->out[1] * s->out[2];
+  const ptrdiff_t last_full = in_w - 1 - (k_w - 1) * d_w;
+  const int32_t xf = q->x_flip, wf = q->w_flip;
+  const uint8_t *wm = w + m * cg * ksize;
+  ptrdiff_t n, c, od, oh, ow, kd, kh, kw;
+  for (n = 0; n < s->n; ++n) {
+    const uint8_t *xg = x + (n * s->c + m / mg * cg) * in_size;
+    ptrdiff_t o = (n * s->m + m) * out_size;
+    for (od = 0; od < s->out[0]; ++od) {
+      const ptrdiff_t sd = od * s->s[0] - s->p[0];
+      ptrdiff_t kd0, kd1;
+      kiln_conv_shape_taps(sd, d_d, k_d, in_d, &kd0, &kd1);
+      for (oh = 0; oh < s->out[1]; ++oh) {
+        const ptrdiff_t sh = oh * s->s[1] - s->p[1];
+        ptrdiff_t kh0, kh1;
+        kiln_conv_shape_taps(sh, d_h, k_h, in_h, &kh0, &kh1);
+        for (ow = 0; ow < s->out[2];) {
+          const ptrdiff_t sw = ow * s_w - s->p[2];
+          if (ow + 4 <= s->out[2] && sw >= 0 && sw + 3 * s_w <= last_full) {
+            int32_t a0 = bias, a1 = bias, a2 = bias, a3 = bias;
+            for (kd = kd0; kd < kd1; ++kd) {
+              for (kh = kh0; kh < kh1; ++kh) {
+                const uint8_t *xr = xg + ((sd + kd * d_d) * in_h + sh + kh * d_h) * in_w + sw;
+                const uint8_t *wr = wm + (kd * k_h + kh) * k_w;
+                for (kw = 0; kw < k_w; ++kw) {
+                  const uint8_t *xc = xr + kw * d_w, *wc = wr + kw;
+                  for (c = 0; c < cg; ++c, xc += in_size, wc += ksize) {
+                    const int32_t wv = (int32_t)(*wc ^ wf) - w_zero;
+                    a0 += ((int32_t)(xc[0] ^ xf) - x_zero) * wv;
+                    a1 += ((int32_t)(xc[s_w] ^ xf) - x_zero) * wv;
+                    a2 += ((int32_t)(xc[2 * s_w] ^ xf) - x_zero) * wv;
+                    a3 += ((int32_t)(xc[3 * s_w] ^ xf) - x_zero) * wv;
+                  }
+                }
+              }
+            }
+            kiln_qconv_store(a0, y32, y8, o, mul, y_zero, q);
+            kiln_qconv_store(a1, y32, y8, o + 1, mul, y_zero, q);
+            kiln_qconv_store(a2, y32, y8, o + 2, mul, y_zero, q);
+            kiln_qconv_store(a3, y32, y8, o + 3, mul, y_zero, q);
+            o += 4;
+            ow += 4;
+          } else {
+            ptrdiff_t kw0, kw1;
+            int32_t acc = bias;
+            kiln_conv_shape_taps(sw, d_w, k_w, in_w, &kw0, &kw1);
+            for (kd = kd0; kd < kd1; ++kd) {
+              for (kh = kh0; kh < kh1; ++kh) {
+                const ptrdiff_t row = ((sd + kd * d_d) * in_h + sh + kh * d_h) * in_w + sw;
+                const uint8_t *wr = wm + (kd * k_h + kh) * k_w;
+                for (kw = kw0; kw < kw1; ++kw) {
+                  const uint8_t *xc = xg + row + kw * d_w, *wc = wr + kw;
+                  for (c = 0; c < cg; ++c)
+                    acc += ((int32_t)(xc[c * in_size] ^ xf) - x_zero) * ((int32_t)(wc[c * ksize] ^ wf) - w_zero);
+                }
+              }
+            }
+            kiln_qconv_store(acc, y32, y8, o, mul, y_zero, q);
+            ++o;
+            ++ow;
+          }
+        }
+      }
+    }
+  }
+}
