@@ -245,3 +245,89 @@ model('edge_conv_pad', {'op_type': 'Conv', 'input': ['x', 'w'], 'output': ['y'],
       [vi('x', FLOAT, [1, 3, 9, 11]), vi('w', FLOAT, [4, 3, 3, 2])], [vi('y', FLOAT)])
 model('edge_conv_1x1s2', {'op_type': 'Conv', 'input': ['x', 'w'], 'output': ['y'], 'attribute': [attr('strides', [2, 2])]},
       [vi('x', FLOAT, [1, 8, 17, 19]), vi('w', FLOAT, [5, 8, 1, 1])], [vi('y', FLOAT)])
+# Col2Im (image_shape and block_shape constant), every float type and int32
+for i in range(12):
+    nd = random.choice([1, 2, 2, 3])
+    block = [random.randint(1, 3) for _ in range(nd)]
+    image = [random.randint(4, 9) if nd < 3 else random.randint(3, 5) for _ in range(nd)]
+    a = {}
+    st = [random.choice([1, 2]) for _ in range(nd)]
+    dil = [random.choice([1, 2]) for _ in range(nd)]
+    pads = [random.randint(0, 1) for _ in range(2 * nd)]
+    if random.random() < 0.6: a['strides'] = st
+    else: st = [1] * nd
+    if random.random() < 0.4: a['dilations'] = dil
+    else: dil = [1] * nd
+    if random.random() < 0.5: a['pads'] = pads
+    else: pads = [0] * 2 * nd
+    grid = [(image[j] + pads[j] + pads[j + nd] - ((block[j] - 1) * dil[j] + 1)) // st[j] + 1 for j in range(nd)]
+    c = random.randint(1, 3)
+    dt = [FLOAT, F64, F16, INT32][i % 4]
+    x = [random.choice([1, 2]), c * prod(block), prod(grid)]
+    inits = [init('image', INT64, [nd], image), init('block', INT64, [nd], block)]
+    model('col2im_%02d' % i, {'op_type': 'Col2Im', 'input': ['x', 'image', 'block'], 'output': ['y'], 'attribute': [attr(kk, v) for kk, v in a.items()]},
+          [vi('x', dt, x)], [vi('y', dt)], inits)
+# MaxUnpool (indices constant, some repeated; output_shape constant and larger)
+for i in range(6):
+    nd = random.choice([1, 2, 3])
+    k = [2] * nd
+    x = [1, 2] + [random.randint(2, 4) for _ in range(nd)]
+    unpooled = x[:2] + [2 * d for d in x[2:]]
+    total = prod(unpooled)
+    idx = [random.randint(0, total - 1) for _ in range(prod(x))]
+    inp = ['x', 'i']
+    inits = [init('i', INT64, x, idx)]
+    if i % 2:
+        inits.append(init('shape', INT64, [len(x)], [d + random.randint(0, 2) for d in unpooled])); inp.append('shape')
+    model('maxunpool_%02d' % i, {'op_type': 'MaxUnpool', 'input': inp, 'output': ['y'], 'attribute': [attr('kernel_shape', k), attr('strides', k)]},
+          [vi('x', [FLOAT, F64, F16][i % 3], x)], [vi('y', [FLOAT, F64, F16][i % 3])], inits)
+# DeformConv (2-D, float32 and float64; offsets in [-1, 1))
+for i in range(8):
+    dt = [FLOAT, F64][i % 2]
+    group = random.choice([1, 2]); og = random.choice([1, 2]); cg = random.randint(1, 2)
+    c = cg * group * og // (group if og % group == 0 and False else 1)
+    c = cg * group * og
+    m = group * random.randint(1, 2)
+    k = [random.choice([1, 2, 3]), random.choice([1, 2, 3])]
+    a = {'group': group, 'offset_group': og}
+    if random.random() < 0.5: a['pads'] = [1, 0, 1, 1]
+    if random.random() < 0.5: a['strides'] = [random.choice([1, 2]), 1]
+    if random.random() < 0.3: a['dilations'] = [2, 1]
+    size = [random.randint(5, 8), random.randint(5, 8)]
+    pads = a.get('pads', [0, 0, 0, 0]); st = a.get('strides', [1, 1]); dil = a.get('dilations', [1, 1])
+    out = [(size[j] + pads[j] + pads[j + 2] - ((k[j] - 1) * dil[j] + 1)) // st[j] + 1 for j in range(2)]
+    n = random.choice([1, 2])
+    ins = [vi('x', dt, [n, c] + size), vi('w', dt, [m, cg * og] + k), vi('off', dt, [n, og * k[0] * k[1] * 2] + out)]
+    names = ['x', 'w', 'off']
+    if random.random() < 0.6: ins.append(vi('b', dt, [m])); names.append('b')
+    else: names.append('')
+    if random.random() < 0.6: ins.append(vi('mask', dt, [n, og * k[0] * k[1]] + out)); names.append('mask')
+    while names and names[-1] == '': names.pop()
+    model('deform_%02d' % i, {'op_type': 'DeformConv', 'input': names, 'output': ['y'], 'attribute': [attr(kk, v) for kk, v in a.items()]},
+          ins, [vi('y', dt)])
+# RoiAlign and MaxRoiPool (regions constant, some partly outside the image)
+for i in range(10):
+    dt = [FLOAT, F64, F16][i % 3]
+    n, c, H, W = 2, 2, random.randint(5, 10), random.randint(5, 10)
+    R = 3
+    if i < 6:
+        rois = []
+        for _ in range(R):
+            x0, y0 = random.uniform(-2, W - 2), random.uniform(-2, H - 2)
+            rois += [round(x0, 3), round(y0, 3), round(x0 + random.uniform(0.5, 6), 3), round(y0 + random.uniform(0.5, 6), 3)]
+        a = {'output_height': random.randint(1, 3), 'output_width': random.randint(1, 3), 'spatial_scale': random.choice([1.0, 0.5]),
+             'sampling_ratio': random.choice([0, 0, 2]), 'mode': random.choice(['avg', 'max']),
+             'coordinate_transformation_mode': random.choice(['half_pixel', 'output_half_pixel'])}
+        inits = [init('rois', FLOAT if dt == FLOAT else F64 if dt == F64 else FLOAT, [R, 4], rois), init('bi', INT64, [R], [random.randint(0, n - 1) for _ in range(R)])]
+        if dt == F16: continue
+        model('roialign_%02d' % i, {'op_type': 'RoiAlign', 'input': ['x', 'rois', 'bi'], 'output': ['y'], 'attribute': [attr(kk, v) for kk, v in a.items()]},
+              [vi('x', dt, [n, c, H, W])], [vi('y', dt)], inits)
+    else:
+        if dt == F16: dt = FLOAT
+        rois = []
+        for _ in range(R):
+            x0, y0 = random.randint(-2, W - 2), random.randint(-2, H - 2)
+            rois += [random.randint(0, n - 1), x0, y0, x0 + random.randint(0, 5), y0 + random.randint(0, 5)]
+        a = {'pooled_shape': [random.randint(1, 3), random.randint(1, 3)], 'spatial_scale': random.choice([1.0, 0.5])}
+        model('maxroipool_%02d' % i, {'op_type': 'MaxRoiPool', 'input': ['x', 'rois'], 'output': ['y'], 'attribute': [attr(kk, v) for kk, v in a.items()]},
+              [vi('x', dt, [n, c, H, W])], [vi('y', dt)], [init('rois', dt, [R, 5], rois)])

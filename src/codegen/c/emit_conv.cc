@@ -131,8 +131,8 @@ Status CheckConvTypes(NodeContext& ctx) {
   return OkStatus();
 }
 
-// As the host's ConvShapeOf (ops/conv.cc).
-Status ConvShapeOf(NodeContext& ctx, ConvShape* s) {
+// As the host's ConvShapeOf (ops/conv.cc); the bias is input `bias` (DeformConv: 3).
+Status ConvShapeOf(NodeContext& ctx, ConvShape* s, int bias = 2) {
   const Dims& x = ctx.input_dims(0);
   const Dims& w = ctx.input_dims(1);
   s->n = x[0];
@@ -141,7 +141,7 @@ Status ConvShapeOf(NodeContext& ctx, ConvShape* s) {
   s->group = ctx.node().attr_int("group", 1);
   if (s->group <= 0 || w[1] * s->group != s->c || s->m % s->group != 0)
     return ctx.error("group does not match the channels of X and W");
-  if (ctx.has_input(2) && ctx.input_dims(2) != Dims{s->m}) return ctx.error("B must have shape [M]");
+  if (ctx.has_input(bias) && ctx.input_dims(bias) != Dims{s->m}) return ctx.error("B must have shape [M]");
   std::string err = ops::ComputeWindowGeom(ctx.node(), Spatial(x), Spatial(w), true, false, &s->geom);
   if (!err.empty()) return ctx.error(err);
   return OkStatus();
@@ -662,6 +662,374 @@ Status EmitGlobalPool(NodeContext& ctx, PoolKind kind) {
   return OkStatus();
 }
 
+// ---------------------------------------------------------------------------------------------
+// MaxUnpool, Col2Im, DeformConv, RoiAlign, MaxRoiPool
+
+// MaxUnpool: zeros, then each X element at its flat index of the unpooled shape (which sits at
+// the start of a larger output_shape); an index outside it makes run() fail.
+Status EmitMaxUnpool(NodeContext& ctx) {
+  if (!ctx.has_input(0) || !ctx.has_input(1)) return ctx.error("needs inputs X and I");
+  DType t = ctx.input_dtype(0);
+  if (!IsFloatType(t) || ctx.output_dtype(0) != t) return ctx.error("unsupported dtype " + std::string(DTypeName(t)));
+  if (ctx.input_dtype(1) != DType::kInt64) return ctx.error("I must be int64");
+  const Dims& x = ctx.input_dims(0);
+  if (x.size() < 3 || ctx.input_dims(1) != x) return ctx.error("I must have the shape of X, of rank 3 or more");
+  const ir::Node& node = ctx.node();
+  const int nd = static_cast<int>(x.size()) - 2;
+  Dims kernel = node.attr_ints("kernel_shape"), strides = node.attr_ints("strides"), pads = node.attr_ints("pads");
+  if (strides.empty()) strides.assign(nd, 1);
+  if (pads.empty()) pads.assign(2 * nd, 0);
+  if (static_cast<int>(kernel.size()) != nd || static_cast<int>(strides.size()) != nd || static_cast<int>(pads.size()) != 2 * nd)
+    return ctx.error("kernel_shape, strides and pads need one value (pads two) per spatial dim");
+  Dims inferred = {x[0], x[1]};
+  for (int j = 0; j < nd; ++j) inferred.push_back(strides[j] * (x[j + 2] - 1) + kernel[j] - pads[j] - pads[j + nd]);
+  const Dims& out = ctx.output_dims(0);
+  if (out.size() != inferred.size()) return ctx.error("output_shape has the wrong rank");
+  for (size_t j = 0; j < out.size(); ++j)
+    if (out[j] < inferred[j]) return ctx.error("output_shape is smaller than the unpooled shape " + DimsToString(inferred));
+  const int64_t total = NumElements(inferred);
+  ctx.SetCanFail();
+  ctx.Line("memset(out0, 0, " + ByteCount(t, NumElements(out)) + ");");
+  if (NumElements(x) == 0) return OkStatus();
+  ctx.Line("for (ptrdiff_t i = 0; i < " + Str(NumElements(x)) + "; ++i) {");
+  ctx.Indent();
+  ctx.Line("const int64_t j = in1[i];");
+  ctx.Line("if (j < 0 || j >= " + Str(total) + ") return KILN_ERROR_INVALID_DATA;");
+  std::string at = "j";
+  if (out != inferred) {  // the unpooled coordinates of j, at the output's strides
+    std::vector<int64_t> inner = Strides(inferred), os = Strides(out);
+    at.clear();
+    for (size_t d = 0; d < out.size(); ++d) {
+      std::string q = inner[d] == 1 ? "j" : "j / " + Str(inner[d]);
+      if (d > 0) q = "(" + q + ") % " + Str(inferred[d]);
+      at += (at.empty() ? "" : " + ") + (os[d] == 1 ? q : "(" + q + ") * " + Str(os[d]));
+    }
+  }
+  ctx.Line("out0[" + at + "] = in0[i];");
+  ctx.Dedent();
+  ctx.Line("}");
+  return OkStatus();
+}
+
+// Col2Im as a gather: each image element sums, in the host's order (tap by tap), the columns
+// whose block covers it.
+Status EmitCol2Im(NodeContext& ctx) {
+  if (!ctx.has_input(0)) return ctx.error("needs input input");
+  DType t = ctx.input_dtype(0);
+  if (t == DType::kBool || CType(t).empty() || ctx.output_dtype(0) != t) return ctx.error("unsupported dtype " + std::string(DTypeName(t)));
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> image, ConstantInts(ctx, 1));
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> block, ConstantInts(ctx, 2));
+  const Dims& x = ctx.input_dims(0);
+  if (x.size() != 3 || image.empty() || image.size() != block.size() || image.size() > 3)
+    return ctx.error("needs an input of rank 3 and image_shape, block_shape of 1 to 3 values");
+  ops::WindowGeom g;
+  std::string err = ops::ComputeWindowGeom(ctx.node(), image, block, true, false, &g);
+  if (!err.empty()) return ctx.error(err);
+  const int64_t kprod = NumElements(block), grid = NumElements(g.out), img = NumElements(image);
+  if (kprod == 0 || x[1] % kprod != 0 || x[2] != grid) return ctx.error("the input does not match the block geometry");
+  const int64_t n = x[0], c = x[1] / kprod;
+  Dims want = {n, c};
+  want.insert(want.end(), image.begin(), image.end());
+  if (ctx.output_dims(0) != want) return ctx.error("output dims differ from " + DimsToString(want));
+  if (NumElements(want) == 0) {
+    ctx.Line("/* no elements */");
+    return OkStatus();
+  }
+  const bool fl = IsFloatingDType(ComputeType(t));
+  const std::string A = fl ? CType(ComputeType(t)) : "uint64_t";  // integers wrap, as the host's
+  const int nd = g.nd;
+  std::vector<std::string> ovars, ivars, kvars;
+  for (int j = 0; j < nd; ++j) {
+    ovars.push_back("o" + Str(j));
+    ivars.push_back("i" + Str(j));
+    kvars.push_back("k" + Str(j));
+  }
+  ctx.Line("for (ptrdiff_t p = 0; p < " + Str(n * c) + "; ++p) {");
+  ctx.Indent();
+  ctx.Line("const " + CType(t) + " *xp = in0 + " + Lin("p", kprod * grid, 0) + ";");
+  for (int j = 0; j < nd; ++j) {
+    ctx.Line("for (ptrdiff_t o" + Str(j) + " = 0; o" + Str(j) + " < " + Str(image[j]) + "; ++o" + Str(j) + ") {");
+    ctx.Indent();
+  }
+  ctx.Line(A + " acc = 0;");
+  for (int j = 0; j < nd; ++j) {
+    std::string sj = Str(j), tj = "t" + sj;
+    ctx.Line("for (ptrdiff_t k" + sj + " = 0; k" + sj + " < " + Str(block[j]) + "; ++k" + sj + ") {");
+    ctx.Indent();
+    ctx.Line("const ptrdiff_t " + tj + " = " + Lin("o" + sj, 1, g.pad_begin[j]) + " - " + Lin("k" + sj, g.dilations[j], 0) + ";");
+    ctx.Line("const ptrdiff_t i" + sj + " = " + (g.strides[j] == 1 ? tj : tj + " / " + Str(g.strides[j])) + ";");
+    ctx.Line("if (" + tj + " < 0" + (g.strides[j] == 1 ? "" : " || " + tj + " % " + Str(g.strides[j]) + " != 0") + " || i" + sj +
+             " >= " + Str(g.out[j]) + ") continue;");
+  }
+  std::string v = "xp[(" + IndexExpr(kvars, Strides(block)) + ") * " + Str(grid) + " + " + IndexExpr(ivars, Strides(g.out)) + "]";
+  ctx.Line("acc += " + (fl ? Load(ctx, t, v) : "(uint64_t)" + v) + ";");
+  for (int j = 0; j < nd; ++j) {
+    ctx.Dedent();
+    ctx.Line("}");
+  }
+  ctx.Line("out0[" + Lin("p", img, 0) + " + " + IndexExpr(ovars, Strides(Dims(image.begin(), image.end()))) + "] = " + Store(ctx, t, "acc") + ";");
+  for (int j = 0; j < nd; ++j) {
+    ctx.Dedent();
+    ctx.Line("}");
+  }
+  ctx.Dedent();
+  ctx.Line("}");
+  return OkStatus();
+}
+
+// DeformConv (2-D, float32 and float64): per input channel and tap, the bilinear sample at the
+// offset position (times the mask) is computed once and added, times the weights, to every
+// output channel of the group, which start at the bias.
+Status EmitDeformConv(NodeContext& ctx) {
+  for (int i : {0, 1, 2})
+    if (!ctx.has_input(i)) return ctx.error("needs inputs X, W and offset");
+  DType t = ctx.input_dtype(0);
+  if (t != DType::kFloat32 && t != DType::kFloat64)
+    return ctx.error("the C backend supports DeformConv on float32 and float64, not " + std::string(DTypeName(t)));
+  for (int i = 1; i < ctx.num_inputs(); ++i)
+    if (ctx.has_input(i) && ctx.input_dtype(i) != t) return ctx.error("all inputs must have the same dtype");
+  const Dims& x = ctx.input_dims(0);
+  const Dims& w = ctx.input_dims(1);
+  if (x.size() != 4 || w.size() != 4) return ctx.error("only 2-D DeformConv is supported");
+  ConvShape s;
+  KILN_RETURN_IF_ERROR(ConvShapeOf(ctx, &s, 3));
+  const ops::WindowGeom& g = s.geom;
+  const int64_t og = ctx.node().attr_int("offset_group", 1);
+  if (og <= 0 || s.c % og != 0) return ctx.error("offset_group must be positive and divide the input channels");
+  const int64_t H = g.in[0], W = g.in[1], KH = g.kernel[0], KW = g.kernel[1], OH = g.out[0], OW = g.out[1];
+  const int64_t kprod = KH * KW, osz = OH * OW, cg = s.c / s.group, mg = s.m / s.group, c_per_og = s.c / og;
+  if (ctx.input_dims(2) != Dims{s.n, og * kprod * 2, OH, OW}) return ctx.error("offset has the wrong dims");
+  const bool mask = ctx.has_input(4);
+  if (mask && ctx.input_dims(4) != Dims{s.n, og * kprod, OH, OW}) return ctx.error("mask has the wrong dims");
+  if (ctx.output_dims(0) != Dims{s.n, s.m, OH, OW}) return ctx.error("output dims differ from the geometry's");
+  if (NumElements(ctx.output_dims(0)) == 0) {
+    ctx.Line("/* no elements */");
+    return OkStatus();
+  }
+  const std::string T = CType(t);
+  auto L = [&](double v) { return CNumber(t, v); };
+  ctx.Line("for (ptrdiff_t n = 0; n < " + Str(s.n) + "; ++n) {");
+  ctx.Indent();
+  ctx.Line(T + " *yn = out0 + " + Lin("n", s.m * osz, 0) + ";");
+  ctx.Line("for (ptrdiff_t m = 0; m < " + Str(s.m) + "; ++m)");
+  ctx.Line("  for (ptrdiff_t p = 0; p < " + Str(osz) + "; ++p) yn[m * " + Str(osz) + " + p] = " + (ctx.has_input(3) ? "in3[m]" : L(0)) + ";");
+  ctx.Line("for (ptrdiff_t ic = 0; ic < " + Str(s.c) + "; ++ic) {");
+  ctx.Indent();
+  ctx.Line("const " + T + " *img = in0 + (n * " + Str(s.c) + " + ic) * " + Str(H * W) + ";");
+  ctx.Line("const ptrdiff_t og = ic / " + Str(c_per_og) + ", gi = ic / " + Str(cg) + ", c = ic % " + Str(cg) + ";");
+  ctx.Line("for (ptrdiff_t i = 0; i < " + Str(KH) + "; ++i) {");
+  ctx.Line("  for (ptrdiff_t j = 0; j < " + Str(KW) + "; ++j) {");
+  ctx.Indent();
+  ctx.Indent();
+  ctx.Line("const " + T + " *dy = in2 + ((n * " + Str(og) + " + og) * " + Str(kprod * 2) + " + (i * " + Str(KW) + " + j) * 2) * " + Str(osz) + ";");
+  ctx.Line("const " + T + " *dx = dy + " + Str(osz) + ";");
+  if (mask) ctx.Line("const " + T + " *mk = in4 + ((n * " + Str(og) + " + og) * " + Str(kprod) + " + i * " + Str(KW) + " + j) * " + Str(osz) + ";");
+  ctx.Line("for (ptrdiff_t p = 0; p < " + Str(osz) + "; ++p) {");
+  ctx.Indent();
+  ctx.Line("const ptrdiff_t oy = p / " + Str(OW) + ", ox = p % " + Str(OW) + ";");
+  ctx.Line("const " + T + " h = (" + T + ")(oy * " + Str(g.strides[0]) + " - " + Str(g.pad_begin[0]) + " + i * " + Str(g.dilations[0]) + ") + dy[p];");
+  ctx.Line("const " + T + " w = (" + T + ")(ox * " + Str(g.strides[1]) + " - " + Str(g.pad_begin[1]) + " + j * " + Str(g.dilations[1]) + ") + dx[p];");
+  ctx.Line(T + " v = " + L(0) + ";");
+  // As the host: zero outside (-1, H) x (-1, W), else bilinear with zero outside the image.
+  ctx.Line("if (h > " + L(-1) + " && h < " + L(static_cast<double>(H)) + " && w > " + L(-1) + " && w < " + L(static_cast<double>(W)) + ") {");
+  ctx.Indent();
+  ctx.Line("const ptrdiff_t h0 = (ptrdiff_t)" + MathName(t, "floor") + "(h), w0 = (ptrdiff_t)" + MathName(t, "floor") + "(w);");
+  ctx.Line("const " + T + " lh = h - (" + T + ")h0, lw = w - (" + T + ")w0;");
+  auto at = [&](const std::string& i, const std::string& j) {
+    return "(" + i + " >= 0 && " + i + " < " + Str(H) + " && " + j + " >= 0 && " + j + " < " + Str(W) + " ? img[(" + i + ") * " + Str(W) +
+           " + " + j + "] : " + L(0) + ")";
+  };
+  ctx.Line("v += (1 - lh) * (1 - lw) * " + at("h0", "w0") + " + (1 - lh) * lw * " + at("h0", "w0 + 1") + " +");
+  ctx.Line("     lh * (1 - lw) * " + at("h0 + 1", "w0") + " + lh * lw * " + at("h0 + 1", "w0 + 1") + ";");
+  ctx.Dedent();
+  ctx.Line("}");
+  if (mask) ctx.Line("v *= mk[p];");
+  ctx.Line("for (ptrdiff_t mm = 0; mm < " + Str(mg) + "; ++mm) {");
+  ctx.Line("  const ptrdiff_t m = gi * " + Str(mg) + " + mm;");
+  ctx.Line("  yn[m * " + Str(osz) + " + p] += in1[((m * " + Str(cg) + " + c) * " + Str(KH) + " + i) * " + Str(KW) + " + j] * v;");
+  ctx.Line("}");
+  for (int k = 0; k < 5; ++k) {
+    ctx.Dedent();
+    ctx.Line("}");
+  }
+  return OkStatus();
+}
+
+// RoiAlign: the host's sampling grid per region (its size may depend on the region, so it is
+// computed at run time), bilinear taps clamped at the image border, avg or max.
+Status EmitRoiAlign(NodeContext& ctx) {
+  for (int i : {0, 1, 2})
+    if (!ctx.has_input(i)) return ctx.error("needs inputs X, rois and batch_indices");
+  DType t = ctx.input_dtype(0);
+  if (!IsFloatType(t) || ctx.input_dtype(1) != t || ctx.output_dtype(0) != t) return ctx.error("unsupported dtype");
+  const Dims& x = ctx.input_dims(0);
+  const Dims& r = ctx.input_dims(1);
+  if (x.size() != 4 || r.size() != 2 || r[1] != 4 || ctx.input_dims(2) != Dims{r[0]}) return ctx.error("unexpected input dims");
+  const ir::Node& node = ctx.node();
+  const int64_t N = x[0], C = x[1], H = x[2], W = x[3];
+  const int64_t PH = node.attr_int("output_height", 1), PW = node.attr_int("output_width", 1);
+  const int64_t sampling = node.attr_int("sampling_ratio", 0);
+  const float scale = node.attr_float("spatial_scale", 1.0f);
+  const bool max_mode = node.attr_string("mode", "avg") == "max";
+  const bool half_pixel =
+      node.attr_string("coordinate_transformation_mode", ctx.opset() >= 16 ? "half_pixel" : "output_half_pixel") == "half_pixel";
+  if (ctx.output_dims(0) != Dims{r[0], C, PH, PW}) return ctx.error("output dims differ");
+  if (NumElements(ctx.output_dims(0)) == 0) {
+    ctx.Line("/* no elements */");
+    return OkStatus();
+  }
+  const DType ct = ComputeType(t);
+  const std::string A = CType(ct), T = CType(t);
+  auto L = [&](double v) { return CNumber(ct, v); };
+  auto mx = [](const std::string& a, const std::string& b) { return "(" + a + " < " + b + " ? " + b + " : " + a + ")"; };
+  ctx.SetCanFail();
+  ctx.Line("for (ptrdiff_t r = 0; r < " + Str(r[0]) + "; ++r) {");
+  ctx.Indent();
+  ctx.Line("const int64_t b = (int64_t)in2[r];");
+  ctx.Line("const " + T + " *roi = in1 + r * 4;");
+  ctx.Line("if (b < 0 || b >= " + Str(N) + ") return KILN_ERROR_INVALID_DATA;");
+  ctx.Line("{");
+  ctx.Indent();
+  std::string off = half_pixel ? " - " + L(0.5) : "";
+  for (int k = 0; k < 4; ++k) {
+    const char* name[] = {"x0", "y0", "x1", "y1"};
+    ctx.Line("const " + A + " " + name[k] + " = " + Load(ctx, t, "roi[" + Str(k) + "]") + " * " + L(scale) + off + ";");
+  }
+  ctx.Line(A + " rw = x1 - x0, rh = y1 - y0;");
+  if (!half_pixel) {
+    ctx.Line("rw = " + mx("rw", L(1)) + ";");
+    ctx.Line("rh = " + mx("rh", L(1)) + ";");
+  }
+  ctx.Line("{");
+  ctx.Indent();
+  ctx.Line("const " + A + " bh = rh / " + L(static_cast<double>(PH)) + ", bw = rw / " + L(static_cast<double>(PW)) + ";");
+  if (sampling > 0) {
+    ctx.Line("const int64_t gh = " + Str(sampling) + ", gw = " + Str(sampling) + ";");
+  } else {
+    ctx.Line("const int64_t gh = (int64_t)" + MathName(ct, "ceil") + "(rh / " + L(static_cast<double>(PH)) + ");");
+    ctx.Line("const int64_t gw = (int64_t)" + MathName(ct, "ceil") + "(rw / " + L(static_cast<double>(PW)) + ");");
+  }
+  if (!max_mode) ctx.Line("const " + A + " count = (" + A + ")(gh * gw > 1 ? gh * gw : 1);");
+  ctx.Line("for (ptrdiff_t c = 0; c < " + Str(C) + "; ++c) {");
+  ctx.Indent();
+  ctx.Line("const " + T + " *img = in0 + (b * " + Str(C) + " + c) * " + Str(H * W) + ";");
+  ctx.Line(T + " *y = out0 + (r * " + Str(C) + " + c) * " + Str(PH * PW) + ";");
+  ctx.Line("for (ptrdiff_t ph = 0; ph < " + Str(PH) + "; ++ph) {");
+  ctx.Line("  for (ptrdiff_t pw = 0; pw < " + Str(PW) + "; ++pw) {");
+  ctx.Indent();
+  ctx.Indent();
+  ctx.Line(A + " out = " + L(0) + ";");
+  if (max_mode) ctx.Line("int first = 1;");
+  ctx.Line("for (int64_t iy = 0; iy < gh; ++iy) {");
+  ctx.Indent();
+  ctx.Line("const " + A + " yy = y0 + (" + A + ")ph * bh + ((" + A + ")iy + " + L(0.5) + ") * bh / (" + A + ")gh;");
+  ctx.Line("for (int64_t ix = 0; ix < gw; ++ix) {");
+  ctx.Indent();
+  ctx.Line("const " + A + " xx = x0 + (" + A + ")pw * bw + ((" + A + ")ix + " + L(0.5) + ") * bw / (" + A + ")gw;");
+  ctx.Line("ptrdiff_t p0 = 0, p1 = 0, p2 = 0, p3 = 0;");
+  ctx.Line(A + " w0 = " + L(0) + ", w1 = " + L(0) + ", w2 = " + L(0) + ", w3 = " + L(0) + ", v0, v1, v2, v3;");
+  ctx.Line("if (!(yy < " + L(-1) + " || yy > " + L(static_cast<double>(H)) + " || xx < " + L(-1) + " || xx > " + L(static_cast<double>(W)) + ")) {");
+  ctx.Indent();
+  ctx.Line(A + " yv = " + mx("yy", L(0)) + ", xv = " + mx("xx", L(0)) + ";");
+  ctx.Line("ptrdiff_t yl = (ptrdiff_t)yv, xl = (ptrdiff_t)xv, yh, xh;");
+  ctx.Line(A + " ly, lx;");
+  ctx.Line("if (yl >= " + Str(H - 1) + ") { yh = yl = " + Str(H - 1) + "; yv = (" + A + ")yl; } else { yh = yl + 1; }");
+  ctx.Line("if (xl >= " + Str(W - 1) + ") { xh = xl = " + Str(W - 1) + "; xv = (" + A + ")xl; } else { xh = xl + 1; }");
+  ctx.Line("ly = yv - (" + A + ")yl;");
+  ctx.Line("lx = xv - (" + A + ")xl;");
+  ctx.Line("p0 = yl * " + Str(W) + " + xl; p1 = yl * " + Str(W) + " + xh; p2 = yh * " + Str(W) + " + xl; p3 = yh * " + Str(W) + " + xh;");
+  ctx.Line("w0 = (1 - ly) * (1 - lx); w1 = (1 - ly) * lx; w2 = ly * (1 - lx); w3 = ly * lx;");
+  ctx.Dedent();
+  ctx.Line("}");
+  ctx.Line("v0 = w0 * " + Load(ctx, t, "img[p0]") + ";");
+  ctx.Line("v1 = w1 * " + Load(ctx, t, "img[p1]") + ";");
+  ctx.Line("v2 = w2 * " + Load(ctx, t, "img[p2]") + ";");
+  ctx.Line("v3 = w3 * " + Load(ctx, t, "img[p3]") + ";");
+  if (!max_mode) {
+    ctx.Line("out += v0 + v1 + v2 + v3;");
+  } else {  // as the host: the largest weighted corner
+    ctx.Line("{");
+    ctx.Line("  const " + A + " m01 = " + mx("v0", "v1") + ", m23 = " + mx("v2", "v3") + ", m = " + mx("m01", "m23") + ";");
+    ctx.Line("  out = first ? m : " + mx("out", "m") + ";");
+    ctx.Line("  first = 0;");
+    ctx.Line("}");
+  }
+  ctx.Dedent();
+  ctx.Line("}");
+  ctx.Dedent();
+  ctx.Line("}");
+  ctx.Line("y[ph * " + Str(PW) + " + pw] = " + Store(ctx, t, max_mode ? "out" : "out / count") + ";");
+  for (int k = 0; k < 6; ++k) {
+    ctx.Dedent();
+    ctx.Line("}");
+  }
+  return OkStatus();
+}
+
+// MaxRoiPool: the host's (Caffe's) rounding of the regions, in double like the host.
+Status EmitMaxRoiPool(NodeContext& ctx) {
+  if (!ctx.has_input(0) || !ctx.has_input(1)) return ctx.error("needs inputs X and rois");
+  DType t = ctx.input_dtype(0);
+  if (!IsFloatType(t) || ctx.input_dtype(1) != t || ctx.output_dtype(0) != t) return ctx.error("unsupported dtype");
+  const Dims& x = ctx.input_dims(0);
+  const Dims& r = ctx.input_dims(1);
+  if (x.size() != 4 || r.size() != 2 || r[1] != 5) return ctx.error("unexpected input dims");
+  Dims ps = ctx.node().attr_ints("pooled_shape");
+  if (ps.size() != 2 || ps[0] <= 0 || ps[1] <= 0) return ctx.error("pooled_shape must hold two positive values");
+  const int64_t N = x[0], C = x[1], H = x[2], W = x[3], PH = ps[0], PW = ps[1];
+  const float scale = ctx.node().attr_float("spatial_scale", 1.0f);
+  if (ctx.output_dims(0) != Dims{r[0], C, PH, PW}) return ctx.error("output dims differ");
+  if (NumElements(ctx.output_dims(0)) == 0) {
+    ctx.Line("/* no elements */");
+    return OkStatus();
+  }
+  const DType ct = ComputeType(t);
+  const std::string A = CType(ct), T = CType(t);
+  ctx.SetCanFail();
+  ctx.Line("for (ptrdiff_t r = 0; r < " + Str(r[0]) + "; ++r) {");
+  ctx.Indent();
+  ctx.Line("const " + T + " *roi = in1 + r * 5;");
+  ctx.Line("const double bid = (double)" + Load(ctx, t, "roi[0]") + ";");
+  ctx.Line("if (!(bid >= 0 && bid < " + Str(N) + ")) return KILN_ERROR_INVALID_DATA;");
+  ctx.Line("{");
+  ctx.Indent();
+  ctx.Line("const ptrdiff_t b = (ptrdiff_t)bid;");
+  for (int k = 1; k <= 4; ++k) {
+    const char* name[] = {"", "ws", "hs", "we", "he"};
+    ctx.Line("const ptrdiff_t " + std::string(name[k]) + " = (ptrdiff_t)" + MathName(ct, "round") + "(" + Load(ctx, t, "roi[" + Str(k) + "]") +
+             " * " + CNumber(ct, scale) + ");");
+  }
+  ctx.Line("const double bh = (double)(he - hs + 1 > 1 ? he - hs + 1 : 1) / " + Str(PH) + ".0;");
+  ctx.Line("const double bw = (double)(we - ws + 1 > 1 ? we - ws + 1 : 1) / " + Str(PW) + ".0;");
+  ctx.Line("for (ptrdiff_t c = 0; c < " + Str(C) + "; ++c) {");
+  ctx.Indent();
+  ctx.Line("const " + T + " *img = in0 + (b * " + Str(C) + " + c) * " + Str(H * W) + ";");
+  ctx.Line(T + " *y = out0 + (r * " + Str(C) + " + c) * " + Str(PH * PW) + ";");
+  auto clamp = [](const std::string& v, int64_t hi) {
+    return "(" + v + " < 0 ? 0 : " + v + " > " + Str(hi) + " ? " + Str(hi) + " : " + v + ")";
+  };
+  ctx.Line("for (ptrdiff_t ph = 0; ph < " + Str(PH) + "; ++ph) {");
+  ctx.Indent();
+  ctx.Line("const ptrdiff_t hf = (ptrdiff_t)floor((double)ph * bh) + hs, hc = (ptrdiff_t)ceil((double)(ph + 1) * bh) + hs;");
+  ctx.Line("const ptrdiff_t h0 = " + clamp("hf", H) + ", h1 = " + clamp("hc", H) + ";");
+  ctx.Line("for (ptrdiff_t pw = 0; pw < " + Str(PW) + "; ++pw) {");
+  ctx.Indent();
+  ctx.Line("const ptrdiff_t wf = (ptrdiff_t)floor((double)pw * bw) + ws, wc = (ptrdiff_t)ceil((double)(pw + 1) * bw) + ws;");
+  ctx.Line("const ptrdiff_t w0 = " + clamp("wf", W) + ", w1 = " + clamp("wc", W) + ";");
+  ctx.Line(A + " best = -INFINITY;");
+  ctx.Line("for (ptrdiff_t i = h0; i < h1; ++i)");
+  ctx.Line("  for (ptrdiff_t j = w0; j < w1; ++j) {");
+  ctx.Line("    const " + A + " v = " + Load(ctx, t, "img[i * " + Str(W) + " + j]") + ";");
+  ctx.Line("    if (best < v) best = v;");
+  ctx.Line("  }");
+  ctx.Line("y[ph * " + Str(PW) + " + pw] = h1 <= h0 || w1 <= w0 ? " + Store(ctx, t, CNumber(ct, 0)) + " : " + Store(ctx, t, "best") + ";");
+  for (int k = 0; k < 5; ++k) {
+    ctx.Dedent();
+    ctx.Line("}");
+  }
+  return OkStatus();
+}
+
 }  // namespace
 
 void RegisterConvEmitters(EmitterRegistry& r) {
@@ -675,6 +1043,11 @@ void RegisterConvEmitters(EmitterRegistry& r) {
   r.Register("GlobalMaxPool", [](NodeContext& c) { return EmitGlobalPool(c, PoolKind::kMax); });
   r.Register("GlobalAveragePool", [](NodeContext& c) { return EmitGlobalPool(c, PoolKind::kAvg); });
   r.Register("GlobalLpPool", [](NodeContext& c) { return EmitGlobalPool(c, PoolKind::kLp); });
+  r.Register("MaxUnpool", EmitMaxUnpool);
+  r.Register("Col2Im", EmitCol2Im);
+  r.Register("DeformConv", EmitDeformConv);
+  r.Register("RoiAlign", EmitRoiAlign);
+  r.Register("MaxRoiPool", EmitMaxRoiPool);
 }
 
 }  // namespace kiln::codegen::c
