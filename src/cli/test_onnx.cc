@@ -49,6 +49,7 @@ struct TestOptions {
   passes::ShapeOverrides shapes;    // for model files
   std::string weights;
   int jobs = 1;
+  bool const_int_inputs = false;
 };
 
 bool IsTestDir(const fs::path& p) { return fs::exists(p / "model.onnx"); }
@@ -217,9 +218,11 @@ Result RunOne(const fs::path& test, const TestOptions& o) {
   for (const auto& set : sets) {
     std::string sname = set.filename().string();
     std::vector<Tensor> inputs;
-    passes::ShapeOverrides shapes;  // --shape entries for this model's inputs (several models may share a run)
+    passes::ShapeOverrides
+        shapes;  // --shape entries for this model's inputs (several models may share a run)
     for (int v : feeds)
-      if (o.shapes.count(g.values[v].name)) shapes[g.values[v].name] = o.shapes.at(g.values[v].name);
+      if (o.shapes.count(g.values[v].name))
+        shapes[g.values[v].name] = o.shapes.at(g.values[v].name);
     if (folder) {
       auto in_files = NumberedFiles(set, "input");
       if (in_files.size() > feeds.size())
@@ -247,7 +250,27 @@ Result RunOne(const fs::path& test, const TestOptions& o) {
         inputs.push_back(RandomTensor(v.type.dtype, d, 1234 + k));
       }
     }
-    auto outputs = RunBackend(*model, inputs, shapes, o, false);
+    // --const-int-inputs: integer inputs become constants of the model given to the backend
+    // (their values from this test set), so shape-computing inputs (axes, pads, sizes) are
+    // known at compile time.
+    ir::Model backend_model = *model;
+    std::vector<Tensor> backend_inputs = inputs;
+    passes::ShapeOverrides backend_shapes = shapes;
+    if (o.const_int_inputs) {
+      backend_inputs.clear();
+      for (size_t k = 0; k < inputs.size(); ++k) {
+        ir::Value& v = backend_model.graph->values[feeds[k]];
+        bool is_int = !inputs[k].is_sequence() && !inputs[k].is_none() &&
+                      !IsFloatingDType(inputs[k].dtype()) && inputs[k].dtype() != DType::kBool;
+        if (is_int) {
+          v.constant = inputs[k];
+          backend_shapes.erase(v.name);
+        } else {
+          backend_inputs.push_back(inputs[k]);
+        }
+      }
+    }
+    auto outputs = RunBackend(backend_model, backend_inputs, backend_shapes, o, false);
     if (!outputs.ok()) return {Outcome::kFail, outputs.status().message()};
     std::vector<Tensor> want;
     if (against_host) {
@@ -503,9 +526,14 @@ void AddTestOnnxCommand(CLI::App& app, int& rc) {
        "compare with the folder's expected outputs (files) or with the host executor (host); "
        "model files always use the host")
       ->check(CLI::IsMember({"files", "host"}));
+  c->add_flag(
+      "--const-int-inputs", o->const_int_inputs,
+      "give the backend each test's integer inputs as constants (shape inputs such as axes, "
+      "pads and sizes then are known at compile time)");
   c->add_option("--max-rel-l2", o->max_rel_l2,
                 "largest relative L2 error against the host executor");
-  c->add_option("--shape", *shape_specs, "fix a model file's input dims: NAME=D0,D1,...")->allow_extra_args(false);
+  c->add_option("--shape", *shape_specs, "fix a model file's input dims: NAME=D0,D1,...")
+      ->allow_extra_args(false);
   c->add_option("--weights", o->weights, "safetensors weights for a .json model file");
   c->callback([&rc, o, shape_specs] {
     auto shapes = ParseShapes(*shape_specs);

@@ -266,7 +266,6 @@ Status EmitPow(NodeContext& ctx) {
   double e0 = 0;
   bool scalar_exp = ec && ec->size() == 1;
   if (scalar_exp) e0 = ElementAsDouble(*ec, 0);
-  Status st = OkStatus();
   EmitBroadcast(ctx, {0, 1}, {ctx.input_dims(0), ops::LegacyBroadcastDims(ctx.node(), ctx.opset(), ctx.input_dims(0), ctx.input_dims(1))},
                 ctx.output_dims(0), [&](const Args& raw) {
                   std::string a = Load(ctx, bt, raw[0]), b = Load(ctx, et, raw[1]);
@@ -279,12 +278,12 @@ Status EmitPow(NodeContext& ctx) {
                     ctx.UseKernel("intmath");
                     e = "kiln_intmath_pow_" + CSuffix(bt) + "(" + a + ", (int64_t)" + b + ")";
                   } else {
-                    st = ctx.error("an integer base with a floating-point exponent is not supported");
-                    e = "0";
+                    ctx.UseKernel("intmath");
+                    e = "(" + CType(bt) + ")(uint64_t)kiln_intmath_from_double(pow((double)" + a + ", (double)" + b + "))";
                   }
                   return Store(ctx, bt, e);
                 });
-  return st;
+  return OkStatus();
 }
 
 // Sum / Mean / Max / Min over any number of broadcast inputs.
@@ -356,6 +355,10 @@ Status EmitCast(NodeContext& ctx) {
     std::string x = Load(ctx, from, raw[0]);
     if (to == DType::kBool) return "(uint8_t)(" + x + " != 0)";
     if (from == DType::kBool) x = "(" + x + " != 0)";
+    if (IsFloatingDType(from) && !IsFloatingDType(to)) {  // no undefined behaviour on NaN or range
+      ctx.UseKernel("intmath");
+      return "(" + CType(to) + ")(uint64_t)kiln_intmath_from_double((double)" + x + ")";
+    }
     return Store(ctx, to, x);
   });
   return OkStatus();

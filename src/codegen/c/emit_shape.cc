@@ -24,8 +24,14 @@ Status EmitCopy(NodeContext& ctx) {
   return OkStatus();
 }
 
-// Dropout at inference: a copy, and a mask of ones.
+// Dropout at inference: a copy, and a mask of ones. Training mode draws random numbers, which
+// generated code does not do.
 Status EmitDropout(NodeContext& ctx) {
+  if (ctx.has_input(2)) {
+    const Tensor* training = ctx.input_constant(2);
+    if (!training || (training->size() == 1 && static_cast<const uint8_t*>(training->raw())[0] != 0))
+      return ctx.error("training mode (random dropout) is not supported; only inference");
+  }
   KILN_RETURN_IF_ERROR(EmitCopy(ctx));
   if (ctx.has_output(1)) ctx.Line("memset(out1, 1, " + ByteCount(DType::kBool, NumElements(ctx.output_dims(1))) + ");");
   return OkStatus();

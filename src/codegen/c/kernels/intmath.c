@@ -49,3 +49,12 @@ KILN_INTMATH_UNSIGNED(u8, uint8_t)
 KILN_INTMATH_UNSIGNED(u16, uint16_t)
 KILN_INTMATH_UNSIGNED(u32, uint32_t)
 KILN_INTMATH_UNSIGNED(u64, uint64_t)
+
+/* Float to integer without undefined behaviour, as the host converts: truncates toward zero,
+ * wraps inside the int64 range, saturates beyond it, NaN -> 0. */
+static inline int64_t kiln_intmath_from_double(double d) {
+  if (!(d == d)) return 0;
+  if (d >= 9223372036854775808.0) return INT64_MAX;
+  if (d < -9223372036854775808.0) return INT64_MIN;
+  return (int64_t)d;
+}
