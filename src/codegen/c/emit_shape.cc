@@ -24,16 +24,37 @@ Status EmitCopy(NodeContext& ctx) {
   return OkStatus();
 }
 
-// Dropout at inference: a copy, and a mask of ones. Training mode draws random numbers, which
-// generated code does not do.
+// Dropout: a copy and a mask of ones at inference. Training mode (opset 12+, training_mode
+// true, possibly known only at run time) keeps x / (1 - ratio) where a uniform draw >= ratio,
+// drawn from MT19937 seeded with the `seed` attribute as the host does, so seeded models
+// reproduce the reference; without a seed the draws could not be reproduced and are refused.
 Status EmitDropout(NodeContext& ctx) {
-  if (ctx.has_input(2)) {
-    const Tensor* training = ctx.input_constant(2);
-    if (!training || (training->size() == 1 && static_cast<const uint8_t*>(training->raw())[0] != 0))
-      return ctx.error("training mode (random dropout) is not supported; only inference");
+  const bool may_train = ctx.opset() >= 12 && ctx.has_input(2) &&
+                         !(ctx.input_constant(2) && static_cast<const uint8_t*>(ctx.input_constant(2)->raw())[0] == 0);
+  DType t = ctx.input_dtype(0);
+  int64_t n = NumElements(ctx.input_dims(0));
+  if (!may_train) {
+    KILN_RETURN_IF_ERROR(EmitCopy(ctx));
+    if (ctx.has_output(1)) ctx.Line("memset(out1, 1, " + ByteCount(DType::kBool, n) + ");");
+    return OkStatus();
   }
-  KILN_RETURN_IF_ERROR(EmitCopy(ctx));
-  if (ctx.has_output(1)) ctx.Line("memset(out1, 1, " + ByteCount(DType::kBool, NumElements(ctx.output_dims(1))) + ");");
+  if (!ctx.node().attr("seed")) return ctx.error("training mode without a seed draws irreproducible numbers");
+  if (ctx.has_output(1) && ctx.output_dtype(1) != DType::kBool) return ctx.error("the mask must be bool");
+  ctx.UseKernel("mt19937");
+  ctx.SetCanFail();
+  DType ct = ComputeType(t);
+  std::string ratio = ctx.has_input(1) ? "(double)" + Load(ctx, ctx.input_dtype(1), "in1[0]") : "0.5";
+  ctx.Line("const double ratio = " + ratio + ";");
+  ctx.Line("const int train = in2[0] != 0 && ratio > 0;");
+  ctx.Line("kiln_mt19937 *gen = (kiln_mt19937 *)" + ctx.scratch(sizeof(uint32_t) * 624 + 16) + ";");
+  ctx.Line("const " + CType(ct) + " scale = train ? (" + CType(ct) + ")(1.0 / (1.0 - ratio)) : " + CNumber(ct, 1) + ";");
+  ctx.Line("if (in2[0] != 0 && (ratio < 0 || ratio >= 1)) return KILN_ERROR_INVALID_DATA;");
+  ctx.Line("kiln_mt19937_seed(gen, (uint32_t)" + std::to_string(static_cast<uint32_t>(ctx.node().attr_int("seed", 0))) + "u);");
+  ctx.Line("for (size_t i = 0; i < " + std::to_string(n) + "; ++i) {");
+  ctx.Line("  const int keep = !train || kiln_mt19937_uniform(gen) >= ratio;");
+  ctx.Line("  out0[i] = keep ? " + Store(ctx, t, Load(ctx, t, "in0[i]") + " * scale") + " : " + Store(ctx, t, CNumber(ct, 0)) + ";");
+  if (ctx.has_output(1)) ctx.Line("  out1[i] = (uint8_t)keep;");
+  ctx.Line("}");
   return OkStatus();
 }
 
