@@ -14,5 +14,8 @@ void AddConvertCommand(CLI::App& app, int& rc);
 void AddPlanCommand(CLI::App& app, int& rc);
 // command_line is recorded in the generated files.
 void AddCompileCommand(CLI::App& app, int& rc, const std::string& command_line);
+// kiln bundle / kiln verify (cli/bundle.cc).
+void AddBundleCommand(CLI::App& app, int& rc);
+void AddVerifyCommand(CLI::App& app, int& rc);
 
 }  // namespace kiln::cli

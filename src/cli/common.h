@@ -7,7 +7,12 @@
 
 #include "ir/graph.h"
 #include "passes/infer_shapes.h"
+#include "planner/plan_graph.h"
 #include "support/status.h"
+
+namespace kiln::codegen::c {
+struct CompiledC;
+}
 
 namespace kiln::cli {
 
@@ -21,5 +26,23 @@ Expected<std::map<std::string, std::string>> ParseInputs(const std::vector<std::
 Tensor RandomTensor(DType dtype, const Dims& dims, uint64_t seed);
 // Prints "kiln: <message>" to stderr and returns 1.
 int Fail(const Status& s);
+
+// .kiln programs and .bpte bundles (cli/bundle.cc).
+bool IsProgramPath(const std::string& path);  // ends in .kiln
+bool IsBundlePath(const std::string& path);   // ends in .bpte
+// Loads a model by extension: .kiln (a compiled program), .bpte (the program a bundle holds), or
+// anything frontend::LoadModel reads (.onnx, .json with --weights).
+Expected<ir::Model> LoadAnyModel(const std::string& path, const std::string& weights = "");
+// The .kiln bytes of MODEL: a model file is compiled (shape inference with `shapes`, the main
+// graph planned with `plan`); a .kiln or .bpte gives its program as it is (no --shape then).
+Expected<std::string> CompileProgram(const std::string& path, const std::string& weights,
+                                     const passes::ShapeOverrides& shapes,
+                                     const planner::PlanOptions& plan);
+// kiln compile --bundle: adds NAME_verify.c for the test sets of the bundle at `bundle_path`.
+Status AddVerifyMain(const std::string& bundle_path, const std::string& name,
+                     const std::string& command_line, codegen::c::CompiledC* compiled);
+// kiln inspect on a .bpte (the bundle, its program and test sets) and the header of a .kiln.
+int InspectBundle(const std::string& path);
+Status PrintProgramHeader(const std::string& path);
 
 }  // namespace kiln::cli

@@ -11,14 +11,28 @@ namespace kiln::cli {
 namespace {
 
 struct CompileCliOptions {
-  std::string model, weights, target, name, out, params_section, planner = "default";
+  std::string model, weights, target, name, out, params_section, planner = "default", bundle;
   std::vector<std::string> shapes;
 };
 
 int CompileMain(const CompileCliOptions& o, const std::string& command_line) {
   auto shapes = ParseShapes(o.shapes);
   if (!shapes.ok()) return Fail(shapes.status());
-  auto model = frontend::LoadModel(o.model, o.weights);
+  if (o.target == "program") {  // DIR/NAME.kiln (bundle/program.h)
+    if (!o.bundle.empty()) return Fail(Error("--bundle goes with --target c"));
+    if (o.name.empty() || o.name.find('/') != std::string::npos)
+      return Fail(Error("--name '" + o.name + "': expected a file name without '/'"));
+    planner::PlanOptions po;
+    po.planner = o.planner;
+    auto bytes = CompileProgram(o.model, o.weights, *shapes, po);
+    if (!bytes.ok()) return Fail(bytes.status());
+    std::error_code ec;
+    std::filesystem::create_directories(o.out, ec);
+    if (ec) return Fail(Error(o.out + ": cannot create the folder: " + ec.message()));
+    Status st = WriteFile((std::filesystem::path(o.out) / (o.name + ".kiln")).string(), *bytes);
+    return st.ok() ? 0 : Fail(st);
+  }
+  auto model = LoadAnyModel(o.model, o.weights);
   if (!model.ok()) return Fail(model.status());
   codegen::c::CompileOptions co;
   co.name = o.name;
@@ -29,6 +43,10 @@ int CompileMain(const CompileCliOptions& o, const std::string& command_line) {
   co.plan.planner = o.planner;
   auto compiled = codegen::c::CompileToC(std::move(*model), co);
   if (!compiled.ok()) return Fail(Error(o.model + ": " + compiled.status().message()));
+  if (!o.bundle.empty()) {  // NAME_verify.c runs the bundle's test sets through the generated C
+    Status st = AddVerifyMain(o.bundle, o.name, command_line, &*compiled);
+    if (!st.ok()) return Fail(st);
+  }
   std::error_code ec;
   std::filesystem::create_directories(o.out, ec);
   if (ec) return Fail(Error(o.out + ": cannot create the folder: " + ec.message()));
@@ -44,16 +62,17 @@ int CompileMain(const CompileCliOptions& o, const std::string& command_line) {
 void AddCompileCommand(CLI::App& app, int& rc, const std::string& command_line) {
   auto* c = app.add_subcommand("compile", "emit a model as code for another target");
   auto o = std::make_shared<CompileCliOptions>();
-  c->add_option("MODEL", o->model, "model file (.onnx or .json)")->required();
-  c->add_option("--target", o->target, "what to emit: c (DESIGN.md 2.4)")
+  c->add_option("MODEL", o->model, "model file (.onnx, .json, .kiln or .bpte)")->required();
+  c->add_option("--target", o->target, "what to emit: c (DESIGN.md 2.4), program (DIR/NAME.kiln)")
       ->required()
-      ->check(CLI::IsMember({"c"}));
+      ->check(CLI::IsMember({"c", "program"}));
   c->add_option("--name", o->name, "model name used in file and symbol names (a C identifier)")->required();
   c->add_option("--out", o->out, "output folder")->required();
   c->add_option("--weights", o->weights, "safetensors weights for a .json model");
   c->add_option("--shape", o->shapes, "fix an input's dims: NAME=D0,D1,...");
   c->add_option("--params-section", o->params_section, "linker section for the parameter arrays");
   c->add_option("--planner", o->planner, "memory planner for the workspace");
+  c->add_option("--bundle", o->bundle, "with --target c: also write NAME_verify.c running this .bpte's test sets");
   c->callback([&rc, o, command_line] { rc = CompileMain(*o, command_line); });
 }
 

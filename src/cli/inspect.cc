@@ -73,8 +73,13 @@ void Accumulate(const ir::Graph& g, Stats* s) {
 
 int InspectMain(const std::string& path, const std::string& weights,
                 const std::vector<std::string>& shape_specs, bool summary_only) {
-  auto model = frontend::LoadModel(path, weights);
+  if (IsBundlePath(path)) return InspectBundle(path);
+  auto model = LoadAnyModel(path, weights);
   if (!model.ok()) return Fail(model.status());
+  if (IsProgramPath(path)) {
+    Status header = PrintProgramHeader(path);
+    if (!header.ok()) return Fail(header);
+  }
   auto shapes = ParseShapes(shape_specs);
   if (!shapes.ok()) return Fail(shapes.status());
   Status st = passes::InferShapes(*model, *shapes);
@@ -103,7 +108,7 @@ void AddInspectCommand(CLI::App& app, int& rc) {
     bool summary = false;
   };
   auto o = std::make_shared<Options>();  // owned by the callback
-  c->add_option("MODEL", o->path, "model file")->required();
+  c->add_option("MODEL", o->path, "model file (.onnx, .json, .kiln, or a .bpte bundle)")->required();
   c->add_option("--weights", o->weights, "safetensors weights for a .json model");
   c->add_option("--shape", o->shapes, "fix an input's dims: NAME=D0,D1,...");
   c->add_flag("--summary", o->summary, "only the histogram and totals");

@@ -20,6 +20,8 @@ int main(int argc, char** argv) {
   std::string command_line = "kiln";
   for (int i = 1; i < argc; ++i) command_line += std::string(" ") + argv[i];
   kiln::cli::AddCompileCommand(app, rc, command_line);
+  kiln::cli::AddBundleCommand(app, rc);
+  kiln::cli::AddVerifyCommand(app, rc);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -107,7 +107,7 @@ void PrintTimeline(const planner::Plan& plan, int positions) {
 }
 
 int PlanMain(const PlanCliOptions& o) {
-  auto model = frontend::LoadModel(o.model, o.weights);
+  auto model = LoadAnyModel(o.model, o.weights);
   if (!model.ok()) return Fail(model.status());
   auto shapes = ParseShapes(o.shapes);
   if (!shapes.ok()) return Fail(shapes.status());

@@ -25,7 +25,7 @@ struct ModelOptions {
 };
 
 void AddModelOptions(CLI::App* c, ModelOptions& o) {
-  c->add_option("MODEL", o.model, "model file (.onnx or .json)")->required();
+  c->add_option("MODEL", o.model, "model file (.onnx, .json or .kiln)")->required();
   c->add_option("--weights", o.weights, "safetensors weights for a .json model");
   c->add_option("--shape", o.shapes, "fix an input's dims: NAME=D0,D1,...");
   c->add_option("--input", o.inputs, "input data: NAME=FILE (.npy or .pb)");
@@ -40,7 +40,7 @@ void AddModelOptions(CLI::App* c, ModelOptions& o) {
 // Loads the model and its inputs; inputs without files get deterministic random data.
 Status Prepare(const ModelOptions& o, std::unique_ptr<runtime::Executor>* exec,
                std::vector<Tensor>* inputs) {
-  KILN_ASSIGN_OR_RETURN(ir::Model model, frontend::LoadModel(o.model, o.weights));
+  KILN_ASSIGN_OR_RETURN(ir::Model model, LoadAnyModel(o.model, o.weights));
   KILN_ASSIGN_OR_RETURN(auto shapes, ParseShapes(o.shapes));
   KILN_ASSIGN_OR_RETURN(auto files, ParseInputs(o.inputs));
   std::map<std::string, Tensor> given;
