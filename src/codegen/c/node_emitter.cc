@@ -14,6 +14,7 @@ const EmitterRegistry& EmitterRegistry::Global() {
     RegisterIndexingEmitters(*reg);
     RegisterControlFlowEmitters(*reg);
     RegisterSequenceModelEmitters(*reg);
+    RegisterMiscEmitters(*reg);
     return reg;
   }();
   return *r;

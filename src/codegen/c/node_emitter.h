@@ -117,6 +117,7 @@ void RegisterReduceEmitters(EmitterRegistry& r);
 void RegisterIndexingEmitters(EmitterRegistry& r);
 void RegisterControlFlowEmitters(EmitterRegistry& r);
 void RegisterSequenceModelEmitters(EmitterRegistry& r);
+void RegisterMiscEmitters(EmitterRegistry& r);  // after Shape: replaces its Trilu, ReverseSequence
 
 // Helpers shared by emitters.
 // "{1, 2, 3}" (an empty list is "{0}" so it stays a valid initializer).

@@ -1,0 +1,3 @@
+/* needs: fft */
+/* fft_f64: the double transform (kernels/fft.c). */
+KILN_FFT_DEFINE(f64, double)
