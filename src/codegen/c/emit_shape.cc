@@ -283,7 +283,7 @@ void RegisterShapeEmitters(EmitterRegistry& r) {
   r.Register("Concat", EmitConcat);
   r.Register("Split", EmitSplit);
   for (const char* op : {"Transpose", "Slice", "Expand", "Tile", "DepthToSpace", "SpaceToDepth", "Pad",
-                         "CenterCropPad", "ReverseSequence", "Compress", "GatherElements", "GatherND", "Trilu"})
+                         "CenterCropPad", "Compress", "GatherElements", "GatherND"})
     r.Register(op, EmitMove);
   r.Register("Gather", EmitGather);
   r.Register("ConstantOfShape", EmitConstantOfShape);
