@@ -121,9 +121,14 @@ Status EmitSplit(NodeContext& ctx) {
 // Runs the node's host kernel on element indices. Returns, per output element, the input
 // element it copies, or kZero / kPadValue.
 Expected<std::vector<int64_t>> SourceMap(NodeContext& ctx) {
-  const ir::Node& n = ctx.node();
-  if (n.op_type == "Pad" && ctx.opset() < 11 && n.attr_float("value", 0) != 0)
-    return ctx.error("a nonzero 'value' attribute is not supported (opset < 11)");
+  // Pad before opset 11 takes its value as an attribute: mark those elements kPadValue too.
+  ir::Node legacy_pad;
+  bool legacy = ctx.node().op_type == "Pad" && ctx.opset() < 11 && ctx.node().attr("value");
+  if (legacy) {
+    legacy_pad = ctx.node();
+    legacy_pad.attrs["value"].f = static_cast<float>(kPadValue + 1);
+  }
+  const ir::Node& n = legacy ? legacy_pad : ctx.node();
   const ops::OpSchema* schema = ops::OpRegistry::Global().Find(n.domain, n.op_type);
   if (!schema) return ctx.error("no host kernel");
   Tensor iota(DType::kInt64, ctx.input_dims(0));
@@ -232,7 +237,9 @@ Status EmitMove(NodeContext& ctx) {
     pad = pad || m == kPadValue;
     zero = zero || m == kZero;
   }
-  std::string fill = pad ? (ctx.has_input(2) ? std::string("in2[0]") : "(" + CType(t) + ")0") : "(" + CType(t) + ")0";
+  std::string fill = "(" + CType(t) + ")0";
+  if (pad && ctx.has_input(2)) fill = "in2[0]";
+  else if (pad) fill = Store(ctx, t, CNumber(ComputeType(t), ctx.node().attr_float("value", 0)));
   if (pad || zero) ctx.Line("  out0[i] = s >= 0 ? in0[s] : " + (pad && zero ? "(s == -2 ? " + fill + " : (" + CType(t) + ")0)" : fill) + ";");
   else ctx.Line("  out0[i] = in0[s];");
   ctx.Line("}");
