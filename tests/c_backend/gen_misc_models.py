@@ -10,51 +10,14 @@ import base64, json, math, os, struct, sys
 
 OUT = sys.argv[1]
 os.makedirs(OUT, exist_ok=True)
-T = dict(f32=1, u8=2, i8=3, u16=4, i16=5, i32=6, i64=7, b=9, f16=10, f64=11, u32=12, u64=13, bf16=16)
-PACK = {1: 'f', 2: 'B', 3: 'b', 4: 'H', 5: 'h', 6: 'i', 7: 'q', 9: 'B', 11: 'd', 12: 'I', 13: 'Q'}
-
-def f16bits(v):
-    return struct.unpack('<H', struct.pack('<e', v))[0]
-
-def tensor(name, t, dims, vals):
-    et = T[t]
-    if et == 10: raw = struct.pack('<%dH' % len(vals), *[f16bits(v) for v in vals])
-    else: raw = struct.pack('<%d%s' % (len(vals), PACK[et]), *vals)
-    return {"name": name, "data_type": et, "dims": [str(d) for d in dims], "raw_data": base64.b64encode(raw).decode()}
-
-def init(name, t, dims, vals):
-    return tensor(name, t, dims, vals)
-
-def vi(name, t, dims=None):
-    tt = {"elem_type": T[t]}
-    if dims is not None: tt["shape"] = {"dim": [{"dim_value": str(d)} for d in dims]}
-    return {"name": name, "type": {"tensor_type": tt}}
-
-class Tn:  # a tensor attribute
-    def __init__(self, t, vals): self.t, self.vals = t, vals
-
-def attr(name, v):
-    if isinstance(v, Tn): return {"name": name, "t": tensor("", v.t, [len(v.vals)], v.vals), "type": "TENSOR"}
-    if isinstance(v, float): return {"name": name, "f": v, "type": "FLOAT"}
-    if isinstance(v, int): return {"name": name, "i": str(v), "type": "INT"}
-    if isinstance(v, str): return {"name": name, "s": base64.b64encode(v.encode()).decode(), "type": "STRING"}
-    if isinstance(v, list) and v and isinstance(v[0], float): return {"name": name, "floats": v, "type": "FLOATS"}
-    return {"name": name, "ints": [str(x) for x in v], "type": "INTS"}
-
-def node(op, ins, outs, domain="", **attrs):
-    n = {"op_type": op, "input": ins, "output": outs, "attribute": [attr(k, v) for k, v in attrs.items()]}
-    if domain: n["domain"] = domain
-    return n
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from onnx_json import T, PACK, Tn, f16bits, tensor, init, vi, attr, node, write_model  # noqa: E402,F401
 
 def ml(op, ins, outs, **attrs):
     return node(op, ins, outs, domain="ai.onnx.ml", **attrs)
 
 def model(name, nodes, inputs, outputs, inits=(), opset=19, ml_opset=None):
-    ops = [{"domain": "", "version": str(opset)}]
-    if ml_opset: ops.append({"domain": "ai.onnx.ml", "version": str(ml_opset)})
-    m = {"ir_version": "9", "graph": {"name": name, "node": nodes, "initializer": list(inits),
-         "input": inputs, "output": outputs}, "opset_import": ops}
-    json.dump(m, open(os.path.join(OUT, name + ".json"), "w"), indent=1)
+    write_model(OUT, name, nodes, inputs, outputs, inits, opset, ml_opset)
 
 def scaled(src, dst, t, k):
     """dst = src * k (a constant), to reach values outside [-1, 1)."""
