@@ -100,6 +100,8 @@ Expected<flatbuffers::Offset<bp::Value>> WriteValue(flatbuffers::FlatBufferBuild
 
 Expected<Tensor> ReadValue(const bp::Value* v, const std::string& where) {
   if (!v) return Error(where + ": missing value");
+  // A union may name its type and still hold no table (the verifier accepts that).
+  if (v->val_type() != bp::ValueUnion_NONE && !v->val()) return Error(where + ": the value's union holds no table");
   switch (v->val_type()) {
     case bp::ValueUnion_Int: {
       Tensor t(DType::kInt64, {});
