@@ -1,6 +1,7 @@
 #include "passes/fold_constants.h"
 
 #include "ops/op.h"
+#include "passes/eliminate_dead_nodes.h"
 
 namespace kiln::passes {
 
@@ -80,61 +81,27 @@ bool TryFold(ir::Graph& g, const ir::Node& n, int64_t opset, size_t max_bytes) {
   return true;
 }
 
-// How many times each value is read by nodes (directly or through subgraph captures) or by the
-// graph's outputs.
-std::vector<int> ReadCounts(const ir::Graph& g) {
-  std::vector<int> reads(g.values.size(), 0);
-  for (int v : g.outputs) ++reads[v];
-  for (const auto& n : g.nodes) {
-    for (int v : n.inputs)
-      if (v >= 0) ++reads[v];
-    for (int v : n.implicit_inputs)
-      if (v >= 0) ++reads[v];
-  }
-  return reads;
-}
-
-void FoldGraph(ir::Graph& g, const ir::Model& m, size_t max_bytes) {
+// True when it folded or removed a node of g or of a subgraph.
+bool FoldGraph(ir::Graph& g, const ir::Model& m, size_t max_bytes) {
+  bool changed = false;
   std::vector<char> keep(g.nodes.size(), 1);
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     ir::Node& n = g.nodes[i];
     for (auto& [k, a] : n.attrs) {
-      if (a.g) FoldGraph(*a.g, m, max_bytes);
-      for (auto& sg : a.graphs) FoldGraph(*sg, m, max_bytes);
+      if (a.g) changed = FoldGraph(*a.g, m, max_bytes) || changed;
+      for (auto& sg : a.graphs) changed = FoldGraph(*sg, m, max_bytes) || changed;
     }
     if (TryFold(g, n, m.OpsetFor(n.domain), max_bytes)) keep[i] = 0;
   }
-  // Dead nodes, last to first so that whole dead chains go in one sweep.
-  std::vector<int> reads = ReadCounts(g);
-  for (size_t i = g.nodes.size(); i-- > 0;) {
-    const ir::Node& n = g.nodes[i];
-    if (keep[i]) {
-      bool used = false;
-      for (int v : n.outputs) used = used || (v >= 0 && reads[v] > 0);
-      bool pure = IsFoldable(n) || n.op_type == "Dropout" || n.op_type.rfind("Random", 0) == 0;
-      if (used || !pure) continue;
-      keep[i] = 0;
-    }
-    for (int v : n.inputs)
-      if (v >= 0) --reads[v];
-    for (int v : n.implicit_inputs)
-      if (v >= 0) --reads[v];
-  }
-  std::vector<ir::Node> nodes;
-  for (auto& v : g.values) v.producer = -1;
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    if (!keep[i]) continue;
-    for (int v : g.nodes[i].outputs)
-      if (v >= 0) g.values[v].producer = static_cast<int>(nodes.size());
-    nodes.push_back(std::move(g.nodes[i]));
-  }
-  g.nodes = std::move(nodes);
+  // Folded nodes go, and with them whatever is dead once they are gone.
+  return SweepDeadNodes(g, std::move(keep)) > 0 || changed;
 }
 
 }  // namespace
 
-Status FoldConstants(ir::Model& model, size_t max_bytes) {
-  FoldGraph(*model.graph, model, max_bytes);
+Status FoldConstants(ir::Model& model, size_t max_bytes, bool* changed) {
+  bool c = FoldGraph(*model.graph, model, max_bytes);
+  if (changed) *changed = c;
   return ir::Verify(*model.graph);
 }
 

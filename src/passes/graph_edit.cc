@@ -1,0 +1,140 @@
+#include "passes/graph_edit.h"
+
+#include <unordered_set>
+
+#include "passes/fold_constants.h"
+
+namespace kiln::passes {
+
+std::vector<int> ReadCounts(const ir::Graph& g) {
+  std::vector<int> reads(g.values.size(), 0);
+  for (int v : g.outputs) ++reads[v];
+  for (const auto& n : g.nodes) {
+    for (int v : n.inputs)
+      if (v >= 0) ++reads[v];
+    for (int v : n.implicit_inputs)
+      if (v >= 0) ++reads[v];
+  }
+  return reads;
+}
+
+std::vector<char> OutputMask(const ir::Graph& g) {
+  std::vector<char> out(g.values.size(), 0);
+  for (int v : g.outputs) out[v] = 1;
+  return out;
+}
+
+bool IsFixedConstant(const ir::Graph& g, int v) {
+  if (v < 0 || !g.values[v].constant) return false;
+  for (int i : g.inputs)
+    if (i == v) return false;
+  return true;
+}
+
+bool IsRemovableWhenUnread(const ir::Node& n) {
+  return IsFoldable(n) || n.op_type == "Dropout" || n.op_type.rfind("Random", 0) == 0;
+}
+
+void ForEachSubgraph(ir::Node& n, const std::function<void(ir::Graph&)>& f) {
+  for (auto& [k, a] : n.attrs) {
+    if (a.g) f(*a.g);
+    for (auto& sg : a.graphs) f(*sg);
+  }
+}
+
+void ForEachSubgraph(const ir::Node& n, const std::function<void(const ir::Graph&)>& f) {
+  for (const auto& [k, a] : n.attrs) {
+    if (a.g) f(*a.g);
+    for (const auto& sg : a.graphs) f(*sg);
+  }
+}
+
+ValueRewirer::ValueRewirer(const ir::Graph& g) : to_(g.values.size()) {
+  for (size_t v = 0; v < to_.size(); ++v) to_[v] = static_cast<int>(v);
+}
+
+int ValueRewirer::Find(int v) {
+  if (v < 0) return v;
+  int r = v;
+  while (to_[r] != r) r = to_[r];
+  while (to_[v] != r) {  // path compression
+    int next = to_[v];
+    to_[v] = r;
+    v = next;
+  }
+  return r;
+}
+
+void ValueRewirer::Merge(int from, int to) {
+  int a = Find(from), b = Find(to);
+  if (a == b) return;
+  to_[a] = b;
+  ++merges_;
+}
+
+void ValueRewirer::Apply(ir::Graph& g, bool outputs) {
+  if (merges_ == 0) return;
+  for (auto& n : g.nodes) {
+    for (int& v : n.inputs) v = Find(v);
+    for (int& v : n.implicit_inputs) v = Find(v);
+    ForEachSubgraph(n, [&](ir::Graph& sg) {
+      for (auto& c : sg.captures) c.second = Find(c.second);
+    });
+  }
+  if (outputs)
+    for (int& v : g.outputs) v = Find(v);
+}
+
+void RetargetOutput(ir::Graph& g, int n, int slot, int v, ValueRewirer& rewire) {
+  int old = g.nodes[n].outputs[slot];
+  KILN_CHECK(old >= 0 && old != v, "retargeting an absent output");
+  g.nodes[n].outputs[slot] = v;
+  g.values[old].producer = -1;
+  g.values[v].producer = n;
+  rewire.Merge(old, v);
+}
+
+void CompactNodes(ir::Graph& g, const std::vector<char>& keep) {
+  std::vector<ir::Node> nodes;
+  nodes.reserve(g.nodes.size());
+  for (auto& v : g.values) v.producer = -1;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (!keep[i]) continue;
+    for (int v : g.nodes[i].outputs)
+      if (v >= 0) g.values[v].producer = static_cast<int>(nodes.size());
+    nodes.push_back(std::move(g.nodes[i]));
+  }
+  g.nodes = std::move(nodes);
+}
+
+int MarkDeadNodes(const ir::Graph& g, std::vector<char>& keep) {
+  std::vector<int> reads = ReadCounts(g);
+  int marked = 0;
+  for (size_t i = g.nodes.size(); i-- > 0;) {
+    const ir::Node& n = g.nodes[i];
+    if (keep[i]) {
+      bool used = false;
+      for (int v : n.outputs) used = used || (v >= 0 && reads[v] > 0);
+      if (used || !IsRemovableWhenUnread(n)) continue;
+      keep[i] = 0;
+      ++marked;
+    }
+    for (int v : n.inputs)
+      if (v >= 0) --reads[v];
+    for (int v : n.implicit_inputs)
+      if (v >= 0) --reads[v];
+  }
+  return marked;
+}
+
+std::string UniqueValueName(const ir::Graph& g, const std::string& base) {
+  std::unordered_set<std::string> names;
+  for (const auto& v : g.values) names.insert(v.name);
+  if (!names.count(base)) return base;
+  for (int k = 1;; ++k) {
+    std::string s = base + "_" + std::to_string(k);
+    if (!names.count(s)) return s;
+  }
+}
+
+}  // namespace kiln::passes

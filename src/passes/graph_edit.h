@@ -1,0 +1,69 @@
+// Small graph-editing helpers the optimization passes share: who reads a value, rewiring readers
+// from one value to another (node inputs, subgraph captures, graph outputs), removing nodes and
+// the dead-node sweep. None of them checks the graph; the passes run ir::Verify at the end.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace kiln::passes {
+
+// How many times each value of g is read: by node inputs, by subgraph captures (through the
+// owning node's implicit_inputs) and by g's outputs.
+std::vector<int> ReadCounts(const ir::Graph& g);
+
+// 1 for every value that is one of g's outputs.
+std::vector<char> OutputMask(const ir::Graph& g);
+
+// 1 for every value that has bytes the compiler can rely on: a constant that is not also a graph
+// input (an initializer listed as an input is a default a caller may override in ONNX).
+bool IsFixedConstant(const ir::Graph& g, int v);
+
+// True when a node whose outputs nobody reads may be dropped: no subgraphs and no side effects.
+// Random draws count as pure here (an unread draw changes nothing), Multinomial and Bernoulli
+// are kept as fold_constants always did.
+bool IsRemovableWhenUnread(const ir::Node& n);
+
+// Calls f on every subgraph held in n's attributes.
+void ForEachSubgraph(ir::Node& n, const std::function<void(ir::Graph&)>& f);
+void ForEachSubgraph(const ir::Node& n, const std::function<void(const ir::Graph&)>& f);
+
+// Rewires readers of values: Merge(from, to) makes every reader of `from` read `to` when Apply
+// runs. Chains resolve (a -> b, b -> c gives a -> c). Apply rewrites node inputs, implicit inputs,
+// the `outer` side of the captures of every direct subgraph, and, when `outputs` is true, g's
+// outputs (a subgraph's outputs are positional, so they may be renamed; the main graph's names
+// are its interface and are left to the caller).
+class ValueRewirer {
+ public:
+  explicit ValueRewirer(const ir::Graph& g);
+  int Find(int v);
+  void Merge(int from, int to);
+  bool empty() const { return merges_ == 0; }
+  void Apply(ir::Graph& g, bool outputs);
+
+ private:
+  std::vector<int> to_;
+  int merges_ = 0;
+};
+
+// Makes node `n`'s output slot `slot` write value `v` instead of its current value, which loses
+// its producer and whose readers move to v. For a node whose result is a main-graph output
+// reached through a removable node (the Identity at the end of an exported graph): the producer
+// writes the output value itself. The caller removes v's old producer.
+void RetargetOutput(ir::Graph& g, int n, int slot, int v, ValueRewirer& rewire);
+
+// Drops the nodes whose keep entry is 0 and renumbers every producer.
+void CompactNodes(ir::Graph& g, const std::vector<char>& keep);
+
+// Marks (keep = 0) every node whose outputs end up unread once the other dead nodes are gone and
+// that IsRemovableWhenUnread allows; returns how many it marked. Last to first, so a whole dead
+// chain goes in one sweep. Nodes already marked count as gone.
+int MarkDeadNodes(const ir::Graph& g, std::vector<char>& keep);
+
+// A value name not yet used in g, `base` when it is free.
+std::string UniqueValueName(const ir::Graph& g, const std::string& base);
+
+}  // namespace kiln::passes
