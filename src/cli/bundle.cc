@@ -212,7 +212,7 @@ Status MakeBundle(const BundleCliOptions& o) {
         shapes[name] = tensors[0].dims();
     }
   }
-  KILN_ASSIGN_OR_RETURN(std::string program_bytes, CompileProgram(o.model, o.weights, shapes, po));
+  KILN_ASSIGN_OR_RETURN(std::string program_bytes, CompileProgram(o.model, o.weights, shapes, passes::DefaultPipeline().passes, po));
   auto holder = std::make_shared<std::string>(std::move(program_bytes));
   KILN_ASSIGN_OR_RETURN(bundle::Program prog,
                         bundle::LoadProgram(reinterpret_cast<const uint8_t*>(holder->data()), holder->size(),
@@ -411,7 +411,9 @@ Expected<ir::Model> LoadAnyModel(const std::string& path, const std::string& wei
 }
 
 Expected<std::string> CompileProgram(const std::string& path, const std::string& weights,
-                                     const passes::ShapeOverrides& shapes, const planner::PlanOptions& plan) {
+                                     const passes::ShapeOverrides& shapes,
+                                     const std::vector<std::string>& passes,
+                                     const planner::PlanOptions& plan) {
   if (IsProgramPath(path) || IsBundlePath(path)) {
     if (!shapes.empty()) return Error(path + ": --shape does not apply: the program's dims are fixed");
     if (IsProgramPath(path)) {
@@ -423,6 +425,7 @@ Expected<std::string> CompileProgram(const std::string& path, const std::string&
   }
   KILN_ASSIGN_OR_RETURN(ir::Model model, frontend::LoadModel(path, weights));
   KILN_RETURN_IF_ERROR(passes::InferShapes(model, shapes).Context(path));
+  KILN_RETURN_IF_ERROR(passes::RunPasses(model, passes).Context(path));
   auto gp = planner::PlanGraph(*model.graph, plan);
   if (!gp.ok()) return Error(path + ": " + gp.status().message());
   bundle::ProgramMetadata md;

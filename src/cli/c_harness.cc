@@ -48,6 +48,8 @@ Expected<std::vector<Tensor>> RunThroughC(ir::Model model, const std::vector<Ten
   co.name = "net";
   co.kiln_version = "test";
   co.shapes = o.shapes;
+  co.passes = o.passes;
+  co.plan = o.plan;
   KILN_ASSIGN_OR_RETURN(auto compiled, codegen::c::CompileToC(std::move(model), co));
   fs::path dir = o.work_dir;
   if (dir.empty()) {

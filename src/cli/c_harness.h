@@ -9,6 +9,7 @@
 
 #include "ir/graph.h"
 #include "passes/infer_shapes.h"
+#include "planner/plan_graph.h"
 #include "support/status.h"
 
 namespace kiln::cli {
@@ -19,6 +20,8 @@ struct CHarnessOptions {
   bool keep = false;
   std::string run_prefix;         // runs the program through this command (e.g. an emulator)
   passes::ShapeOverrides shapes;
+  std::vector<std::string> passes;  // after shape inference (the C backend folds constants anyway)
+  planner::PlanOptions plan;
 };
 
 // inputs: one tensor per graph input a caller feeds, in graph order.

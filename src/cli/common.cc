@@ -76,6 +76,31 @@ Tensor RandomTensor(DType dtype, const Dims& dims, uint64_t seed) {
   return t;
 }
 
+Expected<passes::Pipeline> ResolvePipeline(const std::string& file, const std::string& planner,
+                                           bool no_reorder) {
+  if (file.empty()) {
+    passes::Pipeline p = passes::DefaultPipeline();
+    p.planner = planner;
+    p.reorder = !no_reorder;
+    return p;
+  }
+  if (planner != "default" || no_reorder)
+    return Error("--pipeline " + file + " chooses the planner and the order; drop --planner / --no-reorder");
+  KILN_ASSIGN_OR_RETURN(passes::Pipeline p, passes::LoadPipelineFile(file));
+  bool known = p.planner == "default";
+  for (const auto& n : planner::PlannerNames()) known = known || n == p.planner;
+  if (!known) return Error(file + ": unknown planner '" + p.planner + "'");
+  return p;
+}
+
+planner::PlanOptions PlanOptionsOf(const passes::Pipeline& p) {
+  planner::PlanOptions po;
+  po.planner = p.planner;
+  po.reorder = p.reorder;
+  po.max_steps = p.planner_steps;
+  return po;
+}
+
 int Fail(const Status& s) {
   std::fprintf(stderr, "kiln: %s\n", s.message().c_str());
   return 1;

@@ -7,6 +7,7 @@
 
 #include "ir/graph.h"
 #include "passes/infer_shapes.h"
+#include "passes/pipeline.h"
 #include "planner/plan_graph.h"
 #include "support/status.h"
 
@@ -24,6 +25,12 @@ Expected<passes::ShapeOverrides> ParseShapes(const std::vector<std::string>& spe
 Expected<std::map<std::string, std::string>> ParseInputs(const std::vector<std::string>& specs);
 // Deterministic pseudo-random data for an input of the given type (dims must be known).
 Tensor RandomTensor(DType dtype, const Dims& dims, uint64_t seed);
+// --pipeline FILE gives the passes, planner and reorder choice (as `kiln tune` writes them);
+// without it, the default pipeline with --planner / --no-reorder. Both at once is an error.
+Expected<passes::Pipeline> ResolvePipeline(const std::string& file, const std::string& planner,
+                                           bool no_reorder);
+// PlanOptions with a pipeline's planner choice.
+planner::PlanOptions PlanOptionsOf(const passes::Pipeline& p);
 // Prints "kiln: <message>" to stderr and returns 1.
 int Fail(const Status& s);
 
@@ -33,10 +40,12 @@ bool IsBundlePath(const std::string& path);   // ends in .bpte
 // Loads a model by extension: .kiln (a compiled program), .bpte (the program a bundle holds), or
 // anything frontend::LoadModel reads (.onnx, .json with --weights).
 Expected<ir::Model> LoadAnyModel(const std::string& path, const std::string& weights = "");
-// The .kiln bytes of MODEL: a model file is compiled (shape inference with `shapes`, the main
-// graph planned with `plan`); a .kiln or .bpte gives its program as it is (no --shape then).
+// The .kiln bytes of MODEL: a model file is compiled (shape inference with `shapes`, then
+// `passes`, the main graph planned with `plan`); a .kiln or .bpte gives its program as it is (no
+// --shape then).
 Expected<std::string> CompileProgram(const std::string& path, const std::string& weights,
                                      const passes::ShapeOverrides& shapes,
+                                     const std::vector<std::string>& passes,
                                      const planner::PlanOptions& plan);
 // kiln compile --bundle: adds NAME_verify.c for the test sets of the bundle at `bundle_path`.
 Status AddVerifyMain(const std::string& bundle_path, const std::string& name,

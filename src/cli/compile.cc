@@ -11,20 +11,20 @@ namespace kiln::cli {
 namespace {
 
 struct CompileCliOptions {
-  std::string model, weights, target, name, out, params_section, planner = "default", bundle;
+  std::string model, weights, target, name, out, params_section, planner = "default", bundle, pipeline;
   std::vector<std::string> shapes;
 };
 
 int CompileMain(const CompileCliOptions& o, const std::string& command_line) {
   auto shapes = ParseShapes(o.shapes);
   if (!shapes.ok()) return Fail(shapes.status());
+  auto pipeline = ResolvePipeline(o.pipeline, o.planner, false);
+  if (!pipeline.ok()) return Fail(pipeline.status());
   if (o.target == "program") {  // DIR/NAME.kiln (bundle/program.h)
     if (!o.bundle.empty()) return Fail(Error("--bundle goes with --target c"));
     if (o.name.empty() || o.name.find('/') != std::string::npos)
       return Fail(Error("--name '" + o.name + "': expected a file name without '/'"));
-    planner::PlanOptions po;
-    po.planner = o.planner;
-    auto bytes = CompileProgram(o.model, o.weights, *shapes, po);
+    auto bytes = CompileProgram(o.model, o.weights, *shapes, pipeline->passes, PlanOptionsOf(*pipeline));
     if (!bytes.ok()) return Fail(bytes.status());
     std::error_code ec;
     std::filesystem::create_directories(o.out, ec);
@@ -40,7 +40,8 @@ int CompileMain(const CompileCliOptions& o, const std::string& command_line) {
   co.command_line = command_line;
   co.kiln_version = kKilnVersion;
   co.shapes = *shapes;
-  co.plan.planner = o.planner;
+  co.passes = pipeline->passes;
+  co.plan = PlanOptionsOf(*pipeline);
   auto compiled = codegen::c::CompileToC(std::move(*model), co);
   if (!compiled.ok()) return Fail(Error(o.model + ": " + compiled.status().message()));
   if (!o.bundle.empty()) {  // NAME_verify.c runs the bundle's test sets through the generated C
@@ -72,6 +73,7 @@ void AddCompileCommand(CLI::App& app, int& rc, const std::string& command_line) 
   c->add_option("--shape", o->shapes, "fix an input's dims: NAME=D0,D1,...");
   c->add_option("--params-section", o->params_section, "linker section for the parameter arrays");
   c->add_option("--planner", o->planner, "memory planner for the workspace");
+  c->add_option("--pipeline", o->pipeline, "passes and planner from a pipeline file (kiln tune writes one)");
   c->add_option("--bundle", o->bundle, "with --target c: also write NAME_verify.c running this .bpte's test sets");
   c->callback([&rc, o, command_line] { rc = CompileMain(*o, command_line); });
 }

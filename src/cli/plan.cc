@@ -15,7 +15,7 @@ namespace kiln::cli {
 namespace {
 
 struct PlanCliOptions {
-  std::string model, weights, planner = "default", svg;
+  std::string model, weights, planner = "default", svg, pipeline;
   std::vector<std::string> shapes;
   bool json = false, no_reorder = false, no_alias = false, include_io = false;
 };
@@ -111,7 +111,10 @@ int PlanMain(const PlanCliOptions& o) {
   if (!model.ok()) return Fail(model.status());
   auto shapes = ParseShapes(o.shapes);
   if (!shapes.ok()) return Fail(shapes.status());
+  auto pipeline = ResolvePipeline(o.pipeline, o.planner, o.no_reorder);
+  if (!pipeline.ok()) return Fail(pipeline.status());
   Status st = passes::InferShapes(*model, *shapes);
+  if (st.ok()) st = passes::RunPasses(*model, pipeline->passes);
   if (!st.ok()) return Fail(st);
   passes::ConstantReport consts = passes::CompressConstants(*model->graph);
   const ir::Graph& g = *model->graph;
@@ -119,9 +122,7 @@ int PlanMain(const PlanCliOptions& o) {
     if (!g.values[v].type.shape_known())
       return Fail(Error("input '" + g.values[v].name + "' has dynamic dims " +
                         g.values[v].type.ToString() + "; fix them with --shape"));
-  planner::PlanOptions po;
-  po.planner = o.planner;
-  po.reorder = !o.no_reorder;
+  planner::PlanOptions po = PlanOptionsOf(*pipeline);
   po.aliasing = !o.no_alias;
   po.include_io = o.include_io;
   auto gp = planner::PlanGraph(g, po);
@@ -186,6 +187,7 @@ void AddPlanCommand(CLI::App& app, int& rc) {
   c->add_option("--weights", o->weights, "safetensors weights for a .json model");
   c->add_option("--shape", o->shapes, "fix an input's dims: NAME=D0,D1,...");
   c->add_option("--planner", o->planner, "default, greedy-size, greedy-conflicts, coloring, anneal, tflm, none");
+  c->add_option("--pipeline", o->pipeline, "passes and planner from a pipeline file (kiln tune writes one)");
   c->add_flag("--json", o->json, "one JSON object with arena_bytes, lower_bound_bytes, planner, buffers");
   c->add_option("--svg", o->svg, "write a picture of the plan");
   c->add_flag("--no-reorder", o->no_reorder, "keep the file's node order");

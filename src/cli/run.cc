@@ -20,7 +20,7 @@ struct ModelOptions {
   std::vector<std::string> shapes;
   std::vector<std::string> inputs;
   int threads = 1;
-  std::string planner = "default";
+  std::string planner = "default", pipeline;
   bool no_reorder = false, no_alias = false, poison = false;
 };
 
@@ -33,6 +33,7 @@ void AddModelOptions(CLI::App* c, ModelOptions& o) {
   c->add_option("--planner", o.planner, "memory planner (default, greedy-size, greedy-conflicts, "
                                          "coloring, anneal, tflm, none)");
   c->add_flag("--no-reorder", o.no_reorder, "run nodes in the file's order");
+  c->add_option("--pipeline", o.pipeline, "passes and planner from a pipeline file (kiln tune writes one)");
   c->add_flag("--no-alias", o.no_alias, "no views, in-place or Concat-in-place sharing");
   c->add_flag("--poison", o.poison, "debug: fill dead arena bytes with a poison pattern between nodes");
 }
@@ -61,11 +62,14 @@ Status Prepare(const ModelOptions& o, std::unique_ptr<runtime::Executor>* exec,
     }
     given[name] = std::move(t);
   }
+  KILN_ASSIGN_OR_RETURN(passes::Pipeline pipeline, ResolvePipeline(o.pipeline, o.planner, o.no_reorder));
   runtime::ExecutorOptions eo;
   eo.threads = o.threads;
   eo.shapes = shapes;
-  eo.planner = o.planner;
-  eo.reorder = !o.no_reorder;
+  eo.planner = pipeline.planner;
+  eo.reorder = pipeline.reorder;
+  eo.passes = pipeline.passes;
+  eo.planner_steps = pipeline.planner_steps;
   eo.aliasing = !o.no_alias;
   eo.poison = o.poison;
   KILN_ASSIGN_OR_RETURN(*exec, runtime::Executor::Create(std::move(model), eo));

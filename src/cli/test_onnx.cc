@@ -50,6 +50,8 @@ struct TestOptions {
   std::string weights;
   int jobs = 1;
   bool const_int_inputs = false;
+  std::string pipeline_file;
+  passes::Pipeline pipeline;  // resolved from --pipeline / --planner / --no-reorder
 };
 
 bool IsTestDir(const fs::path& p) { return fs::exists(p / "model.onnx"); }
@@ -162,15 +164,20 @@ Expected<std::vector<Tensor>> RunBackend(const ir::Model& model, const std::vect
     ho.cc = o.cc;
     ho.run_prefix = o.c_run;
     ho.shapes = shapes;
+    ho.passes = o.pipeline.passes;
+    ho.plan = PlanOptionsOf(o.pipeline);
     return RunThroughC(model, inputs, ho);
   }
+  // The host reference (--reference host) runs the file's graph as it is: no passes.
   runtime::ExecutorOptions eo;
   eo.shapes = shapes;
   eo.threads = o.threads;
-  eo.planner = o.planner;
+  eo.planner = host ? "default" : o.pipeline.planner;
   eo.poison = o.poison && !host;
-  eo.reorder = !o.no_reorder;
+  eo.reorder = host || o.pipeline.reorder;
   eo.aliasing = !o.no_alias;
+  if (!host) eo.passes = o.pipeline.passes;
+  if (!host) eo.planner_steps = o.pipeline.planner_steps;
   ir::Model copy = model;
   KILN_ASSIGN_OR_RETURN(auto exec, runtime::Executor::Create(std::move(copy), eo));
   KILN_RETURN_IF_ERROR(exec->Run(inputs, &outputs));
@@ -535,7 +542,14 @@ void AddTestOnnxCommand(CLI::App& app, int& rc) {
   c->add_option("--shape", *shape_specs, "fix a model file's input dims: NAME=D0,D1,...")
       ->allow_extra_args(false);
   c->add_option("--weights", o->weights, "safetensors weights for a .json model file");
+  c->add_option("--pipeline", o->pipeline_file, "passes and planner from a pipeline file (kiln tune writes one)");
   c->callback([&rc, o, shape_specs] {
+    auto pipeline = ResolvePipeline(o->pipeline_file, o->planner, o->no_reorder);
+    if (!pipeline.ok()) {
+      rc = Fail(pipeline.status());
+      return;
+    }
+    o->pipeline = *pipeline;
     auto shapes = ParseShapes(*shape_specs);
     if (!shapes.ok()) {
       rc = Fail(shapes.status());

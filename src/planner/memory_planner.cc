@@ -11,6 +11,22 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// How long the search planners may run: until a deadline, or (deterministic, for the optimization
+// service and tuned pipelines) for a number of search steps.
+class SearchBudget {
+ public:
+  SearchBudget(Clock::time_point deadline, long max_steps) : deadline_(deadline), max_steps_(max_steps) {}
+  bool left() {
+    if (max_steps_ > 0) return steps_++ < max_steps_;
+    return Clock::now() < deadline_;
+  }
+
+ private:
+  Clock::time_point deadline_;
+  long max_steps_;
+  long steps_ = 0;
+};
+
 // What the packers place: one item per alias group.
 struct Item {
   size_t size;
@@ -110,7 +126,7 @@ class Colouring {
  public:
   Colouring(const std::vector<Item>& items) : items_(items), adj_(InterferenceGraph(items)) {}
 
-  size_t Run(Clock::time_point deadline, std::vector<size_t>* offsets) {
+  size_t Run(SearchBudget budget, std::vector<size_t>* offsets) {
     colour_.assign(items_.size(), -1);
     for (int i : OrderBySizeDesc(items_)) {
       int best = -1;
@@ -133,7 +149,7 @@ class Colouring {
       }
       Assign(i, best);
     }
-    LocalSearch(deadline);
+    LocalSearch(budget);
     // Lay colours out end to end, largest first.
     std::vector<int> cols;
     for (size_t c = 0; c < members_.size(); ++c)
@@ -176,9 +192,9 @@ class Colouring {
     colour_[i] = -1;
   }
 
-  void LocalSearch(Clock::time_point deadline) {
+  void LocalSearch(SearchBudget& budget) {
     bool improved = true;
-    while (improved && Clock::now() < deadline) {
+    while (improved && budget.left()) {
       improved = false;
       size_t total = Total();
       // Moves: an item to another colour where it fits.
@@ -199,7 +215,7 @@ class Colouring {
         }
       }
       // Swaps: two items of different colours trade places.
-      for (size_t i = 0; i < items_.size() && Clock::now() < deadline; ++i) {
+      for (size_t i = 0; i < items_.size() && budget.left(); ++i) {
         for (size_t j = i + 1; j < items_.size(); ++j) {
           int ci = colour_[i], cj = colour_[j];
           if (ci == cj || items_[i].size == items_[j].size) continue;
@@ -223,7 +239,7 @@ class Colouring {
         }
       }
       // Dissolve: empty a colour by moving every member elsewhere.
-      for (size_t c = 0; c < members_.size() && Clock::now() < deadline; ++c) {
+      for (size_t c = 0; c < members_.size() && budget.left(); ++c) {
         if (members_[c].empty()) continue;
         std::vector<int> moved = members_[c];
         std::vector<int> old(moved.size(), static_cast<int>(c));
@@ -261,7 +277,7 @@ class Colouring {
 };
 
 // Hill climbing with restarts over the packing order: swap or move entries, keep what helps.
-size_t Anneal(const std::vector<Item>& items, Clock::time_point deadline,
+size_t Anneal(const std::vector<Item>& items, SearchBudget budget,
               std::vector<size_t>* offsets) {
   std::vector<int> best_order = OrderBySizeDesc(items);
   std::vector<size_t> tmp;
@@ -278,7 +294,7 @@ size_t Anneal(const std::vector<Item>& items, Clock::time_point deadline,
   std::vector<int> order = best_order;
   size_t current = best;
   int iterations = 0;
-  while ((iterations & 7) != 0 || Clock::now() < deadline) {
+  while ((iterations & 7) != 0 || budget.left()) {
     if (++iterations > 200000) break;
     std::vector<int> next = order;
     size_t a = rng() % next.size(), b = rng() % next.size();
@@ -397,7 +413,7 @@ Status VerifyNoOverlap(const std::vector<Buffer>& buffers, size_t arena_bytes) {
 }
 
 Expected<Plan> PlanMemory(std::vector<Buffer> buffers, const std::string& planner,
-                          double budget_ms) {
+                          double budget_ms, long max_steps) {
   std::vector<int> root;
   std::vector<size_t> rel;
   KILN_RETURN_IF_ERROR(Groups(buffers, &root, &rel));
@@ -421,6 +437,7 @@ Expected<Plan> PlanMemory(std::vector<Buffer> buffers, const std::string& planne
   auto run = [&](const std::string& name, std::vector<size_t>* offs) -> Expected<size_t> {
     // Colouring's local search takes half of what is left; the order search takes the rest.
     auto deadline = name == std::string("coloring") ? Clock::now() + (end - Clock::now()) / 2 : end;
+    SearchBudget budget(deadline, max_steps);
     if (name == "none") {
       offs->assign(items.size(), 0);
       size_t off = 0;
@@ -433,8 +450,8 @@ Expected<Plan> PlanMemory(std::vector<Buffer> buffers, const std::string& planne
     if (name == "tflm") return Pack(items, OrderBySizeDesc(items), false, offs);
     if (name == "greedy-size") return Pack(items, OrderBySizeDesc(items), true, offs);
     if (name == "greedy-conflicts") return Pack(items, OrderByConflicts(items), true, offs);
-    if (name == "coloring") return Colouring(items).Run(deadline, offs);
-    if (name == "anneal") return Anneal(items, deadline, offs);
+    if (name == "coloring") return Colouring(items).Run(budget, offs);
+    if (name == "anneal") return Anneal(items, budget, offs);
     std::string known;
     for (const auto& n : PlannerNames()) known += " " + n;
     return Error("unknown planner '" + name + "' (known: default" + known + ")");

@@ -52,9 +52,10 @@ struct Plan {
 
 // The planner names, in the order `default` tries them.
 const std::vector<std::string>& PlannerNames();
-// Assigns offsets with the named planner; `budget_ms` bounds the search planners.
+// Assigns offsets with the named planner; `budget_ms` bounds the search planners, or, when
+// `max_steps` > 0, that many search steps each (the same plan on every machine).
 Expected<Plan> PlanMemory(std::vector<Buffer> buffers, const std::string& planner,
-                          double budget_ms = 100.0);
+                          double budget_ms = 100.0, long max_steps = 0);
 // Checks that no two buffers that are live at the same time share a byte, unless one aliases the
 // other by design; also that every buffer lies inside the arena.
 Status VerifyNoOverlap(const std::vector<Buffer>& buffers, size_t arena_bytes);

@@ -15,7 +15,7 @@ Expected<GraphPlan> PlanGraph(const ir::Graph& g, const PlanOptions& options) {
   lo.aliasing = options.aliasing;
   lo.include_io = options.include_io;
   gp.buffers = BuildBuffers(g, gp.schedule.order, lo);
-  KILN_ASSIGN_OR_RETURN(gp.plan, PlanMemory(gp.buffers.buffers, options.planner, options.budget_ms));
+  KILN_ASSIGN_OR_RETURN(gp.plan, PlanMemory(gp.buffers.buffers, options.planner, options.budget_ms, options.max_steps));
   return gp;
 }
 

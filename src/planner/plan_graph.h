@@ -16,6 +16,7 @@ struct PlanOptions {
   bool aliasing = true;
   bool include_io = false;  // see LifetimeOptions
   double budget_ms = 100.0;
+  long max_steps = 0;  // > 0: search planners stop after this many steps (deterministic)
 };
 
 struct GraphPlan {

@@ -1,5 +1,7 @@
 #include "runtime/executor.h"
 
+#include "passes/pipeline.h"
+
 #include <algorithm>
 #include <unordered_map>
 
@@ -68,6 +70,7 @@ struct Executor::Impl : public ops::SubgraphRunner {
     po.planner = o.planner;
     po.reorder = o.reorder;
     po.aliasing = o.aliasing;
+    po.max_steps = o.planner_steps;
     KILN_ASSIGN_OR_RETURN(auto gp, planner::PlanGraph(g, po));
     info.order = std::move(gp.schedule.order);
     info.buffers = std::move(gp.buffers);
@@ -220,6 +223,7 @@ Expected<std::unique_ptr<Executor>> Executor::Create(ir::Model model, ExecutorOp
   e->options_ = std::move(options);
   if (e->options_.threads < 1) return Error("--threads must be at least 1");
   KILN_RETURN_IF_ERROR(passes::InferShapes(e->model_, e->options_.shapes));
+  KILN_RETURN_IF_ERROR(passes::RunPasses(e->model_, e->options_.passes));
   passes::CompressConstants(*e->model_.graph);  // identical constants share one storage
   e->impl_ = std::make_unique<Impl>();
   e->impl_->self = e.get();

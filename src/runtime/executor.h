@@ -24,6 +24,8 @@ struct ExecutorOptions {
   bool reorder = true;              // run nodes in the order with the smallest peak
   bool aliasing = true;             // views, in-place and Concat-in-place
   bool poison = false;              // debug: fill dead arena bytes with 0xA5 before every node
+  std::vector<std::string> passes;  // run after shape inference (passes/pipeline.h)
+  long planner_steps = 0;           // > 0: deterministic planner search (PlanOptions::max_steps)
 };
 
 class Executor {

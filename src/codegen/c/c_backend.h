@@ -24,6 +24,7 @@ struct CompileOptions {
   std::string command_line;    // recorded in the header comment
   std::string kiln_version;
   passes::ShapeOverrides shapes;
+  std::vector<std::string> passes;  // run after shape inference (passes/pipeline.h)
   planner::PlanOptions plan;
 };
 

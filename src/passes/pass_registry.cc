@@ -1,0 +1,45 @@
+// The registry of passes, in the order the action space lists them.
+#include "passes/cancel_transposes.h"
+#include "passes/eliminate_common_subexpressions.h"
+#include "passes/eliminate_dead_nodes.h"
+#include "passes/eliminate_identities.h"
+#include "passes/fold_batchnorm.h"
+#include "passes/fold_constants.h"
+#include "passes/fuse_matmul_add.h"
+#include "passes/pipeline.h"
+
+namespace kiln::passes {
+
+const std::vector<PassInfo>& RegisteredPasses() {
+  static const std::vector<PassInfo> kPasses = {
+      {"eliminate-dead-nodes", "remove nodes whose results nobody reads (random draws included)",
+       EliminateDeadNodes},
+      {"fold-constants", "evaluate nodes whose inputs are all constants; drop dead nodes",
+       [](ir::Model& m) -> Expected<bool> {
+         bool changed = false;
+         KILN_RETURN_IF_ERROR(FoldConstants(m, 64 * 1024, &changed));
+         return changed;
+       }},
+      {"eliminate-identities",
+       "remove Identity, inference Dropout, same-type Cast, no-op reshapes, transposes, pads, slices",
+       EliminateIdentities},
+      {"eliminate-common-subexpressions",
+       "merge nodes with the same op, attributes and inputs (equal constants count as the same)",
+       EliminateCommonSubexpressions},
+      {"cancel-transposes", "compose Transpose(Transpose(x)) into one, or none when it is the identity",
+       CancelTransposes},
+      {"fold-batchnorm", "fold an inference BatchNormalization into the Conv before it (float32)",
+       FoldBatchNorm, /*exact=*/false},
+      {"fuse-matmul-add", "turn MatMul(A, B) + bias with 2-D A and constant B, bias into Gemm",
+       FuseMatMulAdd, /*exact=*/false},
+  };
+  return kPasses;
+}
+
+const PassInfo* FindPass(const std::string& name) {
+  for (const auto& p : RegisteredPasses())
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
+}  // namespace kiln::passes
