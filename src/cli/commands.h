@@ -17,5 +17,8 @@ void AddCompileCommand(CLI::App& app, int& rc, const std::string& command_line);
 // kiln bundle / kiln verify (cli/bundle.cc).
 void AddBundleCommand(CLI::App& app, int& rc);
 void AddVerifyCommand(CLI::App& app, int& rc);
+// kiln serve / kiln tune (cli/serve.cc).
+void AddServeCommand(CLI::App& app, int& rc);
+void AddTuneCommand(CLI::App& app, int& rc);
 
 }  // namespace kiln::cli

@@ -22,6 +22,8 @@ int main(int argc, char** argv) {
   kiln::cli::AddCompileCommand(app, rc, command_line);
   kiln::cli::AddBundleCommand(app, rc);
   kiln::cli::AddVerifyCommand(app, rc);
+  kiln::cli::AddServeCommand(app, rc);
+  kiln::cli::AddTuneCommand(app, rc);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -269,4 +269,21 @@ std::string PrintModel(const Model& m) {
   return os.str();
 }
 
+std::shared_ptr<Graph> CloneGraph(const Graph& g, const Graph* parent) {
+  auto c = std::make_shared<Graph>(g);
+  c->parent = parent;
+  for (auto& n : c->nodes)
+    for (auto& [k, a] : n.attrs) {
+      if (a.g) a.g = CloneGraph(*a.g, c.get());
+      for (auto& sg : a.graphs) sg = CloneGraph(*sg, c.get());
+    }
+  return c;
+}
+
+Model CloneModel(const Model& m) {
+  Model c = m;
+  if (m.graph) c.graph = CloneGraph(*m.graph);
+  return c;
+}
+
 }  // namespace kiln::ir

@@ -112,6 +112,11 @@ struct Model {
   int64_t OpsetFor(const std::string& domain) const;
 };
 
+// A copy whose graphs (subgraphs included) can be changed without touching the original; constant
+// tensors share their bytes (passes never write into a constant's bytes).
+Model CloneModel(const Model& m);
+std::shared_ptr<Graph> CloneGraph(const Graph& g, const Graph* parent = nullptr);
+
 // Structural checks: indices in range, single producer per value, nodes topologically ordered
 // (no cycles), graph outputs defined. Returns an error naming the first offending node or value.
 Status Verify(const Graph& g);

@@ -1,0 +1,191 @@
+// kiln serve (the CompilerGym service, DESIGN.md 2.6) and kiln tune (its search client).
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <mutex>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "gym/service.h"
+#include "gym/tune.h"
+#include "support/file_io.h"
+
+namespace kiln::cli {
+namespace {
+
+struct ServeCliOptions {
+  std::string address = "127.0.0.1:50051", stats_file, cc = "cc";
+  size_t max_sessions = 4096, max_benchmark_bytes = size_t{256} << 20;
+  long planner_steps = 2000;
+  uint64_t seed = 0;
+};
+
+gym::ServiceOptions ServiceOptionsOf(const ServeCliOptions& o) {
+  gym::ServiceOptions so;
+  so.environment.cc = o.cc;
+  so.environment.planner_steps = o.planner_steps;
+  so.max_sessions = o.max_sessions;
+  so.max_benchmark_bytes = o.max_benchmark_bytes;
+  so.seed = o.seed;
+  so.service_version = std::string("kiln-gym ") + kKilnVersion;
+  so.compiler_version = std::string("kiln ") + kKilnVersion;
+  return so;
+}
+
+std::unique_ptr<grpc::Server> BuildServer(gym::Service* service, const std::string& address, int* port) {
+  grpc::ServerBuilder b;
+  b.AddListeningPort(address, grpc::InsecureServerCredentials(), port);
+  b.RegisterService(service);
+  b.SetMaxReceiveMessageSize(-1);  // benchmarks are bounded by --max-benchmark-bytes instead
+  b.SetMaxSendMessageSize(-1);
+  return b.BuildAndStart();
+}
+
+int ServeMain(const ServeCliOptions& o) {
+  if (o.planner_steps < 1) return Fail(Error("--planner-steps must be at least 1"));
+  // SIGTERM / SIGINT are taken by sigwait below; the gRPC threads started next inherit the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  gym::Service service(ServiceOptionsOf(o));
+  Status st = service.Init();
+  if (!st.ok()) return Fail(st);
+  int port = 0;
+  auto server = BuildServer(&service, o.address, &port);
+  if (!server || port == 0) return Fail(Error("--address " + o.address + ": cannot listen there"));
+  std::string shown = o.address;
+  if (shown.rfind("unix:", 0) != 0) shown = shown.substr(0, shown.rfind(':')) + ":" + std::to_string(port);
+  std::fprintf(stderr, "kiln serve: listening on %s\n", shown.c_str());
+  std::fflush(stderr);
+  int sig = 0;
+  sigwait(&signals, &sig);
+  std::fprintf(stderr, "kiln serve: %s, shutting down (%zu sessions open)\n", sig == SIGTERM ? "SIGTERM" : "SIGINT",
+               service.num_sessions());
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  server->Wait();
+  if (!o.stats_file.empty()) {
+    Status w = WriteFile(o.stats_file, service.stats().ToJson());
+    if (!w.ok()) return Fail(w);
+  }
+  return 0;
+}
+
+struct TuneCliOptions {
+  std::string model, objective, output;
+  std::vector<std::string> connect;
+  int budget = 100, jobs = 2, max_length = 0;
+  uint64_t seed = 0;
+  long planner_steps = 2000;
+  bool quiet = false;
+};
+
+int TuneMain(const TuneCliOptions& o) {
+  std::filesystem::path mp(o.model);
+  if (mp.extension() != ".onnx") return Fail(Error(o.model + ": kiln tune takes an .onnx model"));
+  auto bytes = ReadFile(o.model);
+  if (!bytes.ok()) return Fail(bytes.status());
+  // Without --connect, one service runs in this process and the workers reach it in memory.
+  std::unique_ptr<gym::Service> local;
+  std::unique_ptr<grpc::Server> server;
+  std::vector<std::unique_ptr<gym::GymClient>> owned;
+  if (o.connect.empty()) {
+    ServeCliOptions so;
+    so.planner_steps = o.planner_steps;
+    local = std::make_unique<gym::Service>(ServiceOptionsOf(so));
+    Status st = local->Init();
+    if (!st.ok()) return Fail(st);
+    grpc::ServerBuilder b;
+    b.RegisterService(local.get());
+    b.SetMaxReceiveMessageSize(-1);
+    server = b.BuildAndStart();
+    if (!server) return Fail(Error("cannot start the in-process gym service"));
+    for (int j = 0; j < o.jobs; ++j)
+      owned.push_back(std::make_unique<gym::GymClient>(server->InProcessChannel(grpc::ChannelArguments())));
+  } else {
+    for (int j = 0; j < o.jobs; ++j) {  // workers spread over the replicas round-robin
+      auto c = gym::GymClient::Connect(o.connect[j % o.connect.size()]);
+      if (!c.ok()) return Fail(c.status());
+      owned.push_back(std::move(*c));
+    }
+  }
+  std::vector<gym::GymClient*> clients;
+  for (auto& c : owned) clients.push_back(c.get());
+  std::string uri = "benchmark://tune/" + mp.stem().string();
+  size_t replicas = o.connect.empty() ? 1 : std::min(o.connect.size(), clients.size());
+  for (size_t i = 0; i < replicas; ++i) {  // client i reaches replica i
+    Status st = clients[i]->AddBenchmark(uri, *bytes);
+    if (!st.ok()) return Fail(st);
+  }
+  gym::TuneOptions to;
+  to.objective = o.objective;
+  to.budget = o.budget;
+  to.seed = o.seed;
+  to.max_length = o.max_length;
+  const bool bar = !o.quiet && isatty(2);
+  if (bar)
+    to.progress = [](int done, int total, double best) {
+      int w = 30, filled = total > 0 ? std::min(w, done * w / total) : w;
+      std::fprintf(stderr, "\r[%s%s] %d/%d  best %.6g ", std::string(filled, '#').c_str(),
+                   std::string(w - filled, '.').c_str(), done, total, best);
+    };
+  auto r = gym::Tune(clients, uri, to);
+  if (bar) std::fprintf(stderr, "\n");
+  if (server) server->Shutdown();
+  if (!r.ok()) return Fail(Error(o.model + ": " + r.status().message()));
+  std::string out = o.output.empty() ? mp.stem().string() + ".pipeline.json" : o.output;
+  Status w = WriteFile(out, r->pipeline_json);
+  if (!w.ok()) return Fail(w);
+  double gain = r->baseline > 0 ? (r->baseline - r->best) / r->baseline * 100 : 0;
+  const bool ms = r->observation == "Runtime";
+  const char* unit = ms ? " ms" : " bytes";
+  std::printf("%s: %s default pipeline %.*f%s, best %.*f%s (%.2f%% %s) after %d evaluations%s\n", o.model.c_str(),
+              r->observation.c_str(), ms ? 3 : 0, r->baseline, unit, ms ? 3 : 0, r->best, unit, gain < 0 ? -gain : gain,
+              gain >= 0 ? "better" : "worse", r->evaluations,
+              r->remeasured ? " (both timed again, 5 runs each, median)" : "");
+  std::printf("best sequence:");
+  for (const auto& a : r->best_actions) std::printf(" %s", a.c_str());
+  std::printf("\npipeline written to %s (kiln compile --pipeline %s)\n", out.c_str(), out.c_str());
+  return 0;
+}
+
+}  // namespace
+
+void AddServeCommand(CLI::App& app, int& rc) {
+  auto* c = app.add_subcommand("serve", "run the CompilerGym optimization service (gRPC)");
+  auto o = std::make_shared<ServeCliOptions>();
+  c->add_option("--address", o->address, "host:port to listen on (port 0: any free port), or unix:PATH");
+  c->add_option("--max-sessions", o->max_sessions, "sessions held at once before RESOURCE_EXHAUSTED")
+      ->check(CLI::PositiveNumber);
+  c->add_option("--max-benchmark-bytes", o->max_benchmark_bytes, "largest model AddBenchmark takes")
+      ->check(CLI::PositiveNumber);
+  c->add_option("--stats-file", o->stats_file, "on shutdown, write server-side call times here (JSON)");
+  c->add_option("--cc", o->cc, "C compiler for the CodeSizeBytes observation");
+  c->add_option("--planner-steps", o->planner_steps, "search steps per planner (deterministic plans)");
+  c->add_option("--seed", o->seed, "picks the benchmark of a session that names none");
+  c->callback([&rc, o] { rc = ServeMain(*o); });
+}
+
+void AddTuneCommand(CLI::App& app, int& rc) {
+  auto* c = app.add_subcommand("tune", "search pass sequences and planner choices through the gym service");
+  auto o = std::make_shared<TuneCliOptions>();
+  c->add_option("MODEL", o->model, "model file (.onnx)")->required();
+  c->add_option("--objective", o->objective, "what to minimize")
+      ->required()
+      ->check(CLI::IsMember({"arena", "codesize", "latency"}));
+  c->add_option("--budget", o->budget, "candidate sequences evaluated")->check(CLI::Range(2, 1000000));
+  c->add_option("--seed", o->seed, "random search seed");
+  c->add_option("--jobs", o->jobs, "sessions evaluated at once")->check(CLI::Range(1, 256));
+  c->add_option("--max-length", o->max_length, "longest random sequence (default: the number of actions)")
+      ->check(CLI::NonNegativeNumber);
+  c->add_option("--connect", o->connect, "gym services to use (host:port, repeatable) instead of an in-process one");
+  c->add_option("-o,--output", o->output, "pipeline file to write (default MODEL_STEM.pipeline.json)");
+  c->add_option("--planner-steps", o->planner_steps, "search steps per planner of the in-process service");
+  c->add_flag("-q,--quiet", o->quiet, "no progress bar");
+  c->callback([&rc, o] { rc = TuneMain(*o); });
+}
+
+}  // namespace kiln::cli
