@@ -18,7 +18,7 @@ std::vector<int> ReadCounts(const ir::Graph& g);
 // 1 for every value that is one of g's outputs.
 std::vector<char> OutputMask(const ir::Graph& g);
 
-// 1 for every value that has bytes the compiler can rely on: a constant that is not also a graph
+// True for a value whose bytes the compiler can rely on: a constant that is not also a graph
 // input (an initializer listed as an input is a default a caller may override in ONNX).
 bool IsFixedConstant(const ir::Graph& g, int v);
 
