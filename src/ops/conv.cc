@@ -1,5 +1,6 @@
 // Convolution family: Conv, ConvTranspose, DeformConv, Col2Im.
-// Conv is im2col + a blocked GEMM (a 1x1 stride-1 conv is a direct GEMM); ConvTranspose is
+// Conv is im2col + a blocked GEMM (a 1x1 stride-1 unpadded conv is a direct GEMM on the input,
+// a 1-D / 2-D depthwise conv a direct kernel, conv_depthwise.h); ConvTranspose is
 // GEMM + col2im. 1-D and 2-D problems are handled as 3-D ones with leading unit dims. The 16-bit
 // float types are computed in float, as the ONNX reference does.
 #include <optional>
@@ -7,6 +8,7 @@
 #include <vector>
 
 #include "ops/common.h"
+#include "ops/conv_depthwise.h"
 #include "ops/conv_gemm.h"
 #include "ops/conv_geometry.h"
 
@@ -200,6 +202,12 @@ void ConvCore(const C* x, const C* w, const C* b, C* y, const ConvShape& s, int 
   const Geom3 g(s.geom);
   const int64_t Cg = s.C / s.group, Mg = s.M / s.group, kprod = g.kprod(), K = Cg * kprod;
   const int64_t in_size = g.in_size(), out_size = g.out_size();
+  if (Cg == 1 && s.group == s.C && g.in[0] == 1 && g.k[0] == 1 && g.out[0] == 1) {
+    const DepthwiseShape d{s.N, s.C, s.M, g.in[1], g.in[2], g.out[1], g.out[2], g.k[1], g.k[2],
+                           g.s[1], g.s[2], g.p[1], g.p[2], g.d[1], g.d[2]};
+    DepthwiseConv2D<C>(d, x, w, b, y, threads);
+    return;
+  }
   bool pointwise = kprod == 1;
   for (int j = 0; j < 3; ++j) pointwise = pointwise && g.s[j] == 1 && g.p[j] == 0 && g.out[j] == g.in[j];
   const int64_t rows = g.out[0] * g.out[1];

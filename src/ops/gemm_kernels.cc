@@ -1,0 +1,271 @@
+#include "ops/gemm_kernels.h"
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+namespace kiln::ops {
+namespace {
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define KILN_GEMM_X86 1
+#else
+#define KILN_GEMM_X86 0
+#endif
+
+// The register tile: MR rows x NV vectors of VB bytes. Compiler vector extensions make the
+// blocking explicit; inlined into a function with a target attribute, the same body becomes
+// zmm / ymm code with FMAs (c += a * b contracts: GCC's gnu++ default -ffp-contract=fast, clang's
+// -ffp-contract=on within one expression). Accumulators start at zero; C is added at the end.
+template <class T, int VB, int MR, int NV>
+__attribute__((always_inline)) inline void KernelBody(int64_t kc, const T* __restrict a,
+                                                      const T* __restrict b, T* __restrict c,
+                                                      int64_t ldc, bool acc) {
+  typedef T V __attribute__((vector_size(VB)));
+  constexpr int L = VB / static_cast<int>(sizeof(T)), NR = NV * L;
+  V s[MR][NV];
+  for (int r = 0; r < MR; ++r)
+    for (int v = 0; v < NV; ++v) s[r][v] = V{};
+  for (int64_t k = 0; k < kc; ++k) {
+    V bv[NV];
+    for (int v = 0; v < NV; ++v) std::memcpy(&bv[v], b + v * L, sizeof(V));
+    for (int r = 0; r < MR; ++r) {
+      const T ar = a[r];
+      for (int v = 0; v < NV; ++v) s[r][v] += ar * bv[v];
+    }
+    a += MR;
+    b += NR;
+  }
+  for (int r = 0; r < MR; ++r) {
+    for (int v = 0; v < NV; ++v) {
+      T* p = c + r * ldc + v * L;
+      V out = s[r][v];
+      if (acc) {
+        V old;
+        std::memcpy(&old, p, sizeof(V));
+        out = old + out;
+      }
+      std::memcpy(p, &out, sizeof(V));
+    }
+  }
+}
+
+template <class T>
+using KernelFn = void (*)(int64_t, const T*, const T*, T*, int64_t, bool);
+
+template <class T, int MR, int NV>
+void KernelBase(int64_t kc, const T* a, const T* b, T* c, int64_t ldc, bool acc) {
+  KernelBody<T, 16, MR, NV>(kc, a, b, c, ldc, acc);
+}
+#if KILN_GEMM_X86
+template <class T, int MR, int NV>
+__attribute__((target("avx2,fma"))) void KernelAvx2(int64_t kc, const T* a, const T* b, T* c,
+                                                    int64_t ldc, bool acc) {
+  KernelBody<T, 32, MR, NV>(kc, a, b, c, ldc, acc);
+}
+template <class T, int MR, int NV>
+__attribute__((target("avx512f,fma"))) void KernelAvx512(int64_t kc, const T* a, const T* b,
+                                                         T* c, int64_t ldc, bool acc) {
+  KernelBody<T, 64, MR, NV>(kc, a, b, c, ldc, acc);
+}
+#endif
+
+// A micro-kernel and its blocking: KC x NR B panels are streamed from L2 (the packed B block,
+// KC x NC, stays there) while one MR x KC A panel stays in L1 across the column panels.
+template <class T>
+struct Spec {
+  int mr, nr;
+  int64_t kc, mc, nc;
+  KernelFn<T> fn;
+};
+
+template <class T, int MR, int NV, int VB>
+constexpr Spec<T> MakeSpec(int64_t kc, int64_t mc, int64_t nc, KernelFn<T> fn) {
+  return {MR, NV * VB / static_cast<int>(sizeof(T)), kc, mc, nc, fn};
+}
+
+template <class T>
+Spec<T> SpecFor(GemmIsa isa) {
+  constexpr bool f32 = sizeof(T) == 4;
+  switch (isa) {
+#if KILN_GEMM_X86
+    case GemmIsa::kAvx512:  // 8 x 32 floats / 8 x 16 doubles: 16 zmm accumulators
+      return MakeSpec<T, 8, 2, 64>(f32 ? 256 : 128, 256, f32 ? 512 : 256, KernelAvx512<T, 8, 2>);
+    case GemmIsa::kAvx2:  // 6 x 16 floats / 6 x 8 doubles: 12 ymm accumulators
+      return MakeSpec<T, 6, 2, 32>(f32 ? 256 : 128, 240, f32 ? 512 : 256, KernelAvx2<T, 6, 2>);
+#endif
+    default:  // 4 x 8 floats / 4 x 4 doubles: 8 xmm accumulators
+      return MakeSpec<T, 4, 2, 16>(f32 ? 256 : 128, 256, f32 ? 512 : 256, KernelBase<T, 4, 2>);
+  }
+}
+
+// Rows [0, mc) x cols [0, kc) of A into MR-high panels, k-major, zero padded.
+template <class T>
+void PackA(const T* A, int64_t rsa, int64_t csa, int64_t mc, int64_t kc, int MR, T* dst) {
+  for (int64_t i = 0; i < mc; i += MR) {
+    const int mr = static_cast<int>(std::min<int64_t>(MR, mc - i));
+    const T* src = A + i * rsa;
+    for (int64_t k = 0; k < kc; ++k) {
+      int r = 0;
+      for (; r < mr; ++r) dst[r] = src[r * rsa + k * csa];
+      for (; r < MR; ++r) dst[r] = T(0);
+      dst += MR;
+    }
+  }
+}
+
+// alpha * rows [0, kc) x cols [0, nc) of B into NR-wide panels, k-major, zero padded.
+template <class T>
+void PackB(const T* B, int64_t rsb, int64_t csb, int64_t kc, int64_t nc, int NR, T alpha, T* dst) {
+  for (int64_t j = 0; j < nc; j += NR) {
+    const int nr = static_cast<int>(std::min<int64_t>(NR, nc - j));
+    if (csb == 1) {
+      for (int64_t k = 0; k < kc; ++k, dst += NR) {
+        const T* src = B + k * rsb + j;
+        int c = 0;
+        for (; c < nr; ++c) dst[c] = alpha * src[c];
+        for (; c < NR; ++c) dst[c] = T(0);
+      }
+    } else {
+      for (int64_t k = 0; k < kc; ++k, dst += NR) {
+        const T* src = B + k * rsb + j * csb;
+        int c = 0;
+        for (; c < nr; ++c) dst[c] = alpha * src[c * csb];
+        for (; c < NR; ++c) dst[c] = T(0);
+      }
+    }
+  }
+}
+
+// The sequential blocked product of the whole (sub)problem.
+template <class T>
+void GemmSerial(const Spec<T>& sp, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
+                int64_t rsa, int64_t csa, const T* B, int64_t rsb, int64_t csb, T* C,
+                int64_t ldc, bool accumulate) {
+  const int MR = sp.mr, NR = sp.nr;
+  const int64_t KC = sp.kc, MC = (sp.mc + MR - 1) / MR * MR, NC = (sp.nc + NR - 1) / NR * NR;
+  std::vector<T> pa(static_cast<size_t>(std::min(MC, (M + MR - 1) / MR * MR) * KC));
+  std::vector<T> pb(static_cast<size_t>(std::min(NC, (N + NR - 1) / NR * NR) * KC));
+  alignas(64) T tile[16 * 64];  // MR x NR edge tiles
+  for (int64_t jc = 0; jc < N; jc += NC) {
+    const int64_t nc = std::min(NC, N - jc);
+    for (int64_t pc = 0; pc < K; pc += KC) {
+      const int64_t kc = std::min(KC, K - pc);
+      const bool acc = accumulate || pc > 0;
+      PackB(B + pc * rsb + jc * csb, rsb, csb, kc, nc, NR, alpha, pb.data());
+      for (int64_t ic = 0; ic < M; ic += MC) {
+        const int64_t mc = std::min(MC, M - ic);
+        PackA(A + ic * rsa + pc * csa, rsa, csa, mc, kc, MR, pa.data());
+        for (int64_t ir = 0; ir < mc; ir += MR) {
+          const int mr = static_cast<int>(std::min<int64_t>(MR, mc - ir));
+          const T* ap = pa.data() + ir * kc;
+          for (int64_t jr = 0; jr < nc; jr += NR) {
+            const int nr = static_cast<int>(std::min<int64_t>(NR, nc - jr));
+            const T* bp = pb.data() + jr * kc;
+            T* c = C + (ic + ir) * ldc + jc + jr;
+            if (mr == MR && nr == NR) {
+              sp.fn(kc, ap, bp, c, ldc, acc);
+              continue;
+            }
+            sp.fn(kc, ap, bp, tile, NR, false);
+            for (int r = 0; r < mr; ++r) {
+              T* crow = c + r * ldc;
+              const T* t = tile + r * NR;
+              if (acc) {
+                for (int j = 0; j < nr; ++j) crow[j] = crow[j] + t[j];
+              } else {
+                for (int j = 0; j < nr; ++j) crow[j] = t[j];
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  if (K == 0 && !accumulate)
+    for (int64_t i = 0; i < M; ++i) std::fill(C + i * ldc, C + i * ldc + N, T(0));
+}
+
+bool CpuHas(GemmIsa isa) {
+#if KILN_GEMM_X86
+  switch (isa) {
+    case GemmIsa::kAvx512:
+      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
+    case GemmIsa::kAvx2:
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    default:
+      return true;
+  }
+#else
+  return isa == GemmIsa::kBaseline || isa == GemmIsa::kAuto;
+#endif
+}
+
+}  // namespace
+
+GemmIsa GemmBestIsa() {
+  static const GemmIsa best = CpuHas(GemmIsa::kAvx512) ? GemmIsa::kAvx512
+                              : CpuHas(GemmIsa::kAvx2) ? GemmIsa::kAvx2
+                                                       : GemmIsa::kBaseline;
+  return best;
+}
+
+bool GemmIsaSupported(GemmIsa isa) { return isa == GemmIsa::kAuto || CpuHas(isa); }
+
+const char* GemmIsaName(GemmIsa isa) {
+  switch (isa) {
+    case GemmIsa::kAuto: return "auto";
+    case GemmIsa::kBaseline: return "baseline";
+    case GemmIsa::kAvx2: return "avx2";
+    case GemmIsa::kAvx512: return "avx512";
+  }
+  return "?";
+}
+
+template <class T>
+void PackedGemm(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t rsa, int64_t csa,
+                const T* B, int64_t rsb, int64_t csb, T* C, int64_t ldc, bool accumulate,
+                int threads, GemmIsa isa) {
+  if (M <= 0 || N <= 0) return;
+  if (isa == GemmIsa::kAuto || !CpuHas(isa)) isa = GemmBestIsa();
+  const Spec<T> sp = SpecFor<T>(isa);
+  // Only split when each thread gets a useful amount of work.
+  const int64_t work = M * N * std::max<int64_t>(K, 1);
+  const int t = static_cast<int>(std::min<int64_t>({threads, work / (1 << 18) + 1, 64}));
+  if (t <= 1) {
+    GemmSerial(sp, M, N, K, alpha, A, rsa, csa, B, rsb, csb, C, ldc, accumulate);
+    return;
+  }
+  std::vector<std::thread> pool;
+  if (N >= M) {  // split columns in whole NR panels
+    const int64_t chunk = ((N + t - 1) / t + sp.nr - 1) / sp.nr * sp.nr;
+    for (int64_t j0 = chunk; j0 < N; j0 += chunk) {
+      const int64_t nj = std::min(chunk, N - j0);
+      pool.emplace_back([=, &sp] {
+        GemmSerial(sp, M, nj, K, alpha, A, rsa, csa, B + j0 * csb, rsb, csb, C + j0, ldc, accumulate);
+      });
+    }
+    GemmSerial(sp, M, std::min(chunk, N), K, alpha, A, rsa, csa, B, rsb, csb, C, ldc, accumulate);
+  } else {  // split rows in whole MR panels
+    const int64_t chunk = ((M + t - 1) / t + sp.mr - 1) / sp.mr * sp.mr;
+    for (int64_t i0 = chunk; i0 < M; i0 += chunk) {
+      const int64_t mi = std::min(chunk, M - i0);
+      pool.emplace_back([=, &sp] {
+        GemmSerial(sp, mi, N, K, alpha, A + i0 * rsa, rsa, csa, B, rsb, csb, C + i0 * ldc, ldc,
+                   accumulate);
+      });
+    }
+    GemmSerial(sp, std::min(chunk, M), N, K, alpha, A, rsa, csa, B, rsb, csb, C, ldc, accumulate);
+  }
+  for (auto& th : pool) th.join();
+}
+
+template void PackedGemm<float>(int64_t, int64_t, int64_t, float, const float*, int64_t, int64_t,
+                                const float*, int64_t, int64_t, float*, int64_t, bool, int,
+                                GemmIsa);
+template void PackedGemm<double>(int64_t, int64_t, int64_t, double, const double*, int64_t,
+                                 int64_t, const double*, int64_t, int64_t, double*, int64_t, bool,
+                                 int, GemmIsa);
+
+}  // namespace kiln::ops

@@ -1,0 +1,42 @@
+// The one packed, cache-blocked GEMM behind Conv (im2col + GEMM), ConvTranspose, DeformConv,
+// MatMul, Gemm, Einsum and Attention, for float and double (the GotoBLAS loop structure): B is
+// packed per (k, n) block into NR-wide column panels, A per (m, k) block into MR-high row panels,
+// and an MR x NR register tile accumulates over the k block. The micro-kernel is chosen at run
+// time from what the CPU has: AVX-512F + FMA (zmm tiles), AVX2 + FMA (ymm tiles), or the baseline
+// (16-byte vectors: SSE2 on x86-64, NEON elsewhere). The build has no -march flag; the fast
+// kernels are compiled with function target attributes and only called after the CPU check.
+//
+// Summation order: every C element is  C_in + sum over k blocks (in k order) of the block's
+// register sum (fused multiply-adds in k order, from zero). Threads split rows or columns of C
+// in whole register tiles and the k blocking does not depend on the split, so for a given ISA the
+// result is bit-identical whatever the thread count.
+#pragma once
+
+#include <cstdint>
+
+namespace kiln::ops {
+
+enum class GemmIsa { kAuto, kBaseline, kAvx2, kAvx512 };
+
+// The ISA kAuto picks on this CPU, whether `isa` can run here, and its name for messages.
+GemmIsa GemmBestIsa();
+bool GemmIsaSupported(GemmIsa isa);
+const char* GemmIsaName(GemmIsa isa);
+
+// C[i * ldc + j] = (accumulate ? C[i * ldc + j] : 0) + alpha * sum_k A(i, k) * B(k, j) for
+// i < M, j < N, where A(i, k) = A[i * rsa + k * csa] and B(k, j) = B[k * rsb + j * csb] (any
+// strides: a transposed operand is a swap of its two strides). `isa` other than kAuto forces a
+// micro-kernel (tests); it must be supported here.
+template <class T>
+void PackedGemm(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t rsa, int64_t csa,
+                const T* B, int64_t rsb, int64_t csb, T* C, int64_t ldc, bool accumulate,
+                int threads, GemmIsa isa = GemmIsa::kAuto);
+
+extern template void PackedGemm<float>(int64_t, int64_t, int64_t, float, const float*, int64_t,
+                                       int64_t, const float*, int64_t, int64_t, float*, int64_t,
+                                       bool, int, GemmIsa);
+extern template void PackedGemm<double>(int64_t, int64_t, int64_t, double, const double*, int64_t,
+                                        int64_t, const double*, int64_t, int64_t, double*,
+                                        int64_t, bool, int, GemmIsa);
+
+}  // namespace kiln::ops

@@ -1,0 +1,286 @@
+// The host GEMM and depthwise-convolution kernels against naive references (sums in double):
+// odd shapes and tails of every register tile, K = 1 and K = 0, several k / n blocks, transposed
+// and padded operands, accumulate on and off, alpha, threads 1..3, and every micro-kernel ISA
+// this CPU can run (forced through the kernels' GemmIsa argument). Results must also be
+// bit-identical across thread counts.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ops/conv_depthwise.h"
+#include "ops/conv_gemm.h"
+#include "ops/gemm_kernels.h"
+#include "ops/matmul_gemm.h"
+
+namespace kiln::ops {
+namespace {
+
+std::vector<GemmIsa> RunnableIsas() {
+  std::vector<GemmIsa> v;
+  for (GemmIsa isa : {GemmIsa::kBaseline, GemmIsa::kAvx2, GemmIsa::kAvx512})
+    if (GemmIsaSupported(isa)) v.push_back(isa);
+  return v;
+}
+
+template <class T>
+std::vector<T> Random(size_t n, std::mt19937& rng) {
+  std::uniform_real_distribution<double> d(-1.0, 1.0);
+  std::vector<T> v(n);
+  for (auto& e : v) e = static_cast<T>(d(rng));
+  return v;
+}
+
+template <class T>
+double Tol() {
+  return sizeof(T) == 4 ? 2e-6 : 1e-14;
+}
+
+struct GemmCase {
+  int64_t M, N, K;
+  bool ta, tb;
+  int64_t pad;  // extra leading-dimension elements on A, B and C
+  bool accumulate;
+  double alpha;
+};
+
+std::string Describe(const GemmCase& c, GemmIsa isa, int threads) {
+  return "M=" + std::to_string(c.M) + " N=" + std::to_string(c.N) + " K=" + std::to_string(c.K) +
+         " ta=" + std::to_string(c.ta) + " tb=" + std::to_string(c.tb) + " pad=" +
+         std::to_string(c.pad) + " acc=" + std::to_string(c.accumulate) + " alpha=" +
+         std::to_string(c.alpha) + " isa=" + GemmIsaName(isa) + " threads=" + std::to_string(threads);
+}
+
+// PackedGemm on case c with every runnable ISA and threads 1..3, against the double reference;
+// the 2- and 3-thread results must equal the 1-thread result bit for bit.
+template <class T>
+void CheckPackedGemm(const GemmCase& c, std::mt19937& rng) {
+  // op(A) is M x K: stored M x K (lda = K + pad) or, transposed, K x M (lda = M + pad).
+  const int64_t lda = (c.ta ? c.M : c.K) + c.pad, ldb = (c.tb ? c.K : c.N) + c.pad;
+  const int64_t ldc = c.N + c.pad;
+  auto A = Random<T>(static_cast<size_t>((c.ta ? c.K : c.M) * lda), rng);
+  auto B = Random<T>(static_cast<size_t>((c.tb ? c.N : c.K) * ldb), rng);
+  auto C0 = Random<T>(static_cast<size_t>(c.M * ldc), rng);
+  const int64_t rsa = c.ta ? 1 : lda, csa = c.ta ? lda : 1;
+  const int64_t rsb = c.tb ? 1 : ldb, csb = c.tb ? ldb : 1;
+  std::vector<double> ref(static_cast<size_t>(c.M * c.N)), mag(ref.size());
+  for (int64_t i = 0; i < c.M; ++i) {
+    for (int64_t j = 0; j < c.N; ++j) {
+      double s = 0, m = 0;
+      for (int64_t k = 0; k < c.K; ++k) {
+        double p = static_cast<double>(A[i * rsa + k * csa]) * static_cast<double>(B[k * rsb + j * csb]);
+        s += p;
+        m += std::fabs(p);
+      }
+      double c0 = c.accumulate ? static_cast<double>(C0[i * ldc + j]) : 0.0;
+      ref[i * c.N + j] = c0 + c.alpha * s;
+      mag[i * c.N + j] = std::fabs(c0) + std::fabs(c.alpha) * m + 1e-30;
+    }
+  }
+  for (GemmIsa isa : RunnableIsas()) {
+    std::vector<T> first;
+    for (int threads = 1; threads <= 3; ++threads) {
+      std::vector<T> C = C0;
+      PackedGemm<T>(c.M, c.N, c.K, static_cast<T>(c.alpha), A.data(), rsa, csa, B.data(), rsb, csb,
+                    C.data(), ldc, c.accumulate, threads, isa);
+      double worst = 0;
+      for (int64_t i = 0; i < c.M; ++i)
+        for (int64_t j = 0; j < c.N; ++j)
+          worst = std::max(worst, std::fabs(C[i * ldc + j] - ref[i * c.N + j]) / mag[i * c.N + j]);
+      EXPECT_LE(worst, Tol<T>()) << Describe(c, isa, threads);
+      // The padding between rows of C is never written.
+      for (int64_t i = 0; i < c.M; ++i)
+        for (int64_t j = c.N; j < ldc; ++j)
+          ASSERT_EQ(C[i * ldc + j], C0[i * ldc + j]) << Describe(c, isa, threads);
+      if (threads == 1) {
+        first = C;
+      } else {
+        EXPECT_EQ(0, std::memcmp(first.data(), C.data(), C.size() * sizeof(T)))
+            << "differs from 1 thread: " << Describe(c, isa, threads);
+      }
+    }
+  }
+}
+
+template <class T>
+void PackedGemmSweep(uint32_t seed) {
+  std::mt19937 rng(seed);
+  // Sizes around the tiles (4/6/8 rows, 8..32 columns) and blocks (k 128/256, n 256/512).
+  const int64_t Ms[] = {1, 2, 5, 6, 7, 8, 9, 13, 17, 33};
+  const int64_t Ns[] = {1, 3, 8, 15, 16, 17, 31, 33, 47, 65};
+  const int64_t Ks[] = {1, 2, 7, 16, 31, 129};
+  int n = 0;
+  for (int64_t M : Ms)
+    for (int64_t N : Ns)
+      for (int64_t K : Ks) {
+        if ((n++ % 7) != 0) continue;  // a spread-out seventh of the grid, with all flags
+        for (int f = 0; f < 4; ++f) {
+          GemmCase c{M, N, K, (f & 1) != 0, (f & 2) != 0, (n % 3 == 0) ? 3 : 0, ((n + f) % 2) == 0,
+                     (f == 3) ? -0.5 : 1.0};
+          CheckPackedGemm<T>(c, rng);
+        }
+      }
+}
+
+TEST(PackedGemm, F32TailsTransposesAccumulateThreadsIsas) { PackedGemmSweep<float>(1); }
+TEST(PackedGemm, F64TailsTransposesAccumulateThreadsIsas) { PackedGemmSweep<double>(2); }
+
+TEST(PackedGemm, SeveralKAndNBlocks) {
+  std::mt19937 rng(3);
+  // K past two k blocks, N past the n block, M past the m block; odd everywhere.
+  CheckPackedGemm<float>({37, 1100, 530, false, false, 1, true, 1.0}, rng);
+  CheckPackedGemm<float>({300, 45, 300, true, true, 0, false, 2.0}, rng);
+  CheckPackedGemm<double>({29, 600, 270, false, true, 2, true, 1.0}, rng);
+}
+
+TEST(PackedGemm, KZeroClearsOrKeeps) {
+  for (GemmIsa isa : RunnableIsas()) {
+    std::vector<float> C(6, 5.0f);
+    PackedGemm<float>(2, 3, 0, 1.0f, nullptr, 0, 1, nullptr, 3, 1, C.data(), 3, true, 1, isa);
+    for (float v : C) EXPECT_EQ(v, 5.0f);
+    PackedGemm<float>(2, 3, 0, 1.0f, nullptr, 0, 1, nullptr, 3, 1, C.data(), 3, false, 2, isa);
+    for (float v : C) EXPECT_EQ(v, 0.0f);
+  }
+}
+
+TEST(PackedGemm, AutoIsTheBestRunnable) {
+  EXPECT_TRUE(GemmIsaSupported(GemmBestIsa()));
+  EXPECT_TRUE(GemmIsaSupported(GemmIsa::kBaseline));
+  EXPECT_NE(GemmBestIsa(), GemmIsa::kAuto);
+#if defined(__x86_64__)
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma"))
+    EXPECT_EQ(GemmBestIsa(), GemmIsa::kAvx512);
+#endif
+}
+
+// The two users: ConvGemm (row-major, leading dims) and GemmF32 / GemmF64 (C += alpha op(A)
+// op(B)), the M = 1 GEMV path included.
+TEST(GemmUsers, ConvGemmAndGemmF32F64) {
+  std::mt19937 rng(4);
+  for (auto [M, N, K] : {std::array<int64_t, 3>{1, 77, 33}, {1, 5, 300}, {9, 70, 19}, {24, 196, 1}}) {
+    for (int mode = 0; mode < 4; ++mode) {
+      const bool ta = mode & 1, tb = mode & 2;
+      auto A = Random<float>(static_cast<size_t>(M * K), rng);
+      auto B = Random<float>(static_cast<size_t>(K * N), rng);
+      auto C = Random<float>(static_cast<size_t>(M * N), rng);
+      auto Cd = std::vector<double>(C.begin(), C.end());
+      std::vector<double> Ad(A.begin(), A.end()), Bd(B.begin(), B.end());
+      auto C1 = C;
+      GemmF32(ta, tb, M, N, K, 0.75f, A.data(), B.data(), C1.data(), 2);
+      GemmF64(ta, tb, M, N, K, 0.75, Ad.data(), Bd.data(), Cd.data(), 3);
+      for (int64_t i = 0; i < M; ++i) {
+        for (int64_t j = 0; j < N; ++j) {
+          double s = 0, m = 0;
+          for (int64_t k = 0; k < K; ++k) {
+            double p = double(ta ? A[k * M + i] : A[i * K + k]) * double(tb ? B[j * K + k] : B[k * N + j]);
+            s += p;
+            m += std::fabs(p);
+          }
+          double want = C[i * N + j] + 0.75 * s, scale = std::fabs(C[i * N + j]) + m + 1e-30;
+          EXPECT_LE(std::fabs(C1[i * N + j] - want) / scale, 2e-6) << M << "x" << N << "x" << K << " mode " << mode;
+          EXPECT_LE(std::fabs(Cd[i * N + j] - want) / scale, 1e-14) << M << "x" << N << "x" << K << " mode " << mode;
+        }
+      }
+      if (mode == 0) {
+        auto C2 = C;
+        ConvGemm<float>(M, N, K, A.data(), K, B.data(), N, C2.data(), N, true, 3);
+        for (int64_t i = 0; i < M * N; ++i) {
+          double s = 0, m = 0;
+          for (int64_t k = 0; k < K; ++k) {
+            s += double(A[(i / N) * K + k]) * B[k * N + i % N];
+            m += std::fabs(double(A[(i / N) * K + k]) * B[k * N + i % N]);
+          }
+          EXPECT_LE(std::fabs(C2[i] - (C[i] + s)) / (std::fabs(C[i]) + m + 1e-30), 2e-6);
+        }
+      }
+    }
+  }
+}
+
+// Depthwise convolution against a direct loop in double.
+template <class T>
+void CheckDepthwise(const DepthwiseShape& s, bool bias, std::mt19937& rng) {
+  auto x = Random<T>(static_cast<size_t>(s.N * s.C * s.H * s.W), rng);
+  auto w = Random<T>(static_cast<size_t>(s.M * s.KH * s.KW), rng);
+  auto b = Random<T>(static_cast<size_t>(s.M), rng);
+  const int64_t mult = s.M / s.C;
+  std::vector<double> ref(static_cast<size_t>(s.N * s.M * s.OH * s.OW)), mag(ref.size());
+  for (int64_t n = 0; n < s.N; ++n)
+    for (int64_t m = 0; m < s.M; ++m)
+      for (int64_t oh = 0; oh < s.OH; ++oh)
+        for (int64_t ow = 0; ow < s.OW; ++ow) {
+          double acc = bias ? double(b[m]) : 0.0, mg = std::fabs(acc);
+          for (int64_t kh = 0; kh < s.KH; ++kh)
+            for (int64_t kw = 0; kw < s.KW; ++kw) {
+              int64_t ih = oh * s.sh - s.ph + kh * s.dh, iw = ow * s.sw - s.pw + kw * s.dw;
+              if (ih < 0 || ih >= s.H || iw < 0 || iw >= s.W) continue;
+              double p = double(w[m * s.KH * s.KW + kh * s.KW + kw]) *
+                         double(x[((n * s.C + m / mult) * s.H + ih) * s.W + iw]);
+              acc += p;
+              mg += std::fabs(p);
+            }
+          size_t i = static_cast<size_t>(((n * s.M + m) * s.OH + oh) * s.OW + ow);
+          ref[i] = acc;
+          mag[i] = mg + 1e-30;
+        }
+  const std::string what = "H=" + std::to_string(s.H) + " W=" + std::to_string(s.W) + " K=" +
+                           std::to_string(s.KH) + "x" + std::to_string(s.KW) + " s=" +
+                           std::to_string(s.sh) + "," + std::to_string(s.sw) + " p=" +
+                           std::to_string(s.ph) + "," + std::to_string(s.pw) + " d=" +
+                           std::to_string(s.dh) + "," + std::to_string(s.dw) + " mult=" +
+                           std::to_string(mult);
+  for (GemmIsa isa : RunnableIsas()) {
+    std::vector<T> first;
+    for (int threads = 1; threads <= 3; ++threads) {
+      std::vector<T> y(ref.size(), T(7));
+      DepthwiseConv2D<T>(s, x.data(), w.data(), bias ? b.data() : nullptr, y.data(), threads, isa);
+      double worst = 0;
+      for (size_t i = 0; i < y.size(); ++i) worst = std::max(worst, std::fabs(y[i] - ref[i]) / mag[i]);
+      EXPECT_LE(worst, Tol<T>()) << what << " isa=" << GemmIsaName(isa) << " threads=" << threads;
+      if (threads == 1) first = y;
+      else EXPECT_EQ(0, std::memcmp(first.data(), y.data(), y.size() * sizeof(T))) << what;
+    }
+  }
+}
+
+DepthwiseShape MakeDw(int64_t N, int64_t C, int64_t mult, int64_t H, int64_t W, int64_t K,
+                      int64_t stride, int64_t pad, int64_t dil) {
+  DepthwiseShape s{N, C, C * mult, H, W, 0, 0, K, K, stride, stride, pad, pad, dil, dil};
+  s.OH = (H + 2 * pad - (K - 1) * dil - 1) / stride + 1;
+  s.OW = (W + 2 * pad - (K - 1) * dil - 1) / stride + 1;
+  return s;
+}
+
+TEST(DepthwiseConv, KernelsStridesPadsDilationsAgainstReference) {
+  std::mt19937 rng(5);
+  int i = 0;
+  for (int64_t K : {1, 3, 5})
+    for (int64_t stride : {1, 2, 3})
+      for (int64_t pad : {0, 1, 2})
+        for (int64_t HW : {1, 6, 17, 40}) {
+          if (HW + 2 * pad < K) continue;
+          ++i;
+          const int64_t dil = (i % 5 == 0 && HW + 2 * pad >= 2 * K - 1) ? 2 : 1;
+          CheckDepthwise<float>(MakeDw(1 + i % 2, 3, 1 + (i % 4 == 0), HW, HW + i % 3, K, stride, pad, dil),
+                                i % 3 != 0, rng);
+        }
+}
+
+TEST(DepthwiseConv, F64AndRectangular) {
+  std::mt19937 rng(6);
+  CheckDepthwise<double>(MakeDw(2, 5, 1, 9, 23, 3, 2, 1, 1), true, rng);
+  CheckDepthwise<double>(MakeDw(1, 4, 2, 12, 7, 5, 1, 2, 1), false, rng);
+  DepthwiseShape s{1, 6, 6, 1, 50, 1, 0, 1, 3, 1, 2, 0, 1, 1, 1};  // 1-D: H = 1, 1 x 3 kernel
+  s.OW = (50 + 2 - 3) / 2 + 1;
+  CheckDepthwise<float>(s, true, rng);
+  DepthwiseShape r{1, 4, 4, 11, 13, 0, 0, 3, 5, 2, 1, 1, 2, 1, 1};  // 3 x 5, strides 2, 1
+  r.OH = (11 + 2 - 3) / 2 + 1;
+  r.OW = (13 + 4 - 5) / 1 + 1;
+  CheckDepthwise<float>(r, true, rng);
+}
+
+}  // namespace
+}  // namespace kiln::ops
