@@ -17,6 +17,8 @@ Checks (exits non-zero on any failure):
 import argparse
 import json
 import os
+import tempfile
+import subprocess
 import sys
 
 sys.dont_write_bytecode = True
@@ -100,6 +102,7 @@ def main():
         ck.section("same spaces", same_spaces, ck, clients)
         ck.section("benchmarks everywhere", benchmarks_everywhere, ck, rr)
         ck.section("same episode on each replica", same_episode, ck, rr, n)
+        ck.section("kiln tune across the replicas", tune_across, ck, kiln, servers)
         ck.section("kill one replica", kill_one, ck, rr, servers, n)
     finally:
         rcs = []
@@ -151,6 +154,25 @@ def same_episode(ck, rr, n):
         for h in handles:
             left = rr.end(h)
             ck.equal(left, len(rr.open[h[0]]), "replica %d remaining_sessions" % h[0])
+
+
+def tune_across(ck, kiln, servers):
+    """kiln tune spreading its workers over the replicas finds what the in-process tuner finds."""
+    with tempfile.TemporaryDirectory() as tmp:
+        model = os.path.join(tmp, "m.onnx")
+        with open(model, "wb") as f:
+            f.write(gym_models.to_bytes(gym_models.small_model()))
+        outs = []
+        for extra in ([a for s in servers for a in ("--connect", s.address)], []):
+            out = os.path.join(tmp, "p%d.json" % len(outs))
+            r = subprocess.run([kiln, "tune", model, "--objective", "arena", "--budget", "24", "--jobs",
+                                str(len(servers)), "--seed", "3", "-q", "-o", out] + extra,
+                               capture_output=True, text=True, timeout=120)
+            ck.check(r.returncode == 0, "kiln tune %s exits 0" % ("--connect x%d" % len(servers) if extra else
+                                                                  "(in-process)"), r.stderr.strip())
+            outs.append(open(out).read() if os.path.exists(out) else None)
+        ck.check(outs[0] is not None and outs[0] == outs[1],
+                 "the same seed gives the same pipeline across replicas and in-process")
 
 
 def kill_one(ck, rr, servers, n):
