@@ -14,16 +14,18 @@ namespace {
 #define KILN_GEMM_X86 0
 #endif
 
-// The register tile: MR rows x NV vectors of VB bytes. Compiler vector extensions make the
+// The register tile: MR rows x NV vectors of VB bytes, over B panels BS elements wide (BS > the
+// tile's width for the narrow kernel that serves a panel's first half at the right edge). Compiler vector extensions make the
 // blocking explicit; inlined into a function with a target attribute, the same body becomes
 // zmm / ymm code with FMAs (c += a * b contracts: GCC's gnu++ default -ffp-contract=fast, clang's
 // -ffp-contract=on within one expression). Accumulators start at zero; C is added at the end.
-template <class T, int VB, int MR, int NV>
+template <class T, int VB, int MR, int NV, int BS>
 __attribute__((always_inline)) inline void KernelBody(int64_t kc, const T* __restrict a,
                                                       const T* __restrict b, T* __restrict c,
                                                       int64_t ldc, bool acc) {
   typedef T V __attribute__((vector_size(VB)));
-  constexpr int L = VB / static_cast<int>(sizeof(T)), NR = NV * L;
+  constexpr int L = VB / static_cast<int>(sizeof(T));
+  static_assert(BS >= NV * L);
   V s[MR][NV];
   for (int r = 0; r < MR; ++r)
     for (int v = 0; v < NV; ++v) s[r][v] = V{};
@@ -35,7 +37,7 @@ __attribute__((always_inline)) inline void KernelBody(int64_t kc, const T* __res
       for (int v = 0; v < NV; ++v) s[r][v] += ar * bv[v];
     }
     a += MR;
-    b += NR;
+    b += BS;
   }
   for (int r = 0; r < MR; ++r) {
     for (int v = 0; v < NV; ++v) {
@@ -54,87 +56,136 @@ __attribute__((always_inline)) inline void KernelBody(int64_t kc, const T* __res
 template <class T>
 using KernelFn = void (*)(int64_t, const T*, const T*, T*, int64_t, bool);
 
-template <class T, int MR, int NV>
+template <class T, int MR, int NV, int BS>
 void KernelBase(int64_t kc, const T* a, const T* b, T* c, int64_t ldc, bool acc) {
-  KernelBody<T, 16, MR, NV>(kc, a, b, c, ldc, acc);
+  KernelBody<T, 16, MR, NV, BS>(kc, a, b, c, ldc, acc);
 }
 #if KILN_GEMM_X86
-template <class T, int MR, int NV>
+template <class T, int MR, int NV, int BS>
 __attribute__((target("avx2,fma"))) void KernelAvx2(int64_t kc, const T* a, const T* b, T* c,
                                                     int64_t ldc, bool acc) {
-  KernelBody<T, 32, MR, NV>(kc, a, b, c, ldc, acc);
+  KernelBody<T, 32, MR, NV, BS>(kc, a, b, c, ldc, acc);
 }
-template <class T, int MR, int NV>
+template <class T, int MR, int NV, int BS>
 __attribute__((target("avx512f,fma"))) void KernelAvx512(int64_t kc, const T* a, const T* b,
                                                          T* c, int64_t ldc, bool acc) {
-  KernelBody<T, 64, MR, NV>(kc, a, b, c, ldc, acc);
+  KernelBody<T, 64, MR, NV, BS>(kc, a, b, c, ldc, acc);
 }
 #endif
 
 // A micro-kernel and its blocking: KC x NR B panels are streamed from L2 (the packed B block,
-// KC x NC, stays there) while one MR x KC A panel stays in L1 across the column panels.
+// KC x NC, stays there) while one MR x KC A panel stays in L1 across the column panels. `half`
+// computes the first NR / 2 columns of a tile only (right-edge panels at most half full: the
+// 7 x 7 and 14 x 14 feature maps), with the same per-element arithmetic as `fn`.
 template <class T>
 struct Spec {
   int mr, nr;
   int64_t kc, mc, nc;
-  KernelFn<T> fn;
+  KernelFn<T> fn, half;
 };
 
-template <class T, int MR, int NV, int VB>
-constexpr Spec<T> MakeSpec(int64_t kc, int64_t mc, int64_t nc, KernelFn<T> fn) {
-  return {MR, NV * VB / static_cast<int>(sizeof(T)), kc, mc, nc, fn};
+// MR x NV vectors of VB bytes (NV even), cache blocks KC / MC / NC: 256 / 256 / 512 elements for
+// float, 128 / 256 / 256 for double (a 256 x 512 float B block is 512 KiB of the 1 MiB Zen 4 L2;
+// tried on the issue-7 shapes: KC 128..512 and NC 128..512 are within noise of each other).
+template <class T, int MR, int NV, int VB, template <class, int, int, int> class K>
+Spec<T> MakeSpec() {
+  constexpr int NR = NV * VB / static_cast<int>(sizeof(T));
+  constexpr bool f32 = sizeof(T) == 4;
+  static_assert(NV % 2 == 0);
+  return {MR, NR, f32 ? 256 : 128, 256, f32 ? 512 : 256, K<T, MR, NV, NR>::fn,
+          K<T, MR, NV / 2, NR>::fn};
 }
+
+template <class T, int MR, int NV, int BS>
+struct BaseK {
+  static constexpr KernelFn<T> fn = KernelBase<T, MR, NV, BS>;
+};
+#if KILN_GEMM_X86
+template <class T, int MR, int NV, int BS>
+struct Avx2K {
+  static constexpr KernelFn<T> fn = KernelAvx2<T, MR, NV, BS>;
+};
+template <class T, int MR, int NV, int BS>
+struct Avx512K {
+  static constexpr KernelFn<T> fn = KernelAvx512<T, MR, NV, BS>;
+};
+#endif
 
 template <class T>
 Spec<T> SpecFor(GemmIsa isa) {
-  constexpr bool f32 = sizeof(T) == 4;
   switch (isa) {
 #if KILN_GEMM_X86
     case GemmIsa::kAvx512:  // 8 x 32 floats / 8 x 16 doubles: 16 zmm accumulators
-      return MakeSpec<T, 8, 2, 64>(f32 ? 256 : 128, 256, f32 ? 512 : 256, KernelAvx512<T, 8, 2>);
+      return MakeSpec<T, 8, 2, 64, Avx512K>();
     case GemmIsa::kAvx2:  // 6 x 16 floats / 6 x 8 doubles: 12 ymm accumulators
-      return MakeSpec<T, 6, 2, 32>(f32 ? 256 : 128, 240, f32 ? 512 : 256, KernelAvx2<T, 6, 2>);
+      return MakeSpec<T, 6, 2, 32, Avx2K>();
 #endif
     default:  // 4 x 8 floats / 4 x 4 doubles: 8 xmm accumulators
-      return MakeSpec<T, 4, 2, 16>(f32 ? 256 : 128, 256, f32 ? 512 : 256, KernelBase<T, 4, 2>);
+      return MakeSpec<T, 4, 2, 16, BaseK>();
   }
 }
 
-// Rows [0, mc) x cols [0, kc) of A into MR-high panels, k-major, zero padded.
-template <class T>
-void PackA(const T* A, int64_t rsa, int64_t csa, int64_t mc, int64_t kc, int MR, T* dst) {
-  for (int64_t i = 0; i < mc; i += MR) {
+// Rows [0, mc) x cols [0, kc) of A into MR-high panels, k-major, zero padded. Compile-time MR
+// (and the row-major case apart) so that the copies vectorize.
+template <class T, int MR>
+void PackAFixed(const T* A, int64_t rsa, int64_t csa, int64_t mc, int64_t kc, T* dst) {
+  for (int64_t i = 0; i < mc; i += MR, dst += MR * kc) {
     const int mr = static_cast<int>(std::min<int64_t>(MR, mc - i));
     const T* src = A + i * rsa;
+    if (mr == MR && csa == 1) {
+      for (int64_t k = 0; k < kc; ++k)
+        for (int r = 0; r < MR; ++r) dst[k * MR + r] = src[r * rsa + k];
+      continue;
+    }
     for (int64_t k = 0; k < kc; ++k) {
       int r = 0;
-      for (; r < mr; ++r) dst[r] = src[r * rsa + k * csa];
-      for (; r < MR; ++r) dst[r] = T(0);
-      dst += MR;
+      for (; r < mr; ++r) dst[k * MR + r] = src[r * rsa + k * csa];
+      for (; r < MR; ++r) dst[k * MR + r] = T(0);
     }
   }
 }
 
 // alpha * rows [0, kc) x cols [0, nc) of B into NR-wide panels, k-major, zero padded.
-template <class T>
-void PackB(const T* B, int64_t rsb, int64_t csb, int64_t kc, int64_t nc, int NR, T alpha, T* dst) {
+template <class T, int NR>
+void PackBFixed(const T* B, int64_t rsb, int64_t csb, int64_t kc, int64_t nc, T alpha, T* dst) {
   for (int64_t j = 0; j < nc; j += NR) {
     const int nr = static_cast<int>(std::min<int64_t>(NR, nc - j));
-    if (csb == 1) {
+    if (nr == NR && csb == 1) {
       for (int64_t k = 0; k < kc; ++k, dst += NR) {
         const T* src = B + k * rsb + j;
-        int c = 0;
-        for (; c < nr; ++c) dst[c] = alpha * src[c];
-        for (; c < NR; ++c) dst[c] = T(0);
+        if (alpha == T(1)) {
+          std::memcpy(dst, src, NR * sizeof(T));
+        } else {
+          for (int c = 0; c < NR; ++c) dst[c] = alpha * src[c];
+        }
       }
-    } else {
-      for (int64_t k = 0; k < kc; ++k, dst += NR) {
-        const T* src = B + k * rsb + j * csb;
-        int c = 0;
-        for (; c < nr; ++c) dst[c] = alpha * src[c * csb];
-        for (; c < NR; ++c) dst[c] = T(0);
-      }
+      continue;
     }
+    for (int64_t k = 0; k < kc; ++k, dst += NR) {
+      const T* src = B + k * rsb + j * csb;
+      int c = 0;
+      for (; c < nr; ++c) dst[c] = alpha * src[c * csb];
+      for (; c < NR; ++c) dst[c] = T(0);
+    }
+  }
+}
+
+template <class T>
+void PackA(const T* A, int64_t rsa, int64_t csa, int64_t mc, int64_t kc, int MR, T* dst) {
+  switch (MR) {
+    case 8: return PackAFixed<T, 8>(A, rsa, csa, mc, kc, dst);
+    case 6: return PackAFixed<T, 6>(A, rsa, csa, mc, kc, dst);
+    default: return PackAFixed<T, 4>(A, rsa, csa, mc, kc, dst);
+  }
+}
+
+template <class T>
+void PackB(const T* B, int64_t rsb, int64_t csb, int64_t kc, int64_t nc, int NR, T alpha, T* dst) {
+  switch (NR) {
+    case 32: return PackBFixed<T, 32>(B, rsb, csb, kc, nc, alpha, dst);
+    case 16: return PackBFixed<T, 16>(B, rsb, csb, kc, nc, alpha, dst);
+    case 8: return PackBFixed<T, 8>(B, rsb, csb, kc, nc, alpha, dst);
+    default: return PackBFixed<T, 4>(B, rsb, csb, kc, nc, alpha, dst);
   }
 }
 
@@ -168,7 +219,11 @@ void GemmSerial(const Spec<T>& sp, int64_t M, int64_t N, int64_t K, T alpha, con
               sp.fn(kc, ap, bp, c, ldc, acc);
               continue;
             }
-            sp.fn(kc, ap, bp, tile, NR, false);
+            if (nr <= NR / 2) {
+              sp.half(kc, ap, bp, tile, NR, false);
+            } else {
+              sp.fn(kc, ap, bp, tile, NR, false);
+            }
             for (int r = 0; r < mr; ++r) {
               T* crow = c + r * ldc;
               const T* t = tile + r * NR;
