@@ -225,6 +225,37 @@ TEST_F(GymTest, EpisodeForkAndPipelineReplay) {
   EXPECT_TRUE(client_->EndSession(*s).ok());
 }
 
+TEST_F(GymTest, SymbolicInputDimsAreFixedAtOneAndThePipelineSaysSo) {
+  Start();
+  auto s = client_->StartSession("benchmark://kiln-v0/mlp_field");
+  ASSERT_TRUE(s.ok());
+  auto obs = StepObs(*s, {}, {"Ir", "Pipeline"});
+  ASSERT_EQ(obs.size(), 2u);
+  EXPECT_NE(obs[0].find("%xyz: FLOAT[1,3]"), std::string::npos) << obs[0].substr(0, 200);
+  auto p = passes::ParsePipeline(obs[1], "Pipeline");
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  ASSERT_EQ(p->shapes.count("xyz"), 1u);
+  EXPECT_EQ(p->shapes.at("xyz"), (Dims{1, 3}));
+  EXPECT_TRUE(passes::ParsePipeline(passes::PipelineToJson(*p), "again").ok());
+}
+
+TEST(PipelineFile, MalformedFilesAreOneLineErrors) {
+  for (const char* text : {"", "[]", "{}", "{\"kiln_pipeline\": 2}", "{\"kiln_pipeline\": 1, \"passes\": [\"nope\"]}",
+                           "{\"kiln_pipeline\": 1, \"passes\": \"fold-constants\"}",
+                           "{\"kiln_pipeline\": 1, \"planner_steps\": -1}",
+                           "{\"kiln_pipeline\": 1, \"shapes\": {\"x\": [1, -2]}}",
+                           "{\"kiln_pipeline\": 1, \"extra\": 0}"}) {
+    auto p = passes::ParsePipeline(text, "p.json");
+    ASSERT_FALSE(p.ok()) << text;
+    EXPECT_EQ(p.status().message().rfind("p.json: ", 0), 0u) << p.status().message();
+    EXPECT_EQ(p.status().message().find('\n'), std::string::npos);
+  }
+  auto ok = passes::ParsePipeline("{\"kiln_pipeline\": 1, \"passes\": [\"fold-batchnorm\"], \"reorder\": false}", "p");
+  ASSERT_TRUE(ok.ok());
+  EXPECT_FALSE(ok->reorder);
+  EXPECT_EQ(ok->planner, "default");
+}
+
 TEST_F(GymTest, ErrorsAnswerForTheirCallOnly) {
   ServiceOptions o;
   o.max_sessions = 3;

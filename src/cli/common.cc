@@ -93,6 +93,10 @@ Expected<passes::Pipeline> ResolvePipeline(const std::string& file, const std::s
   return p;
 }
 
+void AddPipelineShapes(const passes::Pipeline& p, passes::ShapeOverrides* shapes) {
+  for (const auto& [name, dims] : p.shapes) shapes->emplace(name, dims);
+}
+
 planner::PlanOptions PlanOptionsOf(const passes::Pipeline& p) {
   planner::PlanOptions po;
   po.planner = p.planner;

@@ -29,6 +29,8 @@ Tensor RandomTensor(DType dtype, const Dims& dims, uint64_t seed);
 // without it, the default pipeline with --planner / --no-reorder. Both at once is an error.
 Expected<passes::Pipeline> ResolvePipeline(const std::string& file, const std::string& planner,
                                            bool no_reorder);
+// Adds the pipeline's input shapes for the inputs `shapes` does not fix yet.
+void AddPipelineShapes(const passes::Pipeline& p, passes::ShapeOverrides* shapes);
 // PlanOptions with a pipeline's planner choice.
 planner::PlanOptions PlanOptionsOf(const passes::Pipeline& p);
 // Prints "kiln: <message>" to stderr and returns 1.

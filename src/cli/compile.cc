@@ -20,6 +20,7 @@ int CompileMain(const CompileCliOptions& o, const std::string& command_line) {
   if (!shapes.ok()) return Fail(shapes.status());
   auto pipeline = ResolvePipeline(o.pipeline, o.planner, false);
   if (!pipeline.ok()) return Fail(pipeline.status());
+  if (!IsProgramPath(o.model) && !IsBundlePath(o.model)) AddPipelineShapes(*pipeline, &*shapes);
   if (o.target == "program") {  // DIR/NAME.kiln (bundle/program.h)
     if (!o.bundle.empty()) return Fail(Error("--bundle goes with --target c"));
     if (o.name.empty() || o.name.find('/') != std::string::npos)

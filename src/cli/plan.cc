@@ -113,6 +113,7 @@ int PlanMain(const PlanCliOptions& o) {
   if (!shapes.ok()) return Fail(shapes.status());
   auto pipeline = ResolvePipeline(o.pipeline, o.planner, o.no_reorder);
   if (!pipeline.ok()) return Fail(pipeline.status());
+  AddPipelineShapes(*pipeline, &*shapes);
   Status st = passes::InferShapes(*model, *shapes);
   if (st.ok()) st = passes::RunPasses(*model, pipeline->passes);
   if (!st.ok()) return Fail(st);

@@ -63,6 +63,7 @@ Status Prepare(const ModelOptions& o, std::unique_ptr<runtime::Executor>* exec,
     given[name] = std::move(t);
   }
   KILN_ASSIGN_OR_RETURN(passes::Pipeline pipeline, ResolvePipeline(o.pipeline, o.planner, o.no_reorder));
+  AddPipelineShapes(pipeline, &shapes);
   runtime::ExecutorOptions eo;
   eo.threads = o.threads;
   eo.shapes = shapes;

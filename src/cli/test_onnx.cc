@@ -556,6 +556,7 @@ void AddTestOnnxCommand(CLI::App& app, int& rc) {
       return;
     }
     o->shapes = *shapes;
+    AddPipelineShapes(o->pipeline, &o->shapes);
     rc = TestOnnxMain(*o);
   });
 }

@@ -135,6 +135,7 @@ GymStatus Environment::MakeBenchmark(const std::string& uri, ir::Model model, Be
                               uri + ": input '" + g.values[v].name + "' has dynamic dims " +
                                   g.values[v].type.ToString() + " (the service plans known shapes)");
   out->uri = uri;
+  out->fixed_shapes = fixed;
   out->initial = std::make_shared<const State>(std::move(model));
   return {};
 }
@@ -143,7 +144,7 @@ GymStatus Environment::MakeBenchmark(const std::string& uri, ir::Model model, Be
 // Session
 
 Session::Session(const Environment& env, const BenchmarkModel& benchmark)
-    : env_(&env), benchmark_(benchmark.uri), state_(benchmark.initial) {}
+    : env_(&env), benchmark_(benchmark.uri), fixed_shapes_(benchmark.fixed_shapes), state_(benchmark.initial) {}
 
 GymStatus Session::Step(const std::vector<int>& actions, StepResult* result) {
   // Work on copies so that an error leaves the session as it was.
@@ -217,6 +218,7 @@ passes::Pipeline Session::pipeline() const {
   p.planner = planner_;
   p.reorder = reorder_;
   p.planner_steps = env_->options().planner_steps;
+  p.shapes = fixed_shapes_;
   return p;
 }
 

@@ -72,6 +72,7 @@ class State;
 struct BenchmarkModel {
   std::string uri;
   std::shared_ptr<const State> initial;
+  passes::ShapeOverrides fixed_shapes;  // symbolic input dims fixed at 1
 };
 
 class Environment {
@@ -122,6 +123,7 @@ class Session {
   Session(const Session&) = default;
   const Environment* env_;
   std::string benchmark_;
+  passes::ShapeOverrides fixed_shapes_;
   std::shared_ptr<const State> state_;
   std::vector<std::shared_ptr<const State>> lookahead_;  // what each pass would make of state_
   std::vector<int> applied_;              // every action index given to Step, in order

@@ -44,6 +44,19 @@ Expected<Pipeline> ParsePipeline(const std::string& text, const std::string& sou
       if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > (int64_t{1} << 40))
         return Error(source + ": \"planner_steps\" must be a non-negative integer");
       p.planner_steps = static_cast<long>(v.get<int64_t>());
+    } else if (key == "shapes") {
+      if (!v.is_object()) return Error(source + ": \"shapes\" must map input names to lists of dims");
+      for (const auto& [name, dims] : v.items()) {
+        if (!dims.is_array() || dims.size() > 64)
+          return Error(source + ": shape of '" + name + "' must be a list of at most 64 dims");
+        Dims d;
+        for (const auto& x : dims) {
+          if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() > (int64_t{1} << 40))
+            return Error(source + ": shape of '" + name + "' must hold non-negative integers");
+          d.push_back(x.get<int64_t>());
+        }
+        p.shapes[name] = d;
+      }
     } else {
       return Error(source + ": unknown key '" + key + "'");
     }
@@ -63,6 +76,11 @@ std::string PipelineToJson(const Pipeline& p) {
   j["planner"] = p.planner;
   j["reorder"] = p.reorder;
   j["planner_steps"] = p.planner_steps;
+  if (!p.shapes.empty()) {
+    nlohmann::ordered_json s = nlohmann::ordered_json::object();
+    for (const auto& [name, dims] : p.shapes) s[name] = dims;
+    j["shapes"] = s;
+  }
   return j.dump(2) + "\n";
 }
 

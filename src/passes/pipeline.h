@@ -8,8 +8,10 @@
 //
 // Pipeline file (JSON, written by `kiln tune`, read by `--pipeline FILE`):
 //   {"kiln_pipeline": 1, "passes": ["fold-constants", ...], "planner": "default",
-//    "reorder": true, "planner_steps": 0}
+//    "reorder": true, "planner_steps": 0, "shapes": {"x": [1, 3]}}
 // `planner_steps` > 0 bounds the search planners by work instead of time (deterministic plans).
+// `shapes` (optional) fixes symbolic input dims the way the pipeline was tuned; --shape and the
+// dims of given input files take precedence.
 #pragma once
 
 #include <functional>
@@ -17,6 +19,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "passes/infer_shapes.h"
 #include "support/status.h"
 
 namespace kiln::passes {
@@ -37,6 +40,7 @@ struct Pipeline {
   std::string planner = "default";
   bool reorder = true;
   long planner_steps = 0;
+  ShapeOverrides shapes;
 };
 
 // What kiln applies when no --pipeline is given.
