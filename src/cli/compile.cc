@@ -12,7 +12,7 @@ namespace {
 
 struct CompileCliOptions {
   std::string model, weights, target, name, out, params_section, planner = "default", bundle, pipeline;
-  std::vector<std::string> shapes;
+  std::vector<std::string> shapes, dump_ir_after;
 };
 
 int CompileMain(const CompileCliOptions& o, const std::string& command_line) {
@@ -42,6 +42,7 @@ int CompileMain(const CompileCliOptions& o, const std::string& command_line) {
   co.kiln_version = kKilnVersion;
   co.shapes = *shapes;
   co.passes = pipeline->passes;
+  co.dump_ir_after = o.dump_ir_after;
   co.plan = PlanOptionsOf(*pipeline);
   auto compiled = codegen::c::CompileToC(std::move(*model), co);
   if (!compiled.ok()) return Fail(Error(o.model + ": " + compiled.status().message()));
@@ -75,6 +76,7 @@ void AddCompileCommand(CLI::App& app, int& rc, const std::string& command_line) 
   c->add_option("--params-section", o->params_section, "linker section for the parameter arrays");
   c->add_option("--planner", o->planner, "memory planner for the workspace");
   c->add_option("--pipeline", o->pipeline, "passes and planner from a pipeline file (kiln tune writes one)");
+  c->add_option("--dump-ir-after", o->dump_ir_after, "with --target c: print the IR to stderr after this pass (all: every pass)");
   c->add_option("--bundle", o->bundle, "with --target c: also write NAME_verify.c running this .bpte's test sets");
   c->callback([&rc, o, command_line] { rc = CompileMain(*o, command_line); });
 }

@@ -16,6 +16,7 @@ namespace {
 
 struct PlanCliOptions {
   std::string model, weights, planner = "default", svg, pipeline;
+  std::vector<std::string> dump_ir_after;
   std::vector<std::string> shapes;
   bool json = false, no_reorder = false, no_alias = false, include_io = false;
 };
@@ -115,7 +116,9 @@ int PlanMain(const PlanCliOptions& o) {
   if (!pipeline.ok()) return Fail(pipeline.status());
   AddPipelineShapes(*pipeline, &*shapes);
   Status st = passes::InferShapes(*model, *shapes);
-  if (st.ok()) st = passes::RunPasses(*model, pipeline->passes);
+  passes::PipelineOptions pipeline_options;
+  pipeline_options.dump_ir_after = o.dump_ir_after;
+  if (st.ok()) st = passes::RunPasses(*model, pipeline->passes, pipeline_options);
   if (!st.ok()) return Fail(st);
   passes::ConstantReport consts = passes::CompressConstants(*model->graph);
   const ir::Graph& g = *model->graph;
@@ -189,6 +192,7 @@ void AddPlanCommand(CLI::App& app, int& rc) {
   c->add_option("--shape", o->shapes, "fix an input's dims: NAME=D0,D1,...");
   c->add_option("--planner", o->planner, "default, greedy-size, greedy-conflicts, coloring, anneal, tflm, none");
   c->add_option("--pipeline", o->pipeline, "passes and planner from a pipeline file (kiln tune writes one)");
+  c->add_option("--dump-ir-after", o->dump_ir_after, "print the IR to stderr after this pass (all: every pass)");
   c->add_flag("--json", o->json, "one JSON object with arena_bytes, lower_bound_bytes, planner, buffers");
   c->add_option("--svg", o->svg, "write a picture of the plan");
   c->add_flag("--no-reorder", o->no_reorder, "keep the file's node order");

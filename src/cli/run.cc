@@ -21,6 +21,7 @@ struct ModelOptions {
   std::vector<std::string> inputs;
   int threads = 1;
   std::string planner = "default", pipeline;
+  std::vector<std::string> dump_ir_after;
   bool no_reorder = false, no_alias = false, poison = false;
 };
 
@@ -34,6 +35,7 @@ void AddModelOptions(CLI::App* c, ModelOptions& o) {
                                          "coloring, anneal, tflm, none)");
   c->add_flag("--no-reorder", o.no_reorder, "run nodes in the file's order");
   c->add_option("--pipeline", o.pipeline, "passes and planner from a pipeline file (kiln tune writes one)");
+  c->add_option("--dump-ir-after", o.dump_ir_after, "print the IR to stderr after this pass (all: every pass)");
   c->add_flag("--no-alias", o.no_alias, "no views, in-place or Concat-in-place sharing");
   c->add_flag("--poison", o.poison, "debug: fill dead arena bytes with a poison pattern between nodes");
 }
@@ -70,6 +72,7 @@ Status Prepare(const ModelOptions& o, std::unique_ptr<runtime::Executor>* exec,
   eo.planner = pipeline.planner;
   eo.reorder = pipeline.reorder;
   eo.passes = pipeline.passes;
+  eo.dump_ir_after = o.dump_ir_after;
   eo.planner_steps = pipeline.planner_steps;
   eo.aliasing = !o.no_alias;
   eo.poison = o.poison;

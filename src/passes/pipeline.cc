@@ -86,6 +86,8 @@ std::string PipelineToJson(const Pipeline& p) {
 
 Status RunPasses(ir::Model& model, const std::vector<std::string>& passes,
                  const PipelineOptions& options) {
+  for (const auto& d : options.dump_ir_after)
+    if (d != "all" && !FindPass(d)) return Error("--dump-ir-after " + d + ": no pass of that name");
   for (const auto& name : passes) {
     const PassInfo* pass = FindPass(name);
     if (!pass) return Error("unknown pass '" + name + "'");

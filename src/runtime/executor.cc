@@ -223,7 +223,9 @@ Expected<std::unique_ptr<Executor>> Executor::Create(ir::Model model, ExecutorOp
   e->options_ = std::move(options);
   if (e->options_.threads < 1) return Error("--threads must be at least 1");
   KILN_RETURN_IF_ERROR(passes::InferShapes(e->model_, e->options_.shapes));
-  KILN_RETURN_IF_ERROR(passes::RunPasses(e->model_, e->options_.passes));
+  passes::PipelineOptions po;
+  po.dump_ir_after = e->options_.dump_ir_after;
+  KILN_RETURN_IF_ERROR(passes::RunPasses(e->model_, e->options_.passes, po));
   passes::CompressConstants(*e->model_.graph);  // identical constants share one storage
   e->impl_ = std::make_unique<Impl>();
   e->impl_->self = e.get();

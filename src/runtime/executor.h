@@ -25,6 +25,7 @@ struct ExecutorOptions {
   bool aliasing = true;             // views, in-place and Concat-in-place
   bool poison = false;              // debug: fill dead arena bytes with 0xA5 before every node
   std::vector<std::string> passes;  // run after shape inference (passes/pipeline.h)
+  std::vector<std::string> dump_ir_after;  // print the IR to stderr after these passes ("all")
   long planner_steps = 0;           // > 0: deterministic planner search (PlanOptions::max_steps)
 };
 

@@ -599,7 +599,9 @@ Expected<CompiledC> CompileToC(ir::Model model, const CompileOptions& options) {
                  "': the model name must be a C identifier (letters, digits, '_', starting with a "
                  "letter, at most 40 characters, not starting with 'kiln', not 'model' and not a C keyword)");
   KILN_RETURN_IF_ERROR(passes::InferShapes(model, options.shapes));
-  KILN_RETURN_IF_ERROR(passes::RunPasses(model, options.passes));
+  passes::PipelineOptions po;
+  po.dump_ir_after = options.dump_ir_after;
+  KILN_RETURN_IF_ERROR(passes::RunPasses(model, options.passes, po));
   // Folding is also a lowering step here: generated C cannot evaluate Shape & co at run time.
   KILN_RETURN_IF_ERROR(passes::FoldConstants(model));
   std::map<std::string, std::vector<std::string>> unsupported;
