@@ -1,4 +1,5 @@
 // kiln serve (the CompilerGym service, DESIGN.md 2.6) and kiln tune (its search client).
+#include <grpc/support/log.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -34,6 +35,11 @@ gym::ServiceOptions ServiceOptionsOf(const ServeCliOptions& o) {
   return so;
 }
 
+// gRPC's own log lines would break the one-line error contract; kiln reports what fails itself.
+void QuietGrpcLogs() {
+  gpr_set_log_function([](gpr_log_func_args*) {});
+}
+
 std::unique_ptr<grpc::Server> BuildServer(gym::Service* service, const std::string& address, int* port) {
   grpc::ServerBuilder b;
   b.AddListeningPort(address, grpc::InsecureServerCredentials(), port);
@@ -45,6 +51,7 @@ std::unique_ptr<grpc::Server> BuildServer(gym::Service* service, const std::stri
 
 int ServeMain(const ServeCliOptions& o) {
   if (o.planner_steps < 1) return Fail(Error("--planner-steps must be at least 1"));
+  QuietGrpcLogs();
   // SIGTERM / SIGINT are taken by sigwait below; the gRPC threads started next inherit the mask.
   sigset_t signals;
   sigemptyset(&signals);
@@ -88,6 +95,7 @@ int TuneMain(const TuneCliOptions& o) {
   if (mp.extension() != ".onnx") return Fail(Error(o.model + ": kiln tune takes an .onnx model"));
   auto bytes = ReadFile(o.model);
   if (!bytes.ok()) return Fail(bytes.status());
+  QuietGrpcLogs();
   // Without --connect, one service runs in this process and the workers reach it in memory.
   std::unique_ptr<gym::Service> local;
   std::unique_ptr<grpc::Server> server;

@@ -50,7 +50,8 @@ Expected<std::unique_ptr<GymClient>> GymClient::Connect(const std::string& addre
   auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
   auto deadline = std::chrono::system_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
   if (!channel->WaitForConnected(deadline))
-    return Error("cannot reach a gym service at " + address + " within " + std::to_string(timeout_s) + " s");
+    return Error("cannot reach a gym service at " + address + " within " +
+                 std::to_string(static_cast<int>(timeout_s + 0.5)) + " s");
   auto c = std::make_unique<GymClient>(channel);
   c->address_ = address;
   return c;
