@@ -260,6 +260,7 @@ TEST_F(GymTest, ErrorsAnswerForTheirCallOnly) {
   ServiceOptions o;
   o.max_sessions = 3;
   o.max_benchmark_bytes = 100000;
+  o.max_total_benchmark_bytes = 150000;
   Start(o);
   auto s = client_->StartSession("benchmark://kiln-v0/kws_cnn");
   ASSERT_TRUE(s.ok());
@@ -292,6 +293,14 @@ TEST_F(GymTest, ErrorsAnswerForTheirCallOnly) {
   EXPECT_EQ(AddCode("benchmark://bad/scheme", "", "http://example.com/m.onnx"), C::INVALID_ARGUMENT);
   EXPECT_EQ(AddCode("benchmark://bad/missing", "", "file:///nonexistent/m.onnx"), C::INVALID_ARGUMENT);
   EXPECT_EQ(AddCode("benchmark://bad/big", std::string(200000, 'x')), C::RESOURCE_EXHAUSTED);
+  // Each model is small enough, but not all of them together.
+  std::string bn = BatchNormModel();
+  for (int i = 0; (i + 1) * bn.size() <= 100000 * 2; ++i) {
+    auto code = AddCode("benchmark://many/" + std::to_string(i), bn);
+    if ((i + 1) * bn.size() <= 150000) EXPECT_EQ(code, C::OK) << i;
+    else EXPECT_EQ(code, C::RESOURCE_EXHAUSTED) << i;
+  }
+  EXPECT_EQ(AddCode("benchmark://many/0", bn), C::OK) << "replacing one takes no more room";
   std::string truncated = BatchNormModel();
   truncated.resize(truncated.size() / 2);
   EXPECT_EQ(AddCode("benchmark://bad/truncated", truncated), C::INVALID_ARGUMENT);

@@ -18,7 +18,7 @@ namespace {
 
 struct ServeCliOptions {
   std::string address = "127.0.0.1:50051", stats_file, cc = "cc";
-  size_t max_sessions = 4096, max_benchmark_bytes = size_t{256} << 20;
+  size_t max_sessions = 4096, max_benchmark_bytes = size_t{256} << 20, max_total_benchmark_bytes = size_t{1} << 30;
   long planner_steps = 2000;
   uint64_t seed = 0;
 };
@@ -29,6 +29,7 @@ gym::ServiceOptions ServiceOptionsOf(const ServeCliOptions& o) {
   so.environment.planner_steps = o.planner_steps;
   so.max_sessions = o.max_sessions;
   so.max_benchmark_bytes = o.max_benchmark_bytes;
+  so.max_total_benchmark_bytes = o.max_total_benchmark_bytes;
   so.seed = o.seed;
   so.service_version = std::string("kiln-gym ") + kKilnVersion;
   so.compiler_version = std::string("kiln ") + kKilnVersion;
@@ -169,6 +170,9 @@ void AddServeCommand(CLI::App& app, int& rc) {
   c->add_option("--max-sessions", o->max_sessions, "sessions held at once before RESOURCE_EXHAUSTED")
       ->check(CLI::PositiveNumber);
   c->add_option("--max-benchmark-bytes", o->max_benchmark_bytes, "largest model AddBenchmark takes")
+      ->check(CLI::PositiveNumber);
+  c->add_option("--max-total-benchmark-bytes", o->max_total_benchmark_bytes,
+                "model bytes all added benchmarks may hold together")
       ->check(CLI::PositiveNumber);
   c->add_option("--stats-file", o->stats_file, "on shutdown, write server-side call times here (JSON)");
   c->add_option("--cc", o->cc, "C compiler for the CodeSizeBytes observation");

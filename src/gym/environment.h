@@ -73,6 +73,7 @@ struct BenchmarkModel {
   std::string uri;
   std::shared_ptr<const State> initial;
   passes::ShapeOverrides fixed_shapes;  // symbolic input dims fixed at 1
+  size_t source_bytes = 0;              // of the model file it came from
 };
 
 class Environment {

@@ -299,6 +299,7 @@ GymStatus Service::LoadBenchmark(const cg::Benchmark& b, BenchmarkModel* out) co
                                                             " bytes is more than --max-benchmark-bytes " +
                                                             std::to_string(options_.max_benchmark_bytes));
     model = frontend::ParseOnnxModel(bytes.data(), bytes.size(), "", uri);
+    out->source_bytes = bytes.size();
   } else if (b.program().has_uri()) {
     const std::string& file = b.program().uri();
     if (file.rfind("file://", 0) != 0)
@@ -310,11 +311,15 @@ GymStatus Service::LoadBenchmark(const cg::Benchmark& b, BenchmarkModel* out) co
     if (size > options_.max_benchmark_bytes)
       return GymStatus::Error(Code::kResourceExhausted, uri + ": " + path + " is more than --max-benchmark-bytes");
     model = frontend::LoadModel(path);
+    out->source_bytes = static_cast<size_t>(size);
   } else {
     return GymStatus::Error(Code::kInvalidArgument, uri + ": the benchmark has no program");
   }
   if (!model.ok()) return GymStatus::Error(Code::kInvalidArgument, uri + ": " + model.status().message());
-  return env_.MakeBenchmark(uri, std::move(*model), out);
+  size_t bytes = out->source_bytes;
+  GymStatus st = env_.MakeBenchmark(uri, std::move(*model), out);
+  out->source_bytes = bytes;
+  return st;
 }
 
 grpc::Status Service::AddBenchmark(Ctx*, const cg::AddBenchmarkRequest* req, cg::AddBenchmarkReply*) {
@@ -326,14 +331,21 @@ grpc::Status Service::AddBenchmark(Ctx*, const cg::AddBenchmarkRequest* req, cg:
     if (!st.ok()) return ToGrpc(st);
   }
   std::lock_guard<std::mutex> lock(mu_);
-  size_t fresh = 0;
-  for (const auto& b : loaded) fresh += benchmarks_.count(b.uri) ? 0 : 1;
-  if (added_benchmarks_ + fresh > options_.max_benchmarks)
+  std::map<std::string, size_t> bytes = added_bytes_;  // a uri given again replaces the old one
+  for (const auto& b : loaded) bytes[b.uri] = b.source_bytes;
+  size_t total = 0;
+  for (const auto& [uri, n] : bytes) total += n;
+  if (bytes.size() > options_.max_benchmarks)
     return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                        "the service holds " + std::to_string(added_benchmarks_) + " added benchmarks (limit " +
+                        "the service holds " + std::to_string(added_bytes_.size()) + " added benchmarks (limit " +
                             std::to_string(options_.max_benchmarks) + ")");
-  added_benchmarks_ += fresh;
-  for (auto& b : loaded) benchmarks_[b.uri] = std::move(b);  // a uri given again replaces the old one
+  if (total > options_.max_total_benchmark_bytes)
+    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                        "added benchmarks would hold " + std::to_string(total) +
+                            " bytes of models, more than --max-total-benchmark-bytes " +
+                            std::to_string(options_.max_total_benchmark_bytes));
+  added_bytes_ = std::move(bytes);
+  for (auto& b : loaded) benchmarks_[b.uri] = std::move(b);
   return grpc::Status::OK;
 }
 

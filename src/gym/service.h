@@ -31,6 +31,7 @@ struct ServiceOptions {
   size_t max_sessions = 4096;
   size_t max_benchmark_bytes = size_t{256} << 20;  // one benchmark's model file
   size_t max_benchmarks = 1024;                    // added with AddBenchmark
+  size_t max_total_benchmark_bytes = size_t{1} << 30;  // all added benchmarks' model files
   uint64_t seed = 0;                               // picks a benchmark when a session names none
   std::string service_version, compiler_version;
 };
@@ -81,7 +82,7 @@ class Service final : public compiler_gym::CompilerGymService::Service {
   CallStats stats_;
   mutable std::mutex mu_;  // guards the tables below
   std::map<std::string, BenchmarkModel> benchmarks_;
-  size_t added_benchmarks_ = 0;
+  std::map<std::string, size_t> added_bytes_;  // uri -> model file bytes, for added benchmarks
   std::map<int64_t, std::shared_ptr<SessionSlot>> sessions_;
   int64_t next_session_ = 1;
   std::mt19937_64 rng_;
