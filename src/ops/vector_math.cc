@@ -1,0 +1,579 @@
+#include "ops/vector_math.h"
+
+#include <cmath>
+#include <cstring>
+
+// Vector types wider than the baseline ISA appear only inside target-attributed functions.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+namespace kiln::ops {
+namespace {
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define KILN_VM_X86 1
+#else
+#define KILN_VM_X86 0
+#endif
+
+#define KILN_AI __attribute__((always_inline)) inline
+
+// Vectors of VB bytes through compiler vector extensions: inlined into a function with a target
+// attribute, the same body becomes zmm / ymm / xmm code. Selects are bitwise blends (no vector ?:,
+// which clang 14 lacks for these types); integer work is unsigned (wrap-around, no UB).
+template <int VB>
+struct VM {
+  typedef float F __attribute__((vector_size(VB)));
+  typedef uint32_t U __attribute__((vector_size(VB)));
+  typedef int32_t I __attribute__((vector_size(VB)));
+  static constexpr int L = VB / 4;
+
+  static KILN_AI F Splat(float s) { return s - F{}; }  // keeps -0
+  static KILN_AI U SplatU(uint32_t s) { return U{} + s; }
+  static KILN_AI U Bits(F x) { return (U)x; }
+  static KILN_AI F FromBits(U u) { return (F)u; }
+  template <class M>
+  static KILN_AI F Sel(M m, F a, F b) {
+    const U mu = (U)m;
+    return FromBits((Bits(a) & mu) | (Bits(b) & ~mu));
+  }
+  static KILN_AI F Abs(F x) { return FromBits(Bits(x) & 0x7fffffffu); }
+  static KILN_AI F CopySign(F mag, F sgn) {
+    return FromBits((Bits(mag) & 0x7fffffffu) | (Bits(sgn) & 0x80000000u));
+  }
+  static KILN_AI F Load(const float* p) {
+    F v;
+    std::memcpy(&v, p, sizeof(F));
+    return v;
+  }
+  static KILN_AI void Store(float* p, F v) { std::memcpy(p, &v, sizeof(F)); }
+
+  // exp: n = round(x / ln 2) by the 1.5 * 2^23 trick (its low mantissa bits hold n), r = x - n ln 2
+  // in two parts (n * C1 exact), e^r by Cephes expf's polynomial, 2^n applied as 2^(n/2) 2^(n-n/2)
+  // so that a denormal result is rounded once and overflow gives inf.
+  static KILN_AI F Exp(F x) {
+    x = Sel(x > 89.0f, Splat(89.0f), x);
+    x = Sel(x < -104.0f, Splat(-104.0f), x);  // NaN passes both
+    const F magic = Splat(12582912.0f);
+    const F t = x * 1.44269504088896341f + magic;
+    const F n = t - magic;
+    const U nu = Bits(t) - Bits(magic);
+    F r = x - n * 0.693359375f;
+    r = r - n * -2.12194440e-4f;
+    F p = Splat(1.9875691500e-4f);
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * (r * r) + r + 1.0f;
+    const I ni = (I)nu;
+    const I n1 = ni >> 1;
+    const U s1 = (U)n1 + 127u, s2 = (nu - (U)n1) + 127u;
+    return p * FromBits(s1 << 23) * FromBits(s2 << 23);
+  }
+
+  // log: Cephes logf (mantissa in [sqrt(1/2), sqrt(2)), degree-9 polynomial), denormals scaled by
+  // 2^23 first; 0 -> -inf, x < 0 -> NaN, inf -> inf, NaN -> NaN.
+  static KILN_AI F Log(F x0) {
+    const I tiny = x0 < 1.17549435e-38f;
+    const F x = Sel(tiny, x0 * 8388608.0f, x0);
+    const U b = Bits(x);
+    // The exponent as a float: e + 1.5 * 2^23 built from its bits, then the bias taken off.
+    F ef = FromBits(((b >> 23) & 0xffu) + 0x4b400000u) - (12582912.0f + 126.0f);
+    ef = ef - Sel(tiny, Splat(23.0f), F{});
+    F m = FromBits((b & 0x007fffffu) | 0x3f000000u);
+    const I lo = m < 0.707106781186547524f;
+    ef = Sel(lo, ef - 1.0f, ef);
+    m = Sel(lo, m + m - 1.0f, m - 1.0f);
+    const F z = m * m;
+    F y = Splat(7.0376836292e-2f);
+    y = y * m - 1.1514610310e-1f;
+    y = y * m + 1.1676998740e-1f;
+    y = y * m - 1.2420140846e-1f;
+    y = y * m + 1.4249322787e-1f;
+    y = y * m - 1.6668057665e-1f;
+    y = y * m + 2.0000714765e-1f;
+    y = y * m - 2.4999993993e-1f;
+    y = y * m + 3.3333331174e-1f;
+    y = y * m * z;
+    y = y + ef * -2.12194440e-4f;
+    y = y - 0.5f * z;
+    F r = m + y;
+    r = r + ef * 0.693359375f;
+    r = Sel(x0 == INFINITY, Splat(INFINITY), r);
+    r = Sel(x0 == 0.0f, Splat(-INFINITY), r);
+    r = Sel(x0 < 0.0f, Splat(NAN), r);
+    return Sel(x0 != x0, x0, r);
+  }
+
+  // sigmoid through exp(-|x|) (never overflows): 1 / (1 + e) for x >= 0, e / (1 + e) below.
+  static KILN_AI F Sigmoid(F x) {
+    const F e = Exp(-Abs(x));
+    const F d = 1.0f / (e + 1.0f);
+    return Sel(x >= 0.0f, d, e * d);
+  }
+
+  // tanh: Cephes tanhf's odd polynomial below |x| 0.625, 1 - 2 / (e^2|x| + 1) above.
+  static KILN_AI F Tanh(F x) {
+    const F a = Abs(x);
+    const F z = x * x;
+    F p = Splat(-5.70498872745e-3f);
+    p = p * z + 2.06390887954e-2f;
+    p = p * z - 5.37397155531e-2f;
+    p = p * z + 1.33314422036e-1f;
+    p = p * z - 3.33332819422e-1f;
+    const F small = p * z * x + x;
+    const F e = Exp(a + a);
+    const F big = CopySign(1.0f - 2.0f / (e + 1.0f), x);
+    return Sel(a < 0.625f, small, big);
+  }
+
+  // erf: an odd rational x P(x^2) / Q(x^2) on [-4, 4] (Eigen's generic_fast_erf_float), +-1 beyond.
+  static KILN_AI F Erf(F x) {
+    x = Sel(x > 4.0f, Splat(4.0f), x);
+    x = Sel(x < -4.0f, Splat(-4.0f), x);
+    const F x2 = x * x;
+    F p = Splat(-2.72614225801306e-10f);
+    p = p * x2 + 2.77068142495902e-08f;
+    p = p * x2 - 2.10102402082508e-06f;
+    p = p * x2 - 5.69250639462346e-05f;
+    p = p * x2 - 7.34990630326855e-04f;
+    p = p * x2 - 2.95459980854025e-03f;
+    p = p * x2 - 1.60960333262415e-02f;
+    F q = Splat(-1.45660718464996e-05f);
+    q = q * x2 - 2.13374055278905e-04f;
+    q = q * x2 - 1.68282697438203e-03f;
+    q = q * x2 - 7.37332916720468e-03f;
+    q = q * x2 - 1.42647390514189e-02f;
+    return x * (p / q);  // x last: a denormal x is rounded once
+  }
+
+  // sin / cos: n = round(|x| 2 / pi), r = |x| - n pi/2 in three parts (Cephes' split: exact
+  // products for |x| <= 8192), Cephes sinf / cosf polynomials on [-pi/4, pi/4], quadrant from n.
+  // Lanes with !(|x| <= 8192) (large, inf, NaN) are redone by libm in the caller.
+  template <bool kCos>
+  static KILN_AI F SinCos(F x) {
+    const F a = Abs(x);
+    const F magic = Splat(12582912.0f);
+    const F t = a * 0.636619772367581343f + magic;
+    const F n = t - magic;
+    U q = Bits(t) - Bits(magic);
+    if constexpr (kCos) q = q + 1u;
+    F r = a - n * 1.5703125f;
+    r = r - n * 4.837512969970703125e-4f;
+    r = r - n * 7.54978995489188216e-8f;
+    const F z = r * r;
+    F s = Splat(-1.9515295891e-4f);
+    s = s * z + 8.3321608736e-3f;
+    s = s * z - 1.6666654611e-1f;
+    s = s * z * r + r;
+    F c = Splat(2.443315711809948e-5f);
+    c = c * z - 1.388731625493765e-3f;
+    c = c * z + 4.166664568298827e-2f;
+    c = c * z * z - 0.5f * z + 1.0f;
+    F y = Sel((q & 1u) != 0u, c, s);
+    U sign = (q & 2u) << 30;
+    if constexpr (!kCos) sign = sign ^ (Bits(x) & 0x80000000u);
+    return FromBits(Bits(y) ^ sign);
+  }
+};
+
+// Map ops: Apply<VB>(x, params) on one vector; kFix ops also say which lanes libm redoes.
+struct Par {
+  float a = 0, b = 0;
+  bool flag = false;
+};
+
+template <int VB>
+KILN_AI typename VM<VB>::F HardClamp(typename VM<VB>::F t) {
+  using M = VM<VB>;
+  // std::max(0, std::min(1, t)) exactly: min(1, NaN) is 1.
+  const typename M::F m = M::Sel(t < 1.0f, t, M::Splat(1.0f));
+  return M::Sel(m > 0.0f, m, typename M::F{});
+}
+
+// Compare-and-replace: NaN kept, lo > hi gives hi.
+template <int VB>
+KILN_AI typename VM<VB>::F ClipV(typename VM<VB>::F x, float lo, float hi) {
+  using M = VM<VB>;
+  x = M::Sel(x < lo, M::Splat(lo), x);
+  return M::Sel(x > hi, M::Splat(hi), x);
+}
+
+#define KILN_VM_OP(NAME, EXPR)                                 \
+  struct NAME {                                                \
+    static constexpr bool kFix = false;                        \
+    template <int VB>                                          \
+    static KILN_AI typename VM<VB>::F Apply(typename VM<VB>::F x, const Par& p) { \
+      using M [[maybe_unused]] = VM<VB>;                       \
+      (void)p;                                                 \
+      return EXPR;                                             \
+    }                                                          \
+    template <int VB>                                          \
+    static KILN_AI typename VM<VB>::U Served(typename VM<VB>::F) { return {}; } \
+    static float Scalar(float x) { return x; }                 \
+  };
+
+KILN_VM_OP(ExpOp, M::Exp(x))
+KILN_VM_OP(LogOp, M::Log(x))
+KILN_VM_OP(SigmoidOp, M::Sigmoid(x))
+KILN_VM_OP(SwishOp, x * M::Sigmoid(x * p.a))
+KILN_VM_OP(TanhOp, M::Tanh(x))
+KILN_VM_OP(ErfOp, M::Erf(x))
+KILN_VM_OP(GeluTanhOp,
+           0.5f * x * (1.0f + M::Tanh(0.79788456080286535588f * (x + 0.044715f * x * x * x))))
+KILN_VM_OP(ReluOp, M::Sel(x > 0.0f, x, typename M::F{}))
+KILN_VM_OP(LeakyReluOp, M::Sel(x < 0.0f, x * p.a, x))
+KILN_VM_OP(ClipOp, ClipV<VB>(x, p.a, p.b))
+KILN_VM_OP(HardSwishOp, x * HardClamp<VB>(x / 6.0f + 0.5f))
+#undef KILN_VM_OP
+
+// kFix ops: Served(x) is all-ones on the lanes the vector path is accurate for; libm redoes the
+// others (Scalar).
+template <bool kCos>
+struct SinCosOp {
+  static constexpr bool kFix = true;
+  template <int VB>
+  static KILN_AI typename VM<VB>::F Apply(typename VM<VB>::F x, const Par&) {
+    return VM<VB>::template SinCos<kCos>(x);
+  }
+  template <int VB>
+  static KILN_AI typename VM<VB>::U Served(typename VM<VB>::F x) {
+    return (typename VM<VB>::U)(VM<VB>::Abs(x) <= 8192.0f);
+  }
+  static float Scalar(float x) { return kCos ? std::cos(x) : std::sin(x); }
+};
+
+// Below x = -2, 1 + erf(x / sqrt 2) cancels (the vector erf is a few ulp near -1): erfc in double.
+struct GeluErfOp {
+  static constexpr bool kFix = true;
+  template <int VB>
+  static KILN_AI typename VM<VB>::F Apply(typename VM<VB>::F x, const Par&) {
+    return 0.5f * x * (1.0f + VM<VB>::Erf(x * 0.70710678118654752440f));
+  }
+  template <int VB>
+  static KILN_AI typename VM<VB>::U Served(typename VM<VB>::F x) {
+    return (typename VM<VB>::U)(x >= -2.0f);
+  }
+  static float Scalar(float x) {
+    const double d = x;
+    return static_cast<float>(0.5 * d * std::erfc(-d * 0.70710678118654752440));
+  }
+};
+
+struct HardSigmoidOp {
+  static constexpr bool kFix = false;
+  template <int VB>
+  static KILN_AI typename VM<VB>::F Apply(typename VM<VB>::F x, const Par& p) {
+    return HardClamp<VB>(x * p.a + p.b);
+  }
+  static float Scalar(float x) { return x; }
+};
+
+template <int VB, class Op>
+KILN_AI void MapBlock(const float* x, float* y, const Par& p) {
+  using M = VM<VB>;
+  const typename M::F v = M::Load(x);
+  typename M::F r = Op::template Apply<VB>(v, p);
+  if constexpr (Op::kFix) {
+    const typename M::U ok = Op::template Served<VB>(v);
+    uint32_t any = 0;
+    for (int l = 0; l < M::L; ++l) any |= ~ok[l];
+    if (any) {
+      float xs[M::L], ys[M::L];
+      M::Store(xs, v);
+      M::Store(ys, r);
+      for (int l = 0; l < M::L; ++l)
+        if (!ok[l]) ys[l] = Op::Scalar(xs[l]);
+      r = M::Load(ys);
+    }
+  }
+  M::Store(y, r);
+}
+
+template <int VB, class Op>
+KILN_AI void MapBody(const float* x, float* y, int64_t n, const Par& p) {
+  constexpr int L = VM<VB>::L;
+  int64_t i = 0;
+  for (; i + L <= n; i += L) MapBlock<VB, Op>(x + i, y + i, p);
+  if (i < n) {
+    float in[L] = {}, out[L];
+    const size_t rem = static_cast<size_t>(n - i) * sizeof(float);
+    std::memcpy(in, x + i, rem);
+    MapBlock<VB, Op>(in, out, p);
+    std::memcpy(y + i, out, rem);
+  }
+}
+
+template <class Op>
+void MapBase(const float* x, float* y, int64_t n, const Par& p) {
+  MapBody<16, Op>(x, y, n, p);
+}
+#if KILN_VM_X86
+template <class Op>
+__attribute__((target("avx2,fma"))) void MapAvx2(const float* x, float* y, int64_t n,
+                                                  const Par& p) {
+  MapBody<32, Op>(x, y, n, p);
+}
+template <class Op>
+__attribute__((target("avx512f,fma"))) void MapAvx512(const float* x, float* y, int64_t n,
+                                                      const Par& p) {
+  MapBody<64, Op>(x, y, n, p);
+}
+#endif
+
+bool CpuHas(VecIsa isa) {
+#if KILN_VM_X86
+  switch (isa) {
+    case VecIsa::kAvx512:
+      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
+    case VecIsa::kAvx2:
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    default:
+      return true;
+  }
+#else
+  return isa == VecIsa::kBaseline || isa == VecIsa::kAuto;
+#endif
+}
+
+VecIsa Resolve(VecIsa isa) {
+  if (isa == VecIsa::kAuto || !CpuHas(isa)) return VecBestIsa();
+  return isa;
+}
+
+template <class Op>
+void Map(const float* x, float* y, int64_t n, const Par& p, VecIsa isa) {
+  if (n <= 0) return;
+  switch (Resolve(isa)) {
+#if KILN_VM_X86
+    case VecIsa::kAvx512: return MapAvx512<Op>(x, y, n, p);
+    case VecIsa::kAvx2: return MapAvx2<Op>(x, y, n, p);
+#endif
+    default: return MapBase<Op>(x, y, n, p);
+  }
+}
+
+// Binary ops: op is a template argument so each loop is one straight vector body.
+template <VecBinOp kOp, class T>
+KILN_AI T BinOp(T a, T b) {
+  if constexpr (kOp == VecBinOp::kAdd) return a + b;
+  else if constexpr (kOp == VecBinOp::kSub) return a - b;
+  else if constexpr (kOp == VecBinOp::kMul) return a * b;
+  else return a / b;
+}
+
+// mode 0: a[i] op b[i]; 1: s op b[i]; 2: b[i] op s.
+template <int VB, VecBinOp kOp, int kMode>
+KILN_AI void BinBody(const float* a, float s, const float* b, float* o, int64_t n) {
+  using M = VM<VB>;
+  constexpr int L = M::L;
+  const typename M::F sv = M::Splat(s);
+  int64_t i = 0;
+  for (; i + L <= n; i += L) {
+    const typename M::F vb = M::Load(b + i);
+    typename M::F r;
+    if constexpr (kMode == 0) r = BinOp<kOp>(M::Load(a + i), vb);
+    else if constexpr (kMode == 1) r = BinOp<kOp>(sv, vb);
+    else r = BinOp<kOp>(vb, sv);
+    M::Store(o + i, r);
+  }
+  for (; i < n; ++i) {
+    if constexpr (kMode == 0) o[i] = BinOp<kOp>(a[i], b[i]);
+    else if constexpr (kMode == 1) o[i] = BinOp<kOp>(s, b[i]);
+    else o[i] = BinOp<kOp>(b[i], s);
+  }
+}
+
+template <int VB, int kMode>
+KILN_AI void BinSwitch(VecBinOp op, const float* a, float s, const float* b, float* o, int64_t n) {
+  switch (op) {
+    case VecBinOp::kAdd: return BinBody<VB, VecBinOp::kAdd, kMode>(a, s, b, o, n);
+    case VecBinOp::kSub: return BinBody<VB, VecBinOp::kSub, kMode>(a, s, b, o, n);
+    case VecBinOp::kMul: return BinBody<VB, VecBinOp::kMul, kMode>(a, s, b, o, n);
+    case VecBinOp::kDiv: return BinBody<VB, VecBinOp::kDiv, kMode>(a, s, b, o, n);
+  }
+}
+
+template <int kMode>
+void BinBase(VecBinOp op, const float* a, float s, const float* b, float* o, int64_t n) {
+  BinSwitch<16, kMode>(op, a, s, b, o, n);
+}
+#if KILN_VM_X86
+template <int kMode>
+__attribute__((target("avx2,fma"))) void BinAvx2(VecBinOp op, const float* a, float s,
+                                                 const float* b, float* o, int64_t n) {
+  BinSwitch<32, kMode>(op, a, s, b, o, n);
+}
+template <int kMode>
+__attribute__((target("avx512f,fma"))) void BinAvx512(VecBinOp op, const float* a, float s,
+                                                      const float* b, float* o, int64_t n) {
+  BinSwitch<64, kMode>(op, a, s, b, o, n);
+}
+#endif
+
+template <int kMode>
+void Bin(VecBinOp op, const float* a, float s, const float* b, float* o, int64_t n, VecIsa isa) {
+  if (n <= 0) return;
+  switch (Resolve(isa)) {
+#if KILN_VM_X86
+    case VecIsa::kAvx512: return BinAvx512<kMode>(op, a, s, b, o, n);
+    case VecIsa::kAvx2: return BinAvx2<kMode>(op, a, s, b, o, n);
+#endif
+    default: return BinBase<kMode>(op, a, s, b, o, n);
+  }
+}
+
+// Reductions: lane-wise accumulators, then the lanes in index order (deterministic per ISA).
+template <int VB>
+KILN_AI float MaxBody(const float* x, int64_t n) {
+  using M = VM<VB>;
+  constexpr int L = M::L;
+  float m = x[0];
+  int64_t i = 0;
+  if (n >= L) {
+    typename M::F acc = M::Load(x);
+    for (i = L; i + L <= n; i += L) {
+      const typename M::F v = M::Load(x + i);
+      acc = M::Sel(acc < v, v, M::Sel(acc != acc, acc, M::Sel(v != v, v, acc)));
+    }
+    m = acc[0];
+    for (int l = 1; l < L; ++l) m = (m < acc[l] || acc[l] != acc[l]) ? acc[l] : m;
+  }
+  for (; i < n; ++i) m = (m < x[i] || x[i] != x[i]) ? x[i] : m;
+  return m;
+}
+
+template <int VB>
+KILN_AI float ExpSubSumBody(const float* x, float* y, int64_t n, float mx) {
+  using M = VM<VB>;
+  constexpr int L = M::L;
+  typename M::F acc{};
+  int64_t i = 0;
+  for (; i + L <= n; i += L) {
+    const typename M::F e = M::Exp(M::Load(x + i) - mx);
+    acc += e;
+    M::Store(y + i, e);
+  }
+  if (i < n) {
+    float in[L] = {}, out[L];
+    const int rem = static_cast<int>(n - i);
+    std::memcpy(in, x + i, static_cast<size_t>(rem) * sizeof(float));
+    typename M::F e = M::Exp(M::Load(in) - mx);
+    M::Store(out, e);
+    for (int l = rem; l < L; ++l) out[l] = 0.0f;
+    acc += M::Load(out);
+    std::memcpy(y + i, out, static_cast<size_t>(rem) * sizeof(float));
+  }
+  float s = 0.0f;
+  for (int l = 0; l < L; ++l) s += acc[l];
+  return s;
+}
+
+float MaxBase(const float* x, int64_t n) { return MaxBody<16>(x, n); }
+float ExpSubSumBase(const float* x, float* y, int64_t n, float m) {
+  return ExpSubSumBody<16>(x, y, n, m);
+}
+#if KILN_VM_X86
+__attribute__((target("avx2,fma"))) float MaxAvx2(const float* x, int64_t n) {
+  return MaxBody<32>(x, n);
+}
+__attribute__((target("avx512f,fma"))) float MaxAvx512(const float* x, int64_t n) {
+  return MaxBody<64>(x, n);
+}
+__attribute__((target("avx2,fma"))) float ExpSubSumAvx2(const float* x, float* y, int64_t n,
+                                                        float m) {
+  return ExpSubSumBody<32>(x, y, n, m);
+}
+__attribute__((target("avx512f,fma"))) float ExpSubSumAvx512(const float* x, float* y, int64_t n,
+                                                             float m) {
+  return ExpSubSumBody<64>(x, y, n, m);
+}
+#endif
+
+}  // namespace
+
+VecIsa VecBestIsa() {
+  static const VecIsa best = CpuHas(VecIsa::kAvx512) ? VecIsa::kAvx512
+                             : CpuHas(VecIsa::kAvx2) ? VecIsa::kAvx2
+                                                     : VecIsa::kBaseline;
+  return best;
+}
+
+bool VecIsaSupported(VecIsa isa) { return isa == VecIsa::kAuto || CpuHas(isa); }
+
+const char* VecIsaName(VecIsa isa) {
+  switch (isa) {
+    case VecIsa::kAuto: return "auto";
+    case VecIsa::kBaseline: return "baseline";
+    case VecIsa::kAvx2: return "avx2";
+    case VecIsa::kAvx512: return "avx512";
+  }
+  return "?";
+}
+
+void ExpF32(const float* x, float* y, int64_t n, VecIsa isa) { Map<ExpOp>(x, y, n, {}, isa); }
+void LogF32(const float* x, float* y, int64_t n, VecIsa isa) { Map<LogOp>(x, y, n, {}, isa); }
+void SigmoidF32(const float* x, float* y, int64_t n, VecIsa isa) {
+  Map<SigmoidOp>(x, y, n, {}, isa);
+}
+void SwishF32(const float* x, float* y, int64_t n, float alpha, VecIsa isa) {
+  Map<SwishOp>(x, y, n, {alpha, 0, false}, isa);
+}
+void TanhF32(const float* x, float* y, int64_t n, VecIsa isa) { Map<TanhOp>(x, y, n, {}, isa); }
+void ErfF32(const float* x, float* y, int64_t n, VecIsa isa) { Map<ErfOp>(x, y, n, {}, isa); }
+void GeluF32(const float* x, float* y, int64_t n, bool tanh_approx, VecIsa isa) {
+  if (tanh_approx) Map<GeluTanhOp>(x, y, n, {}, isa);
+  else Map<GeluErfOp>(x, y, n, {}, isa);
+}
+void SinF32(const float* x, float* y, int64_t n, VecIsa isa) {
+  Map<SinCosOp<false>>(x, y, n, {}, isa);
+}
+void CosF32(const float* x, float* y, int64_t n, VecIsa isa) {
+  Map<SinCosOp<true>>(x, y, n, {}, isa);
+}
+void ReluF32(const float* x, float* y, int64_t n, VecIsa isa) { Map<ReluOp>(x, y, n, {}, isa); }
+void LeakyReluF32(const float* x, float* y, int64_t n, float alpha, VecIsa isa) {
+  Map<LeakyReluOp>(x, y, n, {alpha, 0, false}, isa);
+}
+void ClipF32(const float* x, float* y, int64_t n, float lo, float hi, VecIsa isa) {
+  Map<ClipOp>(x, y, n, {lo, hi, false}, isa);
+}
+void HardSigmoidF32(const float* x, float* y, int64_t n, float alpha, float beta, VecIsa isa) {
+  Map<HardSigmoidOp>(x, y, n, {alpha, beta, false}, isa);
+}
+void HardSwishF32(const float* x, float* y, int64_t n, VecIsa isa) {
+  Map<HardSwishOp>(x, y, n, {}, isa);
+}
+
+void BinaryF32(VecBinOp op, const float* a, const float* b, float* o, int64_t n, VecIsa isa) {
+  Bin<0>(op, a, 0.0f, b, o, n, isa);
+}
+void BinaryScalarF32(VecBinOp op, float s, const float* b, float* o, int64_t n, bool scalar_first,
+                     VecIsa isa) {
+  if (scalar_first) Bin<1>(op, nullptr, s, b, o, n, isa);
+  else Bin<2>(op, nullptr, s, b, o, n, isa);
+}
+
+float MaxF32(const float* x, int64_t n, VecIsa isa) {
+  switch (Resolve(isa)) {
+#if KILN_VM_X86
+    case VecIsa::kAvx512: return MaxAvx512(x, n);
+    case VecIsa::kAvx2: return MaxAvx2(x, n);
+#endif
+    default: return MaxBase(x, n);
+  }
+}
+
+float ExpSubSumF32(const float* x, float* y, int64_t n, float m, VecIsa isa) {
+  if (n <= 0) return 0.0f;
+  switch (Resolve(isa)) {
+#if KILN_VM_X86
+    case VecIsa::kAvx512: return ExpSubSumAvx512(x, y, n, m);
+    case VecIsa::kAvx2: return ExpSubSumAvx2(x, y, n, m);
+#endif
+    default: return ExpSubSumBase(x, y, n, m);
+  }
+}
+
+}  // namespace kiln::ops

@@ -1,0 +1,60 @@
+// Float32 element-wise math over arrays, with run-time ISA dispatch (AVX-512F, AVX2 + FMA, a
+// baseline build; chosen by __builtin_cpu_supports, no -march). Kernels only: no framework types.
+//
+// Accuracy against libm in double (tests/vector_math_test.cc): exp <= 2 ulp (Cody-Waite reduction,
+// degree-6 polynomial, 2^n applied in two steps so denormal results are rounded once), log <= 2 ulp,
+// sigmoid / tanh / erf / sin / cos a few ulp (sin / cos with |x| > 8192 or non-finite x are done by
+// libm per element). NaN propagates, +-inf and denormals give libm's answers. The cheap maps (Relu,
+// Clip, ...) and Add / Sub / Mul / Div are exact IEEE operations, the same on every path.
+//
+// Every function takes the ISA as a last argument (kAuto: the best this CPU runs); the tests pass
+// each supported one. y may equal x (in place); other overlap is not allowed. Results depend only
+// on the values and the ISA, never on n or alignment (tails run the vector body on a padded copy).
+#pragma once
+
+#include <cstdint>
+
+namespace kiln::ops {
+
+enum class VecIsa { kAuto, kBaseline, kAvx2, kAvx512 };
+
+VecIsa VecBestIsa();
+bool VecIsaSupported(VecIsa isa);
+const char* VecIsaName(VecIsa isa);
+
+void ExpF32(const float* x, float* y, int64_t n, VecIsa isa = VecIsa::kAuto);
+void LogF32(const float* x, float* y, int64_t n, VecIsa isa = VecIsa::kAuto);
+void SigmoidF32(const float* x, float* y, int64_t n, VecIsa isa = VecIsa::kAuto);
+// y = x * sigmoid(alpha * x) (Swish / SiLU).
+void SwishF32(const float* x, float* y, int64_t n, float alpha, VecIsa isa = VecIsa::kAuto);
+void TanhF32(const float* x, float* y, int64_t n, VecIsa isa = VecIsa::kAuto);
+void ErfF32(const float* x, float* y, int64_t n, VecIsa isa = VecIsa::kAuto);
+// y = 0.5 x (1 + erf(x / sqrt 2)), or with tanh_approx 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+void GeluF32(const float* x, float* y, int64_t n, bool tanh_approx, VecIsa isa = VecIsa::kAuto);
+void SinF32(const float* x, float* y, int64_t n, VecIsa isa = VecIsa::kAuto);
+void CosF32(const float* x, float* y, int64_t n, VecIsa isa = VecIsa::kAuto);
+
+// Cheap maps. Relu: x > 0 ? x : 0. LeakyRelu: x < 0 ? alpha x : x. Clip: compare-and-replace
+// (NaN kept; lo > hi gives hi). HardSigmoid: max(0, min(1, alpha x + beta)).
+// HardSwish: x * max(0, min(1, x / 6 + 0.5)).
+void ReluF32(const float* x, float* y, int64_t n, VecIsa isa = VecIsa::kAuto);
+void LeakyReluF32(const float* x, float* y, int64_t n, float alpha, VecIsa isa = VecIsa::kAuto);
+void ClipF32(const float* x, float* y, int64_t n, float lo, float hi, VecIsa isa = VecIsa::kAuto);
+void HardSigmoidF32(const float* x, float* y, int64_t n, float alpha, float beta,
+                    VecIsa isa = VecIsa::kAuto);
+void HardSwishF32(const float* x, float* y, int64_t n, VecIsa isa = VecIsa::kAuto);
+
+enum class VecBinOp { kAdd, kSub, kMul, kDiv };
+// o[i] = a[i] op b[i].
+void BinaryF32(VecBinOp op, const float* a, const float* b, float* o, int64_t n,
+               VecIsa isa = VecIsa::kAuto);
+// o[i] = s op b[i] (scalar_first) or b[i] op s.
+void BinaryScalarF32(VecBinOp op, float s, const float* b, float* o, int64_t n, bool scalar_first,
+                     VecIsa isa = VecIsa::kAuto);
+
+// Row reductions and maps for Softmax / normalization inner loops.
+float MaxF32(const float* x, int64_t n, VecIsa isa = VecIsa::kAuto);  // n >= 1; NaN-propagating
+// y[i] = exp(x[i] - m); returns the sum of the y[i] (accumulated in a fixed lane order).
+float ExpSubSumF32(const float* x, float* y, int64_t n, float m, VecIsa isa = VecIsa::kAuto);
+
+}  // namespace kiln::ops

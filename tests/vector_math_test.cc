@@ -1,0 +1,260 @@
+// The float32 vector math (ops/vector_math.h) against libm in double, on every ISA path this CPU
+// runs (forced through the functions' VecIsa argument): a sweep over the float bit patterns (every
+// sign and exponent, denormals included), dense sweeps over each function's busy range, and the
+// special values (+-0, +-inf, NaN, denormals, overflow / underflow edges, large |x| for sin / cos).
+// Errors are in ulps of the correctly rounded float result, with a small absolute allowance where
+// the function cancels (gelu's left tail, sin / cos near their zeros). Also: tails (every n up to
+// three vectors), in place (y == x), the cheap maps and binary ops bit-exact against scalar code,
+// and the softmax reductions.
+#include <gtest/gtest.h>
+
+#include <cfloat>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ops/vector_math.h"
+
+namespace kiln::ops {
+namespace {
+
+std::vector<VecIsa> RunnableIsas() {
+  std::vector<VecIsa> v;
+  for (VecIsa isa : {VecIsa::kBaseline, VecIsa::kAvx2, VecIsa::kAvx512})
+    if (VecIsaSupported(isa)) v.push_back(isa);
+  return v;
+}
+
+float FromBits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+uint32_t ToBits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+// The inputs every function sees: a stride through all 2^32 bit patterns, dense linear sweeps
+// over [lo, hi], and the special values.
+std::vector<float> Inputs(double lo, double hi) {
+  std::vector<float> v;
+  for (uint64_t u = 0; u < (1ull << 32); u += 4093) v.push_back(FromBits(static_cast<uint32_t>(u)));
+  const int kDense = 200000;
+  for (int i = 0; i <= kDense; ++i) v.push_back(static_cast<float>(lo + (hi - lo) * i / kDense));
+  const float inf = std::numeric_limits<float>::infinity();
+  for (float s : {1.0f, -1.0f}) {
+    for (float x : {0.0f, inf, FLT_MIN, FLT_MAX, FLT_TRUE_MIN, FLT_MIN - FLT_TRUE_MIN, 1e-30f,
+                    1e-7f, 0.5f, 0.625f, 1.0f, 2.0f, 4.0f, 9.0f, 10.0f, 20.0f, 87.0f, 87.33f,
+                    88.0f, 88.72f, 88.7228394f, 88.73f, 89.0f, 100.0f, 103.9f, 104.0f, 150.0f,
+                    3.14159265f, 1.57079633f, 8191.0f, 8192.0f, 8193.0f, 1e5f, 1e10f, 3e38f})
+      v.push_back(s * x);
+  }
+  v.push_back(std::numeric_limits<float>::quiet_NaN());
+  v.push_back(-std::numeric_limits<float>::quiet_NaN());
+  return v;
+}
+
+// ulps of |y - ref| at the float nearest ref (denormal spacing below FLT_MIN).
+double UlpError(float y, double ref) {
+  if (std::isnan(ref)) return std::isnan(y) ? 0 : 1e30;
+  if (std::isnan(y)) return 1e30;
+  const float fr = static_cast<float>(ref);
+  if (std::isinf(fr) || std::isinf(y)) {
+    if (y == fr) return 0;
+    // A result at the overflow edge may round either way.
+    if (std::fabs(ref) > FLT_MAX * 0.999999 && (std::isinf(y) || std::fabs(y) == FLT_MAX)) return 1;
+    return 1e30;
+  }
+  const double a = std::fabs(static_cast<double>(fr));
+  const double ulp = a < FLT_MIN ? std::ldexp(1.0, -149) : std::ldexp(1.0, std::ilogb(a) - 23);
+  return std::fabs(static_cast<double>(y) - ref) / ulp;
+}
+
+struct Case {
+  const char* name;
+  std::function<void(const float*, float*, int64_t, VecIsa)> fn;
+  std::function<double(double)> ref;
+  double lo, hi;     // the dense sweep
+  double max_ulp;    // allowed error in ulps ...
+  double abs_tol;    // ... or in absolute terms
+};
+
+std::vector<Case> Cases() {
+  return {
+      {"exp", [](const float* x, float* y, int64_t n, VecIsa i) { ExpF32(x, y, n, i); },
+       [](double x) { return std::exp(x); }, -105, 90, 2, 0},
+      {"log", [](const float* x, float* y, int64_t n, VecIsa i) { LogF32(x, y, n, i); },
+       [](double x) { return std::log(x); }, 0, 10, 2, 0},
+      {"sigmoid", [](const float* x, float* y, int64_t n, VecIsa i) { SigmoidF32(x, y, n, i); },
+       [](double x) { return 1 / (1 + std::exp(-x)); }, -110, 30, 3, 0},
+      {"swish", [](const float* x, float* y, int64_t n, VecIsa i) { SwishF32(x, y, n, 1.5f, i); },
+       [](double x) { return x / (1 + std::exp(-static_cast<double>(1.5f * static_cast<float>(x)))); },
+       -80, 30, 4, 1e-37},
+      {"tanh", [](const float* x, float* y, int64_t n, VecIsa i) { TanhF32(x, y, n, i); },
+       [](double x) { return std::tanh(x); }, -10, 10, 3, 0},
+      {"erf", [](const float* x, float* y, int64_t n, VecIsa i) { ErfF32(x, y, n, i); },
+       [](double x) { return std::erf(x); }, -5, 5, 8, 0},
+      {"gelu", [](const float* x, float* y, int64_t n, VecIsa i) { GeluF32(x, y, n, false, i); },
+       [](double x) { return 0.5 * x * std::erfc(-x / std::sqrt(2.0)); }, -12, 12, 4, 2e-7},
+      {"gelu_tanh",
+       [](const float* x, float* y, int64_t n, VecIsa i) { GeluF32(x, y, n, true, i); },
+       [](double x) {
+         return 0.5 * x * (1 + std::tanh(std::sqrt(2 / 3.14159265358979323846) * (x + 0.044715 * x * x * x)));
+       },
+       -12, 12, 4, 5e-7},
+      {"sin", [](const float* x, float* y, int64_t n, VecIsa i) { SinF32(x, y, n, i); },
+       [](double x) { return std::sin(x); }, -100, 100, 2, 1e-9},
+      {"cos", [](const float* x, float* y, int64_t n, VecIsa i) { CosF32(x, y, n, i); },
+       [](double x) { return std::cos(x); }, -100, 100, 2, 1e-9},
+  };
+}
+
+TEST(VectorMath, AgainstLibm) {
+  for (const Case& c : Cases()) {
+    const std::vector<float> x = Inputs(c.lo, c.hi);
+    std::vector<float> y(x.size());
+    for (VecIsa isa : RunnableIsas()) {
+      c.fn(x.data(), y.data(), static_cast<int64_t>(x.size()), isa);
+      double worst = 0;
+      float worst_x = 0;
+      int bad = 0;
+      for (size_t i = 0; i < x.size(); ++i) {
+        const double ref = c.ref(static_cast<double>(x[i]));
+        const double e = UlpError(y[i], ref);
+        const bool ok = e <= c.max_ulp ||
+                        (!std::isnan(ref) && std::fabs(static_cast<double>(y[i]) - ref) <= c.abs_tol);
+        if (e > worst && (e <= c.max_ulp || !ok)) {
+          worst = e;
+          worst_x = x[i];
+        }
+        if (!ok && ++bad <= 5)
+          ADD_FAILURE() << c.name << " [" << VecIsaName(isa) << "] x=" << x[i] << " (0x" << std::hex
+                        << ToBits(x[i]) << std::dec << ") got " << y[i] << " want " << ref
+                        << " (" << e << " ulp)";
+      }
+      std::printf("%-10s %-8s max %.2f ulp (x=%g)%s\n", c.name, VecIsaName(isa), worst, worst_x,
+                  bad ? " FAILED" : "");
+    }
+  }
+}
+
+// Every n up to three vectors of the widest ISA, offsets 0..3: each element's result is the same
+// as in one big call (no dependence on position or n), and in place gives the same bits.
+TEST(VectorMath, TailsAndInPlace) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> d(-20.0f, 20.0f);
+  std::vector<float> x(60);
+  for (float& v : x) v = d(rng);
+  for (const Case& c : Cases()) {
+    for (VecIsa isa : RunnableIsas()) {
+      std::vector<float> full(x.size());
+      c.fn(x.data(), full.data(), static_cast<int64_t>(x.size()), isa);
+      for (int off = 0; off < 4; ++off) {
+        for (int n = 0; n + off <= 52; ++n) {
+          std::vector<float> y(64, -7.0f), z(x.begin(), x.end());
+          c.fn(x.data() + off, y.data(), n, isa);
+          c.fn(z.data() + off, z.data() + off, n, isa);
+          for (int i = 0; i < n; ++i) {
+            ASSERT_EQ(ToBits(y[i]), ToBits(full[off + i])) << c.name << " n=" << n << " i=" << i;
+            ASSERT_EQ(ToBits(z[off + i]), ToBits(full[off + i])) << c.name << " in place";
+          }
+          ASSERT_EQ(y[n], -7.0f) << c.name << " wrote past n=" << n;
+        }
+      }
+    }
+  }
+}
+
+// The cheap maps and binary ops: bit-identical to the scalar formulas of the op code (HardSigmoid
+// may contract alpha x + beta into an FMA: 1e-7 absolute).
+TEST(VectorMath, CheapMapsAndBinary) {
+  std::vector<float> x = Inputs(-8, 8);
+  x.resize(x.size() - x.size() % 7 + 5);  // an odd tail
+  const int64_t n = static_cast<int64_t>(x.size());
+  std::vector<float> b(x.rbegin(), x.rend());
+  std::vector<float> y(x.size());
+  auto same = [](float a, float e) { return ToBits(a) == ToBits(e) || (a != a && e != e); };
+  for (VecIsa isa : RunnableIsas()) {
+    SCOPED_TRACE(VecIsaName(isa));
+    ReluF32(x.data(), y.data(), n, isa);
+    for (int64_t i = 0; i < n; ++i) ASSERT_TRUE(same(y[i], x[i] > 0 ? x[i] : 0.0f)) << x[i];
+    LeakyReluF32(x.data(), y.data(), n, 0.1f, isa);
+    for (int64_t i = 0; i < n; ++i) ASSERT_TRUE(same(y[i], x[i] < 0 ? 0.1f * x[i] : x[i])) << x[i];
+    for (auto [lo, hi] : {std::pair{-1.0f, 6.0f}, std::pair{0.0f, 6.0f}, std::pair{3.0f, 1.0f}}) {
+      ClipF32(x.data(), y.data(), n, lo, hi, isa);
+      for (int64_t i = 0; i < n; ++i) {
+        float v = x[i];
+        if (v < lo) v = lo;
+        if (v > hi) v = hi;
+        ASSERT_TRUE(same(y[i], v)) << x[i];
+      }
+    }
+    HardSigmoidF32(x.data(), y.data(), n, 0.2f, 0.5f, isa);
+    for (int64_t i = 0; i < n; ++i) {
+      const float e = std::max(0.0f, std::min(1.0f, 0.2f * x[i] + 0.5f));
+      ASSERT_TRUE(same(y[i], e) || std::fabs(y[i] - e) <= 1e-7f) << x[i];
+    }
+    HardSwishF32(x.data(), y.data(), n, isa);
+    for (int64_t i = 0; i < n; ++i) {
+      const float e = x[i] * std::max(0.0f, std::min(1.0f, x[i] / 6.0f + 0.5f));
+      ASSERT_TRUE(same(y[i], e) || UlpError(y[i], e) <= 1) << x[i];
+    }
+    for (VecBinOp op : {VecBinOp::kAdd, VecBinOp::kSub, VecBinOp::kMul, VecBinOp::kDiv}) {
+      auto f = [op](float p, float q) {
+        switch (op) {
+          case VecBinOp::kAdd: return p + q;
+          case VecBinOp::kSub: return p - q;
+          case VecBinOp::kMul: return p * q;
+          default: return p / q;
+        }
+      };
+      BinaryF32(op, x.data(), b.data(), y.data(), n, isa);
+      for (int64_t i = 0; i < n; ++i) ASSERT_TRUE(same(y[i], f(x[i], b[i])));
+      BinaryScalarF32(op, 1.7f, b.data(), y.data(), n, true, isa);
+      for (int64_t i = 0; i < n; ++i) ASSERT_TRUE(same(y[i], f(1.7f, b[i])));
+      BinaryScalarF32(op, 1.7f, b.data(), y.data(), n, false, isa);
+      for (int64_t i = 0; i < n; ++i) ASSERT_TRUE(same(y[i], f(b[i], 1.7f)));
+      std::vector<float> z = x;  // in place over the first operand
+      BinaryF32(op, z.data(), b.data(), z.data(), n, isa);
+      for (int64_t i = 0; i < n; ++i) ASSERT_TRUE(same(z[i], f(x[i], b[i])));
+    }
+  }
+}
+
+TEST(VectorMath, SoftmaxReductions) {
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> d(-30.0f, 30.0f);
+  for (VecIsa isa : RunnableIsas()) {
+    for (int n : {1, 2, 7, 15, 16, 17, 33, 100, 1000}) {
+      std::vector<float> x(n), y(n);
+      for (float& v : x) v = d(rng);
+      float m = x[0];
+      for (float v : x) m = std::max(m, v);
+      ASSERT_EQ(MaxF32(x.data(), n, isa), m);
+      const float s = ExpSubSumF32(x.data(), y.data(), n, m, isa);
+      double ref = 0;
+      for (int i = 0; i < n; ++i) {
+        const double e = std::exp(static_cast<double>(x[i]) - m);
+        ref += e;
+        ASSERT_LE(UlpError(y[i], static_cast<double>(static_cast<float>(x[i] - m)) == x[i] - m
+                                     ? std::exp(static_cast<double>(x[i] - m))
+                                     : e),
+                  2);
+      }
+      ASSERT_NEAR(s, ref, ref * 1e-6);
+      // NaN propagates through the max.
+      x[n / 2] = std::numeric_limits<float>::quiet_NaN();
+      ASSERT_TRUE(std::isnan(MaxF32(x.data(), n, isa))) << n;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kiln::ops
