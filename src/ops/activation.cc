@@ -2,18 +2,27 @@
 #include <cmath>
 
 #include "ops/elementwise_kernels.h"
+#include "ops/vector_math.h"
 
 namespace kiln::ops {
 namespace {
 
-// Registers y = f(x) where `make(node)` builds f from the node's attributes.
+// The float32 vector kernel of an activation: fn(node, x, y, n) (ops/vector_math.h).
+using VecActFn = void (*)(const ir::Node&, const float*, float*, int64_t);
+
+// Registers y = f(x) where `make(node)` builds f from the node's attributes; float32 runs `vf`
+// when given.
 template <unsigned Groups, class Make>
-void RegAct(OpRegistry& r, const char* name, Make make) {
+void RegAct(OpRegistry& r, const char* name, Make make, VecActFn vf = nullptr) {
   r.Register(
       name, [](InferContext& ctx) { return InferUnary(ctx, Groups); },
-      [make](ComputeContext& ctx) -> Status {
+      [make, vf](ComputeContext& ctx) -> Status {
         const Tensor& x = ctx.input(0);
         Tensor& y = ctx.output(0);
+        if (vf && x.dtype() == DType::kFloat32) {
+          vf(ctx.node(), x.data<float>(), y.data<float>(), x.size());
+          return OkStatus();
+        }
         auto f = make(ctx.node());
         Dispatch<Groups>(x.dtype(), [&]<class T>() {
           UnaryLoop<T, T>(x.data<T>(), y.data<T>(), x.size(), f);
@@ -39,10 +48,12 @@ V Softplus(V x) {
 void RegisterPointwise(OpRegistry& r) {
   RegAct<kNumericTypes>(r, "Relu", [](const ir::Node&) {
     return []<class V>(V x) -> V { return x > V(0) ? x : V(0); };
-  });
+  }, [](const ir::Node&, const float* x, float* y, int64_t n) { ReluF32(x, y, n); });
   RegAct<kFloatTypes>(r, "LeakyRelu", [](const ir::Node& n) {
     float alpha = n.attr_float("alpha", 0.01f);
     return [alpha]<class V>(V x) -> V { return x < V(0) ? V(alpha) * x : x; };
+  }, [](const ir::Node& n, const float* x, float* y, int64_t len) {
+    LeakyReluF32(x, y, len, n.attr_float("alpha", 0.01f));
   });
   RegAct<kFloatTypes>(r, "Elu", [](const ir::Node& n) {
     float alpha = n.attr_float("alpha", 1.0f);
@@ -63,18 +74,20 @@ void RegisterPointwise(OpRegistry& r) {
   });
   RegAct<kFloatTypes>(r, "Sigmoid", [](const ir::Node&) {
     return []<class V>(V x) -> V { return Sigmoid(x); };
-  });
+  }, [](const ir::Node&, const float* x, float* y, int64_t n) { SigmoidF32(x, y, n); });
   RegAct<kFloatTypes>(r, "HardSigmoid", [](const ir::Node& n) {
     float alpha = n.attr_float("alpha", 0.2f), beta = n.attr_float("beta", 0.5f);
     return [alpha, beta]<class V>(V x) -> V {
       return std::max(V(0), std::min(V(1), V(alpha) * x + V(beta)));
     };
+  }, [](const ir::Node& n, const float* x, float* y, int64_t len) {
+    HardSigmoidF32(x, y, len, n.attr_float("alpha", 0.2f), n.attr_float("beta", 0.5f));
   });
   RegAct<kFloatTypes>(r, "HardSwish", [](const ir::Node&) {
     return []<class V>(V x) -> V {
       return x * std::max(V(0), std::min(V(1), x / V(6) + V(0.5)));
     };
-  });
+  }, [](const ir::Node&, const float* x, float* y, int64_t n) { HardSwishF32(x, y, n); });
   RegAct<kFloatTypes>(r, "Softplus", [](const ir::Node&) {
     return []<class V>(V x) -> V { return Softplus(x); };
   });
@@ -101,6 +114,8 @@ void RegisterPointwise(OpRegistry& r) {
   RegAct<kFloatTypes>(r, "Swish", [](const ir::Node& n) {
     float alpha = n.attr_float("alpha", 1.0f);
     return [alpha]<class V>(V x) -> V { return x * Sigmoid(V(alpha) * x); };
+  }, [](const ir::Node& n, const float* x, float* y, int64_t len) {
+    SwishF32(x, y, len, n.attr_float("alpha", 1.0f));
   });
 
   r.Register(
@@ -115,6 +130,10 @@ void RegisterPointwise(OpRegistry& r) {
         const Tensor& x = ctx.input(0);
         Tensor& y = ctx.output(0);
         const bool tanh_approx = ctx.node().attr_string("approximate", "none") == "tanh";
+        if (x.dtype() == DType::kFloat32) {
+          GeluF32(x.data<float>(), y.data<float>(), x.size(), tanh_approx);
+          return OkStatus();
+        }
         Dispatch<kFloatTypes>(x.dtype(), [&]<class T>() {
           using V = Acc<T>;
           if (tanh_approx) {
@@ -266,6 +285,23 @@ void SoftmaxBlock(const T* x, T* y, int64_t len, int64_t inner, SoftKind kind,
   }
 }
 
+// Float32 rows along the last axis (inner == 1) with the vector kernels: max, exp(x - max) and
+// its sum, then a scale (Softmax) or x - (max + log sum) (LogSoftmax, exps in scratch so that
+// y may alias x).
+void SoftmaxRowsF32(const float* x, float* y, int64_t rows, int64_t len, SoftKind kind) {
+  std::vector<float> scratch(kind == SoftKind::kLogSoftmax ? static_cast<size_t>(len) : 0);
+  for (int64_t r = 0; r < rows; ++r, x += len, y += len) {
+    const float m = MaxF32(x, len);
+    if (kind == SoftKind::kSoftmax) {
+      const float sum = ExpSubSumF32(x, y, len, m);
+      BinaryScalarF32(VecBinOp::kMul, 1.0f / sum, y, y, len, true);
+    } else {
+      const float sum = ExpSubSumF32(x, scratch.data(), len, m);
+      BinaryScalarF32(VecBinOp::kSub, m + std::log(sum), x, y, len, false);
+    }
+  }
+}
+
 void RegSoft(OpRegistry& r, const char* name, SoftKind kind) {
   r.Register(
       name,
@@ -284,6 +320,10 @@ void RegSoft(OpRegistry& r, const char* name, SoftKind kind) {
         std::string err;
         if (!SplitAxis(ctx.node(), ctx.opset(), x.dims(), &s, &err).ok()) return ctx.error(err);
         if (x.size() == 0) return OkStatus();
+        if (x.dtype() == DType::kFloat32 && s.inner == 1 && kind != SoftKind::kHardmax) {
+          SoftmaxRowsF32(x.data<float>(), y.data<float>(), s.outer, s.len, kind);
+          return OkStatus();
+        }
         Dispatch<kFloatTypes>(x.dtype(), [&]<class T>() {
           std::vector<Acc<T>> buf;
           const int64_t block = s.len * s.inner;

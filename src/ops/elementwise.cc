@@ -3,41 +3,72 @@
 #include <cmath>
 
 #include "ops/elementwise_kernels.h"
+#include "ops/vector_math.h"
 
 namespace kiln::ops {
 namespace {
 
 constexpr unsigned kFloatAndSigned = kFloatTypes | kSignedIntTypes;
 
-// Registers a same-dtype unary op: y = f(x) computed in Acc<T>.
+using VecUnaryFn = void (*)(const float*, float*, int64_t, VecIsa);
+
+// Registers a same-dtype unary op: y = f(x) computed in Acc<T>; float32 runs `vf` when given.
 template <unsigned Groups, class F>
-void RegUnary(OpRegistry& r, const char* name, F f) {
+void RegUnary(OpRegistry& r, const char* name, F f, VecUnaryFn vf = nullptr) {
   r.Register(
       name, [](InferContext& ctx) { return InferUnary(ctx, Groups); },
-      [f](ComputeContext& ctx) -> Status {
+      [f, vf](ComputeContext& ctx) -> Status {
         const Tensor& x = ctx.input(0);
         Tensor& y = ctx.output(0);
         Dispatch<Groups>(x.dtype(), [&]<class T>() {
+          if constexpr (std::is_same_v<T, float>) {
+            if (vf) {
+              vf(x.data<float>(), y.data<float>(), x.size(), VecIsa::kAuto);
+              return;
+            }
+          }
           UnaryLoop<T, T>(x.data<T>(), y.data<T>(), x.size(), f);
         });
         return OkStatus();
       });
 }
 
+// Float32 rows of Add / Sub / Mul / Div through the vector kernels (the same IEEE operations).
+struct VecRows {
+  VecBinOp op;
+  void same(const float* a, const float* b, float* o, int64_t n) const {
+    BinaryF32(op, a, b, o, n);
+  }
+  void scalar_a(float s, const float* b, float* o, int64_t n) const {
+    BinaryScalarF32(op, s, b, o, n, true);
+  }
+  void scalar_b(float s, const float* a, float* o, int64_t n) const {
+    BinaryScalarF32(op, s, a, o, n, false);
+  }
+};
+
 // Registers a broadcasting binary op over one dtype; the output is that dtype or bool.
 template <unsigned Groups, bool kBoolOut, class F>
-void RegBinary(OpRegistry& r, const char* name, F f) {
+void RegBinary(OpRegistry& r, const char* name, F f, const VecBinOp* vop = nullptr) {
   r.Register(
       name,
       [](InferContext& ctx) {
         return InferBinary(ctx, Groups, kBoolOut ? DType::kBool : DType::kUndefined);
       },
-      [f](ComputeContext& ctx) -> Status {
+      [f, vop](ComputeContext& ctx) -> Status {
         const Tensor& a = ctx.input(0);
         const Tensor& b = ctx.input(1);
         const Dims bd = LegacyBroadcastDims(ctx.node(), ctx.opset(), a.dims(), b.dims());
         Dispatch<Groups>(a.dtype(), [&]<class T>() {
           using R = std::conditional_t<kBoolOut, bool, T>;
+          if constexpr (std::is_same_v<T, float> && !kBoolOut) {
+            if (vop) {
+              Tensor& o = ctx.output(0);
+              BinaryLoopRows<float, float, float>(a.data<float>(), a.dims(), b.data<float>(), bd,
+                                                  o.data<float>(), o.dims(), f, VecRows{*vop});
+              return;
+            }
+          }
           BinaryLoop<T, T, R>(a, b, ctx.output(0), f, &bd);
         });
         return OkStatus();
@@ -69,21 +100,21 @@ void RegisterUnaryMath(OpRegistry& r) {
   // nearbyint in the default rounding mode rounds half to even, as the spec asks.
   RegUnary<kFloatTypes>(r, "Round", []<class V>(V x) -> V { return std::nearbyint(x); });
   RegUnary<kFloatTypes>(r, "Sqrt", []<class V>(V x) -> V { return std::sqrt(x); });
-  RegUnary<kFloatTypes>(r, "Exp", []<class V>(V x) -> V { return std::exp(x); });
-  RegUnary<kFloatTypes>(r, "Log", []<class V>(V x) -> V { return std::log(x); });
-  RegUnary<kFloatTypes>(r, "Sin", []<class V>(V x) -> V { return std::sin(x); });
-  RegUnary<kFloatTypes>(r, "Cos", []<class V>(V x) -> V { return std::cos(x); });
+  RegUnary<kFloatTypes>(r, "Exp", []<class V>(V x) -> V { return std::exp(x); }, ExpF32);
+  RegUnary<kFloatTypes>(r, "Log", []<class V>(V x) -> V { return std::log(x); }, LogF32);
+  RegUnary<kFloatTypes>(r, "Sin", []<class V>(V x) -> V { return std::sin(x); }, SinF32);
+  RegUnary<kFloatTypes>(r, "Cos", []<class V>(V x) -> V { return std::cos(x); }, CosF32);
   RegUnary<kFloatTypes>(r, "Tan", []<class V>(V x) -> V { return std::tan(x); });
   RegUnary<kFloatTypes>(r, "Asin", []<class V>(V x) -> V { return std::asin(x); });
   RegUnary<kFloatTypes>(r, "Acos", []<class V>(V x) -> V { return std::acos(x); });
   RegUnary<kFloatTypes>(r, "Atan", []<class V>(V x) -> V { return std::atan(x); });
   RegUnary<kFloatTypes>(r, "Sinh", []<class V>(V x) -> V { return std::sinh(x); });
   RegUnary<kFloatTypes>(r, "Cosh", []<class V>(V x) -> V { return std::cosh(x); });
-  RegUnary<kFloatTypes>(r, "Tanh", []<class V>(V x) -> V { return std::tanh(x); });
+  RegUnary<kFloatTypes>(r, "Tanh", []<class V>(V x) -> V { return std::tanh(x); }, TanhF32);
   RegUnary<kFloatTypes>(r, "Asinh", []<class V>(V x) -> V { return std::asinh(x); });
   RegUnary<kFloatTypes>(r, "Acosh", []<class V>(V x) -> V { return std::acosh(x); });
   RegUnary<kFloatTypes>(r, "Atanh", []<class V>(V x) -> V { return std::atanh(x); });
-  RegUnary<kFloatTypes>(r, "Erf", []<class V>(V x) -> V { return std::erf(x); });
+  RegUnary<kFloatTypes>(r, "Erf", []<class V>(V x) -> V { return std::erf(x); }, ErfF32);
   RegUnary<kBoolType>(r, "Not", [](bool x) { return !x; });
   RegUnary<kIntTypes>(r, "BitwiseNot", []<class V>(V x) -> V { return static_cast<V>(~x); });
 
@@ -147,23 +178,26 @@ V IntFmod(V a, V b) {
   return static_cast<V>(a % b);
 }
 
+constexpr VecBinOp kVecAdd = VecBinOp::kAdd, kVecSub = VecBinOp::kSub,
+                   kVecMul = VecBinOp::kMul, kVecDiv = VecBinOp::kDiv;
+
 void RegisterArithmetic(OpRegistry& r) {
   RegBinary<kNumericTypes, false>(r, "Add", []<class V>(V a, V b) -> V {
     if constexpr (std::is_integral_v<V>) return WrapAdd(a, b);
     else return a + b;
-  });
+  }, &kVecAdd);
   RegBinary<kNumericTypes, false>(r, "Sub", []<class V>(V a, V b) -> V {
     if constexpr (std::is_integral_v<V>) return WrapSub(a, b);
     else return a - b;
-  });
+  }, &kVecSub);
   RegBinary<kNumericTypes, false>(r, "Mul", []<class V>(V a, V b) -> V {
     if constexpr (std::is_integral_v<V>) return WrapMul(a, b);
     else return a * b;
-  });
+  }, &kVecMul);
   RegBinary<kNumericTypes, false>(r, "Div", []<class V>(V a, V b) -> V {
     if constexpr (std::is_integral_v<V>) return IntDiv(a, b);
     else return a / b;
-  });
+  }, &kVecDiv);
 
   r.Register(
       "Mod",

@@ -105,20 +105,35 @@ inline void BinaryScalar(Acc<TS> s, const TB* __restrict b, R* __restrict o, int
   for (; i < n; ++i) o[i] = static_cast<R>(g(static_cast<Acc<TB>>(b[i])));
 }
 
-// out = f(a, b) with numpy broadcasting of a and b to `od`. Same-shape and scalar operands get
-// contiguous loops; anything else walks the broadcast strides.
+// The contiguous row loops BinaryLoop runs: same(a, b, o, n), scalar_a(s, b, o, n) for
+// o = f(s, b[i]) and scalar_b(s, a, o, n) for o = f(a[i], s). The default ones are the scalar loops
+// above; ops with vector kernels (ops/vector_math.h) pass their own.
 template <class TA, class TB, class R, class F>
-inline void BinaryLoop(const TA* a, const Dims& ad, const TB* b, const Dims& bd, R* o,
-                       const Dims& od, F&& f) {
+struct ScalarRows {
+  F& f;
+  void same(const TA* a, const TB* b, R* o, int64_t n) const { BinarySame<TA, TB, R>(a, b, o, n, f); }
+  void scalar_a(Acc<TA> s, const TB* b, R* o, int64_t n) const {
+    BinaryScalar<true, TA, TB, R>(s, b, o, n, f);
+  }
+  void scalar_b(Acc<TB> s, const TA* a, R* o, int64_t n) const {
+    BinaryScalar<false, TB, TA, R>(s, a, o, n, f);
+  }
+};
+
+// out = f(a, b) with numpy broadcasting of a and b to `od`. Same-shape and scalar operands get
+// contiguous row loops (`rows`); anything else walks the broadcast strides with f.
+template <class TA, class TB, class R, class F, class Rows>
+inline void BinaryLoopRows(const TA* a, const Dims& ad, const TB* b, const Dims& bd, R* o,
+                           const Dims& od, F&& f, const Rows& rows) {
   const int64_t n = NumElements(od);
   const int64_t na = NumElements(ad), nb = NumElements(bd);
   // Equal element counts imply equal layouts: broadcasting can only grow size-1 axes.
   if (na == n && nb == n) {
-    BinarySame<TA, TB, R>(a, b, o, n, f);
+    rows.same(a, b, o, n);
   } else if (na == 1 && nb == n) {
-    BinaryScalar<true, TA, TB, R>(static_cast<Acc<TA>>(a[0]), b, o, n, f);
+    rows.scalar_a(static_cast<Acc<TA>>(a[0]), b, o, n);
   } else if (nb == 1 && na == n) {
-    BinaryScalar<false, TB, TA, R>(static_cast<Acc<TB>>(b[0]), a, o, n, f);
+    rows.scalar_b(static_cast<Acc<TB>>(b[0]), a, o, n);
   } else if (n > 0) {
     // Merge adjacent axes that both operands walk contiguously (or both broadcast), so that
     // e.g. a per-channel bias over NCHW becomes rows of H*W with a scalar operand.
@@ -149,11 +164,11 @@ inline void BinaryLoop(const TA* a, const Dims& ad, const TB* b, const Dims& bd,
     for (int64_t base = 0; base < n; base += inner) {
       R* row = o + base;
       if (ia == 1 && ib == 1) {
-        BinarySame<TA, TB, R>(a + oa, b + ob, row, inner, f);
+        rows.same(a + oa, b + ob, row, inner);
       } else if (ia == 0 && ib == 1) {
-        BinaryScalar<true, TA, TB, R>(static_cast<Acc<TA>>(a[oa]), b + ob, row, inner, f);
+        rows.scalar_a(static_cast<Acc<TA>>(a[oa]), b + ob, row, inner);
       } else if (ia == 1 && ib == 0) {
-        BinaryScalar<false, TB, TA, R>(static_cast<Acc<TB>>(b[ob]), a + oa, row, inner, f);
+        rows.scalar_b(static_cast<Acc<TB>>(b[ob]), a + oa, row, inner);
       } else {
         for (int64_t j = 0; j < inner; ++j)
           row[j] = static_cast<R>(
@@ -169,6 +184,12 @@ inline void BinaryLoop(const TA* a, const Dims& ad, const TB* b, const Dims& bd,
       }
     }
   }
+}
+
+template <class TA, class TB, class R, class F>
+inline void BinaryLoop(const TA* a, const Dims& ad, const TB* b, const Dims& bd, R* o,
+                       const Dims& od, F&& f) {
+  BinaryLoopRows<TA, TB, R>(a, ad, b, bd, o, od, f, ScalarRows<TA, TB, R, F>{f});
 }
 
 // The tensor form; `bd` overrides b's dims (legacy axis broadcasting) when given.

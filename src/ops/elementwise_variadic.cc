@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "ops/elementwise_kernels.h"
+#include "ops/vector_math.h"
 
 namespace kiln::ops {
 namespace {
@@ -211,6 +212,10 @@ void RegisterClip(OpRegistry& r) {
               hi = static_cast<V>(ctx.input(2).data<T>()[0]);
           }
           // Compare-and-replace keeps NaN; min > max yields max everywhere, as numpy.clip does.
+          if constexpr (std::is_same_v<T, float>) {
+            ClipF32(x.data<float>(), out.data<float>(), x.size(), lo, hi);
+            return;
+          }
           UnaryLoop<T, T>(x.data<T>(), out.data<T>(), x.size(), [lo, hi](V v) {
             if (v < lo) v = lo;
             if (v > hi) v = hi;
