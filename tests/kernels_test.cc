@@ -2,19 +2,28 @@
 // odd shapes and tails of every register tile, K = 1 and K = 0, several k / n blocks, transposed
 // and padded operands, accumulate on and off, alpha, threads 1..3, and every micro-kernel ISA
 // this CPU can run (forced through the kernels' GemmIsa argument). Results must also be
-// bit-identical across thread counts.
+// bit-identical across thread counts. The thread pool: every index once, the chunk boundaries,
+// at most `threads` threads per call, nested and concurrent calls, and a pool after fork().
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <array>
+#include <atomic>
 #include <cmath>
 #include <cstring>
+#include <mutex>
 #include <random>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ops/conv_depthwise.h"
 #include "ops/conv_gemm.h"
 #include "ops/gemm_kernels.h"
 #include "ops/matmul_gemm.h"
+#include "ops/thread_pool.h"
 
 namespace kiln::ops {
 namespace {
@@ -280,6 +289,128 @@ TEST(DepthwiseConv, F64AndRectangular) {
   r.OH = (11 + 2 - 3) / 2 + 1;
   r.OW = (13 + 4 - 5) / 1 + 1;
   CheckDepthwise<float>(r, true, rng);
+}
+
+// Every index of [0, n) once, in min(threads, n) chunks [c * n / t, (c + 1) * n / t), on at most
+// `threads` distinct threads, for threads 1..4.
+TEST(ThreadPool, SumsChunksAndThreadCounts) {
+  for (int threads = 1; threads <= 4; ++threads) {
+    for (int64_t n : {0, 1, 2, 3, 4, 5, 7, 64, 1000, 100003}) {
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+      std::mutex mu;
+      std::set<std::pair<int64_t, int64_t>> chunks;
+      std::set<std::thread::id> ids;
+      std::atomic<int64_t> sum{0};
+      ParallelFor(threads, n, [&](int64_t b, int64_t e) {
+        int64_t local = 0;
+        for (int64_t i = b; i < e; ++i) {
+          hits[static_cast<size_t>(i)].fetch_add(1);
+          local += i;
+        }
+        sum += local;
+        std::lock_guard<std::mutex> lock(mu);
+        chunks.insert({b, e});
+        ids.insert(std::this_thread::get_id());
+      });
+      EXPECT_EQ(sum.load(), n * (n - 1) / 2) << threads << " " << n;
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1) << i;
+      const int64_t t = std::min<int64_t>(threads, n);
+      std::set<std::pair<int64_t, int64_t>> want;
+      for (int64_t c = 0; c < t; ++c) want.insert({c * n / t, (c + 1) * n / t});
+      EXPECT_EQ(chunks, want) << threads << " " << n;
+      EXPECT_LE(static_cast<int64_t>(ids.size()), std::max<int64_t>(t, 1));
+    }
+  }
+  EXPECT_GE(ThreadPoolWorkers(), 3);  // sized by the largest request (4 = caller + 3)
+  EXPECT_LE(ThreadPoolWorkers(), kMaxThreads - 1);
+}
+
+// Many small jobs back to back (workers waking late must not take chunks of a later job).
+TEST(ThreadPool, ManySmallJobs) {
+  for (int rep = 0; rep < 20000; ++rep) {
+    const int threads = 1 + rep % 4;
+    const int64_t n = 1 + rep % 9;
+    std::atomic<int64_t> sum{0};
+    ParallelFor(threads, n, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) sum += i + 1;
+    });
+    ASSERT_EQ(sum.load(), n * (n + 1) / 2) << rep;
+  }
+}
+
+// A ParallelFor inside a chunk of a parallel job runs inline on that chunk's thread, with the
+// same boundaries. (Inside a 1-thread ParallelFor, which runs inline, the pool is free to use.)
+TEST(ThreadPool, NestedCallsRunInline) {
+  for (int threads = 2; threads <= 4; ++threads) {
+    std::atomic<int64_t> sum{0};
+    std::atomic<int> foreign{0};
+    ParallelFor(threads, 8, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        const auto me = std::this_thread::get_id();
+        int inner_chunks = 0;
+        ParallelFor(3, 10, [&](int64_t ib, int64_t ie) {
+          if (std::this_thread::get_id() != me) ++foreign;
+          ++inner_chunks;
+          for (int64_t j = ib; j < ie; ++j) sum += i * 10 + j;
+        });
+        EXPECT_EQ(inner_chunks, 3);
+      }
+    });
+    EXPECT_EQ(foreign.load(), 0);
+    EXPECT_EQ(sum.load(), 80 * 79 / 2);
+  }
+}
+
+// Callers on several threads at once (one gets the pool, the others run inline): all correct,
+// and the GEMM results stay bit-identical to one thread.
+TEST(ThreadPool, ConcurrentCallers) {
+  std::mt19937 rng(11);
+  const int64_t M = 37, N = 300, K = 70;
+  auto A = Random<float>(M * K, rng), B = Random<float>(K * N, rng);
+  std::vector<float> want(M * N, 0.0f);
+  PackedGemm<float>(M, N, K, 1.0f, A.data(), K, 1, B.data(), N, 1, want.data(), N, false, 1);
+  std::atomic<int> bad{0};
+  std::vector<std::thread> callers;
+  for (int c = 0; c < 3; ++c) {
+    callers.emplace_back([&, c] {
+      for (int rep = 0; rep < 200; ++rep) {
+        std::atomic<int64_t> sum{0};
+        ParallelFor(1 + (c + rep) % 4, 1000, [&](int64_t b, int64_t e) {
+          for (int64_t i = b; i < e; ++i) sum += i;
+        });
+        if (sum.load() != 999 * 1000 / 2) ++bad;
+        std::vector<float> C(M * N, 0.0f);
+        PackedGemm<float>(M, N, K, 1.0f, A.data(), K, 1, B.data(), N, 1, C.data(), N, false, 3);
+        if (std::memcmp(C.data(), want.data(), C.size() * sizeof(float)) != 0) ++bad;
+      }
+    });
+  }
+  for (auto& t : callers) t.join();
+  EXPECT_EQ(bad.load(), 0);
+}
+
+// A child process after fork() has none of the parent's workers; it gets a pool of its own.
+TEST(ThreadPool, WorksAfterFork) {
+  std::atomic<int64_t> warm{0};
+  ParallelFor(4, 100, [&](int64_t b, int64_t e) { warm += e - b; });
+  ASSERT_EQ(warm.load(), 100);
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    std::atomic<int64_t> sum{0};
+    std::set<std::thread::id> ids;
+    std::mutex mu;
+    ParallelFor(3, 3000, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) sum += i;
+      std::lock_guard<std::mutex> lock(mu);
+      ids.insert(std::this_thread::get_id());
+    });
+    _exit(sum.load() == 2999 * 3000 / 2 ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
 }  // namespace

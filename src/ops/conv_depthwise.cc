@@ -1,11 +1,75 @@
 #include "ops/conv_depthwise.h"
 
 #include <algorithm>
-#include <thread>
 #include <vector>
+
+#include "ops/thread_pool.h"
 
 namespace kiln::ops {
 namespace {
+
+// Output columns [lo, hi) of one row with every tap of a KH x KW (dilation 1 across) kernel in
+// registers: acc = bias, then the taps in (kh, kw) order, then one store (the same sum, in the
+// same order, as the tap-by-tap loop of Planes, so results do not depend on the path). `x` points
+// at input row ih0 = oh * sh - ph, column -pw; every tap read is inside the image.
+template <class T, int KH, int KW, int SW>
+__attribute__((always_inline)) inline void RowTaps(const T* __restrict x, int64_t row_step,
+                                                   const T* __restrict wp, T bias,
+                                                   T* __restrict yr, int64_t lo, int64_t hi) {
+  T wv[KH * KW];
+  for (int i = 0; i < KH * KW; ++i) wv[i] = wp[i];
+  for (int64_t ow = lo; ow < hi; ++ow) {
+    T acc = bias;
+    const T* xc = x + ow * SW;
+    for (int kh = 0; kh < KH; ++kh)
+      for (int kw = 0; kw < KW; ++kw) acc += wv[kh * KW + kw] * xc[kh * row_step + kw];
+    yr[ow] = acc;
+  }
+}
+
+// One border column of a row RowFast takes: the taps in (kh, kw) order, skipping those outside.
+template <class T>
+__attribute__((always_inline)) inline void EdgeColumn(const DepthwiseShape& s, const T* xp,
+                                                      const T* wp, T bias, T* yr, int64_t ih0,
+                                                      int64_t ow) {
+  T acc = bias;
+  for (int64_t kh = 0; kh < s.KH; ++kh) {
+    const T* xr = xp + (ih0 + kh * s.dh) * s.W;
+    for (int64_t kw = 0; kw < s.KW; ++kw) {
+      const int64_t iw = ow * s.sw - s.pw + kw;
+      if (iw >= 0 && iw < s.W) acc += wp[kh * s.KW + kw] * xr[iw];
+    }
+  }
+  yr[ow] = acc;
+}
+
+// One output row through RowTaps when it has a register kernel (3 x 3 or 5 x 5, column
+// dilation 1, column stride 1 or 2) and every tap row lies inside the image: the border columns
+// tap by tap, the interior in registers. False when the row must take the general loop.
+template <class T>
+__attribute__((always_inline)) inline bool RowFast(const DepthwiseShape& s, const T* xp,
+                                                   const T* wp, T bias, T* yr, int64_t oh) {
+  const int64_t ih0 = oh * s.sh - s.ph;
+  if (s.dw != 1 || s.KH != s.KW || (s.KH != 3 && s.KH != 5) || (s.sw != 1 && s.sw != 2) ||
+      ih0 < 0 || ih0 + (s.KH - 1) * s.dh >= s.H)
+    return false;
+  const int64_t OW = s.OW, sw = s.sw, K = s.KW;
+  // Interior columns: ow * sw - pw >= 0 and ow * sw - pw + K - 1 <= W - 1.
+  int64_t lo = std::min(OW, (s.pw + sw - 1) / sw);
+  int64_t hi = s.W - K + s.pw < 0 ? 0 : (s.W - K + s.pw) / sw + 1;
+  hi = std::max(lo, std::min(hi, OW));
+  for (int64_t ow = 0; ow < lo; ++ow) EdgeColumn<T>(s, xp, wp, bias, yr, ih0, ow);
+  if (hi > lo) {
+    const T* x = xp + ih0 * s.W - s.pw;
+    const int64_t step = s.dh * s.W;
+    if (K == 3 && sw == 1) RowTaps<T, 3, 3, 1>(x, step, wp, bias, yr, lo, hi);
+    else if (K == 3) RowTaps<T, 3, 3, 2>(x, step, wp, bias, yr, lo, hi);
+    else if (sw == 1) RowTaps<T, 5, 5, 1>(x, step, wp, bias, yr, lo, hi);
+    else RowTaps<T, 5, 5, 2>(x, step, wp, bias, yr, lo, hi);
+  }
+  for (int64_t ow = hi; ow < OW; ++ow) EdgeColumn<T>(s, xp, wp, bias, yr, ih0, ow);
+  return true;
+}
 
 // Planes [p0, p1) of the N * M output planes.
 template <class T>
@@ -20,6 +84,7 @@ __attribute__((always_inline)) inline void Planes(const DepthwiseShape& s, const
     const T bias = b ? b[m] : T(0);
     for (int64_t oh = 0; oh < s.OH; ++oh) {
       T* yr = yp + oh * OW;
+      if (RowFast<T>(s, xp, wp, bias, yr, oh)) continue;
       for (int64_t ow = 0; ow < OW; ++ow) yr[ow] = bias;
       for (int64_t kh = 0; kh < s.KH; ++kh) {
         const int64_t ih = oh * s.sh - s.ph + kh * s.dh;
@@ -97,14 +162,7 @@ void DepthwiseConv2D(const DepthwiseShape& s, const T* x, const T* w, const T* b
     PlanesFor<T>(isa, s, x, w, b, y, 0, planes);
     return;
   }
-  const int64_t chunk = (planes + t - 1) / t;
-  std::vector<std::thread> pool;
-  for (int64_t p0 = chunk; p0 < planes; p0 += chunk) {
-    const int64_t p1 = std::min(planes, p0 + chunk);
-    pool.emplace_back([=, &s] { PlanesFor<T>(isa, s, x, w, b, y, p0, p1); });
-  }
-  PlanesFor<T>(isa, s, x, w, b, y, 0, std::min(planes, chunk));
-  for (auto& th : pool) th.join();
+  ParallelFor(t, planes, [&](int64_t p0, int64_t p1) { PlanesFor<T>(isa, s, x, w, b, y, p0, p1); });
 }
 
 template void DepthwiseConv2D<float>(const DepthwiseShape&, const float*, const float*,

@@ -2,8 +2,9 @@
 
 #include <algorithm>
 #include <cstring>
-#include <thread>
 #include <vector>
+
+#include "ops/thread_pool.h"
 
 namespace kiln::ops {
 namespace {
@@ -292,28 +293,18 @@ void PackedGemm(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t rs
     GemmSerial(sp, M, N, K, alpha, A, rsa, csa, B, rsb, csb, C, ldc, accumulate);
     return;
   }
-  std::vector<std::thread> pool;
   if (N >= M) {  // split columns in whole NR panels
-    const int64_t chunk = ((N + t - 1) / t + sp.nr - 1) / sp.nr * sp.nr;
-    for (int64_t j0 = chunk; j0 < N; j0 += chunk) {
-      const int64_t nj = std::min(chunk, N - j0);
-      pool.emplace_back([=, &sp] {
-        GemmSerial(sp, M, nj, K, alpha, A, rsa, csa, B + j0 * csb, rsb, csb, C + j0, ldc, accumulate);
-      });
-    }
-    GemmSerial(sp, M, std::min(chunk, N), K, alpha, A, rsa, csa, B, rsb, csb, C, ldc, accumulate);
+    ParallelFor(t, (N + sp.nr - 1) / sp.nr, [&](int64_t p0, int64_t p1) {
+      const int64_t j0 = p0 * sp.nr, nj = std::min(N, p1 * sp.nr) - j0;
+      GemmSerial(sp, M, nj, K, alpha, A, rsa, csa, B + j0 * csb, rsb, csb, C + j0, ldc, accumulate);
+    });
   } else {  // split rows in whole MR panels
-    const int64_t chunk = ((M + t - 1) / t + sp.mr - 1) / sp.mr * sp.mr;
-    for (int64_t i0 = chunk; i0 < M; i0 += chunk) {
-      const int64_t mi = std::min(chunk, M - i0);
-      pool.emplace_back([=, &sp] {
-        GemmSerial(sp, mi, N, K, alpha, A + i0 * rsa, rsa, csa, B, rsb, csb, C + i0 * ldc, ldc,
-                   accumulate);
-      });
-    }
-    GemmSerial(sp, std::min(chunk, M), N, K, alpha, A, rsa, csa, B, rsb, csb, C, ldc, accumulate);
+    ParallelFor(t, (M + sp.mr - 1) / sp.mr, [&](int64_t p0, int64_t p1) {
+      const int64_t i0 = p0 * sp.mr, mi = std::min(M, p1 * sp.mr) - i0;
+      GemmSerial(sp, mi, N, K, alpha, A + i0 * rsa, rsa, csa, B, rsb, csb, C + i0 * ldc, ldc,
+                 accumulate);
+    });
   }
-  for (auto& th : pool) th.join();
 }
 
 template void PackedGemm<float>(int64_t, int64_t, int64_t, float, const float*, int64_t, int64_t,

@@ -6,12 +6,12 @@
 
 #include <algorithm>
 #include <cstring>
-#include <thread>
 #include <vector>
 
 #include "ops/matmul_gemm.h"
 
 #include "ops/gemm_kernels.h"
+#include "ops/thread_pool.h"
 
 namespace kiln::ops {
 namespace {
@@ -88,14 +88,10 @@ void Gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A
   int64_t work = M * N * K;
   if (M == 1 && !ta) {  // threads split the columns
     int nt = static_cast<int>(std::min<int64_t>({threads, N / 64 + 1, work / (1 << 18) + 1}));
-    int64_t cols = (N + nt - 1) / nt;
-    std::vector<std::thread> pool;
-    for (int t = 1; t < nt; ++t) {
-      int64_t b = t * cols, e = std::min(N, b + cols);
-      if (b < e) pool.emplace_back([=] { Gemv<T>(tb, N, K, alpha, A, B, C, b, e); });
-    }
-    Gemv<T>(tb, N, K, alpha, A, B, C, 0, std::min(N, cols));
-    for (auto& th : pool) th.join();
+    // Whole 16-column groups per thread (every column is summed the same way whatever the split).
+    ParallelFor(nt, (N + 15) / 16, [&](int64_t g0, int64_t g1) {
+      Gemv<T>(tb, N, K, alpha, A, B, C, g0 * 16, std::min(N, g1 * 16));
+    });
     return;
   }
   // op(A)(i, k) = A[i * K + k] or A[k * M + i]; op(B)(k, j) = B[k * N + j] or B[j * K + k].

@@ -1,0 +1,46 @@
+// The one process-wide pool of worker threads behind the host kernels' `threads` argument
+// (GEMM, depthwise conv, GEMV). Workers are created on first use and persist; the pool grows to
+// the largest `threads` any call asked for (at most kMaxThreads) and never shrinks.
+//
+// ParallelFor(threads, n, fn) splits [0, n) into min(threads, n) contiguous chunks of nearly
+// equal size (chunk c is [c * n / t, (c + 1) * n / t)), runs fn(begin, end) once per chunk on the
+// calling thread plus up to t - 1 workers, and returns when every chunk is done, so at most
+// `threads` threads work for one call. It never nests or oversubscribes: a ParallelFor called
+// from inside a chunk (on the caller or a worker), or while another thread's ParallelFor holds
+// the pool, runs all its chunks inline on the calling thread, in chunk order. Which thread runs
+// a chunk is not fixed, so fn must not depend on it; the chunk boundaries depend only on
+// (threads, n). fn must not throw. Idle workers spin for a few microseconds before sleeping on
+// a condition variable. A child process after fork() gets a fresh, empty pool.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+
+namespace kiln::ops {
+
+inline constexpr int kMaxThreads = 64;
+
+namespace detail {
+using ChunkFn = void (*)(void* ctx, int64_t begin, int64_t end);
+void ParallelForImpl(int threads, int64_t n, ChunkFn fn, void* ctx);
+}  // namespace detail
+
+template <class F>
+void ParallelFor(int threads, int64_t n, F&& fn) {
+  if (n <= 0) return;
+  if (threads <= 1 || n == 1) {
+    fn(int64_t{0}, n);
+    return;
+  }
+  using Fn = std::remove_reference_t<F>;
+  detail::ParallelForImpl(
+      threads, n,
+      [](void* ctx, int64_t b, int64_t e) { (*static_cast<Fn*>(ctx))(b, e); },
+      const_cast<void*>(static_cast<const void*>(&fn)));
+}
+
+// The number of worker threads the pool holds now (tests).
+int ThreadPoolWorkers();
+
+}  // namespace kiln::ops
