@@ -27,7 +27,11 @@ struct VM {
   typedef int32_t I __attribute__((vector_size(VB)));
   static constexpr int L = VB / 4;
 
-  static KILN_AI F Splat(float s) { return s - F{}; }  // keeps -0
+  static KILN_AI F Splat(float s) {  // one broadcast (s - F{} becomes lane-by-lane inserts)
+    float a[L];
+    for (int l = 0; l < L; ++l) a[l] = s;
+    return Load(a);
+  }
   static KILN_AI U SplatU(uint32_t s) { return U{} + s; }
   static KILN_AI U Bits(F x) { return (U)x; }
   static KILN_AI F FromBits(U u) { return (F)u; }
@@ -292,8 +296,9 @@ KILN_AI void MapBlock(const float* x, float* y, const Par& p) {
 }
 
 template <int VB, class Op>
-KILN_AI void MapBody(const float* x, float* y, int64_t n, const Par& p) {
+KILN_AI void MapBody(const float* x, float* y, int64_t n, const Par& par) {
   constexpr int L = VM<VB>::L;
+  const Par p = par;  // a local copy: stores to y cannot change it, so its splats leave the loop
   int64_t i = 0;
   for (; i + L <= n; i += L) MapBlock<VB, Op>(x + i, y + i, p);
   if (i < n) {
