@@ -249,6 +249,9 @@ TEST(VectorMath, SoftmaxReductions) {
                   2);
       }
       ASSERT_NEAR(s, ref, ref * 1e-6);
+      double sum = 0;
+      for (float v : x) sum += v;
+      ASSERT_NEAR(SumF32(x.data(), n, isa), sum, 1e-5 * n * 30);
       // NaN propagates through the max.
       x[n / 2] = std::numeric_limits<float>::quiet_NaN();
       ASSERT_TRUE(std::isnan(MaxF32(x.data(), n, isa))) << n;

@@ -8,6 +8,7 @@
 
 #include "ops/common.h"
 #include "ops/conv_geometry.h"
+#include "ops/vector_math.h"
 
 namespace kiln::ops {
 namespace {
@@ -179,6 +180,12 @@ Status GlobalPoolCompute(ComputeContext& ctx, PoolKind kind) {
     using C = Acc<T>;
     const T* x = X.data<T>();
     T* y = ctx.output(0).data<T>();
+    if constexpr (std::is_same_v<T, float>) {
+      if (kind == PoolKind::kAvg && n > 0) {  // lane-wise partial sums (ops/vector_math.h)
+        for (int64_t pl = 0; pl < planes; ++pl, x += n) y[pl] = SumF32(x, n) / static_cast<float>(n);
+        return;
+      }
+    }
     for (int64_t pl = 0; pl < planes; ++pl, x += n) {
       C acc = kind == PoolKind::kMax ? -std::numeric_limits<C>::infinity() : C(0);
       for (int64_t i = 0; i < n; ++i) {

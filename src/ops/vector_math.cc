@@ -475,6 +475,29 @@ KILN_AI float ExpSubSumBody(const float* x, float* y, int64_t n, float mx) {
   return s;
 }
 
+template <int VB>
+KILN_AI float SumBody(const float* x, int64_t n) {
+  using M = VM<VB>;
+  constexpr int L = M::L;
+  typename M::F acc{};
+  int64_t i = 0;
+  for (; i + L <= n; i += L) acc += M::Load(x + i);
+  float s = 0.0f;
+  for (int l = 0; l < L; ++l) s += acc[l];
+  for (; i < n; ++i) s += x[i];
+  return s;
+}
+
+float SumBase(const float* x, int64_t n) { return SumBody<16>(x, n); }
+#if KILN_VM_X86
+__attribute__((target("avx2,fma"))) float SumAvx2(const float* x, int64_t n) {
+  return SumBody<32>(x, n);
+}
+__attribute__((target("avx512f,fma"))) float SumAvx512(const float* x, int64_t n) {
+  return SumBody<64>(x, n);
+}
+#endif
+
 float MaxBase(const float* x, int64_t n) { return MaxBody<16>(x, n); }
 float ExpSubSumBase(const float* x, float* y, int64_t n, float m) {
   return ExpSubSumBody<16>(x, y, n, m);
@@ -567,6 +590,16 @@ float MaxF32(const float* x, int64_t n, VecIsa isa) {
     case VecIsa::kAvx2: return MaxAvx2(x, n);
 #endif
     default: return MaxBase(x, n);
+  }
+}
+
+float SumF32(const float* x, int64_t n, VecIsa isa) {
+  switch (Resolve(isa)) {
+#if KILN_VM_X86
+    case VecIsa::kAvx512: return SumAvx512(x, n);
+    case VecIsa::kAvx2: return SumAvx2(x, n);
+#endif
+    default: return SumBase(x, n);
   }
 }
 

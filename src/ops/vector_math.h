@@ -54,8 +54,10 @@ void BinaryF32(VecBinOp op, const float* a, const float* b, float* o, int64_t n,
 void BinaryScalarF32(VecBinOp op, float s, const float* b, float* o, int64_t n, bool scalar_first,
                      VecIsa isa = VecIsa::kAuto);
 
-// Row reductions and maps for Softmax / normalization inner loops.
+// Row reductions for Softmax and global pooling.
 float MaxF32(const float* x, int64_t n, VecIsa isa = VecIsa::kAuto);  // n >= 1; NaN-propagating
+// The sum of x[0..n) in float, lane-wise partial sums added in lane order, then the tail.
+float SumF32(const float* x, int64_t n, VecIsa isa = VecIsa::kAuto);
 // y[i] = exp(x[i] - m); returns the sum of the y[i] (accumulated in a fixed lane order).
 float ExpSubSumF32(const float* x, float* y, int64_t n, float m, VecIsa isa = VecIsa::kAuto);
 
