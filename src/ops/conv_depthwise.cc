@@ -71,6 +71,36 @@ __attribute__((always_inline)) inline bool RowFast(const DepthwiseShape& s, cons
   return true;
 }
 
+// Stride 1 with OW == W (same padding, no row dilation): output (oh, ow) reads input
+// (oh - ph + kh) * W + ow - pw + kw, a constant offset from oh * W + ow, so the rows whose taps
+// all lie inside the image are one long RowTaps loop over the flattened plane (the columns near
+// the left and right borders read the neighbouring row there and are recomputed tap by tap).
+// Returns how many rows, from oh = ph, it wrote (0 if the shape does not fit).
+template <class T>
+__attribute__((always_inline)) inline int64_t WholeRows(const DepthwiseShape& s, const T* xp,
+                                                        const T* wp, T bias, T* yp) {
+  const int64_t K = s.KH, W = s.W;
+  if (s.sw != 1 || s.sh != 1 || s.dw != 1 || s.dh != 1 || s.KH != s.KW || (K != 3 && K != 5) ||
+      s.OW != W || s.H < K || W < K)
+    return 0;
+  const int64_t rows = std::min(s.H - K + 1, s.OH - s.ph);  // oh = ph + i reads ih = i .. i+K-1
+  if (rows < 2) return 0;
+  const int64_t lo = s.pw, hi = W - K + 1 + s.pw;  // interior columns of a row
+  if (hi <= lo || hi > W) return 0;
+  // Flat outputs from (ph, lo) to (ph + rows - 1, hi); input of flat f is f - ph * W - pw.
+  T* y0 = yp + s.ph * W + lo;
+  const T* x0 = xp + lo - s.pw;
+  const int64_t len = (rows - 1) * W + (hi - lo);
+  if (K == 3) RowTaps<T, 3, 3, 1>(x0, W, wp, bias, y0, 0, len);
+  else RowTaps<T, 5, 5, 1>(x0, W, wp, bias, y0, 0, len);
+  for (int64_t i = 0; i < rows; ++i) {
+    T* yr = yp + (s.ph + i) * W;
+    for (int64_t ow = 0; ow < lo; ++ow) EdgeColumn<T>(s, xp, wp, bias, yr, i, ow);
+    for (int64_t ow = hi; ow < W; ++ow) EdgeColumn<T>(s, xp, wp, bias, yr, i, ow);
+  }
+  return rows;
+}
+
 // Planes [p0, p1) of the N * M output planes.
 template <class T>
 __attribute__((always_inline)) inline void Planes(const DepthwiseShape& s, const T* x, const T* w,
@@ -82,8 +112,10 @@ __attribute__((always_inline)) inline void Planes(const DepthwiseShape& s, const
     const T* wp = w + m * s.KH * s.KW;
     T* yp = y + p * s.OH * OW;
     const T bias = b ? b[m] : T(0);
+    const int64_t whole = WholeRows<T>(s, xp, wp, bias, yp);
     for (int64_t oh = 0; oh < s.OH; ++oh) {
       T* yr = yp + oh * OW;
+      if (oh >= s.ph && oh < s.ph + whole) continue;  // done by WholeRows
       if (RowFast<T>(s, xp, wp, bias, yr, oh)) continue;
       for (int64_t ow = 0; ow < OW; ++ow) yr[ow] = bias;
       for (int64_t kh = 0; kh < s.KH; ++kh) {
