@@ -54,8 +54,7 @@ class Pool {
     Work(gen);
     t_inside = false;
     // Wait for the chunks workers claimed: spin, then sleep.
-    for (int i = 0; i < kSpins && done_.load(std::memory_order_acquire) < t; ++i)
-      KILN_POOL_PAUSE();
+    for (int i = 0; i < kSpins && done_.load(std::memory_order_acquire) < t; ++i) KILN_POOL_PAUSE();
     if (done_.load(std::memory_order_acquire) < t) {
       std::unique_lock<std::mutex> lock(mu_);
       finished_.wait(lock, [&] { return done_.load(std::memory_order_acquire) >= t; });

@@ -35,8 +35,7 @@ void ParallelFor(int threads, int64_t n, F&& fn) {
   }
   using Fn = std::remove_reference_t<F>;
   detail::ParallelForImpl(
-      threads, n,
-      [](void* ctx, int64_t b, int64_t e) { (*static_cast<Fn*>(ctx))(b, e); },
+      threads, n, [](void* ctx, int64_t b, int64_t e) { (*static_cast<Fn*>(ctx))(b, e); },
       const_cast<void*>(static_cast<const void*>(&fn)));
 }
 
