@@ -1,7 +1,7 @@
 // The host GEMM and depthwise-convolution kernels against naive references (sums in double):
 // odd shapes and tails of every register tile, K = 1 and K = 0, several k / n blocks, transposed
 // and padded operands, accumulate on and off, alpha, threads 1..3, and every micro-kernel ISA
-// this CPU can run (forced through the kernels' GemmIsa argument). Results must also be
+// this CPU can run (forced through the kernels' Isa argument). Results must also be
 // bit-identical across thread counts. The thread pool: every index once, the chunk boundaries,
 // at most `threads` threads per call, nested and concurrent calls, and a pool after fork().
 #include <gtest/gtest.h>
@@ -28,10 +28,10 @@
 namespace kiln::ops {
 namespace {
 
-std::vector<GemmIsa> RunnableIsas() {
-  std::vector<GemmIsa> v;
-  for (GemmIsa isa : {GemmIsa::kBaseline, GemmIsa::kAvx2, GemmIsa::kAvx512})
-    if (GemmIsaSupported(isa)) v.push_back(isa);
+std::vector<Isa> RunnableIsas() {
+  std::vector<Isa> v;
+  for (Isa isa : {Isa::kBaseline, Isa::kAvx2, Isa::kAvx512})
+    if (IsaSupported(isa)) v.push_back(isa);
   return v;
 }
 
@@ -56,11 +56,11 @@ struct GemmCase {
   double alpha;
 };
 
-std::string Describe(const GemmCase& c, GemmIsa isa, int threads) {
+std::string Describe(const GemmCase& c, Isa isa, int threads) {
   return "M=" + std::to_string(c.M) + " N=" + std::to_string(c.N) + " K=" + std::to_string(c.K) +
          " ta=" + std::to_string(c.ta) + " tb=" + std::to_string(c.tb) + " pad=" +
          std::to_string(c.pad) + " acc=" + std::to_string(c.accumulate) + " alpha=" +
-         std::to_string(c.alpha) + " isa=" + GemmIsaName(isa) + " threads=" + std::to_string(threads);
+         std::to_string(c.alpha) + " isa=" + IsaName(isa) + " threads=" + std::to_string(threads);
 }
 
 // PackedGemm on case c with every runnable ISA and threads 1..3, against the double reference;
@@ -89,7 +89,7 @@ void CheckPackedGemm(const GemmCase& c, std::mt19937& rng) {
       mag[i * c.N + j] = std::fabs(c0) + std::fabs(c.alpha) * m + 1e-30;
     }
   }
-  for (GemmIsa isa : RunnableIsas()) {
+  for (Isa isa : RunnableIsas()) {
     std::vector<T> first;
     for (int threads = 1; threads <= 3; ++threads) {
       std::vector<T> C = C0;
@@ -146,7 +146,7 @@ TEST(PackedGemm, SeveralKAndNBlocks) {
 }
 
 TEST(PackedGemm, KZeroClearsOrKeeps) {
-  for (GemmIsa isa : RunnableIsas()) {
+  for (Isa isa : RunnableIsas()) {
     std::vector<float> C(6, 5.0f);
     PackedGemm<float>(2, 3, 0, 1.0f, nullptr, 0, 1, nullptr, 3, 1, C.data(), 3, true, 1, isa);
     for (float v : C) EXPECT_EQ(v, 5.0f);
@@ -156,12 +156,12 @@ TEST(PackedGemm, KZeroClearsOrKeeps) {
 }
 
 TEST(PackedGemm, AutoIsTheBestRunnable) {
-  EXPECT_TRUE(GemmIsaSupported(GemmBestIsa()));
-  EXPECT_TRUE(GemmIsaSupported(GemmIsa::kBaseline));
-  EXPECT_NE(GemmBestIsa(), GemmIsa::kAuto);
+  EXPECT_TRUE(IsaSupported(BestIsa()));
+  EXPECT_TRUE(IsaSupported(Isa::kBaseline));
+  EXPECT_NE(BestIsa(), Isa::kAuto);
 #if defined(__x86_64__)
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma"))
-    EXPECT_EQ(GemmBestIsa(), GemmIsa::kAvx512);
+    EXPECT_EQ(BestIsa(), Isa::kAvx512);
 #endif
 }
 
@@ -241,14 +241,14 @@ void CheckDepthwise(const DepthwiseShape& s, bool bias, std::mt19937& rng) {
                            std::to_string(s.ph) + "," + std::to_string(s.pw) + " d=" +
                            std::to_string(s.dh) + "," + std::to_string(s.dw) + " mult=" +
                            std::to_string(mult);
-  for (GemmIsa isa : RunnableIsas()) {
+  for (Isa isa : RunnableIsas()) {
     std::vector<T> first;
     for (int threads = 1; threads <= 3; ++threads) {
       std::vector<T> y(ref.size(), T(7));
       DepthwiseConv2D<T>(s, x.data(), w.data(), bias ? b.data() : nullptr, y.data(), threads, isa);
       double worst = 0;
       for (size_t i = 0; i < y.size(); ++i) worst = std::max(worst, std::fabs(y[i] - ref[i]) / mag[i]);
-      EXPECT_LE(worst, Tol<T>()) << what << " isa=" << GemmIsaName(isa) << " threads=" << threads;
+      EXPECT_LE(worst, Tol<T>()) << what << " isa=" << IsaName(isa) << " threads=" << threads;
       if (threads == 1) first = y;
       else EXPECT_EQ(0, std::memcmp(first.data(), y.data(), y.size() * sizeof(T))) << what;
     }

@@ -1,5 +1,5 @@
 // The float32 vector math (ops/vector_math.h) against libm in double, on every ISA path this CPU
-// runs (forced through the functions' VecIsa argument): a sweep over the float bit patterns (every
+// runs (forced through the functions' Isa argument): a sweep over the float bit patterns (every
 // sign and exponent, denormals included), dense sweeps over each function's busy range, and the
 // special values (+-0, +-inf, NaN, denormals, overflow / underflow edges, large |x| for sin / cos).
 // Errors are in ulps of the correctly rounded float result, with a small absolute allowance where
@@ -23,10 +23,10 @@
 namespace kiln::ops {
 namespace {
 
-std::vector<VecIsa> RunnableIsas() {
-  std::vector<VecIsa> v;
-  for (VecIsa isa : {VecIsa::kBaseline, VecIsa::kAvx2, VecIsa::kAvx512})
-    if (VecIsaSupported(isa)) v.push_back(isa);
+std::vector<Isa> RunnableIsas() {
+  std::vector<Isa> v;
+  for (Isa isa : {Isa::kBaseline, Isa::kAvx2, Isa::kAvx512})
+    if (IsaSupported(isa)) v.push_back(isa);
   return v;
 }
 
@@ -79,7 +79,7 @@ double UlpError(float y, double ref) {
 
 struct Case {
   const char* name;
-  std::function<void(const float*, float*, int64_t, VecIsa)> fn;
+  std::function<void(const float*, float*, int64_t, Isa)> fn;
   std::function<double(double)> ref;
   double lo, hi;     // the dense sweep
   double max_ulp;    // allowed error in ulps ...
@@ -88,30 +88,30 @@ struct Case {
 
 std::vector<Case> Cases() {
   return {
-      {"exp", [](const float* x, float* y, int64_t n, VecIsa i) { ExpF32(x, y, n, i); },
+      {"exp", [](const float* x, float* y, int64_t n, Isa i) { ExpF32(x, y, n, i); },
        [](double x) { return std::exp(x); }, -105, 90, 2, 0},
-      {"log", [](const float* x, float* y, int64_t n, VecIsa i) { LogF32(x, y, n, i); },
+      {"log", [](const float* x, float* y, int64_t n, Isa i) { LogF32(x, y, n, i); },
        [](double x) { return std::log(x); }, 0, 10, 2, 0},
-      {"sigmoid", [](const float* x, float* y, int64_t n, VecIsa i) { SigmoidF32(x, y, n, i); },
+      {"sigmoid", [](const float* x, float* y, int64_t n, Isa i) { SigmoidF32(x, y, n, i); },
        [](double x) { return 1 / (1 + std::exp(-x)); }, -110, 30, 3, 0},
-      {"swish", [](const float* x, float* y, int64_t n, VecIsa i) { SwishF32(x, y, n, 1.5f, i); },
+      {"swish", [](const float* x, float* y, int64_t n, Isa i) { SwishF32(x, y, n, 1.5f, i); },
        [](double x) { return x / (1 + std::exp(-static_cast<double>(1.5f * static_cast<float>(x)))); },
        -80, 30, 4, 1e-37},
-      {"tanh", [](const float* x, float* y, int64_t n, VecIsa i) { TanhF32(x, y, n, i); },
+      {"tanh", [](const float* x, float* y, int64_t n, Isa i) { TanhF32(x, y, n, i); },
        [](double x) { return std::tanh(x); }, -10, 10, 3, 0},
-      {"erf", [](const float* x, float* y, int64_t n, VecIsa i) { ErfF32(x, y, n, i); },
+      {"erf", [](const float* x, float* y, int64_t n, Isa i) { ErfF32(x, y, n, i); },
        [](double x) { return std::erf(x); }, -5, 5, 8, 0},
-      {"gelu", [](const float* x, float* y, int64_t n, VecIsa i) { GeluF32(x, y, n, false, i); },
+      {"gelu", [](const float* x, float* y, int64_t n, Isa i) { GeluF32(x, y, n, false, i); },
        [](double x) { return 0.5 * x * std::erfc(-x / std::sqrt(2.0)); }, -12, 12, 4, 2e-7},
       {"gelu_tanh",
-       [](const float* x, float* y, int64_t n, VecIsa i) { GeluF32(x, y, n, true, i); },
+       [](const float* x, float* y, int64_t n, Isa i) { GeluF32(x, y, n, true, i); },
        [](double x) {
          return 0.5 * x * (1 + std::tanh(std::sqrt(2 / 3.14159265358979323846) * (x + 0.044715 * x * x * x)));
        },
        -12, 12, 4, 5e-7},
-      {"sin", [](const float* x, float* y, int64_t n, VecIsa i) { SinF32(x, y, n, i); },
+      {"sin", [](const float* x, float* y, int64_t n, Isa i) { SinF32(x, y, n, i); },
        [](double x) { return std::sin(x); }, -100, 100, 2, 1e-9},
-      {"cos", [](const float* x, float* y, int64_t n, VecIsa i) { CosF32(x, y, n, i); },
+      {"cos", [](const float* x, float* y, int64_t n, Isa i) { CosF32(x, y, n, i); },
        [](double x) { return std::cos(x); }, -100, 100, 2, 1e-9},
   };
 }
@@ -120,7 +120,7 @@ TEST(VectorMath, AgainstLibm) {
   for (const Case& c : Cases()) {
     const std::vector<float> x = Inputs(c.lo, c.hi);
     std::vector<float> y(x.size());
-    for (VecIsa isa : RunnableIsas()) {
+    for (Isa isa : RunnableIsas()) {
       c.fn(x.data(), y.data(), static_cast<int64_t>(x.size()), isa);
       double worst = 0;
       float worst_x = 0;
@@ -135,11 +135,11 @@ TEST(VectorMath, AgainstLibm) {
           worst_x = x[i];
         }
         if (!ok && ++bad <= 5)
-          ADD_FAILURE() << c.name << " [" << VecIsaName(isa) << "] x=" << x[i] << " (0x" << std::hex
+          ADD_FAILURE() << c.name << " [" << IsaName(isa) << "] x=" << x[i] << " (0x" << std::hex
                         << ToBits(x[i]) << std::dec << ") got " << y[i] << " want " << ref
                         << " (" << e << " ulp)";
       }
-      std::printf("%-10s %-8s max %.2f ulp (x=%g)%s\n", c.name, VecIsaName(isa), worst, worst_x,
+      std::printf("%-10s %-8s max %.2f ulp (x=%g)%s\n", c.name, IsaName(isa), worst, worst_x,
                   bad ? " FAILED" : "");
     }
   }
@@ -153,7 +153,7 @@ TEST(VectorMath, TailsAndInPlace) {
   std::vector<float> x(60);
   for (float& v : x) v = d(rng);
   for (const Case& c : Cases()) {
-    for (VecIsa isa : RunnableIsas()) {
+    for (Isa isa : RunnableIsas()) {
       std::vector<float> full(x.size());
       c.fn(x.data(), full.data(), static_cast<int64_t>(x.size()), isa);
       for (int off = 0; off < 4; ++off) {
@@ -181,8 +181,8 @@ TEST(VectorMath, CheapMapsAndBinary) {
   std::vector<float> b(x.rbegin(), x.rend());
   std::vector<float> y(x.size());
   auto same = [](float a, float e) { return ToBits(a) == ToBits(e) || (a != a && e != e); };
-  for (VecIsa isa : RunnableIsas()) {
-    SCOPED_TRACE(VecIsaName(isa));
+  for (Isa isa : RunnableIsas()) {
+    SCOPED_TRACE(IsaName(isa));
     ReluF32(x.data(), y.data(), n, isa);
     for (int64_t i = 0; i < n; ++i) ASSERT_TRUE(same(y[i], x[i] > 0 ? x[i] : 0.0f)) << x[i];
     LeakyReluF32(x.data(), y.data(), n, 0.1f, isa);
@@ -231,7 +231,7 @@ TEST(VectorMath, CheapMapsAndBinary) {
 TEST(VectorMath, SoftmaxReductions) {
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> d(-30.0f, 30.0f);
-  for (VecIsa isa : RunnableIsas()) {
+  for (Isa isa : RunnableIsas()) {
     for (int n : {1, 2, 7, 15, 16, 17, 33, 100, 1000}) {
       std::vector<float> x(n), y(n);
       for (float& v : x) v = d(rng);

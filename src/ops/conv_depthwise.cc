@@ -152,8 +152,7 @@ void PlanesBase(const DepthwiseShape& s, const T* x, const T* w, const T* b, T* 
                 int64_t p1) {
   Planes<T>(s, x, w, b, y, p0, p1);
 }
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define KILN_DW_X86 1
+#if KILN_X86_DISPATCH
 template <class T>
 __attribute__((target("avx2,fma"))) void PlanesAvx2(const DepthwiseShape& s, const T* x,
                                                     const T* w, const T* b, T* y, int64_t p0,
@@ -166,16 +165,14 @@ __attribute__((target("avx512f,fma"))) void PlanesAvx512(const DepthwiseShape& s
                                                          int64_t p1) {
   Planes<T>(s, x, w, b, y, p0, p1);
 }
-#else
-#define KILN_DW_X86 0
 #endif
 
 template <class T>
-void PlanesFor(GemmIsa isa, const DepthwiseShape& s, const T* x, const T* w, const T* b, T* y,
+void PlanesFor(Isa isa, const DepthwiseShape& s, const T* x, const T* w, const T* b, T* y,
                int64_t p0, int64_t p1) {
-#if KILN_DW_X86
-  if (isa == GemmIsa::kAvx512) return PlanesAvx512<T>(s, x, w, b, y, p0, p1);
-  if (isa == GemmIsa::kAvx2) return PlanesAvx2<T>(s, x, w, b, y, p0, p1);
+#if KILN_X86_DISPATCH
+  if (isa == Isa::kAvx512) return PlanesAvx512<T>(s, x, w, b, y, p0, p1);
+  if (isa == Isa::kAvx2) return PlanesAvx2<T>(s, x, w, b, y, p0, p1);
 #endif
   PlanesBase<T>(s, x, w, b, y, p0, p1);
 }
@@ -184,8 +181,8 @@ void PlanesFor(GemmIsa isa, const DepthwiseShape& s, const T* x, const T* w, con
 
 template <class T>
 void DepthwiseConv2D(const DepthwiseShape& s, const T* x, const T* w, const T* b, T* y,
-                     int threads, GemmIsa isa) {
-  if (isa == GemmIsa::kAuto || !GemmIsaSupported(isa)) isa = GemmBestIsa();
+                     int threads, Isa isa) {
+  if (isa == Isa::kAuto || !IsaSupported(isa)) isa = BestIsa();
   const int64_t planes = s.N * s.M;
   if (planes <= 0 || s.OH <= 0 || s.OW <= 0) return;
   const int64_t work = planes * s.OH * s.OW * s.KH * s.KW;
@@ -198,8 +195,8 @@ void DepthwiseConv2D(const DepthwiseShape& s, const T* x, const T* w, const T* b
 }
 
 template void DepthwiseConv2D<float>(const DepthwiseShape&, const float*, const float*,
-                                     const float*, float*, int, GemmIsa);
+                                     const float*, float*, int, Isa);
 template void DepthwiseConv2D<double>(const DepthwiseShape&, const double*, const double*,
-                                      const double*, double*, int, GemmIsa);
+                                      const double*, double*, int, Isa);
 
 }  // namespace kiln::ops

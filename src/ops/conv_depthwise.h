@@ -21,11 +21,11 @@ struct DepthwiseShape {
 // forces the vector width of the loops (tests).
 template <class T>
 void DepthwiseConv2D(const DepthwiseShape& s, const T* x, const T* w, const T* b, T* y,
-                     int threads, GemmIsa isa = GemmIsa::kAuto);
+                     int threads, Isa isa = Isa::kAuto);
 
 extern template void DepthwiseConv2D<float>(const DepthwiseShape&, const float*, const float*,
-                                            const float*, float*, int, GemmIsa);
+                                            const float*, float*, int, Isa);
 extern template void DepthwiseConv2D<double>(const DepthwiseShape&, const double*,
-                                             const double*, const double*, double*, int, GemmIsa);
+                                             const double*, const double*, double*, int, Isa);
 
 }  // namespace kiln::ops

@@ -10,7 +10,7 @@ namespace {
 
 constexpr unsigned kFloatAndSigned = kFloatTypes | kSignedIntTypes;
 
-using VecUnaryFn = void (*)(const float*, float*, int64_t, VecIsa);
+using VecUnaryFn = void (*)(const float*, float*, int64_t, Isa);
 
 // Registers a same-dtype unary op: y = f(x) computed in Acc<T>; float32 runs `vf` when given.
 template <unsigned Groups, class F>
@@ -23,7 +23,7 @@ void RegUnary(OpRegistry& r, const char* name, F f, VecUnaryFn vf = nullptr) {
         Dispatch<Groups>(x.dtype(), [&]<class T>() {
           if constexpr (std::is_same_v<T, float>) {
             if (vf) {
-              vf(x.data<float>(), y.data<float>(), x.size(), VecIsa::kAuto);
+              vf(x.data<float>(), y.data<float>(), x.size(), Isa::kAuto);
               return;
             }
           }

@@ -9,11 +9,6 @@
 namespace kiln::ops {
 namespace {
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define KILN_GEMM_X86 1
-#else
-#define KILN_GEMM_X86 0
-#endif
 
 // The register tile: MR rows x NV vectors of VB bytes, over B panels BS elements wide (BS > the
 // tile's width for the narrow kernel that serves a panel's first half at the right edge). Compiler vector extensions make the
@@ -61,7 +56,7 @@ template <class T, int MR, int NV, int BS>
 void KernelBase(int64_t kc, const T* a, const T* b, T* c, int64_t ldc, bool acc) {
   KernelBody<T, 16, MR, NV, BS>(kc, a, b, c, ldc, acc);
 }
-#if KILN_GEMM_X86
+#if KILN_X86_DISPATCH
 template <class T, int MR, int NV, int BS>
 __attribute__((target("avx2,fma"))) void KernelAvx2(int64_t kc, const T* a, const T* b, T* c,
                                                     int64_t ldc, bool acc) {
@@ -101,7 +96,7 @@ template <class T, int MR, int NV, int BS>
 struct BaseK {
   static constexpr KernelFn<T> fn = KernelBase<T, MR, NV, BS>;
 };
-#if KILN_GEMM_X86
+#if KILN_X86_DISPATCH
 template <class T, int MR, int NV, int BS>
 struct Avx2K {
   static constexpr KernelFn<T> fn = KernelAvx2<T, MR, NV, BS>;
@@ -113,12 +108,12 @@ struct Avx512K {
 #endif
 
 template <class T>
-Spec<T> SpecFor(GemmIsa isa) {
+Spec<T> SpecFor(Isa isa) {
   switch (isa) {
-#if KILN_GEMM_X86
-    case GemmIsa::kAvx512:  // 8 x 32 floats / 8 x 16 doubles: 16 zmm accumulators
+#if KILN_X86_DISPATCH
+    case Isa::kAvx512:  // 8 x 32 floats / 8 x 16 doubles: 16 zmm accumulators
       return MakeSpec<T, 8, 2, 64, Avx512K>();
-    case GemmIsa::kAvx2:  // 6 x 16 floats / 6 x 8 doubles: 12 ymm accumulators
+    case Isa::kAvx2:  // 6 x 16 floats / 6 x 8 doubles: 12 ymm accumulators
       return MakeSpec<T, 6, 2, 32, Avx2K>();
 #endif
     default:  // 4 x 8 floats / 4 x 4 doubles: 8 xmm accumulators
@@ -243,48 +238,16 @@ void GemmSerial(const Spec<T>& sp, int64_t M, int64_t N, int64_t K, T alpha, con
     for (int64_t i = 0; i < M; ++i) std::fill(C + i * ldc, C + i * ldc + N, T(0));
 }
 
-bool CpuHas(GemmIsa isa) {
-#if KILN_GEMM_X86
-  switch (isa) {
-    case GemmIsa::kAvx512:
-      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
-    case GemmIsa::kAvx2:
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    default:
-      return true;
-  }
-#else
-  return isa == GemmIsa::kBaseline || isa == GemmIsa::kAuto;
-#endif
-}
 
 }  // namespace
 
-GemmIsa GemmBestIsa() {
-  static const GemmIsa best = CpuHas(GemmIsa::kAvx512) ? GemmIsa::kAvx512
-                              : CpuHas(GemmIsa::kAvx2) ? GemmIsa::kAvx2
-                                                       : GemmIsa::kBaseline;
-  return best;
-}
-
-bool GemmIsaSupported(GemmIsa isa) { return isa == GemmIsa::kAuto || CpuHas(isa); }
-
-const char* GemmIsaName(GemmIsa isa) {
-  switch (isa) {
-    case GemmIsa::kAuto: return "auto";
-    case GemmIsa::kBaseline: return "baseline";
-    case GemmIsa::kAvx2: return "avx2";
-    case GemmIsa::kAvx512: return "avx512";
-  }
-  return "?";
-}
 
 template <class T>
 void PackedGemm(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t rsa, int64_t csa,
                 const T* B, int64_t rsb, int64_t csb, T* C, int64_t ldc, bool accumulate,
-                int threads, GemmIsa isa) {
+                int threads, Isa isa) {
   if (M <= 0 || N <= 0) return;
-  if (isa == GemmIsa::kAuto || !CpuHas(isa)) isa = GemmBestIsa();
+  isa = ResolveIsa(isa);
   const Spec<T> sp = SpecFor<T>(isa);
   // Only split when each thread gets a useful amount of work.
   const int64_t work = M * N * std::max<int64_t>(K, 1);
@@ -309,9 +272,9 @@ void PackedGemm(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t rs
 
 template void PackedGemm<float>(int64_t, int64_t, int64_t, float, const float*, int64_t, int64_t,
                                 const float*, int64_t, int64_t, float*, int64_t, bool, int,
-                                GemmIsa);
+                                Isa);
 template void PackedGemm<double>(int64_t, int64_t, int64_t, double, const double*, int64_t,
                                  int64_t, const double*, int64_t, int64_t, double*, int64_t, bool,
-                                 int, GemmIsa);
+                                 int, Isa);
 
 }  // namespace kiln::ops

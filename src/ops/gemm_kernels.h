@@ -14,14 +14,10 @@
 
 #include <cstdint>
 
+#include "ops/cpu_isa.h"
+
 namespace kiln::ops {
 
-enum class GemmIsa { kAuto, kBaseline, kAvx2, kAvx512 };
-
-// The ISA kAuto picks on this CPU, whether `isa` can run here, and its name for messages.
-GemmIsa GemmBestIsa();
-bool GemmIsaSupported(GemmIsa isa);
-const char* GemmIsaName(GemmIsa isa);
 
 // C[i * ldc + j] = (accumulate ? C[i * ldc + j] : 0) + alpha * sum_k A(i, k) * B(k, j) for
 // i < M, j < N, where A(i, k) = A[i * rsa + k * csa] and B(k, j) = B[k * rsb + j * csb] (any
@@ -30,13 +26,13 @@ const char* GemmIsaName(GemmIsa isa);
 template <class T>
 void PackedGemm(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t rsa, int64_t csa,
                 const T* B, int64_t rsb, int64_t csb, T* C, int64_t ldc, bool accumulate,
-                int threads, GemmIsa isa = GemmIsa::kAuto);
+                int threads, Isa isa = Isa::kAuto);
 
 extern template void PackedGemm<float>(int64_t, int64_t, int64_t, float, const float*, int64_t,
                                        int64_t, const float*, int64_t, int64_t, float*, int64_t,
-                                       bool, int, GemmIsa);
+                                       bool, int, Isa);
 extern template void PackedGemm<double>(int64_t, int64_t, int64_t, double, const double*, int64_t,
                                         int64_t, const double*, int64_t, int64_t, double*,
-                                        int64_t, bool, int, GemmIsa);
+                                        int64_t, bool, int, Isa);
 
 }  // namespace kiln::ops

@@ -52,7 +52,7 @@ void GemvBase(bool tb, int64_t N, int64_t K, T alpha, const T* a, const T* B, T*
               int64_t n1) {
   GemvKernel<T>(tb, N, K, alpha, a, B, c, n0, n1);
 }
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#if KILN_X86_DISPATCH
 template <class T>
 __attribute__((target("avx2,fma"))) void GemvAvx2(bool tb, int64_t N, int64_t K, T alpha,
                                                   const T* a, const T* B, T* c, int64_t n0,
@@ -71,10 +71,10 @@ __attribute__((target("avx512f,fma"))) void GemvAvx512(bool tb, int64_t N, int64
 template <class T>
 void Gemv(bool tb, int64_t N, int64_t K, T alpha, const T* a, const T* B, T* c, int64_t n0,
           int64_t n1) {
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  switch (GemmBestIsa()) {
-    case GemmIsa::kAvx512: return GemvAvx512<T>(tb, N, K, alpha, a, B, c, n0, n1);
-    case GemmIsa::kAvx2: return GemvAvx2<T>(tb, N, K, alpha, a, B, c, n0, n1);
+#if KILN_X86_DISPATCH
+  switch (BestIsa()) {
+    case Isa::kAvx512: return GemvAvx512<T>(tb, N, K, alpha, a, B, c, n0, n1);
+    case Isa::kAvx2: return GemvAvx2<T>(tb, N, K, alpha, a, B, c, n0, n1);
     default: break;
   }
 #endif

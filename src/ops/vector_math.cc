@@ -9,11 +9,6 @@
 namespace kiln::ops {
 namespace {
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define KILN_VM_X86 1
-#else
-#define KILN_VM_X86 0
-#endif
 
 #define KILN_AI __attribute__((always_inline)) inline
 
@@ -314,7 +309,7 @@ template <class Op>
 void MapBase(const float* x, float* y, int64_t n, const Par& p) {
   MapBody<16, Op>(x, y, n, p);
 }
-#if KILN_VM_X86
+#if KILN_X86_DISPATCH
 template <class Op>
 __attribute__((target("avx2,fma"))) void MapAvx2(const float* x, float* y, int64_t n,
                                                   const Par& p) {
@@ -327,33 +322,15 @@ __attribute__((target("avx512f,fma"))) void MapAvx512(const float* x, float* y, 
 }
 #endif
 
-bool CpuHas(VecIsa isa) {
-#if KILN_VM_X86
-  switch (isa) {
-    case VecIsa::kAvx512:
-      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
-    case VecIsa::kAvx2:
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    default:
-      return true;
-  }
-#else
-  return isa == VecIsa::kBaseline || isa == VecIsa::kAuto;
-#endif
-}
 
-VecIsa Resolve(VecIsa isa) {
-  if (isa == VecIsa::kAuto || !CpuHas(isa)) return VecBestIsa();
-  return isa;
-}
 
 template <class Op>
-void Map(const float* x, float* y, int64_t n, const Par& p, VecIsa isa) {
+void Map(const float* x, float* y, int64_t n, const Par& p, Isa isa) {
   if (n <= 0) return;
-  switch (Resolve(isa)) {
-#if KILN_VM_X86
-    case VecIsa::kAvx512: return MapAvx512<Op>(x, y, n, p);
-    case VecIsa::kAvx2: return MapAvx2<Op>(x, y, n, p);
+  switch (ResolveIsa(isa)) {
+#if KILN_X86_DISPATCH
+    case Isa::kAvx512: return MapAvx512<Op>(x, y, n, p);
+    case Isa::kAvx2: return MapAvx2<Op>(x, y, n, p);
 #endif
     default: return MapBase<Op>(x, y, n, p);
   }
@@ -404,7 +381,7 @@ template <int kMode>
 void BinBase(VecBinOp op, const float* a, float s, const float* b, float* o, int64_t n) {
   BinSwitch<16, kMode>(op, a, s, b, o, n);
 }
-#if KILN_VM_X86
+#if KILN_X86_DISPATCH
 template <int kMode>
 __attribute__((target("avx2,fma"))) void BinAvx2(VecBinOp op, const float* a, float s,
                                                  const float* b, float* o, int64_t n) {
@@ -418,12 +395,12 @@ __attribute__((target("avx512f,fma"))) void BinAvx512(VecBinOp op, const float* 
 #endif
 
 template <int kMode>
-void Bin(VecBinOp op, const float* a, float s, const float* b, float* o, int64_t n, VecIsa isa) {
+void Bin(VecBinOp op, const float* a, float s, const float* b, float* o, int64_t n, Isa isa) {
   if (n <= 0) return;
-  switch (Resolve(isa)) {
-#if KILN_VM_X86
-    case VecIsa::kAvx512: return BinAvx512<kMode>(op, a, s, b, o, n);
-    case VecIsa::kAvx2: return BinAvx2<kMode>(op, a, s, b, o, n);
+  switch (ResolveIsa(isa)) {
+#if KILN_X86_DISPATCH
+    case Isa::kAvx512: return BinAvx512<kMode>(op, a, s, b, o, n);
+    case Isa::kAvx2: return BinAvx2<kMode>(op, a, s, b, o, n);
 #endif
     default: return BinBase<kMode>(op, a, s, b, o, n);
   }
@@ -489,7 +466,7 @@ KILN_AI float SumBody(const float* x, int64_t n) {
 }
 
 float SumBase(const float* x, int64_t n) { return SumBody<16>(x, n); }
-#if KILN_VM_X86
+#if KILN_X86_DISPATCH
 __attribute__((target("avx2,fma"))) float SumAvx2(const float* x, int64_t n) {
   return SumBody<32>(x, n);
 }
@@ -502,7 +479,7 @@ float MaxBase(const float* x, int64_t n) { return MaxBody<16>(x, n); }
 float ExpSubSumBase(const float* x, float* y, int64_t n, float m) {
   return ExpSubSumBody<16>(x, y, n, m);
 }
-#if KILN_VM_X86
+#if KILN_X86_DISPATCH
 __attribute__((target("avx2,fma"))) float MaxAvx2(const float* x, int64_t n) {
   return MaxBody<32>(x, n);
 }
@@ -521,94 +498,76 @@ __attribute__((target("avx512f,fma"))) float ExpSubSumAvx512(const float* x, flo
 
 }  // namespace
 
-VecIsa VecBestIsa() {
-  static const VecIsa best = CpuHas(VecIsa::kAvx512) ? VecIsa::kAvx512
-                             : CpuHas(VecIsa::kAvx2) ? VecIsa::kAvx2
-                                                     : VecIsa::kBaseline;
-  return best;
-}
 
-bool VecIsaSupported(VecIsa isa) { return isa == VecIsa::kAuto || CpuHas(isa); }
-
-const char* VecIsaName(VecIsa isa) {
-  switch (isa) {
-    case VecIsa::kAuto: return "auto";
-    case VecIsa::kBaseline: return "baseline";
-    case VecIsa::kAvx2: return "avx2";
-    case VecIsa::kAvx512: return "avx512";
-  }
-  return "?";
-}
-
-void ExpF32(const float* x, float* y, int64_t n, VecIsa isa) { Map<ExpOp>(x, y, n, {}, isa); }
-void LogF32(const float* x, float* y, int64_t n, VecIsa isa) { Map<LogOp>(x, y, n, {}, isa); }
-void SigmoidF32(const float* x, float* y, int64_t n, VecIsa isa) {
+void ExpF32(const float* x, float* y, int64_t n, Isa isa) { Map<ExpOp>(x, y, n, {}, isa); }
+void LogF32(const float* x, float* y, int64_t n, Isa isa) { Map<LogOp>(x, y, n, {}, isa); }
+void SigmoidF32(const float* x, float* y, int64_t n, Isa isa) {
   Map<SigmoidOp>(x, y, n, {}, isa);
 }
-void SwishF32(const float* x, float* y, int64_t n, float alpha, VecIsa isa) {
+void SwishF32(const float* x, float* y, int64_t n, float alpha, Isa isa) {
   Map<SwishOp>(x, y, n, {alpha, 0, false}, isa);
 }
-void TanhF32(const float* x, float* y, int64_t n, VecIsa isa) { Map<TanhOp>(x, y, n, {}, isa); }
-void ErfF32(const float* x, float* y, int64_t n, VecIsa isa) { Map<ErfOp>(x, y, n, {}, isa); }
-void GeluF32(const float* x, float* y, int64_t n, bool tanh_approx, VecIsa isa) {
+void TanhF32(const float* x, float* y, int64_t n, Isa isa) { Map<TanhOp>(x, y, n, {}, isa); }
+void ErfF32(const float* x, float* y, int64_t n, Isa isa) { Map<ErfOp>(x, y, n, {}, isa); }
+void GeluF32(const float* x, float* y, int64_t n, bool tanh_approx, Isa isa) {
   if (tanh_approx) Map<GeluTanhOp>(x, y, n, {}, isa);
   else Map<GeluErfOp>(x, y, n, {}, isa);
 }
-void SinF32(const float* x, float* y, int64_t n, VecIsa isa) {
+void SinF32(const float* x, float* y, int64_t n, Isa isa) {
   Map<SinCosOp<false>>(x, y, n, {}, isa);
 }
-void CosF32(const float* x, float* y, int64_t n, VecIsa isa) {
+void CosF32(const float* x, float* y, int64_t n, Isa isa) {
   Map<SinCosOp<true>>(x, y, n, {}, isa);
 }
-void ReluF32(const float* x, float* y, int64_t n, VecIsa isa) { Map<ReluOp>(x, y, n, {}, isa); }
-void LeakyReluF32(const float* x, float* y, int64_t n, float alpha, VecIsa isa) {
+void ReluF32(const float* x, float* y, int64_t n, Isa isa) { Map<ReluOp>(x, y, n, {}, isa); }
+void LeakyReluF32(const float* x, float* y, int64_t n, float alpha, Isa isa) {
   Map<LeakyReluOp>(x, y, n, {alpha, 0, false}, isa);
 }
-void ClipF32(const float* x, float* y, int64_t n, float lo, float hi, VecIsa isa) {
+void ClipF32(const float* x, float* y, int64_t n, float lo, float hi, Isa isa) {
   Map<ClipOp>(x, y, n, {lo, hi, false}, isa);
 }
-void HardSigmoidF32(const float* x, float* y, int64_t n, float alpha, float beta, VecIsa isa) {
+void HardSigmoidF32(const float* x, float* y, int64_t n, float alpha, float beta, Isa isa) {
   Map<HardSigmoidOp>(x, y, n, {alpha, beta, false}, isa);
 }
-void HardSwishF32(const float* x, float* y, int64_t n, VecIsa isa) {
+void HardSwishF32(const float* x, float* y, int64_t n, Isa isa) {
   Map<HardSwishOp>(x, y, n, {}, isa);
 }
 
-void BinaryF32(VecBinOp op, const float* a, const float* b, float* o, int64_t n, VecIsa isa) {
+void BinaryF32(VecBinOp op, const float* a, const float* b, float* o, int64_t n, Isa isa) {
   Bin<0>(op, a, 0.0f, b, o, n, isa);
 }
 void BinaryScalarF32(VecBinOp op, float s, const float* b, float* o, int64_t n, bool scalar_first,
-                     VecIsa isa) {
+                     Isa isa) {
   if (scalar_first) Bin<1>(op, nullptr, s, b, o, n, isa);
   else Bin<2>(op, nullptr, s, b, o, n, isa);
 }
 
-float MaxF32(const float* x, int64_t n, VecIsa isa) {
-  switch (Resolve(isa)) {
-#if KILN_VM_X86
-    case VecIsa::kAvx512: return MaxAvx512(x, n);
-    case VecIsa::kAvx2: return MaxAvx2(x, n);
+float MaxF32(const float* x, int64_t n, Isa isa) {
+  switch (ResolveIsa(isa)) {
+#if KILN_X86_DISPATCH
+    case Isa::kAvx512: return MaxAvx512(x, n);
+    case Isa::kAvx2: return MaxAvx2(x, n);
 #endif
     default: return MaxBase(x, n);
   }
 }
 
-float SumF32(const float* x, int64_t n, VecIsa isa) {
-  switch (Resolve(isa)) {
-#if KILN_VM_X86
-    case VecIsa::kAvx512: return SumAvx512(x, n);
-    case VecIsa::kAvx2: return SumAvx2(x, n);
+float SumF32(const float* x, int64_t n, Isa isa) {
+  switch (ResolveIsa(isa)) {
+#if KILN_X86_DISPATCH
+    case Isa::kAvx512: return SumAvx512(x, n);
+    case Isa::kAvx2: return SumAvx2(x, n);
 #endif
     default: return SumBase(x, n);
   }
 }
 
-float ExpSubSumF32(const float* x, float* y, int64_t n, float m, VecIsa isa) {
+float ExpSubSumF32(const float* x, float* y, int64_t n, float m, Isa isa) {
   if (n <= 0) return 0.0f;
-  switch (Resolve(isa)) {
-#if KILN_VM_X86
-    case VecIsa::kAvx512: return ExpSubSumAvx512(x, y, n, m);
-    case VecIsa::kAvx2: return ExpSubSumAvx2(x, y, n, m);
+  switch (ResolveIsa(isa)) {
+#if KILN_X86_DISPATCH
+    case Isa::kAvx512: return ExpSubSumAvx512(x, y, n, m);
+    case Isa::kAvx2: return ExpSubSumAvx2(x, y, n, m);
 #endif
     default: return ExpSubSumBase(x, y, n, m);
   }

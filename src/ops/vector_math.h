@@ -16,49 +16,46 @@
 
 #include <cstdint>
 
+#include "ops/cpu_isa.h"
+
 namespace kiln::ops {
 
-enum class VecIsa { kAuto, kBaseline, kAvx2, kAvx512 };
 
-VecIsa VecBestIsa();
-bool VecIsaSupported(VecIsa isa);
-const char* VecIsaName(VecIsa isa);
-
-void ExpF32(const float* x, float* y, int64_t n, VecIsa isa = VecIsa::kAuto);
-void LogF32(const float* x, float* y, int64_t n, VecIsa isa = VecIsa::kAuto);
-void SigmoidF32(const float* x, float* y, int64_t n, VecIsa isa = VecIsa::kAuto);
+void ExpF32(const float* x, float* y, int64_t n, Isa isa = Isa::kAuto);
+void LogF32(const float* x, float* y, int64_t n, Isa isa = Isa::kAuto);
+void SigmoidF32(const float* x, float* y, int64_t n, Isa isa = Isa::kAuto);
 // y = x * sigmoid(alpha * x) (Swish / SiLU).
-void SwishF32(const float* x, float* y, int64_t n, float alpha, VecIsa isa = VecIsa::kAuto);
-void TanhF32(const float* x, float* y, int64_t n, VecIsa isa = VecIsa::kAuto);
-void ErfF32(const float* x, float* y, int64_t n, VecIsa isa = VecIsa::kAuto);
+void SwishF32(const float* x, float* y, int64_t n, float alpha, Isa isa = Isa::kAuto);
+void TanhF32(const float* x, float* y, int64_t n, Isa isa = Isa::kAuto);
+void ErfF32(const float* x, float* y, int64_t n, Isa isa = Isa::kAuto);
 // y = 0.5 x (1 + erf(x / sqrt 2)), or with tanh_approx 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
-void GeluF32(const float* x, float* y, int64_t n, bool tanh_approx, VecIsa isa = VecIsa::kAuto);
-void SinF32(const float* x, float* y, int64_t n, VecIsa isa = VecIsa::kAuto);
-void CosF32(const float* x, float* y, int64_t n, VecIsa isa = VecIsa::kAuto);
+void GeluF32(const float* x, float* y, int64_t n, bool tanh_approx, Isa isa = Isa::kAuto);
+void SinF32(const float* x, float* y, int64_t n, Isa isa = Isa::kAuto);
+void CosF32(const float* x, float* y, int64_t n, Isa isa = Isa::kAuto);
 
 // Cheap maps. Relu: x > 0 ? x : 0. LeakyRelu: x < 0 ? alpha x : x. Clip: compare-and-replace
 // (NaN kept; lo > hi gives hi). HardSigmoid: max(0, min(1, alpha x + beta)).
 // HardSwish: x * max(0, min(1, x / 6 + 0.5)).
-void ReluF32(const float* x, float* y, int64_t n, VecIsa isa = VecIsa::kAuto);
-void LeakyReluF32(const float* x, float* y, int64_t n, float alpha, VecIsa isa = VecIsa::kAuto);
-void ClipF32(const float* x, float* y, int64_t n, float lo, float hi, VecIsa isa = VecIsa::kAuto);
+void ReluF32(const float* x, float* y, int64_t n, Isa isa = Isa::kAuto);
+void LeakyReluF32(const float* x, float* y, int64_t n, float alpha, Isa isa = Isa::kAuto);
+void ClipF32(const float* x, float* y, int64_t n, float lo, float hi, Isa isa = Isa::kAuto);
 void HardSigmoidF32(const float* x, float* y, int64_t n, float alpha, float beta,
-                    VecIsa isa = VecIsa::kAuto);
-void HardSwishF32(const float* x, float* y, int64_t n, VecIsa isa = VecIsa::kAuto);
+                    Isa isa = Isa::kAuto);
+void HardSwishF32(const float* x, float* y, int64_t n, Isa isa = Isa::kAuto);
 
 enum class VecBinOp { kAdd, kSub, kMul, kDiv };
 // o[i] = a[i] op b[i].
 void BinaryF32(VecBinOp op, const float* a, const float* b, float* o, int64_t n,
-               VecIsa isa = VecIsa::kAuto);
+               Isa isa = Isa::kAuto);
 // o[i] = s op b[i] (scalar_first) or b[i] op s.
 void BinaryScalarF32(VecBinOp op, float s, const float* b, float* o, int64_t n, bool scalar_first,
-                     VecIsa isa = VecIsa::kAuto);
+                     Isa isa = Isa::kAuto);
 
 // Row reductions for Softmax and global pooling.
-float MaxF32(const float* x, int64_t n, VecIsa isa = VecIsa::kAuto);  // n >= 1; NaN-propagating
+float MaxF32(const float* x, int64_t n, Isa isa = Isa::kAuto);  // n >= 1; NaN-propagating
 // The sum of x[0..n) in float, lane-wise partial sums added in lane order, then the tail.
-float SumF32(const float* x, int64_t n, VecIsa isa = VecIsa::kAuto);
+float SumF32(const float* x, int64_t n, Isa isa = Isa::kAuto);
 // y[i] = exp(x[i] - m); returns the sum of the y[i] (accumulated in a fixed lane order).
-float ExpSubSumF32(const float* x, float* y, int64_t n, float m, VecIsa isa = VecIsa::kAuto);
+float ExpSubSumF32(const float* x, float* y, int64_t n, float m, Isa isa = Isa::kAuto);
 
 }  // namespace kiln::ops
