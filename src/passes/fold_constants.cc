@@ -44,6 +44,23 @@ bool TryFold(ir::Graph& g, const ir::Node& n, int64_t opset, size_t max_bytes) {
     out_bytes += Bytes(t);
   }
   if (out_bytes > std::max(max_bytes, in_bytes)) return false;
+  // The kernels trust the output dims they are given: fold only where the op's own inference
+  // agrees with the value types (a subgraph's declared types are not always checked; found by
+  // fuzz_passes).
+  ops::InferContext ic(n, g, opset);
+  for (int v : n.inputs) {
+    ic.input_types_.push_back(v < 0 ? nullptr : &g.values[v].type);
+    ic.input_values_.push_back(v < 0 || !g.values[v].constant ? nullptr : &*g.values[v].constant);
+  }
+  ic.outputs_.assign(n.outputs.size() + ops::kScratchOutputs, ir::TypeInfo{});
+  if (!ops::CheckRequiredInputs(*schema, n, g).ok() || !schema->infer(ic).ok()) return false;
+  for (size_t i = 0; i < n.outputs.size(); ++i) {
+    int v = n.outputs[i];
+    if (v < 0) continue;
+    const ir::TypeInfo& want = g.values[v].type;
+    if (!ic.outputs_[i].shape_known() || ic.outputs_[i].dtype != want.dtype || ic.outputs_[i].dims != want.dims)
+      return false;
+  }
   ops::ComputeContext cc(n, g, opset);
   std::vector<Tensor> stand_ins(n.inputs.size());
   for (size_t i = 0; i < n.inputs.size(); ++i) {
