@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <random>
 #include <set>
@@ -23,6 +24,7 @@
 #include "ops/conv_gemm.h"
 #include "ops/gemm_kernels.h"
 #include "ops/matmul_gemm.h"
+#include "ops/pool_kernels.h"
 #include "ops/thread_pool.h"
 
 namespace kiln::ops {
@@ -289,6 +291,75 @@ TEST(DepthwiseConv, F64AndRectangular) {
   r.OH = (11 + 2 - 3) / 2 + 1;
   r.OW = (13 + 4 - 5) / 1 + 1;
   CheckDepthwise<float>(r, true, rng);
+}
+
+// 2-D max / average pools against a direct loop in the reference's tap order (so equal bit for
+// bit), with ceil-mode windows that run past the padding, and -inf maxima reported.
+void CheckPool(const Pool2DShape& s, std::mt19937& rng) {
+  auto x = Random<float>(static_cast<size_t>(s.planes * s.H * s.W), rng);
+  const std::string what = "H=" + std::to_string(s.H) + " W=" + std::to_string(s.W) + " K=" +
+                           std::to_string(s.KH) + "x" + std::to_string(s.KW) + " s=" +
+                           std::to_string(s.sh) + "," + std::to_string(s.sw) + " p=" +
+                           std::to_string(s.ph) + "," + std::to_string(s.pw) + "," +
+                           std::to_string(s.peh) + "," + std::to_string(s.pew);
+  for (int mode = 0; mode < 3; ++mode) {  // max, average, average counting the pads
+    std::vector<float> ref(static_cast<size_t>(s.planes * s.OH * s.OW));
+    for (int64_t pl = 0; pl < s.planes; ++pl)
+      for (int64_t oh = 0; oh < s.OH; ++oh)
+        for (int64_t ow = 0; ow < s.OW; ++ow) {
+          float acc = mode == 0 ? -INFINITY : 0.0f;
+          int64_t n = 0, np = 0;
+          for (int64_t kh = 0; kh < s.KH; ++kh)
+            for (int64_t kw = 0; kw < s.KW; ++kw) {
+              const int64_t ih = oh * s.sh - s.ph + kh, iw = ow * s.sw - s.pw + kw;
+              if (ih < s.H + s.peh && iw < s.W + s.pew) ++np;  // inside the padded extent
+              if (ih < 0 || ih >= s.H || iw < 0 || iw >= s.W) continue;
+              const float v = x[(pl * s.H + ih) * s.W + iw];
+              acc = mode == 0 ? (v > acc ? v : acc) : acc + v;
+              ++n;
+            }
+          if (mode > 0) acc /= static_cast<float>(mode == 1 ? n : np);
+          ref[(pl * s.OH + oh) * s.OW + ow] = acc;
+        }
+    for (int threads = 1; threads <= 3; threads += 2) {
+      std::vector<float> y(ref.size(), 7.0f);
+      std::unique_ptr<bool[]> bad(new bool[static_cast<size_t>(s.planes)]);
+      if (mode == 0) {
+        EXPECT_EQ(MaxPool2D(s, x.data(), y.data(), threads, bad.get()), 0)
+            << what;
+      } else {
+        AveragePool2D(s, x.data(), y.data(), mode == 2, threads);
+      }
+      EXPECT_EQ(0, std::memcmp(y.data(), ref.data(), y.size() * sizeof(float)))
+          << what << " mode=" << mode << " threads=" << threads;
+    }
+  }
+}
+
+TEST(Pool2D, KernelsStridesPadsCeilModeAgainstReference) {
+  std::mt19937 rng(9);
+  for (int64_t K : {1, 2, 3, 5})
+    for (int64_t stride : {1, 2, 3})
+      for (int64_t pad : {0, 1, 2})
+        for (int64_t HW : {1, 4, 13, 40})
+          for (int64_t extra : {0, 1}) {  // ceil mode: one more window that runs past the pads
+            if (pad >= K || HW + 2 * pad < K) continue;
+            Pool2DShape s{3, HW, HW + 3, 0, 0, K, K, stride, stride, pad, pad, pad, pad};
+            s.OH = (HW + 2 * pad - K) / stride + 1 + extra;
+            s.OW = (HW + 3 + 2 * pad - K) / stride + 1 + extra;
+            if ((s.OH - 1) * stride >= HW + pad || (s.OW - 1) * stride >= HW + 3 + pad) continue;
+            CheckPool(s, rng);
+          }
+}
+
+TEST(Pool2D, AllNegativeInfinityWindowsAreReported) {
+  Pool2DShape s{2, 4, 4, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0};
+  std::vector<float> x(32, 1.0f), y(8);
+  for (int i : {16, 17, 20, 21}) x[i] = -INFINITY;  // the first window of plane 1
+  bool bad[2];
+  EXPECT_EQ(MaxPool2D(s, x.data(), y.data(), 1, bad), 1);
+  EXPECT_FALSE(bad[0]);
+  EXPECT_TRUE(bad[1]);
 }
 
 // Every index of [0, n) once, in min(threads, n) chunks [c * n / t, (c + 1) * n / t), on at most

@@ -11,12 +11,13 @@
 #include "ops/conv_depthwise.h"
 #include "ops/conv_gemm.h"
 #include "ops/conv_geometry.h"
+#include "ops/scratch.h"
 
 namespace kiln::ops {
 namespace {
 
 // Upper bound on the im2col buffer (elements); larger problems are done in tiles of rows.
-constexpr int64_t kColBudget = int64_t{1} << 21;
+constexpr int64_t kColBudget = int64_t{1} << 18;
 
 // An input as a pointer in the compute type (float for the 16-bit floats, converted once).
 template <class T>
@@ -212,7 +213,7 @@ void ConvCore(const C* x, const C* w, const C* b, C* y, const ConvShape& s, int 
   for (int j = 0; j < 3; ++j) pointwise = pointwise && g.s[j] == 1 && g.p[j] == 0 && g.out[j] == g.in[j];
   const int64_t rows = g.out[0] * g.out[1];
   const int64_t tile = RowsPerTile(rows, K * g.out[2]);
-  std::vector<C> col(pointwise ? 0 : static_cast<size_t>(K * tile * g.out[2]));
+  C* col = pointwise ? nullptr : Scratch<C>(ScratchSlot::kConvColumns, static_cast<size_t>(K * tile * g.out[2]));
   for (int64_t n = 0; n < s.N; ++n) {
     for (int64_t gi = 0; gi < s.group; ++gi) {
       const C* xg = x + (n * s.C + gi * Cg) * in_size;
@@ -226,8 +227,8 @@ void ConvCore(const C* x, const C* w, const C* b, C* y, const ConvShape& s, int 
       }
       for (int64_t r0 = 0; r0 < rows; r0 += tile) {
         int64_t r1 = std::min(rows, r0 + tile), ncols = (r1 - r0) * g.out[2];
-        Im2Col(xg, Cg, g, r0, r1, col.data());
-        ConvGemm<C>(Mg, ncols, K, wg, K, col.data(), ncols, yg + r0 * g.out[2], out_size, b != nullptr, threads);
+        Im2Col(xg, Cg, g, r0, r1, col);
+        ConvGemm<C>(Mg, ncols, K, wg, K, col, ncols, yg + r0 * g.out[2], out_size, b != nullptr, threads);
       }
     }
   }

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <vector>
 
+#include "ops/scratch.h"
 #include "ops/thread_pool.h"
 
 namespace kiln::ops {
@@ -192,24 +193,24 @@ void GemmSerial(const Spec<T>& sp, int64_t M, int64_t N, int64_t K, T alpha, con
                 int64_t ldc, bool accumulate) {
   const int MR = sp.mr, NR = sp.nr;
   const int64_t KC = sp.kc, MC = (sp.mc + MR - 1) / MR * MR, NC = (sp.nc + NR - 1) / NR * NR;
-  std::vector<T> pa(static_cast<size_t>(std::min(MC, (M + MR - 1) / MR * MR) * KC));
-  std::vector<T> pb(static_cast<size_t>(std::min(NC, (N + NR - 1) / NR * NR) * KC));
+  T* pa = Scratch<T>(ScratchSlot::kGemmA, static_cast<size_t>(std::min(MC, (M + MR - 1) / MR * MR) * KC));
+  T* pb = Scratch<T>(ScratchSlot::kGemmB, static_cast<size_t>(std::min(NC, (N + NR - 1) / NR * NR) * KC));
   alignas(64) T tile[16 * 64];  // MR x NR edge tiles
   for (int64_t jc = 0; jc < N; jc += NC) {
     const int64_t nc = std::min(NC, N - jc);
     for (int64_t pc = 0; pc < K; pc += KC) {
       const int64_t kc = std::min(KC, K - pc);
       const bool acc = accumulate || pc > 0;
-      PackB(B + pc * rsb + jc * csb, rsb, csb, kc, nc, NR, alpha, pb.data());
+      PackB(B + pc * rsb + jc * csb, rsb, csb, kc, nc, NR, alpha, pb);
       for (int64_t ic = 0; ic < M; ic += MC) {
         const int64_t mc = std::min(MC, M - ic);
-        PackA(A + ic * rsa + pc * csa, rsa, csa, mc, kc, MR, pa.data());
+        PackA(A + ic * rsa + pc * csa, rsa, csa, mc, kc, MR, pa);
         for (int64_t ir = 0; ir < mc; ir += MR) {
           const int mr = static_cast<int>(std::min<int64_t>(MR, mc - ir));
-          const T* ap = pa.data() + ir * kc;
+          const T* ap = pa + ir * kc;
           for (int64_t jr = 0; jr < nc; jr += NR) {
             const int nr = static_cast<int>(std::min<int64_t>(NR, nc - jr));
-            const T* bp = pb.data() + jr * kc;
+            const T* bp = pb + jr * kc;
             T* c = C + (ic + ir) * ldc + jc + jr;
             if (mr == MR && nr == NR) {
               sp.fn(kc, ap, bp, c, ldc, acc);

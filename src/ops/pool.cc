@@ -3,11 +3,13 @@
 // dilations); 1-D and 2-D pools run as 3-D ones with leading unit dims.
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "ops/common.h"
 #include "ops/conv_geometry.h"
+#include "ops/pool_kernels.h"
 #include "ops/vector_math.h"
 
 namespace kiln::ops {
@@ -147,6 +149,26 @@ Status PoolCompute(ComputeContext& ctx, PoolKind kind) {
   double p = ctx.node().attr_float("p", 2.0f);
   if (kind == PoolKind::kLp && p <= 0) return ctx.error("p must be positive");
   bool col_major = ctx.node().attr_int("storage_order", 0) == 1;
+  if (X.dtype() == DType::kFloat32 && kind != PoolKind::kLp && !indices && g.in[0] == 1 &&
+      g.k[0] == 1 && g.out[0] == 1 && g.d[1] == 1 && g.d[2] == 1) {
+    const Pool2DShape ps{planes, g.in[1], g.in[2], g.out[1], g.out[2], g.k[1], g.k[2],
+                         g.s[1], g.s[2], g.p[1], g.p[2], g.pe[1], g.pe[2]};
+    const float* x = X.data<float>();
+    float* y = ctx.output(0).data<float>();
+    if (kind == PoolKind::kAvg) {
+      AveragePool2D(ps, x, y, cip, ctx.threads());
+      return OkStatus();
+    }
+    std::unique_ptr<bool[]> bad(new bool[static_cast<size_t>(planes)]);
+    if (MaxPool2D(ps, x, y, ctx.threads(), bad.get()) > 0) {
+      // -inf maxima: the reference loop tells an all-NaN window (NaN) from an all -inf one.
+      const int64_t in_size = g.in_size(), out_size = g.out_size();
+      for (int64_t pl = 0; pl < planes; ++pl)
+        if (bad[pl])
+          PoolCore<float>(x + pl * in_size, y + pl * out_size, nullptr, 1, g, kind, cip, p, false);
+    }
+    return OkStatus();
+  }
   bool ok = Dispatch<kFloatTypes | kIntTypes>(X.dtype(), [&]<class T>() {
     if constexpr (std::is_same_v<T, int8_t> || std::is_same_v<T, uint8_t> || kIsFloat<T>)
       PoolCore<T>(X.data<T>(), ctx.output(0).data<T>(), indices, planes, g, kind, cip, p, col_major);

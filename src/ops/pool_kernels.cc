@@ -1,0 +1,160 @@
+#include "ops/pool_kernels.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "ops/cpu_isa.h"
+#include "ops/scratch.h"
+#include "ops/thread_pool.h"
+
+namespace kiln::ops {
+namespace {
+
+// The padded plane: rows ih = -ph .. Hp - ph - 1, columns iw = -pw .. Wp - pw - 1, every window
+// of the output grid inside it.
+struct Padded {
+  int64_t Hp, Wp;
+  explicit Padded(const Pool2DShape& s)
+      : Hp(std::max(s.H + s.ph, (s.OH - 1) * s.sh + s.KH)),
+        Wp(std::max(s.W + s.pw, (s.OW - 1) * s.sw + s.KW)) {}
+};
+
+inline void FillPadded(const Pool2DShape& s, const Padded& p, const float* x, float pad,
+                       float* xp) {
+  std::fill(xp, xp + s.ph * p.Wp, pad);
+  for (int64_t h = 0; h < s.H; ++h) {
+    float* row = xp + (h + s.ph) * p.Wp;
+    std::fill(row, row + s.pw, pad);
+    std::memcpy(row + s.pw, x + h * s.W, s.W * sizeof(float));
+    std::fill(row + s.pw + s.W, row + p.Wp, pad);
+  }
+  std::fill(xp + (s.H + s.ph) * p.Wp, xp + p.Hp * p.Wp, pad);
+}
+
+// One output row: taps in (kh, kw) order. `kMax`: v replaces the running maximum when larger or
+// when the maximum is NaN (the reference's rule); otherwise a sum.
+template <bool kMax, int SW>
+__attribute__((always_inline)) inline void RowTaps(const float* __restrict xr, int64_t Wp,
+                                                   int64_t KH, int64_t KW, int64_t sw,
+                                                   int64_t OW, float* __restrict yr) {
+  const int64_t step = SW > 0 ? SW : sw;
+  for (int64_t ow = 0; ow < OW; ++ow) yr[ow] = xr[ow * step];
+  for (int64_t kh = 0; kh < KH; ++kh)
+    for (int64_t kw = kh == 0 ? 1 : 0; kw < KW; ++kw) {
+      const float* src = xr + kh * Wp + kw;
+      for (int64_t ow = 0; ow < OW; ++ow) {
+        const float v = src[ow * step];
+        if constexpr (kMax) {
+          const float a = yr[ow];
+          yr[ow] = (v > a || a != a) ? v : a;
+        } else {
+          yr[ow] += v;
+        }
+      }
+    }
+}
+
+template <bool kMax>
+__attribute__((always_inline)) inline void PlanesBody(const Pool2DShape& s, const float* x,
+                                                      float* y, int64_t p0, int64_t p1) {
+  const Padded p(s);
+  float* xp = Scratch<float>(ScratchSlot::kPadded, static_cast<size_t>(p.Hp * p.Wp));
+  const float pad = kMax ? -std::numeric_limits<float>::infinity() : 0.0f;
+  for (int64_t pl = p0; pl < p1; ++pl) {
+    FillPadded(s, p, x + pl * s.H * s.W, pad, xp);
+    float* yp = y + pl * s.OH * s.OW;
+    for (int64_t oh = 0; oh < s.OH; ++oh) {
+      const float* xr = xp + oh * s.sh * p.Wp;
+      float* yr = yp + oh * s.OW;
+      if (s.sw == 1) RowTaps<kMax, 1>(xr, p.Wp, s.KH, s.KW, 1, s.OW, yr);
+      else if (s.sw == 2) RowTaps<kMax, 2>(xr, p.Wp, s.KH, s.KW, 2, s.OW, yr);
+      else RowTaps<kMax, 0>(xr, p.Wp, s.KH, s.KW, s.sw, s.OW, yr);
+    }
+  }
+}
+
+using PlanesFn = void (*)(const Pool2DShape&, const float*, float*, int64_t, int64_t);
+
+template <bool kMax>
+void PlanesBase(const Pool2DShape& s, const float* x, float* y, int64_t p0, int64_t p1) {
+  PlanesBody<kMax>(s, x, y, p0, p1);
+}
+#if KILN_X86_DISPATCH
+template <bool kMax>
+__attribute__((target("avx2,fma"))) void PlanesAvx2(const Pool2DShape& s, const float* x,
+                                                    float* y, int64_t p0, int64_t p1) {
+  PlanesBody<kMax>(s, x, y, p0, p1);
+}
+template <bool kMax>
+__attribute__((target("avx512f,avx512bw,fma"))) void PlanesAvx512(const Pool2DShape& s,
+                                                                  const float* x, float* y,
+                                                                  int64_t p0, int64_t p1) {
+  PlanesBody<kMax>(s, x, y, p0, p1);
+}
+#endif
+
+template <bool kMax>
+PlanesFn PlanesFor() {
+#if KILN_X86_DISPATCH
+  const Isa isa = BestIsa();
+  if (isa == Isa::kAvx512) return PlanesAvx512<kMax>;
+  if (isa == Isa::kAvx2) return PlanesAvx2<kMax>;
+#endif
+  return PlanesBase<kMax>;
+}
+
+template <bool kMax>
+void RunPlanes(const Pool2DShape& s, const float* x, float* y, int threads) {
+  const PlanesFn fn = PlanesFor<kMax>();
+  const int64_t work = s.planes * s.OH * s.OW * s.KH * s.KW;
+  const int t = static_cast<int>(std::min<int64_t>({threads, s.planes, work / (1 << 16) + 1, 64}));
+  ParallelFor(t, s.planes, [&](int64_t p0, int64_t p1) { fn(s, x, y, p0, p1); });
+}
+
+// Taps of a window starting at `start` (K taps) inside [0, n) (as the reference's TapRange).
+inline int64_t TapCount(int64_t start, int64_t K, int64_t n) {
+  const int64_t lo = std::max<int64_t>(start, 0), hi = std::min(start + K, n);
+  return hi > lo ? hi - lo : 0;
+}
+
+}  // namespace
+
+int64_t MaxPool2D(const Pool2DShape& s, const float* x, float* y, int threads, bool* bad) {
+  if (s.planes <= 0 || s.OH <= 0 || s.OW <= 0) return 0;
+  RunPlanes<true>(s, x, y, threads);
+  int64_t n = 0;
+  const float ninf = -std::numeric_limits<float>::infinity();
+  for (int64_t pl = 0; pl < s.planes; ++pl) {
+    const float* yp = y + pl * s.OH * s.OW;
+    bad[pl] = std::find(yp, yp + s.OH * s.OW, ninf) != yp + s.OH * s.OW;
+    n += bad[pl];
+  }
+  return n;
+}
+
+void AveragePool2D(const Pool2DShape& s, const float* x, float* y, bool count_include_pad,
+                   int threads) {
+  if (s.planes <= 0 || s.OH <= 0 || s.OW <= 0) return;
+  RunPlanes<false>(s, x, y, threads);
+  // Divide by the tap count of each window, separable in rows and columns.
+  std::vector<int64_t> ch(s.OH), cw(s.OW);
+  for (int64_t oh = 0; oh < s.OH; ++oh)
+    ch[oh] = count_include_pad ? TapCount(oh * s.sh, s.KH, s.H + s.ph + s.peh)
+                               : TapCount(oh * s.sh - s.ph, s.KH, s.H);
+  for (int64_t ow = 0; ow < s.OW; ++ow)
+    cw[ow] = count_include_pad ? TapCount(ow * s.sw, s.KW, s.W + s.pw + s.pew)
+                               : TapCount(ow * s.sw - s.pw, s.KW, s.W);
+  for (int64_t pl = 0; pl < s.planes; ++pl)
+    for (int64_t oh = 0; oh < s.OH; ++oh) {
+      float* yr = y + (pl * s.OH + oh) * s.OW;
+      for (int64_t ow = 0; ow < s.OW; ++ow) {
+        const int64_t count = ch[oh] * cw[ow];
+        yr[ow] = count > 0 ? yr[ow] / static_cast<float>(count)
+                           : std::numeric_limits<float>::quiet_NaN();
+      }
+    }
+}
+
+}  // namespace kiln::ops

@@ -1,0 +1,25 @@
+// Vectorized 2-D float MaxPool / AveragePool (no dilation, no Indices output) over a padded copy
+// of each plane, so that every window is read without bounds checks: the taps of an output row
+// are one contiguous (stride 1) or strided loop over the output width each. The sums and maxima
+// are taken in the reference's (kh, kw) tap order, so the outputs are the reference's: padding
+// adds zeros to a sum and -inf to a maximum, both exact. A maximum whose result is -inf (every
+// tap -inf or NaN) is left to the caller's reference loop, which tells the two apart.
+#pragma once
+
+#include <cstdint>
+
+namespace kiln::ops {
+
+struct Pool2DShape {
+  int64_t planes, H, W, OH, OW, KH, KW;
+  int64_t sh, sw, ph, pw;   // strides, leading pads
+  int64_t peh, pew;         // trailing pads (count_include_pad counts taps inside them)
+};
+
+// Returns the number of planes whose outputs hold a -inf maximum (0 for averages); those planes'
+// outputs must be recomputed by the reference. `bad` (planes entries) marks them.
+int64_t MaxPool2D(const Pool2DShape& s, const float* x, float* y, int threads, bool* bad);
+void AveragePool2D(const Pool2DShape& s, const float* x, float* y, bool count_include_pad,
+                   int threads);
+
+}  // namespace kiln::ops

@@ -1,0 +1,22 @@
+// Per-thread working buffers for the host kernels (GEMM panels, im2col columns, padded planes):
+// kept between calls so that a kernel neither zero-fills nor page-faults in a fresh allocation
+// every time it runs. Each kernel uses its own slot, so a kernel can hold one buffer while it
+// calls another (Conv holds kConvColumns while the GEMM packs into kGemmA / kGemmB).
+// The memory is uninitialized and 64-byte aligned; it stays valid until the same thread asks the
+// same slot again.
+#pragma once
+
+#include <cstddef>
+
+namespace kiln::ops {
+
+enum class ScratchSlot { kGemmA, kGemmB, kConvColumns, kPadded, kCount };
+
+void* ScratchBytes(ScratchSlot slot, size_t bytes);
+
+template <class T>
+T* Scratch(ScratchSlot slot, size_t count) {
+  return static_cast<T*>(ScratchBytes(slot, count * sizeof(T)));
+}
+
+}  // namespace kiln::ops
