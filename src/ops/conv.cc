@@ -9,6 +9,7 @@
 
 #include "ops/common.h"
 #include "ops/conv_depthwise.h"
+#include "ops/conv_dnnl.h"
 #include "ops/conv_gemm.h"
 #include "ops/conv_geometry.h"
 #include "ops/scratch.h"
@@ -523,6 +524,27 @@ void DeformConvCore(const C* x, const C* w, const C* off, const C* b, const C* m
 }
 
 // Shared by Conv and ConvTranspose (the shape rule and the core differ; the glue does not).
+// A 1-D or 2-D float Conv through oneDNN (ops/conv_dnnl.h) where it is built in, except the
+// depthwise ones (kiln's register-tap kernel, without the layout round trip, is faster there)
+// and pointwise ones on large maps.
+bool TryDnnlConv(ComputeContext& ctx, const ConvShape& s) {
+  const Geom3 g(s.geom);
+  if (!DnnlAvailable() || g.in[0] != 1 || g.k[0] != 1 || g.out[0] != 1) return false;
+  if (s.group > 1 && s.group == s.C) return false;
+  // A pointwise conv on a large map is a GEMM with a short K that streams memory: there our
+  // GEMM, on NCHW as it is, beats oneDNN plus its layout round trip (bench/README.md).
+  const bool pointwise = g.k[1] == 1 && g.k[2] == 1 && g.s[1] == 1 && g.s[2] == 1 &&
+                         g.p[1] == 0 && g.p[2] == 0 && g.pe[1] == 0 && g.pe[2] == 0;
+  if (pointwise && g.out[1] * g.out[2] >= 28 * 28) return false;
+  const Conv2DParams p{s.N,      s.C,      s.M,      s.group,  g.in[1], g.in[2],
+                       g.out[1], g.out[2], g.k[1],   g.k[2],   g.s[1],  g.s[2],
+                       g.p[1],   g.p[2],   g.pe[1],  g.pe[2],  g.d[1],  g.d[2]};
+  const float* b = ctx.has_input(2) ? ctx.input(2).data<float>() : nullptr;
+  return DnnlConv2D(p, ctx.input(0).data<float>(), ctx.input(1).data<float>(),
+                    ctx.input_constant(1), b, ctx.output(0).data<float>(), ctx.threads(),
+                    ctx.state());
+}
+
 template <bool kTranspose>
 Status ComputeConvLike(ComputeContext& ctx) {
   const Tensor& X = ctx.input(0);
@@ -533,6 +555,9 @@ Status ComputeConvLike(ComputeContext& ctx) {
   std::string err = shape_of(ctx.node(), X.dims(), W.dims(), B ? &B->dims() : nullptr, &s);
   if (!err.empty()) return ctx.error(err);
   Tensor& Y = ctx.output(0);
+  if constexpr (!kTranspose) {
+    if (X.dtype() == DType::kFloat32 && TryDnnlConv(ctx, s)) return OkStatus();
+  }
   Dispatch<kFloatTypes>(X.dtype(), [&]<class T>() {
     InBuf<T> x(X), w(W);
     std::optional<InBuf<T>> b;

@@ -11,6 +11,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -81,6 +82,13 @@ class InferContext {
   int64_t opset_;
 };
 
+// What a kernel keeps between runs of one node (a prepared library primitive, weights laid out
+// once): the executor owns one slot per node, keeps it for its own lifetime and never runs the
+// same node twice at once. A kernel must check that what it stored still fits its inputs.
+struct NodeState {
+  virtual ~NodeState() = default;
+};
+
 class ComputeContext {
  public:
   ComputeContext(const ir::Node& node, const ir::Graph& graph, int64_t opset)
@@ -109,6 +117,13 @@ class ComputeContext {
   }
   SubgraphRunner& subgraphs() const { return *subgraphs_; }
   int threads() const { return threads_; }
+  // This node's state slot; null where the caller keeps none (constant folding, one-off runs).
+  std::unique_ptr<NodeState>* state() const { return state_; }
+  // True when input i is a constant of the graph (an initializer): its bytes, at the same
+  // address, do not change while the state slot lives.
+  bool input_constant(int i) const {
+    return i >= 0 && i < static_cast<int>(input_constant_.size()) && input_constant_[i];
+  }
   Status error(const std::string& msg) const { return Error(node_.Label(graph_) + ": " + msg); }
 
   // Set up by the executor.
@@ -116,6 +131,8 @@ class ComputeContext {
   std::vector<Tensor*> outputs_;
   SubgraphRunner* subgraphs_ = nullptr;
   int threads_ = 1;
+  std::unique_ptr<NodeState>* state_ = nullptr;
+  std::vector<bool> input_constant_;
 
  private:
   std::deque<Tensor> overflow_;

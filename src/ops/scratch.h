@@ -10,7 +10,7 @@
 
 namespace kiln::ops {
 
-enum class ScratchSlot { kGemmA, kGemmB, kConvColumns, kPadded, kCount };
+enum class ScratchSlot { kGemmA, kGemmB, kConvColumns, kPadded, kDnnlSrc, kDnnlDst, kCount };
 
 void* ScratchBytes(ScratchSlot slot, size_t bytes);
 

@@ -28,6 +28,8 @@ struct GraphInfo {
   planner::Plan plan;
   std::vector<uint8_t> storage;
   uint8_t* arena = nullptr;
+  // Kernels' per-node state (ops::NodeState), per node index; written while a node runs.
+  mutable std::vector<std::unique_ptr<ops::NodeState>> states;
 
   uint8_t* Planned(int v) const {
     int b = buffers.buffer_of[v];
@@ -160,8 +162,11 @@ struct Executor::Impl : public ops::SubgraphRunner {
 
     std::vector<Tensor> scratch(ictx.outputs_.size());
     ops::ComputeContext cctx(node, g, info.opsets[n]);
-    for (size_t i = 0; i < node.inputs.size(); ++i)
-      cctx.inputs_.push_back(node.inputs[i] < 0 ? nullptr : &f.values[node.inputs[i]]);
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      const int v = node.inputs[i];
+      cctx.inputs_.push_back(v < 0 ? nullptr : &f.values[v]);
+      cctx.input_constant_.push_back(v >= 0 && g.values[v].constant.has_value());
+    }
     // A view / slice node the plan resolved needs no kernel when everything sits where planned.
     bool noop = info.buffers.is_noop[pos];
     for (size_t i = 0; noop && i < node.inputs.size(); ++i)
@@ -191,6 +196,8 @@ struct Executor::Impl : public ops::SubgraphRunner {
     if (noop) return OkStatus();
     cctx.subgraphs_ = this;
     cctx.threads_ = self->options_.threads;
+    if (info.states.size() != g.nodes.size()) info.states.resize(g.nodes.size());
+    cctx.state_ = &info.states[n];
     KILN_RETURN_IF_ERROR(schema->compute(cctx));
     for (size_t i = 0; i < node.outputs.size(); ++i)
       if (node.outputs[i] >= 0 && !cctx.outputs_[i]->defined())

@@ -1,0 +1,154 @@
+#include "ops/conv_dnnl.h"
+
+#include <cstring>
+#include <unordered_map>
+
+#include "ops/scratch.h"
+
+#if KILN_WITH_DNNL
+#include <oneapi/dnnl/dnnl.hpp>
+
+// libgomp, which the Debian oneDNN runs on (its C header is not always installed for clang).
+extern "C" void omp_set_num_threads(int);
+#endif
+
+namespace kiln::ops {
+
+#if KILN_WITH_DNNL
+namespace {
+
+using dnnl::memory;
+using Tag = memory::format_tag;
+constexpr memory::data_type kF32 = memory::data_type::f32;
+
+dnnl::engine& Engine() {
+  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+// A stream must not be used by two threads at once; executors run on many threads (the gym).
+dnnl::stream& Stream() {
+  thread_local dnnl::stream s(Engine());
+  return s;
+}
+
+struct DnnlConvState : NodeState {
+  Conv2DParams p{};
+  int threads = 0;
+  bool has_bias = false;
+  bool supported = false;
+  dnnl::convolution_forward conv;
+  memory::desc src_md, dst_md, w_md, user_src_md, user_dst_md, user_w_md, bias_md;
+  dnnl::reorder src_reorder, dst_reorder, w_reorder;
+  memory w_mem;                  // the weights in the primitive's layout
+  const float* w_ptr = nullptr;  // the constant weights w_mem holds, if any
+
+  bool Matches(const Conv2DParams& q, int t, bool bias) const {
+    return std::memcmp(&p, &q, sizeof(p)) == 0 && threads == t && has_bias == bias;
+  }
+};
+
+void Prepare(DnnlConvState* st) {
+  const Conv2DParams& p = st->p;
+  const memory::dims src{p.N, p.C, p.H, p.W}, dst{p.N, p.M, p.OH, p.OW};
+  const memory::dims w = p.group == 1
+                             ? memory::dims{p.M, p.C, p.KH, p.KW}
+                             : memory::dims{p.group, p.M / p.group, p.C / p.group, p.KH, p.KW};
+  st->user_src_md = memory::desc(src, kF32, Tag::nchw);
+  st->user_dst_md = memory::desc(dst, kF32, Tag::nchw);
+  st->user_w_md = memory::desc(w, kF32, p.group == 1 ? Tag::oihw : Tag::goihw);
+  st->bias_md = memory::desc({p.M}, kF32, Tag::x);
+  const memory::dims strides{p.sh, p.sw}, dil{p.dh - 1, p.dw - 1}, pl{p.ph, p.pw},
+      pr{p.peh, p.pew};
+  const memory::desc any_src(src, kF32, Tag::any), any_dst(dst, kF32, Tag::any),
+      any_w(w, kF32, Tag::any);
+  const auto prop = dnnl::prop_kind::forward_inference;
+  const auto alg = dnnl::algorithm::convolution_direct;
+  auto d = st->has_bias ? dnnl::convolution_forward::desc(prop, alg, any_src, any_w, st->bias_md,
+                                                          any_dst, strides, dil, pl, pr)
+                        : dnnl::convolution_forward::desc(prop, alg, any_src, any_w, any_dst,
+                                                          strides, dil, pl, pr);
+  dnnl::convolution_forward::primitive_desc pd(d, Engine());
+  st->conv = dnnl::convolution_forward(pd);
+  st->src_md = pd.src_desc();
+  st->dst_md = pd.dst_desc();
+  st->w_md = pd.weights_desc();
+  if (st->src_md != st->user_src_md)
+    st->src_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(
+        Engine(), st->user_src_md, Engine(), st->src_md));
+  if (st->dst_md != st->user_dst_md)
+    st->dst_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(
+        Engine(), st->dst_md, Engine(), st->user_dst_md));
+  if (st->w_md != st->user_w_md) {
+    st->w_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(
+        Engine(), st->user_w_md, Engine(), st->w_md));
+    st->w_mem = memory(st->w_md, Engine());
+  }
+  st->supported = true;
+}
+
+}  // namespace
+
+bool DnnlAvailable() { return true; }
+
+bool DnnlConv2D(const Conv2DParams& p, const float* x, const float* w, bool w_constant,
+                const float* b, float* y, int threads, std::unique_ptr<NodeState>* state) {
+  std::unique_ptr<NodeState> local;
+  if (!state) state = &local;
+  auto* st = dynamic_cast<DnnlConvState*>(state->get());
+  omp_set_num_threads(threads);
+  try {
+    if (!st || !st->Matches(p, threads, b != nullptr)) {
+      auto fresh = std::make_unique<DnnlConvState>();
+      fresh->p = p;
+      fresh->threads = threads;
+      fresh->has_bias = b != nullptr;
+      st = fresh.get();
+      *state = std::move(fresh);
+      Prepare(st);
+    }
+  } catch (const dnnl::error&) {
+    return false;  // st->supported stays false: this shape takes kiln's own kernels
+  }
+  if (!st->supported) return false;
+  dnnl::stream& s = Stream();
+  dnnl::engine& e = Engine();
+  memory user_src(st->user_src_md, e, const_cast<float*>(x));
+  memory src = user_src;
+  if (st->src_md != st->user_src_md) {
+    src = memory(st->src_md, e, ScratchBytes(ScratchSlot::kDnnlSrc, st->src_md.get_size()));
+    st->src_reorder.execute(s, user_src, src);
+  }
+  memory wm(st->user_w_md, e, const_cast<float*>(w));
+  if (st->w_md != st->user_w_md) {
+    if (!w_constant || st->w_ptr != w) {
+      st->w_reorder.execute(s, wm, st->w_mem);
+      st->w_ptr = w_constant ? w : nullptr;
+    }
+    wm = st->w_mem;
+  }
+  memory user_dst(st->user_dst_md, e, y);
+  memory dst = user_dst;
+  if (st->dst_md != st->user_dst_md)
+    dst = memory(st->dst_md, e, ScratchBytes(ScratchSlot::kDnnlDst, st->dst_md.get_size()));
+  std::unordered_map<int, memory> args{
+      {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, dst}};
+  if (b) args.emplace(DNNL_ARG_BIAS, memory(st->bias_md, e, const_cast<float*>(b)));
+  st->conv.execute(s, args);
+  if (st->dst_md != st->user_dst_md) st->dst_reorder.execute(s, dst, user_dst);
+  s.wait();
+  return true;
+}
+
+#else
+
+bool DnnlAvailable() { return false; }
+
+bool DnnlConv2D(const Conv2DParams&, const float*, const float*, bool, const float*, float*, int,
+                std::unique_ptr<NodeState>*) {
+  return false;
+}
+
+#endif
+
+}  // namespace kiln::ops

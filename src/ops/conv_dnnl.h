@@ -1,0 +1,37 @@
+// 2-D float convolution through oneDNN (Debian's libdnnl), where the build has it: its brgemm /
+// JIT direct convolutions in the channel-blocked layout (nChw16c on AVX-512) run ResNet-style
+// 3x3 convs at 110-130 GFLOP/s on one Zen 4 core where im2col + our packed GEMM reaches about 60
+// (bench/README.md, host speed). Activations stay NCHW in the arena: the input is reordered
+// into a per-thread scratch buffer, the result reordered back (about 5% of a 3x3 conv's time).
+// The primitive and, for constant weights, the reordered weights are prepared once per node
+// and kept in its NodeState.
+//
+// Threads: oneDNN runs its own OpenMP team of exactly `threads` threads for the call (between
+// calls the team sleeps), so no more than `threads` threads work at once; results do not depend
+// on the thread count (oneDNN splits the output, never the reduction, of a forward convolution).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "ops/op.h"
+
+namespace kiln::ops {
+
+struct Conv2DParams {
+  int64_t N, C, M, group;
+  int64_t H, W, OH, OW, KH, KW;
+  int64_t sh, sw, ph, pw, peh, pew, dh, dw;  // strides, leading and trailing pads, dilations
+};
+
+// True when oneDNN is built in.
+bool DnnlAvailable();
+
+// y[N, M, OH, OW] = conv(x[N, C, H, W], w[M, C / group, KH, KW]) + b[M] (b may be null), or
+// false (nothing written) when oneDNN is not built in or does not take the shape. `state` (may
+// be null: prepared per call) keeps the primitive between calls; `w_constant` says the weights'
+// bytes at this address never change while `state` lives, so they are reordered only once.
+bool DnnlConv2D(const Conv2DParams& p, const float* x, const float* w, bool w_constant,
+                const float* b, float* y, int threads, std::unique_ptr<NodeState>* state);
+
+}  // namespace kiln::ops

@@ -1,0 +1,135 @@
+// The oneDNN convolution path (ops/conv_dnnl.h) against a direct loop in double: groups,
+// strides, asymmetric pads, dilations, odd channel counts and sizes; the same bits for every
+// thread count; the kept state reused, rebuilt on a new shape, and weights re-read when they are
+// not constant.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ops/conv_dnnl.h"
+
+namespace kiln::ops {
+namespace {
+
+std::vector<float> Random(size_t n, std::mt19937& rng) {
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+Conv2DParams Make(int64_t N, int64_t C, int64_t M, int64_t group, int64_t H, int64_t W,
+                  int64_t KH, int64_t KW, int64_t s, int64_t pl, int64_t pr, int64_t d) {
+  Conv2DParams p{N, C, M, group, H, W, 0, 0, KH, KW, s, s, pl, pl, pr, pr, d, d};
+  p.OH = (H + pl + pr - (KH - 1) * d - 1) / s + 1;
+  p.OW = (W + pl + pr - (KW - 1) * d - 1) / s + 1;
+  return p;
+}
+
+// Returns the worst |y - ref| / (sum of |terms|) over the outputs.
+double Worst(const Conv2DParams& p, const std::vector<float>& x, const std::vector<float>& w,
+             const float* b, const std::vector<float>& y) {
+  const int64_t Cg = p.C / p.group, Mg = p.M / p.group;
+  double worst = 0;
+  for (int64_t n = 0; n < p.N; ++n)
+    for (int64_t m = 0; m < p.M; ++m)
+      for (int64_t oh = 0; oh < p.OH; ++oh)
+        for (int64_t ow = 0; ow < p.OW; ++ow) {
+          double acc = b ? b[m] : 0.0, mag = std::fabs(acc) + 1e-30;
+          for (int64_t c = 0; c < Cg; ++c)
+            for (int64_t kh = 0; kh < p.KH; ++kh)
+              for (int64_t kw = 0; kw < p.KW; ++kw) {
+                const int64_t ih = oh * p.sh - p.ph + kh * p.dh, iw = ow * p.sw - p.pw + kw * p.dw;
+                if (ih < 0 || ih >= p.H || iw < 0 || iw >= p.W) continue;
+                const int64_t ci = (m / Mg) * Cg + c;
+                const double t = double(w[((m * Cg + c) * p.KH + kh) * p.KW + kw]) *
+                                 x[((n * p.C + ci) * p.H + ih) * p.W + iw];
+                acc += t;
+                mag += std::fabs(t);
+              }
+          const double got = y[((n * p.M + m) * p.OH + oh) * p.OW + ow];
+          worst = std::max(worst, std::fabs(got - acc) / mag);
+        }
+  return worst;
+}
+
+void Check(const Conv2DParams& p, bool bias, std::mt19937& rng) {
+  const std::string what = "N=" + std::to_string(p.N) + " C=" + std::to_string(p.C) +
+                           " M=" + std::to_string(p.M) + " g=" + std::to_string(p.group) +
+                           " " + std::to_string(p.H) + "x" + std::to_string(p.W) + " k=" +
+                           std::to_string(p.KH) + "x" + std::to_string(p.KW) + " s=" +
+                           std::to_string(p.sh) + " p=" + std::to_string(p.ph) + "," +
+                           std::to_string(p.peh) + " d=" + std::to_string(p.dh);
+  auto x = Random(static_cast<size_t>(p.N * p.C * p.H * p.W), rng);
+  auto w = Random(static_cast<size_t>(p.M * (p.C / p.group) * p.KH * p.KW), rng);
+  auto b = Random(static_cast<size_t>(p.M), rng);
+  const size_t ny = static_cast<size_t>(p.N * p.M * p.OH * p.OW);
+  std::vector<float> first;
+  for (int threads = 1; threads <= 2; ++threads) {
+    std::unique_ptr<NodeState> state;
+    for (int run = 0; run < 2; ++run) {  // the second run reuses the prepared state
+      std::vector<float> y(ny, 7.0f);
+      ASSERT_TRUE(DnnlConv2D(p, x.data(), w.data(), true, bias ? b.data() : nullptr, y.data(),
+                             threads, &state))
+          << what;
+      EXPECT_LE(Worst(p, x, w, bias ? b.data() : nullptr, y), 2e-6) << what;
+      if (first.empty()) first = y;
+      else EXPECT_EQ(0, std::memcmp(first.data(), y.data(), ny * sizeof(float))) << what;
+    }
+  }
+}
+
+TEST(DnnlConv, ShapesAgainstReference) {
+  if (!DnnlAvailable()) GTEST_SKIP() << "built without oneDNN";
+  std::mt19937 rng(11);
+  int i = 0;
+  for (int64_t K : {1, 2, 3, 5})
+    for (int64_t s : {1, 2, 3})
+      for (int64_t HW : {1, 5, 12, 23}) {
+        ++i;
+        const int64_t pl = i % 3 == 0 ? 0 : std::min<int64_t>(K - 1, 1 + i % 2), pr = i % 4 == 0 ? 0 : pl;
+        const int64_t d = (i % 5 == 0 && HW + pl + pr >= 2 * K - 1) ? 2 : 1;
+        if (HW + pl + pr < (K - 1) * d + 1) continue;
+        const int64_t C = 1 + 4 * (i % 5), M = 3 + 7 * (i % 3);
+        Check(Make(1 + i % 2, C, M, 1, HW, HW + i % 3, K, K, s, pl, pr, d), i % 3 != 0, rng);
+      }
+}
+
+TEST(DnnlConv, GroupsRectangularKernelsAndOneD) {
+  if (!DnnlAvailable()) GTEST_SKIP() << "built without oneDNN";
+  std::mt19937 rng(12);
+  Check(Make(1, 6, 9, 3, 10, 7, 3, 3, 1, 1, 1, 1), true, rng);
+  Check(Make(2, 32, 64, 2, 9, 9, 3, 3, 2, 1, 0, 1), false, rng);
+  Check(Make(1, 1, 64, 1, 49, 10, 10, 4, 2, 5, 5, 1), true, rng);  // the KWS stem: 10 x 4, pad 5
+  Check(Make(1, 64, 64, 1, 1, 50, 1, 3, 1, 0, 0, 1), true, rng);    // 1-D as H = 1
+  Check(Make(1, 16, 48, 1, 14, 14, 1, 1, 1, 0, 0, 1), true, rng);   // pointwise
+}
+
+TEST(DnnlConv, StateFollowsShapesAndNonConstantWeights) {
+  if (!DnnlAvailable()) GTEST_SKIP() << "built without oneDNN";
+  std::mt19937 rng(13);
+  std::unique_ptr<NodeState> state;
+  const Conv2DParams a = Make(1, 16, 32, 1, 8, 8, 3, 3, 1, 1, 1, 1);
+  const Conv2DParams c = Make(1, 16, 32, 1, 6, 9, 3, 3, 1, 1, 1, 1);  // same weights, new map
+  auto x = Random(16 * 8 * 9, rng), w = Random(32 * 16 * 9, rng);
+  std::vector<float> y(32 * 8 * 9);
+  ASSERT_TRUE(DnnlConv2D(a, x.data(), w.data(), false, nullptr, y.data(), 1, &state));
+  EXPECT_LE(Worst(a, x, w, nullptr, y), 2e-6);
+  for (float& v : w) v = -v;  // same address, new bytes: not constant, so read again
+  ASSERT_TRUE(DnnlConv2D(a, x.data(), w.data(), false, nullptr, y.data(), 1, &state));
+  EXPECT_LE(Worst(a, x, w, nullptr, y), 2e-6);
+  ASSERT_TRUE(DnnlConv2D(c, x.data(), w.data(), true, nullptr, y.data(), 1, &state));
+  EXPECT_LE(Worst(c, x, w, nullptr, y), 2e-6);
+  auto w2 = Random(w.size(), rng);  // other constant weights at another address
+  ASSERT_TRUE(DnnlConv2D(c, x.data(), w2.data(), true, nullptr, y.data(), 1, &state));
+  EXPECT_LE(Worst(c, x, w2, nullptr, y), 2e-6);
+  ASSERT_TRUE(DnnlConv2D(c, x.data(), w2.data(), true, nullptr, y.data(), 1, nullptr));
+  EXPECT_LE(Worst(c, x, w2, nullptr, y), 2e-6);
+}
+
+}  // namespace
+}  // namespace kiln::ops
