@@ -293,6 +293,31 @@ TEST(DepthwiseConv, F64AndRectangular) {
   CheckDepthwise<float>(r, true, rng);
 }
 
+// Small and strided maps (the flattened padded-plane path): rows and columns narrower than the
+// kernel or a vector, odd and even sizes at stride 2, pads 0..2, K 3/5/7, dilation 2, multiplier 2.
+TEST(DepthwiseConv, SmallAndStridedMaps) {
+  std::mt19937 rng(7);
+  const int64_t sizes[][2] = {{25, 5}, {5, 25}, {7, 7}, {2, 2}, {1, 9}, {9, 1}, {14, 14}, {8, 13}};
+  int i = 0;
+  for (const auto& hw : sizes)
+    for (int64_t K : {3, 5, 7})
+      for (int64_t stride : {1, 2})
+        for (int64_t pad : {0, 1, 2})
+          for (int64_t dil : {1, 2}) {
+            const int64_t H = hw[0], W = hw[1], ext = (K - 1) * dil + 1;
+            if (H + 2 * pad < ext || W + 2 * pad < ext) continue;
+            ++i;
+            CheckDepthwise<float>(MakeDw(1 + i % 2, 3, 1 + (i % 3 == 0), H, W, K, stride, pad, dil),
+                                  i % 2 == 0, rng);
+          }
+  CheckDepthwise<float>(MakeDw(1, 64, 1, 25, 5, 3, 1, 1, 1), true, rng);  // kws_cnn
+  CheckDepthwise<double>(MakeDw(1, 3, 2, 7, 8, 5, 2, 2, 1), true, rng);
+  DepthwiseShape a{1, 2, 2, 6, 9, 0, 0, 3, 5, 2, 3, 0, 2, 1, 2};  // 3 x 5, strides 2, 3, dil 1, 2
+  a.OH = (6 - 3) / 2 + 1;
+  a.OW = (9 + 4 - 9) / 3 + 1;
+  CheckDepthwise<float>(a, false, rng);
+}
+
 // 2-D max / average pools against a direct loop in the reference's tap order (so equal bit for
 // bit), with ceil-mode windows that run past the padding, and -inf maxima reported.
 void CheckPool(const Pool2DShape& s, std::mt19937& rng) {

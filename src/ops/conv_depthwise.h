@@ -1,6 +1,7 @@
 // Depthwise 2-D convolution (group == input channels: MobileNet, EfficientNet, DS-CNN), computed
-// directly instead of im2col + an M = 1 GEMM: per output row, each kernel tap is one vectorized
-// multiply-add over the output width (strides 1 and 2 have their own contiguous / even-odd loops).
+// directly instead of im2col + an M = 1 GEMM: each input plane is copied into a zero-padded
+// per-thread scratch plane, split by stride phase, so that every kernel tap is one contiguous
+// vectorized multiply-add over the whole (flattened) output plane with no bounds checks.
 // Every output is bias + the taps in (kh, kw) order, whatever the thread count (threads split
 // the (n, m) planes).
 #pragma once
