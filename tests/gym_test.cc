@@ -198,7 +198,8 @@ TEST_F(GymTest, EpisodeForkAndPipelineReplay) {
   // Play the fork to the end: every pass until none changes anything.
   int steps = 0;
   for (; steps < 50 && !r.end_of_session; ++steps)
-    StepObs(*f, {A("eliminate-identities"), A("eliminate-common-subexpressions"), A("eliminate-dead-nodes")},
+    StepObs(*f, {A("eliminate-identities"), A("eliminate-common-subexpressions"), A("eliminate-dead-nodes"),
+                 A("fuse-conv-activation")},
             {"ArenaBytes"}, &r);
   EXPECT_TRUE(r.end_of_session);
   StepObs(*f, {A("planner:greedy-size")}, {}, &r);

@@ -153,8 +153,11 @@ std::vector<Tensor> RandomInputs(const ir::Model& m, uint32_t seed) {
   return r;
 }
 
+// Runs m as it is (without the executor's own host fusions, so that "before" is unfused).
 std::vector<Tensor> RunHost(const ir::Model& m, const std::vector<Tensor>& inputs) {
-  auto exec = runtime::Executor::Create(m);
+  runtime::ExecutorOptions o;
+  o.host_fusion = false;
+  auto exec = runtime::Executor::Create(m, o);
   KILN_CHECK(exec.ok(), exec.status().message());
   std::vector<Tensor> out;
   Status st = (*exec)->Run(inputs, &out);
@@ -253,7 +256,8 @@ TEST(PassRegistry, ListsThePassesInOrder) {
   }
   std::vector<std::string> want = {"eliminate-dead-nodes", "fold-constants",
                                    "eliminate-identities", "eliminate-common-subexpressions",
-                                   "cancel-transposes", "fold-batchnorm", "fuse-matmul-add"};
+                                   "cancel-transposes", "fold-batchnorm", "fuse-conv-activation",
+                                   "fuse-matmul-add"};
   EXPECT_EQ(names, want);
 }
 
@@ -695,6 +699,82 @@ TEST(FuseMatMulAdd, LeavesHigherRankAndBroadcastingBiases) {
   AddNode(proto.mutable_graph(), "Relu", {"mm"}, {"r"});
   proto.mutable_graph()->add_output()->set_name("r");
   CheckPass(proto, "fuse-matmul-add", false);
+}
+
+// ---- fuse-conv-activation ------------------------------------------------------------------
+
+// X -> Conv -> c; then `tail`: "relu", "add" (Add(c, Z) with Z = Neg(X2) computed after the
+// Conv), "add_relu", "clip" (constant bounds), "leaky", "clip_input_bound" (a bound from the caller).
+onnx::ModelProto ConvTailModel(const std::string& tail, int opset = 17) {
+  Builder b(opset);
+  b.In("X", {1, 2, 6, 5});
+  InitFloats(b.g, "W", {3, 2, 3, 3}, Ramp(54, 0.1f, -0.05f));
+  InitFloats(b.g, "B", {3}, {0.1f, -0.2f, 0.3f});
+  AttrInts(AddNode(b.g, "Conv", {"X", "W", "B"}, {"c"}, "conv1"), "pads", {1, 1, 1, 1});
+  std::string last = "c";
+  if (tail == "add" || tail == "add_relu") {
+    b.In("X2", {1, 3, 6, 5});
+    AddNode(b.g, "Neg", {"X2"}, {"z"}, "branch");
+    AddNode(b.g, "Add", {"z", "c"}, {"s"}, "residual");
+    last = "s";
+  }
+  if (tail == "relu" || tail == "add_relu") {
+    AddNode(b.g, "Relu", {last}, {"y"}, "relu");
+    last = "y";
+  } else if (tail == "leaky") {
+    AttrFloat(AddNode(b.g, "LeakyRelu", {last}, {"y"}, "leaky"), "alpha", 0.2f);
+    last = "y";
+  } else if (tail == "clip" || tail == "clip_input_bound") {
+    InitFloats(b.g, "lo", {}, {-0.5f});
+    if (tail == "clip") InitFloats(b.g, "hi", {}, {0.75f});
+    else b.In("hi", {});
+    AddNode(b.g, "Clip", {last, "lo", "hi"}, {"y"}, "clip");
+    last = "y";
+  }
+  b.Out(last);
+  return b.m;
+}
+
+TEST(FuseConvActivation, FusesActivationsAndResidualAdds) {
+  const std::map<std::string, std::pair<std::string, size_t>> want = {
+      {"relu", {"Relu", 3}}, {"add", {"", 4}}, {"add_relu", {"Relu", 4}},
+      {"clip", {"Clip", 3}}, {"leaky", {"LeakyRelu", 3}}};
+  for (const auto& [tail, expect] : want) {
+    ir::Model m = CheckPass(ConvTailModel(tail), "fuse-conv-activation", true);
+    const ir::Node* fused = nullptr;
+    for (const auto& n : m.graph->nodes)
+      if (n.op_type == "FusedConv") fused = &n;
+    ASSERT_NE(fused, nullptr) << tail;
+    EXPECT_EQ(CountOps(*m.graph, "Conv") + CountOps(*m.graph, "Relu") + CountOps(*m.graph, "Add"), 0)
+        << tail;
+    EXPECT_EQ(fused->domain, "com.microsoft");
+    EXPECT_EQ(fused->attr_string("activation", ""), expect.first) << tail;
+    EXPECT_EQ(fused->inputs.size(), expect.second) << tail;
+    EXPECT_EQ(fused->attr_ints("pads"), (std::vector<int64_t>{1, 1, 1, 1}));
+    EXPECT_EQ(OutputName(*m.graph, 0), tail == "add" ? "s" : "y");
+    EXPECT_EQ(m.OpsetFor("com.microsoft"), 1);
+  }
+  ir::Model clip = CheckPass(ConvTailModel("clip"), "fuse-conv-activation", true);
+  for (const auto& n : clip.graph->nodes)
+    if (n.op_type == "FusedConv")
+      EXPECT_EQ(n.attr_floats("activation_params"), (std::vector<float>{-0.5f, 0.75f}));
+}
+
+TEST(FuseConvActivation, LeavesSharedResultsBroadcastsAndCallerBounds) {
+  CheckPass(ConvTailModel("clip_input_bound"), "fuse-conv-activation", false);
+  CheckPass(ConvTailModel(""), "fuse-conv-activation", false);  // a lone Conv
+  onnx::ModelProto shared = ConvTailModel("relu");  // the Conv result is read twice
+  AddNode(shared.mutable_graph(), "Neg", {"c"}, {"n"}, "other_reader");
+  shared.mutable_graph()->add_output()->set_name("n");
+  CheckPass(shared, "fuse-conv-activation", false);
+  Builder b;  // Add broadcasts a [3, 1, 1] constant: not a residual of the output's shape
+  b.In("X", {1, 2, 6, 5});
+  InitFloats(b.g, "W", {3, 2, 3, 3}, Ramp(54, 0.1f, -0.05f));
+  InitFloats(b.g, "K", {3, 1, 1}, {1.0f, 2.0f, 3.0f});
+  AddNode(b.g, "Conv", {"X", "W"}, {"c"}, "conv1");
+  AddNode(b.g, "Add", {"c", "K"}, {"y"}, "bias");
+  b.Out("y");
+  CheckPass(b.m, "fuse-conv-activation", false);
 }
 
 // ---- Every pass over the onnx-node conformance models --------------------------------------

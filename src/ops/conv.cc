@@ -527,7 +527,7 @@ void DeformConvCore(const C* x, const C* w, const C* off, const C* b, const C* m
 // A 1-D or 2-D float Conv through oneDNN (ops/conv_dnnl.h) where it is built in, except the
 // depthwise ones (kiln's register-tap kernel, without the layout round trip, is faster there)
 // and pointwise ones on large maps.
-bool TryDnnlConv(ComputeContext& ctx, const ConvShape& s) {
+bool TryDnnlConv(ComputeContext& ctx, const ConvShape& s, const ConvPostOps& post = {}) {
   const Geom3 g(s.geom);
   if (!DnnlAvailable() || g.in[0] != 1 || g.k[0] != 1 || g.out[0] != 1) return false;
   if (s.group > 1 && s.group == s.C) return false;
@@ -542,7 +542,7 @@ bool TryDnnlConv(ComputeContext& ctx, const ConvShape& s) {
   const float* b = ctx.has_input(2) ? ctx.input(2).data<float>() : nullptr;
   return DnnlConv2D(p, ctx.input(0).data<float>(), ctx.input(1).data<float>(),
                     ctx.input_constant(1), b, ctx.output(0).data<float>(), ctx.threads(),
-                    ctx.state());
+                    ctx.state(), post);
 }
 
 template <bool kTranspose>
@@ -598,11 +598,85 @@ Status DeformConvCompute(ComputeContext& ctx) {
 
 }  // namespace
 
+// ---------------------------------------------------------------------------------------------
+// FusedConv (com.microsoft, as ONNX Runtime defines it; made by passes/fuse_conv_activation):
+// Y = activation(Conv(X, W, B) + Z).
+
+Status ActivationOf(ComputeContext& ctx, ConvPostOps* post) {
+  const std::string name = ctx.node().attr_string("activation", "");
+  const std::vector<float> p = ctx.node().attr_floats("activation_params");
+  using Act = ConvPostOps::Act;
+  if (name.empty()) return OkStatus();
+  if (name == "Relu") {
+    post->act = Act::kRelu;
+  } else if (name == "LeakyRelu" && p.size() == 1) {
+    post->act = Act::kLeakyRelu;
+    post->alpha = p[0];
+  } else if (name == "Clip" && p.size() == 2) {
+    post->act = Act::kClip;
+    post->alpha = p[0];
+    post->beta = p[1];
+  } else {
+    return ctx.error("unsupported activation '" + name + "' with " + std::to_string(p.size()) +
+                     " parameters (Relu, LeakyRelu [alpha], Clip [min, max])");
+  }
+  return OkStatus();
+}
+
+Status FusedConvInfer(InferContext& ctx) {
+  KILN_RETURN_IF_ERROR(ConvInfer(ctx));
+  if (ctx.num_inputs() > 3 && ctx.has_input(3)) {
+    const ir::TypeInfo& y = ctx.outputs_[0];
+    if (ctx.input_dtype(3) != y.dtype || ctx.input_dims(3) != y.dims)
+      return ctx.error("Z must have Y's type and shape " + DimsToString(y.dims) + ", got " +
+                       DimsToString(ctx.input_dims(3)));
+  }
+  return OkStatus();
+}
+
+template <class T>
+void AddAndActivate(const T* z, T* y, int64_t n, const ConvPostOps& post) {
+  using Act = ConvPostOps::Act;
+  for (int64_t i = 0; i < n; ++i) {
+    Acc<T> v = static_cast<Acc<T>>(y[i]);
+    if (z) v = v + static_cast<Acc<T>>(z[i]);
+    if (post.act == Act::kRelu) v = v < 0 ? Acc<T>(0) : v;
+    if (post.act == Act::kLeakyRelu) v = v < 0 ? v * static_cast<Acc<T>>(post.alpha) : v;
+    if (post.act == Act::kClip)
+      v = v < static_cast<Acc<T>>(post.alpha) ? static_cast<Acc<T>>(post.alpha)
+          : v > static_cast<Acc<T>>(post.beta) ? static_cast<Acc<T>>(post.beta) : v;
+    y[i] = static_cast<T>(v);
+  }
+}
+
+Status FusedConvCompute(ComputeContext& ctx) {
+  ConvPostOps post;
+  KILN_RETURN_IF_ERROR(ActivationOf(ctx, &post));
+  const Tensor& X = ctx.input(0);
+  const Tensor* Z = ctx.num_inputs() > 3 && ctx.has_input(3) ? &ctx.input(3) : nullptr;
+  if (X.dtype() == DType::kFloat32) {
+    ConvShape s;
+    const Tensor* B = ctx.has_input(2) ? &ctx.input(2) : nullptr;
+    std::string err = ConvShapeOf(ctx.node(), X.dims(), ctx.input(1).dims(), B ? &B->dims() : nullptr, &s);
+    if (!err.empty()) return ctx.error(err);
+    post.z = Z ? Z->data<float>() : nullptr;
+    if (TryDnnlConv(ctx, s, post)) return OkStatus();
+  }
+  // Otherwise the Conv, then one pass for the sum and the activation.
+  KILN_RETURN_IF_ERROR(ComputeConvLike<false>(ctx));
+  Tensor& Y = ctx.output(0);
+  Dispatch<kFloatTypes>(Y.dtype(), [&]<class T>() {
+    AddAndActivate<T>(Z ? Z->data<T>() : nullptr, Y.data<T>(), Y.size(), post);
+  });
+  return OkStatus();
+}
+
 void RegisterConvOps(OpRegistry& r) {
   r.Register("Conv", ConvInfer, ComputeConvLike<false>);
   r.Register("ConvTranspose", ConvTransposeInfer, ComputeConvLike<true>);
   r.Register("Col2Im", Col2ImInfer, Col2ImCompute);
   r.Register("DeformConv", DeformConvInfer, DeformConvCompute);
+  r.Register("FusedConv", FusedConvInfer, FusedConvCompute, "com.microsoft");
 }
 
 }  // namespace kiln::ops

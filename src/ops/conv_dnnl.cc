@@ -35,16 +35,20 @@ dnnl::stream& Stream() {
 struct DnnlConvState : NodeState {
   Conv2DParams p{};
   int threads = 0;
-  bool has_bias = false;
+  bool has_bias = false, has_z = false;
+  ConvPostOps::Act act = ConvPostOps::Act::kNone;
+  float alpha = 0, beta = 0;
   bool supported = false;
   dnnl::convolution_forward conv;
   memory::desc src_md, dst_md, w_md, user_src_md, user_dst_md, user_w_md, bias_md;
-  dnnl::reorder src_reorder, dst_reorder, w_reorder;
+  dnnl::reorder src_reorder, dst_reorder, w_reorder, z_reorder;
   memory w_mem;                  // the weights in the primitive's layout
   const float* w_ptr = nullptr;  // the constant weights w_mem holds, if any
 
-  bool Matches(const Conv2DParams& q, int t, bool bias) const {
-    return std::memcmp(&p, &q, sizeof(p)) == 0 && threads == t && has_bias == bias;
+  bool Matches(const Conv2DParams& q, int t, bool bias, const ConvPostOps& post) const {
+    return std::memcmp(&p, &q, sizeof(p)) == 0 && threads == t && has_bias == bias &&
+           has_z == (post.z != nullptr) && act == post.act && alpha == post.alpha &&
+           beta == post.beta;
   }
 };
 
@@ -68,7 +72,17 @@ void Prepare(DnnlConvState* st) {
                                                           any_dst, strides, dil, pl, pr)
                         : dnnl::convolution_forward::desc(prop, alg, any_src, any_w, any_dst,
                                                           strides, dil, pl, pr);
-  dnnl::convolution_forward::primitive_desc pd(d, Engine());
+  dnnl::post_ops po;
+  if (st->has_z) po.append_sum(1.0f);
+  using Act = ConvPostOps::Act;
+  if (st->act == Act::kRelu) po.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+  if (st->act == Act::kLeakyRelu)
+    po.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, st->alpha, 0.0f);
+  if (st->act == Act::kClip)
+    po.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip, st->alpha, st->beta);
+  dnnl::primitive_attr attr;
+  attr.set_post_ops(po);
+  dnnl::convolution_forward::primitive_desc pd(d, attr, Engine());
   st->conv = dnnl::convolution_forward(pd);
   st->src_md = pd.src_desc();
   st->dst_md = pd.dst_desc();
@@ -76,9 +90,13 @@ void Prepare(DnnlConvState* st) {
   if (st->src_md != st->user_src_md)
     st->src_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(
         Engine(), st->user_src_md, Engine(), st->src_md));
-  if (st->dst_md != st->user_dst_md)
+  if (st->dst_md != st->user_dst_md) {
     st->dst_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(
         Engine(), st->dst_md, Engine(), st->user_dst_md));
+    if (st->has_z)
+      st->z_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(
+          Engine(), st->user_dst_md, Engine(), st->dst_md));
+  }
   if (st->w_md != st->user_w_md) {
     st->w_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(
         Engine(), st->user_w_md, Engine(), st->w_md));
@@ -92,17 +110,22 @@ void Prepare(DnnlConvState* st) {
 bool DnnlAvailable() { return true; }
 
 bool DnnlConv2D(const Conv2DParams& p, const float* x, const float* w, bool w_constant,
-                const float* b, float* y, int threads, std::unique_ptr<NodeState>* state) {
+                const float* b, float* y, int threads, std::unique_ptr<NodeState>* state,
+                const ConvPostOps& post) {
   std::unique_ptr<NodeState> local;
   if (!state) state = &local;
   auto* st = dynamic_cast<DnnlConvState*>(state->get());
   omp_set_num_threads(threads);
   try {
-    if (!st || !st->Matches(p, threads, b != nullptr)) {
+    if (!st || !st->Matches(p, threads, b != nullptr, post)) {
       auto fresh = std::make_unique<DnnlConvState>();
       fresh->p = p;
       fresh->threads = threads;
       fresh->has_bias = b != nullptr;
+      fresh->has_z = post.z != nullptr;
+      fresh->act = post.act;
+      fresh->alpha = post.alpha;
+      fresh->beta = post.beta;
       st = fresh.get();
       *state = std::move(fresh);
       Prepare(st);
@@ -131,6 +154,14 @@ bool DnnlConv2D(const Conv2DParams& p, const float* x, const float* w, bool w_co
   memory dst = user_dst;
   if (st->dst_md != st->user_dst_md)
     dst = memory(st->dst_md, e, ScratchBytes(ScratchSlot::kDnnlDst, st->dst_md.get_size()));
+  if (post.z) {  // the sum post-op adds what dst holds
+    if (st->dst_md != st->user_dst_md) {
+      memory user_z(st->user_dst_md, e, const_cast<float*>(post.z));
+      st->z_reorder.execute(s, user_z, dst);
+    } else if (post.z != y) {
+      std::memcpy(y, post.z, st->user_dst_md.get_size());
+    }
+  }
   std::unordered_map<int, memory> args{
       {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, dst}};
   if (b) args.emplace(DNNL_ARG_BIAS, memory(st->bias_md, e, const_cast<float*>(b)));

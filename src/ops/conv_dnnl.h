@@ -24,6 +24,15 @@ struct Conv2DParams {
   int64_t sh, sw, ph, pw, peh, pew, dh, dw;  // strides, leading and trailing pads, dilations
 };
 
+// What FusedConv applies to the convolution's result, in this order: + z (same shape as y), then
+// the activation.
+struct ConvPostOps {
+  enum class Act { kNone, kRelu, kLeakyRelu, kClip };
+  const float* z = nullptr;
+  Act act = Act::kNone;
+  float alpha = 0, beta = 0;  // LeakyRelu: alpha; Clip: [alpha, beta]
+};
+
 // True when oneDNN is built in.
 bool DnnlAvailable();
 
@@ -32,6 +41,7 @@ bool DnnlAvailable();
 // be null: prepared per call) keeps the primitive between calls; `w_constant` says the weights'
 // bytes at this address never change while `state` lives, so they are reordered only once.
 bool DnnlConv2D(const Conv2DParams& p, const float* x, const float* w, bool w_constant,
-                const float* b, float* y, int threads, std::unique_ptr<NodeState>* state);
+                const float* b, float* y, int threads, std::unique_ptr<NodeState>* state,
+                const ConvPostOps& post = {});
 
 }  // namespace kiln::ops

@@ -5,6 +5,7 @@
 #include "passes/eliminate_identities.h"
 #include "passes/fold_batchnorm.h"
 #include "passes/fold_constants.h"
+#include "passes/fuse_conv_activation.h"
 #include "passes/fuse_matmul_add.h"
 #include "passes/pipeline.h"
 
@@ -30,6 +31,9 @@ const std::vector<PassInfo>& RegisteredPasses() {
        CancelTransposes},
       {"fold-batchnorm", "fold an inference BatchNormalization into the Conv before it (float32)",
        FoldBatchNorm, /*exact=*/false},
+      {"fuse-conv-activation",
+       "fuse Conv + residual Add + Relu / LeakyRelu / Clip into one FusedConv (host only)",
+       FuseConvActivation},
       {"fuse-matmul-add", "turn MatMul(A, B) + bias with 2-D A and constant B, bias into Gemm",
        FuseMatMulAdd, /*exact=*/false},
   };

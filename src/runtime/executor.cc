@@ -232,7 +232,9 @@ Expected<std::unique_ptr<Executor>> Executor::Create(ir::Model model, ExecutorOp
   KILN_RETURN_IF_ERROR(passes::InferShapes(e->model_, e->options_.shapes));
   passes::PipelineOptions po;
   po.dump_ir_after = e->options_.dump_ir_after;
-  KILN_RETURN_IF_ERROR(passes::RunPasses(e->model_, e->options_.passes, po));
+  std::vector<std::string> passes = e->options_.passes;
+  if (e->options_.host_fusion) passes.push_back("fuse-conv-activation");
+  KILN_RETURN_IF_ERROR(passes::RunPasses(e->model_, passes, po));
   passes::CompressConstants(*e->model_.graph);  // identical constants share one storage
   e->impl_ = std::make_unique<Impl>();
   e->impl_->self = e.get();

@@ -27,6 +27,9 @@ struct ExecutorOptions {
   std::vector<std::string> passes;  // run after shape inference (passes/pipeline.h)
   std::vector<std::string> dump_ir_after;  // print the IR to stderr after these passes ("all")
   long planner_steps = 0;           // > 0: deterministic planner search (PlanOptions::max_steps)
+  // Last, the host-only fusions (fuse-conv-activation): exact, one kernel where there were two
+  // or three, and fewer intermediates in the arena.
+  bool host_fusion = true;
 };
 
 class Executor {

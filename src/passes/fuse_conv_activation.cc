@@ -1,0 +1,145 @@
+#include "passes/fuse_conv_activation.h"
+
+#include <limits>
+#include <optional>
+
+#include "passes/graph_edit.h"
+
+namespace kiln::passes {
+namespace {
+
+bool IsDefaultDomain(const ir::Node& n) { return n.domain.empty() || n.domain == "ai.onnx"; }
+
+struct Activation {
+  std::string name;
+  std::vector<float> params;
+};
+
+// A float32 scalar constant (Clip's min / max inputs from opset 11).
+std::optional<float> ScalarConstant(const ir::Graph& g, int v) {
+  if (v < 0 || !IsFixedConstant(g, v)) return std::nullopt;
+  const Tensor& t = *g.values[v].constant;
+  if (t.kind() != Tensor::Kind::kTensor || t.dtype() != DType::kFloat32 || t.size() != 1)
+    return std::nullopt;
+  return t.data<float>()[0];
+}
+
+// The activation node `a` computes, or nothing when it is not one FusedConv takes.
+std::optional<Activation> ActivationOf(const ir::Graph& g, const ir::Node& a, int64_t opset) {
+  if (!IsDefaultDomain(a) || a.outputs.size() != 1 || a.inputs.empty() || a.inputs[0] < 0)
+    return std::nullopt;
+  if (a.op_type == "Relu" && a.inputs.size() == 1) return Activation{"Relu", {}};
+  if (a.op_type == "LeakyRelu" && a.inputs.size() == 1)
+    return Activation{"LeakyRelu", {a.attr_float("alpha", 0.01f)}};
+  if (a.op_type != "Clip") return std::nullopt;
+  float lo = -std::numeric_limits<float>::infinity(), hi = std::numeric_limits<float>::infinity();
+  if (opset < 11) {
+    if (a.inputs.size() != 1) return std::nullopt;
+    lo = a.attr_float("min", lo);
+    hi = a.attr_float("max", hi);
+  } else {
+    for (size_t i = 1; i < a.inputs.size(); ++i) {
+      if (a.inputs[i] < 0) continue;
+      std::optional<float> c = ScalarConstant(g, a.inputs[i]);
+      if (!c) return std::nullopt;
+      (i == 1 ? lo : hi) = *c;
+    }
+  }
+  return Activation{"Clip", {lo, hi}};
+}
+
+// The only node reading v (or -1): v read once, not a graph output.
+int SoleReader(const ir::Graph& g, int v, const std::vector<int>& reads,
+               const std::vector<char>& is_output, const std::vector<int>& reader) {
+  if (v < 0 || reads[v] != 1 || is_output[v]) return -1;
+  return reader[v];
+}
+
+bool FuseInGraph(ir::Graph& g, const ir::Model& m) {
+  bool changed = false;
+  for (auto& n : g.nodes)
+    ForEachSubgraph(n, [&](ir::Graph& sg) { changed = FuseInGraph(sg, m) || changed; });
+  const std::vector<int> reads = ReadCounts(g);
+  const std::vector<char> is_output = OutputMask(g);
+  std::vector<int> reader(g.values.size(), -1);  // a node input reading each value (the last)
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    for (int v : g.nodes[i].inputs)
+      if (v >= 0) reader[v] = static_cast<int>(i);
+  std::vector<char> keep(g.nodes.size(), 1);
+  const int64_t opset = m.OpsetFor("");
+  for (size_t c = 0; c < g.nodes.size(); ++c) {
+    const ir::Node& conv = g.nodes[c];
+    if (conv.op_type != "Conv" || !IsDefaultDomain(conv) || conv.outputs.size() != 1 ||
+        conv.inputs.size() < 2 || conv.inputs[0] < 0 || conv.inputs[1] < 0)
+      continue;
+    const int y = conv.outputs[0];
+    const ir::TypeInfo& yt = g.values[y < 0 ? 0 : y].type;
+    if (y < 0 || yt.dtype != DType::kFloat32 || !yt.shape_known()) continue;
+    int last = -1, z = -1;
+    std::optional<Activation> act;
+    int next = SoleReader(g, y, reads, is_output, reader);
+    if (next >= 0 && keep[next] && g.nodes[next].op_type == "Add" &&
+        IsDefaultDomain(g.nodes[next]) && opset >= 7 && g.nodes[next].inputs.size() == 2 &&
+        g.nodes[next].outputs.size() == 1 && g.nodes[next].outputs[0] >= 0) {
+      const ir::Node& add = g.nodes[next];
+      const int other = add.inputs[0] == y ? add.inputs[1] : add.inputs[0];
+      const ir::TypeInfo& ot = g.values[other < 0 ? 0 : other].type;
+      if (other >= 0 && other != y && ot.dtype == DType::kFloat32 && ot.shape_known() &&
+          ot.dims == yt.dims && g.values[add.outputs[0]].type.dims == yt.dims) {
+        z = other;
+        last = next;
+        next = SoleReader(g, add.outputs[0], reads, is_output, reader);
+      } else {
+        next = -1;
+      }
+    }
+    if (next >= 0 && keep[next] && g.nodes[next].inputs[0] == (last >= 0 ? g.nodes[last].outputs[0] : y)) {
+      act = ActivationOf(g, g.nodes[next], opset);
+      if (act) last = next;
+    }
+    if (last < 0) continue;
+    ir::Node fused = conv;
+    fused.op_type = "FusedConv";
+    fused.domain = kFusedConvDomain;
+    fused.inputs.resize(3, -1);
+    if (z >= 0) fused.inputs.push_back(z);
+    if (act) {
+      ir::Attribute a;
+      a.kind = ir::Attribute::Kind::kString;
+      a.s = act->name;
+      fused.attrs["activation"] = a;
+      if (!act->params.empty()) {
+        ir::Attribute p;
+        p.kind = ir::Attribute::Kind::kFloats;
+        p.floats = act->params;
+        fused.attrs["activation_params"] = p;
+      }
+    }
+    const int out = g.nodes[last].outputs[0];
+    fused.outputs = {out};
+    // The fused node takes the last node's place: every input it reads is computed by then.
+    if (z >= 0 && act) {  // the Add goes too
+      const int a = g.nodes[last].inputs[0];
+      keep[g.values[a].producer] = 0;
+      g.values[a].producer = -1;
+    }
+    keep[c] = 0;
+    g.values[y].producer = -1;
+    g.nodes[last] = std::move(fused);
+    g.values[out].producer = last;
+    changed = true;
+  }
+  CompactNodes(g, keep);
+  return changed;
+}
+
+}  // namespace
+
+Expected<bool> FuseConvActivation(ir::Model& model) {
+  bool changed = FuseInGraph(*model.graph, model);
+  if (changed && !model.opsets.count(kFusedConvDomain)) model.opsets[kFusedConvDomain] = 1;
+  KILN_RETURN_IF_ERROR(ir::Verify(*model.graph));
+  return changed;
+}
+
+}  // namespace kiln::passes
