@@ -311,6 +311,8 @@ TEST(DepthwiseConv, SmallAndStridedMaps) {
                                   i % 2 == 0, rng);
           }
   CheckDepthwise<float>(MakeDw(1, 64, 1, 25, 5, 3, 1, 1, 1), true, rng);  // kws_cnn
+  CheckDepthwise<float>(MakeDw(1, 2, 1, 5, 101, 3, 2, 1, 1), true, rng);  // wide stride-2 rows
+  CheckDepthwise<double>(MakeDw(1, 2, 1, 4, 60, 5, 2, 2, 1), false, rng);
   CheckDepthwise<double>(MakeDw(1, 3, 2, 7, 8, 5, 2, 2, 1), true, rng);
   DepthwiseShape a{1, 2, 2, 6, 9, 0, 0, 3, 5, 2, 3, 0, 2, 1, 2};  // 3 x 5, strides 2, 3, dil 1, 2
   a.OH = (6 - 3) / 2 + 1;
