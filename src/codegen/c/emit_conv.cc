@@ -338,6 +338,37 @@ Status EmitConvLike(NodeContext& ctx, bool transpose) {
   return OkStatus();
 }
 
+// FusedConv (com.microsoft, made by passes/fuse_conv_activation): the Conv, then one loop for
+// + Z and the activation, in the host's order (ops/conv.cc).
+Status EmitFusedConv(NodeContext& ctx) {
+  const std::string act = ctx.node().attr_string("activation", "");
+  const std::vector<float> p = ctx.node().attr_floats("activation_params");
+  if (!(act.empty() || act == "Relu" || (act == "LeakyRelu" && p.size() == 1) ||
+        (act == "Clip" && p.size() == 2)))
+    return ctx.error("unsupported activation '" + act + "'");
+  const bool has_z = ctx.num_inputs() > 3 && ctx.has_input(3);
+  if (has_z && (ctx.input_dtype(3) != ctx.input_dtype(0) || ctx.input_dims(3) != ctx.output_dims(0)))
+    return ctx.error("Z must have Y's type and shape");
+  KILN_RETURN_IF_ERROR(EmitConvLike(ctx, false));
+  const DType t = ctx.input_dtype(0), ct = ComputeType(t);
+  const std::string C = CType(ct);
+  const int64_t n = NumElements(ctx.output_dims(0));
+  if (n == 0 || (!has_z && act.empty())) return OkStatus();
+  ctx.Line("for (ptrdiff_t i = 0; i < " + Str(n) + "; ++i) {");
+  ctx.Indent();
+  ctx.Line(C + " v = " + Load(ctx, t, "out0[i]") + ";");
+  if (has_z) ctx.Line("v = v + " + Load(ctx, t, "in3[i]") + ";");
+  if (act == "Relu") ctx.Line("v = v < 0 ? (" + C + ")0 : v;");
+  if (act == "LeakyRelu") ctx.Line("v = v < 0 ? v * " + CNumber(ct, p[0]) + " : v;");
+  if (act == "Clip")
+    ctx.Line("v = v < " + CNumber(ct, p[0]) + " ? " + CNumber(ct, p[0]) + " : v > " +
+             CNumber(ct, p[1]) + " ? " + CNumber(ct, p[1]) + " : v;");
+  ctx.Line("out0[i] = " + Store(ctx, t, "v") + ";");
+  ctx.Dedent();
+  ctx.Line("}");
+  return OkStatus();
+}
+
 // ---------------------------------------------------------------------------------------------
 // ConvInteger and QLinearConv (kernels/qconv.c)
 
@@ -1034,6 +1065,7 @@ Status EmitMaxRoiPool(NodeContext& ctx) {
 
 void RegisterConvEmitters(EmitterRegistry& r) {
   r.Register("Conv", [](NodeContext& c) { return EmitConvLike(c, false); });
+  r.Register("FusedConv", EmitFusedConv, "com.microsoft");
   r.Register("ConvTranspose", [](NodeContext& c) { return EmitConvLike(c, true); });
   r.Register("ConvInteger", [](NodeContext& c) { return EmitQConv(c, false); });
   r.Register("QLinearConv", [](NodeContext& c) { return EmitQConv(c, true); });
