@@ -4,6 +4,10 @@
 #include <cstring>
 #include <vector>
 
+#if KILN_X86_DISPATCH
+#include <immintrin.h>
+#endif
+
 #include "ops/scratch.h"
 #include "ops/thread_pool.h"
 
@@ -48,9 +52,23 @@ using Vec = typename VecOf<T>::type;
 template <class T>
 constexpr int64_t kLanes = 64 / sizeof(T);
 
+#if KILN_X86_DISPATCH
+// dst[0, n) = src[0, n) for n < L as one masked load and store. Its own function for the
+// target (GCC inlines it into PlanesAvx512 through the always_inline callers).
+__attribute__((target("avx512f"))) inline void MaskedRun(float* dst, const float* src, int64_t n) {
+  const __mmask16 m = static_cast<__mmask16>((1u << n) - 1);
+  _mm512_mask_storeu_ps(dst, m, _mm512_maskz_loadu_ps(m, src));
+}
+__attribute__((target("avx512f"))) inline void MaskedRun(double* dst, const double* src,
+                                                         int64_t n) {
+  const __mmask8 m = static_cast<__mmask8>((1u << n) - 1);
+  _mm512_mask_storeu_pd(dst, m, _mm512_maskz_loadu_pd(m, src));
+}
+#endif
+
 // dst[0, n) = src[0, n) with inline vector moves: the runs here are often a few elements long,
-// where a call to memcpy costs more than the copy.
-template <class T>
+// where a call to memcpy costs more than the copy. kMask (AVX-512 only): the tail masked.
+template <class T, bool kMask>
 __attribute__((always_inline)) inline void CopyRun(T* __restrict dst, const T* __restrict src,
                                                    int64_t n) {
   constexpr int64_t L = kLanes<T>;
@@ -59,6 +77,12 @@ __attribute__((always_inline)) inline void CopyRun(T* __restrict dst, const T* _
     if (n % L) __builtin_memcpy(dst + n - L, src + n - L, L * sizeof(T));  // overlapping tail
     return;
   }
+#if KILN_X86_DISPATCH
+  if constexpr (kMask) {
+    if (n > 0) MaskedRun(dst, src, n);
+    return;
+  }
+#endif
   char* d = reinterpret_cast<char*>(dst);
   const char* s = reinterpret_cast<const char*>(src);
   const size_t bytes = static_cast<size_t>(n) * sizeof(T);  // < 64
@@ -69,7 +93,7 @@ __attribute__((always_inline)) inline void CopyRun(T* __restrict dst, const T* _
 }
 
 // Copies plane xp into the phase planes at q; the padding there is already zero.
-template <class T>
+template <class T, bool kMask>
 __attribute__((always_inline)) inline void CopyPhases(const DepthwiseShape& s, const Geometry& g,
                                                       const T* __restrict xp, T* __restrict q) {
   for (int64_t a = 0; a < s.sh; ++a)
@@ -88,7 +112,7 @@ __attribute__((always_inline)) inline void CopyPhases(const DepthwiseShape& s, c
         T* dst = ph + i * g.QW + jlo;
         const int64_t n = jhi - jlo;
         if (s.sw == 1)
-          CopyRun<T>(dst, src, n);
+          CopyRun<T, kMask>(dst, src, n);
         else if (s.sw == 2)
           for (int64_t j = 0; j < n; ++j) dst[j] = src[2 * j];
         else
@@ -121,7 +145,7 @@ __attribute__((always_inline)) inline void EvenLanes(T* dst, const T* src) {
 // each phase row is whole vectors of even lanes, instead of a scalar gather per element. The
 // vector stores run up to L - 1 past a phase row, into the next row (written later) or the
 // slack after the last plane; the loads up to 2 L past pp (slack too).
-template <class T>
+template <class T, bool kMask>
 __attribute__((always_inline)) inline void CopyPhasesS2(const DepthwiseShape& s, const Geometry& g,
                                                         const T* __restrict xp, T* __restrict pp,
                                                         T* __restrict q) {
@@ -129,7 +153,7 @@ __attribute__((always_inline)) inline void CopyPhasesS2(const DepthwiseShape& s,
   const int64_t c_lo = std::min(pitch, s.pw), c_hi = std::min(pitch, s.pw + s.W);
   if (c_hi > c_lo)
     for (int64_t r = std::min(rows, s.ph); r < std::min(rows, s.ph + s.H); ++r)
-      CopyRun<T>(pp + r * pitch + c_lo, xp + (r - s.ph) * s.W + c_lo - s.pw, c_hi - c_lo);
+      CopyRun<T, kMask>(pp + r * pitch + c_lo, xp + (r - s.ph) * s.W + c_lo - s.pw, c_hi - c_lo);
   for (int64_t a = 0; a < s.sh; ++a)
     for (int64_t b = 0; b < 2; ++b) {
       T* ph = q + (a * 2 + b) * g.phase;
@@ -180,7 +204,7 @@ __attribute__((always_inline)) inline void Taps(const T* const* src, const T* wp
 }
 
 // Planes [p0, p1) of the N * M output planes.
-template <class T>
+template <class T, bool kMask>
 __attribute__((always_inline)) inline void Planes(const DepthwiseShape& s, const T* x, const T* w,
                                                   const T* b, T* y, int64_t p0, int64_t p1) {
   const Geometry g = MakeGeometry(s);
@@ -213,9 +237,9 @@ __attribute__((always_inline)) inline void Planes(const DepthwiseShape& s, const
     T* yp = y + p * s.OH * OW;
     const T bias = b ? b[m] : T(0);
     if (in != last_in && s2)
-      CopyPhasesS2<T>(s, g, x + in * s.H * s.W, pp, q);
+      CopyPhasesS2<T, kMask>(s, g, x + in * s.H * s.W, pp, q);
     else if (in != last_in)
-      CopyPhases<T>(s, g, x + in * s.H * s.W, q);  // mult > 1 reuses it
+      CopyPhases<T, kMask>(s, g, x + in * s.H * s.W, q);  // mult > 1 reuses it
     last_in = in;
     if (nt == 9)
       Taps<T, 9>(srcs, wp, nt, bias, out, g.len);
@@ -226,28 +250,28 @@ __attribute__((always_inline)) inline void Planes(const DepthwiseShape& s, const
     else
       Taps<T, 0>(srcs, wp, nt, bias, out, g.len);
     if (g.QW == OW)
-      CopyRun<T>(yp, out, s.OH * OW);
+      CopyRun<T, kMask>(yp, out, s.OH * OW);
     else
-      for (int64_t oh = 0; oh < s.OH; ++oh) CopyRun<T>(yp + oh * OW, out + oh * g.QW, OW);
+      for (int64_t oh = 0; oh < s.OH; ++oh) CopyRun<T, kMask>(yp + oh * OW, out + oh * g.QW, OW);
   }
 }
 
 template <class T>
 void PlanesBase(const DepthwiseShape& s, const T* x, const T* w, const T* b, T* y, int64_t p0,
                 int64_t p1) {
-  Planes<T>(s, x, w, b, y, p0, p1);
+  Planes<T, false>(s, x, w, b, y, p0, p1);
 }
 #if KILN_X86_DISPATCH
 template <class T>
 __attribute__((target("avx2,fma"))) void PlanesAvx2(const DepthwiseShape& s, const T* x, const T* w,
                                                     const T* b, T* y, int64_t p0, int64_t p1) {
-  Planes<T>(s, x, w, b, y, p0, p1);
+  Planes<T, false>(s, x, w, b, y, p0, p1);
 }
 template <class T>
 __attribute__((target("avx512f,fma"))) void PlanesAvx512(const DepthwiseShape& s, const T* x,
                                                          const T* w, const T* b, T* y, int64_t p0,
                                                          int64_t p1) {
-  Planes<T>(s, x, w, b, y, p0, p1);
+  Planes<T, true>(s, x, w, b, y, p0, p1);
 }
 #endif
 
