@@ -1,8 +1,10 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "frontend/onnx_import.h"
+#include "ops/conv_dnnl.h"
 #include "runtime/executor.h"
 #include "test_models.h"
 
@@ -130,6 +132,114 @@ TEST(Executor, ViewsSlicesAndConcatInPlaceGiveTheSameResults) {
   // y = -relu(x)[:, 1:3]
   for (int i = 0; i < 6; ++i)
     EXPECT_EQ(results[0][0].data<float>()[i], -std::max(0.0f, x.data<float>()[3 + i]));
+}
+
+// A small CNN whose 16- and 32-channel convs chain: Conv + Relu, a stride-2 depthwise Conv + Clip,
+// a pointwise Conv + residual Add (a stride-2 1x1 downsample) + Relu, a MaxPool reading that result
+// too, and a last Conv that is a graph output.
+onnx::ModelProto ConvChainModel() {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(13);
+  auto* g = m.mutable_graph();
+  *g->add_input() = testing::FloatInfo("x", {1, 16, 9, 7});
+  for (const char* o : {"pool", "y"}) g->add_output()->set_name(o);
+  uint32_t seed = 1;
+  auto init = [&](const std::string& name, std::vector<int64_t> dims) {
+    auto* t = g->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    int64_t n = 1;
+    for (int64_t d : dims) {
+      t->add_dims(d);
+      n *= d;
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      seed = seed * 1664525u + 1013904223u;
+      t->add_float_data((static_cast<float>(seed >> 8) / 16777216.0f - 0.5f) * 0.5f);
+    }
+  };
+  auto node = [&](const char* op, std::vector<std::string> in, std::string out) {
+    auto* n = g->add_node();
+    n->set_op_type(op);
+    n->set_name(out);
+    for (auto& i : in) n->add_input(i);
+    n->add_output(out);
+    return n;
+  };
+  auto ints = [](onnx::NodeProto* n, const char* name, std::vector<int64_t> v) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INTS);
+    for (int64_t x : v) a->add_ints(x);
+  };
+  auto group = [](onnx::NodeProto* n, int64_t v) {
+    auto* a = n->add_attribute();
+    a->set_name("group");
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(v);
+  };
+  init("w1", {32, 16, 3, 3});
+  init("b1", {32});
+  init("wd", {32, 1, 3, 3});
+  init("wp", {32, 32, 1, 1});
+  init("ws", {32, 32, 1, 1});
+  init("w4", {16, 32, 3, 3});
+  init("lo", {});
+  init("hi", {});
+  g->mutable_initializer(g->initializer_size() - 1)->set_float_data(0, 0.4f);
+  ints(node("Conv", {"x", "w1", "b1"}, "c1"), "pads", {1, 1, 1, 1});
+  node("Relu", {"c1"}, "r1");
+  auto* dw = node("Conv", {"r1", "wd"}, "cd");
+  ints(dw, "pads", {1, 1, 1, 1});
+  ints(dw, "strides", {2, 2});
+  group(dw, 32);
+  node("Clip", {"cd", "lo", "hi"}, "r2");
+  node("Conv", {"r2", "wp"}, "cp");
+  ints(node("Conv", {"r1", "ws"}, "cs"), "strides", {2, 2});
+  node("Add", {"cs", "cp"}, "s");
+  node("Relu", {"s"}, "r3");
+  auto* pool = node("MaxPool", {"r3"}, "pool");
+  ints(pool, "kernel_shape", {2, 2});
+  ints(node("Conv", {"r3", "w4"}, "y"), "pads", {1, 1, 1, 1});
+  return m;
+}
+
+TEST(Executor, ChannelBlockedConvChainsMatchTheOnnxLayout) {
+  auto model = Parse(ConvChainModel());
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  Tensor x(DType::kFloat32, {1, 16, 9, 7});
+  for (int64_t i = 0; i < x.size(); ++i) x.data<float>()[i] = static_cast<float>((i * 37) % 23) / 11.0f - 1.0f;
+  std::vector<Tensor> want;
+  for (int config = 0; config < 6; ++config) {
+    runtime::ExecutorOptions o;
+    o.blocked_layout = config % 3 != 0;  // config 0 (the reference): ONNX layouts, no fusion
+    o.host_fusion = config != 0;
+    o.threads = 1 + config / 3;
+    o.poison = config % 3 == 2;
+    auto exec = runtime::Executor::Create(*model, o);
+    ASSERT_TRUE(exec.ok()) << exec.status().message();
+    // Blocked (after fusion): r1 (read by two convs), r2 (conv to conv), cs (the residual Z);
+    // r3 not (the MaxPool reads it too), the outputs never.
+    if (o.blocked_layout) EXPECT_EQ((*exec)->blocked_values(), ops::DnnlAvailable() ? 3 : 0);
+    std::vector<Tensor> out;
+    ASSERT_TRUE((*exec)->Run({x}, &out).ok());
+    ASSERT_EQ(out.size(), 2u);
+    if (config == 0) {
+      want = out;
+      continue;
+    }
+    for (size_t k = 0; k < 2; ++k) {
+      ASSERT_EQ(out[k].dims(), want[k].dims());
+      double num = 0, den = 0;
+      for (int64_t i = 0; i < want[k].size(); ++i) {
+        const double d = out[k].data<float>()[i] - want[k].data<float>()[i];
+        num += d * d;
+        den += double(want[k].data<float>()[i]) * want[k].data<float>()[i];
+      }
+      EXPECT_LE(std::sqrt(num / den), 1e-5) << "output " << k << " config " << config;
+    }
+  }
 }
 
 }  // namespace

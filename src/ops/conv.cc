@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ops/common.h"
+#include "ops/blocked_layout.h"
 #include "ops/conv_depthwise.h"
 #include "ops/conv_dnnl.h"
 #include "ops/conv_gemm.h"
@@ -524,25 +525,35 @@ void DeformConvCore(const C* x, const C* w, const C* off, const C* b, const C* m
 }
 
 // Shared by Conv and ConvTranspose (the shape rule and the core differ; the glue does not).
+constexpr char kNoBlocked[] =
+    "oneDNN refused a convolution the executor laid out channel-blocked (a kiln bug)";
+
 // A 1-D or 2-D float Conv through oneDNN (ops/conv_dnnl.h) where it is built in, except the
 // depthwise ones (kiln's register-tap kernel, without the layout round trip, is faster there)
 // and pointwise ones on large maps.
+// With a blocked input or output (ops/blocked_layout.h) it must, and does every shape.
 bool TryDnnlConv(ComputeContext& ctx, const ConvShape& s, const ConvPostOps& post = {}) {
   const Geom3 g(s.geom);
   if (!DnnlAvailable() || g.in[0] != 1 || g.k[0] != 1 || g.out[0] != 1) return false;
+  const ConvLayouts layouts{ctx.input_blocked(0), post.z && ctx.input_blocked(3),
+                            ctx.output_blocked(0)};
+  const Conv2DParams p{s.N,      s.C,      s.M,      s.group,  g.in[1], g.in[2],
+                       g.out[1], g.out[2], g.k[1],   g.k[2],   g.s[1],  g.s[2],
+                       g.p[1],   g.p[2],   g.pe[1],  g.pe[2],  g.d[1],  g.d[2]};
+  const float* b = ctx.has_input(2) ? ctx.input(2).data<float>() : nullptr;
+  auto run = [&] {
+    return DnnlConv2D(p, ctx.input(0).data<float>(), ctx.input(1).data<float>(),
+                      ctx.input_constant(1), b, ctx.output(0).data<float>(), ctx.threads(),
+                      ctx.state(), post, layouts);
+  };
+  if (layouts.any()) return run();
   if (s.group > 1 && s.group == s.C) return false;
   // A pointwise conv on a large map is a GEMM with a short K that streams memory: there our
   // GEMM, on NCHW as it is, beats oneDNN plus its layout round trip (bench/README.md).
   const bool pointwise = g.k[1] == 1 && g.k[2] == 1 && g.s[1] == 1 && g.s[2] == 1 &&
                          g.p[1] == 0 && g.p[2] == 0 && g.pe[1] == 0 && g.pe[2] == 0;
   if (pointwise && g.out[1] * g.out[2] >= 28 * 28) return false;
-  const Conv2DParams p{s.N,      s.C,      s.M,      s.group,  g.in[1], g.in[2],
-                       g.out[1], g.out[2], g.k[1],   g.k[2],   g.s[1],  g.s[2],
-                       g.p[1],   g.p[2],   g.pe[1],  g.pe[2],  g.d[1],  g.d[2]};
-  const float* b = ctx.has_input(2) ? ctx.input(2).data<float>() : nullptr;
-  return DnnlConv2D(p, ctx.input(0).data<float>(), ctx.input(1).data<float>(),
-                    ctx.input_constant(1), b, ctx.output(0).data<float>(), ctx.threads(),
-                    ctx.state(), post);
+  return run();
 }
 
 template <bool kTranspose>
@@ -557,6 +568,7 @@ Status ComputeConvLike(ComputeContext& ctx) {
   Tensor& Y = ctx.output(0);
   if constexpr (!kTranspose) {
     if (X.dtype() == DType::kFloat32 && TryDnnlConv(ctx, s)) return OkStatus();
+    if (ctx.input_blocked(0) || ctx.output_blocked(0)) return ctx.error(kNoBlocked);
   }
   Dispatch<kFloatTypes>(X.dtype(), [&]<class T>() {
     InBuf<T> x(X), w(W);
@@ -595,8 +607,6 @@ Status DeformConvCompute(ComputeContext& ctx) {
   });
   return OkStatus();
 }
-
-}  // namespace
 
 // ---------------------------------------------------------------------------------------------
 // FusedConv (com.microsoft, as ONNX Runtime defines it; made by passes/fuse_conv_activation):
@@ -662,6 +672,8 @@ Status FusedConvCompute(ComputeContext& ctx) {
     post.z = Z ? Z->data<float>() : nullptr;
     if (TryDnnlConv(ctx, s, post)) return OkStatus();
   }
+  if (ctx.input_blocked(0) || ctx.input_blocked(3) || ctx.output_blocked(0))
+    return ctx.error(kNoBlocked);
   // Otherwise the Conv, then one pass for the sum and the activation.
   KILN_RETURN_IF_ERROR(ComputeConvLike<false>(ctx));
   Tensor& Y = ctx.output(0);
@@ -669,6 +681,28 @@ Status FusedConvCompute(ComputeContext& ctx) {
     AddAndActivate<T>(Z ? Z->data<T>() : nullptr, Y.data<T>(), Y.size(), post);
   });
   return OkStatus();
+}
+
+}  // namespace
+
+bool CanRunBlocked(const ir::Node& node, const ir::Graph& g, int input) {
+  const bool fused = node.op_type == "FusedConv" && node.domain == "com.microsoft";
+  if (!DnnlAvailable() || !(fused || (node.op_type == "Conv" && (node.domain.empty() || node.domain == "ai.onnx"))))
+    return false;
+  if (input != 0 && !(fused && input == 3)) return false;
+  if (node.inputs.size() < 2 || node.inputs[0] < 0 || node.inputs[1] < 0 || node.outputs.empty() ||
+      node.outputs[0] < 0)
+    return false;
+  const ir::TypeInfo& x = g.values[node.inputs[0]].type;
+  const ir::TypeInfo& w = g.values[node.inputs[1]].type;
+  const ir::TypeInfo& y = g.values[node.outputs[0]].type;
+  if (x.dtype != DType::kFloat32 || !x.shape_known() || !w.shape_known() || !y.shape_known() ||
+      x.dims.size() != 4 || y.dims.size() != 4)
+    return false;
+  const Dims* b = node.inputs.size() > 2 && node.inputs[2] >= 0 ? &g.values[node.inputs[2]].type.dims : nullptr;
+  ConvShape s;
+  if (!ConvShapeOf(node, x.dims, w.dims, b, &s).empty()) return false;
+  return s.C % kChannelBlock == 0 && s.M % kChannelBlock == 0 && y.dims[1] == s.M;
 }
 
 void RegisterConvOps(OpRegistry& r) {

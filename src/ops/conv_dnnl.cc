@@ -38,17 +38,19 @@ struct DnnlConvState : NodeState {
   bool has_bias = false, has_z = false;
   ConvPostOps::Act act = ConvPostOps::Act::kNone;
   float alpha = 0, beta = 0;
+  ConvLayouts layouts;
   bool supported = false;
   dnnl::convolution_forward conv;
-  memory::desc src_md, dst_md, w_md, user_src_md, user_dst_md, user_w_md, bias_md;
+  memory::desc src_md, dst_md, w_md, user_src_md, user_dst_md, user_z_md, user_w_md, bias_md;
   dnnl::reorder src_reorder, dst_reorder, w_reorder, z_reorder;
   memory w_mem;                  // the weights in the primitive's layout
   const float* w_ptr = nullptr;  // the constant weights w_mem holds, if any
 
-  bool Matches(const Conv2DParams& q, int t, bool bias, const ConvPostOps& post) const {
+  bool Matches(const Conv2DParams& q, int t, bool bias, const ConvPostOps& post,
+               ConvLayouts l) const {
     return std::memcmp(&p, &q, sizeof(p)) == 0 && threads == t && has_bias == bias &&
            has_z == (post.z != nullptr) && act == post.act && alpha == post.alpha &&
-           beta == post.beta;
+           beta == post.beta && layouts.x == l.x && layouts.y == l.y && layouts.z == l.z;
   }
 };
 
@@ -58,8 +60,10 @@ void Prepare(DnnlConvState* st) {
   const memory::dims w = p.group == 1
                              ? memory::dims{p.M, p.C, p.KH, p.KW}
                              : memory::dims{p.group, p.M / p.group, p.C / p.group, p.KH, p.KW};
-  st->user_src_md = memory::desc(src, kF32, Tag::nchw);
-  st->user_dst_md = memory::desc(dst, kF32, Tag::nchw);
+  const ConvLayouts& l = st->layouts;
+  st->user_src_md = memory::desc(src, kF32, l.x ? Tag::nChw16c : Tag::nchw);
+  st->user_dst_md = memory::desc(dst, kF32, l.y ? Tag::nChw16c : Tag::nchw);
+  st->user_z_md = memory::desc(dst, kF32, l.z ? Tag::nChw16c : Tag::nchw);
   st->user_w_md = memory::desc(w, kF32, p.group == 1 ? Tag::oihw : Tag::goihw);
   st->bias_md = memory::desc({p.M}, kF32, Tag::x);
   const memory::dims strides{p.sh, p.sw}, dil{p.dh - 1, p.dw - 1}, pl{p.ph, p.pw},
@@ -93,10 +97,10 @@ void Prepare(DnnlConvState* st) {
   if (st->dst_md != st->user_dst_md) {
     st->dst_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(
         Engine(), st->dst_md, Engine(), st->user_dst_md));
-    if (st->has_z)
-      st->z_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(
-          Engine(), st->user_dst_md, Engine(), st->dst_md));
   }
+  if (st->has_z && st->user_z_md != st->dst_md)
+    st->z_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(
+        Engine(), st->user_z_md, Engine(), st->dst_md));
   if (st->w_md != st->user_w_md) {
     st->w_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(
         Engine(), st->user_w_md, Engine(), st->w_md));
@@ -111,13 +115,13 @@ bool DnnlAvailable() { return true; }
 
 bool DnnlConv2D(const Conv2DParams& p, const float* x, const float* w, bool w_constant,
                 const float* b, float* y, int threads, std::unique_ptr<NodeState>* state,
-                const ConvPostOps& post) {
+                const ConvPostOps& post, ConvLayouts layouts) {
   std::unique_ptr<NodeState> local;
   if (!state) state = &local;
   auto* st = dynamic_cast<DnnlConvState*>(state->get());
   omp_set_num_threads(threads);
   try {
-    if (!st || !st->Matches(p, threads, b != nullptr, post)) {
+    if (!st || !st->Matches(p, threads, b != nullptr, post, layouts)) {
       auto fresh = std::make_unique<DnnlConvState>();
       fresh->p = p;
       fresh->threads = threads;
@@ -126,6 +130,7 @@ bool DnnlConv2D(const Conv2DParams& p, const float* x, const float* w, bool w_co
       fresh->act = post.act;
       fresh->alpha = post.alpha;
       fresh->beta = post.beta;
+      fresh->layouts = layouts;
       st = fresh.get();
       *state = std::move(fresh);
       Prepare(st);
@@ -155,11 +160,11 @@ bool DnnlConv2D(const Conv2DParams& p, const float* x, const float* w, bool w_co
   if (st->dst_md != st->user_dst_md)
     dst = memory(st->dst_md, e, ScratchBytes(ScratchSlot::kDnnlDst, st->dst_md.get_size()));
   if (post.z) {  // the sum post-op adds what dst holds
-    if (st->dst_md != st->user_dst_md) {
-      memory user_z(st->user_dst_md, e, const_cast<float*>(post.z));
+    if (st->user_z_md != st->dst_md) {
+      memory user_z(st->user_z_md, e, const_cast<float*>(post.z));
       st->z_reorder.execute(s, user_z, dst);
-    } else if (post.z != y) {
-      std::memcpy(y, post.z, st->user_dst_md.get_size());
+    } else if (post.z != dst.get_data_handle()) {
+      std::memcpy(dst.get_data_handle(), post.z, st->dst_md.get_size());
     }
   }
   std::unordered_map<int, memory> args{
@@ -176,7 +181,7 @@ bool DnnlConv2D(const Conv2DParams& p, const float* x, const float* w, bool w_co
 bool DnnlAvailable() { return false; }
 
 bool DnnlConv2D(const Conv2DParams&, const float*, const float*, bool, const float*, float*, int,
-                std::unique_ptr<NodeState>*) {
+                std::unique_ptr<NodeState>*, const ConvPostOps&, ConvLayouts) {
   return false;
 }
 

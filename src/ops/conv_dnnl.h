@@ -33,6 +33,12 @@ struct ConvPostOps {
   float alpha = 0, beta = 0;  // LeakyRelu: alpha; Clip: [alpha, beta]
 };
 
+// Which of X, Z and Y are in the channel-blocked layout (ops/blocked_layout.h) instead of NCHW.
+struct ConvLayouts {
+  bool x = false, z = false, y = false;
+  bool any() const { return x || z || y; }
+};
+
 // True when oneDNN is built in.
 bool DnnlAvailable();
 
@@ -42,6 +48,6 @@ bool DnnlAvailable();
 // bytes at this address never change while `state` lives, so they are reordered only once.
 bool DnnlConv2D(const Conv2DParams& p, const float* x, const float* w, bool w_constant,
                 const float* b, float* y, int threads, std::unique_ptr<NodeState>* state,
-                const ConvPostOps& post = {});
+                const ConvPostOps& post = {}, ConvLayouts layouts = {});
 
 }  // namespace kiln::ops

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "ops/blocked_layout.h"
 #include "ops/op.h"
 #include "passes/compress_constants.h"
 #include "planner/plan_graph.h"
@@ -28,6 +29,8 @@ struct GraphInfo {
   planner::Plan plan;
   std::vector<uint8_t> storage;
   uint8_t* arena = nullptr;
+  // Per value: kept in the channel-blocked layout (ops/blocked_layout.h).
+  std::vector<char> blocked;
   // Kernels' per-node state (ops::NodeState), per node index; written while a node runs.
   mutable std::vector<std::unique_ptr<ops::NodeState>> states;
 
@@ -81,6 +84,7 @@ struct Executor::Impl : public ops::SubgraphRunner {
     uintptr_t p = reinterpret_cast<uintptr_t>(info.storage.data());
     info.arena = info.storage.data() + (AlignUp(p) - p);
 
+    info.blocked = o.blocked_layout ? BlockedValues(g) : std::vector<char>(g.values.size(), 0);
     std::vector<int> last_use = planner::LastUses(g, info.order);
     info.release_after.resize(info.order.size());
     for (size_t v = 0; v < g.values.size(); ++v)
@@ -88,6 +92,30 @@ struct Executor::Impl : public ops::SubgraphRunner {
         info.release_after[last_use[v]].push_back(static_cast<int>(v));
     infos[&g] = std::move(info);
     return OkStatus();
+  }
+
+  // The values kept channel-blocked between the kernels that can take them (ops/blocked_layout.h):
+  // a node's output 0 whose producer and every reader can, that no graph output or subgraph
+  // capture reads. Layouts never change the bytes a value takes, so the plan holds.
+  static std::vector<char> BlockedValues(const ir::Graph& g) {
+    std::vector<char> blocked(g.values.size(), 0);
+    for (size_t n = 0; n < g.nodes.size(); ++n) {
+      const ir::Node& node = g.nodes[n];
+      if (!node.outputs.empty() && node.outputs[0] >= 0 && ops::CanRunBlocked(node, g, 0))
+        blocked[node.outputs[0]] = 1;
+    }
+    auto clear = [&](int v) {
+      if (v >= 0) blocked[v] = 0;
+    };
+    for (int v : g.outputs) clear(v);
+    for (const auto& node : g.nodes) {
+      for (int v : node.implicit_inputs) clear(v);
+      for (size_t i = 0; i < node.inputs.size(); ++i)
+        if (node.inputs[i] >= 0 && blocked[node.inputs[i]] &&
+            !ops::CanRunBlocked(node, g, static_cast<int>(i)))
+          blocked[node.inputs[i]] = 0;
+    }
+    return blocked;
   }
 
   // Debug: every arena byte that no live buffer owns at position p gets the poison pattern, so a
@@ -166,7 +194,9 @@ struct Executor::Impl : public ops::SubgraphRunner {
       const int v = node.inputs[i];
       cctx.inputs_.push_back(v < 0 ? nullptr : &f.values[v]);
       cctx.input_constant_.push_back(v >= 0 && g.values[v].constant.has_value());
+      cctx.input_blocked_.push_back(v >= 0 && info.blocked[v]);
     }
+    for (int v : node.outputs) cctx.output_blocked_.push_back(v >= 0 && info.blocked[v]);
     // A view / slice node the plan resolved needs no kernel when everything sits where planned.
     bool noop = info.buffers.is_noop[pos];
     for (size_t i = 0; noop && i < node.inputs.size(); ++i)
@@ -244,6 +274,11 @@ Expected<std::unique_ptr<Executor>> Executor::Create(ir::Model model, ExecutorOp
   e->plan_ = main.plan;
   e->order_ = main.order;
   return e;
+}
+
+int Executor::blocked_values() const {
+  const auto& b = impl_->infos.at(model_.graph.get()).blocked;
+  return static_cast<int>(std::count(b.begin(), b.end(), 1));
 }
 
 Status Executor::Run(const std::vector<Tensor>& inputs, std::vector<Tensor>* outputs) {

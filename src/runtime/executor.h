@@ -30,6 +30,8 @@ struct ExecutorOptions {
   // Last, the host-only fusions (fuse-conv-activation): exact, one kernel where there were two
   // or three, and fewer intermediates in the arena.
   bool host_fusion = true;
+  // Channel-blocked activations between the convolutions that take them (ops/blocked_layout.h).
+  bool blocked_layout = true;
 };
 
 class Executor {
@@ -44,6 +46,8 @@ class Executor {
   const ir::Value& value(int v) const { return model_.graph->values[v]; }
   size_t arena_bytes() const { return plan_.arena_bytes; }
   const planner::Plan& plan() const { return plan_; }
+  // How many values of the main graph are kept channel-blocked (ops/blocked_layout.h).
+  int blocked_values() const;
   // Node indices of the main graph in execution order.
   const std::vector<int>& schedule() const { return order_; }
 
