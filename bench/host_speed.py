@@ -24,7 +24,9 @@ Usage: /usr/bin/python3 bench/host_speed.py [--kiln build/kiln] [--work build/ho
    add chain gives the clock, 16 independent vfmadd231ps zmm chains give the FMA rate, whose
    FLOPs/cycle is rounded to a power of two) unless --peak-gflops sets it. On AMD Zen 4 (EPYC
    family 25) 512-bit FMAs are split over two 256-bit pipes: 32 fp32 FLOPs/cycle, not Intel's 64.
-The machine may be shared: the table gives the load average as each row began; the 2-thread
+Before timing, each model runs once on both with ORT's inputs (ort_bench.js --dump, then `kiln run
+--input`): the "rel-L2" column is the worst relative L2 distance of kiln's outputs from ORT's; over
+1e-4 counts as a failure. The machine may be shared: the table gives the load average as each row began; the 2-thread
 figures suffer most from other work (both runtimes' workers wait on each other). Results, with
 every round's median, also go to WORK/results.json. Exits 1 if any model fails on either runtime.
 Needs: python3-torch, python3-torchvision, python3-onnx (Debian), node + npm, cc.
@@ -230,6 +232,33 @@ def time_ort(node, mods, path, shape_args, threads, iterations):
                      *shape_flags(shape_args)])["median_ms"]
 
 
+def check_against_ort(kiln, node, mods, path, shape_args, work, name):
+    """kiln's outputs against ORT's on ORT's inputs: the worst relative L2 error over the outputs
+    (float32 outputs only), or raises."""
+    import numpy as np  # noqa: E402  (Debian's)
+    d = os.path.join(work, "check", name)
+    shutil.rmtree(d, ignore_errors=True)
+    run_json([node, os.path.join(HERE, "ort_bench.js"), path, "--iterations", "1",
+              "--node-modules", mods, "--dump", os.path.join(d, "ort"), *shape_flags(shape_args)])
+    with open(os.path.join(d, "ort", "inputs.json")) as f:
+        in_names = json.load(f)
+    feeds = [a for k, n in enumerate(in_names)
+             for a in ("--input", f"{n}={os.path.join(d, 'ort', f'input_{k}.npy')}")]
+    r = subprocess.run([kiln, "run", path, "--output-dir", os.path.join(d, "kiln"), *feeds],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError("kiln run: " + (r.stderr.strip().splitlines() or ["failed"])[-1][:200])
+    worst, k = 0.0, 0
+    while os.path.exists(os.path.join(d, "ort", f"output_{k}.npy")):
+        want = np.load(os.path.join(d, "ort", f"output_{k}.npy")).astype(np.float64)
+        got = np.load(os.path.join(d, "kiln", f"output_{k}.npy")).astype(np.float64)
+        if got.shape != want.shape:
+            raise RuntimeError(f"output {k}: kiln shape {got.shape}, ORT {want.shape}")
+        worst = max(worst, float(np.linalg.norm(got - want) / max(np.linalg.norm(want), 1e-30)))
+        k += 1
+    return worst
+
+
 def fmt(x, spec):
     return format(x, spec) if x is not None else "-"
 
@@ -268,6 +297,16 @@ def main():
         path, shape_args = models[name]
         flops = kiln_flops(kiln, path, shape_args)
         res = {"flops": flops, "load_before": os.getloadavg()[0], "threads": {}}
+        try:
+            res["rel_l2_vs_ort"] = check_against_ort(kiln, args.node, mods, path, shape_args,
+                                                     work, name)
+            if not res["rel_l2_vs_ort"] <= 1e-4:
+                raise RuntimeError(f"kiln's outputs differ from ORT's: rel-L2 "
+                                   f"{res['rel_l2_vs_ort']:.3g} > 1e-4")
+        except (RuntimeError, ValueError, OSError) as e:
+            res["rel_l2_vs_ort"] = None
+            log(f"{name}: check against ORT FAILED: {e}")
+            failures += 1
         for t in threads:
             k_ms, o_ms, err = [], [], None
             try:
@@ -295,8 +334,8 @@ def main():
     for t in threads:
         head1 += f" | {f'{t} thread' + ('s' if t > 1 else ''):^43}"
         head2 += f" | {'kiln ms':>9} {'ORT ms':>9} {'kiln/ORT':>8} {'kiln %pk':>8} {'ORT %pk':>7}"
-    head1 += f" | {'':4}"
-    head2 += f" | {'load':>4}"
+    head1 += f" | {'':4} | {'vs ORT':>8}"
+    head2 += f" | {'load':>4} | {'rel-L2':>8}"
     print(f"kiln {kiln} vs ONNX Runtime (onnxruntime-node {ort_desc}, CPU EP); median of "
           f"{args.rounds} alternating rounds x {args.iterations} runs")
     for line in peak_lines:
@@ -321,7 +360,7 @@ def main():
             r["ratio"], r["kiln_pct_peak"], r["ort_pct_peak"] = ratio, pk(k), pk(o)
             row += (f" | {k:9.3f} {o:9.3f} {ratio:8.2f} {fmt(pk(k), '7.1f')}% "
                     f"{fmt(pk(o), '6.1f')}%")
-        print(f"{row} | {res['load_before']:4.1f}")
+        print(f"{row} | {res['load_before']:4.1f} | {fmt(res['rel_l2_vs_ort'], '8.1e')}")
     geo = f"{'geomean kiln/ORT':18} {'':7}"
     for t in threads:
         g = statistics.geometric_mean(ratios[t]) if ratios[t] else None

@@ -3,12 +3,14 @@
 // `kiln bench` times it: a warm-up, then N timed runs, one JSON line with median_ms / min_ms.
 //
 // Usage: node bench/ort_bench.js MODEL [--threads T] [--iterations N] [--warmup W]
-//            [--shape NAME=D0,D1,...]... [--node-modules DIR]
+//            [--shape NAME=D0,D1,...]... [--node-modules DIR] [--dump DIR]
 // The session is created with {intraOpNumThreads: T, interOpNumThreads: 1, executionMode:
 // 'sequential', graphOptimizationLevel: 'all'}; everything else is ORT's default (its intra-op
 // threads spin while waiting, as they do out of the box). Inputs are deterministic pseudo-random
 // data in [-1, 1) (integer inputs: 0), with symbolic dims fixed by --shape (else 1).
 // DIR defaults to build/host_speed/node_modules (bench/host_speed.py installs it there).
+// --dump DIR writes every input and output (float32 only) as DIR/input_<k>.npy / output_<k>.npy
+// plus DIR/inputs.json (the input names in order), so another runtime can be checked against ORT.
 'use strict';
 const path = require('path');
 
@@ -30,6 +32,7 @@ function parseArgs(argv) {
     else if (a === '--iterations') o.iterations = parseInt(next(), 10);
     else if (a === '--warmup') o.warmup = parseInt(next(), 10);
     else if (a === '--node-modules') o.nodeModules = next();
+    else if (a === '--dump') o.dump = next();
     else if (a === '--shape') {
       const s = next();
       const eq = s.lastIndexOf('=');
@@ -64,6 +67,23 @@ function makeInput(ort, meta, dims, seed) {
   return new ort.Tensor(meta.type, data, dims);
 }
 
+// A float32 tensor as a .npy file (format 1.0, little-endian, C order).
+function writeNpy(file, tensor) {
+  const fs = require('fs');
+  if (tensor.type !== 'float32') usage(`--dump: ${file}: type ${tensor.type} is not float32`);
+  const shape = tensor.dims.length === 1 ? `(${tensor.dims[0]},)` : `(${tensor.dims.join(', ')})`;
+  let header = `{'descr': '<f4', 'fortran_order': False, 'shape': ${shape}, }`;
+  header += ' '.repeat(63 - ((10 + header.length) % 64)) + '\n';
+  const pre = Buffer.alloc(10);
+  Buffer.from([0x93]).copy(pre, 0);
+  pre.write('NUMPY', 1, 'latin1');
+  pre[6] = 1;
+  pre[7] = 0;
+  pre.writeUInt16LE(header.length, 8);
+  const data = Buffer.from(tensor.data.buffer, tensor.data.byteOffset, tensor.data.byteLength);
+  fs.writeFileSync(file, Buffer.concat([pre, Buffer.from(header, 'latin1'), data]));
+}
+
 async function main() {
   const o = parseArgs(process.argv.slice(2));
   let ort;
@@ -82,6 +102,14 @@ async function main() {
         (meta.shape || []).map((d) => (typeof d === 'number' && d >= 0 ? d : 1));
     feeds[meta.name] = makeInput(ort, meta, dims, k + 1);
   });
+  if (o.dump) {
+    const fs = require('fs');
+    fs.mkdirSync(o.dump, {recursive: true});
+    const results = await session.run(feeds);
+    session.inputNames.forEach((n, k) => writeNpy(path.join(o.dump, `input_${k}.npy`), feeds[n]));
+    session.outputNames.forEach((n, k) => writeNpy(path.join(o.dump, `output_${k}.npy`), results[n]));
+    fs.writeFileSync(path.join(o.dump, 'inputs.json'), JSON.stringify(session.inputNames) + '\n');
+  }
   for (let w = 0; w < o.warmup; ++w) await session.run(feeds);
   const ms = [];
   for (let i = 0; i < o.iterations; ++i) {

@@ -136,7 +136,7 @@ TEST(Executor, ViewsSlicesAndConcatInPlaceGiveTheSameResults) {
 
 // A small CNN whose 16- and 32-channel convs chain: Conv + Relu, a stride-2 depthwise Conv + Clip,
 // a pointwise Conv + residual Add (a stride-2 1x1 downsample) + Relu, a MaxPool reading that result
-// too, and a last Conv that is a graph output.
+// too, a last Conv that is a graph output, and Concats of conv results.
 onnx::ModelProto ConvChainModel() {
   onnx::ModelProto m;
   m.set_ir_version(8);
@@ -202,6 +202,23 @@ onnx::ModelProto ConvChainModel() {
   auto* pool = node("MaxPool", {"r3"}, "pool");
   ints(pool, "kernel_shape", {2, 2});
   ints(node("Conv", {"r3", "w4"}, "y"), "pads", {1, 1, 1, 1});
+  // Two channel Concats of conv results: one read by a conv (blocked through), one a graph
+  // output (so its inputs must not be blocked either).
+  init("w5", {16, 32, 1, 1});
+  init("w6", {16, 32, 3, 3});
+  node("Conv", {"r3", "w5"}, "c5");
+  ints(node("Conv", {"r3", "w6"}, "c6"), "pads", {1, 1, 1, 1});
+  for (const char* out : {"cat", "cat_out"}) {
+    auto* cat = node("Concat", {"c5", "c6"}, out);
+    auto* a = cat->add_attribute();
+    a->set_name("axis");
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(1);
+  }
+  init("w7", {16, 32, 1, 1});
+  node("Conv", {"cat", "w7"}, "z");
+  g->add_output()->set_name("z");
+  g->add_output()->set_name("cat_out");
   return m;
 }
 
@@ -220,16 +237,17 @@ TEST(Executor, ChannelBlockedConvChainsMatchTheOnnxLayout) {
     auto exec = runtime::Executor::Create(*model, o);
     ASSERT_TRUE(exec.ok()) << exec.status().message();
     // Blocked (after fusion): r1 (read by two convs), r2 (conv to conv), cs (the residual Z);
-    // r3 not (the MaxPool reads it too), the outputs never.
+    // r3 not (the MaxPool reads it too), the outputs never, nor c5 and c6 (cat_out is an
+    // output), so neither cat.
     if (o.blocked_layout) EXPECT_EQ((*exec)->blocked_values(), ops::DnnlAvailable() ? 3 : 0);
     std::vector<Tensor> out;
     ASSERT_TRUE((*exec)->Run({x}, &out).ok());
-    ASSERT_EQ(out.size(), 2u);
+    ASSERT_EQ(out.size(), 4u);
     if (config == 0) {
       want = out;
       continue;
     }
-    for (size_t k = 0; k < 2; ++k) {
+    for (size_t k = 0; k < 4; ++k) {
       ASSERT_EQ(out[k].dims(), want[k].dims());
       double num = 0, den = 0;
       for (int64_t i = 0; i < want[k].size(); ++i) {

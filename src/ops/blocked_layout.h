@@ -17,7 +17,13 @@ inline constexpr int64_t kChannelBlock = 16;
 
 // True when `node` (inferred shapes) can read its input `input` and write its output 0 in the
 // blocked layout: a float32 2-D Conv or FusedConv (input 0 = X or 3 = Z) that oneDNN runs, with
-// input and output channels multiples of kChannelBlock.
+// input and output channels multiples of kChannelBlock; a channel Concat of such tensors with
+// N = 1 (then each input's blocks are a contiguous run of the output's, at the same byte offset
+// as in NCHW, so the Concat kernel and Concat-in-place work on either layout unchanged).
 bool CanRunBlocked(const ir::Node& node, const ir::Graph& g, int input);
+
+// True for a node CanRunBlocked accepts that copies bytes without knowing the layout (Concat):
+// its inputs and its output must then all be blocked or all not.
+bool BlockedPassThrough(const ir::Node& node);
 
 }  // namespace kiln::ops

@@ -685,7 +685,7 @@ Status FusedConvCompute(ComputeContext& ctx) {
 
 }  // namespace
 
-bool CanRunBlocked(const ir::Node& node, const ir::Graph& g, int input) {
+bool ConvCanRunBlocked(const ir::Node& node, const ir::Graph& g, int input) {
   const bool fused = node.op_type == "FusedConv" && node.domain == "com.microsoft";
   if (!DnnlAvailable() || !(fused || (node.op_type == "Conv" && (node.domain.empty() || node.domain == "ai.onnx"))))
     return false;

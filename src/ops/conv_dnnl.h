@@ -39,6 +39,9 @@ struct ConvLayouts {
   bool any() const { return x || z || y; }
 };
 
+// CanRunBlocked (ops/blocked_layout.h) for Conv and FusedConv (ops/conv.cc).
+bool ConvCanRunBlocked(const ir::Node& node, const ir::Graph& g, int input);
+
 // True when oneDNN is built in.
 bool DnnlAvailable();
 

@@ -115,6 +115,23 @@ struct Executor::Impl : public ops::SubgraphRunner {
             !ops::CanRunBlocked(node, g, static_cast<int>(i)))
           blocked[node.inputs[i]] = 0;
     }
+    // A pass-through node's values share one layout: clear all of them if one is not blocked,
+    // until nothing changes (a clear can reach other pass-through nodes).
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (const auto& node : g.nodes) {
+        if (!ops::BlockedPassThrough(node) || node.outputs.empty() || node.outputs[0] < 0) continue;
+        bool all = blocked[node.outputs[0]] != 0;
+        for (int v : node.inputs) all = all && v >= 0 && blocked[v];
+        if (all) continue;
+        for (int v : node.inputs) {
+          if (v >= 0 && blocked[v]) changed = true;
+          clear(v);
+        }
+        if (blocked[node.outputs[0]]) changed = true;
+        clear(node.outputs[0]);
+      }
+    }
     return blocked;
   }
 

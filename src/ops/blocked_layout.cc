@@ -1,0 +1,35 @@
+#include "ops/blocked_layout.h"
+
+#include "ops/conv_dnnl.h"
+
+namespace kiln::ops {
+namespace {
+
+bool BlockableNchw(const ir::TypeInfo& t) {
+  return t.dtype == DType::kFloat32 && t.shape_known() && t.dims.size() == 4 && t.dims[0] == 1 &&
+         t.dims[1] % kChannelBlock == 0;
+}
+
+bool ConcatCanRunBlocked(const ir::Node& node, const ir::Graph& g) {
+  if (node.outputs.size() != 1 || node.outputs[0] < 0 || node.inputs.empty()) return false;
+  const int64_t axis = node.attr_int("axis", 0);
+  if (axis != 1 && axis != -3) return false;
+  for (int v : node.inputs)
+    if (v < 0 || !BlockableNchw(g.values[v].type)) return false;
+  return BlockableNchw(g.values[node.outputs[0]].type);
+}
+
+}  // namespace
+
+bool CanRunBlocked(const ir::Node& node, const ir::Graph& g, int input) {
+  if (!DnnlAvailable()) return false;  // nothing would make or read blocked tensors
+  const bool onnx = node.domain.empty() || node.domain == "ai.onnx";
+  if (onnx && node.op_type == "Concat") return ConcatCanRunBlocked(node, g);
+  return ConvCanRunBlocked(node, g, input);
+}
+
+bool BlockedPassThrough(const ir::Node& node) {
+  return (node.domain.empty() || node.domain == "ai.onnx") && node.op_type == "Concat";
+}
+
+}  // namespace kiln::ops
