@@ -252,7 +252,9 @@ TEST(PassRegistry, ListsThePassesInOrder) {
   for (const auto& p : passes::RegisteredPasses()) {
     names.push_back(p.name);
     EXPECT_FALSE(p.description.empty());
-    EXPECT_EQ(p.exact, p.name != "fold-batchnorm" && p.name != "fuse-matmul-add") << p.name;
+    EXPECT_EQ(p.exact, p.name != "fold-batchnorm" && p.name != "fuse-matmul-add" &&
+                           p.name != "fuse-conv-activation")
+        << p.name;
   }
   std::vector<std::string> want = {"eliminate-dead-nodes", "fold-constants",
                                    "eliminate-identities", "eliminate-common-subexpressions",
@@ -704,7 +706,8 @@ TEST(FuseMatMulAdd, LeavesHigherRankAndBroadcastingBiases) {
 // ---- fuse-conv-activation ------------------------------------------------------------------
 
 // X -> Conv -> c; then `tail`: "relu", "add" (Add(c, Z) with Z = Neg(X2) computed after the
-// Conv), "add_relu", "clip" (constant bounds), "leaky", "clip_input_bound" (a bound from the caller).
+// Conv), "add_relu", "clip" (constant bounds), "leaky", "swish", "clip_input_bound" (a bound from
+// the caller).
 onnx::ModelProto ConvTailModel(const std::string& tail, int opset = 17) {
   Builder b(opset);
   b.In("X", {1, 2, 6, 5});
@@ -724,6 +727,10 @@ onnx::ModelProto ConvTailModel(const std::string& tail, int opset = 17) {
   } else if (tail == "leaky") {
     AttrFloat(AddNode(b.g, "LeakyRelu", {last}, {"y"}, "leaky"), "alpha", 0.2f);
     last = "y";
+  } else if (tail == "swish") {  // SiLU as exporters write it: Mul(c, Sigmoid(c))
+    AddNode(b.g, "Sigmoid", {last}, {"sg"}, "sigmoid");
+    AddNode(b.g, "Mul", {"sg", last}, {"y"}, "silu");
+    last = "y";
   } else if (tail == "clip" || tail == "clip_input_bound") {
     InitFloats(b.g, "lo", {}, {-0.5f});
     if (tail == "clip") InitFloats(b.g, "hi", {}, {0.75f});
@@ -738,14 +745,16 @@ onnx::ModelProto ConvTailModel(const std::string& tail, int opset = 17) {
 TEST(FuseConvActivation, FusesActivationsAndResidualAdds) {
   const std::map<std::string, std::pair<std::string, size_t>> want = {
       {"relu", {"Relu", 3}}, {"add", {"", 4}}, {"add_relu", {"Relu", 4}},
-      {"clip", {"Clip", 3}}, {"leaky", {"LeakyRelu", 3}}};
+      {"clip", {"Clip", 3}}, {"leaky", {"LeakyRelu", 3}}, {"swish", {"Swish", 3}}};
   for (const auto& [tail, expect] : want) {
     ir::Model m = CheckPass(ConvTailModel(tail), "fuse-conv-activation", true);
     const ir::Node* fused = nullptr;
     for (const auto& n : m.graph->nodes)
       if (n.op_type == "FusedConv") fused = &n;
     ASSERT_NE(fused, nullptr) << tail;
-    EXPECT_EQ(CountOps(*m.graph, "Conv") + CountOps(*m.graph, "Relu") + CountOps(*m.graph, "Add"), 0)
+    EXPECT_EQ(CountOps(*m.graph, "Conv") + CountOps(*m.graph, "Relu") + CountOps(*m.graph, "Add") +
+                  CountOps(*m.graph, "Sigmoid") + CountOps(*m.graph, "Mul"),
+              0)
         << tail;
     EXPECT_EQ(fused->domain, "com.microsoft");
     EXPECT_EQ(fused->attr_string("activation", ""), expect.first) << tail;

@@ -1,5 +1,6 @@
 // kiln run / kiln bench.
 #include <algorithm>
+#include <map>
 #include <chrono>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -23,6 +24,7 @@ struct ModelOptions {
   std::string planner = "default", pipeline;
   std::vector<std::string> dump_ir_after;
   bool no_reorder = false, no_alias = false, poison = false;
+  bool profile = false;  // bench only
 };
 
 void AddModelOptions(CLI::App* c, ModelOptions& o) {
@@ -76,6 +78,7 @@ Status Prepare(const ModelOptions& o, std::unique_ptr<runtime::Executor>* exec,
   eo.planner_steps = pipeline.planner_steps;
   eo.aliasing = !o.no_alias;
   eo.poison = o.poison;
+  eo.profile = o.profile;
   KILN_ASSIGN_OR_RETURN(*exec, runtime::Executor::Create(std::move(model), eo));
   uint64_t seed = 1;
   for (int v : (*exec)->input_values()) {
@@ -121,6 +124,35 @@ int RunMain(const ModelOptions& o, const std::string& out_dir) {
   return 0;
 }
 
+// Per op type, then the slowest nodes: milliseconds per run, to stderr.
+void PrintProfile(runtime::Executor& exec, int iterations) {
+  const ir::Graph& g = *exec.model().graph;
+  const std::vector<double> sec = exec.NodeSeconds();
+  double total = 0;
+  std::map<std::string, std::pair<int, double>> by_op;
+  for (size_t n = 0; n < g.nodes.size(); ++n) {
+    const ir::Node& node = g.nodes[n];
+    auto& e = by_op[(node.domain.empty() ? "" : node.domain + ".") + node.op_type];
+    ++e.first;
+    e.second += sec[n];
+    total += sec[n];
+  }
+  std::vector<std::pair<double, std::string>> ops;
+  for (const auto& [op, e] : by_op) ops.push_back({e.second, op});
+  std::sort(ops.rbegin(), ops.rend());
+  const double per = 1e3 / iterations;
+  std::fprintf(stderr, "%-32s %5s %10s %6s\n", "op", "nodes", "ms/run", "%");
+  for (const auto& [t, op] : ops)
+    std::fprintf(stderr, "%-32s %5d %10.4f %5.1f%%\n", op.c_str(), by_op[op].first, t * per,
+                 total > 0 ? 100.0 * t / total : 0.0);
+  std::vector<size_t> order(g.nodes.size());
+  for (size_t n = 0; n < order.size(); ++n) order[n] = n;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return sec[a] > sec[b]; });
+  std::fprintf(stderr, "slowest nodes:\n");
+  for (size_t k = 0; k < std::min<size_t>(10, order.size()); ++k)
+    std::fprintf(stderr, "  %10.4f ms  %s\n", sec[order[k]] * per, g.nodes[order[k]].Label(g).c_str());
+}
+
 int BenchMain(const ModelOptions& o, int iterations) {
   std::unique_ptr<runtime::Executor> exec;
   std::vector<Tensor> inputs;
@@ -131,6 +163,7 @@ int BenchMain(const ModelOptions& o, int iterations) {
     st = exec->Run(inputs, &outputs);
     if (!st.ok()) return Fail(st);
   }
+  exec->ResetProfile();
   std::vector<double> ms;
   for (int i = 0; i < iterations; ++i) {
     auto t0 = std::chrono::steady_clock::now();
@@ -139,6 +172,7 @@ int BenchMain(const ModelOptions& o, int iterations) {
     if (!st.ok()) return Fail(st);
     ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
   }
+  if (o.profile) PrintProfile(*exec, iterations);
   std::sort(ms.begin(), ms.end());
   nlohmann::ordered_json j;
   j["model"] = o.model;
@@ -173,6 +207,7 @@ void AddBenchCommand(CLI::App& app, int& rc) {
   auto o = std::make_shared<Options>();  // owned by the callback
   AddModelOptions(c, *o);
   c->add_option("--iterations", o->iterations, "timed runs")->check(CLI::PositiveNumber);
+  c->add_flag("--profile", o->profile, "also print ms per run by op type and the slowest nodes to stderr");
   c->callback([&rc, o] { rc = BenchMain(*o, o->iterations); });
 }
 

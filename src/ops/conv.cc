@@ -14,6 +14,7 @@
 #include "ops/conv_gemm.h"
 #include "ops/conv_geometry.h"
 #include "ops/scratch.h"
+#include "ops/vector_math.h"
 
 namespace kiln::ops {
 namespace {
@@ -612,12 +613,15 @@ Status DeformConvCompute(ComputeContext& ctx) {
 // FusedConv (com.microsoft, as ONNX Runtime defines it; made by passes/fuse_conv_activation):
 // Y = activation(Conv(X, W, B) + Z).
 
+// Swish (x * sigmoid(x), exporters' SiLU) is kiln's extension of the op.
 Status ActivationOf(ComputeContext& ctx, ConvPostOps* post) {
   const std::string name = ctx.node().attr_string("activation", "");
   const std::vector<float> p = ctx.node().attr_floats("activation_params");
   using Act = ConvPostOps::Act;
   if (name.empty()) return OkStatus();
-  if (name == "Relu") {
+  if (name == "Swish" && p.empty()) {
+    post->act = Act::kSwish;
+  } else if (name == "Relu") {
     post->act = Act::kRelu;
   } else if (name == "LeakyRelu" && p.size() == 1) {
     post->act = Act::kLeakyRelu;
@@ -628,7 +632,7 @@ Status ActivationOf(ComputeContext& ctx, ConvPostOps* post) {
     post->beta = p[1];
   } else {
     return ctx.error("unsupported activation '" + name + "' with " + std::to_string(p.size()) +
-                     " parameters (Relu, LeakyRelu [alpha], Clip [min, max])");
+                     " parameters (Relu, LeakyRelu [alpha], Clip [min, max], Swish)");
   }
   return OkStatus();
 }
@@ -680,6 +684,10 @@ Status FusedConvCompute(ComputeContext& ctx) {
   Dispatch<kFloatTypes>(Y.dtype(), [&]<class T>() {
     AddAndActivate<T>(Z ? Z->data<T>() : nullptr, Y.data<T>(), Y.size(), post);
   });
+  if (post.act == ConvPostOps::Act::kSwish) {  // with the Sigmoid and Mul kernels' arithmetic
+    if (Y.dtype() != DType::kFloat32) return ctx.error("Swish needs float32");
+    SwishF32(Y.data<float>(), Y.data<float>(), Y.size(), 1.0f);
+  }
   return OkStatus();
 }
 

@@ -84,6 +84,7 @@ void Prepare(DnnlConvState* st) {
     po.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, st->alpha, 0.0f);
   if (st->act == Act::kClip)
     po.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip, st->alpha, st->beta);
+  if (st->act == Act::kSwish) po.append_eltwise(1.0f, dnnl::algorithm::eltwise_swish, 1.0f, 0.0f);
   dnnl::primitive_attr attr;
   attr.set_post_ops(po);
   dnnl::convolution_forward::primitive_desc pd(d, attr, Engine());

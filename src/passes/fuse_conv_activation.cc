@@ -48,23 +48,46 @@ std::optional<Activation> ActivationOf(const ir::Graph& g, const ir::Node& a, in
   return Activation{"Clip", {lo, hi}};
 }
 
-// The only node reading v (or -1): v read once, not a graph output.
-int SoleReader(const ir::Graph& g, int v, const std::vector<int>& reads,
-               const std::vector<char>& is_output, const std::vector<int>& reader) {
-  if (v < 0 || reads[v] != 1 || is_output[v]) return -1;
-  return reader[v];
+struct Readers {
+  std::vector<int> reads;                 // ReadCounts
+  std::vector<char> is_output;            // OutputMask
+  std::vector<std::vector<int>> by_node;  // per value: the nodes reading it as an input
+};
+
+// The only node reading v (or -1): v read once, by a node input, and not a graph output.
+int SoleReader(int v, const Readers& r) {
+  if (v < 0 || r.reads[v] != 1 || r.is_output[v] || r.by_node[v].size() != 1) return -1;
+  return r.by_node[v][0];
+}
+
+// Swish (SiLU) as exporters write it: Sigmoid(v) -> s and Mul(v, s) in either order, where the
+// two are v's only readers and the Mul is s's. Returns the Mul (or -1).
+int SwishMul(const ir::Graph& g, int v, const Readers& r) {
+  if (v < 0 || r.reads[v] != 2 || r.is_output[v] || r.by_node[v].size() != 2) return -1;
+  for (int k = 0; k < 2; ++k) {
+    const ir::Node& sig = g.nodes[r.by_node[v][k]];
+    const int mul = r.by_node[v][1 - k];
+    const ir::Node& m = g.nodes[mul];
+    if (sig.op_type != "Sigmoid" || !IsDefaultDomain(sig) || sig.outputs.size() != 1 ||
+        m.op_type != "Mul" || !IsDefaultDomain(m) || m.inputs.size() != 2 || m.outputs.size() != 1 ||
+        m.outputs[0] < 0)
+      continue;
+    const int s = sig.outputs[0];
+    if (SoleReader(s, r) != mul) continue;
+    if ((m.inputs[0] == v && m.inputs[1] == s) || (m.inputs[0] == s && m.inputs[1] == v)) return mul;
+  }
+  return -1;
 }
 
 bool FuseInGraph(ir::Graph& g, const ir::Model& m) {
   bool changed = false;
   for (auto& n : g.nodes)
     ForEachSubgraph(n, [&](ir::Graph& sg) { changed = FuseInGraph(sg, m) || changed; });
-  const std::vector<int> reads = ReadCounts(g);
-  const std::vector<char> is_output = OutputMask(g);
-  std::vector<int> reader(g.values.size(), -1);  // a node input reading each value (the last)
+  Readers r{ReadCounts(g), OutputMask(g), std::vector<std::vector<int>>(g.values.size())};
   for (size_t i = 0; i < g.nodes.size(); ++i)
     for (int v : g.nodes[i].inputs)
-      if (v >= 0) reader[v] = static_cast<int>(i);
+      if (v >= 0 && (r.by_node[v].empty() || r.by_node[v].back() != static_cast<int>(i)))
+        r.by_node[v].push_back(static_cast<int>(i));
   std::vector<char> keep(g.nodes.size(), 1);
   const int64_t opset = m.OpsetFor("");
   for (size_t c = 0; c < g.nodes.size(); ++c) {
@@ -77,7 +100,7 @@ bool FuseInGraph(ir::Graph& g, const ir::Model& m) {
     if (y < 0 || yt.dtype != DType::kFloat32 || !yt.shape_known()) continue;
     int last = -1, z = -1;
     std::optional<Activation> act;
-    int next = SoleReader(g, y, reads, is_output, reader);
+    int next = SoleReader(y, r);
     if (next >= 0 && keep[next] && g.nodes[next].op_type == "Add" &&
         IsDefaultDomain(g.nodes[next]) && opset >= 7 && g.nodes[next].inputs.size() == 2 &&
         g.nodes[next].outputs.size() == 1 && g.nodes[next].outputs[0] >= 0) {
@@ -88,16 +111,35 @@ bool FuseInGraph(ir::Graph& g, const ir::Model& m) {
           ot.dims == yt.dims && g.values[add.outputs[0]].type.dims == yt.dims) {
         z = other;
         last = next;
-        next = SoleReader(g, add.outputs[0], reads, is_output, reader);
+        next = SoleReader(add.outputs[0], r);
       } else {
         next = -1;
       }
     }
-    if (next >= 0 && keep[next] && g.nodes[next].inputs[0] == (last >= 0 ? g.nodes[last].outputs[0] : y)) {
+    const int cur = last >= 0 ? g.nodes[last].outputs[0] : y;
+    std::vector<int> gone;  // nodes besides the Conv that the fused node replaces
+    if (next >= 0 && keep[next] && g.nodes[next].inputs[0] == cur) {
       act = ActivationOf(g, g.nodes[next], opset);
-      if (act) last = next;
+      if (act) {
+        if (last >= 0) gone.push_back(last);
+        last = next;
+      }
+    }
+    if (!act) {
+      const int mul = SwishMul(g, cur, r);
+      if (mul >= 0 && keep[mul]) {
+        act = Activation{"Swish", {}};
+        if (last >= 0) gone.push_back(last);
+        for (int n : r.by_node[cur])
+          if (n != mul) gone.push_back(n);  // the Sigmoid
+        last = mul;
+      }
     }
     if (last < 0) continue;
+    // Every node that goes must not be the place of another fusion already made.
+    bool free = true;
+    for (int n : gone) free = free && keep[n];
+    if (!free) continue;
     ir::Node fused = conv;
     fused.op_type = "FusedConv";
     fused.domain = kFusedConvDomain;
@@ -118,10 +160,10 @@ bool FuseInGraph(ir::Graph& g, const ir::Model& m) {
     const int out = g.nodes[last].outputs[0];
     fused.outputs = {out};
     // The fused node takes the last node's place: every input it reads is computed by then.
-    if (z >= 0 && act) {  // the Add goes too
-      const int a = g.nodes[last].inputs[0];
-      keep[g.values[a].producer] = 0;
-      g.values[a].producer = -1;
+    for (int n : gone) {
+      keep[n] = 0;
+      for (int v : g.nodes[n].outputs)
+        if (v >= 0) g.values[v].producer = -1;
     }
     keep[c] = 0;
     g.values[y].producer = -1;

@@ -1,11 +1,14 @@
 // Conv + residual Add + activation fusion into one com.microsoft FusedConv node (the contrib op
 // ONNX Runtime defines: Y = activation(Conv(X, W, B) + Z), inputs X, W, B, Z, the Conv attributes
 // plus `activation` and `activation_params`), which the host runs as one kernel (oneDNN post-ops)
-// instead of two or three passes over the output. Exact: the same operations in the same order.
+// instead of two or three passes over the output. The same operations in the same order, but not
+// exact: the host's oneDNN computes a SiLU's sigmoid its own way (a few ulp).
 // Needs: a verified model whose shapes are inferred. Guarantees: a float32 Conv -> y whose only
-// reader is an activation (Relu, LeakyRelu, Clip with constant bounds), or an Add(y, z) with z of
-// y's shape and type (no broadcast; then optionally the activation), becomes one FusedConv that
-// writes the last node's output, at the last node's place (so z may be computed after the Conv).
+// reader is an activation (Relu, LeakyRelu, Clip with constant bounds, or SiLU as exporters write
+// it: Mul(y, Sigmoid(y)), then activation "Swish", kiln's extension of the op), or an Add(y, z)
+// with z of y's shape and type (no broadcast; then optionally the activation), becomes one
+// FusedConv that writes the last node's output, at the last node's place (so z may be computed
+// after the Conv).
 // Values read elsewhere or that are graph outputs are not fused through. Subgraphs too. The C
 // backend does not emit FusedConv: the pass is for the host executor (it runs it last).
 #pragma once

@@ -32,8 +32,8 @@ const std::vector<PassInfo>& RegisteredPasses() {
       {"fold-batchnorm", "fold an inference BatchNormalization into the Conv before it (float32)",
        FoldBatchNorm, /*exact=*/false},
       {"fuse-conv-activation",
-       "fuse Conv + residual Add + Relu / LeakyRelu / Clip into one FusedConv (host only)",
-       FuseConvActivation},
+       "fuse Conv + residual Add + Relu / LeakyRelu / Clip / SiLU into one FusedConv",
+       FuseConvActivation, /*exact=*/false},
       {"fuse-matmul-add", "turn MatMul(A, B) + bias with 2-D A and constant B, bias into Gemm",
        FuseMatMulAdd, /*exact=*/false},
   };

@@ -3,6 +3,7 @@
 #include "passes/pipeline.h"
 
 #include <algorithm>
+#include <chrono>
 #include <unordered_map>
 
 #include "ops/blocked_layout.h"
@@ -29,6 +30,8 @@ struct GraphInfo {
   planner::Plan plan;
   std::vector<uint8_t> storage;
   uint8_t* arena = nullptr;
+  // ExecutorOptions::profile: seconds spent in each node (subgraph runs included), per node index.
+  mutable std::vector<double> node_seconds;
   // Per value: kept in the channel-blocked layout (ops/blocked_layout.h).
   std::vector<char> blocked;
   // Kernels' per-node state (ops::NodeState), per node index; written while a node runs.
@@ -166,7 +169,14 @@ struct Executor::Impl : public ops::SubgraphRunner {
     frame_stack.push_back(&f);
     for (size_t p = 0; p < info.order.size(); ++p) {
       if (self->options_.poison) Poison(info, static_cast<int>(p));
+      const auto t0 = self->options_.profile ? std::chrono::steady_clock::now()
+                                              : std::chrono::steady_clock::time_point{};
       Status st = RunNode(g, info.order[p], p, info, f);
+      if (self->options_.profile) {
+        if (info.node_seconds.size() != g.nodes.size()) info.node_seconds.assign(g.nodes.size(), 0.0);
+        info.node_seconds[info.order[p]] +=
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      }
       if (!st.ok()) {
         frame_stack.pop_back();
         return st;
@@ -291,6 +301,16 @@ Expected<std::unique_ptr<Executor>> Executor::Create(ir::Model model, ExecutorOp
   e->plan_ = main.plan;
   e->order_ = main.order;
   return e;
+}
+
+std::vector<double> Executor::NodeSeconds() const {
+  std::vector<double> t = impl_->infos.at(model_.graph.get()).node_seconds;
+  t.resize(model_.graph->nodes.size(), 0.0);
+  return t;
+}
+
+void Executor::ResetProfile() {
+  for (auto& [g, info] : impl_->infos) info.node_seconds.clear();
 }
 
 int Executor::blocked_values() const {

@@ -32,6 +32,7 @@ struct ExecutorOptions {
   bool host_fusion = true;
   // Channel-blocked activations between the convolutions that take them (ops/blocked_layout.h).
   bool blocked_layout = true;
+  bool profile = false;  // time every node of the main graph (NodeSeconds)
 };
 
 class Executor {
@@ -46,6 +47,10 @@ class Executor {
   const ir::Value& value(int v) const { return model_.graph->values[v]; }
   size_t arena_bytes() const { return plan_.arena_bytes; }
   const planner::Plan& plan() const { return plan_; }
+  // With ExecutorOptions::profile: seconds spent in each main-graph node (by node index) over
+  // the runs since creation or ResetProfile.
+  std::vector<double> NodeSeconds() const;
+  void ResetProfile();
   // How many values of the main graph are kept channel-blocked (ops/blocked_layout.h).
   int blocked_values() const;
   // Node indices of the main graph in execution order.

@@ -10,6 +10,14 @@
 #include "ops/elementwise_kernels.h"
 
 namespace kiln::codegen::c {
+
+std::string Sigmoid(DType t, const std::string& x) {
+  // 1 / (1 + exp(-x)), written with exp of a non-positive argument as the executor does.
+  std::string e = MathName(t, "exp") + "(-" + MathName(t, "fabs") + "(" + x + "))";
+  return "(" + x + " >= " + CNumber(t, 0) + " ? " + CNumber(t, 1) + " / (" + CNumber(t, 1) + " + " + e +
+         ") : " + e + " / (" + CNumber(t, 1) + " + " + e + "))";
+}
+
 namespace {
 
 using Args = std::vector<std::string>;
@@ -45,12 +53,6 @@ ExprFn FloatExpr(std::function<std::string(NodeContext&, DType, const std::strin
   };
 }
 
-std::string Sigmoid(DType t, const std::string& x) {
-  // 1 / (1 + exp(-x)), written with exp of a non-positive argument as the executor does.
-  std::string e = MathName(t, "exp") + "(-" + MathName(t, "fabs") + "(" + x + "))";
-  return "(" + x + " >= " + CNumber(t, 0) + " ? " + CNumber(t, 1) + " / (" + CNumber(t, 1) + " + " + e +
-         ") : " + e + " / (" + CNumber(t, 1) + " + " + e + "))";
-}
 
 std::string Softplus(DType t, const std::string& x) {
   return "(" + MathName(t, "fmax") + "(" + x + ", " + CNumber(t, 0) + ") + " + MathName(t, "log1p") + "(" +

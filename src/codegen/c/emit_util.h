@@ -35,4 +35,7 @@ Expected<std::vector<int64_t>> ConstantInts(NodeContext& ctx, int input);
 // A C expression for the byte size of n elements of t ("1024").
 std::string ByteCount(DType t, int64_t n);
 
+// The C expression of sigmoid(x) in type t, as the host computes it (emit_elementwise.cc).
+std::string Sigmoid(DType t, const std::string& x);
+
 }  // namespace kiln::codegen::c
