@@ -1,6 +1,7 @@
 #include "ops/blocked_layout.h"
 
 #include "ops/conv_dnnl.h"
+#include "ops/cpu_isa.h"
 
 namespace kiln::ops {
 namespace {
@@ -22,7 +23,9 @@ bool ConcatCanRunBlocked(const ir::Node& node, const ir::Graph& g) {
 }  // namespace
 
 bool CanRunBlocked(const ir::Node& node, const ir::Graph& g, int input) {
-  if (!DnnlAvailable()) return false;  // nothing would make or read blocked tensors
+  // Nothing would make or read blocked tensors without oneDNN, and its nChw16c kernels are the
+  // AVX-512 ones (on AVX2 they would be its reference loops).
+  if (!DnnlAvailable() || BestIsa() != Isa::kAvx512) return false;
   const bool onnx = node.domain.empty() || node.domain == "ai.onnx";
   if (onnx && node.op_type == "Concat") return ConcatCanRunBlocked(node, g);
   return ConvCanRunBlocked(node, g, input);

@@ -68,8 +68,11 @@ void Prepare(DnnlConvState* st) {
   st->bias_md = memory::desc({p.M}, kF32, Tag::x);
   const memory::dims strides{p.sh, p.sw}, dil{p.dh - 1, p.dw - 1}, pl{p.ph, p.pw},
       pr{p.peh, p.pew};
-  const memory::desc any_src(src, kF32, Tag::any), any_dst(dst, kF32, Tag::any),
-      any_w(w, kF32, Tag::any);
+  // With a blocked side the primitive computes in nChw16c on both sides (oneDNN's `any` may
+  // choose NHWC, and then every blocked tensor would be reordered twice; mixed layouts fall to
+  // its reference loops); otherwise oneDNN chooses.
+  const Tag act = l.any() ? Tag::nChw16c : Tag::any;
+  const memory::desc any_src(src, kF32, act), any_dst(dst, kF32, act), any_w(w, kF32, Tag::any);
   const auto prop = dnnl::prop_kind::forward_inference;
   const auto alg = dnnl::algorithm::convolution_direct;
   auto d = st->has_bias ? dnnl::convolution_forward::desc(prop, alg, any_src, any_w, st->bias_md,
