@@ -2,6 +2,7 @@
 
 #include "ops/conv_dnnl.h"
 #include "ops/cpu_isa.h"
+#include "ops/pool_dnnl.h"
 
 namespace kiln::ops {
 namespace {
@@ -28,11 +29,14 @@ bool CanRunBlocked(const ir::Node& node, const ir::Graph& g, int input) {
   if (!DnnlAvailable() || BestIsa() != Isa::kAvx512) return false;
   const bool onnx = node.domain.empty() || node.domain == "ai.onnx";
   if (onnx && node.op_type == "Concat") return ConcatCanRunBlocked(node, g);
+  if (onnx && (node.op_type == "MaxPool" || node.op_type == "AveragePool"))
+    return input == 0 && PoolCanRunBlocked(node, g);
   return ConvCanRunBlocked(node, g, input);
 }
 
 bool BlockedPassThrough(const ir::Node& node) {
-  return (node.domain.empty() || node.domain == "ai.onnx") && node.op_type == "Concat";
+  return (node.domain.empty() || node.domain == "ai.onnx") &&
+         (node.op_type == "Concat" || node.op_type == "MaxPool" || node.op_type == "AveragePool");
 }
 
 }  // namespace kiln::ops

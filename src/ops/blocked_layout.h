@@ -19,11 +19,12 @@ inline constexpr int64_t kChannelBlock = 16;
 // blocked layout: a float32 2-D Conv or FusedConv (input 0 = X or 3 = Z) that oneDNN runs, with
 // input and output channels multiples of kChannelBlock; a channel Concat of such tensors with
 // N = 1 (then each input's blocks are a contiguous run of the output's, at the same byte offset
-// as in NCHW, so the Concat kernel and Concat-in-place work on either layout unchanged).
+// as in NCHW, so the Concat kernel and Concat-in-place work on either layout unchanged); a 2-D
+// MaxPool / AveragePool oneDNN runs (ops/pool_dnnl.h).
 bool CanRunBlocked(const ir::Node& node, const ir::Graph& g, int input);
 
-// True for a node CanRunBlocked accepts that copies bytes without knowing the layout (Concat):
-// its inputs and its output must then all be blocked or all not.
+// True for a node CanRunBlocked accepts whose inputs and output must all be blocked or all not
+// (Concat copies bytes without knowing the layout; a pool computes in one layout).
 bool BlockedPassThrough(const ir::Node& node);
 
 }  // namespace kiln::ops

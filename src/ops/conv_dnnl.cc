@@ -6,10 +6,7 @@
 #include "ops/scratch.h"
 
 #if KILN_WITH_DNNL
-#include <oneapi/dnnl/dnnl.hpp>
-
-// libgomp, which the Debian oneDNN runs on (its C header is not always installed for clang).
-extern "C" void omp_set_num_threads(int);
+#include "ops/dnnl_common.h"
 #endif
 
 namespace kiln::ops {
@@ -21,16 +18,8 @@ using dnnl::memory;
 using Tag = memory::format_tag;
 constexpr memory::data_type kF32 = memory::data_type::f32;
 
-dnnl::engine& Engine() {
-  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
-  return e;
-}
-
-// A stream must not be used by two threads at once; executors run on many threads (the gym).
-dnnl::stream& Stream() {
-  thread_local dnnl::stream s(Engine());
-  return s;
-}
+using dnnl_common::Engine;
+using dnnl_common::Stream;
 
 struct DnnlConvState : NodeState {
   Conv2DParams p{};
@@ -123,7 +112,7 @@ bool DnnlConv2D(const Conv2DParams& p, const float* x, const float* w, bool w_co
   std::unique_ptr<NodeState> local;
   if (!state) state = &local;
   auto* st = dynamic_cast<DnnlConvState*>(state->get());
-  omp_set_num_threads(threads);
+  dnnl_common::SetThreads(threads);
   try {
     if (!st || !st->Matches(p, threads, b != nullptr, post, layouts)) {
       auto fresh = std::make_unique<DnnlConvState>();

@@ -9,6 +9,7 @@
 
 #include "ops/common.h"
 #include "ops/conv_geometry.h"
+#include "ops/pool_dnnl.h"
 #include "ops/pool_kernels.h"
 #include "ops/vector_math.h"
 
@@ -155,6 +156,14 @@ Status PoolCompute(ComputeContext& ctx, PoolKind kind) {
                          g.s[1], g.s[2], g.p[1], g.p[2], g.pe[1], g.pe[2]};
     const float* x = X.data<float>();
     float* y = ctx.output(0).data<float>();
+    if (ctx.input_blocked(0) || ctx.output_blocked(0)) {  // both (a pass-through node)
+      const DnnlPoolKind dk = kind == PoolKind::kMax ? DnnlPoolKind::kMax
+                              : cip                  ? DnnlPoolKind::kAvgIncludePad
+                                                     : DnnlPoolKind::kAvgExcludePad;
+      if (!DnnlPool2DBlocked(ps, X.dims()[0], dk, x, y, ctx.threads(), ctx.state()))
+        return ctx.error("oneDNN refused a pool the executor laid out channel-blocked (a kiln bug)");
+      return OkStatus();
+    }
     if (kind == PoolKind::kAvg) {
       AveragePool2D(ps, x, y, cip, ctx.threads());
       return OkStatus();
