@@ -159,6 +159,9 @@ struct OpSchema {
   ComputeFn compute;
   // Leading inputs that must be present; checked before infer so kernels never see them missing.
   int required_inputs = 1;
+  // The kernel writes every element of every output it is given, so the executor need not clear
+  // them first (the others may accumulate into theirs).
+  bool writes_whole_outputs = false;
 };
 
 // Infer and compute see this many outputs beyond the node's own, so a kernel that writes an

@@ -239,7 +239,8 @@ struct Executor::Impl : public ops::SubgraphRunner {
           dst = Tensor::View(t.dtype, t.dims, info.arena + info.plan.buffers[b].offset);
           // Kernels may accumulate into their outputs: clear them, except an output that
           // shares an input's bytes by design (in place), which must keep them.
-          if (!noop && !OverlapsInput(cctx, dst.raw(), bytes)) std::memset(dst.raw(), 0, bytes);
+          if (!noop && !schema->writes_whole_outputs && !OverlapsInput(cctx, dst.raw(), bytes))
+            std::memset(dst.raw(), 0, bytes);
         } else {
           noop = noop && v < 0 && i >= node.outputs.size();
           dst = Tensor(t.dtype, t.dims);
