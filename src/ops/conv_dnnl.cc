@@ -34,6 +34,9 @@ struct DnnlConvState : NodeState {
   dnnl::reorder src_reorder, dst_reorder, w_reorder, z_reorder;
   memory w_mem;                  // the weights in the primitive's layout
   const float* w_ptr = nullptr;  // the constant weights w_mem holds, if any
+  // Made once; each call points them at its buffers (creating them cost a few us per call).
+  memory user_src, src, user_w, user_dst, dst, bias, user_z;
+  std::unordered_map<int, memory> args;
 
   bool Matches(const Conv2DParams& q, int t, bool bias, const ConvPostOps& post,
                ConvLayouts l) const {
@@ -99,6 +102,21 @@ void Prepare(DnnlConvState* st) {
         Engine(), st->user_w_md, Engine(), st->w_md));
     st->w_mem = memory(st->w_md, Engine());
   }
+  dnnl::engine& e = Engine();
+  auto none = [&](const memory::desc& md) { return memory(md, e, DNNL_MEMORY_NONE); };
+  st->user_src = none(st->user_src_md);
+  st->src = st->src_md != st->user_src_md ? none(st->src_md) : st->user_src;
+  st->user_w = none(st->user_w_md);
+  st->user_dst = none(st->user_dst_md);
+  st->dst = st->dst_md != st->user_dst_md ? none(st->dst_md) : st->user_dst;
+  st->user_z = none(st->user_z_md);
+  st->args = {{DNNL_ARG_SRC, st->src},
+              {DNNL_ARG_WEIGHTS, st->w_md != st->user_w_md ? st->w_mem : st->user_w},
+              {DNNL_ARG_DST, st->dst}};
+  if (st->has_bias) {
+    st->bias = none(st->bias_md);
+    st->args.emplace(DNNL_ARG_BIAS, st->bias);
+  }
   st->supported = true;
 }
 
@@ -133,38 +151,30 @@ bool DnnlConv2D(const Conv2DParams& p, const float* x, const float* w, bool w_co
   }
   if (!st->supported) return false;
   dnnl::stream& s = Stream();
-  dnnl::engine& e = Engine();
-  memory user_src(st->user_src_md, e, const_cast<float*>(x));
-  memory src = user_src;
+  st->user_src.set_data_handle(const_cast<float*>(x));
   if (st->src_md != st->user_src_md) {
-    src = memory(st->src_md, e, ScratchBytes(ScratchSlot::kDnnlSrc, st->src_md.get_size()));
-    st->src_reorder.execute(s, user_src, src);
+    st->src.set_data_handle(ScratchBytes(ScratchSlot::kDnnlSrc, st->src_md.get_size()));
+    st->src_reorder.execute(s, st->user_src, st->src);
   }
-  memory wm(st->user_w_md, e, const_cast<float*>(w));
-  if (st->w_md != st->user_w_md) {
-    if (!w_constant || st->w_ptr != w) {
-      st->w_reorder.execute(s, wm, st->w_mem);
-      st->w_ptr = w_constant ? w : nullptr;
-    }
-    wm = st->w_mem;
+  st->user_w.set_data_handle(const_cast<float*>(w));
+  if (st->w_md != st->user_w_md && (!w_constant || st->w_ptr != w)) {
+    st->w_reorder.execute(s, st->user_w, st->w_mem);
+    st->w_ptr = w_constant ? w : nullptr;
   }
-  memory user_dst(st->user_dst_md, e, y);
-  memory dst = user_dst;
+  st->user_dst.set_data_handle(y);
   if (st->dst_md != st->user_dst_md)
-    dst = memory(st->dst_md, e, ScratchBytes(ScratchSlot::kDnnlDst, st->dst_md.get_size()));
+    st->dst.set_data_handle(ScratchBytes(ScratchSlot::kDnnlDst, st->dst_md.get_size()));
   if (post.z) {  // the sum post-op adds what dst holds
     if (st->user_z_md != st->dst_md) {
-      memory user_z(st->user_z_md, e, const_cast<float*>(post.z));
-      st->z_reorder.execute(s, user_z, dst);
-    } else if (post.z != dst.get_data_handle()) {
-      std::memcpy(dst.get_data_handle(), post.z, st->dst_md.get_size());
+      st->user_z.set_data_handle(const_cast<float*>(post.z));
+      st->z_reorder.execute(s, st->user_z, st->dst);
+    } else if (post.z != st->dst.get_data_handle()) {
+      std::memcpy(st->dst.get_data_handle(), post.z, st->dst_md.get_size());
     }
   }
-  std::unordered_map<int, memory> args{
-      {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, dst}};
-  if (b) args.emplace(DNNL_ARG_BIAS, memory(st->bias_md, e, const_cast<float*>(b)));
-  st->conv.execute(s, args);
-  if (st->dst_md != st->user_dst_md) st->dst_reorder.execute(s, dst, user_dst);
+  if (b) st->bias.set_data_handle(const_cast<float*>(b));
+  st->conv.execute(s, st->args);
+  if (st->dst_md != st->user_dst_md) st->dst_reorder.execute(s, st->dst, st->user_dst);
   s.wait();
   return true;
 }

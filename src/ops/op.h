@@ -162,6 +162,9 @@ struct OpSchema {
   // The kernel writes every element of every output it is given, so the executor need not clear
   // them first (the others may accumulate into theirs).
   bool writes_whole_outputs = false;
+  // Infer depends on the inputs' types and dims only, never on their values, so the executor
+  // may reuse its result while they stay the same.
+  bool infer_from_types_only = false;
 };
 
 // Infer and compute see this many outputs beyond the node's own, so a kernel that writes an

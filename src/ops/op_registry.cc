@@ -49,13 +49,15 @@ void OpRegistry::Register(const std::string& op_type, InferFn infer, ComputeFn c
   KILN_CHECK(ops_.count(key) == 0, "op registered twice: " + op_type);
   ops_[key] = OpSchema{domain, op_type, std::move(infer), std::move(compute)};
   // The hot ops whose kernels (every path) write each output element: no clearing pass before
-  // them. (A wrong entry shows in the poison conformance runs: unwritten bytes keep the poison.)
+  // them (a wrong entry shows in the poison conformance runs: unwritten bytes keep the poison).
   static const std::set<std::pair<std::string, std::string>> kWholeOutputs = {
       {"", "Conv"},    {"com.microsoft", "FusedConv"}, {"", "MaxPool"}, {"", "AveragePool"},
       {"", "GlobalAveragePool"}, {"", "MatMul"}, {"", "Gemm"},    {"", "Relu"},
       {"", "Clip"},    {"", "Sigmoid"},   {"", "LeakyRelu"}, {"", "Add"},  {"", "Mul"},
       {"", "Concat"}};
   ops_[key].writes_whole_outputs = kWholeOutputs.count(key) > 0;
+  // Their shape rules read no input values either (Clip's bounds are scalars whatever they hold).
+  ops_[key].infer_from_types_only = kWholeOutputs.count(key) > 0;
 }
 
 const OpSchema* OpRegistry::Find(const std::string& domain, const std::string& op_type) const {

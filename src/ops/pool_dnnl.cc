@@ -54,6 +54,7 @@ struct DnnlPoolState : NodeState {
   int threads = 0;
   dnnl::pooling_forward pool;
   memory::desc md_x, md_y;
+  memory mx, my;  // made once, pointed at each call's buffers
   bool Matches(const Pool2DShape& q, int64_t n, DnnlPoolKind k, int t) const {
     return std::memcmp(&s, &q, sizeof(s)) == 0 && N == n && kind == k && threads == t;
   }
@@ -86,15 +87,18 @@ bool DnnlPool2DBlocked(const Pool2DShape& s, int64_t N, DnnlPoolKind kind, const
       dnnl::pooling_forward::desc d(dnnl::prop_kind::forward_inference, alg, fresh->md_x, fresh->md_y,
                                     {s.sh, s.sw}, {s.KH, s.KW}, {s.ph, s.pw}, pr);
       fresh->pool = dnnl::pooling_forward(dnnl::pooling_forward::primitive_desc(d, e));
+      fresh->mx = memory(fresh->md_x, e, DNNL_MEMORY_NONE);
+      fresh->my = memory(fresh->md_y, e, DNNL_MEMORY_NONE);
     } catch (const dnnl::error&) {
       return false;
     }
     st = fresh.get();
     *state = std::move(fresh);
   }
-  memory mx(st->md_x, e, const_cast<float*>(x)), my(st->md_y, e, y);
+  st->mx.set_data_handle(const_cast<float*>(x));
+  st->my.set_data_handle(y);
   dnnl::stream& str = dnnl_common::Stream();
-  st->pool.execute(str, {{DNNL_ARG_SRC, mx}, {DNNL_ARG_DST, my}});
+  st->pool.execute(str, {{DNNL_ARG_SRC, st->mx}, {DNNL_ARG_DST, st->my}});
   str.wait();
   return true;
 }

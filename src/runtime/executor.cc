@@ -30,6 +30,12 @@ struct GraphInfo {
   planner::Plan plan;
   std::vector<uint8_t> storage;
   uint8_t* arena = nullptr;
+  // Per node: the input types and inferred outputs of its last run (OpSchema::infer_from_types_only).
+  struct InferCache {
+    bool valid = false;
+    std::vector<ir::TypeInfo> inputs, outputs;
+  };
+  mutable std::vector<InferCache> infer_cache;
   // ExecutorOptions::profile: seconds spent in each node (subgraph runs included), per node index.
   mutable std::vector<double> node_seconds;
   // Per value: kept in the channel-blocked layout (ops/blocked_layout.h).
@@ -212,8 +218,19 @@ struct Executor::Impl : public ops::SubgraphRunner {
       ictx.input_types_.push_back(&in_types[i]);
       ictx.input_values_.push_back(&t);
     }
-    ictx.outputs_.assign(node.outputs.size() + ops::kScratchOutputs, ir::TypeInfo{});
-    KILN_RETURN_IF_ERROR(schema->infer(ictx));
+    if (info.infer_cache.size() != g.nodes.size()) info.infer_cache.resize(g.nodes.size());
+    GraphInfo::InferCache& cache = info.infer_cache[n];
+    if (schema->infer_from_types_only && cache.valid && SameTypes(cache.inputs, in_types)) {
+      ictx.outputs_ = cache.outputs;
+    } else {
+      ictx.outputs_.assign(node.outputs.size() + ops::kScratchOutputs, ir::TypeInfo{});
+      KILN_RETURN_IF_ERROR(schema->infer(ictx));
+      if (schema->infer_from_types_only) {
+        cache.valid = true;
+        cache.inputs = in_types;
+        cache.outputs = ictx.outputs_;
+      }
+    }
 
     std::vector<Tensor> scratch(ictx.outputs_.size());
     ops::ComputeContext cctx(node, g, info.opsets[n]);
@@ -261,6 +278,16 @@ struct Executor::Impl : public ops::SubgraphRunner {
       if (node.outputs[i] >= 0 && !cctx.outputs_[i]->defined())
         return Error(node.Label(g) + ": kernel produced no value for output " + std::to_string(i));
     return OkStatus();
+  }
+
+  // Tensor types equal in kind, dtype and dims (what the types-only shape rules read).
+  static bool SameTypes(const std::vector<ir::TypeInfo>& a, const std::vector<ir::TypeInfo>& b) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i)
+      if (a[i].kind != b[i].kind || a[i].dtype != b[i].dtype || a[i].dims != b[i].dims ||
+          a[i].has_shape != b[i].has_shape)
+        return false;
+    return true;
   }
 
   static bool OverlapsInput(const ops::ComputeContext& c, const void* p, size_t n) {
