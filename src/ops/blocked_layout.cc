@@ -30,7 +30,7 @@ bool CanRunBlocked(const ir::Node& node, const ir::Graph& g, int input) {
   const bool onnx = node.domain.empty() || node.domain == "ai.onnx";
   if (onnx && node.op_type == "Concat") return ConcatCanRunBlocked(node, g);
   if (onnx && (node.op_type == "MaxPool" || node.op_type == "AveragePool"))
-    return input == 0 && PoolCanRunBlocked(node, g);
+    return (input == 0 || input == kBlockedOutput) && PoolCanRunBlocked(node, g);
   return ConvCanRunBlocked(node, g, input);
 }
 

@@ -15,9 +15,13 @@ namespace kiln::ops {
 
 inline constexpr int64_t kChannelBlock = 16;
 
-// True when `node` (inferred shapes) can read its input `input` and write its output 0 in the
-// blocked layout: a float32 2-D Conv or FusedConv (input 0 = X or 3 = Z) that oneDNN runs, with
-// input and output channels multiples of kChannelBlock; a channel Concat of such tensors with
+// `input` of CanRunBlocked that asks about writing output 0.
+inline constexpr int kBlockedOutput = -1;
+
+// True when `node` (inferred shapes) can read its input `input` (or write its output 0, input
+// kBlockedOutput) in the blocked layout: a float32 2-D Conv or FusedConv (input 0 = X or 3 = Z)
+// that oneDNN runs, where the tensor's channels are multiples of kChannelBlock (a first layer's
+// 3-channel input stays NCHW while its output is blocked); a channel Concat of such tensors with
 // N = 1 (then each input's blocks are a contiguous run of the output's, at the same byte offset
 // as in NCHW, so the Concat kernel and Concat-in-place work on either layout unchanged); a 2-D
 // MaxPool / AveragePool oneDNN runs (ops/pool_dnnl.h).

@@ -697,7 +697,7 @@ bool ConvCanRunBlocked(const ir::Node& node, const ir::Graph& g, int input) {
   const bool fused = node.op_type == "FusedConv" && node.domain == "com.microsoft";
   if (!DnnlAvailable() || !(fused || (node.op_type == "Conv" && (node.domain.empty() || node.domain == "ai.onnx"))))
     return false;
-  if (input != 0 && !(fused && input == 3)) return false;
+  if (input != kBlockedOutput && input != 0 && !(fused && input == 3)) return false;
   if (node.inputs.size() < 2 || node.inputs[0] < 0 || node.inputs[1] < 0 || node.outputs.empty() ||
       node.outputs[0] < 0)
     return false;
@@ -710,7 +710,11 @@ bool ConvCanRunBlocked(const ir::Node& node, const ir::Graph& g, int input) {
   const Dims* b = node.inputs.size() > 2 && node.inputs[2] >= 0 ? &g.values[node.inputs[2]].type.dims : nullptr;
   ConvShape s;
   if (!ConvShapeOf(node, x.dims, w.dims, b, &s).empty()) return false;
-  return s.C % kChannelBlock == 0 && s.M % kChannelBlock == 0 && y.dims[1] == s.M;
+  // Reading X blocked needs its channels in whole blocks; writing Y (and reading Z) needs Y's,
+  // and an NCHW X that is not blocked has whole blocks or, a first layer, under one
+  // (conv_dnnl.cc: oneDNN's JIT kernels take no other mix).
+  if (y.dims[1] != s.M || s.M % kChannelBlock != 0) return false;
+  return s.C % kChannelBlock == 0 || (input == kBlockedOutput && s.C < kChannelBlock);
 }
 
 void RegisterConvOps(OpRegistry& r) {

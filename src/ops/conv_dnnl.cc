@@ -1,6 +1,7 @@
 #include "ops/conv_dnnl.h"
 
 #include <cstring>
+#include <string>
 #include <unordered_map>
 
 #include "ops/scratch.h"
@@ -60,17 +61,8 @@ void Prepare(DnnlConvState* st) {
   st->bias_md = memory::desc({p.M}, kF32, Tag::x);
   const memory::dims strides{p.sh, p.sw}, dil{p.dh - 1, p.dw - 1}, pl{p.ph, p.pw},
       pr{p.peh, p.pew};
-  // With a blocked side the primitive computes in nChw16c on both sides (oneDNN's `any` may
-  // choose NHWC, and then every blocked tensor would be reordered twice; mixed layouts fall to
-  // its reference loops); otherwise oneDNN chooses.
-  const Tag act = l.any() ? Tag::nChw16c : Tag::any;
-  const memory::desc any_src(src, kF32, act), any_dst(dst, kF32, act), any_w(w, kF32, Tag::any);
   const auto prop = dnnl::prop_kind::forward_inference;
   const auto alg = dnnl::algorithm::convolution_direct;
-  auto d = st->has_bias ? dnnl::convolution_forward::desc(prop, alg, any_src, any_w, st->bias_md,
-                                                          any_dst, strides, dil, pl, pr)
-                        : dnnl::convolution_forward::desc(prop, alg, any_src, any_w, any_dst,
-                                                          strides, dil, pl, pr);
   dnnl::post_ops po;
   if (st->has_z) po.append_sum(1.0f);
   using Act = ConvPostOps::Act;
@@ -82,7 +74,25 @@ void Prepare(DnnlConvState* st) {
   if (st->act == Act::kSwish) po.append_eltwise(1.0f, dnnl::algorithm::eltwise_swish, 1.0f, 0.0f);
   dnnl::primitive_attr attr;
   attr.set_post_ops(po);
-  dnnl::convolution_forward::primitive_desc pd(d, attr, Engine());
+  auto make = [&](Tag src_tag, Tag dst_tag) {
+    const memory::desc any_src(src, kF32, src_tag), any_dst(dst, kF32, dst_tag),
+        any_w(w, kF32, Tag::any);
+    auto d = st->has_bias ? dnnl::convolution_forward::desc(prop, alg, any_src, any_w, st->bias_md,
+                                                            any_dst, strides, dil, pl, pr)
+                          : dnnl::convolution_forward::desc(prop, alg, any_src, any_w, any_dst,
+                                                            strides, dil, pl, pr);
+    return dnnl::convolution_forward::primitive_desc(d, attr, Engine());
+  };
+  // With a blocked side the primitive computes in nChw16c (oneDNN's `any` may choose NHWC, and
+  // then every blocked tensor would be reordered twice), except an NCHW input of fewer than 16
+  // channels, read as it is (a first layer: its JIT kernels take that, and would fall to the
+  // reference loops for 3 channels padded to 16).
+  dnnl::convolution_forward::primitive_desc pd;
+  if (!l.any()) pd = make(Tag::any, Tag::any);
+  else if (!l.x && p.C < 16) pd = make(Tag::nchw, Tag::nChw16c);
+  else pd = make(Tag::nChw16c, Tag::nChw16c);
+  if (l.any() && std::string(pd.impl_info_str()).rfind("ref", 0) == 0)
+    throw dnnl::error(dnnl_unimplemented, "only oneDNN's reference convolution takes the layout");
   st->conv = dnnl::convolution_forward(pd);
   st->src_md = pd.src_desc();
   st->dst_md = pd.dst_desc();

@@ -110,7 +110,8 @@ struct Executor::Impl : public ops::SubgraphRunner {
     std::vector<char> blocked(g.values.size(), 0);
     for (size_t n = 0; n < g.nodes.size(); ++n) {
       const ir::Node& node = g.nodes[n];
-      if (!node.outputs.empty() && node.outputs[0] >= 0 && ops::CanRunBlocked(node, g, 0))
+      if (!node.outputs.empty() && node.outputs[0] >= 0 &&
+          ops::CanRunBlocked(node, g, ops::kBlockedOutput))
         blocked[node.outputs[0]] = 1;
     }
     auto clear = [&](int v) {
