@@ -24,11 +24,19 @@ inline constexpr int kBlockedOutput = -1;
 // 3-channel input stays NCHW while its output is blocked); a channel Concat of such tensors with
 // N = 1 (then each input's blocks are a contiguous run of the output's, at the same byte offset
 // as in NCHW, so the Concat kernel and Concat-in-place work on either layout unchanged); a 2-D
-// MaxPool / AveragePool oneDNN runs (ops/pool_dnnl.h).
+// MaxPool / AveragePool oneDNN runs (ops/pool_dnnl.h); a channel-scale Mul and the input of a
+// GlobalAveragePool (BlockedChannelScale / BlockedGlobalAverage).
 bool CanRunBlocked(const ir::Node& node, const ir::Graph& g, int input);
 
-// True for a node CanRunBlocked accepts whose inputs and output must all be blocked or all not
-// (Concat copies bytes without knowing the layout; a pool computes in one layout).
-bool BlockedPassThrough(const ir::Node& node);
+// True when `node`'s input `input` must be blocked exactly when its output 0 is (Concat copies
+// bytes without knowing the layout; a pool and a channel scale compute in one layout).
+bool BlockedLinked(const ir::Node& node, const ir::Graph& g, int input);
+
+// The blocked kernels of the element-wise nodes CanRunBlocked takes, x and y [N, C, H, W]
+// blocked (HW = H * W): y = x * s with s [1, C, 1, 1] (a squeeze-and-excitation scale: Mul), and
+// y [N, C] = the mean of each channel (GlobalAveragePool, whose output is not blocked).
+void BlockedChannelScale(const float* x, const float* s, float* y, int64_t N, int64_t C,
+                         int64_t HW);
+void BlockedGlobalAverage(const float* x, float* y, int64_t N, int64_t C, int64_t HW);
 
 }  // namespace kiln::ops

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/blocked_layout.h"
 #include "ops/common.h"
 #include "ops/conv_geometry.h"
 #include "ops/pool_dnnl.h"
@@ -203,6 +204,13 @@ Status GlobalPoolInfer(InferContext& ctx) {
 
 Status GlobalPoolCompute(ComputeContext& ctx, PoolKind kind) {
   const Tensor& X = ctx.input(0);
+  if (ctx.input_blocked(0)) {  // ops/blocked_layout.h: GlobalAveragePool only
+    if (kind != PoolKind::kAvg || X.dtype() != DType::kFloat32 || X.rank() != 4)
+      return ctx.error("channel-blocked pool it cannot run (a kiln bug)");
+    BlockedGlobalAverage(X.data<float>(), ctx.output(0).data<float>(), X.dim(0), X.dim(1),
+                         X.dim(2) * X.dim(3));
+    return OkStatus();
+  }
   const int64_t planes = X.dims()[0] * X.dims()[1];
   const int64_t n = planes == 0 ? 0 : X.size() / planes;
   double p = ctx.node().attr_float("p", 2.0f);

@@ -125,16 +125,20 @@ struct Executor::Impl : public ops::SubgraphRunner {
             !ops::CanRunBlocked(node, g, static_cast<int>(i)))
           blocked[node.inputs[i]] = 0;
     }
-    // A pass-through node's values share one layout: clear all of them if one is not blocked,
-    // until nothing changes (a clear can reach other pass-through nodes).
+    // A node's linked inputs and its output share one layout: clear all of them if one is not
+    // blocked, until nothing changes (a clear can reach other such nodes).
     for (bool changed = true; changed;) {
       changed = false;
       for (const auto& node : g.nodes) {
-        if (!ops::BlockedPassThrough(node) || node.outputs.empty() || node.outputs[0] < 0) continue;
+        if (node.outputs.empty() || node.outputs[0] < 0) continue;
+        std::vector<int> linked;
+        for (size_t i = 0; i < node.inputs.size(); ++i)
+          if (ops::BlockedLinked(node, g, static_cast<int>(i))) linked.push_back(node.inputs[i]);
+        if (linked.empty()) continue;
         bool all = blocked[node.outputs[0]] != 0;
-        for (int v : node.inputs) all = all && v >= 0 && blocked[v];
+        for (int v : linked) all = all && v >= 0 && blocked[v];
         if (all) continue;
-        for (int v : node.inputs) {
+        for (int v : linked) {
           if (v >= 0 && blocked[v]) changed = true;
           clear(v);
         }
