@@ -137,7 +137,8 @@ TEST(Executor, ViewsSlicesAndConcatInPlaceGiveTheSameResults) {
 
 // A small CNN whose 16- and 32-channel convs chain: Conv + Relu, a stride-2 depthwise Conv + Clip,
 // a pointwise Conv + residual Add (a stride-2 1x1 downsample) + Relu, a MaxPool reading that result
-// too, a last Conv that is a graph output, Concats of conv results, and pools between convs.
+// too, a last Conv that is a graph output, Concats of conv results, pools between convs and a
+// squeeze-and-excitation scale.
 onnx::ModelProto ConvChainModel() {
   onnx::ModelProto m;
   m.set_ir_version(8);
@@ -238,6 +239,13 @@ onnx::ModelProto ConvChainModel() {
   init("w8", {16, 32, 1, 1});
   node("Conv", {"p3", "w8"}, "pz");
   g->add_output()->set_name("pz");
+  // A squeeze-and-excitation scale of r2: GlobalAveragePool, Sigmoid, Mul, then a conv.
+  node("GlobalAveragePool", {"r2"}, "gap");
+  node("Sigmoid", {"gap"}, "gate");
+  node("Mul", {"r2", "gate"}, "se");
+  init("w9", {16, 32, 3, 3});
+  ints(node("Conv", {"se", "w9"}, "sez"), "pads", {1, 1, 1, 1});
+  g->add_output()->set_name("sez");
   return m;
 }
 
@@ -255,19 +263,20 @@ TEST(Executor, ChannelBlockedConvChainsMatchTheOnnxLayout) {
     o.poison = config % 3 == 2;
     auto exec = runtime::Executor::Create(*model, o);
     ASSERT_TRUE(exec.ok()) << exec.status().message();
-    // Blocked (after fusion): r1 (read by two convs and a pool), r2 (conv to conv), cs (the
-    // residual Z), p2 and p3 (pools between convs); r3 not (the MaxPool reading it writes a graph
-    // output), the outputs never, nor c5 and c6 (cat_out is an output), so neither cat.
+    // Blocked (after fusion): r1 (read by two convs and a pool), r2 (read by a conv, the
+    // GlobalAveragePool and the scale), cs (the residual Z), p2 and p3 (pools between convs), se
+    // (the scaled r2); r3 not (the MaxPool reading it writes a graph output), the outputs never,
+    // nor c5 and c6 (cat_out is an output), so neither cat.
     if (o.blocked_layout)
-      EXPECT_EQ((*exec)->blocked_values(), ops::DnnlAvailable() && ops::BestIsa() == ops::Isa::kAvx512 ? 5 : 0);
+      EXPECT_EQ((*exec)->blocked_values(), ops::DnnlAvailable() && ops::BestIsa() == ops::Isa::kAvx512 ? 6 : 0);
     std::vector<Tensor> out;
     ASSERT_TRUE((*exec)->Run({x}, &out).ok());
-    ASSERT_EQ(out.size(), 5u);
+    ASSERT_EQ(out.size(), 6u);
     if (config == 0) {
       want = out;
       continue;
     }
-    for (size_t k = 0; k < 5; ++k) {
+    for (size_t k = 0; k < 6; ++k) {
       ASSERT_EQ(out[k].dims(), want[k].dims());
       double num = 0, den = 0;
       for (int64_t i = 0; i < want[k].size(); ++i) {
