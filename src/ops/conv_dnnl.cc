@@ -88,9 +88,16 @@ void Prepare(DnnlConvState* st) {
   // channels, read as it is (a first layer: its JIT kernels take that, and would fall to the
   // reference loops for 3 channels padded to 16).
   dnnl::convolution_forward::primitive_desc pd;
-  if (!l.any()) pd = make(Tag::any, Tag::any);
-  else if (!l.x && p.C < 16) pd = make(Tag::nchw, Tag::nChw16c);
-  else pd = make(Tag::nChw16c, Tag::nChw16c);
+  if (!l.any() && p.C < 16) {  // a first layer into NCHW: its JIT kernel, then one reorder
+    pd = make(Tag::nchw, Tag::nChw16c);
+    if (std::string(pd.impl_info_str()).rfind("ref", 0) == 0) pd = make(Tag::any, Tag::any);
+  } else if (!l.any()) {
+    pd = make(Tag::any, Tag::any);
+  } else if (!l.x && p.C < 16) {
+    pd = make(Tag::nchw, Tag::nChw16c);
+  } else {
+    pd = make(Tag::nChw16c, Tag::nChw16c);
+  }
   if (l.any() && std::string(pd.impl_info_str()).rfind("ref", 0) == 0)
     throw dnnl::error(dnnl_unimplemented, "only oneDNN's reference convolution takes the layout");
   st->conv = dnnl::convolution_forward(pd);

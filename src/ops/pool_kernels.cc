@@ -56,12 +56,78 @@ __attribute__((always_inline)) inline void RowTaps(const float* __restrict xr, i
     }
 }
 
+// Column stride 2: the padded plane split into its even and odd columns (two planes of width
+// We), so that tap kw of output column ow reads column ow + kw / 2 of one phase: every tap is a
+// contiguous loop, in the same (kh, kw) order.
+template <bool kMax>
+__attribute__((always_inline)) inline void PlaneStride2(const Pool2DShape& s, const Padded& p,
+                                                        const float* x, float pad, float* ph,
+                                                        float* yp) {
+  const int64_t We = (p.Wp + 1) / 2;
+  float* even = ph;
+  float* odd = ph + p.Hp * We;
+  for (int64_t h = 0; h < p.Hp; ++h) {
+    const int64_t ih = h - s.ph;
+    float* e = even + h * We;
+    float* o = odd + h * We;
+    if (ih < 0 || ih >= s.H) {
+      std::fill(e, e + We, pad);
+      std::fill(o, o + We, pad);
+      continue;
+    }
+    const float* row = x + ih * s.W;
+    // Columns j whose both taps 2j - pw, 2j - pw + 1 lie inside the row need no checks.
+    const int64_t lo = std::min(We, (s.pw + 1) / 2);
+    const int64_t hi = std::max(lo, std::min(We, (s.W - 1 + s.pw) / 2));
+    auto edge = [&](int64_t j) {
+      const int64_t w0 = 2 * j - s.pw, w1 = w0 + 1;
+      e[j] = w0 >= 0 && w0 < s.W ? row[w0] : pad;
+      o[j] = w1 >= 0 && w1 < s.W ? row[w1] : pad;
+    };
+    for (int64_t j = 0; j < lo; ++j) edge(j);
+    const float* __restrict r = row - s.pw;
+    for (int64_t j = lo; j < hi; ++j) {
+      e[j] = r[2 * j];
+      o[j] = r[2 * j + 1];
+    }
+    for (int64_t j = hi; j < We; ++j) edge(j);
+  }
+  for (int64_t oh = 0; oh < s.OH; ++oh) {
+    float* __restrict yr = yp + oh * s.OW;
+    bool first = true;
+    for (int64_t kh = 0; kh < s.KH; ++kh)
+      for (int64_t kw = 0; kw < s.KW; ++kw) {
+        const float* __restrict src = (kw % 2 ? odd : even) + (oh * s.sh + kh) * We + kw / 2;
+        if (first) {
+          for (int64_t ow = 0; ow < s.OW; ++ow) yr[ow] = src[ow];
+          first = false;
+          continue;
+        }
+        for (int64_t ow = 0; ow < s.OW; ++ow) {
+          const float v = src[ow];
+          if constexpr (kMax) {
+            const float a = yr[ow];
+            yr[ow] = (v > a || a != a) ? v : a;
+          } else {
+            yr[ow] += v;
+          }
+        }
+      }
+  }
+}
+
 template <bool kMax>
 __attribute__((always_inline)) inline void PlanesBody(const Pool2DShape& s, const float* x,
                                                       float* y, int64_t p0, int64_t p1) {
   const Padded p(s);
-  float* xp = Scratch<float>(ScratchSlot::kPadded, static_cast<size_t>(p.Hp * p.Wp));
   const float pad = kMax ? -std::numeric_limits<float>::infinity() : 0.0f;
+  if (s.sw == 2) {
+    float* ph = Scratch<float>(ScratchSlot::kPadded, static_cast<size_t>(2 * p.Hp * ((p.Wp + 1) / 2)));
+    for (int64_t pl = p0; pl < p1; ++pl)
+      PlaneStride2<kMax>(s, p, x + pl * s.H * s.W, pad, ph, y + pl * s.OH * s.OW);
+    return;
+  }
+  float* xp = Scratch<float>(ScratchSlot::kPadded, static_cast<size_t>(p.Hp * p.Wp));
   for (int64_t pl = p0; pl < p1; ++pl) {
     FillPadded(s, p, x + pl * s.H * s.W, pad, xp);
     float* yp = y + pl * s.OH * s.OW;
