@@ -204,8 +204,8 @@ onnx::ModelProto ConvChainModel() {
   auto* pool = node("MaxPool", {"r3"}, "pool");
   ints(pool, "kernel_shape", {2, 2});
   ints(node("Conv", {"r3", "w4"}, "y"), "pads", {1, 1, 1, 1});
-  // Two channel Concats of conv results: one read by a conv (blocked through), one a graph
-  // output (so its inputs must not be blocked either).
+  // Two channel Concats of conv results: one read by a conv (channels-last through), one a
+  // graph output (so its inputs must not be channels-last either).
   init("w5", {16, 32, 1, 1});
   init("w6", {16, 32, 3, 3});
   node("Conv", {"r3", "w5"}, "c5");
@@ -219,9 +219,23 @@ onnx::ModelProto ConvChainModel() {
   }
   init("w7", {16, 32, 1, 1});
   node("Conv", {"cat", "w7"}, "z");
+  // And a Concat read by a conv only (channels-last; the plan puts its inputs in place).
+  init("w10", {16, 32, 1, 1});
+  init("w11", {16, 32, 3, 3});
+  node("Conv", {"r1", "w10"}, "c7");
+  ints(node("Conv", {"r1", "w11"}, "c8"), "pads", {1, 1, 1, 1});
+  auto* cat2 = node("Concat", {"c7", "c8"}, "cat2");
+  auto* axis2 = cat2->add_attribute();
+  axis2->set_name("axis");
+  axis2->set_type(onnx::AttributeProto::INT);
+  axis2->set_i(1);
+  init("w12", {16, 32, 1, 1});
+  node("Conv", {"cat2", "w12"}, "cz");
+  g->add_output()->set_name("cz");
   g->add_output()->set_name("z");
   g->add_output()->set_name("cat_out");
-  // A ceil-mode MaxPool between convs (blocked through) and an AveragePool counting its pads.
+  // A ceil-mode MaxPool between convs (channels-last through) and an AveragePool counting its
+  // pads.
   auto* mp = node("MaxPool", {"r1"}, "p2");
   ints(mp, "kernel_shape", {3, 3});
   ints(mp, "strides", {2, 2});
@@ -249,7 +263,7 @@ onnx::ModelProto ConvChainModel() {
   return m;
 }
 
-TEST(Executor, ChannelBlockedConvChainsMatchTheOnnxLayout) {
+TEST(Executor, ChannelsLastConvChainsMatchTheOnnxLayout) {
   auto model = Parse(ConvChainModel());
   ASSERT_TRUE(model.ok()) << model.status().message();
   Tensor x(DType::kFloat32, {1, 16, 9, 7});
@@ -257,26 +271,27 @@ TEST(Executor, ChannelBlockedConvChainsMatchTheOnnxLayout) {
   std::vector<Tensor> want;
   for (int config = 0; config < 6; ++config) {
     runtime::ExecutorOptions o;
-    o.blocked_layout = config % 3 != 0;  // config 0 (the reference): ONNX layouts, no fusion
+    o.channels_last = config % 3 != 0;  // config 0 (the reference): ONNX layouts, no fusion
     o.host_fusion = config != 0;
     o.threads = 1 + config / 3;
     o.poison = config % 3 == 2;
     auto exec = runtime::Executor::Create(*model, o);
     ASSERT_TRUE(exec.ok()) << exec.status().message();
-    // Blocked (after fusion): r1 (read by two convs and a pool), r2 (read by a conv, the
+    // Channels-last (after fusion): r1 (read by two convs and a pool), r2 (read by a conv, the
     // GlobalAveragePool and the scale), cs (the residual Z), p2 and p3 (pools between convs), se
-    // (the scaled r2); r3 not (the MaxPool reading it writes a graph output), the outputs never,
-    // nor c5 and c6 (cat_out is an output), so neither cat.
-    if (o.blocked_layout)
-      EXPECT_EQ((*exec)->blocked_values(), ops::DnnlAvailable() && ops::BestIsa() == ops::Isa::kAvx512 ? 6 : 0);
+    // (the scaled r2), c7, c8 and cat2; r3 not (the MaxPool reading it writes a graph output),
+    // the outputs never, nor c5 and c6 (cat_out is an output), so neither cat.
+    if (o.channels_last)
+      EXPECT_EQ((*exec)->channels_last_values(),
+                ops::DnnlAvailable() && ops::BestIsa() == ops::Isa::kAvx512 ? 9 : 0);
     std::vector<Tensor> out;
     ASSERT_TRUE((*exec)->Run({x}, &out).ok());
-    ASSERT_EQ(out.size(), 6u);
+    ASSERT_EQ(out.size(), 7u);
     if (config == 0) {
       want = out;
       continue;
     }
-    for (size_t k = 0; k < 6; ++k) {
+    for (size_t k = 0; k < 7; ++k) {
       ASSERT_EQ(out[k].dims(), want[k].dims());
       double num = 0, den = 0;
       for (int64_t i = 0; i < want[k].size(); ++i) {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "ops/common.h"
-#include "ops/blocked_layout.h"
+#include "ops/channels_last.h"
 #include "ops/conv_depthwise.h"
 #include "ops/conv_dnnl.h"
 #include "ops/conv_gemm.h"
@@ -526,18 +526,18 @@ void DeformConvCore(const C* x, const C* w, const C* off, const C* b, const C* m
 }
 
 // Shared by Conv and ConvTranspose (the shape rule and the core differ; the glue does not).
-constexpr char kNoBlocked[] =
-    "oneDNN refused a convolution the executor laid out channel-blocked (a kiln bug)";
+constexpr char kNoChannelsLast[] =
+    "oneDNN refused a convolution the executor laid out channels-last (a kiln bug)";
 
 // A 1-D or 2-D float Conv through oneDNN (ops/conv_dnnl.h) where it is built in, except the
 // depthwise ones (kiln's register-tap kernel, without the layout round trip, is faster there)
 // and pointwise ones on large maps.
-// With a blocked input or output (ops/blocked_layout.h) it must, and does every shape.
+// With a channels-last input or output (ops/channels_last.h) it must, and does every shape.
 bool TryDnnlConv(ComputeContext& ctx, const ConvShape& s, const ConvPostOps& post = {}) {
   const Geom3 g(s.geom);
   if (!DnnlAvailable() || g.in[0] != 1 || g.k[0] != 1 || g.out[0] != 1) return false;
-  const ConvLayouts layouts{ctx.input_blocked(0), post.z && ctx.input_blocked(3),
-                            ctx.output_blocked(0)};
+  const ConvLayouts layouts{ctx.input_channels_last(0), post.z && ctx.input_channels_last(3),
+                            ctx.output_channels_last(0)};
   const Conv2DParams p{s.N,      s.C,      s.M,      s.group,  g.in[1], g.in[2],
                        g.out[1], g.out[2], g.k[1],   g.k[2],   g.s[1],  g.s[2],
                        g.p[1],   g.p[2],   g.pe[1],  g.pe[2],  g.d[1],  g.d[2]};
@@ -569,7 +569,7 @@ Status ComputeConvLike(ComputeContext& ctx) {
   Tensor& Y = ctx.output(0);
   if constexpr (!kTranspose) {
     if (X.dtype() == DType::kFloat32 && TryDnnlConv(ctx, s)) return OkStatus();
-    if (ctx.input_blocked(0) || ctx.output_blocked(0)) return ctx.error(kNoBlocked);
+    if (ctx.input_channels_last(0) || ctx.output_channels_last(0)) return ctx.error(kNoChannelsLast);
   }
   Dispatch<kFloatTypes>(X.dtype(), [&]<class T>() {
     InBuf<T> x(X), w(W);
@@ -676,8 +676,8 @@ Status FusedConvCompute(ComputeContext& ctx) {
     post.z = Z ? Z->data<float>() : nullptr;
     if (TryDnnlConv(ctx, s, post)) return OkStatus();
   }
-  if (ctx.input_blocked(0) || ctx.input_blocked(3) || ctx.output_blocked(0))
-    return ctx.error(kNoBlocked);
+  if (ctx.input_channels_last(0) || ctx.input_channels_last(3) || ctx.output_channels_last(0))
+    return ctx.error(kNoChannelsLast);
   // Otherwise the Conv, then one pass for the sum and the activation.
   KILN_RETURN_IF_ERROR(ComputeConvLike<false>(ctx));
   Tensor& Y = ctx.output(0);
@@ -693,11 +693,11 @@ Status FusedConvCompute(ComputeContext& ctx) {
 
 }  // namespace
 
-bool ConvCanRunBlocked(const ir::Node& node, const ir::Graph& g, int input) {
+bool ConvCanRunChannelsLast(const ir::Node& node, const ir::Graph& g, int input) {
   const bool fused = node.op_type == "FusedConv" && node.domain == "com.microsoft";
   if (!DnnlAvailable() || !(fused || (node.op_type == "Conv" && (node.domain.empty() || node.domain == "ai.onnx"))))
     return false;
-  if (input != kBlockedOutput && input != 0 && !(fused && input == 3)) return false;
+  if (input != kChannelsLastOutput && input != 0 && !(fused && input == 3)) return false;
   if (node.inputs.size() < 2 || node.inputs[0] < 0 || node.inputs[1] < 0 || node.outputs.empty() ||
       node.outputs[0] < 0)
     return false;
@@ -710,11 +710,7 @@ bool ConvCanRunBlocked(const ir::Node& node, const ir::Graph& g, int input) {
   const Dims* b = node.inputs.size() > 2 && node.inputs[2] >= 0 ? &g.values[node.inputs[2]].type.dims : nullptr;
   ConvShape s;
   if (!ConvShapeOf(node, x.dims, w.dims, b, &s).empty()) return false;
-  // Reading X blocked needs its channels in whole blocks; writing Y (and reading Z) needs Y's,
-  // and an NCHW X that is not blocked has whole blocks or, a first layer, under one
-  // (conv_dnnl.cc: oneDNN's JIT kernels take no other mix).
-  if (y.dims[1] != s.M || s.M % kChannelBlock != 0) return false;
-  return s.C % kChannelBlock == 0 || (input == kBlockedOutput && s.C < kChannelBlock);
+  return y.dims[1] == s.M;
 }
 
 void RegisterConvOps(OpRegistry& r) {

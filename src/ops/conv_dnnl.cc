@@ -54,9 +54,9 @@ void Prepare(DnnlConvState* st) {
                              ? memory::dims{p.M, p.C, p.KH, p.KW}
                              : memory::dims{p.group, p.M / p.group, p.C / p.group, p.KH, p.KW};
   const ConvLayouts& l = st->layouts;
-  st->user_src_md = memory::desc(src, kF32, l.x ? Tag::nChw16c : Tag::nchw);
-  st->user_dst_md = memory::desc(dst, kF32, l.y ? Tag::nChw16c : Tag::nchw);
-  st->user_z_md = memory::desc(dst, kF32, l.z ? Tag::nChw16c : Tag::nchw);
+  st->user_src_md = memory::desc(src, kF32, l.x ? Tag::nhwc : Tag::nchw);
+  st->user_dst_md = memory::desc(dst, kF32, l.y ? Tag::nhwc : Tag::nchw);
+  st->user_z_md = memory::desc(dst, kF32, l.z ? Tag::nhwc : Tag::nchw);
   st->user_w_md = memory::desc(w, kF32, p.group == 1 ? Tag::oihw : Tag::goihw);
   st->bias_md = memory::desc({p.M}, kF32, Tag::x);
   const memory::dims strides{p.sh, p.sw}, dil{p.dh - 1, p.dw - 1}, pl{p.ph, p.pw},
@@ -83,20 +83,18 @@ void Prepare(DnnlConvState* st) {
                                                             strides, dil, pl, pr);
     return dnnl::convolution_forward::primitive_desc(d, attr, Engine());
   };
-  // With a blocked side the primitive computes in nChw16c (oneDNN's `any` may choose NHWC, and
-  // then every blocked tensor would be reordered twice), except an NCHW input of fewer than 16
-  // channels, read as it is (a first layer: its JIT kernels take that, and would fall to the
-  // reference loops for 3 channels padded to 16).
+  // With a channels-last side the primitive computes channels-last on both sides (mixed layouts
+  // mostly take oneDNN's reference loops). All in NCHW, oneDNN chooses, except for a first layer
+  // (under 16 input channels): its JIT kernel reads NCHW directly into 16-channel blocks, and
+  // one reorder gives NCHW back (half the time of its choice, NHWC with two reorders).
   dnnl::convolution_forward::primitive_desc pd;
-  if (!l.any() && p.C < 16) {  // a first layer into NCHW: its JIT kernel, then one reorder
+  if (!l.any() && p.C < 16) {
     pd = make(Tag::nchw, Tag::nChw16c);
     if (std::string(pd.impl_info_str()).rfind("ref", 0) == 0) pd = make(Tag::any, Tag::any);
   } else if (!l.any()) {
     pd = make(Tag::any, Tag::any);
-  } else if (!l.x && p.C < 16) {
-    pd = make(Tag::nchw, Tag::nChw16c);
   } else {
-    pd = make(Tag::nChw16c, Tag::nChw16c);
+    pd = make(Tag::nhwc, Tag::nhwc);
   }
   if (l.any() && std::string(pd.impl_info_str()).rfind("ref", 0) == 0)
     throw dnnl::error(dnnl_unimplemented, "only oneDNN's reference convolution takes the layout");

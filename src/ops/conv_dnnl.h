@@ -1,10 +1,10 @@
 // 2-D float convolution through oneDNN (Debian's libdnnl), where the build has it: its brgemm /
-// JIT direct convolutions in the channel-blocked layout (nChw16c on AVX-512) run ResNet-style
-// 3x3 convs at 110-130 GFLOP/s on one Zen 4 core where im2col + our packed GEMM reaches about 60
-// (bench/README.md, host speed). Activations stay NCHW in the arena: the input is reordered
-// into a per-thread scratch buffer, the result reordered back (about 5% of a 3x3 conv's time).
-// The primitive and, for constant weights, the reordered weights are prepared once per node
-// and kept in its NodeState.
+// JIT direct convolutions run ResNet-style 3x3 convs at 110-130 GFLOP/s on one Zen 4 core where
+// im2col + our packed GEMM reaches about 60 (bench/README.md, host speed). X, Z and Y are NCHW
+// or channels-last (ops/channels_last.h), as the executor laid them out; an NCHW side is
+// reordered to and from the primitive's layout through a per-thread scratch buffer. The
+// primitive and, for constant weights, the reordered weights are prepared once per node and
+// kept in its NodeState.
 //
 // Threads: oneDNN runs its own OpenMP team of exactly `threads` threads for the call (between
 // calls the team sleeps), so no more than `threads` threads work at once; results do not depend
@@ -33,14 +33,14 @@ struct ConvPostOps {
   float alpha = 0, beta = 0;  // LeakyRelu: alpha; Clip: [alpha, beta]
 };
 
-// Which of X, Z and Y are in the channel-blocked layout (ops/blocked_layout.h) instead of NCHW.
+// Which of X, Z and Y are channels-last (ops/channels_last.h) instead of NCHW.
 struct ConvLayouts {
   bool x = false, z = false, y = false;
   bool any() const { return x || z || y; }
 };
 
-// CanRunBlocked (ops/blocked_layout.h) for Conv and FusedConv (ops/conv.cc).
-bool ConvCanRunBlocked(const ir::Node& node, const ir::Graph& g, int input);
+// CanRunChannelsLast (ops/channels_last.h) for Conv and FusedConv (ops/conv.cc).
+bool ConvCanRunChannelsLast(const ir::Node& node, const ir::Graph& g, int input);
 
 // True when oneDNN is built in.
 bool DnnlAvailable();

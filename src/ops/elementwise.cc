@@ -2,7 +2,7 @@
 // Variadic ops, Where, Clip and Cast live in elementwise_variadic.cc.
 #include <cmath>
 
-#include "ops/blocked_layout.h"
+#include "ops/channels_last.h"
 #include "ops/elementwise_kernels.h"
 #include "ops/vector_math.h"
 
@@ -59,14 +59,14 @@ void RegBinary(OpRegistry& r, const char* name, F f, const VecBinOp* vop = nullp
       [f, vop](ComputeContext& ctx) -> Status {
         const Tensor& a = ctx.input(0);
         const Tensor& b = ctx.input(1);
-        if (ctx.output_blocked(0)) {  // a channel scale (ops/blocked_layout.h): Mul only
-          const bool a_big = ctx.input_blocked(0);
+        if (ctx.output_channels_last(0)) {  // a channel scale (ops/channels_last.h): Mul only
+          const bool a_big = ctx.input_channels_last(0);
           const Tensor& x = a_big ? a : b;
           const Tensor& s = a_big ? b : a;
           Tensor& o = ctx.output(0);
           if (!vop || *vop != VecBinOp::kMul || x.dtype() != DType::kFloat32 || x.rank() != 4)
-            return ctx.error("channel-blocked element-wise node it cannot run (a kiln bug)");
-          BlockedChannelScale(x.data<float>(), s.data<float>(), o.data<float>(), x.dim(0),
+            return ctx.error("channels-last element-wise node it cannot run (a kiln bug)");
+          ChannelsLastScale(x.data<float>(), s.data<float>(), o.data<float>(), x.dim(0),
                               x.dim(1), x.dim(2) * x.dim(3));
           return OkStatus();
         }

@@ -124,13 +124,13 @@ class ComputeContext {
   bool input_constant(int i) const {
     return i >= 0 && i < static_cast<int>(input_constant_.size()) && input_constant_[i];
   }
-  // True when the executor keeps input / output i in the channel-blocked layout
-  // (ops/blocked_layout.h) instead of the ONNX one; only for nodes CanRunBlocked accepts.
-  bool input_blocked(int i) const {
-    return i >= 0 && i < static_cast<int>(input_blocked_.size()) && input_blocked_[i];
+  // True when the executor keeps input / output i channels-last
+  // (ops/channels_last.h) instead of the ONNX one; only for nodes CanRunChannelsLast accepts.
+  bool input_channels_last(int i) const {
+    return i >= 0 && i < static_cast<int>(input_channels_last_.size()) && input_channels_last_[i];
   }
-  bool output_blocked(int i) const {
-    return i >= 0 && i < static_cast<int>(output_blocked_.size()) && output_blocked_[i];
+  bool output_channels_last(int i) const {
+    return i >= 0 && i < static_cast<int>(output_channels_last_.size()) && output_channels_last_[i];
   }
   Status error(const std::string& msg) const { return Error(node_.Label(graph_) + ": " + msg); }
 
@@ -140,7 +140,7 @@ class ComputeContext {
   SubgraphRunner* subgraphs_ = nullptr;
   int threads_ = 1;
   std::unique_ptr<NodeState>* state_ = nullptr;
-  std::vector<bool> input_constant_, input_blocked_, output_blocked_;
+  std::vector<bool> input_constant_, input_channels_last_, output_channels_last_;
 
  private:
   std::deque<Tensor> overflow_;

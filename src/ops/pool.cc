@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "ops/blocked_layout.h"
+#include "ops/channels_last.h"
 #include "ops/common.h"
 #include "ops/conv_geometry.h"
 #include "ops/pool_dnnl.h"
@@ -157,12 +157,12 @@ Status PoolCompute(ComputeContext& ctx, PoolKind kind) {
                          g.s[1], g.s[2], g.p[1], g.p[2], g.pe[1], g.pe[2]};
     const float* x = X.data<float>();
     float* y = ctx.output(0).data<float>();
-    if (ctx.input_blocked(0) || ctx.output_blocked(0)) {  // both (a pass-through node)
+    if (ctx.input_channels_last(0) || ctx.output_channels_last(0)) {  // both (a pass-through node)
       const DnnlPoolKind dk = kind == PoolKind::kMax ? DnnlPoolKind::kMax
                               : cip                  ? DnnlPoolKind::kAvgIncludePad
                                                      : DnnlPoolKind::kAvgExcludePad;
-      if (!DnnlPool2DBlocked(ps, X.dims()[0], dk, x, y, ctx.threads(), ctx.state()))
-        return ctx.error("oneDNN refused a pool the executor laid out channel-blocked (a kiln bug)");
+      if (!DnnlPool2DChannelsLast(ps, X.dims()[0], dk, x, y, ctx.threads(), ctx.state()))
+        return ctx.error("oneDNN refused a pool the executor laid out channels-last (a kiln bug)");
       return OkStatus();
     }
     if (kind == PoolKind::kAvg) {
@@ -204,10 +204,10 @@ Status GlobalPoolInfer(InferContext& ctx) {
 
 Status GlobalPoolCompute(ComputeContext& ctx, PoolKind kind) {
   const Tensor& X = ctx.input(0);
-  if (ctx.input_blocked(0)) {  // ops/blocked_layout.h: GlobalAveragePool only
+  if (ctx.input_channels_last(0)) {  // ops/channels_last.h: GlobalAveragePool only
     if (kind != PoolKind::kAvg || X.dtype() != DType::kFloat32 || X.rank() != 4)
-      return ctx.error("channel-blocked pool it cannot run (a kiln bug)");
-    BlockedGlobalAverage(X.data<float>(), ctx.output(0).data<float>(), X.dim(0), X.dim(1),
+      return ctx.error("channels-last pool it cannot run (a kiln bug)");
+    ChannelsLastGlobalAverage(X.data<float>(), ctx.output(0).data<float>(), X.dim(0), X.dim(1),
                          X.dim(2) * X.dim(3));
     return OkStatus();
   }

@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "ops/blocked_layout.h"
+#include "ops/channels_last.h"
 #include "ops/conv_geometry.h"
 
 #if KILN_WITH_DNNL
@@ -11,7 +11,7 @@
 
 namespace kiln::ops {
 
-bool PoolCanRunBlocked(const ir::Node& node, const ir::Graph& g) {
+bool PoolCanRunChannelsLast(const ir::Node& node, const ir::Graph& g) {
   const bool onnx = node.domain.empty() || node.domain == "ai.onnx";
   if (!onnx || (node.op_type != "MaxPool" && node.op_type != "AveragePool")) return false;
   if (node.inputs.empty() || node.inputs[0] < 0 || node.outputs.empty() || node.outputs[0] < 0)
@@ -21,7 +21,7 @@ bool PoolCanRunBlocked(const ir::Node& node, const ir::Graph& g) {
   const ir::TypeInfo& x = g.values[node.inputs[0]].type;
   const ir::TypeInfo& y = g.values[node.outputs[0]].type;
   if (x.dtype != DType::kFloat32 || !x.shape_known() || !y.shape_known() || x.dims.size() != 4 ||
-      x.dims[1] % kChannelBlock != 0 || node.attr_int("storage_order", 0) != 0)
+      node.attr_int("storage_order", 0) != 0)
     return false;
   Dims kernel = node.attr_ints("kernel_shape");
   WindowGeom wg;
@@ -62,7 +62,7 @@ struct DnnlPoolState : NodeState {
 
 }  // namespace
 
-bool DnnlPool2DBlocked(const Pool2DShape& s, int64_t N, DnnlPoolKind kind, const float* x,
+bool DnnlPool2DChannelsLast(const Pool2DShape& s, int64_t N, DnnlPoolKind kind, const float* x,
                        float* y, int threads, std::unique_ptr<NodeState>* state) {
   std::unique_ptr<NodeState> local;
   if (!state) state = &local;
@@ -77,8 +77,8 @@ bool DnnlPool2DBlocked(const Pool2DShape& s, int64_t N, DnnlPoolKind kind, const
     fresh->threads = threads;
     try {
       const int64_t C = s.planes / N;
-      fresh->md_x = memory::desc({N, C, s.H, s.W}, memory::data_type::f32, memory::format_tag::nChw16c);
-      fresh->md_y = memory::desc({N, C, s.OH, s.OW}, memory::data_type::f32, memory::format_tag::nChw16c);
+      fresh->md_x = memory::desc({N, C, s.H, s.W}, memory::data_type::f32, memory::format_tag::nhwc);
+      fresh->md_y = memory::desc({N, C, s.OH, s.OW}, memory::data_type::f32, memory::format_tag::nhwc);
       // The right pads that make the grid end where it does (ceil mode runs past the pads).
       const memory::dims pr{(s.OH - 1) * s.sh + s.KH - s.H - s.ph, (s.OW - 1) * s.sw + s.KW - s.W - s.pw};
       const auto alg = kind == DnnlPoolKind::kMax ? dnnl::algorithm::pooling_max
@@ -105,7 +105,7 @@ bool DnnlPool2DBlocked(const Pool2DShape& s, int64_t N, DnnlPoolKind kind, const
 
 #else
 
-bool DnnlPool2DBlocked(const Pool2DShape&, int64_t, DnnlPoolKind, const float*, float*, int,
+bool DnnlPool2DChannelsLast(const Pool2DShape&, int64_t, DnnlPoolKind, const float*, float*, int,
                        std::unique_ptr<NodeState>*) {
   return false;
 }

@@ -1,6 +1,6 @@
-// 2-D float MaxPool / AveragePool through oneDNN on channel-blocked tensors (ops/blocked_layout.h),
-// so that a pool between convolutions keeps the chain blocked. Its input and output are both
-// blocked (a pass-through node for the executor's layout choice); the primitive is kept in the
+// 2-D float MaxPool / AveragePool through oneDNN on channels-last tensors (ops/channels_last.h),
+// so that a pool between convolutions keeps the chain channels-last. Its input and output are
+// both channels-last (linked for the executor's layout choice); the primitive is kept in the
 // node's state.
 #pragma once
 
@@ -15,12 +15,12 @@ namespace kiln::ops {
 
 enum class DnnlPoolKind { kMax, kAvgExcludePad, kAvgIncludePad };
 
-// y = pool(x), both [N, C, H, W] in nChw16c; false when oneDNN is not built in or refuses.
-bool DnnlPool2DBlocked(const Pool2DShape& s, int64_t N, DnnlPoolKind kind, const float* x,
+// y = pool(x), both [N, C, H, W] channels-last; false when oneDNN is not built in or refuses.
+bool DnnlPool2DChannelsLast(const Pool2DShape& s, int64_t N, DnnlPoolKind kind, const float* x,
                        float* y, int threads, std::unique_ptr<NodeState>* state);
 
-// CanRunBlocked for MaxPool / AveragePool (float32 2-D, channels divisible by 16, no Indices, no
+// CanRunChannelsLast for MaxPool / AveragePool (float32 2-D, no Indices, no
 // dilation; an average counting pads only where the window grid stays inside them).
-bool PoolCanRunBlocked(const ir::Node& node, const ir::Graph& g);
+bool PoolCanRunChannelsLast(const ir::Node& node, const ir::Graph& g);
 
 }  // namespace kiln::ops

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "ops/channels_last.h"
 #include "ops/common.h"
 #include "ops/shape_ops_util.h"
 
@@ -376,6 +377,16 @@ Status InferConcat(InferContext& ctx) {
 
 Status ComputeConcat(ComputeContext& ctx) {
   Tensor& out = ctx.output(0);
+  if (ctx.output_channels_last(0)) {  // ops/channels_last.h: float32 channels, N = 1
+    std::vector<const float*> ins;
+    std::vector<int64_t> channels;
+    for (int i = 0; i < ctx.num_inputs(); ++i) {
+      ins.push_back(ctx.input(i).data<float>());
+      channels.push_back(ctx.input(i).dim(1));
+    }
+    ChannelsLastConcat(ins, channels, out.data<float>(), out.dim(2) * out.dim(3));
+    return OkStatus();
+  }
   int64_t rank = out.rank();
   int64_t axis = ctx.node().attr_int("axis", 1);
   NormalizeAxis(axis, rank);

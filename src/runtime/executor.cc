@@ -6,7 +6,7 @@
 #include <chrono>
 #include <unordered_map>
 
-#include "ops/blocked_layout.h"
+#include "ops/channels_last.h"
 #include "ops/op.h"
 #include "passes/compress_constants.h"
 #include "planner/plan_graph.h"
@@ -38,8 +38,8 @@ struct GraphInfo {
   mutable std::vector<InferCache> infer_cache;
   // ExecutorOptions::profile: seconds spent in each node (subgraph runs included), per node index.
   mutable std::vector<double> node_seconds;
-  // Per value: kept in the channel-blocked layout (ops/blocked_layout.h).
-  std::vector<char> blocked;
+  // Per value: kept channels-last (ops/channels_last.h).
+  std::vector<char> channels_last;
   // Kernels' per-node state (ops::NodeState), per node index; written while a node runs.
   mutable std::vector<std::unique_ptr<ops::NodeState>> states;
 
@@ -93,7 +93,7 @@ struct Executor::Impl : public ops::SubgraphRunner {
     uintptr_t p = reinterpret_cast<uintptr_t>(info.storage.data());
     info.arena = info.storage.data() + (AlignUp(p) - p);
 
-    info.blocked = o.blocked_layout ? BlockedValues(g) : std::vector<char>(g.values.size(), 0);
+    info.channels_last = o.channels_last ? ChannelsLastValues(g) : std::vector<char>(g.values.size(), 0);
     std::vector<int> last_use = planner::LastUses(g, info.order);
     info.release_after.resize(info.order.size());
     for (size_t v = 0; v < g.values.size(); ++v)
@@ -103,50 +103,50 @@ struct Executor::Impl : public ops::SubgraphRunner {
     return OkStatus();
   }
 
-  // The values kept channel-blocked between the kernels that can take them (ops/blocked_layout.h):
+  // The values kept channels-last between the kernels that can take them (ops/channels_last.h):
   // a node's output 0 whose producer and every reader can, that no graph output or subgraph
   // capture reads. Layouts never change the bytes a value takes, so the plan holds.
-  static std::vector<char> BlockedValues(const ir::Graph& g) {
-    std::vector<char> blocked(g.values.size(), 0);
+  static std::vector<char> ChannelsLastValues(const ir::Graph& g) {
+    std::vector<char> cl(g.values.size(), 0);
     for (size_t n = 0; n < g.nodes.size(); ++n) {
       const ir::Node& node = g.nodes[n];
       if (!node.outputs.empty() && node.outputs[0] >= 0 &&
-          ops::CanRunBlocked(node, g, ops::kBlockedOutput))
-        blocked[node.outputs[0]] = 1;
+          ops::CanRunChannelsLast(node, g, ops::kChannelsLastOutput))
+        cl[node.outputs[0]] = 1;
     }
     auto clear = [&](int v) {
-      if (v >= 0) blocked[v] = 0;
+      if (v >= 0) cl[v] = 0;
     };
     for (int v : g.outputs) clear(v);
     for (const auto& node : g.nodes) {
       for (int v : node.implicit_inputs) clear(v);
       for (size_t i = 0; i < node.inputs.size(); ++i)
-        if (node.inputs[i] >= 0 && blocked[node.inputs[i]] &&
-            !ops::CanRunBlocked(node, g, static_cast<int>(i)))
-          blocked[node.inputs[i]] = 0;
+        if (node.inputs[i] >= 0 && cl[node.inputs[i]] &&
+            !ops::CanRunChannelsLast(node, g, static_cast<int>(i)))
+          cl[node.inputs[i]] = 0;
     }
     // A node's linked inputs and its output share one layout: clear all of them if one is not
-    // blocked, until nothing changes (a clear can reach other such nodes).
+    // channels-last, until nothing changes (a clear can reach other such nodes).
     for (bool changed = true; changed;) {
       changed = false;
       for (const auto& node : g.nodes) {
         if (node.outputs.empty() || node.outputs[0] < 0) continue;
         std::vector<int> linked;
         for (size_t i = 0; i < node.inputs.size(); ++i)
-          if (ops::BlockedLinked(node, g, static_cast<int>(i))) linked.push_back(node.inputs[i]);
+          if (ops::ChannelsLastLinked(node, g, static_cast<int>(i))) linked.push_back(node.inputs[i]);
         if (linked.empty()) continue;
-        bool all = blocked[node.outputs[0]] != 0;
-        for (int v : linked) all = all && v >= 0 && blocked[v];
+        bool all = cl[node.outputs[0]] != 0;
+        for (int v : linked) all = all && v >= 0 && cl[v];
         if (all) continue;
         for (int v : linked) {
-          if (v >= 0 && blocked[v]) changed = true;
+          if (v >= 0 && cl[v]) changed = true;
           clear(v);
         }
-        if (blocked[node.outputs[0]]) changed = true;
+        if (cl[node.outputs[0]]) changed = true;
         clear(node.outputs[0]);
       }
     }
-    return blocked;
+    return cl;
   }
 
   // Debug: every arena byte that no live buffer owns at position p gets the poison pattern, so a
@@ -243,11 +243,13 @@ struct Executor::Impl : public ops::SubgraphRunner {
       const int v = node.inputs[i];
       cctx.inputs_.push_back(v < 0 ? nullptr : &f.values[v]);
       cctx.input_constant_.push_back(v >= 0 && g.values[v].constant.has_value());
-      cctx.input_blocked_.push_back(v >= 0 && info.blocked[v]);
+      cctx.input_channels_last_.push_back(v >= 0 && info.channels_last[v]);
     }
-    for (int v : node.outputs) cctx.output_blocked_.push_back(v >= 0 && info.blocked[v]);
+    for (int v : node.outputs) cctx.output_channels_last_.push_back(v >= 0 && info.channels_last[v]);
     // A view / slice node the plan resolved needs no kernel when everything sits where planned.
-    bool noop = info.buffers.is_noop[pos];
+    // A channels-last Concat is never in place: its inputs interleave (ops/channels_last.h).
+    bool noop = info.buffers.is_noop[pos] &&
+                !(node.outputs.size() == 1 && node.outputs[0] >= 0 && info.channels_last[node.outputs[0]]);
     for (size_t i = 0; noop && i < node.inputs.size(); ++i)
       noop = node.inputs[i] >= 0 && f.values[node.inputs[i]].raw() == info.Planned(node.inputs[i]);
     for (size_t i = 0; i < ictx.outputs_.size(); ++i) {
@@ -346,8 +348,8 @@ void Executor::ResetProfile() {
   for (auto& [g, info] : impl_->infos) info.node_seconds.clear();
 }
 
-int Executor::blocked_values() const {
-  const auto& b = impl_->infos.at(model_.graph.get()).blocked;
+int Executor::channels_last_values() const {
+  const auto& b = impl_->infos.at(model_.graph.get()).channels_last;
   return static_cast<int>(std::count(b.begin(), b.end(), 1));
 }
 

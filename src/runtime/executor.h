@@ -30,8 +30,8 @@ struct ExecutorOptions {
   // Last, the host-only fusions (fuse-conv-activation): exact, one kernel where there were two
   // or three, and fewer intermediates in the arena.
   bool host_fusion = true;
-  // Channel-blocked activations between the convolutions that take them (ops/blocked_layout.h).
-  bool blocked_layout = true;
+  // Channels-last activations between the convolutions that take them (ops/channels_last.h).
+  bool channels_last = true;
   bool profile = false;  // time every node of the main graph (NodeSeconds)
 };
 
@@ -51,8 +51,8 @@ class Executor {
   // the runs since creation or ResetProfile.
   std::vector<double> NodeSeconds() const;
   void ResetProfile();
-  // How many values of the main graph are kept channel-blocked (ops/blocked_layout.h).
-  int blocked_values() const;
+  // How many values of the main graph are kept channels-last (ops/channels_last.h).
+  int channels_last_values() const;
   // Node indices of the main graph in execution order.
   const std::vector<int>& schedule() const { return order_; }
 

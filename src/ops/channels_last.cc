@@ -1,0 +1,123 @@
+#include "ops/channels_last.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "ops/conv_dnnl.h"
+#include "ops/cpu_isa.h"
+#include "ops/pool_dnnl.h"
+#include "ops/scratch.h"
+
+namespace kiln::ops {
+namespace {
+
+bool ChannelsLastable(const ir::TypeInfo& t) {
+  return t.dtype == DType::kFloat32 && t.shape_known() && t.dims.size() == 4 && t.dims[0] == 1;
+}
+
+bool ConcatCanRunChannelsLast(const ir::Node& node, const ir::Graph& g) {
+  if (node.outputs.size() != 1 || node.outputs[0] < 0 || node.inputs.empty()) return false;
+  const int64_t axis = node.attr_int("axis", 0);
+  if (axis != 1 && axis != -3) return false;
+  for (int v : node.inputs)
+    if (v < 0 || !ChannelsLastable(g.values[v].type)) return false;
+  return ChannelsLastable(g.values[node.outputs[0]].type);
+}
+
+bool IsOnnx(const ir::Node& node) { return node.domain.empty() || node.domain == "ai.onnx"; }
+
+// Mul(x, s) (either order) with x [N, C, H, W] of the output's dims and s [1 or N, C, 1, 1]: the
+// per-channel scale of a squeeze-and-excitation block. Returns x's input index, or -1.
+int ChannelScaleInput(const ir::Node& node, const ir::Graph& g) {
+  if (!IsOnnx(node) || node.op_type != "Mul" || node.inputs.size() != 2 ||
+      node.outputs.size() != 1 || node.outputs[0] < 0 || node.inputs[0] < 0 || node.inputs[1] < 0)
+    return -1;
+  const ir::TypeInfo& y = g.values[node.outputs[0]].type;
+  if (!ChannelsLastable(y)) return -1;
+  for (int big = 0; big < 2; ++big) {
+    const ir::TypeInfo& x = g.values[node.inputs[big]].type;
+    const ir::TypeInfo& s = g.values[node.inputs[1 - big]].type;
+    if (x.dtype == DType::kFloat32 && x.dims == y.dims && s.dtype == DType::kFloat32 &&
+        s.shape_known() && s.dims == Dims{1, y.dims[1], 1, 1})
+      return big;
+  }
+  return -1;
+}
+
+}  // namespace
+
+bool CanRunChannelsLast(const ir::Node& node, const ir::Graph& g, int input) {
+  // Nothing would make or read channels-last tensors without oneDNN; on AVX-512 its kernels for
+  // the layout are measured (bench/README.md), elsewhere not.
+  if (!DnnlAvailable() || BestIsa() != Isa::kAvx512) return false;
+  const bool onnx = node.domain.empty() || node.domain == "ai.onnx";
+  if (onnx && node.op_type == "Concat") return ConcatCanRunChannelsLast(node, g);
+  if (onnx && (node.op_type == "MaxPool" || node.op_type == "AveragePool"))
+    return (input == 0 || input == kChannelsLastOutput) && PoolCanRunChannelsLast(node, g);
+  if (onnx && node.op_type == "Mul") {
+    const int big = ChannelScaleInput(node, g);
+    return big >= 0 && (input == big || input == kChannelsLastOutput);
+  }
+  if (onnx && node.op_type == "GlobalAveragePool") {  // reads channels-last, writes [N, C, 1, 1]
+    if (input != 0 || node.inputs.empty() || node.inputs[0] < 0) return false;
+    const ir::TypeInfo& x = g.values[node.inputs[0]].type;
+    return x.dtype == DType::kFloat32 && x.shape_known() && x.dims.size() == 4;
+  }
+  return ConvCanRunChannelsLast(node, g, input);
+}
+
+bool ChannelsLastLinked(const ir::Node& node, const ir::Graph& g, int input) {
+  if (!IsOnnx(node)) return false;
+  if (node.op_type == "Concat") return true;
+  if (node.op_type == "MaxPool" || node.op_type == "AveragePool") return input == 0;
+  if (node.op_type == "Mul") return input == ChannelScaleInput(node, g);
+  return false;
+}
+
+void ChannelsLastScale(const float* x, const float* s, float* y, int64_t N, int64_t C,
+                         int64_t HW) {
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t i = 0; i < HW; ++i) {
+      const int64_t base = (n * HW + i) * C;
+      for (int64_t c = 0; c < C; ++c) y[base + c] = x[base + c] * s[c];
+    }
+}
+
+void ChannelsLastGlobalAverage(const float* x, float* y, int64_t N, int64_t C, int64_t HW) {
+  for (int64_t n = 0; n < N; ++n) {
+    float* yn = y + n * C;
+    std::fill(yn, yn + C, 0.0f);
+    for (int64_t i = 0; i < HW; ++i) {
+      const float* xr = x + (n * HW + i) * C;
+      for (int64_t c = 0; c < C; ++c) yn[c] += xr[c];
+    }
+    for (int64_t c = 0; c < C; ++c) yn[c] /= static_cast<float>(HW);
+  }
+}
+
+void ChannelsLastConcat(const std::vector<const float*>& inputs,
+                           const std::vector<int64_t>& channels, float* y, int64_t HW) {
+  int64_t C = 0;
+  for (int64_t c : channels) C += c;
+  std::vector<const float*> src = inputs;
+  float* copy = nullptr;
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    const float* in = inputs[k];
+    if (in < y + C * HW && y < in + channels[k] * HW) {
+      if (!copy) copy = Scratch<float>(ScratchSlot::kPadded, static_cast<size_t>(C * HW));
+      float* dst = copy;
+      for (size_t j = 0; j < k; ++j) dst += channels[j] * HW;
+      std::copy(in, in + channels[k] * HW, dst);
+      src[k] = dst;
+    }
+  }
+  for (int64_t i = 0; i < HW; ++i) {
+    float* yr = y + i * C;
+    for (size_t k = 0; k < src.size(); ++k) {
+      std::copy(src[k] + i * channels[k], src[k] + (i + 1) * channels[k], yr);
+      yr += channels[k];
+    }
+  }
+}
+
+}  // namespace kiln::ops

@@ -1,0 +1,44 @@
+// kiln's channels-last activation layout: between convolutions the host executor may keep a
+// float32 [N, C, H, W] tensor as [N, H, W, C] (NHWC), the layout oneDNN's convolutions compute in
+// fastest (measured against its nChw16c blocks: bench/README.md), so that a chain of convs pays no
+// NCHW round trip per node. Both layouts take the same bytes, so the memory plan holds. Made and
+// read only by nodes that say they can, never graph outputs or values a subgraph reads: every
+// other kernel sees ONNX layouts. The executor decides (runtime/executor.cc); a kernel asks
+// ComputeContext::input_channels_last / output_channels_last.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace kiln::ops {
+
+// `input` of CanRunChannelsLast that asks about writing output 0.
+inline constexpr int kChannelsLastOutput = -1;
+
+// True when `node` (inferred shapes) can read its input `input` (or write its output 0, input
+// kChannelsLastOutput) channels-last: a float32 2-D Conv or FusedConv (input 0 = X or 3 = Z)
+// that oneDNN runs; a channel Concat with N = 1 (ChannelsLastConcat); a 2-D MaxPool /
+// AveragePool oneDNN runs (ops/pool_dnnl.h); a channel-scale Mul and the input of a
+// GlobalAveragePool (ChannelsLastScale / ChannelsLastGlobalAverage). Only on AVX-512 (oneDNN's
+// fast kernels for the layout).
+bool CanRunChannelsLast(const ir::Node& node, const ir::Graph& g, int input);
+
+// True when `node`'s input `input` must be channels-last exactly when its output 0 is (Concat,
+// a pool and a channel scale compute in one layout).
+bool ChannelsLastLinked(const ir::Node& node, const ir::Graph& g, int input);
+
+// The channels-last kernels of the element-wise nodes CanRunChannelsLast takes, x and y
+// [N, C, H, W] channels-last (HW = H * W): y = x * s with s [1, C, 1, 1] (a squeeze-and-
+// excitation scale: Mul), and y [N, C] = the mean of each channel (GlobalAveragePool, whose
+// output is NCHW).
+void ChannelsLastScale(const float* x, const float* s, float* y, int64_t N, int64_t C,
+                       int64_t HW);
+void ChannelsLastGlobalAverage(const float* x, float* y, int64_t N, int64_t C, int64_t HW);
+// y = the channel Concat (N = 1) of inputs k of channels[k] channels, all channels-last. Inputs
+// the plan put in their NCHW places inside y (Concat in place) are read from a copy.
+void ChannelsLastConcat(const std::vector<const float*>& inputs,
+                        const std::vector<int64_t>& channels, float* y, int64_t HW);
+
+}  // namespace kiln::ops
