@@ -3,6 +3,7 @@
 #include <string>
 
 #include "ops/common.h"
+#include "ops/gemm_dnnl.h"
 #include "ops/matmul_gemm.h"
 
 namespace kiln::ops {
@@ -139,6 +140,18 @@ Status GemmCompute(ComputeContext& ctx) {
   std::string why;
   if (!GemmDims(a.dims(), b.dims(), ta, tb, &M, &N, &K, &why).ok()) return ctx.error(why);
   Tensor& y = ctx.output(0);
+  // Constant float weights, alpha 1 and a bias of N values (or none): oneDNN, B packed once
+  // (not for a single row: our GEMV streams B at memory speed, oneDNN's matmul does not).
+  if (a.dtype() == DType::kFloat32 && !ta && alpha == 1.0 && ctx.input_constant(1) && M > 1) {
+    const bool bias = ctx.has_input(2) && beta != 0.0;
+    const Tensor* c = bias ? &ctx.input(2) : nullptr;
+    const bool bias_ok = !c || (beta == 1.0 && c->size() == N &&
+                                (c->rank() == 1 || (c->rank() == 2 && c->dim(0) == 1)));
+    if (bias_ok && DnnlGemm(M, N, K, a.data<float>(), b.data<float>(), tb, true,
+                            c ? c->data<float>() : nullptr, y.data<float>(), ctx.threads(),
+                            ctx.state()))
+      return OkStatus();
+  }
   bool ok = Dispatch<kNumericTypes>(a.dtype(), [&]<class T>() {
     T* Y = y.data<T>();
     std::fill(Y, Y + y.size(), T(0));  // the GEMM accumulates into Y

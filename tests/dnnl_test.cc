@@ -1,9 +1,10 @@
-// The oneDNN convolution path (ops/conv_dnnl.h) against a direct loop in double: groups,
-// strides, asymmetric pads, dilations, odd channel counts and sizes; the same bits for every
-// thread count; the kept state reused, rebuilt on a new shape, and weights re-read when they are
-// not constant.
+// The oneDNN convolution and Gemm paths (ops/conv_dnnl.h, ops/gemm_dnnl.h) against direct loops
+// in double: groups, strides, asymmetric pads, dilations, odd channel counts and sizes; the same
+// bits for every thread count; the kept state reused, rebuilt on a new shape, and weights re-read
+// when they are not constant.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "ops/conv_dnnl.h"
+#include "ops/gemm_dnnl.h"
 
 namespace kiln::ops {
 namespace {
@@ -129,6 +131,38 @@ TEST(DnnlConv, StateFollowsShapesAndNonConstantWeights) {
   EXPECT_LE(Worst(c, x, w2, nullptr, y), 2e-6);
   ASSERT_TRUE(DnnlConv2D(c, x.data(), w2.data(), true, nullptr, y.data(), 1, nullptr));
   EXPECT_LE(Worst(c, x, w2, nullptr, y), 2e-6);
+}
+
+// Y = A op(B) + bias against a double loop; odd sizes, both B layouts, with and without bias.
+TEST(DnnlGemm, ShapesTransposesBiasAndState) {
+  if (!DnnlAvailable()) GTEST_SKIP() << "built without oneDNN";
+  std::mt19937 rng(14);
+  for (auto [M, N, K] : {std::array<int64_t, 3>{1024, 64, 64}, {7, 13, 5}, {33, 1, 70}, {2, 100, 3}})
+    for (bool tb : {false, true})
+      for (bool with_bias : {false, true}) {
+        auto a = Random(static_cast<size_t>(M * K), rng), b = Random(static_cast<size_t>(K * N), rng);
+        auto bias = Random(static_cast<size_t>(N), rng);
+        std::unique_ptr<NodeState> state;
+        for (int run = 0; run < 3; ++run) {
+          if (run == 2)
+            for (float& v : b) v = -v;  // new bytes at the same address, announced as not constant
+          std::vector<float> y(static_cast<size_t>(M * N), 7.0f);
+          ASSERT_TRUE(DnnlGemm(M, N, K, a.data(), b.data(), tb, run < 2,
+                               with_bias ? bias.data() : nullptr, y.data(), 1 + run % 2, &state));
+          double worst = 0;
+          for (int64_t i = 0; i < M; ++i)
+            for (int64_t j = 0; j < N; ++j) {
+              double acc = with_bias ? bias[j] : 0.0, mag = std::fabs(acc) + 1e-30;
+              for (int64_t k = 0; k < K; ++k) {
+                const double t = double(a[i * K + k]) * (tb ? b[j * K + k] : b[k * N + j]);
+                acc += t;
+                mag += std::fabs(t);
+              }
+              worst = std::max(worst, std::fabs(y[i * N + j] - acc) / mag);
+            }
+          EXPECT_LE(worst, 2e-6) << M << "x" << N << "x" << K << " tb=" << tb << " run=" << run;
+        }
+      }
 }
 
 }  // namespace
