@@ -127,15 +127,26 @@ __attribute__((always_inline)) inline void EvenLanes(T* dst, const T* src) {
   Vec<T> v0, v1;
   __builtin_memcpy(&v0, src, sizeof(v0));
   __builtin_memcpy(&v1, src + kLanes<T>, sizeof(v1));
+  // GCC spells the two-source shuffle __builtin_shuffle (a mask vector), clang
+  // __builtin_shufflevector (constant lane indices).
   if constexpr (sizeof(T) == 4) {
+#if defined(__clang__)
+    const Vec<T> v = __builtin_shufflevector(v0, v1, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22,
+                                             24, 26, 28, 30);
+#else
     typedef int32_t M __attribute__((vector_size(64)));
     const M m = {0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30};
     const Vec<T> v = __builtin_shuffle(v0, v1, m);
+#endif
     __builtin_memcpy(dst, &v, sizeof(v));
   } else {
+#if defined(__clang__)
+    const Vec<T> v = __builtin_shufflevector(v0, v1, 0, 2, 4, 6, 8, 10, 12, 14);
+#else
     typedef int64_t M __attribute__((vector_size(64)));
     const M m = {0, 2, 4, 6, 8, 10, 12, 14};
     const Vec<T> v = __builtin_shuffle(v0, v1, m);
+#endif
     __builtin_memcpy(dst, &v, sizeof(v));
   }
 }
