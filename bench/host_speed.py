@@ -13,6 +13,9 @@ Usage: /usr/bin/python3 bench/host_speed.py [--kiln build/kiln] [--work build/ho
 2. Exports the models of issue 7 from Debian's torch with bench/real_models.py's models() and the
    same torch.onnx.export call (opset 17, constant folding; mlp_sincos with a dynamic batch, run at
    its listed shape), into WORK/models/NAME/model.onnx (kept between runs; --reexport redoes them).
+   Then the nine model-zoo architectures of ../shared/conformance/onnx-light (AlexNet, DenseNet-121,
+   Inception v1/v2, ResNet-50, ShuffleNet v1, SqueezeNet 1.0, VGG-19, ZFNet-512: models this
+   repository does not ship, exported by other tools; --light '' skips them).
 3. For every model and thread count T, runs `kiln bench MODEL --threads T --iterations N` and
    `node bench/ort_bench.js MODEL --threads T --iterations N` (intraOpNumThreads T,
    interOpNumThreads 1) in alternating order, --rounds times, so that load from elsewhere on the
@@ -276,6 +279,10 @@ def main():
     ap.add_argument("--peak-gflops", type=float, default=None,
                     help="per-core fp32 peak in GFLOP/s (default: measured by a probe)")
     ap.add_argument("--reexport", action="store_true", help="export the models again")
+    ap.add_argument("--light", default=os.path.join(HERE, "..", "..", "shared", "conformance",
+                                                     "onnx-light"),
+                    help="also time these model-zoo architectures (folders with model.onnx) that "
+                         "this repository does not ship; '' for none")
     ap.add_argument("--node", default="node")
     ap.add_argument("--npm", default="npm")
     args = ap.parse_args()
@@ -289,6 +296,13 @@ def main():
 
     mods, ort_desc = ensure_ort(work, args.node, args.npm)
     models = export_models(names, work, args.reexport)
+    if args.light and os.path.isdir(args.light):
+        for t in sorted(os.listdir(args.light)):
+            path = os.path.join(os.path.abspath(args.light), t, "model.onnx")
+            if os.path.exists(path):
+                name = t[len("test_"):] if t.startswith("test_") else t
+                names.append(name)
+                models[name] = (path, [])
     peak, peak_lines = measure_peak(work, args.peak_gflops)
     load0 = os.getloadavg()
 

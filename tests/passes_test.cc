@@ -156,7 +156,7 @@ std::vector<Tensor> RandomInputs(const ir::Model& m, uint32_t seed) {
 // Runs m as it is (without the executor's own host fusions, so that "before" is unfused).
 std::vector<Tensor> RunHost(const ir::Model& m, const std::vector<Tensor>& inputs) {
   runtime::ExecutorOptions o;
-  o.host_fusion = false;
+  o.host_passes = false;
   auto exec = runtime::Executor::Create(m, o);
   KILN_CHECK(exec.ok(), exec.status().message());
   std::vector<Tensor> out;

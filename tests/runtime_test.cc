@@ -272,7 +272,7 @@ TEST(Executor, ChannelsLastConvChainsMatchTheOnnxLayout) {
   for (int config = 0; config < 6; ++config) {
     runtime::ExecutorOptions o;
     o.channels_last = config % 3 != 0;  // config 0 (the reference): ONNX layouts, no fusion
-    o.host_fusion = config != 0;
+    o.host_passes = config != 0;
     o.threads = 1 + config / 3;
     o.poison = config % 3 == 2;
     auto exec = runtime::Executor::Create(*model, o);

@@ -1,5 +1,7 @@
 #include "frontend/onnx_import.h"
 
+#include <algorithm>
+
 #include <filesystem>
 #include <functional>
 #include <unordered_map>
@@ -517,6 +519,15 @@ Expected<ir::Model> ImportModelProto(const onnx::ModelProto& mp, const std::stri
   Importer imp{mp, base_dir, label, {}};
   for (const auto& f : mp.functions()) imp.functions[{f.domain(), f.name()}] = &f;
   KILN_ASSIGN_OR_RETURN(m.graph, imp.ImportGraph(mp.graph(), nullptr, ""));
+  // Before IR version 4 every initializer had to be listed as a graph input too, so there the
+  // listing does not make it a default a caller may override (ONNX Runtime reads it so as well):
+  // such inputs are constants.
+  if (m.ir_version > 0 && m.ir_version < 4) {
+    auto& in = m.graph->inputs;
+    in.erase(std::remove_if(in.begin(), in.end(),
+                            [&](int v) { return m.graph->values[v].constant.has_value(); }),
+             in.end());
+  }
   Status st = ir::Verify(*m.graph);
   if (!st.ok()) return Error(label + ": " + st.message());
   return m;

@@ -1,6 +1,8 @@
 #include "ops/channels_last.h"
 
 #include <algorithm>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "ops/conv_dnnl.h"
@@ -44,6 +46,43 @@ int ChannelScaleInput(const ir::Node& node, const ir::Graph& g) {
   return -1;
 }
 
+// Element-wise ops whose kernels do not care about the layout when every data input has the
+// output's dims: the unary ones (their input 0; Clip's bounds are scalars) and the same-shape
+// binary / variadic ones (every input).
+bool IsUnaryElementwise(const std::string& op) {
+  static const std::set<std::string> kOps = {"Relu", "LeakyRelu", "Clip", "Sigmoid", "Tanh",
+                                             "HardSigmoid", "HardSwish", "Elu", "Neg", "Abs"};
+  return kOps.count(op) > 0;
+}
+bool IsSameShapeElementwise(const std::string& op) {
+  return op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Sum" || op == "Max" ||
+         op == "Min";
+}
+
+// The element-wise node's inputs that share the output's layout, or none (-1 entries) when the
+// node does not fit: float32 4-D, every data input of the output's dims.
+bool ElementwiseFits(const ir::Node& node, const ir::Graph& g, bool unary) {
+  if (node.outputs.size() != 1 || node.outputs[0] < 0 || node.inputs.empty()) return false;
+  const ir::TypeInfo& y = g.values[node.outputs[0]].type;
+  if (y.dtype != DType::kFloat32 || !y.shape_known() || y.dims.size() != 4) return false;
+  const size_t data = unary ? 1 : node.inputs.size();
+  for (size_t i = 0; i < data; ++i)
+    if (node.inputs[i] < 0 || g.values[node.inputs[i]].type.dims != y.dims) return false;
+  return true;
+}
+
+// BatchNormalization in inference, one scale per channel.
+bool BatchNormFits(const ir::Node& node, const ir::Graph& g) {
+  if (node.inputs.size() != 5 || node.attr_int("training_mode", 0) != 0) return false;
+  for (size_t i = 1; i < node.outputs.size(); ++i)
+    if (node.outputs[i] >= 0) return false;
+  for (int v : node.inputs)
+    if (v < 0) return false;
+  if (!ElementwiseFits(node, g, true)) return false;
+  const ir::TypeInfo& scale = g.values[node.inputs[1]].type;
+  return scale.shape_known() && scale.dims == Dims{g.values[node.outputs[0]].type.dims[1]};
+}
+
 }  // namespace
 
 bool CanRunChannelsLast(const ir::Node& node, const ir::Graph& g, int input) {
@@ -54,10 +93,17 @@ bool CanRunChannelsLast(const ir::Node& node, const ir::Graph& g, int input) {
   if (onnx && node.op_type == "Concat") return ConcatCanRunChannelsLast(node, g);
   if (onnx && (node.op_type == "MaxPool" || node.op_type == "AveragePool"))
     return (input == 0 || input == kChannelsLastOutput) && PoolCanRunChannelsLast(node, g);
-  if (onnx && node.op_type == "Mul") {
+  if (onnx && node.op_type == "Mul" && ChannelScaleInput(node, g) >= 0) {
     const int big = ChannelScaleInput(node, g);
-    return big >= 0 && (input == big || input == kChannelsLastOutput);
+    return input == big || input == kChannelsLastOutput;
   }
+  if (onnx && (IsUnaryElementwise(node.op_type) || node.op_type == "BatchNormalization")) {
+    const bool fits = node.op_type == "BatchNormalization" ? BatchNormFits(node, g)
+                                                           : ElementwiseFits(node, g, true);
+    return fits && (input == 0 || input == kChannelsLastOutput);
+  }
+  if (onnx && IsSameShapeElementwise(node.op_type))
+    return ElementwiseFits(node, g, false) && input < static_cast<int>(node.inputs.size());
   if (onnx && node.op_type == "GlobalAveragePool") {  // reads channels-last, writes [N, C, 1, 1]
     if (input != 0 || node.inputs.empty() || node.inputs[0] < 0) return false;
     const ir::TypeInfo& x = g.values[node.inputs[0]].type;
@@ -70,7 +116,10 @@ bool ChannelsLastLinked(const ir::Node& node, const ir::Graph& g, int input) {
   if (!IsOnnx(node)) return false;
   if (node.op_type == "Concat") return true;
   if (node.op_type == "MaxPool" || node.op_type == "AveragePool") return input == 0;
-  if (node.op_type == "Mul") return input == ChannelScaleInput(node, g);
+  if (node.op_type == "Mul" && ChannelScaleInput(node, g) >= 0)
+    return input == ChannelScaleInput(node, g);
+  if (IsUnaryElementwise(node.op_type) || node.op_type == "BatchNormalization") return input == 0;
+  if (IsSameShapeElementwise(node.op_type)) return input >= 0;
   return false;
 }
 

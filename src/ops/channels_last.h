@@ -21,12 +21,14 @@ inline constexpr int kChannelsLastOutput = -1;
 // kChannelsLastOutput) channels-last: a float32 2-D Conv or FusedConv (input 0 = X or 3 = Z)
 // that oneDNN runs; a channel Concat with N = 1 (ChannelsLastConcat); a 2-D MaxPool /
 // AveragePool oneDNN runs (ops/pool_dnnl.h); a channel-scale Mul and the input of a
-// GlobalAveragePool (ChannelsLastScale / ChannelsLastGlobalAverage). Only on AVX-512 (oneDNN's
-// fast kernels for the layout).
+// GlobalAveragePool (ChannelsLastScale / ChannelsLastGlobalAverage); an inference
+// BatchNormalization (a per-channel affine map); element-wise ops whose data inputs all have the
+// output's dims (Relu, Clip, Sigmoid, ...; Add, Sum, Mul, ...), which do not care about the
+// layout. Only on AVX-512 (oneDNN's fast kernels for the layout).
 bool CanRunChannelsLast(const ir::Node& node, const ir::Graph& g, int input);
 
-// True when `node`'s input `input` must be channels-last exactly when its output 0 is (Concat,
-// a pool and a channel scale compute in one layout).
+// True when `node`'s input `input` must be channels-last exactly when its output 0 is (all but
+// the convolutions and GlobalAveragePool compute in one layout).
 bool ChannelsLastLinked(const ir::Node& node, const ir::Graph& g, int input);
 
 // The channels-last kernels of the element-wise nodes CanRunChannelsLast takes, x and y

@@ -134,6 +134,15 @@ Status BatchNormCompute(ComputeContext& ctx) {
       a[p] = static_cast<Acc<T>>(scale[p] * inv);
       b[p] = static_cast<Acc<T>>(bias[p] - m[p] * scale[p] * inv);
     }
+    if (ctx.input_channels_last(0)) {  // [N, HW, C] (ops/channels_last.h): the same arithmetic
+      for (int64_t n = 0; n < s.n; ++n)
+        for (int64_t i = 0; i < block; ++i) {
+          const T* xp = x + (n * block + i) * params;
+          T* yp = y + (n * block + i) * params;
+          for (int64_t p = 0; p < params; ++p) yp[p] = T(static_cast<Acc<T>>(xp[p]) * a[p] + b[p]);
+        }
+      return;
+    }
     for (int64_t n = 0; n < s.n; ++n) {
       for (int64_t p = 0; p < params; ++p) {
         const T* xp = x + n * sample + p * block;

@@ -9,6 +9,7 @@
 #include "ops/channels_last.h"
 #include "ops/op.h"
 #include "passes/compress_constants.h"
+#include "passes/fold_constants.h"
 #include "planner/plan_graph.h"
 
 namespace kiln::runtime {
@@ -324,9 +325,15 @@ Expected<std::unique_ptr<Executor>> Executor::Create(ir::Model model, ExecutorOp
   KILN_RETURN_IF_ERROR(passes::InferShapes(e->model_, e->options_.shapes));
   passes::PipelineOptions po;
   po.dump_ir_after = e->options_.dump_ir_after;
-  std::vector<std::string> passes = e->options_.passes;
-  if (e->options_.host_fusion) passes.push_back("fuse-conv-activation");
-  KILN_RETURN_IF_ERROR(passes::RunPasses(e->model_, passes, po));
+  KILN_RETURN_IF_ERROR(passes::RunPasses(e->model_, e->options_.passes, po));
+  if (e->options_.host_passes) {
+    // Everything computable from constants alone, once, whatever its size (the pipeline's
+    // fold-constants keeps to small results, for generated code): weights an exporter wrote
+    // as ConstantOfShape or Expand would otherwise be rebuilt on every run.
+    KILN_RETURN_IF_ERROR(passes::FoldConstants(e->model_, size_t{1} << 30));
+    KILN_RETURN_IF_ERROR(
+        passes::RunPasses(e->model_, {"fold-batchnorm", "fuse-conv-activation"}, po));
+  }
   passes::CompressConstants(*e->model_.graph);  // identical constants share one storage
   e->impl_ = std::make_unique<Impl>();
   e->impl_->self = e.get();

@@ -27,9 +27,10 @@ struct ExecutorOptions {
   std::vector<std::string> passes;  // run after shape inference (passes/pipeline.h)
   std::vector<std::string> dump_ir_after;  // print the IR to stderr after these passes ("all")
   long planner_steps = 0;           // > 0: deterministic planner search (PlanOptions::max_steps)
-  // Last, the host-only fusions (fuse-conv-activation): exact, one kernel where there were two
-  // or three, and fewer intermediates in the arena.
-  bool host_fusion = true;
+  // Last, what makes the host fastest (ONNX Runtime's session-time rewrites): fold-constants
+  // whatever the results' size, fold-batchnorm, fuse-conv-activation (one kernel where there
+  // were two or three, fewer intermediates). The last two round differently (a few ulp).
+  bool host_passes = true;
   // Channels-last activations between the convolutions that take them (ops/channels_last.h).
   bool channels_last = true;
   bool profile = false;  // time every node of the main graph (NodeSeconds)
