@@ -715,11 +715,15 @@ onnx::ModelProto ConvTailModel(const std::string& tail, int opset = 17) {
   InitFloats(b.g, "B", {3}, {0.1f, -0.2f, 0.3f});
   AttrInts(AddNode(b.g, "Conv", {"X", "W", "B"}, {"c"}, "conv1"), "pads", {1, 1, 1, 1});
   std::string last = "c";
-  if (tail == "add" || tail == "add_relu") {
+  if (tail == "add" || tail == "add_relu" || tail == "sum_relu") {
     b.In("X2", {1, 3, 6, 5});
     AddNode(b.g, "Neg", {"X2"}, {"z"}, "branch");
-    AddNode(b.g, "Add", {"z", "c"}, {"s"}, "residual");
+    AddNode(b.g, tail == "sum_relu" ? "Sum" : "Add", {"z", "c"}, {"s"}, "residual");
     last = "s";
+  }
+  if (tail == "sum_relu") {
+    AddNode(b.g, "Relu", {last}, {"y"}, "relu");
+    last = "y";
   }
   if (tail == "relu" || tail == "add_relu") {
     AddNode(b.g, "Relu", {last}, {"y"}, "relu");
@@ -745,7 +749,8 @@ onnx::ModelProto ConvTailModel(const std::string& tail, int opset = 17) {
 TEST(FuseConvActivation, FusesActivationsAndResidualAdds) {
   const std::map<std::string, std::pair<std::string, size_t>> want = {
       {"relu", {"Relu", 3}}, {"add", {"", 4}}, {"add_relu", {"Relu", 4}},
-      {"clip", {"Clip", 3}}, {"leaky", {"LeakyRelu", 3}}, {"swish", {"Swish", 3}}};
+      {"clip", {"Clip", 3}}, {"leaky", {"LeakyRelu", 3}}, {"swish", {"Swish", 3}},
+      {"sum_relu", {"Relu", 4}}};
   for (const auto& [tail, expect] : want) {
     ir::Model m = CheckPass(ConvTailModel(tail), "fuse-conv-activation", true);
     const ir::Node* fused = nullptr;
@@ -753,7 +758,7 @@ TEST(FuseConvActivation, FusesActivationsAndResidualAdds) {
       if (n.op_type == "FusedConv") fused = &n;
     ASSERT_NE(fused, nullptr) << tail;
     EXPECT_EQ(CountOps(*m.graph, "Conv") + CountOps(*m.graph, "Relu") + CountOps(*m.graph, "Add") +
-                  CountOps(*m.graph, "Sigmoid") + CountOps(*m.graph, "Mul"),
+                  CountOps(*m.graph, "Sum") + CountOps(*m.graph, "Sigmoid") + CountOps(*m.graph, "Mul"),
               0)
         << tail;
     EXPECT_EQ(fused->domain, "com.microsoft");

@@ -101,8 +101,10 @@ bool FuseInGraph(ir::Graph& g, const ir::Model& m) {
     int last = -1, z = -1;
     std::optional<Activation> act;
     int next = SoleReader(y, r);
-    if (next >= 0 && keep[next] && g.nodes[next].op_type == "Add" &&
-        IsDefaultDomain(g.nodes[next]) && opset >= 7 && g.nodes[next].inputs.size() == 2 &&
+    // Add (from opset 7: no legacy broadcast attributes) or a two-input Sum (older exports).
+    if (next >= 0 && keep[next] &&
+        ((g.nodes[next].op_type == "Add" && opset >= 7) || g.nodes[next].op_type == "Sum") &&
+        IsDefaultDomain(g.nodes[next]) && g.nodes[next].inputs.size() == 2 &&
         g.nodes[next].outputs.size() == 1 && g.nodes[next].outputs[0] >= 0) {
       const ir::Node& add = g.nodes[next];
       const int other = add.inputs[0] == y ? add.inputs[1] : add.inputs[0];
