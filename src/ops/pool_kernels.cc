@@ -33,8 +33,23 @@ inline void FillPadded(const Pool2DShape& s, const Padded& p, const float* x, fl
   std::fill(xp + (s.H + s.ph) * p.Wp, xp + p.Hp * p.Wp, pad);
 }
 
-// One output row: taps in (kh, kw) order. `kMax`: v replaces the running maximum when larger or
-// when the maximum is NaN (the reference's rule); otherwise a sum.
+// One tap into an output row: v replaces the running maximum when larger or when the maximum is
+// NaN (the reference's rule); otherwise a sum.
+template <bool kMax>
+__attribute__((always_inline)) inline void TapInto(const float* __restrict src, int64_t step,
+                                                   int64_t OW, float* __restrict yr) {
+  for (int64_t ow = 0; ow < OW; ++ow) {
+    const float v = src[ow * step];
+    if constexpr (kMax) {
+      const float a = yr[ow];
+      yr[ow] = (v > a || a != a) ? v : a;
+    } else {
+      yr[ow] += v;
+    }
+  }
+}
+
+// One output row: taps in (kh, kw) order (TapInto).
 template <bool kMax, int SW>
 __attribute__((always_inline)) inline void RowTaps(const float* __restrict xr, int64_t Wp,
                                                    int64_t KH, int64_t KW, int64_t sw,
@@ -43,16 +58,7 @@ __attribute__((always_inline)) inline void RowTaps(const float* __restrict xr, i
   for (int64_t ow = 0; ow < OW; ++ow) yr[ow] = xr[ow * step];
   for (int64_t kh = 0; kh < KH; ++kh)
     for (int64_t kw = kh == 0 ? 1 : 0; kw < KW; ++kw) {
-      const float* src = xr + kh * Wp + kw;
-      for (int64_t ow = 0; ow < OW; ++ow) {
-        const float v = src[ow * step];
-        if constexpr (kMax) {
-          const float a = yr[ow];
-          yr[ow] = (v > a || a != a) ? v : a;
-        } else {
-          yr[ow] += v;
-        }
-      }
+      TapInto<kMax>(xr + kh * Wp + kw, step, OW, yr);
     }
 }
 
@@ -103,15 +109,7 @@ __attribute__((always_inline)) inline void PlaneStride2(const Pool2DShape& s, co
           first = false;
           continue;
         }
-        for (int64_t ow = 0; ow < s.OW; ++ow) {
-          const float v = src[ow];
-          if constexpr (kMax) {
-            const float a = yr[ow];
-            yr[ow] = (v > a || a != a) ? v : a;
-          } else {
-            yr[ow] += v;
-          }
-        }
+        TapInto<kMax>(src, 1, s.OW, yr);
       }
   }
 }
