@@ -59,8 +59,8 @@ bool IsSameShapeElementwise(const std::string& op) {
          op == "Min";
 }
 
-// The element-wise node's inputs that share the output's layout, or none (-1 entries) when the
-// node does not fit: float32 4-D, every data input of the output's dims.
+// True when the element-wise node fits: a float32 4-D output, and every data input (input 0 of a
+// unary op) of the output's dims.
 bool ElementwiseFits(const ir::Node& node, const ir::Graph& g, bool unary) {
   if (node.outputs.size() != 1 || node.outputs[0] < 0 || node.inputs.empty()) return false;
   const ir::TypeInfo& y = g.values[node.outputs[0]].type;

@@ -157,7 +157,7 @@ Status PoolCompute(ComputeContext& ctx, PoolKind kind) {
                          g.s[1], g.s[2], g.p[1], g.p[2], g.pe[1], g.pe[2]};
     const float* x = X.data<float>();
     float* y = ctx.output(0).data<float>();
-    if (ctx.input_channels_last(0) || ctx.output_channels_last(0)) {  // both (a pass-through node)
+    if (ctx.input_channels_last(0) || ctx.output_channels_last(0)) {  // both (linked)
       const DnnlPoolKind dk = kind == PoolKind::kMax ? DnnlPoolKind::kMax
                               : cip                  ? DnnlPoolKind::kAvgIncludePad
                                                      : DnnlPoolKind::kAvgExcludePad;

@@ -10,8 +10,8 @@
 // with z of y's shape and type (no broadcast; then optionally the activation), becomes one
 // FusedConv that writes the last node's output, at the last node's place (so z may be computed
 // after the Conv).
-// Values read elsewhere or that are graph outputs are not fused through. Subgraphs too. The C
-// backend does not emit FusedConv: the pass is for the host executor (it runs it last).
+// Values read elsewhere or that are graph outputs are not fused through. Subgraphs too. The host
+// executor runs the pass last by default; the C backend emits FusedConv as the Conv and one loop.
 #pragma once
 
 #include "ir/graph.h"
