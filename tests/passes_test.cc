@@ -661,6 +661,47 @@ TEST(FoldBatchNorm, LeavesConvOutputsReadElsewhereAndNonConstantParameters) {
   CheckPass(proto, "fold-batchnorm", false, {in});
 }
 
+// Conv -> BatchNorm -> Mul / Add / Sub by per-channel constants (the order older exports write
+// BatchNorm's scale and shift in) -> Relu. `spatial_mul`: the Mul's constant varies along W.
+onnx::ModelProto ConvAffineChainModel(bool spatial_mul, bool constant_minus_conv) {
+  onnx::ModelProto proto = ConvBnModel(true, false, true);
+  auto* g = proto.mutable_graph();
+  g->clear_output();
+  InitFloats(g, "sc", spatial_mul ? std::vector<int64_t>{1, 1, 5} : std::vector<int64_t>{3, 1, 1},
+             spatial_mul ? Ramp(5, 0.5f, 0.25f) : std::vector<float>{2.0f, -0.5f, 0.75f});
+  InitFloats(g, "sh", {}, {0.125f});
+  InitFloats(g, "sub", {1, 3, 1, 1}, {0.5f, -0.25f, 1.0f});
+  AddNode(g, "Mul", {"bn", "sc"}, {"m"}, "scale");
+  AddNode(g, "Add", {"sh", "m"}, {"a"}, "shift");
+  AddNode(g, "Sub", constant_minus_conv ? std::vector<std::string>{"sub", "a"}
+                                        : std::vector<std::string>{"a", "sub"},
+          {"s"}, "minus");
+  AddNode(g, "Relu", {"s"}, {"y"}, "relu");
+  *g->add_output() = Info("y", {1, 3, 5, 5});
+  return proto;
+}
+
+TEST(FoldBatchNorm, FoldsPerChannelMulAddSubChains) {
+  ir::Model m = CheckPass(ConvAffineChainModel(false, false), "fold-batchnorm", true);
+  const ir::Graph& g = *m.graph;
+  ASSERT_EQ(g.nodes.size(), 2u);
+  EXPECT_EQ(g.nodes[0].op_type, "Conv");
+  EXPECT_EQ(g.values[g.nodes[0].outputs[0]].name, "s");
+  EXPECT_EQ(g.nodes[1].op_type, "Relu");
+}
+
+TEST(FoldBatchNorm, StopsAtSpatialConstantsAndConstantMinusConv) {
+  // The BatchNorm still folds; the Mul that varies along W and everything after it stay.
+  ir::Model m = CheckPass(ConvAffineChainModel(true, false), "fold-batchnorm", true);
+  EXPECT_EQ(CountOps(*m.graph, "Mul"), 1);
+  EXPECT_EQ(CountOps(*m.graph, "Add"), 1);
+  // c - y would negate the weights: the Sub stays, the Mul and Add before it fold.
+  ir::Model m2 = CheckPass(ConvAffineChainModel(false, true), "fold-batchnorm", true);
+  EXPECT_EQ(CountOps(*m2.graph, "Sub"), 1);
+  EXPECT_EQ(CountOps(*m2.graph, "Mul"), 0);
+  EXPECT_EQ(CountOps(*m2.graph, "Add"), 0);
+}
+
 // ---- fuse-matmul-add -----------------------------------------------------------------------
 
 onnx::ModelProto MatMulAddModel(std::vector<int64_t> a_dims, std::vector<int64_t> bias_dims,

@@ -1,6 +1,8 @@
 #include "passes/fold_batchnorm.h"
 
 #include <cmath>
+#include <optional>
+#include <vector>
 
 #include "passes/graph_edit.h"
 
@@ -30,6 +32,61 @@ bool IsInferenceBatchNorm(const ir::Node& bn, int64_t opset) {
   return true;
 }
 
+// A per-output-channel affine map z = y * s + t that a node applies to a Conv's output y.
+struct ChannelAffine {
+  std::vector<double> s, t;
+};
+
+// The constant operand of a binary node as one value per channel of an [N, C, ...] output of
+// `rank` dims: a scalar, or dims that are 1 except C at axis 1 (so the node does not broadcast
+// y to a bigger shape). Empty if it is not one.
+std::vector<double> PerChannelOperand(const ir::Graph& g, int v, int64_t channels, size_t rank) {
+  if (!IsFixedConstant(g, v)) return {};
+  const Tensor& t = *g.values[v].constant;
+  if (t.kind() != Tensor::Kind::kTensor || t.dtype() != DType::kFloat32 || t.rank() > rank) return {};
+  const Dims& d = t.dims();
+  for (size_t k = 0; k < d.size(); ++k) {  // right-aligned against the output's dims
+    size_t axis = rank - d.size() + k;
+    if (d[k] != 1 && !(axis == 1 && d[k] == channels)) return {};
+  }
+  std::vector<double> out(channels);
+  for (int64_t o = 0; o < channels; ++o) out[o] = t.data<float>()[t.size() == 1 ? 0 : o];
+  return out;
+}
+
+// The affine map of `n` reading y (a Conv output with `channels` channels and `rank` dims):
+// an inference BatchNormalization, or Mul / Add / Sub with a per-channel constant. Empty if none.
+std::optional<ChannelAffine> AffineOf(const ir::Graph& g, const ir::Model& m, const ir::Node& n, int y,
+                                      int64_t channels, size_t rank) {
+  if (!IsDefaultDomain(n) || n.outputs.size() != 1 || n.outputs[0] < 0) return std::nullopt;
+  if (n.op_type == "BatchNormalization") {
+    if (!IsInferenceBatchNorm(n, m.OpsetFor(n.domain)) || n.inputs[0] != y) return std::nullopt;
+    const Tensor* scale = ChannelParam(g, n, 1, channels);
+    const Tensor* shift = ChannelParam(g, n, 2, channels);
+    const Tensor* mean = ChannelParam(g, n, 3, channels);
+    const Tensor* var = ChannelParam(g, n, 4, channels);
+    if (!scale || !shift || !mean || !var) return std::nullopt;
+    const double eps = n.attr_float("epsilon", 1e-5f);
+    ChannelAffine a{std::vector<double>(channels), std::vector<double>(channels)};
+    for (int64_t o = 0; o < channels; ++o) {
+      a.s[o] = static_cast<double>(scale->data<float>()[o]) /
+               std::sqrt(static_cast<double>(var->data<float>()[o]) + eps);
+      a.t[o] = shift->data<float>()[o] - mean->data<float>()[o] * a.s[o];
+    }
+    return a;
+  }
+  const bool mul = n.op_type == "Mul", add = n.op_type == "Add", sub = n.op_type == "Sub";
+  if ((!mul && !add && !sub) || n.inputs.size() != 2) return std::nullopt;
+  const int other = n.inputs[0] == y ? n.inputs[1] : n.inputs[0];
+  if (n.inputs[0] != y && n.inputs[1] != y) return std::nullopt;
+  if (sub && n.inputs[0] != y) return std::nullopt;  // c - y negates the weights: left alone
+  std::vector<double> c = PerChannelOperand(g, other, channels, rank);
+  if (c.empty() && channels > 0) return std::nullopt;
+  ChannelAffine a{std::vector<double>(channels, 1.0), std::vector<double>(channels, 0.0)};
+  for (int64_t o = 0; o < channels; ++o) (mul ? a.s[o] : a.t[o]) = sub ? -c[o] : c[o];
+  return a;
+}
+
 bool FoldInGraph(ir::Graph& g, const ir::Model& m) {
   bool changed = false;
   for (auto& n : g.nodes)
@@ -38,42 +95,46 @@ bool FoldInGraph(ir::Graph& g, const ir::Model& m) {
   const std::vector<char> is_output = OutputMask(g);
   std::vector<char> keep(g.nodes.size(), 1);
   for (size_t i = 0; i < g.nodes.size(); ++i) {
-    const ir::Node& bn = g.nodes[i];
-    if (!IsInferenceBatchNorm(bn, m.OpsetFor(bn.domain)) || bn.inputs[0] < 0) continue;
-    int y = bn.inputs[0], z = bn.outputs[0];
-    int c = g.values[y].producer;
-    if (c < 0 || reads[y] != 1 || is_output[y]) continue;
+    const ir::Node& op = g.nodes[i];
+    if (op.inputs.empty() || op.outputs.size() != 1 || op.outputs[0] < 0) continue;
+    // y: the operand a Conv writes (the Conv of an earlier fold in this sweep writes it now).
+    int y = -1;
+    for (int v : op.inputs)
+      if (v >= 0 && g.values[v].producer >= 0 && g.nodes[g.values[v].producer].op_type == "Conv") y = v;
+    if (y < 0) continue;
+    const int z = op.outputs[0];
+    const int c = g.values[y].producer;
+    if (reads[y] != 1 || is_output[y]) continue;
     const ir::Node& conv = g.nodes[c];
-    if (conv.op_type != "Conv" || !IsDefaultDomain(conv) || conv.inputs.size() < 2 ||
-        conv.outputs.size() != 1 || !IsFixedConstant(g, conv.inputs[1]))
+    if (!IsDefaultDomain(conv) || conv.inputs.size() < 2 || conv.outputs.size() != 1 ||
+        !IsFixedConstant(g, conv.inputs[1]))
       continue;
     const Tensor w = *g.values[conv.inputs[1]].constant;  // shares the bytes; only read
     if (w.kind() != Tensor::Kind::kTensor || w.dtype() != DType::kFloat32 || w.rank() < 1) continue;
+    const ir::TypeInfo& zt = g.values[z].type;
+    const ir::TypeInfo& yt = g.values[y].type;
+    if (zt.dtype != DType::kFloat32 || !zt.shape_known() || zt.dims.size() != w.rank() ||
+        !yt.shape_known() || yt.dims != zt.dims)
+      continue;
     const int64_t channels = w.dim(0);
     const bool has_bias = conv.inputs.size() > 2 && conv.inputs[2] >= 0;
     const Tensor* b = has_bias ? ChannelParam(g, conv, 2, channels) : nullptr;
     if (has_bias && !b) continue;
-    const Tensor* scale = ChannelParam(g, bn, 1, channels);
-    const Tensor* shift = ChannelParam(g, bn, 2, channels);
-    const Tensor* mean = ChannelParam(g, bn, 3, channels);
-    const Tensor* var = ChannelParam(g, bn, 4, channels);
-    if (!scale || !shift || !mean || !var || g.values[z].type.dtype != DType::kFloat32) continue;
+    std::optional<ChannelAffine> a = AffineOf(g, m, op, y, channels, w.rank());
+    if (!a) continue;
 
-    const double eps = bn.attr_float("epsilon", 1e-5f);
     const int64_t per_channel = channels ? w.size() / channels : 0;
     Tensor w2(DType::kFloat32, w.dims()), b2(DType::kFloat32, {channels});
     for (int64_t o = 0; o < channels; ++o) {
-      double s = static_cast<double>(scale->data<float>()[o]) /
-                 std::sqrt(static_cast<double>(var->data<float>()[o]) + eps);
       const float* src = w.data<float>() + o * per_channel;
       float* dst = w2.data<float>() + o * per_channel;
-      for (int64_t k = 0; k < per_channel; ++k) dst[k] = static_cast<float>(src[k] * s);
+      for (int64_t k = 0; k < per_channel; ++k) dst[k] = static_cast<float>(src[k] * a->s[o]);
       double bias = b ? b->data<float>()[o] : 0.0;
-      b2.data<float>()[o] = static_cast<float>((bias - mean->data<float>()[o]) * s +
-                                               shift->data<float>()[o]);
+      b2.data<float>()[o] = static_cast<float>(bias * a->s[o] + a->t[o]);
     }
-    std::string w_name = g.values[conv.inputs[1]].name + "_bn";
-    std::string b_name = (has_bias ? g.values[conv.inputs[2]].name : g.values[y].name + "_bias") + "_bn";
+    const std::string suffix = op.op_type == "BatchNormalization" ? "_bn" : "_affine";
+    std::string w_name = g.values[conv.inputs[1]].name + suffix;
+    std::string b_name = (has_bias ? g.values[conv.inputs[2]].name : g.values[y].name + "_bias") + suffix;
     int x = conv.inputs[0];
     int wv = g.AddValue(UniqueValueName(g, w_name), ir::TypeInfo::Tensor(DType::kFloat32, w2.dims()));
     g.values[wv].constant = std::move(w2);

@@ -29,7 +29,7 @@ const std::vector<PassInfo>& RegisteredPasses() {
        EliminateCommonSubexpressions},
       {"cancel-transposes", "compose Transpose(Transpose(x)) into one, or none when it is the identity",
        CancelTransposes},
-      {"fold-batchnorm", "fold an inference BatchNormalization into the Conv before it (float32)",
+      {"fold-batchnorm", "fold an inference BatchNormalization, or a per-channel constant Mul/Add/Sub, into the Conv before it (float32)",
        FoldBatchNorm, /*exact=*/false},
       {"fuse-conv-activation",
        "fuse Conv + residual Add + Relu / LeakyRelu / Clip / SiLU into one FusedConv",
