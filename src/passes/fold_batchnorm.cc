@@ -87,6 +87,62 @@ std::optional<ChannelAffine> AffineOf(const ir::Graph& g, const ir::Model& m, co
   return a;
 }
 
+// A new float32 constant named after `base` (made unique) with `suffix`.
+int AddConstant(ir::Graph& g, const std::string& base, const std::string& suffix, Tensor t) {
+  int v = g.AddValue(UniqueValueName(g, base + suffix), ir::TypeInfo::Tensor(DType::kFloat32, t.dims()));
+  g.values[v].constant = std::move(t);
+  return v;
+}
+
+// Conv c (writing y) := Conv(X, W * s, B * s + t). False when its weights or bias are not
+// float32 constants, one row per output channel.
+bool FoldIntoConv(ir::Graph& g, int c, int y, const ChannelAffine& a, const std::string& suffix) {
+  const ir::Node& conv = g.nodes[c];
+  if (conv.inputs.size() < 2 || conv.outputs.size() != 1 || !IsFixedConstant(g, conv.inputs[1])) return false;
+  const Tensor w = *g.values[conv.inputs[1]].constant;  // shares the bytes; only read
+  const int64_t channels = static_cast<int64_t>(a.s.size());
+  if (w.kind() != Tensor::Kind::kTensor || w.dtype() != DType::kFloat32 || w.rank() < 1 ||
+      w.dim(0) != channels)
+    return false;
+  const bool has_bias = conv.inputs.size() > 2 && conv.inputs[2] >= 0;
+  const Tensor* b = has_bias ? ChannelParam(g, conv, 2, channels) : nullptr;
+  if (has_bias && !b) return false;
+  const int64_t per_channel = channels ? w.size() / channels : 0;
+  Tensor w2(DType::kFloat32, w.dims()), b2(DType::kFloat32, {channels});
+  for (int64_t o = 0; o < channels; ++o) {
+    const float* src = w.data<float>() + o * per_channel;
+    float* dst = w2.data<float>() + o * per_channel;
+    for (int64_t k = 0; k < per_channel; ++k) dst[k] = static_cast<float>(src[k] * a.s[o]);
+    double bias = b ? b->data<float>()[o] : 0.0;
+    b2.data<float>()[o] = static_cast<float>(bias * a.s[o] + a.t[o]);
+  }
+  const std::string b_name = has_bias ? g.values[conv.inputs[2]].name : g.values[y].name + "_bias";
+  const int x = conv.inputs[0];
+  const int wv = AddConstant(g, g.values[conv.inputs[1]].name, suffix, std::move(w2));
+  const int bv = AddConstant(g, b_name, suffix, std::move(b2));
+  g.nodes[c].inputs = {x, wv, bv};
+  return true;
+}
+
+// BatchNormalization n (inference) := the same with scale * s and bias * s + t.
+bool FoldIntoBatchNorm(ir::Graph& g, int n, const ChannelAffine& a, const std::string& suffix) {
+  const ir::Node& bn = g.nodes[n];
+  const int64_t channels = static_cast<int64_t>(a.s.size());
+  const Tensor* scale = ChannelParam(g, bn, 1, channels);
+  const Tensor* shift = ChannelParam(g, bn, 2, channels);
+  if (!scale || !shift) return false;
+  Tensor s2(DType::kFloat32, {channels}), t2(DType::kFloat32, {channels});
+  for (int64_t o = 0; o < channels; ++o) {
+    s2.data<float>()[o] = static_cast<float>(scale->data<float>()[o] * a.s[o]);
+    t2.data<float>()[o] = static_cast<float>(shift->data<float>()[o] * a.s[o] + a.t[o]);
+  }
+  const int sv = AddConstant(g, g.values[bn.inputs[1]].name, suffix, std::move(s2));
+  const int tv = AddConstant(g, g.values[bn.inputs[2]].name, suffix, std::move(t2));
+  g.nodes[n].inputs[1] = sv;
+  g.nodes[n].inputs[2] = tv;
+  return true;
+}
+
 bool FoldInGraph(ir::Graph& g, const ir::Model& m) {
   bool changed = false;
   for (auto& n : g.nodes)
@@ -97,56 +153,36 @@ bool FoldInGraph(ir::Graph& g, const ir::Model& m) {
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const ir::Node& op = g.nodes[i];
     if (op.inputs.empty() || op.outputs.size() != 1 || op.outputs[0] < 0) continue;
-    // y: the operand a Conv writes (the Conv of an earlier fold in this sweep writes it now).
+    // y: the operand a Conv or an inference BatchNormalization writes (the node of an earlier
+    // fold in this sweep writes it now).
     int y = -1;
-    for (int v : op.inputs)
-      if (v >= 0 && g.values[v].producer >= 0 && g.nodes[g.values[v].producer].op_type == "Conv") y = v;
-    if (y < 0) continue;
+    for (int v : op.inputs) {
+      const int p = v >= 0 ? g.values[v].producer : -1;
+      if (p >= 0 && IsDefaultDomain(g.nodes[p]) &&
+          (g.nodes[p].op_type == "Conv" ||
+           IsInferenceBatchNorm(g.nodes[p], m.OpsetFor(g.nodes[p].domain))))
+        y = v;
+    }
+    if (y < 0 || reads[y] != 1 || is_output[y]) continue;
     const int z = op.outputs[0];
     const int c = g.values[y].producer;
-    if (reads[y] != 1 || is_output[y]) continue;
-    const ir::Node& conv = g.nodes[c];
-    if (!IsDefaultDomain(conv) || conv.inputs.size() < 2 || conv.outputs.size() != 1 ||
-        !IsFixedConstant(g, conv.inputs[1]))
-      continue;
-    const Tensor w = *g.values[conv.inputs[1]].constant;  // shares the bytes; only read
-    if (w.kind() != Tensor::Kind::kTensor || w.dtype() != DType::kFloat32 || w.rank() < 1) continue;
     const ir::TypeInfo& zt = g.values[z].type;
     const ir::TypeInfo& yt = g.values[y].type;
-    if (zt.dtype != DType::kFloat32 || !zt.shape_known() || zt.dims.size() != w.rank() ||
-        !yt.shape_known() || yt.dims != zt.dims)
+    if (zt.dtype != DType::kFloat32 || !zt.shape_known() || zt.dims.size() < 2 || !yt.shape_known() ||
+        yt.dims != zt.dims)
       continue;
-    const int64_t channels = w.dim(0);
-    const bool has_bias = conv.inputs.size() > 2 && conv.inputs[2] >= 0;
-    const Tensor* b = has_bias ? ChannelParam(g, conv, 2, channels) : nullptr;
-    if (has_bias && !b) continue;
-    std::optional<ChannelAffine> a = AffineOf(g, m, op, y, channels, w.rank());
+    const int64_t channels = zt.dims[1];
+    std::optional<ChannelAffine> a = AffineOf(g, m, op, y, channels, zt.dims.size());
     if (!a) continue;
-
-    const int64_t per_channel = channels ? w.size() / channels : 0;
-    Tensor w2(DType::kFloat32, w.dims()), b2(DType::kFloat32, {channels});
-    for (int64_t o = 0; o < channels; ++o) {
-      const float* src = w.data<float>() + o * per_channel;
-      float* dst = w2.data<float>() + o * per_channel;
-      for (int64_t k = 0; k < per_channel; ++k) dst[k] = static_cast<float>(src[k] * a->s[o]);
-      double bias = b ? b->data<float>()[o] : 0.0;
-      b2.data<float>()[o] = static_cast<float>(bias * a->s[o] + a->t[o]);
-    }
     const std::string suffix = op.op_type == "BatchNormalization" ? "_bn" : "_affine";
-    std::string w_name = g.values[conv.inputs[1]].name + suffix;
-    std::string b_name = (has_bias ? g.values[conv.inputs[2]].name : g.values[y].name + "_bias") + suffix;
-    int x = conv.inputs[0];
-    int wv = g.AddValue(UniqueValueName(g, w_name), ir::TypeInfo::Tensor(DType::kFloat32, w2.dims()));
-    g.values[wv].constant = std::move(w2);
-    int bv = g.AddValue(UniqueValueName(g, b_name), ir::TypeInfo::Tensor(DType::kFloat32, {channels}));
-    g.values[bv].constant = std::move(b2);
-    ir::Node& out = g.nodes[c];  // the Conv keeps its name and attributes, and now writes z
-    out.inputs = {x, wv, bv};
-    out.outputs[0] = z;
-    g.values[z].producer = c;
-    g.values[y].producer = -1;
-    keep[i] = 0;
-    changed = true;
+    if (g.nodes[c].op_type == "Conv" ? FoldIntoConv(g, c, y, *a, suffix)
+                                     : FoldIntoBatchNorm(g, c, *a, suffix)) {
+      g.nodes[c].outputs[0] = z;  // the node keeps its name and attributes, and now writes z
+      g.values[z].producer = c;
+      g.values[y].producer = -1;
+      keep[i] = 0;
+      changed = true;
+    }
   }
   CompactNodes(g, keep);
   return changed;
