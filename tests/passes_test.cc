@@ -259,7 +259,7 @@ TEST(PassRegistry, ListsThePassesInOrder) {
   std::vector<std::string> want = {"eliminate-dead-nodes", "fold-constants",
                                    "eliminate-identities", "eliminate-common-subexpressions",
                                    "cancel-transposes", "fold-batchnorm", "fuse-conv-activation",
-                                   "fuse-matmul-add"};
+                                   "fuse-channel-shuffle", "fuse-matmul-add"};
   EXPECT_EQ(names, want);
 }
 
@@ -700,6 +700,66 @@ TEST(FoldBatchNorm, StopsAtSpatialConstantsAndConstantMinusConv) {
   EXPECT_EQ(CountOps(*m2.graph, "Sub"), 1);
   EXPECT_EQ(CountOps(*m2.graph, "Mul"), 0);
   EXPECT_EQ(CountOps(*m2.graph, "Add"), 0);
+}
+
+TEST(FoldBatchNorm, FoldsMulAddIntoABatchNormAfterAnotherOp) {
+  // DenseNet's pre-activation: Neg (any op) -> BatchNorm -> Mul -> Add -> Relu: one BatchNorm.
+  Builder b(15);
+  b.In("X", {1, 3, 4, 5});
+  InitFloats(b.g, "scale", {3}, {1.5f, 0.5f, -2.0f});
+  InitFloats(b.g, "shift", {3}, {0.25f, -1.0f, 0.0f});
+  InitFloats(b.g, "mean", {3}, {0.1f, 0.2f, -0.3f});
+  InitFloats(b.g, "var", {3}, {0.5f, 2.0f, 1.0f});
+  InitFloats(b.g, "sc", {3, 1, 1}, {2.0f, -0.5f, 0.75f});
+  InitFloats(b.g, "sh", {1, 3, 1, 1}, {0.5f, -0.25f, 1.0f});
+  AddNode(b.g, "Neg", {"X"}, {"n"}, "neg");
+  AddNode(b.g, "BatchNormalization", {"n", "scale", "shift", "mean", "var"}, {"bn"}, "bn1");
+  AddNode(b.g, "Mul", {"bn", "sc"}, {"m"}, "scale_mul");
+  AddNode(b.g, "Add", {"m", "sh"}, {"a"}, "shift_add");
+  AddNode(b.g, "Relu", {"a"}, {"y"}, "relu");
+  b.Out("y");
+  ir::Model m = CheckPass(b.m, "fold-batchnorm", true);
+  EXPECT_EQ(CountOps(*m.graph, "BatchNormalization"), 1);
+  EXPECT_EQ(CountOps(*m.graph, "Mul") + CountOps(*m.graph, "Add"), 0);
+  EXPECT_EQ(m.graph->nodes.size(), 3u);
+}
+
+// ---- fuse-channel-shuffle -------------------------------------------------------------------
+
+// ShuffleNet's channel shuffle of x [1, 6, 3, 4] in `groups` groups, as exporters write it, then
+// a Neg. `perm`: the Transpose's permutation; `mid_is_output`: the transposed value is also a
+// graph output.
+onnx::ModelProto ShuffleModel(int64_t groups, std::vector<int64_t> perm, bool mid_is_output) {
+  Builder b;
+  b.In("x", {1, 6, 3, 4});
+  InitInts(b.g, "split", {5}, {1, groups, 6 / groups, 3, 4});
+  InitInts(b.g, "merge", {4}, {1, 6, 3, 4});
+  AddNode(b.g, "Reshape", {"x", "split"}, {"r"}, "split");
+  AttrInts(AddNode(b.g, "Transpose", {"r"}, {"t"}, "swap"), "perm", perm);
+  AddNode(b.g, "Reshape", {"t", "merge"}, {"s"}, "merge");
+  AddNode(b.g, "Neg", {"s"}, {"y"}, "neg");
+  b.Out("y");
+  if (mid_is_output) *b.g->add_output() = Info("t", {1, 6 / groups, groups, 3, 4});
+  return b.m;
+}
+
+TEST(FuseChannelShuffle, MakesOneChannelShuffleNode) {
+  for (int64_t groups : {2, 3}) {
+    ir::Model m = CheckPass(ShuffleModel(groups, {0, 2, 1, 3, 4}, false), "fuse-channel-shuffle", true);
+    const ir::Graph& g = *m.graph;
+    ASSERT_EQ(g.nodes.size(), 2u);
+    EXPECT_EQ(g.nodes[0].op_type, "ChannelShuffle");
+    EXPECT_EQ(g.nodes[0].domain, "com.kiln");
+    EXPECT_EQ(g.nodes[0].name, "merge");
+    EXPECT_EQ(g.nodes[0].attr_int("group", 0), groups);
+    EXPECT_EQ(m.OpsetFor("com.kiln"), 1);
+  }
+}
+
+TEST(FuseChannelShuffle, LeavesOtherPermutationsAndSharedValues) {
+  CheckPass(ShuffleModel(2, {0, 1, 2, 4, 3}, false), "fuse-channel-shuffle", false);
+  CheckPass(ShuffleModel(2, {0, 2, 1, 3, 4}, true), "fuse-channel-shuffle", false);
+  CheckPass(ShuffleModel(1, {0, 2, 1, 3, 4}, false), "fuse-channel-shuffle", false);  // one group
 }
 
 // ---- fuse-matmul-add -----------------------------------------------------------------------

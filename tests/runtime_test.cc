@@ -260,6 +260,22 @@ onnx::ModelProto ConvChainModel() {
   init("w9", {16, 32, 3, 3});
   ints(node("Conv", {"se", "w9"}, "sez"), "pads", {1, 1, 1, 1});
   g->add_output()->set_name("sez");
+  // ShuffleNet's channel shuffle of r1 (one com.kiln ChannelShuffle after the host passes,
+  // channels-last through), then a conv.
+  for (auto [name, dims] : {std::pair<const char*, std::vector<int64_t>>{"split", {1, 4, 8, 9, 7}},
+                            {"merge", {1, 32, 9, 7}}}) {
+    auto* t = g->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::INT64);
+    t->add_dims(static_cast<int64_t>(dims.size()));
+    for (int64_t d : dims) t->add_int64_data(d);
+  }
+  node("Reshape", {"r1", "split"}, "sh1");
+  ints(node("Transpose", {"sh1"}, "sh2"), "perm", {0, 2, 1, 3, 4});
+  node("Reshape", {"sh2", "merge"}, "sh");
+  init("w13", {16, 32, 1, 1});
+  node("Conv", {"sh", "w13"}, "shz");
+  g->add_output()->set_name("shz");
   return m;
 }
 
@@ -279,19 +295,19 @@ TEST(Executor, ChannelsLastConvChainsMatchTheOnnxLayout) {
     ASSERT_TRUE(exec.ok()) << exec.status().message();
     // Channels-last (after fusion): r1 (read by two convs and a pool), r2 (read by a conv, the
     // GlobalAveragePool and the scale), cs (the residual Z), p2 and p3 (pools between convs), se
-    // (the scaled r2), c7, c8 and cat2; r3 not (the MaxPool reading it writes a graph output),
+    // (the scaled r2), c7, c8, cat2 and sh (the shuffled r1); r3 not (the MaxPool reading it writes a graph output),
     // the outputs never, nor c5 and c6 (cat_out is an output), so neither cat.
     if (o.channels_last)
       EXPECT_EQ((*exec)->channels_last_values(),
-                ops::DnnlAvailable() && ops::BestIsa() == ops::Isa::kAvx512 ? 9 : 0);
+                ops::DnnlAvailable() && ops::BestIsa() == ops::Isa::kAvx512 ? 10 : 0);
     std::vector<Tensor> out;
     ASSERT_TRUE((*exec)->Run({x}, &out).ok());
-    ASSERT_EQ(out.size(), 7u);
+    ASSERT_EQ(out.size(), 8u);
     if (config == 0) {
       want = out;
       continue;
     }
-    for (size_t k = 0; k < 7; ++k) {
+    for (size_t k = 0; k < 8; ++k) {
       ASSERT_EQ(out[k].dims(), want[k].dims());
       double num = 0, den = 0;
       for (int64_t i = 0; i < want[k].size(); ++i) {

@@ -7,6 +7,7 @@
 
 #include "ops/conv_dnnl.h"
 #include "ops/cpu_isa.h"
+#include "ops/op.h"
 #include "ops/pool_dnnl.h"
 #include "ops/scratch.h"
 
@@ -109,10 +110,14 @@ bool CanRunChannelsLast(const ir::Node& node, const ir::Graph& g, int input) {
     const ir::TypeInfo& x = g.values[node.inputs[0]].type;
     return x.dtype == DType::kFloat32 && x.shape_known() && x.dims.size() == 4;
   }
+  if (node.domain == kKilnDomain && node.op_type == "ChannelShuffle")
+    return (input == 0 || input == kChannelsLastOutput) && node.inputs.size() == 1 &&
+           node.inputs[0] >= 0 && ChannelsLastable(g.values[node.inputs[0]].type);
   return ConvCanRunChannelsLast(node, g, input);
 }
 
 bool ChannelsLastLinked(const ir::Node& node, const ir::Graph& g, int input) {
+  if (node.domain == kKilnDomain && node.op_type == "ChannelShuffle") return input == 0;
   if (!IsOnnx(node)) return false;
   if (node.op_type == "Concat") return true;
   if (node.op_type == "MaxPool" || node.op_type == "AveragePool") return input == 0;
@@ -141,6 +146,32 @@ void ChannelsLastGlobalAverage(const float* x, float* y, int64_t N, int64_t C, i
       for (int64_t c = 0; c < C; ++c) yn[c] += xr[c];
     }
     for (int64_t c = 0; c < C; ++c) yn[c] /= static_cast<float>(HW);
+  }
+}
+
+namespace {
+
+// One pixel's channels: y walks forward (i, then the group j), x's g rows are read in step.
+template <int kGroup>
+void ShufflePixels(const float* x, float* y, int64_t C, int64_t group, int64_t HW) {
+  const int64_t g = kGroup > 0 ? kGroup : group, per_group = C / g;
+  for (int64_t p = 0; p < HW; ++p) {
+    const float* xr = x + p * C;
+    float* yr = y + p * C;
+    for (int64_t i = 0; i < per_group; ++i)
+      for (int64_t j = 0; j < g; ++j) yr[i * g + j] = xr[j * per_group + i];
+  }
+}
+
+}  // namespace
+
+void ChannelsLastShuffle(const float* x, float* y, int64_t C, int64_t group, int64_t HW) {
+  switch (group) {  // the groups ShuffleNets use, unrolled
+    case 2: return ShufflePixels<2>(x, y, C, group, HW);
+    case 3: return ShufflePixels<3>(x, y, C, group, HW);
+    case 4: return ShufflePixels<4>(x, y, C, group, HW);
+    case 8: return ShufflePixels<8>(x, y, C, group, HW);
+    default: return ShufflePixels<0>(x, y, C, group, HW);
   }
 }
 

@@ -21,7 +21,8 @@ inline constexpr int kChannelsLastOutput = -1;
 // kChannelsLastOutput) channels-last: a float32 2-D Conv or FusedConv (input 0 = X or 3 = Z)
 // that oneDNN runs; a channel Concat with N = 1 (ChannelsLastConcat); a 2-D MaxPool /
 // AveragePool oneDNN runs (ops/pool_dnnl.h); a channel-scale Mul and the input of a
-// GlobalAveragePool (ChannelsLastScale / ChannelsLastGlobalAverage); an inference
+// GlobalAveragePool (ChannelsLastScale / ChannelsLastGlobalAverage); a com.kiln ChannelShuffle;
+// an inference
 // BatchNormalization (a per-channel affine map); element-wise ops whose data inputs all have the
 // output's dims (Relu, Clip, Sigmoid, ...; Add, Sum, Mul, ...), which do not care about the
 // layout. Only on AVX-512 (oneDNN's fast kernels for the layout).
@@ -40,6 +41,8 @@ void ChannelsLastScale(const float* x, const float* s, float* y, int64_t N, int6
 void ChannelsLastGlobalAverage(const float* x, float* y, int64_t N, int64_t C, int64_t HW);
 // y = the channel Concat (N = 1) of inputs k of channels[k] channels, all channels-last. Inputs
 // the plan put in their NCHW places inside y (Concat in place) are read from a copy.
+// y = ChannelShuffle(x) {group} (ops/shape_ops.cc), both channels-last with HW pixels.
+void ChannelsLastShuffle(const float* x, float* y, int64_t C, int64_t group, int64_t HW);
 void ChannelsLastConcat(const std::vector<const float*>& inputs,
                         const std::vector<int64_t>& channels, float* y, int64_t HW);
 

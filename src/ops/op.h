@@ -21,6 +21,9 @@
 
 namespace kiln::ops {
 
+// The domain of kiln's own ops, which only its passes write (ChannelShuffle).
+inline constexpr char kKilnDomain[] = "com.kiln";
+
 // Runs If/Loop/Scan bodies. Body inputs are bound in order; captured outer values are resolved by
 // the runner from the enclosing frame.
 class SubgraphRunner {

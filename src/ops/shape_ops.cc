@@ -620,6 +620,41 @@ Status ComputeSpaceToDepth(ComputeContext& ctx) {
   return OkStatus();
 }
 
+// ---- ChannelShuffle (com.kiln) ---------------------------------------------------------------
+// ShuffleNet's channel shuffle, which exporters write as Reshape [N, g, C/g, ...] -> Transpose
+// (swap those two) -> Reshape back and passes/fuse_channel_shuffle makes one node of:
+// y[n, i * g + j, ...] = x[n, j * (C / g) + i, ...]  for i < C / g, j < g (attribute `group`).
+// One node so that the host keeps the tensor channels-last through it (a per-pixel permutation).
+
+Status InferChannelShuffle(InferContext& ctx) {
+  DType dt = ctx.input_dtype(0);
+  KILN_RETURN_IF_ERROR(CheckMovable(ctx, dt));
+  const Dims& in = ctx.input_dims(0);
+  if (in.size() < 2) return ctx.error("input must have at least 2 dims (N, C, ...)");
+  const int64_t g = ctx.node().attr_int("group", 0);
+  if (g <= 0 || in[1] < 0 || in[1] % g != 0)
+    return ctx.error("group must be positive and divide the channels");
+  ctx.set_output(0, dt, in);
+  return OkStatus();
+}
+
+Status ComputeChannelShuffle(ComputeContext& ctx) {
+  const Tensor& in = ctx.input(0);
+  const int64_t g = ctx.node().attr_int("group", 1), channels = in.dim(1);
+  if (ctx.input_channels_last(0)) {  // [N, H, W, C] (ops/channels_last.h): float32, N = 1
+    ChannelsLastShuffle(in.data<float>(), ctx.output(0).data<float>(), channels, g,
+                        in.size() / channels);
+    return OkStatus();
+  }
+  Dims view = {in.dim(0), g, channels / g}, perm = {0, 2, 1};
+  for (int64_t k = 2; k < in.rank(); ++k) {
+    view.push_back(in.dim(k));
+    perm.push_back(k + 1);
+  }
+  PermutedCopy(in, view, perm, ctx.output(0));
+  return OkStatus();
+}
+
 // ---- ConstantOfShape, Range, EyeLike, Trilu -------------------------------------------------
 
 Status InferConstantOfShape(InferContext& ctx) {
@@ -790,6 +825,7 @@ void RegisterShapeOps(OpRegistry& r) {
              ComputeDepthToSpace);
   r.Register("SpaceToDepth", [](InferContext& c) { return InferDepthSpace(c, false); },
              ComputeSpaceToDepth);
+  r.Register("ChannelShuffle", InferChannelShuffle, ComputeChannelShuffle, kKilnDomain);
   r.Register("ConstantOfShape", InferConstantOfShape, ComputeConstantOfShape);
   r.Register("Range", InferRange, ComputeRange);
   r.Register("EyeLike", InferEyeLike, ComputeEyeLike);

@@ -5,6 +5,7 @@
 #include "passes/eliminate_identities.h"
 #include "passes/fold_batchnorm.h"
 #include "passes/fold_constants.h"
+#include "passes/fuse_channel_shuffle.h"
 #include "passes/fuse_conv_activation.h"
 #include "passes/fuse_matmul_add.h"
 #include "passes/pipeline.h"
@@ -34,6 +35,9 @@ const std::vector<PassInfo>& RegisteredPasses() {
       {"fuse-conv-activation",
        "fuse Conv + residual Add + Relu / LeakyRelu / Clip / SiLU into one FusedConv",
        FuseConvActivation, /*exact=*/false},
+      {"fuse-channel-shuffle",
+       "turn the Reshape -> Transpose -> Reshape of a channel shuffle into one com.kiln ChannelShuffle",
+       FuseChannelShuffle},
       {"fuse-matmul-add", "turn MatMul(A, B) + bias with 2-D A and constant B, bias into Gemm",
        FuseMatMulAdd, /*exact=*/false},
   };

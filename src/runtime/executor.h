@@ -28,8 +28,9 @@ struct ExecutorOptions {
   std::vector<std::string> dump_ir_after;  // print the IR to stderr after these passes ("all")
   long planner_steps = 0;           // > 0: deterministic planner search (PlanOptions::max_steps)
   // Last, what makes the host fastest (ONNX Runtime's session-time rewrites): fold-constants
-  // whatever the results' size, fold-batchnorm, fuse-conv-activation (one kernel where there
-  // were two or three, fewer intermediates). The last two round differently (a few ulp).
+  // whatever the results' size, fold-batchnorm, fuse-channel-shuffle (one node the executor
+  // keeps channels-last), fuse-conv-activation (one kernel where there were two or three, fewer
+  // intermediates). fold-batchnorm and fuse-conv-activation round differently (a few ulp).
   bool host_passes = true;
   // Channels-last activations between the convolutions that take them (ops/channels_last.h).
   bool channels_last = true;

@@ -246,6 +246,23 @@ Status EmitMove(NodeContext& ctx) {
   return OkStatus();
 }
 
+// com.kiln ChannelShuffle (ops/shape_ops.cc): one plane copy per channel (its element map is not
+// affine in the output's dims, so EmitMove would write it as a table as large as the tensor).
+Status EmitChannelShuffle(NodeContext& ctx) {
+  const Dims& d = ctx.input_dims(0);
+  const int64_t g = ctx.node().attr_int("group", 1), c = d[1], per_group = c / g;
+  const int64_t planes = d[0], plane = NumElements(d) / std::max<int64_t>(1, planes * c);
+  if (NumElements(d) == 0) return OkStatus();
+  const std::string P = std::to_string(plane), C = std::to_string(c), G = std::to_string(g),
+                    Cg = std::to_string(per_group);
+  ctx.Line("for (size_t n = 0; n < " + std::to_string(planes) + "; ++n)");
+  ctx.Line("  for (size_t i = 0; i < " + Cg + "; ++i)");
+  ctx.Line("    for (size_t j = 0; j < " + G + "; ++j)");
+  ctx.Line("      memcpy(out0 + (n * " + C + " + i * " + G + " + j) * " + P + ", in0 + (n * " + C + " + j * " +
+           Cg + " + i) * " + P + ", " + ByteCount(ctx.input_dtype(0), plane) + ");");
+  return OkStatus();
+}
+
 // Gather with indices known only at run time (embedding lookups): bounds-checked.
 Status EmitGather(NodeContext& ctx) {
   if (ctx.input_constant(1)) return EmitMove(ctx);
@@ -292,6 +309,7 @@ void RegisterShapeEmitters(EmitterRegistry& r) {
   for (const char* op : {"Transpose", "Slice", "Expand", "Tile", "DepthToSpace", "SpaceToDepth", "Pad",
                          "CenterCropPad", "Compress", "GatherElements", "GatherND"})
     r.Register(op, EmitMove);
+  r.Register("ChannelShuffle", EmitChannelShuffle, ops::kKilnDomain);
   r.Register("Gather", EmitGather);
   r.Register("ConstantOfShape", EmitConstantOfShape);
 }
