@@ -171,7 +171,8 @@ TEST(PackedGemm, AutoIsTheBestRunnable) {
 // op(B)), the M = 1 GEMV path included.
 TEST(GemmUsers, ConvGemmAndGemmF32F64) {
   std::mt19937 rng(4);
-  for (auto [M, N, K] : {std::array<int64_t, 3>{1, 77, 33}, {1, 5, 300}, {9, 70, 19}, {24, 196, 1}}) {
+  for (auto [M, N, K] : {std::array<int64_t, 3>{1, 77, 33}, {1, 5, 300}, {1, 9, 1037}, {1, 6, 15},
+                        {9, 70, 19}, {24, 196, 1}}) {
     for (int mode = 0; mode < 4; ++mode) {
       const bool ta = mode & 1, tb = mode & 2;
       auto A = Random<float>(static_cast<size_t>(M * K), rng);

@@ -1,5 +1,8 @@
 #include "ir/tensor.h"
 
+#include <sys/mman.h>
+
+#include <cstdlib>
 #include <cstring>
 #include <new>
 
@@ -24,6 +27,11 @@ std::string DimsToString(const Dims& dims) {
   return s + "]";
 }
 
+namespace {
+constexpr size_t kHugePage = size_t{2} << 20;
+constexpr size_t kHugeTensorBytes = size_t{16} << 20;
+}  // namespace
+
 Tensor::Tensor(DType dtype, Dims dims) : dtype_(dtype), dims_(std::move(dims)) {
   // Dims from a malformed file can overflow the element count: refuse like a failed allocation.
   int64_t count = 1;
@@ -32,6 +40,20 @@ Tensor::Tensor(DType dtype, Dims dims) : dtype_(dtype), dims_(std::move(dims)) {
     count *= d;
   }
   size_t n = nbytes();
+  if (n >= kHugeTensorBytes) {
+    // Large tensors (a fully connected layer's weights) on 2 MB pages where the kernel allows:
+    // streaming them then takes a TLB miss per 2 MB rather than per 4 KB.
+    void* p = nullptr;
+    if (posix_memalign(&p, kHugePage, n) != 0) throw std::bad_alloc();
+#ifdef MADV_HUGEPAGE
+    madvise(p, n, MADV_HUGEPAGE);
+#endif
+    std::memset(p, 0, n);
+    auto buf = std::shared_ptr<uint8_t>(static_cast<uint8_t*>(p), [](uint8_t* q) { std::free(q); });
+    data_ = buf.get();
+    keep_alive_ = std::shared_ptr<const void>(buf, buf.get());
+    return;
+  }
   // Always allocate at least 16 bytes so empty tensors have a valid, aligned pointer.
   auto buf = std::shared_ptr<uint8_t[]>(new (std::align_val_t(64)) uint8_t[n < 16 ? 16 : n](),
                                         [](uint8_t* p) { operator delete[](p, std::align_val_t(64)); });
