@@ -384,6 +384,12 @@ Status EmitPRelu(NodeContext& ctx) {
 
 }  // namespace
 
+Expected<std::string> UnaryExpr(NodeContext& ctx, DType t, const std::string& x) {
+  auto it = UnaryOps().find(ctx.node().op_type);
+  if (it == UnaryOps().end()) return ctx.error("is not a unary element-wise op");
+  return it->second(ctx, t, {x});
+}
+
 void RegisterElementwiseEmitters(EmitterRegistry& r) {
   RegisterMaps(r);
   r.Register("Pow", EmitPow);
