@@ -4,6 +4,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "codegen/c/c_backend.h"
+#include "codegen/cuda/cuda_backend.h"
 #include "frontend/model_loader.h"
 #include "support/file_io.h"
 
@@ -11,7 +12,8 @@ namespace kiln::cli {
 namespace {
 
 struct CompileCliOptions {
-  std::string model, weights, target, name, out, params_section, planner = "default", bundle, pipeline;
+  std::string model, weights, target, name, out, params_section, planner = "default", bundle, pipeline,
+      precision = "fp32";
   std::vector<std::string> shapes, dump_ir_after;
 };
 
@@ -33,8 +35,30 @@ int CompileMain(const CompileCliOptions& o, const std::string& command_line) {
     Status st = WriteFile((std::filesystem::path(o.out) / (o.name + ".kiln")).string(), *bytes);
     return st.ok() ? 0 : Fail(st);
   }
+  if (o.target != "cuda" && o.precision != "fp32") return Fail(Error("--precision goes with --target cuda"));
   auto model = LoadAnyModel(o.model, o.weights);
   if (!model.ok()) return Fail(model.status());
+  if (o.target == "cuda") {  // DIR/NAME.cu, DIR/NAME.h (DESIGN.md 2.5)
+    if (!o.bundle.empty()) return Fail(Error("--bundle goes with --target c"));
+    codegen::cuda::CompileOptions cu;
+    cu.name = o.name;
+    cu.command_line = command_line;
+    cu.kiln_version = kKilnVersion;
+    cu.shapes = *shapes;
+    cu.passes = pipeline->passes;
+    cu.dump_ir_after = o.dump_ir_after;
+    cu.precision = o.precision == "fp16" ? codegen::cuda::Precision::kFloat16 : codegen::cuda::Precision::kFloat32;
+    auto compiled = codegen::cuda::CompileToCuda(std::move(*model), cu);
+    if (!compiled.ok()) return Fail(Error(o.model + ": " + compiled.status().message()));
+    std::error_code ec;
+    std::filesystem::create_directories(o.out, ec);
+    if (ec) return Fail(Error(o.out + ": cannot create the folder: " + ec.message()));
+    for (const auto& f : compiled->files) {
+      Status st = WriteFile((std::filesystem::path(o.out) / f.name).string(), f.text);
+      if (!st.ok()) return Fail(st);
+    }
+    return 0;
+  }
   codegen::c::CompileOptions co;
   co.name = o.name;
   co.params_section = o.params_section;
@@ -66,13 +90,15 @@ void AddCompileCommand(CLI::App& app, int& rc, const std::string& command_line) 
   auto* c = app.add_subcommand("compile", "emit a model as code for another target");
   auto o = std::make_shared<CompileCliOptions>();
   c->add_option("MODEL", o->model, "model file (.onnx, .json, .kiln or .bpte)")->required();
-  c->add_option("--target", o->target, "what to emit: c (DESIGN.md 2.4), program (DIR/NAME.kiln)")
+  c->add_option("--target", o->target, "what to emit: c (DESIGN.md 2.4), cuda (2.5), program (DIR/NAME.kiln)")
       ->required()
-      ->check(CLI::IsMember({"c", "program"}));
+      ->check(CLI::IsMember({"c", "cuda", "program"}));
   c->add_option("--name", o->name, "model name used in file and symbol names (a C identifier)")->required();
   c->add_option("--out", o->out, "output folder")->required();
   c->add_option("--weights", o->weights, "safetensors weights for a .json model");
   c->add_option("--shape", o->shapes, "fix an input's dims: NAME=D0,D1,...");
+  c->add_option("--precision", o->precision, "with --target cuda: fp32, or fp16 (matrix and filter weights stored as half, float arithmetic)")
+      ->check(CLI::IsMember({"fp32", "fp16"}));
   c->add_option("--params-section", o->params_section, "linker section for the parameter arrays");
   c->add_option("--planner", o->planner, "memory planner for the workspace");
   c->add_option("--pipeline", o->pipeline, "passes and planner from a pipeline file (kiln tune writes one)");

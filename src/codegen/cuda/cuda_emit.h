@@ -1,0 +1,92 @@
+// The interface between the CUDA backend and its node emitters (cuda_ops.cc).
+//
+// An emitter writes straight-line per-sample code for one node into the body of the sample
+// function. It reads elements through In() (a slot register, a weight load or a constant formula)
+// and writes through Out(); every index it passes is a C expression over loop variables whose
+// trip counts are compile-time constants, so after unrolling every slot index is a constant.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "support/status.h"
+
+namespace kiln::codegen::cuda {
+
+// Where a value's elements come from in the sample function.
+struct Loc {
+  enum class Kind { kSlot, kWeight, kSplat, kArithmetic };
+  Kind kind = Kind::kSlot;
+  std::string slot;    // kSlot: the array name
+  int64_t offset = 0;  // kSlot / kWeight: element offset
+  double start = 0, step = 0;
+  bool half = false;   // kWeight: stored as IEEE half (offset counts halves), else float
+};
+
+class EmitContext {
+ public:
+  EmitContext(const ir::Graph& g, const ir::Node& n, int64_t opset, std::function<Expected<Loc>(int value)> locate)
+      : graph_(g), node_(n), opset_(opset), locate_(std::move(locate)) {}
+
+  const ir::Graph& graph() const { return graph_; }
+  const ir::Node& node() const { return node_; }
+  int64_t opset() const { return opset_; }
+  int num_inputs() const { return static_cast<int>(node_.inputs.size()); }
+  bool has_input(int i) const { return i >= 0 && i < num_inputs() && node_.inputs[i] >= 0; }
+  bool has_output(int i) const { return i >= 0 && i < static_cast<int>(node_.outputs.size()) && node_.outputs[i] >= 0; }
+  const Dims& input_dims(int i) const { return graph_.values[node_.inputs[i]].type.dims; }
+  const Dims& output_dims(int i) const { return graph_.values[node_.outputs[i]].type.dims; }
+  // The input's data when it is a compile-time constant; nullptr otherwise.
+  const Tensor* input_constant(int i) const {
+    return has_input(i) && graph_.values[node_.inputs[i]].constant ? &*graph_.values[node_.inputs[i]].constant : nullptr;
+  }
+
+  // Element `idx` of input i as a float expression, and element `idx` of output i as an lvalue.
+  Expected<std::string> In(int i, const std::string& idx);
+  Expected<std::string> Out(int i, const std::string& idx);
+  Expected<Loc> InLoc(int i) { return locate_(node_.inputs[i]); }
+  Expected<Loc> OutLoc(int i) { return locate_(node_.outputs[i]); }
+  // Four consecutive weight elements from `idx` (a multiple of 4) as a kiln_f4, or "" when input
+  // i is not a dense weight whose offset allows 16-byte (float) / 8-byte (half) loads.
+  Expected<std::string> In4(int i, const std::string& idx);
+
+  void Line(const std::string& text) { body_ += std::string(2 * depth_ + 2, ' ') + text + "\n"; }
+  // `for (int v = 0; v < n; ++v) {` preceded by the unroll pragma; Close() ends it.
+  void For(const std::string& v, int64_t n, int64_t from = 0, int64_t step = 1);
+  void Open(const std::string& text) { Line(text + " {"); ++depth_; }
+  void Close() { --depth_; Line("}"); }
+  // Loops over every element of dims (size-1 axes get the index "0"); body gets the indices.
+  void Nest(const Dims& dims, const std::function<void(const std::vector<std::string>&)>& body);
+  // Fully unrolled loops unless the node does more than this many inner iterations (then nvcc
+  // keeps the loops, and slots indexed by loop variables live in local memory).
+  void SetWork(int64_t inner_iterations) { unroll_ = inner_iterations <= kUnrollLimit; }
+  bool unrolled() const { return unroll_; }
+  std::string Temp() { return "t" + std::to_string(temps_++); }
+  std::string Var() { return "k" + std::to_string(vars_++); }
+
+  Status error(const std::string& msg) const { return Error(msg); }
+  const std::string& body() const { return body_; }
+
+  static constexpr int64_t kUnrollLimit = 16384;
+
+ private:
+  const ir::Graph& graph_;
+  const ir::Node& node_;
+  int64_t opset_;
+  std::function<Expected<Loc>(int)> locate_;
+  std::string body_;
+  int depth_ = 0, temps_ = 0, vars_ = 0;
+  bool unroll_ = true;
+};
+
+using EmitFn = std::function<Status(EmitContext&)>;
+// The emitter for an op of the default ONNX domain, or nullptr.
+const EmitFn* FindEmitter(const std::string& domain, const std::string& op_type);
+
+// "i0 * 12 + i1 * 4 + 3": indices "0" and zero strides left out; "0" when nothing is left.
+std::string Flat(const std::vector<std::string>& idx, const std::vector<int64_t>& strides, int64_t base = 0);
+
+}  // namespace kiln::codegen::cuda
