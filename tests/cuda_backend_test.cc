@@ -1,0 +1,359 @@
+// The CUDA backend (--target cuda, scalar path) from the outside. Without a GPU the generated
+// NAME.cu is checked two ways: compiled as host C++ (-DKILN_CUDA_HOST_CHECK) and driven sample by
+// sample against the host executor (`kiln run` on the whole batch), and compiled by nvcc for
+// sm_90 and a PTX target, with ptxas's register and spill counts parsed and printed.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <iostream>
+#include <regex>
+
+#include "cli_fixture.h"
+#include "frontend/npy.h"
+#include "onnx/onnx_pb.h"
+#include "test_models.h"
+
+namespace kiln {
+namespace {
+
+std::string Models() { return std::string(KILN_SOURCE_DIR) + "/models/"; }
+std::string NodeTests() { return std::string(KILN_SOURCE_DIR) + "/../shared/conformance/onnx-node/"; }
+
+std::pair<int, std::string> Sh(const std::string& cmd) {
+  std::string out;
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+  int st = pclose(p);
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+}
+
+std::string Upper(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// Deterministic inputs in [-1.5, 1.5).
+Tensor Ramp(Dims dims, int seed) {
+  Tensor t(DType::kFloat32, dims);
+  for (int64_t i = 0; i < t.size(); ++i)
+    t.data<float>()[i] = static_cast<float>(((i + 1) * (37 + 2 * seed) + seed * 11) % 97) / 32.0f - 1.5f;
+  return t;
+}
+
+double RelL2(const float* got, const float* want, int64_t n) {
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    num += (static_cast<double>(got[i]) - want[i]) * (static_cast<double>(got[i]) - want[i]);
+    den += static_cast<double>(want[i]) * want[i];
+  }
+  return den == 0 ? std::sqrt(num) : std::sqrt(num / den);
+}
+
+struct Input {
+  std::string name;
+  Tensor batch;  // the leading dim is the sample count
+};
+
+struct PtxasReport {
+  int registers = -1, spill_stores = -1, spill_loads = -1;
+};
+
+class CudaBackendTest : public CliTest {
+ protected:
+  // kiln compile --target cuda into gen/NAME.
+  void Compile(const std::string& model, const std::string& name, const std::string& extra = "") {
+    Result r = RunKiln("compile " + model + " --target cuda --name " + name + " --out " + file("gen_" + name) + " " + extra);
+    ASSERT_EQ(r.code, 0) << r.err;
+  }
+
+  // Builds NAME.cu as host C++ with a driver that runs every sample through the per-sample
+  // function, runs the host executor on the same batch, and compares each output.
+  void HostCheck(const std::string& model, const std::string& name, const std::vector<Input>& inputs,
+                 int num_outputs, double tol, const std::string& extra = "") {
+    Compile(model, name, extra);
+    if (HasFatalFailure()) return;
+    int64_t K = inputs[0].batch.dims()[0];
+    std::string u = Upper(name), gen = file("gen_" + name);
+    std::string drv = "#include \"" + name + ".cu\"\n#include <cstdio>\n#include <cstdlib>\n#include <vector>\n"
+                      "static void io(const char *path, std::vector<float> &v, bool read) {\n"
+                      "  FILE *f = fopen(path, read ? \"rb\" : \"wb\");\n  if (!f) exit(2);\n"
+                      "  size_t n = read ? fread(v.data(), 4, v.size(), f) : fwrite(v.data(), 4, v.size(), f);\n"
+                      "  fclose(f);\n  if (n != v.size()) exit(3);\n}\n"
+                      "int main(int argc, char **argv) {\n  (void)argc;\n  const long K = atol(argv[1]);\n";
+    std::string call = "kiln_" + name + "_sample(kiln_" + name + "_weights";
+    for (size_t k = 0; k < inputs.size(); ++k) {
+      std::string v = "in" + std::to_string(k);
+      drv += "  std::vector<float> " + v + "(K * KILN_" + u + "_INPUT" + std::to_string(k) + "_ELEMENTS);\n";
+      drv += "  io(argv[" + std::to_string(2 + k) + "], " + v + ", true);\n";
+      call += ", " + v + ".data()";
+    }
+    for (int k = 0; k < num_outputs; ++k) {
+      drv += "  std::vector<float> out" + std::to_string(k) + "(K * KILN_" + u + "_OUTPUT" + std::to_string(k) + "_ELEMENTS);\n";
+      call += ", out" + std::to_string(k) + ".data()";
+    }
+    drv += "  for (long i = 0; i < K; ++i) " + call + ", i);\n";
+    for (int k = 0; k < num_outputs; ++k)
+      drv += "  io(argv[" + std::to_string(2 + inputs.size() + k) + "], out" + std::to_string(k) + ", false);\n";
+    drv += "  return 0;\n}\n";
+    Write("drv_" + name + ".cc", drv);
+    auto [rc, log] = Sh("g++ -std=c++17 -O1 -Wall -Wextra -Werror -x c++ -DKILN_CUDA_HOST_CHECK -I" + gen + " " +
+                        file("drv_" + name + ".cc") + " -o " + file("drv_" + name) + " -lm");
+    ASSERT_EQ(rc, 0) << log;
+
+    std::string args = std::to_string(K), shapes, feeds;
+    for (size_t k = 0; k < inputs.size(); ++k) {
+      const Tensor& t = inputs[k].batch;
+      std::string raw = file(name + "_in" + std::to_string(k) + ".f32");
+      Write(name + "_in" + std::to_string(k) + ".f32", std::string(static_cast<const char*>(t.raw()), t.nbytes()));
+      Write(name + "_in" + std::to_string(k) + ".npy", frontend::SerializeNpy(t));
+      args += " " + raw;
+      std::string dims;
+      for (size_t d = 0; d < t.dims().size(); ++d) dims += (d ? "," : "") + std::to_string(t.dims()[d]);
+      shapes += " --shape " + inputs[k].name + "=" + dims;
+      feeds += " --input " + inputs[k].name + "=" + file(name + "_in" + std::to_string(k) + ".npy");
+    }
+    for (int k = 0; k < num_outputs; ++k) args += " " + file(name + "_out" + std::to_string(k) + ".f32");
+    auto [drc, dlog] = Sh(file("drv_" + name) + " " + args);
+    ASSERT_EQ(drc, 0) << dlog;
+    Result ref = RunKiln("run " + model + shapes + feeds + " --output-dir " + file("ref_" + name));
+    ASSERT_EQ(ref.code, 0) << ref.err;
+    for (int k = 0; k < num_outputs; ++k) {
+      auto want = frontend::LoadNpyFile(file("ref_" + name + "/output_" + std::to_string(k) + ".npy"));
+      ASSERT_TRUE(want.ok()) << want.status().message();
+      auto got = ReadFile(file(name + "_out" + std::to_string(k) + ".f32"));
+      ASSERT_TRUE(got.ok());
+      ASSERT_EQ(got->size(), want->nbytes()) << name << " output " << k;
+      double err = RelL2(reinterpret_cast<const float*>(got->data()), want->data<float>(), want->size());
+      EXPECT_LE(err, tol) << name << " output " << k;
+      std::cout << "[ host check ] " << name << " output " << k << ": " << K << " samples, rel L2 error " << err << "\n";
+    }
+  }
+
+  // nvcc for sm_90 (ptxas -v: registers, spills) and for a PTX target.
+  PtxasReport NvccCheck(const std::string& name) {
+    PtxasReport r;
+    std::string gen = file("gen_" + name);
+    auto [rc, log] = Sh(std::string(KILN_NVCC) + " -arch=sm_90 -Xptxas -v -c " + gen + "/" + name + ".cu -o " + gen + "/" + name + ".o");
+    EXPECT_EQ(rc, 0) << log;
+    std::smatch m;
+    if (std::regex_search(log, m, std::regex("(\\d+) bytes spill stores, (\\d+) bytes spill loads"))) {
+      r.spill_stores = std::stoi(m[1]);
+      r.spill_loads = std::stoi(m[2]);
+    }
+    if (std::regex_search(log, m, std::regex("Used (\\d+) registers"))) r.registers = std::stoi(m[1]);
+    auto [prc, plog] = Sh(std::string(KILN_NVCC) + " --gpu-architecture=compute_90 -ptx " + gen + "/" + name + ".cu -o " + gen + "/" + name + ".ptx");
+    EXPECT_EQ(prc, 0) << plog;
+    auto ptx = ReadFile(gen + "/" + name + ".ptx");
+    EXPECT_TRUE(ptx.ok() && ptx->find(".entry") != std::string::npos);
+    std::cout << "[ ptxas sm_90 ] " << name << ": " << r.registers << " registers, " << r.spill_stores
+              << " bytes spill stores, " << r.spill_loads << " bytes spill loads\n";
+    EXPECT_GE(r.registers, 0) << log;
+    return r;
+  }
+
+  bool HaveNvcc() { return std::string(KILN_NVCC).size() > 0; }
+};
+
+// A copy of the model whose first input and output have a symbolic leading dim, so that the host
+// executor runs the whole batch of samples at once.
+std::string WithBatchDim(const std::string& model, const std::string& out) {
+  onnx::ModelProto m;
+  auto bytes = ReadFile(model);
+  EXPECT_TRUE(bytes.ok() && m.ParseFromString(*bytes)) << model;
+  for (auto* vi : {m.mutable_graph()->mutable_input(0), m.mutable_graph()->mutable_output(0)})
+    vi->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)->set_dim_param("batch");
+  EXPECT_TRUE(WriteFile(out, m.SerializeAsString()).ok());
+  return out;
+}
+
+onnx::ValueInfoProto BatchInfo(const std::string& name, std::vector<int64_t> dims) {
+  onnx::ValueInfoProto vi = testing::FloatInfo(name, dims);
+  vi.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)->set_dim_param("batch");
+  return vi;
+}
+
+void AddWeight(onnx::GraphProto* g, const std::string& name, std::vector<int64_t> dims, int seed, float scale) {
+  auto* w = g->add_initializer();
+  w->set_name(name);
+  w->set_data_type(onnx::TensorProto::FLOAT);
+  int64_t n = 1;
+  for (int64_t d : dims) {
+    w->add_dims(d);
+    n *= d;
+  }
+  for (int64_t i = 0; i < n; ++i) w->add_float_data(scale * (static_cast<float>(((i + 3) * (29 + seed)) % 61) / 30.0f - 1.0f));
+}
+
+onnx::NodeProto* AddNode(onnx::GraphProto* g, const std::string& op, const std::string& name,
+                         std::vector<std::string> in, std::vector<std::string> out) {
+  auto* n = g->add_node();
+  n->set_op_type(op);
+  n->set_name(name);
+  for (auto& s : in) n->add_input(s);
+  for (auto& s : out) n->add_output(s);
+  return n;
+}
+
+// A pre-norm transformer block on [batch, T, D]: single-head attention (MatMul, a per-sample
+// Transpose, Softmax) and a Gelu MLP of width 2D, with residuals and two LayerNormalizations.
+onnx::ModelProto TransformerBlock(int64_t T, int64_t D) {
+  onnx::ModelProto m;
+  m.set_ir_version(9);
+  m.add_opset_import()->set_version(20);
+  auto* g = m.mutable_graph();
+  g->set_name("block");
+  *g->add_input() = BatchInfo("x", {1, T, D});
+  *g->add_output() = BatchInfo("y", {1, T, D});
+  int seed = 0;
+  for (const char* w : {"wq", "wk", "wv", "wo"}) AddWeight(g, w, {D, D}, seed++, 0.25f);
+  AddWeight(g, "w1", {D, 2 * D}, seed++, 0.25f);
+  AddWeight(g, "b1", {2 * D}, seed++, 0.1f);
+  AddWeight(g, "w2", {2 * D, D}, seed++, 0.2f);
+  AddWeight(g, "b2", {D}, seed++, 0.1f);
+  AddWeight(g, "ln1.scale", {D}, seed++, 1.0f);
+  AddWeight(g, "ln1.bias", {D}, seed++, 0.1f);
+  AddWeight(g, "ln2.scale", {D}, seed++, 1.0f);
+  AddWeight(g, "ln2.bias", {D}, seed++, 0.1f);
+  auto* s = g->add_initializer();
+  s->set_name("scale");
+  s->set_data_type(onnx::TensorProto::FLOAT);
+  s->add_float_data(1.0f / std::sqrt(static_cast<float>(D)));
+  AddNode(g, "LayerNormalization", "ln1", {"x", "ln1.scale", "ln1.bias"}, {"h"});
+  AddNode(g, "MatMul", "q", {"h", "wq"}, {"q"});
+  AddNode(g, "MatMul", "k", {"h", "wk"}, {"k"});
+  AddNode(g, "MatMul", "v", {"h", "wv"}, {"v"});
+  auto* t = AddNode(g, "Transpose", "kt", {"k"}, {"kt"});
+  auto* perm = t->add_attribute();
+  perm->set_name("perm");
+  perm->set_type(onnx::AttributeProto::INTS);
+  for (int p : {0, 2, 1}) perm->add_ints(p);
+  AddNode(g, "MatMul", "qk", {"q", "kt"}, {"s"});
+  AddNode(g, "Mul", "scaled", {"s", "scale"}, {"ss"});
+  AddNode(g, "Softmax", "softmax", {"ss"}, {"p"});
+  AddNode(g, "MatMul", "pv", {"p", "v"}, {"a"});
+  AddNode(g, "MatMul", "o", {"a", "wo"}, {"o"});
+  AddNode(g, "Add", "res1", {"x", "o"}, {"r"});
+  AddNode(g, "LayerNormalization", "ln2", {"r", "ln2.scale", "ln2.bias"}, {"h2"});
+  AddNode(g, "MatMul", "fc1", {"h2", "w1"}, {"f1"});
+  AddNode(g, "Add", "fc1.bias", {"f1", "b1"}, {"f1b"});
+  AddNode(g, "Gelu", "gelu", {"f1b"}, {"gl"});
+  AddNode(g, "MatMul", "fc2", {"gl", "w2"}, {"f2"});
+  AddNode(g, "Add", "fc2.bias", {"f2", "b2"}, {"f2b"});
+  AddNode(g, "Add", "res2", {"r", "f2b"}, {"y"});
+  return m;
+}
+
+TEST_F(CudaBackendTest, MlpFieldMatchesHostFp32AndFp16) {
+  HostCheck(Models() + "mlp_field.onnx", "field", {{"xyz", Ramp({257, 3}, 1)}}, 1, 1e-5);
+  HostCheck(Models() + "mlp_field.onnx", "field16", {{"xyz", Ramp({257, 3}, 1)}}, 1, 1e-2, "--precision fp16");
+}
+
+TEST_F(CudaBackendTest, KwsCnnMatchesHost) {
+  HostCheck(WithBatchDim(Models() + "kws_cnn.onnx", file("kws.onnx")), "kws", {{"mfcc", Ramp({3, 1, 49, 10}, 2)}}, 1, 1e-5);
+}
+
+TEST_F(CudaBackendTest, TransformerBlockMatchesHostFp32AndFp16) {
+  Write("block.onnx", TransformerBlock(4, 16).SerializeAsString());
+  HostCheck(file("block.onnx"), "block", {{"x", Ramp({33, 4, 16}, 3)}}, 1, 1e-5);
+  HostCheck(file("block.onnx"), "block16", {{"x", Ramp({33, 4, 16}, 3)}}, 1, 1e-2, "--precision fp16");
+}
+
+// Models from ONNX's own backend tests (not in this repository) whose one input is a batch of
+// samples: each row of the test's input is a sample.
+TEST_F(CudaBackendTest, OnnxNodeTestsMatchHost) {
+  const std::vector<std::string> tests = {"test_relu", "test_sigmoid", "test_tanh", "test_softmax_axis_1",
+                                          "test_softmax_axis_2", "test_erf", "test_gelu_default_2",
+                                          "test_gelu_tanh_2", "test_leakyrelu", "test_softplus", "test_exp",
+                                          "test_globalaveragepool", "test_maxpool_2d_pads", "test_averagepool_2d_pads",
+                                          "test_flatten_axis1"};
+  int ran = 0;
+  for (const auto& t : tests) {
+    std::string dir = NodeTests() + t;
+    auto bytes = ReadFile(dir + "/test_data_set_0/input_0.pb");
+    if (!bytes.ok()) continue;  // the conformance folder is not here
+    onnx::TensorProto tp;
+    ASSERT_TRUE(tp.ParseFromString(*bytes)) << t;
+    ASSERT_EQ(tp.data_type(), onnx::TensorProto::FLOAT) << t;
+    Dims dims(tp.dims().begin(), tp.dims().end());
+    Tensor x(DType::kFloat32, dims);
+    if (!tp.raw_data().empty()) std::memcpy(x.raw(), tp.raw_data().data(), x.nbytes());
+    else std::copy(tp.float_data().begin(), tp.float_data().end(), x.data<float>());
+    onnx::ModelProto m;
+    ASSERT_TRUE(m.ParseFromString(*ReadFile(dir + "/model.onnx"))) << t;
+    HostCheck(WithBatchDim(dir + "/model.onnx", file(t + ".onnx")), "n_" + t.substr(5), {{m.graph().input(0).name(), x}}, 1, 1e-5);
+    ++ran;
+  }
+  if (ran == 0) GTEST_SKIP() << "no onnx-node conformance tests under " << NodeTests();
+}
+
+TEST_F(CudaBackendTest, NvccBuildsWithoutSpills) {
+  if (!HaveNvcc()) GTEST_SKIP() << "nvcc not found; the CUDA build check is skipped";
+  Compile(Models() + "mlp_field.onnx", "field");
+  Compile(Models() + "mlp_field.onnx", "field16", "--precision fp16");
+  Write("block.onnx", TransformerBlock(4, 8).SerializeAsString());
+  Compile(file("block.onnx"), "block");
+  for (const char* name : {"field", "field16", "block"}) {
+    PtxasReport r = NvccCheck(name);
+    EXPECT_EQ(r.spill_stores, 0) << name;
+    EXPECT_EQ(r.spill_loads, 0) << name;
+  }
+  // Reported, not asserted: with D = 16 five [4, 16] values are live at the attention scores
+  // (x, h, q, k and its transpose: 320 floats), more than a thread's 255 registers.
+  Write("block16.onnx", TransformerBlock(4, 16).SerializeAsString());
+  Compile(file("block16.onnx"), "block_d16");
+  NvccCheck("block_d16");
+}
+
+TEST_F(CudaBackendTest, OutputIsDeterministic) {
+  Compile(Models() + "mlp_field.onnx", "field");
+  auto first = ReadFile(file("gen_field/field.cu"));
+  fs::remove_all(file("gen_field"));
+  Compile(Models() + "mlp_field.onnx", "field");
+  auto second = ReadFile(file("gen_field/field.cu"));
+  ASSERT_TRUE(first.ok() && second.ok());
+  EXPECT_EQ(*first, *second);
+}
+
+// y = Relu(x + w) with w = [-1.5, -0.5, ...] (an arithmetic progression) and a splat scale:
+// both become formulas, so the weight buffer stays empty, and the results still match.
+TEST_F(CudaBackendTest, CompressedConstantsAreFormulas) {
+  onnx::ModelProto m = testing::AddReluModel(6);
+  auto* g = m.mutable_graph();
+  *g->mutable_input(0) = BatchInfo("x", {1, 6});
+  *g->mutable_output(0) = BatchInfo("y", {1, 6});
+  AddNode(g, "Mul", "scale", {"x", "half"}, {"xs"});
+  g->mutable_node(0)->set_input(0, "xs");
+  g->mutable_node()->SwapElements(0, 2);
+  g->mutable_node()->SwapElements(1, 2);
+  auto* h = g->add_initializer();
+  h->set_name("half");
+  h->set_data_type(onnx::TensorProto::FLOAT);
+  h->add_dims(6);
+  for (int i = 0; i < 6; ++i) h->add_float_data(0.5f);
+  Write("ramp.onnx", m.SerializeAsString());
+  HostCheck(file("ramp.onnx"), "ramp", {{"x", Ramp({5, 6}, 4)}}, 1, 1e-6);
+  auto cu = ReadFile(file("gen_ramp/ramp.cu"));
+  ASSERT_TRUE(cu.ok());
+  EXPECT_NE(cu->find("0.5f"), std::string::npos);
+  EXPECT_NE(cu->find("(float)(-1.5 + 1.0 * (double)("), std::string::npos) << *cu;
+  auto h_text = ReadFile(file("gen_ramp/ramp.h"));
+  ASSERT_TRUE(h_text.ok());
+  EXPECT_NE(h_text->find("#define KILN_RAMP_WEIGHT_BYTES 0\n"), std::string::npos);
+}
+
+TEST_F(CudaBackendTest, UnsupportedOpIsOneLineError) {
+  onnx::ModelProto m = testing::AddReluModel(6);
+  m.mutable_graph()->mutable_node(1)->set_op_type("Round");
+  Write("round.onnx", m.SerializeAsString());
+  ExpectUserError("compile " + file("round.onnx") + " --target cuda --name r --out " + file("gen"),
+                  "node 'relu': op Round is not supported by --target cuda");
+  ExpectUserError("compile " + Models() + "mlp_field.onnx --target cuda --name 1x --out " + file("gen"), "--name '1x'");
+  ExpectUserError("compile " + Models() + "mlp_field.onnx --target c --precision fp16 --name f --out " + file("gen"),
+                  "--precision goes with --target cuda");
+}
+
+}  // namespace
+}  // namespace kiln
