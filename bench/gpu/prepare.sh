@@ -1,0 +1,19 @@
+#!/bin/sh
+# Run on the CPU machine before the device call: writes PREPARED (default build/gpu_prepared)
+# with the generated kernels of models/mlp_field.onnx (fp32 and fp16), 4096 check samples, the
+# host executor's outputs for them, and the weights as safetensors for the PyTorch baseline.
+# Then carry PREPARED to the GPU machine and run bench/gpu/run.sh PREPARED there.
+set -eu
+KILN=${KILN:-build/kiln}
+P=${1:-build/gpu_prepared}
+M=models/mlp_field.onnx
+N=4096
+rm -rf "$P"
+mkdir -p "$P"
+"$KILN" compile "$M" --target cuda --name field --out "$P"
+"$KILN" compile "$M" --target cuda --name field16 --precision fp16 --out "$P"
+python3 bench/gpu/npy.py make $N "$P/xyz.npy" "$P/xyz.f32"
+"$KILN" run "$M" --shape xyz=$N,3 --input xyz="$P/xyz.npy" --output-dir "$P/ref"
+python3 bench/gpu/npy.py raw "$P/ref/output_0.npy" "$P/ref.f32"
+"$KILN" convert "$M" --to json --weights "$P/field.safetensors" -o "$P/field.json"
+echo "prepared $P: $(ls "$P" | tr '\n' ' ')"
