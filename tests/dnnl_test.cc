@@ -1,6 +1,6 @@
 // The oneDNN convolution and Gemm paths (ops/conv_dnnl.h, ops/gemm_dnnl.h) against direct loops
 // in double: groups, strides, asymmetric pads, dilations, odd channel counts and sizes; the same
-// bits for every thread count; the kept state reused, rebuilt on a new shape, and weights re-read
+// bits on every run at a thread count, every layout mix and split into parts; the kept state reused, rebuilt on a new shape, and weights re-read
 // when they are not constant.
 #include <gtest/gtest.h>
 
@@ -13,6 +13,7 @@
 
 #include "ops/conv_dnnl.h"
 #include "ops/gemm_dnnl.h"
+#include "ops/pool_dnnl.h"
 
 namespace kiln::ops {
 namespace {
@@ -70,9 +71,9 @@ void Check(const Conv2DParams& p, bool bias, std::mt19937& rng) {
   auto w = Random(static_cast<size_t>(p.M * (p.C / p.group) * p.KH * p.KW), rng);
   auto b = Random(static_cast<size_t>(p.M), rng);
   const size_t ny = static_cast<size_t>(p.N * p.M * p.OH * p.OW);
-  std::vector<float> first;
-  for (int threads = 1; threads <= 2; ++threads) {
+  for (int threads = 1; threads <= 3; ++threads) {
     std::unique_ptr<NodeState> state;
+    std::vector<float> first;
     for (int run = 0; run < 2; ++run) {  // the second run reuses the prepared state
       std::vector<float> y(ny, 7.0f);
       ASSERT_TRUE(DnnlConv2D(p, x.data(), w.data(), true, bias ? b.data() : nullptr, y.data(),
@@ -83,6 +84,61 @@ void Check(const Conv2DParams& p, bool bias, std::mt19937& rng) {
       else EXPECT_EQ(0, std::memcmp(first.data(), y.data(), ny * sizeof(float))) << what;
     }
   }
+}
+
+// [N, C, HW] <-> [N, HW, C].
+std::vector<float> Relayout(const std::vector<float>& v, int64_t N, int64_t C, int64_t HW, bool to_nhwc) {
+  std::vector<float> out(v.size());
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t i = 0; i < HW; ++i) {
+        const int64_t nchw = (n * C + c) * HW + i, nhwc = (n * HW + i) * C + c;
+        out[to_nhwc ? nhwc : nchw] = v[to_nhwc ? nchw : nhwc];
+      }
+  return out;
+}
+
+// Every mix of NCHW and channels-last X, Z and Y, with the residual Z and a Relu, at 1 to 3
+// threads (the parts of a split: images, or rows of one image with their edge pads), against
+// the one-thread NCHW result.
+void CheckLayouts(const Conv2DParams& p, std::mt19937& rng) {
+  const int64_t HW = p.H * p.W, OHW = p.OH * p.OW;
+  auto x = Random(static_cast<size_t>(p.N * p.C * HW), rng);
+  auto w = Random(static_cast<size_t>(p.M * (p.C / p.group) * p.KH * p.KW), rng);
+  auto b = Random(static_cast<size_t>(p.M), rng);
+  auto z = Random(static_cast<size_t>(p.N * p.M * OHW), rng);
+  ConvPostOps post;
+  post.z = z.data();
+  post.act = ConvPostOps::Act::kRelu;
+  std::vector<float> want(z.size());
+  ASSERT_TRUE(DnnlConv2D(p, x.data(), w.data(), true, b.data(), want.data(), 1, nullptr, post));
+  for (int mix = 1; mix < 8; ++mix) {
+    const ConvLayouts l{(mix & 1) != 0, (mix & 2) != 0, (mix & 4) != 0};
+    const auto xl = l.x ? Relayout(x, p.N, p.C, HW, true) : x;
+    const auto zl = l.z ? Relayout(z, p.N, p.M, OHW, true) : z;
+    for (int threads = 1; threads <= 3; ++threads) {
+      ConvPostOps post_l = post;
+      post_l.z = zl.data();
+      std::vector<float> y(z.size(), 7.0f);
+      std::unique_ptr<NodeState> state;
+      ASSERT_TRUE(DnnlConv2D(p, xl.data(), w.data(), true, b.data(), y.data(), threads, &state,
+                             post_l, l));
+      if (l.y) y = Relayout(y, p.N, p.M, OHW, false);
+      for (size_t i = 0; i < y.size(); ++i)
+        ASSERT_NEAR(y[i], want[i], 1e-5f * (1.0f + std::fabs(want[i])))
+            << "mix " << mix << " threads " << threads << " N=" << p.N << " at " << i;
+    }
+  }
+}
+
+TEST(DnnlConv, LayoutsResidualAndThreadSplits) {
+  if (!DnnlAvailable()) GTEST_SKIP() << "built without oneDNN";
+  std::mt19937 rng(13);
+  CheckLayouts(Make(1, 16, 32, 1, 11, 9, 3, 3, 1, 1, 1, 1), rng);  // rows: 11 over 2 or 3 parts
+  CheckLayouts(Make(1, 32, 16, 1, 13, 7, 3, 3, 2, 1, 0, 1), rng);  // stride 2, pad at the top only
+  CheckLayouts(Make(1, 3, 16, 1, 17, 17, 7, 7, 2, 3, 3, 1), rng);  // a first layer (C < 16)
+  CheckLayouts(Make(1, 32, 32, 32, 6, 6, 3, 3, 1, 1, 1, 1), rng);  // depthwise
+  CheckLayouts(Make(3, 16, 16, 1, 5, 5, 1, 1, 1, 0, 0, 1), rng);  // a batch: images per part
 }
 
 TEST(DnnlConv, ShapesAgainstReference) {
@@ -134,6 +190,47 @@ TEST(DnnlConv, StateFollowsShapesAndNonConstantWeights) {
 }
 
 // Y = A op(B) + bias against a double loop; odd sizes, both B layouts, with and without bias.
+// Channels-last pools through oneDNN, whole or split into parts (images, or rows with their
+// edge pads), against kiln's NCHW pool kernels: max, and averages with and without the pads,
+// strides, pads and a ceil-mode window past them.
+TEST(DnnlPool, ChannelsLastPartsAgainstTheKernels) {
+  if (!DnnlAvailable()) GTEST_SKIP() << "built without oneDNN";
+  std::mt19937 rng(14);
+  for (int64_t N : {1, 3})
+    for (int64_t K : {2, 3})
+      for (int64_t stride : {1, 2})
+        for (int64_t pad : {0, 1})
+          for (int64_t extra : {0, 1}) {
+            const int64_t C = 5, H = 13, W = 9;
+            Pool2DShape s{N * C, H, W, 0, 0, K, K, stride, stride, pad, pad, pad, pad};
+            s.OH = (H + 2 * pad - K) / stride + 1 + extra;
+            s.OW = (W + 2 * pad - K) / stride + 1 + extra;
+            if ((s.OH - 1) * stride >= H + pad || (s.OW - 1) * stride >= W + pad) continue;
+            auto x = Random(static_cast<size_t>(N * C * H * W), rng);
+            const auto xl = Relayout(x, N, C, H * W, true);
+            for (int mode = 0; mode < 3; ++mode) {
+              if (mode == 2 && extra) continue;  // the executor keeps those NCHW (ops/pool_dnnl.h)
+              std::vector<float> want(static_cast<size_t>(N * C * s.OH * s.OW));
+              std::unique_ptr<bool[]> bad(new bool[static_cast<size_t>(s.planes)]);
+              if (mode == 0) MaxPool2D(s, x.data(), want.data(), 1, bad.get());
+              else AveragePool2D(s, x.data(), want.data(), mode == 2, 1);
+              const DnnlPoolKind kind = mode == 0 ? DnnlPoolKind::kMax
+                                        : mode == 1 ? DnnlPoolKind::kAvgExcludePad
+                                                    : DnnlPoolKind::kAvgIncludePad;
+              for (int threads = 1; threads <= 3; ++threads) {
+                std::vector<float> y(want.size(), 7.0f);
+                std::unique_ptr<NodeState> state;
+                ASSERT_TRUE(DnnlPool2DChannelsLast(s, N, kind, xl.data(), y.data(), threads, &state));
+                y = Relayout(y, N, C, s.OH * s.OW, false);
+                for (size_t i = 0; i < y.size(); ++i)
+                  ASSERT_NEAR(y[i], want[i], 1e-6f) << "N=" << N << " K=" << K << " s=" << stride
+                                                    << " p=" << pad << " extra=" << extra << " mode="
+                                                    << mode << " threads=" << threads << " at " << i;
+              }
+            }
+          }
+}
+
 TEST(DnnlGemm, ShapesTransposesBiasAndState) {
   if (!DnnlAvailable()) GTEST_SKIP() << "built without oneDNN";
   std::mt19937 rng(14);
@@ -148,7 +245,7 @@ TEST(DnnlGemm, ShapesTransposesBiasAndState) {
             for (float& v : b) v = -v;  // new bytes at the same address, announced as not constant
           std::vector<float> y(static_cast<size_t>(M * N), 7.0f);
           ASSERT_TRUE(DnnlGemm(M, N, K, a.data(), b.data(), tb, run < 2,
-                               with_bias ? bias.data() : nullptr, y.data(), 1 + run % 2, &state));
+                               with_bias ? bias.data() : nullptr, y.data(), 1 + run, &state));
           double worst = 0;
           for (int64_t i = 0; i < M; ++i)
             for (int64_t j = 0; j < N; ++j) {

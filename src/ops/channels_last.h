@@ -41,6 +41,9 @@ void ChannelsLastScale(const float* x, const float* s, float* y, int64_t N, int6
 void ChannelsLastGlobalAverage(const float* x, float* y, int64_t N, int64_t C, int64_t HW);
 // y = the channel Concat (N = 1) of inputs k of channels[k] channels, all channels-last. Inputs
 // the plan put in their NCHW places inside y (Concat in place) are read from a copy.
+// The layout changes of one image: y[HW, C] = x[C, HW] and back, split over `threads`.
+void ChannelsLastFromNchw(const float* x, float* y, int64_t C, int64_t HW, int threads);
+void NchwFromChannelsLast(const float* x, float* y, int64_t C, int64_t HW, int threads);
 // y = ChannelShuffle(x) {group} (ops/shape_ops.cc), both channels-last with HW pixels.
 void ChannelsLastShuffle(const float* x, float* y, int64_t C, int64_t group, int64_t HW);
 void ChannelsLastConcat(const std::vector<const float*>& inputs,

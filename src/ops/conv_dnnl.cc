@@ -1,10 +1,14 @@
 #include "ops/conv_dnnl.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
+#include "ops/channels_last.h"
 #include "ops/scratch.h"
+#include "ops/thread_pool.h"
 
 #if KILN_WITH_DNNL
 #include "ops/dnnl_common.h"
@@ -22,28 +26,48 @@ constexpr memory::data_type kF32 = memory::data_type::f32;
 using dnnl_common::Engine;
 using dnnl_common::Stream;
 
-struct DnnlConvState : NodeState {
+// One primitive and its buffers: the whole convolution, or one part of a split one.
+struct DnnlConvState {
   Conv2DParams p{};
-  int threads = 0;
   bool has_bias = false, has_z = false;
   ConvPostOps::Act act = ConvPostOps::Act::kNone;
   float alpha = 0, beta = 0;
   ConvLayouts layouts;
-  bool supported = false;
   dnnl::convolution_forward conv;
   memory::desc src_md, dst_md, w_md, user_src_md, user_dst_md, user_z_md, user_w_md, bias_md;
   dnnl::reorder src_reorder, dst_reorder, w_reorder, z_reorder;
   memory w_mem;                  // the weights in the primitive's layout
   const float* w_ptr = nullptr;  // the constant weights w_mem holds, if any
+  bool shares_w = false;         // w_mem is part 0's (the same layout)
   // Made once; each call points them at its buffers (creating them cost a few us per call).
   memory user_src, src, user_w, user_dst, dst, bias, user_z;
   std::unordered_map<int, memory> args;
+};
 
-  bool Matches(const Conv2DParams& q, int t, bool bias, const ConvPostOps& post,
-               ConvLayouts l) const {
+// Where a part of a split convolution reads and writes: images [n0, n1) (a batch), or output
+// rows [out0, out1) reading input rows from in0 (one image, channels-last).
+struct ConvPart {
+  int64_t n0 = 0, out0 = 0, in0 = 0;
+};
+
+// A node's convolution: one primitive, or, with several threads, one per part of the output
+// run on kiln's thread pool with oneDNN at one thread each (so that only one pool of threads
+// ever works: oneDNN's own OpenMP team would compete with it for the cores).
+struct DnnlConvPlan : NodeState {
+  Conv2DParams p{};
+  int threads = 0;
+  bool has_bias = false;
+  ConvPostOps post;
+  ConvLayouts layouts;
+  bool supported = false;
+  bool by_rows = false;  // parts split the rows (NHWC); else they split the batch
+  std::vector<ConvPart> parts;
+  std::vector<std::unique_ptr<DnnlConvState>> states;  // one per part
+
+  bool Matches(const Conv2DParams& q, int t, bool bias, const ConvPostOps& o, ConvLayouts l) const {
     return std::memcmp(&p, &q, sizeof(p)) == 0 && threads == t && has_bias == bias &&
-           has_z == (post.z != nullptr) && act == post.act && alpha == post.alpha &&
-           beta == post.beta && layouts.x == l.x && layouts.y == l.y && layouts.z == l.z;
+           (post.z != nullptr) == (o.z != nullptr) && post.act == o.act && post.alpha == o.alpha &&
+           post.beta == o.beta && layouts.x == l.x && layouts.y == l.y && layouts.z == l.z;
   }
 };
 
@@ -132,7 +156,111 @@ void Prepare(DnnlConvState* st) {
     st->bias = none(st->bias_md);
     st->args.emplace(DNNL_ARG_BIAS, st->bias);
   }
-  st->supported = true;
+}
+
+// Points st's memory objects at this call's buffers and runs it (on the calling thread's
+// stream). The weights are already in st->w_mem where the primitive wants another layout.
+void Run(DnnlConvState* st, const float* x, const float* w, const float* b, float* y, const float* z) {
+  dnnl::stream& s = Stream();
+  st->user_src.set_data_handle(const_cast<float*>(x));
+  if (st->src_md != st->user_src_md) {
+    st->src.set_data_handle(ScratchBytes(ScratchSlot::kDnnlSrc, st->src_md.get_size()));
+    st->src_reorder.execute(s, st->user_src, st->src);
+  }
+  st->user_w.set_data_handle(const_cast<float*>(w));
+  st->user_dst.set_data_handle(y);
+  if (st->dst_md != st->user_dst_md)
+    st->dst.set_data_handle(ScratchBytes(ScratchSlot::kDnnlDst, st->dst_md.get_size()));
+  if (z) {  // the sum post-op adds what dst holds
+    if (st->user_z_md != st->dst_md) {
+      st->user_z.set_data_handle(const_cast<float*>(z));
+      st->z_reorder.execute(s, st->user_z, st->dst);
+    } else if (z != st->dst.get_data_handle()) {
+      std::memcpy(st->dst.get_data_handle(), z, st->dst_md.get_size());
+    }
+  }
+  if (b) st->bias.set_data_handle(const_cast<float*>(b));
+  st->conv.execute(s, st->args);
+  if (st->dst_md != st->user_dst_md) st->dst_reorder.execute(s, st->dst, st->user_dst);
+  s.wait();
+}
+
+// Reorders w into every part's w_mem that needs it (on the calling thread, before the parts run).
+void PrepareWeights(DnnlConvPlan* plan, const float* w, bool w_constant) {
+  for (auto& st : plan->states) {
+    if (st->shares_w || st->w_md == st->user_w_md || (w_constant && st->w_ptr == w)) continue;
+    st->user_w.set_data_handle(const_cast<float*>(w));
+    st->w_reorder.execute(Stream(), st->user_w, st->w_mem);
+    Stream().wait();
+    st->w_ptr = w_constant ? w : nullptr;
+  }
+}
+
+std::unique_ptr<DnnlConvState> MakePart(const Conv2DParams& p, bool has_bias, const ConvPostOps& post,
+                                        ConvLayouts layouts) {
+  auto st = std::make_unique<DnnlConvState>();
+  st->p = p;
+  st->has_bias = has_bias;
+  st->has_z = post.z != nullptr;
+  st->act = post.act;
+  st->alpha = post.alpha;
+  st->beta = post.beta;
+  st->layouts = layouts;
+  Prepare(st.get());
+  return st;
+}
+
+// The parts for `threads` threads: the batch when it has an image per thread, else the output
+// rows of the one image (computed channels-last: each part's rows are one block of memory),
+// else none (one primitive). Each row part gets the pads of its edge of the image only.
+void PlanParts(DnnlConvPlan* plan) {
+  const Conv2DParams& p = plan->p;
+  const int t = plan->threads;
+  auto part_params = [&](int64_t n0, int64_t n1, int64_t o0, int64_t o1) {
+    Conv2DParams q = p;
+    q.N = n1 - n0;
+    if (plan->by_rows) {
+      const int64_t extent = (p.KH - 1) * p.dh + 1;
+      const int64_t first = o0 * p.sh - p.ph, end = (o1 - 1) * p.sh - p.ph + extent;
+      q.ph = std::max<int64_t>(0, -first);
+      q.peh = std::max<int64_t>(0, end - p.H);
+      q.H = std::min(end, p.H) - std::max<int64_t>(0, first);
+      q.OH = o1 - o0;
+    }
+    return q;
+  };
+  if (t <= 1 || (p.N < t && (p.N != 1 || p.OH < 2))) {
+    plan->states.push_back(MakePart(p, plan->has_bias, plan->post, plan->layouts));
+    plan->parts.push_back({});
+    return;
+  }
+  plan->by_rows = p.N < t;
+  const int64_t total = plan->by_rows ? p.OH : p.N;
+  const int64_t n = std::min<int64_t>(t, total);
+  const ConvLayouts nhwc{true, plan->post.z != nullptr, true};
+  for (int64_t c = 0; c < n; ++c) {
+    const int64_t a = c * total / n, e = (c + 1) * total / n;
+    ConvPart part;
+    Conv2DParams q;
+    if (plan->by_rows) {
+      q = part_params(0, 1, a, e);
+      part.out0 = a;
+      part.in0 = std::max<int64_t>(0, a * p.sh - p.ph);
+    } else {
+      q = part_params(a, e, 0, 0);
+      part.n0 = a;
+    }
+    plan->states.push_back(MakePart(q, plan->has_bias, plan->post, plan->by_rows ? nhwc : plan->layouts));
+    plan->parts.push_back(part);
+  }
+  for (size_t c = 1; c < plan->states.size(); ++c) {
+    DnnlConvState& st = *plan->states[c];
+    if (st.w_md != st.user_w_md && st.w_md == plan->states[0]->w_md) {  // one copy of the weights
+      st.w_mem = plan->states[0]->w_mem;
+      st.args[DNNL_ARG_WEIGHTS] = st.w_mem;
+      st.shares_w = true;
+    }
+  }
 }
 
 }  // namespace
@@ -144,53 +272,74 @@ bool DnnlConv2D(const Conv2DParams& p, const float* x, const float* w, bool w_co
                 const ConvPostOps& post, ConvLayouts layouts) {
   std::unique_ptr<NodeState> local;
   if (!state) state = &local;
-  auto* st = dynamic_cast<DnnlConvState*>(state->get());
-  dnnl_common::SetThreads(threads);
+  auto* plan = dynamic_cast<DnnlConvPlan*>(state->get());
+  dnnl_common::SingleThreaded();
   try {
-    if (!st || !st->Matches(p, threads, b != nullptr, post, layouts)) {
-      auto fresh = std::make_unique<DnnlConvState>();
+    if (!plan || !plan->Matches(p, threads, b != nullptr, post, layouts)) {
+      auto fresh = std::make_unique<DnnlConvPlan>();
       fresh->p = p;
       fresh->threads = threads;
       fresh->has_bias = b != nullptr;
-      fresh->has_z = post.z != nullptr;
-      fresh->act = post.act;
-      fresh->alpha = post.alpha;
-      fresh->beta = post.beta;
+      fresh->post = post;
       fresh->layouts = layouts;
-      st = fresh.get();
+      plan = fresh.get();
       *state = std::move(fresh);
-      Prepare(st);
+      try {
+        PlanParts(plan);
+      } catch (const dnnl::error&) {
+        if (threads <= 1) throw;
+        plan->states.clear();  // a part oneDNN does not take: the whole convolution on one thread
+        plan->parts.clear();
+        plan->threads = 1;
+        PlanParts(plan);
+        plan->threads = threads;
+      }
+      plan->supported = true;
     }
   } catch (const dnnl::error&) {
-    return false;  // st->supported stays false: this shape takes kiln's own kernels
+    return false;  // plan->supported stays false: this shape takes kiln's own kernels
   }
-  if (!st->supported) return false;
-  dnnl::stream& s = Stream();
-  st->user_src.set_data_handle(const_cast<float*>(x));
-  if (st->src_md != st->user_src_md) {
-    st->src.set_data_handle(ScratchBytes(ScratchSlot::kDnnlSrc, st->src_md.get_size()));
-    st->src_reorder.execute(s, st->user_src, st->src);
+  if (!plan->supported) return false;
+  PrepareWeights(plan, w, w_constant);
+  const int64_t parts = static_cast<int64_t>(plan->parts.size());
+  if (parts == 1) {
+    Run(plan->states[0].get(), x, w, b, y, post.z);
+    return true;
   }
-  st->user_w.set_data_handle(const_cast<float*>(w));
-  if (st->w_md != st->user_w_md && (!w_constant || st->w_ptr != w)) {
-    st->w_reorder.execute(s, st->user_w, st->w_mem);
-    st->w_ptr = w_constant ? w : nullptr;
+  const int64_t HW = p.H * p.W, OHW = p.OH * p.OW;
+  if (!plan->by_rows) {  // images are contiguous in either layout
+    ParallelFor(threads, parts, [&](int64_t c0, int64_t c1) {
+      dnnl_common::SingleThreaded();
+      for (int64_t c = c0; c < c1; ++c) {
+        const int64_t n0 = plan->parts[c].n0;
+        Run(plan->states[c].get(), x + n0 * p.C * HW, w, b, y + n0 * p.M * OHW,
+            post.z ? post.z + n0 * p.M * OHW : nullptr);
+      }
+    });
+    return true;
   }
-  st->user_dst.set_data_handle(y);
-  if (st->dst_md != st->user_dst_md)
-    st->dst.set_data_handle(ScratchBytes(ScratchSlot::kDnnlDst, st->dst_md.get_size()));
-  if (post.z) {  // the sum post-op adds what dst holds
-    if (st->user_z_md != st->dst_md) {
-      st->user_z.set_data_handle(const_cast<float*>(post.z));
-      st->z_reorder.execute(s, st->user_z, st->dst);
-    } else if (post.z != st->dst.get_data_handle()) {
-      std::memcpy(st->dst.get_data_handle(), post.z, st->dst_md.get_size());
+  // Rows of one image, channels-last: an NCHW side goes through a channels-last copy.
+  const float* xs = x;
+  if (!layouts.x) {
+    float* t = Scratch<float>(ScratchSlot::kDnnlSrc, static_cast<size_t>(p.C * HW));
+    ChannelsLastFromNchw(x, t, p.C, HW, threads);
+    xs = t;
+  }
+  float* ys = layouts.y ? y : Scratch<float>(ScratchSlot::kDnnlDst, static_cast<size_t>(p.M * OHW));
+  const float* zs = post.z;
+  if (post.z && !layouts.z) {  // the sum post-op reads what dst holds: start it as z
+    ChannelsLastFromNchw(post.z, ys, p.M, OHW, threads);
+    zs = ys;
+  }
+  ParallelFor(threads, parts, [&](int64_t c0, int64_t c1) {
+    dnnl_common::SingleThreaded();
+    for (int64_t c = c0; c < c1; ++c) {
+      const ConvPart& part = plan->parts[c];
+      Run(plan->states[c].get(), xs + part.in0 * p.W * p.C, w, b, ys + part.out0 * p.OW * p.M,
+          zs ? zs + part.out0 * p.OW * p.M : nullptr);
     }
-  }
-  if (b) st->bias.set_data_handle(const_cast<float*>(b));
-  st->conv.execute(s, st->args);
-  if (st->dst_md != st->user_dst_md) st->dst_reorder.execute(s, st->dst, st->user_dst);
-  s.wait();
+  });
+  if (!layouts.y) NchwFromChannelsLast(ys, y, p.M, OHW, threads);
   return true;
 }
 

@@ -6,9 +6,14 @@
 // primitive and, for constant weights, the reordered weights are prepared once per node and
 // kept in its NodeState.
 //
-// Threads: oneDNN runs its own OpenMP team of exactly `threads` threads for the call (between
-// calls the team sleeps), so no more than `threads` threads work at once; results do not depend
-// on the thread count (oneDNN splits the output, never the reduction, of a forward convolution).
+// Threads: kiln's pool (ops/thread_pool.h) runs the call; oneDNN never starts threads of its own.
+// With T > 1 threads the output splits into T parts, one primitive each, prepared once: the
+// images of a batch of at least T, else the output rows of the one image, computed
+// channels-last (each part's rows are one block of memory; NCHW sides are converted by kiln
+// around it), with each part's pads those of the image edges it touches. One copy of the packed
+// weights serves all parts where their layouts agree. Every part sums in the order of its
+// kernel, which may differ from the one-thread kernel's: results may differ in the last bits
+// between thread counts, never between runs.
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
-// What the oneDNN-backed kernels share (conv_dnnl.cc, pool_dnnl.cc): one CPU engine, a stream
-// per thread, and the thread count of a call. Include only where KILN_WITH_DNNL is set.
+// What the oneDNN-backed kernels share (conv_dnnl.cc, pool_dnnl.cc, gemm_dnnl.cc): one CPU
+// engine, a stream per thread, and one thread per primitive. Include only where KILN_WITH_DNNL is set.
 #pragma once
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -20,7 +20,10 @@ inline dnnl::stream& Stream() {
   return s;
 }
 
-// oneDNN's OpenMP team for this thread's next primitives: exactly `threads` threads.
-inline void SetThreads(int threads) { omp_set_num_threads(threads); }
+// Every primitive runs on the calling thread alone: the threads of a call are kiln's pool
+// (ops/thread_pool.h), which splits the work into one primitive per thread, so oneDNN's OpenMP
+// team is never started (its threads spin after each call and would take the cores from
+// kiln's workers).
+inline void SingleThreaded() { omp_set_num_threads(1); }
 
 }  // namespace kiln::ops::dnnl_common

@@ -1,6 +1,10 @@
 #include "ops/gemm_dnnl.h"
 
+#include <algorithm>
 #include <unordered_map>
+#include <vector>
+
+#include "ops/thread_pool.h"
 
 #if KILN_WITH_DNNL
 #include "ops/dnnl_common.h"
@@ -14,44 +18,74 @@ namespace {
 using dnnl::memory;
 using Tag = memory::format_tag;
 
-struct DnnlGemmState : NodeState {
+// One matmul over rows [m0, m0 + M) of A and Y.
+struct GemmPart {
+  int64_t m0 = 0, M = 0;
+  dnnl::matmul mm;
+  memory a, w_user, w, bias, y;  // made once, pointed at each call's buffers
+  dnnl::reorder w_reorder;
+  bool shares_w = false;  // w is part 0's packed B
+  std::unordered_map<int, memory> args;
+};
+
+// With several threads, the rows split into parts on kiln's pool with oneDNN at one thread
+// each (as for convolutions: ops/conv_dnnl.cc), sharing one packed B where the layouts agree.
+struct DnnlGemmPlan : NodeState {
   int64_t M = 0, N = 0, K = 0;
   bool trans_b = false, has_bias = false;
   int threads = 0;
   bool supported = false;
-  dnnl::matmul mm;
-  memory a, w_user, w, bias, y;  // made once, pointed at each call's buffers
-  dnnl::reorder w_reorder;
-  const float* w_ptr = nullptr;  // the constant B w holds, if any
-  std::unordered_map<int, memory> args;
+  std::vector<GemmPart> parts;
+  const float* w_ptr = nullptr;  // the constant B the parts hold, if any
 };
 
-void Prepare(DnnlGemmState* st) {
+GemmPart MakePart(const DnnlGemmPlan& plan, int64_t m0, int64_t M) {
   dnnl::engine& e = dnnl_common::Engine();
   const auto f32 = memory::data_type::f32;
-  const memory::desc a_md({st->M, st->K}, f32, Tag::ab), y_md({st->M, st->N}, f32, Tag::ab);
-  const memory::desc w_user_md({st->K, st->N}, f32, st->trans_b ? Tag::ba : Tag::ab);
-  const memory::desc bias_md({1, st->N}, f32, Tag::ab);
-  const memory::desc w_any({st->K, st->N}, f32, Tag::any);
-  auto d = st->has_bias ? dnnl::matmul::desc(a_md, w_any, bias_md, y_md)
-                        : dnnl::matmul::desc(a_md, w_any, y_md);
+  const memory::desc a_md({M, plan.K}, f32, Tag::ab), y_md({M, plan.N}, f32, Tag::ab);
+  const memory::desc w_user_md({plan.K, plan.N}, f32, plan.trans_b ? Tag::ba : Tag::ab);
+  const memory::desc bias_md({1, plan.N}, f32, Tag::ab);
+  const memory::desc w_any({plan.K, plan.N}, f32, Tag::any);
+  auto d = plan.has_bias ? dnnl::matmul::desc(a_md, w_any, bias_md, y_md)
+                         : dnnl::matmul::desc(a_md, w_any, y_md);
   dnnl::matmul::primitive_desc pd(d, e);
-  st->mm = dnnl::matmul(pd);
-  st->a = memory(a_md, e, DNNL_MEMORY_NONE);
-  st->y = memory(y_md, e, DNNL_MEMORY_NONE);
-  st->w_user = memory(w_user_md, e, DNNL_MEMORY_NONE);
+  GemmPart part;
+  part.m0 = m0;
+  part.M = M;
+  part.mm = dnnl::matmul(pd);
+  part.a = memory(a_md, e, DNNL_MEMORY_NONE);
+  part.y = memory(y_md, e, DNNL_MEMORY_NONE);
+  part.w_user = memory(w_user_md, e, DNNL_MEMORY_NONE);
   if (pd.weights_desc() != w_user_md) {
-    st->w = memory(pd.weights_desc(), e);
-    st->w_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(e, w_user_md, e, pd.weights_desc()));
+    part.w = memory(pd.weights_desc(), e);
+    part.w_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(e, w_user_md, e, pd.weights_desc()));
   } else {
-    st->w = st->w_user;
+    part.w = part.w_user;
   }
-  st->args = {{DNNL_ARG_SRC, st->a}, {DNNL_ARG_WEIGHTS, st->w}, {DNNL_ARG_DST, st->y}};
-  if (st->has_bias) {
-    st->bias = memory(bias_md, e, DNNL_MEMORY_NONE);
-    st->args.emplace(DNNL_ARG_BIAS, st->bias);
+  part.args = {{DNNL_ARG_SRC, part.a}, {DNNL_ARG_WEIGHTS, part.w}, {DNNL_ARG_DST, part.y}};
+  if (plan.has_bias) {
+    part.bias = memory(bias_md, e, DNNL_MEMORY_NONE);
+    part.args.emplace(DNNL_ARG_BIAS, part.bias);
   }
-  st->supported = true;
+  return part;
+}
+
+void Prepare(DnnlGemmPlan* plan) {
+  const int64_t n = std::max<int64_t>(1, std::min<int64_t>(plan->threads, plan->M / 4));
+  for (int64_t c = 0; c < n; ++c) {
+    const int64_t a = c * plan->M / n, e = (c + 1) * plan->M / n;
+    plan->parts.push_back(MakePart(*plan, a, e - a));
+  }
+  GemmPart& first = plan->parts[0];
+  for (size_t c = 1; c < plan->parts.size(); ++c) {
+    GemmPart& part = plan->parts[c];
+    if (part.w != part.w_user && part.w.get_desc() == first.w.get_desc()) {
+      part.w = first.w;
+      part.args[DNNL_ARG_WEIGHTS] = part.w;
+      part.shares_w = true;
+    }
+  }
+  plan->supported = true;
 }
 
 }  // namespace
@@ -61,37 +95,47 @@ bool DnnlGemm(int64_t M, int64_t N, int64_t K, const float* A, const float* B, b
               std::unique_ptr<NodeState>* state) {
   std::unique_ptr<NodeState> local;
   if (!state) state = &local;
-  auto* st = dynamic_cast<DnnlGemmState*>(state->get());
-  dnnl_common::SetThreads(threads);
-  if (!st || st->M != M || st->N != N || st->K != K || st->trans_b != trans_b ||
-      st->has_bias != (bias != nullptr) || st->threads != threads) {
-    auto fresh = std::make_unique<DnnlGemmState>();
+  auto* plan = dynamic_cast<DnnlGemmPlan*>(state->get());
+  dnnl_common::SingleThreaded();
+  if (!plan || plan->M != M || plan->N != N || plan->K != K || plan->trans_b != trans_b ||
+      plan->has_bias != (bias != nullptr) || plan->threads != threads) {
+    auto fresh = std::make_unique<DnnlGemmPlan>();
     fresh->M = M;
     fresh->N = N;
     fresh->K = K;
     fresh->trans_b = trans_b;
     fresh->has_bias = bias != nullptr;
     fresh->threads = threads;
-    st = fresh.get();
+    plan = fresh.get();
     *state = std::move(fresh);
     try {
-      Prepare(st);
+      Prepare(plan);
     } catch (const dnnl::error&) {
       return false;  // supported stays false
     }
   }
-  if (!st->supported) return false;
-  dnnl::stream& s = dnnl_common::Stream();
-  st->w_user.set_data_handle(const_cast<float*>(B));
-  if (st->w != st->w_user && (!b_constant || st->w_ptr != B)) {
-    st->w_reorder.execute(s, st->w_user, st->w);
-    st->w_ptr = b_constant ? B : nullptr;
+  if (!plan->supported) return false;
+  if (!b_constant || plan->w_ptr != B) {  // pack B (on this thread, before the parts read it)
+    for (GemmPart& part : plan->parts) {
+      part.w_user.set_data_handle(const_cast<float*>(B));
+      if (part.w == part.w_user || part.shares_w) continue;
+      part.w_reorder.execute(dnnl_common::Stream(), part.w_user, part.w);
+      dnnl_common::Stream().wait();
+    }
+    plan->w_ptr = b_constant ? B : nullptr;
   }
-  st->a.set_data_handle(const_cast<float*>(A));
-  st->y.set_data_handle(Y);
-  if (bias) st->bias.set_data_handle(const_cast<float*>(bias));
-  st->mm.execute(s, st->args);
-  s.wait();
+  ParallelFor(threads, static_cast<int64_t>(plan->parts.size()), [&](int64_t c0, int64_t c1) {
+    dnnl_common::SingleThreaded();
+    for (int64_t c = c0; c < c1; ++c) {
+      GemmPart& part = plan->parts[c];
+      dnnl::stream& s = dnnl_common::Stream();
+      part.a.set_data_handle(const_cast<float*>(A + part.m0 * K));
+      part.y.set_data_handle(Y + part.m0 * N);
+      if (bias) part.bias.set_data_handle(const_cast<float*>(bias));
+      part.mm.execute(s, part.args);
+      s.wait();
+    }
+  });
   return true;
 }
 

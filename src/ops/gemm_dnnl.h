@@ -1,7 +1,9 @@
 // Gemm with constant weights through oneDNN's matmul (its brgemm kernels, the weights packed once
 // per node into the primitive's layout and kept in the NodeState): an MLP's 1024 x 64 x 64 layer
 // runs at about twice the speed of our packed GEMM, which repacks B on every call. Y = A op(B) +
-// bias, A [M, K] row-major, B [K, N] or (trans_b) [N, K], bias [N] or null.
+// bias, A [M, K] row-major, B [K, N] or (trans_b) [N, K], bias [N] or null. With T > 1 threads
+// the rows split into up to T parts of at least 4 rows on kiln's pool, one matmul each, sharing
+// the packed B.
 #pragma once
 
 #include <cstdint>

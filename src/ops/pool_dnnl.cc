@@ -1,9 +1,13 @@
 #include "ops/pool_dnnl.h"
 
+#include <algorithm>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "ops/channels_last.h"
 #include "ops/conv_geometry.h"
+#include "ops/thread_pool.h"
 
 #if KILN_WITH_DNNL
 #include "ops/dnnl_common.h"
@@ -47,18 +51,67 @@ namespace {
 
 using dnnl::memory;
 
-struct DnnlPoolState : NodeState {
+// One primitive: the whole pool, or the part of it one thread runs (images [n0, ..) or output
+// rows [out0, ..) reading input rows from in0).
+struct PoolPart {
+  int64_t n0 = 0, out0 = 0, in0 = 0;
+  dnnl::pooling_forward pool;
+  memory mx, my;  // made once, pointed at each call's buffers
+};
+
+// As for convolutions (ops/conv_dnnl.cc): with several threads, parts on kiln's pool with
+// oneDNN at one thread each.
+struct DnnlPoolPlan : NodeState {
   Pool2DShape s{};
   int64_t N = 0;
   DnnlPoolKind kind{};
   int threads = 0;
-  dnnl::pooling_forward pool;
-  memory::desc md_x, md_y;
-  memory mx, my;  // made once, pointed at each call's buffers
+  std::vector<PoolPart> parts;
   bool Matches(const Pool2DShape& q, int64_t n, DnnlPoolKind k, int t) const {
     return std::memcmp(&s, &q, sizeof(s)) == 0 && N == n && kind == k && threads == t;
   }
 };
+
+// The primitive for images [n0, n1) and output rows [o0, o1). Rows of one image get the pads
+// of the image edges they reach; whole images (o0 = 0, o1 = OH) read every row. On the right,
+// the pads that make the grid end where it does (ceil mode runs past the pads). Throws when
+// only oneDNN's reference loops take it.
+PoolPart MakePart(const Pool2DShape& s, int64_t C, DnnlPoolKind kind, int64_t n0, int64_t n1,
+                  int64_t o0, int64_t o1) {
+  dnnl::engine& e = dnnl_common::Engine();
+  const bool whole = o0 == 0 && o1 == s.OH;
+  const int64_t first = whole ? -s.ph : o0 * s.sh - s.ph, end = (o1 - 1) * s.sh - s.ph + s.KH;
+  const int64_t top = std::max<int64_t>(0, -first);
+  const int64_t bottom = whole ? end - s.H : std::max<int64_t>(0, end - s.H);
+  const int64_t rows = whole ? s.H : std::min(end, s.H) - std::max<int64_t>(0, first);
+  PoolPart part;
+  part.n0 = n0;
+  part.out0 = o0;
+  part.in0 = std::max<int64_t>(0, first);
+  const memory::desc md_x({n1 - n0, C, rows, s.W}, memory::data_type::f32, memory::format_tag::nhwc);
+  const memory::desc md_y({n1 - n0, C, o1 - o0, s.OW}, memory::data_type::f32, memory::format_tag::nhwc);
+  const memory::dims pr{bottom, (s.OW - 1) * s.sw + s.KW - s.W - s.pw};
+  const auto alg = kind == DnnlPoolKind::kMax ? dnnl::algorithm::pooling_max
+                   : kind == DnnlPoolKind::kAvgIncludePad ? dnnl::algorithm::pooling_avg_include_padding
+                                                          : dnnl::algorithm::pooling_avg_exclude_padding;
+  dnnl::pooling_forward::desc d(dnnl::prop_kind::forward_inference, alg, md_x, md_y, {s.sh, s.sw},
+                                {s.KH, s.KW}, {top, s.pw}, pr);
+  dnnl::pooling_forward::primitive_desc pd(d, e);
+  if (std::string(pd.impl_info_str()).rfind("ref", 0) == 0)
+    throw dnnl::error(dnnl_unimplemented, "only oneDNN's reference pooling takes the part");
+  part.pool = dnnl::pooling_forward(pd);
+  part.mx = memory(md_x, e, DNNL_MEMORY_NONE);
+  part.my = memory(md_y, e, DNNL_MEMORY_NONE);
+  return part;
+}
+
+void Run(PoolPart& part, const float* x, float* y) {
+  part.mx.set_data_handle(const_cast<float*>(x));
+  part.my.set_data_handle(y);
+  dnnl::stream& str = dnnl_common::Stream();
+  part.pool.execute(str, {{DNNL_ARG_SRC, part.mx}, {DNNL_ARG_DST, part.my}});
+  str.wait();
+}
 
 }  // namespace
 
@@ -66,40 +119,54 @@ bool DnnlPool2DChannelsLast(const Pool2DShape& s, int64_t N, DnnlPoolKind kind, 
                        float* y, int threads, std::unique_ptr<NodeState>* state) {
   std::unique_ptr<NodeState> local;
   if (!state) state = &local;
-  auto* st = dynamic_cast<DnnlPoolState*>(state->get());
-  dnnl_common::SetThreads(threads);
-  dnnl::engine& e = dnnl_common::Engine();
-  if (!st || !st->Matches(s, N, kind, threads)) {
-    auto fresh = std::make_unique<DnnlPoolState>();
+  auto* plan = dynamic_cast<DnnlPoolPlan*>(state->get());
+  dnnl_common::SingleThreaded();
+  const int64_t C = s.planes / N;
+  // Parts: the images when there is one per thread, else the rows of the one image, else one.
+  const bool by_images = N >= threads, by_rows = !by_images && N == 1 && s.OH >= 2;
+  if (!plan || !plan->Matches(s, N, kind, threads)) {
+    auto fresh = std::make_unique<DnnlPoolPlan>();
     fresh->s = s;
     fresh->N = N;
     fresh->kind = kind;
     fresh->threads = threads;
+    auto make = [&](int t) {
+      fresh->parts.clear();
+      const int64_t total = t <= 1 ? 1 : by_images ? N : by_rows ? s.OH : 1;
+      const int64_t n = std::min<int64_t>(t, total);
+      for (int64_t c = 0; c < n; ++c) {
+        const int64_t a = c * total / n, e = (c + 1) * total / n;
+        fresh->parts.push_back(n == 1      ? MakePart(s, C, kind, 0, N, 0, s.OH)
+                               : by_images ? MakePart(s, C, kind, a, e, 0, s.OH)
+                                           : MakePart(s, C, kind, 0, 1, a, e));
+      }
+    };
     try {
-      const int64_t C = s.planes / N;
-      fresh->md_x = memory::desc({N, C, s.H, s.W}, memory::data_type::f32, memory::format_tag::nhwc);
-      fresh->md_y = memory::desc({N, C, s.OH, s.OW}, memory::data_type::f32, memory::format_tag::nhwc);
-      // The right pads that make the grid end where it does (ceil mode runs past the pads).
-      const memory::dims pr{(s.OH - 1) * s.sh + s.KH - s.H - s.ph, (s.OW - 1) * s.sw + s.KW - s.W - s.pw};
-      const auto alg = kind == DnnlPoolKind::kMax ? dnnl::algorithm::pooling_max
-                       : kind == DnnlPoolKind::kAvgIncludePad ? dnnl::algorithm::pooling_avg_include_padding
-                                                              : dnnl::algorithm::pooling_avg_exclude_padding;
-      dnnl::pooling_forward::desc d(dnnl::prop_kind::forward_inference, alg, fresh->md_x, fresh->md_y,
-                                    {s.sh, s.sw}, {s.KH, s.KW}, {s.ph, s.pw}, pr);
-      fresh->pool = dnnl::pooling_forward(dnnl::pooling_forward::primitive_desc(d, e));
-      fresh->mx = memory(fresh->md_x, e, DNNL_MEMORY_NONE);
-      fresh->my = memory(fresh->md_y, e, DNNL_MEMORY_NONE);
+      try {
+        make(threads);
+      } catch (const dnnl::error&) {
+        if (threads <= 1) throw;
+        make(1);  // a part only the reference loops take: the whole pool on one thread
+      }
     } catch (const dnnl::error&) {
       return false;
     }
-    st = fresh.get();
+    plan = fresh.get();
     *state = std::move(fresh);
   }
-  st->mx.set_data_handle(const_cast<float*>(x));
-  st->my.set_data_handle(y);
-  dnnl::stream& str = dnnl_common::Stream();
-  st->pool.execute(str, {{DNNL_ARG_SRC, st->mx}, {DNNL_ARG_DST, st->my}});
-  str.wait();
+  const int64_t parts = static_cast<int64_t>(plan->parts.size());
+  if (parts == 1) {
+    Run(plan->parts[0], x, y);
+    return true;
+  }
+  const int64_t image = C * s.H * s.W, out_image = C * s.OH * s.OW;
+  ParallelFor(threads, parts, [&](int64_t c0, int64_t c1) {
+    dnnl_common::SingleThreaded();
+    for (int64_t c = c0; c < c1; ++c) {
+      PoolPart& part = plan->parts[c];
+      Run(part, x + part.n0 * image + part.in0 * s.W * C, y + part.n0 * out_image + part.out0 * s.OW * C);
+    }
+  });
   return true;
 }
 

@@ -1,7 +1,8 @@
 // 2-D float MaxPool / AveragePool through oneDNN on channels-last tensors (ops/channels_last.h),
 // so that a pool between convolutions keeps the chain channels-last. Its input and output are
 // both channels-last (linked for the executor's layout choice); the primitive is kept in the
-// node's state.
+// node's state. With T > 1 threads it splits as convolutions do (ops/conv_dnnl.h): the images,
+// else the output rows, one primitive per part on kiln's pool.
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,7 @@
 // The one process-wide pool of worker threads behind the host kernels' `threads` argument
-// (GEMM, depthwise conv, GEMV). Workers are created on first use and persist; the pool grows to
-// the largest `threads` any call asked for (at most kMaxThreads) and never shrinks.
+// (GEMM, depthwise conv, GEMV, and oneDNN's primitives, one per part: ops/conv_dnnl.h).
+// Workers are created on first use and persist; the pool grows to the largest `threads` any
+// call asked for (at most kMaxThreads) and never shrinks.
 //
 // ParallelFor(threads, n, fn) splits [0, n) into min(threads, n) contiguous chunks of nearly
 // equal size (chunk c is [c * n / t, (c + 1) * n / t)), runs fn(begin, end) once per chunk on the
