@@ -14,16 +14,12 @@
 #include "ops/conv_dnnl.h"
 #include "ops/gemm_dnnl.h"
 #include "ops/pool_dnnl.h"
+#include "random_vectors.h"
 
 namespace kiln::ops {
 namespace {
 
-std::vector<float> Random(size_t n, std::mt19937& rng) {
-  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
+std::vector<float> Random(size_t n, std::mt19937& rng) { return testing::RandomVector(n, rng); }
 
 Conv2DParams Make(int64_t N, int64_t C, int64_t M, int64_t group, int64_t H, int64_t W,
                   int64_t KH, int64_t KW, int64_t s, int64_t pl, int64_t pr, int64_t d) {

@@ -26,6 +26,7 @@
 #include "ops/matmul_gemm.h"
 #include "ops/pool_kernels.h"
 #include "ops/thread_pool.h"
+#include "random_vectors.h"
 
 namespace kiln::ops {
 namespace {
@@ -39,10 +40,7 @@ std::vector<Isa> RunnableIsas() {
 
 template <class T>
 std::vector<T> Random(size_t n, std::mt19937& rng) {
-  std::uniform_real_distribution<double> d(-1.0, 1.0);
-  std::vector<T> v(n);
-  for (auto& e : v) e = static_cast<T>(d(rng));
-  return v;
+  return testing::RandomVector<T>(n, rng);
 }
 
 template <class T>
