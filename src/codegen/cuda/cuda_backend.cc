@@ -40,7 +40,10 @@ std::string CommentText(const std::string& s, size_t max_len = 160) {
 
 std::string DimsText(const Dims& d) {
   std::string s = "[";
-  for (size_t i = 0; i < d.size(); ++i) s += (i ? "," : "") + std::to_string(d[i]);
+  for (size_t i = 0; i < d.size(); ++i) {
+    if (i) s += ',';
+    s += std::to_string(d[i]);
+  }
   return s + "]";
 }
 
@@ -51,7 +54,8 @@ std::string NodeName(const ir::Graph& g, const ir::Node& n) {
   return n.op_type + " node";
 }
 
-// The helpers every generated file shares, guarded so that several models compile together.
+// The helpers generated files share, each guarded so that several models compile together,
+// and each emitted only where the model calls it (nvcc warns about unused static functions).
 const char* kPrelude = R"(#ifndef KILN_CUDA_HELPERS_
 #define KILN_CUDA_HELPERS_
 #ifdef __CUDACC__
@@ -64,10 +68,16 @@ const char* kPrelude = R"(#ifndef KILN_CUDA_HELPERS_
 #define KILN_UNROLL
 #define KILN_NO_UNROLL
 #endif
-
 typedef struct kiln_f4 { float x, y, z, w; } kiln_f4;
+#endif /* KILN_CUDA_HELPERS_ */
+)";
 
-/* Weights go through the read-only data cache; four at a time where 16-byte aligned. */
+// (function name, text); weights go through the read-only data cache, four at a time where
+// 16-byte aligned; IEEE half weights (--precision fp16) are widened to float on load.
+const std::vector<std::pair<std::string, std::string>>& Helpers() {
+  static const auto* h = new std::vector<std::pair<std::string, std::string>>{
+      {"kiln_ld", R"(#ifndef KILN_CUDA_LD_
+#define KILN_CUDA_LD_
 KILN_HD static inline float kiln_ld(const float *p) {
 #ifdef __CUDA_ARCH__
   return __ldg(p);
@@ -75,6 +85,10 @@ KILN_HD static inline float kiln_ld(const float *p) {
   return *p;
 #endif
 }
+#endif
+)"},
+      {"kiln_ld4", R"(#ifndef KILN_CUDA_LD4_
+#define KILN_CUDA_LD4_
 KILN_HD static inline kiln_f4 kiln_ld4(const float *p) {
 #ifdef __CUDA_ARCH__
   const float4 v = __ldg(reinterpret_cast<const float4 *>(p));
@@ -84,7 +98,10 @@ KILN_HD static inline kiln_f4 kiln_ld4(const float *p) {
 #endif
   return r;
 }
-/* IEEE half weights (--precision fp16), widened to float on load. */
+#endif
+)"},
+      {"kiln_h2f", R"(#ifndef KILN_CUDA_H2F_
+#define KILN_CUDA_H2F_
 KILN_HD static inline float kiln_h2f(unsigned short h) {
 #ifdef __CUDA_ARCH__
   return __half2float(__ushort_as_half(h));
@@ -94,6 +111,10 @@ KILN_HD static inline float kiln_h2f(unsigned short h) {
   return (h & 0x8000u) ? -v : v;
 #endif
 }
+#endif
+)"},
+      {"kiln_ldh", R"(#ifndef KILN_CUDA_LDH_
+#define KILN_CUDA_LDH_
 KILN_HD static inline float kiln_ldh(const unsigned short *p) {
 #ifdef __CUDA_ARCH__
   return kiln_h2f(__ldg(p));
@@ -101,6 +122,10 @@ KILN_HD static inline float kiln_ldh(const unsigned short *p) {
   return kiln_h2f(*p);
 #endif
 }
+#endif
+)"},
+      {"kiln_ldh4", R"(#ifndef KILN_CUDA_LDH4_
+#define KILN_CUDA_LDH4_
 KILN_HD static inline kiln_f4 kiln_ldh4(const unsigned short *p) {
 #ifdef __CUDA_ARCH__
   const uint2 v = __ldg(reinterpret_cast<const uint2 *>(p));
@@ -112,8 +137,11 @@ KILN_HD static inline kiln_f4 kiln_ldh4(const unsigned short *p) {
 #endif
   return r;
 }
-#endif /* KILN_CUDA_HELPERS_ */
-)";
+#endif
+)"},
+  };
+  return *h;
+}
 
 class Generator {
  public:
@@ -145,7 +173,7 @@ class Generator {
       int64_t e = NumElements(g_.values[v].type.dims);
       KILN_ASSIGN_OR_RETURN(Loc l, Locate(v));
       body += "  /* input '" + CommentText(g_.values[v].name) + "' into its slot */\n";
-      body += "  KILN_UNROLL\n  for (int k = 0; k < " + std::to_string(e) + "; ++k) " + l.slot + "[" +
+      body += "  " + Unroll(v) + "\n  for (int k = 0; k < " + std::to_string(e) + "; ++k) " + l.slot + "[" +
               (l.offset ? std::to_string(l.offset) + " + " : "") + "k] = in_" + in_members_[k] + "[i * " +
               std::to_string(e) + " + k];\n";
     }
@@ -167,7 +195,7 @@ class Generator {
       std::string src;
       if (l.kind == Loc::Kind::kSlot) src = l.slot + "[" + (l.offset ? std::to_string(l.offset) + " + " : "") + "k]";
       else return Error("output '" + g_.values[v].name + "' is a constant; --target cuda computes its outputs");
-      body += "  KILN_UNROLL\n  for (int k = 0; k < " + std::to_string(e) + "; ++k) out_" + out_members_[k] + "[i * " +
+      body += "  " + Unroll(v) + "\n  for (int k = 0; k < " + std::to_string(e) + "; ++k) out_" + out_members_[k] + "[i * " +
               std::to_string(e) + " + k] = " + src + ";\n";
     }
     body_ = body;
@@ -207,6 +235,13 @@ class Generator {
       s.values.push_back(g_.values[v].name);
       slot_of_[v] = {it->second, first};
     }
+  }
+
+  // The pragma for a copy loop over value v's slot.
+  std::string Unroll(int v) const {
+    auto it = slot_of_.find(v);
+    bool small = it != slot_of_.end() && slots_[it->second.first].elements <= EmitContext::kRegisterSlotLimit;
+    return small ? "KILN_UNROLL" : "KILN_NO_UNROLL";
   }
 
   Expected<Loc> Locate(int v) {
@@ -275,7 +310,13 @@ class Generator {
                     "; --target cuda computes float tensors only");
     }
     const EmitFn* fn = FindEmitter(n.domain, n.op_type);
-    EmitContext ctx(g_, n, model_.OpsetFor(n.domain), [this](int v) { return Locate(v); });
+    bool small = true;
+    for (const auto* vals : {&n.inputs, &n.outputs})
+      for (int v : *vals) {
+        auto it = v >= 0 ? slot_of_.find(v) : slot_of_.end();
+        if (it != slot_of_.end() && slots_[it->second.first].elements > EmitContext::kRegisterSlotLimit) small = false;
+      }
+    EmitContext ctx(g_, n, model_.OpsetFor(n.domain), small, [this](int v) { return Locate(v); });
     Status st = (*fn)(ctx);
     if (!st.ok()) return fail(st.message());
     return ctx.body();
@@ -347,7 +388,11 @@ class Generator {
     std::string n = o_.name, u = upper_;
     const auto feeds = g_.RuntimeInputs();
     std::string s = Banner(n + ".cu: the whole network as one CUDA kernel, one sample per thread.");
-    s += "#include \"" + n + ".h\"\n\n#include <math.h>\n#include <string.h>\n\n" + kPrelude + "\n";
+    s += "#include \"" + n + ".h\"\n\n#include <math.h>\n#include <string.h>\n\n" + kPrelude;
+    bool half_loads = body_.find("kiln_ldh") != std::string::npos;
+    for (const auto& [fn, text] : Helpers())
+      if (body_.find(fn + "(") != std::string::npos || (fn == "kiln_h2f" && half_loads)) s += text;
+    s += "\n";
     // Weights.
     s += "/* The weight buffer: " + std::to_string(weights_.size()) + " bytes, each tensor 16-byte aligned.\n";
     for (const auto& w : weight_list_)

@@ -28,8 +28,12 @@ struct Loc {
 
 class EmitContext {
  public:
-  EmitContext(const ir::Graph& g, const ir::Node& n, int64_t opset, std::function<Expected<Loc>(int value)> locate)
-      : graph_(g), node_(n), opset_(opset), locate_(std::move(locate)) {}
+  // register_slots: every slot the node touches is small enough for registers (else unrolling
+  // would only make nvcc slower: such slots live in local memory whatever the indices).
+  EmitContext(const ir::Graph& g, const ir::Node& n, int64_t opset, bool register_slots,
+              std::function<Expected<Loc>(int value)> locate)
+      : graph_(g), node_(n), opset_(opset), locate_(std::move(locate)), registers_(register_slots),
+        unroll_(register_slots) {}
 
   const ir::Graph& graph() const { return graph_; }
   const ir::Node& node() const { return node_; }
@@ -62,24 +66,31 @@ class EmitContext {
   void Nest(const Dims& dims, const std::function<void(const std::vector<std::string>&)>& body);
   // Fully unrolled loops unless the node does more than this many inner iterations (then nvcc
   // keeps the loops, and slots indexed by loop variables live in local memory).
-  void SetWork(int64_t inner_iterations) { unroll_ = inner_iterations <= kUnrollLimit; }
+  void SetWork(int64_t inner_iterations) { unroll_ = registers_ && inner_iterations <= kUnrollLimit; }
   bool unrolled() const { return unroll_; }
-  std::string Temp() { return "t" + std::to_string(temps_++); }
-  std::string Var() { return "k" + std::to_string(vars_++); }
+  std::string Temp() { return Numbered('t', temps_++); }
+  std::string Var() { return Numbered('k', vars_++); }
 
   Status error(const std::string& msg) const { return Error(msg); }
   const std::string& body() const { return body_; }
 
   static constexpr int64_t kUnrollLimit = 16384;
+  static constexpr int64_t kRegisterSlotLimit = 256;  // floats; a thread has at most 255 registers
 
  private:
+  static std::string Numbered(char prefix, int k) {
+    std::string s(1, prefix);
+    s += std::to_string(k);
+    return s;
+  }
+
   const ir::Graph& graph_;
   const ir::Node& node_;
   int64_t opset_;
   std::function<Expected<Loc>(int)> locate_;
   std::string body_;
   int depth_ = 0, temps_ = 0, vars_ = 0;
-  bool unroll_ = true;
+  bool registers_, unroll_;
 };
 
 using EmitFn = std::function<Status(EmitContext&)>;

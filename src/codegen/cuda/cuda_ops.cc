@@ -127,8 +127,13 @@ Status EmitUnary(EmitContext& ctx) {
   return EmitMap(ctx, [&](const std::vector<std::string>& a) { return c::UnaryExpr(cctx, DType::kFloat32, a[0]); });
 }
 
+Status EmitGather(EmitContext& ctx, const std::function<std::string(const std::vector<std::string>&)>& src);
+
+// Reshape & co when the planner could not make them views: a flat copy of input 0 (the other
+// inputs are shapes and axes, used at compile time).
 Status EmitCopy(EmitContext& ctx) {
-  return EmitMap(ctx, [](const std::vector<std::string>& a) -> Expected<std::string> { return a[0]; });
+  const Dims& od = ctx.output_dims(0);
+  return EmitGather(ctx, [&](const std::vector<std::string>& idx) { return Flat(idx, Strides(od)); });
 }
 
 Status EmitBinary(EmitContext& ctx, const std::string& op) {
