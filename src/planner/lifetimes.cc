@@ -153,6 +153,8 @@ BufferSet BuildBuffers(const ir::Graph& g, const std::vector<int>& order,
   for (size_t p = 0; p < order.size(); ++p) {
     const ir::Node& n = g.nodes[order[p]];
     if (n.op_type != "Concat" || n.outputs.empty() || buf(n.outputs[0]) < 0) continue;
+    if (static_cast<size_t>(order[p]) < options.concat_copies.size() && options.concat_copies[order[p]])
+      continue;
     const ir::TypeInfo& ot = g.values[n.outputs[0]].type;
     int64_t axis = n.attr_int("axis", 1);
     if (axis < 0) axis += static_cast<int64_t>(ot.dims.size());

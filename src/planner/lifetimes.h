@@ -25,6 +25,9 @@ struct LifetimeOptions {
   // Also plan graph inputs (live from position 0) and outputs (live to the end), for a target
   // whose caller hands all memory over as one arena. The host executor keeps them outside.
   bool include_io = false;
+  // Per node (graph index; empty: none): Concats whose inputs keep bytes of their own instead of
+  // their slices of the output (the host's channels-last Concats interleave them).
+  std::vector<char> concat_copies;
 };
 
 struct BufferSet {

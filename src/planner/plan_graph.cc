@@ -14,6 +14,7 @@ Expected<GraphPlan> PlanGraph(const ir::Graph& g, const PlanOptions& options) {
   LifetimeOptions lo;
   lo.aliasing = options.aliasing;
   lo.include_io = options.include_io;
+  lo.concat_copies = options.concat_copies;
   gp.buffers = BuildBuffers(g, gp.schedule.order, lo);
   KILN_ASSIGN_OR_RETURN(gp.plan, PlanMemory(gp.buffers.buffers, options.planner, options.budget_ms, options.max_steps));
   return gp;

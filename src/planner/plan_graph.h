@@ -17,6 +17,7 @@ struct PlanOptions {
   bool include_io = false;  // see LifetimeOptions
   double budget_ms = 100.0;
   long max_steps = 0;  // > 0: search planners stop after this many steps (deterministic)
+  std::vector<char> concat_copies;  // LifetimeOptions::concat_copies (the host executor's)
 };
 
 struct GraphPlan {

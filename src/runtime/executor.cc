@@ -86,6 +86,13 @@ struct Executor::Impl : public ops::SubgraphRunner {
     po.reorder = o.reorder;
     po.aliasing = o.aliasing;
     po.max_steps = o.planner_steps;
+    info.channels_last = o.channels_last ? ChannelsLastValues(g) : std::vector<char>(g.values.size(), 0);
+    // A channels-last Concat interleaves its inputs: they are better in bytes of their own than
+    // in the output's slices, which it would have to copy out first (ops/channels_last.h).
+    po.concat_copies.assign(g.nodes.size(), 0);
+    for (size_t n = 0; n < g.nodes.size(); ++n)
+      po.concat_copies[n] = g.nodes[n].op_type == "Concat" && !g.nodes[n].outputs.empty() &&
+                            g.nodes[n].outputs[0] >= 0 && info.channels_last[g.nodes[n].outputs[0]];
     KILN_ASSIGN_OR_RETURN(auto gp, planner::PlanGraph(g, po));
     info.order = std::move(gp.schedule.order);
     info.buffers = std::move(gp.buffers);
@@ -94,7 +101,6 @@ struct Executor::Impl : public ops::SubgraphRunner {
     uintptr_t p = reinterpret_cast<uintptr_t>(info.storage.data());
     info.arena = info.storage.data() + (AlignUp(p) - p);
 
-    info.channels_last = o.channels_last ? ChannelsLastValues(g) : std::vector<char>(g.values.size(), 0);
     std::vector<int> last_use = planner::LastUses(g, info.order);
     info.release_after.resize(info.order.size());
     for (size_t v = 0; v < g.values.size(); ++v)
