@@ -323,6 +323,17 @@ TEST_F(CudaBackendTest, OutputIsDeterministic) {
   EXPECT_EQ(*first, *second);
 }
 
+// Generated files share guarded helpers: two models (fp32 and fp16) build in one program.
+TEST_F(CudaBackendTest, TwoModelsInOneProgram) {
+  Compile(Models() + "mlp_field.onnx", "field");
+  Compile(Models() + "mlp_field.onnx", "field16", "--precision fp16");
+  Write("two.cc", "#include \"field.cu\"\n#include \"field16.cu\"\nint main() { return KILN_FIELD16_WEIGHT_BYTES < KILN_FIELD_WEIGHT_BYTES ? 0 : 1; }\n");
+  auto [rc, log] = Sh("g++ -std=c++17 -Wall -Wextra -Werror -x c++ -DKILN_CUDA_HOST_CHECK -I" + file("gen_field") + " -I" +
+                      file("gen_field16") + " " + file("two.cc") + " -o " + file("two"));
+  ASSERT_EQ(rc, 0) << log;
+  EXPECT_EQ(Sh(file("two")).first, 0) << "fp16 weights should take fewer bytes";
+}
+
 // y = Relu(x + w) with w = [-1.5, -0.5, ...] (an arithmetic progression) and a splat scale:
 // both become formulas, so the weight buffer stays empty, and the results still match.
 TEST_F(CudaBackendTest, CompressedConstantsAreFormulas) {

@@ -421,8 +421,11 @@ class Generator {
          " per-thread arrays, " + std::to_string(SlotElements()) + " floats); every index is a constant once the\n" +
          " * loops are unrolled, so nvcc keeps small slots in registers. */\n";
     s += "KILN_HD static inline void kiln_" + n + "_sample(" + params + ", int64_t i) {\n";
-    s += "  const float *__restrict__ w = (const float *)weights;\n  (void)w;\n";
-    s += "  const unsigned short *__restrict__ wh = (const unsigned short *)weights;\n  (void)wh;\n";
+    // Float and half views of the weight bytes, where the body reads them.
+    if (body_.find("(w + ") != std::string::npos) s += "  const float *__restrict__ w = (const float *)weights;\n";
+    if (body_.find("(wh + ") != std::string::npos)
+      s += "  const unsigned short *__restrict__ wh = (const unsigned short *)weights;\n";
+    if (body_.find("(w + ") == std::string::npos && body_.find("(wh + ") == std::string::npos) s += "  (void)weights;\n";
     s += decl + body_ + "}\n\n";
     // Kernel and host functions.
     std::string args = "weights";
