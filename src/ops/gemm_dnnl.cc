@@ -1,6 +1,7 @@
 #include "ops/gemm_dnnl.h"
 
 #include <algorithm>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -139,7 +140,93 @@ bool DnnlGemm(int64_t M, int64_t N, int64_t K, const float* A, const float* B, b
   return true;
 }
 
+namespace {
+
+// Batched products of activations (attention's Q K^T and P V): [b, M, K] x [b, K, N], both
+// plain row-major and read as they are. Parts: runs of the batch, one primitive each.
+struct MatMulPart {
+  int64_t b0 = 0;
+  dnnl::matmul mm;
+  memory a, w, y;
+  std::unordered_map<int, memory> args;
+};
+
+struct DnnlMatMulPlan : NodeState {
+  int64_t batch = 0, M = 0, N = 0, K = 0;
+  int threads = 0;
+  bool supported = false;
+  std::vector<MatMulPart> parts;
+};
+
+MatMulPart MakeBatchPart(const DnnlMatMulPlan& plan, int64_t b0, int64_t b) {
+  dnnl::engine& e = dnnl_common::Engine();
+  const auto f32 = memory::data_type::f32;
+  const memory::desc a_md({b, plan.M, plan.K}, f32, Tag::abc), w_md({b, plan.K, plan.N}, f32, Tag::abc),
+      y_md({b, plan.M, plan.N}, f32, Tag::abc);
+  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, w_md, y_md), e);
+  if (std::string(pd.impl_info_str()).rfind("ref", 0) == 0)
+    throw dnnl::error(dnnl_unimplemented, "only oneDNN's reference matmul takes it");
+  MatMulPart part;
+  part.b0 = b0;
+  part.mm = dnnl::matmul(pd);
+  part.a = memory(a_md, e, DNNL_MEMORY_NONE);
+  part.w = memory(w_md, e, DNNL_MEMORY_NONE);
+  part.y = memory(y_md, e, DNNL_MEMORY_NONE);
+  part.args = {{DNNL_ARG_SRC, part.a}, {DNNL_ARG_WEIGHTS, part.w}, {DNNL_ARG_DST, part.y}};
+  return part;
+}
+
+}  // namespace
+
+bool DnnlBatchedMatMul(int64_t batch, int64_t M, int64_t N, int64_t K, const float* A,
+                       const float* B, float* Y, int threads, std::unique_ptr<NodeState>* state) {
+  std::unique_ptr<NodeState> local;
+  if (!state) state = &local;
+  auto* plan = dynamic_cast<DnnlMatMulPlan*>(state->get());
+  dnnl_common::SingleThreaded();
+  if (!plan || plan->batch != batch || plan->M != M || plan->N != N || plan->K != K ||
+      plan->threads != threads) {
+    auto fresh = std::make_unique<DnnlMatMulPlan>();
+    fresh->batch = batch;
+    fresh->M = M;
+    fresh->N = N;
+    fresh->K = K;
+    fresh->threads = threads;
+    plan = fresh.get();
+    *state = std::move(fresh);
+    try {
+      const int64_t n = std::max<int64_t>(1, std::min<int64_t>(threads, batch));
+      for (int64_t c = 0; c < n; ++c) {
+        const int64_t a = c * batch / n, e = (c + 1) * batch / n;
+        plan->parts.push_back(MakeBatchPart(*plan, a, e - a));
+      }
+      plan->supported = true;
+    } catch (const dnnl::error&) {
+      return false;  // supported stays false
+    }
+  }
+  if (!plan->supported) return false;
+  ParallelFor(threads, static_cast<int64_t>(plan->parts.size()), [&](int64_t c0, int64_t c1) {
+    dnnl_common::SingleThreaded();
+    for (int64_t c = c0; c < c1; ++c) {
+      MatMulPart& part = plan->parts[c];
+      dnnl::stream& s = dnnl_common::Stream();
+      part.a.set_data_handle(const_cast<float*>(A + part.b0 * M * K));
+      part.w.set_data_handle(const_cast<float*>(B + part.b0 * K * N));
+      part.y.set_data_handle(Y + part.b0 * M * N);
+      part.mm.execute(s, part.args);
+      s.wait();
+    }
+  });
+  return true;
+}
+
 #else
+
+bool DnnlBatchedMatMul(int64_t, int64_t, int64_t, int64_t, const float*, const float*, float*, int,
+                       std::unique_ptr<NodeState>*) {
+  return false;
+}
 
 bool DnnlGemm(int64_t, int64_t, int64_t, const float*, const float*, bool, bool, const float*,
               float*, int, std::unique_ptr<NodeState>*) {

@@ -19,4 +19,10 @@ bool DnnlGemm(int64_t M, int64_t N, int64_t K, const float* A, const float* B, b
               bool b_constant, const float* bias, float* Y, int threads,
               std::unique_ptr<NodeState>* state);
 
+// Y[b] = A[b] B[b] for b < batch: A [batch, M, K], B [batch, K, N], Y [batch, M, N], all
+// row-major (attention's products of activations); false when oneDNN is not built in or only
+// its reference loops take the shape. With T > 1 threads, runs of the batch on kiln's pool.
+bool DnnlBatchedMatMul(int64_t batch, int64_t M, int64_t N, int64_t K, const float* A,
+                       const float* B, float* Y, int threads, std::unique_ptr<NodeState>* state);
+
 }  // namespace kiln::ops

@@ -64,6 +64,20 @@ Status MatMulCompute(ComputeContext& ctx) {
   const int64_t M = s.M, N = s.N, K = s.K;
   std::array<Dims, 2> strides = {BroadcastStrides(s.a_batch, s.out_batch),
                                  BroadcastStrides(s.b_batch, s.out_batch)};
+  // Constant float weights shared by every row (a linear layer on [.., M, K] activations, as
+  // transformers write them): oneDNN's matmul with B packed once (ops/gemm_dnnl.h), as Gemm.
+  const int64_t rows = NumElements(s.out_batch) * M;
+  if (a.dtype() == DType::kFloat32 && NumElements(s.b_batch) == 1 && ctx.input_constant(1) &&
+      rows > 1 && DnnlGemm(rows, N, K, a.data<float>(), b.data<float>(), false, true, nullptr,
+                           y.data<float>(), ctx.threads(), ctx.state()))
+    return OkStatus();
+  // Products of activations without broadcasting (attention's Q K^T, P V): oneDNN's batched
+  // matmul reads them as they are, where our GEMM would pack both per batch.
+  if (a.dtype() == DType::kFloat32 && !ctx.input_constant(1) && s.a_batch == s.out_batch &&
+      s.b_batch == s.out_batch && M > 1 && N > 1 &&
+      DnnlBatchedMatMul(NumElements(s.out_batch), M, N, K, a.data<float>(), b.data<float>(),
+                        y.data<float>(), ctx.threads(), ctx.state()))
+    return OkStatus();
   bool ok = Dispatch<kNumericTypes>(a.dtype(), [&]<class T>() {
     const T* A = a.data<T>();
     const T* B = b.data<T>();
