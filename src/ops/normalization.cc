@@ -6,6 +6,7 @@
 #include <string>
 
 #include "ops/common.h"
+#include "ops/cpu_isa.h"
 
 namespace kiln::ops {
 namespace {
@@ -279,6 +280,63 @@ Status LayerNormInfer(InferContext& ctx) {
   return OkStatus();
 }
 
+// One float32 row of LayerNormalization / RMSNormalization with per-column scale and bias
+// (the transformer case): float sums in 16 lanes, as ONNX computes in float32 (stash_type 1).
+template <int kLanes>
+__attribute__((always_inline)) inline void NormRowF32(const float* x, float* y, int64_t n,
+                                                      const float* scale, const float* bias,
+                                                      float eps, bool rms, float* mean_out,
+                                                      float* inv_out) {
+  float part[kLanes] = {};
+  int64_t c = 0;
+  float mean = 0;
+  if (!rms) {
+    for (; c + kLanes <= n; c += kLanes)
+      for (int l = 0; l < kLanes; ++l) part[l] += x[c + l];
+    float sum = 0;
+    for (int l = 0; l < kLanes; ++l) sum += part[l];
+    for (; c < n; ++c) sum += x[c];
+    mean = sum / static_cast<float>(n);
+  }
+  float sq[kLanes] = {};
+  c = 0;
+  for (; c + kLanes <= n; c += kLanes)
+    for (int l = 0; l < kLanes; ++l) sq[l] += (x[c + l] - mean) * (x[c + l] - mean);
+  float var = 0;
+  for (int l = 0; l < kLanes; ++l) var += sq[l];
+  for (; c < n; ++c) var += (x[c] - mean) * (x[c] - mean);
+  const float inv = 1.0f / std::sqrt(var / static_cast<float>(n) + eps);
+  if (bias)
+    for (int64_t k = 0; k < n; ++k) y[k] = (x[k] - mean) * inv * scale[k] + bias[k];
+  else
+    for (int64_t k = 0; k < n; ++k) y[k] = (x[k] - mean) * inv * scale[k];
+  *mean_out = mean;
+  *inv_out = inv;
+}
+
+void NormRowsBase(const float* x, float* y, int64_t rows, int64_t n, const float* scale,
+                  const float* bias, float eps, bool rms, double* means, double* invs) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float m, i;
+    NormRowF32<16>(x + r * n, y + r * n, n, scale, bias, eps, rms, &m, &i);
+    means[r] = m;
+    invs[r] = i;
+  }
+}
+#if KILN_X86_DISPATCH
+__attribute__((target("avx512f,fma"))) void NormRowsAvx512(const float* x, float* y, int64_t rows,
+                                                          int64_t n, const float* scale,
+                                                          const float* bias, float eps, bool rms,
+                                                          double* means, double* invs) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float m, i;
+    NormRowF32<16>(x + r * n, y + r * n, n, scale, bias, eps, rms, &m, &i);
+    means[r] = m;
+    invs[r] = i;
+  }
+}
+#endif
+
 Status LayerNormCompute(ComputeContext& ctx) {
   const bool rms = ctx.node().op_type == "RMSNormalization";
   const Tensor& xt = ctx.input(0);
@@ -291,6 +349,21 @@ Status LayerNormCompute(ComputeContext& ctx) {
   const int64_t scale_n = static_cast<int64_t>(scale.size());
   const int64_t bias_n = static_cast<int64_t>(bias.size());
   std::vector<double> means(rc.rows), inv_stds(rc.rows);
+  const bool per_column = scale_n == rc.cols && (bias_n == 0 || bias_n == rc.cols) &&
+                          ctx.input(1).size() == rc.cols &&
+                          (bias_n == 0 || ctx.input(2).size() == rc.cols);
+  if (xt.dtype() == DType::kFloat32 && per_column && ctx.input(1).dtype() == DType::kFloat32 &&
+      (bias_n == 0 || ctx.input(2).dtype() == DType::kFloat32) && rc.cols > 0 &&
+      ctx.node().attr_int("stash_type", 1) == 1) {
+    const float* b = bias_n ? ctx.input(2).data<float>() : nullptr;
+#if KILN_X86_DISPATCH
+    auto rows = BestIsa() == Isa::kAvx512 ? NormRowsAvx512 : NormRowsBase;
+#else
+    auto rows = NormRowsBase;
+#endif
+    rows(xt.data<float>(), ctx.output(0).data<float>(), rc.rows, rc.cols, ctx.input(1).data<float>(), b,
+         static_cast<float>(eps), rms, means.data(), inv_stds.data());
+  } else
   Dispatch<kFloatTypes>(xt.dtype(), [&]<class T>() {
     const T* x = xt.data<T>();
     T* y = ctx.output(0).data<T>();
