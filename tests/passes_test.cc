@@ -253,13 +253,13 @@ TEST(PassRegistry, ListsThePassesInOrder) {
     names.push_back(p.name);
     EXPECT_FALSE(p.description.empty());
     EXPECT_EQ(p.exact, p.name != "fold-batchnorm" && p.name != "fuse-matmul-add" &&
-                           p.name != "fuse-conv-activation")
+                           p.name != "fuse-conv-activation" && p.name != "fuse-gelu")
         << p.name;
   }
   std::vector<std::string> want = {"eliminate-dead-nodes", "fold-constants",
                                    "eliminate-identities", "eliminate-common-subexpressions",
                                    "cancel-transposes", "fold-batchnorm", "fuse-conv-activation",
-                                   "fuse-channel-shuffle", "fuse-matmul-add"};
+                                   "fuse-channel-shuffle", "fuse-gelu", "fuse-matmul-add"};
   EXPECT_EQ(names, want);
 }
 
@@ -760,6 +760,54 @@ TEST(FuseChannelShuffle, LeavesOtherPermutationsAndSharedValues) {
   CheckPass(ShuffleModel(2, {0, 1, 2, 4, 3}, false), "fuse-channel-shuffle", false);
   CheckPass(ShuffleModel(2, {0, 2, 1, 3, 4}, true), "fuse-channel-shuffle", false);
   CheckPass(ShuffleModel(1, {0, 2, 1, 3, 4}, false), "fuse-channel-shuffle", false);  // one group
+}
+
+// ---- fuse-gelu ------------------------------------------------------------------------------
+
+// The erf GELU of x [2, 7] then a Neg, in `order`: 0 (x * (1 + erf)) * 0.5 (torch), 1 (x * 0.5)
+// * (1 + erf), 2 x * ((1 + erf) * 0.5); `mul_scale`: x * (1 / sqrt 2) instead of x / sqrt 2;
+// `sqrt2`: the divisor; `shared`: the Erf's result is also a graph output.
+onnx::ModelProto GeluModel(int order, bool mul_scale, float sqrt2, bool shared) {
+  Builder b;
+  b.In("x", {2, 7});
+  InitFloats(b.g, "k", {}, {mul_scale ? 1.0f / sqrt2 : sqrt2});
+  InitFloats(b.g, "one", {}, {1.0f});
+  InitFloats(b.g, "half", {}, {0.5f});
+  AddNode(b.g, mul_scale ? "Mul" : "Div", {"x", "k"}, {"d"}, "scale");
+  AddNode(b.g, "Erf", {"d"}, {"e"}, "erf");
+  AddNode(b.g, "Add", {"one", "e"}, {"a"}, "plus_one");
+  if (order == 0) {
+    AddNode(b.g, "Mul", {"a", "x"}, {"m"}, "times_x");
+    AddNode(b.g, "Mul", {"m", "half"}, {"g"}, "halve");
+  } else if (order == 1) {
+    AddNode(b.g, "Mul", {"half", "x"}, {"h"}, "halve");
+    AddNode(b.g, "Mul", {"h", "a"}, {"g"}, "times_x");
+  } else {
+    AddNode(b.g, "Mul", {"a", "half"}, {"h"}, "halve");
+    AddNode(b.g, "Mul", {"x", "h"}, {"g"}, "times_x");
+  }
+  AddNode(b.g, "Neg", {"g"}, {"y"}, "neg");
+  b.Out("y");
+  if (shared) *b.g->add_output() = Info("e", {2, 7});
+  return b.m;
+}
+
+TEST(FuseGelu, MakesOneGeluForEveryOrder) {
+  for (int order = 0; order < 3; ++order)
+    for (bool mul_scale : {false, true}) {
+      ir::Model m = CheckPass(GeluModel(order, mul_scale, std::sqrt(2.0f), false), "fuse-gelu", true);
+      const ir::Graph& g = *m.graph;
+      ASSERT_EQ(g.nodes.size(), 2u) << order;
+      EXPECT_EQ(g.nodes[0].op_type, "Gelu");
+      EXPECT_EQ(g.nodes[0].domain, "com.microsoft");
+      EXPECT_EQ(g.nodes[0].name, order == 0 ? "halve" : "times_x");  // the last Mul
+      EXPECT_EQ(m.OpsetFor("com.microsoft"), 1);
+    }
+}
+
+TEST(FuseGelu, LeavesOtherConstantsAndSharedValues) {
+  CheckPass(GeluModel(0, false, 1.5f, false), "fuse-gelu", false);
+  CheckPass(GeluModel(1, false, std::sqrt(2.0f), true), "fuse-gelu", false);
 }
 
 // ---- fuse-matmul-add -----------------------------------------------------------------------

@@ -118,6 +118,9 @@ void RegisterPointwise(OpRegistry& r) {
     SwishF32(x, y, len, n.attr_float("alpha", 1.0f));
   });
 
+  // Also com.microsoft Gelu (ONNX Runtime's contrib op, always the erf form), which passes/fuse_gelu
+  // writes for models before opset 20.
+  for (const char* domain : {"", "com.microsoft"})
   r.Register(
       "Gelu",
       [](InferContext& ctx) -> Status {
@@ -149,7 +152,7 @@ void RegisterPointwise(OpRegistry& r) {
           }
         });
         return OkStatus();
-      });
+      }, domain);
 }
 
 // PRelu: the slope broadcasts to X (unidirectionally). A 1-D slope of X's channel count that

@@ -15,15 +15,6 @@ struct Activation {
   std::vector<float> params;
 };
 
-// A float32 scalar constant (Clip's min / max inputs from opset 11).
-std::optional<float> ScalarConstant(const ir::Graph& g, int v) {
-  if (v < 0 || !IsFixedConstant(g, v)) return std::nullopt;
-  const Tensor& t = *g.values[v].constant;
-  if (t.kind() != Tensor::Kind::kTensor || t.dtype() != DType::kFloat32 || t.size() != 1)
-    return std::nullopt;
-  return t.data<float>()[0];
-}
-
 // The activation node `a` computes, or nothing when it is not one FusedConv takes.
 std::optional<Activation> ActivationOf(const ir::Graph& g, const ir::Node& a, int64_t opset) {
   if (!IsDefaultDomain(a) || a.outputs.size() != 1 || a.inputs.empty() || a.inputs[0] < 0)
@@ -40,7 +31,7 @@ std::optional<Activation> ActivationOf(const ir::Graph& g, const ir::Node& a, in
   } else {
     for (size_t i = 1; i < a.inputs.size(); ++i) {
       if (a.inputs[i] < 0) continue;
-      std::optional<float> c = ScalarConstant(g, a.inputs[i]);
+      std::optional<float> c = ScalarFloatConstant(g, a.inputs[i]);  // Clip's bounds
       if (!c) return std::nullopt;
       (i == 1 ? lo : hi) = *c;
     }

@@ -137,4 +137,12 @@ std::string UniqueValueName(const ir::Graph& g, const std::string& base) {
   }
 }
 
+std::optional<float> ScalarFloatConstant(const ir::Graph& g, int v) {
+  if (v < 0 || !IsFixedConstant(g, v)) return std::nullopt;
+  const Tensor& t = *g.values[v].constant;
+  if (t.kind() != Tensor::Kind::kTensor || t.dtype() != DType::kFloat32 || t.size() != 1)
+    return std::nullopt;
+  return t.data<float>()[0];
+}
+
 }  // namespace kiln::passes

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,9 @@ void CompactNodes(ir::Graph& g, const std::vector<char>& keep);
 // that IsRemovableWhenUnread allows; returns how many it marked. Last to first, so a whole dead
 // chain goes in one sweep. Nodes already marked count as gone.
 int MarkDeadNodes(const ir::Graph& g, std::vector<char>& keep);
+
+// The value of a one-element float32 fixed constant (IsFixedConstant), if v is one.
+std::optional<float> ScalarFloatConstant(const ir::Graph& g, int v);
 
 // A value name not yet used in g, `base` when it is free.
 std::string UniqueValueName(const ir::Graph& g, const std::string& base);

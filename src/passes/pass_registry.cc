@@ -7,6 +7,7 @@
 #include "passes/fold_constants.h"
 #include "passes/fuse_channel_shuffle.h"
 #include "passes/fuse_conv_activation.h"
+#include "passes/fuse_gelu.h"
 #include "passes/fuse_matmul_add.h"
 #include "passes/pipeline.h"
 
@@ -38,6 +39,8 @@ const std::vector<PassInfo>& RegisteredPasses() {
       {"fuse-channel-shuffle",
        "turn the Reshape -> Transpose -> Reshape of a channel shuffle into one com.kiln ChannelShuffle",
        FuseChannelShuffle},
+      {"fuse-gelu", "turn the erf GELU exporters write (Div, Erf, Add, Mul, Mul) into one com.microsoft Gelu",
+       FuseGelu, /*exact=*/false},
       {"fuse-matmul-add", "turn MatMul(A, B) + bias with 2-D A and constant B, bias into Gemm",
        FuseMatMulAdd, /*exact=*/false},
   };

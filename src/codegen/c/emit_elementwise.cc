@@ -258,6 +258,9 @@ void RegisterMaps(EmitterRegistry& r) {
   for (const auto& [op, f] : BinaryOps()) {
     r.Register(op, [f = f](NodeContext& ctx) { return EmitMap(ctx, f, 2); });
   }
+  // passes/fuse_gelu's com.microsoft Gelu: the erf form (no `approximate` attribute).
+  r.Register("Gelu", [f = UnaryOps().at("Gelu")](NodeContext& ctx) { return EmitMap(ctx, f, 1); },
+             "com.microsoft");
 }
 
 // Pow: the exponent may have another dtype; squares and square roots are spelled out.
