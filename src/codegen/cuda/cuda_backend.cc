@@ -531,6 +531,19 @@ Expected<CompiledCuda> CompileToCuda(ir::Model model, const CompileOptions& opti
     t.symbols.assign(d.size(), "");
     shapes.erase(val.name);
   }
+  // Declared dims of computed values (graph outputs, value_info) are the batched model's: shape
+  // inference recomputes them for one sample.
+  {
+    std::set<int> feeds;
+    for (int v : model.graph->RuntimeInputs()) feeds.insert(v);
+    for (size_t v = 0; v < model.graph->values.size(); ++v) {
+      ir::Value& val = model.graph->values[v];
+      if (feeds.count(static_cast<int>(v)) || val.constant || val.producer < 0) continue;
+      val.type.has_shape = false;
+      val.type.dims.clear();
+      val.type.symbols.clear();
+    }
+  }
   KILN_RETURN_IF_ERROR(passes::InferShapes(model, shapes));
   passes::PipelineOptions po;
   po.dump_ir_after = options.dump_ir_after;
