@@ -12,7 +12,9 @@ Usage: /usr/bin/python3 bench/host_speed.py [--kiln build/kiln] [--work build/ho
    binding loads. The installed package.json pins the version exactly.
 2. Exports the models of issue 7 from Debian's torch with bench/real_models.py's models() and the
    same torch.onnx.export call (opset 17, constant folding; mlp_sincos with a dynamic batch, run at
-   its listed shape), into WORK/models/NAME/model.onnx (kept between runs; --reexport redoes them).
+   its listed shape), into WORK/models/NAME/model.onnx (kept between runs; --reexport redoes them),
+   and a transformer-style model from outside the issue's list: vit_tiny (torchvision's
+   VisionTransformer at ViT-Ti's width, 6 layers).
    Then the nine model-zoo architectures of ../shared/conformance/onnx-light (AlexNet, DenseNet-121,
    Inception v1/v2, ResNet-50, ShuffleNet v1, SqueezeNet 1.0, VGG-19, ZFNet-512: models this
    repository does not ship, exported by other tools; --light '' skips them).
@@ -48,7 +50,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ORT_VERSION = "1.30.0"
 DEFAULT_MODELS = ["mobilenet_v2", "resnet18", "squeezenet1_1", "efficientnet_b0", "shufflenet_v2",
-                  "transformer_block", "mlp_sincos", "kws_cnn"]
+                  "transformer_block", "mlp_sincos", "kws_cnn", "vit_tiny"]
 
 PROBE_C = r"""
 #include <stdio.h>

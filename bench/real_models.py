@@ -77,6 +77,17 @@ class OddNames(nn.Module):
         return torch.tanh(self.a(x)) * torch.sigmoid(self.b(x)) + x
 
 
+def vit_tiny():
+    """ViT-Ti's width (192, 3 heads, MLP 768) with 6 of its 12 layers: torchvision's
+    VisionTransformer, a transformer-style model this repository does not ship. torchvision
+    zero-initializes the classifier head; random weights there make its output worth comparing."""
+    torch.manual_seed(0)
+    m = torchvision.models.VisionTransformer(image_size=224, patch_size=16, num_layers=6,
+                                             num_heads=3, hidden_dim=192, mlp_dim=768)
+    nn.init.normal_(m.heads.head.weight, std=0.02)
+    return m
+
+
 def models():
     tv = torchvision.models
     return {
@@ -88,6 +99,7 @@ def models():
         "transformer_block": (TransformerBlock(), [2, 16, 128], {}),
         "mlp_sincos": (SinCosMLP(), [1024, 3], {"dynamic": True}),
         "kws_cnn": (KwsCnn(), [1, 1, 49, 10], {}),
+        "vit_tiny": (vit_tiny(), [1, 3, 224, 224], {}),
         "odd_names": (OddNames(), [4, 16], {"names": (["in:put/0\"x"], ["0out/'y':z"])}),
     }
 

@@ -252,9 +252,23 @@ TEST(VectorMath, SoftmaxReductions) {
       double sum = 0;
       for (float v : x) sum += v;
       ASSERT_NEAR(SumF32(x.data(), n, isa), sum, 1e-5 * n * 30);
-      // NaN propagates through the max.
+      // Whole rows: 3 rows of n, against exp(x - max) / sum in double.
+      std::vector<float> rows(3 * static_cast<size_t>(n)), out(rows.size());
+      for (float& v : rows) v = d(rng);
+      SoftmaxRowsF32(rows.data(), out.data(), 3, n, isa);
+      for (int r = 0; r < 3; ++r) {
+        const float* xr = rows.data() + r * n;
+        double mr = xr[0], sr = 0;
+        for (int i = 0; i < n; ++i) mr = std::max<double>(mr, xr[i]);
+        for (int i = 0; i < n; ++i) sr += std::exp(xr[i] - mr);
+        for (int i = 0; i < n; ++i)
+          ASSERT_NEAR(out[r * n + i], std::exp(xr[i] - mr) / sr, 1e-6) << n << " row " << r;
+      }
+      // NaN propagates through the max, and to every output of its softmax row.
       x[n / 2] = std::numeric_limits<float>::quiet_NaN();
       ASSERT_TRUE(std::isnan(MaxF32(x.data(), n, isa))) << n;
+      SoftmaxRowsF32(x.data(), y.data(), 1, n, isa);
+      for (int i = 0; i < n; ++i) ASSERT_TRUE(std::isnan(y[i])) << n << " at " << i;
     }
   }
 }

@@ -291,17 +291,13 @@ void SoftmaxBlock(const T* x, T* y, int64_t len, int64_t inner, SoftKind kind,
 // Float32 rows along the last axis (inner == 1) with the vector kernels: max, exp(x - max) and
 // its sum, then a scale (Softmax) or x - (max + log sum) (LogSoftmax, exps in scratch so that
 // y may alias x).
-void SoftmaxRowsF32(const float* x, float* y, int64_t rows, int64_t len, SoftKind kind) {
-  std::vector<float> scratch(kind == SoftKind::kLogSoftmax ? static_cast<size_t>(len) : 0);
+void SoftRowsF32(const float* x, float* y, int64_t rows, int64_t len, SoftKind kind) {
+  if (kind == SoftKind::kSoftmax) return SoftmaxRowsF32(x, y, rows, len);
+  std::vector<float> scratch(static_cast<size_t>(len));
   for (int64_t r = 0; r < rows; ++r, x += len, y += len) {
     const float m = MaxF32(x, len);
-    if (kind == SoftKind::kSoftmax) {
-      const float sum = ExpSubSumF32(x, y, len, m);
-      BinaryScalarF32(VecBinOp::kMul, 1.0f / sum, y, y, len, true);
-    } else {
-      const float sum = ExpSubSumF32(x, scratch.data(), len, m);
-      BinaryScalarF32(VecBinOp::kSub, m + std::log(sum), x, y, len, false);
-    }
+    const float sum = ExpSubSumF32(x, scratch.data(), len, m);
+    BinaryScalarF32(VecBinOp::kSub, m + std::log(sum), x, y, len, false);
   }
 }
 
@@ -324,7 +320,7 @@ void RegSoft(OpRegistry& r, const char* name, SoftKind kind) {
         if (!SplitAxis(ctx.node(), ctx.opset(), x.dims(), &s, &err).ok()) return ctx.error(err);
         if (x.size() == 0) return OkStatus();
         if (x.dtype() == DType::kFloat32 && s.inner == 1 && kind != SoftKind::kHardmax) {
-          SoftmaxRowsF32(x.data<float>(), y.data<float>(), s.outer, s.len, kind);
+          SoftRowsF32(x.data<float>(), y.data<float>(), s.outer, s.len, kind);
           return OkStatus();
         }
         Dispatch<kFloatTypes>(x.dtype(), [&]<class T>() {

@@ -475,6 +475,49 @@ __attribute__((target("avx512f,fma"))) float SumAvx512(const float* x, int64_t n
 }
 #endif
 
+// Softmax over rows of len floats, one function per ISA: max (two chains; a NaN needs no care:
+// it makes the sum, and so every output of its row, NaN), exp(x - max) and its sum, a scale.
+template <int VB>
+KILN_AI void SoftmaxRowsBody(const float* x, float* y, int64_t rows, int64_t len) {
+  using M = VM<VB>;
+  constexpr int L = M::L;
+  for (int64_t r = 0; r < rows; ++r, x += len, y += len) {
+    float m = x[0];
+    int64_t i = 0;
+    if (len >= 2 * L) {
+      typename M::F a = M::Load(x), b = M::Load(x + L);
+      for (i = 2 * L; i + 2 * L <= len; i += 2 * L) {
+        const typename M::F v = M::Load(x + i), w = M::Load(x + i + L);
+        a = M::Sel(a < v, v, a);
+        b = M::Sel(b < w, w, b);
+      }
+      a = M::Sel(a < b, b, a);
+      m = a[0];
+      for (int l = 1; l < L; ++l) m = m < a[l] ? a[l] : m;
+    }
+    for (; i < len; ++i) m = m < x[i] ? x[i] : m;
+    const float scale = 1.0f / ExpSubSumBody<VB>(x, y, len, m);
+    const typename M::F s = M::Splat(scale);
+    int64_t k = 0;
+    for (; k + L <= len; k += L) M::Store(y + k, M::Load(y + k) * s);
+    for (; k < len; ++k) y[k] *= scale;
+  }
+}
+
+void SoftmaxRowsBase(const float* x, float* y, int64_t rows, int64_t len) {
+  SoftmaxRowsBody<16>(x, y, rows, len);
+}
+#if KILN_X86_DISPATCH
+__attribute__((target("avx2,fma"))) void SoftmaxRowsAvx2(const float* x, float* y, int64_t rows,
+                                                         int64_t len) {
+  SoftmaxRowsBody<32>(x, y, rows, len);
+}
+__attribute__((target("avx512f,fma"))) void SoftmaxRowsAvx512(const float* x, float* y,
+                                                              int64_t rows, int64_t len) {
+  SoftmaxRowsBody<64>(x, y, rows, len);
+}
+#endif
+
 float MaxBase(const float* x, int64_t n) { return MaxBody<16>(x, n); }
 float ExpSubSumBase(const float* x, float* y, int64_t n, float m) {
   return ExpSubSumBody<16>(x, y, n, m);
@@ -570,6 +613,17 @@ float ExpSubSumF32(const float* x, float* y, int64_t n, float m, Isa isa) {
     case Isa::kAvx2: return ExpSubSumAvx2(x, y, n, m);
 #endif
     default: return ExpSubSumBase(x, y, n, m);
+  }
+}
+
+void SoftmaxRowsF32(const float* x, float* y, int64_t rows, int64_t len, Isa isa) {
+  if (rows <= 0 || len <= 0) return;
+  switch (ResolveIsa(isa)) {
+#if KILN_X86_DISPATCH
+    case Isa::kAvx512: return SoftmaxRowsAvx512(x, y, rows, len);
+    case Isa::kAvx2: return SoftmaxRowsAvx2(x, y, rows, len);
+#endif
+    default: return SoftmaxRowsBase(x, y, rows, len);
   }
 }
 

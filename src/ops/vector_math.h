@@ -56,6 +56,8 @@ float MaxF32(const float* x, int64_t n, Isa isa = Isa::kAuto);  // n >= 1; NaN-p
 // The sum of x[0..n) in float, lane-wise partial sums added in lane order, then the tail.
 float SumF32(const float* x, int64_t n, Isa isa = Isa::kAuto);
 // y[i] = exp(x[i] - m); returns the sum of the y[i] (accumulated in a fixed lane order).
+// Softmax of each of `rows` contiguous rows of len floats (y may be x).
+void SoftmaxRowsF32(const float* x, float* y, int64_t rows, int64_t len, Isa isa = Isa::kAuto);
 float ExpSubSumF32(const float* x, float* y, int64_t n, float m, Isa isa = Isa::kAuto);
 
 }  // namespace kiln::ops
