@@ -546,6 +546,20 @@ TEST(CancelTransposes, CancelsAndComposes) {
   EXPECT_EQ(u3->attr_ints("perm"), (std::vector<int64_t>{2, 0, 1}));
 }
 
+TEST(CancelTransposes, UnitAxisTransposesBecomeReshapes) {
+  Builder b;
+  b.In("x", {1, 4, 3});
+  AttrInts(AddNode(b.g, "Transpose", {"x"}, {"t"}, "moves_unit"), "perm", {1, 0, 2});  // [4, 1, 3]
+  AttrInts(AddNode(b.g, "Transpose", {"x"}, {"u"}, "real"), "perm", {0, 2, 1});        // [1, 3, 4]
+  AddNode(b.g, "Neg", {"t"}, {"y"}, "neg");
+  b.Out("y");
+  b.Out("u");
+  ir::Model m = CheckPass(b.m, "cancel-transposes", true);
+  const ir::Graph& g = *m.graph;
+  EXPECT_EQ(NodeNamed(g, "moves_unit")->op_type, "Reshape");
+  EXPECT_EQ(NodeNamed(g, "real")->op_type, "Transpose");
+}
+
 TEST(CancelTransposes, LeavesSharedInnerResultsAndKeepsOutputs) {
   Builder b;
   b.In("x", {2, 3});

@@ -33,10 +33,48 @@ bool PermOf(const ir::Graph& g, const ir::Node& n, std::vector<int64_t>* perm) {
   return true;
 }
 
-bool CancelInGraph(ir::Graph& g, bool main) {
+// True when perm moves only axes of size 1 of x's dims: the other axes keep their order, so
+// the transposed tensor has x's bytes in x's order (a Reshape).
+bool MovesOnlyUnitAxes(const Dims& x, const std::vector<int64_t>& perm) {
+  int64_t last = -1;
+  for (int64_t p : perm) {
+    if (x[p] == 1) continue;
+    if (p < last) return false;
+    last = p;
+  }
+  return true;
+}
+
+// Transposes that move only axes of size 1 become Reshapes to the known output dims (views on
+// the host: no copy). Needs Reshape's shape input (opset 5).
+bool UnitTransposesToReshapes(ir::Graph& g, int64_t opset) {
+  if (opset < 5) return false;
+  bool changed = false;
+  for (auto& n : g.nodes) {
+    std::vector<int64_t> perm;
+    if (!IsTranspose(n) || !PermOf(g, n, &perm)) continue;
+    const ir::TypeInfo& x = g.values[n.inputs[0]].type;
+    const ir::TypeInfo& y = g.values[n.outputs[0]].type;
+    if (!x.shape_known() || !y.shape_known() || x.dims.size() != perm.size() ||
+        std::count(x.dims.begin(), x.dims.end(), 0) > 0 || !MovesOnlyUnitAxes(x.dims, perm))
+      continue;
+    Tensor shape(DType::kInt64, {static_cast<int64_t>(y.dims.size())});
+    for (size_t k = 0; k < y.dims.size(); ++k) shape.data<int64_t>()[k] = y.dims[k];
+    const int sv = g.AddValue(UniqueValueName(g, g.values[n.outputs[0]].name + "_shape"),
+                              ir::TypeInfo::Tensor(DType::kInt64, shape.dims()));
+    g.values[sv].constant = std::move(shape);
+    n.op_type = "Reshape";
+    n.attrs.clear();
+    n.inputs.push_back(sv);
+    changed = true;
+  }
+  return changed;
+}
+
+bool CancelInGraph(ir::Graph& g, bool main, int64_t opset) {
   bool changed = false;
   for (auto& n : g.nodes)
-    ForEachSubgraph(n, [&](ir::Graph& sg) { changed = CancelInGraph(sg, false) || changed; });
+    ForEachSubgraph(n, [&](ir::Graph& sg) { changed = CancelInGraph(sg, false, opset) || changed; });
   std::vector<int> reads = ReadCounts(g);
   const std::vector<char> is_output = OutputMask(g);
   ValueRewirer rewire(g);
@@ -82,13 +120,13 @@ bool CancelInGraph(ir::Graph& g, bool main) {
   }
   rewire.Apply(g, !main);
   CompactNodes(g, keep);
-  return changed;
+  return UnitTransposesToReshapes(g, opset) || changed;
 }
 
 }  // namespace
 
 Expected<bool> CancelTransposes(ir::Model& model) {
-  bool changed = CancelInGraph(*model.graph, true);
+  bool changed = CancelInGraph(*model.graph, true, model.OpsetFor(""));
   KILN_RETURN_IF_ERROR(ir::Verify(*model.graph));
   return changed;
 }

@@ -4,7 +4,9 @@
 // (the outer node keeps its name and output), and disappears when p is the identity: its readers
 // read x (a main-graph output is kept as it is, or written by x's producer when x is a plain
 // node result). Chains of any length collapse in one run; subgraphs too. A default perm (reversal)
-// needs the input's rank. Results are bit-identical.
+// needs the input's rank. Then a Transpose that moves only axes of size 1 (the bytes stay in
+// order) becomes a Reshape to its known output dims, which the host runs as a view (from opset
+// 5). Results are bit-identical.
 #pragma once
 
 #include "ir/graph.h"

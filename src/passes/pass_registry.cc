@@ -29,7 +29,7 @@ const std::vector<PassInfo>& RegisteredPasses() {
       {"eliminate-common-subexpressions",
        "merge nodes with the same op, attributes and inputs (equal constants count as the same)",
        EliminateCommonSubexpressions},
-      {"cancel-transposes", "compose Transpose(Transpose(x)) into one, or none when it is the identity",
+      {"cancel-transposes", "compose Transpose(Transpose(x)) into one, or none when it is the identity; a Transpose moving only axes of size 1 becomes a Reshape",
        CancelTransposes},
       {"fold-batchnorm", "fold an inference BatchNormalization, or a per-channel constant Mul/Add/Sub, into the Conv before it (float32)",
        FoldBatchNorm, /*exact=*/false},
