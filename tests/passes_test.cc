@@ -856,8 +856,23 @@ TEST(FuseMatMulAdd, BecomesGemm) {
     }
 }
 
+TEST(FuseMatMulAdd, HigherRankThroughReshapes) {
+  for (auto bias : {std::vector<int64_t>{5}, std::vector<int64_t>{1, 1, 5}, std::vector<int64_t>{1}}) {
+    SCOPED_TRACE("bias rank " + std::to_string(bias.size()) + " size " + std::to_string(bias.back()));
+    ir::Model m = CheckPass(MatMulAddModel({2, 3, 4}, bias, true), "fuse-matmul-add", true);
+    const ir::Graph& g = *m.graph;
+    ASSERT_EQ(g.nodes.size(), 3u);
+    EXPECT_EQ(g.nodes[0].op_type, "Reshape");
+    EXPECT_EQ(g.nodes[1].op_type, "Gemm");
+    EXPECT_EQ(g.nodes[1].name, "fc1");
+    EXPECT_EQ(g.values[g.nodes[1].outputs[0]].type.dims, (Dims{6, 5}));
+    EXPECT_EQ(g.nodes[2].op_type, "Reshape");
+    EXPECT_EQ(OutputName(g, 0), "y");
+  }
+}
+
 TEST(FuseMatMulAdd, LeavesHigherRankAndBroadcastingBiases) {
-  CheckPass(MatMulAddModel({2, 3, 4}, {5}, false), "fuse-matmul-add", false);
+  CheckPass(MatMulAddModel({2, 3, 4}, {3, 5}, false), "fuse-matmul-add", false);  // per row of 3
   CheckPass(MatMulAddModel({3, 4}, {2, 3, 5}, false), "fuse-matmul-add", false);  // Add grows it
   // The MatMul result is read by another node too.
   onnx::ModelProto proto = MatMulAddModel({3, 4}, {5}, false);

@@ -41,7 +41,7 @@ const std::vector<PassInfo>& RegisteredPasses() {
        FuseChannelShuffle},
       {"fuse-gelu", "turn the erf GELU exporters write (Div, Erf, Add, Mul, Mul) into one com.microsoft Gelu",
        FuseGelu, /*exact=*/false},
-      {"fuse-matmul-add", "turn MatMul(A, B) + bias with 2-D A and constant B, bias into Gemm",
+      {"fuse-matmul-add", "turn MatMul(A, B) + bias with constant B and bias into Gemm (higher-rank A through Reshapes)",
        FuseMatMulAdd, /*exact=*/false},
   };
   return kPasses;

@@ -29,8 +29,9 @@ struct ExecutorOptions {
   long planner_steps = 0;           // > 0: deterministic planner search (PlanOptions::max_steps)
   // Last, what makes the host fastest (ONNX Runtime's session-time rewrites): fold-constants
   // whatever the results' size, fold-batchnorm, fuse-channel-shuffle (one node the executor
-  // keeps channels-last), fuse-gelu (one vector kernel for five nodes), fuse-conv-activation (one kernel where there were two or three, fewer
-  // intermediates). fold-batchnorm, fuse-gelu and fuse-conv-activation round differently
+  // keeps channels-last), fuse-gelu (one vector kernel for five nodes), fuse-matmul-add (the bias inside the
+  // GEMM), fuse-conv-activation (one kernel where there were two or three, fewer
+  // intermediates). the fusions round differently
   // (a few ulp).
   bool host_passes = true;
   // Channels-last activations between the convolutions that take them (ops/channels_last.h).
