@@ -77,6 +77,7 @@ class CudaBackendTest : public CliTest {
     Compile(model, name, extra);
     if (HasFatalFailure()) return;
     int64_t K = inputs[0].batch.dims()[0];
+    for (const auto& in : inputs) ASSERT_EQ(in.batch.dims()[0], K) << in.name << ": every input's leading dim is the batch";
     std::string u = Upper(name), gen = file("gen_" + name);
     std::string drv = "#include \"" + name + ".cu\"\n#include <cstdio>\n#include <cstdlib>\n#include <vector>\n"
                       "static void io(const char *path, std::vector<float> &v, bool read) {\n"
@@ -339,6 +340,46 @@ TEST_F(CudaBackendTest, OutputIsDeterministic) {
   auto second = ReadFile(file("gen_field/field.cu"));
   ASSERT_TRUE(first.ok() && second.ok());
   EXPECT_EQ(*first, *second);
+}
+
+// An RMS norm and reductions over non-batch axes (axes as attribute and as a constant input).
+TEST_F(CudaBackendTest, ReductionsMatchHost) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  auto* g = m.mutable_graph();
+  *g->add_input() = BatchInfo("x", {1, 4, 8});
+  *g->add_output() = BatchInfo("sum", {1, 8});
+  *g->add_output() = BatchInfo("max", {1});
+  *g->add_output() = BatchInfo("lse", {1, 4, 1});
+  auto ints_attr = [](onnx::NodeProto* n, const char* name, std::vector<int64_t> v) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INTS);
+    for (int64_t x : v) a->add_ints(x);
+  };
+  auto int_attr = [](onnx::NodeProto* n, const char* name, int64_t v) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(v);
+  };
+  auto* axes = g->add_initializer();
+  axes->set_name("axes1");
+  axes->set_data_type(onnx::TensorProto::INT64);
+  axes->add_dims(1);
+  axes->add_int64_data(1);
+  AddNode(g, "Mul", "sq", {"x", "x"}, {"x2"});
+  ints_attr(AddNode(g, "ReduceMean", "ms", {"x2"}, {"ms"}), "axes", {-1});
+  AddNode(g, "Sqrt", "rms", {"ms"}, {"rms"});
+  AddNode(g, "Div", "norm", {"x", "rms"}, {"xn"});
+  int_attr(AddNode(g, "ReduceSum", "sum", {"xn", "axes1"}, {"sum"}), "keepdims", 0);
+  auto* mx = AddNode(g, "ReduceMax", "max", {"x"}, {"max"});
+  ints_attr(mx, "axes", {1, 2});
+  int_attr(mx, "keepdims", 0);
+  ints_attr(AddNode(g, "ReduceLogSumExp", "lse", {"x"}, {"lse"}), "axes", {2});
+  Write("reduce.onnx", m.SerializeAsString());
+  HostCheck(file("reduce.onnx"), "reduce", {{"x", Ramp({9, 4, 8}, 5)}}, 3, 1e-5);
 }
 
 // Generated files share guarded helpers: two models (fp32 and fp16) build in one program.

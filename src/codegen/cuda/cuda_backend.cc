@@ -492,6 +492,31 @@ class Generator {
   std::string body_;
 };
 
+// Layout ops (views included) must keep axis 0 as the batch: merging it into another axis or
+// dropping it would, in the batched model, mix samples that each thread sees alone.
+Status CheckKeepsBatch(const ir::Graph& g, const ir::Node& n) {
+  const std::string& op = n.op_type;
+  if (op != "Reshape" && op != "Flatten" && op != "Squeeze" && op != "Unsqueeze") return OkStatus();
+  auto fail = [&] {
+    return Error(NodeName(g, n) + " (" + op + "): it moves axis 0 (the batch) into other axes, which a per-thread kernel cannot do");
+  };
+  const Dims& in = g.values[n.inputs[0]].type.dims;
+  const Dims& out = g.values[n.outputs[0]].type.dims;
+  if (out.empty() || out[0] != 1 || in.empty()) return fail();
+  std::vector<int64_t> axes = n.attr_ints("axes");
+  if (n.inputs.size() > 1 && n.inputs[1] >= 0 && g.values[n.inputs[1]].constant && op != "Reshape") {
+    const Tensor& t = *g.values[n.inputs[1]].constant;
+    axes.clear();
+    for (int64_t k = 0; k < t.size(); ++k) axes.push_back(static_cast<int64_t>(c::ElementAsDouble(t, k)));
+  }
+  if (op == "Flatten" && (n.attr_int("axis", 1) == 0 || n.attr_int("axis", 1) == -static_cast<int64_t>(in.size()))) return fail();
+  if (op == "Squeeze" && axes.empty()) return fail();  // squeezes every size-1 axis, the batch too
+  size_t rank = op == "Unsqueeze" ? out.size() : in.size();
+  for (int64_t a : axes)
+    if ((op == "Squeeze" || op == "Unsqueeze") && (a < 0 ? a + static_cast<int64_t>(rank) : a) == 0) return fail();
+  return OkStatus();
+}
+
 Status CheckTensor(const ir::Value& v, const char* what, bool batch) {
   if (v.type.kind != ir::TypeInfo::Kind::kTensor || v.type.dtype != DType::kFloat32)
     return Error(std::string(what) + " '" + v.name + "' is not a float32 tensor; --target cuda takes float inputs and outputs");
@@ -545,6 +570,22 @@ Expected<CompiledCuda> CompileToCuda(ir::Model model, const CompileOptions& opti
     }
   }
   KILN_RETURN_IF_ERROR(passes::InferShapes(model, shapes));
+  // Before the passes: for one sample, some of these become identities and vanish.
+  // Only values computed from the inputs carry samples (a Reshape of a weight is fine).
+  {
+    const ir::Graph& g = *model.graph;
+    std::vector<bool> per_sample(g.values.size(), false);
+    for (int v : g.RuntimeInputs()) per_sample[v] = true;
+    for (const auto& n : g.nodes) {
+      bool any = false;
+      for (int v : n.inputs) any = any || (v >= 0 && per_sample[v]);
+      for (int v : n.implicit_inputs) any = any || (v >= 0 && per_sample[v]);
+      if (n.op_type == "Shape" || n.op_type == "Size") any = false;  // dims, not sample data
+      for (int v : n.outputs)
+        if (v >= 0) per_sample[v] = any;
+      if (any && n.inputs[0] >= 0 && per_sample[n.inputs[0]]) KILN_RETURN_IF_ERROR(CheckKeepsBatch(g, n));
+    }
+  }
   passes::PipelineOptions po;
   po.dump_ir_after = options.dump_ir_after;
   KILN_RETURN_IF_ERROR(passes::RunPasses(model, options.passes, po));

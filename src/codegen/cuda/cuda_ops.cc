@@ -641,6 +641,69 @@ Status EmitPool(EmitContext& ctx, const std::string& op) {
   return OkStatus();
 }
 
+// ReduceSum / Mean / Max / Min / Prod / SumSquare / L1 / L2 / LogSum / LogSumExp over constant
+// axes other than the batch.
+Status EmitReduce(EmitContext& ctx, const std::string& op) {
+  const Dims& d = ctx.input_dims(0);
+  const ir::Node& n = ctx.node();
+  std::vector<int64_t> axes = n.attr_ints("axes");
+  if (ctx.has_input(1)) {
+    const Tensor* t = ctx.input_constant(1);
+    if (!t) return ctx.error(op + " axes must be a constant");
+    axes.clear();
+    for (int64_t k = 0; k < t->size(); ++k) axes.push_back(static_cast<int64_t>(c::ElementAsDouble(*t, k)));
+  }
+  std::vector<bool> reduced(d.size(), axes.empty() && n.attr_int("noop_with_empty_axes", 0) == 0);
+  for (int64_t a : axes) reduced[Axis(a, d.size())] = true;
+  if (!d.empty() && reduced[0]) return ctx.error("a " + op + " over axis 0 (the batch) mixes samples, which a per-thread kernel cannot do");
+  Dims kept = d, inner = d;
+  int64_t count = 1;
+  for (size_t k = 0; k < d.size(); ++k) {
+    if (reduced[k]) kept[k] = 1, count *= d[k];
+    else inner[k] = 1;
+  }
+  ctx.SetWork(NumElements(d) * (op == "ReduceLogSumExp" ? 2 : 1));
+  std::vector<int64_t> is = Strides(d), ks = Strides(kept);
+  Status st = OkStatus();
+  ctx.Nest(kept, [&](const std::vector<std::string>& outer) {
+    auto fail = [&](const Status& e) { if (st.ok()) st = e; };
+    std::string acc = ctx.Temp(), mx = ctx.Temp();
+    auto pass = [&](const std::function<std::string(const std::string&)>& update) {
+      ctx.Nest(inner, [&](const std::vector<std::string>& in) {
+        std::vector<std::string> idx(d.size());
+        for (size_t k = 0; k < d.size(); ++k) idx[k] = reduced[k] ? in[k] : outer[k];
+        auto x = ctx.In(0, Flat(idx, is));
+        if (!x.ok()) return fail(x.status());
+        ctx.Line(update(*x));
+      });
+    };
+    if (op == "ReduceLogSumExp") {
+      ctx.Line("float " + mx + " = -INFINITY;");
+      pass([&](const std::string& x) { return mx + " = fmaxf(" + mx + ", " + x + ");"; });
+    }
+    std::string init = op == "ReduceMax" ? "-INFINITY" : op == "ReduceMin" ? "INFINITY" : op == "ReduceProd" ? "1.0f" : "0.0f";
+    ctx.Line("float " + acc + " = " + init + ";");
+    pass([&](const std::string& x) {
+      if (op == "ReduceMax") return acc + " = fmaxf(" + acc + ", " + x + ");";
+      if (op == "ReduceMin") return acc + " = fminf(" + acc + ", " + x + ");";
+      if (op == "ReduceProd") return acc + " *= " + x + ";";
+      if (op == "ReduceSumSquare" || op == "ReduceL2") return "{ const float v = " + x + "; " + acc + " += v * v; }";
+      if (op == "ReduceL1") return acc + " += fabsf(" + x + ");";
+      if (op == "ReduceLogSumExp") return acc + " += expf(" + x + " - " + mx + ");";
+      return acc + " += " + x + ";";
+    });
+    std::string r = acc;
+    if (op == "ReduceMean") r = acc + " / " + Num(static_cast<double>(count));
+    else if (op == "ReduceL2") r = "sqrtf(" + acc + ")";
+    else if (op == "ReduceLogSum") r = "logf(" + acc + ")";
+    else if (op == "ReduceLogSumExp") r = mx + " + logf(" + acc + ")";
+    auto o = ctx.Out(0, Flat(outer, ks));
+    if (!o.ok()) return fail(o.status());
+    ctx.Line(*o + " = " + r + ";");
+  });
+  return st;
+}
+
 const std::map<std::string, EmitFn>& Emitters() {
   static const auto* m = [] {
     auto* r = new std::map<std::string, EmitFn>;
@@ -663,6 +726,9 @@ const std::map<std::string, EmitFn>& Emitters() {
     (*r)["LogSoftmax"] = [](EmitContext& ctx) { return EmitSoftmax(ctx, "LogSoftmax"); };
     (*r)["LayerNormalization"] = EmitLayerNorm;
     (*r)["Conv"] = EmitConv;
+    for (const char* op : {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceSumSquare",
+                           "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp"})
+      (*r)[op] = [op = std::string(op)](EmitContext& ctx) { return EmitReduce(ctx, op); };
     for (const char* op : {"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"})
       (*r)[op] = [op = std::string(op)](EmitContext& ctx) { return EmitPool(ctx, op); };
     return r;
