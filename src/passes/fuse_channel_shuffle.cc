@@ -11,15 +11,6 @@ bool IsOnnxOp(const ir::Node& n, const char* op) {
          n.outputs[0] >= 0 && !n.inputs.empty() && n.inputs[0] >= 0;
 }
 
-// The node that alone reads v (v not a graph output), or -1.
-int SoleReader(const ir::Graph& g, int v, const std::vector<int>& reads, const std::vector<char>& is_output) {
-  if (reads[v] != 1 || is_output[v]) return -1;
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    for (int in : g.nodes[i].inputs)
-      if (in == v) return static_cast<int>(i);
-  return -1;  // read by a subgraph capture
-}
-
 // The shuffle's group when x -> mid is the split Reshape: mid = [N, g, C/g, d...] for x
 // [N, C, d...], g > 1 and C/g > 1 (else there is nothing to shuffle). 0 if not.
 int64_t SplitGroup(const ir::TypeInfo& x, const ir::TypeInfo& mid) {
@@ -46,8 +37,7 @@ bool IsSwapOfAxes1And2(const ir::Node& t, size_t rank) {
 bool FuseInGraph(ir::Graph& g) {
   bool changed = false;
   for (auto& n : g.nodes) ForEachSubgraph(n, [&](ir::Graph& sg) { changed = FuseInGraph(sg) || changed; });
-  const std::vector<int> reads = ReadCounts(g);
-  const std::vector<char> is_output = OutputMask(g);
+  const ValueReaders r(g);
   std::vector<char> keep(g.nodes.size(), 1);
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const ir::Node& split = g.nodes[i];
@@ -55,12 +45,12 @@ bool FuseInGraph(ir::Graph& g) {
     const int x = split.inputs[0], mid = split.outputs[0];
     const int64_t group = SplitGroup(g.values[x].type, g.values[mid].type);
     if (group == 0) continue;
-    const int t = SoleReader(g, mid, reads, is_output);
+    const int t = r.Sole(mid);
     if (t < 0 || !IsOnnxOp(g.nodes[t], "Transpose") ||
         !IsSwapOfAxes1And2(g.nodes[t], g.values[mid].type.dims.size()))
       continue;
     const int swapped = g.nodes[t].outputs[0];
-    const int merge = SoleReader(g, swapped, reads, is_output);
+    const int merge = r.Sole(swapped);
     if (merge < 0 || !IsOnnxOp(g.nodes[merge], "Reshape") || g.nodes[merge].inputs[0] != swapped)
       continue;
     const int y = g.nodes[merge].outputs[0];

@@ -39,32 +39,20 @@ std::optional<Activation> ActivationOf(const ir::Graph& g, const ir::Node& a, in
   return Activation{"Clip", {lo, hi}};
 }
 
-struct Readers {
-  std::vector<int> reads;                 // ReadCounts
-  std::vector<char> is_output;            // OutputMask
-  std::vector<std::vector<int>> by_node;  // per value: the nodes reading it as an input
-};
-
-// The only node reading v (or -1): v read once, by a node input, and not a graph output.
-int SoleReader(int v, const Readers& r) {
-  if (v < 0 || r.reads[v] != 1 || r.is_output[v] || r.by_node[v].size() != 1) return -1;
-  return r.by_node[v][0];
-}
-
 // Swish (SiLU) as exporters write it: Sigmoid(v) -> s and Mul(v, s) in either order, where the
 // two are v's only readers and the Mul is s's. Returns the Mul (or -1).
-int SwishMul(const ir::Graph& g, int v, const Readers& r) {
-  if (v < 0 || r.reads[v] != 2 || r.is_output[v] || r.by_node[v].size() != 2) return -1;
+int SwishMul(const ir::Graph& g, int v, const ValueReaders& r) {
+  if (v < 0 || r.reads[v] != 2 || r.is_output[v] || r.nodes[v].size() != 2) return -1;
   for (int k = 0; k < 2; ++k) {
-    const ir::Node& sig = g.nodes[r.by_node[v][k]];
-    const int mul = r.by_node[v][1 - k];
+    const ir::Node& sig = g.nodes[r.nodes[v][k]];
+    const int mul = r.nodes[v][1 - k];
     const ir::Node& m = g.nodes[mul];
     if (sig.op_type != "Sigmoid" || !IsDefaultDomain(sig) || sig.outputs.size() != 1 ||
         m.op_type != "Mul" || !IsDefaultDomain(m) || m.inputs.size() != 2 || m.outputs.size() != 1 ||
         m.outputs[0] < 0)
       continue;
     const int s = sig.outputs[0];
-    if (SoleReader(s, r) != mul) continue;
+    if (r.Sole(s) != mul) continue;
     if ((m.inputs[0] == v && m.inputs[1] == s) || (m.inputs[0] == s && m.inputs[1] == v)) return mul;
   }
   return -1;
@@ -74,11 +62,7 @@ bool FuseInGraph(ir::Graph& g, const ir::Model& m) {
   bool changed = false;
   for (auto& n : g.nodes)
     ForEachSubgraph(n, [&](ir::Graph& sg) { changed = FuseInGraph(sg, m) || changed; });
-  Readers r{ReadCounts(g), OutputMask(g), std::vector<std::vector<int>>(g.values.size())};
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    for (int v : g.nodes[i].inputs)
-      if (v >= 0 && (r.by_node[v].empty() || r.by_node[v].back() != static_cast<int>(i)))
-        r.by_node[v].push_back(static_cast<int>(i));
+  const ValueReaders r(g);
   std::vector<char> keep(g.nodes.size(), 1);
   const int64_t opset = m.OpsetFor("");
   for (size_t c = 0; c < g.nodes.size(); ++c) {
@@ -91,7 +75,7 @@ bool FuseInGraph(ir::Graph& g, const ir::Model& m) {
     if (y < 0 || yt.dtype != DType::kFloat32 || !yt.shape_known()) continue;
     int last = -1, z = -1;
     std::optional<Activation> act;
-    int next = SoleReader(y, r);
+    int next = r.Sole(y);
     // Add (from opset 7: no legacy broadcast attributes) or a two-input Sum (older exports).
     if (next >= 0 && keep[next] &&
         ((g.nodes[next].op_type == "Add" && opset >= 7) || g.nodes[next].op_type == "Sum") &&
@@ -104,7 +88,7 @@ bool FuseInGraph(ir::Graph& g, const ir::Model& m) {
           ot.dims == yt.dims && g.values[add.outputs[0]].type.dims == yt.dims) {
         z = other;
         last = next;
-        next = SoleReader(add.outputs[0], r);
+        next = r.Sole(add.outputs[0]);
       } else {
         next = -1;
       }
@@ -123,7 +107,7 @@ bool FuseInGraph(ir::Graph& g, const ir::Model& m) {
       if (mul >= 0 && keep[mul]) {
         act = Activation{"Swish", {}};
         if (last >= 0) gone.push_back(last);
-        for (int n : r.by_node[cur])
+        for (int n : r.nodes[cur])
           if (n != mul) gone.push_back(n);  // the Sigmoid
         last = mul;
       }

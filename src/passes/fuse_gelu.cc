@@ -16,17 +16,6 @@ bool IsOnnxBinary(const ir::Node& n, const char* op) {
 
 bool Near(std::optional<float> c, double want) { return c && std::fabs(*c - want) <= 1e-5 * std::fabs(want); }
 
-struct Uses {
-  std::vector<int> reads;
-  std::vector<char> is_output;
-  std::vector<std::vector<int>> readers;  // per value: the nodes reading it
-};
-
-// The one node reading v (v not a graph output), or -1.
-int Sole(const Uses& u, int v) {
-  return u.reads[v] == 1 && !u.is_output[v] && u.readers[v].size() == 1 ? u.readers[v][0] : -1;
-}
-
 // For a binary node n with v as one operand: the other operand, or -1.
 int Other(const ir::Node& n, int v) {
   if (n.inputs[0] == v) return n.inputs[1];
@@ -42,11 +31,7 @@ bool IsHalfOf(const ir::Graph& g, const ir::Node& n, int v) {
 bool FuseInGraph(ir::Graph& g) {
   bool changed = false;
   for (auto& n : g.nodes) ForEachSubgraph(n, [&](ir::Graph& sg) { changed = FuseInGraph(sg) || changed; });
-  Uses u{ReadCounts(g), OutputMask(g), std::vector<std::vector<int>>(g.values.size())};
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    for (int v : g.nodes[i].inputs)
-      if (v >= 0 && (u.readers[v].empty() || u.readers[v].back() != static_cast<int>(i)))
-        u.readers[v].push_back(static_cast<int>(i));
+  const ValueReaders u(g);
   std::vector<char> keep(g.nodes.size(), 1);
   for (size_t e = 0; e < g.nodes.size(); ++e) {
     const ir::Node& erf = g.nodes[e];
@@ -56,7 +41,7 @@ bool FuseInGraph(ir::Graph& g) {
     // x / sqrt(2) or x * (1 / sqrt(2)).
     const int scaled = erf.inputs[0];
     const int s = g.values[scaled].producer;
-    if (s < 0 || Sole(u, scaled) != static_cast<int>(e)) continue;
+    if (s < 0 || u.Sole(scaled) != static_cast<int>(e)) continue;
     const ir::Node& scale = g.nodes[s];
     int x = -1;
     if (IsOnnxBinary(scale, "Div") && Near(ScalarFloatConstant(g, scale.inputs[1]), std::sqrt(2.0)))
@@ -67,7 +52,7 @@ bool FuseInGraph(ir::Graph& g) {
     const ir::TypeInfo* xt = x >= 0 ? &g.values[x].type : nullptr;
     if (!xt || xt->dtype != DType::kFloat32 || !xt->shape_known()) continue;
     // 1 + erf (Add, or a two-input Sum as ONNX's own expansion of Gelu writes it).
-    const int add = Sole(u, erf.outputs[0]);
+    const int add = u.Sole(erf.outputs[0]);
     if (add < 0 || !(IsOnnxBinary(g.nodes[add], "Add") || IsOnnxBinary(g.nodes[add], "Sum")) ||
         !Near(ScalarFloatConstant(g, Other(g.nodes[add], erf.outputs[0])), 1.0))
       continue;
@@ -75,21 +60,21 @@ bool FuseInGraph(ir::Graph& g) {
     // The product with x and the 0.5, in one of three orders.
     std::vector<int> gone = {s, static_cast<int>(e), add};
     int last = -1;
-    const int m = Sole(u, sum);
+    const int m = u.Sole(sum);
     if (m >= 0 && IsOnnxBinary(g.nodes[m], "Mul")) {
       const int other = Other(g.nodes[m], sum);
       const int p = other >= 0 ? g.values[other].producer : -1;
       if (other == x) {  // (x * sum) * 0.5
-        const int h = Sole(u, g.nodes[m].outputs[0]);
+        const int h = u.Sole(g.nodes[m].outputs[0]);
         if (h >= 0 && IsHalfOf(g, g.nodes[h], g.nodes[m].outputs[0])) {
           gone.push_back(m);
           last = h;
         }
-      } else if (p >= 0 && Sole(u, other) == m && IsHalfOf(g, g.nodes[p], x)) {  // (x * 0.5) * sum
+      } else if (p >= 0 && u.Sole(other) == m && IsHalfOf(g, g.nodes[p], x)) {  // (x * 0.5) * sum
         gone.push_back(p);
         last = m;
       } else if (IsHalfOf(g, g.nodes[m], sum)) {  // x * (sum * 0.5)
-        const int h = Sole(u, g.nodes[m].outputs[0]);
+        const int h = u.Sole(g.nodes[m].outputs[0]);
         if (h >= 0 && IsOnnxBinary(g.nodes[h], "Mul") && Other(g.nodes[h], g.nodes[m].outputs[0]) == x) {
           gone.push_back(m);
           last = h;

@@ -145,4 +145,17 @@ std::optional<float> ScalarFloatConstant(const ir::Graph& g, int v) {
   return t.data<float>()[0];
 }
 
+ValueReaders::ValueReaders(const ir::Graph& g)
+    : reads(ReadCounts(g)), is_output(OutputMask(g)), nodes(g.values.size()) {
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    for (int v : g.nodes[i].inputs)
+      if (v >= 0 && (nodes[v].empty() || nodes[v].back() != static_cast<int>(i)))
+        nodes[v].push_back(static_cast<int>(i));
+}
+
+int ValueReaders::Sole(int v) const {
+  if (v < 0 || reads[v] != 1 || is_output[v] || nodes[v].size() != 1) return -1;
+  return nodes[v][0];
+}
+
 }  // namespace kiln::passes

@@ -19,6 +19,17 @@ std::vector<int> ReadCounts(const ir::Graph& g);
 // 1 for every value that is one of g's outputs.
 std::vector<char> OutputMask(const ir::Graph& g);
 
+// Who reads each value of g (for the fusion passes): ReadCounts, OutputMask and, per value, the
+// nodes reading it as an input (each node once, in node order).
+struct ValueReaders {
+  explicit ValueReaders(const ir::Graph& g);
+  std::vector<int> reads;
+  std::vector<char> is_output;
+  std::vector<std::vector<int>> nodes;
+  // The node that alone reads v (read once, by a node input; v not a graph output), or -1.
+  int Sole(int v) const;
+};
+
 // True for a value whose bytes the compiler can rely on: a constant that is not also a graph
 // input (an initializer listed as an input is a default a caller may override in ONNX).
 bool IsFixedConstant(const ir::Graph& g, int v);
