@@ -185,7 +185,6 @@ Status EmitMatMulCore(EmitContext& ctx, bool trans_a, bool trans_b, double alpha
   int64_t M = trans_a ? ad[ad.size() - 1] : ad[ad.size() - 2], K = trans_a ? ad[ad.size() - 2] : ad[ad.size() - 1];
   int64_t N = trans_b ? bd[bd.size() - 2] : bd[bd.size() - 1];
   ctx.SetWork(NumElements(od) * K);
-  size_t r = od.size();
   Dims batch(od.begin(), od.end() - 2);
   auto batch_strides = [&](const Dims& d) {
     Dims bdims(d.begin(), d.end() - 2);
@@ -293,7 +292,6 @@ Status EmitMatMulCore(EmitContext& ctx, bool trans_a, bool trans_b, double alpha
     ctx.Close();
     ctx.Close();
   });
-  (void)r;
   return st;
 }
 
