@@ -304,7 +304,9 @@ TEST_F(CudaBackendTest, OnnxNodeTestsMatchHost) {
       inputs.push_back({m.graph().input(k).name(), x});
     }
     SCOPED_TRACE(t);
-    HostCheck(dir + "/model.onnx", "n" + std::to_string(ran), inputs, m.graph().output_size(), 1e-5);
+    std::string name = "n";
+    name += std::to_string(ran);  // (not "n" + ...: GCC 12 warns -Wrestrict on that spelling)
+    HostCheck(dir + "/model.onnx", name, inputs, m.graph().output_size(), 1e-5);
     ++ran;
   }
   if (ran == 0) GTEST_SKIP() << "no onnx-node conformance tests under " << NodeTests();
