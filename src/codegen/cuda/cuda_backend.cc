@@ -171,6 +171,10 @@ class Generator {
     for (size_t k = 0; k < feeds.size(); ++k) {
       int v = feeds[k];
       int64_t e = NumElements(g_.values[v].type.dims);
+      if (!slot_of_.count(v)) {  // read by no node
+        body += "  /* input '" + CommentText(g_.values[v].name) + "' is not used */\n";
+        continue;
+      }
       KILN_ASSIGN_OR_RETURN(Loc l, Locate(v));
       body += "  /* input '" + CommentText(g_.values[v].name) + "' into its slot */\n";
       body += "  " + Unroll(v) + "\n  for (int k = 0; k < " + std::to_string(e) + "; ++k) " + l.slot + "[" +
@@ -181,7 +185,10 @@ class Generator {
       const ir::Node& n = g_.nodes[plan_.schedule.order[p]];
       std::string shapes;
       for (int v : n.outputs)
-        if (v >= 0) shapes += " " + DimsText(g_.values[v].type.dims);
+        if (v >= 0) {
+          shapes += ' ';
+          shapes += DimsText(g_.values[v].type.dims);
+        }
       body += "  /* " + CommentText(NodeName(g_, n)) + ": " + n.op_type + " ->" + shapes +
               (plan_.buffers.is_noop[p] ? " (a view of its input: no code)" : "") + " */\n";
       if (plan_.buffers.is_noop[p]) continue;
