@@ -442,6 +442,20 @@ TEST_F(CudaBackendTest, UnsupportedOpIsOneLineError) {
   Write("sm.onnx", sm.SerializeAsString());
   ExpectUserError("compile " + file("sm.onnx") + " --target cuda --name s --out " + file("gen"),
                   "node 'sm' (Softmax): a Softmax over axis 0 (the batch) mixes samples");
+  // [batch, 1, 6] -> [1, batch, 6]: for one sample only size-1 axes move (a Reshape after
+  // cancel-transposes), but the batched model interleaves samples.
+  onnx::ModelProto tr;
+  tr.set_ir_version(8);
+  tr.add_opset_import()->set_version(17);
+  *tr.mutable_graph()->add_input() = BatchInfo("x", {1, 1, 6});
+  *tr.mutable_graph()->add_output() = testing::FloatInfo("y", {1, 1, 6});
+  auto* perm = AddNode(tr.mutable_graph(), "Transpose", "tr", {"x"}, {"y"})->add_attribute();
+  perm->set_name("perm");
+  perm->set_type(onnx::AttributeProto::INTS);
+  for (int p : {1, 0, 2}) perm->add_ints(p);
+  Write("tr.onnx", tr.SerializeAsString());
+  ExpectUserError("compile " + file("tr.onnx") + " --target cuda --name t --out " + file("gen"),
+                  "node 'tr' (Transpose): it moves axis 0 (the batch)");
   ExpectUserError("compile " + Models() + "mlp_field.onnx --target cuda --name 1x --out " + file("gen"), "--name '1x'");
   ExpectUserError("compile " + Models() + "mlp_field.onnx --target c --precision fp16 --name f --out " + file("gen"),
                   "--precision goes with --target cuda");

@@ -503,6 +503,13 @@ class Generator {
 // dropping it would, in the batched model, mix samples that each thread sees alone.
 Status CheckKeepsBatch(const ir::Graph& g, const ir::Node& n) {
   const std::string& op = n.op_type;
+  if (op == "Transpose") {  // cancel-transposes turns one that moves only size-1 axes into a Reshape
+    std::vector<int64_t> perm = n.attr_ints("perm");
+    size_t rank = g.values[n.inputs[0]].type.dims.size();
+    if (rank > 1 && (perm.empty() ? static_cast<int64_t>(rank) - 1 : perm[0]) != 0)
+      return Error(NodeName(g, n) + " (Transpose): it moves axis 0 (the batch), which mixes samples a per-thread kernel sees alone");
+    return OkStatus();
+  }
   if (op != "Reshape" && op != "Flatten" && op != "Squeeze" && op != "Unsqueeze") return OkStatus();
   auto fail = [&] {
     return Error(NodeName(g, n) + " (" + op + "): it moves axis 0 (the batch) into other axes, which a per-thread kernel cannot do");
