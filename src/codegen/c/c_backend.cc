@@ -17,23 +17,6 @@ namespace {
 constexpr size_t kWorkspaceAlignment = 16;
 constexpr size_t kRegionAlignment = 64;
 
-std::string Upper(std::string s) {
-  for (char& ch : s) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
-  return s;
-}
-
-// Text safe inside a C comment: no "*/", no control characters, no trigraph-starting "??".
-std::string CommentText(const std::string& s, size_t max_len = 160) {
-  std::string out;
-  for (unsigned char ch : s) {
-    if (ch < 32 || ch == 127) ch = ' ';
-    if (ch == '/' && !out.empty() && out.back() == '*') out += ' ';
-    if (ch == '?' && !out.empty() && out.back() == '?') out += ' ';
-    out += static_cast<char>(ch);
-  }
-  if (out.size() > max_len) out = out.substr(0, max_len) + "...";
-  return out;
-}
 
 std::string TypeText(const ir::TypeInfo& t) {
   std::string s(DTypeName(t.dtype));

@@ -1,5 +1,6 @@
 #include "codegen/c/c_names.h"
 
+#include <cctype>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
@@ -193,6 +194,23 @@ std::string CNumber(DType t, double v) {
       return "(" + CType(t) + ")" + CLiteral(DType::kInt64, &i);
     }
   }
+}
+
+std::string Upper(std::string s) {
+  for (char& ch : s) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  return s;
+}
+
+std::string CommentText(const std::string& s, size_t max_len) {
+  std::string out;
+  for (unsigned char ch : s) {
+    if (ch < 32 || ch == 127) ch = ' ';
+    if (ch == '/' && !out.empty() && out.back() == '*') out += ' ';
+    if (ch == '?' && !out.empty() && out.back() == '?') out += ' ';
+    out += static_cast<char>(ch);
+  }
+  if (out.size() > max_len) out = out.substr(0, max_len) + "...";
+  return out;
 }
 
 }  // namespace kiln::codegen::c

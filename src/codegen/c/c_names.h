@@ -35,5 +35,10 @@ std::string CStringLiteral(const std::string& s);
 std::string CLiteral(DType t, const void* p);
 // A number as a C literal of type t (for constants computed by the emitter).
 std::string CNumber(DType t, double v);
+// s in upper case (macro names from the model name).
+std::string Upper(std::string s);
+// Text safe inside a C comment: no "*/", no control characters, no trigraph-starting "??";
+// longer than max_len: cut, with "...".
+std::string CommentText(const std::string& s, size_t max_len = 160);
 
 }  // namespace kiln::codegen::c

@@ -17,35 +17,12 @@
 namespace kiln::codegen::cuda {
 namespace {
 
+using c::CommentText;
+using c::Upper;
+
 constexpr int kThreadsPerBlock = 128;
 constexpr size_t kWeightAlignment = 16;  // bytes; float4 / 4-half loads need it
 constexpr long kPlannerSteps = 4000;     // fixed search steps: the same slots on every machine
-
-std::string Upper(std::string s) {
-  for (char& ch : s) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
-  return s;
-}
-
-// Text safe inside a C comment.
-std::string CommentText(const std::string& s, size_t max_len = 160) {
-  std::string out;
-  for (unsigned char ch : s) {
-    if (ch < 32 || ch == 127) ch = ' ';
-    if (ch == '/' && !out.empty() && out.back() == '*') out += ' ';
-    out += static_cast<char>(ch);
-  }
-  if (out.size() > max_len) out = out.substr(0, max_len) + "...";
-  return out;
-}
-
-std::string DimsText(const Dims& d) {
-  std::string s = "[";
-  for (size_t i = 0; i < d.size(); ++i) {
-    if (i) s += ',';
-    s += std::to_string(d[i]);
-  }
-  return s + "]";
-}
 
 std::string NodeName(const ir::Graph& g, const ir::Node& n) {
   if (!n.name.empty()) return "node '" + n.name + "'";
@@ -187,7 +164,7 @@ class Generator {
       for (int v : n.outputs)
         if (v >= 0) {
           shapes += ' ';
-          shapes += DimsText(g_.values[v].type.dims);
+          shapes += DimsToString(g_.values[v].type.dims);
         }
       body += "  /* " + CommentText(NodeName(g_, n)) + ": " + n.op_type + " ->" + shapes +
               (plan_.buffers.is_noop[p] ? " (a view of its input: no code)" : "") + " */\n";
@@ -364,12 +341,12 @@ class Generator {
     s += "struct kiln_" + n + "_inputs {\n";
     for (size_t k = 0; k < feeds.size(); ++k)
       s += "  const float *" + in_members_[k] + "; /* " + CommentText(g_.values[feeds[k]].name) + ": float32" +
-           DimsText(g_.values[feeds[k]].type.dims) + " per sample */\n";
+           DimsToString(g_.values[feeds[k]].type.dims) + " per sample */\n";
     if (feeds.empty()) s += "  const void *none; /* the model has none */\n";
     s += "};\nstruct kiln_" + n + "_outputs {\n";
     for (size_t k = 0; k < g_.outputs.size(); ++k)
       s += "  float *" + out_members_[k] + "; /* " + CommentText(g_.values[g_.outputs[k]].name) + ": float32" +
-           DimsText(g_.values[g_.outputs[k]].type.dims) + " per sample */\n";
+           DimsToString(g_.values[g_.outputs[k]].type.dims) + " per sample */\n";
     s += "};\n\n";
     for (size_t k = 0; k < feeds.size(); ++k)
       s += "#define KILN_" + u + "_INPUT" + std::to_string(k) + "_ELEMENTS " +
@@ -403,7 +380,7 @@ class Generator {
     // Weights.
     s += "/* The weight buffer: " + std::to_string(weights_.size()) + " bytes, each tensor 16-byte aligned.\n";
     for (const auto& w : weight_list_)
-      s += " *   byte " + std::to_string(w.byte) + ": " + CommentText(w.name) + " " + DimsText(w.dims) +
+      s += " *   byte " + std::to_string(w.byte) + ": " + CommentText(w.name) + " " + DimsToString(w.dims) +
            (w.half ? " half" : " float") + "\n";
     s += " */\nalignas(16) static const unsigned char kiln_" + n + "_weights[" +
          std::to_string(std::max<size_t>(weights_.size(), 1)) + "] = {";
@@ -538,7 +515,7 @@ Status CheckTensor(const ir::Value& v, const char* what, bool batch) {
     return Error(std::string(what) + " '" + v.name + "' has dims " + v.type.ToString() +
                  " not known at compile time; give the input dims with --shape");
   if (batch && (v.type.dims.empty() || v.type.dims[0] != 1))
-    return Error(std::string(what) + " '" + v.name + "' has dims " + DimsText(v.type.dims) +
+    return Error(std::string(what) + " '" + v.name + "' has dims " + DimsToString(v.type.dims) +
                  "; its leading dim must be the batch (1 per sample)");
   return OkStatus();
 }
