@@ -1,7 +1,9 @@
 // Activations (element-wise, with attributes) and the axis-wise Softmax / LogSoftmax / Hardmax.
+#include <algorithm>
 #include <cmath>
 
 #include "ops/elementwise_kernels.h"
+#include "ops/thread_pool.h"
 #include "ops/vector_math.h"
 
 namespace kiln::ops {
@@ -9,6 +11,10 @@ namespace {
 
 // The float32 vector kernel of an activation: fn(node, x, y, n) (ops/vector_math.h).
 using VecActFn = void (*)(const ir::Node&, const float*, float*, int64_t);
+
+// Below this many elements per thread an element-wise kernel runs on the caller alone (waking a
+// worker costs microseconds).
+constexpr int64_t kElementsPerThread = 1 << 15;
 
 // Registers y = f(x) where `make(node)` builds f from the node's attributes; float32 runs `vf`
 // when given.
@@ -20,7 +26,10 @@ void RegAct(OpRegistry& r, const char* name, Make make, VecActFn vf = nullptr) {
         const Tensor& x = ctx.input(0);
         Tensor& y = ctx.output(0);
         if (vf && x.dtype() == DType::kFloat32) {
-          vf(ctx.node(), x.data<float>(), y.data<float>(), x.size());
+          const float* xs = x.data<float>();
+          float* ys = y.data<float>();
+          ParallelSlices(ctx.threads(), x.size(), kElementsPerThread,
+                         [&](int64_t b, int64_t e) { vf(ctx.node(), xs + b, ys + b, e - b); });
           return OkStatus();
         }
         auto f = make(ctx.node());
@@ -134,7 +143,11 @@ void RegisterPointwise(OpRegistry& r) {
         Tensor& y = ctx.output(0);
         const bool tanh_approx = ctx.node().attr_string("approximate", "none") == "tanh";
         if (x.dtype() == DType::kFloat32) {
-          GeluF32(x.data<float>(), y.data<float>(), x.size(), tanh_approx);
+          const float* xs = x.data<float>();
+          float* ys = y.data<float>();
+          ParallelSlices(ctx.threads(), x.size(), kElementsPerThread, [&](int64_t b, int64_t e) {
+            GeluF32(xs + b, ys + b, e - b, tanh_approx);
+          });
           return OkStatus();
         }
         Dispatch<kFloatTypes>(x.dtype(), [&]<class T>() {
@@ -320,7 +333,12 @@ void RegSoft(OpRegistry& r, const char* name, SoftKind kind) {
         if (!SplitAxis(ctx.node(), ctx.opset(), x.dims(), &s, &err).ok()) return ctx.error(err);
         if (x.size() == 0) return OkStatus();
         if (x.dtype() == DType::kFloat32 && s.inner == 1 && kind != SoftKind::kHardmax) {
-          SoftRowsF32(x.data<float>(), y.data<float>(), s.outer, s.len, kind);
+          const float* xs = x.data<float>();
+          float* ys = y.data<float>();
+          ParallelSlices(ctx.threads(), s.outer, std::max<int64_t>(1, kElementsPerThread / s.len),
+                         [&](int64_t b, int64_t e) {
+                           SoftRowsF32(xs + b * s.len, ys + b * s.len, e - b, s.len, kind);
+                         });
           return OkStatus();
         }
         Dispatch<kFloatTypes>(x.dtype(), [&]<class T>() {

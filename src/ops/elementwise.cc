@@ -4,12 +4,17 @@
 
 #include "ops/channels_last.h"
 #include "ops/elementwise_kernels.h"
+#include "ops/thread_pool.h"
 #include "ops/vector_math.h"
 
 namespace kiln::ops {
 namespace {
 
 constexpr unsigned kFloatAndSigned = kFloatTypes | kSignedIntTypes;
+
+// Below this many elements per thread an element-wise kernel runs on the caller alone (waking a
+// worker costs microseconds).
+constexpr int64_t kElementsPerThread = 1 << 15;
 
 using VecUnaryFn = void (*)(const float*, float*, int64_t, Isa);
 
@@ -24,7 +29,10 @@ void RegUnary(OpRegistry& r, const char* name, F f, VecUnaryFn vf = nullptr) {
         Dispatch<Groups>(x.dtype(), [&]<class T>() {
           if constexpr (std::is_same_v<T, float>) {
             if (vf) {
-              vf(x.data<float>(), y.data<float>(), x.size(), Isa::kAuto);
+              const float* xs = x.data<float>();
+              float* ys = y.data<float>();
+              ParallelSlices(ctx.threads(), x.size(), kElementsPerThread,
+                             [&](int64_t s, int64_t e) { vf(xs + s, ys + s, e - s, Isa::kAuto); });
               return;
             }
           }
@@ -34,17 +42,22 @@ void RegUnary(OpRegistry& r, const char* name, F f, VecUnaryFn vf = nullptr) {
       });
 }
 
-// Float32 rows of Add / Sub / Mul / Div through the vector kernels (the same IEEE operations).
+// Float32 rows of Add / Sub / Mul / Div through the vector kernels (the same IEEE operations),
+// long rows split over the node's threads.
 struct VecRows {
   VecBinOp op;
+  int threads = 1;
   void same(const float* a, const float* b, float* o, int64_t n) const {
-    BinaryF32(op, a, b, o, n);
+    ParallelSlices(threads, n, kElementsPerThread,
+                   [&](int64_t s, int64_t e) { BinaryF32(op, a + s, b + s, o + s, e - s); });
   }
-  void scalar_a(float s, const float* b, float* o, int64_t n) const {
-    BinaryScalarF32(op, s, b, o, n, true);
+  void scalar_a(float c, const float* b, float* o, int64_t n) const {
+    ParallelSlices(threads, n, kElementsPerThread,
+                   [&](int64_t s, int64_t e) { BinaryScalarF32(op, c, b + s, o + s, e - s, true); });
   }
-  void scalar_b(float s, const float* a, float* o, int64_t n) const {
-    BinaryScalarF32(op, s, a, o, n, false);
+  void scalar_b(float c, const float* a, float* o, int64_t n) const {
+    ParallelSlices(threads, n, kElementsPerThread,
+                   [&](int64_t s, int64_t e) { BinaryScalarF32(op, c, a + s, o + s, e - s, false); });
   }
 };
 
@@ -79,7 +92,7 @@ void RegBinary(OpRegistry& r, const char* name, F f, const VecBinOp* vop = nullp
             if (vop) {
               Tensor& o = ctx.output(0);
               BinaryLoopRows<float, float, float>(a.data<float>(), a.dims(), b.data<float>(), bd,
-                                                  o.data<float>(), o.dims(), f, VecRows{*vop});
+                                                  o.data<float>(), o.dims(), f, VecRows{*vop, ctx.threads()});
               return;
             }
           }

@@ -2,11 +2,13 @@
 // GroupNormalization, RMSNormalization, LRN, MeanVarianceNormalization, LpNormalization, and
 // Dropout (which at inference is the identity). Statistics accumulate in double; results are
 // written in the input's type.
+#include <algorithm>
 #include <random>
 #include <string>
 
 #include "ops/common.h"
 #include "ops/cpu_isa.h"
+#include "ops/thread_pool.h"
 
 namespace kiln::ops {
 namespace {
@@ -361,8 +363,14 @@ Status LayerNormCompute(ComputeContext& ctx) {
 #else
     auto rows = NormRowsBase;
 #endif
-    rows(xt.data<float>(), ctx.output(0).data<float>(), rc.rows, rc.cols, ctx.input(1).data<float>(), b,
-         static_cast<float>(eps), rms, means.data(), inv_stds.data());
+    const float* xs = xt.data<float>();
+    float* ys = ctx.output(0).data<float>();
+    ParallelSlices(ctx.threads(), rc.rows, std::max<int64_t>(1, (int64_t{1} << 15) / rc.cols),
+                   [&](int64_t r0, int64_t r1) {
+                     rows(xs + r0 * rc.cols, ys + r0 * rc.cols, r1 - r0, rc.cols,
+                          ctx.input(1).data<float>(), b, static_cast<float>(eps), rms,
+                          means.data() + r0, inv_stds.data() + r0);
+                   });
   } else
   Dispatch<kFloatTypes>(xt.dtype(), [&]<class T>() {
     const T* x = xt.data<T>();

@@ -40,6 +40,27 @@ void ParallelFor(int threads, int64_t n, F&& fn) {
       const_cast<void*>(static_cast<const void*>(&fn)));
 }
 
+// For element-wise and row-wise kernels: fn(begin, end) over [0, n) in at most `threads` slices
+// of at least `min_per_thread` items each (one slice, on the caller, when n is smaller), slice
+// bounds on multiples of 16 (a vector kernel's tails stay at the end). Items are independent, so
+// the result does not depend on the split.
+template <class F>
+void ParallelSlices(int threads, int64_t n, int64_t min_per_thread, F&& fn) {
+  int64_t t = min_per_thread > 0 ? n / min_per_thread : n;
+  if (t > threads) t = threads;
+  if (t <= 1) {
+    if (n > 0) fn(int64_t{0}, n);
+    return;
+  }
+  ParallelFor(static_cast<int>(t), t, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      const int64_t b = c == 0 ? 0 : (c * n / t) & ~int64_t{15};
+      const int64_t e = c + 1 == t ? n : ((c + 1) * n / t) & ~int64_t{15};
+      if (e > b) fn(b, e);
+    }
+  });
+}
+
 // The number of worker threads the pool holds now (tests).
 int ThreadPoolWorkers();
 
