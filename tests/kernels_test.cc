@@ -423,6 +423,25 @@ TEST(ThreadPool, SumsChunksAndThreadCounts) {
 }
 
 // Many small jobs back to back (workers waking late must not take chunks of a later job).
+// ParallelSlices covers [0, n) once, in slices of whole 16s but the last, no more than `threads`
+// of them, and one slice when n is under two threads' minimum.
+TEST(ThreadPool, ParallelSlicesCoverEveryItemOnce) {
+  for (int threads : {1, 2, 3, 8})
+    for (int64_t n : {0, 1, 15, 16, 17, 100, 1000, 4099})
+      for (int64_t min : {1, 16, 500}) {
+        std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+        std::atomic<int> slices{0};
+        ParallelSlices(threads, n, min, [&](int64_t b, int64_t e) {
+          ++slices;
+          EXPECT_TRUE(b % 16 == 0) << b;
+          for (int64_t i = b; i < e; ++i) ++hits[i];
+        });
+        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << n << " " << threads << " " << i;
+        EXPECT_LE(slices.load(), std::max(1, threads));
+        if (n < 2 * min) EXPECT_LE(slices.load(), 1);
+      }
+}
+
 TEST(ThreadPool, ManySmallJobs) {
   for (int rep = 0; rep < 20000; ++rep) {
     const int threads = 1 + rep % 4;
