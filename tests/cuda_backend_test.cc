@@ -10,6 +10,7 @@
 #include <regex>
 
 #include "cli_fixture.h"
+#include "codegen/cuda/cuda_tensor_core.h"
 #include "frontend/npy.h"
 #include "onnx/onnx_pb.h"
 #include "test_models.h"
@@ -85,18 +86,18 @@ class CudaBackendTest : public CliTest {
                       "  size_t n = read ? fread(v.data(), 4, v.size(), f) : fwrite(v.data(), 4, v.size(), f);\n"
                       "  fclose(f);\n  if (n != v.size()) exit(3);\n}\n"
                       "int main(int argc, char **argv) {\n  (void)argc;\n  const long K = atol(argv[1]);\n";
-    std::string call = "kiln_" + name + "_sample(kiln_" + name + "_weights";
+    std::string call = "int rc = kiln_" + name + "_host_check(";
     for (size_t k = 0; k < inputs.size(); ++k) {
       std::string v = "in" + std::to_string(k);
       drv += "  std::vector<float> " + v + "(K * KILN_" + u + "_INPUT" + std::to_string(k) + "_ELEMENTS);\n";
       drv += "  io(argv[" + std::to_string(2 + k) + "], " + v + ", true);\n";
-      call += ", " + v + ".data()";
+      call += (k ? ", " : "") + v + ".data()";
     }
     for (int k = 0; k < num_outputs; ++k) {
       drv += "  std::vector<float> out" + std::to_string(k) + "(K * KILN_" + u + "_OUTPUT" + std::to_string(k) + "_ELEMENTS);\n";
       call += ", out" + std::to_string(k) + ".data()";
     }
-    drv += "  for (long i = 0; i < K; ++i) " + call + ", i);\n";
+    drv += "  " + call + ", K);\n  if (rc != KILN_OK) return 4;\n";
     for (int k = 0; k < num_outputs; ++k)
       drv += "  io(argv[" + std::to_string(2 + inputs.size() + k) + "], out" + std::to_string(k) + ", false);\n";
     drv += "  return 0;\n}\n";
@@ -252,7 +253,7 @@ onnx::ModelProto TransformerBlock(int64_t T, int64_t D) {
 
 TEST_F(CudaBackendTest, MlpFieldMatchesHostFp32AndFp16) {
   HostCheck(Models() + "mlp_field.onnx", "field", {{"xyz", Ramp({257, 3}, 1)}}, 1, 1e-5);
-  HostCheck(Models() + "mlp_field.onnx", "field16", {{"xyz", Ramp({257, 3}, 1)}}, 1, 1e-2, "--precision fp16");
+  HostCheck(Models() + "mlp_field.onnx", "field16", {{"xyz", Ramp({257, 3}, 1)}}, 1, 1e-2, "--precision fp16 --tensor-cores off");
 }
 
 TEST_F(CudaBackendTest, KwsCnnMatchesHost) {
@@ -262,7 +263,117 @@ TEST_F(CudaBackendTest, KwsCnnMatchesHost) {
 TEST_F(CudaBackendTest, TransformerBlockMatchesHostFp32AndFp16) {
   Write("block.onnx", TransformerBlock(4, 16).SerializeAsString());
   HostCheck(file("block.onnx"), "block", {{"x", Ramp({33, 4, 16}, 3)}}, 1, 1e-5);
-  HostCheck(file("block.onnx"), "block16", {{"x", Ramp({33, 4, 16}, 3)}}, 1, 1e-2, "--precision fp16");
+  HostCheck(file("block.onnx"), "block16", {{"x", Ramp({33, 4, 16}, 3)}}, 1, 1e-2, "--precision fp16 --tensor-cores off");
+}
+
+// The tensor-core path on the host: lanes as a loop, WMMA as an emulation that enforces WMMA's
+// alignment rules, so the tile layout, padding and staging are what is checked here.
+TEST_F(CudaBackendTest, TensorCoreMlpFieldMatchesHost) {
+  // 257 samples: the last warp has one live lane.
+  HostCheck(Models() + "mlp_field.onnx", "tc16", {{"xyz", Ramp({257, 3}, 1)}}, 1, 1e-2, "--precision fp16");
+  auto cu = ReadFile(file("gen_tc16/tc16.cu"));
+  ASSERT_TRUE(cu.ok());
+  EXPECT_NE(cu->find(" * tensor cores: 5 matrix products (100% of the multiply-adds)"), std::string::npos)
+      << "--precision fp16 takes the tensor cores for the MLP by itself";
+  EXPECT_NE(cu->find("kiln_tc_matmul<2, 3, 4, 56, 72, 68>"), std::string::npos) << "fc0: K 39 padded to 48, N 64";
+  // E4M3 keeps 3 mantissa bits: the error is the weights' rounding, about 2^-5 each.
+  HostCheck(Models() + "mlp_field.onnx", "tc8", {{"xyz", Ramp({100, 3}, 1)}}, 1, 5e-2, "--precision fp8");
+  auto cu8 = ReadFile(file("gen_tc8/tc8.cu"));
+  ASSERT_TRUE(cu8.ok());
+  EXPECT_NE(cu8->find("kiln_tc_stage8("), std::string::npos);
+  auto h16 = ReadFile(file("gen_tc16/tc16.h")), h8 = ReadFile(file("gen_tc8/tc8.h"));
+  ASSERT_TRUE(h16.ok() && h8.ok());
+  std::smatch m16, m8;
+  ASSERT_TRUE(std::regex_search(*h16, m16, std::regex("WEIGHT_BYTES (\\d+)")));
+  ASSERT_TRUE(std::regex_search(*h8, m8, std::regex("WEIGHT_BYTES (\\d+)")));
+  EXPECT_LT(std::stoi(m8[1]), std::stoi(m16[1]) * 6 / 10) << "E4M3 weights take half the bytes of half ones";
+}
+
+TEST_F(CudaBackendTest, TensorCoreTransformerBlockMatchesHost) {
+  Write("block.onnx", TransformerBlock(4, 16).SerializeAsString());
+  HostCheck(file("block.onnx"), "tcblock", {{"x", Ramp({45, 4, 16}, 3)}}, 1, 1e-2, "--precision fp16 --tensor-cores on");
+  auto cu = ReadFile(file("gen_tcblock/tcblock.cu"));
+  ASSERT_TRUE(cu.ok());
+  // q, k, v, o, fc1, fc2 (4 rows per sample: 128-row tiles); the attention products stay per lane.
+  EXPECT_NE(cu->find(" * tensor cores: 6 matrix products"), std::string::npos);
+  EXPECT_NE(cu->find("kiln_tc_matmul<8, 1, 2, 24, 40, 36>"), std::string::npos) << "fc1: 4 rows, K 16, N 32";
+}
+
+// A model of its own: rows of A per sample (3), K and N that need padding (20 -> 32, 24 -> 32,
+// 72 -> 80, 40 -> 48), Gemm's transB, alpha, beta and broadcast bias.
+TEST_F(CudaBackendTest, TensorCoreGemmAttributesMatchHost) {
+  onnx::ModelProto m;
+  m.set_ir_version(9);
+  m.add_opset_import()->set_version(20);
+  auto* g = m.mutable_graph();
+  g->set_name("gemms");
+  *g->add_input() = BatchInfo("x", {1, 3, 20});
+  *g->add_output() = BatchInfo("y", {1, 40});
+  AddWeight(g, "w0", {20, 24}, 1, 0.3f);
+  AddWeight(g, "w1", {40, 72}, 2, 0.2f);
+  AddWeight(g, "c1", {1, 40}, 3, 0.5f);
+  auto* shape = g->add_initializer();
+  shape->set_name("shape");
+  shape->set_data_type(onnx::TensorProto::INT64);
+  shape->add_dims(2);
+  shape->add_int64_data(0);
+  shape->add_int64_data(72);
+  AddNode(g, "MatMul", "mm0", {"x", "w0"}, {"h"});
+  AddNode(g, "Relu", "relu", {"h"}, {"hr"});
+  AddNode(g, "Reshape", "flat", {"hr", "shape"}, {"hf"});
+  auto* gemm = AddNode(g, "Gemm", "gemm", {"hf", "w1", "c1"}, {"z"});
+  auto attr = [&](const char* name, float f, int64_t i, bool is_int) {
+    auto* a = gemm->add_attribute();
+    a->set_name(name);
+    a->set_type(is_int ? onnx::AttributeProto::INT : onnx::AttributeProto::FLOAT);
+    if (is_int) a->set_i(i);
+    else a->set_f(f);
+  };
+  attr("transB", 0, 1, true);
+  attr("alpha", 0.5f, 0, false);
+  attr("beta", 2.0f, 0, false);
+  AddNode(g, "Tanh", "tanh", {"z"}, {"y"});
+  Write("gemms.onnx", m.SerializeAsString());
+  HostCheck(file("gemms.onnx"), "gemms", {{"x", Ramp({70, 3, 20}, 4)}}, 1, 1e-2, "--precision fp16 --tensor-cores on");
+  auto cu = ReadFile(file("gen_gemms/gemms.cu"));
+  ASSERT_TRUE(cu.ok());
+  EXPECT_NE(cu->find("kiln_tc_matmul<6, 2, 2, 40, 40, 36>"), std::string::npos) << "mm0: 3 rows, K 20, N 24";
+  EXPECT_NE(cu->find("kiln_tc_matmul<2, 5, 3, 88, 56, 52>"), std::string::npos) << "gemm: K 72, N 40";
+}
+
+TEST_F(CudaBackendTest, TensorCoreOptionErrors) {
+  std::string field = Models() + "mlp_field.onnx --target cuda --name f --out " + file("gen");
+  ExpectUserError("compile " + field + " --tensor-cores on", "--tensor-cores on multiplies half inputs: give --precision fp16 or fp8");
+  ExpectUserError("compile " + field + " --precision fp8 --tensor-cores off", "--precision fp8 stores the tensor-core layers' weights");
+  ExpectUserError("compile " + Models() + "mlp_field.onnx --target c --tensor-cores on --name f --out " + file("gen"),
+                  "--tensor-cores goes with --target cuda");
+  onnx::ModelProto relu;
+  relu.set_ir_version(8);
+  relu.add_opset_import()->set_version(17);
+  *relu.mutable_graph()->add_input() = BatchInfo("x", {1, 6});
+  *relu.mutable_graph()->add_output() = BatchInfo("y", {1, 6});
+  AddNode(relu.mutable_graph(), "Relu", "relu", {"x"}, {"y"});
+  Write("relu.onnx", relu.SerializeAsString());
+  ExpectUserError("compile " + file("relu.onnx") + " --target cuda --name r --precision fp16 --tensor-cores on --out " + file("gen"),
+                  "--tensor-cores on: no MatMul or Gemm fits the tensor-core path");
+}
+
+TEST(CudaE4M3, RoundsToNearestEvenAndSaturates) {
+  using codegen::cuda::E4M3ToFloat;
+  using codegen::cuda::FloatToE4M3;
+  for (int c = 0; c < 256; ++c) {
+    if ((c & 0x7f) == 0x7f) continue;  // NaN
+    EXPECT_EQ(FloatToE4M3(E4M3ToFloat(static_cast<uint8_t>(c))), c) << "code " << c << " round-trips";
+  }
+  EXPECT_EQ(E4M3ToFloat(0x7e), 448.0f);
+  EXPECT_EQ(E4M3ToFloat(0x01), std::ldexp(1.0f, -9));  // the smallest subnormal
+  EXPECT_EQ(E4M3ToFloat(FloatToE4M3(1000.0f)), 448.0f);
+  EXPECT_EQ(E4M3ToFloat(FloatToE4M3(-1000.0f)), -448.0f);
+  EXPECT_EQ(E4M3ToFloat(FloatToE4M3(1.0625f)), 1.0f);     // halfway between 1 and 1.125: the even code
+  EXPECT_EQ(E4M3ToFloat(FloatToE4M3(1.1875f)), 1.25f);    // halfway between 1.125 and 1.25: the even code
+  EXPECT_EQ(E4M3ToFloat(FloatToE4M3(1.07f)), 1.125f);
+  EXPECT_EQ(FloatToE4M3(std::ldexp(1.0f, -11)), 0);       // under half the smallest subnormal
+  EXPECT_EQ(FloatToE4M3(std::nanf("")) & 0x7f, 0x7f);
 }
 
 // Models from ONNX's own backend tests (not in this repository) whose inputs all have the same
@@ -315,10 +426,13 @@ TEST_F(CudaBackendTest, OnnxNodeTestsMatchHost) {
 TEST_F(CudaBackendTest, NvccBuildsWithoutSpills) {
   if (!HaveNvcc()) GTEST_SKIP() << "nvcc not found; the CUDA build check is skipped";
   Compile(Models() + "mlp_field.onnx", "field");
-  Compile(Models() + "mlp_field.onnx", "field16", "--precision fp16");
+  Compile(Models() + "mlp_field.onnx", "field16", "--precision fp16 --tensor-cores off");
   Write("block.onnx", TransformerBlock(4, 8).SerializeAsString());
   Compile(file("block.onnx"), "block");
-  for (const char* name : {"field", "field16", "block"}) {
+  Compile(Models() + "mlp_field.onnx", "tc16", "--precision fp16");
+  Compile(Models() + "mlp_field.onnx", "tc8", "--precision fp8");
+  Compile(file("block.onnx"), "tcblock", "--precision fp16 --tensor-cores on");
+  for (const char* name : {"field", "field16", "block", "tc16", "tc8", "tcblock"}) {
     PtxasReport r = NvccCheck(name);
     EXPECT_EQ(r.spill_stores, 0) << name;
     EXPECT_EQ(r.spill_loads, 0) << name;
@@ -328,6 +442,9 @@ TEST_F(CudaBackendTest, NvccBuildsWithoutSpills) {
   Write("block16.onnx", TransformerBlock(4, 16).SerializeAsString());
   Compile(file("block16.onnx"), "block_d16");
   NvccCheck("block_d16");
+  // On tensor cores the products' operands leave the registers: fewer spills, still some.
+  Compile(file("block16.onnx"), "tcblock_d16", "--precision fp16 --tensor-cores on");
+  NvccCheck("tcblock_d16");
   // kws_cnn's 64x25x5 maps cannot be registers: its slots live in local memory (stack frame) and
   // its loops stay rolled, which keeps nvcc fast.
   Compile(WithBatchDim(Models() + "kws_cnn.onnx", file("kws.onnx")), "kws");

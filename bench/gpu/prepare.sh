@@ -1,7 +1,8 @@
 #!/bin/sh
 # Run on the CPU machine before the device call: writes PREPARED (default build/gpu_prepared)
-# with the generated kernels of models/mlp_field.onnx (fp32 and fp16), 4096 check samples, the
-# host executor's outputs for them, and the weights as safetensors for the PyTorch baseline.
+# with the generated kernels of models/mlp_field.onnx (scalar path fp32 and fp16; tensor-core path
+# fp16 and fp8 weights), 4096 check samples, the host executor's outputs for them, and the weights
+# as safetensors for the PyTorch baseline.
 # Then carry PREPARED to the GPU machine and run bench/gpu/run.sh PREPARED there.
 set -eu
 KILN=${KILN:-build/kiln}
@@ -11,7 +12,9 @@ N=4096
 rm -rf "$P"
 mkdir -p "$P"
 "$KILN" compile "$M" --target cuda --name field --out "$P"
-"$KILN" compile "$M" --target cuda --name field16 --precision fp16 --out "$P"
+"$KILN" compile "$M" --target cuda --name field16s --precision fp16 --tensor-cores off --out "$P"
+"$KILN" compile "$M" --target cuda --name field16 --precision fp16 --tensor-cores on --out "$P"
+"$KILN" compile "$M" --target cuda --name field8 --precision fp8 --out "$P"
 python3 bench/gpu/npy.py make $N "$P/xyz.npy" "$P/xyz.f32"
 "$KILN" run "$M" --shape xyz=$N,3 --input xyz="$P/xyz.npy" --output-dir "$P/ref"
 python3 bench/gpu/npy.py raw "$P/ref/output_0.npy" "$P/ref.f32"

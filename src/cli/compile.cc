@@ -13,7 +13,7 @@ namespace {
 
 struct CompileCliOptions {
   std::string model, weights, target, name, out, params_section, planner = "default", bundle, pipeline,
-      precision = "fp32";
+      precision = "fp32", tensor_cores = "auto";
   std::vector<std::string> shapes, dump_ir_after;
 };
 
@@ -36,6 +36,7 @@ int CompileMain(const CompileCliOptions& o, const std::string& command_line) {
     return st.ok() ? 0 : Fail(st);
   }
   if (o.target != "cuda" && o.precision != "fp32") return Fail(Error("--precision goes with --target cuda"));
+  if (o.target != "cuda" && o.tensor_cores != "auto") return Fail(Error("--tensor-cores goes with --target cuda"));
   auto model = LoadAnyModel(o.model, o.weights);
   if (!model.ok()) return Fail(model.status());
   if (o.target == "cuda") {  // DIR/NAME.cu, DIR/NAME.h (DESIGN.md 2.5)
@@ -47,7 +48,10 @@ int CompileMain(const CompileCliOptions& o, const std::string& command_line) {
     cu.shapes = *shapes;
     cu.passes = pipeline->passes;
     cu.dump_ir_after = o.dump_ir_after;
-    cu.precision = o.precision == "fp16" ? codegen::cuda::Precision::kFloat16 : codegen::cuda::Precision::kFloat32;
+    using codegen::cuda::Precision;
+    using codegen::cuda::TensorCores;
+    cu.precision = o.precision == "fp16" ? Precision::kFloat16 : o.precision == "fp8" ? Precision::kFloat8 : Precision::kFloat32;
+    cu.tensor_cores = o.tensor_cores == "on" ? TensorCores::kOn : o.tensor_cores == "off" ? TensorCores::kOff : TensorCores::kAuto;
     auto compiled = codegen::cuda::CompileToCuda(std::move(*model), cu);
     if (!compiled.ok()) return Fail(Error(o.model + ": " + compiled.status().message()));
     std::error_code ec;
@@ -97,8 +101,13 @@ void AddCompileCommand(CLI::App& app, int& rc, const std::string& command_line) 
   c->add_option("--out", o->out, "output folder")->required();
   c->add_option("--weights", o->weights, "safetensors weights for a .json model");
   c->add_option("--shape", o->shapes, "fix an input's dims: NAME=D0,D1,...");
-  c->add_option("--precision", o->precision, "with --target cuda: fp32, or fp16 (matrix and filter weights stored as half, float arithmetic)")
-      ->check(CLI::IsMember({"fp32", "fp16"}));
+  c->add_option("--precision", o->precision,
+                "with --target cuda: fp32; fp16 (matrix and filter weights stored as half, float arithmetic); fp8 (as fp16, "
+                "the tensor-core weights stored as E4M3 with a per-tensor scale)")
+      ->check(CLI::IsMember({"fp32", "fp16", "fp8"}));
+  c->add_option("--tensor-cores", o->tensor_cores,
+                "with --target cuda: auto (with fp16 / fp8 where the products it can run hold half the work), on, off")
+      ->check(CLI::IsMember({"auto", "on", "off"}));
   c->add_option("--params-section", o->params_section, "linker section for the parameter arrays");
   c->add_option("--planner", o->planner, "memory planner for the workspace");
   c->add_option("--pipeline", o->pipeline, "passes and planner from a pipeline file (kiln tune writes one)");

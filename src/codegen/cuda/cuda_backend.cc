@@ -2,12 +2,16 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cmath>
+#include <cstring>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "codegen/c/c_names.h"
 #include "codegen/c/emit_util.h"
 #include "codegen/cuda/cuda_emit.h"
+#include "codegen/cuda/cuda_tensor_core.h"
 #include "ir/half.h"
 #include "passes/compress_constants.h"
 #include "passes/fold_constants.h"
@@ -122,8 +126,10 @@ KILN_HD static inline kiln_f4 kiln_ldh4(const unsigned short *p) {
 
 class Generator {
  public:
-  Generator(const ir::Model& m, const CompileOptions& o, const passes::ConstantReport& report)
-      : model_(m), g_(*m.graph), o_(o), upper_(Upper(o.name)), half_(o.precision == Precision::kFloat16) {
+  // tc: the tensor-core layers, or nullptr for the scalar path.
+  Generator(const ir::Model& m, const CompileOptions& o, const passes::ConstantReport& report,
+            TensorCorePlan* tc)
+      : model_(m), g_(*m.graph), o_(o), upper_(Upper(o.name)), half_(o.precision != Precision::kFloat32), tc_(tc) {
     for (const auto& e : report.encodings) enc_[e.value] = e;
     for (const auto& n : g_.nodes) {
       bool matrix = n.op_type == "MatMul" || n.op_type == "Gemm" || n.op_type == "Conv";
@@ -143,18 +149,21 @@ class Generator {
     po.max_steps = kPlannerSteps;
     KILN_ASSIGN_OR_RETURN(plan_, planner::PlanGraph(g_, po));
     AssignSlots();
+    if (tc_) PackTensorCoreWeights();
 
-    std::string body;
+    // The sample code in segments: per-lane code, then (tensor-core path) a warp step, and so on.
+    segments_.assign(1, "");
+    std::string* body = &segments_.back();
     for (size_t k = 0; k < feeds.size(); ++k) {
       int v = feeds[k];
       int64_t e = NumElements(g_.values[v].type.dims);
       if (!slot_of_.count(v)) {  // read by no node
-        body += "  /* input '" + CommentText(g_.values[v].name) + "' is not used */\n";
+        *body += "  /* input '" + CommentText(g_.values[v].name) + "' is not used */\n";
         continue;
       }
       KILN_ASSIGN_OR_RETURN(Loc l, Locate(v));
-      body += "  /* input '" + CommentText(g_.values[v].name) + "' into its slot */\n";
-      body += "  " + Unroll(v) + "\n  for (int k = 0; k < " + std::to_string(e) + "; ++k) " + l.slot + "[" +
+      *body += "  /* input '" + CommentText(g_.values[v].name) + "' into its slot */\n";
+      *body += "  " + Unroll(v) + "\n  for (int k = 0; k < " + std::to_string(e) + "; ++k) " + l.slot + "[" +
               (l.offset ? std::to_string(l.offset) + " + " : "") + "k] = in_" + in_members_[k] + "[i * " +
               std::to_string(e) + " + k];\n";
     }
@@ -166,12 +175,26 @@ class Generator {
           shapes += ' ';
           shapes += DimsToString(g_.values[v].type.dims);
         }
-      body += "  /* " + CommentText(NodeName(g_, n)) + ": " + n.op_type + " ->" + shapes +
-              (plan_.buffers.is_noop[p] ? " (a view of its input: no code)" : "") + " */\n";
+      auto tc_layer = tc_ ? tc_->layer_of_node.find(plan_.schedule.order[p]) : std::map<int, int>::const_iterator();
+      bool on_tensor_cores = tc_ && tc_layer != tc_->layer_of_node.end();
+      *body += "  /* " + CommentText(NodeName(g_, n)) + ": " + n.op_type + " ->" + shapes +
+               (plan_.buffers.is_noop[p] ? " (a view of its input: no code)" : "") +
+               (on_tensor_cores ? " (tensor cores)" : "") + " */\n";
       if (plan_.buffers.is_noop[p]) continue;
-      KILN_ASSIGN_OR_RETURN(std::string text, EmitNode(n));
-      body += "  {\n" + text + "  }\n";
+      if (on_tensor_cores) {
+        const TensorCoreLayer& layer = tc_->layers[tc_layer->second];
+        KILN_ASSIGN_OR_RETURN(std::string put, EmitNode(n, [&](EmitContext& c) { return EmitTensorCorePut(c, layer); }));
+        *body += "  {\n" + put + "  }\n";
+        segments_.push_back("  KILN_SYNCWARP();\n  " + TensorCoreCall(layer) + "\n  KILN_SYNCWARP();\n");
+        KILN_ASSIGN_OR_RETURN(std::string get, EmitNode(n, [&](EmitContext& c) { return EmitTensorCoreGet(c, layer); }));
+        segments_.push_back("  {\n" + get + "  }\n");
+        body = &segments_.back();
+        continue;
+      }
+      KILN_ASSIGN_OR_RETURN(std::string text, EmitNode(n, nullptr));
+      *body += "  {\n" + text + "  }\n";
     }
+    if (tc_) *body += "  const int64_t i = base + KILN_LANE_ROW(L);\n  if (i >= n) continue; /* a lane past the last sample */\n";
     for (size_t k = 0; k < g_.outputs.size(); ++k) {
       int v = g_.outputs[k];
       int64_t e = NumElements(g_.values[v].type.dims);
@@ -179,15 +202,16 @@ class Generator {
       std::string src;
       if (l.kind == Loc::Kind::kSlot) src = l.slot + "[" + (l.offset ? std::to_string(l.offset) + " + " : "") + "k]";
       else return Error("output '" + g_.values[v].name + "' is a constant; --target cuda computes its outputs");
-      body += "  " + Unroll(v) + "\n  for (int k = 0; k < " + std::to_string(e) + "; ++k) out_" + out_members_[k] + "[i * " +
+      *body += "  " + Unroll(v) + "\n  for (int k = 0; k < " + std::to_string(e) + "; ++k) out_" + out_members_[k] + "[i * " +
               std::to_string(e) + " + k] = " + src + ";\n";
     }
-    body_ = body;
+    for (const auto& seg : segments_) body_ += seg;
 
     CompiledCuda result;
     for (int v : feeds) result.inputs.push_back(g_.values[v]);
     for (int v : g_.outputs) result.outputs.push_back(g_.values[v]);
     result.weight_bytes = weights_.size();
+    result.tensor_core_layers = tc_ ? static_cast<int>(tc_->layers.size()) : 0;
     result.files.push_back({o_.name + ".h", Header()});
     result.files.push_back({o_.name + ".cu", Source()});
     return result;
@@ -232,7 +256,7 @@ class Generator {
     auto it = slot_of_.find(v);
     if (it != slot_of_.end()) {
       Loc l;
-      l.slot = "slot" + std::to_string(it->second.first);
+      l.slot = "slot" + std::to_string(it->second.first) + (tc_ ? "[L]" : "");  // lane L's copy on the host
       l.offset = it->second.second;
       return l;
     }
@@ -269,7 +293,7 @@ class Generator {
     weights_.resize((weights_.size() + kWeightAlignment - 1) / kWeightAlignment * kWeightAlignment, 0);
     l.offset = static_cast<int64_t>(weights_.size() / es);
     weight_at_[v] = l.offset;
-    weight_list_.push_back({val.name, weights_.size(), t.dims(), l.half});
+    weight_list_.push_back({val.name, weights_.size(), t.dims(), l.half ? "half" : "float"});
     for (int64_t i = 0; i < t.size(); ++i) {
       float f = static_cast<float>(c::ElementAsDouble(t, i));
       unsigned char b[4];
@@ -284,7 +308,8 @@ class Generator {
     return l;
   }
 
-  Expected<std::string> EmitNode(const ir::Node& n) {
+  // The node's code by its op's emitter, or by `emit` where given (the tensor-core steps).
+  Expected<std::string> EmitNode(const ir::Node& n, const EmitFn& emit) {
     auto fail = [&](const std::string& msg) { return Error(NodeName(g_, n) + " (" + n.op_type + "): " + msg); };
     for (int v : n.outputs) {
       if (v < 0) continue;
@@ -301,7 +326,7 @@ class Generator {
         if (it != slot_of_.end() && slots_[it->second.first].elements > EmitContext::kRegisterSlotLimit) small = false;
       }
     EmitContext ctx(g_, n, model_.OpsetFor(n.domain), small, [this](int v) { return Locate(v); });
-    Status st = (*fn)(ctx);
+    Status st = emit ? emit(ctx) : (*fn)(ctx);
     if (!st.ok()) return fail(st.message());
     return ctx.body();
   }
@@ -310,8 +335,18 @@ class Generator {
     std::string s = "/* " + what + "\n * Generated by kiln " + o_.kiln_version + ". Do not edit.\n";
     if (!o_.command_line.empty()) s += " * command: " + CommentText(o_.command_line, 400) + "\n";
     s += " * model:   " + CommentText(model_.source_path, 400) + "\n";
-    s += " * precision: " + std::string(half_ ? "fp16 (matrix and filter weights stored as IEEE half, arithmetic in float)"
-                                              : "fp32 (weights and arithmetic in float)") + "\n */\n";
+    const char* precision = o_.precision == Precision::kFloat32 ? "fp32 (weights and arithmetic in float)"
+                            : o_.precision == Precision::kFloat16
+                                ? "fp16 (matrix and filter weights stored as IEEE half, arithmetic in float)"
+                                : "fp8 (tensor-core weights stored as E4M3 with a per-tensor scale, other matrix and "
+                                  "filter weights as half)";
+    s += " * precision: " + std::string(precision) + "\n";
+    if (tc_) {
+      int64_t pct = tc_->total_macs ? 100 * tc_->eligible_macs / tc_->total_macs : 100;
+      s += " * tensor cores: " + std::to_string(tc_->layers.size()) + " matrix products (" + std::to_string(pct) +
+           "% of the multiply-adds) on WMMA 16x16x16,\n *   half inputs, float accumulation\n";
+    }
+    s += " */\n";
     return s;
   }
 
@@ -356,11 +391,21 @@ class Generator {
            std::to_string(NumElements(g_.values[g_.outputs[k]].type.dims)) + " /* " +
            CommentText(g_.values[g_.outputs[k]].name) + " */\n";
     s += "#define KILN_" + u + "_WEIGHT_BYTES " + std::to_string(weights_.size()) + "\n";
-    s += "#define KILN_" + u + "_THREADS_PER_BLOCK " + std::to_string(kThreadsPerBlock) + "\n\n";
+    s += "#define KILN_" + u + "_THREADS_PER_BLOCK " + std::to_string(kThreadsPerBlock) + "\n";
+    if (tc_) {
+      s += "/* The tensor-core path: warps of 32 samples; a block's shared memory holds the staged weights and\n"
+           " * each warp's tiles. */\n";
+      s += "#define KILN_" + u + "_WARPS_PER_BLOCK " + std::to_string(TensorCorePlan::kWarpsPerBlock) + "\n";
+      s += "#define KILN_" + u + "_STAGED_BYTES " + std::to_string(tc_->staged_bytes) + "\n";
+      s += "#define KILN_" + u + "_WARP_BYTES " + std::to_string(tc_->a_tile_bytes + tc_->c_tile_bytes) + "\n";
+      s += "#define KILN_" + u + "_SHARED_BYTES " + std::to_string(tc_->shared_bytes()) + "\n";
+    }
+    s += "\n";
     s += "#ifndef KILN_CUDA_HOST_CHECK\n";
     s += "/* Copies the weight bytes (embedded in " + n + ".cu) to a new device buffer, once. */\n";
     s += "int32_t kiln_" + n + "_upload_weights(void **device_weights);\n";
-    s += "/* Evaluates samples 0..n-1, one thread each, asynchronously on `stream`. */\n";
+    s += std::string(tc_ ? "/* Evaluates samples 0..n-1, 32 per warp, asynchronously on `stream`. */\n"
+                         : "/* Evaluates samples 0..n-1, one thread each, asynchronously on `stream`. */\n");
     s += "int32_t kiln_" + n + "_run(const void *device_weights, const struct kiln_" + n + "_inputs *inputs,\n" +
          "                const struct kiln_" + n + "_outputs *outputs, int64_t n, cudaStream_t stream);\n";
     s += "int32_t kiln_" + n + "_free_weights(void *device_weights);\n#endif\n\n";
@@ -369,19 +414,23 @@ class Generator {
   }
 
   std::string Source() const {
-    std::string n = o_.name, u = upper_;
-    const auto feeds = g_.RuntimeInputs();
-    std::string s = Banner(n + ".cu: the whole network as one CUDA kernel, one sample per thread.");
+    std::string n = o_.name;
+    std::string s = Banner(n + ".cu: the whole network as one CUDA kernel, " +
+                           (tc_ ? "32 samples per warp." : "one sample per thread."));
     s += "#include \"" + n + ".h\"\n\n#include <math.h>\n#include <string.h>\n\n" + kPrelude;
     bool half_loads = body_.find("kiln_ldh") != std::string::npos;
-    for (const auto& [fn, text] : Helpers())
-      if (body_.find(fn + "(") != std::string::npos || (fn == "kiln_h2f" && half_loads)) s += text;
+    for (const auto& [fn, text] : Helpers()) {
+      bool used = body_.find(fn + "(") != std::string::npos || (fn == "kiln_h2f" && half_loads);
+      if (used) s += text;
+      // The WMMA emulation reads half on the host; nvcc would warn about an unused function.
+      if (!used && fn == "kiln_h2f" && tc_) s += "#ifndef __CUDACC__\n" + text + "#endif\n";
+    }
+    if (tc_) s += TensorCoreHelpers(o_.precision == Precision::kFloat8);
     s += "\n";
     // Weights.
     s += "/* The weight buffer: " + std::to_string(weights_.size()) + " bytes, each tensor 16-byte aligned.\n";
     for (const auto& w : weight_list_)
-      s += " *   byte " + std::to_string(w.byte) + ": " + CommentText(w.name) + " " + DimsToString(w.dims) +
-           (w.half ? " half" : " float") + "\n";
+      s += " *   byte " + std::to_string(w.byte) + ": " + CommentText(w.name) + " " + DimsToString(w.dims) + " " + w.type + "\n";
     s += " */\nalignas(16) static const unsigned char kiln_" + n + "_weights[" +
          std::to_string(std::max<size_t>(weights_.size(), 1)) + "] = {";
     for (size_t i = 0; i < weights_.size(); ++i) {
@@ -390,56 +439,214 @@ class Generator {
       s += b;
     }
     s += weights_.empty() ? "0};\n\n" : "\n};\n\n";
-    // Slots.
+    s += tc_ ? WarpFunction() : SampleFunction();
+    s += "#ifdef __CUDACC__\n" + (tc_ ? TensorCoreKernel() : ScalarKernel()) + UploadAndFree() + "#else\n" +
+         HostCheckEntry() + "#endif /* __CUDACC__ */\n";
+    return s;
+  }
+
+  // The planner's colours as per-thread arrays (with a lane index on the host, tensor-core path).
+  std::string SlotDeclarations() const {
     std::string decl;
     for (size_t k = 0; k < slots_.size(); ++k) {
       std::string members;
       for (size_t j = 0; j < slots_[k].values.size(); ++j) members += (j ? ", " : "") + slots_[k].values[j];
-      decl += "  float slot" + std::to_string(k) + "[" + std::to_string(std::max<int64_t>(slots_[k].elements, 1)) +
-              "]; /* " + CommentText(members, 300) + " */\n";
+      decl += "  float slot" + std::to_string(k) + (tc_ ? "[KILN_LANE_COUNT]" : "") + "[" +
+              std::to_string(std::max<int64_t>(slots_[k].elements, 1)) + "]; /* " + CommentText(members, 300) + " */\n";
     }
-    std::string params = "const unsigned char *__restrict__ weights";
-    for (const auto& m : in_members_) params += ", const float *__restrict__ in_" + m;
-    for (const auto& m : out_members_) params += ", float *__restrict__ out_" + m;
-    s += "/* The network on sample i. Slots are the planner's colours (" + std::to_string(slots_.size()) +
-         " per-thread arrays, " + std::to_string(SlotElements()) + " floats); every index is a constant once the\n" +
-         " * loops are unrolled, so nvcc keeps small slots in registers. */\n";
-    s += "KILN_HD static inline void kiln_" + n + "_sample(" + params + ", int64_t i) {\n";
-    // Float and half views of the weight bytes, where the body reads them.
+    return decl;
+  }
+
+  // Float and half views of the weight bytes, where the body reads them.
+  std::string WeightViews() const {
+    std::string s;
     if (body_.find("(w + ") != std::string::npos) s += "  const float *__restrict__ w = (const float *)weights;\n";
     if (body_.find("(wh + ") != std::string::npos)
       s += "  const unsigned short *__restrict__ wh = (const unsigned short *)weights;\n";
-    if (body_.find("(w + ") == std::string::npos && body_.find("(wh + ") == std::string::npos) s += "  (void)weights;\n";
-    s += decl + body_ + "}\n\n";
-    // Kernel and host functions.
-    std::string args = "weights";
-    for (const auto& m : in_members_) args += ", in." + m;
-    for (const auto& m : out_members_) args += ", out." + m;
-    s += "#ifdef __CUDACC__\n";
-    s += "__global__ void __launch_bounds__(KILN_" + u + "_THREADS_PER_BLOCK)\nkiln_" + n +
-         "_kernel(const unsigned char *__restrict__ weights, struct kiln_" + n + "_inputs in, struct kiln_" + n +
-         "_outputs out, int64_t n) {\n";
-    s += "  const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) kiln_" + n + "_sample(" + args + ", i);\n}\n\n";
-    s += "int32_t kiln_" + n + "_upload_weights(void **device_weights) {\n";
+    return s.empty() ? "  (void)weights;\n" : s;
+  }
+
+  std::string TensorParams() const {
+    std::string params;
+    for (const auto& m : in_members_) params += ", const float *__restrict__ in_" + m;
+    for (const auto& m : out_members_) params += ", float *__restrict__ out_" + m;
+    return params;
+  }
+  std::string TensorArgs(const std::string& in, const std::string& out) const {
+    std::string args;
+    for (const auto& m : in_members_) args += ", " + in + m;
+    for (const auto& m : out_members_) args += ", " + out + m;
+    return args;
+  }
+
+  std::string SampleFunction() const {
+    std::string s = "/* The network on sample i. Slots are the planner's colours (" + std::to_string(slots_.size()) +
+                    " per-thread arrays, " + std::to_string(SlotElements()) + " floats); every index is a constant once the\n" +
+                    " * loops are unrolled, so nvcc keeps small slots in registers. */\n";
+    s += "KILN_HD static inline void kiln_" + o_.name + "_sample(const unsigned char *__restrict__ weights" +
+         TensorParams() + ", int64_t i) {\n";
+    return s + WeightViews() + SlotDeclarations() + body_ + "}\n\n";
+  }
+
+  // Samples base .. base + 31, lane L on sample base + L: per-lane segments between warp steps.
+  std::string WarpFunction() const {
+    std::string s = "/* The network on samples base .. base + 31, one per lane. Slots are the planner's colours (" +
+                    std::to_string(slots_.size()) + " per-lane arrays, " + std::to_string(SlotElements()) +
+                    " floats), registers on the device;\n * between the per-lane segments the warp multiplies its tiles on the tensor cores. tcw: the\n" +
+                    " * staged tensor-core weights; scratch: the warp's A tile (half) and product tile (float). */\n";
+    s += "KILN_TC static inline void kiln_" + o_.name + "_warp(const unsigned char *__restrict__ weights, const kiln_half *tcw, unsigned char *scratch" +
+         TensorParams() + ", int64_t base, int64_t n) {\n";
+    s += "  kiln_half *kiln_a = (kiln_half *)scratch;\n  float *kiln_c = (float *)(scratch + " + std::to_string(tc_->a_tile_bytes) + ");\n";
+    s += WeightViews() + SlotDeclarations();
+    for (size_t k = 0; k < segments_.size(); ++k) {
+      if (k % 2 == 1) {  // a warp step
+        s += segments_[k];
+        continue;
+      }
+      s += "  for (int L = 0; L < KILN_LANE_COUNT; ++L) {\n";
+      if (k == 0)  // lanes past the last sample compute on its inputs and store nothing
+        s += "  const int64_t row = base + KILN_LANE_ROW(L), i = row < n ? row : n - 1;\n";
+      s += segments_[k] + "  }\n";
+    }
+    return s + "}\n\n";
+  }
+
+  std::string RunDeclaration() const {
+    const std::string& n = o_.name;
+    return "int32_t kiln_" + n + "_run(const void *device_weights, const struct kiln_" + n + "_inputs *inputs,\n" +
+           "                const struct kiln_" + n + "_outputs *outputs, int64_t n, cudaStream_t stream) {\n";
+  }
+
+  // The argument checks every run starts with.
+  std::string RunChecks() const {
+    std::string s = "  if (device_weights == NULL || inputs == NULL || outputs == NULL) return KILN_ERROR_NULL_ARGUMENT;\n";
+    for (const auto& m : in_members_) s += "  if (inputs->" + m + " == NULL) return KILN_ERROR_NULL_TENSOR;\n";
+    for (const auto& m : out_members_) s += "  if (outputs->" + m + " == NULL) return KILN_ERROR_NULL_TENSOR;\n";
+    return s + "  if (n < 0 || (n + per_block - 1) / per_block > 2147483647) return KILN_ERROR_INVALID_SIZE;\n" +
+           "  if (n == 0) return KILN_OK;\n";
+  }
+
+  std::string KernelHead() const {
+    const std::string& n = o_.name;
+    return "__global__ void __launch_bounds__(KILN_" + upper_ + "_THREADS_PER_BLOCK)\nkiln_" + n +
+           "_kernel(const unsigned char *__restrict__ weights, struct kiln_" + n + "_inputs in, struct kiln_" + n +
+           "_outputs out, int64_t n) {\n";
+  }
+
+  std::string ScalarKernel() const {
+    const std::string &n = o_.name, &u = upper_;
+    std::string s = KernelHead();
+    s += "  const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) kiln_" + n + "_sample(weights" +
+         TensorArgs("in.", "out.") + ", i);\n}\n\n";
+    s += RunDeclaration() + "  const int64_t per_block = KILN_" + u + "_THREADS_PER_BLOCK;\n" + RunChecks();
+    s += "  kiln_" + n + "_kernel<<<(unsigned)((n + per_block - 1) / per_block), (unsigned)per_block, 0, stream>>>(\n" +
+         "      (const unsigned char *)device_weights, *inputs, *outputs, n);\n";
+    return s + "  return cudaGetLastError() == cudaSuccess ? KILN_OK : KILN_ERROR_CUDA;\n}\n\n";
+  }
+
+  // The staging of every tensor-core B into the block's shared memory (threads first, first +
+  // step, ...).
+  std::string StageCalls(const std::string& first, const std::string& step) const {
+    if (o_.precision != Precision::kFloat8) {
+      int64_t bytes = 0;
+      for (const auto& l : tc_->layers) bytes += l.k_pad * l.ldb * 2;
+      return "  kiln_tc_stage(weights + " + std::to_string(tc_->layers[0].weight_byte) + ", tcw, " + std::to_string(bytes) +
+             ", " + first + ", " + step + ");\n";
+    }
+    std::string s;
+    for (const auto& l : tc_->layers)
+      s += "  kiln_tc_stage8(weights + " + std::to_string(l.weight_byte) + ", tcw + " + std::to_string(l.staged_offset) +
+           ", " + std::to_string(l.k_pad * l.ldb) + ", " + c::CNumber(DType::kFloat32, l.fp8_scale) + ", " + first + ", " +
+           step + ");\n";
+    return s;
+  }
+
+  // A grid of as many blocks as the GPU holds at once; each stages the weights once, then its
+  // warps take 32 samples at a time.
+  std::string TensorCoreKernel() const {
+    const std::string &n = o_.name, &u = upper_;
+    std::string s = KernelHead();
+    s += "  extern __shared__ __align__(128) unsigned char kiln_smem[];\n";
+    s += "  kiln_half *tcw = (kiln_half *)kiln_smem;\n" + StageCalls("(int)threadIdx.x", "(int)blockDim.x");
+    s += "  __syncthreads();\n";
+    s += "  const int warp = (int)(threadIdx.x >> 5);\n";
+    s += "  unsigned char *scratch = kiln_smem + KILN_" + u + "_STAGED_BYTES + warp * KILN_" + u + "_WARP_BYTES;\n";
+    s += "  const int64_t stride = (int64_t)gridDim.x * KILN_" + u + "_WARPS_PER_BLOCK * 32;\n";
+    s += "  for (int64_t base = ((int64_t)blockIdx.x * KILN_" + u + "_WARPS_PER_BLOCK + warp) * 32; base < n; base += stride)\n";
+    s += "    kiln_" + n + "_warp(weights, tcw, scratch" + TensorArgs("in.", "out.") + ", base, n);\n}\n\n";
+    s += RunDeclaration() + "  const int64_t per_block = KILN_" + u + "_THREADS_PER_BLOCK;\n";
+    s += "  const int shared = KILN_" + u + "_SHARED_BYTES;\n  int device = 0, sms = 0, per_sm = 0;\n" + RunChecks();
+    s += "  if (cudaGetDevice(&device) != cudaSuccess ||\n"
+         "      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)\n"
+         "    return KILN_ERROR_CUDA;\n";
+    s += "  if (shared > 48 * 1024 &&\n      cudaFuncSetAttribute(kiln_" + n +
+         "_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared) != cudaSuccess)\n    return KILN_ERROR_CUDA;\n";
+    s += "  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kiln_" + n +
+         "_kernel, (int)per_block, shared) != cudaSuccess || per_sm < 1)\n    return KILN_ERROR_CUDA;\n";
+    s += "  int64_t blocks = (n + per_block - 1) / per_block;\n";
+    s += "  if (blocks > (int64_t)sms * per_sm) blocks = (int64_t)sms * per_sm;\n";
+    s += "  kiln_" + n + "_kernel<<<(unsigned)blocks, (unsigned)per_block, shared, stream>>>(\n" +
+         "      (const unsigned char *)device_weights, *inputs, *outputs, n);\n";
+    return s + "  return cudaGetLastError() == cudaSuccess ? KILN_OK : KILN_ERROR_CUDA;\n}\n\n";
+  }
+
+  std::string UploadAndFree() const {
+    const std::string& n = o_.name;
+    std::string s = "int32_t kiln_" + n + "_upload_weights(void **device_weights) {\n";
     s += "  void *p = NULL;\n  if (device_weights == NULL) return KILN_ERROR_NULL_ARGUMENT;\n  *device_weights = NULL;\n";
     s += "  if (cudaMalloc(&p, sizeof(kiln_" + n + "_weights)) != cudaSuccess) return KILN_ERROR_CUDA;\n";
     s += "  if (cudaMemcpy(p, kiln_" + n + "_weights, sizeof(kiln_" + n + "_weights), cudaMemcpyHostToDevice) != cudaSuccess) {\n";
     s += "    cudaFree(p);\n    return KILN_ERROR_CUDA;\n  }\n  *device_weights = p;\n  return KILN_OK;\n}\n\n";
-    s += "int32_t kiln_" + n + "_run(const void *device_weights, const struct kiln_" + n + "_inputs *inputs,\n" +
-         "                const struct kiln_" + n + "_outputs *outputs, int64_t n, cudaStream_t stream) {\n";
-    s += "  const int64_t per_block = KILN_" + u + "_THREADS_PER_BLOCK;\n";
-    s += "  if (device_weights == NULL || inputs == NULL || outputs == NULL) return KILN_ERROR_NULL_ARGUMENT;\n";
-    for (const auto& m : in_members_) s += "  if (inputs->" + m + " == NULL) return KILN_ERROR_NULL_TENSOR;\n";
-    for (const auto& m : out_members_) s += "  if (outputs->" + m + " == NULL) return KILN_ERROR_NULL_TENSOR;\n";
-    s += "  if (n < 0 || (n + per_block - 1) / per_block > 2147483647) return KILN_ERROR_INVALID_SIZE;\n";
-    s += "  if (n == 0) return KILN_OK;\n";
-    s += "  kiln_" + n + "_kernel<<<(unsigned)((n + per_block - 1) / per_block), (unsigned)per_block, 0, stream>>>(\n" +
-         "      (const unsigned char *)device_weights, *inputs, *outputs, n);\n";
-    s += "  return cudaGetLastError() == cudaSuccess ? KILN_OK : KILN_ERROR_CUDA;\n}\n\n";
     s += "int32_t kiln_" + n + "_free_weights(void *device_weights) {\n";
     s += "  if (device_weights == NULL) return KILN_OK;\n  return cudaFree(device_weights) == cudaSuccess ? KILN_OK : KILN_ERROR_CUDA;\n}\n";
-    s += "#endif /* __CUDACC__ */\n";
     return s;
+  }
+
+  // Under a host C++ compiler: samples 0..n-1 through the same per-sample (or per-warp) code,
+  // with the embedded weights; this is what the tests compare with the host executor.
+  std::string HostCheckEntry() const {
+    const std::string &n = o_.name, &u = upper_;
+    std::string s = "/* The host check: samples 0 .. n-1 on the CPU; returns KILN_OK, or KILN_ERROR_CUDA when the\n"
+                    " * scratch memory cannot be allocated. */\n";
+    std::string params = TensorParams();  // ", const float *in_x, ..."
+    s += "static inline int32_t kiln_" + n + "_host_check(" + params.substr(std::min<size_t>(2, params.size())) +
+         (params.empty() ? "" : ", ") + "int64_t n) {\n";
+    if (!tc_)
+      return s + "  for (int64_t i = 0; i < n; ++i) kiln_" + n + "_sample(kiln_" + n + "_weights" + TensorArgs("in_", "out_") +
+             ", i);\n  return KILN_OK;\n}\n";
+    s += "  const unsigned char *weights = kiln_" + n + "_weights;\n";
+    s += "  unsigned char *smem = (unsigned char *)aligned_alloc(128, KILN_" + u + "_STAGED_BYTES + KILN_" + u + "_WARP_BYTES);\n";
+    s += "  if (smem == NULL) return KILN_ERROR_CUDA;\n  kiln_half *tcw = (kiln_half *)smem;\n" + StageCalls("0", "1");
+    s += "  for (int64_t base = 0; base < n; base += 32)\n    kiln_" + n + "_warp(weights, tcw, smem + KILN_" + u +
+         "_STAGED_BYTES" + TensorArgs("in_", "out_") + ", base, n);\n";
+    return s + "  free(smem);\n  return KILN_OK;\n}\n";
+  }
+
+  // Tensor-core B matrices, as staged (k_pad x ldb halves, so that one copy stages them all),
+  // or as E4M3 codes with a per-tensor scale.
+  void PackTensorCoreWeights() {
+    bool fp8 = o_.precision == Precision::kFloat8;
+    for (auto& l : tc_->layers) {
+      weights_.resize((weights_.size() + kWeightAlignment - 1) / kWeightAlignment * kWeightAlignment, 0);
+      l.weight_byte = static_cast<int64_t>(weights_.size());
+      std::vector<float> b = PackedB(g_, l);
+      float max_abs = 0;
+      for (float x : b) max_abs = std::max(max_abs, std::fabs(x));
+      if (fp8) l.fp8_scale = max_abs > 0 ? max_abs / 448.0f : 1.0f;
+      for (float x : b) {
+        if (fp8) {
+          weights_.push_back(FloatToE4M3(x / l.fp8_scale));
+          continue;
+        }
+        uint16_t h = FloatToHalfBits(x);
+        unsigned char bytes[2];
+        std::memcpy(bytes, &h, 2);
+        weights_.insert(weights_.end(), bytes, bytes + 2);
+      }
+      const ir::Node& node = g_.nodes[l.node];
+      weight_list_.push_back({g_.values[node.inputs[1]].name + " (B of " + NodeName(g_, node) + ", padded for tensor cores)",
+                              static_cast<size_t>(l.weight_byte), {l.k_pad, l.ldb}, fp8 ? "e4m3" : "half"});
+    }
   }
 
   int64_t SlotElements() const {
@@ -456,7 +663,7 @@ class Generator {
     std::string name;
     size_t byte;
     Dims dims;
-    bool half;
+    std::string type;  // float, half or e4m3
   };
 
   const ir::Model& model_;
@@ -464,6 +671,7 @@ class Generator {
   const CompileOptions& o_;
   std::string upper_;
   bool half_;
+  TensorCorePlan* tc_;  // nullptr: the scalar path
   std::map<int, passes::ConstantEncoding> enc_;
   std::set<int> matrix_weights_;  // B of MatMul / Gemm, W of Conv: stored as half with fp16
   planner::GraphPlan plan_;
@@ -473,7 +681,8 @@ class Generator {
   std::vector<WeightEntry> weight_list_;
   std::vector<unsigned char> weights_;
   std::vector<std::string> in_members_, out_members_;
-  std::string body_;
+  std::vector<std::string> segments_;  // per-lane code and warp steps, alternating
+  std::string body_;                   // all of them
 };
 
 // Layout ops (views included) must keep axis 0 as the batch: merging it into another axis or
@@ -518,6 +727,36 @@ Status CheckTensor(const ir::Value& v, const char* what, bool batch) {
     return Error(std::string(what) + " '" + v.name + "' has dims " + DimsToString(v.type.dims) +
                  "; its leading dim must be the batch (1 per sample)");
   return OkStatus();
+}
+
+// The tensor-core layers, or nullopt for the scalar path (DESIGN.md 2.5: "chosen automatically
+// where it is faster"). Without a device to time both, auto takes the tensor cores when the
+// products they can run hold at least half of the multiply-adds: those then cost a warp's
+// handful of MMA instructions instead of a multiply-add per weight and lane.
+Expected<std::optional<TensorCorePlan>> ChooseTensorCores(const ir::Graph& g, const CompileOptions& o) {
+  if (o.tensor_cores == TensorCores::kOff) {
+    if (o.precision == Precision::kFloat8)
+      return Error("--precision fp8 stores the tensor-core layers' weights; it needs --tensor-cores auto or on");
+    return std::optional<TensorCorePlan>();
+  }
+  TensorCorePlan p = PlanTensorCores(g);
+  bool low = o.precision != Precision::kFloat32;
+  bool fits = p.shared_bytes() <= TensorCorePlan::kMaxSharedBytes;
+  bool worth = !p.layers.empty() && 2 * p.eligible_macs >= p.total_macs;
+  bool forced = o.tensor_cores == TensorCores::kOn || o.precision == Precision::kFloat8;
+  if (forced) {
+    const char* why = o.tensor_cores == TensorCores::kOn ? "--tensor-cores on" : "--precision fp8";
+    if (!low) return Error("--tensor-cores on multiplies half inputs: give --precision fp16 or fp8");
+    if (p.layers.empty())
+      return Error(std::string(why) + ": no MatMul or Gemm fits the tensor-core path (a constant 2-D B, at most 8 rows "
+                   "of A per sample, padding to multiples of 16 that at most quadruples the work)");
+    if (!fits)
+      return Error(std::string(why) + ": the staged weights and warp tiles need " + std::to_string(p.shared_bytes()) +
+                   " bytes of shared memory per block, more than " + std::to_string(TensorCorePlan::kMaxSharedBytes));
+    return std::optional<TensorCorePlan>(std::move(p));
+  }
+  if (low && fits && worth) return std::optional<TensorCorePlan>(std::move(p));
+  return std::optional<TensorCorePlan>();
 }
 
 }  // namespace
@@ -588,8 +827,9 @@ Expected<CompiledCuda> CompileToCuda(ir::Model model, const CompileOptions& opti
                    n.op_type + " is not supported by --target cuda");
   for (int v : g.RuntimeInputs()) KILN_RETURN_IF_ERROR(CheckTensor(g.values[v], "input", true));
   for (int v : g.outputs) KILN_RETURN_IF_ERROR(CheckTensor(g.values[v], "output", true));
+  KILN_ASSIGN_OR_RETURN(std::optional<TensorCorePlan> tc, ChooseTensorCores(g, options));
   passes::ConstantReport report = passes::CompressConstants(*model.graph);
-  Generator gen(model, options, report);
+  Generator gen(model, options, report, tc ? &*tc : nullptr);
   return gen.Run();
 }
 

@@ -1,4 +1,4 @@
-// The CUDA backend's scalar path: a model becomes NAME.cu / NAME.h (DESIGN.md section 2.5), one
+// The CUDA backend: a model becomes NAME.cu / NAME.h (DESIGN.md section 2.5), one
 // kernel in which each thread evaluates the whole network on its own sample.
 //
 // Pipeline: the leading dim of every graph input is the batch and is fixed to 1 (the model is
@@ -13,6 +13,9 @@
 // The per-sample function is `KILN_HD` (__host__ __device__ under nvcc, nothing under a host C++
 // compiler): compiled with `g++ -x c++ -DKILN_CUDA_HOST_CHECK` the same code runs on the CPU, which
 // is how the tests check it on machines without a GPU.
+//
+// The tensor-core path (cuda_tensor_core.h) keeps all of this per lane and turns the matrix
+// products with a constant B into warp steps on WMMA; slots get a lane index on the host.
 #pragma once
 
 #include <string>
@@ -28,7 +31,16 @@ namespace kiln::codegen::cuda {
 enum class Precision {
   kFloat32,  // weights stored as float, arithmetic in float
   kFloat16,  // MatMul / Gemm / Conv weights stored as IEEE half (half the bytes), widened on load;
-             // biases and other constants stay float; arithmetic in float
+             // biases and other constants stay float; arithmetic in float (tensor cores: products
+             // of half inputs, accumulated in float)
+  kFloat8,   // as kFloat16, but the tensor-core layers' weights are stored as E4M3 bytes with a
+             // per-tensor scale (a quarter of the bytes), widened to half when staged
+};
+
+enum class TensorCores {
+  kAuto,  // with fp16 / fp8, where the eligible products hold at least half the multiply-adds
+  kOn,    // required: an error when no product fits
+  kOff,   // the scalar path
 };
 
 struct CompileOptions {
@@ -39,12 +51,14 @@ struct CompileOptions {
   std::vector<std::string> passes;  // run after shape inference
   std::vector<std::string> dump_ir_after;
   Precision precision = Precision::kFloat32;
+  TensorCores tensor_cores = TensorCores::kAuto;
 };
 
 struct CompiledCuda {
   std::vector<c::GeneratedFile> files;          // NAME.cu, NAME.h
   std::vector<ir::Value> inputs, outputs;       // per sample (leading dim 1), graph order
   size_t weight_bytes = 0;
+  int tensor_core_layers = 0;                   // 0: the scalar path
 };
 
 // Fails with a one-line message naming the node or tensor: an op the backend does not support
