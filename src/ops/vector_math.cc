@@ -3,6 +3,11 @@
 #include <cmath>
 #include <cstring>
 
+#include "ops/cpu_isa.h"
+#if KILN_X86_DISPATCH
+#include <immintrin.h>
+#endif
+
 // Vector types wider than the baseline ISA appear only inside target-attributed functions.
 #pragma GCC diagnostic ignored "-Wpsabi"
 
@@ -539,15 +544,65 @@ __attribute__((target("avx512f,fma"))) float ExpSubSumAvx512(const float* x, flo
 }
 #endif
 
+#if KILN_X86_DISPATCH
+// sigmoid(a x) (kSwish: x sigmoid(a x)) with AVX-512 instructions the vector extensions cannot
+// spell: exp(-|t|) by the Cephes polynomial of VM::Exp with vscalefps applying 2^n (denormals
+// included), and 1 / (1 + e) by rcp14 and one Newton step instead of a division; compares go to
+// mask registers. About twice the throughput of Map<SigmoidOp> (bench/README.md).
+template <bool kSwish>
+__attribute__((target("avx512f,fma"), always_inline)) inline __m512 SigmoidFamily16(__m512 v, float alpha) {
+  const __m512 t = kSwish ? _mm512_mul_ps(v, _mm512_set1_ps(alpha)) : v;
+  // -|t|, clamped where e underflows to 0 (max keeps a NaN: it returns the second operand).
+  const __m512 a = _mm512_max_ps(_mm512_set1_ps(-104.0f),
+                                 _mm512_castsi512_ps(_mm512_or_epi32(_mm512_castps_si512(t),
+                                                                     _mm512_set1_epi32(static_cast<int>(0x80000000u)))));
+  const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(a, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693359375f), a);
+  r = _mm512_fnmadd_ps(k, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  const __m512 one = _mm512_set1_ps(1.0f);
+  p = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), one);
+  const __m512 e = _mm512_scalef_ps(p, k);
+  const __m512 den = _mm512_add_ps(e, one);
+  __m512 q = _mm512_rcp14_ps(den);
+  q = _mm512_mul_ps(q, _mm512_fnmadd_ps(den, q, _mm512_set1_ps(2.0f)));
+  const __m512 sg = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(t, _mm512_setzero_ps(), _CMP_GE_OQ), _mm512_mul_ps(e, q), q);
+  return kSwish ? _mm512_mul_ps(v, sg) : sg;
+}
+
+template <bool kSwish>
+__attribute__((target("avx512f,fma"))) void SigmoidFamilyAvx512(const float* x, float* y, int64_t n,
+                                                                float alpha) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, SigmoidFamily16<kSwish>(_mm512_loadu_ps(x + i), alpha));
+  if (i < n) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
+    _mm512_mask_storeu_ps(y + i, m, SigmoidFamily16<kSwish>(_mm512_maskz_loadu_ps(m, x + i), alpha));
+  }
+}
+#endif
+
 }  // namespace
 
 
 void ExpF32(const float* x, float* y, int64_t n, Isa isa) { Map<ExpOp>(x, y, n, {}, isa); }
 void LogF32(const float* x, float* y, int64_t n, Isa isa) { Map<LogOp>(x, y, n, {}, isa); }
 void SigmoidF32(const float* x, float* y, int64_t n, Isa isa) {
+#if KILN_X86_DISPATCH
+  if (n > 0 && ResolveIsa(isa) == Isa::kAvx512) return SigmoidFamilyAvx512<false>(x, y, n, 1.0f);
+#endif
   Map<SigmoidOp>(x, y, n, {}, isa);
 }
 void SwishF32(const float* x, float* y, int64_t n, float alpha, Isa isa) {
+#if KILN_X86_DISPATCH
+  if (n > 0 && ResolveIsa(isa) == Isa::kAvx512) return SigmoidFamilyAvx512<true>(x, y, n, alpha);
+#endif
   Map<SwishOp>(x, y, n, {alpha, 0, false}, isa);
 }
 void TanhF32(const float* x, float* y, int64_t n, Isa isa) { Map<TanhOp>(x, y, n, {}, isa); }
