@@ -276,6 +276,7 @@ TEST_F(CudaBackendTest, TensorCoreMlpFieldMatchesHost) {
   EXPECT_NE(cu->find(" * tensor cores: 5 matrix products (100% of the multiply-adds)"), std::string::npos)
       << "--precision fp16 takes the tensor cores for the MLP by itself";
   EXPECT_NE(cu->find("kiln_tc_matmul<2, 3, 4, 56, 72, 68>"), std::string::npos) << "fc0: K 39 padded to 48, N 64";
+  EXPECT_NE(cu->find("= kiln_fast_sinf(slot"), std::string::npos) << "fp16: the encoding's Sin on __sinf";
   // E4M3 keeps 3 mantissa bits: the error is the weights' rounding, about 2^-5 each.
   HostCheck(Models() + "mlp_field.onnx", "tc8", {{"xyz", Ramp({100, 3}, 1)}}, 1, 5e-2, "--precision fp8");
   auto cu8 = ReadFile(file("gen_tc8/tc8.cu"));

@@ -68,6 +68,35 @@ KILN_HD static inline float kiln_ld(const float *p) {
 }
 #endif
 )"},
+      // fp16 / fp8 (tolerance 1e-2): sin.approx / cos.approx / ex2.approx, an abs. error of about
+      // 2^-21 for |x| <= pi, growing slowly beyond, instead of libm's 20-40 instructions a call.
+      {"kiln_fast_sinf", R"(#ifndef KILN_CUDA_FAST_SIN_
+#define KILN_CUDA_FAST_SIN_
+#ifdef __CUDA_ARCH__
+KILN_HD static inline float kiln_fast_sinf(float x) { return __sinf(x); }
+#else
+KILN_HD static inline float kiln_fast_sinf(float x) { return sinf(x); }
+#endif
+#endif
+)"},
+      {"kiln_fast_cosf", R"(#ifndef KILN_CUDA_FAST_COS_
+#define KILN_CUDA_FAST_COS_
+#ifdef __CUDA_ARCH__
+KILN_HD static inline float kiln_fast_cosf(float x) { return __cosf(x); }
+#else
+KILN_HD static inline float kiln_fast_cosf(float x) { return cosf(x); }
+#endif
+#endif
+)"},
+      {"kiln_fast_expf", R"(#ifndef KILN_CUDA_FAST_EXP_
+#define KILN_CUDA_FAST_EXP_
+#ifdef __CUDA_ARCH__
+KILN_HD static inline float kiln_fast_expf(float x) { return __expf(x); }
+#else
+KILN_HD static inline float kiln_fast_expf(float x) { return expf(x); }
+#endif
+#endif
+)"},
       {"kiln_ld4", R"(#ifndef KILN_CUDA_LD4_
 #define KILN_CUDA_LD4_
 KILN_HD static inline kiln_f4 kiln_ld4(const float *p) {
@@ -326,6 +355,7 @@ class Generator {
         if (it != slot_of_.end() && slots_[it->second.first].elements > EmitContext::kRegisterSlotLimit) small = false;
       }
     EmitContext ctx(g_, n, model_.OpsetFor(n.domain), small, [this](int v) { return Locate(v); });
+    ctx.SetFastMath(half_);
     Status st = emit ? emit(ctx) : (*fn)(ctx);
     if (!st.ok()) return fail(st.message());
     return ctx.body();

@@ -68,6 +68,9 @@ class EmitContext {
   // keeps the loops, and slots indexed by loop variables live in local memory).
   void SetWork(int64_t inner_iterations) { unroll_ = registers_ && inner_iterations <= kUnrollLimit; }
   bool unrolled() const { return unroll_; }
+  // fp16 / fp8: Sin, Cos and Exp through the GPU's fast intrinsics (libm on the host).
+  void SetFastMath(bool on) { fast_math_ = on; }
+  bool fast_math() const { return fast_math_; }
   std::string Temp() { return Numbered('t', temps_++); }
   std::string Var() { return Numbered('k', vars_++); }
 
@@ -90,7 +93,7 @@ class EmitContext {
   std::function<Expected<Loc>(int)> locate_;
   std::string body_;
   int depth_ = 0, temps_ = 0, vars_ = 0;
-  bool registers_, unroll_;
+  bool registers_, unroll_, fast_math_ = false;
 };
 
 using EmitFn = std::function<Status(EmitContext&)>;

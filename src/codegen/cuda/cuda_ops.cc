@@ -123,6 +123,11 @@ Status EmitMap(EmitContext& ctx, const std::function<Expected<std::string>(const
 }
 
 Status EmitUnary(EmitContext& ctx) {
+  static const std::map<std::string, std::string> fast = {
+      {"Sin", "kiln_fast_sinf"}, {"Cos", "kiln_fast_cosf"}, {"Exp", "kiln_fast_expf"}};
+  auto f = fast.find(ctx.node().op_type);
+  if (ctx.fast_math() && f != fast.end())
+    return EmitMap(ctx, [&](const std::vector<std::string>& a) -> Expected<std::string> { return f->second + "(" + a[0] + ")"; });
   c::NodeContext cctx(ctx.graph(), ctx.node(), ctx.opset());
   return EmitMap(ctx, [&](const std::vector<std::string>& a) { return c::UnaryExpr(cctx, DType::kFloat32, a[0]); });
 }
