@@ -14,7 +14,6 @@
 #include "ops/conv_gemm.h"
 #include "ops/conv_geometry.h"
 #include "ops/scratch.h"
-#include "ops/thread_pool.h"
 #include "ops/vector_math.h"
 
 namespace kiln::ops {
@@ -675,19 +674,7 @@ Status FusedConvCompute(ComputeContext& ctx) {
     std::string err = ConvShapeOf(ctx.node(), X.dims(), ctx.input(1).dims(), B ? &B->dims() : nullptr, &s);
     if (!err.empty()) return ctx.error(err);
     post.z = Z ? Z->data<float>() : nullptr;
-    // oneDNN's swish post-op runs at about half the speed of our Swish kernel (its exp), enough
-    // to cost more than one extra pass over the output: the conv and the sum in oneDNN, Swish
-    // after (bench/README.md, EfficientNet-B0).
-    ConvPostOps dnnl_post = post;
-    if (post.act == ConvPostOps::Act::kSwish) dnnl_post.act = ConvPostOps::Act::kNone;
-    if (TryDnnlConv(ctx, s, dnnl_post)) {
-      if (post.act == ConvPostOps::Act::kSwish) {
-        float* y = ctx.output(0).data<float>();
-        ParallelSlices(ctx.threads(), ctx.output(0).size(), int64_t{1} << 15,
-                       [&](int64_t b, int64_t e) { SwishF32(y + b, y + b, e - b, 1.0f); });
-      }
-      return OkStatus();
-    }
+    if (TryDnnlConv(ctx, s, post)) return OkStatus();
   }
   if (ctx.input_channels_last(0) || ctx.input_channels_last(3) || ctx.output_channels_last(0))
     return ctx.error(kNoChannelsLast);

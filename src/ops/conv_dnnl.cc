@@ -9,6 +9,7 @@
 #include "ops/channels_last.h"
 #include "ops/scratch.h"
 #include "ops/thread_pool.h"
+#include "ops/vector_math.h"
 
 #if KILN_WITH_DNNL
 #include "ops/dnnl_common.h"
@@ -47,8 +48,12 @@ struct DnnlConvState {
 // Where a part of a split convolution reads and writes: images [n0, n1) (a batch), or output
 // rows [out0, out1) reading input rows from in0 (one image, channels-last).
 struct ConvPart {
-  int64_t n0 = 0, out0 = 0, in0 = 0;
+  int64_t n0 = 0, n1 = 0, out0 = 0, out1 = 0, in0 = 0;
 };
+
+// With Swish a large channels-last output is made in parts of about this many bytes, on one
+// thread too, so that the Swish pass after each part finds it in the core's L2 cache.
+constexpr int64_t kSwishPartBytes = 512 << 10;
 
 // A node's convolution: one primitive, or, with several threads, one per part of the output
 // run on kiln's thread pool with oneDNN at one thread each (so that only one pool of threads
@@ -61,6 +66,7 @@ struct DnnlConvPlan : NodeState {
   ConvLayouts layouts;
   bool supported = false;
   bool by_rows = false;  // parts split the rows (NHWC); else they split the batch
+  bool cache_parts = true;  // Swish may split a single image's rows for the cache
   std::vector<ConvPart> parts;
   std::vector<std::unique_ptr<DnnlConvState>> states;  // one per part
 
@@ -95,7 +101,8 @@ void Prepare(DnnlConvState* st) {
     po.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, st->alpha, 0.0f);
   if (st->act == Act::kClip)
     po.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip, st->alpha, st->beta);
-  if (st->act == Act::kSwish) po.append_eltwise(1.0f, dnnl::algorithm::eltwise_swish, 1.0f, 0.0f);
+  // Swish is not a post-op: DnnlConv2D runs our Swish kernel after each part (oneDNN's swish,
+  // through its exp, took about twice as long).
   dnnl::primitive_attr attr;
   attr.set_post_ops(po);
   auto make = [&](Tag src_tag, Tag dst_tag) {
@@ -215,7 +222,13 @@ std::unique_ptr<DnnlConvState> MakePart(const Conv2DParams& p, bool has_bias, co
 // else none (one primitive). Each row part gets the pads of its edge of the image only.
 void PlanParts(DnnlConvPlan* plan) {
   const Conv2DParams& p = plan->p;
-  const int t = plan->threads;
+  int64_t t = plan->threads;
+  const ConvLayouts& l = plan->layouts;
+  if (plan->cache_parts && plan->post.act == ConvPostOps::Act::kSwish && p.N == 1 && l.x && l.y &&
+      (!plan->post.z || l.z)) {
+    const int64_t bytes = p.M * p.OH * p.OW * static_cast<int64_t>(sizeof(float));
+    t = std::max(t, std::min(p.OH, (bytes + kSwishPartBytes - 1) / kSwishPartBytes));
+  }
   auto part_params = [&](int64_t n0, int64_t n1, int64_t o0, int64_t o1) {
     Conv2DParams q = p;
     q.N = n1 - n0;
@@ -245,10 +258,12 @@ void PlanParts(DnnlConvPlan* plan) {
     if (plan->by_rows) {
       q = part_params(0, 1, a, e);
       part.out0 = a;
+      part.out1 = e;
       part.in0 = std::max<int64_t>(0, a * p.sh - p.ph);
     } else {
       q = part_params(a, e, 0, 0);
       part.n0 = a;
+      part.n1 = e;
     }
     plan->states.push_back(MakePart(q, plan->has_bias, plan->post, plan->by_rows ? nhwc : plan->layouts));
     plan->parts.push_back(part);
@@ -291,6 +306,7 @@ bool DnnlConv2D(const Conv2DParams& p, const float* x, const float* w, bool w_co
         plan->states.clear();  // a part oneDNN does not take: the whole convolution on one thread
         plan->parts.clear();
         plan->threads = 1;
+        plan->cache_parts = false;
         PlanParts(plan);
         plan->threads = threads;
       }
@@ -302,11 +318,18 @@ bool DnnlConv2D(const Conv2DParams& p, const float* x, const float* w, bool w_co
   if (!plan->supported) return false;
   PrepareWeights(plan, w, w_constant);
   const int64_t parts = static_cast<int64_t>(plan->parts.size());
+  const bool swish = post.act == ConvPostOps::Act::kSwish;
+  auto swish_over = [&](float* out, int64_t n) {
+    if (swish) SwishF32(out, out, n, 1.0f);
+  };
+  const int64_t HW = p.H * p.W, OHW = p.OH * p.OW;
   if (parts == 1) {
     Run(plan->states[0].get(), x, w, b, y, post.z);
+    if (swish)
+      ParallelSlices(threads, p.N * p.M * OHW, int64_t{1} << 15,
+                     [&](int64_t s, int64_t e) { swish_over(y + s, e - s); });
     return true;
   }
-  const int64_t HW = p.H * p.W, OHW = p.OH * p.OW;
   if (!plan->by_rows) {  // images are contiguous in either layout
     ParallelFor(threads, parts, [&](int64_t c0, int64_t c1) {
       dnnl_common::SingleThreaded();
@@ -314,6 +337,7 @@ bool DnnlConv2D(const Conv2DParams& p, const float* x, const float* w, bool w_co
         const int64_t n0 = plan->parts[c].n0;
         Run(plan->states[c].get(), x + n0 * p.C * HW, w, b, y + n0 * p.M * OHW,
             post.z ? post.z + n0 * p.M * OHW : nullptr);
+        swish_over(y + n0 * p.M * OHW, (plan->parts[c].n1 - n0) * p.M * OHW);
       }
     });
     return true;
@@ -337,6 +361,7 @@ bool DnnlConv2D(const Conv2DParams& p, const float* x, const float* w, bool w_co
       const ConvPart& part = plan->parts[c];
       Run(plan->states[c].get(), xs + part.in0 * p.W * p.C, w, b, ys + part.out0 * p.OW * p.M,
           zs ? zs + part.out0 * p.OW * p.M : nullptr);
+      swish_over(ys + part.out0 * p.OW * p.M, (part.out1 - part.out0) * p.OW * p.M);
     }
   });
   if (!layouts.y) NchwFromChannelsLast(ys, y, p.M, OHW, threads);
