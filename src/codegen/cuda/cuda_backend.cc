@@ -421,14 +421,18 @@ class Generator {
            std::to_string(NumElements(g_.values[g_.outputs[k]].type.dims)) + " /* " +
            CommentText(g_.values[g_.outputs[k]].name) + " */\n";
     s += "#define KILN_" + u + "_WEIGHT_BYTES " + std::to_string(weights_.size()) + "\n";
-    s += "#define KILN_" + u + "_THREADS_PER_BLOCK " + std::to_string(kThreadsPerBlock) + "\n";
+    if (!tc_) s += "#define KILN_" + u + "_THREADS_PER_BLOCK " + std::to_string(kThreadsPerBlock) + "\n";
     if (tc_) {
       s += "/* The tensor-core path: warps of 32 samples; a block's shared memory holds the staged weights and\n"
-           " * each warp's tiles. */\n";
-      s += "#define KILN_" + u + "_WARPS_PER_BLOCK " + std::to_string(TensorCorePlan::kWarpsPerBlock) + "\n";
+           " * each warp's tiles. WARPS_PER_BLOCK may be set at build time (-D; at most 32, and SHARED_BYTES at\n"
+           " * most the device's 227 KB). */\n";
+      s += "#ifndef KILN_" + u + "_WARPS_PER_BLOCK\n#define KILN_" + u + "_WARPS_PER_BLOCK " +
+           std::to_string(TensorCorePlan::kWarpsPerBlock) + "\n#endif\n";
+      s += "#define KILN_" + u + "_THREADS_PER_BLOCK (32 * KILN_" + u + "_WARPS_PER_BLOCK)\n";
       s += "#define KILN_" + u + "_STAGED_BYTES " + std::to_string(tc_->staged_bytes) + "\n";
       s += "#define KILN_" + u + "_WARP_BYTES " + std::to_string(tc_->a_tile_bytes + tc_->c_tile_bytes) + "\n";
-      s += "#define KILN_" + u + "_SHARED_BYTES " + std::to_string(tc_->shared_bytes()) + "\n";
+      s += "#define KILN_" + u + "_SHARED_BYTES (KILN_" + u + "_STAGED_BYTES + KILN_" + u + "_WARPS_PER_BLOCK * KILN_" + u +
+           "_WARP_BYTES)\n";
     }
     s += "\n";
     s += "#ifndef KILN_CUDA_HOST_CHECK\n";
