@@ -68,35 +68,6 @@ KILN_HD static inline float kiln_ld(const float *p) {
 }
 #endif
 )"},
-      // fp16 / fp8 (tolerance 1e-2): sin.approx / cos.approx / ex2.approx, an abs. error of about
-      // 2^-21 for |x| <= pi, growing slowly beyond, instead of libm's 20-40 instructions a call.
-      {"kiln_fast_sinf", R"(#ifndef KILN_CUDA_FAST_SIN_
-#define KILN_CUDA_FAST_SIN_
-#ifdef __CUDA_ARCH__
-KILN_HD static inline float kiln_fast_sinf(float x) { return __sinf(x); }
-#else
-KILN_HD static inline float kiln_fast_sinf(float x) { return sinf(x); }
-#endif
-#endif
-)"},
-      {"kiln_fast_cosf", R"(#ifndef KILN_CUDA_FAST_COS_
-#define KILN_CUDA_FAST_COS_
-#ifdef __CUDA_ARCH__
-KILN_HD static inline float kiln_fast_cosf(float x) { return __cosf(x); }
-#else
-KILN_HD static inline float kiln_fast_cosf(float x) { return cosf(x); }
-#endif
-#endif
-)"},
-      {"kiln_fast_expf", R"(#ifndef KILN_CUDA_FAST_EXP_
-#define KILN_CUDA_FAST_EXP_
-#ifdef __CUDA_ARCH__
-KILN_HD static inline float kiln_fast_expf(float x) { return __expf(x); }
-#else
-KILN_HD static inline float kiln_fast_expf(float x) { return expf(x); }
-#endif
-#endif
-)"},
       {"kiln_ld4", R"(#ifndef KILN_CUDA_LD4_
 #define KILN_CUDA_LD4_
 KILN_HD static inline kiln_f4 kiln_ld4(const float *p) {
@@ -150,6 +121,23 @@ KILN_HD static inline kiln_f4 kiln_ldh4(const unsigned short *p) {
 #endif
 )"},
   };
+  return *h;
+}
+
+// fp16 / fp8 (tolerance 1e-2): Sin, Cos and Exp through sin.approx / cos.approx / ex2.approx, an
+// abs. error of about 2^-21 for |x| <= pi, growing slowly beyond, instead of libm's 20-40
+// instructions a call; libm on the host.
+const std::vector<std::pair<std::string, std::string>>& FastMathHelpers() {
+  static const auto* h = [] {
+    auto* v = new std::vector<std::pair<std::string, std::string>>;
+    for (const char* f : {"sinf", "cosf", "expf"}) {
+      std::string name = std::string("kiln_fast_") + f, guard = "KILN_CUDA_FAST_" + Upper(f) + "_";
+      std::string sig = "KILN_HD static inline float " + name + "(float x) { return ";
+      v->push_back({name, "#ifndef " + guard + "\n#define " + guard + "\n#ifdef __CUDA_ARCH__\n" + sig + "__" + f +
+                              "(x); }\n#else\n" + sig + f + "(x); }\n#endif\n#endif\n"});
+    }
+    return v;
+  }();
   return *h;
 }
 
@@ -453,6 +441,8 @@ class Generator {
                            (tc_ ? "32 samples per warp." : "one sample per thread."));
     s += "#include \"" + n + ".h\"\n\n#include <math.h>\n#include <string.h>\n\n" + kPrelude;
     bool half_loads = body_.find("kiln_ldh") != std::string::npos;
+    for (const auto& [fn, text] : FastMathHelpers())
+      if (body_.find(fn + "(") != std::string::npos) s += text;
     for (const auto& [fn, text] : Helpers()) {
       bool used = body_.find(fn + "(") != std::string::npos || (fn == "kiln_h2f" && half_loads);
       if (used) s += text;
