@@ -228,7 +228,6 @@ class Generator {
     for (int v : feeds) result.inputs.push_back(g_.values[v]);
     for (int v : g_.outputs) result.outputs.push_back(g_.values[v]);
     result.weight_bytes = weights_.size();
-    result.tensor_core_layers = tc_ ? static_cast<int>(tc_->layers.size()) : 0;
     result.files.push_back({o_.name + ".h", Header()});
     result.files.push_back({o_.name + ".cu", Source()});
     return result;

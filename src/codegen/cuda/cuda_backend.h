@@ -58,7 +58,6 @@ struct CompiledCuda {
   std::vector<c::GeneratedFile> files;          // NAME.cu, NAME.h
   std::vector<ir::Value> inputs, outputs;       // per sample (leading dim 1), graph order
   size_t weight_bytes = 0;
-  int tensor_core_layers = 0;                   // 0: the scalar path
 };
 
 // Fails with a one-line message naming the node or tensor: an op the backend does not support
