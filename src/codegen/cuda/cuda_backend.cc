@@ -306,7 +306,7 @@ class Generator {
     const Tensor& t = *val.constant;
     l.half = half_ && matrix_weights_.count(v);
     size_t es = l.half ? 2 : 4;
-    weights_.resize((weights_.size() + kWeightAlignment - 1) / kWeightAlignment * kWeightAlignment, 0);
+    AlignWeights();
     l.offset = static_cast<int64_t>(weights_.size() / es);
     weight_at_[v] = l.offset;
     weight_list_.push_back({val.name, weights_.size(), t.dims(), l.half ? "half" : "float"});
@@ -645,12 +645,17 @@ class Generator {
     return s + "  free(smem);\n  return KILN_OK;\n}\n";
   }
 
+  // Zero bytes up to the next tensor's 16-byte boundary in the weight buffer.
+  void AlignWeights() {
+    weights_.resize((weights_.size() + kWeightAlignment - 1) / kWeightAlignment * kWeightAlignment, 0);
+  }
+
   // Tensor-core B matrices, as staged (k_pad x ldb halves, so that one copy stages them all),
   // or as E4M3 codes with a per-tensor scale.
   void PackTensorCoreWeights() {
     bool fp8 = o_.precision == Precision::kFloat8;
     for (auto& l : tc_->layers) {
-      weights_.resize((weights_.size() + kWeightAlignment - 1) / kWeightAlignment * kWeightAlignment, 0);
+      AlignWeights();
       l.weight_byte = static_cast<int64_t>(weights_.size());
       std::vector<float> b = PackedB(g_, l);
       float max_abs = 0;
