@@ -56,7 +56,7 @@ double Worst(const Conv2DParams& p, const std::vector<float>& x, const std::vect
   return worst;
 }
 
-void Check(const Conv2DParams& p, bool bias, std::mt19937& rng) {
+void Check(const Conv2DParams& p, bool bias, std::mt19937& rng, double tolerance = 2e-6) {
   const std::string what = "N=" + std::to_string(p.N) + " C=" + std::to_string(p.C) +
                            " M=" + std::to_string(p.M) + " g=" + std::to_string(p.group) +
                            " " + std::to_string(p.H) + "x" + std::to_string(p.W) + " k=" +
@@ -75,7 +75,7 @@ void Check(const Conv2DParams& p, bool bias, std::mt19937& rng) {
       ASSERT_TRUE(DnnlConv2D(p, x.data(), w.data(), true, bias ? b.data() : nullptr, y.data(),
                              threads, &state))
           << what;
-      EXPECT_LE(Worst(p, x, w, bias ? b.data() : nullptr, y), 2e-6) << what;
+      EXPECT_LE(Worst(p, x, w, bias ? b.data() : nullptr, y), tolerance) << what;
       if (first.empty()) first = y;
       else EXPECT_EQ(0, std::memcmp(first.data(), y.data(), ny * sizeof(float))) << what;
     }
@@ -97,7 +97,7 @@ std::vector<float> Relayout(const std::vector<float>& v, int64_t N, int64_t C, i
 // Every mix of NCHW and channels-last X, Z and Y, with the residual Z and a Relu, at 1 to 3
 // threads (the parts of a split: images, or rows of one image with their edge pads), against
 // the one-thread NCHW result.
-void CheckLayouts(const Conv2DParams& p, std::mt19937& rng) {
+void CheckLayouts(const Conv2DParams& p, std::mt19937& rng, float tolerance = 1e-5f) {
   const int64_t HW = p.H * p.W, OHW = p.OH * p.OW;
   auto x = Random(static_cast<size_t>(p.N * p.C * HW), rng);
   auto w = Random(static_cast<size_t>(p.M * (p.C / p.group) * p.KH * p.KW), rng);
@@ -121,7 +121,7 @@ void CheckLayouts(const Conv2DParams& p, std::mt19937& rng) {
                              post_l, l));
       if (l.y) y = Relayout(y, p.N, p.M, OHW, false);
       for (size_t i = 0; i < y.size(); ++i)
-        ASSERT_NEAR(y[i], want[i], 1e-5f * (1.0f + std::fabs(want[i])))
+        ASSERT_NEAR(y[i], want[i], tolerance * (1.0f + std::fabs(want[i])))
             << "mix " << mix << " threads " << threads << " N=" << p.N << " at " << i;
     }
   }
@@ -135,6 +135,27 @@ TEST(DnnlConv, LayoutsResidualAndThreadSplits) {
   CheckLayouts(Make(1, 3, 16, 1, 17, 17, 7, 7, 2, 3, 3, 1), rng);  // a first layer (C < 16)
   CheckLayouts(Make(1, 32, 32, 32, 6, 6, 3, 3, 1, 1, 1, 1), rng);  // depthwise
   CheckLayouts(Make(3, 16, 16, 1, 5, 5, 1, 1, 1, 0, 0, 1), rng);  // a batch: images per part
+}
+
+// 3x3 stride-1 convolutions large enough for oneDNN's Winograd kernels: against the loops in
+// double, in every layout mix, split into rows (a large map) or into output channels (a small
+// one; 80 channels are 5 blocks of 16, so the parts differ).
+TEST(DnnlConv, WinogradLayoutsAndSplits) {
+  if (!DnnlAvailable()) GTEST_SKIP() << "built without oneDNN";
+  std::mt19937 rng(14);
+  for (const Conv2DParams& p : {Make(1, 32, 32, 1, 16, 16, 3, 3, 1, 1, 1, 1),
+                                Make(1, 64, 80, 1, 8, 8, 3, 3, 1, 1, 1, 1),
+                                Make(2, 48, 64, 1, 13, 11, 3, 3, 1, 0, 1, 1)}) {
+    std::unique_ptr<NodeState> state;
+    auto x = Random(static_cast<size_t>(p.N * p.C * p.H * p.W), rng);
+    auto w = Random(static_cast<size_t>(p.M * p.C * 9), rng);
+    std::vector<float> y(static_cast<size_t>(p.N * p.M * p.OH * p.OW));
+    ASSERT_TRUE(DnnlConv2D(p, x.data(), w.data(), true, nullptr, y.data(), 1, &state));
+    EXPECT_NE(std::string::npos, DnnlConvKernel(state.get()).find("wino"))
+        << DnnlConvKernel(state.get());
+    Check(p, true, rng, 1e-5);  // Winograd's transforms round more than a direct sum
+    CheckLayouts(p, rng, 1e-4f);  // parts start Winograd's tiles at other rows
+  }
 }
 
 TEST(DnnlConv, ShapesAgainstReference) {

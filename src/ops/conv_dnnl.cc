@@ -34,7 +34,11 @@ struct DnnlConvState {
   ConvPostOps::Act act = ConvPostOps::Act::kNone;
   float alpha = 0, beta = 0;
   ConvLayouts layouts;
+  bool winograd = false;  // try oneDNN's Winograd kernels first (WinogradWins)
+  int64_t out_channels = 0;  // a part of the output channels: the whole tensor's (else 0)
+  int64_t w_offset = 0;      // where the part's weights start, in floats
   dnnl::convolution_forward conv;
+  std::string kernel;  // oneDNN's name for conv's implementation
   memory::desc src_md, dst_md, w_md, user_src_md, user_dst_md, user_z_md, user_w_md, bias_md;
   dnnl::reorder src_reorder, dst_reorder, w_reorder, z_reorder;
   memory w_mem;                  // the weights in the primitive's layout
@@ -43,12 +47,14 @@ struct DnnlConvState {
   // Made once; each call points them at its buffers (creating them cost a few us per call).
   memory user_src, src, user_w, user_dst, dst, bias, user_z;
   std::unordered_map<int, memory> args;
+  dnnl_common::Scratchpad scratchpad;
 };
 
 // Where a part of a split convolution reads and writes: images [n0, n1) (a batch), or output
 // rows [out0, out1) reading input rows from in0 (one image, channels-last).
 struct ConvPart {
   int64_t n0 = 0, n1 = 0, out0 = 0, out1 = 0, in0 = 0;
+  int64_t m0 = 0;  // or output channels [m0, m0 + the part's M) of the whole image (by_channels)
 };
 
 // With Swish a large channels-last output is made in parts of about this many bytes, on one
@@ -66,6 +72,7 @@ struct DnnlConvPlan : NodeState {
   ConvLayouts layouts;
   bool supported = false;
   bool by_rows = false;  // parts split the rows (NHWC); else they split the batch
+  bool by_channels = false;  // parts split the output channels, in either layout
   bool cache_parts = true;  // Swish may split a single image's rows for the cache
   std::vector<ConvPart> parts;
   std::vector<std::unique_ptr<DnnlConvState>> states;  // one per part
@@ -85,14 +92,20 @@ void Prepare(DnnlConvState* st) {
                              : memory::dims{p.group, p.M / p.group, p.C / p.group, p.KH, p.KW};
   const ConvLayouts& l = st->layouts;
   st->user_src_md = memory::desc(src, kF32, l.x ? Tag::nhwc : Tag::nchw);
-  st->user_dst_md = memory::desc(dst, kF32, l.y ? Tag::nhwc : Tag::nchw);
-  st->user_z_md = memory::desc(dst, kF32, l.z ? Tag::nhwc : Tag::nchw);
+  // A part of the output channels writes its slice of the whole output (and reads z's).
+  auto out_md = [&](bool channels_last) {
+    if (st->out_channels == 0) return memory::desc(dst, kF32, channels_last ? Tag::nhwc : Tag::nchw);
+    const int64_t m = st->out_channels, hw = p.OH * p.OW;
+    return memory::desc(dst, kF32, channels_last ? memory::dims{m * hw, 1, p.OW * m, m}
+                                                 : memory::dims{m * hw, hw, p.OW, 1});
+  };
+  st->user_dst_md = out_md(l.y);
+  st->user_z_md = out_md(l.z);
   st->user_w_md = memory::desc(w, kF32, p.group == 1 ? Tag::oihw : Tag::goihw);
   st->bias_md = memory::desc({p.M}, kF32, Tag::x);
   const memory::dims strides{p.sh, p.sw}, dil{p.dh - 1, p.dw - 1}, pl{p.ph, p.pw},
       pr{p.peh, p.pew};
   const auto prop = dnnl::prop_kind::forward_inference;
-  const auto alg = dnnl::algorithm::convolution_direct;
   dnnl::post_ops po;
   if (st->has_z) po.append_sum(1.0f);
   using Act = ConvPostOps::Act;
@@ -103,9 +116,10 @@ void Prepare(DnnlConvState* st) {
     po.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip, st->alpha, st->beta);
   // Swish is not a post-op: DnnlConv2D runs our Swish kernel after each part (oneDNN's swish,
   // through its exp, took about twice as long).
-  dnnl::primitive_attr attr;
+  dnnl::primitive_attr attr = dnnl_common::UserScratchpad();
   attr.set_post_ops(po);
-  auto make = [&](Tag src_tag, Tag dst_tag) {
+  auto make = [&](Tag src_tag, Tag dst_tag,
+                  dnnl::algorithm alg = dnnl::algorithm::convolution_direct) {
     const memory::desc any_src(src, kF32, src_tag), any_dst(dst, kF32, dst_tag),
         any_w(w, kF32, Tag::any);
     auto d = st->has_bias ? dnnl::convolution_forward::desc(prop, alg, any_src, any_w, st->bias_md,
@@ -114,22 +128,36 @@ void Prepare(DnnlConvState* st) {
                                                             strides, dil, pl, pr);
     return dnnl::convolution_forward::primitive_desc(d, attr, Engine());
   };
+  // Winograd computes in its own blocked layout, reordered from and to ours around it (the
+  // reorders are in WinogradWins's measurements).
+  dnnl::convolution_forward::primitive_desc pd;
+  bool winograd = false;
+  if (st->winograd) {
+    try {
+      pd = make(Tag::any, Tag::any, dnnl::algorithm::convolution_winograd);
+      winograd = true;
+    } catch (const dnnl::error&) {  // a post-op or part it does not take: the direct kernels
+    }
+  }
   // With a channels-last side the primitive computes channels-last on both sides (mixed layouts
   // mostly take oneDNN's reference loops). All in NCHW, oneDNN chooses, except for a first layer
   // (under 16 input channels): its JIT kernel reads NCHW directly into 16-channel blocks, and
   // one reorder gives NCHW back (half the time of its choice, NHWC with two reorders).
-  dnnl::convolution_forward::primitive_desc pd;
-  if (!l.any() && p.C < 16) {
-    pd = make(Tag::nchw, Tag::nChw16c);
-    if (std::string(pd.impl_info_str()).rfind("ref", 0) == 0) pd = make(Tag::any, Tag::any);
-  } else if (!l.any()) {
-    pd = make(Tag::any, Tag::any);
-  } else {
-    pd = make(Tag::nhwc, Tag::nhwc);
+  if (!winograd) {
+    if (!l.any() && p.C < 16) {
+      pd = make(Tag::nchw, Tag::nChw16c);
+      if (std::string(pd.impl_info_str()).rfind("ref", 0) == 0) pd = make(Tag::any, Tag::any);
+    } else if (!l.any()) {
+      pd = make(Tag::any, Tag::any);
+    } else {
+      pd = make(Tag::nhwc, Tag::nhwc);
+    }
+    if (l.any() && std::string(pd.impl_info_str()).rfind("ref", 0) == 0)
+      throw dnnl::error(dnnl_unimplemented, "only oneDNN's reference convolution takes the layout");
   }
-  if (l.any() && std::string(pd.impl_info_str()).rfind("ref", 0) == 0)
-    throw dnnl::error(dnnl_unimplemented, "only oneDNN's reference convolution takes the layout");
   st->conv = dnnl::convolution_forward(pd);
+  st->kernel = pd.impl_info_str();
+  st->scratchpad = dnnl_common::Scratchpad(pd.scratchpad_desc());
   st->src_md = pd.src_desc();
   st->dst_md = pd.dst_desc();
   st->w_md = pd.weights_desc();
@@ -174,7 +202,7 @@ void Run(DnnlConvState* st, const float* x, const float* w, const float* b, floa
     st->src.set_data_handle(ScratchBytes(ScratchSlot::kDnnlSrc, st->src_md.get_size()));
     st->src_reorder.execute(s, st->user_src, st->src);
   }
-  st->user_w.set_data_handle(const_cast<float*>(w));
+  st->user_w.set_data_handle(const_cast<float*>(w + st->w_offset));
   st->user_dst.set_data_handle(y);
   if (st->dst_md != st->user_dst_md)
     st->dst.set_data_handle(ScratchBytes(ScratchSlot::kDnnlDst, st->dst_md.get_size()));
@@ -187,6 +215,7 @@ void Run(DnnlConvState* st, const float* x, const float* w, const float* b, floa
     }
   }
   if (b) st->bias.set_data_handle(const_cast<float*>(b));
+  st->scratchpad.Bind(st->args);
   st->conv.execute(s, st->args);
   if (st->dst_md != st->user_dst_md) st->dst_reorder.execute(s, st->dst, st->user_dst);
   s.wait();
@@ -196,17 +225,33 @@ void Run(DnnlConvState* st, const float* x, const float* w, const float* b, floa
 void PrepareWeights(DnnlConvPlan* plan, const float* w, bool w_constant) {
   for (auto& st : plan->states) {
     if (st->shares_w || st->w_md == st->user_w_md || (w_constant && st->w_ptr == w)) continue;
-    st->user_w.set_data_handle(const_cast<float*>(w));
+    st->user_w.set_data_handle(const_cast<float*>(w + st->w_offset));
     st->w_reorder.execute(Stream(), st->user_w, st->w_mem);
     Stream().wait();
     st->w_ptr = w_constant ? w : nullptr;
   }
 }
 
+// Whether oneDNN's Winograd convolution (F(2x2, 3x3) or F(4x4, 3x3), chosen by oneDNN) beats its
+// direct one on the whole convolution p, blocked-layout reorders included. Measured at one
+// thread on Zen 4 (bench/README.md, host speed step 6): 0.37-0.47 of the direct time on
+// 64..512-channel maps of 14..56 pixels, 0.6-0.9 on 16..48 channels; it loses on a first layer
+// (3 channels: 3.3x slower), on 8 channels (2x) and on the smallest products (64 -> 64 channels
+// on 7 x 7, 1.8M multiply-adds: 1.07).
+bool WinogradWins(const Conv2DParams& p) {
+  const int64_t macs = p.N * p.M * p.C * p.KH * p.KW * p.OH * p.OW;
+  return p.group == 1 && p.KH == 3 && p.KW == 3 && p.sh == 1 && p.sw == 1 && p.dh == 1 &&
+         p.dw == 1 && p.C >= 16 && p.M >= 16 && macs >= (int64_t{2} << 20);
+}
+
 std::unique_ptr<DnnlConvState> MakePart(const Conv2DParams& p, bool has_bias, const ConvPostOps& post,
-                                        ConvLayouts layouts) {
+                                        ConvLayouts layouts, bool winograd,
+                                        int64_t out_channels = 0, int64_t w_offset = 0) {
   auto st = std::make_unique<DnnlConvState>();
   st->p = p;
+  st->winograd = winograd;
+  st->out_channels = out_channels;
+  st->w_offset = w_offset;
   st->has_bias = has_bias;
   st->has_z = post.z != nullptr;
   st->act = post.act;
@@ -229,6 +274,7 @@ void PlanParts(DnnlConvPlan* plan) {
     const int64_t bytes = p.M * p.OH * p.OW * static_cast<int64_t>(sizeof(float));
     t = std::max(t, std::min(p.OH, (bytes + kSwishPartBytes - 1) / kSwishPartBytes));
   }
+  const bool winograd = WinogradWins(p);
   auto part_params = [&](int64_t n0, int64_t n1, int64_t o0, int64_t o1) {
     Conv2DParams q = p;
     q.N = n1 - n0;
@@ -243,9 +289,26 @@ void PlanParts(DnnlConvPlan* plan) {
     return q;
   };
   if (t <= 1 || (p.N < t && (p.N != 1 || p.OH < 2))) {
-    plan->states.push_back(MakePart(p, plan->has_bias, plan->post, plan->layouts));
+    plan->states.push_back(MakePart(p, plan->has_bias, plan->post, plan->layouts, winograd));
     plan->parts.push_back({});
     return;
+  }
+  // Winograd on a small map (under 8 output rows a thread) splits the output channels: row
+  // parts would each read all of its transformed weights (512 -> 512 channels on 7 x 7 took
+  // 2.6 ms at 2 threads, 1.9 at one).
+  plan->by_channels = winograd && p.N < t && p.OH < 8 * t && p.M >= 32;
+  if (plan->by_channels) {
+    const int64_t blocks = p.M / 16, n = std::min<int64_t>(t, blocks);
+    for (int64_t c = 0; c < n; ++c) {
+      ConvPart part;
+      part.m0 = c * blocks / n * 16;
+      Conv2DParams q = p;
+      q.M = (c + 1 == n ? p.M : (c + 1) * blocks / n * 16) - part.m0;
+      plan->states.push_back(MakePart(q, plan->has_bias, plan->post, plan->layouts, winograd, p.M,
+                                      part.m0 * p.C * p.KH * p.KW));
+      plan->parts.push_back(part);
+    }
+    return;  // each part has weights of its own
   }
   plan->by_rows = p.N < t;
   const int64_t total = plan->by_rows ? p.OH : p.N;
@@ -265,7 +328,8 @@ void PlanParts(DnnlConvPlan* plan) {
       part.n0 = a;
       part.n1 = e;
     }
-    plan->states.push_back(MakePart(q, plan->has_bias, plan->post, plan->by_rows ? nhwc : plan->layouts));
+    plan->states.push_back(
+        MakePart(q, plan->has_bias, plan->post, plan->by_rows ? nhwc : plan->layouts, winograd));
     plan->parts.push_back(part);
   }
   for (size_t c = 1; c < plan->states.size(); ++c) {
@@ -330,6 +394,20 @@ bool DnnlConv2D(const Conv2DParams& p, const float* x, const float* w, bool w_co
                      [&](int64_t s, int64_t e) { swish_over(y + s, e - s); });
     return true;
   }
+  if (plan->by_channels) {
+    ParallelFor(threads, parts, [&](int64_t c0, int64_t c1) {
+      dnnl_common::SingleThreaded();
+      for (int64_t c = c0; c < c1; ++c) {
+        const int64_t m0 = plan->parts[c].m0;
+        Run(plan->states[c].get(), x, w, b ? b + m0 : nullptr, y + m0 * (layouts.y ? 1 : OHW),
+            post.z ? post.z + m0 * (layouts.z ? 1 : OHW) : nullptr);
+      }
+    });
+    if (swish)
+      ParallelSlices(threads, p.N * p.M * OHW, int64_t{1} << 15,
+                     [&](int64_t s, int64_t e) { swish_over(y + s, e - s); });
+    return true;
+  }
   if (!plan->by_rows) {  // images are contiguous in either layout
     ParallelFor(threads, parts, [&](int64_t c0, int64_t c1) {
       dnnl_common::SingleThreaded();
@@ -345,11 +423,11 @@ bool DnnlConv2D(const Conv2DParams& p, const float* x, const float* w, bool w_co
   // Rows of one image, channels-last: an NCHW side goes through a channels-last copy.
   const float* xs = x;
   if (!layouts.x) {
-    float* t = Scratch<float>(ScratchSlot::kDnnlSrc, static_cast<size_t>(p.C * HW));
+    float* t = Scratch<float>(ScratchSlot::kDnnlRowsSrc, static_cast<size_t>(p.C * HW));
     ChannelsLastFromNchw(x, t, p.C, HW, threads);
     xs = t;
   }
-  float* ys = layouts.y ? y : Scratch<float>(ScratchSlot::kDnnlDst, static_cast<size_t>(p.M * OHW));
+  float* ys = layouts.y ? y : Scratch<float>(ScratchSlot::kDnnlRowsDst, static_cast<size_t>(p.M * OHW));
   const float* zs = post.z;
   if (post.z && !layouts.z) {  // the sum post-op reads what dst holds: start it as z
     ChannelsLastFromNchw(post.z, ys, p.M, OHW, threads);
@@ -368,6 +446,12 @@ bool DnnlConv2D(const Conv2DParams& p, const float* x, const float* w, bool w_co
   return true;
 }
 
+std::string DnnlConvKernel(const NodeState* state) {
+  const auto* plan = dynamic_cast<const DnnlConvPlan*>(state);
+  if (!plan || !plan->supported || plan->states.empty()) return "";
+  return plan->states[0]->kernel;
+}
+
 #else
 
 bool DnnlAvailable() { return false; }
@@ -376,6 +460,8 @@ bool DnnlConv2D(const Conv2DParams&, const float*, const float*, bool, const flo
                 std::unique_ptr<NodeState>*, const ConvPostOps&, ConvLayouts) {
   return false;
 }
+
+std::string DnnlConvKernel(const NodeState*) { return ""; }
 
 #endif
 

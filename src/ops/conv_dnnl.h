@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "ops/op.h"
 
@@ -57,5 +58,9 @@ bool DnnlAvailable();
 bool DnnlConv2D(const Conv2DParams& p, const float* x, const float* w, bool w_constant,
                 const float* b, float* y, int threads, std::unique_ptr<NodeState>* state,
                 const ConvPostOps& post = {}, ConvLayouts layouts = {});
+
+// oneDNN's name for the kernel of the first part of a DnnlConv2D state ("jit_wino_4x3:avx512_core",
+// "brgconv:avx512_core", ...), or "" when the state holds none.
+std::string DnnlConvKernel(const NodeState* state);
 
 }  // namespace kiln::ops

@@ -3,6 +3,9 @@
 #pragma once
 
 #include <oneapi/dnnl/dnnl.hpp>
+#include <unordered_map>
+
+#include "ops/scratch.h"
 
 // libgomp, which the Debian oneDNN runs on (its C header is not always installed for clang).
 extern "C" void omp_set_num_threads(int);
@@ -25,5 +28,31 @@ inline dnnl::stream& Stream() {
 // team is never started (its threads spin after each call and would take the cores from
 // kiln's workers).
 inline void SingleThreaded() { omp_set_num_threads(1); }
+
+// Every primitive is made with a user scratchpad: oneDNN's own (library mode) is not safe for
+// primitives that run at once on several threads (two Winograd convolutions, one per thread,
+// crashed in it), so each call takes its working memory from the calling thread's scratch.
+inline dnnl::primitive_attr UserScratchpad(dnnl::primitive_attr attr = {}) {
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
+// The scratchpad a primitive descriptor asks for, bound per call to the thread's buffer.
+class Scratchpad {
+ public:
+  explicit Scratchpad(const dnnl::memory::desc& md = {}) : bytes_(md.get_size()) {
+    if (bytes_ > 0) mem_ = dnnl::memory(md, Engine(), DNNL_MEMORY_NONE);
+  }
+  // Adds the scratchpad, pointed at this thread's buffer, to a call's arguments.
+  void Bind(std::unordered_map<int, dnnl::memory>& args) {
+    if (bytes_ == 0) return;
+    mem_.set_data_handle(ScratchBytes(ScratchSlot::kDnnlScratchpad, bytes_));
+    args[DNNL_ARG_SCRATCHPAD] = mem_;
+  }
+
+ private:
+  size_t bytes_ = 0;
+  dnnl::memory mem_;
+};
 
 }  // namespace kiln::ops::dnnl_common

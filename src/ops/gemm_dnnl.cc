@@ -27,6 +27,7 @@ struct GemmPart {
   dnnl::reorder w_reorder;
   bool shares_w = false;  // w is part 0's packed B
   std::unordered_map<int, memory> args;
+  dnnl_common::Scratchpad scratchpad;
 };
 
 // With several threads, the rows split into parts on kiln's pool with oneDNN at one thread
@@ -49,11 +50,12 @@ GemmPart MakePart(const DnnlGemmPlan& plan, int64_t m0, int64_t M) {
   const memory::desc w_any({plan.K, plan.N}, f32, Tag::any);
   auto d = plan.has_bias ? dnnl::matmul::desc(a_md, w_any, bias_md, y_md)
                          : dnnl::matmul::desc(a_md, w_any, y_md);
-  dnnl::matmul::primitive_desc pd(d, e);
+  dnnl::matmul::primitive_desc pd(d, dnnl_common::UserScratchpad(), e);
   GemmPart part;
   part.m0 = m0;
   part.M = M;
   part.mm = dnnl::matmul(pd);
+  part.scratchpad = dnnl_common::Scratchpad(pd.scratchpad_desc());
   part.a = memory(a_md, e, DNNL_MEMORY_NONE);
   part.y = memory(y_md, e, DNNL_MEMORY_NONE);
   part.w_user = memory(w_user_md, e, DNNL_MEMORY_NONE);
@@ -133,6 +135,7 @@ bool DnnlGemm(int64_t M, int64_t N, int64_t K, const float* A, const float* B, b
       part.a.set_data_handle(const_cast<float*>(A + part.m0 * K));
       part.y.set_data_handle(Y + part.m0 * N);
       if (bias) part.bias.set_data_handle(const_cast<float*>(bias));
+      part.scratchpad.Bind(part.args);
       part.mm.execute(s, part.args);
       s.wait();
     }
@@ -149,6 +152,7 @@ struct MatMulPart {
   dnnl::matmul mm;
   memory a, w, y;
   std::unordered_map<int, memory> args;
+  dnnl_common::Scratchpad scratchpad;
 };
 
 struct DnnlMatMulPlan : NodeState {
@@ -163,12 +167,14 @@ MatMulPart MakeBatchPart(const DnnlMatMulPlan& plan, int64_t b0, int64_t b) {
   const auto f32 = memory::data_type::f32;
   const memory::desc a_md({b, plan.M, plan.K}, f32, Tag::abc), w_md({b, plan.K, plan.N}, f32, Tag::abc),
       y_md({b, plan.M, plan.N}, f32, Tag::abc);
-  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, w_md, y_md), e);
+  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, w_md, y_md),
+                                  dnnl_common::UserScratchpad(), e);
   if (std::string(pd.impl_info_str()).rfind("ref", 0) == 0)
     throw dnnl::error(dnnl_unimplemented, "only oneDNN's reference matmul takes it");
   MatMulPart part;
   part.b0 = b0;
   part.mm = dnnl::matmul(pd);
+  part.scratchpad = dnnl_common::Scratchpad(pd.scratchpad_desc());
   part.a = memory(a_md, e, DNNL_MEMORY_NONE);
   part.w = memory(w_md, e, DNNL_MEMORY_NONE);
   part.y = memory(y_md, e, DNNL_MEMORY_NONE);
@@ -214,6 +220,7 @@ bool DnnlBatchedMatMul(int64_t batch, int64_t M, int64_t N, int64_t K, const flo
       part.a.set_data_handle(const_cast<float*>(A + part.b0 * M * K));
       part.w.set_data_handle(const_cast<float*>(B + part.b0 * K * N));
       part.y.set_data_handle(Y + part.b0 * M * N);
+      part.scratchpad.Bind(part.args);
       part.mm.execute(s, part.args);
       s.wait();
     }

@@ -57,6 +57,7 @@ struct PoolPart {
   int64_t n0 = 0, out0 = 0, in0 = 0;
   dnnl::pooling_forward pool;
   memory mx, my;  // made once, pointed at each call's buffers
+  dnnl_common::Scratchpad scratchpad;
 };
 
 // As for convolutions (ops/conv_dnnl.cc): with several threads, parts on kiln's pool with
@@ -96,10 +97,11 @@ PoolPart MakePart(const Pool2DShape& s, int64_t C, DnnlPoolKind kind, int64_t n0
                                                           : dnnl::algorithm::pooling_avg_exclude_padding;
   dnnl::pooling_forward::desc d(dnnl::prop_kind::forward_inference, alg, md_x, md_y, {s.sh, s.sw},
                                 {s.KH, s.KW}, {top, s.pw}, pr);
-  dnnl::pooling_forward::primitive_desc pd(d, e);
+  dnnl::pooling_forward::primitive_desc pd(d, dnnl_common::UserScratchpad(), e);
   if (std::string(pd.impl_info_str()).rfind("ref", 0) == 0)
     throw dnnl::error(dnnl_unimplemented, "only oneDNN's reference pooling takes the part");
   part.pool = dnnl::pooling_forward(pd);
+  part.scratchpad = dnnl_common::Scratchpad(pd.scratchpad_desc());
   part.mx = memory(md_x, e, DNNL_MEMORY_NONE);
   part.my = memory(md_y, e, DNNL_MEMORY_NONE);
   return part;
@@ -109,7 +111,9 @@ void Run(PoolPart& part, const float* x, float* y) {
   part.mx.set_data_handle(const_cast<float*>(x));
   part.my.set_data_handle(y);
   dnnl::stream& str = dnnl_common::Stream();
-  part.pool.execute(str, {{DNNL_ARG_SRC, part.mx}, {DNNL_ARG_DST, part.my}});
+  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, part.mx}, {DNNL_ARG_DST, part.my}};
+  part.scratchpad.Bind(args);
+  part.pool.execute(str, args);
   str.wait();
 }
 

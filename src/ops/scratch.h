@@ -10,7 +10,13 @@
 
 namespace kiln::ops {
 
-enum class ScratchSlot { kGemmA, kGemmB, kConvColumns, kPadded, kDnnlSrc, kDnnlDst, kCount };
+enum class ScratchSlot {
+  kGemmA, kGemmB, kConvColumns, kPadded,
+  kDnnlSrc, kDnnlDst,          // a oneDNN primitive's own layout of its input and output
+  kDnnlRowsSrc, kDnnlRowsDst,  // channels-last copies that a convolution's row parts share
+  kDnnlScratchpad,             // a primitive's working memory (dnnl_common::Scratchpad)
+  kCount
+};
 
 void* ScratchBytes(ScratchSlot slot, size_t bytes);
 
