@@ -4,14 +4,17 @@
 // or channels-last (ops/channels_last.h), as the executor laid them out; an NCHW side is
 // reordered to and from the primitive's layout through a per-thread scratch buffer. The
 // primitive and, for constant weights, the reordered weights are prepared once per node and
-// kept in its NodeState.
+// kept in its NodeState. A 3x3 stride-1 convolution large enough takes oneDNN's Winograd kernels
+// (F(2x2, 3x3) or F(4x4, 3x3), in their blocked layout): 0.4-0.9 of the direct time where
+// conv_dnnl.cc's WinogradWins says (measured), at about 1e-6 relative L2 from the direct result.
 //
 // Threads: kiln's pool (ops/thread_pool.h) runs the call; oneDNN never starts threads of its own.
 // With T > 1 threads the output splits into T parts, one primitive each, prepared once: the
 // images of a batch of at least T, else the output rows of the one image, computed
 // channels-last (each part's rows are one block of memory; NCHW sides are converted by kiln
-// around it), with each part's pads those of the image edges it touches. One copy of the packed
-// weights serves all parts where their layouts agree. Every part sums in the order of its
+// around it), with each part's pads those of the image edges it touches; a Winograd convolution
+// on a small map (under 8 output rows a thread) splits its output channels instead. One copy of
+// the packed weights serves all row parts where their layouts agree. Every part sums in the order of its
 // kernel, which may differ from the one-thread kernel's: results may differ in the last bits
 // between thread counts, never between runs.
 #pragma once
