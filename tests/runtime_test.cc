@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <random>
 
 #include "frontend/onnx_import.h"
 #include "ops/conv_dnnl.h"
@@ -40,6 +41,69 @@ TEST(Executor, RunsAndIsDeterministicAcrossThreadsAndPlanners) {
       }
       if (first.empty()) first = out;
       EXPECT_EQ(std::memcmp(first[0].raw(), out[0].raw(), out[0].nbytes()), 0);
+    }
+  }
+}
+
+// LRN's float32 kernel (ops/normalization.cc) against the formula in double: window sizes odd
+// and even, wider than the channels, odd maps, 1 and 3 threads.
+TEST(Executor, LrnFloatAgainstDouble) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> d(-3.0f, 3.0f);
+  struct Case { int64_t n, c, h, w, size; float alpha, beta, bias; };
+  for (const Case& k : {Case{1, 7, 5, 3, 3, 1e-4f, 0.75f, 1.0f}, Case{2, 16, 9, 11, 5, 0.02f, 0.75f, 2.0f},
+                        Case{1, 3, 4, 4, 6, 0.5f, 0.6f, 0.5f}, Case{1, 20, 1, 13, 4, 1.0f, 1.5f, 1.0f}}) {
+    onnx::ModelProto m;
+    m.set_ir_version(8);
+    m.add_opset_import()->set_version(17);
+    auto* g = m.mutable_graph();
+    g->set_name("lrn");
+    *g->add_input() = testing::FloatInfo("x", {k.n, k.c, k.h, k.w});
+    *g->add_output() = testing::FloatInfo("y", {k.n, k.c, k.h, k.w});
+    auto* node = g->add_node();
+    node->set_op_type("LRN");
+    node->set_name("lrn");
+    node->add_input("x");
+    node->add_output("y");
+    auto attr = [&](const char* name) {
+      auto* a = node->add_attribute();
+      a->set_name(name);
+      return a;
+    };
+    auto* size = attr("size");
+    size->set_type(onnx::AttributeProto::INT);
+    size->set_i(k.size);
+    for (auto [name, v] : {std::pair{"alpha", k.alpha}, {"beta", k.beta}, {"bias", k.bias}}) {
+      auto* a = attr(name);
+      a->set_type(onnx::AttributeProto::FLOAT);
+      a->set_f(v);
+    }
+    auto model = Parse(m);
+    ASSERT_TRUE(model.ok()) << model.status().message();
+    Tensor x(DType::kFloat32, {k.n, k.c, k.h, k.w});
+    for (int64_t i = 0; i < x.size(); ++i) x.data<float>()[i] = d(rng);
+    const int64_t inner = k.h * k.w, lo = (k.size - 1) / 2, hi = k.size - 1 - lo;
+    for (int threads : {1, 3}) {
+      runtime::ExecutorOptions o;
+      o.threads = threads;
+      auto exec = runtime::Executor::Create(*model, o);
+      ASSERT_TRUE(exec.ok()) << exec.status().message();
+      std::vector<Tensor> out;
+      ASSERT_TRUE((*exec)->Run({x}, &out).ok());
+      const float* xs = x.data<float>();
+      for (int64_t b = 0; b < k.n; ++b)
+        for (int64_t c = 0; c < k.c; ++c)
+          for (int64_t i = 0; i < inner; ++i) {
+            double sq = 0;
+            for (int64_t q = std::max<int64_t>(0, c - lo); q <= std::min(k.c - 1, c + hi); ++q) {
+              const double v = xs[(b * k.c + q) * inner + i];
+              sq += v * v;
+            }
+            const int64_t at = (b * k.c + c) * inner + i;
+            const double want = xs[at] / std::pow(double(k.bias) + double(k.alpha) / k.size * sq, double(k.beta));
+            ASSERT_NEAR(out[0].data<float>()[at], want, 2e-6 * (1 + std::fabs(want)))
+                << "size " << k.size << " c " << c << " i " << i << " threads " << threads;
+          }
     }
   }
 }

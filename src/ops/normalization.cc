@@ -9,6 +9,7 @@
 #include "ops/common.h"
 #include "ops/cpu_isa.h"
 #include "ops/thread_pool.h"
+#include "ops/vector_math.h"
 
 namespace kiln::ops {
 namespace {
@@ -486,6 +487,32 @@ Status LrnInfer(InferContext& ctx) {
   return SameAsInput(ctx);
 }
 
+// float32: one plane of outputs at a time, the threads splitting the planes; the sum of squares
+// in float (channels in order), then x * exp(-beta log(bias + k sum)) by the vector log and exp.
+// AlexNet's two LRNs took 9.1 ms a run in the double loop above; ORT's are float too.
+void LrnF32(const float* x, float* y, const NCD& s, int64_t lo, int64_t hi, float k, float beta,
+            float bias, int threads) {
+  ParallelFor(threads, s.n * s.c, [&](int64_t p0, int64_t p1) {
+    std::vector<float> t(static_cast<size_t>(s.inner));
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t b = p / s.c, c = p % s.c;
+      const int64_t c0 = std::max<int64_t>(0, c - lo), c1 = std::min(s.c - 1, c + hi);
+      std::fill(t.begin(), t.end(), 0.0f);
+      for (int64_t q = c0; q <= c1; ++q) {
+        const float* xq = x + (b * s.c + q) * s.inner;
+        for (int64_t i = 0; i < s.inner; ++i) t[i] += xq[i] * xq[i];
+      }
+      for (int64_t i = 0; i < s.inner; ++i) t[i] = bias + k * t[i];
+      LogF32(t.data(), t.data(), s.inner);
+      for (int64_t i = 0; i < s.inner; ++i) t[i] *= -beta;
+      ExpF32(t.data(), t.data(), s.inner);
+      const float* xp = x + p * s.inner;
+      float* yp = y + p * s.inner;
+      for (int64_t i = 0; i < s.inner; ++i) yp[i] = xp[i] * t[i];
+    }
+  });
+}
+
 Status LrnCompute(ComputeContext& ctx) {
   const ir::Node& n = ctx.node();
   const double alpha = n.attr_float("alpha", 1e-4f), beta = n.attr_float("beta", 0.75f);
@@ -494,6 +521,12 @@ Status LrnCompute(ComputeContext& ctx) {
   const Tensor& xt = ctx.input(0);
   NCD s = SplitNC(xt.dims());
   const int64_t lo = (size - 1) / 2, hi = size - 1 - lo;
+  if (xt.dtype() == DType::kFloat32) {
+    LrnF32(xt.data<float>(), ctx.output(0).data<float>(), s, lo, hi,
+           static_cast<float>(alpha / size), static_cast<float>(beta), static_cast<float>(bias),
+           ctx.threads());
+    return OkStatus();
+  }
   Dispatch<kFloatTypes>(xt.dtype(), [&]<class T>() {
     const T* x = xt.data<T>();
     T* y = ctx.output(0).data<T>();
