@@ -518,42 +518,45 @@ __attribute__((target("avx2,fma"))) void SoftmaxRowsAvx2(const float* x, float* 
                                                          int64_t len) {
   SoftmaxRowsBody<32>(x, y, rows, len);
 }
-// Softmax rows with AVX-512 instructions the vector extensions cannot spell: exp(x - max) of
-// VM::Exp's polynomial with vscalefps applying 2^n (x - max <= 0, so no overflow clamp, and
-// denormals come out of vscalefps), and masked loads for the tail of a row instead of copies.
-// A NaN passes the clamp (vmaxps returns its second operand) and makes its row NaN.
+// e^a for a <= 0 (softmax's x - max, the sigmoids' -|t|): the Cephes polynomial of VM::Exp with
+// vscalefps applying 2^n, denormals included; a is clamped where e^a underflows to 0 (vmaxps
+// keeps a NaN: it returns its second operand).
+__attribute__((target("avx512f,fma"), always_inline)) inline __m512 ExpNonPositive16(__m512 a) {
+  a = _mm512_max_ps(_mm512_set1_ps(-104.0f), a);
+  const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(a, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693359375f), a);
+  r = _mm512_fnmadd_ps(k, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
+  return _mm512_scalef_ps(p, k);
+}
+
+// Softmax rows with AVX-512 instructions the vector extensions cannot spell: exp(x - max) by
+// ExpNonPositive16, and masked loads for the tail of a row instead of copies. A NaN makes its
+// row NaN.
 __attribute__((target("avx512f,fma"))) void SoftmaxRowsAvx512(const float* x, float* y,
                                                               int64_t rows, int64_t len) {
   const int64_t full = len / 16 * 16;
   const __mmask16 tail = static_cast<__mmask16>((1u << (len - full)) - 1);
   const __m512 lowest = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
-  auto exp16 = [](__m512 v) __attribute__((target("avx512f,fma"))) {
-    const __m512 a = _mm512_max_ps(_mm512_set1_ps(-104.0f), v);
-    const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(a, _mm512_set1_ps(1.44269504088896341f)),
-                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693359375f), a);
-    r = _mm512_fnmadd_ps(k, _mm512_set1_ps(-2.12194440e-4f), r);
-    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-    p = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
-    return _mm512_scalef_ps(p, k);
-  };
   for (int64_t row = 0; row < rows; ++row, x += len, y += len) {
     __m512 mx = _mm512_mask_loadu_ps(lowest, tail, x + full);
     for (int64_t i = 0; i < full; i += 16) mx = _mm512_max_ps(mx, _mm512_loadu_ps(x + i));
     const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
     __m512 sum = _mm512_setzero_ps();
     for (int64_t i = 0; i < full; i += 16) {
-      const __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i), m));
+      const __m512 e = ExpNonPositive16(_mm512_sub_ps(_mm512_loadu_ps(x + i), m));
       _mm512_storeu_ps(y + i, e);
       sum = _mm512_add_ps(sum, e);
     }
     if (tail) {
-      const __m512 e = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(tail, x + full), m));
+      const __m512 e = ExpNonPositive16(_mm512_sub_ps(_mm512_maskz_loadu_ps(tail, x + full), m));
       _mm512_mask_storeu_ps(y + full, tail, e);
       sum = _mm512_mask_add_ps(sum, tail, sum, e);
     }
@@ -593,23 +596,9 @@ __attribute__((target("avx512f,fma"))) float ExpSubSumAvx512(const float* x, flo
 template <bool kSwish>
 __attribute__((target("avx512f,fma"), always_inline)) inline __m512 SigmoidFamily16(__m512 v, float alpha) {
   const __m512 t = kSwish ? _mm512_mul_ps(v, _mm512_set1_ps(alpha)) : v;
-  // -|t|, clamped where e underflows to 0 (max keeps a NaN: it returns the second operand).
-  const __m512 a = _mm512_max_ps(_mm512_set1_ps(-104.0f),
-                                 _mm512_castsi512_ps(_mm512_or_epi32(_mm512_castps_si512(t),
-                                                                     _mm512_set1_epi32(static_cast<int>(0x80000000u)))));
-  const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(a, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693359375f), a);
-  r = _mm512_fnmadd_ps(k, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  const __m512 e = ExpNonPositive16(_mm512_castsi512_ps(
+      _mm512_or_epi32(_mm512_castps_si512(t), _mm512_set1_epi32(static_cast<int>(0x80000000u)))));  // e^-|t|
   const __m512 one = _mm512_set1_ps(1.0f);
-  p = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), one);
-  const __m512 e = _mm512_scalef_ps(p, k);
   const __m512 den = _mm512_add_ps(e, one);
   __m512 q = _mm512_rcp14_ps(den);
   q = _mm512_mul_ps(q, _mm512_fnmadd_ps(den, q, _mm512_set1_ps(2.0f)));
