@@ -5,6 +5,7 @@
 // float types are computed in float, as the ONNX reference does.
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ops/common.h"
@@ -77,6 +78,14 @@ bool IsFloatType(DType t) {
 
 Dims Spatial(const Dims& d) { return Dims(d.begin() + 2, d.end()); }
 
+// The output columns [lo, hi) of a row of OW whose input column ow * sw + off lies in [0, W).
+std::pair<int64_t, int64_t> InsideColumns(int64_t off, int64_t sw, int64_t W, int64_t OW) {
+  int64_t lo = off >= 0 ? 0 : (-off + sw - 1) / sw;
+  int64_t hi = W - 1 - off < 0 ? 0 : (W - 1 - off) / sw + 1;
+  lo = std::min(lo, OW);
+  return {lo, std::max(lo, std::min(hi, OW))};
+}
+
 // im2col for output rows [r0, r1) (a row is one (od, oh) pair): col[(c,kd,kh,kw)][(r - r0)*OW + ow].
 template <class C>
 void Im2Col(const C* x, int64_t channels, const Geom3& g, int64_t r0, int64_t r1, C* col) {
@@ -87,12 +96,8 @@ void Im2Col(const C* x, int64_t channels, const Geom3& g, int64_t r0, int64_t r1
     for (int64_t kd = 0; kd < g.k[0]; ++kd) {
       for (int64_t kh = 0; kh < g.k[1]; ++kh) {
         for (int64_t kw = 0; kw < g.k[2]; ++kw, row += ncols) {
-          // Output columns whose input column iw = ow*sw + off lies inside [0, W).
           const int64_t off = kw * g.d[2] - g.p[2];
-          int64_t lo = off >= 0 ? 0 : (-off + sw - 1) / sw;
-          int64_t hi = W - 1 - off < 0 ? 0 : (W - 1 - off) / sw + 1;
-          lo = std::min(lo, OW);
-          hi = std::max(lo, std::min(hi, OW));
+          const auto [lo, hi] = InsideColumns(off, sw, W, OW);
           for (int64_t r = r0; r < r1; ++r) {
             C* dst = row + (r - r0) * OW;
             const int64_t id = (r / OH) * g.s[0] - g.p[0] + kd * g.d[0];
@@ -128,10 +133,7 @@ void Col2Im(const C* col, int64_t channels, const Geom3& g, int64_t r0, int64_t 
       for (int64_t kh = 0; kh < g.k[1]; ++kh) {
         for (int64_t kw = 0; kw < g.k[2]; ++kw, row += ncols) {
           const int64_t off = kw * g.d[2] - g.p[2];
-          int64_t lo = off >= 0 ? 0 : (-off + sw - 1) / sw;
-          int64_t hi = W - 1 - off < 0 ? 0 : (W - 1 - off) / sw + 1;
-          lo = std::min(lo, GW);
-          hi = std::max(lo, std::min(hi, GW));
+          const auto [lo, hi] = InsideColumns(off, sw, W, GW);
           for (int64_t r = r0; r < r1; ++r) {
             const int64_t id = (r / GH) * g.s[0] - g.p[0] + kd * g.d[0];
             const int64_t ih = (r % GH) * g.s[1] - g.p[1] + kh * g.d[1];
