@@ -35,7 +35,7 @@ struct DnnlConvState {
   float alpha = 0, beta = 0;
   ConvLayouts layouts;
   bool winograd = false;  // try oneDNN's Winograd kernels first (WinogradWins)
-  int64_t out_channels = 0;  // a part of the output channels: the whole tensor's (else 0)
+  int64_t out_channels = 0;  // the output's channels when the part makes only some (else 0)
   int64_t w_offset = 0;      // where the part's weights start, in floats
   dnnl::convolution_forward conv;
   std::string kernel;  // oneDNN's name for conv's implementation
@@ -387,11 +387,14 @@ bool DnnlConv2D(const Conv2DParams& p, const float* x, const float* w, bool w_co
     if (swish) SwishF32(out, out, n, 1.0f);
   };
   const int64_t HW = p.H * p.W, OHW = p.OH * p.OW;
-  if (parts == 1) {
-    Run(plan->states[0].get(), x, w, b, y, post.z);
+  auto swish_all = [&] {  // after parts that do not each own a block of y
     if (swish)
       ParallelSlices(threads, p.N * p.M * OHW, int64_t{1} << 15,
                      [&](int64_t s, int64_t e) { swish_over(y + s, e - s); });
+  };
+  if (parts == 1) {
+    Run(plan->states[0].get(), x, w, b, y, post.z);
+    swish_all();
     return true;
   }
   if (plan->by_channels) {
@@ -403,9 +406,7 @@ bool DnnlConv2D(const Conv2DParams& p, const float* x, const float* w, bool w_co
             post.z ? post.z + m0 * (layouts.z ? 1 : OHW) : nullptr);
       }
     });
-    if (swish)
-      ParallelSlices(threads, p.N * p.M * OHW, int64_t{1} << 15,
-                     [&](int64_t s, int64_t e) { swish_over(y + s, e - s); });
+    swish_all();
     return true;
   }
   if (!plan->by_rows) {  // images are contiguous in either layout
