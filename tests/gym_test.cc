@@ -334,11 +334,8 @@ TEST_F(GymTest, FailingPassAndObservationAreErrorsOfThatCall) {
   EXPECT_EQ(StepCode(*s, {A("fold-constants"), A("always-fails")}, {}), grpc::StatusCode::INTERNAL);
   EXPECT_EQ(StepObs(*s, {}, {"IrSha1"})[0], sha);
   // CodeSizeBytes of a model the C backend cannot emit (NonZero: a data-dependent size).
-  onnx::ModelProto m;
-  m.set_ir_version(8);
-  m.add_opset_import()->set_version(17);
+  onnx::ModelProto m = testing::EmptyModel("nz");
   auto* g = m.mutable_graph();
-  g->set_name("nz");
   *g->add_input() = testing::FloatInfo("x", {4});
   auto* out = g->add_output();
   out->set_name("y");

@@ -53,11 +53,8 @@ TEST(Executor, LrnFloatAgainstDouble) {
   struct Case { int64_t n, c, h, w, size; float alpha, beta, bias; };
   for (const Case& k : {Case{1, 7, 5, 3, 3, 1e-4f, 0.75f, 1.0f}, Case{2, 16, 9, 11, 5, 0.02f, 0.75f, 2.0f},
                         Case{1, 3, 4, 4, 6, 0.5f, 0.6f, 0.5f}, Case{1, 20, 1, 13, 4, 1.0f, 1.5f, 1.0f}}) {
-    onnx::ModelProto m;
-    m.set_ir_version(8);
-    m.add_opset_import()->set_version(17);
+    onnx::ModelProto m = testing::EmptyModel("lrn");
     auto* g = m.mutable_graph();
-    g->set_name("lrn");
     *g->add_input() = testing::FloatInfo("x", {k.n, k.c, k.h, k.w});
     *g->add_output() = testing::FloatInfo("y", {k.n, k.c, k.h, k.w});
     auto* node = g->add_node();

@@ -17,13 +17,19 @@ inline onnx::ValueInfoProto FloatInfo(const std::string& name, std::vector<int64
   return vi;
 }
 
-// y = Relu(x + w) with w an initializer of `n` floats.
-inline onnx::ModelProto AddReluModel(int64_t n = 4) {
+// A model of IR version 8 at opset 17 whose graph, named `graph_name`, is still empty.
+inline onnx::ModelProto EmptyModel(const std::string& graph_name) {
   onnx::ModelProto m;
   m.set_ir_version(8);
   m.add_opset_import()->set_version(17);
+  m.mutable_graph()->set_name(graph_name);
+  return m;
+}
+
+// y = Relu(x + w) with w an initializer of `n` floats.
+inline onnx::ModelProto AddReluModel(int64_t n = 4) {
+  onnx::ModelProto m = EmptyModel("add_relu");
   auto* g = m.mutable_graph();
-  g->set_name("add_relu");
   *g->add_input() = FloatInfo("x", {n});
   *g->add_output() = FloatInfo("y", {n});
   auto* w = g->add_initializer();
