@@ -157,6 +157,17 @@ Status PoolCompute(ComputeContext& ctx, PoolKind kind) {
                          g.s[1], g.s[2], g.p[1], g.p[2], g.pe[1], g.pe[2]};
     const float* x = X.data<float>();
     float* y = ctx.output(0).data<float>();
+    // One window over the whole unpadded image (ResNet's last 7x7 pool) is a global average:
+    // a plain sum runs ten times faster than the windowed loops (or oneDNN's) on a 1x1 grid.
+    if (kind == PoolKind::kAvg && ps.OH == 1 && ps.OW == 1 && ps.KH == ps.H && ps.KW == ps.W &&
+        ps.ph == 0 && ps.pw == 0 && ps.peh == 0 && ps.pew == 0) {
+      const int64_t hw = ps.H * ps.W;
+      if (ctx.input_channels_last(0))
+        ChannelsLastGlobalAverage(x, y, X.dims()[0], X.dims()[1], hw);
+      else
+        for (int64_t pl = 0; pl < planes; ++pl) y[pl] = SumF32(x + pl * hw, hw) / static_cast<float>(hw);
+      return OkStatus();
+    }
     if (ctx.input_channels_last(0) || ctx.output_channels_last(0)) {  // both (linked)
       const DnnlPoolKind dk = kind == PoolKind::kMax ? DnnlPoolKind::kMax
                               : cip                  ? DnnlPoolKind::kAvgIncludePad
