@@ -3,7 +3,7 @@
 // `kiln bench` times it: a warm-up, then N timed runs, one JSON line with median_ms / min_ms.
 //
 // Usage: node bench/ort_bench.js MODEL [--threads T] [--iterations N] [--warmup W]
-//            [--shape NAME=D0,D1,...]... [--node-modules DIR] [--dump DIR]
+//            [--shape NAME=D0,D1,...]... [--node-modules DIR] [--dump DIR] [--profile [N]]
 // The session is created with {intraOpNumThreads: T, interOpNumThreads: 1, executionMode:
 // 'sequential', graphOptimizationLevel: 'all'}; everything else is ORT's default (its intra-op
 // threads spin while waiting, as they do out of the box). Inputs are deterministic pseudo-random
@@ -11,6 +11,9 @@
 // DIR defaults to build/host_speed/node_modules (bench/host_speed.py installs it there).
 // --dump DIR writes every input and output (float32 only) as DIR/input_<k>.npy / output_<k>.npy
 // plus DIR/inputs.json (the input names in order), so another runtime can be checked against ORT.
+// --profile turns on ORT's profiler for the timed runs and prints, to stderr, ms per run by op type
+// and the N slowest nodes (default 10) with their output shapes, in the layout of `kiln bench
+// --profile`, so the two can be read side by side (the timings then include the profiler's cost).
 'use strict';
 const path = require('path');
 
@@ -33,6 +36,10 @@ function parseArgs(argv) {
     else if (a === '--warmup') o.warmup = parseInt(next(), 10);
     else if (a === '--node-modules') o.nodeModules = next();
     else if (a === '--dump') o.dump = next();
+    else if (a === '--profile') {
+      o.profile = 10;
+      if (i + 1 < argv.length && /^[0-9]+$/.test(argv[i + 1])) o.profile = parseInt(argv[++i], 10);
+    }
     else if (a === '--shape') {
       const s = next();
       const eq = s.lastIndexOf('=');
@@ -92,9 +99,13 @@ async function main() {
   } catch (e) {
     usage(`cannot load onnxruntime-node from ${o.nodeModules}: ${e.message}`);
   }
+  const fs = require('fs');
+  const os = require('os');
+  const profileDir = o.profile !== undefined ? fs.mkdtempSync(path.join(os.tmpdir(), 'ort_profile_')) : null;
   const session = await ort.InferenceSession.create(o.model, {
     intraOpNumThreads: o.threads, interOpNumThreads: 1, executionMode: 'sequential',
-    graphOptimizationLevel: 'all',
+    graphOptimizationLevel: 'all', enableProfiling: o.profile !== undefined,
+    profileFilePrefix: profileDir ? path.join(profileDir, 'ort') : undefined,
   });
   const feeds = {};
   session.inputMetadata.forEach((meta, k) => {
@@ -103,7 +114,6 @@ async function main() {
     feeds[meta.name] = makeInput(ort, meta, dims, k + 1);
   });
   if (o.dump) {
-    const fs = require('fs');
     fs.mkdirSync(o.dump, {recursive: true});
     const results = await session.run(feeds);
     session.inputNames.forEach((n, k) => writeNpy(path.join(o.dump, `input_${k}.npy`), feeds[n]));
@@ -123,7 +133,48 @@ async function main() {
     iterations: o.iterations, median_ms: ms[ms.length >> 1], min_ms: ms[0],
     max_ms: ms[ms.length - 1],
   }) + '\n');
+  if (profileDir) {
+    session.endProfiling();
+    const file = fs.readdirSync(profileDir).find((f) => f.endsWith('.json'));
+    if (!file) usage('--profile: ORT wrote no profile');
+    printProfile(JSON.parse(fs.readFileSync(path.join(profileDir, file), 'utf8')),
+                 o.warmup + o.iterations, o.profile);
+    fs.rmSync(profileDir, {recursive: true, force: true});
+  }
   await session.release();
+}
+
+// ORT's profile (Chrome trace events): every kernel run is a "Node" event named
+// "<node>_kernel_time" with its duration in microseconds and the op type in args.op_name.
+function printProfile(events, runs, shown) {
+  const byOp = new Map();
+  const byNode = new Map();
+  let total = 0;
+  for (const e of events) {
+    if (e.cat !== 'Node' || !e.name.endsWith('_kernel_time')) continue;
+    const node = e.name.slice(0, -'_kernel_time'.length);
+    const op = (e.args && e.args.op_name) || '?';
+    const ms = e.dur / 1e3 / runs;
+    const a = byOp.get(op) || {nodes: new Set(), ms: 0};
+    a.nodes.add(node);
+    a.ms += ms;
+    byOp.set(op, a);
+    const shape = e.args && e.args.output_type_shape && e.args.output_type_shape[0];
+    const dims = shape ? Object.values(shape)[0].join('x') : '?';
+    const n = byNode.get(node) || {op, ms: 0, dims};
+    n.ms += ms;
+    byNode.set(node, n);
+    total += ms;
+  }
+  const pad = (x, w) => String(x).padEnd(w);
+  const lines = [`${pad('op', 32)} ${'nodes'.padStart(5)} ${'ms/run'.padStart(10)} ${'%'.padStart(6)}`];
+  for (const [op, a] of [...byOp].sort((x, y) => y[1].ms - x[1].ms))
+    lines.push(`${pad(op, 32)} ${String(a.nodes.size).padStart(5)} ${a.ms.toFixed(4).padStart(10)} ` +
+               `${(total > 0 ? 100 * a.ms / total : 0).toFixed(1).padStart(5)}%`);
+  lines.push('slowest nodes:');
+  for (const [node, n] of [...byNode].sort((x, y) => y[1].ms - x[1].ms).slice(0, shown))
+    lines.push(`  ${n.ms.toFixed(4).padStart(10)} ms  ${pad(`node '${node}' (${n.op})`, 48)} ${n.dims}`);
+  process.stderr.write(lines.join('\n') + '\n');
 }
 
 main().catch((e) => usage(e && e.message ? e.message : String(e)));

@@ -33,6 +33,10 @@ Expected<passes::Pipeline> ResolvePipeline(const std::string& file, const std::s
 void AddPipelineShapes(const passes::Pipeline& p, passes::ShapeOverrides* shapes);
 // PlanOptions with a pipeline's planner choice.
 planner::PlanOptions PlanOptionsOf(const passes::Pipeline& p);
+// A node's FLOPs: a multiply-add counts as two (Conv, FusedConv, ConvTranspose, MatMul, Gemm and
+// their integer forms), any other op as one per output element. *known becomes false when the
+// output shape (or a weight's) is not known.
+double NodeFlops(const ir::Graph& g, const ir::Node& n, bool* known);
 // Prints "kiln: <message>" to stderr and returns 1.
 int Fail(const Status& s);
 

@@ -17,42 +17,6 @@ struct Stats {
   bool flops_complete = true;
 };
 
-// Multiply-adds count as two FLOPs; other ops as one per output element.
-double NodeFlops(const ir::Graph& g, const ir::Node& n, bool* known) {
-  auto dims = [&](int v) -> const Dims* {
-    if (v < 0 || !g.values[v].type.shape_known()) return nullptr;
-    return &g.values[v].type.dims;
-  };
-  const Dims* out = n.outputs.empty() ? nullptr : dims(n.outputs[0]);
-  if (!out) {
-    *known = false;
-    return 0;
-  }
-  double out_elems = static_cast<double>(NumElements(*out));
-  if (n.op_type == "Conv" || n.op_type == "ConvTranspose" || n.op_type == "QLinearConv" ||
-      n.op_type == "ConvInteger") {
-    int wi = n.op_type == "QLinearConv" ? 3 : 1;
-    const Dims* w = wi < static_cast<int>(n.inputs.size()) ? dims(n.inputs[wi]) : nullptr;
-    if (!w || w->size() < 2) return out_elems;
-    double k = 1;
-    for (size_t i = 1; i < w->size(); ++i) k *= static_cast<double>((*w)[i]);
-    if (n.op_type == "ConvTranspose") {
-      const Dims* x = dims(n.inputs[0]);
-      if (!x) return out_elems;
-      return 2.0 * static_cast<double>(NumElements(*x)) * k;
-    }
-    return 2.0 * out_elems * k;
-  }
-  if (n.op_type == "MatMul" || n.op_type == "Gemm" || n.op_type == "QLinearMatMul" ||
-      n.op_type == "MatMulInteger") {
-    const Dims* a = dims(n.inputs[0]);
-    if (!a || a->empty()) return out_elems;
-    int64_t k = n.op_type == "Gemm" && n.attr_int("transA", 0) ? (*a)[0] : a->back();
-    return 2.0 * out_elems * static_cast<double>(k);
-  }
-  return out_elems;
-}
-
 void Accumulate(const ir::Graph& g, Stats* s) {
   for (const auto& v : g.values)
     if (v.constant) {

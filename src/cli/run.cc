@@ -25,6 +25,7 @@ struct ModelOptions {
   std::vector<std::string> dump_ir_after;
   bool no_reorder = false, no_alias = false, poison = false;
   bool profile = false;  // bench only
+  int profile_nodes = 10;  // bench --profile: how many of the slowest nodes to list
 };
 
 void AddModelOptions(CLI::App* c, ModelOptions& o) {
@@ -125,7 +126,7 @@ int RunMain(const ModelOptions& o, const std::string& out_dir) {
 }
 
 // Per op type, then the slowest nodes: milliseconds per run, to stderr.
-void PrintProfile(runtime::Executor& exec, int iterations) {
+void PrintProfile(runtime::Executor& exec, int iterations, int nodes_shown) {
   const ir::Graph& g = *exec.model().graph;
   const std::vector<double> sec = exec.NodeSeconds();
   double total = 0;
@@ -149,8 +150,21 @@ void PrintProfile(runtime::Executor& exec, int iterations) {
   for (size_t n = 0; n < order.size(); ++n) order[n] = n;
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return sec[a] > sec[b]; });
   std::fprintf(stderr, "slowest nodes:\n");
-  for (size_t k = 0; k < std::min<size_t>(10, order.size()); ++k)
-    std::fprintf(stderr, "  %10.4f ms  %s\n", sec[order[k]] * per, g.nodes[order[k]].Label(g).c_str());
+  for (size_t k = 0; k < std::min<size_t>(nodes_shown, order.size()); ++k) {
+    const ir::Node& node = g.nodes[order[k]];
+    std::string out_shape = "?";
+    if (!node.outputs.empty() && g.values[node.outputs[0]].type.shape_known()) {
+      out_shape.clear();
+      for (int64_t d : g.values[node.outputs[0]].type.dims)
+        out_shape += (out_shape.empty() ? "" : "x") + std::to_string(d);
+    }
+    bool known = true;
+    const double flops = NodeFlops(g, node, &known);
+    const double ms = sec[order[k]] * per;
+    std::fprintf(stderr, "  %10.4f ms  %-48s %-18s", ms, node.Label(g).c_str(), out_shape.c_str());
+    if (known && ms > 0) std::fprintf(stderr, " %8.1f GFLOP/s", flops / (ms * 1e6));
+    std::fprintf(stderr, "\n");
+  }
 }
 
 int BenchMain(const ModelOptions& o, int iterations) {
@@ -172,7 +186,7 @@ int BenchMain(const ModelOptions& o, int iterations) {
     if (!st.ok()) return Fail(st);
     ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
   }
-  if (o.profile) PrintProfile(*exec, iterations);
+  if (o.profile) PrintProfile(*exec, iterations, o.profile_nodes);
   std::sort(ms.begin(), ms.end());
   nlohmann::ordered_json j;
   j["model"] = o.model;
@@ -207,7 +221,10 @@ void AddBenchCommand(CLI::App& app, int& rc) {
   auto o = std::make_shared<Options>();  // owned by the callback
   AddModelOptions(c, *o);
   c->add_option("--iterations", o->iterations, "timed runs")->check(CLI::PositiveNumber);
-  c->add_flag("--profile", o->profile, "also print ms per run by op type and the slowest nodes to stderr");
+  c->add_flag("--profile", o->profile,
+              "also print ms per run by op type and the slowest nodes (output shape, GFLOP/s) to stderr");
+  c->add_option("--profile-nodes", o->profile_nodes, "how many of the slowest nodes --profile lists")
+      ->check(CLI::NonNegativeNumber);
   c->callback([&rc, o] { rc = BenchMain(*o, o->iterations); });
 }
 
