@@ -127,6 +127,43 @@ void CheckLayouts(const Conv2DParams& p, std::mt19937& rng, float tolerance = 1e
   }
 }
 
+// Y channels-last inside a wider tensor (a Concat made in place, ConvLayouts::y_channels): its
+// channels land at [3, 3 + M) of each pixel's M + 5, at 1 to 3 threads (whole, row parts,
+// channel parts), and nothing else is touched; not taken with a residual Z.
+void CheckInterleaved(const Conv2DParams& p, std::mt19937& rng, float tolerance = 1e-5f) {
+  ASSERT_EQ(p.N, 1);
+  const int64_t HW = p.H * p.W, OHW = p.OH * p.OW, wide = p.M + 5, first = 3;
+  auto x = Relayout(Random(static_cast<size_t>(p.C * HW), rng), 1, p.C, HW, true);
+  auto w = Random(static_cast<size_t>(p.M * (p.C / p.group) * p.KH * p.KW), rng);
+  auto b = Random(static_cast<size_t>(p.M), rng);
+  ConvPostOps post;
+  post.act = ConvPostOps::Act::kRelu;
+  const ConvLayouts dense{true, false, true};
+  std::vector<float> want(static_cast<size_t>(p.M * OHW));
+  ASSERT_TRUE(DnnlConv2D(p, x.data(), w.data(), true, b.data(), want.data(), 1, nullptr, post, dense));
+  const ConvLayouts l{true, false, true, wide};
+  for (int threads = 1; threads <= 3; ++threads) {
+    std::vector<float> y(static_cast<size_t>(wide * OHW), 7.0f);
+    std::unique_ptr<NodeState> state;
+    ASSERT_TRUE(DnnlConv2D(p, x.data(), w.data(), true, b.data(), y.data() + first, threads,
+                           &state, post, l));
+    for (int64_t i = 0; i < OHW; ++i)
+      for (int64_t c = 0; c < wide; ++c) {
+        const float got = y[static_cast<size_t>(i * wide + c)];
+        if (c < first || c >= first + p.M) {
+          ASSERT_EQ(got, 7.0f) << "threads " << threads << " pixel " << i << " channel " << c;
+        } else {
+          const float ref = want[static_cast<size_t>(i * p.M + c - first)];
+          ASSERT_NEAR(got, ref, tolerance * (1.0f + std::fabs(ref)))
+              << "threads " << threads << " pixel " << i << " channel " << c;
+        }
+      }
+  }
+  std::vector<float> z(want.size()), y(static_cast<size_t>(wide * OHW));
+  post.z = z.data();
+  EXPECT_FALSE(DnnlConv2D(p, x.data(), w.data(), true, b.data(), y.data(), 1, nullptr, post, l));
+}
+
 TEST(DnnlConv, LayoutsResidualAndThreadSplits) {
   if (!DnnlAvailable()) GTEST_SKIP() << "built without oneDNN";
   std::mt19937 rng(13);
@@ -135,6 +172,8 @@ TEST(DnnlConv, LayoutsResidualAndThreadSplits) {
   CheckLayouts(Make(1, 3, 16, 1, 17, 17, 7, 7, 2, 3, 3, 1), rng);  // a first layer (C < 16)
   CheckLayouts(Make(1, 32, 32, 32, 6, 6, 3, 3, 1, 1, 1, 1), rng);  // depthwise
   CheckLayouts(Make(3, 16, 16, 1, 5, 5, 1, 1, 1, 0, 0, 1), rng);  // a batch: images per part
+  CheckInterleaved(Make(1, 16, 32, 1, 11, 9, 3, 3, 1, 1, 1, 1), rng);
+  CheckInterleaved(Make(1, 24, 20, 1, 13, 7, 1, 1, 1, 0, 0, 1), rng);  // pointwise
 }
 
 // 3x3 stride-1 convolutions large enough for oneDNN's Winograd kernels: against the loops in
@@ -155,6 +194,7 @@ TEST(DnnlConv, WinogradLayoutsAndSplits) {
         << DnnlConvKernel(state.get());
     Check(p, true, rng, 1e-5);  // Winograd's transforms round more than a direct sum
     CheckLayouts(p, rng, 1e-4f);  // parts start Winograd's tiles at other rows
+    if (p.N == 1) CheckInterleaved(p, rng, 1e-4f);
   }
 }
 

@@ -2,6 +2,7 @@
 
 #include <random>
 
+#include "planner/lifetimes.h"
 #include "planner/memory_planner.h"
 #include "planner/reorder.h"
 
@@ -92,6 +93,83 @@ TEST(MemoryPlanner, AliasGroupsArePlacedTogether) {
   EXPECT_EQ(plan->buffers[0].offset, plan->buffers[2].offset);
   EXPECT_EQ(plan->buffers[1].offset, plan->buffers[2].offset + 256);
   EXPECT_EQ(plan->arena_bytes, 512u);
+}
+
+// x -> a (24 channels), b (8 channels) -> Concat c [1, 32, 5, 3] -> FusedConv y (Z = r, the
+// graph input's Relu): the Concat's inputs interleaved or in slices, and y in r's bytes only
+// when the caller says so.
+ir::Graph ConcatAndResidual() {
+  ir::Graph g;
+  auto t = [](int64_t c) { return ir::TypeInfo::Tensor(DType::kFloat32, {1, c, 5, 3}); };
+  const int x = g.AddValue("x", t(4)), a = g.AddValue("a", t(24)), b = g.AddValue("b", t(8)),
+            c = g.AddValue("c", t(32)), r = g.AddValue("r", t(16)), y = g.AddValue("y", t(16));
+  g.inputs = {x};
+  g.outputs = {y};
+  auto node = [&](const char* op, std::vector<int> in, int out, const char* domain = "") {
+    ir::Node n;
+    n.op_type = op;
+    n.domain = domain;
+    n.inputs = std::move(in);
+    n.outputs = {out};
+    g.values[out].producer = static_cast<int>(g.nodes.size());
+    g.nodes.push_back(n);
+  };
+  node("Conv", {x}, a);
+  node("Conv", {x}, b);
+  node("Concat", {a, b}, c);
+  g.nodes.back().attrs["axis"].kind = ir::Attribute::Kind::kInt;
+  g.nodes.back().attrs["axis"].i = 1;
+  node("Relu", {x}, r);
+  node("FusedConv", {c, -1, -1, r}, y, "com.microsoft");
+  return g;
+}
+
+TEST(Lifetimes, InterleavedConcatsAndFusedConvInPlace) {
+  const ir::Graph g = ConcatAndResidual();
+  const std::vector<int> order = {0, 1, 2, 3, 4};
+  for (ConcatPlacement placement :
+       {ConcatPlacement::kSlices, ConcatPlacement::kInterleaved, ConcatPlacement::kCopies}) {
+    for (bool in_place : {false, true}) {
+      LifetimeOptions o;
+      o.concat_placement.assign(g.nodes.size(), ConcatPlacement::kSlices);
+      o.concat_placement[2] = placement;
+      o.fused_conv_in_place = in_place;
+      const BufferSet set = BuildBuffers(g, order, o);
+      const Buffer& a = set.buffers[set.buffer_of[1]];
+      const Buffer& b = set.buffers[set.buffer_of[2]];
+      const int c = set.buffer_of[3];
+      if (placement == ConcatPlacement::kCopies) {
+        EXPECT_EQ(a.alias_of, -1);
+        EXPECT_FALSE(set.is_noop[2]);
+      } else {
+        EXPECT_TRUE(set.is_noop[2]);
+        EXPECT_EQ(a.alias_of, c);
+        EXPECT_EQ(b.alias_of, c);
+        EXPECT_EQ(a.alias_offset, 0u);
+        if (placement == ConcatPlacement::kSlices) {
+          EXPECT_EQ(b.alias_offset, 24u * 15 * 4);
+          EXPECT_EQ(b.size, 8u * 15 * 4);
+        } else {  // channel 24 of pixel 0, to channel 31 of pixel 14
+          EXPECT_EQ(b.alias_offset, 24u * 4);
+          EXPECT_EQ(a.size, (14u * 32 + 24) * 4);
+          EXPECT_EQ(b.size, (14u * 32 + 8) * 4);
+        }
+      }
+      // y is a graph output (not planned); the residual r is planned and is not y's.
+      EXPECT_EQ(set.buffer_of[5], -1);
+      auto plan = PlanMemory(set.buffers, "greedy-size");
+      ASSERT_TRUE(plan.ok()) << plan.status().message();
+      EXPECT_TRUE(VerifyNoOverlap(plan->buffers, plan->arena_bytes).ok());
+    }
+  }
+  // With y planned (include_io), y takes r's bytes only where the caller allows it.
+  for (bool in_place : {false, true}) {
+    LifetimeOptions o;
+    o.include_io = true;
+    o.fused_conv_in_place = in_place;
+    const BufferSet set = BuildBuffers(g, order, o);
+    EXPECT_EQ(set.buffers[set.buffer_of[5]].alias_of, in_place ? set.buffer_of[4] : -1);
+  }
 }
 
 TEST(MemoryPlanner, UnknownPlannerIsAnError) {

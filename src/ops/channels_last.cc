@@ -121,6 +121,14 @@ bool CanRunChannelsLast(const ir::Node& node, const ir::Graph& g, int input) {
   return ConvCanRunChannelsLast(node, g, input);
 }
 
+bool CanWriteChannelsLastInterleaved(const ir::Node& node, const ir::Graph& g) {
+  if ((node.op_type != "Conv" && node.op_type != "FusedConv") ||
+      !CanRunChannelsLast(node, g, kChannelsLastOutput))
+    return false;
+  return node.op_type == "Conv" || ((node.inputs.size() <= 3 || node.inputs[3] < 0) &&
+                                    node.attr_string("activation", "") != "Swish");
+}
+
 bool ChannelsLastLinked(const ir::Node& node, const ir::Graph& g, int input) {
   if (node.domain == kKilnDomain && node.op_type == "ChannelShuffle") return input == 0;
   if (!IsOnnx(node)) return false;

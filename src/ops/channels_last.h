@@ -28,6 +28,12 @@ inline constexpr int kChannelsLastOutput = -1;
 // layout. Only on AVX-512 (oneDNN's fast kernels for the layout).
 bool CanRunChannelsLast(const ir::Node& node, const ir::Graph& g, int input);
 
+// True when `node` can write its output 0 channels-last inside a wider tensor: pixel p's
+// channels at p * C for the C that ComputeContext::output_pixel_channels gives (the executor
+// makes a channels-last Concat's inputs in place that way). A Conv or FusedConv oneDNN runs,
+// without a residual input or Swish (whose passes over the output assume it dense).
+bool CanWriteChannelsLastInterleaved(const ir::Node& node, const ir::Graph& g);
+
 // True when `node`'s input `input` must be channels-last exactly when its output 0 is (all but
 // the convolutions and GlobalAveragePool compute in one layout).
 bool ChannelsLastLinked(const ir::Node& node, const ir::Graph& g, int input);

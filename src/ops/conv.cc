@@ -539,7 +539,7 @@ bool TryDnnlConv(ComputeContext& ctx, const ConvShape& s, const ConvPostOps& pos
   const Geom3 g(s.geom);
   if (!DnnlAvailable() || g.in[0] != 1 || g.k[0] != 1 || g.out[0] != 1) return false;
   const ConvLayouts layouts{ctx.input_channels_last(0), post.z && ctx.input_channels_last(3),
-                            ctx.output_channels_last(0)};
+                            ctx.output_channels_last(0), ctx.output_pixel_channels(0)};
   const Conv2DParams p{s.N,      s.C,      s.M,      s.group,  g.in[1], g.in[2],
                        g.out[1], g.out[2], g.k[1],   g.k[2],   g.s[1],  g.s[2],
                        g.p[1],   g.p[2],   g.pe[1],  g.pe[2],  g.d[1],  g.d[2]};
@@ -670,21 +670,32 @@ Status FusedConvCompute(ComputeContext& ctx) {
   KILN_RETURN_IF_ERROR(ActivationOf(ctx, &post));
   const Tensor& X = ctx.input(0);
   const Tensor* Z = ctx.num_inputs() > 3 && ctx.has_input(3) ? &ctx.input(3) : nullptr;
+  Tensor& Y = ctx.output(0);
+  // Y may hold Z's bytes (planner/lifetimes.h): oneDNN's sum reads each element before writing
+  // it when both share a layout; anything else writes Y before it reads Z, so it gets a copy.
+  const bool in_place = Z && Z->raw() == Y.raw() && Z->nbytes() == Y.nbytes();
+  const void* z_bytes = Z ? Z->raw() : nullptr;
+  auto set_z_apart = [&] {
+    void* copy = ScratchBytes(ScratchSlot::kConvZ, Z->nbytes());
+    std::memcpy(copy, Z->raw(), Z->nbytes());
+    z_bytes = copy;
+  };
+  if (in_place && ctx.input_channels_last(3) != ctx.output_channels_last(0)) set_z_apart();
   if (X.dtype() == DType::kFloat32) {
     ConvShape s;
     const Tensor* B = ctx.has_input(2) ? &ctx.input(2) : nullptr;
     std::string err = ConvShapeOf(ctx.node(), X.dims(), ctx.input(1).dims(), B ? &B->dims() : nullptr, &s);
     if (!err.empty()) return ctx.error(err);
-    post.z = Z ? Z->data<float>() : nullptr;
-    if (TryDnnlConv(ctx, s, post)) return OkStatus();
+    post.z = static_cast<const float*>(z_bytes);
+    if (TryDnnlConv(ctx, s, post)) return OkStatus();  // writes nothing when it returns false
   }
   if (ctx.input_channels_last(0) || ctx.input_channels_last(3) || ctx.output_channels_last(0))
     return ctx.error(kNoChannelsLast);
+  if (in_place && z_bytes == Z->raw()) set_z_apart();
   // Otherwise the Conv, then one pass for the sum and the activation.
   KILN_RETURN_IF_ERROR(ComputeConvLike<false>(ctx));
-  Tensor& Y = ctx.output(0);
   Dispatch<kFloatTypes>(Y.dtype(), [&]<class T>() {
-    AddAndActivate<T>(Z ? Z->data<T>() : nullptr, Y.data<T>(), Y.size(), post);
+    AddAndActivate<T>(Z ? static_cast<const T*>(z_bytes) : nullptr, Y.data<T>(), Y.size(), post);
   });
   if (post.act == ConvPostOps::Act::kSwish) {  // with the Sigmoid and Mul kernels' arithmetic
     if (Y.dtype() != DType::kFloat32) return ctx.error("Swish needs float32");

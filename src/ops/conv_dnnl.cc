@@ -35,7 +35,9 @@ struct DnnlConvState {
   float alpha = 0, beta = 0;
   ConvLayouts layouts;
   bool winograd = false;  // try oneDNN's Winograd kernels first (WinogradWins)
-  int64_t out_channels = 0;  // the output's channels when the part makes only some (else 0)
+  // Channels per pixel of the memory y (and z) sit in when wider than the part's M: the whole
+  // output's when the part makes only some (by_channels), a Concat's (ConvLayouts::y_channels).
+  int64_t y_channels = 0, z_channels = 0;
   int64_t w_offset = 0;      // where the part's weights start, in floats
   dnnl::convolution_forward conv;
   std::string kernel;  // oneDNN's name for conv's implementation
@@ -80,7 +82,8 @@ struct DnnlConvPlan : NodeState {
   bool Matches(const Conv2DParams& q, int t, bool bias, const ConvPostOps& o, ConvLayouts l) const {
     return std::memcmp(&p, &q, sizeof(p)) == 0 && threads == t && has_bias == bias &&
            (post.z != nullptr) == (o.z != nullptr) && post.act == o.act && post.alpha == o.alpha &&
-           post.beta == o.beta && layouts.x == l.x && layouts.y == l.y && layouts.z == l.z;
+           post.beta == o.beta && layouts.x == l.x && layouts.y == l.y && layouts.z == l.z &&
+           layouts.y_channels == l.y_channels;
   }
 };
 
@@ -92,15 +95,15 @@ void Prepare(DnnlConvState* st) {
                              : memory::dims{p.group, p.M / p.group, p.C / p.group, p.KH, p.KW};
   const ConvLayouts& l = st->layouts;
   st->user_src_md = memory::desc(src, kF32, l.x ? Tag::nhwc : Tag::nchw);
-  // A part of the output channels writes its slice of the whole output (and reads z's).
-  auto out_md = [&](bool channels_last) {
-    if (st->out_channels == 0) return memory::desc(dst, kF32, channels_last ? Tag::nhwc : Tag::nchw);
-    const int64_t m = st->out_channels, hw = p.OH * p.OW;
+  // A part of the output channels writes its slice of a wider output (and reads z's).
+  auto out_md = [&](bool channels_last, int64_t m) {
+    if (m == 0) return memory::desc(dst, kF32, channels_last ? Tag::nhwc : Tag::nchw);
+    const int64_t hw = p.OH * p.OW;
     return memory::desc(dst, kF32, channels_last ? memory::dims{m * hw, 1, p.OW * m, m}
                                                  : memory::dims{m * hw, hw, p.OW, 1});
   };
-  st->user_dst_md = out_md(l.y);
-  st->user_z_md = out_md(l.z);
+  st->user_dst_md = out_md(l.y, st->y_channels);
+  st->user_z_md = out_md(l.z, st->z_channels);
   st->user_w_md = memory::desc(w, kF32, p.group == 1 ? Tag::oihw : Tag::goihw);
   st->bias_md = memory::desc({p.M}, kF32, Tag::x);
   const memory::dims strides{p.sh, p.sw}, dil{p.dh - 1, p.dw - 1}, pl{p.ph, p.pw},
@@ -244,13 +247,15 @@ bool WinogradWins(const Conv2DParams& p) {
          p.dw == 1 && p.C >= 16 && p.M >= 16 && macs >= (int64_t{2} << 20);
 }
 
+// A part that makes output channels [m0, ..) of out_channels (by_channels), or the whole output.
 std::unique_ptr<DnnlConvState> MakePart(const Conv2DParams& p, bool has_bias, const ConvPostOps& post,
                                         ConvLayouts layouts, bool winograd,
                                         int64_t out_channels = 0, int64_t w_offset = 0) {
   auto st = std::make_unique<DnnlConvState>();
   st->p = p;
   st->winograd = winograd;
-  st->out_channels = out_channels;
+  st->y_channels = layouts.y_channels > 0 ? layouts.y_channels : out_channels;
+  st->z_channels = out_channels;
   st->w_offset = w_offset;
   st->has_bias = has_bias;
   st->has_z = post.z != nullptr;
@@ -313,7 +318,7 @@ void PlanParts(DnnlConvPlan* plan) {
   plan->by_rows = p.N < t;
   const int64_t total = plan->by_rows ? p.OH : p.N;
   const int64_t n = std::min<int64_t>(t, total);
-  const ConvLayouts nhwc{true, plan->post.z != nullptr, true};
+  const ConvLayouts nhwc{true, plan->post.z != nullptr, true, l.y ? l.y_channels : 0};
   for (int64_t c = 0; c < n; ++c) {
     const int64_t a = c * total / n, e = (c + 1) * total / n;
     ConvPart part;
@@ -349,6 +354,9 @@ bool DnnlAvailable() { return true; }
 bool DnnlConv2D(const Conv2DParams& p, const float* x, const float* w, bool w_constant,
                 const float* b, float* y, int threads, std::unique_ptr<NodeState>* state,
                 const ConvPostOps& post, ConvLayouts layouts) {
+  if (layouts.y_channels > 0 &&  // a slice of a wider output: what ConvLayouts allows
+      (!layouts.y || p.N != 1 || layouts.y_channels < p.M || post.z || post.act == ConvPostOps::Act::kSwish))
+    return false;
   std::unique_ptr<NodeState> local;
   if (!state) state = &local;
   auto* plan = dynamic_cast<DnnlConvPlan*>(state->get());
@@ -434,11 +442,12 @@ bool DnnlConv2D(const Conv2DParams& p, const float* x, const float* w, bool w_co
     ChannelsLastFromNchw(post.z, ys, p.M, OHW, threads);
     zs = ys;
   }
+  const int64_t y_pixel = layouts.y && layouts.y_channels > 0 ? layouts.y_channels : p.M;
   ParallelFor(threads, parts, [&](int64_t c0, int64_t c1) {
     dnnl_common::SingleThreaded();
     for (int64_t c = c0; c < c1; ++c) {
       const ConvPart& part = plan->parts[c];
-      Run(plan->states[c].get(), xs + part.in0 * p.W * p.C, w, b, ys + part.out0 * p.OW * p.M,
+      Run(plan->states[c].get(), xs + part.in0 * p.W * p.C, w, b, ys + part.out0 * p.OW * y_pixel,
           zs ? zs + part.out0 * p.OW * p.M : nullptr);
       swish_over(ys + part.out0 * p.OW * p.M, (part.out1 - part.out0) * p.OW * p.M);
     }

@@ -42,9 +42,12 @@ struct ConvPostOps {
   float alpha = 0, beta = 0;  // LeakyRelu: alpha; Clip: [alpha, beta]
 };
 
-// Which of X, Z and Y are channels-last (ops/channels_last.h) instead of NCHW.
+// Which of X, Z and Y are channels-last (ops/channels_last.h) instead of NCHW, and, for a
+// channels-last Y that is a slice of a wider tensor (a Concat made in place), the channels per
+// pixel of that tensor (0: Y is dense). Not with Z or Swish.
 struct ConvLayouts {
   bool x = false, z = false, y = false;
+  int64_t y_channels = 0;
   bool any() const { return x || z || y; }
 };
 

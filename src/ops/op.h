@@ -135,6 +135,11 @@ class ComputeContext {
   bool output_channels_last(int i) const {
     return i >= 0 && i < static_cast<int>(output_channels_last_.size()) && output_channels_last_[i];
   }
+  // Channels per pixel of the memory channels-last output i sits in: more than its own where it
+  // is a slice of a wider tensor (CanWriteChannelsLastInterleaved), else 0 (dense).
+  int64_t output_pixel_channels(int i) const {
+    return i >= 0 && i < static_cast<int>(output_pixel_channels_.size()) ? output_pixel_channels_[i] : 0;
+  }
   Status error(const std::string& msg) const { return Error(node_.Label(graph_) + ": " + msg); }
 
   // Set up by the executor.
@@ -144,6 +149,7 @@ class ComputeContext {
   int threads_ = 1;
   std::unique_ptr<NodeState>* state_ = nullptr;
   std::vector<bool> input_constant_, input_channels_last_, output_channels_last_;
+  std::vector<int64_t> output_pixel_channels_;
 
  private:
   std::deque<Tensor> overflow_;

@@ -153,12 +153,16 @@ BufferSet BuildBuffers(const ir::Graph& g, const std::vector<int>& order,
   for (size_t p = 0; p < order.size(); ++p) {
     const ir::Node& n = g.nodes[order[p]];
     if (n.op_type != "Concat" || n.outputs.empty() || buf(n.outputs[0]) < 0) continue;
-    if (static_cast<size_t>(order[p]) < options.concat_copies.size() && options.concat_copies[order[p]])
-      continue;
+    const ConcatPlacement placement = static_cast<size_t>(order[p]) < options.concat_placement.size()
+                                          ? options.concat_placement[order[p]]
+                                          : ConcatPlacement::kSlices;
+    if (placement == ConcatPlacement::kCopies) continue;
+    const bool interleaved = placement == ConcatPlacement::kInterleaved;
     const ir::TypeInfo& ot = g.values[n.outputs[0]].type;
     int64_t axis = n.attr_int("axis", 1);
     if (axis < 0) axis += static_cast<int64_t>(ot.dims.size());
     if (axis < 0 || axis >= static_cast<int64_t>(ot.dims.size()) || Outer(ot.dims, axis) != 1) continue;
+    if (interleaved && (ot.dims.size() != 4 || axis != 1 || ot.dims[2] * ot.dims[3] < 1)) continue;
     std::set<int> seen;
     bool ok = !n.inputs.empty();
     for (int v : n.inputs) {
@@ -169,12 +173,20 @@ BufferSet BuildBuffers(const ir::Graph& g, const std::vector<int>& order,
     if (!ok) continue;
     int out = buf(n.outputs[0]);
     size_t off = 0;
+    const size_t elem = DTypeSize(ot.dtype);
+    const int64_t pixels = interleaved ? ot.dims[2] * ot.dims[3] : 0;
     for (int v : n.inputs) {
       int b = buf(v);
       bufs[b].alias_of = out;
       bufs[b].alias_offset = off;
       ++aliased_by[out];
-      off += Bytes(g.values[v].type);
+      if (interleaved) {  // channel offset; the span reaches the input's last pixel
+        const int64_t channels = g.values[v].type.dims[1];
+        bufs[b].size = static_cast<size_t>((pixels - 1) * ot.dims[1] + channels) * elem;
+        off += static_cast<size_t>(channels) * elem;
+      } else {
+        off += Bytes(g.values[v].type);
+      }
     }
     set.is_noop[p] = true;
   }
@@ -226,11 +238,14 @@ BufferSet BuildBuffers(const ir::Graph& g, const std::vector<int>& order,
       set.is_noop[p] = true;
       continue;
     }
-    if (IsInPlaceOp(n.op_type) && n.outputs.size() == 1) {
+    const bool fused_conv = options.fused_conv_in_place && n.op_type == "FusedConv" &&
+                            n.domain == "com.microsoft" && n.inputs.size() > 3;
+    if ((IsInPlaceOp(n.op_type) || fused_conv) && n.outputs.size() == 1) {
       int out = buf(n.outputs[0]);
       if (out < 0 || bufs[out].alias_of >= 0 || aliased_by[out] > 0) continue;
       const ir::TypeInfo& ot = g.values[n.outputs[0]].type;
-      for (int v : n.inputs) {
+      const std::vector<int> candidates = fused_conv ? std::vector<int>{n.inputs[3]} : n.inputs;
+      for (int v : candidates) {
         int b = buf(v);
         if (b < 0) continue;
         const ir::TypeInfo& it = g.values[v].type;

@@ -41,6 +41,11 @@ struct GraphInfo {
   mutable std::vector<double> node_seconds;
   // Per value: kept channels-last (ops/channels_last.h).
   std::vector<char> channels_last;
+  // Per value: the channels per pixel of the channels-last Concat output it is made inside
+  // (ops::CanWriteChannelsLastInterleaved), else 0.
+  std::vector<int64_t> pixel_channels;
+  // Per node: where a Concat's inputs go (planner/lifetimes.h).
+  std::vector<planner::ConcatPlacement> concat_placement;
   // Kernels' per-node state (ops::NodeState), per node index; written while a node runs.
   mutable std::vector<std::unique_ptr<ops::NodeState>> states;
 
@@ -87,13 +92,18 @@ struct Executor::Impl : public ops::SubgraphRunner {
     po.aliasing = o.aliasing;
     po.max_steps = o.planner_steps;
     info.channels_last = o.channels_last ? ChannelsLastValues(g) : std::vector<char>(g.values.size(), 0);
-    // A channels-last Concat interleaves its inputs: they are better in bytes of their own than
-    // in the output's slices, which it would have to copy out first (ops/channels_last.h).
-    po.concat_copies.assign(g.nodes.size(), 0);
-    for (size_t n = 0; n < g.nodes.size(); ++n)
-      po.concat_copies[n] = g.nodes[n].op_type == "Concat" && !g.nodes[n].outputs.empty() &&
-                            g.nodes[n].outputs[0] >= 0 && info.channels_last[g.nodes[n].outputs[0]];
+    PlaceConcats(g, o.aliasing, &info);
+    po.concat_placement = info.concat_placement;
+    po.fused_conv_in_place = true;  // ops/conv.cc's FusedConv reads Z before it writes Y
     KILN_ASSIGN_OR_RETURN(auto gp, planner::PlanGraph(g, po));
+    // A Concat the plan could not make in place after all copies its (then dense) inputs.
+    for (size_t p = 0; p < gp.schedule.order.size(); ++p) {
+      const int n = gp.schedule.order[p];
+      if (info.concat_placement[n] != planner::ConcatPlacement::kInterleaved || gp.buffers.is_noop[p])
+        continue;
+      info.concat_placement[n] = planner::ConcatPlacement::kCopies;
+      for (int v : g.nodes[n].inputs) info.pixel_channels[v] = 0;
+    }
     info.order = std::move(gp.schedule.order);
     info.buffers = std::move(gp.buffers);
     info.plan = std::move(gp.plan);
@@ -108,6 +118,40 @@ struct Executor::Impl : public ops::SubgraphRunner {
         info.release_after[last_use[v]].push_back(static_cast<int>(v));
     infos[&g] = std::move(info);
     return OkStatus();
+  }
+
+  // A channels-last Concat's inputs interleave: each producer writes its channels of every pixel
+  // into the output (kInterleaved) where all of them can (a Conv: CanWriteChannelsLastInterleaved)
+  // and the Concat is their only reader; otherwise they get bytes of their own, copied by the
+  // kernel (kCopies), which beats placing them in NCHW slices it would copy out first.
+  static void PlaceConcats(const ir::Graph& g, bool aliasing, GraphInfo* info) {
+    info->concat_placement.assign(g.nodes.size(), planner::ConcatPlacement::kSlices);
+    info->pixel_channels.assign(g.values.size(), 0);
+    std::vector<int> producer(g.values.size(), -1), readers(g.values.size(), 0);
+    for (size_t n = 0; n < g.nodes.size(); ++n) {
+      for (int v : g.nodes[n].outputs)
+        if (v >= 0) producer[v] = static_cast<int>(n);
+      for (int v : g.nodes[n].inputs)
+        if (v >= 0) ++readers[v];
+      for (int v : g.nodes[n].implicit_inputs)
+        if (v >= 0) ++readers[v];
+    }
+    for (int v : g.outputs) ++readers[v];
+    for (size_t n = 0; n < g.nodes.size(); ++n) {
+      const ir::Node& node = g.nodes[n];
+      if (node.op_type != "Concat" || node.outputs.empty() || node.outputs[0] < 0 ||
+          !info->channels_last[node.outputs[0]])
+        continue;
+      info->concat_placement[n] = planner::ConcatPlacement::kCopies;
+      bool all = aliasing && !node.inputs.empty();
+      for (int v : node.inputs)
+        all = all && v >= 0 && readers[v] == 1 && producer[v] >= 0 && info->channels_last[v] &&
+              g.nodes[producer[v]].outputs[0] == v &&
+              ops::CanWriteChannelsLastInterleaved(g.nodes[producer[v]], g);
+      if (!all) continue;
+      info->concat_placement[n] = planner::ConcatPlacement::kInterleaved;
+      for (int v : node.inputs) info->pixel_channels[v] = g.values[node.outputs[0]].type.dims[1];
+    }
   }
 
   // The values kept channels-last between the kernels that can take them (ops/channels_last.h):
@@ -252,13 +296,20 @@ struct Executor::Impl : public ops::SubgraphRunner {
       cctx.input_constant_.push_back(v >= 0 && g.values[v].constant.has_value());
       cctx.input_channels_last_.push_back(v >= 0 && info.channels_last[v]);
     }
-    for (int v : node.outputs) cctx.output_channels_last_.push_back(v >= 0 && info.channels_last[v]);
+    for (int v : node.outputs) {
+      cctx.output_channels_last_.push_back(v >= 0 && info.channels_last[v]);
+      cctx.output_pixel_channels_.push_back(v >= 0 ? info.pixel_channels[v] : 0);
+    }
     // A view / slice node the plan resolved needs no kernel when everything sits where planned.
-    // A channels-last Concat is never in place: its inputs interleave (ops/channels_last.h).
+    // A channels-last Concat is in place only when its inputs were made interleaved.
+    const bool interleaved = info.concat_placement[n] == planner::ConcatPlacement::kInterleaved;
     bool noop = info.buffers.is_noop[pos] &&
-                !(node.outputs.size() == 1 && node.outputs[0] >= 0 && info.channels_last[node.outputs[0]]);
+                (interleaved || !(node.outputs.size() == 1 && node.outputs[0] >= 0 &&
+                                  info.channels_last[node.outputs[0]]));
     for (size_t i = 0; noop && i < node.inputs.size(); ++i)
       noop = node.inputs[i] >= 0 && f.values[node.inputs[i]].raw() == info.Planned(node.inputs[i]);
+    if (interleaved && !noop)  // its inputs are strided: no kernel reads them
+      return Error(node.Label(g) + ": a Concat made in place has inputs elsewhere (a kiln bug)");
     for (size_t i = 0; i < ictx.outputs_.size(); ++i) {
       int v = i < node.outputs.size() ? node.outputs[i] : -1;
       Tensor& dst = v < 0 ? scratch[i] : f.values[v];
@@ -270,7 +321,9 @@ struct Executor::Impl : public ops::SubgraphRunner {
           dst = Tensor::View(t.dtype, t.dims, info.arena + info.plan.buffers[b].offset);
           // Kernels may accumulate into their outputs: clear them, except an output that
           // shares an input's bytes by design (in place), which must keep them.
-          if (!noop && !schema->writes_whole_outputs && !OverlapsInput(cctx, dst.raw(), bytes))
+          // Nor an output interleaved with others in a Concat's (it writes its channels only).
+          if (!noop && !schema->writes_whole_outputs && info.pixel_channels[v] == 0 &&
+              !OverlapsInput(cctx, dst.raw(), bytes))
             std::memset(dst.raw(), 0, bytes);
         } else {
           noop = noop && v < 0 && i >= node.outputs.size();
@@ -365,6 +418,11 @@ void Executor::ResetProfile() {
 int Executor::channels_last_values() const {
   const auto& b = impl_->infos.at(model_.graph.get()).channels_last;
   return static_cast<int>(std::count(b.begin(), b.end(), 1));
+}
+
+int Executor::interleaved_concats() const {
+  const auto& c = impl_->infos.at(model_.graph.get()).concat_placement;
+  return static_cast<int>(std::count(c.begin(), c.end(), planner::ConcatPlacement::kInterleaved));
 }
 
 Status Executor::Run(const std::vector<Tensor>& inputs, std::vector<Tensor>* outputs) {

@@ -57,6 +57,9 @@ class Executor {
   void ResetProfile();
   // How many values of the main graph are kept channels-last (ops/channels_last.h).
   int channels_last_values() const;
+  // How many channel Concats of the main graph are made in place channels-last: their inputs'
+  // producers write into the output, interleaved (ops::CanWriteChannelsLastInterleaved).
+  int interleaved_concats() const;
   // Node indices of the main graph in execution order.
   const std::vector<int>& schedule() const { return order_; }
 
