@@ -13,7 +13,6 @@
 
 #include "ops/conv_dnnl.h"
 #include "ops/gemm_dnnl.h"
-#include "ops/pool_dnnl.h"
 #include "random_vectors.h"
 
 namespace kiln::ops {
@@ -82,17 +81,7 @@ void Check(const Conv2DParams& p, bool bias, std::mt19937& rng, double tolerance
   }
 }
 
-// [N, C, HW] <-> [N, HW, C].
-std::vector<float> Relayout(const std::vector<float>& v, int64_t N, int64_t C, int64_t HW, bool to_nhwc) {
-  std::vector<float> out(v.size());
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t c = 0; c < C; ++c)
-      for (int64_t i = 0; i < HW; ++i) {
-        const int64_t nchw = (n * C + c) * HW + i, nhwc = (n * HW + i) * C + c;
-        out[to_nhwc ? nhwc : nchw] = v[to_nhwc ? nchw : nhwc];
-      }
-  return out;
-}
+using testing::Relayout;
 
 // Every mix of NCHW and channels-last X, Z and Y, with the residual Z and a Relu, at 1 to 3
 // threads (the parts of a split: images, or rows of one image with their edge pads), against
@@ -247,47 +236,6 @@ TEST(DnnlConv, StateFollowsShapesAndNonConstantWeights) {
 }
 
 // Y = A op(B) + bias against a double loop; odd sizes, both B layouts, with and without bias.
-// Channels-last pools through oneDNN, whole or split into parts (images, or rows with their
-// edge pads), against kiln's NCHW pool kernels: max, and averages with and without the pads,
-// strides, pads and a ceil-mode window past them.
-TEST(DnnlPool, ChannelsLastPartsAgainstTheKernels) {
-  if (!DnnlAvailable()) GTEST_SKIP() << "built without oneDNN";
-  std::mt19937 rng(14);
-  for (int64_t N : {1, 3})
-    for (int64_t K : {2, 3})
-      for (int64_t stride : {1, 2})
-        for (int64_t pad : {0, 1})
-          for (int64_t extra : {0, 1}) {
-            const int64_t C = 5, H = 13, W = 9;
-            Pool2DShape s{N * C, H, W, 0, 0, K, K, stride, stride, pad, pad, pad, pad};
-            s.OH = (H + 2 * pad - K) / stride + 1 + extra;
-            s.OW = (W + 2 * pad - K) / stride + 1 + extra;
-            if ((s.OH - 1) * stride >= H + pad || (s.OW - 1) * stride >= W + pad) continue;
-            auto x = Random(static_cast<size_t>(N * C * H * W), rng);
-            const auto xl = Relayout(x, N, C, H * W, true);
-            for (int mode = 0; mode < 3; ++mode) {
-              if (mode == 2 && extra) continue;  // the executor keeps those NCHW (ops/pool_dnnl.h)
-              std::vector<float> want(static_cast<size_t>(N * C * s.OH * s.OW));
-              std::unique_ptr<bool[]> bad(new bool[static_cast<size_t>(s.planes)]);
-              if (mode == 0) MaxPool2D(s, x.data(), want.data(), 1, bad.get());
-              else AveragePool2D(s, x.data(), want.data(), mode == 2, 1);
-              const DnnlPoolKind kind = mode == 0 ? DnnlPoolKind::kMax
-                                        : mode == 1 ? DnnlPoolKind::kAvgExcludePad
-                                                    : DnnlPoolKind::kAvgIncludePad;
-              for (int threads = 1; threads <= 3; ++threads) {
-                std::vector<float> y(want.size(), 7.0f);
-                std::unique_ptr<NodeState> state;
-                ASSERT_TRUE(DnnlPool2DChannelsLast(s, N, kind, xl.data(), y.data(), threads, &state));
-                y = Relayout(y, N, C, s.OH * s.OW, false);
-                for (size_t i = 0; i < y.size(); ++i)
-                  ASSERT_NEAR(y[i], want[i], 1e-6f) << "N=" << N << " K=" << K << " s=" << stride
-                                                    << " p=" << pad << " extra=" << extra << " mode="
-                                                    << mode << " threads=" << threads << " at " << i;
-              }
-            }
-          }
-}
-
 TEST(DnnlGemm, ShapesTransposesBiasAndState) {
   if (!DnnlAvailable()) GTEST_SKIP() << "built without oneDNN";
   std::mt19937 rng(14);

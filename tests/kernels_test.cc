@@ -358,6 +358,16 @@ void CheckPool(const Pool2DShape& s, std::mt19937& rng) {
       }
       EXPECT_EQ(0, std::memcmp(y.data(), ref.data(), y.size() * sizeof(float)))
           << what << " mode=" << mode << " threads=" << threads;
+      // Channels-last: the planes as the channels of one image, and as images of one channel.
+      for (int64_t N : {int64_t{1}, s.planes}) {
+        const int64_t C = s.planes / N;
+        const auto xl = testing::Relayout(x, N, C, s.H * s.W, true);
+        std::vector<float> yl(ref.size(), 7.0f);
+        ChannelsLastPool2D(s, N, static_cast<PoolFlavor>(mode), xl.data(), yl.data(), threads);
+        yl = testing::Relayout(yl, N, C, s.OH * s.OW, false);
+        EXPECT_EQ(0, std::memcmp(yl.data(), ref.data(), yl.size() * sizeof(float)))
+            << what << " channels-last N=" << N << " mode=" << mode << " threads=" << threads;
+      }
     }
   }
 }
@@ -376,6 +386,41 @@ TEST(Pool2D, KernelsStridesPadsCeilModeAgainstReference) {
             if ((s.OH - 1) * stride >= HW + pad || (s.OW - 1) * stride >= HW + 3 + pad) continue;
             CheckPool(s, rng);
           }
+}
+
+// 70 channels (four vectors and a masked tail) in two images against the NCHW kernels, with NaN
+// taps: skipped, unless the whole window is NaN (NaN), and an all -inf window (-inf).
+TEST(Pool2D, ChannelsLastWideChannelsAndNaN) {
+  std::mt19937 rng(10);
+  const int64_t N = 2, C = 70, H = 9, W = 7;
+  Pool2DShape s{N * C, H, W, 5, 4, 3, 3, 2, 2, 1, 1, 1, 1};
+  auto x = Random<float>(static_cast<size_t>(N * C * H * W), rng);
+  for (int64_t c = 0; c < C; c += 3) x[static_cast<size_t>((C + c) * H * W + 10)] = NAN;
+  for (int64_t i : {0, 1, 7, 8}) x[static_cast<size_t>(5 * H * W + i)] = NAN;      // image 0, c 5
+  for (int64_t i : {0, 1, 7, 8}) x[static_cast<size_t>(69 * H * W + i)] = -INFINITY;  // c 69
+  const auto xl = testing::Relayout(x, N, C, H * W, true);
+  for (int mode = 0; mode < 3; ++mode) {
+    std::vector<float> want(static_cast<size_t>(s.planes * s.OH * s.OW)), y(want.size(), 7.0f);
+    std::unique_ptr<bool[]> bad(new bool[static_cast<size_t>(s.planes)]);
+    if (mode == 0) {
+      MaxPool2D(s, x.data(), want.data(), 1, bad.get());
+      EXPECT_TRUE(bad[5] && bad[69]);  // -inf maxima, left to the caller's reference loop
+      want[static_cast<size_t>(5 * s.OH * s.OW)] = NAN;  // which makes the all-NaN window NaN
+    } else {
+      AveragePool2D(s, x.data(), want.data(), mode == 2, 1);
+    }
+    for (int threads = 1; threads <= 2; ++threads) {
+      ChannelsLastPool2D(s, N, static_cast<PoolFlavor>(mode), xl.data(), y.data(), threads);
+      const auto yn = testing::Relayout(y, N, C, s.OH * s.OW, false);
+      for (size_t i = 0; i < yn.size(); ++i) {
+        if (std::isnan(want[i])) {
+          EXPECT_TRUE(std::isnan(yn[i])) << "mode " << mode << " at " << i;
+        } else {
+          ASSERT_EQ(yn[i], want[i]) << "mode " << mode << " threads " << threads << " at " << i;
+        }
+      }
+    }
+  }
 }
 
 TEST(Pool2D, AllNegativeInfinityWindowsAreReported) {

@@ -150,6 +150,7 @@ void PrintProfile(runtime::Executor& exec, int iterations, int nodes_shown) {
   for (size_t n = 0; n < order.size(); ++n) order[n] = n;
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return sec[a] > sec[b]; });
   std::fprintf(stderr, "slowest nodes:\n");
+  const std::vector<std::string> kernels = exec.NodeKernels();
   for (size_t k = 0; k < std::min<size_t>(nodes_shown, order.size()); ++k) {
     const ir::Node& node = g.nodes[order[k]];
     std::string out_shape = "?";
@@ -163,6 +164,7 @@ void PrintProfile(runtime::Executor& exec, int iterations, int nodes_shown) {
     const double ms = sec[order[k]] * per;
     std::fprintf(stderr, "  %10.4f ms  %-48s %-18s", ms, node.Label(g).c_str(), out_shape.c_str());
     if (known && ms > 0) std::fprintf(stderr, " %8.1f GFLOP/s", flops / (ms * 1e6));
+    if (!kernels[order[k]].empty()) std::fprintf(stderr, "  %s", kernels[order[k]].c_str());
     std::fprintf(stderr, "\n");
   }
 }

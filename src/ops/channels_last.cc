@@ -8,7 +8,8 @@
 #include "ops/conv_dnnl.h"
 #include "ops/cpu_isa.h"
 #include "ops/op.h"
-#include "ops/pool_dnnl.h"
+#include "ops/conv_geometry.h"
+#include "ops/pool_kernels.h"
 #include "ops/scratch.h"
 #include "ops/thread_pool.h"
 
@@ -33,6 +34,32 @@ bool ConcatCanRunChannelsLast(const ir::Node& node, const ir::Graph& g) {
 }
 
 bool IsOnnx(const ir::Node& node) { return node.domain.empty() || node.domain == "ai.onnx"; }
+
+// MaxPool / AveragePool that ChannelsLastPool2D runs: float32 2-D, no Indices, no dilation.
+bool PoolCanRunChannelsLast(const ir::Node& node, const ir::Graph& g) {
+  const bool onnx = node.domain.empty() || node.domain == "ai.onnx";
+  if (!onnx || (node.op_type != "MaxPool" && node.op_type != "AveragePool")) return false;
+  if (node.inputs.empty() || node.inputs[0] < 0 || node.outputs.empty() || node.outputs[0] < 0)
+    return false;
+  for (size_t i = 1; i < node.outputs.size(); ++i)
+    if (node.outputs[i] >= 0) return false;  // Indices
+  const ir::TypeInfo& x = g.values[node.inputs[0]].type;
+  const ir::TypeInfo& y = g.values[node.outputs[0]].type;
+  if (x.dtype != DType::kFloat32 || !x.shape_known() || !y.shape_known() || x.dims.size() != 4 ||
+      node.attr_int("storage_order", 0) != 0)
+    return false;
+  Dims kernel = node.attr_ints("kernel_shape");
+  WindowGeom wg;
+  if (kernel.size() != 2 ||
+      !ComputeWindowGeom(node, Dims(x.dims.begin() + 2, x.dims.end()), kernel, true,
+                         node.attr_int("ceil_mode", 0) != 0, &wg)
+           .empty())
+    return false;
+  for (int64_t d : wg.dilations)
+    if (d != 1) return false;
+  if (y.dims != Dims{x.dims[0], x.dims[1], wg.out[0], wg.out[1]}) return false;
+  return true;
+}
 
 // Mul(x, s) (either order) with x [N, C, H, W] of the output's dims and s [1 or N, C, 1, 1]: the
 // per-channel scale of a squeeze-and-excitation block. Returns x's input index, or -1.

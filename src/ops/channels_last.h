@@ -20,7 +20,7 @@ inline constexpr int kChannelsLastOutput = -1;
 // True when `node` (inferred shapes) can read its input `input` (or write its output 0, input
 // kChannelsLastOutput) channels-last: a float32 2-D Conv or FusedConv (input 0 = X or 3 = Z)
 // that oneDNN runs; a channel Concat with N = 1 (ChannelsLastConcat); a 2-D MaxPool /
-// AveragePool oneDNN runs (ops/pool_dnnl.h); a channel-scale Mul and the input of a
+// AveragePool (ops/pool_kernels.h's ChannelsLastPool2D); a channel-scale Mul and the input of a
 // GlobalAveragePool (ChannelsLastScale / ChannelsLastGlobalAverage); a com.kiln ChannelShuffle;
 // an inference
 // BatchNormalization (a per-channel affine map); element-wise ops whose data inputs all have the

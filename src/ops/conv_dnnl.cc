@@ -79,6 +79,11 @@ struct DnnlConvPlan : NodeState {
   std::vector<ConvPart> parts;
   std::vector<std::unique_ptr<DnnlConvState>> states;  // one per part
 
+  std::string Kernel() const override {
+    if (!supported || states.empty()) return "";
+    return "onednn " + states[0]->kernel + (parts.size() > 1 ? " x" + std::to_string(parts.size()) : "");
+  }
+
   bool Matches(const Conv2DParams& q, int t, bool bias, const ConvPostOps& o, ConvLayouts l) const {
     return std::memcmp(&p, &q, sizeof(p)) == 0 && threads == t && has_bias == bias &&
            (post.z != nullptr) == (o.z != nullptr) && post.act == o.act && post.alpha == o.alpha &&

@@ -1,4 +1,4 @@
-// What the oneDNN-backed kernels share (conv_dnnl.cc, pool_dnnl.cc, gemm_dnnl.cc): one CPU
+// What the oneDNN-backed kernels share (conv_dnnl.cc, gemm_dnnl.cc): one CPU
 // engine, a stream per thread, and one thread per primitive. Include only where KILN_WITH_DNNL is set.
 #pragma once
 

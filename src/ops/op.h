@@ -90,6 +90,8 @@ class InferContext {
 // same node twice at once. A kernel must check that what it stored still fits its inputs.
 struct NodeState {
   virtual ~NodeState() = default;
+  // The kernel the state runs, for profiles ("" when it does not say).
+  virtual std::string Kernel() const { return ""; }
 };
 
 class ComputeContext {

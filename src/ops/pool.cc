@@ -10,7 +10,6 @@
 #include "ops/channels_last.h"
 #include "ops/common.h"
 #include "ops/conv_geometry.h"
-#include "ops/pool_dnnl.h"
 #include "ops/pool_kernels.h"
 #include "ops/vector_math.h"
 
@@ -169,11 +168,10 @@ Status PoolCompute(ComputeContext& ctx, PoolKind kind) {
       return OkStatus();
     }
     if (ctx.input_channels_last(0) || ctx.output_channels_last(0)) {  // both (linked)
-      const DnnlPoolKind dk = kind == PoolKind::kMax ? DnnlPoolKind::kMax
-                              : cip                  ? DnnlPoolKind::kAvgIncludePad
-                                                     : DnnlPoolKind::kAvgExcludePad;
-      if (!DnnlPool2DChannelsLast(ps, X.dims()[0], dk, x, y, ctx.threads(), ctx.state()))
-        return ctx.error("oneDNN refused a pool the executor laid out channels-last (a kiln bug)");
+      const PoolFlavor flavor = kind == PoolKind::kMax ? PoolFlavor::kMax
+                                : cip                  ? PoolFlavor::kAvgIncludePad
+                                                       : PoolFlavor::kAvgExcludePad;
+      ChannelsLastPool2D(ps, X.dims()[0], flavor, x, y, ctx.threads());
       return OkStatus();
     }
     if (kind == PoolKind::kAvg) {

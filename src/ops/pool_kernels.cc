@@ -9,6 +9,10 @@
 #include "ops/scratch.h"
 #include "ops/thread_pool.h"
 
+#if KILN_X86_DISPATCH
+#include <immintrin.h>
+#endif
+
 namespace kiln::ops {
 namespace {
 
@@ -183,7 +187,123 @@ inline int64_t TapCount(int64_t start, int64_t K, int64_t n) {
   return hi > lo ? hi - lo : 0;
 }
 
+// Channels-last: one output pixel is a window of in-range taps [kh0, kh1) x [kw0, kw1) over
+// channel vectors; the divisor of an average is `count` (AveragePool2D's rule).
+struct PixelWindow {
+  const float* x;  // the window's first in-range tap, channel 0
+  int64_t kh0, kh1, kw0, kw1;
+  float count;
+};
+
+// The reference's maximum of one channel (pool.cc's PoolCore): NaN skipped unless all are.
+float ReferenceMax(const PixelWindow& win, int64_t W, int64_t C, int64_t c) {
+  float best = -std::numeric_limits<float>::infinity();
+  bool any = false;
+  for (int64_t kh = win.kh0; kh < win.kh1; ++kh)
+    for (int64_t kw = win.kw0; kw < win.kw1; ++kw) {
+      const float v = win.x[((kh - win.kh0) * W + (kw - win.kw0)) * C + c];
+      if (v > best || !any || best != best) best = v;
+      any = true;
+    }
+  return best;
+}
+
+template <bool kMax>
+void PixelBase(const PixelWindow& win, int64_t W, int64_t C, float* y) {
+  for (int64_t c = 0; c < C; ++c) {
+    if (kMax) {
+      y[c] = ReferenceMax(win, W, C, c);
+      continue;
+    }
+    float sum = 0;
+    for (int64_t kh = win.kh0; kh < win.kh1; ++kh)
+      for (int64_t kw = win.kw0; kw < win.kw1; ++kw)
+        sum += win.x[((kh - win.kh0) * W + (kw - win.kw0)) * C + c];
+    y[c] = win.count > 0 ? sum / win.count : std::numeric_limits<float>::quiet_NaN();
+  }
+}
+
+#if KILN_X86_DISPATCH
+// Four 16-channel vectors at a time, the last ones masked. max(v, m) keeps m where v is NaN, so
+// NaN taps are skipped from a -inf start; -inf results are redone by ReferenceMax.
+template <bool kMax>
+__attribute__((target("avx512f"))) void PixelAvx512(const PixelWindow& win, int64_t W, int64_t C,
+                                                    float* y) {
+  const __m512 start = kMax ? _mm512_set1_ps(-std::numeric_limits<float>::infinity())
+                            : _mm512_setzero_ps();
+  const __m512 count = _mm512_set1_ps(win.count);
+  for (int64_t c = 0; c < C; c += 64) {
+    __mmask16 mask[4];
+    for (int b = 0; b < 4; ++b) {
+      const int64_t left = C - c - 16 * b;
+      mask[b] = left >= 16 ? __mmask16(0xffff) : left <= 0 ? __mmask16(0) : __mmask16((1u << left) - 1);
+    }
+    __m512 acc[4] = {start, start, start, start};
+    for (int64_t kh = win.kh0; kh < win.kh1; ++kh) {
+      const float* row = win.x + (kh - win.kh0) * W * C + c;
+      for (int64_t kw = win.kw0; kw < win.kw1; ++kw) {
+        const float* p = row + (kw - win.kw0) * C;
+        for (int b = 0; b < 4; ++b) {
+          const __m512 v = _mm512_maskz_loadu_ps(mask[b], p + 16 * b);
+          acc[b] = kMax ? _mm512_max_ps(v, acc[b]) : _mm512_add_ps(acc[b], v);
+        }
+      }
+    }
+    for (int b = 0; b < 4; ++b) {
+      if (!mask[b]) break;
+      __m512 r = acc[b];
+      if (!kMax) r = win.count > 0 ? _mm512_div_ps(r, count) : _mm512_set1_ps(std::numeric_limits<float>::quiet_NaN());
+      _mm512_mask_storeu_ps(y + c + 16 * b, mask[b], r);
+      if (kMax) {
+        __mmask16 low = _mm512_mask_cmp_ps_mask(mask[b], r, start, _CMP_EQ_OQ);
+        for (int l = 0; low; ++l, low >>= 1)
+          if (low & 1) y[c + 16 * b + l] = ReferenceMax(win, W, C, c + 16 * b + l);
+      }
+    }
+  }
+}
+#endif
+
+template <bool kMax>
+void PoolPixels(const Pool2DShape& s, int64_t C, PoolFlavor flavor, const float* x, float* y,
+                int64_t r0, int64_t r1) {
+  auto pixel = PixelBase<kMax>;
+#if KILN_X86_DISPATCH
+  if (BestIsa() == Isa::kAvx512) pixel = PixelAvx512<kMax>;
+#endif
+  const bool include_pad = flavor == PoolFlavor::kAvgIncludePad;
+  for (int64_t r = r0; r < r1; ++r) {  // r: image r / OH, output row r % OH
+    const int64_t n = r / s.OH, oh = r % s.OH, h = oh * s.sh - s.ph;
+    PixelWindow win;
+    win.kh0 = std::max<int64_t>(0, -h);
+    win.kh1 = std::max(win.kh0, std::min(s.KH, s.H - h));
+    const int64_t ch = include_pad ? TapCount(oh * s.sh, s.KH, s.H + s.ph + s.peh) : win.kh1 - win.kh0;
+    for (int64_t ow = 0; ow < s.OW; ++ow) {
+      const int64_t w = ow * s.sw - s.pw;
+      win.kw0 = std::max<int64_t>(0, -w);
+      win.kw1 = std::max(win.kw0, std::min(s.KW, s.W - w));
+      const int64_t cw = include_pad ? TapCount(ow * s.sw, s.KW, s.W + s.pw + s.pew) : win.kw1 - win.kw0;
+      win.count = static_cast<float>(ch * cw);
+      const bool empty = win.kh0 == win.kh1 || win.kw0 == win.kw1;  // only pads: never read
+      win.x = empty ? x : x + ((n * s.H + h + win.kh0) * s.W + w + win.kw0) * C;
+      pixel(win, s.W, C, y + ((n * s.OH + oh) * s.OW + ow) * C);
+    }
+  }
+}
+
 }  // namespace
+
+void ChannelsLastPool2D(const Pool2DShape& s, int64_t N, PoolFlavor flavor, const float* x,
+                        float* y, int threads) {
+  if (N <= 0 || s.planes <= 0 || s.OH <= 0 || s.OW <= 0) return;
+  const int64_t C = s.planes / N, rows = N * s.OH;
+  const int64_t work = s.planes * s.OH * s.OW * s.KH * s.KW;
+  const int t = static_cast<int>(std::min<int64_t>({threads, rows, work / (1 << 16) + 1, 64}));
+  ParallelFor(t, rows, [&](int64_t r0, int64_t r1) {
+    if (flavor == PoolFlavor::kMax) PoolPixels<true>(s, C, flavor, x, y, r0, r1);
+    else PoolPixels<false>(s, C, flavor, x, y, r0, r1);
+  });
+}
 
 int64_t MaxPool2D(const Pool2DShape& s, const float* x, float* y, int threads, bool* bad) {
   if (s.planes <= 0 || s.OH <= 0 || s.OW <= 0) return 0;

@@ -420,6 +420,15 @@ int Executor::channels_last_values() const {
   return static_cast<int>(std::count(b.begin(), b.end(), 1));
 }
 
+std::vector<std::string> Executor::NodeKernels() const {
+  const ir::Graph& g = *model_.graph;
+  const auto& states = impl_->infos.at(&g).states;
+  std::vector<std::string> k(g.nodes.size());
+  for (size_t n = 0; n < states.size() && n < k.size(); ++n)
+    if (states[n]) k[n] = states[n]->Kernel();
+  return k;
+}
+
 int Executor::interleaved_concats() const {
   const auto& c = impl_->infos.at(model_.graph.get()).concat_placement;
   return static_cast<int>(std::count(c.begin(), c.end(), planner::ConcatPlacement::kInterleaved));

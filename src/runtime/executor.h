@@ -54,6 +54,8 @@ class Executor {
   // With ExecutorOptions::profile: seconds spent in each main-graph node (by node index) over
   // the runs since creation or ResetProfile.
   std::vector<double> NodeSeconds() const;
+  // Per node of the main graph: the kernel its state says it runs (ops::NodeState::Kernel), or "".
+  std::vector<std::string> NodeKernels() const;
   void ResetProfile();
   // How many values of the main graph are kept channels-last (ops/channels_last.h).
   int channels_last_values() const;
