@@ -43,6 +43,9 @@ struct DnnlConvState {
   std::string kernel;  // oneDNN's name for conv's implementation
   memory::desc src_md, dst_md, w_md, user_src_md, user_dst_md, user_z_md, user_w_md, bias_md;
   dnnl::reorder src_reorder, dst_reorder, w_reorder, z_reorder;
+  // dst is dense channels-last and user_dst the same pixels y_channels apart: a copy per pixel
+  // (twice as fast as oneDNN's reorder for it) instead of dst_reorder.
+  bool dst_pixel_copy = false;
   memory w_mem;                  // the weights in the primitive's layout
   const float* w_ptr = nullptr;  // the constant weights w_mem holds, if any
   bool shares_w = false;         // w_mem is part 0's (the same layout)
@@ -172,7 +175,9 @@ void Prepare(DnnlConvState* st) {
   if (st->src_md != st->user_src_md)
     st->src_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(
         Engine(), st->user_src_md, Engine(), st->src_md));
-  if (st->dst_md != st->user_dst_md) {
+  st->dst_pixel_copy = l.y && st->y_channels > 0 && st->y_channels != p.M &&
+                       st->dst_md == memory::desc(dst, kF32, Tag::nhwc);
+  if (st->dst_md != st->user_dst_md && !st->dst_pixel_copy) {
     st->dst_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(
         Engine(), st->dst_md, Engine(), st->user_dst_md));
   }
@@ -225,6 +230,14 @@ void Run(DnnlConvState* st, const float* x, const float* w, const float* b, floa
   if (b) st->bias.set_data_handle(const_cast<float*>(b));
   st->scratchpad.Bind(st->args);
   st->conv.execute(s, st->args);
+  if (st->dst_pixel_copy) {
+    s.wait();
+    const Conv2DParams& p = st->p;
+    const float* from = static_cast<const float*>(st->dst.get_data_handle());
+    for (int64_t i = 0; i < p.N * p.OH * p.OW; ++i)
+      std::memcpy(y + i * st->y_channels, from + i * p.M, static_cast<size_t>(p.M) * sizeof(float));
+    return;
+  }
   if (st->dst_md != st->user_dst_md) st->dst_reorder.execute(s, st->dst, st->user_dst);
   s.wait();
 }
