@@ -20,7 +20,8 @@ Usage: /usr/bin/python3 bench/host_speed.py [--kiln build/kiln] [--work build/ho
    repository does not ship, exported by other tools; --light '' skips them).
 3. For every model and thread count T, runs `kiln bench MODEL --threads T --iterations N` and
    `node bench/ort_bench.js MODEL --threads T --iterations N` (intraOpNumThreads T,
-   interOpNumThreads 1) in alternating order, --rounds times, so that load from elsewhere on the
+   interOpNumThreads 1) in alternating order, --rounds times, each pinned to the same last T CPUs
+   (--no-pin: not pinned), so that load from elsewhere on the
    machine falls on both alike; each side's figure is the median of its per-round medians.
 4. Prints one table: median ms of kiln and ORT, the ratio kiln/ORT (< 1: kiln is faster) and % of
    peak for each, at every T. FLOPs are `kiln inspect MODEL --summary`'s count (a multiply-add is
@@ -218,8 +219,22 @@ def kiln_flops(kiln, path, shape_args):
     return float(m.group(1)) if r.returncode == 0 and m else None
 
 
-def run_json(args):
-    r = subprocess.run(args, capture_output=True, text=True)
+# The CPUs a T-thread run is pinned to (--pin): the last T of this process's CPUs, the same for
+# both runtimes, so that neither gets a core the other did not (on these VMs CPU 0 runs 10-30%
+# slower than CPU 1 at times, which made one model's ratio flip between runs).
+PIN = {"on": True}
+
+
+def pinned(threads):
+    cpus = sorted(os.sched_getaffinity(0))
+    if not PIN["on"] or threads > len(cpus):
+        return None
+    return set(cpus[-threads:])
+
+
+def run_json(args, cpus=None):
+    pre = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
+    r = subprocess.run(args, capture_output=True, text=True, preexec_fn=pre)
     if r.returncode != 0:
         raise RuntimeError((r.stderr or r.stdout).strip().splitlines()[-1][:200]
                            if (r.stderr or r.stdout).strip() else f"exit {r.returncode}")
@@ -228,13 +243,13 @@ def run_json(args):
 
 def time_kiln(kiln, path, shape_args, threads, iterations):
     return run_json([kiln, "bench", path, "--threads", str(threads), "--iterations",
-                     str(iterations), *shape_flags(shape_args)])["median_ms"]
+                     str(iterations), *shape_flags(shape_args)], pinned(threads))["median_ms"]
 
 
 def time_ort(node, mods, path, shape_args, threads, iterations):
     return run_json([node, os.path.join(HERE, "ort_bench.js"), path, "--threads", str(threads),
                      "--iterations", str(iterations), "--node-modules", mods,
-                     *shape_flags(shape_args)])["median_ms"]
+                     *shape_flags(shape_args)], pinned(threads))["median_ms"]
 
 
 def check_against_ort(kiln, node, mods, path, shape_args, work, name):
@@ -276,6 +291,8 @@ def main():
                     help="comma-separated, from: " + ", ".join(DEFAULT_MODELS))
     ap.add_argument("--threads", default="1,2", help="comma-separated thread counts")
     ap.add_argument("--iterations", type=int, default=20, help="timed runs per round and runtime")
+    ap.add_argument("--no-pin", action="store_true",
+                    help="do not pin T-thread runs to the last T CPUs (both runtimes alike)")
     ap.add_argument("--rounds", type=int, default=3,
                     help="alternating kiln/ORT rounds per model and thread count")
     ap.add_argument("--peak-gflops", type=float, default=None,
@@ -288,6 +305,7 @@ def main():
     ap.add_argument("--node", default="node")
     ap.add_argument("--npm", default="npm")
     args = ap.parse_args()
+    PIN["on"] = not args.no_pin
     names = [m for m in args.models.split(",") if m]
     threads = [int(t) for t in args.threads.split(",") if t]
     work = os.path.abspath(args.work)
@@ -353,7 +371,8 @@ def main():
     head1 += f" | {'':4} | {'vs ORT':>8}"
     head2 += f" | {'load':>4} | {'rel-L2':>8}"
     print(f"kiln {kiln} vs ONNX Runtime (onnxruntime-node {ort_desc}, CPU EP); median of "
-          f"{args.rounds} alternating rounds x {args.iterations} runs")
+          f"{args.rounds} alternating rounds x {args.iterations} runs"
+          + ("; T-thread runs pinned to the last T CPUs" if PIN["on"] else ""))
     for line in peak_lines:
         print(line)
     print(head1)
