@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cmath>
@@ -25,6 +26,7 @@
 #include "ops/gemm_kernels.h"
 #include "ops/matmul_gemm.h"
 #include "ops/pool_kernels.h"
+#include "ops/shape_ops_util.h"
 #include "ops/thread_pool.h"
 #include "random_vectors.h"
 
@@ -431,6 +433,41 @@ TEST(Pool2D, AllNegativeInfinityWindowsAreReported) {
   EXPECT_EQ(MaxPool2D(s, x.data(), y.data(), 1, bad), 1);
   EXPECT_FALSE(bad[0]);
   EXPECT_TRUE(bad[1]);
+}
+
+// StridedCopy's transposes (16 x 16 tiles where an outer axis reads consecutive elements and the
+// inner one strides, else its row loop) against the index arithmetic, for permutations of ranks
+// 2-4 with sides from 1 to 37 (tile tails), every element size.
+TEST(StridedCopy, PermutationsAgainstIndexArithmetic) {
+  std::mt19937 rng(15);
+  for (int trial = 0; trial < 150; ++trial) {
+    const int rank = 2 + trial % 3;
+    Dims in(rank);
+    for (auto& d : in) d = 1 + static_cast<int64_t>(rng() % (trial % 4 == 0 ? 5 : 37));
+    std::vector<int64_t> perm(rank);
+    for (int k = 0; k < rank; ++k) perm[k] = k;
+    std::shuffle(perm.begin(), perm.end(), rng);
+    Dims strides(rank, 1), out, out_strides;
+    for (int k = rank - 2; k >= 0; --k) strides[k] = strides[k + 1] * in[k + 1];
+    for (int64_t p : perm) {
+      out.push_back(in[p]);
+      out_strides.push_back(strides[p]);
+    }
+    const int64_t n = NumElements(in);
+    for (size_t elem : {size_t{1}, size_t{2}, size_t{4}, size_t{8}}) {
+      std::vector<uint8_t> src(static_cast<size_t>(n) * elem), dst(src.size(), 0xee);
+      for (auto& b : src) b = static_cast<uint8_t>(rng());
+      moves::StridedCopy(out, out_strides, 0, src.data(), dst.data(), elem);
+      std::vector<int64_t> idx(rank, 0);
+      for (int64_t o = 0; o < n; ++o) {
+        int64_t from = 0;
+        for (int k = 0; k < rank; ++k) from += idx[k] * out_strides[k];
+        ASSERT_EQ(0, std::memcmp(&dst[static_cast<size_t>(o) * elem], &src[static_cast<size_t>(from) * elem], elem))
+            << "trial " << trial << " elem " << elem << " output " << o;
+        for (int k = rank - 1; k >= 0 && ++idx[k] == out[k]; --k) idx[k] = 0;
+      }
+    }
+  }
 }
 
 // Every index of [0, n) once, in min(threads, n) chunks [c * n / t, (c + 1) * n / t), on at most

@@ -54,7 +54,7 @@ void OpRegistry::Register(const std::string& op_type, InferFn infer, ComputeFn c
       {"", "Conv"},    {"com.microsoft", "FusedConv"}, {"", "MaxPool"}, {"", "AveragePool"},
       {"", "GlobalAveragePool"}, {"", "MatMul"}, {"", "Gemm"},    {"", "Relu"},
       {"", "Clip"},    {"", "Sigmoid"},   {"", "LeakyRelu"}, {"", "Add"},  {"", "Mul"},
-      {"", "Concat"},  {"", "Softmax"},     {"", "LayerNormalization"}};
+      {"", "Concat"},  {"", "Softmax"},     {"", "LayerNormalization"}, {"", "Transpose"}};
   ops_[key].writes_whole_outputs = kWholeOutputs.count(key) > 0;
   // Their shape rules read no input values either (Clip's bounds are scalars whatever they hold).
   ops_[key].infer_from_types_only = kWholeOutputs.count(key) > 0;
