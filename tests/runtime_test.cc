@@ -337,6 +337,15 @@ onnx::ModelProto ConvChainModel() {
   init("w13", {16, 32, 1, 1});
   node("Conv", {"sh", "w13"}, "shz");
   g->add_output()->set_name("shz");
+  // An AveragePool whose one window is the whole image (run as a global average, ops/pool.cc)
+  // between convs, and the GlobalAveragePool it equals (outputs wz and gz).
+  ints(node("AveragePool", {"r1"}, "whole"), "kernel_shape", {9, 7});
+  init("w14", {16, 32, 1, 1});
+  node("Conv", {"whole", "w14"}, "wz");
+  node("GlobalAveragePool", {"r1"}, "gap1");
+  node("Conv", {"gap1", "w14"}, "gz");
+  g->add_output()->set_name("wz");
+  g->add_output()->set_name("gz");
   return m;
 }
 
@@ -359,20 +368,23 @@ TEST(Executor, ChannelsLastConvChainsMatchTheOnnxLayout) {
     // GlobalAveragePool and the scale), cs (the residual Z), p2 and p3 (pools between convs), se
     // (the scaled r2), c7, c8, cat2 and sh (the shuffled r1); r3 not (the MaxPool reading it writes a graph output),
     // the outputs never, nor c5 and c6 (cat_out is an output), so neither cat.
+    // And whole (the whole-image pool between convs).
     // cat2's inputs are made in place, interleaved; with aliasing off nothing is.
     const bool fast = ops::DnnlAvailable() && ops::BestIsa() == ops::Isa::kAvx512;
     if (o.channels_last) {
-      EXPECT_EQ((*exec)->channels_last_values(), fast ? 10 : 0);
+      EXPECT_EQ((*exec)->channels_last_values(), fast ? 11 : 0);
       EXPECT_EQ((*exec)->interleaved_concats(), fast && o.aliasing ? 1 : 0);
     }
     std::vector<Tensor> out;
     ASSERT_TRUE((*exec)->Run({x}, &out).ok());
-    ASSERT_EQ(out.size(), 8u);
+    ASSERT_EQ(out.size(), 10u);
+    for (int64_t i = 0; i < out[8].size(); ++i)  // the whole-image AveragePool is the global one
+      EXPECT_NEAR(out[8].data<float>()[i], out[9].data<float>()[i], 1e-5f) << "config " << config;
     if (config == 0) {
       want = out;
       continue;
     }
-    for (size_t k = 0; k < 8; ++k) {
+    for (size_t k = 0; k < 10; ++k) {
       ASSERT_EQ(out[k].dims(), want[k].dims());
       double num = 0, den = 0;
       for (int64_t i = 0; i < want[k].size(); ++i) {
