@@ -474,12 +474,6 @@ bool DnnlConv2D(const Conv2DParams& p, const float* x, const float* w, bool w_co
   return true;
 }
 
-std::string DnnlConvKernel(const NodeState* state) {
-  const auto* plan = dynamic_cast<const DnnlConvPlan*>(state);
-  if (!plan || !plan->supported || plan->states.empty()) return "";
-  return plan->states[0]->kernel;
-}
-
 #else
 
 bool DnnlAvailable() { return false; }
@@ -488,8 +482,6 @@ bool DnnlConv2D(const Conv2DParams&, const float*, const float*, bool, const flo
                 std::unique_ptr<NodeState>*, const ConvPostOps&, ConvLayouts) {
   return false;
 }
-
-std::string DnnlConvKernel(const NodeState*) { return ""; }
 
 #endif
 

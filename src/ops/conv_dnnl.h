@@ -61,12 +61,9 @@ bool DnnlAvailable();
 // false (nothing written) when oneDNN is not built in or does not take the shape. `state` (may
 // be null: prepared per call) keeps the primitive between calls; `w_constant` says the weights'
 // bytes at this address never change while `state` lives, so they are reordered only once.
+// The state's Kernel() names oneDNN's implementation ("onednn jit_fp32_wino_2x3:avx512_core x2").
 bool DnnlConv2D(const Conv2DParams& p, const float* x, const float* w, bool w_constant,
                 const float* b, float* y, int threads, std::unique_ptr<NodeState>* state,
                 const ConvPostOps& post = {}, ConvLayouts layouts = {});
-
-// oneDNN's name for the kernel of the first part of a DnnlConv2D state ("jit_wino_4x3:avx512_core",
-// "brgconv:avx512_core", ...), or "" when the state holds none.
-std::string DnnlConvKernel(const NodeState* state);
 
 }  // namespace kiln::ops
