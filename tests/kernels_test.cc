@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "ops/channels_last.h"
 #include "ops/conv_depthwise.h"
 #include "ops/conv_gemm.h"
 #include "ops/gemm_kernels.h"
@@ -361,15 +362,17 @@ void CheckPool(const Pool2DShape& s, std::mt19937& rng) {
       EXPECT_EQ(0, std::memcmp(y.data(), ref.data(), y.size() * sizeof(float)))
           << what << " mode=" << mode << " threads=" << threads;
       // Channels-last: the planes as the channels of one image, and as images of one channel.
-      for (int64_t N : {int64_t{1}, s.planes}) {
-        const int64_t C = s.planes / N;
-        const auto xl = testing::Relayout(x, N, C, s.H * s.W, true);
-        std::vector<float> yl(ref.size(), 7.0f);
-        ChannelsLastPool2D(s, N, static_cast<PoolFlavor>(mode), xl.data(), yl.data(), threads);
-        yl = testing::Relayout(yl, N, C, s.OH * s.OW, false);
-        EXPECT_EQ(0, std::memcmp(yl.data(), ref.data(), yl.size() * sizeof(float)))
-            << what << " channels-last N=" << N << " mode=" << mode << " threads=" << threads;
-      }
+      for (int64_t N : {int64_t{1}, s.planes})
+        for (Isa isa : RunnableIsas()) {
+          const int64_t C = s.planes / N;
+          const auto xl = testing::Relayout(x, N, C, s.H * s.W, true);
+          std::vector<float> yl(ref.size(), 7.0f);
+          ChannelsLastPool2D(s, N, static_cast<PoolFlavor>(mode), xl.data(), yl.data(), threads, isa);
+          yl = testing::Relayout(yl, N, C, s.OH * s.OW, false);
+          EXPECT_EQ(0, std::memcmp(yl.data(), ref.data(), yl.size() * sizeof(float)))
+              << what << " channels-last N=" << N << " mode=" << mode << " threads=" << threads
+              << " isa=" << IsaName(isa);
+        }
     }
   }
 }
@@ -411,16 +414,41 @@ TEST(Pool2D, ChannelsLastWideChannelsAndNaN) {
     } else {
       AveragePool2D(s, x.data(), want.data(), mode == 2, 1);
     }
-    for (int threads = 1; threads <= 2; ++threads) {
-      ChannelsLastPool2D(s, N, static_cast<PoolFlavor>(mode), xl.data(), y.data(), threads);
-      const auto yn = testing::Relayout(y, N, C, s.OH * s.OW, false);
-      for (size_t i = 0; i < yn.size(); ++i) {
-        if (std::isnan(want[i])) {
-          EXPECT_TRUE(std::isnan(yn[i])) << "mode " << mode << " at " << i;
-        } else {
-          ASSERT_EQ(yn[i], want[i]) << "mode " << mode << " threads " << threads << " at " << i;
+    for (int threads = 1; threads <= 2; ++threads)
+      for (Isa isa : RunnableIsas()) {
+        ChannelsLastPool2D(s, N, static_cast<PoolFlavor>(mode), xl.data(), y.data(), threads, isa);
+        const auto yn = testing::Relayout(y, N, C, s.OH * s.OW, false);
+        for (size_t i = 0; i < yn.size(); ++i) {
+          if (std::isnan(want[i])) {
+            EXPECT_TRUE(std::isnan(yn[i])) << "mode " << mode << " at " << i << " " << IsaName(isa);
+          } else {
+            ASSERT_EQ(yn[i], want[i]) << "mode " << mode << " threads " << threads << " at " << i
+                                      << " " << IsaName(isa);
+          }
         }
       }
+  }
+}
+
+// Channel means of channels-last images, against the per-channel loop: the same sums in the
+// same order, so the same bits, on 70 channels (vector blocks and a tail) and on 5.
+TEST(Pool2D, ChannelsLastGlobalAverageIsas) {
+  std::mt19937 rng(12);
+  for (int64_t C : {70, 5}) {
+    const int64_t N = 2, HW = 13;
+    const auto x = Random<float>(static_cast<size_t>(N * C * HW), rng);
+    std::vector<float> want(static_cast<size_t>(N * C));
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t c = 0; c < C; ++c) {
+        float sum = 0;
+        for (int64_t i = 0; i < HW; ++i) sum += x[static_cast<size_t>((n * HW + i) * C + c)];
+        want[static_cast<size_t>(n * C + c)] = sum / static_cast<float>(HW);
+      }
+    for (Isa isa : RunnableIsas()) {
+      std::vector<float> y(want.size(), 7.0f);
+      ChannelsLastGlobalAverage(x.data(), y.data(), N, C, HW, isa);
+      EXPECT_EQ(0, std::memcmp(y.data(), want.data(), y.size() * sizeof(float)))
+          << "C " << C << " " << IsaName(isa);
     }
   }
 }

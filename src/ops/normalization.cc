@@ -317,8 +317,10 @@ __attribute__((always_inline)) inline void NormRowF32(const float* x, float* y, 
   *inv_out = inv;
 }
 
-void NormRowsBase(const float* x, float* y, int64_t rows, int64_t n, const float* scale,
-                  const float* bias, float eps, bool rms, double* means, double* invs) {
+__attribute__((always_inline)) inline void NormRows(const float* x, float* y, int64_t rows,
+                                                    int64_t n, const float* scale,
+                                                    const float* bias, float eps, bool rms,
+                                                    double* means, double* invs) {
   for (int64_t r = 0; r < rows; ++r) {
     float m, i;
     NormRowF32<16>(x + r * n, y + r * n, n, scale, bias, eps, rms, &m, &i);
@@ -326,19 +328,19 @@ void NormRowsBase(const float* x, float* y, int64_t rows, int64_t n, const float
     invs[r] = i;
   }
 }
+
+// NormRows compiled for each instruction set (the 16 lanes are one or two vectors).
+#define KILN_NORM_ROWS(name, target_attr)                                                       \
+  target_attr void name(const float* x, float* y, int64_t rows, int64_t n, const float* scale,  \
+                        const float* bias, float eps, bool rms, double* means, double* invs) {  \
+    NormRows(x, y, rows, n, scale, bias, eps, rms, means, invs);                                \
+  }
+KILN_NORM_ROWS(NormRowsBase, )
 #if KILN_X86_DISPATCH
-__attribute__((target("avx512f,fma"))) void NormRowsAvx512(const float* x, float* y, int64_t rows,
-                                                          int64_t n, const float* scale,
-                                                          const float* bias, float eps, bool rms,
-                                                          double* means, double* invs) {
-  for (int64_t r = 0; r < rows; ++r) {
-    float m, i;
-    NormRowF32<16>(x + r * n, y + r * n, n, scale, bias, eps, rms, &m, &i);
-    means[r] = m;
-    invs[r] = i;
-  }
-}
+KILN_NORM_ROWS(NormRowsAvx2, __attribute__((target("avx2,fma"))))
+KILN_NORM_ROWS(NormRowsAvx512, __attribute__((target("avx512f,fma"))))
 #endif
+#undef KILN_NORM_ROWS
 
 Status LayerNormCompute(ComputeContext& ctx) {
   const bool rms = ctx.node().op_type == "RMSNormalization";
@@ -360,7 +362,9 @@ Status LayerNormCompute(ComputeContext& ctx) {
       ctx.node().attr_int("stash_type", 1) == 1) {
     const float* b = bias_n ? ctx.input(2).data<float>() : nullptr;
 #if KILN_X86_DISPATCH
-    auto rows = BestIsa() == Isa::kAvx512 ? NormRowsAvx512 : NormRowsBase;
+    auto rows = BestIsa() == Isa::kAvx512 ? NormRowsAvx512
+                : BestIsa() == Isa::kAvx2 ? NormRowsAvx2
+                                          : NormRowsBase;
 #else
     auto rows = NormRowsBase;
 #endif

@@ -262,14 +262,69 @@ __attribute__((target("avx512f"))) void PixelAvx512(const PixelWindow& win, int6
     }
   }
 }
+
+// PixelAvx512's loop in 8-channel vectors: kVecs vectors from channel c with plain loads, or
+// one masked (kMasked: the tail). A fixed count keeps the accumulators in registers.
+template <bool kMax, int kVecs, bool kMasked>
+__attribute__((target("avx2,fma"), always_inline)) inline void PoolVecsAvx2(
+    const PixelWindow& win, int64_t W, int64_t C, int64_t c, __m256i mask, float* y) {
+  const __m256 start = kMax ? _mm256_set1_ps(-std::numeric_limits<float>::infinity())
+                            : _mm256_setzero_ps();
+  __m256 acc[kVecs];
+#pragma GCC unroll 8
+  for (int b = 0; b < kVecs; ++b) acc[b] = start;
+  for (int64_t kh = win.kh0; kh < win.kh1; ++kh) {
+    const float* row = win.x + (kh - win.kh0) * W * C + c;
+    for (int64_t kw = win.kw0; kw < win.kw1; ++kw) {
+      const float* p = row + (kw - win.kw0) * C;
+#pragma GCC unroll 8
+      for (int b = 0; b < kVecs; ++b) {
+        const __m256 v = kMasked ? _mm256_maskload_ps(p, mask) : _mm256_loadu_ps(p + 8 * b);
+        acc[b] = kMax ? _mm256_max_ps(v, acc[b]) : _mm256_add_ps(acc[b], v);
+      }
+    }
+  }
+  const __m256i all = _mm256_set1_epi32(-1);
+#pragma GCC unroll 8
+  for (int b = 0; b < kVecs; ++b) {
+    __m256 r = acc[b];
+    if (!kMax)
+      r = win.count > 0 ? _mm256_div_ps(r, _mm256_set1_ps(win.count))
+                        : _mm256_set1_ps(std::numeric_limits<float>::quiet_NaN());
+    float* out = y + c + 8 * b;
+    if (kMasked) _mm256_maskstore_ps(out, mask, r);
+    else _mm256_storeu_ps(out, r);
+    if (kMax) {
+      unsigned low = static_cast<unsigned>(_mm256_movemask_ps(_mm256_and_ps(
+          _mm256_cmp_ps(r, start, _CMP_EQ_OQ), _mm256_castsi256_ps(kMasked ? mask : all))));
+      for (int l = 0; low; ++l, low >>= 1)
+        if (low & 1) out[l] = ReferenceMax(win, W, C, c + 8 * b + l);
+    }
+  }
+}
+
+template <bool kMax>
+__attribute__((target("avx2,fma"))) void PixelAvx2(const PixelWindow& win, int64_t W, int64_t C,
+                                                   float* y) {
+  const __m256i none = _mm256_setzero_si256();
+  int64_t c = 0;
+  for (; c + 64 <= C; c += 64) PoolVecsAvx2<kMax, 8, false>(win, W, C, c, none, y);
+  for (; c + 8 <= C; c += 8) PoolVecsAvx2<kMax, 1, false>(win, W, C, c, none, y);
+  if (c < C) {
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i tail = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(C - c)), lane);
+    PoolVecsAvx2<kMax, 1, true>(win, W, C, c, tail, y);
+  }
+}
 #endif
 
 template <bool kMax>
 void PoolPixels(const Pool2DShape& s, int64_t C, PoolFlavor flavor, const float* x, float* y,
-                int64_t r0, int64_t r1) {
+                int64_t r0, int64_t r1, Isa isa) {
   auto pixel = PixelBase<kMax>;
 #if KILN_X86_DISPATCH
-  if (BestIsa() == Isa::kAvx512) pixel = PixelAvx512<kMax>;
+  if (isa == Isa::kAvx512) pixel = PixelAvx512<kMax>;
+  if (isa == Isa::kAvx2) pixel = PixelAvx2<kMax>;
 #endif
   const bool include_pad = flavor == PoolFlavor::kAvgIncludePad;
   for (int64_t r = r0; r < r1; ++r) {  // r: image r / OH, output row r % OH
@@ -294,14 +349,15 @@ void PoolPixels(const Pool2DShape& s, int64_t C, PoolFlavor flavor, const float*
 }  // namespace
 
 void ChannelsLastPool2D(const Pool2DShape& s, int64_t N, PoolFlavor flavor, const float* x,
-                        float* y, int threads) {
+                        float* y, int threads, Isa isa) {
   if (N <= 0 || s.planes <= 0 || s.OH <= 0 || s.OW <= 0) return;
+  isa = ResolveIsa(isa);
   const int64_t C = s.planes / N, rows = N * s.OH;
   const int64_t work = s.planes * s.OH * s.OW * s.KH * s.KW;
   const int t = static_cast<int>(std::min<int64_t>({threads, rows, work / (1 << 16) + 1, 64}));
   ParallelFor(t, rows, [&](int64_t r0, int64_t r1) {
-    if (flavor == PoolFlavor::kMax) PoolPixels<true>(s, C, flavor, x, y, r0, r1);
-    else PoolPixels<false>(s, C, flavor, x, y, r0, r1);
+    if (flavor == PoolFlavor::kMax) PoolPixels<true>(s, C, flavor, x, y, r0, r1, isa);
+    else PoolPixels<false>(s, C, flavor, x, y, r0, r1, isa);
   });
 }
 
