@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ops/conv_dnnl.h"
+#include "ops/cpu_isa.h"
 #include "ops/gemm_dnnl.h"
 #include "random_vectors.h"
 
@@ -179,7 +180,8 @@ TEST(DnnlConv, WinogradLayoutsAndSplits) {
     auto w = Random(static_cast<size_t>(p.M * p.C * 9), rng);
     std::vector<float> y(static_cast<size_t>(p.N * p.M * p.OH * p.OW));
     ASSERT_TRUE(DnnlConv2D(p, x.data(), w.data(), true, nullptr, y.data(), 1, &state));
-    EXPECT_NE(std::string::npos, state->Kernel().find("wino")) << state->Kernel();
+    if (BestIsa() == Isa::kAvx512)  // oneDNN has Winograd kernels for AVX-512 only
+      EXPECT_NE(std::string::npos, state->Kernel().find("wino")) << state->Kernel();
     Check(p, true, rng, 1e-5);  // Winograd's transforms round more than a direct sum
     CheckLayouts(p, rng, 1e-4f);  // parts start Winograd's tiles at other rows
     if (p.N == 1) CheckInterleaved(p, rng, 1e-4f);

@@ -10,6 +10,7 @@
 #include "ops/op.h"
 #include "ops/conv_geometry.h"
 #include "ops/pool_kernels.h"
+#include "ops/vector_math.h"
 #include "ops/scratch.h"
 #include "ops/thread_pool.h"
 
@@ -119,9 +120,9 @@ bool BatchNormFits(const ir::Node& node, const ir::Graph& g) {
 }  // namespace
 
 bool CanRunChannelsLast(const ir::Node& node, const ir::Graph& g, int input) {
-  // Nothing would make or read channels-last tensors without oneDNN; on AVX-512 its kernels for
-  // the layout are measured (bench/README.md), elsewhere not.
-  if (!DnnlAvailable() || BestIsa() != Isa::kAvx512) return false;
+  // Nothing would make or read channels-last tensors without oneDNN; with AVX-512 or AVX2 its
+  // kernels and kiln's for the layout are measured (bench/README.md), without them not.
+  if (!DnnlAvailable() || BestIsa() == Isa::kBaseline) return false;
   const bool onnx = node.domain.empty() || node.domain == "ai.onnx";
   if (onnx && node.op_type == "Concat") return ConcatCanRunChannelsLast(node, g);
   if (onnx && (node.op_type == "MaxPool" || node.op_type == "AveragePool"))
@@ -170,11 +171,7 @@ bool ChannelsLastLinked(const ir::Node& node, const ir::Graph& g, int input) {
 
 void ChannelsLastScale(const float* x, const float* s, float* y, int64_t N, int64_t C,
                          int64_t HW) {
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t i = 0; i < HW; ++i) {
-      const int64_t base = (n * HW + i) * C;
-      for (int64_t c = 0; c < C; ++c) y[base + c] = x[base + c] * s[c];
-    }
+  for (int64_t i = 0; i < N * HW; ++i) BinaryF32(VecBinOp::kMul, x + i * C, s, y + i * C, C);
 }
 
 #if KILN_X86_DISPATCH
@@ -206,13 +203,41 @@ __attribute__((target("avx512f"))) void GlobalAverageAvx512(const float* x, floa
   }
 }
 
+// The same in 8-channel vectors, 32 channels at a time.
+__attribute__((target("avx2,fma"))) void GlobalAverageAvx2(const float* x, float* y, int64_t C, int64_t HW) {
+  const __m256 count = _mm256_set1_ps(static_cast<float>(HW));
+  int64_t c = 0;
+  for (; c + 32 <= C; c += 32) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (const float *p = x + c, *end = x + c + HW * C; p != end; p += C) {
+      a0 = _mm256_add_ps(a0, _mm256_loadu_ps(p));
+      a1 = _mm256_add_ps(a1, _mm256_loadu_ps(p + 8));
+      a2 = _mm256_add_ps(a2, _mm256_loadu_ps(p + 16));
+      a3 = _mm256_add_ps(a3, _mm256_loadu_ps(p + 24));
+    }
+    _mm256_storeu_ps(y + c, _mm256_div_ps(a0, count));
+    _mm256_storeu_ps(y + c + 8, _mm256_div_ps(a1, count));
+    _mm256_storeu_ps(y + c + 16, _mm256_div_ps(a2, count));
+    _mm256_storeu_ps(y + c + 24, _mm256_div_ps(a3, count));
+  }
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  for (; c < C; c += 8) {
+    const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(std::min<int64_t>(C - c, 8))), lane);
+    __m256 a = _mm256_setzero_ps();
+    for (int64_t i = 0; i < HW; ++i) a = _mm256_add_ps(a, _mm256_maskload_ps(x + i * C + c, m));
+    _mm256_maskstore_ps(y + c, m, _mm256_div_ps(a, count));
+  }
+}
+
 }  // namespace
 #endif
 
-void ChannelsLastGlobalAverage(const float* x, float* y, int64_t N, int64_t C, int64_t HW) {
+void ChannelsLastGlobalAverage(const float* x, float* y, int64_t N, int64_t C, int64_t HW, Isa isa) {
+  isa = ResolveIsa(isa);
 #if KILN_X86_DISPATCH
-  if (BestIsa() == Isa::kAvx512 && HW > 0) {
-    for (int64_t n = 0; n < N; ++n) GlobalAverageAvx512(x + n * HW * C, y + n * C, C, HW);
+  if ((isa == Isa::kAvx512 || isa == Isa::kAvx2) && HW > 0) {
+    for (int64_t n = 0; n < N; ++n)
+      (isa == Isa::kAvx512 ? GlobalAverageAvx512 : GlobalAverageAvx2)(x + n * HW * C, y + n * C, C, HW);
     return;
   }
 #endif

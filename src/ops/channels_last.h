@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "ops/cpu_isa.h"
 
 namespace kiln::ops {
 
@@ -25,7 +26,7 @@ inline constexpr int kChannelsLastOutput = -1;
 // an inference
 // BatchNormalization (a per-channel affine map); element-wise ops whose data inputs all have the
 // output's dims (Relu, Clip, Sigmoid, ...; Add, Sum, Mul, ...), which do not care about the
-// layout. Only on AVX-512 (oneDNN's fast kernels for the layout).
+// layout. Only on AVX-512 and AVX2 CPUs (where the layout's kernels were measured).
 bool CanRunChannelsLast(const ir::Node& node, const ir::Graph& g, int input);
 
 // True when `node` can write its output 0 channels-last inside a wider tensor: pixel p's
@@ -44,7 +45,8 @@ bool ChannelsLastLinked(const ir::Node& node, const ir::Graph& g, int input);
 // output is NCHW).
 void ChannelsLastScale(const float* x, const float* s, float* y, int64_t N, int64_t C,
                        int64_t HW);
-void ChannelsLastGlobalAverage(const float* x, float* y, int64_t N, int64_t C, int64_t HW);
+void ChannelsLastGlobalAverage(const float* x, float* y, int64_t N, int64_t C, int64_t HW,
+                               Isa isa = Isa::kAuto);
 // y = the channel Concat (N = 1) of inputs k of channels[k] channels, all channels-last. Inputs
 // the plan put in their NCHW places inside y (Concat in place) are read from a copy.
 // The layout changes of one image: y[HW, C] = x[C, HW] and back, split over `threads`.

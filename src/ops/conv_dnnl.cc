@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "ops/channels_last.h"
+#include "ops/cpu_isa.h"
 #include "ops/scratch.h"
 #include "ops/thread_pool.h"
 #include "ops/vector_math.h"
@@ -95,6 +96,15 @@ struct DnnlConvPlan : NodeState {
   }
 };
 
+// Without AVX-512, oneDNN 2.6 runs a dense convolution (not 1x1, not depthwise) on
+// channels-last memory at 45-55 GFLOP/s on one Zen 3 core, and in its blocked layout (nChw8c)
+// at 75-78, so there it computes blocked, reorders included: resnet18 channels-last 66 -> 56 ms
+// (bench/README.md, step 8). Its 1x1 and depthwise kernels run as fast on channels-last.
+bool BlockedBeatsChannelsLast(const Conv2DParams& p) {
+  const bool depthwise = p.group > 1 && p.group == p.C;
+  return BestIsa() != Isa::kAvx512 && !depthwise && (p.KH != 1 || p.KW != 1);
+}
+
 void Prepare(DnnlConvState* st) {
   const Conv2DParams& p = st->p;
   const memory::dims src{p.N, p.C, p.H, p.W}, dst{p.N, p.M, p.OH, p.OW};
@@ -151,14 +161,16 @@ void Prepare(DnnlConvState* st) {
     }
   }
   // With a channels-last side the primitive computes channels-last on both sides (mixed layouts
-  // mostly take oneDNN's reference loops). All in NCHW, oneDNN chooses, except for a first layer
-  // (under 16 input channels): its JIT kernel reads NCHW directly into 16-channel blocks, and
+  // mostly take oneDNN's reference loops), or blocked where BlockedBeatsChannelsLast. All in
+  // NCHW, oneDNN chooses, except for a first layer (under 16 input channels): its JIT kernel reads NCHW directly into 16-channel blocks, and
   // one reorder gives NCHW back (half the time of its choice, NHWC with two reorders).
   if (!winograd) {
     if (!l.any() && p.C < 16) {
       pd = make(Tag::nchw, Tag::nChw16c);
       if (std::string(pd.impl_info_str()).rfind("ref", 0) == 0) pd = make(Tag::any, Tag::any);
     } else if (!l.any()) {
+      pd = make(Tag::any, Tag::any);
+    } else if (BlockedBeatsChannelsLast(p)) {
       pd = make(Tag::any, Tag::any);
     } else {
       pd = make(Tag::nhwc, Tag::nhwc);
@@ -258,10 +270,10 @@ void PrepareWeights(DnnlConvPlan* plan, const float* w, bool w_constant) {
 // thread on Zen 4 (bench/README.md, host speed step 6): 0.37-0.47 of the direct time on
 // 64..512-channel maps of 14..56 pixels, 0.6-0.9 on 16..48 channels; it loses on a first layer
 // (3 channels: 3.3x slower), on 8 channels (2x) and on the smallest products (64 -> 64 channels
-// on 7 x 7, 1.8M multiply-adds: 1.07).
+// on 7 x 7, 1.8M multiply-adds: 1.07). oneDNN 2.6 has Winograd kernels for AVX-512 only.
 bool WinogradWins(const Conv2DParams& p) {
   const int64_t macs = p.N * p.M * p.C * p.KH * p.KW * p.OH * p.OW;
-  return p.group == 1 && p.KH == 3 && p.KW == 3 && p.sh == 1 && p.sw == 1 && p.dh == 1 &&
+  return BestIsa() == Isa::kAvx512 && p.group == 1 && p.KH == 3 && p.KW == 3 && p.sh == 1 && p.sw == 1 && p.dh == 1 &&
          p.dw == 1 && p.C >= 16 && p.M >= 16 && macs >= (int64_t{2} << 20);
 }
 
