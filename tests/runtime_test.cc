@@ -356,6 +356,11 @@ onnx::ModelProto ConvChainModel() {
   init("w15", {16, 32, 3, 3});
   ints(node("Conv", {"cgr", "w15"}, "gy"), "pads", {1, 1, 1, 1});
   g->add_output()->set_name("gy");
+  // The same grouped conv, residual and Relu as a graph output: X and Z channels-last, Y NCHW.
+  group(node("Conv", {"r1", "wg", "bg"}, "cg2"), 4);
+  node("Add", {"cg2", "r1"}, "cgs2");
+  node("Relu", {"cgs2"}, "gout");
+  g->add_output()->set_name("gout");
   return m;
 }
 
@@ -387,7 +392,7 @@ TEST(Executor, ChannelsLastConvChainsMatchTheOnnxLayout) {
     }
     std::vector<Tensor> out;
     ASSERT_TRUE((*exec)->Run({x}, &out).ok());
-    ASSERT_EQ(out.size(), 11u);
+    ASSERT_EQ(out.size(), 12u);
     for (int64_t i = 0; i < out[8].size(); ++i)  // the whole-image AveragePool is the global one
       EXPECT_NEAR(out[8].data<float>()[i], out[9].data<float>()[i], 1e-5f) << "config " << config;
     if (config == 0) {
