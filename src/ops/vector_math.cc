@@ -645,6 +645,49 @@ __attribute__((target("avx512f,fma"))) void SigmoidFamilyAvx512(const float* x, 
     _mm512_mask_storeu_ps(y + i, m, SigmoidFamily16<kSwish>(_mm512_maskz_loadu_ps(m, x + i), alpha));
   }
 }
+
+// The same with AVX2: 2^n as two power-of-two factors (each a normal float for n >= -150, so
+// the product rounds once, denormals included, as vscalefps does) and a division.
+__attribute__((target("avx2,fma"), always_inline)) inline __m256 PowerOfTwo8(__m256i e) {
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(e, _mm256_set1_epi32(127)), 23));
+}
+
+__attribute__((target("avx2,fma"), always_inline)) inline __m256 ExpNonPositive8(__m256 a) {
+  a = _mm256_max_ps(_mm256_set1_ps(-104.0f), a);
+  const __m256 k = _mm256_round_ps(_mm256_mul_ps(a, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(0.693359375f), a);
+  r = _mm256_fnmadd_ps(k, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  p = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0f));
+  const __m256i n = _mm256_cvtps_epi32(k), half = _mm256_srai_epi32(n, 1);
+  return _mm256_mul_ps(_mm256_mul_ps(p, PowerOfTwo8(half)), PowerOfTwo8(_mm256_sub_epi32(n, half)));
+}
+
+template <bool kSwish>
+__attribute__((target("avx2,fma"), always_inline)) inline __m256 SigmoidFamily8(__m256 v, float alpha) {
+  const __m256 t = kSwish ? _mm256_mul_ps(v, _mm256_set1_ps(alpha)) : v;
+  const __m256 e = ExpNonPositive8(_mm256_or_ps(t, _mm256_set1_ps(-0.0f)));  // e^-|t|
+  const __m256 q = _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_add_ps(e, _mm256_set1_ps(1.0f)));
+  const __m256 sg = _mm256_blendv_ps(_mm256_mul_ps(e, q), q, _mm256_cmp_ps(t, _mm256_setzero_ps(), _CMP_GE_OQ));
+  return kSwish ? _mm256_mul_ps(v, sg) : sg;
+}
+
+template <bool kSwish>
+__attribute__((target("avx2,fma"))) void SigmoidFamilyAvx2(const float* x, float* y, int64_t n, float alpha) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, SigmoidFamily8<kSwish>(_mm256_loadu_ps(x + i), alpha));
+  if (i < n) {
+    const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n - i)),
+                                         _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    _mm256_maskstore_ps(y + i, m, SigmoidFamily8<kSwish>(_mm256_maskload_ps(x + i, m), alpha));
+  }
+}
 #endif
 
 }  // namespace
@@ -655,12 +698,14 @@ void LogF32(const float* x, float* y, int64_t n, Isa isa) { Map<LogOp>(x, y, n, 
 void SigmoidF32(const float* x, float* y, int64_t n, Isa isa) {
 #if KILN_X86_DISPATCH
   if (n > 0 && ResolveIsa(isa) == Isa::kAvx512) return SigmoidFamilyAvx512<false>(x, y, n, 1.0f);
+  if (n > 0 && ResolveIsa(isa) == Isa::kAvx2) return SigmoidFamilyAvx2<false>(x, y, n, 1.0f);
 #endif
   Map<SigmoidOp>(x, y, n, {}, isa);
 }
 void SwishF32(const float* x, float* y, int64_t n, float alpha, Isa isa) {
 #if KILN_X86_DISPATCH
   if (n > 0 && ResolveIsa(isa) == Isa::kAvx512) return SigmoidFamilyAvx512<true>(x, y, n, alpha);
+  if (n > 0 && ResolveIsa(isa) == Isa::kAvx2) return SigmoidFamilyAvx2<true>(x, y, n, alpha);
 #endif
   Map<SwishOp>(x, y, n, {alpha, 0, false}, isa);
 }
