@@ -47,7 +47,8 @@ struct DnnlConvState {
   // dst is dense channels-last and user_dst the same pixels y_channels apart: a copy per pixel
   // (twice as fast as oneDNN's reorder for it) instead of dst_reorder.
   bool dst_pixel_copy = false;
-  memory w_mem;                  // the weights in the primitive's layout
+  memory w_mem;                  // the weights in the primitive's layout, in w_buffer
+  LargeBuffer w_buffer;
   const float* w_ptr = nullptr;  // the constant weights w_mem holds, if any
   bool shares_w = false;         // w_mem is part 0's (the same layout)
   // Made once; each call points them at its buffers (creating them cost a few us per call).
@@ -199,7 +200,8 @@ void Prepare(DnnlConvState* st) {
   if (st->w_md != st->user_w_md) {
     st->w_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(
         Engine(), st->user_w_md, Engine(), st->w_md));
-    st->w_mem = memory(st->w_md, Engine());
+    st->w_buffer = AllocateLarge(st->w_md.get_size());
+    st->w_mem = memory(st->w_md, Engine(), st->w_buffer.get());
   }
   dnnl::engine& e = Engine();
   auto none = [&](const memory::desc& md) { return memory(md, e, DNNL_MEMORY_NONE); };

@@ -5,19 +5,30 @@
 #include <memory>
 #include <new>
 
+#include <sys/mman.h>
+
 namespace kiln::ops {
 namespace {
 
-struct FreeDeleter {
-  void operator()(void* p) const { std::free(p); }
-};
-
 struct Buffer {
-  std::unique_ptr<void, FreeDeleter> data;
+  LargeBuffer data;
   size_t bytes = 0;
 };
 
 }  // namespace
+
+void FreeDeleter::operator()(void* p) const { std::free(p); }
+
+LargeBuffer AllocateLarge(size_t bytes) {
+  constexpr size_t kHuge = size_t{2} << 20;
+  const size_t align = bytes >= kHuge ? kHuge : 64;
+  void* p = std::aligned_alloc(align, (std::max<size_t>(bytes, 1) + align - 1) / align * align);
+  if (!p) throw std::bad_alloc();
+#ifdef MADV_HUGEPAGE
+  if (align == kHuge) madvise(p, (bytes + kHuge - 1) / kHuge * kHuge, MADV_HUGEPAGE);  // a hint
+#endif
+  return LargeBuffer(p);
+}
 
 void* ScratchBytes(ScratchSlot slot, size_t bytes) {
   thread_local Buffer buffers[static_cast<int>(ScratchSlot::kCount)];
@@ -27,9 +38,7 @@ void* ScratchBytes(ScratchSlot slot, size_t bytes) {
     size_t want = std::max(bytes, b.bytes + b.bytes / 2);
     want = (want + 4095) / 4096 * 4096;
     b.data.reset();
-    void* p = std::aligned_alloc(64, want);
-    if (!p) throw std::bad_alloc();
-    b.data.reset(p);
+    b.data = AllocateLarge(want);
     b.bytes = want;
   }
   return b.data.get();

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 
 namespace kiln::ops {
 
@@ -20,6 +21,16 @@ enum class ScratchSlot {
 };
 
 void* ScratchBytes(ScratchSlot slot, size_t bytes);
+
+// Memory for large buffers read on every run (oneDNN's reordered weights, the scratch slots):
+// from 2 MiB up, 2 MiB-aligned and marked for transparent huge pages (madvise), so that
+// streaming a ResNet's weights does not miss the TLB on every 4 KiB page; below, 64-byte
+// aligned. Uninitialized; never null (throws std::bad_alloc).
+struct FreeDeleter {
+  void operator()(void* p) const;
+};
+using LargeBuffer = std::unique_ptr<void, FreeDeleter>;
+LargeBuffer AllocateLarge(size_t bytes);
 
 template <class T>
 T* Scratch(ScratchSlot slot, size_t count) {
