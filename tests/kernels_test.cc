@@ -24,6 +24,7 @@
 #include "ops/channels_last.h"
 #include "ops/conv_depthwise.h"
 #include "ops/conv_gemm.h"
+#include "ops/conv_winograd.h"
 #include "ops/gemm_kernels.h"
 #include "ops/matmul_gemm.h"
 #include "ops/pool_kernels.h"
@@ -146,6 +147,108 @@ TEST(PackedGemm, SeveralKAndNBlocks) {
   CheckPackedGemm<float>({37, 1100, 530, false, false, 1, true, 1.0}, rng);
   CheckPackedGemm<float>({300, 45, 300, true, true, 0, false, 2.0}, rng);
   CheckPackedGemm<double>({29, 600, 270, false, true, 2, true, 1.0}, rng);
+}
+
+// B packed once: the same bits as the unpacked GEMM on one thread, past the k and n blocks,
+// accumulating or not, at 1 and 3 threads (threads split rows in whole panels: the same sums).
+TEST(PackedGemm, PrepackedBIsTheSameProduct) {
+  std::mt19937 rng(5);
+  for (auto [M, N, K] : {std::array<int64_t, 3>{37, 530, 300}, {5, 17, 9}, {130, 64, 64}})
+    for (Isa isa : RunnableIsas()) {
+      const auto A = testing::RandomVector(static_cast<size_t>(M * K), rng);
+      const auto B = testing::RandomVector(static_cast<size_t>(K * N), rng);
+      const auto C0 = testing::RandomVector(static_cast<size_t>(M * N), rng);
+      const PackedB<float> packed = PackGemmB<float>(K, N, B.data(), N, 1, isa);
+      for (bool acc : {false, true}) {
+        std::vector<float> want = C0;
+        PackedGemm<float>(M, N, K, 1.0f, A.data(), K, 1, B.data(), N, 1, want.data(), N, acc, 1, isa);
+        for (int threads : {1, 3}) {
+          std::vector<float> got = C0;
+          PackedGemm<float>(M, A.data(), K, 1, packed, got.data(), N, acc, threads);
+          ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
+              << M << "x" << N << "x" << K << " " << IsaName(isa) << " acc " << acc << " threads " << threads;
+        }
+      }
+    }
+}
+
+// Winograd F(2x2, 3x3) (ops/conv_winograd.h) against a direct loop in double: pads on either
+// side or none, odd sizes and channel counts (vector tails), several tile blocks, bias, residual
+// (also in Y's own bytes), every activation, a Concat slice as Y, 1 and 2 threads, and weights
+// re-read when they are not constant.
+TEST(Winograd, AgainstDirectConvolution) {
+  std::mt19937 rng(6);
+  struct Shape { int64_t C, M, H, W, ph, pw, peh, pew; };
+  using Act = ConvPostOps::Act;
+  int i = 0;
+  for (const Shape& sh : {Shape{32, 40, 13, 11, 1, 1, 1, 1}, Shape{9, 17, 5, 7, 0, 1, 2, 0},
+                          Shape{1, 1, 3, 3, 0, 0, 0, 0}, Shape{17, 8, 16, 16, 2, 2, 2, 2},
+                          Shape{64, 72, 24, 20, 1, 1, 1, 1}}) {
+    Conv2DParams p{1, sh.C, sh.M, 1, sh.H, sh.W, sh.H + sh.ph + sh.peh - 2, sh.W + sh.pw + sh.pew - 2,
+                   3, 3, 1, 1, sh.ph, sh.pw, sh.peh, sh.pew, 1, 1};
+    const int64_t OHW = p.OH * p.OW;
+    auto x = testing::RandomVector(static_cast<size_t>(p.H * p.W * p.C), rng);  // channels-last
+    auto w = testing::RandomVector(static_cast<size_t>(p.M * p.C * 9), rng);
+    const auto b = testing::RandomVector(static_cast<size_t>(p.M), rng);
+    const auto z = testing::RandomVector(static_cast<size_t>(OHW * p.M), rng);
+    for (Act act : {Act::kNone, Act::kRelu, Act::kLeakyRelu, Act::kClip, Act::kSwish}) {
+      ++i;
+      ConvPostOps post;
+      post.act = act;
+      post.alpha = act == Act::kClip ? -0.5f : 0.1f;
+      post.beta = 0.7f;
+      const bool bias = i % 2 == 0, residual = i % 3 != 0, in_place = residual && i % 2 == 1;
+      ConvLayouts l{true, residual, true, residual ? 0 : p.M + 5};  // a slice of a wider Y
+      const int64_t ldc = l.y_channels ? l.y_channels : p.M, first = residual ? 0 : 3;
+      std::vector<double> want(static_cast<size_t>(OHW * p.M));
+      for (int64_t oh = 0; oh < p.OH; ++oh)
+        for (int64_t ow = 0; ow < p.OW; ++ow)
+          for (int64_t m = 0; m < p.M; ++m) {
+            double acc = bias ? b[static_cast<size_t>(m)] : 0.0;
+            for (int64_t c = 0; c < p.C; ++c)
+              for (int64_t kh = 0; kh < 3; ++kh)
+                for (int64_t kw = 0; kw < 3; ++kw) {
+                  const int64_t ih = oh - p.ph + kh, iw = ow - p.pw + kw;
+                  if (ih < 0 || ih >= p.H || iw < 0 || iw >= p.W) continue;
+                  acc += double(x[static_cast<size_t>((ih * p.W + iw) * p.C + c)]) *
+                         w[static_cast<size_t>(((m * p.C + c) * 3 + kh) * 3 + kw)];
+                }
+            const size_t o = static_cast<size_t>((oh * p.OW + ow) * p.M + m);
+            if (residual) acc += z[o];
+            if (act == Act::kRelu) acc = std::max(acc, 0.0);
+            if (act == Act::kLeakyRelu && acc < 0) acc *= post.alpha;
+            if (act == Act::kClip) acc = std::min(std::max(acc, double(post.alpha)), double(post.beta));
+            if (act == Act::kSwish) acc = acc / (1 + std::exp(-acc));
+            want[o] = acc;
+          }
+      for (int threads : {1, 2}) {
+        std::unique_ptr<NodeState> state;
+        std::vector<float> y(static_cast<size_t>(OHW * ldc), 7.0f);
+        if (in_place) std::copy(z.begin(), z.end(), y.begin());
+        post.z = !residual ? nullptr : in_place ? y.data() : z.data();
+        WinogradChannelsLast(p, x.data(), w.data(), true, bias ? b.data() : nullptr, y.data() + first,
+                             l, post, threads, &state);
+        for (int64_t px = 0; px < OHW; ++px)
+          for (int64_t c = 0; c < ldc; ++c) {
+            const float got = y[static_cast<size_t>(px * ldc + c)];
+            if (c < first || c >= first + p.M) {
+              ASSERT_EQ(got, 7.0f) << "shape " << i << " pixel " << px << " channel " << c;
+              continue;
+            }
+            const double ref = want[static_cast<size_t>(px * p.M + c - first)];
+            ASSERT_NEAR(got, ref, 2e-5 * (1 + std::fabs(ref)) * std::sqrt(double(p.C)))
+                << "case " << i << " threads " << threads << " pixel " << px << " channel " << c;
+          }
+        // New weights at the same address: constant ones are kept, others are transformed again.
+        if (residual || threads == 2) continue;
+        std::vector<float> w2(w.size(), 0.0f);
+        std::vector<float> y2(y.size(), 7.0f);
+        WinogradChannelsLast(p, x.data(), w2.data(), false, nullptr, y2.data() + first, l,
+                             ConvPostOps{}, threads, &state);
+        EXPECT_EQ(y2[static_cast<size_t>(first)], 0.0f) << "case " << i;
+      }
+    }
+  }
 }
 
 TEST(PackedGemm, KZeroClearsOrKeeps) {

@@ -13,6 +13,7 @@
 #include "ops/conv_depthwise.h"
 #include "ops/conv_dnnl.h"
 #include "ops/conv_gemm.h"
+#include "ops/conv_winograd.h"
 #include "ops/cpu_isa.h"
 #include "ops/gemm_kernels.h"
 #include "ops/conv_geometry.h"
@@ -623,6 +624,12 @@ bool TryDnnlConv(ComputeContext& ctx, const ConvShape& s, const ConvPostOps& pos
                       ctx.input_constant(1), b, ctx.output(0).data<float>(), ctx.threads(),
                       ctx.state(), post, layouts);
   };
+  if (layouts.any() && WinogradFits(p, layouts, post) && WinogradPays(p)) {
+    WinogradChannelsLast(p, ctx.input(0).data<float>(), ctx.input(1).data<float>(),
+                         ctx.input_constant(1), b, ctx.output(0).data<float>(), layouts, post,
+                         ctx.threads(), ctx.state());
+    return true;
+  }
   if (layouts.any() && GroupedPointwiseFits(p, layouts, post)) {
     GroupedPointwise(p, ctx.input(0).data<float>(), ctx.input(1).data<float>(), b,
                      ctx.output(0).data<float>(), layouts, post, ctx.threads());

@@ -187,21 +187,47 @@ void PackB(const T* B, int64_t rsb, int64_t csb, int64_t kc, int64_t nc, int NR,
 }
 
 // The sequential blocked product of the whole (sub)problem.
+// The (k, n) blocks of B in GemmSerial's order, each packed as PackB packs it: block (jc, pc)
+// starts at the sum of the sizes of the blocks before it.
+template <class T>
+void PackAllB(const Spec<T>& sp, int64_t K, int64_t N, const T* B, int64_t rsb, int64_t csb,
+              std::vector<T>* out) {
+  const int NR = sp.nr;
+  const int64_t KC = sp.kc, NC = (sp.nc + NR - 1) / NR * NR;
+  out->assign(static_cast<size_t>((N + NR - 1) / NR * NR * K), T(0));
+  T* dst = out->data();
+  for (int64_t jc = 0; jc < N; jc += NC) {
+    const int64_t nc = std::min(NC, N - jc);
+    for (int64_t pc = 0; pc < K; pc += KC) {
+      const int64_t kc = std::min(KC, K - pc);
+      PackB(B + pc * rsb + jc * csb, rsb, csb, kc, nc, NR, T(1), dst);
+      dst += (nc + NR - 1) / NR * NR * kc;
+    }
+  }
+}
+
+// `packed` (may be null): all of B, as PackAllB lays it out (alpha 1).
 template <class T>
 void GemmSerial(const Spec<T>& sp, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
                 int64_t rsa, int64_t csa, const T* B, int64_t rsb, int64_t csb, T* C,
-                int64_t ldc, bool accumulate) {
+                int64_t ldc, bool accumulate, const T* packed = nullptr) {
   const int MR = sp.mr, NR = sp.nr;
   const int64_t KC = sp.kc, MC = (sp.mc + MR - 1) / MR * MR, NC = (sp.nc + NR - 1) / NR * NR;
   T* pa = Scratch<T>(ScratchSlot::kGemmA, static_cast<size_t>(std::min(MC, (M + MR - 1) / MR * MR) * KC));
-  T* pb = Scratch<T>(ScratchSlot::kGemmB, static_cast<size_t>(std::min(NC, (N + NR - 1) / NR * NR) * KC));
+  T* pb = packed ? nullptr
+                 : Scratch<T>(ScratchSlot::kGemmB, static_cast<size_t>(std::min(NC, (N + NR - 1) / NR * NR) * KC));
   alignas(64) T tile[16 * 64];  // MR x NR edge tiles
   for (int64_t jc = 0; jc < N; jc += NC) {
     const int64_t nc = std::min(NC, N - jc);
     for (int64_t pc = 0; pc < K; pc += KC) {
       const int64_t kc = std::min(KC, K - pc);
       const bool acc = accumulate || pc > 0;
-      PackB(B + pc * rsb + jc * csb, rsb, csb, kc, nc, NR, alpha, pb);
+      if (packed) {
+        pb = const_cast<T*>(packed);
+        packed += (nc + NR - 1) / NR * NR * kc;
+      } else {
+        PackB(B + pc * rsb + jc * csb, rsb, csb, kc, nc, NR, alpha, pb);
+      }
       for (int64_t ic = 0; ic < M; ic += MC) {
         const int64_t mc = std::min(MC, M - ic);
         PackA(A + ic * rsa + pc * csa, rsa, csa, mc, kc, MR, pa);
@@ -271,6 +297,34 @@ void PackedGemm(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t rs
   }
 }
 
+template <class T>
+PackedB<T> PackGemmB(int64_t K, int64_t N, const T* B, int64_t rsb, int64_t csb, Isa isa) {
+  PackedB<T> p;
+  p.K = K;
+  p.N = N;
+  p.isa = ResolveIsa(isa);
+  PackAllB(SpecFor<T>(p.isa), K, N, B, rsb, csb, &p.data);
+  return p;
+}
+
+template <class T>
+void PackedGemm(int64_t M, const T* A, int64_t rsa, int64_t csa, const PackedB<T>& B, T* C,
+                int64_t ldc, bool accumulate, int threads) {
+  if (M <= 0 || B.N <= 0) return;
+  const Spec<T> sp = SpecFor<T>(B.isa);
+  const int64_t work = M * B.N * std::max<int64_t>(B.K, 1);
+  const int t = static_cast<int>(std::min<int64_t>({threads, work / (1 << 18) + 1, 64}));
+  // Threads split rows in whole MR panels (B's panels are shared as they are).
+  ParallelFor(std::max(t, 1), (M + sp.mr - 1) / sp.mr, [&](int64_t p0, int64_t p1) {
+    const int64_t i0 = p0 * sp.mr, mi = std::min(M, p1 * sp.mr) - i0;
+    GemmSerial<T>(sp, mi, B.N, B.K, T(1), A + i0 * rsa, rsa, csa, nullptr, 0, 0, C + i0 * ldc, ldc,
+                  accumulate, B.data.data());
+  });
+}
+
+template PackedB<float> PackGemmB<float>(int64_t, int64_t, const float*, int64_t, int64_t, Isa);
+template void PackedGemm<float>(int64_t, const float*, int64_t, int64_t, const PackedB<float>&,
+                                float*, int64_t, bool, int);
 template void PackedGemm<float>(int64_t, int64_t, int64_t, float, const float*, int64_t, int64_t,
                                 const float*, int64_t, int64_t, float*, int64_t, bool, int,
                                 Isa);

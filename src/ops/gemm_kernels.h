@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "ops/cpu_isa.h"
 
@@ -27,6 +28,26 @@ template <class T>
 void PackedGemm(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t rsa, int64_t csa,
                 const T* B, int64_t rsb, int64_t csb, T* C, int64_t ldc, bool accumulate,
                 int threads, Isa isa = Isa::kAuto);
+
+// B [K x N] packed once (for constant operands multiplied many times: Winograd's transformed
+// weights), then C = (accumulate ? C : 0) + A B with PackedGemm below: the same products, in the
+// same order, as the unpacked PackedGemm on one thread with `isa`. Threads split the rows.
+template <class T>
+struct PackedB {
+  int64_t K = 0, N = 0;
+  Isa isa = Isa::kAuto;
+  std::vector<T> data;
+};
+template <class T>
+PackedB<T> PackGemmB(int64_t K, int64_t N, const T* B, int64_t rsb, int64_t csb,
+                     Isa isa = Isa::kAuto);
+template <class T>
+void PackedGemm(int64_t M, const T* A, int64_t rsa, int64_t csa, const PackedB<T>& B, T* C,
+                int64_t ldc, bool accumulate, int threads);
+extern template PackedB<float> PackGemmB<float>(int64_t, int64_t, const float*, int64_t, int64_t,
+                                                Isa);
+extern template void PackedGemm<float>(int64_t, const float*, int64_t, int64_t,
+                                       const PackedB<float>&, float*, int64_t, bool, int);
 
 extern template void PackedGemm<float>(int64_t, int64_t, int64_t, float, const float*, int64_t,
                                        int64_t, const float*, int64_t, int64_t, float*, int64_t,
