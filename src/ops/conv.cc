@@ -624,7 +624,7 @@ bool TryDnnlConv(ComputeContext& ctx, const ConvShape& s, const ConvPostOps& pos
                       ctx.input_constant(1), b, ctx.output(0).data<float>(), ctx.threads(),
                       ctx.state(), post, layouts);
   };
-  if (layouts.any() && WinogradFits(p, layouts, post) && WinogradPays(p)) {
+  if (layouts.any() && WinogradFits(p, layouts, post) && WinogradPays(p, ctx.threads())) {
     WinogradChannelsLast(p, ctx.input(0).data<float>(), ctx.input(1).data<float>(),
                          ctx.input_constant(1), b, ctx.output(0).data<float>(), layouts, post,
                          ctx.threads(), ctx.state());

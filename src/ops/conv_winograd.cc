@@ -156,8 +156,8 @@ bool WinogradFits(const Conv2DParams& p, const ConvLayouts& l, const ConvPostOps
          p.dh == 1 && p.dw == 1 && l.x && l.y && (!post.z || l.z) && p.OH > 0 && p.OW > 0;
 }
 
-bool WinogradPays(const Conv2DParams& p) {
-  return BestIsa() == Isa::kAvx2 && p.C >= 32 && p.M >= 32 && p.OH * p.OW >= 144;
+bool WinogradPays(const Conv2DParams& p, int threads) {
+  return threads == 1 && BestIsa() == Isa::kAvx2 && p.C >= 32 && p.M >= 32 && p.OH * p.OW >= 144;
 }
 
 void WinogradChannelsLast(const Conv2DParams& p, const float* x, const float* w, bool w_constant,
