@@ -24,6 +24,7 @@
 #include "ops/channels_last.h"
 #include "ops/conv_depthwise.h"
 #include "ops/conv_gemm.h"
+#include "ops/conv_grouped.h"
 #include "ops/conv_winograd.h"
 #include "ops/gemm_kernels.h"
 #include "ops/matmul_gemm.h"
@@ -248,6 +249,98 @@ TEST(Winograd, AgainstDirectConvolution) {
         EXPECT_EQ(y2[static_cast<size_t>(first)], 0.0f) << "case " << i;
       }
     }
+  }
+}
+
+// Grouped 1x1 convolutions (ops/conv_grouped.h) against a loop in double: group widths with and
+// without 8-channel tails (6, 28, 34, 32), X, Y and Z in either layout, Z also in Y's own bytes,
+// a Concat slice as Y, bias, every activation, two images, 1 and 2 threads, and weights re-read
+// when they are not constant. With X channels-last on an AVX2 CPU the direct kernel must run.
+TEST(GroupedPointwise, AgainstDirectConvolution) {
+  std::mt19937 rng(8);
+  struct Shape { int64_t C, M, group, H, W; };
+  using Act = ConvPostOps::Act;
+  int i = 0;
+  for (const Shape& sh : {Shape{24, 112, 4, 7, 9}, Shape{136, 136, 4, 5, 5}, Shape{12, 12, 2, 1, 13},
+                          Shape{64, 64, 2, 6, 6}, Shape{272, 272, 4, 2, 3}}) {
+    const Conv2DParams p{2, sh.C, sh.M, sh.group, sh.H, sh.W, sh.H, sh.W, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1};
+    const int64_t HW = p.H * p.W, Cg = p.C / p.group, Mg = p.M / p.group;
+    const auto x = testing::RandomVector(static_cast<size_t>(p.N * HW * p.C), rng);  // NCHW
+    const auto w = testing::RandomVector(static_cast<size_t>(p.M * Cg), rng);
+    const auto b = testing::RandomVector(static_cast<size_t>(p.M), rng);
+    const auto z = testing::RandomVector(static_cast<size_t>(p.N * HW * p.M), rng);  // NCHW
+    // v [N, channels, HW] in channels-last order: v[(n * HW + px) * channels + c]
+    auto to_cl = [&](const std::vector<float>& v, int64_t channels) {
+      std::vector<float> out(v.size());
+      for (int64_t n = 0; n < p.N; ++n)
+        for (int64_t c = 0; c < channels; ++c)
+          for (int64_t px = 0; px < HW; ++px)
+            out[static_cast<size_t>((n * HW + px) * channels + c)] = v[static_cast<size_t>((n * channels + c) * HW + px)];
+      return out;
+    };
+    const auto x_cl = to_cl(x, p.C), z_cl = to_cl(z, p.M);
+    for (Act act : {Act::kNone, Act::kRelu, Act::kLeakyRelu, Act::kClip, Act::kSwish})
+      for (int lay = 0; lay < 8; ++lay) {
+        ++i;
+        ConvPostOps post;
+        post.act = act;
+        post.alpha = act == Act::kClip ? -0.5f : 0.1f;
+        post.beta = 0.7f;
+        const bool bias = i % 3 != 1, residual = lay % 4 != 0, in_place = lay % 4 == 3;
+        ConvLayouts l{lay % 2 == 0, residual && (lay / 2) % 2 == 1, lay < 4 || in_place, 0};
+        if (in_place) l.z = l.y;
+        const bool slice = !residual && l.y && lay < 4;  // a slice of a wider Y
+        if (slice) l.y_channels = p.M + 5;
+        const int64_t first = slice ? 3 : 0, ldc = l.y ? (slice ? l.y_channels : p.M) : HW;
+        std::vector<double> want(static_cast<size_t>(p.N * HW * p.M));  // NCHW
+        for (int64_t n = 0; n < p.N; ++n)
+          for (int64_t m = 0; m < p.M; ++m)
+            for (int64_t px = 0; px < HW; ++px) {
+              const int64_t g = m / Mg;
+              double acc = bias ? b[static_cast<size_t>(m)] : 0.0;
+              for (int64_t k = 0; k < Cg; ++k)
+                acc += double(x[static_cast<size_t>((n * p.C + g * Cg + k) * HW + px)]) *
+                       w[static_cast<size_t>(m * Cg + k)];
+              const size_t o = static_cast<size_t>((n * p.M + m) * HW + px);
+              if (residual) acc += z[o];
+              if (act == Act::kRelu) acc = std::max(acc, 0.0);
+              if (act == Act::kLeakyRelu && acc < 0) acc *= post.alpha;
+              if (act == Act::kClip) acc = std::min(std::max(acc, double(post.alpha)), double(post.beta));
+              if (act == Act::kSwish) acc = acc / (1 + std::exp(-acc));
+              want[o] = acc;
+            }
+        for (int threads : {1, 2}) {
+          std::unique_ptr<NodeState> state;
+          const size_t ysize = static_cast<size_t>(l.y ? p.N * HW * ldc : p.N * HW * p.M);
+          std::vector<float> y(ysize, 7.0f);
+          if (in_place) y = l.y ? z_cl : z;
+          post.z = !residual ? nullptr : in_place ? y.data() : l.z ? z_cl.data() : z.data();
+          GroupedPointwise(p, l.x ? x_cl.data() : x.data(), w.data(), true, bias ? b.data() : nullptr,
+                           y.data() + first, l, post, threads, &state);
+          const std::string what = "case " + std::to_string(i) + " threads " + std::to_string(threads);
+          if (l.x && IsaSupported(Isa::kAvx2))
+            ASSERT_EQ(state->Kernel(), "kiln grouped 1x1 avx2") << what;
+          for (int64_t n = 0; n < p.N; ++n)
+            for (int64_t px = 0; px < HW; ++px)
+              for (int64_t c = 0; c < (l.y ? ldc : p.M); ++c) {
+                const size_t at = static_cast<size_t>(l.y ? (n * HW + px) * ldc + c : (n * p.M + c) * HW + px);
+                if (c < first || c >= first + p.M) {
+                  ASSERT_EQ(y[at], 7.0f) << what << " pixel " << px << " channel " << c;
+                  continue;
+                }
+                const double ref = want[static_cast<size_t>((n * p.M + c - first) * HW + px)];
+                ASSERT_NEAR(y[at], ref, 2e-5 * (1 + std::fabs(ref)) * std::sqrt(double(Cg)))
+                    << what << " image " << n << " pixel " << px << " channel " << c;
+              }
+          // New weights at the same address: constant ones are kept, others are packed again.
+          if (residual || threads == 2) continue;
+          const std::vector<float> w2(w.size(), 0.0f);
+          std::vector<float> y2(y.size(), 7.0f);
+          GroupedPointwise(p, l.x ? x_cl.data() : x.data(), w2.data(), false, nullptr,
+                           y2.data() + first, l, ConvPostOps{}, threads, &state);
+          EXPECT_EQ(y2[static_cast<size_t>(first)], 0.0f) << what;
+        }
+      }
   }
 }
 

@@ -17,6 +17,7 @@
 #include "ops/cpu_isa.h"
 #include "ops/gemm_kernels.h"
 #include "ops/conv_geometry.h"
+#include "ops/conv_grouped.h"
 #include "ops/scratch.h"
 #include "ops/vector_math.h"
 
@@ -534,78 +535,6 @@ void DeformConvCore(const C* x, const C* w, const C* off, const C* b, const C* m
 constexpr char kNoChannelsLast[] =
     "oneDNN refused a convolution the executor laid out channels-last (a kiln bug)";
 
-// A grouped pointwise convolution (ShuffleNet's 1x1 convs over groups of 34-136 channels) with a
-// channels-last side, as one packed GEMM per group over the strided channel slices
-// (ops/gemm_kernels.h). Without AVX-512, oneDNN 2.6 runs these at 15-21 GFLOP/s on one Zen 3
-// core inside ShuffleNet, the GEMMs at 41-57 (bench/README.md, step 8).
-struct GroupedPointwiseState : NodeState {
-  std::string Kernel() const override { return "kiln packed gemm per group"; }
-};
-
-bool GroupedPointwiseFits(const Conv2DParams& p, const ConvLayouts& l, const ConvPostOps& post) {
-  return BestIsa() != Isa::kAvx512 && p.group > 1 && p.group < p.C && p.KH == 1 && p.KW == 1 &&
-         p.sh == 1 && p.sw == 1 && p.ph == 0 && p.pw == 0 && p.peh == 0 && p.pew == 0 &&
-         (l.y || l.y_channels == 0);
-}
-
-// y = act(z + b + conv(x)) in chunks of pixels whose y stays in the cache while every group adds
-// to it: y starts as z + b (z may be y's own bytes; in another layout, it is gathered), each
-// group's GEMM adds its slice, then the activation runs. A channels-last y (pixels l.y_channels or M floats apart) is the GEMM's
-// [pixels x channels] result, an NCHW one its transpose [channels x pixels].
-void GroupedPointwise(const Conv2DParams& p, const float* x, const float* w, const float* b,
-                      float* y, const ConvLayouts& l, const ConvPostOps& post, int threads) {
-  const int64_t HW = p.H * p.W, Cg = p.C / p.group, Mg = p.M / p.group;
-  const int64_t ldc = l.y ? (l.y_channels ? l.y_channels : p.M) : HW;
-  const int64_t chunk = std::max<int64_t>(48, (int64_t{128} << 10) / (p.M * 4) / 6 * 6);
-  // x's channel c of pixel i at x[i * xp + c * xc]
-  const int64_t xp = l.x ? p.C : 1, xc = l.x ? 1 : HW;
-  using Act = ConvPostOps::Act;
-  auto activate = [&](float* v, int64_t len) {
-    if (post.act == Act::kRelu) ReluF32(v, v, len);
-    if (post.act == Act::kLeakyRelu) LeakyReluF32(v, v, len, post.alpha);
-    if (post.act == Act::kClip) ClipF32(v, v, len, post.alpha, post.beta);
-    if (post.act == Act::kSwish) SwishF32(v, v, len, 1.0f);
-  };
-  for (int64_t n = 0; n < p.N; ++n)
-    for (int64_t i0 = 0; i0 < HW; i0 += chunk) {
-      const int64_t rows = std::min(chunk, HW - i0);
-      const float* zn = post.z ? post.z + n * HW * p.M : nullptr;
-      float* yn = y + n * HW * (l.y ? ldc : p.M);
-      // Rows of y's chunk: pixels (channels-last) or channels (NCHW), each `len` long.
-      const int64_t count = l.y ? rows : p.M, len = l.y ? p.M : rows;
-      for (int64_t r = 0; r < count; ++r) {
-        float* row = l.y ? yn + (i0 + r) * ldc : yn + r * HW + i0;
-        if (zn && l.z != l.y) {  // z's element j of this row sits `step` floats apart
-          const float* zr = l.y ? zn + i0 + r : zn + (i0 * p.M) + r;
-          const int64_t step = l.y ? HW : p.M;
-          for (int64_t j = 0; j < len; ++j) row[j] = zr[j * step] + (!b ? 0.0f : l.y ? b[j] : b[r]);
-          continue;
-        }
-        const float* zr = !zn ? nullptr : l.y ? zn + (i0 + r) * p.M : zn + r * HW + i0;
-        if (l.y && zr && b) BinaryF32(VecBinOp::kAdd, zr, b, row, len);
-        else if (zr && b) BinaryScalarF32(VecBinOp::kAdd, b[r], zr, row, len, false);
-        else if (zr && zr != row) std::memcpy(row, zr, static_cast<size_t>(len) * sizeof(float));
-        else if (!zr && b && l.y) std::memcpy(row, b, static_cast<size_t>(len) * sizeof(float));
-        else if (!zr) std::fill(row, row + len, b && !l.y ? b[r] : 0.0f);
-      }
-      for (int64_t gi = 0; gi < p.group; ++gi) {
-        const float* xg = x + n * HW * p.C + gi * Cg * xc + i0 * xp;
-        const float* wg = w + gi * Mg * Cg;
-        if (l.y)
-          PackedGemm<float>(rows, Mg, Cg, 1.0f, xg, xp, xc, wg, 1, Cg, yn + i0 * ldc + gi * Mg, ldc,
-                            true, threads);
-        else
-          PackedGemm<float>(Mg, rows, Cg, 1.0f, wg, Cg, 1, xg, xc, xp, yn + gi * Mg * HW + i0, ldc,
-                            true, threads);
-      }
-      if (post.act == Act::kNone) continue;
-      if (l.y && ldc == p.M) activate(yn + i0 * ldc, rows * p.M);  // one pass over the chunk
-      else if (!l.y && rows == HW) activate(yn, HW * p.M);
-      else
-        for (int64_t r = 0; r < count; ++r) activate(l.y ? yn + (i0 + r) * ldc : yn + r * HW + i0, len);
-    }
-}
-
 // A 1-D or 2-D float Conv through oneDNN (ops/conv_dnnl.h) where it is built in, except the
 // depthwise ones (kiln's register-tap kernel, without the layout round trip, is faster there)
 // and pointwise ones on large maps.
@@ -631,9 +560,9 @@ bool TryDnnlConv(ComputeContext& ctx, const ConvShape& s, const ConvPostOps& pos
     return true;
   }
   if (layouts.any() && GroupedPointwiseFits(p, layouts, post)) {
-    GroupedPointwise(p, ctx.input(0).data<float>(), ctx.input(1).data<float>(), b,
-                     ctx.output(0).data<float>(), layouts, post, ctx.threads());
-    if (ctx.state() && !*ctx.state()) *ctx.state() = std::make_unique<GroupedPointwiseState>();
+    GroupedPointwise(p, ctx.input(0).data<float>(), ctx.input(1).data<float>(),
+                     ctx.input_constant(1), b, ctx.output(0).data<float>(), layouts, post,
+                     ctx.threads(), ctx.state());
     return true;
   }
   if (layouts.any()) return run();
