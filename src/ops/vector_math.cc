@@ -543,10 +543,6 @@ void SoftmaxRowsBase(const float* x, float* y, int64_t rows, int64_t len) {
   SoftmaxRowsBody<16>(x, y, rows, len);
 }
 #if KILN_X86_DISPATCH
-__attribute__((target("avx2,fma"))) void SoftmaxRowsAvx2(const float* x, float* y, int64_t rows,
-                                                         int64_t len) {
-  SoftmaxRowsBody<32>(x, y, rows, len);
-}
 // e^a for a <= 0 (softmax's x - max, the sigmoids' -|t|): the Cephes polynomial of VM::Exp with
 // vscalefps applying 2^n, denormals included; a is clamped where e^a underflows to 0 (vmaxps
 // keeps a NaN: it returns its second operand).
@@ -606,10 +602,6 @@ __attribute__((target("avx2,fma"))) float MaxAvx2(const float* x, int64_t n) {
 }
 __attribute__((target("avx512f,fma"))) float MaxAvx512(const float* x, int64_t n) {
   return MaxBody<64>(x, n);
-}
-__attribute__((target("avx2,fma"))) float ExpSubSumAvx2(const float* x, float* y, int64_t n,
-                                                        float m) {
-  return ExpSubSumBody<32>(x, y, n, m);
 }
 __attribute__((target("avx512f,fma"))) float ExpSubSumAvx512(const float* x, float* y, int64_t n,
                                                              float m) {
@@ -680,6 +672,66 @@ __attribute__((target("avx2,fma"), always_inline)) inline __m256 SigmoidFamily8(
   const __m256 u = kSwish ? v : _mm256_set1_ps(1.0f);
   const __m256 num = _mm256_blendv_ps(u, _mm256_mul_ps(u, e), t);  // by t's sign (-0: e is 1)
   return _mm256_mul_ps(num, q);
+}
+
+// exp(x - m) into y and its sum, and softmax rows, as the AVX-512 ones do, with
+// ExpNonPositive8 and masked loads for the tails: vit_tiny's Softmax 0.81 -> 0.4 ms a run on
+// Zen 3 (the generic exp took 1.2 ns an element).
+__attribute__((target("avx2,fma"))) __m256 ExpSubSum8(const float* x, float* y, int64_t n,
+                                                      __m256 m) {
+  const int64_t full = n / 8 * 8;
+  __m256 sum = _mm256_setzero_ps();
+  for (int64_t i = 0; i < full; i += 8) {
+    const __m256 e = ExpNonPositive8(_mm256_sub_ps(_mm256_loadu_ps(x + i), m));
+    _mm256_storeu_ps(y + i, e);
+    sum = _mm256_add_ps(sum, e);
+  }
+  if (full < n) {
+    const __m256i tail = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n - full)),
+                                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    const __m256 e = _mm256_and_ps(
+        ExpNonPositive8(_mm256_sub_ps(_mm256_maskload_ps(x + full, tail), m)), _mm256_castsi256_ps(tail));
+    _mm256_maskstore_ps(y + full, tail, e);
+    sum = _mm256_add_ps(sum, e);
+  }
+  return sum;
+}
+
+__attribute__((target("avx2,fma"))) float HorizontalSum8(__m256 v) {
+  __m128 a = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  a = _mm_add_ps(a, _mm_movehl_ps(a, a));
+  return _mm_cvtss_f32(_mm_add_ss(a, _mm_shuffle_ps(a, a, 1)));
+}
+
+__attribute__((target("avx2,fma"))) float ExpSubSumAvx2(const float* x, float* y, int64_t n,
+                                                        float m) {
+  return HorizontalSum8(ExpSubSum8(x, y, n, _mm256_set1_ps(m)));
+}
+
+__attribute__((target("avx2,fma"))) void SoftmaxRowsAvx2(const float* x, float* y, int64_t rows,
+                                                         int64_t len) {
+  const int64_t full = len / 8 * 8;
+  const __m256i tail = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(len - full)),
+                                          _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  const __m256 lowest = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  for (int64_t row = 0; row < rows; ++row, x += len, y += len) {
+    // The max in two chains (a NaN needs no care: it makes the sum, and its row, NaN).
+    __m256 a = _mm256_blendv_ps(lowest, _mm256_maskload_ps(x + full, tail), _mm256_castsi256_ps(tail));
+    __m256 b = lowest;
+    int64_t i = 0;
+    for (; i + 16 <= full; i += 16) {
+      a = _mm256_max_ps(a, _mm256_loadu_ps(x + i));
+      b = _mm256_max_ps(b, _mm256_loadu_ps(x + i + 8));
+    }
+    if (i < full) a = _mm256_max_ps(a, _mm256_loadu_ps(x + i));
+    a = _mm256_max_ps(a, b);
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    const float m = _mm_cvtss_f32(_mm_max_ss(h, _mm_shuffle_ps(h, h, 1)));
+    const __m256 scale = _mm256_set1_ps(1.0f / HorizontalSum8(ExpSubSum8(x, y, len, _mm256_set1_ps(m))));
+    for (int64_t i = 0; i < full; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(y + i), scale));
+    for (int64_t i = full; i < len; ++i) y[i] *= scale[0];
+  }
 }
 
 template <bool kSwish>
