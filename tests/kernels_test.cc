@@ -23,6 +23,7 @@
 
 #include "ops/channels_last.h"
 #include "ops/conv_depthwise.h"
+#include "ops/conv_direct.h"
 #include "ops/conv_gemm.h"
 #include "ops/conv_grouped.h"
 #include "ops/conv_winograd.h"
@@ -31,6 +32,7 @@
 #include "ops/pool_kernels.h"
 #include "ops/shape_ops_util.h"
 #include "ops/thread_pool.h"
+#include "conv_reference.h"
 #include "random_vectors.h"
 
 namespace kiln::ops {
@@ -188,10 +190,12 @@ TEST(Winograd, AgainstDirectConvolution) {
     Conv2DParams p{1, sh.C, sh.M, 1, sh.H, sh.W, sh.H + sh.ph + sh.peh - 2, sh.W + sh.pw + sh.pew - 2,
                    3, 3, 1, 1, sh.ph, sh.pw, sh.peh, sh.pew, 1, 1};
     const int64_t OHW = p.OH * p.OW;
-    auto x = testing::RandomVector(static_cast<size_t>(p.H * p.W * p.C), rng);  // channels-last
+    const auto x_nchw = testing::RandomVector(static_cast<size_t>(p.H * p.W * p.C), rng);
+    const auto x = testing::Relayout(x_nchw, 1, p.C, p.H * p.W, true);
     auto w = testing::RandomVector(static_cast<size_t>(p.M * p.C * 9), rng);
     const auto b = testing::RandomVector(static_cast<size_t>(p.M), rng);
-    const auto z = testing::RandomVector(static_cast<size_t>(OHW * p.M), rng);
+    const auto z_nchw = testing::RandomVector(static_cast<size_t>(OHW * p.M), rng);
+    const auto z = testing::Relayout(z_nchw, 1, p.M, OHW, true);
     for (Act act : {Act::kNone, Act::kRelu, Act::kLeakyRelu, Act::kClip, Act::kSwish}) {
       ++i;
       ConvPostOps post;
@@ -201,27 +205,8 @@ TEST(Winograd, AgainstDirectConvolution) {
       const bool bias = i % 2 == 0, residual = i % 3 != 0, in_place = residual && i % 2 == 1;
       ConvLayouts l{true, residual, true, residual ? 0 : p.M + 5};  // a slice of a wider Y
       const int64_t ldc = l.y_channels ? l.y_channels : p.M, first = residual ? 0 : 3;
-      std::vector<double> want(static_cast<size_t>(OHW * p.M));
-      for (int64_t oh = 0; oh < p.OH; ++oh)
-        for (int64_t ow = 0; ow < p.OW; ++ow)
-          for (int64_t m = 0; m < p.M; ++m) {
-            double acc = bias ? b[static_cast<size_t>(m)] : 0.0;
-            for (int64_t c = 0; c < p.C; ++c)
-              for (int64_t kh = 0; kh < 3; ++kh)
-                for (int64_t kw = 0; kw < 3; ++kw) {
-                  const int64_t ih = oh - p.ph + kh, iw = ow - p.pw + kw;
-                  if (ih < 0 || ih >= p.H || iw < 0 || iw >= p.W) continue;
-                  acc += double(x[static_cast<size_t>((ih * p.W + iw) * p.C + c)]) *
-                         w[static_cast<size_t>(((m * p.C + c) * 3 + kh) * 3 + kw)];
-                }
-            const size_t o = static_cast<size_t>((oh * p.OW + ow) * p.M + m);
-            if (residual) acc += z[o];
-            if (act == Act::kRelu) acc = std::max(acc, 0.0);
-            if (act == Act::kLeakyRelu && acc < 0) acc *= post.alpha;
-            if (act == Act::kClip) acc = std::min(std::max(acc, double(post.alpha)), double(post.beta));
-            if (act == Act::kSwish) acc = acc / (1 + std::exp(-acc));
-            want[o] = acc;
-          }
+      const auto want = testing::ReferenceConv(p, x_nchw.data(), w.data(), bias ? b.data() : nullptr,
+                                               residual ? z_nchw.data() : nullptr, post);
       for (int threads : {1, 2}) {
         std::unique_ptr<NodeState> state;
         std::vector<float> y(static_cast<size_t>(OHW * ldc), 7.0f);
@@ -236,7 +221,7 @@ TEST(Winograd, AgainstDirectConvolution) {
               ASSERT_EQ(got, 7.0f) << "shape " << i << " pixel " << px << " channel " << c;
               continue;
             }
-            const double ref = want[static_cast<size_t>(px * p.M + c - first)];
+            const double ref = want[static_cast<size_t>((c - first) * OHW + px)];
             ASSERT_NEAR(got, ref, 2e-5 * (1 + std::fabs(ref)) * std::sqrt(double(p.C)))
                 << "case " << i << " threads " << threads << " pixel " << px << " channel " << c;
           }
@@ -292,23 +277,8 @@ TEST(GroupedPointwise, AgainstDirectConvolution) {
         const bool slice = !residual && l.y && lay < 4;  // a slice of a wider Y
         if (slice) l.y_channels = p.M + 5;
         const int64_t first = slice ? 3 : 0, ldc = l.y ? (slice ? l.y_channels : p.M) : HW;
-        std::vector<double> want(static_cast<size_t>(p.N * HW * p.M));  // NCHW
-        for (int64_t n = 0; n < p.N; ++n)
-          for (int64_t m = 0; m < p.M; ++m)
-            for (int64_t px = 0; px < HW; ++px) {
-              const int64_t g = m / Mg;
-              double acc = bias ? b[static_cast<size_t>(m)] : 0.0;
-              for (int64_t k = 0; k < Cg; ++k)
-                acc += double(x[static_cast<size_t>((n * p.C + g * Cg + k) * HW + px)]) *
-                       w[static_cast<size_t>(m * Cg + k)];
-              const size_t o = static_cast<size_t>((n * p.M + m) * HW + px);
-              if (residual) acc += z[o];
-              if (act == Act::kRelu) acc = std::max(acc, 0.0);
-              if (act == Act::kLeakyRelu && acc < 0) acc *= post.alpha;
-              if (act == Act::kClip) acc = std::min(std::max(acc, double(post.alpha)), double(post.beta));
-              if (act == Act::kSwish) acc = acc / (1 + std::exp(-acc));
-              want[o] = acc;
-            }
+        const auto want = testing::ReferenceConv(p, x.data(), w.data(), bias ? b.data() : nullptr,
+                                                 residual ? z.data() : nullptr, post);
         for (int threads : {1, 2}) {
           std::unique_ptr<NodeState> state;
           const size_t ysize = static_cast<size_t>(l.y ? p.N * HW * ldc : p.N * HW * p.M);
@@ -341,6 +311,89 @@ TEST(GroupedPointwise, AgainstDirectConvolution) {
           EXPECT_EQ(y2[static_cast<size_t>(first)], 0.0f) << what;
         }
       }
+  }
+}
+
+// The direct convolution (ops/conv_direct.h) against a loop in double: a first layer (a padded
+// copy read a kernel row at a time), dilations (the copy, tap by tap), channel chunks, 1x1 and
+// rectangular kernels, strides with asymmetric pads, output channels in 1, 2 and 3-panel blocks
+// with 8-channel tails, several pixel blocks and images; X NCHW or channels-last, Y channels-last
+// (dense or a Concat slice) or NCHW, Z channels-last (also in Y's own bytes), bias, every
+// activation; 1 to 3 threads give the same bits; weights re-read when they are not constant.
+TEST(DirectConv, AgainstReferenceLayoutsChunksAndThreads) {
+  if (!IsaSupported(Isa::kAvx2)) GTEST_SKIP() << "the direct convolution needs AVX2";
+  std::mt19937 rng(9);
+  using Act = ConvPostOps::Act;
+  struct Shape { int64_t N, C, M, H, W, KH, KW, sh, sw, ph, pw, peh, pew, dh, dw; };
+  int i = 0;
+  for (const Shape& sh : {Shape{1, 3, 20, 11, 13, 7, 7, 2, 2, 3, 3, 3, 2, 1, 1},
+                          Shape{2, 16, 24, 9, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
+                          Shape{1, 13, 9, 10, 10, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2},
+                          Shape{1, 130, 40, 7, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
+                          Shape{1, 72, 8, 15, 14, 3, 3, 2, 2, 1, 0, 1, 1, 1, 1},
+                          Shape{1, 1100, 12, 3, 4, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1},
+                          Shape{1, 64, 100, 5, 6, 5, 3, 1, 2, 2, 1, 2, 1, 1, 1},
+                          Shape{1, 96, 17, 30, 30, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1}}) {
+    Conv2DParams p{sh.N, sh.C, sh.M, 1, sh.H, sh.W, 0, 0, sh.KH, sh.KW, sh.sh, sh.sw,
+                   sh.ph, sh.pw, sh.peh, sh.pew, sh.dh, sh.dw};
+    p.OH = (p.H + p.ph + p.peh - (p.KH - 1) * p.dh - 1) / p.sh + 1;
+    p.OW = (p.W + p.pw + p.pew - (p.KW - 1) * p.dw - 1) / p.sw + 1;
+    const int64_t HW = p.H * p.W, OHW = p.OH * p.OW;
+    const auto x = testing::RandomVector(static_cast<size_t>(p.N * p.C * HW), rng);  // NCHW
+    const auto x_cl = testing::Relayout(x, p.N, p.C, HW, true);
+    auto w = testing::RandomVector(static_cast<size_t>(p.M * p.C * p.KH * p.KW), rng);
+    const auto b = testing::RandomVector(static_cast<size_t>(p.M), rng);
+    const auto z = testing::RandomVector(static_cast<size_t>(p.N * p.M * OHW), rng);  // NCHW
+    const auto z_cl = testing::Relayout(z, p.N, p.M, OHW, true);
+    for (int lay = 0; lay < 6; ++lay) {
+      ++i;
+      ConvPostOps post;
+      post.act = static_cast<Act>(i % 5);
+      post.alpha = post.act == Act::kClip ? -0.5f : 0.1f;
+      post.beta = 0.7f;
+      // lay: 0 X NCHW, Y dense; 1 Y a slice; 2 Y NCHW; 3 Z; 4 Z in Y's bytes; 5 X NCHW, Y NCHW
+      const bool bias = i % 3 != 1, residual = lay == 3 || lay == 4, in_place = lay == 4;
+      ConvLayouts l{lay != 0 && lay != 5, residual, lay != 2 && lay != 5, lay == 1 ? p.M + 5 : 0};
+      const int64_t first = lay == 1 ? 3 : 0, ldc = l.y_channels ? l.y_channels : p.M;
+      const auto want = testing::ReferenceConv(p, x.data(), w.data(), bias ? b.data() : nullptr,
+                                               residual ? z.data() : nullptr, post);
+      std::vector<float> y1;
+      for (int threads = 1; threads <= 3; ++threads) {
+        const std::string what = "case " + std::to_string(i) + " threads " + std::to_string(threads);
+        ASSERT_TRUE(DirectConvFits(p, l, post)) << what;
+        std::unique_ptr<NodeState> state;
+        std::vector<float> y(static_cast<size_t>(p.N * OHW * ldc), 7.0f);
+        if (in_place) y = z_cl;
+        post.z = !residual ? nullptr : in_place ? y.data() : z_cl.data();
+        DirectConv(p, l.x ? x_cl.data() : x.data(), w.data(), true, bias ? b.data() : nullptr,
+                   y.data() + first, l, post, threads, &state);
+        EXPECT_EQ(state->Kernel(), "kiln direct conv avx2") << what;
+        for (int64_t n = 0; n < p.N; ++n)
+          for (int64_t px = 0; px < OHW; ++px)
+            for (int64_t c = 0; c < (l.y ? ldc : p.M); ++c) {
+              const size_t at = static_cast<size_t>(l.y ? (n * OHW + px) * ldc + c : (n * p.M + c) * OHW + px);
+              if (c < first || c >= first + p.M) {
+                ASSERT_EQ(y[at], 7.0f) << what << " pixel " << px << " channel " << c;
+                continue;
+              }
+              const double ref = want[static_cast<size_t>((n * p.M + c - first) * OHW + px)];
+              ASSERT_NEAR(y[at], ref, 2e-5 * (1 + std::fabs(ref)) * std::sqrt(double(p.C * p.KH * p.KW)))
+                  << what << " image " << n << " pixel " << px << " channel " << c;
+            }
+        if (threads == 1) {
+          y1 = y;
+        } else {
+          ASSERT_EQ(0, std::memcmp(y.data(), y1.data(), y.size() * sizeof(float))) << what;
+        }
+        // New weights at the same address: constant ones are kept, others are packed again.
+        if (residual || threads > 1) continue;
+        std::vector<float> w2(w.size(), 0.0f);
+        std::vector<float> y2(y.size(), 7.0f);
+        DirectConv(p, l.x ? x_cl.data() : x.data(), w2.data(), false, nullptr, y2.data() + first, l,
+                   ConvPostOps{}, threads, &state);
+        EXPECT_EQ(y2[static_cast<size_t>(l.y ? first : 0)], 0.0f) << what;
+      }
+    }
   }
 }
 

@@ -17,6 +17,7 @@
 #include "ops/cpu_isa.h"
 #include "ops/gemm_kernels.h"
 #include "ops/conv_geometry.h"
+#include "ops/conv_direct.h"
 #include "ops/conv_grouped.h"
 #include "ops/scratch.h"
 #include "ops/vector_math.h"
@@ -557,6 +558,11 @@ bool TryDnnlConv(ComputeContext& ctx, const ConvShape& s, const ConvPostOps& pos
     WinogradChannelsLast(p, ctx.input(0).data<float>(), ctx.input(1).data<float>(),
                          ctx.input_constant(1), b, ctx.output(0).data<float>(), layouts, post,
                          ctx.threads(), ctx.state());
+    return true;
+  }
+  if (DirectConvFits(p, layouts, post) && DirectConvPays(p)) {
+    DirectConv(p, ctx.input(0).data<float>(), ctx.input(1).data<float>(), ctx.input_constant(1),
+               b, ctx.output(0).data<float>(), layouts, post, ctx.threads(), ctx.state());
     return true;
   }
   if (layouts.any() && GroupedPointwiseFits(p, layouts, post)) {

@@ -17,6 +17,7 @@ enum class ScratchSlot {
   kDnnlRowsSrc, kDnnlRowsDst,  // channels-last copies that a convolution's row parts share
   kDnnlScratchpad,             // a primitive's working memory (dnnl_common::Scratchpad)
   kConvZ,                      // a FusedConv's Z, where Y took its bytes and a kernel needs it apart
+  kConvRows,                   // the direct convolution's input pointers per pixel and tap
   kCount
 };
 

@@ -1,0 +1,386 @@
+#include "ops/conv_direct.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "ops/cpu_isa.h"
+#include "ops/thread_pool.h"
+#include "ops/vector_math.h"
+
+#if KILN_X86_DISPATCH
+#include <immintrin.h>
+#endif
+
+namespace kiln::ops {
+namespace {
+
+using Act = ConvPostOps::Act;
+
+// At most this many of K (taps x channels) per chunk of a panel: a block of three panels' chunk
+// is then at most 96 KiB, read from L2 by each tile (L2 serves the three loads per 12 fused
+// multiply-adds; chunks of 256, which fit L1, measured no faster and reload the sums 4x as often).
+constexpr int64_t kChunkK = 1024;
+// Output pixels per block: the block's input rows stay in L2 while every panel passes over
+// them. A multiple of every tile's rows (4, 6, 8).
+constexpr int64_t kPixelBlock = 96;
+// Below this many input channels a kernel row of taps is read as one run from a padded copy (a
+// tap's own run is too short to pay for loading its pointers; the copy is small next to the
+// products).
+constexpr int64_t kRowRunChannels = 64;
+
+int64_t Chunks(int64_t C, int64_t taps) {
+  return std::max<int64_t>(1, (C * taps + kChunkK - 1) / kChunkK);
+}
+
+// Channels [c0, c1) of chunk j when C channels are cut into n near-equal chunks.
+int64_t ChunkStart(int64_t C, int64_t n, int64_t j) { return C * j / n; }
+
+// How the tiles of one call read their operands.
+struct Plan {
+  const Conv2DParams* p;
+  const float* x;   // channels-last: x itself, or the padded copy
+  int64_t Hx, Wx;   // x's dims (the copy's include the padding)
+  int64_t ph, pw;   // padding still to apply when reading x (0 for the copy)
+  bool row_runs;    // one pointer per kernel row: KW x C floats in a run (the copy, dw == 1)
+  int64_t taps, chunks;
+  const float* panels;
+  int64_t panel_floats;  // from one 8-channel panel to the next
+  const float* zeros;
+  const float* b;
+  const float* z;  // pixels M floats apart
+  float* y;        // pixels ldc floats apart, or NCHW
+  int64_t ldc;
+  bool nchw_y;
+  ConvPostOps post;
+  int64_t vecs;  // 8-channel panels: ceil(M / 8)
+};
+
+// The row pointer of output pixel q (flattened over images and rows) for every tap, into
+// table[tap * kPixelBlock + i] for q = q0 + i; rows of a last partial tile read zeros.
+void BuildRows(const Plan& pl, int64_t q0, int64_t q1, const float** table) {
+  const Conv2DParams& p = *pl.p;
+  const int64_t opix = p.OH * p.OW;
+  // (n, oh, ow) of q, stepped along (a division per pixel cost as much as a first layer's taps)
+  int64_t n = q0 / opix, oh = q0 % opix / p.OW, ow = q0 % p.OW;
+  for (int64_t q = q0; q < q1; ++q, ++ow) {
+    if (ow == p.OW) {
+      ow = 0;
+      if (++oh == p.OH) oh = 0, ++n;
+    }
+    const int64_t h0 = oh * p.sh - pl.ph, w0 = ow * p.sw - pl.pw;
+    const float** t = table + (q - q0);
+    const float* img = pl.x + n * pl.Hx * pl.Wx * p.C;
+    if (pl.row_runs) {
+      for (int64_t kh = 0; kh < p.KH; ++kh)
+        t[kh * kPixelBlock] = img + ((h0 + kh * p.dh) * pl.Wx + w0) * p.C;
+      continue;
+    }
+    for (int64_t kh = 0; kh < p.KH; ++kh) {
+      const int64_t ih = h0 + kh * p.dh;
+      for (int64_t kw = 0; kw < p.KW; ++kw) {
+        const int64_t iw = w0 + kw * p.dw;
+        const bool inside = ih >= 0 && ih < pl.Hx && iw >= 0 && iw < pl.Wx;
+        t[(kh * p.KW + kw) * kPixelBlock] = inside ? img + (ih * pl.Wx + iw) * p.C : pl.zeros;
+      }
+    }
+  }
+  const int64_t padded = (q1 - q0 + 7) / 8 * 8 + 8;  // past any tile's last row
+  for (int64_t i = q1 - q0; i < std::min(padded, kPixelBlock); ++i)
+    for (int64_t t = 0; t < pl.taps; ++t) table[t * kPixelBlock + i] = pl.zeros;
+}
+
+#if KILN_X86_DISPATCH
+#define KILN_DC_TARGET __attribute__((target("avx2,fma")))
+
+// One tile's call: rows [px, px + rows) of the block, panels [v0, v0 + NV), chunk j.
+struct TileArgs {
+  const float* const* rows;  // the block's table at the tile's first row
+  int64_t taps, run, c0;     // pointers per row, floats a tap reads, where in each row it starts
+  const float* w;            // panel v0 at chunk j
+  int64_t wstride;           // floats between panels
+  float* y;                  // the tile's first output
+  const float* z;            // its residual (null: none)
+  const float* b;            // its first channel's bias (null: none)
+  int64_t ldc, zc;
+  int valid;                 // rows to store
+  int tail;                  // lanes of the last panel that are channels (8: all)
+  bool first;
+};
+
+KILN_DC_TARGET inline __m256 Load(bool masked, __m256i mask, const float* q) {
+  return masked ? _mm256_maskload_ps(q, mask) : _mm256_loadu_ps(q);
+}
+
+// What a tile does after its sums: store them as partial sums (a chunk before the last), or
+// apply the activation first (the last chunk; Swish runs over whole rows afterwards). A template
+// argument, so that the twelve stores carry no per-vector switch.
+enum class Epilogue { kPartial, kNone, kRelu, kLeakyRelu, kClip };
+
+// R pixels x NV panels of 8 channels in registers: the first chunk starts from z + b, later
+// ones from the partial sums in y; the taps' runs are multiplied in order.
+template <int R, int NV, Epilogue E>
+KILN_DC_TARGET void Tile(const TileArgs& t, const ConvPostOps& post) {
+  const __m256i mask =
+      _mm256_cmpgt_epi32(_mm256_set1_epi32(t.tail), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  const bool masked = t.tail < 8;  // the last panel's vectors
+  __m256 acc[R][NV];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 3
+    for (int v = 0; v < NV; ++v) {
+      const bool m = v == NV - 1 && masked;
+      __m256 s = _mm256_setzero_ps();
+      if (r < t.valid) {
+        if (!t.first) {
+          s = Load(m, mask, t.y + r * t.ldc + v * 8);
+        } else {
+          if (t.z) s = Load(m, mask, t.z + r * t.zc + v * 8);
+          if (t.b) s = _mm256_add_ps(s, Load(m, mask, t.b + v * 8));
+        }
+      }
+      acc[r][v] = s;
+    }
+  const float* w = t.w;
+  for (int64_t tap = 0; tap < t.taps; ++tap) {
+    const float* a[R];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) a[r] = t.rows[tap * kPixelBlock + r] + t.c0;
+    for (int64_t k = 0; k < t.run; ++k) {
+      __m256 bv[NV];
+#pragma GCC unroll 3
+      for (int v = 0; v < NV; ++v) bv[v] = _mm256_loadu_ps(w + v * t.wstride + k * 8);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        const __m256 av = _mm256_broadcast_ss(a[r] + k);
+#pragma GCC unroll 3
+        for (int v = 0; v < NV; ++v) acc[r][v] = _mm256_fmadd_ps(av, bv[v], acc[r][v]);
+      }
+    }
+    w += t.run * 8;
+  }
+  const __m256 zero = _mm256_setzero_ps();
+  const __m256 alpha = _mm256_set1_ps(post.alpha), beta = _mm256_set1_ps(post.beta);
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    if (r >= t.valid) break;
+#pragma GCC unroll 3
+    for (int v = 0; v < NV; ++v) {
+      __m256 s = acc[r][v];
+      if constexpr (E == Epilogue::kRelu) s = _mm256_max_ps(s, zero);
+      if constexpr (E == Epilogue::kLeakyRelu)
+        s = _mm256_blendv_ps(s, _mm256_mul_ps(s, alpha), _mm256_cmp_ps(s, zero, _CMP_LT_OQ));
+      if constexpr (E == Epilogue::kClip) s = _mm256_min_ps(_mm256_max_ps(s, alpha), beta);
+      float* out = t.y + r * t.ldc + v * 8;
+      if (v == NV - 1 && masked) _mm256_maskstore_ps(out, mask, s);
+      else _mm256_storeu_ps(out, s);
+    }
+  }
+}
+
+// Three panels a block where they can (4 x 3 tiles: 7 loads per 12 fused multiply-adds), the
+// rest in pairs (6 x 2) or one (8 x 1).
+constexpr int RowsFor(int nv) { return nv == 3 ? 4 : nv == 2 ? 6 : 8; }
+int PanelsAt(int64_t left) { return left == 1 ? 1 : left == 2 || left == 4 ? 2 : 3; }
+
+using TileFn = void (*)(const TileArgs&, const ConvPostOps&);
+template <Epilogue E>
+TileFn TileOf(int nv) {
+  return nv == 3 ? Tile<4, 3, E> : nv == 2 ? Tile<6, 2, E> : Tile<8, 1, E>;
+}
+TileFn TileFor(int nv, bool last, Act act) {
+  if (!last) return TileOf<Epilogue::kPartial>(nv);
+  switch (act) {
+    case Act::kRelu: return TileOf<Epilogue::kRelu>(nv);
+    case Act::kLeakyRelu: return TileOf<Epilogue::kLeakyRelu>(nv);
+    case Act::kClip: return TileOf<Epilogue::kClip>(nv);
+    default: return TileOf<Epilogue::kNone>(nv);
+  }
+}
+
+// Pixels [q0, q1) (at most one block) x panels [v_begin, v_end): per block of panels and chunk,
+// every tile of the pixels, so that the panels' chunk stays in L1 across them.
+void Pixels(const Plan& pl, int64_t q0, int64_t q1, int64_t v_begin, int64_t v_end) {
+  const Conv2DParams& p = *pl.p;
+  auto** table = Scratch<const float*>(ScratchSlot::kConvRows,
+                                       static_cast<size_t>(pl.taps * kPixelBlock));
+  BuildRows(pl, q0, q1, table);
+  // Where pixel q0's outputs go: y, or with an NCHW y a channels-last block transposed at the end.
+  const int64_t ldc = pl.nchw_y ? p.M : pl.ldc;
+  float* yq0 = pl.nchw_y ? Scratch<float>(ScratchSlot::kConvColumns, static_cast<size_t>(kPixelBlock * p.M))
+                         : pl.y + q0 * ldc;
+  const int tail_all = static_cast<int>(p.M - (pl.vecs - 1) * 8);
+  for (int64_t v0 = v_begin; v0 < v_end;) {
+    const int nv = PanelsAt(v_end - v0);
+    const int R = RowsFor(nv);
+    TileArgs t{};
+    t.wstride = pl.panel_floats;
+    t.ldc = ldc;
+    t.zc = p.M;
+    t.b = pl.b ? pl.b + v0 * 8 : nullptr;
+    t.tail = v0 + nv == pl.vecs ? tail_all : 8;
+    int64_t wofs = 0;
+    for (int64_t j = 0; j < pl.chunks; ++j) {
+      const int64_t c0 = pl.row_runs ? 0 : ChunkStart(p.C, pl.chunks, j);
+      const int64_t c1 = pl.row_runs ? 0 : ChunkStart(p.C, pl.chunks, j + 1);
+      t.taps = pl.taps;
+      t.run = pl.row_runs ? p.KW * p.C : c1 - c0;
+      t.c0 = c0;
+      t.w = pl.panels + v0 * pl.panel_floats + wofs;
+      t.first = j == 0;
+      const TileFn fn = TileFor(nv, j + 1 == pl.chunks, pl.post.act);
+      wofs += t.taps * t.run * 8;
+      for (int64_t px = q0; px < q1; px += R) {
+        t.rows = table + (px - q0);
+        t.valid = static_cast<int>(std::min<int64_t>(R, q1 - px));
+        t.y = yq0 + (px - q0) * ldc + v0 * 8;
+        t.z = pl.z ? pl.z + px * p.M + v0 * 8 : nullptr;
+        fn(t, pl.post);
+      }
+    }
+    v0 += nv;
+  }
+  const int64_t m0 = v_begin * 8, m1 = std::min(p.M, v_end * 8);
+  if (pl.post.act == Act::kSwish) {
+    if (m0 == 0 && m1 == p.M && ldc == p.M) SwishF32(yq0, yq0, (q1 - q0) * p.M, 1.0f);
+    else
+      for (int64_t q = q0; q < q1; ++q)
+        SwishF32(yq0 + (q - q0) * ldc + m0, yq0 + (q - q0) * ldc + m0, m1 - m0, 1.0f);
+  }
+  if (!pl.nchw_y) return;
+  const int64_t opix = p.OH * p.OW;
+  for (int64_t q = q0; q < q1; ++q) {
+    const float* src = yq0 + (q - q0) * p.M;
+    float* dst = pl.y + (q / opix) * p.M * opix + q % opix;
+    for (int64_t m = m0; m < m1; ++m) dst[m * opix] = src[m];
+  }
+}
+#endif
+
+// The packed panels: for each 8 output channels, chunk by chunk, every tap's run of the chunk's
+// input channels, 8 floats (one per output channel) per input channel; zero past M.
+void PackPanels(const Conv2DParams& p, const float* w, int64_t chunks, float* out) {
+  const int64_t vecs = (p.M + 7) / 8, K = p.C * p.KH * p.KW;
+  std::memset(out, 0, static_cast<size_t>(vecs * K * 8) * sizeof(float));
+  for (int64_t v = 0; v < vecs; ++v) {
+    float* dst = out + v * K * 8;
+    for (int64_t j = 0; j < chunks; ++j) {
+      const int64_t c0 = ChunkStart(p.C, chunks, j), c1 = ChunkStart(p.C, chunks, j + 1);
+      for (int64_t kh = 0; kh < p.KH; ++kh)
+        for (int64_t kw = 0; kw < p.KW; ++kw)
+          for (int64_t c = c0; c < c1; ++c, dst += 8)
+            for (int64_t m = v * 8; m < std::min(p.M, v * 8 + 8); ++m)
+              dst[m - v * 8] = w[((m * p.C + c) * p.KH + kh) * p.KW + kw];
+    }
+  }
+}
+
+// x (NCHW or channels-last) as channels-last images with the padding made explicit.
+float* PaddedCopy(const Conv2DParams& p, const float* x, bool x_channels_last, int64_t Hp,
+                  int64_t Wp) {
+  float* out = Scratch<float>(ScratchSlot::kPadded, static_cast<size_t>(p.N * Hp * Wp * p.C));
+  std::memset(out, 0, static_cast<size_t>(p.N * Hp * Wp * p.C) * sizeof(float));
+  for (int64_t n = 0; n < p.N; ++n)
+    for (int64_t h = 0; h < p.H; ++h) {
+      float* row = out + ((n * Hp + h + p.ph) * Wp + p.pw) * p.C;
+      if (x_channels_last) {
+        std::memcpy(row, x + (n * p.H + h) * p.W * p.C, static_cast<size_t>(p.W * p.C) * sizeof(float));
+        continue;
+      }
+      for (int64_t c = 0; c < p.C; ++c) {
+        const float* src = x + ((n * p.C + c) * p.H + h) * p.W;
+        for (int64_t w = 0; w < p.W; ++w) row[w * p.C + c] = src[w];
+      }
+    }
+  return out;
+}
+
+// Whether the input is read from a padded channels-last copy: an NCHW input, or so few channels
+// that a tap's run is too short to pay for its pointer.
+bool UsesCopy(const Conv2DParams& p, const ConvLayouts& l) {
+  return !l.x || (p.C < kRowRunChannels && p.dw == 1 && p.KW > 1);
+}
+
+}  // namespace
+
+bool DirectConvFits(const Conv2DParams& p, const ConvLayouts& l, const ConvPostOps& post) {
+  return KILN_X86_DISPATCH && IsaSupported(Isa::kAvx2) && BestIsa() != Isa::kAvx512 &&
+         p.group == 1 && (!post.z || (l.z && l.y && l.y_channels == 0));
+}
+
+bool DirectConvPays(const Conv2DParams& p) { return p.KH * p.KW > 1 && p.C >= 64; }
+
+void DirectConv(const Conv2DParams& p, const float* x, const float* w, bool w_constant,
+                const float* b, float* y, const ConvLayouts& l, const ConvPostOps& post,
+                int threads, std::unique_ptr<NodeState>* state) {
+#if KILN_X86_DISPATCH
+  std::unique_ptr<NodeState> local;
+  if (!state) state = &local;
+  auto* st = dynamic_cast<DirectConvState*>(state->get());
+  if (!st) {
+    *state = std::make_unique<DirectConvState>();
+    st = static_cast<DirectConvState*>(state->get());
+  }
+  const bool copy = UsesCopy(p, l);
+  const bool row_runs = copy && p.dw == 1;
+  const int64_t taps = row_runs ? p.KH : p.KH * p.KW;
+  const int64_t chunks = row_runs ? 1 : Chunks(p.C, taps);
+  const int64_t vecs = (p.M + 7) / 8, K = p.C * p.KH * p.KW;
+  if (!st->panels || !w_constant || st->w != w || st->C != p.C || st->M != p.M ||
+      st->KH != p.KH || st->KW != p.KW || st->chunk != chunks) {
+    st->panels = AllocateLarge(static_cast<size_t>(vecs * K * 8) * sizeof(float));
+    PackPanels(p, w, chunks, static_cast<float*>(st->panels.get()));
+    st->w = w_constant ? w : nullptr;
+    st->C = p.C;
+    st->M = p.M;
+    st->KH = p.KH;
+    st->KW = p.KW;
+    st->chunk = chunks;
+    st->zeros.assign(static_cast<size_t>(p.KW * p.C), 0.0f);  // any tap's run
+  }
+  Plan pl{};
+  pl.p = &p;
+  if (copy) {
+    pl.Hx = p.H + p.ph + p.peh;
+    pl.Wx = p.W + p.pw + p.pew;
+    pl.x = PaddedCopy(p, x, l.x, pl.Hx, pl.Wx);
+  } else {
+    pl.x = x;
+    pl.Hx = p.H;
+    pl.Wx = p.W;
+    pl.ph = p.ph;
+    pl.pw = p.pw;
+  }
+  pl.row_runs = row_runs;
+  pl.taps = taps;
+  pl.chunks = chunks;
+  pl.panels = static_cast<const float*>(st->panels.get());
+  pl.panel_floats = K * 8;
+  pl.zeros = st->zeros.data();
+  pl.b = b;
+  pl.z = post.z;
+  pl.y = y;
+  pl.ldc = l.y_channels ? l.y_channels : p.M;
+  pl.nchw_y = !l.y;
+  pl.post = post;
+  pl.vecs = vecs;
+  const int64_t P = p.N * p.OH * p.OW, blocks = (P + kPixelBlock - 1) / kPixelBlock;
+  if (threads <= 1 || blocks >= 2 * threads) {
+    ParallelFor(threads, blocks, [&](int64_t b0, int64_t b1) {
+      for (int64_t i = b0; i < b1; ++i)
+        Pixels(pl, i * kPixelBlock, std::min(P, (i + 1) * kPixelBlock), 0, vecs);
+    });
+    return;
+  }
+  // Few pixels: the threads split the panels, in blocks of three.
+  ParallelFor(threads, (vecs + 2) / 3, [&](int64_t g0, int64_t g1) {
+    for (int64_t i = 0; i < blocks; ++i)
+      Pixels(pl, i * kPixelBlock, std::min(P, (i + 1) * kPixelBlock), g0 * 3,
+             std::min(vecs, g1 * 3));
+  });
+#else
+  (void)p, (void)x, (void)w, (void)w_constant, (void)b, (void)y, (void)l, (void)post;
+  (void)threads, (void)state;
+#endif
+}
+
+}  // namespace kiln::ops

@@ -1,0 +1,57 @@
+// Dense 2-D convolutions computed directly on channels-last memory (an implicit GEMM: output
+// pixels x output channels, summed over kernel taps x input channels) for AVX2 CPUs without
+// AVX-512, where oneDNN 2.6's `jit:avx2` runs ResNet's 3x3 convs on 7 x 7 maps and the strided
+// ones at 50-55 GFLOP/s on one Zen 3 core and ONNX Runtime's NCHWc kernels at 72-81
+// (bench/README.md, step 9). A register tile of 4 pixels x 24 channels (or 6 x 16, 8 x 8)
+// accumulates fused multiply-adds over each tap's run of input channels, read where they lie in
+// the input (one pointer per pixel and tap; taps in the padding read a zero row); the weights are
+// packed once per node into 8-channel panels in the order the tile reads them, in chunks of
+// input channels small enough for a block of panels to stay in L1 while a block of pixels passes
+// over it. Bias, a residual and the activation are applied in registers before the last store.
+// Inputs with few channels (a network's first layer) or in NCHW are first copied channels-last
+// with their padding made explicit, so that a whole kernel row of taps is one contiguous run.
+//
+// Sums: for each output, (z + b) then every chunk's products in (tap, channel) order, with
+// fused multiply-adds; threads split pixel blocks or output-channel panels, never a sum, so the
+// result does not depend on the thread count.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ops/conv_dnnl.h"
+#include "ops/scratch.h"
+
+namespace kiln::ops {
+
+// Whether DirectConv takes p with these layouts: an ungrouped 2-D convolution, Y NCHW or
+// channels-last (dense or a slice of a wider tensor; an NCHW Y is made channels-last a block of
+// pixels at a time and transposed there), Z (if any) channels-last like Y, on a CPU with AVX2
+// but not AVX-512.
+bool DirectConvFits(const Conv2DParams& p, const ConvLayouts& l, const ConvPostOps& post);
+
+// Whether it beats oneDNN's `jit:avx2` for p, measured on Zen 3 at one and two threads on the
+// convolutions of the issue-7 models (bench/README.md, step 9): kernels larger than 1x1 over at
+// least 64 input channels (0.65-0.95 of oneDNN's time in the models). Its 1x1 kernel and the
+// first layers' few channels lose (1.05-1.6): the tile's fixed costs weigh on short sums there.
+bool DirectConvPays(const Conv2DParams& p);
+
+// One node's packed weights, made on first use and kept.
+struct DirectConvState : NodeState {
+  const float* w = nullptr;  // the weights the panels were made from (constant ones: not remade)
+  int64_t C = 0, M = 0, KH = 0, KW = 0, chunk = 0;
+  LargeBuffer panels;         // [ceil(M / 8)][chunks][KH][KW][chunk's channels][8], zero padded
+  std::vector<float> zeros;   // KW x C zeros for taps in the padding and rows past the last
+  std::string Kernel() const override { return "kiln direct conv avx2"; }
+};
+
+// y = act(conv(x, w) + b + z) for p as DirectConvFits says (b and post.z may be null; z may be
+// y's own bytes). `state` (may be null) keeps the packed weights between calls (`w_constant`:
+// w never changes while it lives).
+void DirectConv(const Conv2DParams& p, const float* x, const float* w, bool w_constant,
+                const float* b, float* y, const ConvLayouts& l, const ConvPostOps& post,
+                int threads, std::unique_ptr<NodeState>* state);
+
+}  // namespace kiln::ops

@@ -1,0 +1,48 @@
+// A 2-D convolution in double for the kernel tests: any group, stride, asymmetric pads and
+// dilation, then + bias, + a residual and the activation, as FusedConv defines them.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "ops/conv_dnnl.h"
+
+namespace kiln::testing {
+
+// y [N, M, OH, OW] = act(conv(x, w) + b + z) with x [N, C, H, W], w [M, C / group, KH, KW],
+// z (may be null) NCHW like y, b (may be null) [M].
+inline std::vector<double> ReferenceConv(const ops::Conv2DParams& p, const float* x,
+                                         const float* w, const float* b, const float* z,
+                                         const ops::ConvPostOps& post) {
+  using Act = ops::ConvPostOps::Act;
+  const int64_t Cg = p.C / p.group, Mg = p.M / p.group, OHW = p.OH * p.OW;
+  std::vector<double> y(static_cast<size_t>(p.N * p.M * OHW));
+  for (int64_t n = 0; n < p.N; ++n)
+    for (int64_t m = 0; m < p.M; ++m)
+      for (int64_t oh = 0; oh < p.OH; ++oh)
+        for (int64_t ow = 0; ow < p.OW; ++ow) {
+          double acc = b ? b[m] : 0.0;
+          for (int64_t c = 0; c < Cg; ++c)
+            for (int64_t kh = 0; kh < p.KH; ++kh)
+              for (int64_t kw = 0; kw < p.KW; ++kw) {
+                const int64_t ih = oh * p.sh - p.ph + kh * p.dh, iw = ow * p.sw - p.pw + kw * p.dw;
+                if (ih < 0 || ih >= p.H || iw < 0 || iw >= p.W) continue;
+                const int64_t ci = (m / Mg) * Cg + c;
+                acc += double(w[((m * Cg + c) * p.KH + kh) * p.KW + kw]) *
+                       x[((n * p.C + ci) * p.H + ih) * p.W + iw];
+              }
+          const size_t o = static_cast<size_t>((n * p.M + m) * OHW + oh * p.OW + ow);
+          if (z) acc += z[o];
+          if (post.act == Act::kRelu) acc = std::max(acc, 0.0);
+          if (post.act == Act::kLeakyRelu && acc < 0) acc *= post.alpha;
+          if (post.act == Act::kClip)
+            acc = std::min(std::max(acc, double(post.alpha)), double(post.beta));
+          if (post.act == Act::kSwish) acc = acc / (1 + std::exp(-acc));
+          y[o] = acc;
+        }
+  return y;
+}
+
+}  // namespace kiln::testing
