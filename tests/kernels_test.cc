@@ -177,8 +177,8 @@ TEST(PackedGemm, PrepackedBIsTheSameProduct) {
 
 // Winograd F(2x2, 3x3) (ops/conv_winograd.h) against a direct loop in double: pads on either
 // side or none, odd sizes and channel counts (vector tails), several tile blocks, bias, residual
-// (also in Y's own bytes), every activation, a Concat slice as Y, 1 and 2 threads, and weights
-// re-read when they are not constant.
+// (also in Y's own bytes), every activation, a Concat slice as Y, 1 to 3 threads (the same bits),
+// and weights re-read when they are not constant.
 TEST(Winograd, AgainstDirectConvolution) {
   std::mt19937 rng(6);
   struct Shape { int64_t C, M, H, W, ph, pw, peh, pew; };
@@ -207,13 +207,18 @@ TEST(Winograd, AgainstDirectConvolution) {
       const int64_t ldc = l.y_channels ? l.y_channels : p.M, first = residual ? 0 : 3;
       const auto want = testing::ReferenceConv(p, x_nchw.data(), w.data(), bias ? b.data() : nullptr,
                                                residual ? z_nchw.data() : nullptr, post);
-      for (int threads : {1, 2}) {
+      std::vector<float> y1;
+      for (int threads : {1, 2, 3}) {
         std::unique_ptr<NodeState> state;
         std::vector<float> y(static_cast<size_t>(OHW * ldc), 7.0f);
         if (in_place) std::copy(z.begin(), z.end(), y.begin());
         post.z = !residual ? nullptr : in_place ? y.data() : z.data();
         WinogradChannelsLast(p, x.data(), w.data(), true, bias ? b.data() : nullptr, y.data() + first,
                              l, post, threads, &state);
+        // Threads split blocks of tiles or each block's products, never a sum.
+        if (threads == 1) y1 = y;
+        EXPECT_EQ(0, std::memcmp(y.data(), y1.data(), y.size() * sizeof(float)))
+            << "case " << i << " threads " << threads;
         for (int64_t px = 0; px < OHW; ++px)
           for (int64_t c = 0; c < ldc; ++c) {
             const float got = y[static_cast<size_t>(px * ldc + c)];
@@ -226,7 +231,7 @@ TEST(Winograd, AgainstDirectConvolution) {
                 << "case " << i << " threads " << threads << " pixel " << px << " channel " << c;
           }
         // New weights at the same address: constant ones are kept, others are transformed again.
-        if (residual || threads == 2) continue;
+        if (residual || threads > 1) continue;
         std::vector<float> w2(w.size(), 0.0f);
         std::vector<float> y2(y.size(), 7.0f);
         WinogradChannelsLast(p, x.data(), w2.data(), false, nullptr, y2.data() + first, l,
