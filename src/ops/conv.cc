@@ -560,7 +560,7 @@ bool TryDnnlConv(ComputeContext& ctx, const ConvShape& s, const ConvPostOps& pos
                          ctx.threads(), ctx.state());
     return true;
   }
-  if (DirectConvFits(p, layouts, post) && DirectConvPays(p)) {
+  if (DirectConvFits(p, layouts, post) && DirectConvPays(p, layouts)) {
     DirectConv(p, ctx.input(0).data<float>(), ctx.input(1).data<float>(), ctx.input_constant(1),
                b, ctx.output(0).data<float>(), layouts, post, ctx.threads(), ctx.state());
     return true;

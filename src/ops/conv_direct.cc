@@ -92,17 +92,16 @@ void BuildRows(const Plan& pl, int64_t q0, int64_t q1, const float** table) {
 #if KILN_X86_DISPATCH
 #define KILN_DC_TARGET __attribute__((target("avx2,fma")))
 
-// One tile's call: rows [px, px + rows) of the block, panels [v0, v0 + NV), chunk j.
+// One call's tiles: the block's pixels, panels [v0, v0 + NV), chunk j.
 struct TileArgs {
-  const float* const* rows;  // the block's table at the tile's first row
+  const float* const* rows;  // the block's table
   int64_t taps, run, c0;     // pointers per row, floats a tap reads, where in each row it starts
   const float* w;            // panel v0 at chunk j
   int64_t wstride;           // floats between panels
-  float* y;                  // the tile's first output
+  float* y;                  // the block's first pixel's output at channel 8 v0
   const float* z;            // its residual (null: none)
-  const float* b;            // its first channel's bias (null: none)
+  const float* b;            // the bias at channel 8 v0 (null: none)
   int64_t ldc, zc;
-  int valid;                 // rows to store
   int tail;                  // lanes of the last panel that are channels (8: all)
   bool first;
 };
@@ -116,35 +115,61 @@ KILN_DC_TARGET inline __m256 Load(bool masked, __m256i mask, const float* q) {
 // argument, so that the twelve stores carry no per-vector switch.
 enum class Epilogue { kPartial, kNone, kRelu, kLeakyRelu, kClip };
 
-// R pixels x NV panels of 8 channels in registers: the first chunk starts from z + b, later
-// ones from the partial sums in y; the taps' runs are multiplied in order.
-template <int R, int NV, Epilogue E>
-KILN_DC_TARGET void Tile(const TileArgs& t, const ConvPostOps& post) {
-  const __m256i mask =
-      _mm256_cmpgt_epi32(_mm256_set1_epi32(t.tail), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+// R pixels x NV panels of 8 channels in registers, for the tile at rows `px` of the block: the
+// first chunk starts from z + b, later ones from the partial sums in y; the taps' runs are
+// multiplied in order. kFull: all R rows are pixels (else `valid` are).
+template <int R, int NV, Epilogue E, bool kFull>
+KILN_DC_TARGET __attribute__((always_inline)) inline void TileAt(const TileArgs& t, int64_t px,
+                                                                 int valid, __m256i mask,
+                                                                 const ConvPostOps& post) {
   const bool masked = t.tail < 8;  // the last panel's vectors
+  float* y = t.y + px * t.ldc;
   __m256 acc[R][NV];
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r)
+  if (t.first && !t.z) {
+    __m256 bias[NV];
 #pragma GCC unroll 3
-    for (int v = 0; v < NV; ++v) {
-      const bool m = v == NV - 1 && masked;
-      __m256 s = _mm256_setzero_ps();
-      if (r < t.valid) {
-        if (!t.first) {
-          s = Load(m, mask, t.y + r * t.ldc + v * 8);
-        } else {
-          if (t.z) s = Load(m, mask, t.z + r * t.zc + v * 8);
-          if (t.b) s = _mm256_add_ps(s, Load(m, mask, t.b + v * 8));
+    for (int v = 0; v < NV; ++v)
+      bias[v] = t.b ? Load(v == NV - 1 && masked, mask, t.b + v * 8) : _mm256_setzero_ps();
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 3
+      for (int v = 0; v < NV; ++v) acc[r][v] = bias[v];
+  } else {
+    const float* z = t.z + px * t.zc;
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 3
+      for (int v = 0; v < NV; ++v) {
+        const bool m = v == NV - 1 && masked;
+        __m256 s = _mm256_setzero_ps();
+        if (kFull || r < valid) {
+          if (!t.first) {
+            s = Load(m, mask, y + r * t.ldc + v * 8);
+          } else {
+            s = Load(m, mask, z + r * t.zc + v * 8);
+            if (t.b) s = _mm256_add_ps(s, Load(m, mask, t.b + v * 8));
+          }
         }
+        acc[r][v] = s;
       }
-      acc[r][v] = s;
+  }
+  // The next tile's outputs (and residual), which its first loads or stores would otherwise wait
+  // for: a row's part of them is not a stream the hardware prefetcher follows.
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    __builtin_prefetch(y + (R + r) * t.ldc, 1);
+    __builtin_prefetch(y + (R + r) * t.ldc + NV * 8 - 1, 1);
+    if (t.first && t.z) {
+      __builtin_prefetch(t.z + (px + R + r) * t.zc);
+      __builtin_prefetch(t.z + (px + R + r) * t.zc + NV * 8 - 1);
     }
+  }
   const float* w = t.w;
+  const float* const* rows = t.rows + px;
   for (int64_t tap = 0; tap < t.taps; ++tap) {
     const float* a[R];
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) a[r] = t.rows[tap * kPixelBlock + r] + t.c0;
+    for (int r = 0; r < R; ++r) a[r] = rows[tap * kPixelBlock + r] + t.c0;
     for (int64_t k = 0; k < t.run; ++k) {
       __m256 bv[NV];
 #pragma GCC unroll 3
@@ -159,33 +184,44 @@ KILN_DC_TARGET void Tile(const TileArgs& t, const ConvPostOps& post) {
     w += t.run * 8;
   }
   const __m256 zero = _mm256_setzero_ps();
-  const __m256 alpha = _mm256_set1_ps(post.alpha), beta = _mm256_set1_ps(post.beta);
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
-    if (r >= t.valid) break;
+    if (!kFull && r >= valid) break;
 #pragma GCC unroll 3
     for (int v = 0; v < NV; ++v) {
       __m256 s = acc[r][v];
       if constexpr (E == Epilogue::kRelu) s = _mm256_max_ps(s, zero);
       if constexpr (E == Epilogue::kLeakyRelu)
-        s = _mm256_blendv_ps(s, _mm256_mul_ps(s, alpha), _mm256_cmp_ps(s, zero, _CMP_LT_OQ));
-      if constexpr (E == Epilogue::kClip) s = _mm256_min_ps(_mm256_max_ps(s, alpha), beta);
-      float* out = t.y + r * t.ldc + v * 8;
+        s = _mm256_blendv_ps(s, _mm256_mul_ps(s, _mm256_set1_ps(post.alpha)),
+                             _mm256_cmp_ps(s, zero, _CMP_LT_OQ));
+      if constexpr (E == Epilogue::kClip)
+        s = _mm256_min_ps(_mm256_max_ps(s, _mm256_set1_ps(post.alpha)), _mm256_set1_ps(post.beta));
+      float* out = y + r * t.ldc + v * 8;
       if (v == NV - 1 && masked) _mm256_maskstore_ps(out, mask, s);
       else _mm256_storeu_ps(out, s);
     }
   }
 }
 
+// Every tile of `count` pixels from the table's first row, in one call (a call per tile cost
+// as much as a first layer's 27 multiply-adds per output).
+template <int R, int NV, Epilogue E>
+KILN_DC_TARGET void Tiles(const TileArgs& t, int64_t count, const ConvPostOps& post) {
+  const __m256i mask =
+      _mm256_cmpgt_epi32(_mm256_set1_epi32(t.tail), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  int64_t px = 0;
+  for (; px + R <= count; px += R) TileAt<R, NV, E, true>(t, px, R, mask, post);
+  if (px < count) TileAt<R, NV, E, false>(t, px, static_cast<int>(count - px), mask, post);
+}
+
 // Three panels a block where they can (4 x 3 tiles: 7 loads per 12 fused multiply-adds), the
 // rest in pairs (6 x 2) or one (8 x 1).
-constexpr int RowsFor(int nv) { return nv == 3 ? 4 : nv == 2 ? 6 : 8; }
 int PanelsAt(int64_t left) { return left == 1 ? 1 : left == 2 || left == 4 ? 2 : 3; }
 
-using TileFn = void (*)(const TileArgs&, const ConvPostOps&);
+using TileFn = void (*)(const TileArgs&, int64_t, const ConvPostOps&);
 template <Epilogue E>
 TileFn TileOf(int nv) {
-  return nv == 3 ? Tile<4, 3, E> : nv == 2 ? Tile<6, 2, E> : Tile<8, 1, E>;
+  return nv == 3 ? Tiles<4, 3, E> : nv == 2 ? Tiles<6, 2, E> : Tiles<8, 1, E>;
 }
 TileFn TileFor(int nv, bool last, Act act) {
   if (!last) return TileOf<Epilogue::kPartial>(nv);
@@ -211,13 +247,15 @@ void Pixels(const Plan& pl, int64_t q0, int64_t q1, int64_t v_begin, int64_t v_e
   const int tail_all = static_cast<int>(p.M - (pl.vecs - 1) * 8);
   for (int64_t v0 = v_begin; v0 < v_end;) {
     const int nv = PanelsAt(v_end - v0);
-    const int R = RowsFor(nv);
     TileArgs t{};
     t.wstride = pl.panel_floats;
     t.ldc = ldc;
     t.zc = p.M;
     t.b = pl.b ? pl.b + v0 * 8 : nullptr;
     t.tail = v0 + nv == pl.vecs ? tail_all : 8;
+    t.rows = table;
+    t.y = yq0 + v0 * 8;
+    t.z = pl.z ? pl.z + q0 * p.M + v0 * 8 : nullptr;
     int64_t wofs = 0;
     for (int64_t j = 0; j < pl.chunks; ++j) {
       const int64_t c0 = pl.row_runs ? 0 : ChunkStart(p.C, pl.chunks, j);
@@ -227,15 +265,8 @@ void Pixels(const Plan& pl, int64_t q0, int64_t q1, int64_t v_begin, int64_t v_e
       t.c0 = c0;
       t.w = pl.panels + v0 * pl.panel_floats + wofs;
       t.first = j == 0;
-      const TileFn fn = TileFor(nv, j + 1 == pl.chunks, pl.post.act);
       wofs += t.taps * t.run * 8;
-      for (int64_t px = q0; px < q1; px += R) {
-        t.rows = table + (px - q0);
-        t.valid = static_cast<int>(std::min<int64_t>(R, q1 - px));
-        t.y = yq0 + (px - q0) * ldc + v0 * 8;
-        t.z = pl.z ? pl.z + px * p.M + v0 * 8 : nullptr;
-        fn(t, pl.post);
-      }
+      TileFor(nv, j + 1 == pl.chunks, pl.post.act)(t, q1 - q0, pl.post);
     }
     v0 += nv;
   }
@@ -307,7 +338,10 @@ bool DirectConvFits(const Conv2DParams& p, const ConvLayouts& l, const ConvPostO
          p.group == 1 && (!post.z || (l.z && l.y && l.y_channels == 0));
 }
 
-bool DirectConvPays(const Conv2DParams& p) { return p.KH * p.KW > 1 && p.C >= 64; }
+bool DirectConvPays(const Conv2DParams& p, const ConvLayouts& l) {
+  if (p.KH * p.KW == 1) return l.y_channels != 0 && p.C <= 64;
+  return p.C >= 64;
+}
 
 void DirectConv(const Conv2DParams& p, const float* x, const float* w, bool w_constant,
                 const float* b, float* y, const ConvLayouts& l, const ConvPostOps& post,

@@ -32,11 +32,13 @@ namespace kiln::ops {
 // but not AVX-512.
 bool DirectConvFits(const Conv2DParams& p, const ConvLayouts& l, const ConvPostOps& post);
 
-// Whether it beats oneDNN's `jit:avx2` for p, measured on Zen 3 at one and two threads on the
-// convolutions of the issue-7 models (bench/README.md, step 9): kernels larger than 1x1 over at
-// least 64 input channels (0.65-0.95 of oneDNN's time in the models). Its 1x1 kernel and the
-// first layers' few channels lose (1.05-1.6): the tile's fixed costs weigh on short sums there.
-bool DirectConvPays(const Conv2DParams& p);
+// Whether it beats oneDNN for p with these layouts, measured on Zen 3 at one and two threads on
+// the convolutions of the issue-7 models (bench/README.md, step 9): kernels larger than 1x1 over
+// at least 64 input channels (0.65-0.95 of `jit:avx2`'s time in the models), and 1x1 kernels over
+// at most 64 channels that write a slice of a Concat (0.66-0.85 of `jit_1x1:avx2` and its copy
+// into the slice). Other 1x1 kernels (1.0-1.2) and first layers' few channels (1.05-1.6) lose:
+// the tile's fixed costs weigh on short sums there.
+bool DirectConvPays(const Conv2DParams& p, const ConvLayouts& l);
 
 // One node's packed weights, made on first use and kept.
 struct DirectConvState : NodeState {
