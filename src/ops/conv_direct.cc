@@ -135,7 +135,7 @@ KILN_DC_TARGET __attribute__((always_inline)) inline void TileAt(const TileArgs&
 #pragma GCC unroll 3
       for (int v = 0; v < NV; ++v) acc[r][v] = bias[v];
   } else {
-    const float* z = t.z + px * t.zc;
+    const float* z = t.first ? t.z + px * t.zc : nullptr;
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r)
 #pragma GCC unroll 3
