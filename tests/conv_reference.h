@@ -12,28 +12,34 @@
 namespace kiln::testing {
 
 // y [N, M, OH, OW] = act(conv(x, w) + b + z) with x [N, C, H, W], w [M, C / group, KH, KW],
-// z (may be null) NCHW like y, b (may be null) [M].
+// z (may be null) NCHW like y, b (may be null) [M]. `magnitude` (may be null) gets each output's
+// |b| + sum of |terms| of the convolution, the scale of its rounding error.
 inline std::vector<double> ReferenceConv(const ops::Conv2DParams& p, const float* x,
                                          const float* w, const float* b, const float* z,
-                                         const ops::ConvPostOps& post) {
+                                         const ops::ConvPostOps& post,
+                                         std::vector<double>* magnitude = nullptr) {
   using Act = ops::ConvPostOps::Act;
   const int64_t Cg = p.C / p.group, Mg = p.M / p.group, OHW = p.OH * p.OW;
   std::vector<double> y(static_cast<size_t>(p.N * p.M * OHW));
+  if (magnitude) magnitude->assign(y.size(), 0.0);
   for (int64_t n = 0; n < p.N; ++n)
     for (int64_t m = 0; m < p.M; ++m)
       for (int64_t oh = 0; oh < p.OH; ++oh)
         for (int64_t ow = 0; ow < p.OW; ++ow) {
-          double acc = b ? b[m] : 0.0;
+          double acc = b ? b[m] : 0.0, mag = std::fabs(acc);
           for (int64_t c = 0; c < Cg; ++c)
             for (int64_t kh = 0; kh < p.KH; ++kh)
               for (int64_t kw = 0; kw < p.KW; ++kw) {
                 const int64_t ih = oh * p.sh - p.ph + kh * p.dh, iw = ow * p.sw - p.pw + kw * p.dw;
                 if (ih < 0 || ih >= p.H || iw < 0 || iw >= p.W) continue;
                 const int64_t ci = (m / Mg) * Cg + c;
-                acc += double(w[((m * Cg + c) * p.KH + kh) * p.KW + kw]) *
-                       x[((n * p.C + ci) * p.H + ih) * p.W + iw];
+                const double t = double(w[((m * Cg + c) * p.KH + kh) * p.KW + kw]) *
+                                 x[((n * p.C + ci) * p.H + ih) * p.W + iw];
+                acc += t;
+                mag += std::fabs(t);
               }
           const size_t o = static_cast<size_t>((n * p.M + m) * OHW + oh * p.OW + ow);
+          if (magnitude) (*magnitude)[o] = mag;
           if (z) acc += z[o];
           if (post.act == Act::kRelu) acc = std::max(acc, 0.0);
           if (post.act == Act::kLeakyRelu && acc < 0) acc *= post.alpha;

@@ -4,6 +4,7 @@
 // when they are not constant.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstring>
@@ -14,6 +15,7 @@
 #include "ops/conv_dnnl.h"
 #include "ops/cpu_isa.h"
 #include "ops/gemm_dnnl.h"
+#include "conv_reference.h"
 #include "random_vectors.h"
 
 namespace kiln::ops {
@@ -32,27 +34,11 @@ Conv2DParams Make(int64_t N, int64_t C, int64_t M, int64_t group, int64_t H, int
 // Returns the worst |y - ref| / (sum of |terms|) over the outputs.
 double Worst(const Conv2DParams& p, const std::vector<float>& x, const std::vector<float>& w,
              const float* b, const std::vector<float>& y) {
-  const int64_t Cg = p.C / p.group, Mg = p.M / p.group;
+  std::vector<double> mag;
+  const auto ref = testing::ReferenceConv(p, x.data(), w.data(), b, nullptr, ConvPostOps{}, &mag);
   double worst = 0;
-  for (int64_t n = 0; n < p.N; ++n)
-    for (int64_t m = 0; m < p.M; ++m)
-      for (int64_t oh = 0; oh < p.OH; ++oh)
-        for (int64_t ow = 0; ow < p.OW; ++ow) {
-          double acc = b ? b[m] : 0.0, mag = std::fabs(acc) + 1e-30;
-          for (int64_t c = 0; c < Cg; ++c)
-            for (int64_t kh = 0; kh < p.KH; ++kh)
-              for (int64_t kw = 0; kw < p.KW; ++kw) {
-                const int64_t ih = oh * p.sh - p.ph + kh * p.dh, iw = ow * p.sw - p.pw + kw * p.dw;
-                if (ih < 0 || ih >= p.H || iw < 0 || iw >= p.W) continue;
-                const int64_t ci = (m / Mg) * Cg + c;
-                const double t = double(w[((m * Cg + c) * p.KH + kh) * p.KW + kw]) *
-                                 x[((n * p.C + ci) * p.H + ih) * p.W + iw];
-                acc += t;
-                mag += std::fabs(t);
-              }
-          const double got = y[((n * p.M + m) * p.OH + oh) * p.OW + ow];
-          worst = std::max(worst, std::fabs(got - acc) / mag);
-        }
+  for (size_t i = 0; i < ref.size(); ++i)
+    worst = std::max(worst, std::fabs(y[i] - ref[i]) / (mag[i] + 1e-30));
   return worst;
 }
 

@@ -175,6 +175,26 @@ TEST(PackedGemm, PrepackedBIsTheSameProduct) {
     }
 }
 
+// y, channels-last (pixels ldc floats apart, the output at channel `first` of each) or NCHW,
+// against want [N, M, OHW]; channels of a wider y outside [first, first + M) must still hold 7.
+// The tolerance grows with the square root of the terms per sum.
+void ExpectConvOutput(const std::vector<float>& y, const std::vector<double>& want, int64_t N,
+                      int64_t M, int64_t OHW, bool channels_last, int64_t ldc, int64_t first,
+                      int64_t terms, const std::string& what) {
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t px = 0; px < OHW; ++px)
+      for (int64_t c = 0; c < (channels_last ? ldc : M); ++c) {
+        const size_t at = static_cast<size_t>(channels_last ? (n * OHW + px) * ldc + c : (n * M + c) * OHW + px);
+        if (c < first || c >= first + M) {
+          ASSERT_EQ(y[at], 7.0f) << what << " pixel " << px << " channel " << c;
+          continue;
+        }
+        const double ref = want[static_cast<size_t>((n * M + c - first) * OHW + px)];
+        ASSERT_NEAR(y[at], ref, 2e-5 * (1 + std::fabs(ref)) * std::sqrt(double(terms)))
+            << what << " image " << n << " pixel " << px << " channel " << c;
+      }
+}
+
 // Winograd F(2x2, 3x3) (ops/conv_winograd.h) against a direct loop in double: pads on either
 // side or none, odd sizes and channel counts (vector tails), several tile blocks, bias, residual
 // (also in Y's own bytes), every activation, a Concat slice as Y, 1 to 3 threads (the same bits),
@@ -219,17 +239,9 @@ TEST(Winograd, AgainstDirectConvolution) {
         if (threads == 1) y1 = y;
         EXPECT_EQ(0, std::memcmp(y.data(), y1.data(), y.size() * sizeof(float)))
             << "case " << i << " threads " << threads;
-        for (int64_t px = 0; px < OHW; ++px)
-          for (int64_t c = 0; c < ldc; ++c) {
-            const float got = y[static_cast<size_t>(px * ldc + c)];
-            if (c < first || c >= first + p.M) {
-              ASSERT_EQ(got, 7.0f) << "shape " << i << " pixel " << px << " channel " << c;
-              continue;
-            }
-            const double ref = want[static_cast<size_t>((c - first) * OHW + px)];
-            ASSERT_NEAR(got, ref, 2e-5 * (1 + std::fabs(ref)) * std::sqrt(double(p.C)))
-                << "case " << i << " threads " << threads << " pixel " << px << " channel " << c;
-          }
+        ASSERT_NO_FATAL_FAILURE(ExpectConvOutput(
+            y, want, 1, p.M, OHW, true, ldc, first, p.C,
+            "case " + std::to_string(i) + " threads " + std::to_string(threads)));
         // New weights at the same address: constant ones are kept, others are transformed again.
         if (residual || threads > 1) continue;
         std::vector<float> w2(w.size(), 0.0f);
@@ -295,18 +307,7 @@ TEST(GroupedPointwise, AgainstDirectConvolution) {
           const std::string what = "case " + std::to_string(i) + " threads " + std::to_string(threads);
           if (l.x && IsaSupported(Isa::kAvx2))
             ASSERT_EQ(state->Kernel(), "kiln grouped 1x1 avx2") << what;
-          for (int64_t n = 0; n < p.N; ++n)
-            for (int64_t px = 0; px < HW; ++px)
-              for (int64_t c = 0; c < (l.y ? ldc : p.M); ++c) {
-                const size_t at = static_cast<size_t>(l.y ? (n * HW + px) * ldc + c : (n * p.M + c) * HW + px);
-                if (c < first || c >= first + p.M) {
-                  ASSERT_EQ(y[at], 7.0f) << what << " pixel " << px << " channel " << c;
-                  continue;
-                }
-                const double ref = want[static_cast<size_t>((n * p.M + c - first) * HW + px)];
-                ASSERT_NEAR(y[at], ref, 2e-5 * (1 + std::fabs(ref)) * std::sqrt(double(Cg)))
-                    << what << " image " << n << " pixel " << px << " channel " << c;
-              }
+          ASSERT_NO_FATAL_FAILURE(ExpectConvOutput(y, want, p.N, p.M, HW, l.y, ldc, first, Cg, what));
           // New weights at the same address: constant ones are kept, others are packed again.
           if (residual || threads == 2) continue;
           const std::vector<float> w2(w.size(), 0.0f);
@@ -373,18 +374,8 @@ TEST(DirectConv, AgainstReferenceLayoutsChunksAndThreads) {
         DirectConv(p, l.x ? x_cl.data() : x.data(), w.data(), true, bias ? b.data() : nullptr,
                    y.data() + first, l, post, threads, &state);
         EXPECT_EQ(state->Kernel(), "kiln direct conv avx2") << what;
-        for (int64_t n = 0; n < p.N; ++n)
-          for (int64_t px = 0; px < OHW; ++px)
-            for (int64_t c = 0; c < (l.y ? ldc : p.M); ++c) {
-              const size_t at = static_cast<size_t>(l.y ? (n * OHW + px) * ldc + c : (n * p.M + c) * OHW + px);
-              if (c < first || c >= first + p.M) {
-                ASSERT_EQ(y[at], 7.0f) << what << " pixel " << px << " channel " << c;
-                continue;
-              }
-              const double ref = want[static_cast<size_t>((n * p.M + c - first) * OHW + px)];
-              ASSERT_NEAR(y[at], ref, 2e-5 * (1 + std::fabs(ref)) * std::sqrt(double(p.C * p.KH * p.KW)))
-                  << what << " image " << n << " pixel " << px << " channel " << c;
-            }
+        ASSERT_NO_FATAL_FAILURE(
+            ExpectConvOutput(y, want, p.N, p.M, OHW, l.y, ldc, first, p.C * p.KH * p.KW, what));
         if (threads == 1) {
           y1 = y;
         } else {
