@@ -266,7 +266,7 @@ TEST(GroupedPointwise, AgainstDirectConvolution) {
   for (const Shape& sh : {Shape{24, 112, 4, 7, 9}, Shape{136, 136, 4, 5, 5}, Shape{12, 12, 2, 1, 13},
                           Shape{64, 64, 2, 6, 6}, Shape{272, 272, 4, 2, 3}}) {
     const Conv2DParams p{2, sh.C, sh.M, sh.group, sh.H, sh.W, sh.H, sh.W, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1};
-    const int64_t HW = p.H * p.W, Cg = p.C / p.group, Mg = p.M / p.group;
+    const int64_t HW = p.H * p.W, Cg = p.C / p.group;
     const auto x = testing::RandomVector(static_cast<size_t>(p.N * HW * p.C), rng);  // NCHW
     const auto w = testing::RandomVector(static_cast<size_t>(p.M * Cg), rng);
     const auto b = testing::RandomVector(static_cast<size_t>(p.M), rng);

@@ -271,12 +271,7 @@ void Pixels(const Plan& pl, int64_t q0, int64_t q1, int64_t v_begin, int64_t v_e
     v0 += nv;
   }
   const int64_t m0 = v_begin * 8, m1 = std::min(p.M, v_end * 8);
-  if (pl.post.act == Act::kSwish) {
-    if (m0 == 0 && m1 == p.M && ldc == p.M) SwishF32(yq0, yq0, (q1 - q0) * p.M, 1.0f);
-    else
-      for (int64_t q = q0; q < q1; ++q)
-        SwishF32(yq0 + (q - q0) * ldc + m0, yq0 + (q - q0) * ldc + m0, m1 - m0, 1.0f);
-  }
+  if (pl.post.act == Act::kSwish) SwishPixelsF32(yq0, q1 - q0, ldc, m0, m1);
   if (!pl.nchw_y) return;
   const int64_t opix = p.OH * p.OW;
   for (int64_t q = q0; q < q1; ++q) {
@@ -360,7 +355,7 @@ void DirectConv(const Conv2DParams& p, const float* x, const float* w, bool w_co
   const int64_t chunks = row_runs ? 1 : Chunks(p.C, taps);
   const int64_t vecs = (p.M + 7) / 8, K = p.C * p.KH * p.KW;
   if (!st->panels || !w_constant || st->w != w || st->C != p.C || st->M != p.M ||
-      st->KH != p.KH || st->KW != p.KW || st->chunk != chunks) {
+      st->KH != p.KH || st->KW != p.KW || st->chunks != chunks) {
     st->panels = AllocateLarge(static_cast<size_t>(vecs * K * 8) * sizeof(float));
     PackPanels(p, w, chunks, static_cast<float*>(st->panels.get()));
     st->w = w_constant ? w : nullptr;
@@ -368,7 +363,7 @@ void DirectConv(const Conv2DParams& p, const float* x, const float* w, bool w_co
     st->M = p.M;
     st->KH = p.KH;
     st->KW = p.KW;
-    st->chunk = chunks;
+    st->chunks = chunks;
     st->zeros.assign(static_cast<size_t>(p.KW * p.C), 0.0f);  // any tap's run
   }
   Plan pl{};

@@ -186,10 +186,7 @@ void DirectPixels(const Direct& d, int64_t p0, int64_t p1) {
       for (int64_t px = p0; px < p1; px += R) TileFor(nv, std::min<int64_t>(R, p1 - px))(d, px, g, v0);
       v0 += nv;
     }
-  if (d.post.act != Act::kSwish) return;
-  if (d.ldc == d.M) Activate(d.post, d.y + p0 * d.ldc, (p1 - p0) * d.M);
-  else
-    for (int64_t px = p0; px < p1; ++px) Activate(d.post, d.y + px * d.ldc, d.M);
+  if (d.post.act == Act::kSwish) SwishPixelsF32(d.y + p0 * d.ldc, p1 - p0, d.ldc, 0, d.M);
 }
 
 // The same into an NCHW y (HW pixels per channel plane): channels-last in a scratch buffer,

@@ -220,9 +220,7 @@ void WinogradChannelsLast(const Conv2DParams& p, const float* x, const float* w,
     run_blocks(0, blocks, threads);
   if (post.act == ConvPostOps::Act::kSwish)
     ParallelFor(threads, p.OH * p.OW, [&](int64_t i0, int64_t i1) {
-      if (ldc == p.M) SwishF32(y + i0 * ldc, y + i0 * ldc, (i1 - i0) * p.M, 1.0f);
-      else
-        for (int64_t i = i0; i < i1; ++i) SwishF32(y + i * ldc, y + i * ldc, p.M, 1.0f);
+      SwishPixelsF32(y + i0 * ldc, i1 - i0, ldc, 0, p.M);
     });
 }
 

@@ -765,6 +765,11 @@ void SwishF32(const float* x, float* y, int64_t n, float alpha, Isa isa) {
 #endif
   Map<SwishOp>(x, y, n, {alpha, 0, false}, isa);
 }
+
+void SwishPixelsF32(float* y, int64_t pixels, int64_t stride, int64_t c0, int64_t c1) {
+  if (c0 == 0 && c1 == stride) return SwishF32(y, y, pixels * stride, 1.0f);
+  for (int64_t i = 0; i < pixels; ++i) SwishF32(y + i * stride + c0, y + i * stride + c0, c1 - c0, 1.0f);
+}
 void TanhF32(const float* x, float* y, int64_t n, Isa isa) { Map<TanhOp>(x, y, n, {}, isa); }
 void ErfF32(const float* x, float* y, int64_t n, Isa isa) { Map<ErfOp>(x, y, n, {}, isa); }
 void GeluF32(const float* x, float* y, int64_t n, bool tanh_approx, Isa isa) {

@@ -26,6 +26,9 @@ void LogF32(const float* x, float* y, int64_t n, Isa isa = Isa::kAuto);
 void SigmoidF32(const float* x, float* y, int64_t n, Isa isa = Isa::kAuto);
 // y = x * sigmoid(alpha * x) (Swish / SiLU).
 void SwishF32(const float* x, float* y, int64_t n, float alpha, Isa isa = Isa::kAuto);
+// Swish (alpha 1) in place on channels [c0, c1) of `pixels` pixels `stride` floats apart (a
+// channels-last convolution's output, maybe a slice of a wider tensor): one pass when contiguous.
+void SwishPixelsF32(float* y, int64_t pixels, int64_t stride, int64_t c0, int64_t c1);
 void TanhF32(const float* x, float* y, int64_t n, Isa isa = Isa::kAuto);
 void ErfF32(const float* x, float* y, int64_t n, Isa isa = Isa::kAuto);
 // y = 0.5 x (1 + erf(x / sqrt 2)), or with tanh_approx 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
