@@ -361,6 +361,28 @@ onnx::ModelProto ConvChainModel() {
   node("Add", {"cg2", "r1"}, "cgs2");
   node("Relu", {"cgs2"}, "gout");
   g->add_output()->set_name("gout");
+  // HardSwish as exporters write it, x * Clip(x + 3, 0, 6) / 6 with single-element 3, 0 and 6,
+  // then a nearest 2x Resize, channels-last between convs: output hz.
+  auto constant = [&](const std::string& name, std::vector<int64_t> dims, std::vector<float> v) {
+    auto* t = g->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    for (int64_t d : dims) t->add_dims(d);
+    for (float f : v) t->add_float_data(f);
+  };
+  constant("three", {}, {3});
+  constant("zero", {}, {0});
+  constant("six", {}, {6});
+  constant("six4", {1, 1, 1, 1}, {6});
+  constant("up", {4}, {1, 1, 2, 2});
+  node("Add", {"r1", "three"}, "hs1");
+  node("Clip", {"hs1", "zero", "six"}, "hs2");
+  node("Mul", {"r1", "hs2"}, "hs3");
+  node("Div", {"hs3", "six4"}, "hs4");
+  node("Resize", {"hs4", "", "up"}, "hs5");
+  init("w16", {16, 32, 3, 3});
+  ints(node("Conv", {"hs5", "w16"}, "hz"), "pads", {1, 1, 1, 1});
+  g->add_output()->set_name("hz");
   return m;
 }
 
@@ -383,16 +405,17 @@ TEST(Executor, ChannelsLastConvChainsMatchTheOnnxLayout) {
     // GlobalAveragePool and the scale), cs (the residual Z), p2 and p3 (pools between convs), se
     // (the scaled r2), c7, c8, cat2 and sh (the shuffled r1); r3 not (the MaxPool reading it writes a graph output),
     // the outputs never, nor c5 and c6 (cat_out is an output), so neither cat.
-    // And whole (the whole-image pool between convs) and cgr (the grouped conv's output).
+    // And whole (the whole-image pool between convs), cgr (the grouped conv's output) and
+    // hs1-hs5 (the written-out HardSwish and the Resize).
     // cat2's inputs are made in place, interleaved; with aliasing off nothing is.
     const bool fast = ops::DnnlAvailable() && ops::BestIsa() != ops::Isa::kBaseline;
     if (o.channels_last) {
-      EXPECT_EQ((*exec)->channels_last_values(), fast ? 12 : 0);
+      EXPECT_EQ((*exec)->channels_last_values(), fast ? 17 : 0);
       EXPECT_EQ((*exec)->interleaved_concats(), fast && o.aliasing ? 1 : 0);
     }
     std::vector<Tensor> out;
     ASSERT_TRUE((*exec)->Run({x}, &out).ok());
-    ASSERT_EQ(out.size(), 12u);
+    ASSERT_EQ(out.size(), 13u);
     for (int64_t i = 0; i < out[8].size(); ++i)  // the whole-image AveragePool is the global one
       EXPECT_NEAR(out[8].data<float>()[i], out[9].data<float>()[i], 1e-5f) << "config " << config;
     if (config == 0) {

@@ -10,6 +10,7 @@
 #include "ops/op.h"
 #include "ops/conv_geometry.h"
 #include "ops/pool_kernels.h"
+#include "ops/resize_plan.h"
 #include "ops/vector_math.h"
 #include "ops/scratch.h"
 #include "ops/thread_pool.h"
@@ -93,16 +94,27 @@ bool IsSameShapeElementwise(const std::string& op) {
          op == "Min";
 }
 
+// A single-element input of a binary or variadic element-wise node (the 3 and 6 of a
+// HardSwish written out as x * Clip(x + 3, 0, 6) / 6): broadcast alike in either layout.
+bool IsScalarOperand(const ir::Graph& g, int v) {
+  const ir::TypeInfo& t = g.values[v].type;
+  return t.shape_known() && t.dims.size() <= 4 && NumElements(t.dims) == 1;
+}
+
 // True when the element-wise node fits: a float32 4-D output, and every data input (input 0 of a
-// unary op) of the output's dims.
+// unary op) of the output's dims, or, for the others, a single element (not both).
 bool ElementwiseFits(const ir::Node& node, const ir::Graph& g, bool unary) {
   if (node.outputs.size() != 1 || node.outputs[0] < 0 || node.inputs.empty()) return false;
   const ir::TypeInfo& y = g.values[node.outputs[0]].type;
   if (y.dtype != DType::kFloat32 || !y.shape_known() || y.dims.size() != 4) return false;
   const size_t data = unary ? 1 : node.inputs.size();
-  for (size_t i = 0; i < data; ++i)
-    if (node.inputs[i] < 0 || g.values[node.inputs[i]].type.dims != y.dims) return false;
-  return true;
+  bool full = false;
+  for (size_t i = 0; i < data; ++i) {
+    if (node.inputs[i] < 0) return false;
+    if (g.values[node.inputs[i]].type.dims == y.dims) full = true;
+    else if (unary || !IsScalarOperand(g, node.inputs[i])) return false;
+  }
+  return full;
 }
 
 // BatchNormalization in inference, one scale per channel.
@@ -138,6 +150,8 @@ bool CanRunChannelsLast(const ir::Node& node, const ir::Graph& g, int input) {
   }
   if (onnx && IsSameShapeElementwise(node.op_type))
     return ElementwiseFits(node, g, false) && input < static_cast<int>(node.inputs.size());
+  if (onnx && (node.op_type == "Resize" || node.op_type == "Upsample"))
+    return (input == 0 || input == kChannelsLastOutput) && ResizeCanRunChannelsLast(node, g);
   if (onnx && node.op_type == "GlobalAveragePool") {  // reads channels-last, writes [N, C, 1, 1]
     if (input != 0 || node.inputs.empty() || node.inputs[0] < 0) return false;
     const ir::TypeInfo& x = g.values[node.inputs[0]].type;
@@ -161,11 +175,15 @@ bool ChannelsLastLinked(const ir::Node& node, const ir::Graph& g, int input) {
   if (node.domain == kKilnDomain && node.op_type == "ChannelShuffle") return input == 0;
   if (!IsOnnx(node)) return false;
   if (node.op_type == "Concat") return true;
-  if (node.op_type == "MaxPool" || node.op_type == "AveragePool") return input == 0;
+  if (node.op_type == "MaxPool" || node.op_type == "AveragePool" || node.op_type == "Resize" ||
+      node.op_type == "Upsample")
+    return input == 0;
   if (node.op_type == "Mul" && ChannelScaleInput(node, g) >= 0)
     return input == ChannelScaleInput(node, g);
   if (IsUnaryElementwise(node.op_type) || node.op_type == "BatchNormalization") return input == 0;
-  if (IsSameShapeElementwise(node.op_type)) return input >= 0;
+  if (IsSameShapeElementwise(node.op_type))
+    return input >= 0 && input < static_cast<int>(node.inputs.size()) && node.inputs[input] >= 0 &&
+           g.values[node.inputs[input]].type.dims == g.values[node.outputs[0]].type.dims;
   return false;
 }
 

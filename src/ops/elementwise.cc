@@ -72,9 +72,10 @@ void RegBinary(OpRegistry& r, const char* name, F f, const VecBinOp* vop = nullp
       [f, vop](ComputeContext& ctx) -> Status {
         const Tensor& a = ctx.input(0);
         const Tensor& b = ctx.input(1);
-        // Channels-last with both operands of the output's dims is layout-agnostic; otherwise it
-        // is a channel scale (ops/channels_last.h).
-        if (ctx.output_channels_last(0) && a.dims() != b.dims()) {
+        // Channels-last with both operands of the output's dims, or one a single element, is
+        // layout-agnostic; otherwise it is a channel scale (ops/channels_last.h).
+        if (ctx.output_channels_last(0) && a.dims() != b.dims() && a.size() != 1 &&
+            b.size() != 1) {
           const bool a_big = ctx.input_channels_last(0);
           const Tensor& x = a_big ? a : b;
           const Tensor& s = a_big ? b : a;

@@ -3,11 +3,14 @@
 // ONNX reference's coordinate transforms and coefficient functions, then apply the axes one at
 // a time (last axis first, as the reference recursion does) in double precision.
 // GridSample and AffineGrid live in resize_grid.cc.
+#include <algorithm>
+#include <cstring>
 #include <limits>
 #include <string>
 
 #include "ops/common.h"
 #include "ops/resize_plan.h"
+#include "ops/thread_pool.h"
 
 namespace kiln::ops {
 void RegisterGridOps(OpRegistry& r);  // resize_grid.cc
@@ -365,6 +368,58 @@ void ApplyAxis(std::vector<double>& cur, Dims& dims, int axis, const std::vector
   dims[axis] = out;
 }
 
+// True when every resized axis takes one input position per output position, with weight 1
+// (nearest, or an axis that only crops or repeats): the output is a gather of input elements.
+bool IsGather(const ResizePlan& plan) {
+  for (const auto& axis : plan.axes)
+    for (const Taps& t : axis)
+      if (t.extrapolate || t.idx.size() != 1 || t.w[0] != 1.0) return false;
+  return true;
+}
+
+// The input position of each output position along axis d (the identity where it is unchanged).
+std::vector<int64_t> GatherMap(const ResizePlan& plan, const Dims& in, int d) {
+  std::vector<int64_t> map(static_cast<size_t>(plan.out[d]));
+  for (int64_t i = 0; i < plan.out[d]; ++i) map[i] = plan.axes[d].empty() ? i : plan.axes[d][i].idx[0];
+  return map;
+}
+
+// y = x gathered by `plan` (IsGather), on the elements' bytes (`es` each). x and y are rows of
+// `run` elements (the last axis; channels-last: the channels of a pixel, `run` = C, and the
+// pixels' last axis is W); an output row whose source row is the previous row's is a copy of it.
+// Threads split the output rows.
+void GatherResize(const char* x, char* y, const Dims& in, const Dims& out,
+                  const std::vector<std::vector<int64_t>>& maps, size_t es, int threads) {
+  const int r = static_cast<int>(out.size());
+  const int64_t ow = out[r - 1], iw = in[r - 1], rows = NumElements(out) / ow;
+  const std::vector<int64_t>& cols = maps[r - 1];
+  const size_t row_bytes = static_cast<size_t>(ow) * es;
+  ParallelSlices(threads, rows, std::max<int64_t>(1, (1 << 15) / std::max<int64_t>(ow, 1)),
+                 [&](int64_t r0, int64_t r1) {
+    int64_t prev = -1;
+    for (int64_t row = r0; row < r1; ++row) {
+      int64_t rem = row, src = 0, pitch = 1;
+      for (int d = r - 2; d >= 0; --d) {
+        src += maps[d][rem % out[d]] * pitch;
+        rem /= out[d];
+        pitch *= in[d];
+      }
+      char* dst = y + row * row_bytes;
+      if (src == prev) {
+        std::memcpy(dst, dst - row_bytes, row_bytes);
+        continue;
+      }
+      prev = src;
+      const char* s = x + src * iw * es;
+      if (es == 4) {
+        for (int64_t j = 0; j < ow; ++j) std::memcpy(dst + j * 4, s + cols[j] * 4, 4);
+      } else {
+        for (int64_t j = 0; j < ow; ++j) std::memcpy(dst + j * es, s + cols[j] * es, es);
+      }
+    }
+  });
+}
+
 Status ResizeCompute(ComputeContext& ctx) {
   const Tensor& x = ctx.input(0);
   ResizePlan plan;
@@ -374,6 +429,26 @@ Status ResizeCompute(ComputeContext& ctx) {
                   : ctx.allocate_output(0, x.dtype(), plan.out);
   if (y.size() == 0) return OkStatus();
   if (x.size() == 0) return ctx.error("cannot resize an empty tensor to a non-empty one");
+  const bool numeric = Dispatch<kNumericTypes>(x.dtype(), []<class T>() {});
+  if (ctx.output_channels_last(0)) {  // ResizeCanRunChannelsLast: NCHW float32, N and C kept
+    if (!IsGather(plan) || x.rank() != 4 || plan.out[0] != x.dim(0) || plan.out[1] != x.dim(1))
+      return ctx.error("channels-last Resize it cannot run (a kiln bug)");
+    const int64_t C = x.dim(1);
+    const size_t es = DTypeSize(x.dtype()) * static_cast<size_t>(C);  // a pixel's channels
+    GatherResize(static_cast<const char*>(x.raw()), static_cast<char*>(y.raw()),
+                 {x.dim(0), x.dim(2), x.dim(3)}, {plan.out[0], plan.out[2], plan.out[3]},
+                 {GatherMap(plan, x.dims(), 0), GatherMap(plan, x.dims(), 2),
+                  GatherMap(plan, x.dims(), 3)},
+                 es, ctx.threads());
+    return OkStatus();
+  }
+  if (numeric && IsGather(plan) && x.rank() > 0) {
+    std::vector<std::vector<int64_t>> maps;
+    for (int d = 0; d < x.rank(); ++d) maps.push_back(GatherMap(plan, x.dims(), d));
+    GatherResize(static_cast<const char*>(x.raw()), static_cast<char*>(y.raw()), x.dims(),
+                 plan.out, maps, DTypeSize(x.dtype()), ctx.threads());
+    return OkStatus();
+  }
   std::vector<double> cur(x.size());
   bool ok = Dispatch<kNumericTypes>(x.dtype(), [&]<class T>() {
     const T* p = x.data<T>();
@@ -437,6 +512,21 @@ Status PlanResize(const ComputeContext& ctx, const Dims& in, ResizePlan* plan) {
     if (!IsIdentity(taps, in[d])) plan->axes[d] = std::move(taps);
   }
   return OkStatus();
+}
+
+bool ResizeCanRunChannelsLast(const ir::Node& node, const ir::Graph& g) {
+  if ((!node.domain.empty() && node.domain != "ai.onnx") ||
+      (node.op_type != "Resize" && node.op_type != "Upsample") || node.inputs.empty() ||
+      node.inputs[0] < 0 || node.outputs.size() != 1 || node.outputs[0] < 0)
+    return false;
+  std::string mode = node.attr_string("mode", "nearest");
+  if (mode != "nearest" || node.attr_string("coordinate_transformation_mode", "") ==
+                               "tf_crop_and_resize")
+    return false;
+  const ir::TypeInfo& x = g.values[node.inputs[0]].type;
+  const ir::TypeInfo& y = g.values[node.outputs[0]].type;
+  return x.dtype == DType::kFloat32 && x.shape_known() && y.shape_known() && x.dims.size() == 4 &&
+         y.dims.size() == 4 && x.dims[0] == 1 && y.dims[0] == 1 && x.dims[1] == y.dims[1];
 }
 
 void RegisterResizeOps(OpRegistry& r) {

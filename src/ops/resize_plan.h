@@ -30,4 +30,9 @@ struct ResizePlan {
 // inputs (input 0 is not read).
 Status PlanResize(const ComputeContext& ctx, const Dims& in, ResizePlan* plan);
 
+// True when the host executor may run `node` (a Resize / Upsample, inferred shapes) with its
+// input 0 and output channels-last (ops/channels_last.h): nearest, so that every output pixel is
+// a copy of one input pixel's channels; float32, N = 1, the channels kept.
+bool ResizeCanRunChannelsLast(const ir::Node& node, const ir::Graph& g);
+
 }  // namespace kiln::ops
