@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #if KILN_X86_DISPATCH
@@ -36,21 +38,17 @@ Geometry MakeGeometry(const DepthwiseShape& s) {
   return g;
 }
 
-// 64 bytes of T: one AVX-512 register (two AVX2 or four SSE ones under the narrower targets).
-template <class T>
-struct VecOf;
-template <>
-struct VecOf<float> {
-  typedef float type __attribute__((vector_size(64)));
+// B bytes of T: one register of the target (64: AVX-512, 32: AVX2, 16: SSE). A vector wider than
+// the target's registers is split by the compiler, and under AVX2 GCC spilled the 64-byte
+// accumulators and built every broadcast on the stack (a 5x5 tap loop at 2 GFLOP/s).
+template <class T, int B>
+struct VecOf {
+  typedef T type __attribute__((vector_size(B)));
 };
-template <>
-struct VecOf<double> {
-  typedef double type __attribute__((vector_size(64)));
-};
-template <class T>
-using Vec = typename VecOf<T>::type;
-template <class T>
-constexpr int64_t kLanes = 64 / sizeof(T);
+template <class T, int B>
+using Vec = typename VecOf<T, B>::type;
+template <class T, int B>
+constexpr int64_t kLanes = B / static_cast<int>(sizeof(T));
 
 #if KILN_X86_DISPATCH
 // dst[0, n) = src[0, n) for n < L as one masked load and store. Its own function for the
@@ -67,11 +65,12 @@ __attribute__((target("avx512f"))) inline void MaskedRun(double* dst, const doub
 #endif
 
 // dst[0, n) = src[0, n) with inline vector moves: the runs here are often a few elements long,
-// where a call to memcpy costs more than the copy. kMask (AVX-512 only): the tail masked.
-template <class T, bool kMask>
+// where a call to memcpy costs more than the copy. B = 64 (AVX-512): the tail masked.
+template <class T, int B>
 __attribute__((always_inline)) inline void CopyRun(T* __restrict dst, const T* __restrict src,
                                                    int64_t n) {
-  constexpr int64_t L = kLanes<T>;
+  constexpr int64_t L = kLanes<T, B>;
+  constexpr bool kMask = B == 64;
   if (n >= L) {
     for (int64_t j = 0; j + L <= n; j += L) __builtin_memcpy(dst + j, src + j, L * sizeof(T));
     if (n % L) __builtin_memcpy(dst + n - L, src + n - L, L * sizeof(T));  // overlapping tail
@@ -85,7 +84,7 @@ __attribute__((always_inline)) inline void CopyRun(T* __restrict dst, const T* _
 #endif
   char* d = reinterpret_cast<char*>(dst);
   const char* s = reinterpret_cast<const char*>(src);
-  const size_t bytes = static_cast<size_t>(n) * sizeof(T);  // < 64
+  const size_t bytes = static_cast<size_t>(n) * sizeof(T);  // < B
   if (bytes & 32) __builtin_memcpy(d, s, 32), d += 32, s += 32;
   if (bytes & 16) __builtin_memcpy(d, s, 16), d += 16, s += 16;
   if (bytes & 8) __builtin_memcpy(d, s, 8), d += 8, s += 8;
@@ -93,7 +92,7 @@ __attribute__((always_inline)) inline void CopyRun(T* __restrict dst, const T* _
 }
 
 // Copies plane xp into the phase planes at q; the padding there is already zero.
-template <class T, bool kMask>
+template <class T, int B>
 __attribute__((always_inline)) inline void CopyPhases(const DepthwiseShape& s, const Geometry& g,
                                                       const T* __restrict xp, T* __restrict q) {
   for (int64_t a = 0; a < s.sh; ++a)
@@ -112,7 +111,7 @@ __attribute__((always_inline)) inline void CopyPhases(const DepthwiseShape& s, c
         T* dst = ph + i * g.QW + jlo;
         const int64_t n = jhi - jlo;
         if (s.sw == 1)
-          CopyRun<T, kMask>(dst, src, n);
+          CopyRun<T, B>(dst, src, n);
         else if (s.sw == 2)
           for (int64_t j = 0; j < n; ++j) dst[j] = src[2 * j];
         else
@@ -121,34 +120,29 @@ __attribute__((always_inline)) inline void CopyPhases(const DepthwiseShape& s, c
     }
 }
 
+// The even lanes of v0:v1 (GCC spells the two-source shuffle __builtin_shuffle with a mask
+// vector, clang __builtin_shufflevector with constant lane indices).
+template <class T, int B, size_t... I>
+__attribute__((always_inline)) inline Vec<T, B> EvenOf(Vec<T, B> v0, Vec<T, B> v1,
+                                                       std::index_sequence<I...>) {
+#if defined(__clang__)
+  return __builtin_shufflevector(v0, v1, static_cast<int>(2 * I)...);
+#else
+  using Index = std::conditional_t<sizeof(T) == 4, int32_t, int64_t>;
+  typedef Index M __attribute__((vector_size(B)));
+  const M m = {static_cast<Index>(2 * I)...};
+  return __builtin_shuffle(v0, v1, m);
+#endif
+}
+
 // dst[0, L) = the even elements of src[0, 2 * L).
-template <class T>
+template <class T, int B>
 __attribute__((always_inline)) inline void EvenLanes(T* dst, const T* src) {
-  Vec<T> v0, v1;
+  Vec<T, B> v0, v1;
   __builtin_memcpy(&v0, src, sizeof(v0));
-  __builtin_memcpy(&v1, src + kLanes<T>, sizeof(v1));
-  // GCC spells the two-source shuffle __builtin_shuffle (a mask vector), clang
-  // __builtin_shufflevector (constant lane indices).
-  if constexpr (sizeof(T) == 4) {
-#if defined(__clang__)
-    const Vec<T> v = __builtin_shufflevector(v0, v1, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22,
-                                             24, 26, 28, 30);
-#else
-    typedef int32_t M __attribute__((vector_size(64)));
-    const M m = {0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30};
-    const Vec<T> v = __builtin_shuffle(v0, v1, m);
-#endif
-    __builtin_memcpy(dst, &v, sizeof(v));
-  } else {
-#if defined(__clang__)
-    const Vec<T> v = __builtin_shufflevector(v0, v1, 0, 2, 4, 6, 8, 10, 12, 14);
-#else
-    typedef int64_t M __attribute__((vector_size(64)));
-    const M m = {0, 2, 4, 6, 8, 10, 12, 14};
-    const Vec<T> v = __builtin_shuffle(v0, v1, m);
-#endif
-    __builtin_memcpy(dst, &v, sizeof(v));
-  }
+  __builtin_memcpy(&v1, src + kLanes<T, B>, sizeof(v1));
+  const Vec<T, B> v = EvenOf<T, B>(v0, v1, std::make_index_sequence<kLanes<T, B>>());
+  __builtin_memcpy(dst, &v, sizeof(v));
 }
 
 // CopyPhases for column stride 2 (and pads >= 0) through a stride-1 padded plane pp (pitch
@@ -156,7 +150,7 @@ __attribute__((always_inline)) inline void EvenLanes(T* dst, const T* src) {
 // each phase row is whole vectors of even lanes, instead of a scalar gather per element. The
 // vector stores run up to L - 1 past a phase row, into the next row (written later) or the
 // slack after the last plane; the loads up to 2 L past pp (slack too).
-template <class T, bool kMask>
+template <class T, int B>
 __attribute__((always_inline)) inline void CopyPhasesS2(const DepthwiseShape& s, const Geometry& g,
                                                         const T* __restrict xp, T* __restrict pp,
                                                         T* __restrict q) {
@@ -164,14 +158,14 @@ __attribute__((always_inline)) inline void CopyPhasesS2(const DepthwiseShape& s,
   const int64_t c_lo = std::min(pitch, s.pw), c_hi = std::min(pitch, s.pw + s.W);
   if (c_hi > c_lo)
     for (int64_t r = std::min(rows, s.ph); r < std::min(rows, s.ph + s.H); ++r)
-      CopyRun<T, kMask>(pp + r * pitch + c_lo, xp + (r - s.ph) * s.W + c_lo - s.pw, c_hi - c_lo);
+      CopyRun<T, B>(pp + r * pitch + c_lo, xp + (r - s.ph) * s.W + c_lo - s.pw, c_hi - c_lo);
   for (int64_t a = 0; a < s.sh; ++a)
     for (int64_t b = 0; b < 2; ++b) {
       T* ph = q + (a * 2 + b) * g.phase;
       for (int64_t i = 0; i < g.QH; ++i) {
         const T* src = pp + (i * s.sh + a) * pitch + b;
         T* dst = ph + i * g.QW;
-        for (int64_t j = 0; j < g.QW; j += kLanes<T>) EvenLanes<T>(dst + j, src + 2 * j);
+        for (int64_t j = 0; j < g.QW; j += kLanes<T, B>) EvenLanes<T, B>(dst + j, src + 2 * j);
       }
     }
 }
@@ -179,11 +173,11 @@ __attribute__((always_inline)) inline void CopyPhasesS2(const DepthwiseShape& s,
 // dst[j] = bias + sum_t w[t] * src[t][j] for j < n rounded up to whole vectors (dst and the
 // sources have room), taps in order, kB vectors of outputs in registers at a time. NT > 0 fixes
 // the tap count at compile time (unrolled, the weights broadcast once); NT == 0 takes nt.
-template <class T, int NT>
+template <class T, int B, int NT>
 __attribute__((always_inline)) inline void Taps(const T* const* src, const T* wp, int64_t nt,
                                                 T bias, T* __restrict dst, int64_t n) {
-  using V = Vec<T>;
-  constexpr int64_t L = kLanes<T>, kB = 4;
+  using V = Vec<T, B>;
+  constexpr int64_t L = kLanes<T, B>, kB = B == 64 ? 4 : 8;
   if (NT > 0) nt = NT;
   const V zero = {};  // s - zero broadcasts s exactly (-0 included)
   const V vb = bias - zero;
@@ -215,18 +209,18 @@ __attribute__((always_inline)) inline void Taps(const T* const* src, const T* wp
 }
 
 // Planes [p0, p1) of the N * M output planes.
-template <class T, bool kMask>
+template <class T, int B>
 __attribute__((always_inline)) inline void Planes(const DepthwiseShape& s, const T* x, const T* w,
                                                   const T* b, T* y, int64_t p0, int64_t p1) {
   const Geometry g = MakeGeometry(s);
   const int64_t mult = s.M / s.C, OW = s.OW, nt = s.KH * s.KW;
   const int64_t qsize = s.sh * s.sw * g.phase;
-  const int64_t nr = (g.len + kLanes<T> - 1) / kLanes<T> * kLanes<T>;  // Taps' whole vectors
+  const int64_t nr = (g.len + kLanes<T, B> - 1) / kLanes<T, B> * kLanes<T, B>;  // Taps' whole vectors
   // Phase planes (and nr - len zeros past them that the last vector reads), then the outputs.
   // Short phase rows through CopyPhasesS2 (measured: 14x14 and 28x28 maps 1.5x faster, 112x112
   // slower, the gather loop there is already vectorized).
-  const bool s2 = s.sw == 2 && s.pw >= 0 && s.ph >= 0 && g.QW < 3 * kLanes<T>;
-  const int64_t psize = s2 ? s.sh * g.QH * 2 * g.QW + 2 * kLanes<T> + 2 : 0;  // CopyPhasesS2's
+  const bool s2 = s.sw == 2 && s.pw >= 0 && s.ph >= 0 && g.QW < 3 * kLanes<T, 64>;
+  const int64_t psize = s2 ? s.sh * g.QH * 2 * g.QW + 2 * kLanes<T, B> + 2 : 0;  // CopyPhasesS2's
   T* q = Scratch<T>(ScratchSlot::kPadded, static_cast<size_t>(qsize + nr + psize + nr));
   T* pp = q + qsize + nr;
   T* out = pp + psize;
@@ -248,41 +242,41 @@ __attribute__((always_inline)) inline void Planes(const DepthwiseShape& s, const
     T* yp = y + p * s.OH * OW;
     const T bias = b ? b[m] : T(0);
     if (in != last_in && s2)
-      CopyPhasesS2<T, kMask>(s, g, x + in * s.H * s.W, pp, q);
+      CopyPhasesS2<T, B>(s, g, x + in * s.H * s.W, pp, q);
     else if (in != last_in)
-      CopyPhases<T, kMask>(s, g, x + in * s.H * s.W, q);  // mult > 1 reuses it
+      CopyPhases<T, B>(s, g, x + in * s.H * s.W, q);  // mult > 1 reuses it
     last_in = in;
     if (nt == 9)
-      Taps<T, 9>(srcs, wp, nt, bias, out, g.len);
+      Taps<T, B, 9>(srcs, wp, nt, bias, out, g.len);
     else if (nt == 25)
-      Taps<T, 25>(srcs, wp, nt, bias, out, g.len);
+      Taps<T, B, 25>(srcs, wp, nt, bias, out, g.len);
     else if (nt == 3)
-      Taps<T, 3>(srcs, wp, nt, bias, out, g.len);
+      Taps<T, B, 3>(srcs, wp, nt, bias, out, g.len);
     else
-      Taps<T, 0>(srcs, wp, nt, bias, out, g.len);
+      Taps<T, B, 0>(srcs, wp, nt, bias, out, g.len);
     if (g.QW == OW)
-      CopyRun<T, kMask>(yp, out, s.OH * OW);
+      CopyRun<T, B>(yp, out, s.OH * OW);
     else
-      for (int64_t oh = 0; oh < s.OH; ++oh) CopyRun<T, kMask>(yp + oh * OW, out + oh * g.QW, OW);
+      for (int64_t oh = 0; oh < s.OH; ++oh) CopyRun<T, B>(yp + oh * OW, out + oh * g.QW, OW);
   }
 }
 
 template <class T>
 void PlanesBase(const DepthwiseShape& s, const T* x, const T* w, const T* b, T* y, int64_t p0,
                 int64_t p1) {
-  Planes<T, false>(s, x, w, b, y, p0, p1);
+  Planes<T, 16>(s, x, w, b, y, p0, p1);
 }
 #if KILN_X86_DISPATCH
 template <class T>
 __attribute__((target("avx2,fma"))) void PlanesAvx2(const DepthwiseShape& s, const T* x, const T* w,
                                                     const T* b, T* y, int64_t p0, int64_t p1) {
-  Planes<T, false>(s, x, w, b, y, p0, p1);
+  Planes<T, 32>(s, x, w, b, y, p0, p1);
 }
 template <class T>
 __attribute__((target("avx512f,fma"))) void PlanesAvx512(const DepthwiseShape& s, const T* x,
                                                          const T* w, const T* b, T* y, int64_t p0,
                                                          int64_t p1) {
-  Planes<T, true>(s, x, w, b, y, p0, p1);
+  Planes<T, 64>(s, x, w, b, y, p0, p1);
 }
 #endif
 
