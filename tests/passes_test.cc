@@ -253,13 +253,15 @@ TEST(PassRegistry, ListsThePassesInOrder) {
     names.push_back(p.name);
     EXPECT_FALSE(p.description.empty());
     EXPECT_EQ(p.exact, p.name != "fold-batchnorm" && p.name != "fuse-matmul-add" &&
-                           p.name != "fuse-conv-activation" && p.name != "fuse-gelu")
+                           p.name != "fuse-conv-activation" && p.name != "fuse-gelu" &&
+                           p.name != "fuse-hardswish")
         << p.name;
   }
   std::vector<std::string> want = {"eliminate-dead-nodes", "fold-constants",
                                    "eliminate-identities", "eliminate-common-subexpressions",
                                    "cancel-transposes", "fold-batchnorm", "fuse-conv-activation",
-                                   "fuse-channel-shuffle", "fuse-gelu", "fuse-matmul-add"};
+                                   "fuse-channel-shuffle", "fuse-gelu", "fuse-hardswish",
+                                   "fuse-matmul-add"};
   EXPECT_EQ(names, want);
 }
 
@@ -822,6 +824,69 @@ TEST(FuseGelu, MakesOneGeluForEveryOrder) {
 TEST(FuseGelu, LeavesOtherConstantsAndSharedValues) {
   CheckPass(GeluModel(0, false, 1.5f, false), "fuse-gelu", false);
   CheckPass(GeluModel(1, false, std::sqrt(2.0f), true), "fuse-gelu", false);
+}
+
+// ---- fuse-hardswish -------------------------------------------------------------------------
+
+// x * relu6(x + 3) / 6 of x [2, 3, 4, 5] then a Neg, in `form`: 0 (x * clip) / 6 (paddle2onnx),
+// 1 x * (clip * (1/6)), 2 x * HardSigmoid(x) {1/6, 0.5}; the Add's and the Muls' operands
+// swapped when `swap`; `three`: the shift; `shared`: the Clip's result is also a graph output.
+// Opset 9 writes Clip's bounds as attributes.
+onnx::ModelProto HardSwishModel(int form, bool swap, float three, bool shared, int opset = 17) {
+  Builder b(opset);
+  b.In("x", {2, 3, 4, 5});
+  InitFloats(b.g, "three", {}, {three});
+  InitFloats(b.g, "six", {1}, {6.0f});
+  InitFloats(b.g, "sixth", {}, {1.0f / 6.0f});
+  InitFloats(b.g, "zero", {}, {0.0f});
+  auto two = [&](const char* a, const char* c) {
+    return swap ? std::vector<std::string>{c, a} : std::vector<std::string>{a, c};
+  };
+  if (form == 2) {
+    auto* hs = AddNode(b.g, "HardSigmoid", {"x"}, {"c"}, "gate");
+    AttrFloat(hs, "alpha", 1.0f / 6.0f);
+    AddNode(b.g, "Mul", two("x", "c"), {"g"}, "times_x");
+  } else {
+    AddNode(b.g, "Add", two("x", "three"), {"a"}, "shift");
+    if (opset < 11) {
+      auto* clip = AddNode(b.g, "Clip", {"a"}, {"c"}, "relu6");
+      AttrFloat(clip, "min", 0.0f);
+      AttrFloat(clip, "max", 6.0f);
+    } else {
+      AddNode(b.g, "Clip", {"a", "zero", "six0"}, {"c"}, "relu6");
+      InitFloats(b.g, "six0", {}, {6.0f});
+    }
+    if (form == 0) {
+      AddNode(b.g, "Mul", two("x", "c"), {"m"}, "times_x");
+      AddNode(b.g, "Div", {"m", "six"}, {"g"}, "sixth");
+    } else {
+      AddNode(b.g, "Mul", two("c", "sixth"), {"m"}, "sixth");
+      AddNode(b.g, "Mul", two("m", "x"), {"g"}, "times_x");
+    }
+  }
+  AddNode(b.g, "Neg", {"g"}, {"y"}, "neg");
+  b.Out("y");
+  if (shared) *b.g->add_output() = Info("c", {2, 3, 4, 5});
+  return b.m;
+}
+
+TEST(FuseHardSwish, MakesOneHardSwishForEveryForm) {
+  for (int form = 0; form < 3; ++form)
+    for (bool swap : {false, true}) {
+      ir::Model m = CheckPass(HardSwishModel(form, swap, 3.0f, false), "fuse-hardswish", true);
+      const ir::Graph& g = *m.graph;
+      ASSERT_EQ(g.nodes.size(), 2u) << form;
+      EXPECT_EQ(g.nodes[0].op_type, "HardSwish");
+      EXPECT_EQ(g.nodes[0].name, form == 0 ? "sixth" : "times_x");  // the last node
+      EXPECT_EQ(g.values[g.nodes[0].inputs[0]].name, "x");
+    }
+  ir::Model m = CheckPass(HardSwishModel(0, false, 3.0f, false, 9), "fuse-hardswish", true);
+  EXPECT_EQ(CountOps(*m.graph, "HardSwish"), 1);
+}
+
+TEST(FuseHardSwish, LeavesOtherConstantsAndSharedValues) {
+  CheckPass(HardSwishModel(0, false, 2.5f, false), "fuse-hardswish", false);
+  CheckPass(HardSwishModel(1, true, 3.0f, true), "fuse-hardswish", false);
 }
 
 // ---- fuse-matmul-add -----------------------------------------------------------------------

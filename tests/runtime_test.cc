@@ -361,8 +361,9 @@ onnx::ModelProto ConvChainModel() {
   node("Add", {"cg2", "r1"}, "cgs2");
   node("Relu", {"cgs2"}, "gout");
   g->add_output()->set_name("gout");
-  // HardSwish as exporters write it, x * Clip(x + 3, 0, 6) / 6 with single-element 3, 0 and 6,
-  // then a nearest 2x Resize, channels-last between convs: output hz.
+  // HardSwish as exporters write it, x * Clip(x + 3, 0, 6) / 6 (one HardSwish after the host
+  // passes), a scale and shift by single elements (PP-LCNet's learnable affine), then a nearest
+  // 2x Resize, channels-last between convs: output hz.
   auto constant = [&](const std::string& name, std::vector<int64_t> dims, std::vector<float> v) {
     auto* t = g->add_initializer();
     t->set_name(name);
@@ -375,11 +376,15 @@ onnx::ModelProto ConvChainModel() {
   constant("six", {}, {6});
   constant("six4", {1, 1, 1, 1}, {6});
   constant("up", {4}, {1, 1, 2, 2});
+  constant("scale", {1}, {0.75f});
+  constant("shift", {}, {-0.25f});
   node("Add", {"r1", "three"}, "hs1");
   node("Clip", {"hs1", "zero", "six"}, "hs2");
   node("Mul", {"r1", "hs2"}, "hs3");
   node("Div", {"hs3", "six4"}, "hs4");
-  node("Resize", {"hs4", "", "up"}, "hs5");
+  node("Mul", {"scale", "hs4"}, "hs6");
+  node("Add", {"hs6", "shift"}, "hs7");
+  node("Resize", {"hs7", "", "up"}, "hs5");
   init("w16", {16, 32, 3, 3});
   ints(node("Conv", {"hs5", "w16"}, "hz"), "pads", {1, 1, 1, 1});
   g->add_output()->set_name("hz");
@@ -406,11 +411,11 @@ TEST(Executor, ChannelsLastConvChainsMatchTheOnnxLayout) {
     // (the scaled r2), c7, c8, cat2 and sh (the shuffled r1); r3 not (the MaxPool reading it writes a graph output),
     // the outputs never, nor c5 and c6 (cat_out is an output), so neither cat.
     // And whole (the whole-image pool between convs), cgr (the grouped conv's output) and
-    // hs1-hs5 (the written-out HardSwish and the Resize).
+    // hs4-hs7 (the HardSwish, the scale and shift, the Resize).
     // cat2's inputs are made in place, interleaved; with aliasing off nothing is.
     const bool fast = ops::DnnlAvailable() && ops::BestIsa() != ops::Isa::kBaseline;
     if (o.channels_last) {
-      EXPECT_EQ((*exec)->channels_last_values(), fast ? 17 : 0);
+      EXPECT_EQ((*exec)->channels_last_values(), fast ? 16 : 0);
       EXPECT_EQ((*exec)->interleaved_concats(), fast && o.aliasing ? 1 : 0);
     }
     std::vector<Tensor> out;

@@ -1,6 +1,5 @@
 #include "passes/fuse_conv_activation.h"
 
-#include <limits>
 #include <optional>
 
 #include "passes/graph_edit.h"
@@ -22,20 +21,8 @@ std::optional<Activation> ActivationOf(const ir::Graph& g, const ir::Node& a, in
   if (a.op_type == "Relu" && a.inputs.size() == 1) return Activation{"Relu", {}};
   if (a.op_type == "LeakyRelu" && a.inputs.size() == 1)
     return Activation{"LeakyRelu", {a.attr_float("alpha", 0.01f)}};
-  if (a.op_type != "Clip") return std::nullopt;
-  float lo = -std::numeric_limits<float>::infinity(), hi = std::numeric_limits<float>::infinity();
-  if (opset < 11) {
-    if (a.inputs.size() != 1) return std::nullopt;
-    lo = a.attr_float("min", lo);
-    hi = a.attr_float("max", hi);
-  } else {
-    for (size_t i = 1; i < a.inputs.size(); ++i) {
-      if (a.inputs[i] < 0) continue;
-      std::optional<float> c = ScalarFloatConstant(g, a.inputs[i]);  // Clip's bounds
-      if (!c) return std::nullopt;
-      (i == 1 ? lo : hi) = *c;
-    }
-  }
+  float lo, hi;
+  if (!ClipBounds(g, a, opset, &lo, &hi)) return std::nullopt;
   return Activation{"Clip", {lo, hi}};
 }
 

@@ -9,23 +9,9 @@
 namespace kiln::passes {
 namespace {
 
-bool IsOnnxBinary(const ir::Node& n, const char* op) {
-  return (n.domain.empty() || n.domain == "ai.onnx") && n.op_type == op && n.inputs.size() == 2 &&
-         n.inputs[0] >= 0 && n.inputs[1] >= 0 && n.outputs.size() == 1 && n.outputs[0] >= 0;
-}
-
-bool Near(std::optional<float> c, double want) { return c && std::fabs(*c - want) <= 1e-5 * std::fabs(want); }
-
-// For a binary node n with v as one operand: the other operand, or -1.
-int Other(const ir::Node& n, int v) {
-  if (n.inputs[0] == v) return n.inputs[1];
-  if (n.inputs[1] == v) return n.inputs[0];
-  return -1;
-}
-
 // Mul(v, 0.5) or Mul(0.5, v).
 bool IsHalfOf(const ir::Graph& g, const ir::Node& n, int v) {
-  return IsOnnxBinary(n, "Mul") && Other(n, v) >= 0 && Near(ScalarFloatConstant(g, Other(n, v)), 0.5);
+  return IsOnnxBinary(n, "Mul") && OtherOperand(n, v) >= 0 && Near(ScalarFloatConstant(g, OtherOperand(n, v)), 0.5);
 }
 
 bool FuseInGraph(ir::Graph& g) {
@@ -54,7 +40,7 @@ bool FuseInGraph(ir::Graph& g) {
     // 1 + erf (Add, or a two-input Sum as ONNX's own expansion of Gelu writes it).
     const int add = u.Sole(erf.outputs[0]);
     if (add < 0 || !(IsOnnxBinary(g.nodes[add], "Add") || IsOnnxBinary(g.nodes[add], "Sum")) ||
-        !Near(ScalarFloatConstant(g, Other(g.nodes[add], erf.outputs[0])), 1.0))
+        !Near(ScalarFloatConstant(g, OtherOperand(g.nodes[add], erf.outputs[0])), 1.0))
       continue;
     const int sum = g.nodes[add].outputs[0];
     // The product with x and the 0.5, in one of three orders.
@@ -62,7 +48,7 @@ bool FuseInGraph(ir::Graph& g) {
     int last = -1;
     const int m = u.Sole(sum);
     if (m >= 0 && IsOnnxBinary(g.nodes[m], "Mul")) {
-      const int other = Other(g.nodes[m], sum);
+      const int other = OtherOperand(g.nodes[m], sum);
       const int p = other >= 0 ? g.values[other].producer : -1;
       if (other == x) {  // (x * sum) * 0.5
         const int h = u.Sole(g.nodes[m].outputs[0]);
@@ -75,7 +61,7 @@ bool FuseInGraph(ir::Graph& g) {
         last = m;
       } else if (IsHalfOf(g, g.nodes[m], sum)) {  // x * (sum * 0.5)
         const int h = u.Sole(g.nodes[m].outputs[0]);
-        if (h >= 0 && IsOnnxBinary(g.nodes[h], "Mul") && Other(g.nodes[h], g.nodes[m].outputs[0]) == x) {
+        if (h >= 0 && IsOnnxBinary(g.nodes[h], "Mul") && OtherOperand(g.nodes[h], g.nodes[m].outputs[0]) == x) {
           gone.push_back(m);
           last = h;
         }

@@ -1,5 +1,7 @@
 #include "passes/graph_edit.h"
 
+#include <cmath>
+#include <limits>
 #include <unordered_set>
 
 #include "passes/fold_constants.h"
@@ -143,6 +145,42 @@ std::optional<float> ScalarFloatConstant(const ir::Graph& g, int v) {
   if (t.kind() != Tensor::Kind::kTensor || t.dtype() != DType::kFloat32 || t.size() != 1)
     return std::nullopt;
   return t.data<float>()[0];
+}
+
+bool IsOnnxBinary(const ir::Node& n, const char* op) {
+  return (n.domain.empty() || n.domain == "ai.onnx") && n.op_type == op && n.inputs.size() == 2 &&
+         n.inputs[0] >= 0 && n.inputs[1] >= 0 && n.outputs.size() == 1 && n.outputs[0] >= 0;
+}
+
+int OtherOperand(const ir::Node& n, int v) {
+  if (n.inputs[0] == v) return n.inputs[1];
+  if (n.inputs[1] == v) return n.inputs[0];
+  return -1;
+}
+
+bool Near(std::optional<float> c, double want) {
+  return c && std::fabs(*c - want) <= 1e-5 * std::fabs(want);
+}
+
+bool ClipBounds(const ir::Graph& g, const ir::Node& clip, int64_t opset, float* lo, float* hi) {
+  if ((!clip.domain.empty() && clip.domain != "ai.onnx") || clip.op_type != "Clip" ||
+      clip.inputs.empty() || clip.inputs[0] < 0)
+    return false;
+  *lo = -std::numeric_limits<float>::infinity();
+  *hi = std::numeric_limits<float>::infinity();
+  if (opset < 11) {
+    if (clip.inputs.size() != 1) return false;
+    *lo = clip.attr_float("min", *lo);
+    *hi = clip.attr_float("max", *hi);
+    return true;
+  }
+  for (size_t i = 1; i < clip.inputs.size() && i < 3; ++i) {
+    if (clip.inputs[i] < 0) continue;
+    std::optional<float> c = ScalarFloatConstant(g, clip.inputs[i]);
+    if (!c) return false;
+    (i == 1 ? *lo : *hi) = *c;
+  }
+  return clip.inputs.size() <= 3;
 }
 
 ValueReaders::ValueReaders(const ir::Graph& g)

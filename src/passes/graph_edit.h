@@ -78,6 +78,17 @@ int MarkDeadNodes(const ir::Graph& g, std::vector<char>& keep);
 // The value of a one-element float32 fixed constant (IsFixedConstant), if v is one.
 std::optional<float> ScalarFloatConstant(const ir::Graph& g, int v);
 
+// The fusion passes' pattern helpers. A default-domain node `op` with two present inputs and one
+// present output:
+bool IsOnnxBinary(const ir::Node& n, const char* op);
+// For a binary node n with v as one operand: the other operand, or -1.
+int OtherOperand(const ir::Node& n, int v);
+// c is a constant within 1e-5 (relative) of `want`.
+bool Near(std::optional<float> c, double want);
+// The bounds of a default-domain Clip node (attributes before opset 11, constant scalar inputs
+// after; an absent bound is infinite), or false when they are not constants.
+bool ClipBounds(const ir::Graph& g, const ir::Node& clip, int64_t opset, float* lo, float* hi);
+
 // A value name not yet used in g, `base` when it is free.
 std::string UniqueValueName(const ir::Graph& g, const std::string& base);
 

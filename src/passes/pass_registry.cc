@@ -8,6 +8,7 @@
 #include "passes/fuse_channel_shuffle.h"
 #include "passes/fuse_conv_activation.h"
 #include "passes/fuse_gelu.h"
+#include "passes/fuse_hardswish.h"
 #include "passes/fuse_matmul_add.h"
 #include "passes/pipeline.h"
 
@@ -41,6 +42,9 @@ const std::vector<PassInfo>& RegisteredPasses() {
        FuseChannelShuffle},
       {"fuse-gelu", "turn the erf GELU exporters write (Div, Erf, Add, Mul, Mul) into one com.microsoft Gelu",
        FuseGelu, /*exact=*/false},
+      {"fuse-hardswish",
+       "turn x * Clip(x + 3, 0, 6) / 6 (or x * HardSigmoid(x) with alpha 1/6) into one HardSwish",
+       FuseHardSwish, /*exact=*/false},
       {"fuse-matmul-add", "turn MatMul(A, B) + bias with constant B and bias into Gemm (higher-rank A through Reshapes)",
        FuseMatMulAdd, /*exact=*/false},
   };
