@@ -150,6 +150,53 @@ TEST_F(CBackendTest, OddTensorNames) {
   EXPECT_NE(r.out.find("1 passed"), std::string::npos) << r.out;
 }
 
+// A Conv and the HardSwish written out after it (x * Clip(x + 3, 0, 6) / 6) become one FusedConv
+// with activation HardSwish under fuse-hardswish and fuse-conv-activation; the generated C
+// matches the host.
+TEST_F(CBackendTest, ConvWithWrittenOutHardSwish) {
+  onnx::ModelProto m = testing::EmptyModel("conv_hardswish");
+  auto* g = m.mutable_graph();
+  *g->add_input() = testing::FloatInfo("x", {1, 3, 6, 5});
+  *g->add_output() = testing::FloatInfo("y", {1, 4, 6, 5});
+  auto constant = [&](const char* name, std::vector<int64_t> dims, int64_t n, float scale) {
+    auto* t = g->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    for (int64_t d : dims) t->add_dims(d);
+    for (int64_t i = 0; i < n; ++i) t->add_float_data(scale * static_cast<float>((i * 7) % 13 - 6));
+  };
+  constant("w", {4, 3, 3, 3}, 108, 0.1f);
+  constant("b", {4}, 4, 0.2f);
+  constant("three", {}, 1, -0.5f);  // (1 * 7 % 13 - 6) * -0.5 = 3
+  constant("zero", {}, 1, 0.0f);
+  constant("six", {}, 1, -1.0f);
+  auto node = [&](const char* op, std::vector<std::string> in, const char* out) {
+    auto* n = g->add_node();
+    n->set_op_type(op);
+    n->set_name(out);
+    for (auto& i : in) n->add_input(i);
+    n->add_output(out);
+    return n;
+  };
+  auto* pads = node("Conv", {"x", "w", "b"}, "c")->add_attribute();
+  pads->set_name("pads");
+  pads->set_type(onnx::AttributeProto::INTS);
+  for (int k = 0; k < 4; ++k) pads->add_ints(1);
+  node("Add", {"c", "three"}, "a");
+  node("Clip", {"a", "zero", "six"}, "r");
+  node("Mul", {"c", "r"}, "m");
+  node("Div", {"m", "six"}, "y");
+  Write("hs.onnx", m.SerializeAsString());
+  Write("hs.json", R"({"kiln_pipeline": 1, "passes": ["fuse-hardswish", "fuse-conv-activation"]})");
+  Result ir = RunKiln("run " + file("hs.onnx") + " --pipeline " + file("hs.json") +
+                      " --dump-ir-after fuse-conv-activation --output-dir " + file("out"));
+  ASSERT_EQ(ir.code, 0) << ir.err;
+  EXPECT_NE(ir.err.find("activation=\"HardSwish\""), std::string::npos) << ir.err;
+  Result r = RunKiln("test-onnx --backend c --pipeline " + file("hs.json") + " " + file("hs.onnx"));
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("1 passed"), std::string::npos) << r.out;
+}
+
 TEST_F(CBackendTest, UserErrors) {
   std::string kws = Models() + "kws_cnn.onnx";
   ExpectUserError("compile " + kws + " --target c --name 3x --out " + file("o"), "must be a C identifier");

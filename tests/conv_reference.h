@@ -46,6 +46,7 @@ inline std::vector<double> ReferenceConv(const ops::Conv2DParams& p, const float
           if (post.act == Act::kClip)
             acc = std::min(std::max(acc, double(post.alpha)), double(post.beta));
           if (post.act == Act::kSwish) acc = acc / (1 + std::exp(-acc));
+          if (post.act == Act::kHardSwish) acc *= std::min(std::max(acc / 6 + 0.5, 0.0), 1.0);
           y[o] = acc;
         }
   return y;

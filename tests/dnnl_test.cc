@@ -190,6 +190,38 @@ TEST(DnnlConv, ShapesAgainstReference) {
       }
 }
 
+// Every activation of FusedConv after the residual sum (oneDNN's post-ops, or kiln's Swish pass),
+// NCHW and channels-last, against the double reference.
+TEST(DnnlConv, ActivationsAgainstReference) {
+  if (!DnnlAvailable()) GTEST_SKIP() << "built without oneDNN";
+  using Act = ConvPostOps::Act;
+  std::mt19937 rng(12);
+  const Conv2DParams p = Make(1, 12, 10, 1, 9, 11, 3, 3, 1, 1, 1, 1);
+  const int64_t HW = p.H * p.W, OHW = p.OH * p.OW;
+  auto x = Random(static_cast<size_t>(p.C * HW), rng);
+  auto w = Random(static_cast<size_t>(p.M * p.C * 9), rng);
+  auto b = Random(static_cast<size_t>(p.M), rng);
+  auto z = Random(static_cast<size_t>(p.M * OHW), rng);
+  for (Act act : {Act::kRelu, Act::kLeakyRelu, Act::kClip, Act::kSwish, Act::kHardSwish})
+    for (bool cl : {false, true}) {
+      ConvPostOps post;
+      post.act = act;
+      post.alpha = act == Act::kClip ? -0.3f : 0.1f;
+      post.beta = 0.4f;
+      std::vector<double> mag;
+      const auto want = testing::ReferenceConv(p, x.data(), w.data(), b.data(), z.data(), post, &mag);
+      const auto zl = cl ? Relayout(z, 1, p.M, OHW, true) : z;
+      post.z = zl.data();
+      std::vector<float> y(z.size(), 7.0f);
+      ASSERT_TRUE(DnnlConv2D(p, cl ? Relayout(x, 1, p.C, HW, true).data() : x.data(), w.data(),
+                             true, b.data(), y.data(), 1, nullptr, post, {cl, cl, cl}));
+      if (cl) y = Relayout(y, 1, p.M, OHW, false);
+      for (size_t i = 0; i < y.size(); ++i)
+        ASSERT_NEAR(y[i], want[i], 1e-5 * (mag[i] + std::fabs(z[i]) + 1))
+            << "act " << static_cast<int>(act) << " channels-last " << cl << " at " << i;
+    }
+}
+
 TEST(DnnlConv, GroupsRectangularKernelsAndOneD) {
   if (!DnnlAvailable()) GTEST_SKIP() << "built without oneDNN";
   std::mt19937 rng(12);

@@ -216,7 +216,7 @@ TEST(Winograd, AgainstDirectConvolution) {
     const auto b = testing::RandomVector(static_cast<size_t>(p.M), rng);
     const auto z_nchw = testing::RandomVector(static_cast<size_t>(OHW * p.M), rng);
     const auto z = testing::Relayout(z_nchw, 1, p.M, OHW, true);
-    for (Act act : {Act::kNone, Act::kRelu, Act::kLeakyRelu, Act::kClip, Act::kSwish}) {
+    for (Act act : {Act::kNone, Act::kRelu, Act::kLeakyRelu, Act::kClip, Act::kSwish, Act::kHardSwish}) {
       ++i;
       ConvPostOps post;
       post.act = act;
@@ -281,7 +281,7 @@ TEST(GroupedPointwise, AgainstDirectConvolution) {
       return out;
     };
     const auto x_cl = to_cl(x, p.C), z_cl = to_cl(z, p.M);
-    for (Act act : {Act::kNone, Act::kRelu, Act::kLeakyRelu, Act::kClip, Act::kSwish})
+    for (Act act : {Act::kNone, Act::kRelu, Act::kLeakyRelu, Act::kClip, Act::kSwish, Act::kHardSwish})
       for (int lay = 0; lay < 8; ++lay) {
         ++i;
         ConvPostOps post;
@@ -354,7 +354,7 @@ TEST(DirectConv, AgainstReferenceLayoutsChunksAndThreads) {
     for (int lay = 0; lay < 6; ++lay) {
       ++i;
       ConvPostOps post;
-      post.act = static_cast<Act>(i % 5);
+      post.act = static_cast<Act>(i % 6);
       post.alpha = post.act == Act::kClip ? -0.5f : 0.1f;
       post.beta = 0.7f;
       // lay: 0 X NCHW, Y dense; 1 Y a slice; 2 Y NCHW; 3 Z; 4 Z in Y's bytes; 5 X NCHW, Y NCHW

@@ -958,7 +958,7 @@ onnx::ModelProto ConvTailModel(const std::string& tail, int opset = 17) {
   InitFloats(b.g, "B", {3}, {0.1f, -0.2f, 0.3f});
   AttrInts(AddNode(b.g, "Conv", {"X", "W", "B"}, {"c"}, "conv1"), "pads", {1, 1, 1, 1});
   std::string last = "c";
-  if (tail == "add" || tail == "add_relu" || tail == "sum_relu") {
+  if (tail == "add" || tail == "add_relu" || tail == "sum_relu" || tail == "add_hardswish") {
     b.In("X2", {1, 3, 6, 5});
     AddNode(b.g, "Neg", {"X2"}, {"z"}, "branch");
     AddNode(b.g, tail == "sum_relu" ? "Sum" : "Add", {"z", "c"}, {"s"}, "residual");
@@ -973,6 +973,9 @@ onnx::ModelProto ConvTailModel(const std::string& tail, int opset = 17) {
     last = "y";
   } else if (tail == "leaky") {
     AttrFloat(AddNode(b.g, "LeakyRelu", {last}, {"y"}, "leaky"), "alpha", 0.2f);
+    last = "y";
+  } else if (tail == "hardswish" || tail == "add_hardswish") {
+    AddNode(b.g, "HardSwish", {last}, {"y"}, "hardswish");
     last = "y";
   } else if (tail == "swish") {  // SiLU as exporters write it: Mul(c, Sigmoid(c))
     AddNode(b.g, "Sigmoid", {last}, {"sg"}, "sigmoid");
@@ -993,7 +996,8 @@ TEST(FuseConvActivation, FusesActivationsAndResidualAdds) {
   const std::map<std::string, std::pair<std::string, size_t>> want = {
       {"relu", {"Relu", 3}}, {"add", {"", 4}}, {"add_relu", {"Relu", 4}},
       {"clip", {"Clip", 3}}, {"leaky", {"LeakyRelu", 3}}, {"swish", {"Swish", 3}},
-      {"sum_relu", {"Relu", 4}}};
+      {"sum_relu", {"Relu", 4}}, {"hardswish", {"HardSwish", 3}},
+      {"add_hardswish", {"HardSwish", 4}}};
   for (const auto& [tail, expect] : want) {
     ir::Model m = CheckPass(ConvTailModel(tail), "fuse-conv-activation", true);
     const ir::Node* fused = nullptr;
@@ -1001,7 +1005,8 @@ TEST(FuseConvActivation, FusesActivationsAndResidualAdds) {
       if (n.op_type == "FusedConv") fused = &n;
     ASSERT_NE(fused, nullptr) << tail;
     EXPECT_EQ(CountOps(*m.graph, "Conv") + CountOps(*m.graph, "Relu") + CountOps(*m.graph, "Add") +
-                  CountOps(*m.graph, "Sum") + CountOps(*m.graph, "Sigmoid") + CountOps(*m.graph, "Mul"),
+                  CountOps(*m.graph, "Sum") + CountOps(*m.graph, "Sigmoid") + CountOps(*m.graph, "Mul") +
+                  CountOps(*m.graph, "HardSwish"),
               0)
         << tail;
     EXPECT_EQ(fused->domain, "com.microsoft");

@@ -637,7 +637,7 @@ Status DeformConvCompute(ComputeContext& ctx) {
 // FusedConv (com.microsoft, as ONNX Runtime defines it; made by passes/fuse_conv_activation):
 // Y = activation(Conv(X, W, B) + Z).
 
-// Swish (x * sigmoid(x), exporters' SiLU) is kiln's extension of the op.
+// Swish (x * sigmoid(x), exporters' SiLU) and HardSwish are kiln's extensions of the op.
 Status ActivationOf(ComputeContext& ctx, ConvPostOps* post) {
   const std::string name = ctx.node().attr_string("activation", "");
   const std::vector<float> p = ctx.node().attr_floats("activation_params");
@@ -645,6 +645,8 @@ Status ActivationOf(ComputeContext& ctx, ConvPostOps* post) {
   if (name.empty()) return OkStatus();
   if (name == "Swish" && p.empty()) {
     post->act = Act::kSwish;
+  } else if (name == "HardSwish" && p.empty()) {
+    post->act = Act::kHardSwish;
   } else if (name == "Relu") {
     post->act = Act::kRelu;
   } else if (name == "LeakyRelu" && p.size() == 1) {
@@ -656,7 +658,7 @@ Status ActivationOf(ComputeContext& ctx, ConvPostOps* post) {
     post->beta = p[1];
   } else {
     return ctx.error("unsupported activation '" + name + "' with " + std::to_string(p.size()) +
-                     " parameters (Relu, LeakyRelu [alpha], Clip [min, max], Swish)");
+                     " parameters (Relu, LeakyRelu [alpha], Clip [min, max], Swish, HardSwish)");
   }
   return OkStatus();
 }
@@ -722,6 +724,10 @@ Status FusedConvCompute(ComputeContext& ctx) {
   if (post.act == ConvPostOps::Act::kSwish) {  // with the Sigmoid and Mul kernels' arithmetic
     if (Y.dtype() != DType::kFloat32) return ctx.error("Swish needs float32");
     SwishF32(Y.data<float>(), Y.data<float>(), Y.size(), 1.0f);
+  }
+  if (post.act == ConvPostOps::Act::kHardSwish) {  // with the HardSwish kernel's arithmetic
+    if (Y.dtype() != DType::kFloat32) return ctx.error("HardSwish needs float32");
+    HardSwishF32(Y.data<float>(), Y.data<float>(), Y.size());
   }
   return OkStatus();
 }

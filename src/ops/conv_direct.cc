@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "ops/conv_epilogue_avx2.h"
 #include "ops/cpu_isa.h"
 #include "ops/thread_pool.h"
 #include "ops/vector_math.h"
@@ -113,7 +114,7 @@ KILN_DC_TARGET inline __m256 Load(bool masked, __m256i mask, const float* q) {
 // What a tile does after its sums: store them as partial sums (a chunk before the last), or
 // apply the activation first (the last chunk; Swish runs over whole rows afterwards). A template
 // argument, so that the twelve stores carry no per-vector switch.
-enum class Epilogue { kPartial, kNone, kRelu, kLeakyRelu, kClip };
+enum class Epilogue { kPartial, kNone, kRelu, kLeakyRelu, kClip, kHardSwish };
 
 // R pixels x NV panels of 8 channels in registers, for the tile at rows `px` of the block: the
 // first chunk starts from z + b, later ones from the partial sums in y; the taps' runs are
@@ -196,6 +197,7 @@ KILN_DC_TARGET __attribute__((always_inline)) inline void TileAt(const TileArgs&
                              _mm256_cmp_ps(s, zero, _CMP_LT_OQ));
       if constexpr (E == Epilogue::kClip)
         s = _mm256_min_ps(_mm256_max_ps(s, _mm256_set1_ps(post.alpha)), _mm256_set1_ps(post.beta));
+      if constexpr (E == Epilogue::kHardSwish) s = HardSwish8(s);
       float* out = y + r * t.ldc + v * 8;
       if (v == NV - 1 && masked) _mm256_maskstore_ps(out, mask, s);
       else _mm256_storeu_ps(out, s);
@@ -229,6 +231,7 @@ TileFn TileFor(int nv, bool last, Act act) {
     case Act::kRelu: return TileOf<Epilogue::kRelu>(nv);
     case Act::kLeakyRelu: return TileOf<Epilogue::kLeakyRelu>(nv);
     case Act::kClip: return TileOf<Epilogue::kClip>(nv);
+    case Act::kHardSwish: return TileOf<Epilogue::kHardSwish>(nv);
     default: return TileOf<Epilogue::kNone>(nv);
   }
 }

@@ -136,6 +136,8 @@ void Prepare(DnnlConvState* st) {
     po.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, st->alpha, 0.0f);
   if (st->act == Act::kClip)
     po.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip, st->alpha, st->beta);
+  if (st->act == Act::kHardSwish)  // x * clamp(x / 6 + 1 / 2, 0, 1); alpha and beta unused
+    po.append_eltwise(1.0f, dnnl::algorithm::eltwise_hardswish, 0.0f, 0.0f);
   // Swish is not a post-op: DnnlConv2D runs our Swish kernel after each part (oneDNN's swish,
   // through its exp, took about twice as long).
   dnnl::primitive_attr attr = dnnl_common::UserScratchpad();

@@ -36,7 +36,7 @@ struct Conv2DParams {
 // What FusedConv applies to the convolution's result, in this order: + z (same shape as y), then
 // the activation.
 struct ConvPostOps {
-  enum class Act { kNone, kRelu, kLeakyRelu, kClip, kSwish };
+  enum class Act { kNone, kRelu, kLeakyRelu, kClip, kSwish, kHardSwish };
   const float* z = nullptr;
   Act act = Act::kNone;
   float alpha = 0, beta = 0;  // LeakyRelu: alpha; Clip: [alpha, beta]

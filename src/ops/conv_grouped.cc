@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "ops/conv_epilogue_avx2.h"
 #include "ops/cpu_isa.h"
 #include "ops/gemm_kernels.h"
 #include "ops/scratch.h"
@@ -23,6 +24,7 @@ void Activate(const ConvPostOps& post, float* v, int64_t len) {
   if (post.act == Act::kLeakyRelu) LeakyReluF32(v, v, len, post.alpha);
   if (post.act == Act::kClip) ClipF32(v, v, len, post.alpha, post.beta);
   if (post.act == Act::kSwish) SwishF32(v, v, len, 1.0f);
+  if (post.act == Act::kHardSwish) HardSwishF32(v, v, len);
 }
 
 // In chunks of pixels whose y stays in the cache while every group adds to it: y starts as
@@ -149,6 +151,7 @@ KILN_GP_TARGET void Tile(const Direct& d, int64_t px, int64_t g, int64_t v0) {
           s = _mm256_min_ps(_mm256_max_ps(s, _mm256_set1_ps(d.post.alpha)),
                             _mm256_set1_ps(d.post.beta));
           break;
+        case Act::kHardSwish: s = HardSwish8(s); break;
         default: break;  // none, or Swish over whole rows afterwards
       }
       float* out = d.y + (px + r) * d.ldc + c;

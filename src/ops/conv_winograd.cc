@@ -104,6 +104,11 @@ KILN_WINO_TARGET inline void OutputTile(const Geometry& g, const float* mo, int6
       if (post.act == Act::kRelu) r = r < zero ? zero : r;
       if (post.act == Act::kLeakyRelu) r = r < zero ? r * alpha : r;
       if (post.act == Act::kClip) r = r < alpha ? alpha : r > beta ? beta : r;
+      if (post.act == Act::kHardSwish) {
+        T g = r / L::Splat(6.0f) + L::Splat(0.5f);  // HardSwishF32's arithmetic
+        g = g < L::Splat(1.0f) ? g : L::Splat(1.0f);
+        r = r * (g > zero ? g : zero);
+      }
       L::Store(y + pixel * ldc + m, r);
     }
 }

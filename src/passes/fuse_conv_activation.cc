@@ -19,6 +19,7 @@ std::optional<Activation> ActivationOf(const ir::Graph& g, const ir::Node& a, in
   if (!IsDefaultDomain(a) || a.outputs.size() != 1 || a.inputs.empty() || a.inputs[0] < 0)
     return std::nullopt;
   if (a.op_type == "Relu" && a.inputs.size() == 1) return Activation{"Relu", {}};
+  if (a.op_type == "HardSwish" && a.inputs.size() == 1) return Activation{"HardSwish", {}};
   if (a.op_type == "LeakyRelu" && a.inputs.size() == 1)
     return Activation{"LeakyRelu", {a.attr_float("alpha", 0.01f)}};
   float lo, hi;

@@ -4,8 +4,9 @@
 // instead of two or three passes over the output. The same operations in the same order, but not
 // exact: the host's oneDNN computes a SiLU's sigmoid its own way (a few ulp).
 // Needs: a verified model whose shapes are inferred. Guarantees: a float32 Conv -> y whose only
-// reader is an activation (Relu, LeakyRelu, Clip with constant bounds, or SiLU as exporters write
-// it: Mul(y, Sigmoid(y)), then activation "Swish", kiln's extension of the op), or an Add(y, z)
+// reader is an activation (Relu, LeakyRelu, Clip with constant bounds, HardSwish, or SiLU as
+// exporters write it: Mul(y, Sigmoid(y)), then activation "Swish"; Swish and HardSwish are kiln's
+// extensions of the op), or an Add(y, z)
 // (or a two-input Sum)
 // with z of y's shape and type (no broadcast; then optionally the activation), becomes one
 // FusedConv that writes the last node's output, at the last node's place (so z may be computed

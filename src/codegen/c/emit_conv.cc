@@ -344,7 +344,7 @@ Status EmitFusedConv(NodeContext& ctx) {
   const std::string act = ctx.node().attr_string("activation", "");
   const std::vector<float> p = ctx.node().attr_floats("activation_params");
   if (!(act.empty() || act == "Relu" || (act == "LeakyRelu" && p.size() == 1) ||
-        (act == "Clip" && p.size() == 2) || (act == "Swish" && p.empty())))
+        (act == "Clip" && p.size() == 2) || ((act == "Swish" || act == "HardSwish") && p.empty())))
     return ctx.error("unsupported activation '" + act + "'");
   const bool has_z = ctx.num_inputs() > 3 && ctx.has_input(3);
   if (has_z && (ctx.input_dtype(3) != ctx.input_dtype(0) || ctx.input_dims(3) != ctx.output_dims(0)))
@@ -364,6 +364,7 @@ Status EmitFusedConv(NodeContext& ctx) {
     ctx.Line("v = v < " + CNumber(ct, p[0]) + " ? " + CNumber(ct, p[0]) + " : v > " +
              CNumber(ct, p[1]) + " ? " + CNumber(ct, p[1]) + " : v;");
   if (act == "Swish") ctx.Line("v = v * " + Sigmoid(ct, "v") + ";");
+  if (act == "HardSwish") ctx.Line("v = " + HardSwish(ct, "v") + ";");
   ctx.Line("out0[i] = " + Store(ctx, t, "v") + ";");
   ctx.Dedent();
   ctx.Line("}");

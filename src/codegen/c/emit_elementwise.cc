@@ -18,6 +18,11 @@ std::string Sigmoid(DType t, const std::string& x) {
          ") : " + e + " / (" + CNumber(t, 1) + " + " + e + "))";
 }
 
+std::string HardSwish(DType t, const std::string& x) {
+  return x + " * " + MathName(t, "fmax") + "(" + CNumber(t, 0) + ", " + MathName(t, "fmin") + "(" +
+         CNumber(t, 1) + ", " + x + " / " + CNumber(t, 6) + " + " + CNumber(t, 0.5) + "))";
+}
+
 namespace {
 
 using Args = std::vector<std::string>;
@@ -131,10 +136,7 @@ const std::map<std::string, ExprFn>& UnaryOps() {
          return MathName(t, "fmax") + "(" + CNumber(t, 0) + ", " + MathName(t, "fmin") + "(" + CNumber(t, 1) + ", " +
                 Attr(ctx, t, "alpha", 0.2) + " * " + x + " + " + Attr(ctx, t, "beta", 0.5) + "))";
        })},
-      {"HardSwish", FloatExpr([](NodeContext&, DType t, const std::string& x) {
-         return x + " * " + MathName(t, "fmax") + "(" + CNumber(t, 0) + ", " + MathName(t, "fmin") + "(" + CNumber(t, 1) +
-                ", " + CNumber(t, 1.0 / 6.0) + " * " + x + " + " + CNumber(t, 0.5) + "))";
-       })},
+      {"HardSwish", FloatExpr([](NodeContext&, DType t, const std::string& x) { return HardSwish(t, x); })},
       {"Softplus", FloatExpr([](NodeContext&, DType t, const std::string& x) { return Softplus(t, x); })},
       {"Softsign", FloatExpr([](NodeContext&, DType t, const std::string& x) {
          return x + " / (" + CNumber(t, 1) + " + " + MathName(t, "fabs") + "(" + x + "))";

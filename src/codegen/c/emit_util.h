@@ -37,6 +37,8 @@ std::string ByteCount(DType t, int64_t n);
 
 // The C expression of sigmoid(x) in type t, as the host computes it (emit_elementwise.cc).
 std::string Sigmoid(DType t, const std::string& x);
+// The C expression of HardSwish(x) in type t: x * max(0, min(1, x / 6 + 0.5)).
+std::string HardSwish(DType t, const std::string& x);
 // The C expression of the node's unary element-wise op (Relu, Sigmoid, Gelu, Erf, ...) applied to
 // x of compute type t, as the host computes it; an error for other ops. The CUDA backend uses
 // the same spellings (emit_elementwise.cc).
