@@ -706,6 +706,33 @@ TEST(FoldBatchNorm, FoldsPerChannelMulAddSubChains) {
   EXPECT_EQ(g.nodes[1].op_type, "Relu");
 }
 
+// ConvTranspose (W [C, M / group, k, k], the output channels on its second axis) -> Add of a
+// per-channel bias -> BatchNorm -> Relu, as DBNet's upsampling head writes it, with and without
+// groups and a stride that overlaps the kernel.
+TEST(FoldBatchNorm, FoldsIntoConvTranspose) {
+  for (int64_t group : {1, 2}) {
+    Builder b(15);
+    b.In("X", {1, 4, 5, 4});
+    InitFloats(b.g, "W", {4, 6 / group, 3, 3}, Ramp(4 * 6 / group * 9, 0.1f, 0.05f));
+    InitFloats(b.g, "bias", {6, 1, 1}, {0.1f, -0.2f, 0.3f, 0.0f, 0.5f, -1.0f});
+    InitFloats(b.g, "scale", {6}, {1.5f, 0.5f, -2.0f, 1.0f, 0.25f, 3.0f});
+    InitFloats(b.g, "shift", {6}, {0.25f, -1.0f, 0.0f, 0.5f, 0.125f, -0.5f});
+    InitFloats(b.g, "mean", {6}, {0.1f, 0.2f, -0.3f, 0.0f, 1.0f, -1.0f});
+    InitFloats(b.g, "var", {6}, {0.5f, 2.0f, 1.0f, 0.25f, 4.0f, 1.5f});
+    auto* ct = AddNode(b.g, "ConvTranspose", {"X", "W"}, {"c"}, "up");
+    AttrInts(ct, "strides", {2, 2});
+    AttrInt(ct, "group", group);
+    AddNode(b.g, "Add", {"c", "bias"}, {"a"}, "up_bias");
+    AddNode(b.g, "BatchNormalization", {"a", "scale", "shift", "mean", "var"}, {"bn"}, "bn1");
+    AddNode(b.g, "Relu", {"bn"}, {"y"}, "relu");
+    b.Out("y");
+    ir::Model m = CheckPass(b.m, "fold-batchnorm", true);
+    ASSERT_EQ(m.graph->nodes.size(), 2u) << group;
+    EXPECT_EQ(m.graph->nodes[0].op_type, "ConvTranspose");
+    EXPECT_EQ(m.graph->nodes[0].inputs.size(), 3u);
+  }
+}
+
 TEST(FoldBatchNorm, StopsAtSpatialConstantsAndConstantMinusConv) {
   // The BatchNorm still folds; the Mul that varies along W and everything after it stay.
   ir::Model m = CheckPass(ConvAffineChainModel(true, false), "fold-batchnorm", true);

@@ -94,25 +94,35 @@ int AddConstant(ir::Graph& g, const std::string& base, const std::string& suffix
   return v;
 }
 
-// Conv c (writing y) := Conv(X, W * s, B * s + t). False when its weights or bias are not
-// float32 constants, one row per output channel.
+// Conv or ConvTranspose c (writing y) := the same with W * s, B * s + t. False when its weights
+// or bias are not float32 constants with the output channels where the op keeps them: W's rows
+// (Conv, [M, C / group, k...]), or its second axis per group (ConvTranspose, [C, M / group, k...]).
 bool FoldIntoConv(ir::Graph& g, int c, int y, const ChannelAffine& a, const std::string& suffix) {
   const ir::Node& conv = g.nodes[c];
   if (conv.inputs.size() < 2 || conv.outputs.size() != 1 || !IsFixedConstant(g, conv.inputs[1])) return false;
   const Tensor w = *g.values[conv.inputs[1]].constant;  // shares the bytes; only read
   const int64_t channels = static_cast<int64_t>(a.s.size());
-  if (w.kind() != Tensor::Kind::kTensor || w.dtype() != DType::kFloat32 || w.rank() < 1 ||
-      w.dim(0) != channels)
+  const bool transpose = conv.op_type == "ConvTranspose";
+  const int64_t group = conv.attr_int("group", 1);
+  if (w.kind() != Tensor::Kind::kTensor || w.dtype() != DType::kFloat32 || w.rank() < 2 ||
+      group <= 0 || (transpose ? w.dim(1) * group != channels || w.dim(0) % group != 0
+                               : w.dim(0) != channels))
     return false;
   const bool has_bias = conv.inputs.size() > 2 && conv.inputs[2] >= 0;
   const Tensor* b = has_bias ? ChannelParam(g, conv, 2, channels) : nullptr;
   if (has_bias && !b) return false;
-  const int64_t per_channel = channels ? w.size() / channels : 0;
+  // The output channel of W's element e.
+  const int64_t inner = w.dim(0) ? w.size() / w.dim(0) / w.dim(1) : 0;  // kernel elements
+  const int64_t in_per_group = w.dim(0) / group;
+  auto channel_of = [&](int64_t e) {
+    if (!transpose) return e / (w.size() / channels);
+    const int64_t row = e / (w.dim(1) * inner), col = e / inner % w.dim(1);
+    return row / in_per_group * w.dim(1) + col;
+  };
   Tensor w2(DType::kFloat32, w.dims()), b2(DType::kFloat32, {channels});
+  for (int64_t e = 0; e < w.size(); ++e)
+    w2.data<float>()[e] = static_cast<float>(w.data<float>()[e] * a.s[channel_of(e)]);
   for (int64_t o = 0; o < channels; ++o) {
-    const float* src = w.data<float>() + o * per_channel;
-    float* dst = w2.data<float>() + o * per_channel;
-    for (int64_t k = 0; k < per_channel; ++k) dst[k] = static_cast<float>(src[k] * a.s[o]);
     double bias = b ? b->data<float>()[o] : 0.0;
     b2.data<float>()[o] = static_cast<float>(bias * a.s[o] + a.t[o]);
   }
@@ -153,13 +163,13 @@ bool FoldInGraph(ir::Graph& g, const ir::Model& m) {
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const ir::Node& op = g.nodes[i];
     if (op.inputs.empty() || op.outputs.size() != 1 || op.outputs[0] < 0) continue;
-    // y: the operand a Conv or an inference BatchNormalization writes (the node of an earlier
+    // y: the operand a Conv, a ConvTranspose or an inference BatchNormalization writes (the node of an earlier
     // fold in this sweep writes it now).
     int y = -1;
     for (int v : op.inputs) {
       const int p = v >= 0 ? g.values[v].producer : -1;
       if (p >= 0 && IsDefaultDomain(g.nodes[p]) &&
-          (g.nodes[p].op_type == "Conv" ||
+          (g.nodes[p].op_type == "Conv" || g.nodes[p].op_type == "ConvTranspose" ||
            IsInferenceBatchNorm(g.nodes[p], m.OpsetFor(g.nodes[p].domain))))
         y = v;
     }
@@ -175,7 +185,7 @@ bool FoldInGraph(ir::Graph& g, const ir::Model& m) {
     std::optional<ChannelAffine> a = AffineOf(g, m, op, y, channels, zt.dims.size());
     if (!a) continue;
     const std::string suffix = op.op_type == "BatchNormalization" ? "_bn" : "_affine";
-    if (g.nodes[c].op_type == "Conv" ? FoldIntoConv(g, c, y, *a, suffix)
+    if (g.nodes[c].op_type != "BatchNormalization" ? FoldIntoConv(g, c, y, *a, suffix)
                                      : FoldIntoBatchNorm(g, c, *a, suffix)) {
       g.nodes[c].outputs[0] = z;  // the node keeps its name and attributes, and now writes z
       g.values[z].producer = c;

@@ -1,5 +1,6 @@
-// Folds per-channel affine nodes into the preceding Conv (not exact: the weights are rounded
-// again). Needs: a verified model whose shapes are inferred. Guarantees: Conv(X, W[, B]) -> y
+// Folds per-channel affine nodes into the preceding Conv or ConvTranspose (not exact: the weights
+// are rounded again). Needs: a verified model whose shapes are inferred. Guarantees:
+// Conv(X, W[, B]) -> y (or ConvTranspose, whose W keeps the output channels on its second axis)
 // followed by one node that maps y per output channel, z = y * s + t:
 //   - an inference BatchNormalization(y, scale, bias, mean, var) (one output, training_mode off,
 //     spatial): s = scale / sqrt(var + epsilon), t = bias - mean * s;
@@ -13,8 +14,8 @@
 // it (scale' = scale * s, bias' = bias * s + t; DenseNet's pre-activation BatchNorm -> Mul -> Add
 // after a Concat becomes one node). Chains fold one after another in one sweep. W' and B' are new constants (named after W and B,
 // or the Conv's output, with "_bn" or "_affine"); the old tensors are never written, since their
-// bytes may be shared. Other dtypes, ConvTranspose and a Conv output read elsewhere are left
-// alone. Subgraphs too.
+// bytes may be shared. Other dtypes and a Conv output read elsewhere are left alone. Subgraphs
+// too.
 #pragma once
 
 #include "ir/graph.h"

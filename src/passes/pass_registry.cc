@@ -32,7 +32,7 @@ const std::vector<PassInfo>& RegisteredPasses() {
        EliminateCommonSubexpressions},
       {"cancel-transposes", "compose Transpose(Transpose(x)) into one, or none when it is the identity; a Transpose moving only axes of size 1 becomes a Reshape",
        CancelTransposes},
-      {"fold-batchnorm", "fold an inference BatchNormalization, or a per-channel constant Mul/Add/Sub, into the Conv before it (float32)",
+      {"fold-batchnorm", "fold an inference BatchNormalization, or a per-channel constant Mul/Add/Sub, into the Conv or ConvTranspose before it (float32)",
        FoldBatchNorm, /*exact=*/false},
       {"fuse-conv-activation",
        "fuse Conv + residual Add + Relu / LeakyRelu / Clip / SiLU into one FusedConv",
