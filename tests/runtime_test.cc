@@ -105,6 +105,83 @@ TEST(Executor, LrnFloatAgainstDouble) {
   }
 }
 
+// ConvTranspose whose kernel tiles the output (strides = kernel, no pads: each output element
+// takes one tap, written once with its bias) and one that overlaps, against a scatter loop in
+// double; groups, batches, rectangular kernels, 1 and 3 threads.
+TEST(Executor, ConvTransposeAgainstDouble) {
+  std::mt19937 rng(6);
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  struct Case { int64_t n, c, m, group, h, w, kh, kw, sh, sw; bool bias; };
+  for (const Case& k : {Case{1, 24, 24, 1, 10, 9, 2, 2, 2, 2, true}, Case{2, 6, 4, 2, 5, 7, 3, 2, 3, 2, true},
+                        Case{1, 8, 1, 1, 6, 6, 2, 2, 2, 2, false}, Case{1, 4, 6, 1, 5, 4, 3, 3, 2, 2, true}}) {
+    const int64_t mg = k.m / k.group, cg = k.c / k.group;
+    const int64_t oh = (k.h - 1) * k.sh + k.kh, ow = (k.w - 1) * k.sw + k.kw;
+    onnx::ModelProto m = testing::EmptyModel("convtranspose");
+    auto* g = m.mutable_graph();
+    *g->add_input() = testing::FloatInfo("x", {k.n, k.c, k.h, k.w});
+    *g->add_output() = testing::FloatInfo("y", {k.n, k.m, oh, ow});
+    std::vector<float> w(static_cast<size_t>(k.c * mg * k.kh * k.kw)), b(static_cast<size_t>(k.m));
+    for (float& v : w) v = d(rng);
+    for (float& v : b) v = d(rng);
+    auto init = [&](const char* name, std::vector<int64_t> dims, const std::vector<float>& v) {
+      auto* t = g->add_initializer();
+      t->set_name(name);
+      t->set_data_type(onnx::TensorProto::FLOAT);
+      for (int64_t x : dims) t->add_dims(x);
+      for (float x : v) t->add_float_data(x);
+    };
+    init("w", {k.c, mg, k.kh, k.kw}, w);
+    init("b", {k.m}, b);
+    auto* node = g->add_node();
+    node->set_op_type("ConvTranspose");
+    node->add_input("x");
+    node->add_input("w");
+    if (k.bias) node->add_input("b");
+    node->add_output("y");
+    auto* st = node->add_attribute();
+    st->set_name("strides");
+    st->set_type(onnx::AttributeProto::INTS);
+    st->add_ints(k.sh);
+    st->add_ints(k.sw);
+    auto* gr = node->add_attribute();
+    gr->set_name("group");
+    gr->set_type(onnx::AttributeProto::INT);
+    gr->set_i(k.group);
+    auto model = Parse(m);
+    ASSERT_TRUE(model.ok()) << model.status().message();
+    Tensor x(DType::kFloat32, {k.n, k.c, k.h, k.w});
+    for (int64_t i = 0; i < x.size(); ++i) x.data<float>()[i] = d(rng);
+    std::vector<double> want(static_cast<size_t>(k.n * k.m * oh * ow)), mag(want.size(), 1.0);
+    for (int64_t n = 0; n < k.n; ++n)
+      for (int64_t o = 0; o < k.m; ++o)
+        for (int64_t i = 0; i < oh * ow; ++i) want[(n * k.m + o) * oh * ow + i] = k.bias ? b[o] : 0.0;
+    for (int64_t n = 0; n < k.n; ++n)
+      for (int64_t c = 0; c < k.c; ++c)
+        for (int64_t i = 0; i < k.h; ++i)
+          for (int64_t j = 0; j < k.w; ++j)
+            for (int64_t mm = 0; mm < mg; ++mm)
+              for (int64_t a = 0; a < k.kh; ++a)
+                for (int64_t e = 0; e < k.kw; ++e) {
+                  const double t = double(x.data<float>()[((n * k.c + c) * k.h + i) * k.w + j]) *
+                                   w[((c * mg + mm) * k.kh + a) * k.kw + e];
+                  const size_t at = static_cast<size_t>(((n * k.m + c / cg * mg + mm) * oh + i * k.sh + a) * ow + j * k.sw + e);
+                  want[at] += t;
+                  mag[at] += std::fabs(t);
+                }
+    for (int threads : {1, 3}) {
+      runtime::ExecutorOptions o;
+      o.threads = threads;
+      auto exec = runtime::Executor::Create(*model, o);
+      ASSERT_TRUE(exec.ok()) << exec.status().message();
+      std::vector<Tensor> out;
+      ASSERT_TRUE((*exec)->Run({x}, &out).ok());
+      for (size_t i = 0; i < want.size(); ++i)
+        ASSERT_NEAR(out[0].data<float>()[i], want[i], 2e-6 * mag[i])
+            << "case c=" << k.c << " k=" << k.kh << "x" << k.kw << " threads " << threads << " at " << i;
+    }
+  }
+}
+
 TEST(Executor, ShapeInferenceErrorsNameTheNode) {
   auto m = testing::AddReluModel(4);
   // Declare the Add output with a shape that contradicts what the node computes.

@@ -153,6 +153,42 @@ void Col2Im(const C* col, int64_t channels, const Geom3& g, int64_t r0, int64_t 
   }
 }
 
+// True when every output element of a 2-D ConvTranspose takes exactly one kernel tap: strides
+// equal to the kernel, undilated, unpadded (the 2x2, stride-2 upsampling of segmentation heads).
+bool TapsTileTheImage(const Geom3& g) {
+  return g.k[0] == 1 && g.in[0] == 1 && g.d[1] == 1 && g.d[2] == 1 && g.s[1] == g.k[1] &&
+         g.s[2] == g.k[2] && g.p[1] == 0 && g.p[2] == 0 && g.in[1] == g.out[1] * g.k[1] &&
+         g.in[2] == g.out[2] * g.k[2];
+}
+
+// Col2Im where TapsTileTheImage: each output row is its kernel row's KW column rows of col
+// interleaved, plus the bias, written once (no fill with the bias, no read-add per tap).
+template <class C>
+void Col2ImTiled(const C* col, int64_t channels, const Geom3& g, int64_t r0, int64_t r1,
+                 const C* bias, C* img) {
+  const int64_t KH = g.k[1], KW = g.k[2], W = g.in[2], GW = g.out[2];
+  const int64_t ncols = (r1 - r0) * GW;
+  for (int64_t c = 0; c < channels; ++c) {
+    const C b = bias ? bias[c] : C(0);
+    for (int64_t kh = 0; kh < KH; ++kh) {
+      const C* rows = col + (c * KH + kh) * KW * ncols;  // the KW rows of (c, kh)
+      for (int64_t r = r0; r < r1; ++r) {
+        C* dst = img + (c * g.in[1] + r * KH + kh) * W;
+        const C* src = rows + (r - r0) * GW;
+        if (KW == 2) {
+          for (int64_t j = 0; j < GW; ++j) {
+            dst[2 * j] = src[j] + b;
+            dst[2 * j + 1] = src[ncols + j] + b;
+          }
+        } else {
+          for (int64_t j = 0; j < GW; ++j)
+            for (int64_t kw = 0; kw < KW; ++kw) dst[j * KW + kw] = src[kw * ncols + j] + b;
+        }
+      }
+    }
+  }
+}
+
 int64_t RowsPerTile(int64_t rows, int64_t row_elems) {
   return std::clamp<int64_t>(kColBudget / std::max<int64_t>(row_elems, 1), 1, std::max<int64_t>(rows, 1));
 }
@@ -340,18 +376,23 @@ void ConvTransposeCore(const C* x, const C* w, const C* b, C* y, const ConvShape
       for (int64_t r = 0; r < R; ++r) wt[(gi * R + r) * Cg + c] = w[(gi * Cg + c) * R + r];
   const int64_t rows = g.out[0] * g.out[1];
   const int64_t tile = RowsPerTile(rows, R * g.out[2]);
-  std::vector<C> col(static_cast<size_t>(R * tile * g.out[2]));
+  C* col = Scratch<C>(ScratchSlot::kConvColumns, static_cast<size_t>(R * tile * g.out[2]));
+  const bool tiled = TapsTileTheImage(g);
   for (int64_t n = 0; n < s.N; ++n) {
     for (int64_t gi = 0; gi < s.group; ++gi) {
       const C* xg = x + (n * s.C + gi * Cg) * grid_size;
       C* yg = y + (n * s.M + gi * Mg) * img_size;
-      for (int64_t m = 0; m < Mg; ++m)
-        std::fill(yg + m * img_size, yg + (m + 1) * img_size, b ? b[gi * Mg + m] : C(0));
+      if (!tiled)
+        for (int64_t m = 0; m < Mg; ++m)
+          std::fill(yg + m * img_size, yg + (m + 1) * img_size, b ? b[gi * Mg + m] : C(0));
       for (int64_t r0 = 0; r0 < rows; r0 += tile) {
         int64_t r1 = std::min(rows, r0 + tile), ncols = (r1 - r0) * g.out[2];
         ConvGemm<C>(R, ncols, Cg, wt.data() + gi * R * Cg, Cg, xg + r0 * g.out[2], grid_size,
-                    col.data(), ncols, false, threads);
-        Col2Im(col.data(), Mg, g, r0, r1, yg);
+                    col, ncols, false, threads);
+        if (tiled)
+          Col2ImTiled(col, Mg, g, r0, r1, b ? b + gi * Mg : nullptr, yg);
+        else
+          Col2Im(col, Mg, g, r0, r1, yg);
       }
     }
   }
