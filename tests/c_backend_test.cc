@@ -158,25 +158,18 @@ TEST_F(CBackendTest, ConvWithWrittenOutHardSwish) {
   auto* g = m.mutable_graph();
   *g->add_input() = testing::FloatInfo("x", {1, 3, 6, 5});
   *g->add_output() = testing::FloatInfo("y", {1, 4, 6, 5});
-  auto constant = [&](const char* name, std::vector<int64_t> dims, int64_t n, float scale) {
-    auto* t = g->add_initializer();
-    t->set_name(name);
-    t->set_data_type(onnx::TensorProto::FLOAT);
-    for (int64_t d : dims) t->add_dims(d);
-    for (int64_t i = 0; i < n; ++i) t->add_float_data(scale * static_cast<float>((i * 7) % 13 - 6));
+  auto ramp = [](int64_t n, float scale) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) v[i] = scale * static_cast<float>((i * 7) % 13 - 6);
+    return v;
   };
-  constant("w", {4, 3, 3, 3}, 108, 0.1f);
-  constant("b", {4}, 4, 0.2f);
-  constant("three", {}, 1, -0.5f);  // (1 * 7 % 13 - 6) * -0.5 = 3
-  constant("zero", {}, 1, 0.0f);
-  constant("six", {}, 1, -1.0f);
+  testing::AddFloatInitializer(g, "w", {4, 3, 3, 3}, ramp(108, 0.1f));
+  testing::AddFloatInitializer(g, "b", {4}, ramp(4, 0.2f));
+  testing::AddFloatInitializer(g, "three", {}, {3.0f});
+  testing::AddFloatInitializer(g, "zero", {}, {0.0f});
+  testing::AddFloatInitializer(g, "six", {}, {6.0f});
   auto node = [&](const char* op, std::vector<std::string> in, const char* out) {
-    auto* n = g->add_node();
-    n->set_op_type(op);
-    n->set_name(out);
-    for (auto& i : in) n->add_input(i);
-    n->add_output(out);
-    return n;
+    return testing::AddNamedNode(g, op, in, out);
   };
   auto* pads = node("Conv", {"x", "w", "b"}, "c")->add_attribute();
   pads->set_name("pads");

@@ -18,6 +18,17 @@ Expected<ir::Model> Parse(const onnx::ModelProto& m) {
   return frontend::ParseOnnxModel(bytes.data(), bytes.size(), "", "test.onnx");
 }
 
+// The outputs of `model` on input x at `threads` threads (none, with a failure, on an error).
+std::vector<Tensor> RunWithThreads(const ir::Model& model, const Tensor& x, int threads) {
+  runtime::ExecutorOptions o;
+  o.threads = threads;
+  auto exec = runtime::Executor::Create(model, o);
+  EXPECT_TRUE(exec.ok()) << exec.status().message();
+  std::vector<Tensor> out;
+  if (exec.ok()) EXPECT_TRUE((*exec)->Run({x}, &out).ok());
+  return out;
+}
+
 TEST(Executor, RunsAndIsDeterministicAcrossThreadsAndPlanners) {
   auto model = Parse(testing::AddReluModel(6));
   ASSERT_TRUE(model.ok()) << model.status().message();
@@ -81,12 +92,8 @@ TEST(Executor, LrnFloatAgainstDouble) {
     for (int64_t i = 0; i < x.size(); ++i) x.data<float>()[i] = d(rng);
     const int64_t inner = k.h * k.w, lo = (k.size - 1) / 2, hi = k.size - 1 - lo;
     for (int threads : {1, 3}) {
-      runtime::ExecutorOptions o;
-      o.threads = threads;
-      auto exec = runtime::Executor::Create(*model, o);
-      ASSERT_TRUE(exec.ok()) << exec.status().message();
-      std::vector<Tensor> out;
-      ASSERT_TRUE((*exec)->Run({x}, &out).ok());
+      const std::vector<Tensor> out = RunWithThreads(*model, x, threads);
+      ASSERT_EQ(out.size(), 1u);
       const float* xs = x.data<float>();
       for (int64_t b = 0; b < k.n; ++b)
         for (int64_t c = 0; c < k.c; ++c)
@@ -123,15 +130,8 @@ TEST(Executor, ConvTransposeAgainstDouble) {
     std::vector<float> w(static_cast<size_t>(k.c * mg * k.kh * k.kw)), b(static_cast<size_t>(k.m));
     for (float& v : w) v = d(rng);
     for (float& v : b) v = d(rng);
-    auto init = [&](const char* name, std::vector<int64_t> dims, const std::vector<float>& v) {
-      auto* t = g->add_initializer();
-      t->set_name(name);
-      t->set_data_type(onnx::TensorProto::FLOAT);
-      for (int64_t x : dims) t->add_dims(x);
-      for (float x : v) t->add_float_data(x);
-    };
-    init("w", {k.c, mg, k.kh, k.kw}, w);
-    init("b", {k.m}, b);
+    testing::AddFloatInitializer(g, "w", {k.c, mg, k.kh, k.kw}, w);
+    testing::AddFloatInitializer(g, "b", {k.m}, b);
     auto* node = g->add_node();
     node->set_op_type("ConvTranspose");
     node->add_input("x");
@@ -169,12 +169,8 @@ TEST(Executor, ConvTransposeAgainstDouble) {
                   mag[at] += std::fabs(t);
                 }
     for (int threads : {1, 3}) {
-      runtime::ExecutorOptions o;
-      o.threads = threads;
-      auto exec = runtime::Executor::Create(*model, o);
-      ASSERT_TRUE(exec.ok()) << exec.status().message();
-      std::vector<Tensor> out;
-      ASSERT_TRUE((*exec)->Run({x}, &out).ok());
+      const std::vector<Tensor> out = RunWithThreads(*model, x, threads);
+      ASSERT_EQ(out.size(), 1u);
       for (size_t i = 0; i < want.size(); ++i)
         ASSERT_NEAR(out[0].data<float>()[i], want[i], 2e-6 * mag[i])
             << "case c=" << k.c << " k=" << k.kh << "x" << k.kw << " threads " << threads << " at " << i;
@@ -300,12 +296,7 @@ onnx::ModelProto ConvChainModel() {
     }
   };
   auto node = [&](const char* op, std::vector<std::string> in, std::string out) {
-    auto* n = g->add_node();
-    n->set_op_type(op);
-    n->set_name(out);
-    for (auto& i : in) n->add_input(i);
-    n->add_output(out);
-    return n;
+    return testing::AddNamedNode(g, op, in, out);
   };
   auto ints = [](onnx::NodeProto* n, const char* name, std::vector<int64_t> v) {
     auto* a = n->add_attribute();
@@ -441,20 +432,13 @@ onnx::ModelProto ConvChainModel() {
   // HardSwish as exporters write it, x * Clip(x + 3, 0, 6) / 6 (one HardSwish after the host
   // passes), a scale and shift by single elements (PP-LCNet's learnable affine), then a nearest
   // 2x Resize, channels-last between convs: output hz.
-  auto constant = [&](const std::string& name, std::vector<int64_t> dims, std::vector<float> v) {
-    auto* t = g->add_initializer();
-    t->set_name(name);
-    t->set_data_type(onnx::TensorProto::FLOAT);
-    for (int64_t d : dims) t->add_dims(d);
-    for (float f : v) t->add_float_data(f);
-  };
-  constant("three", {}, {3});
-  constant("zero", {}, {0});
-  constant("six", {}, {6});
-  constant("six4", {1, 1, 1, 1}, {6});
-  constant("up", {4}, {1, 1, 2, 2});
-  constant("scale", {1}, {0.75f});
-  constant("shift", {}, {-0.25f});
+  testing::AddFloatInitializer(g, "three", {}, {3});
+  testing::AddFloatInitializer(g, "zero", {}, {0});
+  testing::AddFloatInitializer(g, "six", {}, {6});
+  testing::AddFloatInitializer(g, "six4", {1, 1, 1, 1}, {6});
+  testing::AddFloatInitializer(g, "up", {4}, {1, 1, 2, 2});
+  testing::AddFloatInitializer(g, "scale", {1}, {0.75f});
+  testing::AddFloatInitializer(g, "shift", {}, {-0.25f});
   node("Add", {"r1", "three"}, "hs1");
   node("Clip", {"hs1", "zero", "six"}, "hs2");
   node("Mul", {"r1", "hs2"}, "hs3");

@@ -26,6 +26,28 @@ inline onnx::ModelProto EmptyModel(const std::string& graph_name) {
   return m;
 }
 
+// Adds node `op` reading `inputs` and writing `output`, named after its output.
+inline onnx::NodeProto* AddNamedNode(onnx::GraphProto* g, const std::string& op,
+                                     const std::vector<std::string>& inputs,
+                                     const std::string& output) {
+  auto* n = g->add_node();
+  n->set_op_type(op);
+  n->set_name(output);
+  for (const auto& i : inputs) n->add_input(i);
+  n->add_output(output);
+  return n;
+}
+
+// Adds a float32 initializer.
+inline void AddFloatInitializer(onnx::GraphProto* g, const std::string& name,
+                                const std::vector<int64_t>& dims, const std::vector<float>& values) {
+  auto* t = g->add_initializer();
+  t->set_name(name);
+  t->set_data_type(onnx::TensorProto::FLOAT);
+  for (int64_t d : dims) t->add_dims(d);
+  for (float v : values) t->add_float_data(v);
+}
+
 // y = Relu(x + w) with w an initializer of `n` floats.
 inline onnx::ModelProto AddReluModel(int64_t n = 4) {
   onnx::ModelProto m = EmptyModel("add_relu");

@@ -67,23 +67,9 @@ bool FuseInGraph(ir::Graph& g) {
         }
       }
     }
-    if (last < 0 || g.values[g.nodes[last].outputs[0]].type.dims != xt->dims) continue;
-    bool free = keep[last];
-    for (int n : gone) free = free && keep[n];
-    if (!free) continue;
-    ir::Node gelu;
-    gelu.name = g.nodes[last].name;
-    gelu.op_type = "Gelu";
-    gelu.domain = kGeluDomain;
-    gelu.inputs = {x};
-    gelu.outputs = {g.nodes[last].outputs[0]};
-    for (int n : gone) {
-      keep[n] = 0;
-      for (int v : g.nodes[n].outputs)
-        if (v >= 0) g.values[v].producer = -1;
-    }
-    g.nodes[last] = std::move(gelu);
-    changed = true;
+    if (last >= 0 && g.values[g.nodes[last].outputs[0]].type.dims == xt->dims &&
+        ReplaceChainWithUnary(g, keep, gone, last, x, "Gelu", kGeluDomain))
+      changed = true;
   }
   CompactNodes(g, keep);
   return changed;

@@ -85,24 +85,9 @@ bool FuseInGraph(ir::Graph& g, int64_t opset) {
         !FinishChain(g, u, gate.outputs[0], x, divided, &gone))
       continue;
     const int last = gone.back();
-    if (g.values[g.nodes[last].outputs[0]].type.dims != xt->dims) continue;
-    bool free = true;
-    for (int n : gone) free = free && keep[n];
-    if (!free) continue;
-    ir::Node hs;
-    hs.name = g.nodes[last].name;
-    hs.op_type = "HardSwish";
-    hs.inputs = {x};
-    hs.outputs = {g.nodes[last].outputs[0]};
-    for (int n : gone) {
-      keep[n] = 0;
-      for (int v : g.nodes[n].outputs)
-        if (v >= 0) g.values[v].producer = -1;
-    }
-    keep[last] = 1;
-    g.nodes[last] = std::move(hs);
-    g.values[g.nodes[last].outputs[0]].producer = last;
-    changed = true;
+    if (g.values[g.nodes[last].outputs[0]].type.dims == xt->dims &&
+        ReplaceChainWithUnary(g, keep, gone, last, x, "HardSwish", ""))
+      changed = true;
   }
   CompactNodes(g, keep);
   return changed;

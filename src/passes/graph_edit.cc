@@ -183,6 +183,27 @@ bool ClipBounds(const ir::Graph& g, const ir::Node& clip, int64_t opset, float* 
   return clip.inputs.size() <= 3;
 }
 
+bool ReplaceChainWithUnary(ir::Graph& g, std::vector<char>& keep, const std::vector<int>& gone,
+                           int last, int x, const std::string& op, const std::string& domain) {
+  if (!keep[last]) return false;
+  for (int n : gone)
+    if (!keep[n]) return false;
+  ir::Node fused;
+  fused.name = g.nodes[last].name;
+  fused.op_type = op;
+  fused.domain = domain;
+  fused.inputs = {x};
+  fused.outputs = {g.nodes[last].outputs[0]};
+  for (int n : gone) {
+    if (n == last) continue;
+    keep[n] = 0;
+    for (int v : g.nodes[n].outputs)
+      if (v >= 0) g.values[v].producer = -1;
+  }
+  g.nodes[last] = std::move(fused);
+  return true;
+}
+
 ValueReaders::ValueReaders(const ir::Graph& g)
     : reads(ReadCounts(g)), is_output(OutputMask(g)), nodes(g.values.size()) {
   for (size_t i = 0; i < g.nodes.size(); ++i)

@@ -89,6 +89,13 @@ bool Near(std::optional<float> c, double want);
 // after; an absent bound is infinite), or false when they are not constants.
 bool ClipBounds(const ir::Graph& g, const ir::Node& clip, int64_t opset, float* lo, float* hi);
 
+// Replaces a matched chain by one node `op` (in `domain`) reading x alone: named as the chain's
+// last node `last`, writing its output, in its place; the nodes of `gone` other than last are
+// marked (keep = 0) for CompactNodes. False, changing nothing, when one of them is already
+// marked (the place of another fusion in this sweep).
+bool ReplaceChainWithUnary(ir::Graph& g, std::vector<char>& keep, const std::vector<int>& gone,
+                           int last, int x, const std::string& op, const std::string& domain);
+
 // A value name not yet used in g, `base` when it is free.
 std::string UniqueValueName(const ir::Graph& g, const std::string& base);
 
