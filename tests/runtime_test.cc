@@ -449,6 +449,20 @@ onnx::ModelProto ConvChainModel() {
   init("w16", {16, 32, 3, 3});
   ints(node("Conv", {"hs5", "w16"}, "hz"), "pads", {1, 1, 1, 1});
   g->add_output()->set_name("hz");
+  // A nearest Resize that moves the channels too (tf_half_pixel_for_nn rounding up maps channel
+  // c to c + 1 at scale 1), channels-last between convs: output rz2.
+  auto* rz = node("Resize", {"r1", "", "up"}, "rz");
+  for (auto [name, value] : {std::pair<const char*, const char*>{"coordinate_transformation_mode",
+                                                                 "tf_half_pixel_for_nn"},
+                             {"nearest_mode", "ceil"}}) {
+    auto* a = rz->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::STRING);
+    a->set_s(value);
+  }
+  init("w17", {16, 32, 1, 1});
+  node("Conv", {"rz", "w17"}, "rz2");
+  g->add_output()->set_name("rz2");
   return m;
 }
 
@@ -472,16 +486,16 @@ TEST(Executor, ChannelsLastConvChainsMatchTheOnnxLayout) {
     // (the scaled r2), c7, c8, cat2 and sh (the shuffled r1); r3 not (the MaxPool reading it writes a graph output),
     // the outputs never, nor c5 and c6 (cat_out is an output), so neither cat.
     // And whole (the whole-image pool between convs), cgr (the grouped conv's output) and
-    // hs4-hs7 (the HardSwish, the scale and shift, the Resize).
+    // hs4-hs7 (the HardSwish, the scale and shift, the Resize) and rz (the other Resize).
     // cat2's inputs are made in place, interleaved; with aliasing off nothing is.
     const bool fast = ops::DnnlAvailable() && ops::BestIsa() != ops::Isa::kBaseline;
     if (o.channels_last) {
-      EXPECT_EQ((*exec)->channels_last_values(), fast ? 16 : 0);
+      EXPECT_EQ((*exec)->channels_last_values(), fast ? 17 : 0);
       EXPECT_EQ((*exec)->interleaved_concats(), fast && o.aliasing ? 1 : 0);
     }
     std::vector<Tensor> out;
     ASSERT_TRUE((*exec)->Run({x}, &out).ok());
-    ASSERT_EQ(out.size(), 13u);
+    ASSERT_EQ(out.size(), 14u);
     for (int64_t i = 0; i < out[8].size(); ++i)  // the whole-image AveragePool is the global one
       EXPECT_NEAR(out[8].data<float>()[i], out[9].data<float>()[i], 1e-5f) << "config " << config;
     if (config == 0) {

@@ -378,16 +378,15 @@ bool IsGather(const ResizePlan& plan) {
 }
 
 // The input position of each output position along axis d (the identity where it is unchanged).
-std::vector<int64_t> GatherMap(const ResizePlan& plan, const Dims& in, int d) {
+std::vector<int64_t> GatherMap(const ResizePlan& plan, int d) {
   std::vector<int64_t> map(static_cast<size_t>(plan.out[d]));
   for (int64_t i = 0; i < plan.out[d]; ++i) map[i] = plan.axes[d].empty() ? i : plan.axes[d][i].idx[0];
   return map;
 }
 
-// y = x gathered by `plan` (IsGather), on the elements' bytes (`es` each). x and y are rows of
-// `run` elements (the last axis; channels-last: the channels of a pixel, `run` = C, and the
-// pixels' last axis is W); an output row whose source row is the previous row's is a copy of it.
-// Threads split the output rows.
+// y = x gathered along every axis by `maps` (GatherMap), on the elements' bytes (`es` each; an
+// element may be a whole pixel's channels). An output row (the last axis) whose source row is
+// the previous row's is a copy of it. Threads split the output rows.
 void GatherResize(const char* x, char* y, const Dims& in, const Dims& out,
                   const std::vector<std::vector<int64_t>>& maps, size_t es, int threads) {
   const int r = static_cast<int>(out.size());
@@ -430,21 +429,28 @@ Status ResizeCompute(ComputeContext& ctx) {
   if (y.size() == 0) return OkStatus();
   if (x.size() == 0) return ctx.error("cannot resize an empty tensor to a non-empty one");
   const bool numeric = Dispatch<kNumericTypes>(x.dtype(), []<class T>() {});
-  if (ctx.output_channels_last(0)) {  // ResizeCanRunChannelsLast: NCHW float32, N and C kept
-    if (!IsGather(plan) || x.rank() != 4 || plan.out[0] != x.dim(0) || plan.out[1] != x.dim(1))
+  if (ctx.output_channels_last(0)) {  // ResizeCanRunChannelsLast: 4-D, nearest
+    if (!IsGather(plan) || x.rank() != 4)
       return ctx.error("channels-last Resize it cannot run (a kiln bug)");
-    const int64_t C = x.dim(1);
-    const size_t es = DTypeSize(x.dtype()) * static_cast<size_t>(C);  // a pixel's channels
-    GatherResize(static_cast<const char*>(x.raw()), static_cast<char*>(y.raw()),
-                 {x.dim(0), x.dim(2), x.dim(3)}, {plan.out[0], plan.out[2], plan.out[3]},
-                 {GatherMap(plan, x.dims(), 0), GatherMap(plan, x.dims(), 2),
-                  GatherMap(plan, x.dims(), 3)},
-                 es, ctx.threads());
+    // [N, H, W, C]; where the channels map to themselves, a pixel's channels are one element.
+    Dims in = {x.dim(0), x.dim(2), x.dim(3), x.dim(1)};
+    Dims out = {plan.out[0], plan.out[2], plan.out[3], plan.out[1]};
+    std::vector<std::vector<int64_t>> maps = {GatherMap(plan, 0), GatherMap(plan, 2),
+                                              GatherMap(plan, 3), GatherMap(plan, 1)};
+    size_t es = DTypeSize(x.dtype());
+    if (plan.axes[1].empty()) {
+      es *= static_cast<size_t>(x.dim(1));
+      in.pop_back();
+      out.pop_back();
+      maps.pop_back();
+    }
+    GatherResize(static_cast<const char*>(x.raw()), static_cast<char*>(y.raw()), in, out, maps, es,
+                 ctx.threads());
     return OkStatus();
   }
   if (numeric && IsGather(plan) && x.rank() > 0) {
     std::vector<std::vector<int64_t>> maps;
-    for (int d = 0; d < x.rank(); ++d) maps.push_back(GatherMap(plan, x.dims(), d));
+    for (int d = 0; d < x.rank(); ++d) maps.push_back(GatherMap(plan, d));
     GatherResize(static_cast<const char*>(x.raw()), static_cast<char*>(y.raw()), x.dims(),
                  plan.out, maps, DTypeSize(x.dtype()), ctx.threads());
     return OkStatus();
