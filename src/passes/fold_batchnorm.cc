@@ -112,7 +112,7 @@ bool FoldIntoConv(ir::Graph& g, int c, int y, const ChannelAffine& a, const std:
   const Tensor* b = has_bias ? ChannelParam(g, conv, 2, channels) : nullptr;
   if (has_bias && !b) return false;
   // The output channel of W's element e.
-  const int64_t inner = w.dim(0) ? w.size() / w.dim(0) / w.dim(1) : 0;  // kernel elements
+  const int64_t inner = w.size() ? w.size() / w.dim(0) / w.dim(1) : 0;  // kernel elements
   const int64_t in_per_group = w.dim(0) / group;
   auto channel_of = [&](int64_t e) {
     if (!transpose) return e / (w.size() / channels);
