@@ -39,7 +39,8 @@ Before timing, each model runs once on both with ORT's inputs (ort_bench.js --du
 1e-4 counts as a failure. The machine may be shared: the table gives the load average as each row began; the 2-thread
 figures suffer most from other work (both runtimes' workers wait on each other). Results, with
 every round's median, also go to WORK/results.json. Exits 1 if any model fails on either runtime.
-Needs: python3-torch, python3-torchvision, python3-onnx (Debian), node + npm, cc.
+Needs: python3-torch, python3-torchvision, python3-onnx, python3-pil (Debian; PIL comes with
+torchvision), node + npm, cc.
 """
 import argparse
 import json
