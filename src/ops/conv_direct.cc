@@ -115,6 +115,13 @@ KILN_DC_TARGET inline __m256 Load(bool masked, __m256i mask, const float* q) {
 // apply the activation first (the last chunk; Swish runs over whole rows afterwards). A template
 // argument, so that the twelve stores carry no per-vector switch.
 enum class Epilogue { kPartial, kNone, kRelu, kLeakyRelu, kClip, kHardSwish };
+constexpr Act ActOf(Epilogue e) {
+  return e == Epilogue::kRelu        ? Act::kRelu
+         : e == Epilogue::kLeakyRelu ? Act::kLeakyRelu
+         : e == Epilogue::kClip      ? Act::kClip
+         : e == Epilogue::kHardSwish ? Act::kHardSwish
+                                     : Act::kNone;
+}
 
 // R pixels x NV panels of 8 channels in registers, for the tile at rows `px` of the block: the
 // first chunk starts from z + b, later ones from the partial sums in y; the taps' runs are
@@ -184,20 +191,12 @@ KILN_DC_TARGET __attribute__((always_inline)) inline void TileAt(const TileArgs&
     }
     w += t.run * 8;
   }
-  const __m256 zero = _mm256_setzero_ps();
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
     if (!kFull && r >= valid) break;
 #pragma GCC unroll 3
     for (int v = 0; v < NV; ++v) {
-      __m256 s = acc[r][v];
-      if constexpr (E == Epilogue::kRelu) s = _mm256_max_ps(s, zero);
-      if constexpr (E == Epilogue::kLeakyRelu)
-        s = _mm256_blendv_ps(s, _mm256_mul_ps(s, _mm256_set1_ps(post.alpha)),
-                             _mm256_cmp_ps(s, zero, _CMP_LT_OQ));
-      if constexpr (E == Epilogue::kClip)
-        s = _mm256_min_ps(_mm256_max_ps(s, _mm256_set1_ps(post.alpha)), _mm256_set1_ps(post.beta));
-      if constexpr (E == Epilogue::kHardSwish) s = HardSwish8(s);
+      const __m256 s = Activate8(acc[r][v], ActOf(E), post.alpha, post.beta);
       float* out = y + r * t.ldc + v * 8;
       if (v == NV - 1 && masked) _mm256_maskstore_ps(out, mask, s);
       else _mm256_storeu_ps(out, s);

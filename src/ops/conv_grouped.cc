@@ -128,7 +128,6 @@ KILN_GP_TARGET void Tile(const Direct& d, int64_t px, int64_t g, int64_t v0) {
   // A group's last panel may be stored whole when the next group's tiles, run later, overwrite
   // the lanes past it, except over a residual in Y's own bytes that they read.
   const bool spill = g + 1 < d.groups && d.z != d.y;
-  const __m256 zero = _mm256_setzero_ps();
   #pragma GCC unroll 12
   for (int r = 0; r < R; ++r)
     #pragma GCC unroll 12
@@ -141,19 +140,7 @@ KILN_GP_TARGET void Tile(const Direct& d, int64_t px, int64_t g, int64_t v0) {
         if (d.z && d.b) init = _mm256_add_ps(init, Load(masked, mask, d.b + c));
         s = _mm256_add_ps(init, s);
       }
-      switch (d.post.act) {
-        case Act::kRelu: s = _mm256_max_ps(s, zero); break;
-        case Act::kLeakyRelu:
-          s = _mm256_blendv_ps(s, _mm256_mul_ps(s, _mm256_set1_ps(d.post.alpha)),
-                               _mm256_cmp_ps(s, zero, _CMP_LT_OQ));
-          break;
-        case Act::kClip:
-          s = _mm256_min_ps(_mm256_max_ps(s, _mm256_set1_ps(d.post.alpha)),
-                            _mm256_set1_ps(d.post.beta));
-          break;
-        case Act::kHardSwish: s = HardSwish8(s); break;
-        default: break;  // none, or Swish over whole rows afterwards
-      }
+      s = Activate8(s, d.post.act, d.post.alpha, d.post.beta);
       float* out = d.y + (px + r) * d.ldc + c;
       if (masked) _mm256_maskstore_ps(out, mask, s);
       else _mm256_storeu_ps(out, s);
