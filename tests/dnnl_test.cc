@@ -62,8 +62,11 @@ void Check(const Conv2DParams& p, bool bias, std::mt19937& rng, double tolerance
                              threads, &state))
           << what;
       EXPECT_LE(Worst(p, x, w, bias ? b.data() : nullptr, y), tolerance) << what;
-      if (first.empty()) first = y;
-      else EXPECT_EQ(0, std::memcmp(first.data(), y.data(), ny * sizeof(float))) << what;
+      if (first.empty()) {
+        first = y;
+      } else {
+        EXPECT_EQ(0, std::memcmp(first.data(), y.data(), ny * sizeof(float))) << what;
+      }
     }
   }
 }
@@ -166,8 +169,9 @@ TEST(DnnlConv, WinogradLayoutsAndSplits) {
     auto w = Random(static_cast<size_t>(p.M * p.C * 9), rng);
     std::vector<float> y(static_cast<size_t>(p.N * p.M * p.OH * p.OW));
     ASSERT_TRUE(DnnlConv2D(p, x.data(), w.data(), true, nullptr, y.data(), 1, &state));
-    if (BestIsa() == Isa::kAvx512)  // oneDNN has Winograd kernels for AVX-512 only
+    if (BestIsa() == Isa::kAvx512) {  // oneDNN has Winograd kernels for AVX-512 only
       EXPECT_NE(std::string::npos, state->Kernel().find("wino")) << state->Kernel();
+    }
     Check(p, true, rng, 1e-5);  // Winograd's transforms round more than a direct sum
     CheckLayouts(p, rng, 1e-4f);  // parts start Winograd's tiles at other rows
     if (p.N == 1) CheckInterleaved(p, rng, 1e-4f);

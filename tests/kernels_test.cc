@@ -305,8 +305,9 @@ TEST(GroupedPointwise, AgainstDirectConvolution) {
           GroupedPointwise(p, l.x ? x_cl.data() : x.data(), w.data(), true, bias ? b.data() : nullptr,
                            y.data() + first, l, post, threads, &state);
           const std::string what = "case " + std::to_string(i) + " threads " + std::to_string(threads);
-          if (l.x && IsaSupported(Isa::kAvx2))
+          if (l.x && IsaSupported(Isa::kAvx2)) {
             ASSERT_EQ(state->Kernel(), "kiln grouped 1x1 avx2") << what;
+          }
           ASSERT_NO_FATAL_FAILURE(ExpectConvOutput(y, want, p.N, p.M, HW, l.y, ldc, first, Cg, what));
           // New weights at the same address: constant ones are kept, others are packed again.
           if (residual || threads == 2) continue;
@@ -408,8 +409,9 @@ TEST(PackedGemm, AutoIsTheBestRunnable) {
   EXPECT_TRUE(IsaSupported(Isa::kBaseline));
   EXPECT_NE(BestIsa(), Isa::kAuto);
 #if defined(__x86_64__)
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma"))
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma")) {
     EXPECT_EQ(BestIsa(), Isa::kAvx512);
+  }
 #endif
 }
 
@@ -498,8 +500,11 @@ void CheckDepthwise(const DepthwiseShape& s, bool bias, std::mt19937& rng) {
       double worst = 0;
       for (size_t i = 0; i < y.size(); ++i) worst = std::max(worst, std::fabs(y[i] - ref[i]) / mag[i]);
       EXPECT_LE(worst, Tol<T>()) << what << " isa=" << IsaName(isa) << " threads=" << threads;
-      if (threads == 1) first = y;
-      else EXPECT_EQ(0, std::memcmp(first.data(), y.data(), y.size() * sizeof(T))) << what;
+      if (threads == 1) {
+        first = y;
+      } else {
+        EXPECT_EQ(0, std::memcmp(first.data(), y.data(), y.size() * sizeof(T))) << what;
+      }
     }
   }
 }
@@ -793,7 +798,9 @@ TEST(ThreadPool, ParallelSlicesCoverEveryItemOnce) {
         });
         for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << n << " " << threads << " " << i;
         EXPECT_LE(slices.load(), std::max(1, threads));
-        if (n < 2 * min) EXPECT_LE(slices.load(), 1);
+        if (n < 2 * min) {
+          EXPECT_LE(slices.load(), 1);
+        }
       }
 }
 

@@ -181,11 +181,11 @@ void ExpectSameOutputs(const std::vector<Tensor>& before, const std::vector<Tens
   for (size_t k = 0; k < before.size(); ++k) {
     ASSERT_EQ(before[k].dtype(), after[k].dtype()) << "output " << k;
     ASSERT_EQ(before[k].dims(), after[k].dims()) << "output " << k;
-    if (exact)
-      EXPECT_EQ(std::memcmp(before[k].raw(), after[k].raw(), before[k].nbytes()), 0)
-          << "output " << k << " differs";
-    else
+    if (exact) {
+      EXPECT_EQ(std::memcmp(before[k].raw(), after[k].raw(), before[k].nbytes()), 0) << "output " << k << " differs";
+    } else {
       EXPECT_LE(RelL2(after[k], before[k]), 1e-5) << "output " << k;
+    }
   }
 }
 
@@ -1044,9 +1044,11 @@ TEST(FuseConvActivation, FusesActivationsAndResidualAdds) {
     EXPECT_EQ(m.OpsetFor("com.microsoft"), 1);
   }
   ir::Model clip = CheckPass(ConvTailModel("clip"), "fuse-conv-activation", true);
-  for (const auto& n : clip.graph->nodes)
-    if (n.op_type == "FusedConv")
+  for (const auto& n : clip.graph->nodes) {
+    if (n.op_type == "FusedConv") {
       EXPECT_EQ(n.attr_floats("activation_params"), (std::vector<float>{-0.5f, 0.75f}));
+    }
+  }
 }
 
 TEST(FuseConvActivation, LeavesSharedResultsBroadcastsAndCallerBounds) {

@@ -25,7 +25,9 @@ std::vector<Tensor> RunWithThreads(const ir::Model& model, const Tensor& x, int 
   auto exec = runtime::Executor::Create(model, o);
   EXPECT_TRUE(exec.ok()) << exec.status().message();
   std::vector<Tensor> out;
-  if (exec.ok()) EXPECT_TRUE((*exec)->Run({x}, &out).ok());
+  if (exec.ok()) {
+    EXPECT_TRUE((*exec)->Run({x}, &out).ok());
+  }
   return out;
 }
 
@@ -257,7 +259,9 @@ TEST(Executor, ViewsSlicesAndConcatInPlaceGiveTheSameResults) {
     ASSERT_TRUE(exec.ok()) << exec.status().message();
     int aliased = 0;
     for (const auto& b : (*exec)->plan().buffers) aliased += b.alias_of >= 0;
-    if (aliasing) EXPECT_GE(aliased, 3);  // the slice, both split halves / concat inputs
+    if (aliasing) {
+      EXPECT_GE(aliased, 3);  // the slice, both split halves / concat inputs
+    }
     std::vector<Tensor> out;
     ASSERT_TRUE((*exec)->Run({x}, &out).ok());
     results.push_back(out);

@@ -154,7 +154,7 @@ Status CheckLoopBody(const InferContext& ctx, const ir::Graph& body, int* n_carr
 Status InferLoop(InferContext& ctx) {
   const ir::Graph* body = GraphAttr(ctx.node(), "body");
   if (!body) return ctx.error("missing 'body' graph attribute");
-  int n, k;
+  int n = 0, k = 0;
   KILN_RETURN_IF_ERROR(CheckLoopBody(ctx, *body, &n, &k));
   for (int i = 0; i < ctx.num_outputs(); ++i) {
     const ir::TypeInfo& bt = body->values[body->outputs[1 + i]].type;

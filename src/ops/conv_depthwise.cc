@@ -10,6 +10,9 @@
 #include <immintrin.h>
 #endif
 
+// Vector types wider than the baseline ISA appear only inside target-attributed functions.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
 #include "ops/scratch.h"
 #include "ops/thread_pool.h"
 

@@ -79,7 +79,7 @@ void RegVariadic(OpRegistry& r, const char* name, F f) {
           }
           if constexpr (kMean) {
             const Acc<T> inv = Acc<T>(1) / static_cast<Acc<T>>(ctx.num_inputs());
-            UnaryLoop<T, T>(o, o, out.size(), [inv](Acc<T> v) { return v * inv; });
+            for (int64_t i = 0; i < out.size(); ++i) o[i] = static_cast<T>(static_cast<Acc<T>>(o[i]) * inv);
           }
         });
         return OkStatus();

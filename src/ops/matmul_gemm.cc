@@ -1,5 +1,10 @@
 // MatMul / Gemm / Einsum / Attention GEMMs: the packed GEMM of gemm_kernels.h (run-time ISA
 // dispatch), and for one row times a matrix (M == 1) a GEMV that reads B in place.
+// GCC 12's AVX-512 intrinsics start from _mm512_undefined_ps(), which its -Wmaybe-uninitialized
+// flags wherever they are inlined (GCC PR 105593, fixed in GCC 13).
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 13
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("O3")
 #endif

@@ -114,7 +114,7 @@ Status QuantizeInfer(InferContext& ctx) {
   DType xt = ctx.input_dtype(0);
   if (!IsFloatingDType(xt) && xt != DType::kInt32)
     return ctx.error("x must be float or int32, got " + TypeName(xt));
-  DType out;
+  DType out = DType::kUndefined;
   auto err = [&](const std::string& m) { return ctx.error(m); };
   KILN_RETURN_IF_ERROR(QuantizeOutType(ctx.node(), ctx.has_input(2),
                                        ctx.has_input(2) ? ctx.input_dtype(2) : DType::kUndefined,

@@ -135,7 +135,6 @@ Status CheckShapes(const Ctx& ctx, Cell cell, const std::vector<const Dims*>& di
     if (!dims[i]) return ctx.error("inputs X, W and R are required");
   const Dims& x = *dims[0];
   const Dims& w = *dims[1];
-  const Dims& r = *dims[2];
   if (x.size() != 3) return ctx.error("X must have rank 3, got " + DimsToString(x));
   s->seq = s->layout == 0 ? x[0] : x[1];
   s->batch = s->layout == 0 ? x[1] : x[0];

@@ -1,3 +1,8 @@
+// GCC 12's AVX-512 intrinsics start from _mm512_undefined_ps(), which its -Wmaybe-uninitialized
+// flags wherever they are inlined (GCC PR 105593, fixed in GCC 13).
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 13
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include "ops/vector_math.h"
 
 #include <cmath>
