@@ -190,6 +190,39 @@ TEST_F(CBackendTest, ConvWithWrittenOutHardSwish) {
   EXPECT_NE(r.out.find("1 passed"), std::string::npos) << r.out;
 }
 
+// Generated C builds warning-free with the strict flags at every optimization level users pick, on
+// gcc and clang: constants the generator writes into kernel calls must not feed a compiler's
+// loop analysis something it warns about (a MatMul [1, 200] x [200, 2], as in PaddleOCR's direction
+// classifier, once tripped GCC's -Waggressive-loop-optimizations at -O2).
+TEST_F(CBackendTest, EveryOptimizationLevelBuildsWarningFree) {
+  onnx::ModelProto mm = testing::EmptyModel("matmul");
+  auto* g = mm.mutable_graph();
+  *g->add_input() = testing::FloatInfo("x", {1, 200});
+  *g->add_output() = testing::FloatInfo("y", {1, 2});
+  testing::AddFloatInitializer(g, "w", {200, 2}, std::vector<float>(400, 0.25f));
+  testing::AddNamedNode(g, "MatMul", {"x", "w"}, "y");
+  Write("mm.onnx", mm.SerializeAsString());
+  std::vector<std::pair<std::string, std::string>> models = {
+      {Models() + "kws_cnn.onnx", ""}, {Models() + "mlp_field.onnx", "--shape xyz=64,3"}, {file("mm.onnx"), ""}};
+  const std::string node = std::string(KILN_SOURCE_DIR) + "/../shared/conformance/onnx-node/";
+  for (const char* t : {"test_lstm_defaults", "test_gru_defaults", "test_averagepool_2d_pads", "test_layer_normalization_2d_axis0",
+                        "test_conv_with_strides_and_asymmetric_padding", "test_gemm_all_attributes",
+                        "test_softmax_axis_1", "test_argmax_keepdims_example", "test_einsum_batch_matmul"})
+    if (fs::exists(node + t)) models.push_back({node + t + "/model.onnx", ""});
+  std::vector<std::string> compilers = {"gcc"};
+  if (HaveTool("clang")) compilers.push_back("clang");
+  for (size_t i = 0; i < models.size(); ++i) {
+    const std::string name = "m" + std::to_string(i);
+    Compile(models[i].first, name, models[i].second);
+    for (const auto& cc : compilers)
+      for (const char* opt : {"-O0", "-O2", "-O3", "-Os"}) {
+        auto [rc, log] = Sh("cd " + file("gen") + " && " + cc + " " + kStrict + " " + opt + " -c " + name + ".c -o " +
+                            name + ".o && " + cc + " " + kStrict + " " + opt + " -c " + name + "_params.c -o p.o");
+        EXPECT_EQ(rc, 0) << models[i].first << " " << cc << " " << opt << ":\n" << log;
+      }
+  }
+}
+
 TEST_F(CBackendTest, UserErrors) {
   std::string kws = Models() + "kws_cnn.onnx";
   ExpectUserError("compile " + kws + " --target c --name 3x --out " + file("o"), "must be a C identifier");

@@ -71,7 +71,7 @@ Expected<std::vector<Tensor>> RunThroughC(ir::Model model, const std::vector<Ten
   for (const auto& f : compiled.files) KILN_RETURN_IF_ERROR(WriteFile((dir / f.name).string(), f.text));
   KILN_RETURN_IF_ERROR(WriteFile((dir / "kiln_driver.c").string(), codegen::c::DriverSource()));
   std::string cmd = "cd " + Quote(dir.string()) + " && " + o.cc + " " + StrictCFlags() +
-                    " -O1 -DKILN_MODEL=net '-DKILN_MODEL_HEADER=\"net.h\"' -o prog net.c net_params.c "
+                    " -O2 -DKILN_MODEL=net '-DKILN_MODEL_HEADER=\"net.h\"' -o prog net.c net_params.c "
                     "kiln_driver.c -lm";
   if (Shell(cmd, dir / "build.log") != 0)
     return Error("the generated C does not build: " + Tail(dir / "build.log"));
