@@ -105,7 +105,9 @@ void ExpectSameGraph(const ir::Graph& a, const ir::Graph& b, const std::string& 
     EXPECT_EQ(a.values[v].type.ToString(), b.values[v].type.ToString()) << where << " " << a.values[v].name;
     EXPECT_EQ(a.values[v].type.symbols, b.values[v].type.symbols) << where << " " << a.values[v].name;
     ASSERT_EQ(a.values[v].constant.has_value(), b.values[v].constant.has_value()) << where;
-    if (a.values[v].constant) EXPECT_TRUE(SameBytes(*a.values[v].constant, *b.values[v].constant)) << a.values[v].name;
+    if (a.values[v].constant) {
+      EXPECT_TRUE(SameBytes(*a.values[v].constant, *b.values[v].constant)) << a.values[v].name;
+    }
   }
   for (size_t n = 0; n < a.nodes.size(); ++n) {
     const ir::Node &x = a.nodes[n], &y = b.nodes[n];
@@ -126,8 +128,12 @@ void ExpectSameGraph(const ir::Graph& a, const ir::Graph& b, const std::string& 
       EXPECT_EQ(p.ints, q.ints) << k;
       EXPECT_EQ(p.strings, q.strings) << k;
       ASSERT_EQ(p.floats.size(), q.floats.size());
-      if (!p.floats.empty()) EXPECT_EQ(std::memcmp(p.floats.data(), q.floats.data(), 4 * p.floats.size()), 0);
-      if (p.kind == ir::Attribute::Kind::kTensor) EXPECT_TRUE(SameBytes(p.t, q.t)) << k;
+      if (!p.floats.empty()) {
+        EXPECT_EQ(std::memcmp(p.floats.data(), q.floats.data(), 4 * p.floats.size()), 0);
+      }
+      if (p.kind == ir::Attribute::Kind::kTensor) {
+        EXPECT_TRUE(SameBytes(p.t, q.t)) << k;
+      }
       ASSERT_EQ(p.tensors.size(), q.tensors.size());
       for (size_t i = 0; i < p.tensors.size(); ++i) EXPECT_TRUE(SameBytes(p.tensors[i], q.tensors[i]));
       ASSERT_EQ(p.g != nullptr, q.g != nullptr);
@@ -143,8 +149,9 @@ void ExpectSameGraph(const ir::Graph& a, const ir::Graph& b, const std::string& 
 
 void ExpectAligned(const ir::Graph& g) {
   for (const auto& v : g.values)
-    if (v.constant && v.constant->kind() == Tensor::Kind::kTensor && v.constant->nbytes() > 0)
+    if (v.constant && v.constant->kind() == Tensor::Kind::kTensor && v.constant->nbytes() > 0) {
       EXPECT_EQ(reinterpret_cast<uintptr_t>(v.constant->raw()) % 16, 0u) << v.name;
+    }
   for (const auto& n : g.nodes)
     for (const auto& [k, a] : n.attrs) {
       if (a.g) ExpectAligned(*a.g);
@@ -310,21 +317,25 @@ TEST(Program, TruncatedWrongIdentifierAndFlippedBytesAreErrors) {
   auto p = Reload(wrong);
   ASSERT_FALSE(p.ok());
   EXPECT_NE(p.status().message().find("not a kiln program (file identifier 'BP06', expected 'KILN')"), std::string::npos);
-  // Every single-byte change is either refused or still a valid program: never a crash.
-  int refused = 0;
+  // Every single-byte change is refused, in one line: the program carries the SHA-256 of its bytes.
   for (size_t i = 0; i < bytes.size(); ++i)
     for (uint8_t x : {0x01, 0x80, 0xff}) {
       std::string b = bytes;
       b[i] = static_cast<char>(b[i] ^ x);
       auto q = Reload(b);
-      if (!q.ok()) {
-        ++refused;
-        EXPECT_EQ(std::count(q.status().message().begin(), q.status().message().end(), '\n'), 0);
-      } else {
-        EXPECT_TRUE(ir::Verify(*q->model.graph).ok());
-      }
+      ASSERT_FALSE(q.ok()) << "byte " << i << " ^ " << int(x) << " went unnoticed";
+      EXPECT_EQ(q.status().message().rfind("t.kiln: ", 0), 0u) << q.status().message();
+      EXPECT_EQ(std::count(q.status().message().begin(), q.status().message().end(), '\n'), 0);
     }
-  EXPECT_GT(refused, 0);
+  // A change past the verifier is reported as an alteration.
+  const bundle::SealOffsets seal = Reload(bytes)->seal;
+  std::string b = bytes;
+  b[seal.program_digest] ^= 1;
+  auto q = Reload(b);
+  ASSERT_FALSE(q.ok());
+  EXPECT_NE(q.status().message().find("t.kiln: altered or corrupt: its bytes do not match the SHA-256 digest"),
+            std::string::npos)
+      << q.status().message();
 }
 
 TEST(Program, InvalidContentIsNamed) {
@@ -495,7 +506,15 @@ TEST(Bundle, RoundTripWithScalarValues) {
   ASSERT_TRUE(b.ok()) << b.status().message();
   EXPECT_EQ(b->method_name, "forward");
   EXPECT_EQ(b->version, 0u);
-  EXPECT_EQ(std::string(reinterpret_cast<const char*>(b->program_data), b->program_size), program);
+  // The program inside is the one given, sealed for this bundle.
+  EXPECT_TRUE(b->program.metadata.bundled);
+  EXPECT_EQ(b->program.metadata.test_data_sha256.size(), 16u);
+  auto given = Reload(program);
+  ASSERT_TRUE(given.ok());
+  EXPECT_FALSE(given->metadata.bundled);
+  ExpectSameGraph(*given->model.graph, *b->program.model.graph, "bundled program");
+  EXPECT_EQ(given->schedule.order, b->program.schedule.order);
+  EXPECT_EQ(given->plan.arena_bytes, b->program.plan.arena_bytes);
   ASSERT_EQ(b->test_sets.size(), 2u);
   for (size_t k = 0; k < 2; ++k)
     for (size_t i = 0; i < 4; ++i) {
@@ -544,7 +563,9 @@ TEST(Bundle, ScalarTypesAreExecuTorchs) {
   EXPECT_EQ(executorch_flatbuffer::ScalarType_FLOAT8E4M3FNUZ, 26);
   for (int st = 0; st < 30; ++st) {
     DType d = bundle::DTypeOfScalarType(st);
-    if (d != DType::kUndefined) EXPECT_EQ(bundle::ScalarTypeOf(d), st);
+    if (d != DType::kUndefined) {
+      EXPECT_EQ(bundle::ScalarTypeOf(d), st);
+    }
   }
 }
 
@@ -677,8 +698,65 @@ TEST(Bundle, DamagedBytesNeverCrash) {
     std::string b = *bytes;
     for (int k = 0; k < 1 + trial % 3; ++k) b[rng() % b.size()] = static_cast<char>(rng());
     auto r = ReloadBundle(b);
-    if (r.ok()) EXPECT_TRUE(bundle::CheckTestSets(*r->program.model.graph, r->test_sets, "x").ok());
+    if (r.ok()) {
+      EXPECT_EQ(b, *bytes);  // only a change that changed nothing passes
+    }
   }
+}
+
+// Every byte of a bundle is covered by the digests its program carries: any change is refused in
+// one line, and a change inside a test tensor's data names that tensor.
+TEST(Bundle, EveryAlteredByteIsRefusedAndNamed) {
+  ir::Model m = FromProto(testing::AddReluModel(4));
+  std::string program = Compile(m);
+  std::vector<bundle::TestSet> sets(2);
+  for (int k = 0; k < 2; ++k) {
+    sets[k].inputs.push_back(Tensor::FromVector<float>(DType::kFloat32, {4}, {1.f + k, 2, 3, 4}));
+    sets[k].expected_outputs.push_back(Tensor::FromVector<float>(DType::kFloat32, {4}, {0, 0.5f, 3.f + k, 5.5f}));
+  }
+  auto bytes = bundle::SerializeBundle(program, *m.graph, sets);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().message();
+  ASSERT_TRUE(ReloadBundle(*bytes).ok());
+  // Where each test tensor's data lies, as a flatc reader of the seed schema sees it.
+  struct Range {
+    size_t begin, end;
+    std::string name;
+  };
+  std::vector<Range> tensors;
+  const auto* base = reinterpret_cast<const uint8_t*>(bytes->data());
+  const bp::BundledProgram* root = bp::GetBundledProgram(base);
+  for (size_t k = 0; k < 2; ++k) {
+    const auto* io = root->execution_plan_tests()->Get(0)->test_sets()->Get(k);
+    const auto* in = io->inputs()->Get(0)->val_as_Tensor()->data();
+    const auto* out = io->expected_outputs()->Get(0)->val_as_Tensor()->data();
+    const std::string set = "test set " + std::to_string(k);
+    tensors.push_back({size_t(in->data() - base), size_t(in->data() - base) + in->size(), set + " input 'x'"});
+    tensors.push_back({size_t(out->data() - base), size_t(out->data() - base) + out->size(),
+                       set + " expected output 'y'"});
+  }
+  const size_t prog_begin = root->program()->data() - base, prog_end = prog_begin + root->program()->size();
+  int named = 0;
+  for (size_t i = 0; i < bytes->size(); ++i)
+    for (uint8_t x : {0x01, 0xff}) {
+      std::string b = *bytes;
+      b[i] = static_cast<char>(b[i] ^ x);
+      auto r = ReloadBundle(b);
+      ASSERT_FALSE(r.ok()) << "byte " << i << " ^ " << int(x) << " went unnoticed";
+      const std::string& msg = r.status().message();
+      EXPECT_EQ(msg.rfind("t.bpte", 0), 0u) << msg;
+      EXPECT_EQ(std::count(msg.begin(), msg.end(), '\n'), 0) << msg;
+      if (i >= prog_begin && i < prog_end) {
+        EXPECT_EQ(msg.rfind("t.bpte program: ", 0), 0u) << i << ": " << msg;
+      }
+      for (const auto& t : tensors)
+        if (i >= t.begin && i < t.end) {
+          EXPECT_NE(msg.find("altered or corrupt: " + t.name + " no longer matches its SHA-256 digest"),
+                    std::string::npos)
+              << msg;
+          ++named;
+        }
+    }
+  EXPECT_EQ(named, 2 * 4 * 16);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -724,7 +802,7 @@ TEST_F(BundleCliTest, ProgramRunsBitIdenticalToTheOnnxFile) {
   // The other verbs take it too.
   Result r = RunKiln("inspect " + file("prog/m0.kiln") + " --summary");
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.out.find(".kiln schema 1, written by kiln 0.1.0 from kws_cnn.onnx"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(".kiln schema 2, written by kiln 0.1.0 from kws_cnn.onnx"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("source sha256 "), std::string::npos);
   EXPECT_NE(r.out.find("op histogram"), std::string::npos);
   Ok("plan " + file("prog/m0.kiln") + " --json");
@@ -788,6 +866,27 @@ TEST_F(BundleCliTest, BundleVerifyInspect) {
   r = RunKiln("verify " + file("bad.bpte") + " --json");
   EXPECT_EQ(r.code, 1);
   EXPECT_EQ(nlohmann::json::parse(r.out)["test_sets"][0]["outputs"][0]["mismatches"], 1);
+}
+
+// kiln verify and kiln run on altered files: exit 1 and one line, wherever the byte is.
+TEST_F(BundleCliTest, AlteredBundlesAndProgramsAreOneLineErrors) {
+  std::string mlp = Models() + "mlp_field.onnx --shape xyz=2,3";
+  Ok("bundle " + mlp + " --random 2 -o " + file("m.bpte"));
+  Ok("compile " + mlp + " --target program --name m --out " + file("prog"));
+  const std::pair<std::string, std::string> cases[] = {{file("m.bpte"), "verify " + file("altered.bpte")},
+                                                       {file("prog/m.kiln"), "run " + file("altered.kiln") +
+                                                                                 " --output-dir " + file("out")}};
+  for (const auto& [original, command] : cases) {
+    const std::string bytes = *ReadFile(original);
+    const std::string altered = original.substr(original.size() - 5) == ".bpte" ? "altered.bpte" : "altered.kiln";
+    for (int k = 0; k < 24; ++k) {
+      size_t i = (bytes.size() - 1) * k / 23;
+      std::string b = bytes;
+      b[i] = static_cast<char>(b[i] ^ 0x10);
+      Write(altered, b);
+      ExpectUserError(command, altered);
+    }
+  }
 }
 
 // A model from outside this repository with outputs its own framework (PyTorch) computed: the

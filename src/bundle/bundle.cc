@@ -69,6 +69,45 @@ Status CheckOne(const ir::Value& v, const Tensor& t, const std::string& where) {
   return OkStatus();
 }
 
+// A test tensor's digest: element type, rank, dims and bytes.
+Digest TensorDigest(const Tensor& t) {
+  Sha256 h;
+  const int32_t head[2] = {static_cast<int32_t>(t.dtype()), t.rank()};
+  h.Update(head, sizeof(head));
+  for (int d = 0; d < t.rank(); ++d) {
+    const int64_t dim = t.dim(d);
+    h.Update(&dim, sizeof(dim));
+  }
+  h.Update(t.raw(), t.nbytes());
+  return h.Finish();
+}
+
+std::vector<Digest> TestDataDigests(const std::vector<TestSet>& sets) {
+  std::vector<Digest> out;
+  for (const auto& s : sets) {
+    for (const auto& t : s.inputs) out.push_back(TensorDigest(t));
+    for (const auto& t : s.expected_outputs) out.push_back(TensorDigest(t));
+  }
+  return out;
+}
+
+// Names the first test tensor whose digest differs from the one the program carries ("" if none).
+std::string AlteredTestTensor(const ir::Graph& g, const std::vector<TestSet>& sets, const std::vector<Digest>& want) {
+  std::vector<int> feeds = g.RuntimeInputs();
+  size_t i = 0;
+  for (size_t k = 0; k < sets.size(); ++k) {
+    const std::string set = "test set " + std::to_string(k);
+    for (size_t j = 0; j < sets[k].inputs.size(); ++j, ++i)
+      if (i >= want.size() || TensorDigest(sets[k].inputs[j]) != want[i])
+        return set + " input " + (j < feeds.size() ? "'" + g.values[feeds[j]].name + "'" : std::to_string(j));
+    for (size_t j = 0; j < sets[k].expected_outputs.size(); ++j, ++i)
+      if (i >= want.size() || TensorDigest(sets[k].expected_outputs[j]) != want[i])
+        return set + " expected output " +
+               (j < g.outputs.size() ? "'" + g.values[g.outputs[j]].name + "'" : std::to_string(j));
+  }
+  return i == want.size() ? "" : "the number of test tensors";
+}
+
 Expected<flatbuffers::Offset<bp::Value>> WriteValue(flatbuffers::FlatBufferBuilder& fbb, const Tensor& t,
                                                     bp::ValueUnion encoding, const std::string& where) {
   switch (encoding) {
@@ -158,6 +197,27 @@ Expected<Tensor> ReadValue(const bp::Value* v, const std::string& where) {
   return Tensor::Copy(dtype, dims, have ? ft->data()->data() : nullptr);
 }
 
+Expected<std::vector<TestSet>> ReadTestSets(const bp::BundledExecutionPlanTest* plan, const std::string& label) {
+  std::vector<TestSet> sets;
+  if (!plan->test_sets()) return sets;
+  for (const bp::BundledIOSet* s : *plan->test_sets()) {
+    TestSet ts;
+    std::string where = label + ": test set " + std::to_string(sets.size());
+    if (s->inputs())
+      for (const bp::Value* v : *s->inputs()) {
+        KILN_ASSIGN_OR_RETURN(Tensor t, ReadValue(v, where + " input " + std::to_string(ts.inputs.size())));
+        ts.inputs.push_back(std::move(t));
+      }
+    if (s->expected_outputs())
+      for (const bp::Value* v : *s->expected_outputs()) {
+        KILN_ASSIGN_OR_RETURN(Tensor t, ReadValue(v, where + " output " + std::to_string(ts.expected_outputs.size())));
+        ts.expected_outputs.push_back(std::move(t));
+      }
+    sets.push_back(std::move(ts));
+  }
+  return sets;
+}
+
 }  // namespace
 
 int ScalarTypeOf(DType t) {
@@ -202,9 +262,19 @@ Status CheckTestSets(const ir::Graph& g, const std::vector<TestSet>& sets, const
   return OkStatus();
 }
 
-Expected<std::string> SerializeBundle(const std::string& program_bytes, const ir::Graph& g,
+Expected<std::string> SerializeBundle(const std::string& unsealed_program, const ir::Graph& g,
                                       const std::vector<TestSet>& sets) {
   KILN_RETURN_IF_ERROR(CheckTestSets(g, sets, "bundle"));
+  // The program is written again, sealed for this bundle: it carries the test tensors' digests and
+  // room for the bundle's own.
+  std::shared_ptr<const void> borrowed(std::shared_ptr<void>(), unsealed_program.data());
+  KILN_ASSIGN_OR_RETURN(Program loaded,
+                        LoadProgram(reinterpret_cast<const uint8_t*>(unsealed_program.data()), unsealed_program.size(),
+                                    borrowed, "bundle program"));
+  ProgramMetadata md = loaded.metadata;
+  md.bundled = true;
+  md.test_data_sha256 = TestDataDigests(sets);
+  KILN_ASSIGN_OR_RETURN(std::string program_bytes, ReserializeProgram(loaded, md));
   size_t total = program_bytes.size();
   for (const auto& s : sets) {
     for (const auto& t : s.inputs) total += t.nbytes() + 64;
@@ -241,7 +311,26 @@ Expected<std::string> SerializeBundle(const std::string& program_bytes, const ir
   auto program = fbb.CreateVector(reinterpret_cast<const uint8_t*>(program_bytes.data()), program_bytes.size());
   auto root = bp::CreateBundledProgram(fbb, kBundleSchemaVersion, plans_off, program);
   bp::FinishBundledProgramBuffer(fbb, root);
-  return std::string(reinterpret_cast<const char*>(fbb.GetBufferPointer()), fbb.GetSize());
+  std::string out(reinterpret_cast<const char*>(fbb.GetBufferPointer()), fbb.GetSize());
+  KILN_RETURN_IF_ERROR(ResealBundle(reinterpret_cast<uint8_t*>(out.data()), out.size()));
+  return out;
+}
+
+Status ResealBundle(uint8_t* data, size_t size) {
+  flatbuffers::Verifier verifier(data, size, /*max_depth=*/64, /*max_tables=*/size / 4 + 64);
+  if (!bp::VerifyBundledProgramBuffer(verifier) || !bp::GetBundledProgram(data)->program())
+    return Error("not a bundle with a program");
+  const auto* program = bp::GetBundledProgram(data)->program();
+  uint8_t* prog = data + (program->data() - data);
+  KILN_ASSIGN_OR_RETURN(SealOffsets seal, FindSeal(prog, program->size()));
+  if (seal.bundled) {
+    // The bundle's digest (both digest fields blank) into the program, then the program's own.
+    const size_t at = static_cast<size_t>(prog - data);
+    Digest d = Sha256WithBlanks(data, size, {at + seal.program_digest, at + seal.bundle_digest});
+    std::memcpy(prog + seal.bundle_digest, d.data(), d.size());
+  }
+  WriteProgramDigest(prog, program->size(), seal);
+  return OkStatus();
 }
 
 Expected<Bundle> LoadBundle(const uint8_t* data, size_t size, std::shared_ptr<const void> keep_alive,
@@ -282,23 +371,27 @@ Expected<Bundle> LoadBundle(const uint8_t* data, size_t size, std::shared_ptr<co
   b.program_size = root->program()->size();
   b.keep_alive = keep_alive;
   KILN_ASSIGN_OR_RETURN(b.program, LoadProgram(b.program_data, b.program_size, keep_alive, label + " program"));
-  if (plan->test_sets()) {
-    for (const bp::BundledIOSet* s : *plan->test_sets()) {
-      TestSet ts;
-      std::string where = label + ": test set " + std::to_string(b.test_sets.size());
-      if (s->inputs())
-        for (const bp::Value* v : *s->inputs()) {
-          KILN_ASSIGN_OR_RETURN(Tensor t, ReadValue(v, where + " input " + std::to_string(ts.inputs.size())));
-          ts.inputs.push_back(std::move(t));
-        }
-      if (s->expected_outputs())
-        for (const bp::Value* v : *s->expected_outputs()) {
-          KILN_ASSIGN_OR_RETURN(Tensor t, ReadValue(v, where + " output " + std::to_string(ts.expected_outputs.size())));
-          ts.expected_outputs.push_back(std::move(t));
-        }
-      b.test_sets.push_back(std::move(ts));
-    }
+  // The program's seal covers every other byte of the bundle; a mismatch names what was altered.
+  bool intact = true;
+  if (b.program.seal.bundled) {
+    const size_t at = static_cast<size_t>(b.program_data - data);
+    const SealOffsets& seal = b.program.seal;
+    Digest got = Sha256WithBlanks(data, size, {at + seal.program_digest, at + seal.bundle_digest});
+    intact = std::memcmp(got.data(), data + at + seal.bundle_digest, got.size()) == 0;
   }
+  auto sets = ReadTestSets(plan, label);
+  if (!intact) {
+    const std::string tensor =
+        sets.ok() ? AlteredTestTensor(*b.program.model.graph, *sets, b.program.metadata.test_data_sha256) : "";
+    const std::string what = !tensor.empty() ? tensor + " no longer matches its SHA-256 digest"
+                             : sets.ok()     ? "the bytes around its program and test data no longer match the "
+                                               "bundle's SHA-256 digest"
+                                             : "its bytes no longer match the bundle's SHA-256 digest (" +
+                                               sets.status().message() + ")";
+    return Error(label + ": altered or corrupt: " + what);
+  }
+  if (!sets.ok()) return sets.status();
+  b.test_sets = std::move(*sets);
   KILN_RETURN_IF_ERROR(CheckTestSets(*b.program.model.graph, b.test_sets, label));
   return b;
 }

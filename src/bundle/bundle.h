@@ -12,6 +12,11 @@
 // Reading: the FlatBuffers verifier runs first, then the identifier, version and method, then the
 // program (bundle/program.h), then every test set against the program's inputs and outputs (count,
 // element type and shape). Every failure is a Status whose message starts with the file's label.
+//
+// Integrity: the program inside carries the SHA-256 of the whole bundle (its digest fields read as
+// zeros) and of every test tensor (element type, dims, bytes), so that any altered byte is refused
+// and, when it lies in test data, the tensor is named. A program kiln did not seal for a bundle
+// (another tool's bundle around a .kiln) carries neither; its own digest is still checked.
 #pragma once
 
 #include <cstdint>
@@ -61,6 +66,10 @@ Status CheckTestSets(const ir::Graph& g, const std::vector<TestSet>& sets, const
 // Writes a bundle. `program_bytes` is a serialized .kiln program whose main graph is `g`.
 Expected<std::string> SerializeBundle(const std::string& program_bytes, const ir::Graph& g,
                                       const std::vector<TestSet>& sets);
+
+// Recomputes the digests of bundle bytes edited in place (bundles forged on purpose: fuzzing,
+// tests). SerializeBundle seals what it writes.
+Status ResealBundle(uint8_t* data, size_t size);
 
 // Reads a bundle; its program's constants borrow the bytes when they are aligned (see
 // LoadProgram), test-set tensors are copies.

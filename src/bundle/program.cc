@@ -29,6 +29,26 @@ constexpr int kLastDType = static_cast<int>(DType::kFloat4E2M1);
 
 bool ValidDType(int32_t d) { return d >= 0 && d <= kLastDType; }
 
+// Where the seal's digests lie in the program's bytes (after the verifier, or in bytes kiln wrote).
+Expected<SealOffsets> SealOffsetsOf(const fb::Program* p, const uint8_t* base) {
+  const fb::Seal* seal = p->seal();
+  if (!seal || !seal->program_sha256())
+    return Error("the program carries no integrity digest (written by another tool, or altered)");
+  if (seal->program_sha256()->size() != 32) return Error("its digest has the wrong size");
+  SealOffsets so;
+  so.program_digest = static_cast<size_t>(seal->program_sha256()->data() - base);
+  if (seal->bundle_sha256()) {
+    if (seal->bundle_sha256()->size() != 32) return Error("its bundle digest has the wrong size");
+    so.bundled = true;
+    so.bundle_digest = static_cast<size_t>(seal->bundle_sha256()->data() - base);
+    if (so.bundle_digest < so.program_digest + 32 && so.program_digest < so.bundle_digest + 32)
+      return Error("its digests overlap");
+  }
+  if (seal->test_data_sha256() && seal->test_data_sha256()->size() % 32 != 0)
+    return Error("its test-data digests are not whole");
+  return so;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Writing
 
@@ -70,14 +90,32 @@ class Writer {
                                   md.source_sha256.size());
     auto root = fb::CreateProgram(fbb_, kProgramSchemaVersion, fbb_.CreateString(md.kiln_version),
                                   fbb_.CreateString(md.source_name), hash, model_off, schedule,
-                                  plan_off, data_off);
+                                  plan_off, data_off, WriteSeal(md));
     fbb_.Finish(root, kProgramIdentifier);
     if (fbb_.GetSize() >= (size_t{1} << 31) - 1)
       return Error("the program is larger than the 2 GiB a FlatBuffers file can hold");
-    return std::string(reinterpret_cast<const char*>(fbb_.GetBufferPointer()), fbb_.GetSize());
+    std::string out(reinterpret_cast<const char*>(fbb_.GetBufferPointer()), fbb_.GetSize());
+    auto* bytes = reinterpret_cast<uint8_t*>(out.data());
+    KILN_ASSIGN_OR_RETURN(SealOffsets seal, SealOffsetsOf(fb::GetProgram(bytes), bytes));
+    WriteProgramDigest(bytes, out.size(), seal);
+    return out;
   }
 
  private:
+  // The digest fields, blank until the bytes they cover are final.
+  flatbuffers::Offset<fb::Seal> WriteSeal(const ProgramMetadata& md) {
+    static const uint8_t kBlank[32] = {};
+    auto program_digest = fbb_.CreateVector(kBlank, sizeof(kBlank));
+    flatbuffers::Offset<flatbuffers::Vector<uint8_t>> bundle_digest, test_digests;
+    if (md.bundled) {
+      bundle_digest = fbb_.CreateVector(kBlank, sizeof(kBlank));
+      std::vector<uint8_t> flat;
+      for (const Digest& d : md.test_data_sha256) flat.insert(flat.end(), d.begin(), d.end());
+      test_digests = fbb_.CreateVector(flat);
+    }
+    return fb::CreateSeal(fbb_, program_digest, bundle_digest, test_digests);
+  }
+
   struct Chunk {
     const uint8_t* bytes;
     size_t size;
@@ -255,8 +293,9 @@ class Writer {
 
 class Reader {
  public:
-  Reader(const fb::Program* p, std::shared_ptr<const void> keep_alive, std::string label)
-      : p_(p), keep_alive_(std::move(keep_alive)), label_(std::move(label)) {
+  Reader(const uint8_t* bytes, size_t size, std::shared_ptr<const void> keep_alive, std::string label)
+      : bytes_(bytes), size_(size), p_(fb::GetProgram(bytes)), keep_alive_(std::move(keep_alive)),
+        label_(std::move(label)) {
     if (p_->data()) {
       data_ = p_->data()->data();
       data_size_ = p_->data()->size();
@@ -269,6 +308,7 @@ class Reader {
     if (p_->schema_version() != kProgramSchemaVersion)
       return Fail("program schema version " + std::to_string(p_->schema_version()) +
                   "; this kiln reads version " + std::to_string(kProgramSchemaVersion));
+    KILN_RETURN_IF_ERROR(CheckSeal(&prog));
     if (p_->kiln_version()) prog.metadata.kiln_version = p_->kiln_version()->str();
     if (p_->source_name()) prog.metadata.source_name = p_->source_name()->str();
     if (p_->source_sha256()) {
@@ -305,6 +345,26 @@ class Reader {
 
  private:
   Status Fail(const std::string& msg) const { return Error(label_ + ": " + msg); }
+
+  // Before anything else is read: a program whose bytes were altered is reported as such.
+  Status CheckSeal(Program* prog) {
+    auto seal = SealOffsetsOf(p_, bytes_);
+    if (!seal.ok()) return Fail(seal.status().message());
+    Digest got = Sha256WithBlanks(bytes_, size_, {seal->program_digest});
+    if (std::memcmp(got.data(), bytes_ + seal->program_digest, got.size()) != 0)
+      return Fail("altered or corrupt: its bytes do not match the SHA-256 digest it carries (" +
+                  HexString(bytes_ + seal->program_digest, 8) + "..., the bytes hash to " +
+                  HexString(got.data(), 8) + "...)");
+    prog->seal = *seal;
+    prog->metadata.bundled = seal->bundled;
+    if (const auto* tests = p_->seal()->test_data_sha256())
+      for (size_t i = 0; i + 32 <= tests->size(); i += 32) {
+        Digest d;
+        std::memcpy(d.data(), tests->data() + i, d.size());
+        prog->metadata.test_data_sha256.push_back(d);
+      }
+    return OkStatus();
+  }
 
   // The FlatBuffers verifier checks vectors for 4-byte alignment only: a forged file can hold a
   // [long] whose elements are not 8-byte aligned, so elements are copied as bytes (little-endian,
@@ -615,6 +675,8 @@ class Reader {
     return OkStatus();
   }
 
+  const uint8_t* bytes_;
+  size_t size_;
   const fb::Program* p_;
   std::shared_ptr<const void> keep_alive_;
   std::string label_;
@@ -673,10 +735,34 @@ Expected<Program> LoadProgram(const uint8_t* data, size_t size, std::shared_ptr<
                                  /*max_tables=*/size / 4 + 64);
   if (!fb::VerifyProgramBuffer(verifier))
     return Error(label + ": corrupt or truncated kiln program (the FlatBuffers verifier rejects it)");
-  Reader r(fb::GetProgram(data), std::move(keep_alive), label);
+  Reader r(data, size, std::move(keep_alive), label);
   KILN_ASSIGN_OR_RETURN(Program prog, r.Read());
   prog.stats.file_bytes = size;
   return prog;
+}
+
+Expected<std::string> ReserializeProgram(const Program& program, const ProgramMetadata& metadata) {
+  planner::GraphPlan plan;
+  plan.schedule = program.schedule;
+  plan.plan = program.plan;
+  return SerializeProgram(program.model, plan, program.plan_options, metadata);
+}
+
+Expected<SealOffsets> FindSeal(const uint8_t* data, size_t size) {
+  flatbuffers::Verifier verifier(data, size, /*max_depth=*/4 * kMaxSubgraphDepth + 64, /*max_tables=*/size / 4 + 64);
+  if (!fb::VerifyProgramBuffer(verifier)) return Error("corrupt kiln program (the FlatBuffers verifier rejects it)");
+  return SealOffsetsOf(fb::GetProgram(data), data);
+}
+
+void WriteProgramDigest(uint8_t* data, size_t size, const SealOffsets& seal) {
+  Digest d = Sha256WithBlanks(data, size, {seal.program_digest});
+  std::memcpy(data + seal.program_digest, d.data(), d.size());
+}
+
+Status ResealProgram(uint8_t* data, size_t size) {
+  KILN_ASSIGN_OR_RETURN(SealOffsets seal, FindSeal(data, size));
+  WriteProgramDigest(data, size, seal);
+  return OkStatus();
 }
 
 Expected<Program> LoadProgramFile(const std::string& path) {

@@ -9,6 +9,11 @@
 // plan by planner::VerifyNoOverlap) and the graph by ir::Verify. Every failure is a Status whose
 // message starts with the file's label.
 //
+// Integrity: every program carries the SHA-256 of its own bytes (the digest field read as zeros),
+// checked on load right after the verifier, so that any altered byte is reported as such rather
+// than read as a different, valid program. A program inside a .bpte also carries the digest of the
+// whole bundle and one per test tensor (bundle/bundle.h checks those).
+//
 // FlatBuffers stays inside this folder: this header exposes only kiln types.
 #pragma once
 
@@ -17,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "bundle/sha256.h"
 #include "ir/graph.h"
 #include "planner/plan_graph.h"
 #include "support/status.h"
@@ -24,7 +30,7 @@
 namespace kiln::bundle {
 
 // Readers refuse other versions.
-constexpr uint32_t kProgramSchemaVersion = 1;
+constexpr uint32_t kProgramSchemaVersion = 2;
 constexpr const char* kProgramIdentifier = "KILN";
 // How deep If/Loop/Scan bodies may nest in a program file.
 constexpr int kMaxSubgraphDepth = 32;
@@ -34,6 +40,17 @@ struct ProgramMetadata {
   std::string kiln_version;
   std::string source_name;    // the file the program was compiled from
   std::string source_sha256;  // 32 raw bytes, or empty when unknown
+  // Sealed for a bundle: the program carries a bundle digest and these test-tensor digests (set by
+  // set, inputs then expected outputs). Written by SerializeBundle; read back on load.
+  bool bundled = false;
+  std::vector<Digest> test_data_sha256;
+};
+
+// Where the integrity digests lie in a program's bytes (offsets from its first byte, 32 bytes each).
+struct SealOffsets {
+  size_t program_digest = 0;
+  size_t bundle_digest = 0;  // valid when bundled
+  bool bundled = false;
 };
 
 struct ProgramStats {
@@ -51,6 +68,7 @@ struct Program {
   planner::Plan plan;
   planner::PlanOptions plan_options;
   ProgramStats stats;
+  SealOffsets seal;
 };
 
 // The SHA-256 of a model file and, when given, its weights file (hashed after it).
@@ -70,6 +88,16 @@ Expected<Program> LoadProgram(const uint8_t* data, size_t size, std::shared_ptr<
                               const std::string& label);
 // Maps the file and reads it.
 Expected<Program> LoadProgramFile(const std::string& path);
+
+// Re-serializes a loaded program with `metadata` (e.g. to seal it for a bundle).
+Expected<std::string> ReserializeProgram(const Program& program, const ProgramMetadata& metadata);
+
+// Where the digests lie in a program's bytes (the FlatBuffers verifier runs first).
+Expected<SealOffsets> FindSeal(const uint8_t* data, size_t size);
+// Computes a program's own digest and writes it into its bytes (after a bundle digest was patched in).
+void WriteProgramDigest(uint8_t* data, size_t size, const SealOffsets& seal);
+// FindSeal, then WriteProgramDigest: program bytes edited in place made whole again (fuzzing, tests).
+Status ResealProgram(uint8_t* data, size_t size);
 
 // True when the bytes carry the .kiln file identifier (the file may still be invalid).
 bool LooksLikeProgram(const uint8_t* data, size_t size);
