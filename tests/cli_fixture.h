@@ -24,11 +24,15 @@ struct Result {
   std::string err;
 };
 
-inline Result RunKiln(const std::string& args) {
+// Runs `kiln ARGS` through the shell; in `cwd` when given, killed after `timeout_s` seconds when
+// given (exit code 128 + 9).
+inline Result RunKiln(const std::string& args, const std::string& cwd = "", int timeout_s = 0) {
   static int counter = 0;
   std::string err_file = (fs::temp_directory_path() / ("kiln_cli_err_" + std::to_string(getpid()) +
                                                        "_" + std::to_string(counter++))).string();
   std::string cmd = std::string(KILN_BINARY) + " " + args + " 2>" + err_file;
+  if (timeout_s > 0) cmd = "timeout -s KILL " + std::to_string(timeout_s) + " " + cmd;
+  if (!cwd.empty()) cmd = "cd '" + cwd + "' && " + cmd;
   Result r;
   FILE* p = popen(cmd.c_str(), "r");
   std::array<char, 4096> buf;

@@ -1,6 +1,9 @@
 // Runs the kiln binary the way users do and checks exit codes and one-line error messages.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
@@ -10,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "frontend/npy.h"
+#include "passes/pipeline.h"
 #include "support/file_io.h"
 #include "cli_fixture.h"
 #include "test_models.h"
@@ -152,6 +156,189 @@ TEST_F(CliTest, ShippedModelRunsFromOnnxAndFromJson) {
   auto names = ReadFile(file("a/outputs.json"));
   ASSERT_TRUE(names.ok());
   EXPECT_NE(names->find("\"probs\""), std::string::npos);
+}
+
+
+std::string Model(const std::string& name) { return std::string(KILN_SOURCE_DIR) + "/models/" + name; }
+
+// A `kiln serve` started in the background, stopped (SIGTERM) when the object goes.
+class BackgroundServe {
+ public:
+  BackgroundServe(const std::string& args, const std::string& err_file) : err_file_(err_file) {
+    pid_ = fork();
+    if (pid_ == 0) {
+      int fd = open(err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      dup2(fd, 2);
+      std::string cmd = std::string("exec ") + KILN_BINARY + " serve " + args;
+      execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+  }
+  ~BackgroundServe() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGTERM);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+  }
+  // The address from "kiln serve: listening on ADDRESS" (empty when it did not start in 60 s).
+  std::string Address() {
+    for (int i = 0; i < 600; ++i) {
+      auto text = ReadFile(err_file_);
+      const std::string tag = "listening on ";
+      if (text.ok() && text->find(tag) != std::string::npos) {
+        std::string rest = text->substr(text->find(tag) + tag.size());
+        return rest.substr(0, rest.find('\n'));
+      }
+      usleep(100000);
+    }
+    return "";
+  }
+
+ private:
+  std::string err_file_;
+  pid_t pid_ = -1;
+};
+
+TEST_F(CliTest, TwoServicesNeverShareAnAddress) {
+  BackgroundServe first("--address 127.0.0.1:0", file("first.err"));
+  const std::string address = first.Address();
+  ASSERT_FALSE(address.empty()) << *ReadFile(file("first.err"));
+  Result r = RunKiln("serve --address " + address, "", 60);
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_NE(r.err.find("kiln: --address " + address + ": cannot listen there"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  // A unix socket a service listens on is not taken over either; a stale one is reused.
+  BackgroundServe unix_first("--address unix:" + file("gym.sock"), file("unix.err"));
+  ASSERT_FALSE(unix_first.Address().empty()) << *ReadFile(file("unix.err"));
+  r = RunKiln("serve --address unix:" + file("gym.sock"), "", 60);
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_NE(r.err.find("in use"), std::string::npos) << r.err;
+  Write("not_a_socket", "data");
+  ExpectUserError("serve --address unix:" + file("not_a_socket"), "is not a socket");
+  EXPECT_EQ(*ReadFile(file("not_a_socket")), "data");
+}
+
+TEST_F(CliTest, OptionErrorsAreOneKilnLine) {
+  const std::string m = Model("kws_cnn.onnx");
+  const std::pair<std::string, std::string> cases[] = {
+      {"run " + m + " --threads 0", "kiln: --threads: '0' is not allowed; give an integer from 1 to 64 (kiln run --help)"},
+      {"run " + m + " --threads abc", "--threads: 'abc' is not allowed"},
+      {"run " + m + " --threads -1", "--threads"},
+      {"run " + m + " --threads 100000", "--threads: '100000' is not allowed; give an integer from 1 to 64"},
+      {"bench " + m + " --iterations 0", "--iterations: '0' is not allowed"},
+      {"test-onnx " + file("") + " --rtol -1", "--rtol"},
+      {"verify " + file("x.bpte") + " --atol nan", "--atol: 'nan' is not allowed; give a number >= 0"},
+      {"compile " + m + " --target fortran --name k --out " + file("o"), "--target: 'fortran' is not allowed"},
+      {"frobnicate", "kiln: unknown verb 'frobnicate'; the verbs are run, bench"},
+      {"", "kiln: no verb given"},
+      {"run", "MODEL"},
+      {"run " + m + " --bogus", "kiln: unexpected argument '--bogus' (kiln run --help"},
+  };
+  for (const auto& [args, want] : cases) {
+    Result r = RunKiln(args);
+    EXPECT_EQ(r.code, 1) << args;
+    EXPECT_EQ(r.err.rfind("kiln", 0), 0u) << args << "\n" << r.err;
+    EXPECT_NE(r.err.find(want), std::string::npos) << args << "\n" << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << "\n" << r.err;
+  }
+  Result ok = RunKiln("bench " + m + " --threads 2 --iterations 1");
+  ASSERT_EQ(ok.code, 0) << ok.err;
+  EXPECT_EQ(nlohmann::json::parse(ok.out)["threads"], 2);
+}
+
+TEST_F(CliTest, FindingAModelsInputs) {
+  const std::string mlp = Model("mlp_field.onnx");
+  ExpectUserError("run " + mlp + " --shape xyz=99999999999999999999999,3",
+                  "dimension 99999999999999999999999 of input 'xyz' is out of range");
+  ExpectUserError("run " + mlp + " --shape xyz=4398046511105,3", "out of range");
+  Write("m.onnx", testing::AddReluModel(4).SerializeAsString());
+  Tensor x = Tensor::FromVector<float>(DType::kFloat32, {4}, {-1, 0, 1, 2});
+  Write("x.npy", frontend::SerializeNpy(x));
+  ExpectUserError("run " + file("m.onnx") + " --input nothere=" + file("x.npy"),
+                  "--input nothere: the model has no input of that name; its inputs are x (");
+  ExpectUserError("run " + file("m.onnx") + " --shape q=4", "--shape q: the model has no input of that name; its inputs are x (");
+  // The only input needs no name.
+  Result r = RunKiln("run " + file("m.onnx") + " --input " + file("x.npy") + " --output-dir " + file("bare"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  Result named = RunKiln("run " + file("m.onnx") + " --input x=" + file("x.npy") + " --output-dir " + file("named"));
+  ASSERT_EQ(named.code, 0) << named.err;
+  EXPECT_EQ(*ReadFile(file("bare/output_0.npy")), *ReadFile(file("named/output_0.npy")));
+  ASSERT_EQ(RunKiln("bundle " + file("m.onnx") + " --input " + file("x.npy") + " -o " + file("m.bpte")).code, 0);
+  // Several inputs: a bare FILE is refused with the list.
+  auto two = testing::AddReluModel(4);
+  two.mutable_graph()->mutable_initializer()->Clear();
+  *two.mutable_graph()->add_input() = testing::FloatInfo("w", {4});
+  Write("two.onnx", two.SerializeAsString());
+  ExpectUserError("run " + file("two.onnx") + " --input " + file("x.npy"), "the model has 2 inputs; give NAME=FILE");
+  // inspect lists inputs and outputs for every format, and as JSON.
+  ASSERT_EQ(RunKiln("compile " + file("m.onnx") + " --target program --name m --out " + file("p")).code, 0);
+  for (const std::string& f : {file("m.onnx"), file("p/m.kiln"), file("m.bpte")}) {
+    Result s = RunKiln("inspect " + f + " --summary");
+    ASSERT_EQ(s.code, 0) << f << s.err;
+    EXPECT_NE(s.out.find("input  'x': "), std::string::npos) << f << "\n" << s.out;
+    EXPECT_NE(s.out.find("output 'y': "), std::string::npos) << f << "\n" << s.out;
+    Result j = RunKiln("inspect " + f + " --json");
+    ASSERT_EQ(j.code, 0) << f << j.err;
+    auto doc = nlohmann::json::parse(j.out);
+    EXPECT_EQ(doc["inputs"][0]["name"], "x") << f;
+    EXPECT_EQ(doc["inputs"][0]["dims"], nlohmann::json::array({4})) << f;
+    EXPECT_EQ(doc["outputs"][0]["name"], "y") << f;
+    EXPECT_EQ(doc["ops"]["Relu"], 1) << f;
+  }
+  Result sym = RunKiln("inspect " + mlp + " --json");
+  ASSERT_EQ(sym.code, 0) << sym.err;
+  auto dims = nlohmann::json::parse(sym.out)["inputs"][0]["dims"];
+  EXPECT_TRUE(dims[0].is_string() || dims[0].is_null()) << dims;
+}
+
+TEST_F(CliTest, OutputsGoWhereTheySay) {
+  fs::create_directories(file("work"));
+  Result r = RunKiln("run " + Model("kws_cnn.onnx"), file("work"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("wrote output_0.npy and outputs.json to " + file("work")), std::string::npos) << r.out;
+  EXPECT_TRUE(fs::exists(file("work/output_0.npy")));
+  // convert without -o writes into the current folder, not next to the model.
+  fs::create_directories(file("src"));
+  Write("src/m.onnx", testing::AddReluModel(4).SerializeAsString());
+  r = RunKiln("convert " + file("src/m.onnx") + " --to json --weights w.safetensors", file("work"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(fs::exists(file("work/m.json")));
+  EXPECT_FALSE(fs::exists(file("src/m.json")));
+  EXPECT_NE(r.out.find(file("work/m.json")), std::string::npos) << r.out;
+  // A folder without tests is an error.
+  fs::create_directories(file("empty/sub"));
+  ExpectUserError("test-onnx " + file("empty"), "no tests found under " + file("empty"));
+}
+
+// What tune prints is what it writes, and it never writes a pipeline worse than the default.
+TEST_F(CliTest, TuneNeverWritesWorseThanTheDefault) {
+  Write("m.onnx", testing::AddReluModel(64).SerializeAsString());
+  auto arena = [&](const std::string& pipeline) {
+    Result p = RunKiln("plan " + file("m.onnx") + " --json" + (pipeline.empty() ? "" : " --pipeline " + pipeline));
+    EXPECT_EQ(p.code, 0) << p.err;
+    return nlohmann::json::parse(p.out)["arena_bytes"].get<size_t>();
+  };
+  const std::vector<std::string> defaults = passes::DefaultPipeline().passes;
+  for (const std::string objective : {"arena", "latency"}) {
+    const std::string out = file(objective + ".json");
+    Result r = RunKiln("tune " + file("m.onnx") + " --objective " + objective + " --budget 6 --jobs 1 -q -o " + out);
+    ASSERT_EQ(r.code, 0) << r.err;
+    auto written = passes::LoadPipelineFile(out);
+    ASSERT_TRUE(written.ok()) << written.status().message();
+    std::string listed;
+    for (const auto& p : written->passes) listed += (listed.empty() ? "" : ", ") + p;
+    EXPECT_NE(r.out.find("pipeline written to " + out + ": passes [" + listed + "], planner " + written->planner),
+              std::string::npos)
+        << r.out;
+    if (r.out.find("no sequence beat the default pipeline") != std::string::npos) {
+      EXPECT_EQ(written->passes, defaults) << r.out;
+    } else {
+      EXPECT_NE(r.out.find("better"), std::string::npos) << r.out;
+    }
+    EXPECT_LE(arena(out), arena("")) << objective;
+  }
+  Result lat = RunKiln("tune " + file("m.onnx") + " --objective latency --budget 6 --jobs 1 -q -o " + file("l.json"));
+  EXPECT_NE(lat.out.find("the 3% noise margin"), std::string::npos) << lat.out;
 }
 
 }  // namespace

@@ -298,8 +298,11 @@ TEST_F(GymTest, ErrorsAnswerForTheirCallOnly) {
   std::string bn = BatchNormModel();
   for (int i = 0; (i + 1) * bn.size() <= 100000 * 2; ++i) {
     auto code = AddCode("benchmark://many/" + std::to_string(i), bn);
-    if ((i + 1) * bn.size() <= 150000) EXPECT_EQ(code, C::OK) << i;
-    else EXPECT_EQ(code, C::RESOURCE_EXHAUSTED) << i;
+    if ((i + 1) * bn.size() <= 150000) {
+      EXPECT_EQ(code, C::OK) << i;
+    } else {
+      EXPECT_EQ(code, C::RESOURCE_EXHAUSTED) << i;
+    }
   }
   EXPECT_EQ(AddCode("benchmark://many/0", bn), C::OK) << "replacing one takes no more room";
   std::string truncated = BatchNormModel();
@@ -399,8 +402,33 @@ TEST_F(GymTest, TuneBeatsOrMatchesTheDefaultAndIsDeterministic) {
   EXPECT_EQ(a->best_actions, b->best_actions);
   EXPECT_EQ(a->pipeline_json, b->pipeline_json);
   EXPECT_TRUE(passes::ParsePipeline(a->pipeline_json, "tune").ok());
+  EXPECT_EQ(a->improved, a->best < a->baseline);
   o.objective = "speed";
   EXPECT_FALSE(Tune(clients, "benchmark://test/bn", o).ok());
+}
+
+// Where nothing beats the default, the result is the default pipeline itself, never an empty or
+// shorter one that merely ties it.
+TEST_F(GymTest, TuneKeepsTheDefaultWhenNothingBeatsIt) {
+  Start();
+  ASSERT_TRUE(client_->AddBenchmark("benchmark://test/relu", testing::AddReluModel(64).SerializeAsString()).ok());
+  std::vector<GymClient*> clients = {client_.get()};
+  for (const char* objective : {"arena", "latency"}) {
+    TuneOptions o;
+    o.objective = objective;
+    o.budget = 30;
+    auto r = Tune(clients, "benchmark://test/relu", o);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    auto p = passes::ParsePipeline(r->pipeline_json, "tune");
+    ASSERT_TRUE(p.ok());
+    if (!r->improved) {
+      EXPECT_EQ(p->passes, passes::DefaultPipeline().passes) << objective;
+      EXPECT_EQ(r->best, r->baseline) << objective;
+    } else {
+      EXPECT_LT(r->best, r->baseline * (1 - r->margin)) << objective;
+    }
+    EXPECT_EQ(r->margin > 0, std::string(objective) == "latency");
+  }
 }
 
 }  // namespace

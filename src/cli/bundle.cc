@@ -28,23 +28,43 @@ bool EndsWith(const std::string& s, const std::string& suffix) {
 
 std::string TypeString(const Tensor& t) { return std::string(DTypeName(t.dtype())) + DimsToString(t.dims()); }
 
-// "NAME=FILE" options where a name may repeat: the k-th occurrence belongs to test set k.
+// "NAME=FILE" options where a name may repeat: the k-th occurrence belongs to test set k. A bare
+// FILE (allowed where `bare_ok`) is listed under the name "", for the model's only input.
 Expected<std::vector<std::pair<std::string, std::vector<std::string>>>> ParseRepeated(
-    const std::vector<std::string>& specs, const std::string& option) {
+    const std::vector<std::string>& specs, const std::string& option, bool bare_ok) {
   std::vector<std::pair<std::string, std::vector<std::string>>> out;
   for (const auto& s : specs) {
-    size_t eq = s.find('=');
-    if (eq == std::string::npos || eq == 0 || eq + 1 == s.size())
+    const size_t eq = s.find('=');
+    const bool bare = eq == std::string::npos && bare_ok && !s.empty();
+    if (!bare && (eq == std::string::npos || eq == 0 || eq + 1 == s.size()))
       return Error(option + " '" + s + "': expected NAME=FILE");
-    std::string name = s.substr(0, eq);
+    std::string name = bare ? "" : s.substr(0, eq);
     auto it = std::find_if(out.begin(), out.end(), [&](const auto& e) { return e.first == name; });
     if (it == out.end()) {
       out.push_back({name, {}});
       it = out.end() - 1;
     }
-    it->second.push_back(s.substr(eq + 1));
+    it->second.push_back(bare ? s : s.substr(eq + 1));
   }
   return out;
+}
+
+// Names the bare --input files (listed under "") after the model's only input, and checks that
+// every name is an input of `g`.
+Status NameGivenInputs(const ir::Graph& g, std::map<std::string, std::vector<Tensor>>* given) {
+  auto bare = given->find("");
+  if (bare != given->end()) {
+    std::vector<int> inputs = g.RuntimeInputs();
+    if (inputs.size() != 1)
+      return Error("--input without NAME=: the model has " + std::to_string(inputs.size()) +
+                   " inputs; give NAME=FILE (its inputs are " + passes::ListValues(g, inputs) + ")");
+    const std::string& name = g.values[inputs[0]].name;
+    if (given->count(name)) return Error("--input " + name + " is given both with and without its name");
+    (*given)[name] = std::move(bare->second);
+    given->erase("");
+  }
+  for (const auto& [name, tensors] : *given) KILN_RETURN_IF_ERROR(CheckInputName(g, name, "--input"));
+  return OkStatus();
 }
 
 // The summary lines of a program (kiln inspect on .kiln and .bpte).
@@ -171,8 +191,8 @@ struct BundleCliOptions {
 
 Status MakeBundle(const BundleCliOptions& o) {
   KILN_ASSIGN_OR_RETURN(auto shapes, ParseShapes(o.shapes));
-  KILN_ASSIGN_OR_RETURN(auto in_specs, ParseRepeated(o.inputs, "--input"));
-  KILN_ASSIGN_OR_RETURN(auto exp_specs, ParseRepeated(o.expected, "--expected"));
+  KILN_ASSIGN_OR_RETURN(auto in_specs, ParseRepeated(o.inputs, "--input", true));
+  KILN_ASSIGN_OR_RETURN(auto exp_specs, ParseRepeated(o.expected, "--expected", false));
   if (o.random > 0 && !in_specs.empty()) return Error("give --input or --random, not both");
   size_t nsets = o.random > 0 ? static_cast<size_t>(o.random) : 1;
   for (const auto& [name, files] : in_specs) {
@@ -200,17 +220,8 @@ Status MakeBundle(const BundleCliOptions& o) {
   if (!IsProgramPath(o.model) && !IsBundlePath(o.model)) {
     // Symbolic input dims take the sizes of the first test set's files (as kiln run does).
     KILN_ASSIGN_OR_RETURN(ir::Model raw, frontend::LoadModel(o.model, o.weights));
-    const ir::Graph& g = *raw.graph;
-    for (const auto& [name, tensors] : given) {
-      const ir::TypeInfo* ty = nullptr;
-      for (int v : g.RuntimeInputs())
-        if (g.values[v].name == name) ty = &g.values[v].type;
-      if (!ty) return Error("--input " + name + ": the model has no input of that name");
-      bool symbolic = !ty->has_shape;
-      for (int64_t d : ty->dims) symbolic = symbolic || d < 0;
-      if (symbolic && !shapes.count(name) && (!ty->has_shape || ty->dims.size() == tensors[0].dims().size()))
-        shapes[name] = tensors[0].dims();
-    }
+    KILN_RETURN_IF_ERROR(NameGivenInputs(*raw.graph, &given));
+    for (const auto& [name, tensors] : given) AddShapeFromFile(*raw.graph, name, tensors[0].dims(), &shapes);
   }
   KILN_ASSIGN_OR_RETURN(std::string program_bytes, CompileProgram(o.model, o.weights, shapes, passes::DefaultPipeline().passes, po));
   auto holder = std::make_shared<std::string>(std::move(program_bytes));
@@ -224,15 +235,13 @@ Status MakeBundle(const BundleCliOptions& o) {
   eo.aliasing = po.aliasing;
   const ir::Graph& pg = *prog.model.graph;
   std::vector<int> feeds = pg.RuntimeInputs();
-  for (const auto& [name, tensors] : given) {
-    bool found = false;
-    for (int v : feeds) found = found || pg.values[v].name == name;
-    if (!found) return Error("--input " + name + ": the model has no input of that name");
-  }
+  KILN_RETURN_IF_ERROR(NameGivenInputs(pg, &given));
   for (const auto& [name, files] : exp_specs) {
     bool found = false;
     for (int v : pg.outputs) found = found || pg.values[v].name == name;
-    if (!found) return Error("--expected " + name + ": the model has no output of that name");
+    if (!found)
+      return Error("--expected " + name + ": the model has no output of that name; its outputs are " +
+                   passes::ListValues(pg, pg.outputs));
   }
   std::vector<bundle::TestSet> sets(nsets);
   for (size_t k = 0; k < nsets; ++k) {
@@ -487,15 +496,16 @@ void AddBundleCommand(CLI::App& app, int& rc) {
   c->add_option("--shape", o->shapes, "fix an input's dims: NAME=D0,D1,...");
   c->add_option("--input", o->inputs,
                 "a test input: NAME=FILE (.npy or .pb); the k-th --input of a name belongs to test set k");
-  c->add_option("--random", o->random, "N test sets of deterministic random inputs")->check(CLI::PositiveNumber);
-  c->add_option("--seed", o->seed, "seed of the random inputs (default 1: set 0 gets kiln run's inputs)");
+  c->add_option("--random", o->random, "N test sets of deterministic random inputs")->check(IntegerIn(1, 1000000));
+  c->add_option("--seed", o->seed, "seed of the random inputs (default 1: set 0 gets kiln run's inputs)")
+      ->check(UnsignedInteger());
   c->add_option("--expected", o->expected,
                 "an expected output: NAME=FILE, e.g. from another framework (default: the host executor)");
   c->add_option("-o,--output", o->out, "the .bpte file to write")->required();
   c->add_option("--planner", o->planner, "memory planner of the program");
   c->add_flag("--no-reorder", o->no_reorder, "keep the file's node order");
   c->add_flag("--no-alias", o->no_alias, "no views, in-place or Concat-in-place sharing");
-  c->add_option("--threads", o->threads, "worker threads of the host executor")->check(CLI::PositiveNumber);
+  c->add_option("--threads", o->threads, "worker threads of the host executor")->check(IntegerIn(1, kMaxThreads));
   c->callback([&rc, o] {
     Status st = MakeBundle(*o);
     rc = st.ok() ? 0 : Fail(st);
@@ -506,10 +516,10 @@ void AddVerifyCommand(CLI::App& app, int& rc) {
   auto* c = app.add_subcommand("verify", "run every test set of a .bpte bundle and compare the outputs");
   auto o = std::make_shared<VerifyCliOptions>();  // owned by the callback
   c->add_option("BUNDLE", o->path, "the .bpte file")->required();
-  c->add_option("--rtol", o->rtol, "relative tolerance (default 1e-4)")->check(CLI::NonNegativeNumber);
-  c->add_option("--atol", o->atol, "absolute tolerance (default 1e-5)")->check(CLI::NonNegativeNumber);
+  c->add_option("--rtol", o->rtol, "relative tolerance (default 1e-4)")->check(NumberAtLeast(0));
+  c->add_option("--atol", o->atol, "absolute tolerance (default 1e-5)")->check(NumberAtLeast(0));
   c->add_flag("--json", o->json, "one JSON object with the errors per test set and output");
-  c->add_option("--threads", o->threads, "worker threads")->check(CLI::PositiveNumber);
+  c->add_option("--threads", o->threads, "worker threads")->check(IntegerIn(1, kMaxThreads));
   c->add_option("--planner", o->planner, "memory planner of the host executor");
   c->callback([&rc, o] { rc = VerifyMain(*o); });
 }

@@ -1,6 +1,9 @@
 #include "cli/common.h"
 
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 #include "ir/half.h"
 
@@ -12,6 +15,7 @@ Expected<passes::ShapeOverrides> ParseShapes(const std::vector<std::string>& spe
     size_t eq = s.rfind('=');
     if (eq == std::string::npos || eq == 0)
       return Error("--shape '" + s + "': expected NAME=D0,D1,...");
+    const std::string name = s.substr(0, eq);
     Dims dims;
     std::string list = s.substr(eq + 1);
     size_t p = 0;
@@ -19,27 +23,54 @@ Expected<passes::ShapeOverrides> ParseShapes(const std::vector<std::string>& spe
       size_t c = list.find(',', p);
       std::string tok = list.substr(p, c == std::string::npos ? std::string::npos : c - p);
       char* end = nullptr;
+      errno = 0;
       long long d = std::strtoll(tok.c_str(), &end, 10);
-      if (tok.empty() || *end != '\0' || d < 0)
+      if (tok.empty() || *end != '\0' || (d < 0 && errno == 0))
         return Error("--shape '" + s + "': '" + tok + "' is not a dimension");
+      if (errno == ERANGE || d > kMaxDimension)
+        return Error("--shape " + name + ": dimension " + tok + " of input '" + name + "' is out of range (at most " +
+                     std::to_string(kMaxDimension) + ")");
       dims.push_back(d);
       if (c == std::string::npos) break;
       p = c + 1;
     }
-    out[s.substr(0, eq)] = dims;
+    if (!out.emplace(name, dims).second) return Error("--shape " + name + " is given twice");
   }
   return out;
 }
 
-Expected<std::map<std::string, std::string>> ParseInputs(const std::vector<std::string>& specs) {
-  std::map<std::string, std::string> out;
-  for (const auto& s : specs) {
-    size_t eq = s.find('=');
-    if (eq == std::string::npos || eq == 0 || eq + 1 == s.size())
-      return Error("--input '" + s + "': expected NAME=FILE");
-    out[s.substr(0, eq)] = s.substr(eq + 1);
+Status CheckInputName(const ir::Graph& g, const std::string& name, const std::string& option) {
+  for (int v : g.RuntimeInputs())
+    if (g.values[v].name == name) return OkStatus();
+  return Error(option + " " + name + ": the model has no input of that name; its inputs are " +
+               passes::ListValues(g, g.RuntimeInputs()));
+}
+
+Expected<std::pair<std::string, std::string>> SplitInputSpec(const std::string& spec, const ir::Graph& g,
+                                                             const std::string& option) {
+  size_t eq = spec.find('=');
+  if (eq == std::string::npos) {
+    std::vector<int> inputs = g.RuntimeInputs();
+    if (spec.empty() || inputs.size() != 1)
+      return Error(option + " '" + spec + "': the model has " + std::to_string(inputs.size()) +
+                   " inputs; give NAME=FILE (its inputs are " + passes::ListValues(g, inputs) + ")");
+    return std::make_pair(g.values[inputs[0]].name, spec);
   }
-  return out;
+  if (eq == 0 || eq + 1 == spec.size()) return Error(option + " '" + spec + "': expected NAME=FILE");
+  std::string name = spec.substr(0, eq);
+  KILN_RETURN_IF_ERROR(CheckInputName(g, name, option));
+  return std::make_pair(name, spec.substr(eq + 1));
+}
+
+void AddShapeFromFile(const ir::Graph& g, const std::string& name, const Dims& dims, passes::ShapeOverrides* shapes) {
+  if (shapes->count(name)) return;
+  for (int v : g.RuntimeInputs()) {
+    const ir::TypeInfo& ty = g.values[v].type;
+    if (g.values[v].name != name) continue;
+    bool symbolic = !ty.has_shape;
+    for (int64_t d : ty.dims) symbolic = symbolic || d < 0;
+    if (symbolic && (!ty.has_shape || ty.dims.size() == dims.size())) (*shapes)[name] = dims;
+  }
 }
 
 Tensor RandomTensor(DType dtype, const Dims& dims, uint64_t seed) {
@@ -103,6 +134,93 @@ planner::PlanOptions PlanOptionsOf(const passes::Pipeline& p) {
   po.reorder = p.reorder;
   po.max_steps = p.planner_steps;
   return po;
+}
+
+namespace {
+
+std::string Quoted(const std::string& s) { return "'" + s + "'"; }
+
+bool ParseWhole(const std::string& s, long long* v) {
+  if (s.empty()) return false;
+  errno = 0;
+  char* end = nullptr;
+  *v = std::strtoll(s.c_str(), &end, 10);
+  return errno == 0 && *end == '\0';
+}
+
+}  // namespace
+
+CLI::Validator IntegerIn(long long lo, long long hi) {
+  std::string allowed = "an integer from " + std::to_string(lo) + " to " + std::to_string(hi);
+  return CLI::Validator(
+      [lo, hi, allowed](std::string& s) -> std::string {
+        long long v = 0;
+        if (ParseWhole(s, &v) && v >= lo && v <= hi) return "";
+        return Quoted(s) + " is not allowed; give " + allowed;
+      },
+      "INT in " + std::to_string(lo) + ".." + std::to_string(hi));
+}
+
+CLI::Validator UnsignedInteger() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        errno = 0;
+        char* end = nullptr;
+        bool ok = !s.empty() && s[0] != '-' && s[0] != '+' && (std::strtoull(s.c_str(), &end, 10), errno == 0) &&
+                  *end == '\0';
+        return ok ? "" : Quoted(s) + " is not allowed; give an integer from 0 to 18446744073709551615";
+      },
+      "UINT64");
+}
+
+CLI::Validator NumberAtLeast(double lo) {
+  char bound[32];
+  std::snprintf(bound, sizeof(bound), "%g", lo);
+  std::string allowed = std::string("a number >= ") + bound;
+  return CLI::Validator(
+      [lo, allowed](std::string& s) -> std::string {
+        char* end = nullptr;
+        double v = s.empty() ? NAN : std::strtod(s.c_str(), &end);
+        if (!s.empty() && *end == '\0' && std::isfinite(v) && v >= lo) return "";
+        return Quoted(s) + " is not allowed; give " + allowed;
+      },
+      std::string("NUMBER >= ") + bound);
+}
+
+CLI::Validator OneOf(const std::vector<std::string>& allowed) {
+  std::string list;
+  for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
+  return CLI::Validator(
+      [allowed, list](std::string& s) -> std::string {
+        for (const auto& a : allowed)
+          if (s == a) return "";
+        return Quoted(s) + " is not allowed; give one of " + list;
+      },
+      "one of " + list);
+}
+
+std::string CommandLineError(const CLI::App& app, const CLI::ParseError& e, int argc, char** argv) {
+  std::string verbs;
+  const CLI::App* verb = nullptr;
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+    verbs += (verbs.empty() ? "" : ", ") + sub->get_name();
+    if (argc > 1 && sub->get_name() == argv[1]) verb = sub;
+  }
+  if (!verb) {
+    if (argc > 1 && argv[1][0] != '-') return "unknown verb " + Quoted(argv[1]) + "; the verbs are " + verbs;
+    if (argc <= 1) return "no verb given; the verbs are " + verbs + " (kiln --help)";
+  }
+  std::string msg = e.what();
+  for (char& ch : msg)
+    if (ch == '\n') ch = ' ';
+  const std::string where = verb ? "kiln " + verb->get_name() : std::string("kiln");
+  const std::string extras = "The following argument";
+  if (msg.rfind(extras, 0) == 0) {
+    size_t colon = msg.find(": ");
+    std::string args = colon == std::string::npos ? msg : msg.substr(colon + 2);
+    return "unexpected argument " + Quoted(args) + " (" + where + " --help lists what it takes)";
+  }
+  return msg + " (" + where + " --help)";
 }
 
 int Fail(const Status& s) {

@@ -1,11 +1,13 @@
 // Helpers shared by the verbs: option parsing for --shape / --input, random inputs, printing.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "ir/graph.h"
+#include "ops/thread_pool.h"
 #include "passes/infer_shapes.h"
 #include "passes/pipeline.h"
 #include "planner/plan_graph.h"
@@ -18,11 +20,25 @@ struct CompiledC;
 namespace kiln::cli {
 
 constexpr const char* kKilnVersion = "0.1.0";
+// --threads takes 1 to this many (what the kernels' thread pool runs).
+constexpr int kMaxThreads = ops::kMaxThreads;
+// Byte-count options take at most 1 PiB.
+constexpr long long kMaxBytesOption = 1LL << 50;
+
+// The largest dim --shape takes (a tensor holds at most 2^42 elements).
+constexpr long long kMaxDimension = 1LL << 42;
 
 // Parses "NAME=D0,D1,..." options (split at the last '=' so names may contain '=').
 Expected<passes::ShapeOverrides> ParseShapes(const std::vector<std::string>& specs);
-// Parses "NAME=FILE" options (split at the first '=').
-Expected<std::map<std::string, std::string>> ParseInputs(const std::vector<std::string>& specs);
+// OK when `name` is a runtime input of `g`; else an error for `option` that lists the inputs.
+Status CheckInputName(const ir::Graph& g, const std::string& name, const std::string& option);
+// An --input spec as (NAME, FILE): "NAME=FILE" splits at the first '='; a bare FILE names the
+// model's only input (an error listing the inputs when there are several).
+Expected<std::pair<std::string, std::string>> SplitInputSpec(const std::string& spec, const ir::Graph& g,
+                                                             const std::string& option);
+// Symbolic dims of input `name` take the sizes of a file given for it, unless --shape fixed them
+// (fixed dims are checked when the model runs).
+void AddShapeFromFile(const ir::Graph& g, const std::string& name, const Dims& dims, passes::ShapeOverrides* shapes);
 // Deterministic pseudo-random data for an input of the given type (dims must be known).
 Tensor RandomTensor(DType dtype, const Dims& dims, uint64_t seed);
 // --pipeline FILE gives the passes, planner and reorder choice (as `kiln tune` writes them);
@@ -37,6 +53,15 @@ planner::PlanOptions PlanOptionsOf(const passes::Pipeline& p);
 // their integer forms), any other op as one per output element. *known becomes false when the
 // output shape (or a weight's) is not known.
 double NodeFlops(const ir::Graph& g, const ir::Node& n, bool* known);
+// Option checks whose messages name the value given and what is allowed (CLI11 puts the option's
+// name in front): "--threads: '0' is not allowed; give an integer from 1 to 64".
+CLI::Validator IntegerIn(long long lo, long long hi);
+CLI::Validator UnsignedInteger();  // any value of a uint64_t
+CLI::Validator NumberAtLeast(double lo);  // a finite real number >= lo
+CLI::Validator OneOf(const std::vector<std::string>& allowed);
+// The one line kiln prints for a command line CLI11 refused (an unknown verb or option, a missing
+// argument, a value a check refused), without the "kiln: " prefix.
+std::string CommandLineError(const CLI::App& app, const CLI::ParseError& e, int argc, char** argv);
 // Prints "kiln: <message>" to stderr and returns 1.
 int Fail(const Status& s);
 

@@ -96,7 +96,7 @@ void AddCompileCommand(CLI::App& app, int& rc, const std::string& command_line) 
   c->add_option("MODEL", o->model, "model file (.onnx, .json, .kiln or .bpte)")->required();
   c->add_option("--target", o->target, "what to emit: c (DESIGN.md 2.4), cuda (2.5), program (DIR/NAME.kiln)")
       ->required()
-      ->check(CLI::IsMember({"c", "cuda", "program"}));
+      ->check(OneOf({"c", "cuda", "program"}));
   c->add_option("--name", o->name, "model name used in file and symbol names (a C identifier)")->required();
   c->add_option("--out", o->out, "output folder")->required();
   c->add_option("--weights", o->weights, "safetensors weights for a .json model");
@@ -104,10 +104,10 @@ void AddCompileCommand(CLI::App& app, int& rc, const std::string& command_line) 
   c->add_option("--precision", o->precision,
                 "with --target cuda: fp32; fp16 (matrix and filter weights stored as half, float arithmetic); fp8 (as fp16, "
                 "the tensor-core weights stored as E4M3 with a per-tensor scale)")
-      ->check(CLI::IsMember({"fp32", "fp16", "fp8"}));
+      ->check(OneOf({"fp32", "fp16", "fp8"}));
   c->add_option("--tensor-cores", o->tensor_cores,
                 "with --target cuda: auto (with fp16 / fp8 where the products it can run hold half the work), on, off")
-      ->check(CLI::IsMember({"auto", "on", "off"}));
+      ->check(OneOf({"auto", "on", "off"}));
   c->add_option("--params-section", o->params_section, "linker section for the parameter arrays");
   c->add_option("--planner", o->planner, "memory planner for the workspace");
   c->add_option("--pipeline", o->pipeline, "passes and planner from a pipeline file (kiln tune writes one)");

@@ -27,8 +27,9 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    int code = app.exit(e);
-    return code == 0 ? 0 : 1;
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    std::fprintf(stderr, "kiln: %s\n", kiln::cli::CommandLineError(app, e, argc, argv).c_str());
+    return 1;
   } catch (const std::bad_alloc&) {
     // A model or input whose tensors do not fit in memory is a user error, not a crash.
     std::fprintf(stderr, "kiln: out of memory (a tensor is larger than this machine can hold)\n");

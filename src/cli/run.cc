@@ -33,7 +33,7 @@ void AddModelOptions(CLI::App* c, ModelOptions& o) {
   c->add_option("--weights", o.weights, "safetensors weights for a .json model");
   c->add_option("--shape", o.shapes, "fix an input's dims: NAME=D0,D1,...");
   c->add_option("--input", o.inputs, "input data: NAME=FILE (.npy or .pb)");
-  c->add_option("--threads", o.threads, "worker threads")->check(CLI::PositiveNumber);
+  c->add_option("--threads", o.threads, "worker threads")->check(IntegerIn(1, kMaxThreads));
   c->add_option("--planner", o.planner, "memory planner (default, greedy-size, greedy-conflicts, "
                                          "coloring, anneal, tflm, none)");
   c->add_flag("--no-reorder", o.no_reorder, "run nodes in the file's order");
@@ -48,23 +48,14 @@ Status Prepare(const ModelOptions& o, std::unique_ptr<runtime::Executor>* exec,
                std::vector<Tensor>* inputs) {
   KILN_ASSIGN_OR_RETURN(ir::Model model, LoadAnyModel(o.model, o.weights));
   KILN_ASSIGN_OR_RETURN(auto shapes, ParseShapes(o.shapes));
-  KILN_ASSIGN_OR_RETURN(auto files, ParseInputs(o.inputs));
   std::map<std::string, Tensor> given;
   const ir::Graph& g = *model.graph;
-  for (const auto& [name, file] : files) {
-    bool found = false;
-    for (int v : g.RuntimeInputs()) found = found || g.values[v].name == name;
-    if (!found) return Error("--input " + name + ": the model has no input of that name");
+  for (const auto& spec : o.inputs) {
+    KILN_ASSIGN_OR_RETURN(auto name_file, SplitInputSpec(spec, g, "--input"));
+    const auto& [name, file] = name_file;
+    if (given.count(name)) return Error("--input " + name + " is given twice");
     KILN_ASSIGN_OR_RETURN(Tensor t, frontend::LoadTensorFile(file));
-    if (!shapes.count(name)) {
-      const ir::TypeInfo* ty = nullptr;
-      for (int v : g.RuntimeInputs())
-        if (g.values[v].name == name) ty = &g.values[v].type;
-      // Symbolic dims take the file's sizes; fixed ones are checked when the model runs.
-      bool symbolic = !ty->has_shape;
-      for (int64_t d : ty->dims) symbolic = symbolic || d < 0;
-      if (symbolic && (!ty->has_shape || ty->dims.size() == t.dims().size())) shapes[name] = t.dims();
-    }
+    AddShapeFromFile(g, name, t.dims(), &shapes);
     given[name] = std::move(t);
   }
   KILN_ASSIGN_OR_RETURN(passes::Pipeline pipeline, ResolvePipeline(o.pipeline, o.planner, o.no_reorder));
@@ -122,6 +113,11 @@ int RunMain(const ModelOptions& o, const std::string& out_dir) {
   }
   st = WriteFile(out_dir + "/outputs.json", names.dump(2) + "\n");
   if (!st.ok()) return Fail(st);
+  std::printf("wrote %s to %s\n",
+              outputs.size() == 1 ? "output_0.npy and outputs.json"
+                                  : ("output_0.npy .. output_" + std::to_string(outputs.size() - 1) +
+                                     ".npy and outputs.json").c_str(),
+              std::filesystem::absolute(out_dir).lexically_normal().string().c_str());
   return 0;
 }
 
@@ -222,11 +218,11 @@ void AddBenchCommand(CLI::App& app, int& rc) {
   };
   auto o = std::make_shared<Options>();  // owned by the callback
   AddModelOptions(c, *o);
-  c->add_option("--iterations", o->iterations, "timed runs")->check(CLI::PositiveNumber);
+  c->add_option("--iterations", o->iterations, "timed runs")->check(IntegerIn(1, 100000000));
   c->add_flag("--profile", o->profile,
               "also print ms per run by op type and the slowest nodes (output shape, GFLOP/s) to stderr");
   c->add_option("--profile-nodes", o->profile_nodes, "how many of the slowest nodes --profile lists")
-      ->check(CLI::NonNegativeNumber);
+      ->check(IntegerIn(0, 1000000));
   c->callback([&rc, o] { rc = BenchMain(*o, o->iterations); });
 }
 

@@ -1,9 +1,14 @@
 // kiln serve (the CompilerGym service, DESIGN.md 2.6) and kiln tune (its search client).
+#include <grpc/grpc.h>
 #include <grpc/support/log.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <mutex>
 
@@ -11,6 +16,7 @@
 #include "cli/common.h"
 #include "gym/service.h"
 #include "gym/tune.h"
+#include "passes/pipeline.h"
 #include "support/file_io.h"
 
 namespace kiln::cli {
@@ -41,8 +47,31 @@ void QuietGrpcLogs() {
   gpr_set_log_function([](gpr_log_func_args*) {});
 }
 
+// gRPC unlinks an existing unix socket file before it binds, which would take the address from a
+// service listening there: refuse a socket that answers, and any file that is not a socket.
+Status CheckUnixAddress(const std::string& address) {
+  if (address.rfind("unix:", 0) != 0) return OkStatus();
+  const std::string path = address.rfind("unix://", 0) == 0 ? address.substr(7) : address.substr(5);
+  struct stat st;
+  if (lstat(path.c_str(), &st) != 0) return OkStatus();  // nothing there yet
+  if (!S_ISSOCK(st.st_mode)) return Error("--address " + address + ": " + path + " exists and is not a socket");
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  if (path.size() >= sizeof(sa.sun_path)) return Error("--address " + address + ": the path is too long");
+  std::memcpy(sa.sun_path, path.c_str(), path.size() + 1);
+  int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  if (fd < 0) return OkStatus();
+  const bool live = connect(fd, reinterpret_cast<const sockaddr*>(&sa), sizeof(sa)) == 0;
+  close(fd);
+  if (live) return Error("--address " + address + ": cannot listen there (in use by another process)");
+  return OkStatus();  // a stale socket file: gRPC replaces it
+}
+
 std::unique_ptr<grpc::Server> BuildServer(gym::Service* service, const std::string& address, int* port) {
   grpc::ServerBuilder b;
+  // gRPC sets SO_REUSEPORT by default, which lets a second service bind a port in use and share
+  // its connections; kiln refuses a taken port instead.
+  b.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   b.AddListeningPort(address, grpc::InsecureServerCredentials(), port);
   b.RegisterService(service);
   b.SetMaxReceiveMessageSize(-1);  // benchmarks are bounded by --max-benchmark-bytes instead
@@ -62,9 +91,12 @@ int ServeMain(const ServeCliOptions& o) {
   gym::Service service(ServiceOptionsOf(o));
   Status st = service.Init();
   if (!st.ok()) return Fail(st);
+  if (Status u = CheckUnixAddress(o.address); !u.ok()) return Fail(u);
   int port = 0;
   auto server = BuildServer(&service, o.address, &port);
-  if (!server || port == 0) return Fail(Error("--address " + o.address + ": cannot listen there"));
+  if (!server || port == 0)
+    return Fail(Error("--address " + o.address + ": cannot listen there (in use by another process, or not an "
+                      "address of this machine)"));
   std::string shown = o.address;
   if (shown.rfind("unix:", 0) != 0) shown = shown.substr(0, shown.rfind(':')) + ":" + std::to_string(port);
   std::fprintf(stderr, "kiln serve: listening on %s\n", shown.c_str());
@@ -80,6 +112,36 @@ int ServeMain(const ServeCliOptions& o) {
     if (!w.ok()) return Fail(w);
   }
   return 0;
+}
+
+// What tune found and what it wrote: the printed pipeline is the file's, parsed back.
+void PrintTuneResult(const std::string& model, const gym::TuneResult& r, const std::string& out) {
+  const bool ms = r.observation == "Runtime";
+  const char* unit = ms ? " ms" : " bytes";
+  const int digits = ms ? 3 : 0;
+  std::string how;  // how the decision was taken, for a measured objective
+  if (r.margin > 0) {
+    how = "the " + std::to_string(static_cast<int>(r.margin * 100 + 0.5)) + "% noise margin";
+    if (r.confirm_rounds > 0) how += ", medians of " + std::to_string(r.confirm_rounds) + " alternating timings";
+  }
+  if (r.improved) {
+    double gain = r.baseline > 0 ? (r.baseline - r.best) / r.baseline * 100 : 0;
+    std::printf("%s: %s default pipeline %.*f%s, best %.*f%s (%.2f%% better%s%s) after %d evaluations\n",
+                model.c_str(), r.observation.c_str(), digits, r.baseline, unit, digits, r.best, unit, gain,
+                how.empty() ? "" : ", beyond ", how.c_str(), r.evaluations);
+  } else {
+    std::printf("%s: %s: no sequence beat the default pipeline (%.*f%s)%s%s after %d evaluations; keeping the "
+                "default\n",
+                model.c_str(), r.observation.c_str(), digits, r.baseline, unit, how.empty() ? "" : " by ",
+                how.c_str(), r.evaluations);
+  }
+  auto p = passes::ParsePipeline(r.pipeline_json, out);
+  std::string passes_list;
+  if (p.ok())
+    for (const auto& name : p->passes) passes_list += (passes_list.empty() ? "" : ", ") + name;
+  std::printf("pipeline written to %s: passes [%s], planner %s%s (kiln compile --pipeline %s)\n", out.c_str(),
+              passes_list.c_str(), p.ok() ? p->planner.c_str() : "?", p.ok() && !p->reorder ? ", file order" : "",
+              out.c_str());
 }
 
 struct TuneCliOptions {
@@ -148,16 +210,7 @@ int TuneMain(const TuneCliOptions& o) {
   std::string out = o.output.empty() ? mp.stem().string() + ".pipeline.json" : o.output;
   Status w = WriteFile(out, r->pipeline_json);
   if (!w.ok()) return Fail(w);
-  double gain = r->baseline > 0 ? (r->baseline - r->best) / r->baseline * 100 : 0;
-  const bool ms = r->observation == "Runtime";
-  const char* unit = ms ? " ms" : " bytes";
-  std::printf("%s: %s default pipeline %.*f%s, best %.*f%s (%.2f%% %s) after %d evaluations%s\n", o.model.c_str(),
-              r->observation.c_str(), ms ? 3 : 0, r->baseline, unit, ms ? 3 : 0, r->best, unit, gain < 0 ? -gain : gain,
-              gain >= 0 ? "better" : "worse", r->evaluations,
-              r->remeasured ? " (both timed again, 5 runs each, median)" : "");
-  std::printf("best sequence:");
-  for (const auto& a : r->best_actions) std::printf(" %s", a.c_str());
-  std::printf("\npipeline written to %s (kiln compile --pipeline %s)\n", out.c_str(), out.c_str());
+  PrintTuneResult(o.model, *r, out);
   return 0;
 }
 
@@ -168,16 +221,17 @@ void AddServeCommand(CLI::App& app, int& rc) {
   auto o = std::make_shared<ServeCliOptions>();
   c->add_option("--address", o->address, "host:port to listen on (port 0: any free port), or unix:PATH");
   c->add_option("--max-sessions", o->max_sessions, "sessions held at once before RESOURCE_EXHAUSTED")
-      ->check(CLI::PositiveNumber);
+      ->check(IntegerIn(1, 1000000000));
   c->add_option("--max-benchmark-bytes", o->max_benchmark_bytes, "largest model AddBenchmark takes")
-      ->check(CLI::PositiveNumber);
+      ->check(IntegerIn(1, kMaxBytesOption));
   c->add_option("--max-total-benchmark-bytes", o->max_total_benchmark_bytes,
                 "model bytes all added benchmarks may hold together")
-      ->check(CLI::PositiveNumber);
+      ->check(IntegerIn(1, kMaxBytesOption));
   c->add_option("--stats-file", o->stats_file, "on shutdown, write server-side call times here (JSON)");
   c->add_option("--cc", o->cc, "C compiler for the CodeSizeBytes observation");
-  c->add_option("--planner-steps", o->planner_steps, "search steps per planner (deterministic plans)");
-  c->add_option("--seed", o->seed, "picks the benchmark of a session that names none");
+  c->add_option("--planner-steps", o->planner_steps, "search steps per planner (deterministic plans)")
+      ->check(IntegerIn(1, 1000000000));
+  c->add_option("--seed", o->seed, "picks the benchmark of a session that names none")->check(UnsignedInteger());
   c->callback([&rc, o] { rc = ServeMain(*o); });
 }
 
@@ -187,15 +241,16 @@ void AddTuneCommand(CLI::App& app, int& rc) {
   c->add_option("MODEL", o->model, "model file (.onnx)")->required();
   c->add_option("--objective", o->objective, "what to minimize")
       ->required()
-      ->check(CLI::IsMember({"arena", "codesize", "latency"}));
-  c->add_option("--budget", o->budget, "candidate sequences evaluated")->check(CLI::Range(2, 1000000));
-  c->add_option("--seed", o->seed, "random search seed");
-  c->add_option("--jobs", o->jobs, "sessions evaluated at once")->check(CLI::Range(1, 256));
+      ->check(OneOf({"arena", "codesize", "latency"}));
+  c->add_option("--budget", o->budget, "candidate sequences evaluated")->check(IntegerIn(2, 1000000));
+  c->add_option("--seed", o->seed, "random search seed")->check(UnsignedInteger());
+  c->add_option("--jobs", o->jobs, "sessions evaluated at once")->check(IntegerIn(1, 256));
   c->add_option("--max-length", o->max_length, "longest random sequence (default: the number of actions)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(IntegerIn(0, 1000000));
   c->add_option("--connect", o->connect, "gym services to use (host:port, repeatable) instead of an in-process one");
   c->add_option("-o,--output", o->output, "pipeline file to write (default MODEL_STEM.pipeline.json)");
-  c->add_option("--planner-steps", o->planner_steps, "search steps per planner of the in-process service");
+  c->add_option("--planner-steps", o->planner_steps, "search steps per planner of the in-process service")
+      ->check(IntegerIn(1, 1000000000));
   c->add_flag("-q,--quiet", o->quiet, "no progress bar");
   c->callback([&rc, o] { rc = TuneMain(*o); });
 }

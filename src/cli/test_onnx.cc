@@ -59,17 +59,21 @@ bool IsModelFile(const fs::path& p) {
   return fs::is_regular_file(p) && (p.extension() == ".onnx" || p.extension() == ".json");
 }
 
-void Collect(const fs::path& p, std::vector<fs::path>* out) {
+// Test folders at most this deep below a folder given (a symbolic link loop ends there).
+constexpr int kMaxTestDepth = 16;
+
+void Collect(const fs::path& p, std::vector<fs::path>* out, int depth = 0) {
   if (IsTestDir(p) || IsModelFile(p)) {
     out->push_back(p);
     return;
   }
+  if (depth >= kMaxTestDepth) return;
   std::error_code ec;
   std::vector<fs::path> children;
   for (const auto& e : fs::directory_iterator(p, ec))
-    if (e.is_directory()) children.push_back(e.path());
+    if (e.is_directory(ec)) children.push_back(e.path());
   std::sort(children.begin(), children.end());
-  for (const auto& c : children) Collect(c, out);
+  for (const auto& c : children) Collect(c, out, depth + 1);
 }
 
 // Numbered files prefix_0.pb, prefix_1.pb, ... in order.
@@ -453,7 +457,10 @@ int TestOnnxMain(const TestOptions& o) {
   for (const auto& d : o.dirs) {
     if (!fs::is_directory(d) && !IsModelFile(d))
       return Fail(Error(d + ": not a folder or a model file"));
+    const size_t before = tests.size();
     Collect(d, &tests);
+    if (tests.size() == before)
+      return Fail(Error("no tests found under " + d + " (a test is a folder with model.onnx and test_data_set_N/)"));
   }
   std::set<std::string> expected;
   if (!o.expected_failures.empty()) {
@@ -513,32 +520,33 @@ void AddTestOnnxCommand(CLI::App& app, int& rc) {
   c->add_option("--expected-failures", o->expected_failures,
                 "file listing tests expected to fail (one name per line, '#' comments); then "
                 "only a failure not listed makes the exit code 1");
-  c->add_option("--rtol", o->rtol, "relative tolerance");
-  c->add_option("--atol", o->atol, "absolute tolerance");
-  c->add_option("--timeout", o->timeout_s, "seconds per test")->check(CLI::PositiveNumber);
+  c->add_option("--rtol", o->rtol, "relative tolerance")->check(NumberAtLeast(0));
+  c->add_option("--atol", o->atol, "absolute tolerance")->check(NumberAtLeast(0));
+  c->add_option("--timeout", o->timeout_s, "seconds per test")->check(IntegerIn(1, 86400));
   c->add_flag("-v,--verbose", o->verbose, "print passing tests too");
-  c->add_option("--threads", o->threads, "worker threads")->check(CLI::PositiveNumber);
+  c->add_option("--threads", o->threads, "worker threads")->check(IntegerIn(1, kMaxThreads));
   c->add_option("--planner", o->planner, "memory planner to run the tests with");
   c->add_flag("--poison", o->poison, "fill dead arena bytes with a poison pattern between nodes");
   c->add_flag("--no-reorder", o->no_reorder, "keep each model's node order");
   c->add_flag("--no-alias", o->no_alias, "no views, in-place or Concat-in-place sharing");
   c->add_option("--backend", o->backend, "host (the executor) or c (generated C, built with --cc)")
-      ->check(CLI::IsMember({"host", "c"}));
+      ->check(OneOf({"host", "c"}));
   c->add_option("--cc", o->cc, "C compiler for --backend c");
-  c->add_option("-j,--jobs", o->jobs, "tests run at once")->check(CLI::PositiveNumber);
+  c->add_option("-j,--jobs", o->jobs, "tests run at once")->check(IntegerIn(1, 256));
   c->add_option("--c-run", o->c_run,
                 "command that runs the program built by --cc (e.g. an emulator)");
   c->add_option(
        "--reference", o->reference,
        "compare with the folder's expected outputs (files) or with the host executor (host); "
        "model files always use the host")
-      ->check(CLI::IsMember({"files", "host"}));
+      ->check(OneOf({"files", "host"}));
   c->add_flag(
       "--const-int-inputs", o->const_int_inputs,
       "give the backend each test's integer inputs as constants (shape inputs such as axes, "
       "pads and sizes then are known at compile time)");
   c->add_option("--max-rel-l2", o->max_rel_l2,
-                "largest relative L2 error against the host executor");
+                "largest relative L2 error against the host executor")
+      ->check(NumberAtLeast(0));
   c->add_option("--shape", *shape_specs, "fix a model file's input dims: NAME=D0,D1,...")
       ->allow_extra_args(false);
   c->add_option("--weights", o->weights, "safetensors weights for a .json model file");

@@ -14,6 +14,9 @@ namespace {
 
 using Sequence = std::vector<int>;
 
+// Alternating timings of the default and the best sequence behind a measured objective's decision.
+constexpr int kConfirmRounds = 7;
+
 struct Scored {
   double value = std::numeric_limits<double>::infinity();
   Status status;
@@ -158,7 +161,7 @@ Expected<TuneResult> Tune(const std::vector<GymClient*>& clients, const std::str
   }
 
   // Pruning, while budget lasts: drop every action whose removal does not make it worse.
-  for (int i = static_cast<int>(best.size()) - 1; i >= 0 && search.done() < o.budget; --i) {
+  for (int i = static_cast<int>(best.size()) - 1; best != baseline && i >= 0 && search.done() < o.budget; --i) {
     Sequence s = best;
     s.erase(s.begin() + i);
     auto sc = search.Evaluate({s});
@@ -171,13 +174,15 @@ Expected<TuneResult> Tune(const std::vector<GymClient*>& clients, const std::str
 
   TuneResult r;
   r.observation = name;
+  r.margin = margin;
   r.baseline = base[0].value;
   r.best = best_value;
-  if (margin > 0) {
-    // A measured objective: baseline and best again, alternately, on one worker; medians.
+  if (margin > 0 && best != baseline) {
+    // A measured objective: the decision rests on baseline and best timed again, alternately on one
+    // worker (so drift hits both alike), compared by their medians.
     std::vector<double> a, b;
     Search serial({clients[0]}, benchmark, TuneOptions{}, spaces, obs);
-    for (int k = 0; k < 5; ++k) {
+    for (int k = 0; k < kConfirmRounds; ++k) {
       auto x = serial.Evaluate({baseline});
       auto y = serial.Evaluate({best});
       if (!x[0].status.ok()) return x[0].status;
@@ -187,12 +192,28 @@ Expected<TuneResult> Tune(const std::vector<GymClient*>& clients, const std::str
     }
     std::sort(a.begin(), a.end());
     std::sort(b.begin(), b.end());
-    r.baseline = a[2];
-    r.best = b[2];
-    r.remeasured = true;
+    r.baseline = a[kConfirmRounds / 2];
+    r.best = b[kConfirmRounds / 2];
+    r.confirm_rounds = kConfirmRounds;
+  }
+  // Never a result worse than the default, nor one that only ties it: then the default stands.
+  r.improved = best != baseline && better(r.best, r.baseline);
+  if (!r.improved) {
+    best = baseline;
+    r.best = r.baseline;
   }
   for (int a : best) r.best_actions.push_back(spaces.actions[a]);
   KILN_ASSIGN_OR_RETURN(r.pipeline_json, search.PipelineOf(best));
+  if (!r.improved) {
+    // The session's pipeline lists only the passes that changed this model; the default is kept
+    // whole (with the session's fixed shapes), as a user would run it.
+    KILN_ASSIGN_OR_RETURN(passes::Pipeline p, passes::ParsePipeline(r.pipeline_json, "the service's Pipeline"));
+    const passes::Pipeline d = passes::DefaultPipeline();
+    p.passes = d.passes;
+    p.planner = d.planner;
+    p.reorder = d.reorder;
+    r.pipeline_json = passes::PipelineToJson(p);
+  }
   r.evaluations = search.done();
   return r;
 }

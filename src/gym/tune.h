@@ -6,7 +6,10 @@
 // budget (candidate evaluations) in two phases: random sequences (half of them the default
 // pipeline followed by random actions), then greedy extension of the best sequence one action at
 // a time until no action helps, then pruning of actions that do not matter. A measured objective
-// (Runtime) must win by 3%, and its final figures are timed again on one worker. Candidates run on `clients` in parallel (one worker per client;
+// (Runtime) must win by a 3% noise margin, and the decision rests on the default and the best
+// timed again, alternately, on one worker (medians of 7 each). When nothing beats the default by
+// the margin, the result is the default pipeline itself: Tune never returns one that is worse or
+// merely equal. Candidates run on `clients` in parallel (one worker per client;
 // clients may reach different replicas); results are reduced by candidate index, so a
 // deterministic objective gives the same answer for the same seed whatever the timing.
 #pragma once
@@ -31,11 +34,13 @@ struct TuneOptions {
 
 struct TuneResult {
   std::string observation;  // the space scored
+  double margin = 0;        // the fraction by which a sequence must beat the default (noise margin)
   double baseline = 0, best = 0;
-  std::vector<std::string> best_actions;
+  bool improved = false;    // false: nothing beat the default by the margin, and best is the default
+  std::vector<std::string> best_actions;  // the sequence replayed; pipeline_json is what it amounts to
   std::string pipeline_json;  // the best state's Pipeline observation
   int evaluations = 0;
-  bool remeasured = false;  // a measured objective: baseline and best timed again, 5 times each, alone
+  int confirm_rounds = 0;  // a measured objective: alternating timings of default and best (medians)
 };
 
 // The benchmark must exist on every client's service.

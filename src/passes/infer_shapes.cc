@@ -133,6 +133,12 @@ class Inferrer {
 
 }  // namespace
 
+std::string ListValues(const ir::Graph& g, const std::vector<int>& values) {
+  std::string s;
+  for (int v : values) s += (s.empty() ? "" : ", ") + g.values[v].name + " (" + g.values[v].type.ToString() + ")";
+  return s.empty() ? "none" : s;
+}
+
 Status InferShapes(ir::Model& model, const ShapeOverrides& overrides) {
   ir::Graph& g = *model.graph;
   for (const auto& [name, dims] : overrides) {
@@ -153,7 +159,9 @@ Status InferShapes(ir::Model& model, const ShapeOverrides& overrides) {
       t = ir::TypeInfo::Tensor(dt, dims);
       if (symbols.size() == dims.size()) t.symbols = symbols;
     }
-    if (!found) return Error("--shape " + name + ": the model has no input of that name");
+    if (!found)
+      return Error("--shape " + name + ": the model has no input of that name; its inputs are " +
+                   ListValues(g, g.RuntimeInputs()));
   }
   Inferrer inf(model);
   return inf.Run(g);

@@ -18,4 +18,8 @@ using ShapeOverrides = std::map<std::string, Dims>;
 
 Status InferShapes(ir::Model& model, const ShapeOverrides& overrides = {});
 
+// "x (float32[1,4]), y (int64[N])": values of `g` with their types, for messages that list what a
+// model has ("none" when empty).
+std::string ListValues(const ir::Graph& g, const std::vector<int>& values);
+
 }  // namespace kiln::passes
