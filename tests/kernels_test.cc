@@ -367,7 +367,10 @@ TEST(DirectConv, AgainstReferenceLayoutsChunksAndThreads) {
       std::vector<float> y1;
       for (int threads = 1; threads <= 3; ++threads) {
         const std::string what = "case " + std::to_string(i) + " threads " + std::to_string(threads);
-        ASSERT_TRUE(DirectConvFits(p, l, post)) << what;
+        // On AVX-512 CPUs the executor leaves these convs to oneDNN; the kernel runs all the same.
+        if (BestIsa() != Isa::kAvx512) {
+          ASSERT_TRUE(DirectConvFits(p, l, post)) << what;
+        }
         std::unique_ptr<NodeState> state;
         std::vector<float> y(static_cast<size_t>(p.N * OHW * ldc), 7.0f);
         if (in_place) y = z_cl;
