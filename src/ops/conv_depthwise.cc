@@ -10,10 +10,8 @@
 #include <immintrin.h>
 #endif
 
-// Vector types wider than the baseline ISA appear only inside target-attributed functions.
-#pragma GCC diagnostic ignored "-Wpsabi"
-
 #include "ops/scratch.h"
+#include "ops/simd.h"
 #include "ops/thread_pool.h"
 
 namespace kiln::ops {
@@ -41,17 +39,8 @@ Geometry MakeGeometry(const DepthwiseShape& s) {
   return g;
 }
 
-// B bytes of T: one register of the target (64: AVX-512, 32: AVX2, 16: SSE). A vector wider than
-// the target's registers is split by the compiler, and under AVX2 GCC spilled the 64-byte
+// Vectors are one register of the target (ops/simd.h): under AVX2, GCC spilled 64-byte
 // accumulators and built every broadcast on the stack (a 5x5 tap loop at 2 GFLOP/s).
-template <class T, int B>
-struct VecOf {
-  typedef T type __attribute__((vector_size(B)));
-};
-template <class T, int B>
-using Vec = typename VecOf<T, B>::type;
-template <class T, int B>
-constexpr int64_t kLanes = B / static_cast<int>(sizeof(T));
 
 #if KILN_X86_DISPATCH
 // dst[0, n) = src[0, n) for n < L as one masked load and store. Its own function for the

@@ -14,8 +14,6 @@
 #include <immintrin.h>
 #endif
 
-// Vector types wider than the baseline ISA appear only inside target-attributed functions.
-#pragma GCC diagnostic ignored "-Wpsabi"
 
 namespace kiln::ops {
 namespace {

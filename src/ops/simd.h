@@ -1,0 +1,23 @@
+// Portable vectors for the kernels that compile one body per instruction set: Vec<T, B> is B bytes
+// of T (GCC / clang vector extensions), and a body written as a KILN_AI template over B is
+// instantiated inside functions with target attributes (64: "avx512f,fma", 32: "avx2,fma") and
+// once at the baseline (16: SSE2 / NEON), then chosen at run time (ops/cpu_isa.h). B should be the
+// target's register width: a wider vector is split by the compiler, often through the stack.
+#pragma once
+
+#include <cstdint>
+
+#define KILN_AI __attribute__((always_inline)) inline
+
+namespace kiln::ops {
+
+template <class T, int B>
+struct VecOf {
+  typedef T type __attribute__((vector_size(B)));
+};
+template <class T, int B>
+using Vec = typename VecOf<T, B>::type;
+template <class T, int B>
+constexpr int64_t kLanes = B / static_cast<int>(sizeof(T));
+
+}  // namespace kiln::ops
