@@ -1,47 +1,25 @@
 // Recurrent layers: RNN, GRU, LSTM (all opsets: directions, activations with alpha/beta, clip,
 // sequence_lens, initial states, peepholes, input_forget, linear_before_reset, layout 0/1).
-// Computation is in Acc<T> on layout-0 copies: X*W^T for all steps at once, then per step the
-// recurrent product, one dot product per gate row (rows of R are contiguous).
+// float32 runs ops/recurrent_kernels.h's RecurrentF32. The other types run the reference here,
+// in Acc<T> on layout-0 copies: X*W^T for all steps at once, then per step the recurrent
+// product, one dot product per gate row (rows of R are contiguous); the tests check the float32
+// kernel against it (in double).
 #include <cctype>
 
 #include "ops/common.h"
+#include "ops/recurrent_kernels.h"
 
 namespace kiln::ops {
 namespace {
 
-enum class Cell { kRnn, kGru, kLstm };
+using Cell = RnnCell;
+using Act = RnnAct;
+using Activation = RnnActivation;
 
-int NumGates(Cell c) { return c == Cell::kRnn ? 1 : c == Cell::kGru ? 3 : 4; }
-int NumActivations(Cell c) { return c == Cell::kRnn ? 1 : c == Cell::kGru ? 2 : 3; }
+int NumGates(Cell c) { return RnnGates(c); }
+int NumActivations(Cell c) { return RnnActivations(c); }
 
 // ---- Activations ---------------------------------------------------------------------------
-
-enum class Act { kRelu, kTanh, kSigmoid, kAffine, kLeakyRelu, kThresholdedRelu, kScaledTanh,
-                 kHardSigmoid, kElu, kSoftsign, kSoftplus };
-
-struct Activation {
-  Act kind = Act::kTanh;
-  float alpha = 0, beta = 0;
-
-  template <class A>
-  A operator()(A x) const {
-    switch (kind) {
-      case Act::kRelu: return x > A(0) ? x : A(0);
-      case Act::kTanh: return std::tanh(x);
-      case Act::kSigmoid: return x >= A(0) ? A(1) / (A(1) + std::exp(-x))
-                                           : std::exp(x) / (A(1) + std::exp(x));
-      case Act::kAffine: return A(alpha) * x + A(beta);
-      case Act::kLeakyRelu: return x >= A(0) ? x : A(alpha) * x;
-      case Act::kThresholdedRelu: return x > A(alpha) ? x : A(0);
-      case Act::kScaledTanh: return A(alpha) * std::tanh(A(beta) * x);
-      case Act::kHardSigmoid: return std::max(A(0), std::min(A(1), A(alpha) * x + A(beta)));
-      case Act::kElu: return x >= A(0) ? x : A(alpha) * (std::exp(x) - A(1));
-      case Act::kSoftsign: return x / (A(1) + std::fabs(x));
-      case Act::kSoftplus: return x > A(20) ? x : std::log1p(std::exp(x));
-    }
-    return x;
-  }
-};
 
 struct ActInfo {
   const char* name;
@@ -363,6 +341,47 @@ Status RunRecurrent(ComputeContext& ctx, const RnnParams& p, const RnnShape& s,
   return OkStatus();
 }
 
+Status RunRecurrentF32(ComputeContext& ctx, const RnnParams& p, const RnnShape& s,
+                       const std::vector<Activation>& acts) {
+  RnnProblem q;
+  q.cell = p.cell;
+  q.seq = s.seq;
+  q.batch = s.batch;
+  q.input = s.input;
+  q.hidden = s.hidden;
+  q.num_dir = s.num_dir;
+  q.reverse_only = s.reverse_only;
+  q.layout = s.layout;
+  q.clip = p.clip;
+  q.input_forget = p.input_forget;
+  q.linear_before_reset = p.linear_before_reset;
+  q.acts = acts.data();
+  auto in = [&](int i) { return ctx.has_input(i) ? ctx.input(i).data<float>() : nullptr; };
+  q.x = in(0);
+  q.w = in(1);
+  q.r = in(2);
+  q.bias = in(3);
+  q.initial_h = in(5);
+  q.initial_c = p.cell == Cell::kLstm ? in(6) : nullptr;
+  q.peepholes = p.cell == Cell::kLstm ? in(7) : nullptr;
+  if (ctx.has_input(4)) {
+    const Tensor& lens = ctx.input(4);
+    for (int64_t b = 0; b < lens.size(); ++b)
+      if (lens.data<int32_t>()[b] < 0 || lens.data<int32_t>()[b] > s.seq)
+        return ctx.error("sequence length " + std::to_string(lens.data<int32_t>()[b]) + " is outside [0, " +
+                         std::to_string(s.seq) + "]");
+    q.sequence_lens = lens.data<int32_t>();
+  }
+  auto out = [&](int i) {
+    return ctx.num_outputs() > i && ctx.output_used(i) ? ctx.output(i).data<float>() : nullptr;
+  };
+  q.y = out(0);
+  q.y_h = out(1);
+  q.y_c = p.cell == Cell::kLstm ? out(2) : nullptr;
+  RecurrentF32(q, ctx.threads());
+  return OkStatus();
+}
+
 Status ComputeRecurrent(ComputeContext& ctx, Cell cell) {
   std::vector<const Dims*> dims(8, nullptr);
   for (int i = 0; i < ctx.num_inputs() && i < 8; ++i)
@@ -377,6 +396,7 @@ Status ComputeRecurrent(ComputeContext& ctx, Cell cell) {
   if (ctx.node().attr("clip") && p.clip <= 0) return ctx.error("clip must be positive");
   p.input_forget = ctx.node().attr_int("input_forget", 0) != 0;
   p.linear_before_reset = ctx.node().attr_int("linear_before_reset", 0) != 0;
+  if (ctx.input(0).dtype() == DType::kFloat32) return RunRecurrentF32(ctx, p, s, acts);
   Status st;
   bool ok = Dispatch<kFloatTypes>(ctx.input(0).dtype(), [&]<class T>() {
     st = RunRecurrent<T>(ctx, p, s, acts);

@@ -1,0 +1,71 @@
+// The recurrent layers of ONNX (RNN, GRU, LSTM) as framework-free kernels: the activation table
+// every path shares, and the float32 kernel the host runs.
+//
+// RecurrentF32 computes what ops/recurrent.cc's reference does (in float, not the reference's
+// per-row dot products): per direction, the input projection of every step at once as one GEMM
+// (X * W^T plus the biases that do not depend on the state), then per step the recurrent product
+// H_prev * R^T for all batch rows together (R transposed once, so each step streams rows of R^T
+// against broadcast state values; packed GEMM from 8 rows up) and the gate activations over the
+// whole [batch, gates] block with the vectorized sigmoid / tanh. Bidirectional layers run their
+// two directions on two threads. sequence_lens: rows past their length keep their state and
+// write zeros; reverse directions read each row's own last step first.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+namespace kiln::ops {
+
+enum class RnnCell { kRnn, kGru, kLstm };
+
+inline int RnnGates(RnnCell c) { return c == RnnCell::kRnn ? 1 : c == RnnCell::kGru ? 3 : 4; }
+inline int RnnActivations(RnnCell c) { return c == RnnCell::kRnn ? 1 : c == RnnCell::kGru ? 2 : 3; }
+
+enum class RnnAct { kRelu, kTanh, kSigmoid, kAffine, kLeakyRelu, kThresholdedRelu, kScaledTanh,
+                    kHardSigmoid, kElu, kSoftsign, kSoftplus };
+
+struct RnnActivation {
+  RnnAct kind = RnnAct::kTanh;
+  float alpha = 0, beta = 0;
+
+  template <class A>
+  A operator()(A x) const {
+    switch (kind) {
+      case RnnAct::kRelu: return x > A(0) ? x : A(0);
+      case RnnAct::kTanh: return std::tanh(x);
+      case RnnAct::kSigmoid: return x >= A(0) ? A(1) / (A(1) + std::exp(-x)) : std::exp(x) / (A(1) + std::exp(x));
+      case RnnAct::kAffine: return A(alpha) * x + A(beta);
+      case RnnAct::kLeakyRelu: return x >= A(0) ? x : A(alpha) * x;
+      case RnnAct::kThresholdedRelu: return x > A(alpha) ? x : A(0);
+      case RnnAct::kScaledTanh: return A(alpha) * std::tanh(A(beta) * x);
+      case RnnAct::kHardSigmoid: return std::max(A(0), std::min(A(1), A(alpha) * x + A(beta)));
+      case RnnAct::kElu: return x >= A(0) ? x : A(alpha) * (std::exp(x) - A(1));
+      case RnnAct::kSoftsign: return x / (A(1) + std::fabs(x));
+      case RnnAct::kSoftplus: return x > A(20) ? x : std::log1p(std::exp(x));
+    }
+    return x;
+  }
+};
+
+// One recurrent layer in ONNX's terms. Pointers are to dense row-major tensors of the shapes
+// ONNX gives for `layout`; optional ones may be null (bias, sequence_lens, initial states,
+// peepholes: zeros / full length; outputs: not written).
+struct RnnProblem {
+  RnnCell cell = RnnCell::kLstm;
+  int64_t seq = 0, batch = 0, input = 0, hidden = 0;
+  int num_dir = 1;
+  bool reverse_only = false;
+  int layout = 0;
+  float clip = 0;  // 0: none
+  bool input_forget = false, linear_before_reset = false;
+  const RnnActivation* acts = nullptr;  // RnnActivations(cell) per direction, f g h order
+  const float *x = nullptr, *w = nullptr, *r = nullptr, *bias = nullptr;
+  const int32_t* sequence_lens = nullptr;  // each in [0, seq] (the caller checks)
+  const float *initial_h = nullptr, *initial_c = nullptr, *peepholes = nullptr;
+  float *y = nullptr, *y_h = nullptr, *y_c = nullptr;
+};
+
+void RecurrentF32(const RnnProblem& p, int threads);
+
+}  // namespace kiln::ops

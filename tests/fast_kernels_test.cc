@@ -1,0 +1,517 @@
+// The host's fast float32 kernels against the reference implementations, through the executor on
+// generated ONNX models: each case runs once in float32 (the fast kernel) and once in float64 (the
+// reference code, in double) on the same values, and the outputs must agree to float precision.
+// Cases sweep the op's options and shape classes, at one and two threads.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "frontend/onnx_import.h"
+#include "runtime/executor.h"
+#include "test_models.h"
+
+namespace kiln {
+namespace {
+
+// A tensor proto of `dims` holding `values` as FLOAT or DOUBLE.
+void FillTensor(onnx::TensorProto* t, const std::string& name, onnx::TensorProto::DataType type,
+                const std::vector<int64_t>& dims, const std::vector<double>& values) {
+  t->set_name(name);
+  t->set_data_type(type);
+  for (int64_t d : dims) t->add_dims(d);
+  for (double v : values) {
+    if (type == onnx::TensorProto::DOUBLE) t->add_double_data(v);
+    else t->add_float_data(static_cast<float>(v));
+  }
+}
+
+onnx::ValueInfoProto Info(const std::string& name, onnx::TensorProto::DataType type, const std::vector<int64_t>& dims) {
+  onnx::ValueInfoProto vi = testing::FloatInfo(name, dims);
+  vi.mutable_type()->mutable_tensor_type()->set_elem_type(type);
+  return vi;
+}
+
+std::vector<double> Random(size_t n, std::mt19937& rng, double scale = 1.0) {
+  std::uniform_real_distribution<double> u(-scale, scale);
+  std::vector<double> v(n);
+  for (auto& x : v) x = static_cast<float>(u(rng));  // representable in float: both runs see the same values
+  return v;
+}
+
+// Runs the model (its one input given) and returns every output as doubles.
+std::vector<std::vector<double>> RunModel(const onnx::ModelProto& m, const Tensor& x, int threads,
+                                          int* channels_last_values = nullptr) {
+  std::string bytes = m.SerializeAsString();
+  auto model = frontend::ParseOnnxModel(bytes.data(), bytes.size(), "", "test.onnx");
+  EXPECT_TRUE(model.ok()) << model.status().message();
+  if (!model.ok()) return {};
+  runtime::ExecutorOptions o;
+  o.threads = threads;
+  auto exec = runtime::Executor::Create(std::move(*model), o);
+  EXPECT_TRUE(exec.ok()) << exec.status().message();
+  if (!exec.ok()) return {};
+  if (channels_last_values) *channels_last_values = (*exec)->channels_last_values();
+  std::vector<Tensor> out;
+  Status st = (*exec)->Run({x}, &out);
+  EXPECT_TRUE(st.ok()) << st.message();
+  std::vector<std::vector<double>> r;
+  for (const Tensor& t : out) {
+    std::vector<double> v(static_cast<size_t>(t.size()));
+    for (int64_t i = 0; i < t.size(); ++i) v[i] = t.GetDouble(i);
+    r.push_back(std::move(v));
+  }
+  return r;
+}
+
+Tensor InputOf(DType t, const Dims& dims, const std::vector<double>& values) {
+  Tensor x(t, dims);
+  for (int64_t i = 0; i < x.size(); ++i) {
+    if (t == DType::kFloat64) x.data<double>()[i] = values[i];
+    else x.data<float>()[i] = static_cast<float>(values[i]);
+  }
+  return x;
+}
+
+// The float32 run against the float64 one: relative L2 and the worst element against 1 + |ref|.
+void ExpectClose(const std::vector<std::vector<double>>& got, const std::vector<std::vector<double>>& want,
+                 double tol, const std::string& what) {
+  ASSERT_FALSE(want.empty()) << what;
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t k = 0; k < got.size(); ++k) {
+    ASSERT_EQ(got[k].size(), want[k].size()) << what;
+    double num = 0, den = 0, worst = 0;
+    for (size_t i = 0; i < got[k].size(); ++i) {
+      const double d = got[k][i] - want[k][i];
+      num += d * d;
+      den += want[k][i] * want[k][i];
+      worst = std::max(worst, std::fabs(d) / (1 + std::fabs(want[k][i])));
+    }
+    EXPECT_LE(std::sqrt(num / std::max(den, 1e-30)), tol) << what << " output " << k;
+    EXPECT_LE(worst, 10 * tol) << what << " output " << k;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// RNN / GRU / LSTM
+
+struct RnnCase {
+  std::string op = "LSTM";
+  int64_t seq = 5, batch = 2, input = 7, hidden = 9;
+  std::string direction = "forward";
+  int layout = 0;
+  bool bias = true, lens = false, initial = false, peepholes = false;
+  float clip = 0;
+  bool input_forget = false, linear_before_reset = false;
+  std::vector<std::string> activations;  // empty: the defaults
+};
+
+onnx::ModelProto RnnModel(const RnnCase& c, onnx::TensorProto::DataType type, std::mt19937 rng,
+                          std::vector<double>* x_values) {
+  const int64_t G = c.op == "LSTM" ? 4 : c.op == "GRU" ? 3 : 1, nd = c.direction == "bidirectional" ? 2 : 1;
+  const int64_t S = c.seq, B = c.batch, I = c.input, H = c.hidden;
+  onnx::ModelProto m = testing::EmptyModel("rnn");
+  m.mutable_opset_import(0)->set_version(14);
+  auto* g = m.mutable_graph();
+  const std::vector<int64_t> xd = c.layout == 0 ? std::vector<int64_t>{S, B, I} : std::vector<int64_t>{B, S, I};
+  *g->add_input() = Info("x", type, xd);
+  *x_values = Random(static_cast<size_t>(S * B * I), rng);
+  const double ws = 1.0 / std::sqrt(static_cast<double>(H));
+  FillTensor(g->add_initializer(), "w", type, {nd, G * H, I}, Random(static_cast<size_t>(nd * G * H * I), rng, ws));
+  FillTensor(g->add_initializer(), "r", type, {nd, G * H, H}, Random(static_cast<size_t>(nd * G * H * H), rng, ws));
+  std::vector<std::string> ins = {"x", "w", "r", "", "", "", "", ""};
+  if (c.bias) {
+    FillTensor(g->add_initializer(), "b", type, {nd, 2 * G * H}, Random(static_cast<size_t>(nd * 2 * G * H), rng, 0.5));
+    ins[3] = "b";
+  }
+  if (c.lens) {
+    auto* t = g->add_initializer();
+    t->set_name("lens");
+    t->set_data_type(onnx::TensorProto::INT32);
+    t->add_dims(B);
+    for (int64_t b = 0; b < B; ++b) t->add_int32_data(static_cast<int32_t>((b * 7 + 3) % (S + 1)));
+    ins[4] = "lens";
+  }
+  const std::vector<int64_t> sd = c.layout == 0 ? std::vector<int64_t>{nd, B, H} : std::vector<int64_t>{B, nd, H};
+  if (c.initial) {
+    FillTensor(g->add_initializer(), "h0", type, sd, Random(static_cast<size_t>(nd * B * H), rng));
+    ins[5] = "h0";
+    if (c.op == "LSTM") {
+      FillTensor(g->add_initializer(), "c0", type, sd, Random(static_cast<size_t>(nd * B * H), rng));
+      ins[6] = "c0";
+    }
+  }
+  if (c.peepholes) {
+    FillTensor(g->add_initializer(), "p", type, {nd, 3 * H}, Random(static_cast<size_t>(nd * 3 * H), rng, 0.5));
+    ins[7] = "p";
+  }
+  while (!ins.empty() && ins.back().empty()) ins.pop_back();
+  auto* n = g->add_node();
+  n->set_op_type(c.op);
+  n->set_name("rnn");
+  for (const auto& i : ins) n->add_input(i);
+  for (const char* o : {"y", "y_h", "y_c"})
+    if (std::string(o) != "y_c" || c.op == "LSTM") n->add_output(o);
+  auto attr_i = [&](const char* name, int64_t v) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(v);
+  };
+  attr_i("hidden_size", H);
+  attr_i("layout", c.layout);
+  auto* dir = n->add_attribute();
+  dir->set_name("direction");
+  dir->set_type(onnx::AttributeProto::STRING);
+  dir->set_s(c.direction);
+  if (c.clip > 0) {
+    auto* a = n->add_attribute();
+    a->set_name("clip");
+    a->set_type(onnx::AttributeProto::FLOAT);
+    a->set_f(c.clip);
+  }
+  if (c.input_forget) attr_i("input_forget", 1);
+  if (c.linear_before_reset) attr_i("linear_before_reset", 1);
+  if (!c.activations.empty()) {
+    auto* a = n->add_attribute();
+    a->set_name("activations");
+    a->set_type(onnx::AttributeProto::STRINGS);
+    for (const auto& s : c.activations) a->add_strings(s);
+  }
+  const std::vector<int64_t> yd =
+      c.layout == 0 ? std::vector<int64_t>{S, nd, B, H} : std::vector<int64_t>{B, S, nd, H};
+  *g->add_output() = Info("y", type, yd);
+  *g->add_output() = Info("y_h", type, sd);
+  if (c.op == "LSTM") *g->add_output() = Info("y_c", type, sd);
+  return m;
+}
+
+std::string Describe(const RnnCase& c) {
+  std::string s = c.op + " S" + std::to_string(c.seq) + " B" + std::to_string(c.batch) + " I" +
+                  std::to_string(c.input) + " H" + std::to_string(c.hidden) + " " + c.direction + " layout" +
+                  std::to_string(c.layout);
+  if (!c.bias) s += " nobias";
+  if (c.lens) s += " lens";
+  if (c.initial) s += " initial";
+  if (c.peepholes) s += " peepholes";
+  if (c.clip > 0) s += " clip";
+  if (c.input_forget) s += " input_forget";
+  if (c.linear_before_reset) s += " lbr";
+  for (const auto& a : c.activations) s += " " + a;
+  return s;
+}
+
+TEST(FastKernels, RecurrentAgainstTheDoubleReference) {
+  std::vector<RnnCase> cases;
+  int k = 0;
+  for (const char* op : {"LSTM", "GRU", "RNN"})
+    for (const char* direction : {"forward", "reverse", "bidirectional"})
+      for (int64_t batch : {1, 3, 9})  // 9: the packed GEMM for the recurrent product
+        for (int64_t hidden : {5, 16, 40}) {
+          RnnCase c;
+          c.op = op;
+          c.direction = direction;
+          c.batch = batch;
+          c.hidden = hidden;
+          c.seq = 1 + (k * 5) % 13;
+          c.input = 3 + k % 11;
+          // Options rotate through the cases so that each meets every shape class.
+          c.layout = k % 2;
+          c.bias = k % 5 != 1;
+          c.lens = k % 3 == 1;
+          c.initial = k % 4 != 0;
+          c.peepholes = c.op == "LSTM" && k % 3 == 2;
+          c.clip = k % 7 == 3 ? 0.8f : 0;
+          c.input_forget = c.op == "LSTM" && k % 5 == 4;
+          c.linear_before_reset = c.op == "GRU" && k % 2 == 0;
+          if (k % 6 == 5) {
+            const int per_dir = c.op == "LSTM" ? 3 : c.op == "GRU" ? 2 : 1;
+            const std::vector<std::string> some = {"HardSigmoid", "Softsign", "Relu"};
+            for (int d = 0; d < (c.direction == "bidirectional" ? 2 : 1); ++d)
+              for (int a = 0; a < per_dir; ++a) c.activations.push_back(some[(a + d) % 3]);
+          }
+          cases.push_back(c);
+          ++k;
+        }
+  RnnCase longer;  // a long sequence with a wide state: errors must not grow over the steps
+  longer.seq = 200;
+  longer.hidden = 96;
+  longer.input = 32;
+  longer.batch = 2;
+  longer.direction = "bidirectional";
+  cases.push_back(longer);
+  for (const RnnCase& c : cases) {
+    std::vector<double> xv;
+    const onnx::ModelProto f32 = RnnModel(c, onnx::TensorProto::FLOAT, std::mt19937(11), &xv);
+    const onnx::ModelProto f64 = RnnModel(c, onnx::TensorProto::DOUBLE, std::mt19937(11), &xv);
+    const Dims xd = c.layout == 0 ? Dims{c.seq, c.batch, c.input} : Dims{c.batch, c.seq, c.input};
+    const auto want = RunModel(f64, InputOf(DType::kFloat64, xd, xv), 1);
+    for (int threads : {1, 2})
+      ExpectClose(RunModel(f32, InputOf(DType::kFloat32, xd, xv), threads), want, 2e-6,
+                  Describe(c) + " threads " + std::to_string(threads));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Resize
+
+struct ResizeCase {
+  std::vector<int64_t> in;
+  std::vector<double> scales;  // one per dim
+  std::string mode = "linear", coord = "half_pixel";
+  float cubic_a = -0.75f;
+  bool exclude_outside = false, antialias = false;
+  std::vector<double> roi;  // tf_crop_and_resize: starts then ends, every dim
+};
+
+onnx::ModelProto ResizeModel(const ResizeCase& c, onnx::TensorProto::DataType type) {
+  onnx::ModelProto m = testing::EmptyModel("resize");
+  m.mutable_opset_import(0)->set_version(19);
+  auto* g = m.mutable_graph();
+  *g->add_input() = Info("x", type, c.in);
+  std::vector<int64_t> out;
+  for (size_t d = 0; d < c.in.size(); ++d)
+    out.push_back(static_cast<int64_t>(std::floor(static_cast<double>(c.in[d]) * c.scales[d])));
+  *g->add_output() = Info("y", type, out);
+  auto* scales = g->add_initializer();
+  scales->set_name("scales");
+  scales->set_data_type(onnx::TensorProto::FLOAT);
+  scales->add_dims(static_cast<int64_t>(c.scales.size()));
+  for (double v : c.scales) scales->add_float_data(static_cast<float>(v));
+  std::string roi;
+  if (!c.roi.empty()) {
+    roi = "roi";
+    auto* t = g->add_initializer();
+    t->set_name(roi);
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    t->add_dims(static_cast<int64_t>(c.roi.size()));
+    for (double v : c.roi) t->add_float_data(static_cast<float>(v));
+  }
+  auto* n = testing::AddNamedNode(g, "Resize", {"x", roi, "scales"}, "y");
+  auto attr_s = [&](const char* name, const std::string& v) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::STRING);
+    a->set_s(v);
+  };
+  auto attr_i = [&](const char* name, int64_t v) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(v);
+  };
+  attr_s("mode", c.mode);
+  attr_s("coordinate_transformation_mode", c.coord);
+  if (c.mode == "cubic") {
+    auto* a = n->add_attribute();
+    a->set_name("cubic_coeff_a");
+    a->set_type(onnx::AttributeProto::FLOAT);
+    a->set_f(c.cubic_a);
+  }
+  if (c.exclude_outside) attr_i("exclude_outside", 1);
+  if (c.antialias) attr_i("antialias", 1);
+  if (!c.roi.empty()) {
+    auto* a = n->add_attribute();
+    a->set_name("extrapolation_value");
+    a->set_type(onnx::AttributeProto::FLOAT);
+    a->set_f(-3.5f);
+  }
+  return m;
+}
+
+TEST(FastKernels, ResizeAgainstTheDoubleReference) {
+  std::vector<ResizeCase> cases;
+  const std::vector<std::vector<int64_t>> shapes = {{1, 3, 8, 10}, {2, 5, 7, 6}, {1, 21, 16, 16}, {4, 9, 13}, {2, 3, 4, 5, 6}};
+  int k = 0;
+  for (const char* mode : {"linear", "cubic"})
+    for (const char* coord : {"half_pixel", "align_corners", "asymmetric", "pytorch_half_pixel", "half_pixel_symmetric"})
+      for (const auto& shape : shapes) {
+        ResizeCase c;
+        c.in = shape;
+        c.mode = mode;
+        c.coord = coord;
+        c.scales.assign(shape.size(), 1.0);
+        // Up by 2 and 4, down by 2, and an odd ratio, on the last two axes (the last alone for 3-D).
+        const double ratios[] = {2.0, 4.0, 0.5, 1.75};
+        c.scales.back() = ratios[k % 4];
+        if (shape.size() >= 4) c.scales[shape.size() - 2] = ratios[(k + 1) % 4];
+        if (k % 9 == 4) c.scales[1] = 2.0;  // the channel axis too
+        c.exclude_outside = c.mode == std::string("cubic") && k % 3 == 0;
+        c.cubic_a = k % 2 ? -0.5f : -0.75f;
+        c.antialias = k % 5 == 2 && c.scales.back() < 1;
+        cases.push_back(c);
+        ++k;
+      }
+  ResizeCase crop;
+  crop.in = {1, 2, 9, 9};
+  crop.scales = {1, 1, 1.5, 0.8};
+  crop.coord = "tf_crop_and_resize";
+  crop.roi = {0, 0, -0.2, 0.1, 1, 1, 1.3, 0.9};
+  cases.push_back(crop);
+  std::mt19937 rng(5);
+  for (const ResizeCase& c : cases) {
+    int64_t n = 1;
+    for (int64_t d : c.in) n *= d;
+    const std::vector<double> xv = Random(static_cast<size_t>(n), rng);
+    std::string what = c.mode + " " + c.coord + " in";
+    for (int64_t d : c.in) what += " " + std::to_string(d);
+    what += " scales";
+    for (double v : c.scales) what += " " + std::to_string(v);
+    if (c.antialias) what += " antialias";
+    const auto want = RunModel(ResizeModel(c, onnx::TensorProto::DOUBLE), InputOf(DType::kFloat64, c.in, xv), 1);
+    for (int threads : {1, 2})
+      ExpectClose(RunModel(ResizeModel(c, onnx::TensorProto::FLOAT), InputOf(DType::kFloat32, c.in, xv), threads), want,
+                  1e-6, what + " threads " + std::to_string(threads));
+  }
+}
+
+// Between two convolutions the executor keeps the tensor channels-last through a linear or cubic
+// Resize; the result is the NCHW reference's.
+TEST(FastKernels, ChannelsLastResizeBetweenConvs) {
+  for (const char* mode : {"linear", "cubic", "nearest"}) {
+    auto build = [&](onnx::TensorProto::DataType type) {
+      onnx::ModelProto m = testing::EmptyModel("conv_resize_conv");
+      m.mutable_opset_import(0)->set_version(18);
+      auto* g = m.mutable_graph();
+      *g->add_input() = Info("x", type, {1, 8, 10, 12});
+      *g->add_output() = Info("y", type, {1, 8, 20, 18});
+      std::mt19937 rng(3);
+      FillTensor(g->add_initializer(), "w1", type, {16, 8, 3, 3}, Random(16 * 8 * 9, rng, 0.3));
+      FillTensor(g->add_initializer(), "w2", type, {8, 16, 1, 1}, Random(8 * 16, rng, 0.3));
+      auto* scales = g->add_initializer();
+      scales->set_name("scales");
+      scales->set_data_type(onnx::TensorProto::FLOAT);
+      scales->add_dims(4);
+      for (float v : {1.0f, 1.0f, 2.0f, 1.5f}) scales->add_float_data(v);
+      auto* c1 = testing::AddNamedNode(g, "Conv", {"x", "w1"}, "a");
+      auto* pads = c1->add_attribute();
+      pads->set_name("pads");
+      pads->set_type(onnx::AttributeProto::INTS);
+      for (int i = 0; i < 4; ++i) pads->add_ints(1);
+      auto* r = testing::AddNamedNode(g, "Resize", {"a", "", "scales"}, "b");
+      auto* a = r->add_attribute();
+      a->set_name("mode");
+      a->set_type(onnx::AttributeProto::STRING);
+      a->set_s(mode);
+      testing::AddNamedNode(g, "Conv", {"b", "w2"}, "y");
+      return m;
+    };
+    std::mt19937 rng(8);
+    const std::vector<double> xv = Random(8 * 10 * 12, rng);
+    const auto want = RunModel(build(onnx::TensorProto::DOUBLE), InputOf(DType::kFloat64, {1, 8, 10, 12}, xv), 1);
+    for (int threads : {1, 2}) {
+      int channels_last = 0;
+      ExpectClose(RunModel(build(onnx::TensorProto::FLOAT), InputOf(DType::kFloat32, {1, 8, 10, 12}, xv), threads,
+                           &channels_last),
+                  want, 1e-5, std::string(mode) + " threads " + std::to_string(threads));
+      EXPECT_GE(channels_last, 2) << mode << ": the Resize's input and output stay channels-last";
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Normalizations
+
+// One normalization node on x of `dims`: InstanceNormalization, GroupNormalization (opset 18:
+// scale per group; 21: per channel) or LayerNormalization (axis 1), scale and bias random.
+onnx::ModelProto NormModel(const std::string& op, const std::vector<int64_t>& dims, int64_t groups, int opset,
+                           onnx::TensorProto::DataType type) {
+  onnx::ModelProto m = testing::EmptyModel("norm");
+  m.mutable_opset_import(0)->set_version(opset);
+  auto* g = m.mutable_graph();
+  *g->add_input() = Info("x", type, dims);
+  *g->add_output() = Info("y", type, dims);
+  std::mt19937 rng(17);
+  int64_t params = op == "GroupNormalization" && opset < 21 ? groups : dims[1];
+  std::vector<int64_t> pdims = {params};
+  if (op == "LayerNormalization") {
+    params = 1;
+    pdims.clear();
+    for (size_t d = 1; d < dims.size(); ++d) pdims.push_back(dims[d]), params *= dims[d];
+  }
+  FillTensor(g->add_initializer(), "scale", type, pdims, Random(static_cast<size_t>(params), rng, 2.0));
+  FillTensor(g->add_initializer(), "bias", type, pdims, Random(static_cast<size_t>(params), rng, 2.0));
+  auto* n = testing::AddNamedNode(g, op, {"x", "scale", "bias"}, "y");
+  auto* a = n->add_attribute();
+  a->set_name(op == "GroupNormalization" ? "num_groups" : "axis");
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(op == "GroupNormalization" ? groups : 1);
+  if (op == "InstanceNormalization") n->mutable_attribute()->Clear();
+  return m;
+}
+
+// GroupNorm as torch exports it at opset 17: Reshape [N, G, -1], InstanceNormalization with unit
+// scale and zero bias, Reshape back, then Mul and Add by [C, 1, 1] parameters.
+onnx::ModelProto ExportedGroupNorm(const std::vector<int64_t>& dims, int64_t groups, onnx::TensorProto::DataType type) {
+  onnx::ModelProto m = testing::EmptyModel("groupnorm_export");
+  auto* g = m.mutable_graph();
+  *g->add_input() = Info("x", type, dims);
+  *g->add_output() = Info("y", type, dims);
+  std::mt19937 rng(23);
+  auto ints = [&](const std::string& name, const std::vector<int64_t>& v) {
+    auto* t = g->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::INT64);
+    t->add_dims(static_cast<int64_t>(v.size()));
+    for (int64_t x : v) t->add_int64_data(x);
+  };
+  ints("grouped", {dims[0], groups, -1});
+  ints("back", dims);
+  FillTensor(g->add_initializer(), "ones", type, {groups}, std::vector<double>(static_cast<size_t>(groups), 1.0));
+  FillTensor(g->add_initializer(), "zeros", type, {groups}, std::vector<double>(static_cast<size_t>(groups), 0.0));
+  FillTensor(g->add_initializer(), "gamma", type, {dims[1], 1, 1}, Random(static_cast<size_t>(dims[1]), rng, 2.0));
+  FillTensor(g->add_initializer(), "beta", type, {dims[1], 1, 1}, Random(static_cast<size_t>(dims[1]), rng, 2.0));
+  testing::AddNamedNode(g, "Reshape", {"x", "grouped"}, "r");
+  testing::AddNamedNode(g, "InstanceNormalization", {"r", "ones", "zeros"}, "n");
+  testing::AddNamedNode(g, "Reshape", {"n", "back"}, "b");
+  testing::AddNamedNode(g, "Mul", {"b", "gamma"}, "s");
+  testing::AddNamedNode(g, "Add", {"s", "beta"}, "y");
+  return m;
+}
+
+TEST(FastKernels, NormalizationsAgainstTheDoubleReference) {
+  struct Case {
+    std::string op;
+    std::vector<int64_t> dims;
+    int64_t groups = 1;
+    int opset = 17;
+  };
+  const std::vector<Case> cases = {
+      {"InstanceNormalization", {2, 5, 7, 9}},      {"InstanceNormalization", {1, 32, 64, 64}},
+      {"InstanceNormalization", {3, 4, 1}},         {"InstanceNormalization", {2, 6, 100}},
+      {"InstanceNormalization", {1, 3, 4, 5, 6}},   {"InstanceNormalization", {1, 7, 13, 17}},
+      {"GroupNormalization", {2, 8, 6, 5}, 4, 18},  {"GroupNormalization", {1, 64, 32, 32}, 32, 18},
+      {"GroupNormalization", {2, 12, 9, 7}, 3, 21}, {"GroupNormalization", {1, 6, 50}, 6, 21},
+      {"LayerNormalization", {4, 33}},              {"LayerNormalization", {3, 8, 5}},
+  };
+  std::mt19937 rng(29);
+  for (const Case& c : cases) {
+    int64_t n = 1;
+    for (int64_t d : c.dims) n *= d;
+    std::vector<double> xv = Random(static_cast<size_t>(n), rng);
+    for (size_t i = 0; i < xv.size(); ++i) xv[i] = static_cast<float>(xv[i] * 3 + 5);  // a mean far from 0
+    std::string what = c.op + " opset " + std::to_string(c.opset);
+    for (int64_t d : c.dims) what += " " + std::to_string(d);
+    const auto want =
+        RunModel(NormModel(c.op, c.dims, c.groups, c.opset, onnx::TensorProto::DOUBLE), InputOf(DType::kFloat64, c.dims, xv), 1);
+    for (int threads : {1, 2})
+      ExpectClose(RunModel(NormModel(c.op, c.dims, c.groups, c.opset, onnx::TensorProto::FLOAT),
+                           InputOf(DType::kFloat32, c.dims, xv), threads),
+                  want, 2e-6, what + " threads " + std::to_string(threads));
+  }
+  for (const auto& [dims, groups] : std::vector<std::pair<std::vector<int64_t>, int64_t>>{{{1, 64, 16, 16}, 32},
+                                                                                          {{2, 12, 7, 9}, 4}}) {
+    int64_t n = 1;
+    for (int64_t d : dims) n *= d;
+    const std::vector<double> xv = Random(static_cast<size_t>(n), rng);
+    const auto want = RunModel(ExportedGroupNorm(dims, groups, onnx::TensorProto::DOUBLE), InputOf(DType::kFloat64, dims, xv), 1);
+    for (int threads : {1, 2})
+      ExpectClose(RunModel(ExportedGroupNorm(dims, groups, onnx::TensorProto::FLOAT), InputOf(DType::kFloat32, dims, xv), threads),
+                  want, 2e-6, "exported GroupNorm threads " + std::to_string(threads));
+  }
+}
+
+}  // namespace
+}  // namespace kiln
