@@ -1,7 +1,8 @@
 // Resize (opsets 10-19) and the deprecated Upsample. The interpolation is separable: for every
 // resized axis and output position we compute (input index, weight) taps once, following the
 // ONNX reference's coordinate transforms and coefficient functions, then apply the axes one at
-// a time (last axis first, as the reference recursion does) in double precision.
+// a time (last axis first, as the reference recursion does): float32 in ops/resize_kernels.h, the
+// other types here in double precision. Taps that pick one element each are a gather.
 // GridSample and AffineGrid live in resize_grid.cc.
 #include <algorithm>
 #include <cstring>
@@ -9,6 +10,7 @@
 #include <string>
 
 #include "ops/common.h"
+#include "ops/resize_kernels.h"
 #include "ops/resize_plan.h"
 #include "ops/thread_pool.h"
 
@@ -419,6 +421,36 @@ void GatherResize(const char* x, char* y, const Dims& in, const Dims& out,
   });
 }
 
+// The plan's taps of one axis as the float32 kernel's table (null when the axis is unchanged).
+std::unique_ptr<ResizeAxisF32> TableOf(const std::vector<Taps>& taps) {
+  if (taps.empty()) return nullptr;
+  auto t = std::make_unique<ResizeAxisF32>();
+  for (const Taps& p : taps) {
+    t->extrapolate.push_back(p.extrapolate ? 1 : 0);
+    if (!p.extrapolate)
+      for (size_t k = 0; k < p.idx.size(); ++k) {
+        t->idx.push_back(p.idx[k]);
+        t->w.push_back(static_cast<float>(p.w[k]));
+      }
+    t->start.push_back(static_cast<int64_t>(t->idx.size()));
+  }
+  return t;
+}
+
+// float32 through ResizeF32: `order` lists the plan's axes in the order of the tensor's memory
+// (NCHW, or N, H, W, C for a channels-last one).
+void ResizeFloat(const Tensor& x, const ResizePlan& plan, const std::vector<int>& order, Tensor& y, int threads) {
+  std::vector<std::unique_ptr<ResizeAxisF32>> tables;
+  std::vector<const ResizeAxisF32*> axes;
+  Dims in;
+  for (int d : order) {
+    tables.push_back(TableOf(plan.axes[d]));
+    axes.push_back(tables.back().get());
+    in.push_back(x.dim(d));
+  }
+  ResizeF32(x.data<float>(), in, axes, static_cast<float>(plan.extrapolation), y.data<float>(), threads);
+}
+
 Status ResizeCompute(ComputeContext& ctx) {
   const Tensor& x = ctx.input(0);
   ResizePlan plan;
@@ -429,9 +461,13 @@ Status ResizeCompute(ComputeContext& ctx) {
   if (y.size() == 0) return OkStatus();
   if (x.size() == 0) return ctx.error("cannot resize an empty tensor to a non-empty one");
   const bool numeric = Dispatch<kNumericTypes>(x.dtype(), []<class T>() {});
-  if (ctx.output_channels_last(0)) {  // ResizeCanRunChannelsLast: 4-D, nearest
-    if (!IsGather(plan) || x.rank() != 4)
+  if (ctx.output_channels_last(0)) {  // ResizeCanRunChannelsLast: 4-D float32
+    if (x.rank() != 4 || x.dtype() != DType::kFloat32)
       return ctx.error("channels-last Resize it cannot run (a kiln bug)");
+    if (!IsGather(plan)) {
+      ResizeFloat(x, plan, {0, 2, 3, 1}, y, ctx.threads());
+      return OkStatus();
+    }
     // [N, H, W, C]; where the channels map to themselves, a pixel's channels are one element.
     Dims in = {x.dim(0), x.dim(2), x.dim(3), x.dim(1)};
     Dims out = {plan.out[0], plan.out[2], plan.out[3], plan.out[1]};
@@ -453,6 +489,12 @@ Status ResizeCompute(ComputeContext& ctx) {
     for (int d = 0; d < x.rank(); ++d) maps.push_back(GatherMap(plan, d));
     GatherResize(static_cast<const char*>(x.raw()), static_cast<char*>(y.raw()), x.dims(),
                  plan.out, maps, DTypeSize(x.dtype()), ctx.threads());
+    return OkStatus();
+  }
+  if (x.dtype() == DType::kFloat32 && x.rank() > 0) {
+    std::vector<int> order(static_cast<size_t>(x.rank()));
+    for (int d = 0; d < x.rank(); ++d) order[d] = d;
+    ResizeFloat(x, plan, order, y, ctx.threads());
     return OkStatus();
   }
   std::vector<double> cur(x.size());
@@ -525,10 +567,7 @@ bool ResizeCanRunChannelsLast(const ir::Node& node, const ir::Graph& g) {
       (node.op_type != "Resize" && node.op_type != "Upsample") || node.inputs.empty() ||
       node.inputs[0] < 0 || node.outputs.size() != 1 || node.outputs[0] < 0)
     return false;
-  std::string mode = node.attr_string("mode", "nearest");
-  if (mode != "nearest" || node.attr_string("coordinate_transformation_mode", "") ==
-                               "tf_crop_and_resize")
-    return false;
+  if (node.attr_string("coordinate_transformation_mode", "") == "tf_crop_and_resize") return false;
   const ir::TypeInfo& x = g.values[node.inputs[0]].type;
   const ir::TypeInfo& y = g.values[node.outputs[0]].type;
   return x.dtype == DType::kFloat32 && x.shape_known() && y.shape_known() && x.dims.size() == 4 &&
