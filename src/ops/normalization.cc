@@ -1,13 +1,15 @@
 // Normalization: BatchNormalization, InstanceNormalization, LayerNormalization,
 // GroupNormalization, RMSNormalization, LRN, MeanVarianceNormalization, LpNormalization, and
 // Dropout (which at inference is the identity). Statistics accumulate in double; results are
-// written in the input's type.
+// written in the input's type. float32 Layer / RMS / Instance / Group normalization run kernels
+// with float sums in 16 lanes (as ONNX computes float32), compiled per instruction set.
 #include <algorithm>
 #include <random>
 #include <string>
 
 #include "ops/common.h"
 #include "ops/cpu_isa.h"
+#include "ops/simd.h"
 #include "ops/thread_pool.h"
 #include "ops/vector_math.h"
 
@@ -15,6 +17,17 @@ namespace kiln::ops {
 namespace {
 
 std::string TypeName(DType t) { return std::string(DTypeName(t)); }
+
+// A float tensor read as floats (the float32 kernels' parameter vectors).
+std::vector<float> ReadFloats(const Tensor& t) {
+  std::vector<float> v(t.size());
+  for (int64_t i = 0; i < t.size(); ++i) v[i] = static_cast<float>(t.GetDouble(i));
+  return v;
+}
+
+// Instance and group normalization in float32 (below, with the other float32 kernels).
+void NormGroupsF32(const float* x, float* y, int64_t outer, int64_t channels, int64_t inner, int64_t per_group,
+                   const float* scale, const float* bias, float eps, int threads);
 
 // A float tensor read as doubles (parameter vectors: scale, bias, mean, var).
 std::vector<double> ReadDoubles(const Tensor& t) {
@@ -212,6 +225,12 @@ Status InstanceNormCompute(ComputeContext& ctx) {
   const Tensor& xt = ctx.input(0);
   NCD s = SplitNC(xt.dims());
   const double eps = ctx.node().attr_float("epsilon", 1e-5f);
+  if (xt.dtype() == DType::kFloat32 && s.inner > 0) {
+    const std::vector<float> scale = ReadFloats(ctx.input(1)), bias = ReadFloats(ctx.input(2));
+    NormGroupsF32(xt.data<float>(), ctx.output(0).data<float>(), s.n, s.c, s.inner, 1, scale.data(), bias.data(),
+                  static_cast<float>(eps), ctx.threads());
+    return OkStatus();
+  }
   std::vector<double> scale = ReadDoubles(ctx.input(1)), bias = ReadDoubles(ctx.input(2));
   Dispatch<kFloatTypes>(xt.dtype(), [&]<class T>() {
     const T* x = xt.data<T>();
@@ -283,13 +302,10 @@ Status LayerNormInfer(InferContext& ctx) {
   return OkStatus();
 }
 
-// One float32 row of LayerNormalization / RMSNormalization with per-column scale and bias
-// (the transformer case): float sums in 16 lanes, as ONNX computes in float32 (stash_type 1).
+// Mean (0 for RMS) and 1 / sqrt(variance + eps) of n floats: float sums in kLanes lanes, two
+// passes (the mean, then squares of the differences), as ONNX computes in float32.
 template <int kLanes>
-__attribute__((always_inline)) inline void NormRowF32(const float* x, float* y, int64_t n,
-                                                      const float* scale, const float* bias,
-                                                      float eps, bool rms, float* mean_out,
-                                                      float* inv_out) {
+KILN_AI void MomentsF32(const float* x, int64_t n, float eps, bool rms, float* mean_out, float* inv_out) {
   float part[kLanes] = {};
   int64_t c = 0;
   float mean = 0;
@@ -308,13 +324,44 @@ __attribute__((always_inline)) inline void NormRowF32(const float* x, float* y, 
   float var = 0;
   for (int l = 0; l < kLanes; ++l) var += sq[l];
   for (; c < n; ++c) var += (x[c] - mean) * (x[c] - mean);
-  const float inv = 1.0f / std::sqrt(var / static_cast<float>(n) + eps);
+  *mean_out = mean;
+  *inv_out = 1.0f / std::sqrt(var / static_cast<float>(n) + eps);
+}
+
+// One float32 row of LayerNormalization / RMSNormalization with per-column scale and bias
+// (the transformer case).
+template <int kLanes>
+KILN_AI void NormRowF32(const float* x, float* y, int64_t n, const float* scale, const float* bias, float eps,
+                        bool rms, float* mean_out, float* inv_out) {
+  float mean, inv;
+  MomentsF32<kLanes>(x, n, eps, rms, &mean, &inv);
   if (bias)
     for (int64_t k = 0; k < n; ++k) y[k] = (x[k] - mean) * inv * scale[k] + bias[k];
   else
     for (int64_t k = 0; k < n; ++k) y[k] = (x[k] - mean) * inv * scale[k];
   *mean_out = mean;
   *inv_out = inv;
+}
+
+// Instance and group normalization in float32: groups [g0, g1) of `per_group` channels of
+// `inner` contiguous floats each share their statistics; channel c of a group then is
+// (x - mean) * inv * scale[c] + bias[c], c counted within the `channels` of one image.
+KILN_AI void NormGroups(const float* x, float* y, int64_t g0, int64_t g1, int64_t per_group, int64_t inner,
+                        int64_t channels, const float* scale, const float* bias, float eps) {
+  const int64_t n = per_group * inner, groups_per_image = channels / per_group;
+  for (int64_t g = g0; g < g1; ++g) {
+    const float* xg = x + g * n;
+    float* yg = y + g * n;
+    float mean, inv;
+    MomentsF32<16>(xg, n, eps, false, &mean, &inv);
+    const int64_t c0 = (g % groups_per_image) * per_group;
+    for (int64_t cc = 0; cc < per_group; ++cc) {
+      const float a = inv * scale[c0 + cc], b = bias[c0 + cc];
+      const float* xc = xg + cc * inner;
+      float* yc = yg + cc * inner;
+      for (int64_t i = 0; i < inner; ++i) yc[i] = (xc[i] - mean) * a + b;
+    }
+  }
 }
 
 __attribute__((always_inline)) inline void NormRows(const float* x, float* y, int64_t rows,
@@ -335,12 +382,35 @@ __attribute__((always_inline)) inline void NormRows(const float* x, float* y, in
                         const float* bias, float eps, bool rms, double* means, double* invs) {  \
     NormRows(x, y, rows, n, scale, bias, eps, rms, means, invs);                                \
   }
+#define KILN_NORM_GROUPS(name, target_attr)                                                               \
+  target_attr void name(const float* x, float* y, int64_t g0, int64_t g1, int64_t per_group, int64_t inner, \
+                        int64_t channels, const float* scale, const float* bias, float eps) {               \
+    NormGroups(x, y, g0, g1, per_group, inner, channels, scale, bias, eps);                                \
+  }
 KILN_NORM_ROWS(NormRowsBase, )
+KILN_NORM_GROUPS(NormGroupsBase, )
 #if KILN_X86_DISPATCH
 KILN_NORM_ROWS(NormRowsAvx2, __attribute__((target("avx2,fma"))))
 KILN_NORM_ROWS(NormRowsAvx512, __attribute__((target("avx512f,fma"))))
+KILN_NORM_GROUPS(NormGroupsAvx2, __attribute__((target("avx2,fma"))))
+KILN_NORM_GROUPS(NormGroupsAvx512, __attribute__((target("avx512f,fma"))))
 #endif
 #undef KILN_NORM_ROWS
+#undef KILN_NORM_GROUPS
+
+// Float32 instance / group normalization over [outer, channels, inner] with per-channel scale
+// and bias, the threads splitting the (image, group) blocks.
+void NormGroupsF32(const float* x, float* y, int64_t outer, int64_t channels, int64_t inner, int64_t per_group,
+                   const float* scale, const float* bias, float eps, int threads) {
+#if KILN_X86_DISPATCH
+  auto run = BestIsa() == Isa::kAvx512 ? NormGroupsAvx512 : BestIsa() == Isa::kAvx2 ? NormGroupsAvx2 : NormGroupsBase;
+#else
+  auto run = NormGroupsBase;
+#endif
+  const int64_t groups = outer * (channels / per_group), n = per_group * inner;
+  ParallelSlices(threads, groups, std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(n, 1)),
+                 [&](int64_t g0, int64_t g1) { run(x, y, g0, g1, per_group, inner, channels, scale, bias, eps); });
+}
 
 Status LayerNormCompute(ComputeContext& ctx) {
   const bool rms = ctx.node().op_type == "RMSNormalization";
@@ -451,6 +521,16 @@ Status GroupNormCompute(ComputeContext& ctx) {
   auto channel_param = [&](const std::vector<double>& p, int64_t c) {
     return static_cast<int64_t>(p.size()) == groups ? p[c / cpg] : p[c];
   };
+  if (xt.dtype() == DType::kFloat32 && s.inner > 0 && cpg > 0) {
+    std::vector<float> sc(static_cast<size_t>(s.c)), bi(static_cast<size_t>(s.c));
+    for (int64_t c = 0; c < s.c; ++c) {
+      sc[c] = static_cast<float>(channel_param(scale, c));
+      bi[c] = static_cast<float>(channel_param(bias, c));
+    }
+    NormGroupsF32(xt.data<float>(), ctx.output(0).data<float>(), s.n, s.c, s.inner, cpg, sc.data(), bi.data(),
+                  static_cast<float>(eps), ctx.threads());
+    return OkStatus();
+  }
   Dispatch<kFloatTypes>(xt.dtype(), [&]<class T>() {
     const T* x = xt.data<T>();
     T* y = ctx.output(0).data<T>();
