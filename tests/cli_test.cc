@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -339,6 +340,29 @@ TEST_F(CliTest, TuneNeverWritesWorseThanTheDefault) {
   }
   Result lat = RunKiln("tune " + file("m.onnx") + " --objective latency --budget 6 --jobs 1 -q -o " + file("l.json"));
   EXPECT_NE(lat.out.find("the 3% noise margin"), std::string::npos) << lat.out;
+}
+
+// A batch of 100,000 rows streams through tiles of the neural-field MLP: the same rows as a small
+// run of the same inputs (random inputs are a prefix of each other), in a tile's arena.
+TEST_F(CliTest, LargeBatchesStreamInTiles) {
+  const std::string mlp = Model("mlp_field.onnx");
+  Result big = RunKiln("run " + mlp + " --shape xyz=100000,3 --output-dir " + file("big"));
+  ASSERT_EQ(big.code, 0) << big.err;
+  Result small = RunKiln("run " + mlp + " --shape xyz=50,3 --output-dir " + file("small"));
+  ASSERT_EQ(small.code, 0) << small.err;
+  auto a = frontend::LoadNpyFile(file("big/output_0.npy"));
+  auto b = frontend::LoadNpyFile(file("small/output_0.npy"));
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_EQ(a->dim(0), 100000);
+  const int64_t n = b->size();
+  for (int64_t i = 0; i < n; ++i)
+    ASSERT_NEAR(a->data<float>()[i], b->data<float>()[i], 1e-5 * (1 + std::fabs(b->data<float>()[i]))) << i;
+  Result bench = RunKiln("bench " + mlp + " --shape xyz=100000,3 --iterations 1");
+  ASSERT_EQ(bench.code, 0) << bench.err;
+  auto j = nlohmann::json::parse(bench.out);
+  ASSERT_TRUE(j.contains("tile_rows")) << bench.out;
+  EXPECT_LT(j["tile_rows"].get<int64_t>(), 100000);
+  EXPECT_LT(j["arena_bytes"].get<int64_t>(), int64_t{32} << 20);
 }
 
 }  // namespace

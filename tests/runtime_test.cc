@@ -1,12 +1,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <cstring>
 #include <random>
 
 #include "frontend/onnx_import.h"
 #include "ops/conv_dnnl.h"
 #include "ops/cpu_isa.h"
+#include "runtime/batch_tiling.h"
 #include "runtime/executor.h"
 #include "test_models.h"
 
@@ -515,6 +517,125 @@ TEST(Executor, ChannelsLastConvChainsMatchTheOnnxLayout) {
         den += double(want[k].data<float>()[i]) * want[k].data<float>()[i];
       }
       EXPECT_LE(std::sqrt(num / den), 1e-5) << "output " << k << " config " << config;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Streaming a batch in tiles
+
+std::string ShippedModel(const std::string& name) { return std::string(KILN_SOURCE_DIR) + "/models/" + name; }
+
+// x[batch, 4] -> op -> y, where `build` adds the nodes from "x" to "y".
+onnx::ModelProto BatchModel(const std::function<void(onnx::GraphProto*)>& build, std::vector<int64_t> out = {-1, 4}) {
+  onnx::ModelProto m = testing::EmptyModel("batch");
+  auto* g = m.mutable_graph();
+  *g->add_input() = testing::FloatInfo("x", {-1, 4});
+  g->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)->set_dim_param("batch");
+  *g->add_output() = testing::FloatInfo("y", out);
+  g->mutable_output(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)->set_dim_param("batch");
+  build(g);
+  return m;
+}
+
+std::string Refusal(const onnx::ModelProto& m, int64_t batch = 100) {
+  auto model = Parse(m);
+  EXPECT_TRUE(model.ok()) << model.status().message();
+  return model.ok() ? runtime::BatchTilingRefusal(*model, {{batch, 4}}) : "parse error";
+}
+
+void SetIntAttr(onnx::NodeProto* n, const char* name, int64_t v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(v);
+}
+
+TEST(BatchTiling, RowIndependentModelsStreamAndOthersAreRefused) {
+  // Row-wise: a MatMul, a Softmax over the last axis, a flatten through Shape.
+  auto rowwise = BatchModel([](onnx::GraphProto* g) {
+    testing::AddFloatInitializer(g, "w", {4, 4}, std::vector<float>(16, 0.5f));
+    testing::AddNamedNode(g, "MatMul", {"x", "w"}, "m");
+    testing::AddNamedNode(g, "Softmax", {"m"}, "s");
+    testing::AddNamedNode(g, "Shape", {"s"}, "shape");
+    testing::AddNamedNode(g, "Reshape", {"s", "shape"}, "y");
+  });
+  EXPECT_EQ(Refusal(rowwise), "");
+  auto softmax0 = BatchModel([](onnx::GraphProto* g) { SetIntAttr(testing::AddNamedNode(g, "Softmax", {"x"}, "y"), "axis", 0); });
+  EXPECT_NE(Refusal(softmax0).find("Softmax works along axis 0"), std::string::npos) << Refusal(softmax0);
+  auto reduce0 = BatchModel([](onnx::GraphProto* g) {
+    auto* axes = g->add_initializer();
+    axes->set_name("axes");
+    axes->set_data_type(onnx::TensorProto::INT64);
+    axes->add_dims(1);
+    axes->add_int64_data(0);
+    testing::AddNamedNode(g, "ReduceSum", {"x", "axes"}, "r");
+    testing::AddNamedNode(g, "Add", {"x", "r"}, "y");
+  });
+  EXPECT_NE(Refusal(reduce0).find("reduces over the batch"), std::string::npos) << Refusal(reduce0);
+  auto by_size = BatchModel([](onnx::GraphProto* g) {  // x / batch size: Shape feeding arithmetic on data
+    testing::AddNamedNode(g, "Shape", {"x"}, "shape");
+    auto* to = testing::AddNamedNode(g, "Cast", {"shape"}, "fshape");
+    SetIntAttr(to, "to", onnx::TensorProto::FLOAT);
+    testing::AddNamedNode(g, "ReduceMin", {"fshape"}, "n");
+    testing::AddNamedNode(g, "Div", {"x", "n"}, "y");
+  });
+  EXPECT_NE(Refusal(by_size).find("computes with the batch size"), std::string::npos) << Refusal(by_size);
+  auto cumsum = BatchModel([](onnx::GraphProto* g) {
+    auto* axis = g->add_initializer();
+    axis->set_name("axis");
+    axis->set_data_type(onnx::TensorProto::INT64);
+    axis->add_int64_data(0);
+    testing::AddNamedNode(g, "CumSum", {"x", "axis"}, "y");
+  });
+  EXPECT_NE(Refusal(cumsum).find("CumSum runs along axis 0"), std::string::npos) << Refusal(cumsum);
+  auto unknown = BatchModel([](onnx::GraphProto* g) { testing::AddNamedNode(g, "Det", {"x"}, "y"); }, {-1});
+  EXPECT_NE(Refusal(unknown), "");
+  // A fixed leading dim is not a batch to stream.
+  auto fixed = testing::AddReluModel(4);
+  auto model = Parse(fixed);
+  ASSERT_TRUE(model.ok());
+  EXPECT_NE(runtime::BatchTilingRefusal(*model, {{4}}).find("fixes its leading dim"), std::string::npos);
+}
+
+// The shipped neural-field MLP over 5000 rows: tiles of its rows give the whole batch's result,
+// from arenas planned for one tile.
+TEST(BatchTiling, TilesGiveTheWholeBatchsResult) {
+  auto loaded = frontend::LoadOnnxModel(ShippedModel("mlp_field.onnx"));
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  const int64_t rows = 5000;
+  Tensor x(DType::kFloat32, {rows, 3});
+  std::mt19937 rng(2);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (int64_t i = 0; i < x.size(); ++i) x.data<float>()[i] = u(rng);
+  runtime::ExecutorOptions whole;
+  whole.shapes["xyz"] = {rows, 3};
+  auto exec = runtime::Executor::Create(ir::CloneModel(*loaded), whole);
+  ASSERT_TRUE(exec.ok()) << exec.status().message();
+  std::vector<Tensor> want;
+  ASSERT_TRUE((*exec)->Run({x}, &want).ok());
+  for (int threads : {1, 2}) {
+    runtime::ExecutorOptions o;
+    o.threads = threads;
+    auto tiled = runtime::TiledRunner::Create(*loaded, o, {{rows, 3}}, 64 << 10);  // a small arena: many tiles
+    ASSERT_TRUE(tiled.ok()) << tiled.status().message();
+    EXPECT_LT((*tiled)->tile_rows(), rows);
+    EXPECT_LT((*tiled)->tile_executor().arena_bytes(), (*exec)->arena_bytes());
+    std::vector<Tensor> got;
+    int64_t last = 0;
+    ASSERT_TRUE((*tiled)->Run({x}, &got, [&](int64_t done, int64_t total) {
+                          EXPECT_GT(done, last);
+                          EXPECT_EQ(total, rows);
+                          last = done;
+                        }).ok());
+    EXPECT_EQ(last, rows);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t k = 0; k < got.size(); ++k) {
+      ASSERT_EQ(got[k].dims(), want[k].dims());
+      double worst = 0;
+      for (int64_t i = 0; i < got[k].size(); ++i)
+        worst = std::max(worst, std::fabs(got[k].GetDouble(i) - want[k].GetDouble(i)) / (1 + std::fabs(want[k].GetDouble(i))));
+      EXPECT_LE(worst, 1e-5) << "output " << k << " threads " << threads;
     }
   }
 }

@@ -1,19 +1,26 @@
 // kiln run / kiln bench.
+#include <unistd.h>
+
 #include <algorithm>
 #include <map>
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "frontend/model_loader.h"
 #include "frontend/npy.h"
+#include "runtime/batch_tiling.h"
 #include "runtime/executor.h"
 #include "support/file_io.h"
 
 namespace kiln::cli {
 namespace {
+
+// Batches up to this many rows always run whole; larger ones stream in tiles where the model allows.
+constexpr int64_t kMinTileRows = 64;
 
 struct ModelOptions {
   std::string model;
@@ -43,9 +50,43 @@ void AddModelOptions(CLI::App* c, ModelOptions& o) {
   c->add_flag("--poison", o.poison, "debug: fill dead arena bytes with a poison pattern between nodes");
 }
 
+// A model ready to run: one executor for the whole batch, or, where the inputs' leading dim is a
+// batch of independent rows larger than a tile, tiles of rows through a tile's executor.
+struct Prepared {
+  std::unique_ptr<runtime::Executor> exec;
+  std::unique_ptr<runtime::TiledRunner> tiled;
+  std::vector<Tensor> inputs;
+
+  runtime::Executor& executor() { return tiled ? tiled->tile_executor() : *exec; }
+  Status Run(std::vector<Tensor>* outputs, const std::function<void(int64_t, int64_t)>& progress = {}) {
+    return tiled ? tiled->Run(inputs, outputs, progress) : exec->Run(inputs, outputs);
+  }
+};
+
+// The full dims of every runtime input: the file's, --shape's, or the model's own.
+Expected<std::vector<Dims>> InputDims(const ir::Graph& g, const std::map<std::string, Tensor>& given,
+                                      const passes::ShapeOverrides& shapes) {
+  std::vector<Dims> dims;
+  for (int v : g.RuntimeInputs()) {
+    const ir::Value& val = g.values[v];
+    auto file = given.find(val.name);
+    auto shape = shapes.find(val.name);
+    if (file != given.end()) {
+      dims.push_back(file->second.dims());
+    } else if (shape != shapes.end()) {
+      dims.push_back(shape->second);
+    } else if (val.type.shape_known()) {
+      dims.push_back(val.type.dims);
+    } else {
+      return Error("input '" + val.name + "' has dynamic dims " + val.type.ToString() + "; fix them with --shape " +
+                   val.name + "=... or give --input");
+    }
+  }
+  return dims;
+}
+
 // Loads the model and its inputs; inputs without files get deterministic random data.
-Status Prepare(const ModelOptions& o, std::unique_ptr<runtime::Executor>* exec,
-               std::vector<Tensor>* inputs) {
+Status Prepare(const ModelOptions& o, Prepared* p) {
   KILN_ASSIGN_OR_RETURN(ir::Model model, LoadAnyModel(o.model, o.weights));
   KILN_ASSIGN_OR_RETURN(auto shapes, ParseShapes(o.shapes));
   std::map<std::string, Tensor> given;
@@ -71,37 +112,60 @@ Status Prepare(const ModelOptions& o, std::unique_ptr<runtime::Executor>* exec,
   eo.aliasing = !o.no_alias;
   eo.poison = o.poison;
   eo.profile = o.profile;
-  KILN_ASSIGN_OR_RETURN(*exec, runtime::Executor::Create(std::move(model), eo));
+  auto dims = InputDims(g, given, shapes);
+  if (dims.ok() && !dims->empty() && !(*dims)[0].empty() && (*dims)[0][0] > kMinTileRows) {
+    auto tiled = runtime::TiledRunner::Create(model, eo, *dims);
+    if (tiled.ok() && (*tiled)->tile_rows() < (*dims)[0][0]) p->tiled = std::move(*tiled);
+  }
+  std::vector<int> feeds = g.RuntimeInputs();
   uint64_t seed = 1;
-  for (int v : (*exec)->input_values()) {
-    const ir::Value& val = (*exec)->value(v);
+  for (size_t i = 0; i < feeds.size(); ++i, ++seed) {
+    const ir::Value& val = g.values[feeds[i]];
     auto it = given.find(val.name);
     if (it != given.end()) {
-      inputs->push_back(it->second);
-    } else {
-      if (!val.type.shape_known())
-        return Error("input '" + val.name + "' has dynamic dims " + val.type.ToString() +
-                     "; fix them with --shape " + val.name + "=... or give --input");
-      inputs->push_back(RandomTensor(val.type.dtype, val.type.dims, seed));
+      p->inputs.push_back(it->second);
+      continue;
     }
-    ++seed;
+    if (!dims.ok()) return dims.status();
+    p->inputs.push_back(RandomTensor(val.type.dtype, (*dims)[i], seed));
+  }
+  if (!p->tiled) {
+    KILN_ASSIGN_OR_RETURN(p->exec, runtime::Executor::Create(std::move(model), eo));
   }
   return OkStatus();
 }
 
+// "rows 1200000 / 10000000 (12%)" on stderr while a long tiled run goes, when it is a terminal.
+class RowProgress {
+ public:
+  void operator()(int64_t done, int64_t total) {
+    if (!isatty(2)) return;
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    if (s < 2.0 && done < total) return;
+    if (s < 2.0 && !shown_) return;
+    shown_ = true;
+    std::fprintf(stderr, "\rkiln: rows %lld / %lld (%d%%)%s", static_cast<long long>(done),
+                 static_cast<long long>(total), static_cast<int>(100 * done / std::max<int64_t>(total, 1)),
+                 done == total ? "\n" : "");
+  }
+
+ private:
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  bool shown_ = false;
+};
+
 int RunMain(const ModelOptions& o, const std::string& out_dir) {
-  std::unique_ptr<runtime::Executor> exec;
-  std::vector<Tensor> inputs;
-  Status st = Prepare(o, &exec, &inputs);
+  Prepared p;
+  Status st = Prepare(o, &p);
   if (!st.ok()) return Fail(st);
   std::vector<Tensor> outputs;
-  st = exec->Run(inputs, &outputs);
+  st = p.Run(&outputs, RowProgress());
   if (!st.ok()) return Fail(st);
   std::error_code ec;
   std::filesystem::create_directories(out_dir, ec);
   if (ec) return Fail(Error(out_dir + ": cannot create folder: " + ec.message()));
   nlohmann::ordered_json names = nlohmann::ordered_json::object();
-  const ir::Graph& g = *exec->model().graph;
+  const ir::Graph& g = *p.executor().model().graph;
   for (size_t k = 0; k < outputs.size(); ++k) {
     std::string path = out_dir + "/output_" + std::to_string(k) + ".npy";
     st = WriteFile(path, frontend::SerializeNpy(outputs[k]));
@@ -166,25 +230,25 @@ void PrintProfile(runtime::Executor& exec, int iterations, int nodes_shown) {
 }
 
 int BenchMain(const ModelOptions& o, int iterations) {
-  std::unique_ptr<runtime::Executor> exec;
-  std::vector<Tensor> inputs;
-  Status st = Prepare(o, &exec, &inputs);
+  Prepared p;
+  Status st = Prepare(o, &p);
   if (!st.ok()) return Fail(st);
   std::vector<Tensor> outputs;
   for (int w = 0; w < 2; ++w) {  // warm-up
-    st = exec->Run(inputs, &outputs);
+    st = p.Run(&outputs);
     if (!st.ok()) return Fail(st);
   }
-  exec->ResetProfile();
+  p.executor().ResetProfile();
   std::vector<double> ms;
   for (int i = 0; i < iterations; ++i) {
     auto t0 = std::chrono::steady_clock::now();
-    st = exec->Run(inputs, &outputs);
+    st = p.Run(&outputs);
     auto t1 = std::chrono::steady_clock::now();
     if (!st.ok()) return Fail(st);
     ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
   }
-  if (o.profile) PrintProfile(*exec, iterations, o.profile_nodes);
+  // Tiled: the profile is the tile executor's, over all its tiles of a run.
+  if (o.profile) PrintProfile(p.executor(), iterations, o.profile_nodes);
   std::sort(ms.begin(), ms.end());
   nlohmann::ordered_json j;
   j["model"] = o.model;
@@ -193,7 +257,8 @@ int BenchMain(const ModelOptions& o, int iterations) {
   j["median_ms"] = ms[ms.size() / 2];
   j["min_ms"] = ms.front();
   j["max_ms"] = ms.back();
-  j["arena_bytes"] = exec->arena_bytes();
+  j["arena_bytes"] = p.executor().arena_bytes();
+  if (p.tiled) j["tile_rows"] = p.tiled->tile_rows();
   std::printf("%s\n", j.dump().c_str());
   return 0;
 }
