@@ -513,5 +513,59 @@ TEST(FastKernels, NormalizationsAgainstTheDoubleReference) {
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// ConvTranspose
+
+TEST(FastKernels, ConvTransposeAgainstTheDoubleReference) {
+  struct Case {
+    std::vector<int64_t> x;  // N, C, H, W
+    int64_t M, group, k, stride, pad, out_pad, dilation;
+  };
+  const std::vector<Case> cases = {
+      {{1, 16, 7, 9}, 8, 1, 2, 2, 0, 0, 1},  {{2, 32, 6, 6}, 16, 1, 4, 2, 1, 0, 1},
+      {{1, 12, 5, 7}, 6, 1, 3, 2, 1, 1, 1},  {{1, 16, 6, 5}, 16, 4, 3, 1, 1, 0, 1},
+      {{3, 8, 4, 4}, 24, 2, 3, 3, 0, 2, 1},  {{1, 10, 8, 6}, 5, 1, 3, 1, 2, 0, 2},
+      {{1, 64, 14, 14}, 32, 1, 2, 2, 0, 0, 1}};
+  std::mt19937 rng(31);
+  for (const Case& c : cases) {
+    auto build = [&](onnx::TensorProto::DataType type, const std::vector<double>& w) {
+      onnx::ModelProto m = testing::EmptyModel("convtranspose");
+      auto* g = m.mutable_graph();
+      *g->add_input() = Info("x", type, c.x);
+      const int64_t eh = c.dilation * (c.k - 1) + 1;
+      auto out = [&](int64_t in) { return (in - 1) * c.stride + eh - 2 * c.pad + c.out_pad; };
+      *g->add_output() = Info("y", type, {c.x[0], c.M, out(c.x[2]), out(c.x[3])});
+      FillTensor(g->add_initializer(), "w", type, {c.x[1], c.M / c.group, c.k, c.k}, w);
+      FillTensor(g->add_initializer(), "b", type, {c.M}, std::vector<double>(static_cast<size_t>(c.M), 0.25));
+      auto* n = testing::AddNamedNode(g, "ConvTranspose", {"x", "w", "b"}, "y");
+      auto ints = [&](const char* name, int64_t v, int count) {
+        auto* a = n->add_attribute();
+        a->set_name(name);
+        a->set_type(onnx::AttributeProto::INTS);
+        for (int i = 0; i < count; ++i) a->add_ints(v);
+      };
+      ints("strides", c.stride, 2);
+      ints("pads", c.pad, 4);
+      ints("output_padding", c.out_pad, 2);
+      ints("dilations", c.dilation, 2);
+      auto* gr = n->add_attribute();
+      gr->set_name("group");
+      gr->set_type(onnx::AttributeProto::INT);
+      gr->set_i(c.group);
+      return m;
+    };
+    int64_t nx = 1;
+    for (int64_t d : c.x) nx *= d;
+    const std::vector<double> xv = Random(static_cast<size_t>(nx), rng);
+    const std::vector<double> wv = Random(static_cast<size_t>(c.x[1] * (c.M / c.group) * c.k * c.k), rng, 0.3);
+    const std::string what = "C" + std::to_string(c.x[1]) + " M" + std::to_string(c.M) + " group " +
+                             std::to_string(c.group) + " k" + std::to_string(c.k) + " s" + std::to_string(c.stride);
+    const auto want = RunModel(build(onnx::TensorProto::DOUBLE, wv), InputOf(DType::kFloat64, c.x, xv), 1);
+    for (int threads : {1, 2})
+      ExpectClose(RunModel(build(onnx::TensorProto::FLOAT, wv), InputOf(DType::kFloat32, c.x, xv), threads), want,
+                  1e-6, what + " threads " + std::to_string(threads));
+  }
+}
+
 }  // namespace
 }  // namespace kiln

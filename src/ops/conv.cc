@@ -20,6 +20,7 @@
 #include "ops/conv_direct.h"
 #include "ops/conv_grouped.h"
 #include "ops/scratch.h"
+#include "ops/thread_pool.h"
 #include "ops/vector_math.h"
 
 namespace kiln::ops {
@@ -369,11 +370,6 @@ void ConvTransposeCore(const C* x, const C* w, const C* b, C* y, const ConvShape
   const Geom3 g(s.geom);  // in = output image, out = input grid
   const int64_t Cg = s.C / s.group, Mg = s.M / s.group, kprod = g.kprod(), R = Mg * kprod;
   const int64_t img_size = g.in_size(), grid_size = g.out_size();
-  // Per group, W is [Cg x R]; the GEMM wants its transpose [R x Cg].
-  std::vector<C> wt(static_cast<size_t>(s.group * R * Cg));
-  for (int64_t gi = 0; gi < s.group; ++gi)
-    for (int64_t c = 0; c < Cg; ++c)
-      for (int64_t r = 0; r < R; ++r) wt[(gi * R + r) * Cg + c] = w[(gi * Cg + c) * R + r];
   const int64_t rows = g.out[0] * g.out[1];
   const int64_t tile = RowsPerTile(rows, R * g.out[2]);
   C* col = Scratch<C>(ScratchSlot::kConvColumns, static_cast<size_t>(R * tile * g.out[2]));
@@ -387,12 +383,19 @@ void ConvTransposeCore(const C* x, const C* w, const C* b, C* y, const ConvShape
           std::fill(yg + m * img_size, yg + (m + 1) * img_size, b ? b[gi * Mg + m] : C(0));
       for (int64_t r0 = 0; r0 < rows; r0 += tile) {
         int64_t r1 = std::min(rows, r0 + tile), ncols = (r1 - r0) * g.out[2];
-        ConvGemm<C>(R, ncols, Cg, wt.data() + gi * R * Cg, Cg, xg + r0 * g.out[2], grid_size,
-                    col, ncols, false, threads);
-        if (tiled)
-          Col2ImTiled(col, Mg, g, r0, r1, b ? b + gi * Mg : nullptr, yg);
-        else
-          Col2Im(col, Mg, g, r0, r1, yg);
+        // Per group, W is [Cg x R]: the GEMM reads it as its transpose [R x Cg] by strides.
+        PackedGemm<C>(R, ncols, Cg, C(1), w + gi * Cg * R, 1, R, xg + r0 * g.out[2], grid_size, 1, col, ncols,
+                      false, threads);
+        // Output channels write their own planes: the threads split them.
+        const int64_t per_channel = kprod * ncols;
+        ParallelSlices(threads, Mg, std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(per_channel, 1)),
+                       [&](int64_t m0, int64_t m1) {
+                         const C* cc = col + m0 * per_channel;
+                         if (tiled)
+                           Col2ImTiled(cc, m1 - m0, g, r0, r1, b ? b + gi * Mg + m0 : nullptr, yg + m0 * img_size);
+                         else
+                           Col2Im(cc, m1 - m0, g, r0, r1, yg + m0 * img_size);
+                       });
       }
     }
   }
