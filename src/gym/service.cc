@@ -124,7 +124,8 @@ void CallStats::Record(const char* method, double us) {
 std::string CallStats::ToJson() const {
   std::lock_guard<std::mutex> lock(mu_);
   nlohmann::ordered_json j = nlohmann::ordered_json::object();
-  for (auto [name, v] : samples_) {
+  for (const auto& [name, samples] : samples_) {
+    std::vector<double> v = samples;  // sorted copy (clang 14 cannot capture a structured binding)
     std::sort(v.begin(), v.end());
     auto at = [&](double q) { return v[std::min(v.size() - 1, static_cast<size_t>(q * v.size()))]; };
     j[name] = {{"calls", v.size()}, {"median_us", at(0.5)}, {"p90_us", at(0.9)}, {"max_us", v.back()}};
