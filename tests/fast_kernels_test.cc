@@ -567,5 +567,135 @@ TEST(FastKernels, ConvTransposeAgainstTheDoubleReference) {
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Reductions and pooling
+
+TEST(FastKernels, ReductionsAgainstTheDoubleReference) {
+  struct Case {
+    std::string op;
+    std::vector<int64_t> dims, axes;
+    bool keepdims = true;
+  };
+  const std::vector<Case> cases = {
+      {"ReduceSum", {8, 128, 77}, {2}},        {"ReduceMean", {8, 128, 77}, {-1}, false},
+      {"ReduceMax", {8, 128, 768}, {2}},       {"ReduceMin", {3, 1000}, {1}},
+      {"ReduceMean", {4, 16, 9, 11}, {2, 3}},  {"ReduceSum", {4, 16, 9, 11}, {1}},
+      {"ReduceMax", {2, 21, 16, 16}, {1}},     {"ReduceSum", {300, 40}, {0}},
+      {"ReduceL2", {64, 33}, {1}},             {"ReduceL1", {5, 6, 7}, {0, 1}},
+      {"ReduceSumSquare", {5, 6, 7}, {1, 2}},  {"ReduceMin", {2, 3, 4, 5}, {0, 2}},  // not one block
+      {"ReduceMean", {1, 1, 13}, {2}},         {"ReduceMax", {7}, {0}, false}};
+  std::mt19937 rng(37);
+  for (const Case& c : cases) {
+    auto build = [&](onnx::TensorProto::DataType type) {
+      onnx::ModelProto m = testing::EmptyModel("reduce");
+      m.mutable_opset_import(0)->set_version(18);
+      auto* g = m.mutable_graph();
+      *g->add_input() = Info("x", type, c.dims);
+      auto* y = g->add_output();
+      y->set_name("y");
+      y->mutable_type()->mutable_tensor_type()->set_elem_type(type);
+      auto* axes = g->add_initializer();
+      axes->set_name("axes");
+      axes->set_data_type(onnx::TensorProto::INT64);
+      axes->add_dims(static_cast<int64_t>(c.axes.size()));
+      for (int64_t a : c.axes) axes->add_int64_data(a);
+      auto* n = testing::AddNamedNode(g, c.op, {"x", "axes"}, "y");
+      auto* k = n->add_attribute();
+      k->set_name("keepdims");
+      k->set_type(onnx::AttributeProto::INT);
+      k->set_i(c.keepdims ? 1 : 0);
+      return m;
+    };
+    int64_t n = 1;
+    for (int64_t d : c.dims) n *= d;
+    std::vector<double> xv = Random(static_cast<size_t>(n), rng);
+    for (auto& v : xv) v = static_cast<float>(v + 0.5);
+    std::string what = c.op;
+    for (int64_t d : c.dims) what += " " + std::to_string(d);
+    const auto want = RunModel(build(onnx::TensorProto::DOUBLE), InputOf(DType::kFloat64, c.dims, xv), 1);
+    for (int threads : {1, 2})
+      ExpectClose(RunModel(build(onnx::TensorProto::FLOAT), InputOf(DType::kFloat32, c.dims, xv), threads), want,
+                  1e-6, what + " threads " + std::to_string(threads));
+  }
+  // NaN sticks in a float32 maximum.
+  onnx::ModelProto m = testing::EmptyModel("reduce_nan");
+  m.mutable_opset_import(0)->set_version(18);
+  auto* g = m.mutable_graph();
+  *g->add_input() = testing::FloatInfo("x", {2, 40});
+  *g->add_output() = testing::FloatInfo("y", {2, 1});
+  auto* axes = g->add_initializer();
+  axes->set_name("axes");
+  axes->set_data_type(onnx::TensorProto::INT64);
+  axes->add_dims(1);
+  axes->add_int64_data(1);
+  testing::AddNamedNode(g, "ReduceMax", {"x", "axes"}, "y");
+  std::vector<double> xv(80, 1.0);
+  xv[17] = std::nan("");
+  const auto got = RunModel(m, InputOf(DType::kFloat32, {2, 40}, xv), 1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_TRUE(std::isnan(got[0][0]));
+  EXPECT_EQ(got[0][1], 1.0);
+}
+
+TEST(FastKernels, PoolingOnShortRowsAgainstTheDoubleReference) {
+  struct Case {
+    std::string op;
+    std::vector<int64_t> x;
+    int64_t k, stride, pad;
+    bool include_pad = false;
+  };
+  const std::vector<Case> cases = {
+      {"MaxPool", {1, 512, 14, 14}, 2, 2, 0},      {"MaxPool", {1, 192, 28, 28}, 3, 1, 1},
+      {"MaxPool", {2, 40, 20, 20}, 5, 1, 2},       {"AveragePool", {1, 48, 9, 7}, 3, 2, 1},
+      {"AveragePool", {1, 33, 12, 12}, 3, 1, 1, true}, {"MaxPool", {1, 17, 5, 6}, 2, 2, 0}};
+  std::mt19937 rng(41);
+  for (const Case& c : cases) {
+    auto build = [&](onnx::TensorProto::DataType type) {
+      onnx::ModelProto m = testing::EmptyModel("pool");
+      auto* g = m.mutable_graph();
+      *g->add_input() = Info("x", type, c.x);
+      auto* y = g->add_output();
+      y->set_name("y");
+      y->mutable_type()->mutable_tensor_type()->set_elem_type(type);
+      auto* n = testing::AddNamedNode(g, c.op, {"x"}, "y");
+      auto ints = [&](const char* name, int64_t v, int count) {
+        auto* a = n->add_attribute();
+        a->set_name(name);
+        a->set_type(onnx::AttributeProto::INTS);
+        for (int i = 0; i < count; ++i) a->add_ints(v);
+      };
+      ints("kernel_shape", c.k, 2);
+      ints("strides", c.stride, 2);
+      ints("pads", c.pad, 4);
+      if (c.include_pad) {
+        auto* a = n->add_attribute();
+        a->set_name("count_include_pad");
+        a->set_type(onnx::AttributeProto::INT);
+        a->set_i(1);
+      }
+      return m;
+    };
+    int64_t n = 1;
+    for (int64_t d : c.x) n *= d;
+    std::vector<double> xv = Random(static_cast<size_t>(n), rng);
+    if (c.op == "MaxPool") xv[5] = std::nan("");  // NaN in one window
+    const std::string what = c.op + " C" + std::to_string(c.x[1]) + " " + std::to_string(c.x[2]) + "x" +
+                             std::to_string(c.x[3]) + " k" + std::to_string(c.k);
+    const auto want = RunModel(build(onnx::TensorProto::DOUBLE), InputOf(DType::kFloat64, c.x, xv), 1);
+    for (int threads : {1, 2}) {
+      const auto got = RunModel(build(onnx::TensorProto::FLOAT), InputOf(DType::kFloat32, c.x, xv), threads);
+      ASSERT_EQ(got.size(), want.size()) << what;
+      ASSERT_EQ(got[0].size(), want[0].size()) << what;
+      for (size_t i = 0; i < got[0].size(); ++i) {
+        if (std::isnan(want[0][i])) {
+          EXPECT_TRUE(std::isnan(got[0][i])) << what << " at " << i;
+          continue;
+        }
+        ASSERT_NEAR(got[0][i], want[0][i], 1e-6 * (1 + std::fabs(want[0][i]))) << what << " at " << i;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kiln

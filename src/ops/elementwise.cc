@@ -362,9 +362,14 @@ void RegisterPow(OpRegistry& r) {
             });
           } else {
             using V = Acc<T>;
-            if (e.size() == 1 && e.data<double>()[0] == 2.0) {  // the common square
+            const double p = e.size() == 1 ? e.data<double>()[0] : 0.0;
+            if (e.size() == 1 && p == 2.0) {  // the common square
               UnaryLoop<T, T>(a.data<T>(), out.data<T>(), a.size(), [](V x) { return x * x; });
-            } else if (e.size() == 1 && e.data<double>()[0] == 0.5) {
+            } else if (e.size() == 1 && p == 3.0) {  // the cube of GELU's tanh form
+              UnaryLoop<T, T>(a.data<T>(), out.data<T>(), a.size(), [](V x) { return x * x * x; });
+            } else if (e.size() == 1 && p == 1.0) {
+              UnaryLoop<T, T>(a.data<T>(), out.data<T>(), a.size(), [](V x) { return x; });
+            } else if (e.size() == 1 && p == 0.5) {
               UnaryLoop<T, T>(a.data<T>(), out.data<T>(), a.size(),
                               [](V x) { return std::sqrt(x); });
             } else {

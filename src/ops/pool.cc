@@ -9,6 +9,7 @@
 
 #include "ops/channels_last.h"
 #include "ops/common.h"
+#include "ops/thread_pool.h"
 #include "ops/conv_geometry.h"
 #include "ops/pool_kernels.h"
 #include "ops/vector_math.h"
@@ -138,6 +139,31 @@ void PoolCore(const T* x, T* y, int64_t* indices, int64_t planes, const Geom3& g
   }
 }
 
+// NCHW maps with output rows shorter than this pool 16 channels at a time through the
+// channels-last kernel, its vectors along the channels, instead of along rows too short to fill
+// one (a 2x2 MaxPool over 512 channels of 14 x 14 ran 9x slower than ONNX Runtime).
+constexpr int64_t kShortRows = 32;
+
+void PoolChannelBlocks(const Pool2DShape& s, PoolFlavor flavor, const float* x, float* y, int threads) {
+  constexpr int64_t kBlock = 16;
+  const int64_t hw = s.H * s.W, ohw = s.OH * s.OW, blocks = (s.planes + kBlock - 1) / kBlock;
+  Pool2DShape block = s;
+  block.planes = kBlock;
+  const int64_t work = blocks * (hw + ohw * s.KH * s.KW) * kBlock;
+  const int t = static_cast<int>(std::min<int64_t>({threads, blocks, work / (1 << 16) + 1}));
+  ParallelFor(t, blocks, [&](int64_t b0, int64_t b1) {
+    std::vector<float> in(static_cast<size_t>(hw * kBlock)), out(static_cast<size_t>(ohw * kBlock));
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t c0 = b * kBlock, n = std::min(kBlock, s.planes - c0);
+      for (int64_t p = 0; p < hw; ++p)
+        for (int64_t c = 0; c < kBlock; ++c) in[p * kBlock + c] = x[(c0 + std::min(c, n - 1)) * hw + p];
+      ChannelsLastPool2D(block, 1, flavor, in.data(), out.data(), 1);
+      for (int64_t c = 0; c < n; ++c)
+        for (int64_t p = 0; p < ohw; ++p) y[(c0 + c) * ohw + p] = out[p * kBlock + c];
+    }
+  });
+}
+
 Status PoolCompute(ComputeContext& ctx, PoolKind kind) {
   const Tensor& X = ctx.input(0);
   WindowGeom wg;
@@ -167,11 +193,15 @@ Status PoolCompute(ComputeContext& ctx, PoolKind kind) {
         for (int64_t pl = 0; pl < planes; ++pl) y[pl] = SumF32(x + pl * hw, hw) / static_cast<float>(hw);
       return OkStatus();
     }
+    const PoolFlavor flavor = kind == PoolKind::kMax ? PoolFlavor::kMax
+                              : cip                  ? PoolFlavor::kAvgIncludePad
+                                                     : PoolFlavor::kAvgExcludePad;
     if (ctx.input_channels_last(0) || ctx.output_channels_last(0)) {  // both (linked)
-      const PoolFlavor flavor = kind == PoolKind::kMax ? PoolFlavor::kMax
-                                : cip                  ? PoolFlavor::kAvgIncludePad
-                                                       : PoolFlavor::kAvgExcludePad;
       ChannelsLastPool2D(ps, X.dims()[0], flavor, x, y, ctx.threads());
+      return OkStatus();
+    }
+    if (ps.OW < kShortRows && planes >= 16) {
+      PoolChannelBlocks(ps, flavor, x, y, ctx.threads());
       return OkStatus();
     }
     if (kind == PoolKind::kAvg) {

@@ -1,9 +1,15 @@
 // Reductions over axes (Reduce*), ArgMax/ArgMin and the running scans CumSum/CumProd.
-// The losses live in reduce_loss.cc.
+// The losses live in reduce_loss.cc. float32 Sum / Mean / Max / Min / SumSquare / L1 / L2 over a
+// block of contiguous axes run vectorized in float (ReduceF32); the rest in the reference below.
+#include <cmath>
 #include <limits>
+#include <set>
 #include <string>
 
 #include "ops/common.h"
+#include "ops/cpu_isa.h"
+#include "ops/simd.h"
+#include "ops/thread_pool.h"
 
 namespace kiln::ops {
 
@@ -72,6 +78,27 @@ template <class T>
 using ReduceAcc = std::conditional_t<kIsFloat<T>, double,
                                      std::conditional_t<std::is_signed_v<T>, int64_t, uint64_t>>;
 
+// When the reduced axes (ignoring unit dims) form one contiguous block, the input is
+// [outer, r, inner] with r reduced: true and the three sizes, else false.
+bool SplitReduced(const Dims& in, const std::vector<char>& reduced, int64_t* outer, int64_t* r, int64_t* inner) {
+  *outer = *r = *inner = 1;
+  int state = 0;  // 0: before the reduced block, 1: inside it, 2: after it
+  for (size_t d = 0; d < in.size(); ++d) {
+    if (in[d] == 1) continue;
+    if (reduced[d]) {
+      if (state == 2) return false;
+      state = 1;
+      *r *= in[d];
+    } else if (state == 0) {
+      *outer *= in[d];
+    } else {
+      state = 2;
+      *inner *= in[d];
+    }
+  }
+  return true;
+}
+
 // acc[o] = combine(acc[o], map(x, o)) over every input element x that reduces into output o.
 // When the reduced axes (ignoring unit dims) form one contiguous block, the input is
 // [outer, r, inner] and the loops run over contiguous memory; otherwise each element is
@@ -82,22 +109,7 @@ void Accumulate(const Tensor& x, const ReducePlan& p, A init, A* acc, Map map, C
   const T* xd = x.data<T>();
   auto val = [&](int64_t i) { return ConvertValue<A>(xd[i]); };
   int64_t outer = 1, r = 1, inner = 1;
-  int state = 0;  // 0: before the reduced block, 1: inside it, 2: after it
-  bool contiguous = true;
-  for (size_t d = 0; d < in.size(); ++d) {
-    if (in[d] == 1) continue;
-    if (p.reduced[d]) {
-      if (state == 2) contiguous = false;
-      state = 1;
-      r *= in[d];
-    } else if (state == 0) {
-      outer *= in[d];
-    } else {
-      state = 2;
-      inner *= in[d];
-    }
-  }
-  if (contiguous) {
+  if (SplitReduced(in, p.reduced, &outer, &r, &inner)) {
     for (int64_t o = 0; o < outer; ++o) {
       const int64_t base = o * r * inner;
       A* a = acc + o * inner;
@@ -225,6 +237,114 @@ void ReduceKernel(ReduceKind kind, const Tensor& x, const ReducePlan& p, Tensor&
   }
 }
 
+// ---- float32 ----
+// Sum, Mean, Max, Min, SumSquare, L1 and L2 over float32 in float lanes (as ONNX computes float32;
+// the reference above accumulates sums in double): a reduced block of contiguous axes makes the
+// input [outer, r, inner]; with inner == 1 each output is a row reduced in 16 lanes, else rows of
+// r are combined into `inner` accumulators, vectorized along them. Max / Min keep NaN.
+
+struct SumOp {
+  static constexpr float kInit = 0.0f;
+  static float Map(float v) { return v; }
+  static float Combine(float a, float b) { return a + b; }
+};
+struct SquareOp : SumOp {
+  static float Map(float v) { return v * v; }
+};
+struct AbsOp : SumOp {
+  static float Map(float v) { return std::fabs(v); }
+};
+struct MaxOp {
+  static constexpr float kInit = -std::numeric_limits<float>::infinity();
+  static float Map(float v) { return v; }
+  static float Combine(float a, float b) { return (b > a || b != b) ? b : a; }
+};
+struct MinOp : MaxOp {
+  static constexpr float kInit = std::numeric_limits<float>::infinity();
+  static float Combine(float a, float b) { return (b < a || b != b) ? b : a; }
+};
+
+template <class Op>
+KILN_AI float ReduceRow(const float* x, int64_t n) {
+  constexpr int kLanes = 16;
+  float part[kLanes];
+  for (int l = 0; l < kLanes; ++l) part[l] = Op::kInit;
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int l = 0; l < kLanes; ++l) part[l] = Op::Combine(part[l], Op::Map(x[j + l]));
+  for (; j < n; ++j) part[0] = Op::Combine(part[0], Op::Map(x[j]));
+  for (int w = kLanes / 2; w > 0; w /= 2)
+    for (int l = 0; l < w; ++l) part[l] = Op::Combine(part[l], part[l + w]);
+  return part[0];
+}
+
+// Outputs [o0, o1) of x [outer, r, inner] into y [outer, inner].
+template <class Op>
+KILN_AI void ReduceBlock(const float* x, int64_t r, int64_t inner, int64_t o0, int64_t o1, float* y) {
+  if (inner == 1) {
+    for (int64_t o = o0; o < o1; ++o) y[o] = ReduceRow<Op>(x + o * r, r);
+    return;
+  }
+  for (int64_t o = o0; o < o1; ++o) {
+    float* acc = y + o * inner;
+    const float* xo = x + o * r * inner;
+    for (int64_t i = 0; i < inner; ++i) acc[i] = Op::Map(xo[i]);
+    for (int64_t j = 1; j < r; ++j) {
+      const float* row = xo + j * inner;
+      for (int64_t i = 0; i < inner; ++i) acc[i] = Op::Combine(acc[i], Op::Map(row[i]));
+    }
+  }
+}
+
+KILN_AI void ReduceBlockF32(ReduceKind kind, const float* x, int64_t r, int64_t inner, int64_t o0, int64_t o1,
+                            float* y) {
+  switch (kind) {
+    case ReduceKind::kMax: return ReduceBlock<MaxOp>(x, r, inner, o0, o1, y);
+    case ReduceKind::kMin: return ReduceBlock<MinOp>(x, r, inner, o0, o1, y);
+    case ReduceKind::kSumSquare:
+    case ReduceKind::kL2: return ReduceBlock<SquareOp>(x, r, inner, o0, o1, y);
+    case ReduceKind::kL1: return ReduceBlock<AbsOp>(x, r, inner, o0, o1, y);
+    default: return ReduceBlock<SumOp>(x, r, inner, o0, o1, y);
+  }
+}
+
+#define KILN_REDUCE_F32(name, target_attr)                                                                  \
+  target_attr void name(ReduceKind kind, const float* x, int64_t r, int64_t inner, int64_t o0, int64_t o1, \
+                        float* y) {                                                                         \
+    ReduceBlockF32(kind, x, r, inner, o0, o1, y);                                                          \
+  }
+KILN_REDUCE_F32(ReduceF32Base, )
+#if KILN_X86_DISPATCH
+KILN_REDUCE_F32(ReduceF32Avx2, __attribute__((target("avx2,fma"))))
+KILN_REDUCE_F32(ReduceF32Avx512, __attribute__((target("avx512f,fma"))))
+#endif
+#undef KILN_REDUCE_F32
+
+// The float32 path where the reduced axes form one block (else false: the reference runs).
+bool ReduceF32(ReduceKind kind, const Tensor& x, const ReducePlan& p, Tensor& y, int threads) {
+  static const std::set<ReduceKind> kKinds = {ReduceKind::kSum, ReduceKind::kMean, ReduceKind::kMax,
+                                              ReduceKind::kMin, ReduceKind::kSumSquare, ReduceKind::kL1,
+                                              ReduceKind::kL2};
+  if (x.dtype() != DType::kFloat32 || !kKinds.count(kind) || x.size() == 0) return false;
+  int64_t outer = 1, r = 1, inner = 1;
+  if (!SplitReduced(x.dims(), p.reduced, &outer, &r, &inner)) return false;
+#if KILN_X86_DISPATCH
+  auto run = BestIsa() == Isa::kAvx512 ? ReduceF32Avx512 : BestIsa() == Isa::kAvx2 ? ReduceF32Avx2 : ReduceF32Base;
+#else
+  auto run = ReduceF32Base;
+#endif
+  const float* xs = x.data<float>();
+  float* ys = y.data<float>();
+  ParallelSlices(threads, outer, std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(r * inner, 1)),
+                 [&](int64_t o0, int64_t o1) { run(kind, xs, r, inner, o0, o1, ys); });
+  const int64_t n = outer * inner;
+  if (kind == ReduceKind::kMean)
+    for (int64_t i = 0; i < n; ++i) ys[i] /= static_cast<float>(r);
+  if (kind == ReduceKind::kL2)
+    for (int64_t i = 0; i < n; ++i) ys[i] = std::sqrt(ys[i]);
+  return true;
+}
+
 unsigned ReduceTypes(ReduceKind k) {
   if (k == ReduceKind::kMax || k == ReduceKind::kMin) return kAllTypes;
   return kNumericTypes;
@@ -274,6 +394,7 @@ void RegisterReduce(OpRegistry& r, const char* name, ReduceKind kind) {
       if (x.nbytes()) std::memcpy(y.raw(), x.raw(), x.nbytes());
       return OkStatus();
     }
+    if (ReduceF32(kind, x, p, y, ctx.threads())) return OkStatus();
     bool ok = Dispatch<kAllTypes>(x.dtype(), [&]<class T>() { ReduceKernel<T>(kind, x, p, y); });
     if (!ok) return ctx.error("unsupported input type " + std::string(DTypeName(x.dtype())));
     return OkStatus();

@@ -108,14 +108,42 @@ void ResizeAxis(const float* src, float* dst, int64_t outer, int64_t in, int64_t
   });
 }
 
+// The order of the passes: each next one the cheapest by its output elements times its taps, a
+// pass over the last axis (a gather per element, not whole rows) counted three times; ties go to
+// the later axis, as the reference's order. Upsampling so resizes the short input rows first,
+// downsampling shrinks the rows before it gathers along them.
+std::vector<int> PassOrder(const std::vector<int64_t>& in, const std::vector<const ResizeAxisF32*>& axes) {
+  const int r = static_cast<int>(in.size());
+  std::vector<int64_t> dims = in;
+  std::vector<int> order;
+  std::vector<char> done(static_cast<size_t>(r), 0);
+  for (;;) {
+    int best = -1;
+    double best_cost = 0;
+    for (int d = r - 1; d >= 0; --d) {
+      if (!axes[d] || done[d]) continue;
+      double elems = 1;
+      for (int e = 0; e < r; ++e) elems *= static_cast<double>(e == d ? axes[d]->size() : dims[e]);
+      const double taps = static_cast<double>(axes[d]->idx.size()) / std::max<int64_t>(axes[d]->size(), 1);
+      const double cost = elems * std::max(taps, 1.0) * (d == r - 1 ? 3.0 : 1.0);
+      if (best < 0 || cost < best_cost) {
+        best = d;
+        best_cost = cost;
+      }
+    }
+    if (best < 0) return order;
+    done[best] = 1;
+    dims[best] = axes[best]->size();
+    order.push_back(best);
+  }
+}
+
 }  // namespace
 
 void ResizeF32(const float* x, const std::vector<int64_t>& in, const std::vector<const ResizeAxisF32*>& axes,
                float extrapolation, float* y, int threads) {
   const int r = static_cast<int>(in.size());
-  std::vector<int> order;  // resized axes, last first
-  for (int d = r - 1; d >= 0; --d)
-    if (axes[d]) order.push_back(d);
+  std::vector<int> order = PassOrder(in, axes);
   std::vector<int64_t> dims = in;
   int64_t total = 1;
   for (int64_t v : dims) total *= v;

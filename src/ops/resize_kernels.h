@@ -1,6 +1,6 @@
 // Separable interpolation in float32 (Resize / Upsample in linear, cubic and antialiased modes on
-// the host): the taps ops/resize.cc plans per axis, applied one axis at a time, last axis first,
-// as the ONNX reference does. An axis with elements after it (a row of a plane, or channels in a
+// the host): the taps ops/resize.cc plans per axis, applied one axis at a time, the cheapest pass
+// first (the ONNX reference goes last axis first; the order changes only the rounding). An axis with elements after it (a row of a plane, or channels in a
 // channels-last tensor) combines whole contiguous rows, vectorized; the last axis gathers its taps
 // per element. Threads split the rows of each pass. The reference in double stays in resize.cc
 // for the other types; the tests check this one against it.
