@@ -341,6 +341,12 @@ Status RunRecurrent(ComputeContext& ctx, const RnnParams& p, const RnnShape& s,
   return OkStatus();
 }
 
+// W and R laid out once for a node whose W and R are constants.
+struct RecurrentState : NodeState {
+  RnnWeights weights;
+  std::string Kernel() const override { return "kiln recurrent f32"; }
+};
+
 Status RunRecurrentF32(ComputeContext& ctx, const RnnParams& p, const RnnShape& s,
                        const std::vector<Activation>& acts) {
   RnnProblem q;
@@ -378,6 +384,14 @@ Status RunRecurrentF32(ComputeContext& ctx, const RnnParams& p, const RnnShape& 
   q.y = out(0);
   q.y_h = out(1);
   q.y_c = p.cell == Cell::kLstm ? out(2) : nullptr;
+  if (ctx.state() && ctx.input_constant(1) && ctx.input_constant(2)) {
+    auto* st = dynamic_cast<RecurrentState*>(ctx.state()->get());
+    if (!st) {
+      *ctx.state() = std::make_unique<RecurrentState>();
+      st = static_cast<RecurrentState*>(ctx.state()->get());
+    }
+    q.weights = &st->weights;
+  }
   RecurrentF32(q, ctx.threads());
   return OkStatus();
 }

@@ -104,30 +104,52 @@ void ClipInPlace(float clip, float* v, int64_t n) {
   if (clip > 0) ClipF32(v, v, n, -clip, clip);
 }
 
-// A group of gate columns whose recurrent product is one matrix: R^T's columns [col, col + n) as
-// a [hidden, Padded(n)] matrix.
-struct Rt {
-  int64_t col = 0, n = 0, ld = 0;
-  std::vector<float> data;
-};
-
-Rt Transposed(const float* r, int64_t H, int64_t col, int64_t n) {
-  Rt t;
+RnnTransposed Transposed(const float* m, int64_t rows, int64_t col, int64_t n) {
+  RnnTransposed t;
   t.col = col;
   t.n = n;
   t.ld = Padded(n);
-  t.data.assign(static_cast<size_t>(H * t.ld), 0.0f);
+  if ((t.ld / kPad) % 2 == 0) t.ld += kPad;  // an odd number of cache lines per row
+  t.data.assign(static_cast<size_t>(rows * t.ld), 0.0f);
   for (int64_t j = 0; j < n; ++j)
-    for (int64_t k = 0; k < H; ++k) t.data[k * t.ld + j] = r[(col + j) * H + k];
+    for (int64_t k = 0; k < rows; ++k) t.data[k * t.ld + j] = m[(col + j) * rows + k];
   return t;
+}
+
+// Lays out W and R for every direction (R^T per gate group; W^T where the projection has few rows).
+void LayOut(const RnnProblem& p, RnnWeights* out) {
+  const int64_t H = p.hidden, I = p.input, GH = RnnGates(p.cell) * H, rows = p.seq * p.batch;
+  out->w = p.w;
+  out->r = p.r;
+  out->hidden = H;
+  out->input = I;
+  out->rows = rows;
+  out->dirs.assign(static_cast<size_t>(p.num_dir), {});
+  for (int d = 0; d < p.num_dir; ++d) {
+    RnnDirectionWeights& dw = out->dirs[d];
+    const float* r = p.r + d * GH * H;
+    if (p.cell == RnnCell::kGru && !p.linear_before_reset) {
+      dw.rt.push_back(Transposed(r, H, 0, 2 * H));  // z and r
+      dw.rt.push_back(Transposed(r, H, 2 * H, H));  // h, applied to r * H_prev
+    } else {
+      dw.rt.push_back(Transposed(r, H, 0, GH));
+    }
+    dw.rt_packed.resize(dw.rt.size());
+    if (rows < kPackedRows) dw.wt = Transposed(p.w + d * GH * I, I, 0, GH);
+  }
+}
+
+bool LaidOutFor(const RnnWeights& w, const RnnProblem& p) {
+  return w.w == p.w && w.r == p.r && w.hidden == p.hidden && w.input == p.input && w.rows == p.seq * p.batch &&
+         static_cast<int>(w.dirs.size()) == p.num_dir;
 }
 
 // One direction of one layer.
 class Direction {
  public:
-  Direction(const RnnProblem& p, int d, int threads)
+  Direction(const RnnProblem& p, int d, int threads, RnnDirectionWeights* weights)
       : p_(p), d_(d), threads_(threads), G_(RnnGates(p.cell)), H_(p.hidden), GH_(G_ * p.hidden), B_(p.batch),
-        S_(p.seq), reverse_(p.reverse_only || d == 1), act_(p.acts + d * RnnActivations(p.cell)) {}
+        S_(p.seq), reverse_(p.reverse_only || d == 1), act_(p.acts + d * RnnActivations(p.cell)), w_(*weights) {}
 
   void Run() {
     Project();
@@ -149,8 +171,15 @@ class Direction {
   // xw = X W^T + the biases that do not depend on the state, for every step at once.
   void Project() {
     const int64_t I = p_.input, M = S_ * B_;
-    xw_.resize(static_cast<size_t>(M * GH_));
-    PackedGemm<float>(M, GH_, I, 1.0f, p_.x, I, 1, p_.w + d_ * GH_ * I, 1, I, xw_.data(), GH_, false, threads_);
+    if (!w_.wt.data.empty()) {  // few rows: streamed against W^T like the recurrent product
+      xw_ld_ = w_.wt.ld;
+      xw_.resize(static_cast<size_t>(M * xw_ld_));
+      StateProduct(p_.x, I, M, I, w_.wt.data.data(), w_.wt.ld, w_.wt.ld, xw_.data(), xw_ld_);
+    } else {
+      xw_ld_ = GH_;
+      xw_.resize(static_cast<size_t>(M * GH_));
+      PackedGemm<float>(M, GH_, I, 1.0f, p_.x, I, 1, p_.w + d_ * GH_ * I, 1, I, xw_.data(), GH_, false, threads_);
+    }
     if (!p_.bias) return;
     const float* wb = p_.bias + d_ * 2 * GH_;
     const float* rb = wb + GH_;
@@ -159,20 +188,13 @@ class Direction {
     const int64_t folded = Gru() && p_.linear_before_reset ? 2 * H_ : GH_;
     for (int64_t j = 0; j < folded; ++j) sum[j] += rb[j];
     for (int64_t m = 0; m < M; ++m) {
-      float* row = &xw_[m * GH_];
+      float* row = &xw_[m * xw_ld_];
       for (int64_t j = 0; j < GH_; ++j) row[j] += sum[j];
     }
   }
 
   void PrepareRecurrence() {
-    const float* r = p_.r + d_ * GH_ * H_;
-    if (GruResetFirst()) {
-      rt_.push_back(Transposed(r, H_, 0, 2 * H_));  // z and r
-      rt_.push_back(Transposed(r, H_, 2 * H_, H_));  // h, applied to r * H_prev
-    } else {
-      rt_.push_back(Transposed(r, H_, 0, GH_));
-    }
-    for (const Rt& g : rt_) hr_ld_ = std::max(hr_ld_, Padded(g.col + g.ld));
+    for (const RnnTransposed& g : w_.rt) hr_ld_ = std::max(hr_ld_, Padded(g.col + g.ld));
     hr_.assign(static_cast<size_t>(B_ * hr_ld_), 0.0f);
     h_.assign(static_cast<size_t>(B_ * H_), 0.0f);
     if (p_.cell == RnnCell::kLstm) c_.assign(static_cast<size_t>(B_ * H_), 0.0f);
@@ -185,24 +207,24 @@ class Direction {
   }
 
   // out[b][j] = in[b] * R^T[:, group columns] for every batch row.
-  void Product(const Rt& g, const float* in, float* out) {
+  void Product(int group, const float* in, float* out) {
+    const RnnTransposed& g = w_.rt[group];
     if (B_ >= kPackedRows) {
-      if (packed_.size() < rt_.size()) packed_.resize(rt_.size());
-      PackedB<float>& pb = packed_[&g - rt_.data()];
+      PackedB<float>& pb = w_.rt_packed[group];
       if (pb.data.empty()) pb = PackGemmB<float>(H_, g.ld, g.data.data(), g.ld, 1);
       PackedGemm<float>(B_, in, H_, 1, pb, out, hr_ld_, false, threads_);
       return;
     }
     // Large products split their columns over threads, in whole padded vectors.
     const int64_t blocks = g.ld / kPad;
-    const int parts = H_ * g.ld >= (int64_t{1} << 18) ? threads_ : 1;
+    const int parts = H_ * g.ld >= (int64_t{1} << 17) ? threads_ : 1;
     ParallelFor(parts, blocks, [&](int64_t b0, int64_t b1) {
       StateProduct(in, H_, B_, H_, g.data.data() + b0 * kPad, g.ld, (b1 - b0) * kPad, out + b0 * kPad, hr_ld_);
     });
   }
 
   void Step(int64_t t) {
-    Product(rt_[0], h_.data(), hr_.data());
+    Product(0, h_.data(), hr_.data());
     if (GruResetFirst()) {
       // r = f(x_r + h R_r^T) first, for every active row, then (r * h) R_h^T.
       for (int64_t b = 0; b < B_; ++b) {
@@ -215,7 +237,7 @@ class Direction {
         const float* rg = g + H_;
         for (int64_t k = 0; k < H_; ++k) rh_[b * H_ + k] = rg[k] * h_[b * H_ + k];
       }
-      Product(rt_[1], rh_.data(), hr_.data() + 2 * H_);
+      Product(1, rh_.data(), hr_.data() + 2 * H_);
     }
     for (int64_t b = 0; b < B_; ++b) {
       const int64_t len = Length(b);
@@ -239,7 +261,7 @@ class Direction {
   const float* Xw(int64_t t, int64_t b) const {
     const int64_t len = Length(b);
     const int64_t ti = reverse_ ? len - 1 - t : t;
-    return &xw_[Row(ti, b) * GH_];
+    return &xw_[Row(ti, b) * xw_ld_];
   }
 
   void RnnGate(float* g, const float* x, float* h) {
@@ -314,10 +336,9 @@ class Direction {
   const int64_t H_, GH_, B_, S_;
   const bool reverse_;
   const RnnActivation* act_;
+  RnnDirectionWeights& w_;
   std::vector<float> xw_, hr_, h_, c_, rh_;
-  std::vector<Rt> rt_;
-  std::vector<PackedB<float>> packed_;
-  int64_t hr_ld_ = 0;
+  int64_t hr_ld_ = 0, xw_ld_ = 0;
   const float* rbh_ = nullptr;
 };
 
@@ -327,13 +348,16 @@ void RecurrentF32(const RnnProblem& p, int threads) {
   // Steps past a row's length leave zeros in Y.
   if (p.y && p.sequence_lens)
     std::memset(p.y, 0, static_cast<size_t>(p.seq * p.num_dir * p.batch * p.hidden) * sizeof(float));
+  RnnWeights local;
+  RnnWeights& w = p.weights ? *p.weights : local;
+  if (!LaidOutFor(w, p)) LayOut(p, &w);
   if (p.num_dir == 2 && threads >= 2) {
     ParallelFor(2, 2, [&](int64_t d0, int64_t d1) {
-      for (int64_t d = d0; d < d1; ++d) Direction(p, static_cast<int>(d), threads / 2).Run();
+      for (int64_t d = d0; d < d1; ++d) Direction(p, static_cast<int>(d), threads / 2, &w.dirs[d]).Run();
     });
     return;
   }
-  for (int d = 0; d < p.num_dir; ++d) Direction(p, d, threads).Run();
+  for (int d = 0; d < p.num_dir; ++d) Direction(p, d, threads, &w.dirs[d]).Run();
 }
 
 }  // namespace kiln::ops

@@ -6,7 +6,8 @@
 // (X * W^T plus the biases that do not depend on the state), then per step the recurrent product
 // H_prev * R^T for all batch rows together (R transposed once, so each step streams rows of R^T
 // against broadcast state values; packed GEMM from 8 rows up) and the gate activations over the
-// whole [batch, gates] block with the vectorized sigmoid / tanh. Bidirectional layers run their
+// whole [batch, gates] block with the vectorized sigmoid / tanh. The laid-out weights are kept by
+// the caller across runs (RnnWeights) where W and R are constants. Bidirectional layers run their
 // two directions on two threads. sequence_lens: rows past their length keep their state and
 // write zeros; reverse directions read each row's own last step first.
 #pragma once
@@ -14,6 +15,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <vector>
+
+#include "ops/gemm_kernels.h"
 
 namespace kiln::ops {
 
@@ -48,6 +52,28 @@ struct RnnActivation {
   }
 };
 
+// A matrix's columns [col, col + n) transposed into [rows, ld]: ld is n padded to whole vectors
+// and skewed so that consecutive rows do not map to the same cache sets.
+struct RnnTransposed {
+  int64_t col = 0, n = 0, ld = 0;
+  std::vector<float> data;
+};
+
+// W and R of one direction laid out for the kernel.
+struct RnnDirectionWeights {
+  std::vector<RnnTransposed> rt;           // R^T per gate group (GRU, reset gate first: z|r, then h)
+  std::vector<PackedB<float>> rt_packed;   // the same packed for the GEMM, made on first use
+  RnnTransposed wt;                        // W^T, for projections of few rows (else the GEMM packs W)
+};
+
+// The laid-out weights of a layer, kept by the caller across calls while W and R are the same
+// constants (RecurrentF32 rebuilds them when the pointers or the shape differ).
+struct RnnWeights {
+  const float *w = nullptr, *r = nullptr;
+  int64_t hidden = 0, input = 0, rows = 0;
+  std::vector<RnnDirectionWeights> dirs;
+};
+
 // One recurrent layer in ONNX's terms. Pointers are to dense row-major tensors of the shapes
 // ONNX gives for `layout`; optional ones may be null (bias, sequence_lens, initial states,
 // peepholes: zeros / full length; outputs: not written).
@@ -64,6 +90,7 @@ struct RnnProblem {
   const int32_t* sequence_lens = nullptr;  // each in [0, seq] (the caller checks)
   const float *initial_h = nullptr, *initial_c = nullptr, *peepholes = nullptr;
   float *y = nullptr, *y_h = nullptr, *y_c = nullptr;
+  RnnWeights* weights = nullptr;  // the caller's cache of laid-out W and R, or null
 };
 
 void RecurrentF32(const RnnProblem& p, int threads);
