@@ -637,6 +637,39 @@ TEST(FastKernels, ReductionsAgainstTheDoubleReference) {
   EXPECT_EQ(got[0][1], 1.0);
 }
 
+TEST(FastKernels, SoftmaxOverInnerAxesAgainstTheDoubleReference) {
+  struct Case {
+    std::string op;
+    std::vector<int64_t> dims;
+    int64_t axis;
+  };
+  const std::vector<Case> cases = {{"Softmax", {8, 128, 33}, 1},     {"LogSoftmax", {8, 40, 1000}, 1},
+                                   {"Softmax", {1, 21, 64, 64}, 1},  {"LogSoftmax", {3, 5, 7, 300}, 2},
+                                   {"Softmax", {700, 3}, 0},         {"LogSoftmax", {2, 9, 513}, -2}};
+  std::mt19937 rng(43);
+  for (const Case& c : cases) {
+    auto build = [&](onnx::TensorProto::DataType type) {
+      onnx::ModelProto m = testing::EmptyModel("softmax");
+      auto* g = m.mutable_graph();
+      *g->add_input() = Info("x", type, c.dims);
+      *g->add_output() = Info("y", type, c.dims);
+      auto* a = testing::AddNamedNode(g, c.op, {"x"}, "y")->add_attribute();
+      a->set_name("axis");
+      a->set_type(onnx::AttributeProto::INT);
+      a->set_i(c.axis);
+      return m;
+    };
+    int64_t n = 1;
+    for (int64_t d : c.dims) n *= d;
+    std::vector<double> xv = Random(static_cast<size_t>(n), rng, 8.0);
+    const std::string what = c.op + " axis " + std::to_string(c.axis);
+    const auto want = RunModel(build(onnx::TensorProto::DOUBLE), InputOf(DType::kFloat64, c.dims, xv), 1);
+    for (int threads : {1, 2})
+      ExpectClose(RunModel(build(onnx::TensorProto::FLOAT), InputOf(DType::kFloat32, c.dims, xv), threads), want,
+                  1e-6, what + " threads " + std::to_string(threads));
+  }
+}
+
 TEST(FastKernels, PoolingOnShortRowsAgainstTheDoubleReference) {
   struct Case {
     std::string op;

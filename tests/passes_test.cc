@@ -853,6 +853,58 @@ TEST(FuseGelu, LeavesOtherConstantsAndSharedValues) {
   CheckPass(GeluModel(1, false, std::sqrt(2.0f), true), "fuse-gelu", false);
 }
 
+// The tanh GELU of x [2, 7] then a Neg: 0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + c * x^3))) with
+// the tail in `order` (as GeluModel), x^3 as `cube` 0 Pow(x, 3), 1 (x * x) * x, 2 x * (x * x);
+// `swap` swaps the operands of the Muls and Add in front; `c` the cube's coefficient.
+onnx::ModelProto TanhGeluModel(int order, int cube, bool swap, float c) {
+  Builder b;
+  b.In("x", {2, 7});
+  InitFloats(b.g, "k", {}, {static_cast<float>(std::sqrt(2.0 / M_PI))});
+  InitFloats(b.g, "c", {}, {c});
+  InitFloats(b.g, "three", {}, {3.0f});
+  InitFloats(b.g, "one", {}, {1.0f});
+  InitFloats(b.g, "half", {}, {0.5f});
+  auto two = [&](const char* a, const char* bb) { return swap ? std::vector<std::string>{bb, a} : std::vector<std::string>{a, bb}; };
+  if (cube == 0) {
+    AddNode(b.g, "Pow", {"x", "three"}, {"x3"}, "cube");
+  } else {
+    AddNode(b.g, "Mul", {"x", "x"}, {"x2"}, "square");
+    AddNode(b.g, "Mul", cube == 1 ? std::vector<std::string>{"x2", "x"} : std::vector<std::string>{"x", "x2"}, {"x3"},
+            "cube");
+  }
+  AddNode(b.g, "Mul", two("c", "x3"), {"cx3"}, "scale_cube");
+  AddNode(b.g, "Add", two("x", "cx3"), {"inner"}, "inner");
+  AddNode(b.g, "Mul", two("inner", "k"), {"arg"}, "scale");
+  AddNode(b.g, "Tanh", {"arg"}, {"t"}, "tanh");
+  AddNode(b.g, "Add", {"t", "one"}, {"a"}, "plus_one");
+  if (order == 0) {
+    AddNode(b.g, "Mul", {"a", "x"}, {"m"}, "times_x");
+    AddNode(b.g, "Mul", {"m", "half"}, {"g"}, "halve");
+  } else if (order == 1) {
+    AddNode(b.g, "Mul", {"half", "x"}, {"h"}, "halve");
+    AddNode(b.g, "Mul", {"h", "a"}, {"g"}, "times_x");
+  } else {
+    AddNode(b.g, "Mul", {"a", "half"}, {"h"}, "halve");
+    AddNode(b.g, "Mul", {"x", "h"}, {"g"}, "times_x");
+  }
+  AddNode(b.g, "Neg", {"g"}, {"y"}, "neg");
+  b.Out("y");
+  return b.m;
+}
+
+TEST(FuseGelu, MakesOneTanhGeluForEveryForm) {
+  for (int order = 0; order < 3; ++order)
+    for (int cube = 0; cube < 3; ++cube)
+      for (bool swap : {false, true}) {
+        ir::Model m = CheckPass(TanhGeluModel(order, cube, swap, 0.044715f), "fuse-gelu", true);
+        const ir::Graph& g = *m.graph;
+        ASSERT_EQ(g.nodes.size(), 2u) << order << " " << cube << " " << swap;
+        EXPECT_EQ(g.nodes[0].op_type, "Gelu");
+        EXPECT_EQ(g.nodes[0].attr_string("approximate", "none"), "tanh");
+      }
+  CheckPass(TanhGeluModel(0, 0, false, 0.05f), "fuse-gelu", false);  // another coefficient
+}
+
 // ---- fuse-hardswish -------------------------------------------------------------------------
 
 // x * relu6(x + 3) / 6 of x [2, 3, 4, 5] then a Neg, in `form`: 0 (x * clip) / 6 (paddle2onnx),

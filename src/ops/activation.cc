@@ -314,6 +314,46 @@ void SoftRowsF32(const float* x, float* y, int64_t rows, int64_t len, SoftKind k
   }
 }
 
+// Float32 along an axis with elements after it: columns [i0, i1) of one [len, inner] block, the
+// vector exp over each row's run of columns; exps go to `work` (w floats per row) so that y may
+// alias x (LogSoftmax reads x again).
+void SoftColumnsF32(const float* x, float* y, int64_t len, int64_t inner, int64_t i0, int64_t i1, SoftKind kind,
+                    std::vector<float>& work) {
+  const int64_t w = i1 - i0;
+  work.resize(static_cast<size_t>((len + 2) * w));
+  float* mx = work.data();
+  float* sum = mx + w;
+  float* e = sum + w;
+  std::copy(x + i0, x + i1, mx);
+  for (int64_t k = 1; k < len; ++k) {
+    const float* row = x + k * inner + i0;
+    for (int64_t i = 0; i < w; ++i) mx[i] = std::max(mx[i], row[i]);
+  }
+  std::fill(sum, sum + w, 0.0f);
+  for (int64_t k = 0; k < len; ++k) {
+    const float* row = x + k * inner + i0;
+    float* ek = e + k * w;
+    for (int64_t i = 0; i < w; ++i) ek[i] = row[i] - mx[i];
+    ExpF32(ek, ek, w);
+    for (int64_t i = 0; i < w; ++i) sum[i] += ek[i];
+  }
+  if (kind == SoftKind::kSoftmax) {
+    for (int64_t i = 0; i < w; ++i) sum[i] = 1.0f / sum[i];
+    for (int64_t k = 0; k < len; ++k) {
+      const float* ek = e + k * w;
+      float* yk = y + k * inner + i0;
+      for (int64_t i = 0; i < w; ++i) yk[i] = ek[i] * sum[i];
+    }
+    return;
+  }
+  for (int64_t i = 0; i < w; ++i) sum[i] = mx[i] + std::log(sum[i]);
+  for (int64_t k = 0; k < len; ++k) {
+    const float* row = x + k * inner + i0;
+    float* yk = y + k * inner + i0;
+    for (int64_t i = 0; i < w; ++i) yk[i] = row[i] - sum[i];
+  }
+}
+
 void RegSoft(OpRegistry& r, const char* name, SoftKind kind) {
   r.Register(
       name,
@@ -339,6 +379,24 @@ void RegSoft(OpRegistry& r, const char* name, SoftKind kind) {
                          [&](int64_t b, int64_t e) {
                            SoftRowsF32(xs + b * s.len, ys + b * s.len, e - b, s.len, kind);
                          });
+          return OkStatus();
+        }
+        if (x.dtype() == DType::kFloat32 && kind != SoftKind::kHardmax) {
+          // Blocks of columns, so that an [outer = 1] map still splits over the threads.
+          constexpr int64_t kColumns = 256;
+          const int64_t chunks = (s.inner + kColumns - 1) / kColumns, tasks = s.outer * chunks;
+          const float* xs = x.data<float>();
+          float* ys = y.data<float>();
+          const int t = static_cast<int>(
+              std::min<int64_t>(ctx.threads(), 1 + s.outer * s.len * s.inner / kElementsPerThread));
+          ParallelFor(t, tasks, [&](int64_t t0, int64_t t1) {
+            std::vector<float> work;
+            for (int64_t task = t0; task < t1; ++task) {
+              const int64_t o = task / chunks, i0 = (task % chunks) * kColumns;
+              const int64_t block = o * s.len * s.inner;
+              SoftColumnsF32(xs + block, ys + block, s.len, s.inner, i0, std::min(s.inner, i0 + kColumns), kind, work);
+            }
+          });
           return OkStatus();
         }
         Dispatch<kFloatTypes>(x.dtype(), [&]<class T>() {
