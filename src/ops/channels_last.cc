@@ -133,7 +133,7 @@ bool BatchNormFits(const ir::Node& node, const ir::Graph& g) {
 
 bool CanRunChannelsLast(const ir::Node& node, const ir::Graph& g, int input) {
   // Nothing would make or read channels-last tensors without oneDNN; with AVX-512 or AVX2 its
-  // kernels and kiln's for the layout are measured (bench/README.md), without them not.
+  // kernels and kiln's for the layout are measured, without them not.
   if (!DnnlAvailable() || BestIsa() == Isa::kBaseline) return false;
   const bool onnx = node.domain.empty() || node.domain == "ai.onnx";
   if (onnx && node.op_type == "Concat") return ConcatCanRunChannelsLast(node, g);

@@ -1,6 +1,6 @@
 // kiln's channels-last activation layout: between convolutions the host executor may keep a
 // float32 [N, C, H, W] tensor as [N, H, W, C] (NHWC), the layout oneDNN's convolutions compute in
-// fastest (measured against its nChw16c blocks: bench/README.md), so that a chain of convs pays no
+// fastest (measured against its nChw16c blocks), so that a chain of convs pays no
 // NCHW round trip per node. Both layouts take the same bytes, so the memory plan holds. Made and
 // read only by nodes that say they can, never graph outputs or values a subgraph reads: every
 // other kernel sees ONNX layouts. The executor decides (runtime/executor.cc); a kernel asks

@@ -618,7 +618,7 @@ bool TryDnnlConv(ComputeContext& ctx, const ConvShape& s, const ConvPostOps& pos
   if (layouts.any()) return run();
   if (s.group > 1 && s.group == s.C) return false;
   // A pointwise conv on a large map is a GEMM with a short K that streams memory: there our
-  // GEMM, on NCHW as it is, beats oneDNN plus its layout round trip (bench/README.md).
+  // GEMM, on NCHW as it is, beats oneDNN plus its layout round trip.
   const bool pointwise = g.k[1] == 1 && g.k[2] == 1 && g.s[1] == 1 && g.s[2] == 1 &&
                          g.p[1] == 0 && g.p[2] == 0 && g.pe[1] == 0 && g.pe[2] == 0;
   if (pointwise && g.out[1] * g.out[2] >= 28 * 28) return false;

@@ -2,7 +2,7 @@
 // pixels x output channels, summed over kernel taps x input channels) for AVX2 CPUs without
 // AVX-512, where oneDNN 2.6's `jit:avx2` runs ResNet's 3x3 convs on 7 x 7 maps and the strided
 // ones at 50-55 GFLOP/s on one Zen 3 core and ONNX Runtime's NCHWc kernels at 72-81
-// (bench/README.md, step 9). A register tile of 4 pixels x 24 channels (or 6 x 16, 8 x 8)
+// A register tile of 4 pixels x 24 channels (or 6 x 16, 8 x 8)
 // accumulates fused multiply-adds over each tap's run of input channels, read where they lie in
 // the input (one pointer per pixel and tap; taps in the padding read a zero row); the weights are
 // packed once per node into 8-channel panels in the order the tile reads them, in chunks of
@@ -33,7 +33,7 @@ namespace kiln::ops {
 bool DirectConvFits(const Conv2DParams& p, const ConvLayouts& l, const ConvPostOps& post);
 
 // Whether it beats oneDNN for p with these layouts, measured on Zen 3 at one and two threads on
-// the convolutions of the issue-7 models (bench/README.md, step 9): kernels larger than 1x1 over
+// the convolutions of the issue-7 models: kernels larger than 1x1 over
 // at least 64 input channels (0.65-0.95 of `jit:avx2`'s time in the models), and 1x1 kernels over
 // at most 64 channels that write a slice of a Concat (0.66-0.85 of `jit_1x1:avx2` and its copy
 // into the slice). Other 1x1 kernels (1.0-1.2) and first layers' few channels (1.05-1.6) lose:

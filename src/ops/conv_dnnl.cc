@@ -100,7 +100,7 @@ struct DnnlConvPlan : NodeState {
 // Without AVX-512, oneDNN 2.6 runs a dense convolution (not 1x1, not depthwise) on
 // channels-last memory at 45-55 GFLOP/s on one Zen 3 core, and in its blocked layout (nChw8c)
 // at 75-78, so there it computes blocked, reorders included: resnet18 channels-last 66 -> 56 ms
-// (bench/README.md, step 8). Its 1x1 and depthwise kernels run as fast on channels-last.
+// Its 1x1 and depthwise kernels run as fast on channels-last.
 bool BlockedBeatsChannelsLast(const Conv2DParams& p) {
   const bool depthwise = p.group > 1 && p.group == p.C;
   return BestIsa() != Isa::kAvx512 && !depthwise && (p.KH != 1 || p.KW != 1);
@@ -271,7 +271,7 @@ void PrepareWeights(DnnlConvPlan* plan, const float* w, bool w_constant) {
 
 // Whether oneDNN's Winograd convolution (F(2x2, 3x3) or F(4x4, 3x3), chosen by oneDNN) beats its
 // direct one on the whole convolution p, blocked-layout reorders included. Measured at one
-// thread on Zen 4 (bench/README.md, host speed step 6): 0.37-0.47 of the direct time on
+// thread on Zen 4: 0.37-0.47 of the direct time on
 // 64..512-channel maps of 14..56 pixels, 0.6-0.9 on 16..48 channels; it loses on a first layer
 // (3 channels: 3.3x slower), on 8 channels (2x) and on the smallest products (64 -> 64 channels
 // on 7 x 7, 1.8M multiply-adds: 1.07). oneDNN 2.6 has Winograd kernels for AVX-512 only.

@@ -1,6 +1,6 @@
 // 2-D float convolution through oneDNN (Debian's libdnnl), where the build has it: its brgemm /
 // JIT direct convolutions run ResNet-style 3x3 convs at 110-130 GFLOP/s on one Zen 4 core where
-// im2col + our packed GEMM reaches about 60 (bench/README.md, host speed). X, Z and Y are NCHW
+// im2col + our packed GEMM reaches about 60. X, Z and Y are NCHW
 // or channels-last (ops/channels_last.h), as the executor laid them out; an NCHW side is
 // reordered to and from the primitive's layout through a per-thread scratch buffer. The
 // primitive and, for constant weights, the reordered weights are prepared once per node and

@@ -1,6 +1,6 @@
 // Grouped pointwise convolutions (ShuffleNet's 1x1 convs over groups of 6-136 channels) with a
 // channels-last side, on CPUs without AVX-512 (where oneDNN 2.6 runs them at 15-21 GFLOP/s on
-// one Zen 3 core inside ShuffleNet; bench/README.md, steps 8 and 9). With X and Y channels-last
+// one Zen 3 core inside ShuffleNet). With X and Y channels-last
 // (and Z, if any, too) on AVX2, a direct kernel: 6 pixels x 16 output channels of a group in
 // registers, the weights packed once into 8-channel panels, the input read where it lies, and
 // bias, residual and activation applied before the one store. Any other layout mix: one packed

@@ -22,14 +22,14 @@ namespace kiln::ops {
 // convolution of one image, X, Y (and Z) channels-last.
 bool WinogradFits(const Conv2DParams& p, const ConvLayouts& l, const ConvPostOps& post);
 
-// Whether it beats oneDNN here, measured at one thread on Zen 3 (bench/README.md, step 8): with
+// Whether it beats oneDNN here, measured at one thread on Zen 3: with
 // AVX2 but not AVX-512 (where oneDNN's own Winograd runs), on at least 32 input and output
 // channels and 12 x 12 outputs: 0.6-0.8 of oneDNN's direct time on 64-256 channels over 14 x 14
 // to 112 x 112 maps; slower on 7 x 7 (1.2-1.3: the tiles pad 7 to 8 and the GEMMs are 16 rows)
 // and on 16 input channels (1.1-1.3). With T > 1 threads only where there are 2T blocks of
 // tiles or more: each thread takes whole blocks (at 2 threads resnet18's 3x3 convs 0.6-0.8 of
 // the direct kernel's time, ops/conv_direct.h); split inside each block, the 16 small GEMMs
-// lost (resnet18 at 2 threads: 1.73x ORT's time in the step 8 table).
+// lost (resnet18 at 2 threads: 1.73x ORT's time).
 bool WinogradPays(const Conv2DParams& p, int threads);
 
 // The transformed weights of one node, made from w [M, C, 3, 3] on first use and kept.

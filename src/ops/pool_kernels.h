@@ -28,7 +28,7 @@ void AveragePool2D(const Pool2DShape& s, const float* x, float* y, bool count_in
 // with s.planes = N * C, in the same tap order with the same results (a window whose maximum is
 // -inf gets the reference's answer here: NaN when all its taps are). Vectors run along the
 // channels, split over `threads` by output rows; twice as fast as oneDNN's jit pooling on
-// SqueezeNet's and ResNet's 3x3 / 2 maps (bench/README.md). `isa` as in ops/cpu_isa.h.
+// SqueezeNet's and ResNet's 3x3 / 2 maps. `isa` as in ops/cpu_isa.h.
 enum class PoolFlavor { kMax, kAvgExcludePad, kAvgIncludePad };
 void ChannelsLastPool2D(const Pool2DShape& s, int64_t N, PoolFlavor flavor, const float* x,
                         float* y, int threads, Isa isa = Isa::kAuto);

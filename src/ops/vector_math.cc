@@ -616,7 +616,7 @@ __attribute__((target("avx512f,fma"))) float ExpSubSumAvx512(const float* x, flo
 // sigmoid(a x) (kSwish: x sigmoid(a x)) with AVX-512 instructions the vector extensions cannot
 // spell: exp(-|t|) by the Cephes polynomial of VM::Exp with vscalefps applying 2^n (denormals
 // included), and 1 / (1 + e) by rcp14 and one Newton step instead of a division; compares go to
-// mask registers. About twice the throughput of Map<SigmoidOp> (bench/README.md).
+// mask registers. About twice the throughput of Map<SigmoidOp>.
 template <bool kSwish>
 __attribute__((target("avx512f,fma"), always_inline)) inline __m512 SigmoidFamily16(__m512 v, float alpha) {
   const __m512 t = kSwish ? _mm512_mul_ps(v, _mm512_set1_ps(alpha)) : v;
