@@ -10,9 +10,11 @@
 namespace {
 
 void Check(const uint8_t* data, size_t size) {
-  auto b = kiln::bundle::LoadBundle(data, size, std::shared_ptr<const void>(data, [](const void*) {}), "fuzz.bpte");
+  auto b = kiln::bundle::LoadBundle(
+      data, size, std::shared_ptr<const void>(data, [](const void*) {}), "fuzz.bpte");
   if (!b.ok()) return;
-  if (!kiln::bundle::CheckTestSets(*b->program.model.graph, b->test_sets, "fuzz.bpte").ok()) __builtin_trap();
+  if (!kiln::bundle::CheckTestSets(*b->program.model.graph, b->test_sets, "fuzz.bpte").ok())
+    __builtin_trap();
   for (const auto& s : b->test_sets)
     for (const auto& t : s.inputs)
       if (t.nbytes() > 0) (void)static_cast<const volatile uint8_t*>(t.raw())[t.nbytes() - 1];
@@ -23,6 +25,7 @@ void Check(const uint8_t* data, size_t size) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Check(data, size);
   std::vector<uint8_t> resealed(data, data + size);
-  if (kiln::bundle::ResealBundle(resealed.data(), resealed.size()).ok()) Check(resealed.data(), resealed.size());
+  if (kiln::bundle::ResealBundle(resealed.data(), resealed.size()).ok())
+    Check(resealed.data(), resealed.size());
   return 0;
 }

@@ -4,6 +4,7 @@
 #include "passes/pipeline.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  (void)kiln::passes::ParsePipeline(std::string(reinterpret_cast<const char*>(data), size), "fuzz.json");
+  (void)kiln::passes::ParsePipeline(std::string(reinterpret_cast<const char*>(data), size),
+                                    "fuzz.json");
   return 0;
 }

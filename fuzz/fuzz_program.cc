@@ -10,7 +10,8 @@
 namespace {
 
 void Check(const uint8_t* data, size_t size) {
-  auto p = kiln::bundle::LoadProgram(data, size, std::shared_ptr<const void>(data, [](const void*) {}), "fuzz.kiln");
+  auto p = kiln::bundle::LoadProgram(
+      data, size, std::shared_ptr<const void>(data, [](const void*) {}), "fuzz.kiln");
   if (!p.ok()) return;
   if (!kiln::ir::Verify(*p->model.graph).ok()) __builtin_trap();
   for (const auto& v : p->model.graph->values)
@@ -23,6 +24,7 @@ void Check(const uint8_t* data, size_t size) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Check(data, size);
   std::vector<uint8_t> resealed(data, data + size);
-  if (kiln::bundle::ResealProgram(resealed.data(), resealed.size()).ok()) Check(resealed.data(), resealed.size());
+  if (kiln::bundle::ResealProgram(resealed.data(), resealed.size()).ok())
+    Check(resealed.data(), resealed.size());
   return 0;
 }

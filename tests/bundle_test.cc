@@ -3,6 +3,8 @@
 // models, validation of damaged files, bundles read and forged by a reader flatc generates from
 // the seed schema, the CLI verbs (compile --target program, run, bundle, verify, inspect), and
 // NAME_verify.c built with strict flags on the host and run on the emulated Cortex-M4.
+#include "bundle/bundle.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,7 +14,6 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
-#include "bundle/bundle.h"
 #include "bundle/program.h"
 #include "bundle/sha256.h"
 #include "cli_fixture.h"
@@ -77,7 +78,8 @@ std::string Compile(ir::Model& m, const passes::ShapeOverrides& shapes = {}) {
 
 Expected<bundle::Program> Reload(const std::string& bytes) {
   auto holder = std::make_shared<std::string>(bytes);
-  return bundle::LoadProgram(reinterpret_cast<const uint8_t*>(holder->data()), holder->size(), holder, "t.kiln");
+  return bundle::LoadProgram(reinterpret_cast<const uint8_t*>(holder->data()), holder->size(),
+                             holder, "t.kiln");
 }
 
 bool SameBytes(const Tensor& a, const Tensor& b) {
@@ -89,7 +91,8 @@ bool SameBytes(const Tensor& a, const Tensor& b) {
     return true;
   }
   if (a.is_none()) return true;
-  return a.dims() == b.dims() && (a.nbytes() == 0 || std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0);
+  return a.dims() == b.dims() &&
+         (a.nbytes() == 0 || std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0);
 }
 
 // Everything PrintModel does not show: constant bytes and every attribute field, recursively.
@@ -102,8 +105,10 @@ void ExpectSameGraph(const ir::Graph& a, const ir::Graph& b, const std::string& 
   for (size_t v = 0; v < a.values.size(); ++v) {
     EXPECT_EQ(a.values[v].name, b.values[v].name) << where;
     EXPECT_EQ(a.values[v].producer, b.values[v].producer) << where << " value " << a.values[v].name;
-    EXPECT_EQ(a.values[v].type.ToString(), b.values[v].type.ToString()) << where << " " << a.values[v].name;
-    EXPECT_EQ(a.values[v].type.symbols, b.values[v].type.symbols) << where << " " << a.values[v].name;
+    EXPECT_EQ(a.values[v].type.ToString(), b.values[v].type.ToString())
+        << where << " " << a.values[v].name;
+    EXPECT_EQ(a.values[v].type.symbols, b.values[v].type.symbols)
+        << where << " " << a.values[v].name;
     ASSERT_EQ(a.values[v].constant.has_value(), b.values[v].constant.has_value()) << where;
     if (a.values[v].constant) {
       EXPECT_TRUE(SameBytes(*a.values[v].constant, *b.values[v].constant)) << a.values[v].name;
@@ -135,14 +140,16 @@ void ExpectSameGraph(const ir::Graph& a, const ir::Graph& b, const std::string& 
         EXPECT_TRUE(SameBytes(p.t, q.t)) << k;
       }
       ASSERT_EQ(p.tensors.size(), q.tensors.size());
-      for (size_t i = 0; i < p.tensors.size(); ++i) EXPECT_TRUE(SameBytes(p.tensors[i], q.tensors[i]));
+      for (size_t i = 0; i < p.tensors.size(); ++i)
+        EXPECT_TRUE(SameBytes(p.tensors[i], q.tensors[i]));
       ASSERT_EQ(p.g != nullptr, q.g != nullptr);
       if (p.g) {
         EXPECT_EQ(q.g->parent, &b);
         ExpectSameGraph(*p.g, *q.g, where + "/" + x.name + "." + k);
       }
       ASSERT_EQ(p.graphs.size(), q.graphs.size());
-      for (size_t i = 0; i < p.graphs.size(); ++i) ExpectSameGraph(*p.graphs[i], *q.graphs[i], where + "/" + k);
+      for (size_t i = 0; i < p.graphs.size(); ++i)
+        ExpectSameGraph(*p.graphs[i], *q.graphs[i], where + "/" + k);
     }
   }
 }
@@ -180,9 +187,11 @@ TEST(Program, Sha256KnownAnswers) {
 TEST(Program, RoundTripKeepsGraphConstantsScheduleAndPlan) {
   std::vector<std::pair<std::string, passes::ShapeOverrides>> models = {
       {Models() + "kws_cnn.onnx", {}}, {Models() + "mlp_field.onnx", {{"xyz", {64, 3}}}}};
-  for (const char* t : {"test_if", "test_loop11", "test_scan9_sum", "test_if_seq", "test_loop13_seq",
-                        "test_loop16_seq_none", "test_range_float_type_positive_delta_expanded"})
-    if (fs::exists(Conformance() + "onnx-node/" + t)) models.push_back({Conformance() + "onnx-node/" + t + "/model.onnx", {}});
+  for (const char* t :
+       {"test_if", "test_loop11", "test_scan9_sum", "test_if_seq", "test_loop13_seq",
+        "test_loop16_seq_none", "test_range_float_type_positive_delta_expanded"})
+    if (fs::exists(Conformance() + "onnx-node/" + t))
+      models.push_back({Conformance() + "onnx-node/" + t + "/model.onnx", {}});
   for (const auto& [path, shapes] : models) {
     SCOPED_TRACE(path);
     ir::Model m = Load(path);
@@ -210,8 +219,8 @@ TEST(Program, RoundTripKeepsGraphConstantsScheduleAndPlan) {
       EXPECT_EQ(p->plan.buffers[i].alias_of, gp->plan.buffers[i].alias_of);
     }
     // Serializing the loaded program gives the same bytes: nothing is lost or invented.
-    auto again = bundle::SerializeProgram(p->model, planner::GraphPlan{p->schedule, {}, p->plan}, p->plan_options,
-                                          p->metadata);
+    auto again = bundle::SerializeProgram(p->model, planner::GraphPlan{p->schedule, {}, p->plan},
+                                          p->plan_options, p->metadata);
     ASSERT_TRUE(again.ok());
     EXPECT_EQ(*again, bytes);
   }
@@ -250,8 +259,8 @@ TEST(Program, BitIdenticalOutputsOnTheConformanceModels) {
     if (!onnx.ok()) continue;
     bool random = false;
     for (const auto& n : onnx->graph->nodes)
-      random = random || n.op_type.find("Random") != std::string::npos || n.op_type == "Bernoulli" ||
-               n.op_type == "Multinomial" || n.op_type == "Dropout";
+      random = random || n.op_type.find("Random") != std::string::npos ||
+               n.op_type == "Bernoulli" || n.op_type == "Multinomial" || n.op_type == "Dropout";
     if (random) continue;
     std::vector<int> feeds = onnx->graph->RuntimeInputs();
     std::vector<Tensor> inputs;
@@ -259,7 +268,8 @@ TEST(Program, BitIdenticalOutputsOnTheConformanceModels) {
     bool ok = true;
     for (size_t k = 0; k < feeds.size() && ok; ++k) {
       const ir::Value& v = onnx->graph->values[feeds[k]];
-      auto in = frontend::LoadValueProtoFile((t / "test_data_set_0" / ("input_" + std::to_string(k) + ".pb")).string(), v.type);
+      auto in = frontend::LoadValueProtoFile(
+          (t / "test_data_set_0" / ("input_" + std::to_string(k) + ".pb")).string(), v.type);
       ok = in.ok();
       if (!ok) break;
       if (v.type.kind == ir::TypeInfo::Kind::kTensor) shapes[v.name] = in->dims();
@@ -291,7 +301,8 @@ TEST(Program, BitIdenticalOutputsOnTheConformanceModels) {
     st = (*exec2)->Run(inputs, &got);
     ASSERT_TRUE(st.ok()) << st.message();
     ASSERT_EQ(got.size(), want.size());
-    for (size_t k = 0; k < got.size(); ++k) EXPECT_TRUE(SameBytes(got[k], want[k])) << "output " << k;
+    for (size_t k = 0; k < got.size(); ++k)
+      EXPECT_TRUE(SameBytes(got[k], want[k])) << "output " << k;
     ++compared;
   }
   EXPECT_GT(compared, 1000);
@@ -301,22 +312,25 @@ TEST(Program, BitIdenticalOutputsOnTheConformanceModels) {
 TEST(Program, TruncatedWrongIdentifierAndFlippedBytesAreErrors) {
   ir::Model m = FromProto(testing::AddReluModel(8));
   std::string bytes = Compile(m);
-  for (size_t n : {size_t{0}, size_t{3}, size_t{7}, size_t{8}, size_t{12}, bytes.size() / 2, bytes.size() - 1}) {
+  for (size_t n : {size_t{0}, size_t{3}, size_t{7}, size_t{8}, size_t{12}, bytes.size() / 2,
+                   bytes.size() - 1}) {
     auto p = Reload(bytes.substr(0, n));
     ASSERT_FALSE(p.ok()) << n;
     EXPECT_EQ(p.status().message().rfind("t.kiln: ", 0), 0u) << p.status().message();
   }
   // Bytes that do not start 16-byte aligned are read from an aligned copy.
   std::string shifted = "x" + bytes;
-  auto moved = bundle::LoadProgram(reinterpret_cast<const uint8_t*>(shifted.data()) + 1, bytes.size(),
-                                   std::make_shared<int>(0), "t.kiln");
+  auto moved = bundle::LoadProgram(reinterpret_cast<const uint8_t*>(shifted.data()) + 1,
+                                   bytes.size(), std::make_shared<int>(0), "t.kiln");
   ASSERT_TRUE(moved.ok()) << moved.status().message();
   ExpectAligned(*moved->model.graph);
   std::string wrong = bytes;
   std::memcpy(&wrong[4], "BP06", 4);
   auto p = Reload(wrong);
   ASSERT_FALSE(p.ok());
-  EXPECT_NE(p.status().message().find("not a kiln program (file identifier 'BP06', expected 'KILN')"), std::string::npos);
+  EXPECT_NE(
+      p.status().message().find("not a kiln program (file identifier 'BP06', expected 'KILN')"),
+      std::string::npos);
   // Every single-byte change is refused, in one line: the program carries the SHA-256 of its bytes.
   for (size_t i = 0; i < bytes.size(); ++i)
     for (uint8_t x : {0x01, 0x80, 0xff}) {
@@ -333,7 +347,8 @@ TEST(Program, TruncatedWrongIdentifierAndFlippedBytesAreErrors) {
   b[seal.program_digest] ^= 1;
   auto q = Reload(b);
   ASSERT_FALSE(q.ok());
-  EXPECT_NE(q.status().message().find("t.kiln: altered or corrupt: its bytes do not match the SHA-256 digest"),
+  EXPECT_NE(q.status().message().find(
+                "t.kiln: altered or corrupt: its bytes do not match the SHA-256 digest"),
             std::string::npos)
       << q.status().message();
 }
@@ -383,7 +398,8 @@ TEST(Program, InvalidContentIsNamed) {
     m.graph->values[m.graph->nodes[0].inputs[1]].constant = Tensor(DType::kString, {2});
     auto bytes = bundle::SerializeProgram(m, *gp, {}, {});
     ASSERT_FALSE(bytes.ok());
-    EXPECT_NE(bytes.status().message().find("cannot store constants of element type STRING"), std::string::npos);
+    EXPECT_NE(bytes.status().message().find("cannot store constants of element type STRING"),
+              std::string::npos);
   }
 }
 
@@ -483,7 +499,8 @@ std::vector<bundle::TestSet> ScalarSets() {
 
 Expected<bundle::Bundle> ReloadBundle(const std::string& bytes) {
   auto holder = std::make_shared<std::string>(bytes);
-  return bundle::LoadBundle(reinterpret_cast<const uint8_t*>(holder->data()), holder->size(), holder, "t.bpte");
+  return bundle::LoadBundle(reinterpret_cast<const uint8_t*>(holder->data()), holder->size(),
+                            holder, "t.bpte");
 }
 
 TEST(Bundle, SchemaIsTheSeedByteForByte) {
@@ -493,7 +510,8 @@ TEST(Bundle, SchemaIsTheSeedByteForByte) {
   // The seed's first line names the file, a blank line follows, then the schema.
   size_t start = text.find("\n\n");
   ASSERT_NE(start, std::string::npos);
-  EXPECT_EQ(text.substr(start + 2), *ReadFile(std::string(KILN_SOURCE_DIR) + "/src/bundle/bundled_program_schema.fbs"));
+  EXPECT_EQ(text.substr(start + 2),
+            *ReadFile(std::string(KILN_SOURCE_DIR) + "/src/bundle/bundled_program_schema.fbs"));
 }
 
 TEST(Bundle, RoundTripWithScalarValues) {
@@ -519,7 +537,8 @@ TEST(Bundle, RoundTripWithScalarValues) {
   for (size_t k = 0; k < 2; ++k)
     for (size_t i = 0; i < 4; ++i) {
       EXPECT_TRUE(SameBytes(b->test_sets[k].inputs[i], sets[k].inputs[i])) << k << " " << i;
-      EXPECT_TRUE(SameBytes(b->test_sets[k].expected_outputs[i], sets[k].expected_outputs[i])) << k << " " << i;
+      EXPECT_TRUE(SameBytes(b->test_sets[k].expected_outputs[i], sets[k].expected_outputs[i]))
+          << k << " " << i;
     }
   // What a flatc-generated reader sees.
   ASSERT_TRUE(bp::BundledProgramBufferHasIdentifier(bytes->data()));
@@ -534,7 +553,8 @@ TEST(Bundle, RoundTripWithScalarValues) {
   ASSERT_NE(x, nullptr);
   EXPECT_EQ(x->scalar_type(), executorch_flatbuffer::ScalarType_FLOAT);
   EXPECT_EQ(std::vector<int32_t>(x->sizes()->begin(), x->sizes()->end()), std::vector<int32_t>{2});
-  EXPECT_EQ(std::vector<uint8_t>(x->dim_order()->begin(), x->dim_order()->end()), std::vector<uint8_t>{0});
+  EXPECT_EQ(std::vector<uint8_t>(x->dim_order()->begin(), x->dim_order()->end()),
+            std::vector<uint8_t>{0});
   EXPECT_EQ(reinterpret_cast<uintptr_t>(x->data()->data()) % 16, 0u);
   EXPECT_EQ(std::memcmp(x->data()->data(), sets[1].inputs[0].raw(), 8), 0);
   ASSERT_NE(ios->inputs()->Get(1)->val_as_Int(), nullptr);
@@ -586,10 +606,12 @@ TEST(Bundle, TestSetsThatDisagreeWithTheProgramAreRefused) {
   expect(sets, "test set 0 has 5 expected outputs; the program has 4");
   sets = ScalarSets();
   sets[0].inputs[0] = Tensor(DType::kFloat64, {2});
-  expect(sets, "test set 0 input 0 'x': the program expects FLOAT[2], the test set holds DOUBLE[2]");
+  expect(sets,
+         "test set 0 input 0 'x': the program expects FLOAT[2], the test set holds DOUBLE[2]");
   sets = ScalarSets();
   sets[1].expected_outputs[0] = Tensor(DType::kFloat32, {3});
-  expect(sets, "test set 1 output 0 'x_out': the program expects FLOAT[2], the test set holds FLOAT[3]");
+  expect(sets,
+         "test set 1 output 0 'x_out': the program expects FLOAT[2], the test set holds FLOAT[3]");
 }
 
 // Bundles forged with the flatc-generated builder of the seed schema: what another tool could
@@ -611,16 +633,19 @@ TEST(Bundle, ForgedBundlesAreRefused) {
   auto build = [&](const Forge& f) {
     flatbuffers::FlatBufferBuilder fbb;
     auto value = [&]() {
-      if (f.int_value) return bp::CreateValue(fbb, bp::ValueUnion_Int, bp::CreateInt(fbb, 3).Union());
+      if (f.int_value)
+        return bp::CreateValue(fbb, bp::ValueUnion_Int, bp::CreateInt(fbb, 3).Union());
       std::vector<uint8_t> data(f.data_bytes, 0);
-      auto t = bp::CreateTensorDirect(fbb, static_cast<executorch_flatbuffer::ScalarType>(f.scalar_type), &f.sizes,
-                                      &data, &f.dim_order);
+      auto t =
+          bp::CreateTensorDirect(fbb, static_cast<executorch_flatbuffer::ScalarType>(f.scalar_type),
+                                 &f.sizes, &data, &f.dim_order);
       return bp::CreateValue(fbb, bp::ValueUnion_Tensor, t.Union());
     };
     std::vector<flatbuffers::Offset<bp::Value>> ins, outs;
     for (int i = 0; i < f.inputs; ++i) ins.push_back(value());
     for (int i = 0; i < f.outputs; ++i) outs.push_back(value());
-    std::vector<flatbuffers::Offset<bp::BundledIOSet>> sets{bp::CreateBundledIOSetDirect(fbb, &ins, &outs)};
+    std::vector<flatbuffers::Offset<bp::BundledIOSet>> sets{
+        bp::CreateBundledIOSetDirect(fbb, &ins, &outs)};
     std::vector<flatbuffers::Offset<bp::BundledExecutionPlanTest>> plans{
         bp::CreateBundledExecutionPlanTestDirect(fbb, f.method.c_str(), &sets)};
     std::vector<uint8_t> prog(program.begin(), program.end());
@@ -680,8 +705,9 @@ TEST(Bundle, ForgedBundlesAreRefused) {
   // A kiln program is not a bundle, nor the reverse.
   auto b = ReloadBundle(program);
   ASSERT_FALSE(b.ok());
-  EXPECT_NE(b.status().message().find("not a bundled program (file identifier 'KILN', expected 'BP06')"),
-            std::string::npos);
+  EXPECT_NE(
+      b.status().message().find("not a bundled program (file identifier 'KILN', expected 'BP06')"),
+      std::string::npos);
 }
 
 TEST(Bundle, DamagedBytesNeverCrash) {
@@ -692,7 +718,8 @@ TEST(Bundle, DamagedBytesNeverCrash) {
   s.expected_outputs.push_back(Tensor::FromVector<float>(DType::kFloat32, {4}, {0, 0.5f, 3, 5.5f}));
   auto bytes = bundle::SerializeBundle(program, *m.graph, {s});
   ASSERT_TRUE(bytes.ok());
-  for (size_t n = 0; n < bytes->size(); n += 7) EXPECT_FALSE(ReloadBundle(bytes->substr(0, n)).ok()) << n;
+  for (size_t n = 0; n < bytes->size(); n += 7)
+    EXPECT_FALSE(ReloadBundle(bytes->substr(0, n)).ok()) << n;
   std::mt19937 rng(7);
   for (int trial = 0; trial < 3000; ++trial) {
     std::string b = *bytes;
@@ -712,7 +739,8 @@ TEST(Bundle, EveryAlteredByteIsRefusedAndNamed) {
   std::vector<bundle::TestSet> sets(2);
   for (int k = 0; k < 2; ++k) {
     sets[k].inputs.push_back(Tensor::FromVector<float>(DType::kFloat32, {4}, {1.f + k, 2, 3, 4}));
-    sets[k].expected_outputs.push_back(Tensor::FromVector<float>(DType::kFloat32, {4}, {0, 0.5f, 3.f + k, 5.5f}));
+    sets[k].expected_outputs.push_back(
+        Tensor::FromVector<float>(DType::kFloat32, {4}, {0, 0.5f, 3.f + k, 5.5f}));
   }
   auto bytes = bundle::SerializeBundle(program, *m.graph, sets);
   ASSERT_TRUE(bytes.ok()) << bytes.status().message();
@@ -730,11 +758,13 @@ TEST(Bundle, EveryAlteredByteIsRefusedAndNamed) {
     const auto* in = io->inputs()->Get(0)->val_as_Tensor()->data();
     const auto* out = io->expected_outputs()->Get(0)->val_as_Tensor()->data();
     const std::string set = "test set " + std::to_string(k);
-    tensors.push_back({size_t(in->data() - base), size_t(in->data() - base) + in->size(), set + " input 'x'"});
+    tensors.push_back(
+        {size_t(in->data() - base), size_t(in->data() - base) + in->size(), set + " input 'x'"});
     tensors.push_back({size_t(out->data() - base), size_t(out->data() - base) + out->size(),
                        set + " expected output 'y'"});
   }
-  const size_t prog_begin = root->program()->data() - base, prog_end = prog_begin + root->program()->size();
+  const size_t prog_begin = root->program()->data() - base,
+               prog_end = prog_begin + root->program()->size();
   int named = 0;
   for (size_t i = 0; i < bytes->size(); ++i)
     for (uint8_t x : {0x01, 0xff}) {
@@ -750,8 +780,9 @@ TEST(Bundle, EveryAlteredByteIsRefusedAndNamed) {
       }
       for (const auto& t : tensors)
         if (i >= t.begin && i < t.end) {
-          EXPECT_NE(msg.find("altered or corrupt: " + t.name + " no longer matches its SHA-256 digest"),
-                    std::string::npos)
+          EXPECT_NE(
+              msg.find("altered or corrupt: " + t.name + " no longer matches its SHA-256 digest"),
+              std::string::npos)
               << msg;
           ++named;
         }
@@ -768,7 +799,9 @@ class BundleCliTest : public CliTest {
     Result r = RunKiln(args);
     ASSERT_EQ(r.code, 0) << args << "\n" << r.err << r.out;
   }
-  std::string Npy(const std::string& dir, int k) { return *ReadFile(dir + "/output_" + std::to_string(k) + ".npy"); }
+  std::string Npy(const std::string& dir, int k) {
+    return *ReadFile(dir + "/output_" + std::to_string(k) + ".npy");
+  }
 };
 
 TEST_F(BundleCliTest, HelpForTheNewVerbs) {
@@ -786,23 +819,28 @@ TEST_F(BundleCliTest, ProgramRunsBitIdenticalToTheOnnxFile) {
   struct Case {
     std::string model, shape;
   };
-  std::vector<Case> cases = {{Models() + "kws_cnn.onnx", ""}, {Models() + "mlp_field.onnx", "--shape xyz=64,3"}};
+  std::vector<Case> cases = {{Models() + "kws_cnn.onnx", ""},
+                             {Models() + "mlp_field.onnx", "--shape xyz=64,3"}};
   std::string loop = Conformance() + "onnx-node/test_loop11/model.onnx";
   if (fs::exists(loop)) cases.push_back({loop, ""});
   for (size_t i = 0; i < cases.size(); ++i) {
     std::string name = "m" + std::to_string(i);
-    Ok("compile " + cases[i].model + " --target program --name " + name + " --out " + file("prog") + " " + cases[i].shape);
+    Ok("compile " + cases[i].model + " --target program --name " + name + " --out " + file("prog") +
+       " " + cases[i].shape);
     std::string kiln = file("prog/" + name + ".kiln");
     ASSERT_TRUE(fs::exists(kiln));
     Ok("run " + cases[i].model + " " + cases[i].shape + " --output-dir " + file("a" + name));
     Ok("run " + kiln + " --output-dir " + file("b" + name));
     EXPECT_EQ(Npy(file("a" + name), 0), Npy(file("b" + name), 0)) << cases[i].model;
-    EXPECT_EQ(*ReadFile(file("a" + name + "/outputs.json")), *ReadFile(file("b" + name + "/outputs.json")));
+    EXPECT_EQ(*ReadFile(file("a" + name + "/outputs.json")),
+              *ReadFile(file("b" + name + "/outputs.json")));
   }
   // The other verbs take it too.
   Result r = RunKiln("inspect " + file("prog/m0.kiln") + " --summary");
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.out.find(".kiln schema 2, written by kiln 0.1.0 from kws_cnn.onnx"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(".kiln schema 2, written by kiln 0.1.0 from kws_cnn.onnx"),
+            std::string::npos)
+      << r.out;
   EXPECT_NE(r.out.find("source sha256 "), std::string::npos);
   EXPECT_NE(r.out.find("op histogram"), std::string::npos);
   Ok("plan " + file("prog/m0.kiln") + " --json");
@@ -815,7 +853,9 @@ TEST_F(BundleCliTest, ProgramRunsBitIdenticalToTheOnnxFile) {
   h.Update(src->data(), src->size());
   auto d = h.Finish();
   Result insp = RunKiln("inspect " + file("prog/m0.kiln") + " --summary");
-  EXPECT_NE(insp.out.find("source sha256 " + bundle::HexString(d.data(), d.size())), std::string::npos) << insp.out;
+  EXPECT_NE(insp.out.find("source sha256 " + bundle::HexString(d.data(), d.size())),
+            std::string::npos)
+      << insp.out;
 }
 
 TEST_F(BundleCliTest, BundleVerifyInspect) {
@@ -850,19 +890,21 @@ TEST_F(BundleCliTest, BundleVerifyInspect) {
   auto want = frontend::LoadNpyFile(file("c/output_0.npy"));
   ASSERT_TRUE(want.ok());
   std::string out_name = nlohmann::json::parse(*ReadFile(file("c/outputs.json")))["0"];
-  Ok("bundle " + kws + " --input mfcc=" + file("x.npy") + " --input mfcc=" + file("x.npy") + " --expected " +
-     out_name + "=" + file("c/output_0.npy") + " --expected " + out_name + "=" + file("c/output_0.npy") + " -o " +
-     file("given.bpte"));
+  Ok("bundle " + kws + " --input mfcc=" + file("x.npy") + " --input mfcc=" + file("x.npy") +
+     " --expected " + out_name + "=" + file("c/output_0.npy") + " --expected " + out_name + "=" +
+     file("c/output_0.npy") + " -o " + file("given.bpte"));
   r = RunKiln("verify " + file("given.bpte") + " --rtol 0 --atol 0");
   EXPECT_EQ(r.code, 0) << r.err << r.out;
   // One expected value altered: verify fails with one line naming the set, output and element.
   Tensor bad = want->Clone();
   bad.data<float>()[3] += 0.25f;
   Write("bad.npy", frontend::SerializeNpy(bad));
-  Ok("bundle " + kws + " --input mfcc=" + file("x.npy") + " --expected " + out_name + "=" + file("bad.npy") + " -o " +
-     file("bad.bpte"));
-  ExpectUserError("verify " + file("bad.bpte"), "1 of 1 test sets fail; test set 0 output '" + out_name +
-                                                   "': 1 of 12 elements differ beyond rtol 0.0001, atol 1e-05 (worst at index 3");
+  Ok("bundle " + kws + " --input mfcc=" + file("x.npy") + " --expected " + out_name + "=" +
+     file("bad.npy") + " -o " + file("bad.bpte"));
+  ExpectUserError(
+      "verify " + file("bad.bpte"),
+      "1 of 1 test sets fail; test set 0 output '" + out_name +
+          "': 1 of 12 elements differ beyond rtol 0.0001, atol 1e-05 (worst at index 3");
   r = RunKiln("verify " + file("bad.bpte") + " --json");
   EXPECT_EQ(r.code, 1);
   EXPECT_EQ(nlohmann::json::parse(r.out)["test_sets"][0]["outputs"][0]["mismatches"], 1);
@@ -873,12 +915,13 @@ TEST_F(BundleCliTest, AlteredBundlesAndProgramsAreOneLineErrors) {
   std::string mlp = Models() + "mlp_field.onnx --shape xyz=2,3";
   Ok("bundle " + mlp + " --random 2 -o " + file("m.bpte"));
   Ok("compile " + mlp + " --target program --name m --out " + file("prog"));
-  const std::pair<std::string, std::string> cases[] = {{file("m.bpte"), "verify " + file("altered.bpte")},
-                                                       {file("prog/m.kiln"), "run " + file("altered.kiln") +
-                                                                                 " --output-dir " + file("out")}};
+  const std::pair<std::string, std::string> cases[] = {
+      {file("m.bpte"), "verify " + file("altered.bpte")},
+      {file("prog/m.kiln"), "run " + file("altered.kiln") + " --output-dir " + file("out")}};
   for (const auto& [original, command] : cases) {
     const std::string bytes = *ReadFile(original);
-    const std::string altered = original.substr(original.size() - 5) == ".bpte" ? "altered.bpte" : "altered.kiln";
+    const std::string altered =
+        original.substr(original.size() - 5) == ".bpte" ? "altered.bpte" : "altered.kiln";
     for (int k = 0; k < 24; ++k) {
       size_t i = (bytes.size() - 1) * k / 23;
       std::string b = bytes;
@@ -895,8 +938,8 @@ TEST_F(BundleCliTest, ExpectedOutputsFromAnotherFramework) {
   std::string suite = Conformance() + "onnx-pytorch-converted/";
   if (!fs::exists(suite)) GTEST_SKIP();
   int checked = 0;
-  for (const char* t : {"test_Conv2d", "test_ConvTranspose2d", "test_BatchNorm2d_eval", "test_Linear", "test_GLU",
-                        "test_PixelShuffle", "test_Softmax"}) {
+  for (const char* t : {"test_Conv2d", "test_ConvTranspose2d", "test_BatchNorm2d_eval",
+                        "test_Linear", "test_GLU", "test_PixelShuffle", "test_Softmax"}) {
     std::string dir = suite + t;
     if (!fs::exists(dir + "/test_data_set_0/output_0.pb")) continue;
     auto m = frontend::LoadModel(dir + "/model.onnx");
@@ -904,8 +947,9 @@ TEST_F(BundleCliTest, ExpectedOutputsFromAnotherFramework) {
     std::string in = m->graph->values[m->graph->RuntimeInputs()[0]].name;
     std::string out = m->graph->values[m->graph->outputs[0]].name;
     std::string f = file(std::string(t) + ".bpte");
-    Ok("bundle " + dir + "/model.onnx --input " + in + "=" + dir + "/test_data_set_0/input_0.pb --expected " + out +
-       "=" + dir + "/test_data_set_0/output_0.pb -o " + f);
+    Ok("bundle " + dir + "/model.onnx --input " + in + "=" + dir +
+       "/test_data_set_0/input_0.pb --expected " + out + "=" + dir +
+       "/test_data_set_0/output_0.pb -o " + f);
     Result r = RunKiln("verify " + f + " --rtol 1e-4 --atol 1e-5");
     EXPECT_EQ(r.code, 0) << t << ": " << r.err << r.out;
     ++checked;
@@ -919,45 +963,57 @@ TEST_F(BundleCliTest, BadFilesAndOptionsAreOneLineErrors) {
   Ok("compile " + kws + " --target program --name kws --out " + file("p"));
   std::string bpte = *ReadFile(file("kws.bpte")), kiln = *ReadFile(file("p/kws.kiln"));
   Write("trunc.bpte", bpte.substr(0, bpte.size() / 3));
-  ExpectUserError("verify " + file("trunc.bpte"), "trunc.bpte: corrupt or truncated bundled program");
+  ExpectUserError("verify " + file("trunc.bpte"),
+                  "trunc.bpte: corrupt or truncated bundled program");
   Write("tiny.bpte", "BP0");
   ExpectUserError("verify " + file("tiny.bpte"), "tiny.bpte: truncated: 3 bytes");
   Write("label.bpte", kiln);
-  ExpectUserError("verify " + file("label.bpte"), "label.bpte: not a bundled program (file identifier 'KILN', expected 'BP06')");
+  ExpectUserError("verify " + file("label.bpte"),
+                  "label.bpte: not a bundled program (file identifier 'KILN', expected 'BP06')");
   Write("label.kiln", bpte);
-  ExpectUserError("run " + file("label.kiln"), "label.kiln: not a kiln program (file identifier 'BP06', expected 'KILN')");
+  ExpectUserError("run " + file("label.kiln"),
+                  "label.kiln: not a kiln program (file identifier 'BP06', expected 'KILN')");
   Write("trunc.kiln", kiln.substr(0, kiln.size() - 100));
   ExpectUserError("run " + file("trunc.kiln"), "trunc.kiln: corrupt or truncated kiln program");
   ExpectUserError("inspect " + file("trunc.kiln"), "trunc.kiln");
-  ExpectUserError("compile " + file("trunc.kiln") + " --target c --name kw --out " + file("o"), "trunc.kiln");
+  ExpectUserError("compile " + file("trunc.kiln") + " --target c --name kw --out " + file("o"),
+                  "trunc.kiln");
   // The program inside the bundle damaged: its root offset made to point past the end.
   size_t at = bpte.find(kiln.substr(4, 4)) - 4;
   std::string damaged = bpte;
   std::memset(&damaged[at], 0x7f, 4);
   Write("damaged.bpte", damaged);
-  ExpectUserError("verify " + file("damaged.bpte"), "damaged.bpte program: corrupt or truncated kiln program");
+  ExpectUserError("verify " + file("damaged.bpte"),
+                  "damaged.bpte program: corrupt or truncated kiln program");
   ExpectUserError("verify " + file("missing.bpte"), "cannot open");
-  ExpectUserError("bundle " + kws + " --random 2 --input mfcc=" + file("x.npy") + " -o " + file("x.bpte"),
-                  "give --input or --random, not both");
-  ExpectUserError("bundle " + kws + " --input nothere=" + file("kws.bpte") + " -o " + file("x.bpte"), ".npy or .pb");
+  ExpectUserError(
+      "bundle " + kws + " --random 2 --input mfcc=" + file("x.npy") + " -o " + file("x.bpte"),
+      "give --input or --random, not both");
+  ExpectUserError(
+      "bundle " + kws + " --input nothere=" + file("kws.bpte") + " -o " + file("x.bpte"),
+      ".npy or .pb");
   Tensor x(DType::kFloat32, {1, 1, 49, 10});
   Write("x.npy", frontend::SerializeNpy(x));
   Write("short.npy", frontend::SerializeNpy(Tensor(DType::kFloat32, {3})));
   ExpectUserError("bundle " + kws + " --input nothere=" + file("x.npy") + " -o " + file("x.bpte"),
                   "--input nothere: the model has no input of that name");
-  ExpectUserError("bundle " + kws + " --input mfcc=" + file("short.npy") + " -o " + file("x.bpte"), "expected shape");
+  ExpectUserError("bundle " + kws + " --input mfcc=" + file("short.npy") + " -o " + file("x.bpte"),
+                  "expected shape");
   ExpectUserError("bundle " + kws + " --expected nope=" + file("x.npy") + " -o " + file("x.bpte"),
                   "--expected nope: the model has no output of that name");
   ExpectUserError("bundle " + file("p/kws.kiln") + " --shape input=1,1,49,10 -o " + file("x.bpte"),
                   "--shape does not apply");
-  ExpectUserError("compile " + kws + " --target program --name a/b --out " + file("o"), "without '/'");
-  ExpectUserError("compile " + kws + " --target c --name kw --bundle " + file("trunc.bpte") + " --out " + file("o"),
+  ExpectUserError("compile " + kws + " --target program --name a/b --out " + file("o"),
+                  "without '/'");
+  ExpectUserError("compile " + kws + " --target c --name kw --bundle " + file("trunc.bpte") +
+                      " --out " + file("o"),
                   "trunc.bpte");
   // A bundle whose test sets do not fit the model compiled to C.
   std::string field = Models() + "mlp_field.onnx";
-  ExpectUserError("compile " + field + " --shape xyz=4,3 --target c --name f --bundle " + file("kws.bpte") + " --out " +
-                      file("o"),
-                  "kws.bpte: test set 0 input 'xyz': the generated code takes FLOAT[4,3], the test set holds FLOAT[1,1,49,10]");
+  ExpectUserError("compile " + field + " --shape xyz=4,3 --target c --name f --bundle " +
+                      file("kws.bpte") + " --out " + file("o"),
+                  "kws.bpte: test set 0 input 'xyz': the generated code takes FLOAT[4,3], the test "
+                  "set holds FLOAT[1,1,49,10]");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -984,7 +1040,8 @@ TEST_F(VerifyMainTest, BuildsWithStrictFlagsAndPassesOnTheHost) {
   if (HaveTool("clang")) compilers.push_back("clang");
   for (const auto& cc : compilers) {
     auto [rc, out] = Sh("cd " + file("gen") + " && " + cc +
-                        " -std=c99 -Wall -Wextra -Werror -pedantic -O2 -o verify kws.c kws_params.c kws_verify.c -lm && ./verify");
+                        " -std=c99 -Wall -Wextra -Werror -pedantic -O2 -o verify kws.c "
+                        "kws_params.c kws_verify.c -lm && ./verify");
     EXPECT_EQ(rc, 0) << cc << "\n" << out;
     EXPECT_NE(out.find("test set 1: pass"), std::string::npos) << out;
     EXPECT_NE(out.find("kiln verify kws: 2 of 2 test sets passed"), std::string::npos) << out;
@@ -1006,16 +1063,18 @@ TEST_F(VerifyMainTest, AMismatchFailsTheProgram) {
   bad.data<float>()[5] = -bad.data<float>()[5] - 1.0f;
   Write("bad.npy", frontend::SerializeNpy(bad));
   std::string out_name = nlohmann::json::parse(*ReadFile(file("r/outputs.json")))["0"];
-  Ok("bundle " + kws + " --input mfcc=" + file("x.npy") + " --input mfcc=" + file("x.npy") + " --expected " +
-     out_name + "=" + file("r/output_0.npy") + " --expected " + out_name + "=" + file("bad.npy") + " -o " +
-     file("bad.bpte"));
+  Ok("bundle " + kws + " --input mfcc=" + file("x.npy") + " --input mfcc=" + file("x.npy") +
+     " --expected " + out_name + "=" + file("r/output_0.npy") + " --expected " + out_name + "=" +
+     file("bad.npy") + " -o " + file("bad.bpte"));
   Generate(file("bad.bpte"));
   auto [rc, out] = Sh("cd " + file("gen") +
-                      " && gcc -std=c99 -Wall -Wextra -Werror -pedantic -O2 -o verify kws.c kws_params.c kws_verify.c -lm && ./verify");
+                      " && gcc -std=c99 -Wall -Wextra -Werror -pedantic -O2 -o verify kws.c "
+                      "kws_params.c kws_verify.c -lm && ./verify");
   EXPECT_EQ(rc, 1) << out;
   EXPECT_NE(out.find("test set 0: pass"), std::string::npos) << out;
   EXPECT_NE(out.find("test set 1: FAIL"), std::string::npos) << out;
-  EXPECT_NE(out.find("1 of 12 elements outside the tolerance (first at 5"), std::string::npos) << out;
+  EXPECT_NE(out.find("1 of 12 elements outside the tolerance (first at 5"), std::string::npos)
+      << out;
   EXPECT_NE(out.find("1 of 2 test sets passed"), std::string::npos) << out;
 }
 
@@ -1024,9 +1083,11 @@ TEST_F(VerifyMainTest, ScalarAndIntegerTypes) {
   Write("s.onnx", ScalarModel().SerializeAsString());
   Ok("bundle " + file("s.onnx") + " --random 2 -o " + file("s.bpte"));
   Ok("verify " + file("s.bpte") + " --rtol 0 --atol 0");
-  Ok("compile " + file("s.bpte") + " --target c --bundle " + file("s.bpte") + " --name sc --out " + file("gen"));
+  Ok("compile " + file("s.bpte") + " --target c --bundle " + file("s.bpte") + " --name sc --out " +
+     file("gen"));
   auto [rc, out] = Sh("cd " + file("gen") +
-                      " && gcc -std=c99 -Wall -Wextra -Werror -pedantic -O2 -o verify sc.c sc_params.c sc_verify.c -lm && ./verify");
+                      " && gcc -std=c99 -Wall -Wextra -Werror -pedantic -O2 -o verify sc.c "
+                      "sc_params.c sc_verify.c -lm && ./verify");
   EXPECT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("2 of 2 test sets passed"), std::string::npos) << out;
 }
@@ -1038,14 +1099,15 @@ TEST_F(VerifyMainTest, PassesOnTheEmulatedCortexM4) {
   std::string kws = Models() + "kws_cnn.onnx";
   Ok("bundle " + kws + " --random 2 -o " + file("kws.bpte"));
   Generate(file("kws.bpte"));
-  auto [rc, out] = Sh(std::string(KILN_CORTEX_M4_RUN) + " --timeout 300 -- " + file("gen/kws.c") + " " +
-                      file("gen/kws_params.c") + " " + file("gen/kws_verify.c"));
+  auto [rc, out] = Sh(std::string(KILN_CORTEX_M4_RUN) + " --timeout 300 -- " + file("gen/kws.c") +
+                      " " + file("gen/kws_params.c") + " " + file("gen/kws_verify.c"));
   EXPECT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("kiln verify kws: 2 of 2 test sets passed"), std::string::npos) << out;
   // And a mismatch there exits 1.
   std::string field = Models() + "mlp_field.onnx";
   Tensor xyz(DType::kFloat32, {8, 3});
-  for (int64_t i = 0; i < xyz.size(); ++i) xyz.data<float>()[i] = 0.1f * static_cast<float>(i % 7) - 0.3f;
+  for (int64_t i = 0; i < xyz.size(); ++i)
+    xyz.data<float>()[i] = 0.1f * static_cast<float>(i % 7) - 0.3f;
   Write("xyz.npy", frontend::SerializeNpy(xyz));
   Ok("run " + field + " --input xyz=" + file("xyz.npy") + " --output-dir " + file("r"));
   auto want = frontend::LoadNpyFile(file("r/output_0.npy"));
@@ -1054,11 +1116,13 @@ TEST_F(VerifyMainTest, PassesOnTheEmulatedCortexM4) {
   bad.data<float>()[0] += 1.0f;
   Write("bad.npy", frontend::SerializeNpy(bad));
   std::string out_name = nlohmann::json::parse(*ReadFile(file("r/outputs.json")))["0"];
-  Ok("bundle " + field + " --input xyz=" + file("xyz.npy") + " --expected " + out_name + "=" + file("bad.npy") +
-     " -o " + file("bad.bpte"));
-  Ok("compile " + file("bad.bpte") + " --target c --bundle " + file("bad.bpte") + " --name field --out " + file("gen3"));
-  auto [rc2, out2] = Sh(std::string(KILN_CORTEX_M4_RUN) + " --timeout 300 -- " + file("gen3/field.c") + " " +
-                        file("gen3/field_params.c") + " " + file("gen3/field_verify.c"));
+  Ok("bundle " + field + " --input xyz=" + file("xyz.npy") + " --expected " + out_name + "=" +
+     file("bad.npy") + " -o " + file("bad.bpte"));
+  Ok("compile " + file("bad.bpte") + " --target c --bundle " + file("bad.bpte") +
+     " --name field --out " + file("gen3"));
+  auto [rc2, out2] =
+      Sh(std::string(KILN_CORTEX_M4_RUN) + " --timeout 300 -- " + file("gen3/field.c") + " " +
+         file("gen3/field_params.c") + " " + file("gen3/field_verify.c"));
   EXPECT_EQ(rc2, 1) << out2;
   EXPECT_NE(out2.find("test set 0: FAIL"), std::string::npos) << out2;
 #endif

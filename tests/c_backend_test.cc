@@ -46,12 +46,14 @@ double RelL2(const std::vector<double>& got, const float* want, size_t n) {
 class CBackendTest : public CliTest {
  protected:
   void Compile(const std::string& model, const std::string& name, const std::string& extra = "") {
-    Result r = RunKiln("compile " + model + " --target c --name " + name + " --out " + file("gen") + " " + extra);
+    Result r = RunKiln("compile " + model + " --target c --name " + name + " --out " + file("gen") +
+                       " " + extra);
     ASSERT_EQ(r.code, 0) << r.err;
   }
   std::map<std::string, std::string> ReadDir(const std::string& d) {
     std::map<std::string, std::string> files;
-    for (const auto& e : fs::directory_iterator(d)) files[e.path().filename().string()] = *ReadFile(e.path().string());
+    for (const auto& e : fs::directory_iterator(d))
+      files[e.path().filename().string()] = *ReadFile(e.path().string());
     return files;
   }
 };
@@ -63,13 +65,20 @@ TEST_F(CBackendTest, OutsideApplicationWithTwoModelsMatchesHost) {
   Compile(Models() + "mlp_field.onnx", "field", "--shape xyz=64,3");
   // The same inputs as app.c, for the host.
   Tensor kin(DType::kFloat32, {1, 1, 49, 10}), fin(DType::kFloat32, {64, 3});
-  for (int i = 0; i < 490; ++i) kin.data<float>()[i] = static_cast<float>((i * 37) % 101) / 50.0f - 1.0f;
-  for (int i = 0; i < 192; ++i) fin.data<float>()[i] = static_cast<float>((i * 13) % 97) / 48.0f - 1.0f;
+  for (int i = 0; i < 490; ++i)
+    kin.data<float>()[i] = static_cast<float>((i * 37) % 101) / 50.0f - 1.0f;
+  for (int i = 0; i < 192; ++i)
+    fin.data<float>()[i] = static_cast<float>((i * 13) % 97) / 48.0f - 1.0f;
   Write("kin.npy", frontend::SerializeNpy(kin));
   Write("fin.npy", frontend::SerializeNpy(fin));
-  ASSERT_EQ(RunKiln("run " + Models() + "kws_cnn.onnx --input mfcc=" + file("kin.npy") + " --output-dir " + file("kref")).code, 0);
-  ASSERT_EQ(RunKiln("run " + Models() + "mlp_field.onnx --shape xyz=64,3 --input xyz=" + file("fin.npy") +
-                    " --output-dir " + file("fref")).code, 0);
+  ASSERT_EQ(RunKiln("run " + Models() + "kws_cnn.onnx --input mfcc=" + file("kin.npy") +
+                    " --output-dir " + file("kref"))
+                .code,
+            0);
+  ASSERT_EQ(RunKiln("run " + Models() + "mlp_field.onnx --shape xyz=64,3 --input xyz=" +
+                    file("fin.npy") + " --output-dir " + file("fref"))
+                .code,
+            0);
   auto kref = frontend::LoadNpyFile(file("kref/output_0.npy"));
   auto fref = frontend::LoadNpyFile(file("fref/output_0.npy"));
   ASSERT_TRUE(kref.ok() && fref.ok());
@@ -79,7 +88,8 @@ TEST_F(CBackendTest, OutsideApplicationWithTwoModelsMatchesHost) {
   for (const auto& cc : compilers) {
     std::string gen = file("gen");
     auto [rc, log] = Sh("cd " + gen + " && " + cc + " " + kStrict + " -O2 -I. -o app_" + cc + " " +
-                        std::string(KILN_SOURCE_DIR) + "/tests/c_backend/app.c kws.c kws_params.c field.c field_params.c -lm");
+                        std::string(KILN_SOURCE_DIR) +
+                        "/tests/c_backend/app.c kws.c kws_params.c field.c field_params.c -lm");
     ASSERT_EQ(rc, 0) << cc << ":\n" << log;
     auto [run_rc, out] = Sh(gen + "/app_" + cc);
     ASSERT_EQ(run_rc, 0) << out;
@@ -113,7 +123,8 @@ TEST_F(CBackendTest, OutputIsDeterministicAndHeaderIsSelfContained) {
   EXPECT_EQ(names, (std::set<std::string>{"kws.h", "kws.c", "kws_params.c", "kws_kernels.h"}));
   // Including the header alone adds no code or data.
   Write("only_header.c", "#include \"kws.h\"\n");
-  auto [rc, log] = Sh("cd " + file("gen") + " && gcc " + kStrict + " -I. -c ../only_header.c -o ../only_header.o && size ../only_header.o");
+  auto [rc, log] = Sh("cd " + file("gen") + " && gcc " + kStrict +
+                      " -I. -c ../only_header.c -o ../only_header.o && size ../only_header.o");
   ASSERT_EQ(rc, 0) << log;
   EXPECT_NE(log.find("      0\t      0\t      0"), std::string::npos) << log;
   EXPECT_NE(first["kws.c"].find("kiln 0.1.0"), std::string::npos);
@@ -122,7 +133,8 @@ TEST_F(CBackendTest, OutputIsDeterministicAndHeaderIsSelfContained) {
 
 TEST_F(CBackendTest, ParamsGoToTheRequestedSection) {
   Compile(Models() + "kws_cnn.onnx", "kws", "--params-section .kiln_weights");
-  auto [rc, log] = Sh("cd " + file("gen") + " && gcc " + kStrict + " -c kws_params.c -o p.o && readelf -S p.o");
+  auto [rc, log] =
+      Sh("cd " + file("gen") + " && gcc " + kStrict + " -c kws_params.c -o p.o && readelf -S p.o");
   ASSERT_EQ(rc, 0) << log;
   EXPECT_NE(log.find(".kiln_weights"), std::string::npos) << log;
 }
@@ -203,11 +215,15 @@ TEST_F(CBackendTest, EveryOptimizationLevelBuildsWarningFree) {
   testing::AddNamedNode(g, "MatMul", {"x", "w"}, "y");
   Write("mm.onnx", mm.SerializeAsString());
   std::vector<std::pair<std::string, std::string>> models = {
-      {Models() + "kws_cnn.onnx", ""}, {Models() + "mlp_field.onnx", "--shape xyz=64,3"}, {file("mm.onnx"), ""}};
+      {Models() + "kws_cnn.onnx", ""},
+      {Models() + "mlp_field.onnx", "--shape xyz=64,3"},
+      {file("mm.onnx"), ""}};
   const std::string node = std::string(KILN_SOURCE_DIR) + "/../shared/conformance/onnx-node/";
-  for (const char* t : {"test_lstm_defaults", "test_gru_defaults", "test_averagepool_2d_pads", "test_layer_normalization_2d_axis0",
-                        "test_conv_with_strides_and_asymmetric_padding", "test_gemm_all_attributes",
-                        "test_softmax_axis_1", "test_argmax_keepdims_example", "test_einsum_batch_matmul"})
+  for (const char* t :
+       {"test_lstm_defaults", "test_gru_defaults", "test_averagepool_2d_pads",
+        "test_layer_normalization_2d_axis0", "test_conv_with_strides_and_asymmetric_padding",
+        "test_gemm_all_attributes", "test_softmax_axis_1", "test_argmax_keepdims_example",
+        "test_einsum_batch_matmul"})
     if (fs::exists(node + t)) models.push_back({node + t + "/model.onnx", ""});
   std::vector<std::string> compilers = {"gcc"};
   if (HaveTool("clang")) compilers.push_back("clang");
@@ -216,8 +232,9 @@ TEST_F(CBackendTest, EveryOptimizationLevelBuildsWarningFree) {
     Compile(models[i].first, name, models[i].second);
     for (const auto& cc : compilers)
       for (const char* opt : {"-O0", "-O2", "-O3", "-Os"}) {
-        auto [rc, log] = Sh("cd " + file("gen") + " && " + cc + " " + kStrict + " " + opt + " -c " + name + ".c -o " +
-                            name + ".o && " + cc + " " + kStrict + " " + opt + " -c " + name + "_params.c -o p.o");
+        auto [rc, log] = Sh("cd " + file("gen") + " && " + cc + " " + kStrict + " " + opt + " -c " +
+                            name + ".c -o " + name + ".o && " + cc + " " + kStrict + " " + opt +
+                            " -c " + name + "_params.c -o p.o");
         EXPECT_EQ(rc, 0) << models[i].first << " " << cc << " " << opt << ":\n" << log;
       }
   }
@@ -225,12 +242,17 @@ TEST_F(CBackendTest, EveryOptimizationLevelBuildsWarningFree) {
 
 TEST_F(CBackendTest, UserErrors) {
   std::string kws = Models() + "kws_cnn.onnx";
-  ExpectUserError("compile " + kws + " --target c --name 3x --out " + file("o"), "must be a C identifier");
-  ExpectUserError("compile " + kws + " --target c --name kiln_x --out " + file("o"), "must be a C identifier");
-  ExpectUserError("compile " + kws + " --target c --name model --out " + file("o"), "must be a C identifier");
-  ExpectUserError("compile " + kws + " --target c --name int --out " + file("o"), "must be a C identifier");
-  ExpectUserError("compile " + Models() + "mlp_field.onnx --target c --name f --out " + file("o"),
-                  "input 'xyz' has dims [batch,3] not fixed at compile time; give them with --shape");
+  ExpectUserError("compile " + kws + " --target c --name 3x --out " + file("o"),
+                  "must be a C identifier");
+  ExpectUserError("compile " + kws + " --target c --name kiln_x --out " + file("o"),
+                  "must be a C identifier");
+  ExpectUserError("compile " + kws + " --target c --name model --out " + file("o"),
+                  "must be a C identifier");
+  ExpectUserError("compile " + kws + " --target c --name int --out " + file("o"),
+                  "must be a C identifier");
+  ExpectUserError(
+      "compile " + Models() + "mlp_field.onnx --target c --name f --out " + file("o"),
+      "input 'xyz' has dims [batch,3] not fixed at compile time; give them with --shape");
   // An op the C backend has no emitter for is named.
   onnx::ModelProto m = testing::AddReluModel(4);
   m.mutable_graph()->mutable_node(1)->set_op_type("Unique");

@@ -29,7 +29,8 @@ struct Result {
 inline Result RunKiln(const std::string& args, const std::string& cwd = "", int timeout_s = 0) {
   static int counter = 0;
   std::string err_file = (fs::temp_directory_path() / ("kiln_cli_err_" + std::to_string(getpid()) +
-                                                       "_" + std::to_string(counter++))).string();
+                                                       "_" + std::to_string(counter++)))
+                             .string();
   std::string cmd = std::string(KILN_BINARY) + " " + args + " 2>" + err_file;
   if (timeout_s > 0) cmd = "timeout -s KILL " + std::to_string(timeout_s) + " " + cmd;
   if (!cwd.empty()) cmd = "cd '" + cwd + "' && " + cmd;
@@ -49,13 +50,16 @@ inline Result RunKiln(const std::string& args, const std::string& cwd = "", int 
 class CliTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("kiln_cli_" + std::to_string(getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() /
+           ("kiln_cli_" + std::to_string(getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::create_directories(dir_);
   }
   void TearDown() override { fs::remove_all(dir_); }
   std::string file(const std::string& n) { return (dir_ / n).string(); }
-  void Write(const std::string& n, const std::string& bytes) { ASSERT_TRUE(WriteFile(file(n), bytes).ok()); }
+  void Write(const std::string& n, const std::string& bytes) {
+    ASSERT_TRUE(WriteFile(file(n), bytes).ok());
+  }
   // A user error: exit code 1 and exactly one line on stderr that contains `what`.
   void ExpectUserError(const std::string& args, const std::string& what) {
     Result r = RunKiln(args);

@@ -10,13 +10,12 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-
 #include <nlohmann/json.hpp>
 
+#include "cli_fixture.h"
 #include "frontend/npy.h"
 #include "passes/pipeline.h"
 #include "support/file_io.h"
-#include "cli_fixture.h"
 #include "test_models.h"
 
 namespace kiln {
@@ -52,9 +51,12 @@ TEST_F(CliTest, MalformedModelFiles) {
 TEST_F(CliTest, MissingOrOutOfRangeWeights) {
   Write("m.onnx", testing::AddReluModel().SerializeAsString());
   ASSERT_EQ(RunKiln("convert " + file("m.onnx") + " --to json --weights " + file("m.safetensors") +
-                " -o " + file("m.json")).code, 0);
+                    " -o " + file("m.json"))
+                .code,
+            0);
   ExpectUserError("run " + file("m.json"), "no --weights");
-  ExpectUserError("run " + file("m.json") + " --weights " + file("nope.safetensors"), "cannot open");
+  ExpectUserError("run " + file("m.json") + " --weights " + file("nope.safetensors"),
+                  "cannot open");
   auto st = ReadFile(file("m.safetensors"));
   ASSERT_TRUE(st.ok());
   Write("short.safetensors", st->substr(0, st->size() - 4));
@@ -71,7 +73,8 @@ TEST_F(CliTest, BadInputsAndShapes) {
   ExpectUserError("run " + file("m.onnx") + " --input x=" + file("ints.npy"), "expected FLOAT");
   Write("junk.npy", "definitely not numpy");
   ExpectUserError("run " + file("m.onnx") + " --input x=" + file("junk.npy"), "bad magic");
-  ExpectUserError("run " + file("m.onnx") + " --input nothere=" + file("junk.npy"), "no input of that name");
+  ExpectUserError("run " + file("m.onnx") + " --input nothere=" + file("junk.npy"),
+                  "no input of that name");
   ExpectUserError("run " + file("m.onnx") + " --shape x=4,a", "not a dimension");
   ExpectUserError("run " + file("m.onnx") + " --shape q=4", "no input of that name");
   ExpectUserError("run " + file("m.onnx") + " --shape x=4,4", "rank");
@@ -82,7 +85,8 @@ TEST_F(CliTest, BadInputsAndShapes) {
 // design (alias_of, followed to the root).
 void CheckPlanJson(const std::string& json_text, const std::string& what) {
   auto j = nlohmann::json::parse(json_text);
-  ASSERT_TRUE(j.contains("arena_bytes") && j.contains("lower_bound_bytes") && j.contains("planner"));
+  ASSERT_TRUE(j.contains("arena_bytes") && j.contains("lower_bound_bytes") &&
+              j.contains("planner"));
   const auto& bufs = j["buffers"];
   std::map<std::string, size_t> index;
   for (size_t i = 0; i < bufs.size(); ++i) index[bufs[i]["name"].get<std::string>()] = i;
@@ -109,10 +113,12 @@ void CheckPlanJson(const std::string& json_text, const std::string& what) {
 }
 
 TEST_F(CliTest, PlansHaveNoOverlapFromTheBuffersListAlone) {
-  std::vector<std::string> models = {std::string(KILN_SOURCE_DIR) + "/models/kws_cnn.onnx",
-                                     std::string(KILN_SOURCE_DIR) + "/models/mlp_field.onnx --shape xyz=256,3"};
+  std::vector<std::string> models = {
+      std::string(KILN_SOURCE_DIR) + "/models/kws_cnn.onnx",
+      std::string(KILN_SOURCE_DIR) + "/models/mlp_field.onnx --shape xyz=256,3"};
   std::string zoo = std::string(KILN_SOURCE_DIR) + "/../shared/conformance/onnx-light/";
-  for (const char* m : {"test_inception_v1", "test_densenet121", "test_resnet50", "test_shufflenet"})
+  for (const char* m :
+       {"test_inception_v1", "test_densenet121", "test_resnet50", "test_shufflenet"})
     if (fs::exists(zoo + m)) models.push_back(zoo + m + "/model.onnx");
   for (const auto& m : models) {
     for (const char* planner : {"default", "tflm", "coloring", "greedy-conflicts"}) {
@@ -145,7 +151,9 @@ TEST_F(CliTest, ShippedModelRunsFromOnnxAndFromJson) {
   Result a = RunKiln("run " + model + " --output-dir " + file("a"));
   ASSERT_EQ(a.code, 0) << a.err;
   ASSERT_EQ(RunKiln("convert " + model + " --to json --weights " + file("k.safetensors") + " -o " +
-                    file("k.json")).code, 0);
+                    file("k.json"))
+                .code,
+            0);
   Result b = RunKiln("run " + file("k.json") + " --weights " + file("k.safetensors") +
                      " --output-dir " + file("b"));
   ASSERT_EQ(b.code, 0) << b.err;
@@ -159,8 +167,9 @@ TEST_F(CliTest, ShippedModelRunsFromOnnxAndFromJson) {
   EXPECT_NE(names->find("\"probs\""), std::string::npos);
 }
 
-
-std::string Model(const std::string& name) { return std::string(KILN_SOURCE_DIR) + "/models/" + name; }
+std::string Model(const std::string& name) {
+  return std::string(KILN_SOURCE_DIR) + "/models/" + name;
+}
 
 // A `kiln serve` started in the background, stopped (SIGTERM) when the object goes.
 class BackgroundServe {
@@ -206,7 +215,8 @@ TEST_F(CliTest, TwoServicesNeverShareAnAddress) {
   ASSERT_FALSE(address.empty()) << *ReadFile(file("first.err"));
   Result r = RunKiln("serve --address " + address, "", 60);
   EXPECT_EQ(r.code, 1) << r.err;
-  EXPECT_NE(r.err.find("kiln: --address " + address + ": cannot listen there"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("kiln: --address " + address + ": cannot listen there"), std::string::npos)
+      << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   // A unix socket a service listens on is not taken over either; a stale one is reused.
   BackgroundServe unix_first("--address unix:" + file("gym.sock"), file("unix.err"));
@@ -222,14 +232,18 @@ TEST_F(CliTest, TwoServicesNeverShareAnAddress) {
 TEST_F(CliTest, OptionErrorsAreOneKilnLine) {
   const std::string m = Model("kws_cnn.onnx");
   const std::pair<std::string, std::string> cases[] = {
-      {"run " + m + " --threads 0", "kiln: --threads: '0' is not allowed; give an integer from 1 to 64 (kiln run --help)"},
+      {"run " + m + " --threads 0",
+       "kiln: --threads: '0' is not allowed; give an integer from 1 to 64 (kiln run --help)"},
       {"run " + m + " --threads abc", "--threads: 'abc' is not allowed"},
       {"run " + m + " --threads -1", "--threads"},
-      {"run " + m + " --threads 100000", "--threads: '100000' is not allowed; give an integer from 1 to 64"},
+      {"run " + m + " --threads 100000",
+       "--threads: '100000' is not allowed; give an integer from 1 to 64"},
       {"bench " + m + " --iterations 0", "--iterations: '0' is not allowed"},
       {"test-onnx " + file("") + " --rtol -1", "--rtol"},
-      {"verify " + file("x.bpte") + " --atol nan", "--atol: 'nan' is not allowed; give a number >= 0"},
-      {"compile " + m + " --target fortran --name k --out " + file("o"), "--target: 'fortran' is not allowed"},
+      {"verify " + file("x.bpte") + " --atol nan",
+       "--atol: 'nan' is not allowed; give a number >= 0"},
+      {"compile " + m + " --target fortran --name k --out " + file("o"),
+       "--target: 'fortran' is not allowed"},
       {"frobnicate", "kiln: unknown verb 'frobnicate'; the verbs are run, bench"},
       {"", "kiln: no verb given"},
       {"run", "MODEL"},
@@ -257,22 +271,31 @@ TEST_F(CliTest, FindingAModelsInputs) {
   Write("x.npy", frontend::SerializeNpy(x));
   ExpectUserError("run " + file("m.onnx") + " --input nothere=" + file("x.npy"),
                   "--input nothere: the model has no input of that name; its inputs are x (");
-  ExpectUserError("run " + file("m.onnx") + " --shape q=4", "--shape q: the model has no input of that name; its inputs are x (");
+  ExpectUserError("run " + file("m.onnx") + " --shape q=4",
+                  "--shape q: the model has no input of that name; its inputs are x (");
   // The only input needs no name.
-  Result r = RunKiln("run " + file("m.onnx") + " --input " + file("x.npy") + " --output-dir " + file("bare"));
+  Result r = RunKiln("run " + file("m.onnx") + " --input " + file("x.npy") + " --output-dir " +
+                     file("bare"));
   ASSERT_EQ(r.code, 0) << r.err;
-  Result named = RunKiln("run " + file("m.onnx") + " --input x=" + file("x.npy") + " --output-dir " + file("named"));
+  Result named = RunKiln("run " + file("m.onnx") + " --input x=" + file("x.npy") +
+                         " --output-dir " + file("named"));
   ASSERT_EQ(named.code, 0) << named.err;
   EXPECT_EQ(*ReadFile(file("bare/output_0.npy")), *ReadFile(file("named/output_0.npy")));
-  ASSERT_EQ(RunKiln("bundle " + file("m.onnx") + " --input " + file("x.npy") + " -o " + file("m.bpte")).code, 0);
+  ASSERT_EQ(
+      RunKiln("bundle " + file("m.onnx") + " --input " + file("x.npy") + " -o " + file("m.bpte"))
+          .code,
+      0);
   // Several inputs: a bare FILE is refused with the list.
   auto two = testing::AddReluModel(4);
   two.mutable_graph()->mutable_initializer()->Clear();
   *two.mutable_graph()->add_input() = testing::FloatInfo("w", {4});
   Write("two.onnx", two.SerializeAsString());
-  ExpectUserError("run " + file("two.onnx") + " --input " + file("x.npy"), "the model has 2 inputs; give NAME=FILE");
+  ExpectUserError("run " + file("two.onnx") + " --input " + file("x.npy"),
+                  "the model has 2 inputs; give NAME=FILE");
   // inspect lists inputs and outputs for every format, and as JSON.
-  ASSERT_EQ(RunKiln("compile " + file("m.onnx") + " --target program --name m --out " + file("p")).code, 0);
+  ASSERT_EQ(
+      RunKiln("compile " + file("m.onnx") + " --target program --name m --out " + file("p")).code,
+      0);
   for (const std::string& f : {file("m.onnx"), file("p/m.kiln"), file("m.bpte")}) {
     Result s = RunKiln("inspect " + f + " --summary");
     ASSERT_EQ(s.code, 0) << f << s.err;
@@ -296,7 +319,8 @@ TEST_F(CliTest, OutputsGoWhereTheySay) {
   fs::create_directories(file("work"));
   Result r = RunKiln("run " + Model("kws_cnn.onnx"), file("work"));
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.out.find("wrote output_0.npy and outputs.json to " + file("work")), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("wrote output_0.npy and outputs.json to " + file("work")), std::string::npos)
+      << r.out;
   EXPECT_TRUE(fs::exists(file("work/output_0.npy")));
   // convert without -o writes into the current folder, not next to the model.
   fs::create_directories(file("src"));
@@ -315,20 +339,23 @@ TEST_F(CliTest, OutputsGoWhereTheySay) {
 TEST_F(CliTest, TuneNeverWritesWorseThanTheDefault) {
   Write("m.onnx", testing::AddReluModel(64).SerializeAsString());
   auto arena = [&](const std::string& pipeline) {
-    Result p = RunKiln("plan " + file("m.onnx") + " --json" + (pipeline.empty() ? "" : " --pipeline " + pipeline));
+    Result p = RunKiln("plan " + file("m.onnx") + " --json" +
+                       (pipeline.empty() ? "" : " --pipeline " + pipeline));
     EXPECT_EQ(p.code, 0) << p.err;
     return nlohmann::json::parse(p.out)["arena_bytes"].get<size_t>();
   };
   const std::vector<std::string> defaults = passes::DefaultPipeline().passes;
   for (const std::string objective : {"arena", "latency"}) {
     const std::string out = file(objective + ".json");
-    Result r = RunKiln("tune " + file("m.onnx") + " --objective " + objective + " --budget 6 --jobs 1 -q -o " + out);
+    Result r = RunKiln("tune " + file("m.onnx") + " --objective " + objective +
+                       " --budget 6 --jobs 1 -q -o " + out);
     ASSERT_EQ(r.code, 0) << r.err;
     auto written = passes::LoadPipelineFile(out);
     ASSERT_TRUE(written.ok()) << written.status().message();
     std::string listed;
     for (const auto& p : written->passes) listed += (listed.empty() ? "" : ", ") + p;
-    EXPECT_NE(r.out.find("pipeline written to " + out + ": passes [" + listed + "], planner " + written->planner),
+    EXPECT_NE(r.out.find("pipeline written to " + out + ": passes [" + listed + "], planner " +
+                         written->planner),
               std::string::npos)
         << r.out;
     if (r.out.find("no sequence beat the default pipeline") != std::string::npos) {
@@ -338,7 +365,8 @@ TEST_F(CliTest, TuneNeverWritesWorseThanTheDefault) {
     }
     EXPECT_LE(arena(out), arena("")) << objective;
   }
-  Result lat = RunKiln("tune " + file("m.onnx") + " --objective latency --budget 6 --jobs 1 -q -o " + file("l.json"));
+  Result lat = RunKiln("tune " + file("m.onnx") +
+                       " --objective latency --budget 6 --jobs 1 -q -o " + file("l.json"));
   EXPECT_NE(lat.out.find("the 3% noise margin"), std::string::npos) << lat.out;
 }
 
@@ -356,7 +384,9 @@ TEST_F(CliTest, LargeBatchesStreamInTiles) {
   ASSERT_EQ(a->dim(0), 100000);
   const int64_t n = b->size();
   for (int64_t i = 0; i < n; ++i)
-    ASSERT_NEAR(a->data<float>()[i], b->data<float>()[i], 1e-5 * (1 + std::fabs(b->data<float>()[i]))) << i;
+    ASSERT_NEAR(a->data<float>()[i], b->data<float>()[i],
+                1e-5 * (1 + std::fabs(b->data<float>()[i])))
+        << i;
   Result bench = RunKiln("bench " + mlp + " --shape xyz=100000,3 --iterations 1");
   ASSERT_EQ(bench.code, 0) << bench.err;
   auto j = nlohmann::json::parse(bench.out);

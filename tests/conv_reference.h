@@ -14,8 +14,8 @@ namespace kiln::testing {
 // y [N, M, OH, OW] = act(conv(x, w) + b + z) with x [N, C, H, W], w [M, C / group, KH, KW],
 // z (may be null) NCHW like y, b (may be null) [M]. `magnitude` (may be null) gets each output's
 // |b| + sum of |terms| of the convolution, the scale of its rounding error.
-inline std::vector<double> ReferenceConv(const ops::Conv2DParams& p, const float* x,
-                                         const float* w, const float* b, const float* z,
+inline std::vector<double> ReferenceConv(const ops::Conv2DParams& p, const float* x, const float* w,
+                                         const float* b, const float* z,
                                          const ops::ConvPostOps& post,
                                          std::vector<double>* magnitude = nullptr) {
   using Act = ops::ConvPostOps::Act;

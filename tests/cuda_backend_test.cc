@@ -19,7 +19,9 @@ namespace kiln {
 namespace {
 
 std::string Models() { return std::string(KILN_SOURCE_DIR) + "/models/"; }
-std::string NodeTests() { return std::string(KILN_SOURCE_DIR) + "/../shared/conformance/onnx-node/"; }
+std::string NodeTests() {
+  return std::string(KILN_SOURCE_DIR) + "/../shared/conformance/onnx-node/";
+}
 
 std::pair<int, std::string> Sh(const std::string& cmd) {
   std::string out;
@@ -40,7 +42,8 @@ std::string Upper(std::string s) {
 Tensor Ramp(Dims dims, int seed) {
   Tensor t(DType::kFloat32, dims);
   for (int64_t i = 0; i < t.size(); ++i)
-    t.data<float>()[i] = static_cast<float>(((i + 1) * (37 + 2 * seed) + seed * 11) % 97) / 32.0f - 1.5f;
+    t.data<float>()[i] =
+        static_cast<float>(((i + 1) * (37 + 2 * seed) + seed * 11) % 97) / 32.0f - 1.5f;
   return t;
 }
 
@@ -67,71 +70,86 @@ class CudaBackendTest : public CliTest {
  protected:
   // kiln compile --target cuda into gen/NAME.
   void Compile(const std::string& model, const std::string& name, const std::string& extra = "") {
-    Result r = RunKiln("compile " + model + " --target cuda --name " + name + " --out " + file("gen_" + name) + " " + extra);
+    Result r = RunKiln("compile " + model + " --target cuda --name " + name + " --out " +
+                       file("gen_" + name) + " " + extra);
     ASSERT_EQ(r.code, 0) << r.err;
   }
 
   // Builds NAME.cu as host C++ with a driver that runs every sample through the per-sample
   // function, runs the host executor on the same batch, and compares each output.
-  void HostCheck(const std::string& model, const std::string& name, const std::vector<Input>& inputs,
-                 int num_outputs, double tol, const std::string& extra = "") {
+  void HostCheck(const std::string& model, const std::string& name,
+                 const std::vector<Input>& inputs, int num_outputs, double tol,
+                 const std::string& extra = "") {
     Compile(model, name, extra);
     if (HasFatalFailure()) return;
     int64_t K = inputs[0].batch.dims()[0];
-    for (const auto& in : inputs) ASSERT_EQ(in.batch.dims()[0], K) << in.name << ": every input's leading dim is the batch";
+    for (const auto& in : inputs)
+      ASSERT_EQ(in.batch.dims()[0], K) << in.name << ": every input's leading dim is the batch";
     std::string u = Upper(name), gen = file("gen_" + name);
-    std::string drv = "#include \"" + name + ".cu\"\n#include <cstdio>\n#include <cstdlib>\n#include <vector>\n"
-                      "static void io(const char *path, std::vector<float> &v, bool read) {\n"
-                      "  FILE *f = fopen(path, read ? \"rb\" : \"wb\");\n  if (!f) exit(2);\n"
-                      "  size_t n = read ? fread(v.data(), 4, v.size(), f) : fwrite(v.data(), 4, v.size(), f);\n"
-                      "  fclose(f);\n  if (n != v.size()) exit(3);\n}\n"
-                      "int main(int argc, char **argv) {\n  (void)argc;\n  const long K = atol(argv[1]);\n";
+    std::string drv =
+        "#include \"" + name +
+        ".cu\"\n#include <cstdio>\n#include <cstdlib>\n#include <vector>\n"
+        "static void io(const char *path, std::vector<float> &v, bool read) {\n"
+        "  FILE *f = fopen(path, read ? \"rb\" : \"wb\");\n  if (!f) exit(2);\n"
+        "  size_t n = read ? fread(v.data(), 4, v.size(), f) : fwrite(v.data(), 4, v.size(), f);\n"
+        "  fclose(f);\n  if (n != v.size()) exit(3);\n}\n"
+        "int main(int argc, char **argv) {\n  (void)argc;\n  const long K = atol(argv[1]);\n";
     std::string call = "int rc = kiln_" + name + "_host_check(";
     for (size_t k = 0; k < inputs.size(); ++k) {
       std::string v = "in" + std::to_string(k);
-      drv += "  std::vector<float> " + v + "(K * KILN_" + u + "_INPUT" + std::to_string(k) + "_ELEMENTS);\n";
+      drv += "  std::vector<float> " + v + "(K * KILN_" + u + "_INPUT" + std::to_string(k) +
+             "_ELEMENTS);\n";
       drv += "  io(argv[" + std::to_string(2 + k) + "], " + v + ", true);\n";
       call += (k ? ", " : "") + v + ".data()";
     }
     for (int k = 0; k < num_outputs; ++k) {
-      drv += "  std::vector<float> out" + std::to_string(k) + "(K * KILN_" + u + "_OUTPUT" + std::to_string(k) + "_ELEMENTS);\n";
+      drv += "  std::vector<float> out" + std::to_string(k) + "(K * KILN_" + u + "_OUTPUT" +
+             std::to_string(k) + "_ELEMENTS);\n";
       call += ", out" + std::to_string(k) + ".data()";
     }
     drv += "  " + call + ", K);\n  if (rc != KILN_OK) return 4;\n";
     for (int k = 0; k < num_outputs; ++k)
-      drv += "  io(argv[" + std::to_string(2 + inputs.size() + k) + "], out" + std::to_string(k) + ", false);\n";
+      drv += "  io(argv[" + std::to_string(2 + inputs.size() + k) + "], out" + std::to_string(k) +
+             ", false);\n";
     drv += "  return 0;\n}\n";
     Write("drv_" + name + ".cc", drv);
-    auto [rc, log] = Sh("g++ -std=c++17 -O1 -Wall -Wextra -Werror -x c++ -DKILN_CUDA_HOST_CHECK -I" + gen + " " +
-                        file("drv_" + name + ".cc") + " -o " + file("drv_" + name) + " -lm");
+    auto [rc, log] =
+        Sh("g++ -std=c++17 -O1 -Wall -Wextra -Werror -x c++ -DKILN_CUDA_HOST_CHECK -I" + gen + " " +
+           file("drv_" + name + ".cc") + " -o " + file("drv_" + name) + " -lm");
     ASSERT_EQ(rc, 0) << log;
 
     std::string args = std::to_string(K), shapes, feeds;
     for (size_t k = 0; k < inputs.size(); ++k) {
       const Tensor& t = inputs[k].batch;
       std::string raw = file(name + "_in" + std::to_string(k) + ".f32");
-      Write(name + "_in" + std::to_string(k) + ".f32", std::string(static_cast<const char*>(t.raw()), t.nbytes()));
+      Write(name + "_in" + std::to_string(k) + ".f32",
+            std::string(static_cast<const char*>(t.raw()), t.nbytes()));
       Write(name + "_in" + std::to_string(k) + ".npy", frontend::SerializeNpy(t));
       args += " " + raw;
       std::string dims;
-      for (size_t d = 0; d < t.dims().size(); ++d) dims += (d ? "," : "") + std::to_string(t.dims()[d]);
+      for (size_t d = 0; d < t.dims().size(); ++d)
+        dims += (d ? "," : "") + std::to_string(t.dims()[d]);
       shapes += " --shape " + inputs[k].name + "=" + dims;
       feeds += " --input " + inputs[k].name + "=" + file(name + "_in" + std::to_string(k) + ".npy");
     }
-    for (int k = 0; k < num_outputs; ++k) args += " " + file(name + "_out" + std::to_string(k) + ".f32");
+    for (int k = 0; k < num_outputs; ++k)
+      args += " " + file(name + "_out" + std::to_string(k) + ".f32");
     auto [drc, dlog] = Sh(file("drv_" + name) + " " + args);
     ASSERT_EQ(drc, 0) << dlog;
     Result ref = RunKiln("run " + model + shapes + feeds + " --output-dir " + file("ref_" + name));
     ASSERT_EQ(ref.code, 0) << ref.err;
     for (int k = 0; k < num_outputs; ++k) {
-      auto want = frontend::LoadNpyFile(file("ref_" + name + "/output_" + std::to_string(k) + ".npy"));
+      auto want =
+          frontend::LoadNpyFile(file("ref_" + name + "/output_" + std::to_string(k) + ".npy"));
       ASSERT_TRUE(want.ok()) << want.status().message();
       auto got = ReadFile(file(name + "_out" + std::to_string(k) + ".f32"));
       ASSERT_TRUE(got.ok());
       ASSERT_EQ(got->size(), want->nbytes()) << name << " output " << k;
-      double err = RelL2(reinterpret_cast<const float*>(got->data()), want->data<float>(), want->size());
+      double err =
+          RelL2(reinterpret_cast<const float*>(got->data()), want->data<float>(), want->size());
       EXPECT_LE(err, tol) << name << " output " << k;
-      std::cout << "[ host check ] " << name << " output " << k << ": " << K << " samples, rel L2 error " << err << "\n";
+      std::cout << "[ host check ] " << name << " output " << k << ": " << K
+                << " samples, rel L2 error " << err << "\n";
     }
   }
 
@@ -139,22 +157,27 @@ class CudaBackendTest : public CliTest {
   PtxasReport NvccCheck(const std::string& name) {
     PtxasReport r;
     std::string gen = file("gen_" + name);
-    auto [rc, log] = Sh(std::string(KILN_NVCC) + " -arch=sm_90 -Xptxas -v -c " + gen + "/" + name + ".cu -o " + gen + "/" + name + ".o");
+    auto [rc, log] = Sh(std::string(KILN_NVCC) + " -arch=sm_90 -Xptxas -v -c " + gen + "/" + name +
+                        ".cu -o " + gen + "/" + name + ".o");
     EXPECT_EQ(rc, 0) << log;
     std::smatch m;
-    if (std::regex_search(log, m, std::regex("(\\d+) bytes spill stores, (\\d+) bytes spill loads"))) {
+    if (std::regex_search(log, m,
+                          std::regex("(\\d+) bytes spill stores, (\\d+) bytes spill loads"))) {
       r.spill_stores = std::stoi(m[1]);
       r.spill_loads = std::stoi(m[2]);
     }
-    if (std::regex_search(log, m, std::regex("Used (\\d+) registers"))) r.registers = std::stoi(m[1]);
-    auto [prc, plog] = Sh(std::string(KILN_NVCC) + " --gpu-architecture=compute_90 -ptx " + gen + "/" + name + ".cu -o " + gen + "/" + name + ".ptx");
+    if (std::regex_search(log, m, std::regex("Used (\\d+) registers")))
+      r.registers = std::stoi(m[1]);
+    auto [prc, plog] = Sh(std::string(KILN_NVCC) + " --gpu-architecture=compute_90 -ptx " + gen +
+                          "/" + name + ".cu -o " + gen + "/" + name + ".ptx");
     EXPECT_EQ(prc, 0) << plog;
     auto ptx = ReadFile(gen + "/" + name + ".ptx");
     EXPECT_TRUE(ptx.ok() && ptx->find(".entry") != std::string::npos);
     int stack = -1;
     if (std::regex_search(log, m, std::regex("(\\d+) bytes stack frame"))) stack = std::stoi(m[1]);
-    std::cout << "[ ptxas sm_90 ] " << name << ": " << r.registers << " registers, " << r.spill_stores
-              << " bytes spill stores, " << r.spill_loads << " bytes spill loads, " << stack << " bytes stack frame\n";
+    std::cout << "[ ptxas sm_90 ] " << name << ": " << r.registers << " registers, "
+              << r.spill_stores << " bytes spill stores, " << r.spill_loads
+              << " bytes spill loads, " << stack << " bytes stack frame\n";
     EXPECT_GE(r.registers, 0) << log;
     return r;
   }
@@ -169,7 +192,8 @@ std::string WithBatchDim(const std::string& model, const std::string& out) {
   auto bytes = ReadFile(model);
   EXPECT_TRUE(bytes.ok() && m.ParseFromString(*bytes)) << model;
   for (auto* vi : {m.mutable_graph()->mutable_input(0), m.mutable_graph()->mutable_output(0)})
-    vi->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)->set_dim_param("batch");
+    vi->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)->set_dim_param(
+        "batch");
   EXPECT_TRUE(WriteFile(out, m.SerializeAsString()).ok());
   return out;
 }
@@ -180,7 +204,8 @@ onnx::ValueInfoProto BatchInfo(const std::string& name, std::vector<int64_t> dim
   return vi;
 }
 
-void AddWeight(onnx::GraphProto* g, const std::string& name, std::vector<int64_t> dims, int seed, float scale) {
+void AddWeight(onnx::GraphProto* g, const std::string& name, std::vector<int64_t> dims, int seed,
+               float scale) {
   auto* w = g->add_initializer();
   w->set_name(name);
   w->set_data_type(onnx::TensorProto::FLOAT);
@@ -189,7 +214,8 @@ void AddWeight(onnx::GraphProto* g, const std::string& name, std::vector<int64_t
     w->add_dims(d);
     n *= d;
   }
-  for (int64_t i = 0; i < n; ++i) w->add_float_data(scale * (static_cast<float>(((i + 3) * (29 + seed)) % 61) / 30.0f - 1.0f));
+  for (int64_t i = 0; i < n; ++i)
+    w->add_float_data(scale * (static_cast<float>(((i + 3) * (29 + seed)) % 61) / 30.0f - 1.0f));
 }
 
 onnx::NodeProto* AddNode(onnx::GraphProto* g, const std::string& op, const std::string& name,
@@ -253,32 +279,40 @@ onnx::ModelProto TransformerBlock(int64_t T, int64_t D) {
 
 TEST_F(CudaBackendTest, MlpFieldMatchesHostFp32AndFp16) {
   HostCheck(Models() + "mlp_field.onnx", "field", {{"xyz", Ramp({257, 3}, 1)}}, 1, 1e-5);
-  HostCheck(Models() + "mlp_field.onnx", "field16", {{"xyz", Ramp({257, 3}, 1)}}, 1, 1e-2, "--precision fp16 --tensor-cores off");
+  HostCheck(Models() + "mlp_field.onnx", "field16", {{"xyz", Ramp({257, 3}, 1)}}, 1, 1e-2,
+            "--precision fp16 --tensor-cores off");
 }
 
 TEST_F(CudaBackendTest, KwsCnnMatchesHost) {
-  HostCheck(WithBatchDim(Models() + "kws_cnn.onnx", file("kws.onnx")), "kws", {{"mfcc", Ramp({3, 1, 49, 10}, 2)}}, 1, 1e-5);
+  HostCheck(WithBatchDim(Models() + "kws_cnn.onnx", file("kws.onnx")), "kws",
+            {{"mfcc", Ramp({3, 1, 49, 10}, 2)}}, 1, 1e-5);
 }
 
 TEST_F(CudaBackendTest, TransformerBlockMatchesHostFp32AndFp16) {
   Write("block.onnx", TransformerBlock(4, 16).SerializeAsString());
   HostCheck(file("block.onnx"), "block", {{"x", Ramp({33, 4, 16}, 3)}}, 1, 1e-5);
-  HostCheck(file("block.onnx"), "block16", {{"x", Ramp({33, 4, 16}, 3)}}, 1, 1e-2, "--precision fp16 --tensor-cores off");
+  HostCheck(file("block.onnx"), "block16", {{"x", Ramp({33, 4, 16}, 3)}}, 1, 1e-2,
+            "--precision fp16 --tensor-cores off");
 }
 
 // The tensor-core path on the host: lanes as a loop, WMMA as an emulation that enforces WMMA's
 // alignment rules, so the tile layout, padding and staging are what is checked here.
 TEST_F(CudaBackendTest, TensorCoreMlpFieldMatchesHost) {
   // 257 samples: the last warp has one live lane.
-  HostCheck(Models() + "mlp_field.onnx", "tc16", {{"xyz", Ramp({257, 3}, 1)}}, 1, 1e-2, "--precision fp16");
+  HostCheck(Models() + "mlp_field.onnx", "tc16", {{"xyz", Ramp({257, 3}, 1)}}, 1, 1e-2,
+            "--precision fp16");
   auto cu = ReadFile(file("gen_tc16/tc16.cu"));
   ASSERT_TRUE(cu.ok());
-  EXPECT_NE(cu->find(" * tensor cores: 5 matrix products (100% of the multiply-adds)"), std::string::npos)
+  EXPECT_NE(cu->find(" * tensor cores: 5 matrix products (100% of the multiply-adds)"),
+            std::string::npos)
       << "--precision fp16 takes the tensor cores for the MLP by itself";
-  EXPECT_NE(cu->find("kiln_tc_matmul<2, 3, 4, 56, 72, 68>"), std::string::npos) << "fc0: K 39 padded to 48, N 64";
-  EXPECT_NE(cu->find("= kiln_fast_sinf(slot"), std::string::npos) << "fp16: the encoding's Sin on __sinf";
+  EXPECT_NE(cu->find("kiln_tc_matmul<2, 3, 4, 56, 72, 68>"), std::string::npos)
+      << "fc0: K 39 padded to 48, N 64";
+  EXPECT_NE(cu->find("= kiln_fast_sinf(slot"), std::string::npos)
+      << "fp16: the encoding's Sin on __sinf";
   // E4M3 keeps 3 mantissa bits: the error is the weights' rounding, about 2^-5 each.
-  HostCheck(Models() + "mlp_field.onnx", "tc8", {{"xyz", Ramp({100, 3}, 1)}}, 1, 5e-2, "--precision fp8");
+  HostCheck(Models() + "mlp_field.onnx", "tc8", {{"xyz", Ramp({100, 3}, 1)}}, 1, 5e-2,
+            "--precision fp8");
   auto cu8 = ReadFile(file("gen_tc8/tc8.cu"));
   ASSERT_TRUE(cu8.ok());
   EXPECT_NE(cu8->find("kiln_tc_stage8("), std::string::npos);
@@ -287,17 +321,20 @@ TEST_F(CudaBackendTest, TensorCoreMlpFieldMatchesHost) {
   std::smatch m16, m8;
   ASSERT_TRUE(std::regex_search(*h16, m16, std::regex("WEIGHT_BYTES (\\d+)")));
   ASSERT_TRUE(std::regex_search(*h8, m8, std::regex("WEIGHT_BYTES (\\d+)")));
-  EXPECT_LT(std::stoi(m8[1]), std::stoi(m16[1]) * 6 / 10) << "E4M3 weights take half the bytes of half ones";
+  EXPECT_LT(std::stoi(m8[1]), std::stoi(m16[1]) * 6 / 10)
+      << "E4M3 weights take half the bytes of half ones";
 }
 
 TEST_F(CudaBackendTest, TensorCoreTransformerBlockMatchesHost) {
   Write("block.onnx", TransformerBlock(4, 16).SerializeAsString());
-  HostCheck(file("block.onnx"), "tcblock", {{"x", Ramp({45, 4, 16}, 3)}}, 1, 1e-2, "--precision fp16 --tensor-cores on");
+  HostCheck(file("block.onnx"), "tcblock", {{"x", Ramp({45, 4, 16}, 3)}}, 1, 1e-2,
+            "--precision fp16 --tensor-cores on");
   auto cu = ReadFile(file("gen_tcblock/tcblock.cu"));
   ASSERT_TRUE(cu.ok());
   // q, k, v, o, fc1, fc2 (4 rows per sample: 128-row tiles); the attention products stay per lane.
   EXPECT_NE(cu->find(" * tensor cores: 6 matrix products"), std::string::npos);
-  EXPECT_NE(cu->find("kiln_tc_matmul<8, 1, 2, 24, 40, 36>"), std::string::npos) << "fc1: 4 rows, K 16, N 32";
+  EXPECT_NE(cu->find("kiln_tc_matmul<8, 1, 2, 24, 40, 36>"), std::string::npos)
+      << "fc1: 4 rows, K 16, N 32";
 }
 
 // A model of its own: rows of A per sample (3), K and N that need padding (20 -> 32, 24 -> 32,
@@ -327,26 +364,34 @@ TEST_F(CudaBackendTest, TensorCoreGemmAttributesMatchHost) {
     auto* a = gemm->add_attribute();
     a->set_name(name);
     a->set_type(is_int ? onnx::AttributeProto::INT : onnx::AttributeProto::FLOAT);
-    if (is_int) a->set_i(i);
-    else a->set_f(f);
+    if (is_int)
+      a->set_i(i);
+    else
+      a->set_f(f);
   };
   attr("transB", 0, 1, true);
   attr("alpha", 0.5f, 0, false);
   attr("beta", 2.0f, 0, false);
   AddNode(g, "Tanh", "tanh", {"z"}, {"y"});
   Write("gemms.onnx", m.SerializeAsString());
-  HostCheck(file("gemms.onnx"), "gemms", {{"x", Ramp({70, 3, 20}, 4)}}, 1, 1e-2, "--precision fp16 --tensor-cores on");
+  HostCheck(file("gemms.onnx"), "gemms", {{"x", Ramp({70, 3, 20}, 4)}}, 1, 1e-2,
+            "--precision fp16 --tensor-cores on");
   auto cu = ReadFile(file("gen_gemms/gemms.cu"));
   ASSERT_TRUE(cu.ok());
-  EXPECT_NE(cu->find("kiln_tc_matmul<6, 2, 2, 40, 40, 36>"), std::string::npos) << "mm0: 3 rows, K 20, N 24";
-  EXPECT_NE(cu->find("kiln_tc_matmul<2, 5, 3, 88, 56, 52>"), std::string::npos) << "gemm: K 72, N 40";
+  EXPECT_NE(cu->find("kiln_tc_matmul<6, 2, 2, 40, 40, 36>"), std::string::npos)
+      << "mm0: 3 rows, K 20, N 24";
+  EXPECT_NE(cu->find("kiln_tc_matmul<2, 5, 3, 88, 56, 52>"), std::string::npos)
+      << "gemm: K 72, N 40";
 }
 
 TEST_F(CudaBackendTest, TensorCoreOptionErrors) {
   std::string field = Models() + "mlp_field.onnx --target cuda --name f --out " + file("gen");
-  ExpectUserError("compile " + field + " --tensor-cores on", "--tensor-cores on multiplies half inputs: give --precision fp16 or fp8");
-  ExpectUserError("compile " + field + " --precision fp8 --tensor-cores off", "--precision fp8 stores the tensor-core layers' weights");
-  ExpectUserError("compile " + Models() + "mlp_field.onnx --target c --tensor-cores on --name f --out " + file("gen"),
+  ExpectUserError("compile " + field + " --tensor-cores on",
+                  "--tensor-cores on multiplies half inputs: give --precision fp16 or fp8");
+  ExpectUserError("compile " + field + " --precision fp8 --tensor-cores off",
+                  "--precision fp8 stores the tensor-core layers' weights");
+  ExpectUserError("compile " + Models() +
+                      "mlp_field.onnx --target c --tensor-cores on --name f --out " + file("gen"),
                   "--tensor-cores goes with --target cuda");
   onnx::ModelProto relu;
   relu.set_ir_version(8);
@@ -355,7 +400,9 @@ TEST_F(CudaBackendTest, TensorCoreOptionErrors) {
   *relu.mutable_graph()->add_output() = BatchInfo("y", {1, 6});
   AddNode(relu.mutable_graph(), "Relu", "relu", {"x"}, {"y"});
   Write("relu.onnx", relu.SerializeAsString());
-  ExpectUserError("compile " + file("relu.onnx") + " --target cuda --name r --precision fp16 --tensor-cores on --out " + file("gen"),
+  ExpectUserError("compile " + file("relu.onnx") +
+                      " --target cuda --name r --precision fp16 --tensor-cores on --out " +
+                      file("gen"),
                   "--tensor-cores on: no MatMul or Gemm fits the tensor-core path");
 }
 
@@ -364,16 +411,18 @@ TEST(CudaE4M3, RoundsToNearestEvenAndSaturates) {
   using codegen::cuda::FloatToE4M3;
   for (int c = 0; c < 256; ++c) {
     if ((c & 0x7f) == 0x7f) continue;  // NaN
-    EXPECT_EQ(FloatToE4M3(E4M3ToFloat(static_cast<uint8_t>(c))), c) << "code " << c << " round-trips";
+    EXPECT_EQ(FloatToE4M3(E4M3ToFloat(static_cast<uint8_t>(c))), c)
+        << "code " << c << " round-trips";
   }
   EXPECT_EQ(E4M3ToFloat(0x7e), 448.0f);
   EXPECT_EQ(E4M3ToFloat(0x01), std::ldexp(1.0f, -9));  // the smallest subnormal
   EXPECT_EQ(E4M3ToFloat(FloatToE4M3(1000.0f)), 448.0f);
   EXPECT_EQ(E4M3ToFloat(FloatToE4M3(-1000.0f)), -448.0f);
-  EXPECT_EQ(E4M3ToFloat(FloatToE4M3(1.0625f)), 1.0f);     // halfway between 1 and 1.125: the even code
-  EXPECT_EQ(E4M3ToFloat(FloatToE4M3(1.1875f)), 1.25f);    // halfway between 1.125 and 1.25: the even code
+  EXPECT_EQ(E4M3ToFloat(FloatToE4M3(1.0625f)), 1.0f);  // halfway between 1 and 1.125: the even code
+  EXPECT_EQ(E4M3ToFloat(FloatToE4M3(1.1875f)),
+            1.25f);  // halfway between 1.125 and 1.25: the even code
   EXPECT_EQ(E4M3ToFloat(FloatToE4M3(1.07f)), 1.125f);
-  EXPECT_EQ(FloatToE4M3(std::ldexp(1.0f, -11)), 0);       // under half the smallest subnormal
+  EXPECT_EQ(FloatToE4M3(std::ldexp(1.0f, -11)), 0);  // under half the smallest subnormal
   EXPECT_EQ(FloatToE4M3(std::nanf("")) & 0x7f, 0x7f);
 }
 
@@ -382,19 +431,57 @@ TEST(CudaE4M3, RoundsToNearestEvenAndSaturates) {
 // expanded (MatMul / Softmax / Transpose) attention tests.
 TEST_F(CudaBackendTest, OnnxNodeTestsMatchHost) {
   const std::vector<std::string> tests = {
-      "test_relu", "test_sigmoid", "test_tanh", "test_softmax_axis_1", "test_softmax_axis_2",
-      "test_softmax_large_number", "test_logsoftmax_axis_1", "test_erf", "test_gelu_default_2",
-      "test_gelu_tanh_2", "test_gelu_default_2_expanded", "test_leakyrelu", "test_softplus", "test_exp",
-      "test_sin", "test_cos", "test_log", "test_sqrt", "test_neg", "test_abs", "test_add", "test_sub",
-      "test_mul", "test_div", "test_pow", "test_max_two_inputs", "test_min_two_inputs", "test_sum_two_inputs",
-      "test_clip_default_inbounds", "test_hardswish", "test_mish_expanded", "test_concat_3d_axis_1",
-      "test_concat_3d_axis_negative_1", "test_flatten_axis1", "test_transpose_all_permutations_1",
-      "test_matmul_3d", "test_matmul_4d", "test_basic_conv_with_padding",
-      "test_conv_with_strides_and_asymmetric_padding", "test_globalaveragepool", "test_globalmaxpool",
-      "test_maxpool_2d_pads", "test_maxpool_2d_dilations", "test_averagepool_2d_pads",
-      "test_averagepool_2d_pads_count_include_pad", "test_averagepool_2d_ceil", "test_attention_3d_expanded",
-      "test_attention_3d_causal_expanded", "test_attention_4d_expanded",
-      "test_attention_4d_diff_heads_sizes_scaled_expanded", "test_attention_4d_with_qk_matmul_expanded",
+      "test_relu",
+      "test_sigmoid",
+      "test_tanh",
+      "test_softmax_axis_1",
+      "test_softmax_axis_2",
+      "test_softmax_large_number",
+      "test_logsoftmax_axis_1",
+      "test_erf",
+      "test_gelu_default_2",
+      "test_gelu_tanh_2",
+      "test_gelu_default_2_expanded",
+      "test_leakyrelu",
+      "test_softplus",
+      "test_exp",
+      "test_sin",
+      "test_cos",
+      "test_log",
+      "test_sqrt",
+      "test_neg",
+      "test_abs",
+      "test_add",
+      "test_sub",
+      "test_mul",
+      "test_div",
+      "test_pow",
+      "test_max_two_inputs",
+      "test_min_two_inputs",
+      "test_sum_two_inputs",
+      "test_clip_default_inbounds",
+      "test_hardswish",
+      "test_mish_expanded",
+      "test_concat_3d_axis_1",
+      "test_concat_3d_axis_negative_1",
+      "test_flatten_axis1",
+      "test_transpose_all_permutations_1",
+      "test_matmul_3d",
+      "test_matmul_4d",
+      "test_basic_conv_with_padding",
+      "test_conv_with_strides_and_asymmetric_padding",
+      "test_globalaveragepool",
+      "test_globalmaxpool",
+      "test_maxpool_2d_pads",
+      "test_maxpool_2d_dilations",
+      "test_averagepool_2d_pads",
+      "test_averagepool_2d_pads_count_include_pad",
+      "test_averagepool_2d_ceil",
+      "test_attention_3d_expanded",
+      "test_attention_3d_causal_expanded",
+      "test_attention_4d_expanded",
+      "test_attention_4d_diff_heads_sizes_scaled_expanded",
+      "test_attention_4d_with_qk_matmul_expanded",
   };
   int ran = 0;
   for (const auto& t : tests) {
@@ -411,8 +498,10 @@ TEST_F(CudaBackendTest, OnnxNodeTestsMatchHost) {
       ASSERT_TRUE(tp.ParseFromString(*bytes)) << t;
       ASSERT_EQ(tp.data_type(), onnx::TensorProto::FLOAT) << t;
       Tensor x(DType::kFloat32, Dims(tp.dims().begin(), tp.dims().end()));
-      if (!tp.raw_data().empty()) std::memcpy(x.raw(), tp.raw_data().data(), x.nbytes());
-      else std::copy(tp.float_data().begin(), tp.float_data().end(), x.data<float>());
+      if (!tp.raw_data().empty())
+        std::memcpy(x.raw(), tp.raw_data().data(), x.nbytes());
+      else
+        std::copy(tp.float_data().begin(), tp.float_data().end(), x.data<float>());
       inputs.push_back({m.graph().input(k).name(), x});
     }
     SCOPED_TRACE(t);
@@ -506,9 +595,12 @@ TEST_F(CudaBackendTest, ReductionsMatchHost) {
 TEST_F(CudaBackendTest, TwoModelsInOneProgram) {
   Compile(Models() + "mlp_field.onnx", "field");
   Compile(Models() + "mlp_field.onnx", "field16", "--precision fp16");
-  Write("two.cc", "#include \"field.cu\"\n#include \"field16.cu\"\nint main() { return KILN_FIELD16_WEIGHT_BYTES < KILN_FIELD_WEIGHT_BYTES ? 0 : 1; }\n");
-  auto [rc, log] = Sh("g++ -std=c++17 -Wall -Wextra -Werror -x c++ -DKILN_CUDA_HOST_CHECK -I" + file("gen_field") + " -I" +
-                      file("gen_field16") + " " + file("two.cc") + " -o " + file("two"));
+  Write("two.cc",
+        "#include \"field.cu\"\n#include \"field16.cu\"\nint main() { return "
+        "KILN_FIELD16_WEIGHT_BYTES < KILN_FIELD_WEIGHT_BYTES ? 0 : 1; }\n");
+  auto [rc, log] = Sh("g++ -std=c++17 -Wall -Wextra -Werror -x c++ -DKILN_CUDA_HOST_CHECK -I" +
+                      file("gen_field") + " -I" + file("gen_field16") + " " + file("two.cc") +
+                      " -o " + file("two"));
   ASSERT_EQ(rc, 0) << log;
   EXPECT_EQ(Sh(file("two")).first, 0) << "fp16 weights should take fewer bytes";
 }
@@ -574,8 +666,11 @@ TEST_F(CudaBackendTest, UnsupportedOpIsOneLineError) {
   Write("tr.onnx", tr.SerializeAsString());
   ExpectUserError("compile " + file("tr.onnx") + " --target cuda --name t --out " + file("gen"),
                   "node 'tr' (Transpose): it moves axis 0 (the batch)");
-  ExpectUserError("compile " + Models() + "mlp_field.onnx --target cuda --name 1x --out " + file("gen"), "--name '1x'");
-  ExpectUserError("compile " + Models() + "mlp_field.onnx --target c --precision fp16 --name f --out " + file("gen"),
+  ExpectUserError(
+      "compile " + Models() + "mlp_field.onnx --target cuda --name 1x --out " + file("gen"),
+      "--name '1x'");
+  ExpectUserError("compile " + Models() +
+                      "mlp_field.onnx --target c --precision fp16 --name f --out " + file("gen"),
                   "--precision goes with --target cuda");
 }
 

@@ -1,7 +1,7 @@
 // The oneDNN convolution and Gemm paths (ops/conv_dnnl.h, ops/gemm_dnnl.h) against direct loops
 // in double: groups, strides, asymmetric pads, dilations, odd channel counts and sizes; the same
-// bits on every run at a thread count, every layout mix and split into parts; the kept state reused, rebuilt on a new shape, and weights re-read
-// when they are not constant.
+// bits on every run at a thread count, every layout mix and split into parts; the kept state
+// reused, rebuilt on a new shape, and weights re-read when they are not constant.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
+#include "conv_reference.h"
 #include "ops/conv_dnnl.h"
 #include "ops/cpu_isa.h"
 #include "ops/gemm_dnnl.h"
-#include "conv_reference.h"
 #include "random_vectors.h"
 
 namespace kiln::ops {
@@ -23,8 +23,8 @@ namespace {
 
 std::vector<float> Random(size_t n, std::mt19937& rng) { return testing::RandomVector(n, rng); }
 
-Conv2DParams Make(int64_t N, int64_t C, int64_t M, int64_t group, int64_t H, int64_t W,
-                  int64_t KH, int64_t KW, int64_t s, int64_t pl, int64_t pr, int64_t d) {
+Conv2DParams Make(int64_t N, int64_t C, int64_t M, int64_t group, int64_t H, int64_t W, int64_t KH,
+                  int64_t KW, int64_t s, int64_t pl, int64_t pr, int64_t d) {
   Conv2DParams p{N, C, M, group, H, W, 0, 0, KH, KW, s, s, pl, pl, pr, pr, d, d};
   p.OH = (H + pl + pr - (KH - 1) * d - 1) / s + 1;
   p.OW = (W + pl + pr - (KW - 1) * d - 1) / s + 1;
@@ -43,12 +43,11 @@ double Worst(const Conv2DParams& p, const std::vector<float>& x, const std::vect
 }
 
 void Check(const Conv2DParams& p, bool bias, std::mt19937& rng, double tolerance = 2e-6) {
-  const std::string what = "N=" + std::to_string(p.N) + " C=" + std::to_string(p.C) +
-                           " M=" + std::to_string(p.M) + " g=" + std::to_string(p.group) +
-                           " " + std::to_string(p.H) + "x" + std::to_string(p.W) + " k=" +
-                           std::to_string(p.KH) + "x" + std::to_string(p.KW) + " s=" +
-                           std::to_string(p.sh) + " p=" + std::to_string(p.ph) + "," +
-                           std::to_string(p.peh) + " d=" + std::to_string(p.dh);
+  const std::string what =
+      "N=" + std::to_string(p.N) + " C=" + std::to_string(p.C) + " M=" + std::to_string(p.M) +
+      " g=" + std::to_string(p.group) + " " + std::to_string(p.H) + "x" + std::to_string(p.W) +
+      " k=" + std::to_string(p.KH) + "x" + std::to_string(p.KW) + " s=" + std::to_string(p.sh) +
+      " p=" + std::to_string(p.ph) + "," + std::to_string(p.peh) + " d=" + std::to_string(p.dh);
   auto x = Random(static_cast<size_t>(p.N * p.C * p.H * p.W), rng);
   auto w = Random(static_cast<size_t>(p.M * (p.C / p.group) * p.KH * p.KW), rng);
   auto b = Random(static_cast<size_t>(p.M), rng);
@@ -96,8 +95,8 @@ void CheckLayouts(const Conv2DParams& p, std::mt19937& rng, float tolerance = 1e
       post_l.z = zl.data();
       std::vector<float> y(z.size(), 7.0f);
       std::unique_ptr<NodeState> state;
-      ASSERT_TRUE(DnnlConv2D(p, xl.data(), w.data(), true, b.data(), y.data(), threads, &state,
-                             post_l, l));
+      ASSERT_TRUE(
+          DnnlConv2D(p, xl.data(), w.data(), true, b.data(), y.data(), threads, &state, post_l, l));
       if (l.y) y = Relayout(y, p.N, p.M, OHW, false);
       for (size_t i = 0; i < y.size(); ++i)
         ASSERT_NEAR(y[i], want[i], tolerance * (1.0f + std::fabs(want[i])))
@@ -119,13 +118,14 @@ void CheckInterleaved(const Conv2DParams& p, std::mt19937& rng, float tolerance 
   post.act = ConvPostOps::Act::kRelu;
   const ConvLayouts dense{true, false, true};
   std::vector<float> want(static_cast<size_t>(p.M * OHW));
-  ASSERT_TRUE(DnnlConv2D(p, x.data(), w.data(), true, b.data(), want.data(), 1, nullptr, post, dense));
+  ASSERT_TRUE(
+      DnnlConv2D(p, x.data(), w.data(), true, b.data(), want.data(), 1, nullptr, post, dense));
   const ConvLayouts l{true, false, true, wide};
   for (int threads = 1; threads <= 3; ++threads) {
     std::vector<float> y(static_cast<size_t>(wide * OHW), 7.0f);
     std::unique_ptr<NodeState> state;
-    ASSERT_TRUE(DnnlConv2D(p, x.data(), w.data(), true, b.data(), y.data() + first, threads,
-                           &state, post, l));
+    ASSERT_TRUE(DnnlConv2D(p, x.data(), w.data(), true, b.data(), y.data() + first, threads, &state,
+                           post, l));
     for (int64_t i = 0; i < OHW; ++i)
       for (int64_t c = 0; c < wide; ++c) {
         const float got = y[static_cast<size_t>(i * wide + c)];
@@ -150,7 +150,7 @@ TEST(DnnlConv, LayoutsResidualAndThreadSplits) {
   CheckLayouts(Make(1, 32, 16, 1, 13, 7, 3, 3, 2, 1, 0, 1), rng);  // stride 2, pad at the top only
   CheckLayouts(Make(1, 3, 16, 1, 17, 17, 7, 7, 2, 3, 3, 1), rng);  // a first layer (C < 16)
   CheckLayouts(Make(1, 32, 32, 32, 6, 6, 3, 3, 1, 1, 1, 1), rng);  // depthwise
-  CheckLayouts(Make(3, 16, 16, 1, 5, 5, 1, 1, 1, 0, 0, 1), rng);  // a batch: images per part
+  CheckLayouts(Make(3, 16, 16, 1, 5, 5, 1, 1, 1, 0, 0, 1), rng);   // a batch: images per part
   CheckInterleaved(Make(1, 16, 32, 1, 11, 9, 3, 3, 1, 1, 1, 1), rng);
   CheckInterleaved(Make(1, 24, 20, 1, 13, 7, 1, 1, 1, 0, 0, 1), rng);  // pointwise
 }
@@ -161,9 +161,9 @@ TEST(DnnlConv, LayoutsResidualAndThreadSplits) {
 TEST(DnnlConv, WinogradLayoutsAndSplits) {
   if (!DnnlAvailable()) GTEST_SKIP() << "built without oneDNN";
   std::mt19937 rng(14);
-  for (const Conv2DParams& p : {Make(1, 32, 32, 1, 16, 16, 3, 3, 1, 1, 1, 1),
-                                Make(1, 64, 80, 1, 8, 8, 3, 3, 1, 1, 1, 1),
-                                Make(2, 48, 64, 1, 13, 11, 3, 3, 1, 0, 1, 1)}) {
+  for (const Conv2DParams& p :
+       {Make(1, 32, 32, 1, 16, 16, 3, 3, 1, 1, 1, 1), Make(1, 64, 80, 1, 8, 8, 3, 3, 1, 1, 1, 1),
+        Make(2, 48, 64, 1, 13, 11, 3, 3, 1, 0, 1, 1)}) {
     std::unique_ptr<NodeState> state;
     auto x = Random(static_cast<size_t>(p.N * p.C * p.H * p.W), rng);
     auto w = Random(static_cast<size_t>(p.M * p.C * 9), rng);
@@ -172,7 +172,7 @@ TEST(DnnlConv, WinogradLayoutsAndSplits) {
     if (BestIsa() == Isa::kAvx512) {  // oneDNN has Winograd kernels for AVX-512 only
       EXPECT_NE(std::string::npos, state->Kernel().find("wino")) << state->Kernel();
     }
-    Check(p, true, rng, 1e-5);  // Winograd's transforms round more than a direct sum
+    Check(p, true, rng, 1e-5);    // Winograd's transforms round more than a direct sum
     CheckLayouts(p, rng, 1e-4f);  // parts start Winograd's tiles at other rows
     if (p.N == 1) CheckInterleaved(p, rng, 1e-4f);
   }
@@ -186,7 +186,8 @@ TEST(DnnlConv, ShapesAgainstReference) {
     for (int64_t s : {1, 2, 3})
       for (int64_t HW : {1, 5, 12, 23}) {
         ++i;
-        const int64_t pl = i % 3 == 0 ? 0 : std::min<int64_t>(K - 1, 1 + i % 2), pr = i % 4 == 0 ? 0 : pl;
+        const int64_t pl = i % 3 == 0 ? 0 : std::min<int64_t>(K - 1, 1 + i % 2),
+                      pr = i % 4 == 0 ? 0 : pl;
         const int64_t d = (i % 5 == 0 && HW + pl + pr >= 2 * K - 1) ? 2 : 1;
         if (HW + pl + pr < (K - 1) * d + 1) continue;
         const int64_t C = 1 + 4 * (i % 5), M = 3 + 7 * (i % 3);
@@ -213,7 +214,8 @@ TEST(DnnlConv, ActivationsAgainstReference) {
       post.alpha = act == Act::kClip ? -0.3f : 0.1f;
       post.beta = 0.4f;
       std::vector<double> mag;
-      const auto want = testing::ReferenceConv(p, x.data(), w.data(), b.data(), z.data(), post, &mag);
+      const auto want =
+          testing::ReferenceConv(p, x.data(), w.data(), b.data(), z.data(), post, &mag);
       const auto zl = cl ? Relayout(z, 1, p.M, OHW, true) : z;
       post.z = zl.data();
       std::vector<float> y(z.size(), 7.0f);
@@ -232,8 +234,8 @@ TEST(DnnlConv, GroupsRectangularKernelsAndOneD) {
   Check(Make(1, 6, 9, 3, 10, 7, 3, 3, 1, 1, 1, 1), true, rng);
   Check(Make(2, 32, 64, 2, 9, 9, 3, 3, 2, 1, 0, 1), false, rng);
   Check(Make(1, 1, 64, 1, 49, 10, 10, 4, 2, 5, 5, 1), true, rng);  // the KWS stem: 10 x 4, pad 5
-  Check(Make(1, 64, 64, 1, 1, 50, 1, 3, 1, 0, 0, 1), true, rng);    // 1-D as H = 1
-  Check(Make(1, 16, 48, 1, 14, 14, 1, 1, 1, 0, 0, 1), true, rng);   // pointwise
+  Check(Make(1, 64, 64, 1, 1, 50, 1, 3, 1, 0, 0, 1), true, rng);   // 1-D as H = 1
+  Check(Make(1, 16, 48, 1, 14, 14, 1, 1, 1, 0, 0, 1), true, rng);  // pointwise
 }
 
 TEST(DnnlConv, StateFollowsShapesAndNonConstantWeights) {
@@ -262,10 +264,12 @@ TEST(DnnlConv, StateFollowsShapesAndNonConstantWeights) {
 TEST(DnnlGemm, ShapesTransposesBiasAndState) {
   if (!DnnlAvailable()) GTEST_SKIP() << "built without oneDNN";
   std::mt19937 rng(14);
-  for (auto [M, N, K] : {std::array<int64_t, 3>{1024, 64, 64}, {7, 13, 5}, {33, 1, 70}, {2, 100, 3}})
+  for (auto [M, N, K] :
+       {std::array<int64_t, 3>{1024, 64, 64}, {7, 13, 5}, {33, 1, 70}, {2, 100, 3}})
     for (bool tb : {false, true})
       for (bool with_bias : {false, true}) {
-        auto a = Random(static_cast<size_t>(M * K), rng), b = Random(static_cast<size_t>(K * N), rng);
+        auto a = Random(static_cast<size_t>(M * K), rng),
+             b = Random(static_cast<size_t>(K * N), rng);
         auto bias = Random(static_cast<size_t>(N), rng);
         std::unique_ptr<NodeState> state;
         for (int run = 0; run < 3; ++run) {

@@ -23,12 +23,15 @@ void FillTensor(onnx::TensorProto* t, const std::string& name, onnx::TensorProto
   t->set_data_type(type);
   for (int64_t d : dims) t->add_dims(d);
   for (double v : values) {
-    if (type == onnx::TensorProto::DOUBLE) t->add_double_data(v);
-    else t->add_float_data(static_cast<float>(v));
+    if (type == onnx::TensorProto::DOUBLE)
+      t->add_double_data(v);
+    else
+      t->add_float_data(static_cast<float>(v));
   }
 }
 
-onnx::ValueInfoProto Info(const std::string& name, onnx::TensorProto::DataType type, const std::vector<int64_t>& dims) {
+onnx::ValueInfoProto Info(const std::string& name, onnx::TensorProto::DataType type,
+                          const std::vector<int64_t>& dims) {
   onnx::ValueInfoProto vi = testing::FloatInfo(name, dims);
   vi.mutable_type()->mutable_tensor_type()->set_elem_type(type);
   return vi;
@@ -37,7 +40,8 @@ onnx::ValueInfoProto Info(const std::string& name, onnx::TensorProto::DataType t
 std::vector<double> Random(size_t n, std::mt19937& rng, double scale = 1.0) {
   std::uniform_real_distribution<double> u(-scale, scale);
   std::vector<double> v(n);
-  for (auto& x : v) x = static_cast<float>(u(rng));  // representable in float: both runs see the same values
+  for (auto& x : v)
+    x = static_cast<float>(u(rng));  // representable in float: both runs see the same values
   return v;
 }
 
@@ -69,15 +73,18 @@ std::vector<std::vector<double>> RunModel(const onnx::ModelProto& m, const Tenso
 Tensor InputOf(DType t, const Dims& dims, const std::vector<double>& values) {
   Tensor x(t, dims);
   for (int64_t i = 0; i < x.size(); ++i) {
-    if (t == DType::kFloat64) x.data<double>()[i] = values[i];
-    else x.data<float>()[i] = static_cast<float>(values[i]);
+    if (t == DType::kFloat64)
+      x.data<double>()[i] = values[i];
+    else
+      x.data<float>()[i] = static_cast<float>(values[i]);
   }
   return x;
 }
 
 // The float32 run against the float64 one: relative L2 and the worst element against 1 + |ref|.
-void ExpectClose(const std::vector<std::vector<double>>& got, const std::vector<std::vector<double>>& want,
-                 double tol, const std::string& what) {
+void ExpectClose(const std::vector<std::vector<double>>& got,
+                 const std::vector<std::vector<double>>& want, double tol,
+                 const std::string& what) {
   ASSERT_FALSE(want.empty()) << what;
   ASSERT_EQ(got.size(), want.size()) << what;
   for (size_t k = 0; k < got.size(); ++k) {
@@ -110,20 +117,27 @@ struct RnnCase {
 
 onnx::ModelProto RnnModel(const RnnCase& c, onnx::TensorProto::DataType type, std::mt19937 rng,
                           std::vector<double>* x_values) {
-  const int64_t G = c.op == "LSTM" ? 4 : c.op == "GRU" ? 3 : 1, nd = c.direction == "bidirectional" ? 2 : 1;
+  const int64_t G = c.op == "LSTM"  ? 4
+                    : c.op == "GRU" ? 3
+                                    : 1,
+                nd = c.direction == "bidirectional" ? 2 : 1;
   const int64_t S = c.seq, B = c.batch, I = c.input, H = c.hidden;
   onnx::ModelProto m = testing::EmptyModel("rnn");
   m.mutable_opset_import(0)->set_version(14);
   auto* g = m.mutable_graph();
-  const std::vector<int64_t> xd = c.layout == 0 ? std::vector<int64_t>{S, B, I} : std::vector<int64_t>{B, S, I};
+  const std::vector<int64_t> xd =
+      c.layout == 0 ? std::vector<int64_t>{S, B, I} : std::vector<int64_t>{B, S, I};
   *g->add_input() = Info("x", type, xd);
   *x_values = Random(static_cast<size_t>(S * B * I), rng);
   const double ws = 1.0 / std::sqrt(static_cast<double>(H));
-  FillTensor(g->add_initializer(), "w", type, {nd, G * H, I}, Random(static_cast<size_t>(nd * G * H * I), rng, ws));
-  FillTensor(g->add_initializer(), "r", type, {nd, G * H, H}, Random(static_cast<size_t>(nd * G * H * H), rng, ws));
+  FillTensor(g->add_initializer(), "w", type, {nd, G * H, I},
+             Random(static_cast<size_t>(nd * G * H * I), rng, ws));
+  FillTensor(g->add_initializer(), "r", type, {nd, G * H, H},
+             Random(static_cast<size_t>(nd * G * H * H), rng, ws));
   std::vector<std::string> ins = {"x", "w", "r", "", "", "", "", ""};
   if (c.bias) {
-    FillTensor(g->add_initializer(), "b", type, {nd, 2 * G * H}, Random(static_cast<size_t>(nd * 2 * G * H), rng, 0.5));
+    FillTensor(g->add_initializer(), "b", type, {nd, 2 * G * H},
+               Random(static_cast<size_t>(nd * 2 * G * H), rng, 0.5));
     ins[3] = "b";
   }
   if (c.lens) {
@@ -134,17 +148,20 @@ onnx::ModelProto RnnModel(const RnnCase& c, onnx::TensorProto::DataType type, st
     for (int64_t b = 0; b < B; ++b) t->add_int32_data(static_cast<int32_t>((b * 7 + 3) % (S + 1)));
     ins[4] = "lens";
   }
-  const std::vector<int64_t> sd = c.layout == 0 ? std::vector<int64_t>{nd, B, H} : std::vector<int64_t>{B, nd, H};
+  const std::vector<int64_t> sd =
+      c.layout == 0 ? std::vector<int64_t>{nd, B, H} : std::vector<int64_t>{B, nd, H};
   if (c.initial) {
     FillTensor(g->add_initializer(), "h0", type, sd, Random(static_cast<size_t>(nd * B * H), rng));
     ins[5] = "h0";
     if (c.op == "LSTM") {
-      FillTensor(g->add_initializer(), "c0", type, sd, Random(static_cast<size_t>(nd * B * H), rng));
+      FillTensor(g->add_initializer(), "c0", type, sd,
+                 Random(static_cast<size_t>(nd * B * H), rng));
       ins[6] = "c0";
     }
   }
   if (c.peepholes) {
-    FillTensor(g->add_initializer(), "p", type, {nd, 3 * H}, Random(static_cast<size_t>(nd * 3 * H), rng, 0.5));
+    FillTensor(g->add_initializer(), "p", type, {nd, 3 * H},
+               Random(static_cast<size_t>(nd * 3 * H), rng, 0.5));
     ins[7] = "p";
   }
   while (!ins.empty() && ins.back().empty()) ins.pop_back();
@@ -190,8 +207,8 @@ onnx::ModelProto RnnModel(const RnnCase& c, onnx::TensorProto::DataType type, st
 
 std::string Describe(const RnnCase& c) {
   std::string s = c.op + " S" + std::to_string(c.seq) + " B" + std::to_string(c.batch) + " I" +
-                  std::to_string(c.input) + " H" + std::to_string(c.hidden) + " " + c.direction + " layout" +
-                  std::to_string(c.layout);
+                  std::to_string(c.input) + " H" + std::to_string(c.hidden) + " " + c.direction +
+                  " layout" + std::to_string(c.layout);
   if (!c.bias) s += " nobias";
   if (c.lens) s += " lens";
   if (c.initial) s += " initial";
@@ -323,17 +340,20 @@ onnx::ModelProto ResizeModel(const ResizeCase& c, onnx::TensorProto::DataType ty
 
 TEST(FastKernels, ResizeAgainstTheDoubleReference) {
   std::vector<ResizeCase> cases;
-  const std::vector<std::vector<int64_t>> shapes = {{1, 3, 8, 10}, {2, 5, 7, 6}, {1, 21, 16, 16}, {4, 9, 13}, {2, 3, 4, 5, 6}};
+  const std::vector<std::vector<int64_t>> shapes = {
+      {1, 3, 8, 10}, {2, 5, 7, 6}, {1, 21, 16, 16}, {4, 9, 13}, {2, 3, 4, 5, 6}};
   int k = 0;
   for (const char* mode : {"linear", "cubic"})
-    for (const char* coord : {"half_pixel", "align_corners", "asymmetric", "pytorch_half_pixel", "half_pixel_symmetric"})
+    for (const char* coord : {"half_pixel", "align_corners", "asymmetric", "pytorch_half_pixel",
+                              "half_pixel_symmetric"})
       for (const auto& shape : shapes) {
         ResizeCase c;
         c.in = shape;
         c.mode = mode;
         c.coord = coord;
         c.scales.assign(shape.size(), 1.0);
-        // Up by 2 and 4, down by 2, and an odd ratio, on the last two axes (the last alone for 3-D).
+        // Up by 2 and 4, down by 2, and an odd ratio, on the last two axes (the last alone for
+        // 3-D).
         const double ratios[] = {2.0, 4.0, 0.5, 1.75};
         c.scales.back() = ratios[k % 4];
         if (shape.size() >= 4) c.scales[shape.size() - 2] = ratios[(k + 1) % 4];
@@ -360,10 +380,12 @@ TEST(FastKernels, ResizeAgainstTheDoubleReference) {
     what += " scales";
     for (double v : c.scales) what += " " + std::to_string(v);
     if (c.antialias) what += " antialias";
-    const auto want = RunModel(ResizeModel(c, onnx::TensorProto::DOUBLE), InputOf(DType::kFloat64, c.in, xv), 1);
+    const auto want =
+        RunModel(ResizeModel(c, onnx::TensorProto::DOUBLE), InputOf(DType::kFloat64, c.in, xv), 1);
     for (int threads : {1, 2})
-      ExpectClose(RunModel(ResizeModel(c, onnx::TensorProto::FLOAT), InputOf(DType::kFloat32, c.in, xv), threads), want,
-                  1e-6, what + " threads " + std::to_string(threads));
+      ExpectClose(RunModel(ResizeModel(c, onnx::TensorProto::FLOAT),
+                           InputOf(DType::kFloat32, c.in, xv), threads),
+                  want, 1e-6, what + " threads " + std::to_string(threads));
   }
 }
 
@@ -400,11 +422,12 @@ TEST(FastKernels, ChannelsLastResizeBetweenConvs) {
     };
     std::mt19937 rng(8);
     const std::vector<double> xv = Random(8 * 10 * 12, rng);
-    const auto want = RunModel(build(onnx::TensorProto::DOUBLE), InputOf(DType::kFloat64, {1, 8, 10, 12}, xv), 1);
+    const auto want =
+        RunModel(build(onnx::TensorProto::DOUBLE), InputOf(DType::kFloat64, {1, 8, 10, 12}, xv), 1);
     for (int threads : {1, 2}) {
       int channels_last = 0;
-      ExpectClose(RunModel(build(onnx::TensorProto::FLOAT), InputOf(DType::kFloat32, {1, 8, 10, 12}, xv), threads,
-                           &channels_last),
+      ExpectClose(RunModel(build(onnx::TensorProto::FLOAT),
+                           InputOf(DType::kFloat32, {1, 8, 10, 12}, xv), threads, &channels_last),
                   want, 1e-5, std::string(mode) + " threads " + std::to_string(threads));
       EXPECT_GE(channels_last, 2) << mode << ": the Resize's input and output stay channels-last";
     }
@@ -416,8 +439,8 @@ TEST(FastKernels, ChannelsLastResizeBetweenConvs) {
 
 // One normalization node on x of `dims`: InstanceNormalization, GroupNormalization (opset 18:
 // scale per group; 21: per channel) or LayerNormalization (axis 1), scale and bias random.
-onnx::ModelProto NormModel(const std::string& op, const std::vector<int64_t>& dims, int64_t groups, int opset,
-                           onnx::TensorProto::DataType type) {
+onnx::ModelProto NormModel(const std::string& op, const std::vector<int64_t>& dims, int64_t groups,
+                           int opset, onnx::TensorProto::DataType type) {
   onnx::ModelProto m = testing::EmptyModel("norm");
   m.mutable_opset_import(0)->set_version(opset);
   auto* g = m.mutable_graph();
@@ -431,8 +454,10 @@ onnx::ModelProto NormModel(const std::string& op, const std::vector<int64_t>& di
     pdims.clear();
     for (size_t d = 1; d < dims.size(); ++d) pdims.push_back(dims[d]), params *= dims[d];
   }
-  FillTensor(g->add_initializer(), "scale", type, pdims, Random(static_cast<size_t>(params), rng, 2.0));
-  FillTensor(g->add_initializer(), "bias", type, pdims, Random(static_cast<size_t>(params), rng, 2.0));
+  FillTensor(g->add_initializer(), "scale", type, pdims,
+             Random(static_cast<size_t>(params), rng, 2.0));
+  FillTensor(g->add_initializer(), "bias", type, pdims,
+             Random(static_cast<size_t>(params), rng, 2.0));
   auto* n = testing::AddNamedNode(g, op, {"x", "scale", "bias"}, "y");
   auto* a = n->add_attribute();
   a->set_name(op == "GroupNormalization" ? "num_groups" : "axis");
@@ -444,7 +469,8 @@ onnx::ModelProto NormModel(const std::string& op, const std::vector<int64_t>& di
 
 // GroupNorm as torch exports it at opset 17: Reshape [N, G, -1], InstanceNormalization with unit
 // scale and zero bias, Reshape back, then Mul and Add by [C, 1, 1] parameters.
-onnx::ModelProto ExportedGroupNorm(const std::vector<int64_t>& dims, int64_t groups, onnx::TensorProto::DataType type) {
+onnx::ModelProto ExportedGroupNorm(const std::vector<int64_t>& dims, int64_t groups,
+                                   onnx::TensorProto::DataType type) {
   onnx::ModelProto m = testing::EmptyModel("groupnorm_export");
   auto* g = m.mutable_graph();
   *g->add_input() = Info("x", type, dims);
@@ -459,10 +485,14 @@ onnx::ModelProto ExportedGroupNorm(const std::vector<int64_t>& dims, int64_t gro
   };
   ints("grouped", {dims[0], groups, -1});
   ints("back", dims);
-  FillTensor(g->add_initializer(), "ones", type, {groups}, std::vector<double>(static_cast<size_t>(groups), 1.0));
-  FillTensor(g->add_initializer(), "zeros", type, {groups}, std::vector<double>(static_cast<size_t>(groups), 0.0));
-  FillTensor(g->add_initializer(), "gamma", type, {dims[1], 1, 1}, Random(static_cast<size_t>(dims[1]), rng, 2.0));
-  FillTensor(g->add_initializer(), "beta", type, {dims[1], 1, 1}, Random(static_cast<size_t>(dims[1]), rng, 2.0));
+  FillTensor(g->add_initializer(), "ones", type, {groups},
+             std::vector<double>(static_cast<size_t>(groups), 1.0));
+  FillTensor(g->add_initializer(), "zeros", type, {groups},
+             std::vector<double>(static_cast<size_t>(groups), 0.0));
+  FillTensor(g->add_initializer(), "gamma", type, {dims[1], 1, 1},
+             Random(static_cast<size_t>(dims[1]), rng, 2.0));
+  FillTensor(g->add_initializer(), "beta", type, {dims[1], 1, 1},
+             Random(static_cast<size_t>(dims[1]), rng, 2.0));
   testing::AddNamedNode(g, "Reshape", {"x", "grouped"}, "r");
   testing::AddNamedNode(g, "InstanceNormalization", {"r", "ones", "zeros"}, "n");
   testing::AddNamedNode(g, "Reshape", {"n", "back"}, "b");
@@ -479,36 +509,46 @@ TEST(FastKernels, NormalizationsAgainstTheDoubleReference) {
     int opset = 17;
   };
   const std::vector<Case> cases = {
-      {"InstanceNormalization", {2, 5, 7, 9}},      {"InstanceNormalization", {1, 32, 64, 64}},
-      {"InstanceNormalization", {3, 4, 1}},         {"InstanceNormalization", {2, 6, 100}},
-      {"InstanceNormalization", {1, 3, 4, 5, 6}},   {"InstanceNormalization", {1, 7, 13, 17}},
-      {"GroupNormalization", {2, 8, 6, 5}, 4, 18},  {"GroupNormalization", {1, 64, 32, 32}, 32, 18},
-      {"GroupNormalization", {2, 12, 9, 7}, 3, 21}, {"GroupNormalization", {1, 6, 50}, 6, 21},
-      {"LayerNormalization", {4, 33}},              {"LayerNormalization", {3, 8, 5}},
+      {"InstanceNormalization", {2, 5, 7, 9}},
+      {"InstanceNormalization", {1, 32, 64, 64}},
+      {"InstanceNormalization", {3, 4, 1}},
+      {"InstanceNormalization", {2, 6, 100}},
+      {"InstanceNormalization", {1, 3, 4, 5, 6}},
+      {"InstanceNormalization", {1, 7, 13, 17}},
+      {"GroupNormalization", {2, 8, 6, 5}, 4, 18},
+      {"GroupNormalization", {1, 64, 32, 32}, 32, 18},
+      {"GroupNormalization", {2, 12, 9, 7}, 3, 21},
+      {"GroupNormalization", {1, 6, 50}, 6, 21},
+      {"LayerNormalization", {4, 33}},
+      {"LayerNormalization", {3, 8, 5}},
   };
   std::mt19937 rng(29);
   for (const Case& c : cases) {
     int64_t n = 1;
     for (int64_t d : c.dims) n *= d;
     std::vector<double> xv = Random(static_cast<size_t>(n), rng);
-    for (size_t i = 0; i < xv.size(); ++i) xv[i] = static_cast<float>(xv[i] * 3 + 5);  // a mean far from 0
+    for (size_t i = 0; i < xv.size(); ++i)
+      xv[i] = static_cast<float>(xv[i] * 3 + 5);  // a mean far from 0
     std::string what = c.op + " opset " + std::to_string(c.opset);
     for (int64_t d : c.dims) what += " " + std::to_string(d);
     const auto want =
-        RunModel(NormModel(c.op, c.dims, c.groups, c.opset, onnx::TensorProto::DOUBLE), InputOf(DType::kFloat64, c.dims, xv), 1);
+        RunModel(NormModel(c.op, c.dims, c.groups, c.opset, onnx::TensorProto::DOUBLE),
+                 InputOf(DType::kFloat64, c.dims, xv), 1);
     for (int threads : {1, 2})
       ExpectClose(RunModel(NormModel(c.op, c.dims, c.groups, c.opset, onnx::TensorProto::FLOAT),
                            InputOf(DType::kFloat32, c.dims, xv), threads),
                   want, 2e-6, what + " threads " + std::to_string(threads));
   }
-  for (const auto& [dims, groups] : std::vector<std::pair<std::vector<int64_t>, int64_t>>{{{1, 64, 16, 16}, 32},
-                                                                                          {{2, 12, 7, 9}, 4}}) {
+  for (const auto& [dims, groups] : std::vector<std::pair<std::vector<int64_t>, int64_t>>{
+           {{1, 64, 16, 16}, 32}, {{2, 12, 7, 9}, 4}}) {
     int64_t n = 1;
     for (int64_t d : dims) n *= d;
     const std::vector<double> xv = Random(static_cast<size_t>(n), rng);
-    const auto want = RunModel(ExportedGroupNorm(dims, groups, onnx::TensorProto::DOUBLE), InputOf(DType::kFloat64, dims, xv), 1);
+    const auto want = RunModel(ExportedGroupNorm(dims, groups, onnx::TensorProto::DOUBLE),
+                               InputOf(DType::kFloat64, dims, xv), 1);
     for (int threads : {1, 2})
-      ExpectClose(RunModel(ExportedGroupNorm(dims, groups, onnx::TensorProto::FLOAT), InputOf(DType::kFloat32, dims, xv), threads),
+      ExpectClose(RunModel(ExportedGroupNorm(dims, groups, onnx::TensorProto::FLOAT),
+                           InputOf(DType::kFloat32, dims, xv), threads),
                   want, 2e-6, "exported GroupNorm threads " + std::to_string(threads));
   }
 }
@@ -522,9 +562,9 @@ TEST(FastKernels, ConvTransposeAgainstTheDoubleReference) {
     int64_t M, group, k, stride, pad, out_pad, dilation;
   };
   const std::vector<Case> cases = {
-      {{1, 16, 7, 9}, 8, 1, 2, 2, 0, 0, 1},  {{2, 32, 6, 6}, 16, 1, 4, 2, 1, 0, 1},
-      {{1, 12, 5, 7}, 6, 1, 3, 2, 1, 1, 1},  {{1, 16, 6, 5}, 16, 4, 3, 1, 1, 0, 1},
-      {{3, 8, 4, 4}, 24, 2, 3, 3, 0, 2, 1},  {{1, 10, 8, 6}, 5, 1, 3, 1, 2, 0, 2},
+      {{1, 16, 7, 9}, 8, 1, 2, 2, 0, 0, 1},   {{2, 32, 6, 6}, 16, 1, 4, 2, 1, 0, 1},
+      {{1, 12, 5, 7}, 6, 1, 3, 2, 1, 1, 1},   {{1, 16, 6, 5}, 16, 4, 3, 1, 1, 0, 1},
+      {{3, 8, 4, 4}, 24, 2, 3, 3, 0, 2, 1},   {{1, 10, 8, 6}, 5, 1, 3, 1, 2, 0, 2},
       {{1, 64, 14, 14}, 32, 1, 2, 2, 0, 0, 1}};
   std::mt19937 rng(31);
   for (const Case& c : cases) {
@@ -536,7 +576,8 @@ TEST(FastKernels, ConvTransposeAgainstTheDoubleReference) {
       auto out = [&](int64_t in) { return (in - 1) * c.stride + eh - 2 * c.pad + c.out_pad; };
       *g->add_output() = Info("y", type, {c.x[0], c.M, out(c.x[2]), out(c.x[3])});
       FillTensor(g->add_initializer(), "w", type, {c.x[1], c.M / c.group, c.k, c.k}, w);
-      FillTensor(g->add_initializer(), "b", type, {c.M}, std::vector<double>(static_cast<size_t>(c.M), 0.25));
+      FillTensor(g->add_initializer(), "b", type, {c.M},
+                 std::vector<double>(static_cast<size_t>(c.M), 0.25));
       auto* n = testing::AddNamedNode(g, "ConvTranspose", {"x", "w", "b"}, "y");
       auto ints = [&](const char* name, int64_t v, int count) {
         auto* a = n->add_attribute();
@@ -557,13 +598,17 @@ TEST(FastKernels, ConvTransposeAgainstTheDoubleReference) {
     int64_t nx = 1;
     for (int64_t d : c.x) nx *= d;
     const std::vector<double> xv = Random(static_cast<size_t>(nx), rng);
-    const std::vector<double> wv = Random(static_cast<size_t>(c.x[1] * (c.M / c.group) * c.k * c.k), rng, 0.3);
+    const std::vector<double> wv =
+        Random(static_cast<size_t>(c.x[1] * (c.M / c.group) * c.k * c.k), rng, 0.3);
     const std::string what = "C" + std::to_string(c.x[1]) + " M" + std::to_string(c.M) + " group " +
-                             std::to_string(c.group) + " k" + std::to_string(c.k) + " s" + std::to_string(c.stride);
-    const auto want = RunModel(build(onnx::TensorProto::DOUBLE, wv), InputOf(DType::kFloat64, c.x, xv), 1);
+                             std::to_string(c.group) + " k" + std::to_string(c.k) + " s" +
+                             std::to_string(c.stride);
+    const auto want =
+        RunModel(build(onnx::TensorProto::DOUBLE, wv), InputOf(DType::kFloat64, c.x, xv), 1);
     for (int threads : {1, 2})
-      ExpectClose(RunModel(build(onnx::TensorProto::FLOAT, wv), InputOf(DType::kFloat32, c.x, xv), threads), want,
-                  1e-6, what + " threads " + std::to_string(threads));
+      ExpectClose(
+          RunModel(build(onnx::TensorProto::FLOAT, wv), InputOf(DType::kFloat32, c.x, xv), threads),
+          want, 1e-6, what + " threads " + std::to_string(threads));
   }
 }
 
@@ -576,14 +621,20 @@ TEST(FastKernels, ReductionsAgainstTheDoubleReference) {
     std::vector<int64_t> dims, axes;
     bool keepdims = true;
   };
-  const std::vector<Case> cases = {
-      {"ReduceSum", {8, 128, 77}, {2}},        {"ReduceMean", {8, 128, 77}, {-1}, false},
-      {"ReduceMax", {8, 128, 768}, {2}},       {"ReduceMin", {3, 1000}, {1}},
-      {"ReduceMean", {4, 16, 9, 11}, {2, 3}},  {"ReduceSum", {4, 16, 9, 11}, {1}},
-      {"ReduceMax", {2, 21, 16, 16}, {1}},     {"ReduceSum", {300, 40}, {0}},
-      {"ReduceL2", {64, 33}, {1}},             {"ReduceL1", {5, 6, 7}, {0, 1}},
-      {"ReduceSumSquare", {5, 6, 7}, {1, 2}},  {"ReduceMin", {2, 3, 4, 5}, {0, 2}},  // not one block
-      {"ReduceMean", {1, 1, 13}, {2}},         {"ReduceMax", {7}, {0}, false}};
+  const std::vector<Case> cases = {{"ReduceSum", {8, 128, 77}, {2}},
+                                   {"ReduceMean", {8, 128, 77}, {-1}, false},
+                                   {"ReduceMax", {8, 128, 768}, {2}},
+                                   {"ReduceMin", {3, 1000}, {1}},
+                                   {"ReduceMean", {4, 16, 9, 11}, {2, 3}},
+                                   {"ReduceSum", {4, 16, 9, 11}, {1}},
+                                   {"ReduceMax", {2, 21, 16, 16}, {1}},
+                                   {"ReduceSum", {300, 40}, {0}},
+                                   {"ReduceL2", {64, 33}, {1}},
+                                   {"ReduceL1", {5, 6, 7}, {0, 1}},
+                                   {"ReduceSumSquare", {5, 6, 7}, {1, 2}},
+                                   {"ReduceMin", {2, 3, 4, 5}, {0, 2}},  // not one block
+                                   {"ReduceMean", {1, 1, 13}, {2}},
+                                   {"ReduceMax", {7}, {0}, false}};
   std::mt19937 rng(37);
   for (const Case& c : cases) {
     auto build = [&](onnx::TensorProto::DataType type) {
@@ -612,10 +663,12 @@ TEST(FastKernels, ReductionsAgainstTheDoubleReference) {
     for (auto& v : xv) v = static_cast<float>(v + 0.5);
     std::string what = c.op;
     for (int64_t d : c.dims) what += " " + std::to_string(d);
-    const auto want = RunModel(build(onnx::TensorProto::DOUBLE), InputOf(DType::kFloat64, c.dims, xv), 1);
+    const auto want =
+        RunModel(build(onnx::TensorProto::DOUBLE), InputOf(DType::kFloat64, c.dims, xv), 1);
     for (int threads : {1, 2})
-      ExpectClose(RunModel(build(onnx::TensorProto::FLOAT), InputOf(DType::kFloat32, c.dims, xv), threads), want,
-                  1e-6, what + " threads " + std::to_string(threads));
+      ExpectClose(
+          RunModel(build(onnx::TensorProto::FLOAT), InputOf(DType::kFloat32, c.dims, xv), threads),
+          want, 1e-6, what + " threads " + std::to_string(threads));
   }
   // NaN sticks in a float32 maximum.
   onnx::ModelProto m = testing::EmptyModel("reduce_nan");
@@ -643,9 +696,10 @@ TEST(FastKernels, SoftmaxOverInnerAxesAgainstTheDoubleReference) {
     std::vector<int64_t> dims;
     int64_t axis;
   };
-  const std::vector<Case> cases = {{"Softmax", {8, 128, 33}, 1},     {"LogSoftmax", {8, 40, 1000}, 1},
-                                   {"Softmax", {1, 21, 64, 64}, 1},  {"LogSoftmax", {3, 5, 7, 300}, 2},
-                                   {"Softmax", {700, 3}, 0},         {"LogSoftmax", {2, 9, 513}, -2}};
+  const std::vector<Case> cases = {
+      {"Softmax", {8, 128, 33}, 1},    {"LogSoftmax", {8, 40, 1000}, 1},
+      {"Softmax", {1, 21, 64, 64}, 1}, {"LogSoftmax", {3, 5, 7, 300}, 2},
+      {"Softmax", {700, 3}, 0},        {"LogSoftmax", {2, 9, 513}, -2}};
   std::mt19937 rng(43);
   for (const Case& c : cases) {
     auto build = [&](onnx::TensorProto::DataType type) {
@@ -663,10 +717,12 @@ TEST(FastKernels, SoftmaxOverInnerAxesAgainstTheDoubleReference) {
     for (int64_t d : c.dims) n *= d;
     std::vector<double> xv = Random(static_cast<size_t>(n), rng, 8.0);
     const std::string what = c.op + " axis " + std::to_string(c.axis);
-    const auto want = RunModel(build(onnx::TensorProto::DOUBLE), InputOf(DType::kFloat64, c.dims, xv), 1);
+    const auto want =
+        RunModel(build(onnx::TensorProto::DOUBLE), InputOf(DType::kFloat64, c.dims, xv), 1);
     for (int threads : {1, 2})
-      ExpectClose(RunModel(build(onnx::TensorProto::FLOAT), InputOf(DType::kFloat32, c.dims, xv), threads), want,
-                  1e-6, what + " threads " + std::to_string(threads));
+      ExpectClose(
+          RunModel(build(onnx::TensorProto::FLOAT), InputOf(DType::kFloat32, c.dims, xv), threads),
+          want, 1e-6, what + " threads " + std::to_string(threads));
   }
 }
 
@@ -678,8 +734,8 @@ TEST(FastKernels, PoolingOnShortRowsAgainstTheDoubleReference) {
     bool include_pad = false;
   };
   const std::vector<Case> cases = {
-      {"MaxPool", {1, 512, 14, 14}, 2, 2, 0},      {"MaxPool", {1, 192, 28, 28}, 3, 1, 1},
-      {"MaxPool", {2, 40, 20, 20}, 5, 1, 2},       {"AveragePool", {1, 48, 9, 7}, 3, 2, 1},
+      {"MaxPool", {1, 512, 14, 14}, 2, 2, 0},          {"MaxPool", {1, 192, 28, 28}, 3, 1, 1},
+      {"MaxPool", {2, 40, 20, 20}, 5, 1, 2},           {"AveragePool", {1, 48, 9, 7}, 3, 2, 1},
       {"AveragePool", {1, 33, 12, 12}, 3, 1, 1, true}, {"MaxPool", {1, 17, 5, 6}, 2, 2, 0}};
   std::mt19937 rng(41);
   for (const Case& c : cases) {
@@ -712,11 +768,13 @@ TEST(FastKernels, PoolingOnShortRowsAgainstTheDoubleReference) {
     for (int64_t d : c.x) n *= d;
     std::vector<double> xv = Random(static_cast<size_t>(n), rng);
     if (c.op == "MaxPool") xv[5] = std::nan("");  // NaN in one window
-    const std::string what = c.op + " C" + std::to_string(c.x[1]) + " " + std::to_string(c.x[2]) + "x" +
-                             std::to_string(c.x[3]) + " k" + std::to_string(c.k);
-    const auto want = RunModel(build(onnx::TensorProto::DOUBLE), InputOf(DType::kFloat64, c.x, xv), 1);
+    const std::string what = c.op + " C" + std::to_string(c.x[1]) + " " + std::to_string(c.x[2]) +
+                             "x" + std::to_string(c.x[3]) + " k" + std::to_string(c.k);
+    const auto want =
+        RunModel(build(onnx::TensorProto::DOUBLE), InputOf(DType::kFloat64, c.x, xv), 1);
     for (int threads : {1, 2}) {
-      const auto got = RunModel(build(onnx::TensorProto::FLOAT), InputOf(DType::kFloat32, c.x, xv), threads);
+      const auto got =
+          RunModel(build(onnx::TensorProto::FLOAT), InputOf(DType::kFloat32, c.x, xv), threads);
       ASSERT_EQ(got.size(), want.size()) << what;
       ASSERT_EQ(got[0].size(), want[0].size()) << what;
       for (size_t i = 0; i < got[0].size(); ++i) {
@@ -724,7 +782,8 @@ TEST(FastKernels, PoolingOnShortRowsAgainstTheDoubleReference) {
           EXPECT_TRUE(std::isnan(got[0][i])) << what << " at " << i;
           continue;
         }
-        ASSERT_NEAR(got[0][i], want[0][i], 1e-6 * (1 + std::fabs(want[0][i]))) << what << " at " << i;
+        ASSERT_NEAR(got[0][i], want[0][i], 1e-6 * (1 + std::fabs(want[0][i])))
+            << what << " at " << i;
       }
     }
   }

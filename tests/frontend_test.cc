@@ -20,8 +20,8 @@ namespace fs = std::filesystem;
 class TempDir {
  public:
   TempDir() {
-    path_ = fs::temp_directory_path() / ("kiln_test_" + std::to_string(::getpid()) + "_" +
-                                         std::to_string(counter_++));
+    path_ = fs::temp_directory_path() /
+            ("kiln_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter_++));
     fs::create_directories(path_);
   }
   ~TempDir() { fs::remove_all(path_); }
@@ -187,8 +187,9 @@ TEST(Onnx, ExternalDataIsConfinedToTheModelFolder) {
 TEST(Json, ConvertRoundTripsWeights) {
   TempDir dir;
   Write(dir.file("m.onnx"), testing::AddReluModel(5).SerializeAsString());
-  ASSERT_TRUE(frontend::ConvertOnnxToJson(dir.file("m.onnx"), dir.file("m.json"),
-                                          dir.file("m.safetensors")).ok());
+  ASSERT_TRUE(
+      frontend::ConvertOnnxToJson(dir.file("m.onnx"), dir.file("m.json"), dir.file("m.safetensors"))
+          .ok());
   auto a = frontend::LoadOnnxModel(dir.file("m.onnx"));
   auto b = frontend::LoadModel(dir.file("m.json"), dir.file("m.safetensors"));
   ASSERT_TRUE(b.ok()) << b.status().message();
@@ -219,11 +220,13 @@ TEST(Json, AcceptsNamesStringsAndRejectsBadOffsets) {
                    "shape": {"dim": [{"dim_value": 2}]}}}}],
         "output": [{"name": "y", "type": {"tensor_type": {"elem_type": 1}}}]}})";
   };
-  auto ok = frontend::ParseJsonModel(model("[0, 8]"), dir.file("w.safetensors"), dir.file(""), "m.json");
+  auto ok =
+      frontend::ParseJsonModel(model("[0, 8]"), dir.file("w.safetensors"), dir.file(""), "m.json");
   ASSERT_TRUE(ok.ok()) << ok.status().message();
   auto out = frontend::ParseJsonModel(model("[0, 800]"), dir.file("w.safetensors"), "", "m.json");
   ASSERT_FALSE(out.ok());
-  EXPECT_NE(out.status().message().find("initializer 'w'"), std::string::npos) << out.status().message();
+  EXPECT_NE(out.status().message().find("initializer 'w'"), std::string::npos)
+      << out.status().message();
   auto none = frontend::ParseJsonModel(model("[0, 8]"), "", "", "m.json");
   ASSERT_FALSE(none.ok());
   EXPECT_NE(none.status().message().find("no --weights"), std::string::npos);

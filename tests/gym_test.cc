@@ -7,13 +7,13 @@
 #include <sstream>
 #include <thread>
 
+#include "frontend/onnx_import.h"
 #include "gym/client.h"
 #include "gym/service.h"
 #include "gym/tune.h"
+#include "passes/infer_shapes.h"
 #include "passes/pipeline.h"
 #include "planner/plan_graph.h"
-#include "frontend/onnx_import.h"
-#include "passes/infer_shapes.h"
 #include "test_models.h"
 
 namespace kiln::gym {
@@ -100,8 +100,8 @@ class GymTest : public ::testing::Test {
     return o;
   }
   // Steps and returns the observations as text (scalars and strings).
-  std::vector<std::string> StepObs(int64_t s, std::vector<int> actions, std::vector<std::string> names,
-                                   StepOutcome* outcome = nullptr) {
+  std::vector<std::string> StepObs(int64_t s, std::vector<int> actions,
+                                   std::vector<std::string> names, StepOutcome* outcome = nullptr) {
     std::vector<int> idx;
     for (auto& n : names) idx.push_back(O(n));
     auto r = client_->Step(s, actions, idx);
@@ -109,8 +109,9 @@ class GymTest : public ::testing::Test {
     std::vector<std::string> out;
     if (!r.ok()) return out;
     for (auto& o : r->observations)
-      out.push_back(o.value_case() == cg::Observation::kStringValue ? o.string_value()
-                                                                     : std::to_string(*ObservationNumber(o)));
+      out.push_back(o.value_case() == cg::Observation::kStringValue
+                        ? o.string_value()
+                        : std::to_string(*ObservationNumber(o)));
     if (outcome) *outcome = *r;
     return out;
   }
@@ -123,14 +124,17 @@ class GymTest : public ::testing::Test {
     for (int o : obs) req.add_observation_space(o);
     return stub_->Step(&ctx, req, &reply).error_code();
   }
-  grpc::StatusCode AddCode(const std::string& uri, const std::string& contents, const std::string& file_uri = "") {
+  grpc::StatusCode AddCode(const std::string& uri, const std::string& contents,
+                           const std::string& file_uri = "") {
     grpc::ClientContext ctx;
     cg::AddBenchmarkRequest req;
     cg::AddBenchmarkReply reply;
     auto* b = req.add_benchmark();
     b->set_uri(uri);
-    if (!file_uri.empty()) b->mutable_program()->set_uri(file_uri);
-    else b->mutable_program()->set_contents(contents);
+    if (!file_uri.empty())
+      b->mutable_program()->set_uri(file_uri);
+    else
+      b->mutable_program()->set_contents(contents);
     return stub_->AddBenchmark(&ctx, req, &reply).error_code();
   }
 
@@ -198,8 +202,9 @@ TEST_F(GymTest, EpisodeForkAndPipelineReplay) {
   // Play the fork to the end: every pass until none changes anything.
   int steps = 0;
   for (; steps < 50 && !r.end_of_session; ++steps)
-    StepObs(*f, {A("eliminate-identities"), A("eliminate-common-subexpressions"), A("eliminate-dead-nodes"),
-                 A("fuse-conv-activation")},
+    StepObs(*f,
+            {A("eliminate-identities"), A("eliminate-common-subexpressions"),
+             A("eliminate-dead-nodes"), A("fuse-conv-activation")},
             {"ArenaBytes"}, &r);
   EXPECT_TRUE(r.end_of_session);
   StepObs(*f, {A("planner:greedy-size")}, {}, &r);
@@ -241,17 +246,19 @@ TEST_F(GymTest, SymbolicInputDimsAreFixedAtOneAndThePipelineSaysSo) {
 }
 
 TEST(PipelineFile, MalformedFilesAreOneLineErrors) {
-  for (const char* text : {"", "[]", "{}", "{\"kiln_pipeline\": 2}", "{\"kiln_pipeline\": 1, \"passes\": [\"nope\"]}",
-                           "{\"kiln_pipeline\": 1, \"passes\": \"fold-constants\"}",
-                           "{\"kiln_pipeline\": 1, \"planner_steps\": -1}",
-                           "{\"kiln_pipeline\": 1, \"shapes\": {\"x\": [1, -2]}}",
-                           "{\"kiln_pipeline\": 1, \"extra\": 0}"}) {
+  for (const char* text :
+       {"", "[]", "{}", "{\"kiln_pipeline\": 2}", "{\"kiln_pipeline\": 1, \"passes\": [\"nope\"]}",
+        "{\"kiln_pipeline\": 1, \"passes\": \"fold-constants\"}",
+        "{\"kiln_pipeline\": 1, \"planner_steps\": -1}",
+        "{\"kiln_pipeline\": 1, \"shapes\": {\"x\": [1, -2]}}",
+        "{\"kiln_pipeline\": 1, \"extra\": 0}"}) {
     auto p = passes::ParsePipeline(text, "p.json");
     ASSERT_FALSE(p.ok()) << text;
     EXPECT_EQ(p.status().message().rfind("p.json: ", 0), 0u) << p.status().message();
     EXPECT_EQ(p.status().message().find('\n'), std::string::npos);
   }
-  auto ok = passes::ParsePipeline("{\"kiln_pipeline\": 1, \"passes\": [\"fold-batchnorm\"], \"reorder\": false}", "p");
+  auto ok = passes::ParsePipeline(
+      "{\"kiln_pipeline\": 1, \"passes\": [\"fold-batchnorm\"], \"reorder\": false}", "p");
   ASSERT_TRUE(ok.ok());
   EXPECT_FALSE(ok->reorder);
   EXPECT_EQ(ok->planner, "default");
@@ -291,8 +298,10 @@ TEST_F(GymTest, ErrorsAnswerForTheirCallOnly) {
   EXPECT_FALSE(client_->StartSession("benchmark://nowhere/x").ok());
   EXPECT_EQ(AddCode("benchmark://bad/bytes", "this is not a model"), C::INVALID_ARGUMENT);
   EXPECT_EQ(AddCode("http://bad/uri", BatchNormModel()), C::INVALID_ARGUMENT);
-  EXPECT_EQ(AddCode("benchmark://bad/scheme", "", "http://example.com/m.onnx"), C::INVALID_ARGUMENT);
-  EXPECT_EQ(AddCode("benchmark://bad/missing", "", "file:///nonexistent/m.onnx"), C::INVALID_ARGUMENT);
+  EXPECT_EQ(AddCode("benchmark://bad/scheme", "", "http://example.com/m.onnx"),
+            C::INVALID_ARGUMENT);
+  EXPECT_EQ(AddCode("benchmark://bad/missing", "", "file:///nonexistent/m.onnx"),
+            C::INVALID_ARGUMENT);
   EXPECT_EQ(AddCode("benchmark://bad/big", std::string(200000, 'x')), C::RESOURCE_EXHAUSTED);
   // Each model is small enough, but not all of them together.
   std::string bn = BatchNormModel();
@@ -369,10 +378,12 @@ TEST_F(GymTest, ManySessionsFromManyThreads) {
           ++failures;
           continue;
         }
-        std::vector<int> seq = {A("fold-constants"), A("eliminate-identities"), A("planner:greedy-size")};
+        std::vector<int> seq = {A("fold-constants"), A("eliminate-identities"),
+                                A("planner:greedy-size")};
         auto r = c->Step(*s, seq, {O("ArenaBytes"), O("IrSha1")});
         auto f = c->Fork(*s);
-        if (!r.ok() || !f.ok() || !c->Step(*f, {A("fold-batchnorm")}, {O("ArenaBytes")}).ok()) ++failures;
+        if (!r.ok() || !f.ok() || !c->Step(*f, {A("fold-batchnorm")}, {O("ArenaBytes")}).ok())
+          ++failures;
         if (r.ok() && k == 1) shas[t] = r->observations[1].string_value();
         if (!c->EndSession(*s).ok() || (f.ok() && !c->EndSession(*f).ok())) ++failures;
         ++done;
@@ -411,7 +422,9 @@ TEST_F(GymTest, TuneBeatsOrMatchesTheDefaultAndIsDeterministic) {
 // shorter one that merely ties it.
 TEST_F(GymTest, TuneKeepsTheDefaultWhenNothingBeatsIt) {
   Start();
-  ASSERT_TRUE(client_->AddBenchmark("benchmark://test/relu", testing::AddReluModel(64).SerializeAsString()).ok());
+  ASSERT_TRUE(
+      client_->AddBenchmark("benchmark://test/relu", testing::AddReluModel(64).SerializeAsString())
+          .ok());
   std::vector<GymClient*> clients = {client_.get()};
   for (const char* objective : {"arena", "latency"}) {
     TuneOptions o;

@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "conv_reference.h"
 #include "ops/channels_last.h"
 #include "ops/conv_depthwise.h"
 #include "ops/conv_direct.h"
@@ -32,7 +33,6 @@
 #include "ops/pool_kernels.h"
 #include "ops/shape_ops_util.h"
 #include "ops/thread_pool.h"
-#include "conv_reference.h"
 #include "random_vectors.h"
 
 namespace kiln::ops {
@@ -65,9 +65,10 @@ struct GemmCase {
 
 std::string Describe(const GemmCase& c, Isa isa, int threads) {
   return "M=" + std::to_string(c.M) + " N=" + std::to_string(c.N) + " K=" + std::to_string(c.K) +
-         " ta=" + std::to_string(c.ta) + " tb=" + std::to_string(c.tb) + " pad=" +
-         std::to_string(c.pad) + " acc=" + std::to_string(c.accumulate) + " alpha=" +
-         std::to_string(c.alpha) + " isa=" + IsaName(isa) + " threads=" + std::to_string(threads);
+         " ta=" + std::to_string(c.ta) + " tb=" + std::to_string(c.tb) +
+         " pad=" + std::to_string(c.pad) + " acc=" + std::to_string(c.accumulate) +
+         " alpha=" + std::to_string(c.alpha) + " isa=" + IsaName(isa) +
+         " threads=" + std::to_string(threads);
 }
 
 // PackedGemm on case c with every runnable ISA and threads 1..3, against the double reference;
@@ -87,7 +88,8 @@ void CheckPackedGemm(const GemmCase& c, std::mt19937& rng) {
     for (int64_t j = 0; j < c.N; ++j) {
       double s = 0, m = 0;
       for (int64_t k = 0; k < c.K; ++k) {
-        double p = static_cast<double>(A[i * rsa + k * csa]) * static_cast<double>(B[k * rsb + j * csb]);
+        double p =
+            static_cast<double>(A[i * rsa + k * csa]) * static_cast<double>(B[k * rsb + j * csb]);
         s += p;
         m += std::fabs(p);
       }
@@ -134,7 +136,13 @@ void PackedGemmSweep(uint32_t seed) {
       for (int64_t K : Ks) {
         if ((n++ % 7) != 0) continue;  // a spread-out seventh of the grid, with all flags
         for (int f = 0; f < 4; ++f) {
-          GemmCase c{M, N, K, (f & 1) != 0, (f & 2) != 0, (n % 3 == 0) ? 3 : 0, ((n + f) % 2) == 0,
+          GemmCase c{M,
+                     N,
+                     K,
+                     (f & 1) != 0,
+                     (f & 2) != 0,
+                     (n % 3 == 0) ? 3 : 0,
+                     ((n + f) % 2) == 0,
                      (f == 3) ? -0.5 : 1.0};
           CheckPackedGemm<T>(c, rng);
         }
@@ -164,12 +172,14 @@ TEST(PackedGemm, PrepackedBIsTheSameProduct) {
       const PackedB<float> packed = PackGemmB<float>(K, N, B.data(), N, 1, isa);
       for (bool acc : {false, true}) {
         std::vector<float> want = C0;
-        PackedGemm<float>(M, N, K, 1.0f, A.data(), K, 1, B.data(), N, 1, want.data(), N, acc, 1, isa);
+        PackedGemm<float>(M, N, K, 1.0f, A.data(), K, 1, B.data(), N, 1, want.data(), N, acc, 1,
+                          isa);
         for (int threads : {1, 3}) {
           std::vector<float> got = C0;
           PackedGemm<float>(M, A.data(), K, 1, packed, got.data(), N, acc, threads);
           ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
-              << M << "x" << N << "x" << K << " " << IsaName(isa) << " acc " << acc << " threads " << threads;
+              << M << "x" << N << "x" << K << " " << IsaName(isa) << " acc " << acc << " threads "
+              << threads;
         }
       }
     }
@@ -184,7 +194,8 @@ void ExpectConvOutput(const std::vector<float>& y, const std::vector<double>& wa
   for (int64_t n = 0; n < N; ++n)
     for (int64_t px = 0; px < OHW; ++px)
       for (int64_t c = 0; c < (channels_last ? ldc : M); ++c) {
-        const size_t at = static_cast<size_t>(channels_last ? (n * OHW + px) * ldc + c : (n * M + c) * OHW + px);
+        const size_t at =
+            static_cast<size_t>(channels_last ? (n * OHW + px) * ldc + c : (n * M + c) * OHW + px);
         if (c < first || c >= first + M) {
           ASSERT_EQ(y[at], 7.0f) << what << " pixel " << px << " channel " << c;
           continue;
@@ -201,14 +212,32 @@ void ExpectConvOutput(const std::vector<float>& y, const std::vector<double>& wa
 // and weights re-read when they are not constant.
 TEST(Winograd, AgainstDirectConvolution) {
   std::mt19937 rng(6);
-  struct Shape { int64_t C, M, H, W, ph, pw, peh, pew; };
+  struct Shape {
+    int64_t C, M, H, W, ph, pw, peh, pew;
+  };
   using Act = ConvPostOps::Act;
   int i = 0;
   for (const Shape& sh : {Shape{32, 40, 13, 11, 1, 1, 1, 1}, Shape{9, 17, 5, 7, 0, 1, 2, 0},
                           Shape{1, 1, 3, 3, 0, 0, 0, 0}, Shape{17, 8, 16, 16, 2, 2, 2, 2},
                           Shape{64, 72, 24, 20, 1, 1, 1, 1}}) {
-    Conv2DParams p{1, sh.C, sh.M, 1, sh.H, sh.W, sh.H + sh.ph + sh.peh - 2, sh.W + sh.pw + sh.pew - 2,
-                   3, 3, 1, 1, sh.ph, sh.pw, sh.peh, sh.pew, 1, 1};
+    Conv2DParams p{1,
+                   sh.C,
+                   sh.M,
+                   1,
+                   sh.H,
+                   sh.W,
+                   sh.H + sh.ph + sh.peh - 2,
+                   sh.W + sh.pw + sh.pew - 2,
+                   3,
+                   3,
+                   1,
+                   1,
+                   sh.ph,
+                   sh.pw,
+                   sh.peh,
+                   sh.pew,
+                   1,
+                   1};
     const int64_t OHW = p.OH * p.OW;
     const auto x_nchw = testing::RandomVector(static_cast<size_t>(p.H * p.W * p.C), rng);
     const auto x = testing::Relayout(x_nchw, 1, p.C, p.H * p.W, true);
@@ -216,7 +245,8 @@ TEST(Winograd, AgainstDirectConvolution) {
     const auto b = testing::RandomVector(static_cast<size_t>(p.M), rng);
     const auto z_nchw = testing::RandomVector(static_cast<size_t>(OHW * p.M), rng);
     const auto z = testing::Relayout(z_nchw, 1, p.M, OHW, true);
-    for (Act act : {Act::kNone, Act::kRelu, Act::kLeakyRelu, Act::kClip, Act::kSwish, Act::kHardSwish}) {
+    for (Act act :
+         {Act::kNone, Act::kRelu, Act::kLeakyRelu, Act::kClip, Act::kSwish, Act::kHardSwish}) {
       ++i;
       ConvPostOps post;
       post.act = act;
@@ -225,23 +255,24 @@ TEST(Winograd, AgainstDirectConvolution) {
       const bool bias = i % 2 == 0, residual = i % 3 != 0, in_place = residual && i % 2 == 1;
       ConvLayouts l{true, residual, true, residual ? 0 : p.M + 5};  // a slice of a wider Y
       const int64_t ldc = l.y_channels ? l.y_channels : p.M, first = residual ? 0 : 3;
-      const auto want = testing::ReferenceConv(p, x_nchw.data(), w.data(), bias ? b.data() : nullptr,
-                                               residual ? z_nchw.data() : nullptr, post);
+      const auto want =
+          testing::ReferenceConv(p, x_nchw.data(), w.data(), bias ? b.data() : nullptr,
+                                 residual ? z_nchw.data() : nullptr, post);
       std::vector<float> y1;
       for (int threads : {1, 2, 3}) {
         std::unique_ptr<NodeState> state;
         std::vector<float> y(static_cast<size_t>(OHW * ldc), 7.0f);
         if (in_place) std::copy(z.begin(), z.end(), y.begin());
         post.z = !residual ? nullptr : in_place ? y.data() : z.data();
-        WinogradChannelsLast(p, x.data(), w.data(), true, bias ? b.data() : nullptr, y.data() + first,
-                             l, post, threads, &state);
+        WinogradChannelsLast(p, x.data(), w.data(), true, bias ? b.data() : nullptr,
+                             y.data() + first, l, post, threads, &state);
         // Threads split blocks of tiles or each block's products, never a sum.
         if (threads == 1) y1 = y;
         EXPECT_EQ(0, std::memcmp(y.data(), y1.data(), y.size() * sizeof(float)))
             << "case " << i << " threads " << threads;
-        ASSERT_NO_FATAL_FAILURE(ExpectConvOutput(
-            y, want, 1, p.M, OHW, true, ldc, first, p.C,
-            "case " + std::to_string(i) + " threads " + std::to_string(threads)));
+        ASSERT_NO_FATAL_FAILURE(
+            ExpectConvOutput(y, want, 1, p.M, OHW, true, ldc, first, p.C,
+                             "case " + std::to_string(i) + " threads " + std::to_string(threads)));
         // New weights at the same address: constant ones are kept, others are transformed again.
         if (residual || threads > 1) continue;
         std::vector<float> w2(w.size(), 0.0f);
@@ -260,12 +291,16 @@ TEST(Winograd, AgainstDirectConvolution) {
 // when they are not constant. With X channels-last on an AVX2 CPU the direct kernel must run.
 TEST(GroupedPointwise, AgainstDirectConvolution) {
   std::mt19937 rng(8);
-  struct Shape { int64_t C, M, group, H, W; };
+  struct Shape {
+    int64_t C, M, group, H, W;
+  };
   using Act = ConvPostOps::Act;
   int i = 0;
-  for (const Shape& sh : {Shape{24, 112, 4, 7, 9}, Shape{136, 136, 4, 5, 5}, Shape{12, 12, 2, 1, 13},
-                          Shape{64, 64, 2, 6, 6}, Shape{272, 272, 4, 2, 3}}) {
-    const Conv2DParams p{2, sh.C, sh.M, sh.group, sh.H, sh.W, sh.H, sh.W, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1};
+  for (const Shape& sh :
+       {Shape{24, 112, 4, 7, 9}, Shape{136, 136, 4, 5, 5}, Shape{12, 12, 2, 1, 13},
+        Shape{64, 64, 2, 6, 6}, Shape{272, 272, 4, 2, 3}}) {
+    const Conv2DParams p{2, sh.C, sh.M, sh.group, sh.H, sh.W, sh.H, sh.W, 1,
+                         1, 1,    1,    0,        0,    0,    0,    1,    1};
     const int64_t HW = p.H * p.W, Cg = p.C / p.group;
     const auto x = testing::RandomVector(static_cast<size_t>(p.N * HW * p.C), rng);  // NCHW
     const auto w = testing::RandomVector(static_cast<size_t>(p.M * Cg), rng);
@@ -277,11 +312,13 @@ TEST(GroupedPointwise, AgainstDirectConvolution) {
       for (int64_t n = 0; n < p.N; ++n)
         for (int64_t c = 0; c < channels; ++c)
           for (int64_t px = 0; px < HW; ++px)
-            out[static_cast<size_t>((n * HW + px) * channels + c)] = v[static_cast<size_t>((n * channels + c) * HW + px)];
+            out[static_cast<size_t>((n * HW + px) * channels + c)] =
+                v[static_cast<size_t>((n * channels + c) * HW + px)];
       return out;
     };
     const auto x_cl = to_cl(x, p.C), z_cl = to_cl(z, p.M);
-    for (Act act : {Act::kNone, Act::kRelu, Act::kLeakyRelu, Act::kClip, Act::kSwish, Act::kHardSwish})
+    for (Act act :
+         {Act::kNone, Act::kRelu, Act::kLeakyRelu, Act::kClip, Act::kSwish, Act::kHardSwish})
       for (int lay = 0; lay < 8; ++lay) {
         ++i;
         ConvPostOps post;
@@ -302,13 +339,15 @@ TEST(GroupedPointwise, AgainstDirectConvolution) {
           std::vector<float> y(ysize, 7.0f);
           if (in_place) y = l.y ? z_cl : z;
           post.z = !residual ? nullptr : in_place ? y.data() : l.z ? z_cl.data() : z.data();
-          GroupedPointwise(p, l.x ? x_cl.data() : x.data(), w.data(), true, bias ? b.data() : nullptr,
-                           y.data() + first, l, post, threads, &state);
-          const std::string what = "case " + std::to_string(i) + " threads " + std::to_string(threads);
+          GroupedPointwise(p, l.x ? x_cl.data() : x.data(), w.data(), true,
+                           bias ? b.data() : nullptr, y.data() + first, l, post, threads, &state);
+          const std::string what =
+              "case " + std::to_string(i) + " threads " + std::to_string(threads);
           if (l.x && IsaSupported(Isa::kAvx2)) {
             ASSERT_EQ(state->Kernel(), "kiln grouped 1x1 avx2") << what;
           }
-          ASSERT_NO_FATAL_FAILURE(ExpectConvOutput(y, want, p.N, p.M, HW, l.y, ldc, first, Cg, what));
+          ASSERT_NO_FATAL_FAILURE(
+              ExpectConvOutput(y, want, p.N, p.M, HW, l.y, ldc, first, Cg, what));
           // New weights at the same address: constant ones are kept, others are packed again.
           if (residual || threads == 2) continue;
           const std::vector<float> w2(w.size(), 0.0f);
@@ -331,7 +370,9 @@ TEST(DirectConv, AgainstReferenceLayoutsChunksAndThreads) {
   if (!IsaSupported(Isa::kAvx2)) GTEST_SKIP() << "the direct convolution needs AVX2";
   std::mt19937 rng(9);
   using Act = ConvPostOps::Act;
-  struct Shape { int64_t N, C, M, H, W, KH, KW, sh, sw, ph, pw, peh, pew, dh, dw; };
+  struct Shape {
+    int64_t N, C, M, H, W, KH, KW, sh, sw, ph, pw, peh, pew, dh, dw;
+  };
   int i = 0;
   for (const Shape& sh : {Shape{1, 3, 20, 11, 13, 7, 7, 2, 2, 3, 3, 3, 2, 1, 1},
                           Shape{2, 16, 24, 9, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
@@ -341,8 +382,8 @@ TEST(DirectConv, AgainstReferenceLayoutsChunksAndThreads) {
                           Shape{1, 1100, 12, 3, 4, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1},
                           Shape{1, 64, 100, 5, 6, 5, 3, 1, 2, 2, 1, 2, 1, 1, 1},
                           Shape{1, 96, 17, 30, 30, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1}}) {
-    Conv2DParams p{sh.N, sh.C, sh.M, 1, sh.H, sh.W, 0, 0, sh.KH, sh.KW, sh.sh, sh.sw,
-                   sh.ph, sh.pw, sh.peh, sh.pew, sh.dh, sh.dw};
+    Conv2DParams p{sh.N,  sh.C,  sh.M,  1,     sh.H,  sh.W,   0,      0,     sh.KH,
+                   sh.KW, sh.sh, sh.sw, sh.ph, sh.pw, sh.peh, sh.pew, sh.dh, sh.dw};
     p.OH = (p.H + p.ph + p.peh - (p.KH - 1) * p.dh - 1) / p.sh + 1;
     p.OW = (p.W + p.pw + p.pew - (p.KW - 1) * p.dw - 1) / p.sw + 1;
     const int64_t HW = p.H * p.W, OHW = p.OH * p.OW;
@@ -366,7 +407,8 @@ TEST(DirectConv, AgainstReferenceLayoutsChunksAndThreads) {
                                                residual ? z.data() : nullptr, post);
       std::vector<float> y1;
       for (int threads = 1; threads <= 3; ++threads) {
-        const std::string what = "case " + std::to_string(i) + " threads " + std::to_string(threads);
+        const std::string what =
+            "case " + std::to_string(i) + " threads " + std::to_string(threads);
         // On AVX-512 CPUs the executor leaves these convs to oneDNN; the kernel runs all the same.
         if (BestIsa() != Isa::kAvx512) {
           ASSERT_TRUE(DirectConvFits(p, l, post)) << what;
@@ -422,8 +464,12 @@ TEST(PackedGemm, AutoIsTheBestRunnable) {
 // op(B)), the M = 1 GEMV path included.
 TEST(GemmUsers, ConvGemmAndGemmF32F64) {
   std::mt19937 rng(4);
-  for (auto [M, N, K] : {std::array<int64_t, 3>{1, 77, 33}, {1, 5, 300}, {1, 9, 1037}, {1, 6, 15},
-                        {9, 70, 19}, {24, 196, 1}}) {
+  for (auto [M, N, K] : {std::array<int64_t, 3>{1, 77, 33},
+                         {1, 5, 300},
+                         {1, 9, 1037},
+                         {1, 6, 15},
+                         {9, 70, 19},
+                         {24, 196, 1}}) {
     for (int mode = 0; mode < 4; ++mode) {
       const bool ta = mode & 1, tb = mode & 2;
       auto A = Random<float>(static_cast<size_t>(M * K), rng);
@@ -438,13 +484,16 @@ TEST(GemmUsers, ConvGemmAndGemmF32F64) {
         for (int64_t j = 0; j < N; ++j) {
           double s = 0, m = 0;
           for (int64_t k = 0; k < K; ++k) {
-            double p = double(ta ? A[k * M + i] : A[i * K + k]) * double(tb ? B[j * K + k] : B[k * N + j]);
+            double p =
+                double(ta ? A[k * M + i] : A[i * K + k]) * double(tb ? B[j * K + k] : B[k * N + j]);
             s += p;
             m += std::fabs(p);
           }
           double want = C[i * N + j] + 0.75 * s, scale = std::fabs(C[i * N + j]) + m + 1e-30;
-          EXPECT_LE(std::fabs(C1[i * N + j] - want) / scale, 2e-6) << M << "x" << N << "x" << K << " mode " << mode;
-          EXPECT_LE(std::fabs(Cd[i * N + j] - want) / scale, 1e-14) << M << "x" << N << "x" << K << " mode " << mode;
+          EXPECT_LE(std::fabs(C1[i * N + j] - want) / scale, 2e-6)
+              << M << "x" << N << "x" << K << " mode " << mode;
+          EXPECT_LE(std::fabs(Cd[i * N + j] - want) / scale, 1e-14)
+              << M << "x" << N << "x" << K << " mode " << mode;
         }
       }
       if (mode == 0) {
@@ -489,19 +538,19 @@ void CheckDepthwise(const DepthwiseShape& s, bool bias, std::mt19937& rng) {
           ref[i] = acc;
           mag[i] = mg + 1e-30;
         }
-  const std::string what = "H=" + std::to_string(s.H) + " W=" + std::to_string(s.W) + " K=" +
-                           std::to_string(s.KH) + "x" + std::to_string(s.KW) + " s=" +
-                           std::to_string(s.sh) + "," + std::to_string(s.sw) + " p=" +
-                           std::to_string(s.ph) + "," + std::to_string(s.pw) + " d=" +
-                           std::to_string(s.dh) + "," + std::to_string(s.dw) + " mult=" +
-                           std::to_string(mult);
+  const std::string what =
+      "H=" + std::to_string(s.H) + " W=" + std::to_string(s.W) + " K=" + std::to_string(s.KH) +
+      "x" + std::to_string(s.KW) + " s=" + std::to_string(s.sh) + "," + std::to_string(s.sw) +
+      " p=" + std::to_string(s.ph) + "," + std::to_string(s.pw) + " d=" + std::to_string(s.dh) +
+      "," + std::to_string(s.dw) + " mult=" + std::to_string(mult);
   for (Isa isa : RunnableIsas()) {
     std::vector<T> first;
     for (int threads = 1; threads <= 3; ++threads) {
       std::vector<T> y(ref.size(), T(7));
       DepthwiseConv2D<T>(s, x.data(), w.data(), bias ? b.data() : nullptr, y.data(), threads, isa);
       double worst = 0;
-      for (size_t i = 0; i < y.size(); ++i) worst = std::max(worst, std::fabs(y[i] - ref[i]) / mag[i]);
+      for (size_t i = 0; i < y.size(); ++i)
+        worst = std::max(worst, std::fabs(y[i] - ref[i]) / mag[i]);
       EXPECT_LE(worst, Tol<T>()) << what << " isa=" << IsaName(isa) << " threads=" << threads;
       if (threads == 1) {
         first = y;
@@ -530,8 +579,9 @@ TEST(DepthwiseConv, KernelsStridesPadsDilationsAgainstReference) {
           if (HW + 2 * pad < K) continue;
           ++i;
           const int64_t dil = (i % 5 == 0 && HW + 2 * pad >= 2 * K - 1) ? 2 : 1;
-          CheckDepthwise<float>(MakeDw(1 + i % 2, 3, 1 + (i % 4 == 0), HW, HW + i % 3, K, stride, pad, dil),
-                                i % 3 != 0, rng);
+          CheckDepthwise<float>(
+              MakeDw(1 + i % 2, 3, 1 + (i % 4 == 0), HW, HW + i % 3, K, stride, pad, dil),
+              i % 3 != 0, rng);
         }
 }
 
@@ -579,10 +629,10 @@ TEST(DepthwiseConv, SmallAndStridedMaps) {
 // bit), with ceil-mode windows that run past the padding, and -inf maxima reported.
 void CheckPool(const Pool2DShape& s, std::mt19937& rng) {
   auto x = Random<float>(static_cast<size_t>(s.planes * s.H * s.W), rng);
-  const std::string what = "H=" + std::to_string(s.H) + " W=" + std::to_string(s.W) + " K=" +
-                           std::to_string(s.KH) + "x" + std::to_string(s.KW) + " s=" +
-                           std::to_string(s.sh) + "," + std::to_string(s.sw) + " p=" +
-                           std::to_string(s.ph) + "," + std::to_string(s.pw) + "," +
+  const std::string what = "H=" + std::to_string(s.H) + " W=" + std::to_string(s.W) +
+                           " K=" + std::to_string(s.KH) + "x" + std::to_string(s.KW) +
+                           " s=" + std::to_string(s.sh) + "," + std::to_string(s.sw) +
+                           " p=" + std::to_string(s.ph) + "," + std::to_string(s.pw) + "," +
                            std::to_string(s.peh) + "," + std::to_string(s.pew);
   for (int mode = 0; mode < 3; ++mode) {  // max, average, average counting the pads
     std::vector<float> ref(static_cast<size_t>(s.planes * s.OH * s.OW));
@@ -607,8 +657,7 @@ void CheckPool(const Pool2DShape& s, std::mt19937& rng) {
       std::vector<float> y(ref.size(), 7.0f);
       std::unique_ptr<bool[]> bad(new bool[static_cast<size_t>(s.planes)]);
       if (mode == 0) {
-        EXPECT_EQ(MaxPool2D(s, x.data(), y.data(), threads, bad.get()), 0)
-            << what;
+        EXPECT_EQ(MaxPool2D(s, x.data(), y.data(), threads, bad.get()), 0) << what;
       } else {
         AveragePool2D(s, x.data(), y.data(), mode == 2, threads);
       }
@@ -620,7 +669,8 @@ void CheckPool(const Pool2DShape& s, std::mt19937& rng) {
           const int64_t C = s.planes / N;
           const auto xl = testing::Relayout(x, N, C, s.H * s.W, true);
           std::vector<float> yl(ref.size(), 7.0f);
-          ChannelsLastPool2D(s, N, static_cast<PoolFlavor>(mode), xl.data(), yl.data(), threads, isa);
+          ChannelsLastPool2D(s, N, static_cast<PoolFlavor>(mode), xl.data(), yl.data(), threads,
+                             isa);
           yl = testing::Relayout(yl, N, C, s.OH * s.OW, false);
           EXPECT_EQ(0, std::memcmp(yl.data(), ref.data(), yl.size() * sizeof(float)))
               << what << " channels-last N=" << N << " mode=" << mode << " threads=" << threads
@@ -654,7 +704,7 @@ TEST(Pool2D, ChannelsLastWideChannelsAndNaN) {
   Pool2DShape s{N * C, H, W, 5, 4, 3, 3, 2, 2, 1, 1, 1, 1};
   auto x = Random<float>(static_cast<size_t>(N * C * H * W), rng);
   for (int64_t c = 0; c < C; c += 3) x[static_cast<size_t>((C + c) * H * W + 10)] = NAN;
-  for (int64_t i : {0, 1, 7, 8}) x[static_cast<size_t>(5 * H * W + i)] = NAN;      // image 0, c 5
+  for (int64_t i : {0, 1, 7, 8}) x[static_cast<size_t>(5 * H * W + i)] = NAN;  // image 0, c 5
   for (int64_t i : {0, 1, 7, 8}) x[static_cast<size_t>(69 * H * W + i)] = -INFINITY;  // c 69
   const auto xl = testing::Relayout(x, N, C, H * W, true);
   for (int mode = 0; mode < 3; ++mode) {
@@ -675,8 +725,8 @@ TEST(Pool2D, ChannelsLastWideChannelsAndNaN) {
           if (std::isnan(want[i])) {
             EXPECT_TRUE(std::isnan(yn[i])) << "mode " << mode << " at " << i << " " << IsaName(isa);
           } else {
-            ASSERT_EQ(yn[i], want[i]) << "mode " << mode << " threads " << threads << " at " << i
-                                      << " " << IsaName(isa);
+            ASSERT_EQ(yn[i], want[i])
+                << "mode " << mode << " threads " << threads << " at " << i << " " << IsaName(isa);
           }
         }
       }
@@ -743,7 +793,8 @@ TEST(StridedCopy, PermutationsAgainstIndexArithmetic) {
       for (int64_t o = 0; o < n; ++o) {
         int64_t from = 0;
         for (int k = 0; k < rank; ++k) from += idx[k] * out_strides[k];
-        ASSERT_EQ(0, std::memcmp(&dst[static_cast<size_t>(o) * elem], &src[static_cast<size_t>(from) * elem], elem))
+        ASSERT_EQ(0, std::memcmp(&dst[static_cast<size_t>(o) * elem],
+                                 &src[static_cast<size_t>(from) * elem], elem))
             << "trial " << trial << " elem " << elem << " output " << o;
         for (int k = rank - 1; k >= 0 && ++idx[k] == out[k]; --k) idx[k] = 0;
       }
@@ -799,7 +850,8 @@ TEST(ThreadPool, ParallelSlicesCoverEveryItemOnce) {
           EXPECT_TRUE(b % 16 == 0) << b;
           for (int64_t i = b; i < e; ++i) ++hits[i];
         });
-        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << n << " " << threads << " " << i;
+        for (int64_t i = 0; i < n; ++i)
+          ASSERT_EQ(hits[i].load(), 1) << n << " " << threads << " " << i;
         EXPECT_LE(slices.load(), std::max(1, threads));
         if (n < 2 * min) {
           EXPECT_LE(slices.load(), 1);

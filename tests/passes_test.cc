@@ -141,11 +141,20 @@ std::vector<Tensor> RandomInputs(const ir::Model& m, uint32_t seed) {
     Tensor x(t.dtype, t.dims);
     for (int64_t i = 0; i < x.size(); ++i) {
       switch (t.dtype) {
-        case DType::kFloat32: x.data<float>()[i] = u(gen); break;
-        case DType::kFloat64: x.data<double>()[i] = u(gen); break;
-        case DType::kBool: x.data<bool>()[i] = gen() & 1; break;
-        case DType::kInt64: x.data<int64_t>()[i] = static_cast<int64_t>(gen() % 7) - 3; break;
-        default: KILN_CHECK(false, "unsupported test input dtype");
+        case DType::kFloat32:
+          x.data<float>()[i] = u(gen);
+          break;
+        case DType::kFloat64:
+          x.data<double>()[i] = u(gen);
+          break;
+        case DType::kBool:
+          x.data<bool>()[i] = gen() & 1;
+          break;
+        case DType::kInt64:
+          x.data<int64_t>()[i] = static_cast<int64_t>(gen() % 7) - 3;
+          break;
+        default:
+          KILN_CHECK(false, "unsupported test input dtype");
       }
     }
     r.push_back(std::move(x));
@@ -182,7 +191,8 @@ void ExpectSameOutputs(const std::vector<Tensor>& before, const std::vector<Tens
     ASSERT_EQ(before[k].dtype(), after[k].dtype()) << "output " << k;
     ASSERT_EQ(before[k].dims(), after[k].dims()) << "output " << k;
     if (exact) {
-      EXPECT_EQ(std::memcmp(before[k].raw(), after[k].raw(), before[k].nbytes()), 0) << "output " << k << " differs";
+      EXPECT_EQ(std::memcmp(before[k].raw(), after[k].raw(), before[k].nbytes()), 0)
+          << "output " << k << " differs";
     } else {
       EXPECT_LE(RelL2(after[k], before[k]), 1e-5) << "output " << k;
     }
@@ -206,7 +216,8 @@ ir::Model CheckPass(const onnx::ModelProto& proto, const std::string& pass, bool
   ir::Model again = Load(proto);
   auto first = info->run(again);
   auto second = info->run(again);
-  EXPECT_TRUE(first.ok() && second.ok() && !*second) << pass << " changed the model on a second run";
+  EXPECT_TRUE(first.ok() && second.ok() && !*second)
+      << pass << " changed the model on a second run";
   ir::Model before = Load(proto);
   if (input_sets.empty()) input_sets.push_back(RandomInputs(before, 7));
   for (const auto& inputs : input_sets) {
@@ -257,10 +268,16 @@ TEST(PassRegistry, ListsThePassesInOrder) {
                            p.name != "fuse-hardswish")
         << p.name;
   }
-  std::vector<std::string> want = {"eliminate-dead-nodes", "fold-constants",
-                                   "eliminate-identities", "eliminate-common-subexpressions",
-                                   "cancel-transposes", "fold-batchnorm", "fuse-conv-activation",
-                                   "fuse-channel-shuffle", "fuse-gelu", "fuse-hardswish",
+  std::vector<std::string> want = {"eliminate-dead-nodes",
+                                   "fold-constants",
+                                   "eliminate-identities",
+                                   "eliminate-common-subexpressions",
+                                   "cancel-transposes",
+                                   "fold-batchnorm",
+                                   "fuse-conv-activation",
+                                   "fuse-channel-shuffle",
+                                   "fuse-gelu",
+                                   "fuse-hardswish",
                                    "fuse-matmul-add"};
   EXPECT_EQ(names, want);
 }
@@ -442,7 +459,8 @@ TEST(EliminateIdentities, InsideIfBranches) {
   AttrGraph(iff, "else_branch", else_g);
   b.Out("y");
   ir::Model pm = Load(b.m);
-  ir::Model m = CheckPass(b.m, "eliminate-identities", true, {WithCond(pm, true), WithCond(pm, false)});
+  ir::Model m =
+      CheckPass(b.m, "eliminate-identities", true, {WithCond(pm, true), WithCond(pm, false)});
   EXPECT_EQ(Branch(*m.graph, "then_branch").nodes.size(), 0u);
   EXPECT_EQ(Branch(*m.graph, "else_branch").nodes.size(), 1u);
 }
@@ -457,7 +475,8 @@ TEST(EliminateCommonSubexpressions, MergesSameNodesAndEqualConstants) {
   AddNode(b.g, "Add", {"x", "c1"}, {"a1"}, "add1");
   AddNode(b.g, "Add", {"x", "c2"}, {"a2"}, "add2");
   AttrFloat(AddNode(b.g, "LeakyRelu", {"a1"}, {"l1"}, "leaky1"), "alpha", 0.25f);
-  AttrFloat(AddNode(b.g, "LeakyRelu", {"a2"}, {"l2"}, "leaky2"), "alpha", 0.25f);  // same once add2 goes
+  AttrFloat(AddNode(b.g, "LeakyRelu", {"a2"}, {"l2"}, "leaky2"), "alpha",
+            0.25f);  // same once add2 goes
   AddNode(b.g, "Mul", {"l1", "l2"}, {"y"}, "mul");
   b.Out("y");
   ir::Model m = CheckPass(b.m, "eliminate-common-subexpressions", true);
@@ -534,7 +553,7 @@ TEST(CancelTransposes, CancelsAndComposes) {
   AddNode(b.g, "Neg", {"t2"}, {"n"}, "neg");
   AttrInts(AddNode(b.g, "Transpose", {"n"}, {"u1"}, "u1"), "perm", {0, 2, 1});   // [2, 4, 3]
   AttrInts(AddNode(b.g, "Transpose", {"u1"}, {"u2"}, "u2"), "perm", {2, 0, 1});  // [3, 2, 4]
-  AddNode(b.g, "Transpose", {"u2"}, {"u3"}, "u3");                                // default: [4, 2, 3]
+  AddNode(b.g, "Transpose", {"u2"}, {"u3"}, "u3");  // default: [4, 2, 3]
   AddNode(b.g, "Sigmoid", {"u3"}, {"y"}, "sigmoid");
   b.Out("y");
   ir::Model m = CheckPass(b.m, "cancel-transposes", true);
@@ -608,12 +627,14 @@ onnx::ModelProto ConvBnModel(bool bn_is_output, bool conv_read_twice, bool with_
   InitFloats(b.g, "shift", {3}, {0.25f, -1.0f, 0.0f});
   InitFloats(b.g, "mean", {3}, {0.1f, 0.2f, -0.3f});
   InitFloats(b.g, "var", {3}, {0.5f, 2.0f, 1.0f});
-  auto* conv = AddNode(b.g, "Conv", with_bias ? std::vector<std::string>{"X", "W", "B"}
-                                              : std::vector<std::string>{"X", "W"},
-                       {"c"}, "conv1");
+  auto* conv = AddNode(
+      b.g, "Conv",
+      with_bias ? std::vector<std::string>{"X", "W", "B"} : std::vector<std::string>{"X", "W"},
+      {"c"}, "conv1");
   AttrInts(conv, "pads", {1, 1, 1, 1});
-  AttrFloat(AddNode(b.g, "BatchNormalization", {"c", "scale", "shift", "mean", "var"}, {"bn"}, "bn1"),
-            "epsilon", 1e-3f);
+  AttrFloat(
+      AddNode(b.g, "BatchNormalization", {"c", "scale", "shift", "mean", "var"}, {"bn"}, "bn1"),
+      "epsilon", 1e-3f);
   if (bn_is_output) {
     b.Out("bn");
   } else {
@@ -673,7 +694,8 @@ TEST(FoldBatchNorm, LeavesConvOutputsReadElsewhereAndNonConstantParameters) {
   *g->add_input() = Info("var", {3});
   ir::Model pm = Load(proto);
   std::vector<Tensor> in = RandomInputs(pm, 5);
-  for (int64_t i = 0; i < in[1].size(); ++i) in[1].data<float>()[i] = 1.0f + 0.5f * static_cast<float>(i);
+  for (int64_t i = 0; i < in[1].size(); ++i)
+    in[1].data<float>()[i] = 1.0f + 0.5f * static_cast<float>(i);
   CheckPass(proto, "fold-batchnorm", false, {in});
 }
 
@@ -689,8 +711,9 @@ onnx::ModelProto ConvAffineChainModel(bool spatial_mul, bool constant_minus_conv
   InitFloats(g, "sub", {1, 3, 1, 1}, {0.5f, -0.25f, 1.0f});
   AddNode(g, "Mul", {"bn", "sc"}, {"m"}, "scale");
   AddNode(g, "Add", {"sh", "m"}, {"a"}, "shift");
-  AddNode(g, "Sub", constant_minus_conv ? std::vector<std::string>{"sub", "a"}
-                                        : std::vector<std::string>{"a", "sub"},
+  AddNode(g, "Sub",
+          constant_minus_conv ? std::vector<std::string>{"sub", "a"}
+                              : std::vector<std::string>{"a", "sub"},
           {"s"}, "minus");
   AddNode(g, "Relu", {"s"}, {"y"}, "relu");
   *g->add_output() = Info("y", {1, 3, 5, 5});
@@ -788,7 +811,8 @@ onnx::ModelProto ShuffleModel(int64_t groups, std::vector<int64_t> perm, bool mi
 
 TEST(FuseChannelShuffle, MakesOneChannelShuffleNode) {
   for (int64_t groups : {2, 3}) {
-    ir::Model m = CheckPass(ShuffleModel(groups, {0, 2, 1, 3, 4}, false), "fuse-channel-shuffle", true);
+    ir::Model m =
+        CheckPass(ShuffleModel(groups, {0, 2, 1, 3, 4}, false), "fuse-channel-shuffle", true);
     const ir::Graph& g = *m.graph;
     ASSERT_EQ(g.nodes.size(), 2u);
     EXPECT_EQ(g.nodes[0].op_type, "ChannelShuffle");
@@ -838,7 +862,8 @@ onnx::ModelProto GeluModel(int order, bool mul_scale, float sqrt2, bool shared) 
 TEST(FuseGelu, MakesOneGeluForEveryOrder) {
   for (int order = 0; order < 3; ++order)
     for (bool mul_scale : {false, true}) {
-      ir::Model m = CheckPass(GeluModel(order, mul_scale, std::sqrt(2.0f), false), "fuse-gelu", true);
+      ir::Model m =
+          CheckPass(GeluModel(order, mul_scale, std::sqrt(2.0f), false), "fuse-gelu", true);
       const ir::Graph& g = *m.graph;
       ASSERT_EQ(g.nodes.size(), 2u) << order;
       EXPECT_EQ(g.nodes[0].op_type, "Gelu");
@@ -864,13 +889,16 @@ onnx::ModelProto TanhGeluModel(int order, int cube, bool swap, float c) {
   InitFloats(b.g, "three", {}, {3.0f});
   InitFloats(b.g, "one", {}, {1.0f});
   InitFloats(b.g, "half", {}, {0.5f});
-  auto two = [&](const char* a, const char* bb) { return swap ? std::vector<std::string>{bb, a} : std::vector<std::string>{a, bb}; };
+  auto two = [&](const char* a, const char* bb) {
+    return swap ? std::vector<std::string>{bb, a} : std::vector<std::string>{a, bb};
+  };
   if (cube == 0) {
     AddNode(b.g, "Pow", {"x", "three"}, {"x3"}, "cube");
   } else {
     AddNode(b.g, "Mul", {"x", "x"}, {"x2"}, "square");
-    AddNode(b.g, "Mul", cube == 1 ? std::vector<std::string>{"x2", "x"} : std::vector<std::string>{"x", "x2"}, {"x3"},
-            "cube");
+    AddNode(b.g, "Mul",
+            cube == 1 ? std::vector<std::string>{"x2", "x"} : std::vector<std::string>{"x", "x2"},
+            {"x3"}, "cube");
   }
   AddNode(b.g, "Mul", two("c", "x3"), {"cx3"}, "scale_cube");
   AddNode(b.g, "Add", two("x", "cx3"), {"inner"}, "inner");
@@ -980,9 +1008,10 @@ onnx::ModelProto MatMulAddModel(std::vector<int64_t> a_dims, std::vector<int64_t
   for (int64_t d : bias_dims) bias_n *= d;
   InitFloats(b.g, "bias", bias_dims, Ramp(bias_n, 0.3f, 0.5f));
   AddNode(b.g, "MatMul", {"A", "Bw"}, {"mm"}, "fc1");
-  AddNode(b.g, "Add", bias_first ? std::vector<std::string>{"bias", "mm"}
-                                 : std::vector<std::string>{"mm", "bias"},
-          {"y"}, "fc1_bias");
+  AddNode(
+      b.g, "Add",
+      bias_first ? std::vector<std::string>{"bias", "mm"} : std::vector<std::string>{"mm", "bias"},
+      {"y"}, "fc1_bias");
   b.Out("y");
   return b.m;
 }
@@ -1001,8 +1030,10 @@ TEST(FuseMatMulAdd, BecomesGemm) {
 }
 
 TEST(FuseMatMulAdd, HigherRankThroughReshapes) {
-  for (auto bias : {std::vector<int64_t>{5}, std::vector<int64_t>{1, 1, 5}, std::vector<int64_t>{1}}) {
-    SCOPED_TRACE("bias rank " + std::to_string(bias.size()) + " size " + std::to_string(bias.back()));
+  for (auto bias :
+       {std::vector<int64_t>{5}, std::vector<int64_t>{1, 1, 5}, std::vector<int64_t>{1}}) {
+    SCOPED_TRACE("bias rank " + std::to_string(bias.size()) + " size " +
+                 std::to_string(bias.back()));
     ir::Model m = CheckPass(MatMulAddModel({2, 3, 4}, bias, true), "fuse-matmul-add", true);
     const ir::Graph& g = *m.graph;
     ASSERT_EQ(g.nodes.size(), 3u);
@@ -1062,8 +1093,10 @@ onnx::ModelProto ConvTailModel(const std::string& tail, int opset = 17) {
     last = "y";
   } else if (tail == "clip" || tail == "clip_input_bound") {
     InitFloats(b.g, "lo", {}, {-0.5f});
-    if (tail == "clip") InitFloats(b.g, "hi", {}, {0.75f});
-    else b.In("hi", {});
+    if (tail == "clip")
+      InitFloats(b.g, "hi", {}, {0.75f});
+    else
+      b.In("hi", {});
     AddNode(b.g, "Clip", {last, "lo", "hi"}, {"y"}, "clip");
     last = "y";
   }
@@ -1073,9 +1106,14 @@ onnx::ModelProto ConvTailModel(const std::string& tail, int opset = 17) {
 
 TEST(FuseConvActivation, FusesActivationsAndResidualAdds) {
   const std::map<std::string, std::pair<std::string, size_t>> want = {
-      {"relu", {"Relu", 3}}, {"add", {"", 4}}, {"add_relu", {"Relu", 4}},
-      {"clip", {"Clip", 3}}, {"leaky", {"LeakyRelu", 3}}, {"swish", {"Swish", 3}},
-      {"sum_relu", {"Relu", 4}}, {"hardswish", {"HardSwish", 3}},
+      {"relu", {"Relu", 3}},
+      {"add", {"", 4}},
+      {"add_relu", {"Relu", 4}},
+      {"clip", {"Clip", 3}},
+      {"leaky", {"LeakyRelu", 3}},
+      {"swish", {"Swish", 3}},
+      {"sum_relu", {"Relu", 4}},
+      {"hardswish", {"HardSwish", 3}},
       {"add_hardswish", {"HardSwish", 4}}};
   for (const auto& [tail, expect] : want) {
     ir::Model m = CheckPass(ConvTailModel(tail), "fuse-conv-activation", true);
@@ -1084,8 +1122,8 @@ TEST(FuseConvActivation, FusesActivationsAndResidualAdds) {
       if (n.op_type == "FusedConv") fused = &n;
     ASSERT_NE(fused, nullptr) << tail;
     EXPECT_EQ(CountOps(*m.graph, "Conv") + CountOps(*m.graph, "Relu") + CountOps(*m.graph, "Add") +
-                  CountOps(*m.graph, "Sum") + CountOps(*m.graph, "Sigmoid") + CountOps(*m.graph, "Mul") +
-                  CountOps(*m.graph, "HardSwish"),
+                  CountOps(*m.graph, "Sum") + CountOps(*m.graph, "Sigmoid") +
+                  CountOps(*m.graph, "Mul") + CountOps(*m.graph, "HardSwish"),
               0)
         << tail;
     EXPECT_EQ(fused->domain, "com.microsoft");
@@ -1106,7 +1144,7 @@ TEST(FuseConvActivation, FusesActivationsAndResidualAdds) {
 TEST(FuseConvActivation, LeavesSharedResultsBroadcastsAndCallerBounds) {
   CheckPass(ConvTailModel("clip_input_bound"), "fuse-conv-activation", false);
   CheckPass(ConvTailModel(""), "fuse-conv-activation", false);  // a lone Conv
-  onnx::ModelProto shared = ConvTailModel("relu");  // the Conv result is read twice
+  onnx::ModelProto shared = ConvTailModel("relu");              // the Conv result is read twice
   AddNode(shared.mutable_graph(), "Neg", {"c"}, {"n"}, "other_reader");
   shared.mutable_graph()->add_output()->set_name("n");
   CheckPass(shared, "fuse-conv-activation", false);
@@ -1151,7 +1189,7 @@ bool Matches(const Tensor& got, const Tensor& want) {
   for (int64_t i = 0; i < want.size(); ++i) {
     if (IsFloatingDType(want.dtype())) {
       double a = got.GetDouble(i), b = want.GetDouble(i);
-      bool ok = std::isnan(b) ? std::isnan(a)
+      bool ok = std::isnan(b)   ? std::isnan(a)
                 : std::isinf(b) ? a == b
                                 : std::fabs(a - b) <= 1e-7 + 1e-3 * std::fabs(b);
       if (!ok) return false;
@@ -1279,8 +1317,8 @@ void Sweep(const std::string& suite) {
   ::testing::Test::RecordProperty("passed_with_passes", counts[1][kPass]);
   std::string list;
   for (const auto& r : regressions) list += " " + r;
-  EXPECT_TRUE(regressions.empty()) << regressions.size() << " tests fail only with the passes:"
-                                   << list;
+  EXPECT_TRUE(regressions.empty())
+      << regressions.size() << " tests fail only with the passes:" << list;
   EXPECT_EQ(counts[1][kPassError], 0);
 }
 

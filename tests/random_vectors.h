@@ -24,7 +24,8 @@ inline std::vector<float> Relayout(const std::vector<float>& v, int64_t N, int64
     for (int64_t c = 0; c < C; ++c)
       for (int64_t i = 0; i < HW; ++i) {
         const int64_t nchw = (n * C + c) * HW + i, nhwc = (n * HW + i) * C + c;
-        out[static_cast<size_t>(to_nhwc ? nhwc : nchw)] = v[static_cast<size_t>(to_nhwc ? nchw : nhwc)];
+        out[static_cast<size_t>(to_nhwc ? nhwc : nchw)] =
+            v[static_cast<size_t>(to_nhwc ? nchw : nhwc)];
       }
   return out;
 }

@@ -1,8 +1,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <functional>
 #include <cstring>
+#include <functional>
 #include <random>
 
 #include "frontend/onnx_import.h"
@@ -65,9 +65,13 @@ TEST(Executor, RunsAndIsDeterministicAcrossThreadsAndPlanners) {
 TEST(Executor, LrnFloatAgainstDouble) {
   std::mt19937 rng(5);
   std::uniform_real_distribution<float> d(-3.0f, 3.0f);
-  struct Case { int64_t n, c, h, w, size; float alpha, beta, bias; };
-  for (const Case& k : {Case{1, 7, 5, 3, 3, 1e-4f, 0.75f, 1.0f}, Case{2, 16, 9, 11, 5, 0.02f, 0.75f, 2.0f},
-                        Case{1, 3, 4, 4, 6, 0.5f, 0.6f, 0.5f}, Case{1, 20, 1, 13, 4, 1.0f, 1.5f, 1.0f}}) {
+  struct Case {
+    int64_t n, c, h, w, size;
+    float alpha, beta, bias;
+  };
+  for (const Case& k :
+       {Case{1, 7, 5, 3, 3, 1e-4f, 0.75f, 1.0f}, Case{2, 16, 9, 11, 5, 0.02f, 0.75f, 2.0f},
+        Case{1, 3, 4, 4, 6, 0.5f, 0.6f, 0.5f}, Case{1, 20, 1, 13, 4, 1.0f, 1.5f, 1.0f}}) {
     onnx::ModelProto m = testing::EmptyModel("lrn");
     auto* g = m.mutable_graph();
     *g->add_input() = testing::FloatInfo("x", {k.n, k.c, k.h, k.w});
@@ -108,7 +112,8 @@ TEST(Executor, LrnFloatAgainstDouble) {
               sq += v * v;
             }
             const int64_t at = (b * k.c + c) * inner + i;
-            const double want = xs[at] / std::pow(double(k.bias) + double(k.alpha) / k.size * sq, double(k.beta));
+            const double want =
+                xs[at] / std::pow(double(k.bias) + double(k.alpha) / k.size * sq, double(k.beta));
             ASSERT_NEAR(out[0].data<float>()[at], want, 2e-6 * (1 + std::fabs(want)))
                 << "size " << k.size << " c " << c << " i " << i << " threads " << threads;
           }
@@ -122,9 +127,13 @@ TEST(Executor, LrnFloatAgainstDouble) {
 TEST(Executor, ConvTransposeAgainstDouble) {
   std::mt19937 rng(6);
   std::uniform_real_distribution<float> d(-1.0f, 1.0f);
-  struct Case { int64_t n, c, m, group, h, w, kh, kw, sh, sw; bool bias; };
-  for (const Case& k : {Case{1, 24, 24, 1, 10, 9, 2, 2, 2, 2, true}, Case{2, 6, 4, 2, 5, 7, 3, 2, 3, 2, true},
-                        Case{1, 8, 1, 1, 6, 6, 2, 2, 2, 2, false}, Case{1, 4, 6, 1, 5, 4, 3, 3, 2, 2, true}}) {
+  struct Case {
+    int64_t n, c, m, group, h, w, kh, kw, sh, sw;
+    bool bias;
+  };
+  for (const Case& k :
+       {Case{1, 24, 24, 1, 10, 9, 2, 2, 2, 2, true}, Case{2, 6, 4, 2, 5, 7, 3, 2, 3, 2, true},
+        Case{1, 8, 1, 1, 6, 6, 2, 2, 2, 2, false}, Case{1, 4, 6, 1, 5, 4, 3, 3, 2, 2, true}}) {
     const int64_t mg = k.m / k.group, cg = k.c / k.group;
     const int64_t oh = (k.h - 1) * k.sh + k.kh, ow = (k.w - 1) * k.sw + k.kw;
     onnx::ModelProto m = testing::EmptyModel("convtranspose");
@@ -158,7 +167,8 @@ TEST(Executor, ConvTransposeAgainstDouble) {
     std::vector<double> want(static_cast<size_t>(k.n * k.m * oh * ow)), mag(want.size(), 1.0);
     for (int64_t n = 0; n < k.n; ++n)
       for (int64_t o = 0; o < k.m; ++o)
-        for (int64_t i = 0; i < oh * ow; ++i) want[(n * k.m + o) * oh * ow + i] = k.bias ? b[o] : 0.0;
+        for (int64_t i = 0; i < oh * ow; ++i)
+          want[(n * k.m + o) * oh * ow + i] = k.bias ? b[o] : 0.0;
     for (int64_t n = 0; n < k.n; ++n)
       for (int64_t c = 0; c < k.c; ++c)
         for (int64_t i = 0; i < k.h; ++i)
@@ -168,7 +178,8 @@ TEST(Executor, ConvTransposeAgainstDouble) {
                 for (int64_t e = 0; e < k.kw; ++e) {
                   const double t = double(x.data<float>()[((n * k.c + c) * k.h + i) * k.w + j]) *
                                    w[((c * mg + mm) * k.kh + a) * k.kw + e];
-                  const size_t at = static_cast<size_t>(((n * k.m + c / cg * mg + mm) * oh + i * k.sh + a) * ow + j * k.sw + e);
+                  const size_t at = static_cast<size_t>(
+                      ((n * k.m + c / cg * mg + mm) * oh + i * k.sh + a) * ow + j * k.sw + e);
                   want[at] += t;
                   mag[at] += std::fabs(t);
                 }
@@ -177,7 +188,8 @@ TEST(Executor, ConvTransposeAgainstDouble) {
       ASSERT_EQ(out.size(), 1u);
       for (size_t i = 0; i < want.size(); ++i)
         ASSERT_NEAR(out[0].data<float>()[i], want[i], 2e-6 * mag[i])
-            << "case c=" << k.c << " k=" << k.kh << "x" << k.kw << " threads " << threads << " at " << i;
+            << "case c=" << k.c << " k=" << k.kh << "x" << k.kw << " threads " << threads << " at "
+            << i;
     }
   }
 }
@@ -190,7 +202,8 @@ TEST(Executor, ShapeInferenceErrorsNameTheNode) {
   ASSERT_TRUE(model.ok());
   auto exec = runtime::Executor::Create(std::move(*model));
   ASSERT_FALSE(exec.ok());
-  EXPECT_NE(exec.status().message().find("node 'add'"), std::string::npos) << exec.status().message();
+  EXPECT_NE(exec.status().message().find("node 'add'"), std::string::npos)
+      << exec.status().message();
 }
 
 TEST(Executor, RejectsWrongInputs) {
@@ -269,7 +282,8 @@ TEST(Executor, ViewsSlicesAndConcatInPlaceGiveTheSameResults) {
     results.push_back(out);
   }
   for (size_t k = 0; k < 2; ++k)
-    EXPECT_EQ(std::memcmp(results[0][k].raw(), results[1][k].raw(), results[0][k].nbytes()), 0) << k;
+    EXPECT_EQ(std::memcmp(results[0][k].raw(), results[1][k].raw(), results[0][k].nbytes()), 0)
+        << k;
   // y = -relu(x)[:, 1:3]
   for (int i = 0; i < 6; ++i)
     EXPECT_EQ(results[0][0].data<float>()[i], -std::max(0.0f, x.data<float>()[3 + i]));
@@ -476,7 +490,8 @@ TEST(Executor, ChannelsLastConvChainsMatchTheOnnxLayout) {
   auto model = Parse(ConvChainModel());
   ASSERT_TRUE(model.ok()) << model.status().message();
   Tensor x(DType::kFloat32, {1, 16, 9, 7});
-  for (int64_t i = 0; i < x.size(); ++i) x.data<float>()[i] = static_cast<float>((i * 37) % 23) / 11.0f - 1.0f;
+  for (int64_t i = 0; i < x.size(); ++i)
+    x.data<float>()[i] = static_cast<float>((i * 37) % 23) / 11.0f - 1.0f;
   std::vector<Tensor> want;
   for (int config = 0; config < 6; ++config) {
     runtime::ExecutorOptions o;
@@ -489,11 +504,11 @@ TEST(Executor, ChannelsLastConvChainsMatchTheOnnxLayout) {
     ASSERT_TRUE(exec.ok()) << exec.status().message();
     // Channels-last (after fusion): r1 (read by two convs and a pool), r2 (read by a conv, the
     // GlobalAveragePool and the scale), cs (the residual Z), p2 and p3 (pools between convs), se
-    // (the scaled r2), c7, c8, cat2 and sh (the shuffled r1); r3 not (the MaxPool reading it writes a graph output),
-    // the outputs never, nor c5 and c6 (cat_out is an output), so neither cat.
-    // And whole (the whole-image pool between convs), cgr (the grouped conv's output) and
-    // hs4-hs7 (the HardSwish, the scale and shift, the Resize) and rz (the other Resize).
-    // cat2's inputs are made in place, interleaved; with aliasing off nothing is.
+    // (the scaled r2), c7, c8, cat2 and sh (the shuffled r1); r3 not (the MaxPool reading it writes
+    // a graph output), the outputs never, nor c5 and c6 (cat_out is an output), so neither cat. And
+    // whole (the whole-image pool between convs), cgr (the grouped conv's output) and hs4-hs7 (the
+    // HardSwish, the scale and shift, the Resize) and rz (the other Resize). cat2's inputs are made
+    // in place, interleaved; with aliasing off nothing is.
     const bool fast = ops::DnnlAvailable() && ops::BestIsa() != ops::Isa::kBaseline;
     if (o.channels_last) {
       EXPECT_EQ((*exec)->channels_last_values(), fast ? 17 : 0);
@@ -524,16 +539,29 @@ TEST(Executor, ChannelsLastConvChainsMatchTheOnnxLayout) {
 // ---------------------------------------------------------------------------------------------
 // Streaming a batch in tiles
 
-std::string ShippedModel(const std::string& name) { return std::string(KILN_SOURCE_DIR) + "/models/" + name; }
+std::string ShippedModel(const std::string& name) {
+  return std::string(KILN_SOURCE_DIR) + "/models/" + name;
+}
 
 // x[batch, 4] -> op -> y, where `build` adds the nodes from "x" to "y".
-onnx::ModelProto BatchModel(const std::function<void(onnx::GraphProto*)>& build, std::vector<int64_t> out = {-1, 4}) {
+onnx::ModelProto BatchModel(const std::function<void(onnx::GraphProto*)>& build,
+                            std::vector<int64_t> out = {-1, 4}) {
   onnx::ModelProto m = testing::EmptyModel("batch");
   auto* g = m.mutable_graph();
   *g->add_input() = testing::FloatInfo("x", {-1, 4});
-  g->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)->set_dim_param("batch");
+  g->mutable_input(0)
+      ->mutable_type()
+      ->mutable_tensor_type()
+      ->mutable_shape()
+      ->mutable_dim(0)
+      ->set_dim_param("batch");
   *g->add_output() = testing::FloatInfo("y", out);
-  g->mutable_output(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)->set_dim_param("batch");
+  g->mutable_output(0)
+      ->mutable_type()
+      ->mutable_tensor_type()
+      ->mutable_shape()
+      ->mutable_dim(0)
+      ->set_dim_param("batch");
   build(g);
   return m;
 }
@@ -561,8 +589,11 @@ TEST(BatchTiling, RowIndependentModelsStreamAndOthersAreRefused) {
     testing::AddNamedNode(g, "Reshape", {"s", "shape"}, "y");
   });
   EXPECT_EQ(Refusal(rowwise), "");
-  auto softmax0 = BatchModel([](onnx::GraphProto* g) { SetIntAttr(testing::AddNamedNode(g, "Softmax", {"x"}, "y"), "axis", 0); });
-  EXPECT_NE(Refusal(softmax0).find("Softmax works along axis 0"), std::string::npos) << Refusal(softmax0);
+  auto softmax0 = BatchModel([](onnx::GraphProto* g) {
+    SetIntAttr(testing::AddNamedNode(g, "Softmax", {"x"}, "y"), "axis", 0);
+  });
+  EXPECT_NE(Refusal(softmax0).find("Softmax works along axis 0"), std::string::npos)
+      << Refusal(softmax0);
   auto reduce0 = BatchModel([](onnx::GraphProto* g) {
     auto* axes = g->add_initializer();
     axes->set_name("axes");
@@ -573,14 +604,16 @@ TEST(BatchTiling, RowIndependentModelsStreamAndOthersAreRefused) {
     testing::AddNamedNode(g, "Add", {"x", "r"}, "y");
   });
   EXPECT_NE(Refusal(reduce0).find("reduces over the batch"), std::string::npos) << Refusal(reduce0);
-  auto by_size = BatchModel([](onnx::GraphProto* g) {  // x / batch size: Shape feeding arithmetic on data
-    testing::AddNamedNode(g, "Shape", {"x"}, "shape");
-    auto* to = testing::AddNamedNode(g, "Cast", {"shape"}, "fshape");
-    SetIntAttr(to, "to", onnx::TensorProto::FLOAT);
-    testing::AddNamedNode(g, "ReduceMin", {"fshape"}, "n");
-    testing::AddNamedNode(g, "Div", {"x", "n"}, "y");
-  });
-  EXPECT_NE(Refusal(by_size).find("computes with the batch size"), std::string::npos) << Refusal(by_size);
+  auto by_size =
+      BatchModel([](onnx::GraphProto* g) {  // x / batch size: Shape feeding arithmetic on data
+        testing::AddNamedNode(g, "Shape", {"x"}, "shape");
+        auto* to = testing::AddNamedNode(g, "Cast", {"shape"}, "fshape");
+        SetIntAttr(to, "to", onnx::TensorProto::FLOAT);
+        testing::AddNamedNode(g, "ReduceMin", {"fshape"}, "n");
+        testing::AddNamedNode(g, "Div", {"x", "n"}, "y");
+      });
+  EXPECT_NE(Refusal(by_size).find("computes with the batch size"), std::string::npos)
+      << Refusal(by_size);
   auto cumsum = BatchModel([](onnx::GraphProto* g) {
     auto* axis = g->add_initializer();
     axis->set_name("axis");
@@ -589,13 +622,15 @@ TEST(BatchTiling, RowIndependentModelsStreamAndOthersAreRefused) {
     testing::AddNamedNode(g, "CumSum", {"x", "axis"}, "y");
   });
   EXPECT_NE(Refusal(cumsum).find("CumSum runs along axis 0"), std::string::npos) << Refusal(cumsum);
-  auto unknown = BatchModel([](onnx::GraphProto* g) { testing::AddNamedNode(g, "Det", {"x"}, "y"); }, {-1});
+  auto unknown =
+      BatchModel([](onnx::GraphProto* g) { testing::AddNamedNode(g, "Det", {"x"}, "y"); }, {-1});
   EXPECT_NE(Refusal(unknown), "");
   // A fixed leading dim is not a batch to stream.
   auto fixed = testing::AddReluModel(4);
   auto model = Parse(fixed);
   ASSERT_TRUE(model.ok());
-  EXPECT_NE(runtime::BatchTilingRefusal(*model, {{4}}).find("fixes its leading dim"), std::string::npos);
+  EXPECT_NE(runtime::BatchTilingRefusal(*model, {{4}}).find("fixes its leading dim"),
+            std::string::npos);
 }
 
 // The shipped neural-field MLP over 5000 rows: tiles of its rows give the whole batch's result,
@@ -617,24 +652,29 @@ TEST(BatchTiling, TilesGiveTheWholeBatchsResult) {
   for (int threads : {1, 2}) {
     runtime::ExecutorOptions o;
     o.threads = threads;
-    auto tiled = runtime::TiledRunner::Create(*loaded, o, {{rows, 3}}, 64 << 10);  // a small arena: many tiles
+    auto tiled = runtime::TiledRunner::Create(*loaded, o, {{rows, 3}},
+                                              64 << 10);  // a small arena: many tiles
     ASSERT_TRUE(tiled.ok()) << tiled.status().message();
     EXPECT_LT((*tiled)->tile_rows(), rows);
     EXPECT_LT((*tiled)->tile_executor().arena_bytes(), (*exec)->arena_bytes());
     std::vector<Tensor> got;
     int64_t last = 0;
-    ASSERT_TRUE((*tiled)->Run({x}, &got, [&](int64_t done, int64_t total) {
-                          EXPECT_GT(done, last);
-                          EXPECT_EQ(total, rows);
-                          last = done;
-                        }).ok());
+    ASSERT_TRUE((*tiled)
+                    ->Run({x}, &got,
+                          [&](int64_t done, int64_t total) {
+                            EXPECT_GT(done, last);
+                            EXPECT_EQ(total, rows);
+                            last = done;
+                          })
+                    .ok());
     EXPECT_EQ(last, rows);
     ASSERT_EQ(got.size(), want.size());
     for (size_t k = 0; k < got.size(); ++k) {
       ASSERT_EQ(got[k].dims(), want[k].dims());
       double worst = 0;
       for (int64_t i = 0; i < got[k].size(); ++i)
-        worst = std::max(worst, std::fabs(got[k].GetDouble(i) - want[k].GetDouble(i)) / (1 + std::fabs(want[k].GetDouble(i))));
+        worst = std::max(worst, std::fabs(got[k].GetDouble(i) - want[k].GetDouble(i)) /
+                                    (1 + std::fabs(want[k].GetDouble(i))));
       EXPECT_LE(worst, 1e-5) << "output " << k << " threads " << threads;
     }
   }

@@ -40,7 +40,8 @@ inline onnx::NodeProto* AddNamedNode(onnx::GraphProto* g, const std::string& op,
 
 // Adds a float32 initializer.
 inline void AddFloatInitializer(onnx::GraphProto* g, const std::string& name,
-                                const std::vector<int64_t>& dims, const std::vector<float>& values) {
+                                const std::vector<int64_t>& dims,
+                                const std::vector<float>& values) {
   auto* t = g->add_initializer();
   t->set_name(name);
   t->set_data_type(onnx::TensorProto::FLOAT);

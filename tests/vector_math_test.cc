@@ -6,6 +6,8 @@
 // the function cancels (gelu's left tail, sin / cos near their zeros). Also: tails (every n up to
 // three vectors), in place (y == x), the cheap maps and binary ops bit-exact against scalar code,
 // and the softmax reductions.
+#include "ops/vector_math.h"
+
 #include <gtest/gtest.h>
 
 #include <cfloat>
@@ -17,8 +19,6 @@
 #include <random>
 #include <string>
 #include <vector>
-
-#include "ops/vector_math.h"
 
 namespace kiln::ops {
 namespace {
@@ -50,10 +50,13 @@ std::vector<float> Inputs(double lo, double hi) {
   for (int i = 0; i <= kDense; ++i) v.push_back(static_cast<float>(lo + (hi - lo) * i / kDense));
   const float inf = std::numeric_limits<float>::infinity();
   for (float s : {1.0f, -1.0f}) {
-    for (float x : {0.0f, inf, FLT_MIN, FLT_MAX, FLT_TRUE_MIN, FLT_MIN - FLT_TRUE_MIN, 1e-30f,
-                    1e-7f, 0.5f, 0.625f, 1.0f, 2.0f, 4.0f, 9.0f, 10.0f, 20.0f, 87.0f, 87.33f,
-                    88.0f, 88.72f, 88.7228394f, 88.73f, 89.0f, 100.0f, 103.9f, 104.0f, 150.0f,
-                    3.14159265f, 1.57079633f, 8191.0f, 8192.0f, 8193.0f, 1e5f, 1e10f, 3e38f})
+    for (float x :
+         {0.0f,    inf,     FLT_MIN,     FLT_MAX,     FLT_TRUE_MIN, FLT_MIN - FLT_TRUE_MIN,
+          1e-30f,  1e-7f,   0.5f,        0.625f,      1.0f,         2.0f,
+          4.0f,    9.0f,    10.0f,       20.0f,       87.0f,        87.33f,
+          88.0f,   88.72f,  88.7228394f, 88.73f,      89.0f,        100.0f,
+          103.9f,  104.0f,  150.0f,      3.14159265f, 1.57079633f,  8191.0f,
+          8192.0f, 8193.0f, 1e5f,        1e10f,       3e38f})
       v.push_back(s * x);
   }
   v.push_back(std::numeric_limits<float>::quiet_NaN());
@@ -81,9 +84,9 @@ struct Case {
   const char* name;
   std::function<void(const float*, float*, int64_t, Isa)> fn;
   std::function<double(double)> ref;
-  double lo, hi;     // the dense sweep
-  double max_ulp;    // allowed error in ulps ...
-  double abs_tol;    // ... or in absolute terms
+  double lo, hi;   // the dense sweep
+  double max_ulp;  // allowed error in ulps ...
+  double abs_tol;  // ... or in absolute terms
 };
 
 std::vector<Case> Cases() {
@@ -95,7 +98,9 @@ std::vector<Case> Cases() {
       {"sigmoid", [](const float* x, float* y, int64_t n, Isa i) { SigmoidF32(x, y, n, i); },
        [](double x) { return 1 / (1 + std::exp(-x)); }, -110, 30, 3, 0},
       {"swish", [](const float* x, float* y, int64_t n, Isa i) { SwishF32(x, y, n, 1.5f, i); },
-       [](double x) { return x / (1 + std::exp(-static_cast<double>(1.5f * static_cast<float>(x)))); },
+       [](double x) {
+         return x / (1 + std::exp(-static_cast<double>(1.5f * static_cast<float>(x))));
+       },
        -80, 30, 4, 1e-37},
       {"tanh", [](const float* x, float* y, int64_t n, Isa i) { TanhF32(x, y, n, i); },
        [](double x) { return std::tanh(x); }, -10, 10, 3, 0},
@@ -103,10 +108,10 @@ std::vector<Case> Cases() {
        [](double x) { return std::erf(x); }, -5, 5, 8, 0},
       {"gelu", [](const float* x, float* y, int64_t n, Isa i) { GeluF32(x, y, n, false, i); },
        [](double x) { return 0.5 * x * std::erfc(-x / std::sqrt(2.0)); }, -12, 12, 4, 2e-7},
-      {"gelu_tanh",
-       [](const float* x, float* y, int64_t n, Isa i) { GeluF32(x, y, n, true, i); },
+      {"gelu_tanh", [](const float* x, float* y, int64_t n, Isa i) { GeluF32(x, y, n, true, i); },
        [](double x) {
-         return 0.5 * x * (1 + std::tanh(std::sqrt(2 / 3.14159265358979323846) * (x + 0.044715 * x * x * x)));
+         return 0.5 * x *
+                (1 + std::tanh(std::sqrt(2 / 3.14159265358979323846) * (x + 0.044715 * x * x * x)));
        },
        -12, 12, 4, 5e-7},
       {"sin", [](const float* x, float* y, int64_t n, Isa i) { SinF32(x, y, n, i); },
@@ -128,16 +133,16 @@ TEST(VectorMath, AgainstLibm) {
       for (size_t i = 0; i < x.size(); ++i) {
         const double ref = c.ref(static_cast<double>(x[i]));
         const double e = UlpError(y[i], ref);
-        const bool ok = e <= c.max_ulp ||
-                        (!std::isnan(ref) && std::fabs(static_cast<double>(y[i]) - ref) <= c.abs_tol);
+        const bool ok = e <= c.max_ulp || (!std::isnan(ref) &&
+                                           std::fabs(static_cast<double>(y[i]) - ref) <= c.abs_tol);
         if (e > worst && (e <= c.max_ulp || !ok)) {
           worst = e;
           worst_x = x[i];
         }
         if (!ok && ++bad <= 5)
           ADD_FAILURE() << c.name << " [" << IsaName(isa) << "] x=" << x[i] << " (0x" << std::hex
-                        << ToBits(x[i]) << std::dec << ") got " << y[i] << " want " << ref
-                        << " (" << e << " ulp)";
+                        << ToBits(x[i]) << std::dec << ") got " << y[i] << " want " << ref << " ("
+                        << e << " ulp)";
       }
       std::printf("%-10s %-8s max %.2f ulp (x=%g)%s\n", c.name, IsaName(isa), worst, worst_x,
                   bad ? " FAILED" : "");
@@ -209,10 +214,14 @@ TEST(VectorMath, CheapMapsAndBinary) {
     for (VecBinOp op : {VecBinOp::kAdd, VecBinOp::kSub, VecBinOp::kMul, VecBinOp::kDiv}) {
       auto f = [op](float p, float q) {
         switch (op) {
-          case VecBinOp::kAdd: return p + q;
-          case VecBinOp::kSub: return p - q;
-          case VecBinOp::kMul: return p * q;
-          default: return p / q;
+          case VecBinOp::kAdd:
+            return p + q;
+          case VecBinOp::kSub:
+            return p - q;
+          case VecBinOp::kMul:
+            return p * q;
+          default:
+            return p / q;
         }
       };
       BinaryF32(op, x.data(), b.data(), y.data(), n, isa);

@@ -12,7 +12,8 @@ namespace kiln::bundle::internal {
 
 // `data` itself when it is 16-byte aligned; otherwise a 16-byte aligned copy, which *keep_alive
 // then owns.
-inline const uint8_t* Aligned16(const uint8_t* data, size_t size, std::shared_ptr<const void>* keep_alive) {
+inline const uint8_t* Aligned16(const uint8_t* data, size_t size,
+                                std::shared_ptr<const void>* keep_alive) {
   if (reinterpret_cast<uintptr_t>(data) % 16 == 0) return data;
   std::shared_ptr<uint8_t[]> copy(new (std::align_val_t(16)) uint8_t[size ? size : 1],
                                   [](uint8_t* p) { operator delete[](p, std::align_val_t(16)); });

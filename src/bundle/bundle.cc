@@ -24,30 +24,48 @@ struct ScalarTypeEntry {
 
 // DESIGN.md 2.3: ExecuTorch's values. Entries without a kiln dtype are listed for their names.
 constexpr ScalarTypeEntry kScalarTypes[] = {
-    {DType::kUInt8, 0, "BYTE"},          {DType::kInt8, 1, "CHAR"},
-    {DType::kInt16, 2, "SHORT"},         {DType::kInt32, 3, "INT"},
-    {DType::kInt64, 4, "LONG"},          {DType::kFloat16, 5, "HALF"},
-    {DType::kFloat32, 6, "FLOAT"},       {DType::kFloat64, 7, "DOUBLE"},
-    {DType::kBool, 11, "BOOL"},          {DType::kUndefined, 12, "QINT8"},
-    {DType::kUndefined, 13, "QUINT8"},   {DType::kUndefined, 14, "QINT32"},
-    {DType::kBFloat16, 15, "BFLOAT16"},  {DType::kUndefined, 16, "QUINT4X2"},
-    {DType::kUndefined, 17, "QUINT2X4"}, {DType::kUndefined, 22, "BITS16"},
-    {DType::kFloat8E5M2, 23, "FLOAT8E5M2"}, {DType::kFloat8E4M3FN, 24, "FLOAT8E4M3FN"},
-    {DType::kFloat8E5M2FNUZ, 25, "FLOAT8E5M2FNUZ"}, {DType::kFloat8E4M3FNUZ, 26, "FLOAT8E4M3FNUZ"},
-    {DType::kUInt16, 27, "UINT16"},      {DType::kUInt32, 28, "UINT32"},
+    {DType::kUInt8, 0, "BYTE"},
+    {DType::kInt8, 1, "CHAR"},
+    {DType::kInt16, 2, "SHORT"},
+    {DType::kInt32, 3, "INT"},
+    {DType::kInt64, 4, "LONG"},
+    {DType::kFloat16, 5, "HALF"},
+    {DType::kFloat32, 6, "FLOAT"},
+    {DType::kFloat64, 7, "DOUBLE"},
+    {DType::kBool, 11, "BOOL"},
+    {DType::kUndefined, 12, "QINT8"},
+    {DType::kUndefined, 13, "QUINT8"},
+    {DType::kUndefined, 14, "QINT32"},
+    {DType::kBFloat16, 15, "BFLOAT16"},
+    {DType::kUndefined, 16, "QUINT4X2"},
+    {DType::kUndefined, 17, "QUINT2X4"},
+    {DType::kUndefined, 22, "BITS16"},
+    {DType::kFloat8E5M2, 23, "FLOAT8E5M2"},
+    {DType::kFloat8E4M3FN, 24, "FLOAT8E4M3FN"},
+    {DType::kFloat8E5M2FNUZ, 25, "FLOAT8E5M2FNUZ"},
+    {DType::kFloat8E4M3FNUZ, 26, "FLOAT8E4M3FNUZ"},
+    {DType::kUInt16, 27, "UINT16"},
+    {DType::kUInt32, 28, "UINT32"},
     {DType::kUInt64, 29, "UINT64"},
 };
 
-std::string TypeString(DType t, const Dims& dims) { return std::string(DTypeName(t)) + DimsToString(dims); }
+std::string TypeString(DType t, const Dims& dims) {
+  return std::string(DTypeName(t)) + DimsToString(dims);
+}
 
 // The bundle encodes a graph input of this type as an Int / Bool / Double value.
 bp::ValueUnion ScalarEncoding(const ir::TypeInfo& t) {
-  if (t.kind != ir::TypeInfo::Kind::kTensor || !t.has_shape || !t.dims.empty()) return bp::ValueUnion_Tensor;
+  if (t.kind != ir::TypeInfo::Kind::kTensor || !t.has_shape || !t.dims.empty())
+    return bp::ValueUnion_Tensor;
   switch (t.dtype) {
-    case DType::kInt64: return bp::ValueUnion_Int;
-    case DType::kBool: return bp::ValueUnion_Bool;
-    case DType::kFloat64: return bp::ValueUnion_Double;
-    default: return bp::ValueUnion_Tensor;
+    case DType::kInt64:
+      return bp::ValueUnion_Int;
+    case DType::kBool:
+      return bp::ValueUnion_Bool;
+    case DType::kFloat64:
+      return bp::ValueUnion_Double;
+    default:
+      return bp::ValueUnion_Tensor;
   }
 }
 
@@ -56,16 +74,18 @@ Status CheckOne(const ir::Value& v, const Tensor& t, const std::string& where) {
     return Error(where + " '" + v.name + "': a bundle holds tensors only");
   const ir::TypeInfo& ty = v.type;
   if (ty.kind != ir::TypeInfo::Kind::kTensor)
-    return Error(where + " '" + v.name + "': the program's value is a sequence or optional, which a "
+    return Error(where + " '" + v.name +
+                 "': the program's value is a sequence or optional, which a "
                  "bundle cannot hold");
   bool ok = ty.dtype == DType::kUndefined || ty.dtype == t.dtype();
   if (ok && ty.has_shape) {
     ok = ty.dims.size() == t.dims().size();
-    for (size_t d = 0; ok && d < t.dims().size(); ++d) ok = ty.dims[d] < 0 || ty.dims[d] == t.dims()[d];
+    for (size_t d = 0; ok && d < t.dims().size(); ++d)
+      ok = ty.dims[d] < 0 || ty.dims[d] == t.dims()[d];
   }
   if (!ok)
-    return Error(where + " '" + v.name + "': the program expects " + ty.ToString() + ", the test set holds " +
-                 TypeString(t.dtype(), t.dims()));
+    return Error(where + " '" + v.name + "': the program expects " + ty.ToString() +
+                 ", the test set holds " + TypeString(t.dtype(), t.dims()));
   return OkStatus();
 }
 
@@ -92,14 +112,16 @@ std::vector<Digest> TestDataDigests(const std::vector<TestSet>& sets) {
 }
 
 // Names the first test tensor whose digest differs from the one the program carries ("" if none).
-std::string AlteredTestTensor(const ir::Graph& g, const std::vector<TestSet>& sets, const std::vector<Digest>& want) {
+std::string AlteredTestTensor(const ir::Graph& g, const std::vector<TestSet>& sets,
+                              const std::vector<Digest>& want) {
   std::vector<int> feeds = g.RuntimeInputs();
   size_t i = 0;
   for (size_t k = 0; k < sets.size(); ++k) {
     const std::string set = "test set " + std::to_string(k);
     for (size_t j = 0; j < sets[k].inputs.size(); ++j, ++i)
       if (i >= want.size() || TensorDigest(sets[k].inputs[j]) != want[i])
-        return set + " input " + (j < feeds.size() ? "'" + g.values[feeds[j]].name + "'" : std::to_string(j));
+        return set + " input " +
+               (j < feeds.size() ? "'" + g.values[feeds[j]].name + "'" : std::to_string(j));
     for (size_t j = 0; j < sets[k].expected_outputs.size(); ++j, ++i)
       if (i >= want.size() || TensorDigest(sets[k].expected_outputs[j]) != want[i])
         return set + " expected output " +
@@ -108,8 +130,9 @@ std::string AlteredTestTensor(const ir::Graph& g, const std::vector<TestSet>& se
   return i == want.size() ? "" : "the number of test tensors";
 }
 
-Expected<flatbuffers::Offset<bp::Value>> WriteValue(flatbuffers::FlatBufferBuilder& fbb, const Tensor& t,
-                                                    bp::ValueUnion encoding, const std::string& where) {
+Expected<flatbuffers::Offset<bp::Value>> WriteValue(flatbuffers::FlatBufferBuilder& fbb,
+                                                    const Tensor& t, bp::ValueUnion encoding,
+                                                    const std::string& where) {
   switch (encoding) {
     case bp::ValueUnion_Int:
       return bp::CreateValue(fbb, encoding, bp::CreateInt(fbb, t.data<int64_t>()[0]).Union());
@@ -117,15 +140,21 @@ Expected<flatbuffers::Offset<bp::Value>> WriteValue(flatbuffers::FlatBufferBuild
       return bp::CreateValue(fbb, encoding, bp::CreateBool(fbb, t.data<uint8_t>()[0] != 0).Union());
     case bp::ValueUnion_Double:
       return bp::CreateValue(fbb, encoding, bp::CreateDouble(fbb, t.data<double>()[0]).Union());
-    default: break;
+    default:
+      break;
   }
   int st = ScalarTypeOf(t.dtype());
-  if (st < 0) return Error(where + ": element type " + std::string(DTypeName(t.dtype())) + " has no ScalarType");
-  if (t.rank() > static_cast<int>(kMaxRank)) return Error(where + ": rank " + std::to_string(t.rank()) + " is too large");
+  if (st < 0)
+    return Error(where + ": element type " + std::string(DTypeName(t.dtype())) +
+                 " has no ScalarType");
+  if (t.rank() > static_cast<int>(kMaxRank))
+    return Error(where + ": rank " + std::to_string(t.rank()) + " is too large");
   std::vector<int32_t> sizes;
   std::vector<uint8_t> dim_order;
   for (int d = 0; d < t.rank(); ++d) {
-    if (t.dim(d) > INT32_MAX) return Error(where + ": dim " + std::to_string(t.dim(d)) + " does not fit a bundle's int sizes");
+    if (t.dim(d) > INT32_MAX)
+      return Error(where + ": dim " + std::to_string(t.dim(d)) +
+                   " does not fit a bundle's int sizes");
     sizes.push_back(static_cast<int32_t>(t.dim(d)));
     dim_order.push_back(static_cast<uint8_t>(d));
   }
@@ -133,14 +162,16 @@ Expected<flatbuffers::Offset<bp::Value>> WriteValue(flatbuffers::FlatBufferBuild
   fbb.ForceVectorAlignment(t.nbytes(), 1, kTensorAlignment);
   auto data_off = fbb.CreateVector(static_cast<const uint8_t*>(t.raw()), t.nbytes());
   auto order_off = fbb.CreateVector(dim_order);
-  auto tensor = bp::CreateTensor(fbb, static_cast<et::ScalarType>(st), sizes_off, data_off, order_off);
+  auto tensor =
+      bp::CreateTensor(fbb, static_cast<et::ScalarType>(st), sizes_off, data_off, order_off);
   return bp::CreateValue(fbb, bp::ValueUnion_Tensor, tensor.Union());
 }
 
 Expected<Tensor> ReadValue(const bp::Value* v, const std::string& where) {
   if (!v) return Error(where + ": missing value");
   // A union may name its type and still hold no table (the verifier accepts that).
-  if (v->val_type() != bp::ValueUnion_NONE && !v->val()) return Error(where + ": the value's union holds no table");
+  if (v->val_type() != bp::ValueUnion_NONE && !v->val())
+    return Error(where + ": the value's union holds no table");
   switch (v->val_type()) {
     case bp::ValueUnion_Int: {
       Tensor t(DType::kInt64, {});
@@ -157,20 +188,23 @@ Expected<Tensor> ReadValue(const bp::Value* v, const std::string& where) {
       t.data<double>()[0] = v->val_as_Double()->double_val();
       return t;
     }
-    case bp::ValueUnion_Tensor: break;
-    default: return Error(where + ": the value holds no tensor or scalar");
+    case bp::ValueUnion_Tensor:
+      break;
+    default:
+      return Error(where + ": the value holds no tensor or scalar");
   }
   const bp::Tensor* ft = v->val_as_Tensor();
   int st = static_cast<int>(ft->scalar_type());
   DType dtype = DTypeOfScalarType(st);
   if (dtype == DType::kUndefined) {
     std::string name = ScalarTypeName(st);
-    return Error(where + ": scalar type " + std::to_string(st) + (name.empty() ? "" : " (" + name + ")") +
-                 " has no kiln element type");
+    return Error(where + ": scalar type " + std::to_string(st) +
+                 (name.empty() ? "" : " (" + name + ")") + " has no kiln element type");
   }
   Dims dims;
   if (ft->sizes()) {
-    if (ft->sizes()->size() > kMaxRank) return Error(where + ": rank " + std::to_string(ft->sizes()->size()) + " is too large");
+    if (ft->sizes()->size() > kMaxRank)
+      return Error(where + ": rank " + std::to_string(ft->sizes()->size()) + " is too large");
     for (int32_t d : *ft->sizes()) {
       if (d < 0) return Error(where + ": size " + std::to_string(d) + " is negative");
       dims.push_back(d);
@@ -180,7 +214,8 @@ Expected<Tensor> ReadValue(const bp::Value* v, const std::string& where) {
     bool identity = ft->dim_order()->size() == dims.size();
     for (size_t d = 0; identity && d < dims.size(); ++d) identity = ft->dim_order()->Get(d) == d;
     if (!identity)
-      return Error(where + ": dim_order is not the identity (kiln reads contiguous row-major tensors only)");
+      return Error(
+          where + ": dim_order is not the identity (kiln reads contiguous row-major tensors only)");
   }
   // The element count as kiln's Tensor counts it (it refuses past 2^42 elements on the way).
   uint64_t elems = 1;
@@ -197,7 +232,8 @@ Expected<Tensor> ReadValue(const bp::Value* v, const std::string& where) {
   return Tensor::Copy(dtype, dims, have ? ft->data()->data() : nullptr);
 }
 
-Expected<std::vector<TestSet>> ReadTestSets(const bp::BundledExecutionPlanTest* plan, const std::string& label) {
+Expected<std::vector<TestSet>> ReadTestSets(const bp::BundledExecutionPlanTest* plan,
+                                            const std::string& label) {
   std::vector<TestSet> sets;
   if (!plan->test_sets()) return sets;
   for (const bp::BundledIOSet* s : *plan->test_sets()) {
@@ -205,12 +241,15 @@ Expected<std::vector<TestSet>> ReadTestSets(const bp::BundledExecutionPlanTest* 
     std::string where = label + ": test set " + std::to_string(sets.size());
     if (s->inputs())
       for (const bp::Value* v : *s->inputs()) {
-        KILN_ASSIGN_OR_RETURN(Tensor t, ReadValue(v, where + " input " + std::to_string(ts.inputs.size())));
+        KILN_ASSIGN_OR_RETURN(Tensor t,
+                              ReadValue(v, where + " input " + std::to_string(ts.inputs.size())));
         ts.inputs.push_back(std::move(t));
       }
     if (s->expected_outputs())
       for (const bp::Value* v : *s->expected_outputs()) {
-        KILN_ASSIGN_OR_RETURN(Tensor t, ReadValue(v, where + " output " + std::to_string(ts.expected_outputs.size())));
+        KILN_ASSIGN_OR_RETURN(
+            Tensor t,
+            ReadValue(v, where + " output " + std::to_string(ts.expected_outputs.size())));
         ts.expected_outputs.push_back(std::move(t));
       }
     sets.push_back(std::move(ts));
@@ -242,19 +281,21 @@ bool LooksLikeBundle(const uint8_t* data, size_t size) {
   return size >= 8 && flatbuffers::BufferHasIdentifier(data, kBundleIdentifier);
 }
 
-Status CheckTestSets(const ir::Graph& g, const std::vector<TestSet>& sets, const std::string& label) {
+Status CheckTestSets(const ir::Graph& g, const std::vector<TestSet>& sets,
+                     const std::string& label) {
   std::vector<int> inputs = g.RuntimeInputs();
   for (size_t k = 0; k < sets.size(); ++k) {
     const TestSet& s = sets[k];
     std::string where = label + ": test set " + std::to_string(k);
     if (s.inputs.size() != inputs.size())
-      return Error(where + " has " + std::to_string(s.inputs.size()) + " inputs; the program takes " +
-                   std::to_string(inputs.size()));
+      return Error(where + " has " + std::to_string(s.inputs.size()) +
+                   " inputs; the program takes " + std::to_string(inputs.size()));
     if (s.expected_outputs.size() != g.outputs.size())
       return Error(where + " has " + std::to_string(s.expected_outputs.size()) +
                    " expected outputs; the program has " + std::to_string(g.outputs.size()));
     for (size_t i = 0; i < inputs.size(); ++i)
-      KILN_RETURN_IF_ERROR(CheckOne(g.values[inputs[i]], s.inputs[i], where + " input " + std::to_string(i)));
+      KILN_RETURN_IF_ERROR(
+          CheckOne(g.values[inputs[i]], s.inputs[i], where + " input " + std::to_string(i)));
     for (size_t i = 0; i < g.outputs.size(); ++i)
       KILN_RETURN_IF_ERROR(CheckOne(g.values[g.outputs[i]], s.expected_outputs[i],
                                     where + " output " + std::to_string(i)));
@@ -269,8 +310,8 @@ Expected<std::string> SerializeBundle(const std::string& unsealed_program, const
   // room for the bundle's own.
   std::shared_ptr<const void> borrowed(std::shared_ptr<void>(), unsealed_program.data());
   KILN_ASSIGN_OR_RETURN(Program loaded,
-                        LoadProgram(reinterpret_cast<const uint8_t*>(unsealed_program.data()), unsealed_program.size(),
-                                    borrowed, "bundle program"));
+                        LoadProgram(reinterpret_cast<const uint8_t*>(unsealed_program.data()),
+                                    unsealed_program.size(), borrowed, "bundle program"));
   ProgramMetadata md = loaded.metadata;
   md.bundled = true;
   md.test_data_sha256 = TestDataDigests(sets);
@@ -290,12 +331,15 @@ Expected<std::string> SerializeBundle(const std::string& unsealed_program, const
     for (size_t i = 0; i < inputs.size(); ++i) {
       const ir::Value& v = g.values[inputs[i]];
       std::string where = "test set " + std::to_string(k) + " input '" + v.name + "'";
-      KILN_ASSIGN_OR_RETURN(auto off, WriteValue(fbb, sets[k].inputs[i], ScalarEncoding(v.type), where));
+      KILN_ASSIGN_OR_RETURN(auto off,
+                            WriteValue(fbb, sets[k].inputs[i], ScalarEncoding(v.type), where));
       ins.push_back(off);
     }
     for (size_t i = 0; i < g.outputs.size(); ++i) {
-      std::string where = "test set " + std::to_string(k) + " output '" + g.values[g.outputs[i]].name + "'";
-      KILN_ASSIGN_OR_RETURN(auto off, WriteValue(fbb, sets[k].expected_outputs[i], bp::ValueUnion_Tensor, where));
+      std::string where =
+          "test set " + std::to_string(k) + " output '" + g.values[g.outputs[i]].name + "'";
+      KILN_ASSIGN_OR_RETURN(
+          auto off, WriteValue(fbb, sets[k].expected_outputs[i], bp::ValueUnion_Tensor, where));
       outs.push_back(off);
     }
     auto ins_off = fbb.CreateVector(ins);
@@ -308,7 +352,8 @@ Expected<std::string> SerializeBundle(const std::string& unsealed_program, const
       bp::CreateBundledExecutionPlanTest(fbb, method, sets_off)};
   auto plans_off = fbb.CreateVector(plans);
   fbb.ForceVectorAlignment(program_bytes.size(), 1, 16);
-  auto program = fbb.CreateVector(reinterpret_cast<const uint8_t*>(program_bytes.data()), program_bytes.size());
+  auto program = fbb.CreateVector(reinterpret_cast<const uint8_t*>(program_bytes.data()),
+                                  program_bytes.size());
   auto root = bp::CreateBundledProgram(fbb, kBundleSchemaVersion, plans_off, program);
   bp::FinishBundledProgramBuffer(fbb, root);
   std::string out(reinterpret_cast<const char*>(fbb.GetBufferPointer()), fbb.GetSize());
@@ -333,10 +378,11 @@ Status ResealBundle(uint8_t* data, size_t size) {
   return OkStatus();
 }
 
-Expected<Bundle> LoadBundle(const uint8_t* data, size_t size, std::shared_ptr<const void> keep_alive,
-                            const std::string& label) {
+Expected<Bundle> LoadBundle(const uint8_t* data, size_t size,
+                            std::shared_ptr<const void> keep_alive, const std::string& label) {
   if (size < 8)
-    return Error(label + ": truncated: " + std::to_string(size) + " bytes is too short for a bundled program");
+    return Error(label + ": truncated: " + std::to_string(size) +
+                 " bytes is too short for a bundled program");
   if (!bp::BundledProgramBufferHasIdentifier(data)) {
     std::string id;
     for (int i = 4; i < 8; ++i) {
@@ -351,26 +397,29 @@ Expected<Bundle> LoadBundle(const uint8_t* data, size_t size, std::shared_ptr<co
   data = internal::Aligned16(data, size, &keep_alive);
   flatbuffers::Verifier verifier(data, size, /*max_depth=*/64, /*max_tables=*/size / 4 + 64);
   if (!bp::VerifyBundledProgramBuffer(verifier))
-    return Error(label + ": corrupt or truncated bundled program (the FlatBuffers verifier rejects it)");
+    return Error(label +
+                 ": corrupt or truncated bundled program (the FlatBuffers verifier rejects it)");
   const bp::BundledProgram* root = bp::GetBundledProgram(data);
   Bundle b;
   b.file_bytes = size;
   b.version = root->version();
   if (b.version != kBundleSchemaVersion)
-    return Error(label + ": bundled program version " + std::to_string(b.version) + "; kiln reads version " +
-                 std::to_string(kBundleSchemaVersion));
+    return Error(label + ": bundled program version " + std::to_string(b.version) +
+                 "; kiln reads version " + std::to_string(kBundleSchemaVersion));
   if (!root->execution_plan_tests() || root->execution_plan_tests()->size() == 0)
     return Error(label + ": the bundle has no execution plan tests");
   const bp::BundledExecutionPlanTest* plan = root->execution_plan_tests()->Get(0);
   b.method_name = plan->method_name() ? plan->method_name()->str() : "";
   if (b.method_name != kMethodName)
-    return Error(label + ": the bundle tests method '" + b.method_name + "'; kiln programs have only '" +
-                 kMethodName + "'");
-  if (!root->program() || root->program()->size() == 0) return Error(label + ": the bundle holds no program");
+    return Error(label + ": the bundle tests method '" + b.method_name +
+                 "'; kiln programs have only '" + kMethodName + "'");
+  if (!root->program() || root->program()->size() == 0)
+    return Error(label + ": the bundle holds no program");
   b.program_data = root->program()->data();
   b.program_size = root->program()->size();
   b.keep_alive = keep_alive;
-  KILN_ASSIGN_OR_RETURN(b.program, LoadProgram(b.program_data, b.program_size, keep_alive, label + " program"));
+  KILN_ASSIGN_OR_RETURN(
+      b.program, LoadProgram(b.program_data, b.program_size, keep_alive, label + " program"));
   // The program's seal covers every other byte of the bundle; a mismatch names what was altered.
   bool intact = true;
   if (b.program.seal.bundled) {
@@ -381,13 +430,15 @@ Expected<Bundle> LoadBundle(const uint8_t* data, size_t size, std::shared_ptr<co
   }
   auto sets = ReadTestSets(plan, label);
   if (!intact) {
-    const std::string tensor =
-        sets.ok() ? AlteredTestTensor(*b.program.model.graph, *sets, b.program.metadata.test_data_sha256) : "";
+    const std::string tensor = sets.ok() ? AlteredTestTensor(*b.program.model.graph, *sets,
+                                                             b.program.metadata.test_data_sha256)
+                                         : "";
     const std::string what = !tensor.empty() ? tensor + " no longer matches its SHA-256 digest"
-                             : sets.ok()     ? "the bytes around its program and test data no longer match the "
-                                               "bundle's SHA-256 digest"
-                                             : "its bytes no longer match the bundle's SHA-256 digest (" +
-                                               sets.status().message() + ")";
+                             : sets.ok()
+                                 ? "the bytes around its program and test data no longer match the "
+                                   "bundle's SHA-256 digest"
+                                 : "its bytes no longer match the bundle's SHA-256 digest (" +
+                                       sets.status().message() + ")";
     return Error(label + ": altered or corrupt: " + what);
   }
   if (!sets.ok()) return sets.status();

@@ -4,10 +4,10 @@
 // reader flatc generates from that schema reads kiln's bundles.
 //
 // Layout kiln writes: `program` holds the .kiln bytes (16-byte aligned); one
-// BundledExecutionPlanTest, method "forward"; one BundledIOSet per test set with the inputs in graph
-// order (a rank-0 INT64 / BOOL / DOUBLE input as an Int / Bool / Double value, everything else a
-// Tensor) and the expected outputs as Tensors; sizes are the dims, dim_order the identity, data the
-// row-major little-endian bytes, 16-byte aligned.
+// BundledExecutionPlanTest, method "forward"; one BundledIOSet per test set with the inputs in
+// graph order (a rank-0 INT64 / BOOL / DOUBLE input as an Int / Bool / Double value, everything
+// else a Tensor) and the expected outputs as Tensors; sizes are the dims, dim_order the identity,
+// data the row-major little-endian bytes, 16-byte aligned.
 //
 // Reading: the FlatBuffers verifier runs first, then the identifier, version and method, then the
 // program (bundle/program.h), then every test set against the program's inputs and outputs (count,
@@ -61,7 +61,8 @@ const char* ScalarTypeName(int scalar_type);
 
 // Checks that every test set agrees with the graph's runtime inputs and outputs in count, element
 // type and shape (dims the graph leaves unknown take any size).
-Status CheckTestSets(const ir::Graph& g, const std::vector<TestSet>& sets, const std::string& label);
+Status CheckTestSets(const ir::Graph& g, const std::vector<TestSet>& sets,
+                     const std::string& label);
 
 // Writes a bundle. `program_bytes` is a serialized .kiln program whose main graph is `g`.
 Expected<std::string> SerializeBundle(const std::string& program_bytes, const ir::Graph& g,
@@ -73,8 +74,8 @@ Status ResealBundle(uint8_t* data, size_t size);
 
 // Reads a bundle; its program's constants borrow the bytes when they are aligned (see
 // LoadProgram), test-set tensors are copies.
-Expected<Bundle> LoadBundle(const uint8_t* data, size_t size, std::shared_ptr<const void> keep_alive,
-                            const std::string& label);
+Expected<Bundle> LoadBundle(const uint8_t* data, size_t size,
+                            std::shared_ptr<const void> keep_alive, const std::string& label);
 Expected<Bundle> LoadBundleFile(const std::string& path);
 
 // True when the bytes carry the .bpte file identifier (the file may still be invalid).

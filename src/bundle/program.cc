@@ -10,7 +10,8 @@
 #include "bundle/sha256.h"
 #include "kiln_program_generated.h"
 
-static_assert(FLATBUFFERS_LITTLEENDIAN, "kiln reads FlatBuffers vectors and constants as little-endian bytes");
+static_assert(FLATBUFFERS_LITTLEENDIAN,
+              "kiln reads FlatBuffers vectors and constants as little-endian bytes");
 #include "support/file_io.h"
 
 namespace kiln::bundle {
@@ -157,11 +158,12 @@ class Writer {
     bool any_symbol = false;
     for (const auto& s : t.symbols) any_symbol = any_symbol || !s.empty();
     if (any_symbol) symbols = fbb_.CreateVectorOfStrings(t.symbols);
-    return fb::CreateTypeInfo(fbb_, static_cast<fb::TypeKind>(t.kind), static_cast<int32_t>(t.dtype),
-                              t.has_shape, dims, symbols, elem);
+    return fb::CreateTypeInfo(fbb_, static_cast<fb::TypeKind>(t.kind),
+                              static_cast<int32_t>(t.dtype), t.has_shape, dims, symbols, elem);
   }
 
-  Expected<flatbuffers::Offset<fb::Constant>> WriteConstant(const Tensor& t, const std::string& what) {
+  Expected<flatbuffers::Offset<fb::Constant>> WriteConstant(const Tensor& t,
+                                                            const std::string& what) {
     if (t.is_none()) return fb::CreateConstant(fbb_, fb::ConstantKind_None);
     if (t.is_sequence()) {
       std::vector<flatbuffers::Offset<fb::Constant>> items;
@@ -185,8 +187,8 @@ class Writer {
   }
 
   Expected<flatbuffers::Offset<fb::Attribute>> WriteAttribute(const std::string& key,
-                                                               const ir::Attribute& a,
-                                                               const std::string& where, int depth) {
+                                                              const ir::Attribute& a,
+                                                              const std::string& where, int depth) {
     using K = ir::Attribute::Kind;
     flatbuffers::Offset<flatbuffers::String> s = 0;
     flatbuffers::Offset<fb::Constant> t = 0;
@@ -198,7 +200,9 @@ class Writer {
     flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<fb::Graph>>> graphs = 0;
     std::string what = where + " attribute " + key;
     switch (a.kind) {
-      case K::kString: s = fbb_.CreateString(a.s); break;
+      case K::kString:
+        s = fbb_.CreateString(a.s);
+        break;
       case K::kTensor: {
         KILN_ASSIGN_OR_RETURN(t, WriteConstant(a.t, what));
         break;
@@ -208,9 +212,15 @@ class Writer {
         KILN_ASSIGN_OR_RETURN(g, WriteGraph(*a.g, depth + 1));
         break;
       }
-      case K::kFloats: floats = fbb_.CreateVector(a.floats); break;
-      case K::kInts: ints = fbb_.CreateVector(a.ints); break;
-      case K::kStrings: strings = fbb_.CreateVectorOfStrings(a.strings); break;
+      case K::kFloats:
+        floats = fbb_.CreateVector(a.floats);
+        break;
+      case K::kInts:
+        ints = fbb_.CreateVector(a.ints);
+        break;
+      case K::kStrings:
+        strings = fbb_.CreateVectorOfStrings(a.strings);
+        break;
       case K::kTensors: {
         std::vector<flatbuffers::Offset<fb::Constant>> v;
         for (const auto& x : a.tensors) {
@@ -230,11 +240,12 @@ class Writer {
         graphs = fbb_.CreateVector(v);
         break;
       }
-      default: break;
+      default:
+        break;
     }
     auto name = fbb_.CreateString(key);
-    return fb::CreateAttribute(fbb_, name, static_cast<fb::AttributeKind>(a.kind), a.f, a.i, s, t, g,
-                               floats, ints, strings, tensors, graphs);
+    return fb::CreateAttribute(fbb_, name, static_cast<fb::AttributeKind>(a.kind), a.f, a.i, s, t,
+                               g, floats, ints, strings, tensors, graphs);
   }
 
   Expected<flatbuffers::Offset<fb::Graph>> WriteGraph(const ir::Graph& g, int depth) {
@@ -293,8 +304,12 @@ class Writer {
 
 class Reader {
  public:
-  Reader(const uint8_t* bytes, size_t size, std::shared_ptr<const void> keep_alive, std::string label)
-      : bytes_(bytes), size_(size), p_(fb::GetProgram(bytes)), keep_alive_(std::move(keep_alive)),
+  Reader(const uint8_t* bytes, size_t size, std::shared_ptr<const void> keep_alive,
+         std::string label)
+      : bytes_(bytes),
+        size_(size),
+        p_(fb::GetProgram(bytes)),
+        keep_alive_(std::move(keep_alive)),
         label_(std::move(label)) {
     if (p_->data()) {
       data_ = p_->data()->data();
@@ -315,8 +330,8 @@ class Reader {
       if (p_->source_sha256()->size() != 0 && p_->source_sha256()->size() != 32)
         return Fail("the source hash has " + std::to_string(p_->source_sha256()->size()) +
                     " bytes, not 32");
-      prog.metadata.source_sha256.assign(
-          reinterpret_cast<const char*>(p_->source_sha256()->data()), p_->source_sha256()->size());
+      prog.metadata.source_sha256.assign(reinterpret_cast<const char*>(p_->source_sha256()->data()),
+                                         p_->source_sha256()->size());
     }
     const fb::Model* m = p_->model();
     if (!m) return Fail("the program has no model");
@@ -386,11 +401,13 @@ class Reader {
     if (t->kind() < fb::TypeKind_MIN || t->kind() > fb::TypeKind_MAX)
       return Fail(where + ": unknown type kind " + std::to_string(t->kind()));
     out.kind = static_cast<ir::TypeInfo::Kind>(t->kind());
-    if (!ValidDType(t->dtype())) return Fail(where + ": unknown element type " + std::to_string(t->dtype()));
+    if (!ValidDType(t->dtype()))
+      return Fail(where + ": unknown element type " + std::to_string(t->dtype()));
     out.dtype = static_cast<DType>(t->dtype());
     out.has_shape = t->has_shape();
     out.dims = ToVector(t->dims());
-    if (out.dims.size() > kMaxRank) return Fail(where + ": rank " + std::to_string(out.dims.size()) + " is too large");
+    if (out.dims.size() > kMaxRank)
+      return Fail(where + ": rank " + std::to_string(out.dims.size()) + " is too large");
     for (int64_t d : out.dims)
       if (d < -1) return Fail(where + ": dim " + std::to_string(d) + " is negative");
     if (t->symbols() && t->symbols()->size() > 0) {
@@ -412,10 +429,12 @@ class Reader {
     if (!c) return Fail(where + ": missing constant");
     if (depth > kMaxTypeDepth) return Fail(where + ": constant nests too deeply");
     switch (c->kind()) {
-      case fb::ConstantKind_None: return Tensor::None();
+      case fb::ConstantKind_None:
+        return Tensor::None();
       case fb::ConstantKind_Sequence: {
         if (!ValidDType(c->dtype()) || DTypeSize(static_cast<DType>(c->dtype())) == 0)
-          return Fail(where + ": sequence constant of unknown element type " + std::to_string(c->dtype()));
+          return Fail(where + ": sequence constant of unknown element type " +
+                      std::to_string(c->dtype()));
         std::vector<Tensor> items;
         if (c->items()) {
           for (const fb::Constant* item : *c->items()) {
@@ -427,14 +446,18 @@ class Reader {
         }
         return Tensor::Sequence(static_cast<DType>(c->dtype()), std::move(items));
       }
-      case fb::ConstantKind_Tensor: break;
-      default: return Fail(where + ": unknown constant kind " + std::to_string(c->kind()));
+      case fb::ConstantKind_Tensor:
+        break;
+      default:
+        return Fail(where + ": unknown constant kind " + std::to_string(c->kind()));
     }
     if (!ValidDType(c->dtype()) || DTypeSize(static_cast<DType>(c->dtype())) == 0)
-      return Fail(where + ": constant of unknown or unstorable element type " + std::to_string(c->dtype()));
+      return Fail(where + ": constant of unknown or unstorable element type " +
+                  std::to_string(c->dtype()));
     DType dtype = static_cast<DType>(c->dtype());
     Dims dims = ToVector(c->dims());
-    if (dims.size() > kMaxRank) return Fail(where + ": constant rank " + std::to_string(dims.size()) + " is too large");
+    if (dims.size() > kMaxRank)
+      return Fail(where + ": constant rank " + std::to_string(dims.size()) + " is too large");
     // The element count as kiln's Tensor counts it (it refuses past 2^42 elements on the way).
     uint64_t elems = 1;
     for (int64_t d : dims) {
@@ -447,10 +470,11 @@ class Reader {
     if (__builtin_mul_overflow(elems, static_cast<uint64_t>(DTypeSize(dtype)), &bytes) ||
         bytes != c->size())
       return Fail(where + ": constant " + std::string(DTypeName(dtype)) + DimsToString(dims) +
-                  " should have " + std::to_string(elems * DTypeSize(dtype)) + " bytes, the file says " +
-                  std::to_string(c->size()));
+                  " should have " + std::to_string(elems * DTypeSize(dtype)) +
+                  " bytes, the file says " + std::to_string(c->size()));
     if (c->offset() % kDataAlignment != 0)
-      return Fail(where + ": constant offset " + std::to_string(c->offset()) + " is not 16-byte aligned");
+      return Fail(where + ": constant offset " + std::to_string(c->offset()) +
+                  " is not 16-byte aligned");
     if (bytes > 0 && reinterpret_cast<uintptr_t>(data_) % kDataAlignment != 0)
       return Fail("the data section does not start 16-byte aligned");
     if (c->offset() > data_size_ || c->size() > data_size_ - c->offset())
@@ -461,7 +485,8 @@ class Reader {
     if (bytes == 0) return Tensor(dtype, dims);
     ranges_.insert(c->offset());
     const uint8_t* p = data_ + c->offset();
-    if (keep_alive_) return Tensor::View(dtype, std::move(dims), const_cast<uint8_t*>(p), keep_alive_);
+    if (keep_alive_)
+      return Tensor::View(dtype, std::move(dims), const_cast<uint8_t*>(p), keep_alive_);
     return Tensor::Copy(dtype, std::move(dims), p);
   }
 
@@ -473,12 +498,19 @@ class Reader {
       return Fail(where + ": unknown attribute kind " + std::to_string(a->kind()));
     out.kind = static_cast<K>(a->kind());
     switch (out.kind) {
-      case K::kFloat: out.f = a->f(); break;
-      case K::kInt: out.i = a->i(); break;
-      case K::kString: out.s = Str(a->s()); break;
+      case K::kFloat:
+        out.f = a->f();
+        break;
+      case K::kInt:
+        out.i = a->i();
+        break;
+      case K::kString:
+        out.s = Str(a->s());
+        break;
       case K::kTensor: {
         KILN_ASSIGN_OR_RETURN(out.t, ReadConstant(a->t(), where, 0));
-        if (out.t.kind() != Tensor::Kind::kTensor) return Fail(where + ": tensor attribute is not a tensor");
+        if (out.t.kind() != Tensor::Kind::kTensor)
+          return Fail(where + ": tensor attribute is not a tensor");
         break;
       }
       case K::kGraph: {
@@ -486,8 +518,12 @@ class Reader {
         KILN_ASSIGN_OR_RETURN(out.g, ReadGraph(a->g(), g, depth + 1));
         break;
       }
-      case K::kFloats: out.floats = ToVector(a->floats()); break;
-      case K::kInts: out.ints = ToVector(a->ints()); break;
+      case K::kFloats:
+        out.floats = ToVector(a->floats());
+        break;
+      case K::kInts:
+        out.ints = ToVector(a->ints());
+        break;
       case K::kStrings:
         if (a->strings())
           for (const auto* s : *a->strings()) out.strings.push_back(Str(s));
@@ -496,7 +532,8 @@ class Reader {
         if (a->tensors()) {
           for (const fb::Constant* c : *a->tensors()) {
             KILN_ASSIGN_OR_RETURN(Tensor t, ReadConstant(c, where, 0));
-            if (t.kind() != Tensor::Kind::kTensor) return Fail(where + ": tensor attribute is not a tensor");
+            if (t.kind() != Tensor::Kind::kTensor)
+              return Fail(where + ": tensor attribute is not a tensor");
             out.tensors.push_back(std::move(t));
           }
         }
@@ -510,12 +547,14 @@ class Reader {
           }
         }
         break;
-      default: break;
+      default:
+        break;
     }
     return out;
   }
 
-  Expected<std::shared_ptr<ir::Graph>> ReadGraph(const fb::Graph* fg, const ir::Graph* parent, int depth) {
+  Expected<std::shared_ptr<ir::Graph>> ReadGraph(const fb::Graph* fg, const ir::Graph* parent,
+                                                 int depth) {
     if (depth > kMaxSubgraphDepth)
       return Fail("subgraphs nest deeper than " + std::to_string(kMaxSubgraphDepth) + " levels");
     auto g = std::make_shared<ir::Graph>();
@@ -547,12 +586,13 @@ class Reader {
     g->outputs = ToVector(fg->outputs());
     for (int v : g->outputs) KILN_RETURN_IF_ERROR(check_index(v, 0, gl + " output"));
     if (fg->captures()) {
-      if (!parent && fg->captures()->size() > 0) return Fail(gl + ": the main graph cannot capture values");
+      if (!parent && fg->captures()->size() > 0)
+        return Fail(gl + ": the main graph cannot capture values");
       for (const fb::Capture* c : *fg->captures()) {
         KILN_RETURN_IF_ERROR(check_index(c->local(), 0, gl + " capture"));
         if (c->outer() < 0 || c->outer() >= static_cast<int>(parent->values.size()))
-          return Fail(gl + ": a capture refers to outer value " + std::to_string(c->outer()) + " of " +
-                      std::to_string(parent->values.size()));
+          return Fail(gl + ": a capture refers to outer value " + std::to_string(c->outer()) +
+                      " of " + std::to_string(parent->values.size()));
         g->captures.emplace_back(c->local(), c->outer());
       }
     }
@@ -566,9 +606,11 @@ class Reader {
         std::string where = gl + " node " + std::to_string(g->nodes.size()) + " '" + n.name + "'";
         if (n.op_type.empty()) return Fail(where + ": no op type");
         n.inputs = ToVector(fn->inputs());
-        for (int v : n.inputs) KILN_RETURN_IF_ERROR(check_index(v, -1, where + " (" + n.op_type + ") input"));
+        for (int v : n.inputs)
+          KILN_RETURN_IF_ERROR(check_index(v, -1, where + " (" + n.op_type + ") input"));
         n.outputs = ToVector(fn->outputs());
-        for (int v : n.outputs) KILN_RETURN_IF_ERROR(check_index(v, -1, where + " (" + n.op_type + ") output"));
+        for (int v : n.outputs)
+          KILN_RETURN_IF_ERROR(check_index(v, -1, where + " (" + n.op_type + ") output"));
         n.implicit_inputs = ToVector(fn->implicit_inputs());
         for (int v : n.implicit_inputs)
           KILN_RETURN_IF_ERROR(check_index(v, 0, where + " (" + n.op_type + ") implicit input"));
@@ -576,7 +618,8 @@ class Reader {
           for (const fb::Attribute* fa : *fn->attributes()) {
             std::string key = Str(fa->name());
             if (key.empty()) return Fail(where + ": an attribute without a name");
-            KILN_ASSIGN_OR_RETURN(ir::Attribute a, ReadAttribute(fa, g.get(), where + " attribute " + key, depth));
+            KILN_ASSIGN_OR_RETURN(ir::Attribute a,
+                                  ReadAttribute(fa, g.get(), where + " attribute " + key, depth));
             if (!n.attrs.emplace(key, std::move(a)).second)
               return Fail(where + ": attribute " + key + " is given twice");
           }
@@ -601,12 +644,12 @@ class Reader {
       return Fail("the schedule lists " + std::to_string(order.size()) + " nodes; the graph has " +
                   std::to_string(nn));
     std::vector<char> seen(nn, 0), available(g.values.size(), 0);
-    for (size_t v = 0; v < g.values.size(); ++v)
-      available[v] = g.values[v].producer < 0;
+    for (size_t v = 0; v < g.values.size(); ++v) available[v] = g.values[v].producer < 0;
     for (size_t pos = 0; pos < order.size(); ++pos) {
       int n = order[pos];
       if (n < 0 || static_cast<size_t>(n) >= nn || seen[n])
-        return Fail("the schedule is not an order of the graph's nodes (position " + std::to_string(pos) + ")");
+        return Fail("the schedule is not an order of the graph's nodes (position " +
+                    std::to_string(pos) + ")");
       seen[n] = 1;
       const ir::Node& node = g.nodes[n];
       for (const auto* list : {&node.inputs, &node.implicit_inputs})
@@ -647,7 +690,8 @@ class Reader {
       b.value = fbuf->value();
       if (b.value < 0 || b.value >= static_cast<int>(g.values.size()))
         return Fail(where + ": value " + std::to_string(b.value) + " is out of range");
-      if (planned[b.value]++) return Fail(where + ": value '" + g.values[b.value].name + "' has two buffers");
+      if (planned[b.value]++)
+        return Fail(where + ": value '" + g.values[b.value].name + "' has two buffers");
       b.size = fbuf->size();
       b.offset = fbuf->offset();
       if (b.size > plan.arena_bytes || b.offset > plan.arena_bytes - b.size)
@@ -668,7 +712,8 @@ class Reader {
     for (int i = 0; i < nb; ++i) {  // alias chains end
       int steps = 0;
       for (int j = i; plan.buffers[j].alias_of >= 0; j = plan.buffers[j].alias_of)
-        if (++steps > nb) return Fail("memory plan buffer '" + plan.buffers[i].name + "': alias_of forms a cycle");
+        if (++steps > nb)
+          return Fail("memory plan buffer '" + plan.buffers[i].name + "': alias_of forms a cycle");
     }
     Status st = planner::VerifyNoOverlap(plan.buffers, plan.arena_bytes);
     if (!st.ok()) return Fail("the memory plan is invalid: " + st.message());
@@ -692,7 +737,8 @@ bool LooksLikeProgram(const uint8_t* data, size_t size) {
   return size >= 8 && flatbuffers::BufferHasIdentifier(data, kProgramIdentifier);
 }
 
-Expected<std::string> HashSourceFiles(const std::string& model_path, const std::string& weights_path) {
+Expected<std::string> HashSourceFiles(const std::string& model_path,
+                                      const std::string& weights_path) {
   Sha256 h;
   for (const std::string& path : {model_path, weights_path}) {
     if (path.empty()) continue;
@@ -707,15 +753,17 @@ Expected<std::string> SerializeProgram(const ir::Model& model, const planner::Gr
                                        const planner::PlanOptions& plan_options,
                                        const ProgramMetadata& metadata) {
   KILN_CHECK(model.graph != nullptr, "a model without a graph");
-  KILN_CHECK(plan.schedule.order.size() == model.graph->nodes.size(), "the plan is not of this graph");
+  KILN_CHECK(plan.schedule.order.size() == model.graph->nodes.size(),
+             "the plan is not of this graph");
   Writer w(model);
   return w.Write(plan, plan_options, metadata);
 }
 
-Expected<Program> LoadProgram(const uint8_t* data, size_t size, std::shared_ptr<const void> keep_alive,
-                              const std::string& label) {
+Expected<Program> LoadProgram(const uint8_t* data, size_t size,
+                              std::shared_ptr<const void> keep_alive, const std::string& label) {
   if (size < 8)
-    return Error(label + ": truncated: " + std::to_string(size) + " bytes is too short for a kiln program");
+    return Error(label + ": truncated: " + std::to_string(size) +
+                 " bytes is too short for a kiln program");
   if (!flatbuffers::BufferHasIdentifier(data, kProgramIdentifier)) {
     std::string id;
     for (int i = 4; i < 8; ++i) {
@@ -726,7 +774,8 @@ Expected<Program> LoadProgram(const uint8_t* data, size_t size, std::shared_ptr<
                  kProgramIdentifier + "')");
   }
   if (size >= (size_t{1} << 31))
-    return Error(label + ": " + std::to_string(size) + " bytes is larger than a program file can be");
+    return Error(label + ": " + std::to_string(size) +
+                 " bytes is larger than a program file can be");
   data = internal::Aligned16(data, size, &keep_alive);
   // Depth: a subgraph level nests three tables (Graph, Node, Attribute). Tables: every table
   // takes at least 4 bytes and kiln never shares one, so a file holds at most size / 4; the bound
@@ -734,7 +783,8 @@ Expected<Program> LoadProgram(const uint8_t* data, size_t size, std::shared_ptr<
   flatbuffers::Verifier verifier(data, size, /*max_depth=*/4 * kMaxSubgraphDepth + 64,
                                  /*max_tables=*/size / 4 + 64);
   if (!fb::VerifyProgramBuffer(verifier))
-    return Error(label + ": corrupt or truncated kiln program (the FlatBuffers verifier rejects it)");
+    return Error(label +
+                 ": corrupt or truncated kiln program (the FlatBuffers verifier rejects it)");
   Reader r(data, size, std::move(keep_alive), label);
   KILN_ASSIGN_OR_RETURN(Program prog, r.Read());
   prog.stats.file_bytes = size;
@@ -749,8 +799,10 @@ Expected<std::string> ReserializeProgram(const Program& program, const ProgramMe
 }
 
 Expected<SealOffsets> FindSeal(const uint8_t* data, size_t size) {
-  flatbuffers::Verifier verifier(data, size, /*max_depth=*/4 * kMaxSubgraphDepth + 64, /*max_tables=*/size / 4 + 64);
-  if (!fb::VerifyProgramBuffer(verifier)) return Error("corrupt kiln program (the FlatBuffers verifier rejects it)");
+  flatbuffers::Verifier verifier(data, size, /*max_depth=*/4 * kMaxSubgraphDepth + 64,
+                                 /*max_tables=*/size / 4 + 64);
+  if (!fb::VerifyProgramBuffer(verifier))
+    return Error("corrupt kiln program (the FlatBuffers verifier rejects it)");
   return SealOffsetsOf(fb::GetProgram(data), data);
 }
 

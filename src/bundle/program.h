@@ -46,7 +46,8 @@ struct ProgramMetadata {
   std::vector<Digest> test_data_sha256;
 };
 
-// Where the integrity digests lie in a program's bytes (offsets from its first byte, 32 bytes each).
+// Where the integrity digests lie in a program's bytes (offsets from its first byte, 32 bytes
+// each).
 struct SealOffsets {
   size_t program_digest = 0;
   size_t bundle_digest = 0;  // valid when bundled
@@ -55,8 +56,8 @@ struct SealOffsets {
 
 struct ProgramStats {
   size_t file_bytes = 0;
-  size_t data_bytes = 0;   // the constant data section, padding included
-  size_t constants = 0;    // constant tensors (initializers and tensor attributes)
+  size_t data_bytes = 0;        // the constant data section, padding included
+  size_t constants = 0;         // constant tensors (initializers and tensor attributes)
   size_t unique_constants = 0;  // distinct byte ranges in the data section
 };
 
@@ -72,7 +73,8 @@ struct Program {
 };
 
 // The SHA-256 of a model file and, when given, its weights file (hashed after it).
-Expected<std::string> HashSourceFiles(const std::string& model_path, const std::string& weights_path);
+Expected<std::string> HashSourceFiles(const std::string& model_path,
+                                      const std::string& weights_path);
 
 // Serializes a model (shapes inferred) and the plan of its main graph (PlanGraph of
 // *model.graph with `plan_options`). Fails for models past FlatBuffers' 2 GiB limit and for
@@ -84,8 +86,8 @@ Expected<std::string> SerializeProgram(const ir::Model& model, const planner::Gr
 // Reads a program from bytes. Constant tensors borrow the bytes (kept alive by `keep_alive`; they
 // are copied when it is null); bytes that do not start 16-byte aligned are copied to an aligned
 // buffer first. `label` names the file in error messages.
-Expected<Program> LoadProgram(const uint8_t* data, size_t size, std::shared_ptr<const void> keep_alive,
-                              const std::string& label);
+Expected<Program> LoadProgram(const uint8_t* data, size_t size,
+                              std::shared_ptr<const void> keep_alive, const std::string& label);
 // Maps the file and reads it.
 Expected<Program> LoadProgramFile(const std::string& path);
 
@@ -94,9 +96,11 @@ Expected<std::string> ReserializeProgram(const Program& program, const ProgramMe
 
 // Where the digests lie in a program's bytes (the FlatBuffers verifier runs first).
 Expected<SealOffsets> FindSeal(const uint8_t* data, size_t size);
-// Computes a program's own digest and writes it into its bytes (after a bundle digest was patched in).
+// Computes a program's own digest and writes it into its bytes (after a bundle digest was patched
+// in).
 void WriteProgramDigest(uint8_t* data, size_t size, const SealOffsets& seal);
-// FindSeal, then WriteProgramDigest: program bytes edited in place made whole again (fuzzing, tests).
+// FindSeal, then WriteProgramDigest: program bytes edited in place made whole again (fuzzing,
+// tests).
 Status ResealProgram(uint8_t* data, size_t size);
 
 // True when the bytes carry the .kiln file identifier (the file may still be invalid).

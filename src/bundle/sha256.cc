@@ -22,18 +22,21 @@ Sha256::Sha256() : ctx_(std::make_unique<Context>()) {
 Sha256::~Sha256() = default;
 
 void Sha256::Update(const void* data, size_t size) {
-  if (size > 0) KILN_CHECK(EVP_DigestUpdate(ctx_->md, data, size) == 1, "OpenSSL's SHA-256 update failed");
+  if (size > 0)
+    KILN_CHECK(EVP_DigestUpdate(ctx_->md, data, size) == 1, "OpenSSL's SHA-256 update failed");
 }
 
 void Sha256::UpdateZeros(size_t size) {
   static const uint8_t kZeros[256] = {};
-  for (size_t done = 0; done < size; done += sizeof(kZeros)) Update(kZeros, std::min(sizeof(kZeros), size - done));
+  for (size_t done = 0; done < size; done += sizeof(kZeros))
+    Update(kZeros, std::min(sizeof(kZeros), size - done));
 }
 
 Digest Sha256::Finish() {
   Digest d{};
   unsigned int n = 0;
-  KILN_CHECK(EVP_DigestFinal_ex(ctx_->md, d.data(), &n) == 1 && n == d.size(), "OpenSSL's SHA-256 failed");
+  KILN_CHECK(EVP_DigestFinal_ex(ctx_->md, d.data(), &n) == 1 && n == d.size(),
+             "OpenSSL's SHA-256 failed");
   return d;
 }
 

@@ -1,13 +1,14 @@
 // kiln bundle / kiln verify, and the .kiln / .bpte pieces of run, compile and inspect
 // (DESIGN.md 2.3): programs compiled to .kiln, bundles of a program with test sets, their
 // verification on the host, and the NAME_verify.c that verifies them through generated C.
+#include "bundle/bundle.h"
+
 #include <algorithm>
 #include <cmath>
-#include <map>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 
-#include "bundle/bundle.h"
 #include "bundle/program.h"
 #include "bundle/sha256.h"
 #include "cli/commands.h"
@@ -23,10 +24,13 @@ namespace kiln::cli {
 namespace {
 
 bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-std::string TypeString(const Tensor& t) { return std::string(DTypeName(t.dtype())) + DimsToString(t.dims()); }
+std::string TypeString(const Tensor& t) {
+  return std::string(DTypeName(t.dtype())) + DimsToString(t.dims());
+}
 
 // "NAME=FILE" options where a name may repeat: the k-th occurrence belongs to test set k. A bare
 // FILE (allowed where `bare_ok`) is listed under the name "", for the model's only input.
@@ -57,13 +61,16 @@ Status NameGivenInputs(const ir::Graph& g, std::map<std::string, std::vector<Ten
     std::vector<int> inputs = g.RuntimeInputs();
     if (inputs.size() != 1)
       return Error("--input without NAME=: the model has " + std::to_string(inputs.size()) +
-                   " inputs; give NAME=FILE (its inputs are " + passes::ListValues(g, inputs) + ")");
+                   " inputs; give NAME=FILE (its inputs are " + passes::ListValues(g, inputs) +
+                   ")");
     const std::string& name = g.values[inputs[0]].name;
-    if (given->count(name)) return Error("--input " + name + " is given both with and without its name");
+    if (given->count(name))
+      return Error("--input " + name + " is given both with and without its name");
     (*given)[name] = std::move(bare->second);
     given->erase("");
   }
-  for (const auto& [name, tensors] : *given) KILN_RETURN_IF_ERROR(CheckInputName(g, name, "--input"));
+  for (const auto& [name, tensors] : *given)
+    KILN_RETURN_IF_ERROR(CheckInputName(g, name, "--input"));
   return OkStatus();
 }
 
@@ -71,27 +78,33 @@ Status NameGivenInputs(const ir::Graph& g, std::map<std::string, std::vector<Ten
 void PrintProgram(const bundle::Program& p, size_t bytes) {
   const auto& md = p.metadata;
   const ir::Graph& g = *p.model.graph;
-  std::printf("program: %zu bytes, .kiln schema %u, written by kiln %s from %s\n", bytes, md.schema_version,
-              md.kiln_version.empty() ? "?" : md.kiln_version.c_str(),
+  std::printf("program: %zu bytes, .kiln schema %u, written by kiln %s from %s\n", bytes,
+              md.schema_version, md.kiln_version.empty() ? "?" : md.kiln_version.c_str(),
               md.source_name.empty() ? "?" : md.source_name.c_str());
   if (md.source_sha256.size() == 32)
-    std::printf("  source sha256 %s\n",
-                bundle::HexString(reinterpret_cast<const uint8_t*>(md.source_sha256.data()), 32).c_str());
+    std::printf(
+        "  source sha256 %s\n",
+        bundle::HexString(reinterpret_cast<const uint8_t*>(md.source_sha256.data()), 32).c_str());
   std::string opsets;
   for (const auto& [d, v] : p.model.opsets)
-    opsets += (opsets.empty() ? "" : ", ") + (d.empty() ? std::string("ai.onnx") : d) + " " + std::to_string(v);
+    opsets += (opsets.empty() ? "" : ", ") + (d.empty() ? std::string("ai.onnx") : d) + " " +
+              std::to_string(v);
   std::printf("  graph '%s': %zu nodes, %zu values; opsets %s\n", g.name.c_str(), g.nodes.size(),
               g.values.size(), opsets.c_str());
   std::printf("  constants: %zu tensors in a %zu-byte data section (%zu distinct byte ranges)\n",
               p.stats.constants, p.stats.data_bytes, p.stats.unique_constants);
-  std::printf("  plan: planner %s%s%s, arena %zu bytes (lower bound %zu), %zu buffers, schedule peak %zu bytes\n",
-              p.plan.planner.c_str(), p.plan_options.reorder ? "" : ", no reorder",
-              p.plan_options.aliasing ? "" : ", no aliasing", p.plan.arena_bytes, p.plan.lower_bound_bytes,
-              p.plan.buffers.size(), p.schedule.peak_bytes);
+  std::printf(
+      "  plan: planner %s%s%s, arena %zu bytes (lower bound %zu), %zu buffers, schedule peak %zu "
+      "bytes\n",
+      p.plan.planner.c_str(), p.plan_options.reorder ? "" : ", no reorder",
+      p.plan_options.aliasing ? "" : ", no aliasing", p.plan.arena_bytes, p.plan.lower_bound_bytes,
+      p.plan.buffers.size(), p.schedule.peak_bytes);
   for (int v : g.RuntimeInputs())
-    std::printf("  input  '%s': %s\n", g.values[v].name.c_str(), g.values[v].type.ToString().c_str());
+    std::printf("  input  '%s': %s\n", g.values[v].name.c_str(),
+                g.values[v].type.ToString().c_str());
   for (int v : g.outputs)
-    std::printf("  output '%s': %s\n", g.values[v].name.c_str(), g.values[v].type.ToString().c_str());
+    std::printf("  output '%s': %s\n", g.values[v].name.c_str(),
+                g.values[v].type.ToString().c_str());
 }
 
 std::string Stats(const Tensor& t) {
@@ -130,9 +143,12 @@ struct Diff {
 Diff Compare(const Tensor& got, const Tensor& want, double rtol, double atol) {
   Diff d;
   d.elements = want.size();
-  if (got.kind() != Tensor::Kind::kTensor || got.dtype() != want.dtype() || got.dims() != want.dims()) {
-    d.mismatch = "got " + (got.kind() == Tensor::Kind::kTensor ? TypeString(got) : std::string("a non-tensor")) +
-                 ", expected " + TypeString(want);
+  if (got.kind() != Tensor::Kind::kTensor || got.dtype() != want.dtype() ||
+      got.dims() != want.dims()) {
+    d.mismatch =
+        "got " +
+        (got.kind() == Tensor::Kind::kTensor ? TypeString(got) : std::string("a non-tensor")) +
+        ", expected " + TypeString(want);
     d.bad = std::max<int64_t>(1, d.elements);
     return d;
   }
@@ -143,9 +159,12 @@ Diff Compare(const Tensor& got, const Tensor& want, double rtol, double atol) {
     if (floating) {
       a = got.GetDouble(i);
       b = want.GetDouble(i);
-      if (a == b || (std::isnan(a) && std::isnan(b))) ok = true;
-      else if (!std::isfinite(a) || !std::isfinite(b)) ok = false;
-      else ok = std::fabs(a - b) <= atol + rtol * std::fabs(b);
+      if (a == b || (std::isnan(a) && std::isnan(b)))
+        ok = true;
+      else if (!std::isfinite(a) || !std::isfinite(b))
+        ok = false;
+      else
+        ok = std::fabs(a - b) <= atol + rtol * std::fabs(b);
     } else {
       int64_t x = got.GetInt(i), y = want.GetInt(i);
       ok = x == y;
@@ -197,15 +216,15 @@ Status MakeBundle(const BundleCliOptions& o) {
   size_t nsets = o.random > 0 ? static_cast<size_t>(o.random) : 1;
   for (const auto& [name, files] : in_specs) {
     if (files.size() != in_specs[0].second.size())
-      return Error("--input " + in_specs[0].first + " is given " + std::to_string(in_specs[0].second.size()) +
-                   " times and --input " + name + " " + std::to_string(files.size()) +
-                   " times; give every input once per test set");
+      return Error("--input " + in_specs[0].first + " is given " +
+                   std::to_string(in_specs[0].second.size()) + " times and --input " + name + " " +
+                   std::to_string(files.size()) + " times; give every input once per test set");
     nsets = files.size();
   }
   for (const auto& [name, files] : exp_specs)
     if (files.size() != nsets)
-      return Error("--expected " + name + " is given " + std::to_string(files.size()) + " times for " +
-                   std::to_string(nsets) + " test set" + (nsets == 1 ? "" : "s"));
+      return Error("--expected " + name + " is given " + std::to_string(files.size()) +
+                   " times for " + std::to_string(nsets) + " test set" + (nsets == 1 ? "" : "s"));
   std::map<std::string, std::vector<Tensor>> given;
   for (const auto& [name, files] : in_specs)
     for (const auto& f : files) {
@@ -221,13 +240,16 @@ Status MakeBundle(const BundleCliOptions& o) {
     // Symbolic input dims take the sizes of the first test set's files (as kiln run does).
     KILN_ASSIGN_OR_RETURN(ir::Model raw, frontend::LoadModel(o.model, o.weights));
     KILN_RETURN_IF_ERROR(NameGivenInputs(*raw.graph, &given));
-    for (const auto& [name, tensors] : given) AddShapeFromFile(*raw.graph, name, tensors[0].dims(), &shapes);
+    for (const auto& [name, tensors] : given)
+      AddShapeFromFile(*raw.graph, name, tensors[0].dims(), &shapes);
   }
-  KILN_ASSIGN_OR_RETURN(std::string program_bytes, CompileProgram(o.model, o.weights, shapes, passes::DefaultPipeline().passes, po));
+  KILN_ASSIGN_OR_RETURN(
+      std::string program_bytes,
+      CompileProgram(o.model, o.weights, shapes, passes::DefaultPipeline().passes, po));
   auto holder = std::make_shared<std::string>(std::move(program_bytes));
   KILN_ASSIGN_OR_RETURN(bundle::Program prog,
-                        bundle::LoadProgram(reinterpret_cast<const uint8_t*>(holder->data()), holder->size(),
-                                            holder, o.model));
+                        bundle::LoadProgram(reinterpret_cast<const uint8_t*>(holder->data()),
+                                            holder->size(), holder, o.model));
   runtime::ExecutorOptions eo;
   eo.threads = o.threads;
   eo.planner = o.planner;
@@ -240,7 +262,8 @@ Status MakeBundle(const BundleCliOptions& o) {
     bool found = false;
     for (int v : pg.outputs) found = found || pg.values[v].name == name;
     if (!found)
-      return Error("--expected " + name + ": the model has no output of that name; its outputs are " +
+      return Error("--expected " + name +
+                   ": the model has no output of that name; its outputs are " +
                    passes::ListValues(pg, pg.outputs));
   }
   std::vector<bundle::TestSet> sets(nsets);
@@ -253,8 +276,8 @@ Status MakeBundle(const BundleCliOptions& o) {
         continue;
       }
       if (!v.type.shape_known())
-        return Error("input '" + v.name + "' has dynamic dims " + v.type.ToString() + "; fix them with --shape " +
-                     v.name + "=... or give --input");
+        return Error("input '" + v.name + "' has dynamic dims " + v.type.ToString() +
+                     "; fix them with --shape " + v.name + "=... or give --input");
       sets[k].inputs.push_back(RandomTensor(v.type.dtype, v.type.dims, o.seed + i + 1000 * k));
     }
   }
@@ -276,7 +299,8 @@ Status MakeBundle(const BundleCliOptions& o) {
   const ir::Graph& g = exec ? *exec->model().graph : *prog.model.graph;
   for (size_t k = 0; k < nsets; ++k) {
     for (size_t i = 0; i < names.size(); ++i) {
-      auto it = std::find_if(exp_specs.begin(), exp_specs.end(), [&](const auto& e) { return e.first == names[i]; });
+      auto it = std::find_if(exp_specs.begin(), exp_specs.end(),
+                             [&](const auto& e) { return e.first == names[i]; });
       if (it == exp_specs.end()) {
         sets[k].expected_outputs.push_back(host[k][i]);
         continue;
@@ -286,11 +310,12 @@ Status MakeBundle(const BundleCliOptions& o) {
       bool ok = ty.dtype == DType::kUndefined || ty.dtype == t.dtype();
       if (ok && ty.has_shape) {
         ok = ty.dims.size() == t.dims().size();
-        for (size_t d = 0; ok && d < ty.dims.size(); ++d) ok = ty.dims[d] < 0 || ty.dims[d] == t.dim(d);
+        for (size_t d = 0; ok && d < ty.dims.size(); ++d)
+          ok = ty.dims[d] < 0 || ty.dims[d] == t.dim(d);
       }
       if (!ok)
-        return Error("--expected " + names[i] + "=" + it->second[k] + ": the model's output is " + ty.ToString() +
-                     ", the file holds " + TypeString(t));
+        return Error("--expected " + names[i] + "=" + it->second[k] + ": the model's output is " +
+                     ty.ToString() + ", the file holds " + TypeString(t));
       sets[k].expected_outputs.push_back(std::move(t));
     }
   }
@@ -302,13 +327,15 @@ Status MakeBundle(const BundleCliOptions& o) {
     for (const auto& t : s.inputs) data += t.nbytes();
     for (const auto& t : s.expected_outputs) data += t.nbytes();
   }
-  std::printf("%s: %zu test set%s (%zu inputs, %zu outputs each, %zu bytes of tensor data%s); program %zu bytes; "
-              "bundle %zu bytes\n",
-              o.out.c_str(), nsets, nsets == 1 ? "" : "s", feeds.size(), names.size(), data,
-              exp_specs.empty() ? ", expected outputs from the host executor"
-              : need_host      ? ", expected outputs from files and the host executor"
-                               : ", expected outputs from files",
-              holder->size(), bytes.size());
+  std::printf(
+      "%s: %zu test set%s (%zu inputs, %zu outputs each, %zu bytes of tensor data%s); program %zu "
+      "bytes; "
+      "bundle %zu bytes\n",
+      o.out.c_str(), nsets, nsets == 1 ? "" : "s", feeds.size(), names.size(), data,
+      exp_specs.empty() ? ", expected outputs from the host executor"
+      : need_host       ? ", expected outputs from files and the host executor"
+                        : ", expected outputs from files",
+      holder->size(), bytes.size());
   return OkStatus();
 }
 
@@ -344,7 +371,8 @@ int VerifyMain(const VerifyCliOptions& o) {
     const bundle::TestSet& s = b->test_sets[k];
     std::vector<Tensor> outs;
     Status st = (*exec)->Run(s.inputs, &outs);
-    if (!st.ok()) return Fail(Error(o.path + ": test set " + std::to_string(k) + ": " + st.message()));
+    if (!st.ok())
+      return Fail(Error(o.path + ": test set " + std::to_string(k) + ": " + st.message()));
     nlohmann::ordered_json js;
     js["index"] = k;
     js["outputs"] = nlohmann::ordered_json::array();
@@ -355,14 +383,16 @@ int VerifyMain(const VerifyCliOptions& o) {
       Diff d = Compare(outs[i], s.expected_outputs[i], o.rtol, o.atol);
       bool ok = d.bad == 0;
       set_ok = set_ok && ok;
-      line += (i ? "; '" : " '") + name + "' max abs error " + Num(d.max_abs) + ", max rel error " + Num(d.max_rel);
+      line += (i ? "; '" : " '") + name + "' max abs error " + Num(d.max_abs) + ", max rel error " +
+              Num(d.max_rel);
       std::string why;
       if (!d.mismatch.empty()) {
         why = d.mismatch;
       } else if (!ok) {
-        why = std::to_string(d.bad) + " of " + std::to_string(d.elements) + " elements differ beyond rtol " +
-              Num(o.rtol) + ", atol " + Num(o.atol) + " (worst at index " + std::to_string(d.worst) + ": got " +
-              Num(d.worst_got) + ", expected " + Num(d.worst_want) + ")";
+        why = std::to_string(d.bad) + " of " + std::to_string(d.elements) +
+              " elements differ beyond rtol " + Num(o.rtol) + ", atol " + Num(o.atol) +
+              " (worst at index " + std::to_string(d.worst) + ": got " + Num(d.worst_got) +
+              ", expected " + Num(d.worst_want) + ")";
       }
       if (!why.empty()) line += ", " + why;
       if (!ok && first_failure.empty())
@@ -381,7 +411,10 @@ int VerifyMain(const VerifyCliOptions& o) {
     }
     js["passed"] = set_ok;
     j["test_sets"].push_back(js);
-    if (set_ok) ++passed; else ++failed;
+    if (set_ok)
+      ++passed;
+    else
+      ++failed;
     if (!o.json) std::printf("test set %zu: %s%s\n", k, set_ok ? "pass" : "FAIL", line.c_str());
   }
   j["passed"] = passed;
@@ -394,8 +427,8 @@ int VerifyMain(const VerifyCliOptions& o) {
   }
   std::fflush(stdout);
   if (failed > 0)
-    return Fail(Error(o.path + ": " + std::to_string(failed) + " of " + std::to_string(b->test_sets.size()) +
-                      " test sets fail; " + first_failure));
+    return Fail(Error(o.path + ": " + std::to_string(failed) + " of " +
+                      std::to_string(b->test_sets.size()) + " test sets fail; " + first_failure));
   return 0;
 }
 
@@ -424,7 +457,8 @@ Expected<std::string> CompileProgram(const std::string& path, const std::string&
                                      const std::vector<std::string>& passes,
                                      const planner::PlanOptions& plan) {
   if (IsProgramPath(path) || IsBundlePath(path)) {
-    if (!shapes.empty()) return Error(path + ": --shape does not apply: the program's dims are fixed");
+    if (!shapes.empty())
+      return Error(path + ": --shape does not apply: the program's dims are fixed");
     if (IsProgramPath(path)) {
       KILN_RETURN_IF_ERROR(bundle::LoadProgramFile(path).status());  // validates it
       return ReadFile(path);
@@ -446,8 +480,8 @@ Expected<std::string> CompileProgram(const std::string& path, const std::string&
   return bytes;
 }
 
-Status AddVerifyMain(const std::string& bundle_path, const std::string& name, const std::string& command_line,
-                     codegen::c::CompiledC* compiled) {
+Status AddVerifyMain(const std::string& bundle_path, const std::string& name,
+                     const std::string& command_line, codegen::c::CompiledC* compiled) {
   KILN_ASSIGN_OR_RETURN(auto b, bundle::LoadBundleFile(bundle_path));
   std::vector<codegen::c::VerifyTestSet> sets;
   for (auto& s : b.test_sets) sets.push_back({s.inputs, s.expected_outputs});
@@ -471,9 +505,9 @@ Status PrintProgramHeader(const std::string& path) {
 int InspectBundle(const std::string& path) {
   auto b = bundle::LoadBundleFile(path);
   if (!b.ok()) return Fail(b.status());
-  std::printf("%s: bundled program (%s) version %u, %zu bytes; method '%s', %zu test set%s\n", path.c_str(),
-              bundle::kBundleIdentifier, b->version, b->file_bytes, b->method_name.c_str(), b->test_sets.size(),
-              b->test_sets.size() == 1 ? "" : "s");
+  std::printf("%s: bundled program (%s) version %u, %zu bytes; method '%s', %zu test set%s\n",
+              path.c_str(), bundle::kBundleIdentifier, b->version, b->file_bytes,
+              b->method_name.c_str(), b->test_sets.size(), b->test_sets.size() == 1 ? "" : "s");
   PrintProgram(b->program, b->program_size);
   const ir::Graph& g = *b->program.model.graph;
   std::vector<int> feeds = g.RuntimeInputs();
@@ -481,31 +515,39 @@ int InspectBundle(const std::string& path) {
     const auto& s = b->test_sets[k];
     std::printf("test set %zu:\n", k);
     for (size_t i = 0; i < s.inputs.size(); ++i)
-      std::printf("  input    '%s': %s\n", g.values[feeds[i]].name.c_str(), Stats(s.inputs[i]).c_str());
+      std::printf("  input    '%s': %s\n", g.values[feeds[i]].name.c_str(),
+                  Stats(s.inputs[i]).c_str());
     for (size_t i = 0; i < s.expected_outputs.size(); ++i)
-      std::printf("  expected '%s': %s\n", g.values[g.outputs[i]].name.c_str(), Stats(s.expected_outputs[i]).c_str());
+      std::printf("  expected '%s': %s\n", g.values[g.outputs[i]].name.c_str(),
+                  Stats(s.expected_outputs[i]).c_str());
   }
   return 0;
 }
 
 void AddBundleCommand(CLI::App& app, int& rc) {
-  auto* c = app.add_subcommand("bundle", "pack a compiled program with test inputs and expected outputs (.bpte)");
+  auto* c = app.add_subcommand(
+      "bundle", "pack a compiled program with test inputs and expected outputs (.bpte)");
   auto o = std::make_shared<BundleCliOptions>();  // owned by the callback
   c->add_option("MODEL", o->model, "model file (.onnx, .json, or a compiled .kiln)")->required();
   c->add_option("--weights", o->weights, "safetensors weights for a .json model");
   c->add_option("--shape", o->shapes, "fix an input's dims: NAME=D0,D1,...");
-  c->add_option("--input", o->inputs,
-                "a test input: NAME=FILE (.npy or .pb); the k-th --input of a name belongs to test set k");
-  c->add_option("--random", o->random, "N test sets of deterministic random inputs")->check(IntegerIn(1, 1000000));
-  c->add_option("--seed", o->seed, "seed of the random inputs (default 1: set 0 gets kiln run's inputs)")
+  c->add_option(
+      "--input", o->inputs,
+      "a test input: NAME=FILE (.npy or .pb); the k-th --input of a name belongs to test set k");
+  c->add_option("--random", o->random, "N test sets of deterministic random inputs")
+      ->check(IntegerIn(1, 1000000));
+  c->add_option("--seed", o->seed,
+                "seed of the random inputs (default 1: set 0 gets kiln run's inputs)")
       ->check(UnsignedInteger());
-  c->add_option("--expected", o->expected,
-                "an expected output: NAME=FILE, e.g. from another framework (default: the host executor)");
+  c->add_option(
+      "--expected", o->expected,
+      "an expected output: NAME=FILE, e.g. from another framework (default: the host executor)");
   c->add_option("-o,--output", o->out, "the .bpte file to write")->required();
   c->add_option("--planner", o->planner, "memory planner of the program");
   c->add_flag("--no-reorder", o->no_reorder, "keep the file's node order");
   c->add_flag("--no-alias", o->no_alias, "no views, in-place or Concat-in-place sharing");
-  c->add_option("--threads", o->threads, "worker threads of the host executor")->check(IntegerIn(1, kMaxThreads));
+  c->add_option("--threads", o->threads, "worker threads of the host executor")
+      ->check(IntegerIn(1, kMaxThreads));
   c->callback([&rc, o] {
     Status st = MakeBundle(*o);
     rc = st.ok() ? 0 : Fail(st);
@@ -513,7 +555,8 @@ void AddBundleCommand(CLI::App& app, int& rc) {
 }
 
 void AddVerifyCommand(CLI::App& app, int& rc) {
-  auto* c = app.add_subcommand("verify", "run every test set of a .bpte bundle and compare the outputs");
+  auto* c =
+      app.add_subcommand("verify", "run every test set of a .bpte bundle and compare the outputs");
   auto o = std::make_shared<VerifyCliOptions>();  // owned by the callback
   c->add_option("BUNDLE", o->path, "the .bpte file")->required();
   c->add_option("--rtol", o->rtol, "relative tolerance (default 1e-4)")->check(NumberAtLeast(0));

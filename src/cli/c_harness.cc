@@ -68,16 +68,19 @@ Expected<std::vector<Tensor>> RunThroughC(ir::Model model, const std::vector<Ten
       if (!keep) fs::remove_all(dir, ec);
     }
   } cleanup{dir, o.keep};
-  for (const auto& f : compiled.files) KILN_RETURN_IF_ERROR(WriteFile((dir / f.name).string(), f.text));
+  for (const auto& f : compiled.files)
+    KILN_RETURN_IF_ERROR(WriteFile((dir / f.name).string(), f.text));
   KILN_RETURN_IF_ERROR(WriteFile((dir / "kiln_driver.c").string(), codegen::c::DriverSource()));
-  std::string cmd = "cd " + Quote(dir.string()) + " && " + o.cc + " " + StrictCFlags() +
-                    " -O2 -DKILN_MODEL=net '-DKILN_MODEL_HEADER=\"net.h\"' -o prog net.c net_params.c "
-                    "kiln_driver.c -lm";
+  std::string cmd =
+      "cd " + Quote(dir.string()) + " && " + o.cc + " " + StrictCFlags() +
+      " -O2 -DKILN_MODEL=net '-DKILN_MODEL_HEADER=\"net.h\"' -o prog net.c net_params.c "
+      "kiln_driver.c -lm";
   if (Shell(cmd, dir / "build.log") != 0)
     return Error("the generated C does not build: " + Tail(dir / "build.log"));
   const auto& iface = compiled.interface;
   if (inputs.size() != iface.inputs.size())
-    return Error("expected " + std::to_string(iface.inputs.size()) + " inputs, got " + std::to_string(inputs.size()));
+    return Error("expected " + std::to_string(iface.inputs.size()) + " inputs, got " +
+                 std::to_string(inputs.size()));
   std::string args;
   for (size_t k = 0; k < inputs.size(); ++k) {
     const Tensor& t = inputs[k];
@@ -92,13 +95,16 @@ Expected<std::vector<Tensor>> RunThroughC(ir::Model model, const std::vector<Ten
   std::string runner = o.run_prefix.empty() ? "./prog" : o.run_prefix + " prog";
   int rc = Shell("cd " + Quote(dir.string()) + " && " + runner + args, dir / "run.log");
   if (rc != 0)
-    return Error("the generated program failed (exit " + std::to_string(rc) + "): " + Tail(dir / "run.log"));
+    return Error("the generated program failed (exit " + std::to_string(rc) +
+                 "): " + Tail(dir / "run.log"));
   std::vector<Tensor> outs;
   for (size_t k = 0; k < iface.outputs.size(); ++k) {
     const ir::TypeInfo& t = iface.outputs[k].type;
-    KILN_ASSIGN_OR_RETURN(std::string bytes, ReadFile((dir / ("out" + std::to_string(k) + ".bin")).string()));
+    KILN_ASSIGN_OR_RETURN(std::string bytes,
+                          ReadFile((dir / ("out" + std::to_string(k) + ".bin")).string()));
     Tensor out(t.dtype, t.dims);
-    if (bytes.size() != out.nbytes()) return Error("output " + std::to_string(k) + " has the wrong size");
+    if (bytes.size() != out.nbytes())
+      return Error("output " + std::to_string(k) + " has the wrong size");
     if (!bytes.empty()) std::memcpy(out.raw(), bytes.data(), bytes.size());
     outs.push_back(std::move(out));
   }

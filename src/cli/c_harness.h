@@ -15,10 +15,10 @@
 namespace kiln::cli {
 
 struct CHarnessOptions {
-  std::string cc = "cc";          // the C compiler
-  std::string work_dir;           // scratch folder (created; removed afterwards unless keep)
+  std::string cc = "cc";  // the C compiler
+  std::string work_dir;   // scratch folder (created; removed afterwards unless keep)
   bool keep = false;
-  std::string run_prefix;         // runs the program through this command (e.g. an emulator)
+  std::string run_prefix;  // runs the program through this command (e.g. an emulator)
   passes::ShapeOverrides shapes;
   std::vector<std::string> passes;  // after shape inference (the C backend folds constants anyway)
   planner::PlanOptions plan;

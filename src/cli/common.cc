@@ -28,8 +28,8 @@ Expected<passes::ShapeOverrides> ParseShapes(const std::vector<std::string>& spe
       if (tok.empty() || *end != '\0' || (d < 0 && errno == 0))
         return Error("--shape '" + s + "': '" + tok + "' is not a dimension");
       if (errno == ERANGE || d > kMaxDimension)
-        return Error("--shape " + name + ": dimension " + tok + " of input '" + name + "' is out of range (at most " +
-                     std::to_string(kMaxDimension) + ")");
+        return Error("--shape " + name + ": dimension " + tok + " of input '" + name +
+                     "' is out of range (at most " + std::to_string(kMaxDimension) + ")");
       dims.push_back(d);
       if (c == std::string::npos) break;
       p = c + 1;
@@ -46,23 +46,27 @@ Status CheckInputName(const ir::Graph& g, const std::string& name, const std::st
                passes::ListValues(g, g.RuntimeInputs()));
 }
 
-Expected<std::pair<std::string, std::string>> SplitInputSpec(const std::string& spec, const ir::Graph& g,
+Expected<std::pair<std::string, std::string>> SplitInputSpec(const std::string& spec,
+                                                             const ir::Graph& g,
                                                              const std::string& option) {
   size_t eq = spec.find('=');
   if (eq == std::string::npos) {
     std::vector<int> inputs = g.RuntimeInputs();
     if (spec.empty() || inputs.size() != 1)
       return Error(option + " '" + spec + "': the model has " + std::to_string(inputs.size()) +
-                   " inputs; give NAME=FILE (its inputs are " + passes::ListValues(g, inputs) + ")");
+                   " inputs; give NAME=FILE (its inputs are " + passes::ListValues(g, inputs) +
+                   ")");
     return std::make_pair(g.values[inputs[0]].name, spec);
   }
-  if (eq == 0 || eq + 1 == spec.size()) return Error(option + " '" + spec + "': expected NAME=FILE");
+  if (eq == 0 || eq + 1 == spec.size())
+    return Error(option + " '" + spec + "': expected NAME=FILE");
   std::string name = spec.substr(0, eq);
   KILN_RETURN_IF_ERROR(CheckInputName(g, name, option));
   return std::make_pair(name, spec.substr(eq + 1));
 }
 
-void AddShapeFromFile(const ir::Graph& g, const std::string& name, const Dims& dims, passes::ShapeOverrides* shapes) {
+void AddShapeFromFile(const ir::Graph& g, const std::string& name, const Dims& dims,
+                      passes::ShapeOverrides* shapes) {
   if (shapes->count(name)) return;
   for (int v : g.RuntimeInputs()) {
     const ir::TypeInfo& ty = g.values[v].type;
@@ -88,20 +92,47 @@ Tensor RandomTensor(DType dtype, const Dims& dims, uint64_t seed) {
     double u = (r >> 11) * (1.0 / 9007199254740992.0);  // [0,1)
     float f = static_cast<float>(u * 2.0 - 1.0);
     switch (dtype) {
-      case DType::kFloat32: t.data<float>()[i] = f; break;
-      case DType::kFloat64: t.data<double>()[i] = u * 2.0 - 1.0; break;
-      case DType::kFloat16: t.data<Float16>()[i] = Float16(f); break;
-      case DType::kBFloat16: t.data<BFloat16>()[i] = BFloat16(f); break;
-      case DType::kBool: t.data<uint8_t>()[i] = r & 1; break;
-      case DType::kInt8: t.data<int8_t>()[i] = static_cast<int8_t>(r % 16); break;
-      case DType::kUInt8: t.data<uint8_t>()[i] = static_cast<uint8_t>(r % 16); break;
-      case DType::kInt16: t.data<int16_t>()[i] = static_cast<int16_t>(r % 16); break;
-      case DType::kUInt16: t.data<uint16_t>()[i] = static_cast<uint16_t>(r % 16); break;
-      case DType::kInt32: t.data<int32_t>()[i] = static_cast<int32_t>(r % 16); break;
-      case DType::kUInt32: t.data<uint32_t>()[i] = static_cast<uint32_t>(r % 16); break;
-      case DType::kInt64: t.data<int64_t>()[i] = static_cast<int64_t>(r % 16); break;
-      case DType::kUInt64: t.data<uint64_t>()[i] = r % 16; break;
-      default: break;
+      case DType::kFloat32:
+        t.data<float>()[i] = f;
+        break;
+      case DType::kFloat64:
+        t.data<double>()[i] = u * 2.0 - 1.0;
+        break;
+      case DType::kFloat16:
+        t.data<Float16>()[i] = Float16(f);
+        break;
+      case DType::kBFloat16:
+        t.data<BFloat16>()[i] = BFloat16(f);
+        break;
+      case DType::kBool:
+        t.data<uint8_t>()[i] = r & 1;
+        break;
+      case DType::kInt8:
+        t.data<int8_t>()[i] = static_cast<int8_t>(r % 16);
+        break;
+      case DType::kUInt8:
+        t.data<uint8_t>()[i] = static_cast<uint8_t>(r % 16);
+        break;
+      case DType::kInt16:
+        t.data<int16_t>()[i] = static_cast<int16_t>(r % 16);
+        break;
+      case DType::kUInt16:
+        t.data<uint16_t>()[i] = static_cast<uint16_t>(r % 16);
+        break;
+      case DType::kInt32:
+        t.data<int32_t>()[i] = static_cast<int32_t>(r % 16);
+        break;
+      case DType::kUInt32:
+        t.data<uint32_t>()[i] = static_cast<uint32_t>(r % 16);
+        break;
+      case DType::kInt64:
+        t.data<int64_t>()[i] = static_cast<int64_t>(r % 16);
+        break;
+      case DType::kUInt64:
+        t.data<uint64_t>()[i] = r % 16;
+        break;
+      default:
+        break;
     }
   }
   return t;
@@ -116,7 +147,8 @@ Expected<passes::Pipeline> ResolvePipeline(const std::string& file, const std::s
     return p;
   }
   if (planner != "default" || no_reorder)
-    return Error("--pipeline " + file + " chooses the planner and the order; drop --planner / --no-reorder");
+    return Error("--pipeline " + file +
+                 " chooses the planner and the order; drop --planner / --no-reorder");
   KILN_ASSIGN_OR_RETURN(passes::Pipeline p, passes::LoadPipelineFile(file));
   bool known = p.planner == "default";
   for (const auto& n : planner::PlannerNames()) known = known || n == p.planner;
@@ -166,9 +198,10 @@ CLI::Validator UnsignedInteger() {
       [](std::string& s) -> std::string {
         errno = 0;
         char* end = nullptr;
-        bool ok = !s.empty() && s[0] != '-' && s[0] != '+' && (std::strtoull(s.c_str(), &end, 10), errno == 0) &&
-                  *end == '\0';
-        return ok ? "" : Quoted(s) + " is not allowed; give an integer from 0 to 18446744073709551615";
+        bool ok = !s.empty() && s[0] != '-' && s[0] != '+' &&
+                  (std::strtoull(s.c_str(), &end, 10), errno == 0) && *end == '\0';
+        return ok ? ""
+                  : Quoted(s) + " is not allowed; give an integer from 0 to 18446744073709551615";
       },
       "UINT64");
 }
@@ -207,7 +240,8 @@ std::string CommandLineError(const CLI::App& app, const CLI::ParseError& e, int 
     if (argc > 1 && sub->get_name() == argv[1]) verb = sub;
   }
   if (!verb) {
-    if (argc > 1 && argv[1][0] != '-') return "unknown verb " + Quoted(argv[1]) + "; the verbs are " + verbs;
+    if (argc > 1 && argv[1][0] != '-')
+      return "unknown verb " + Quoted(argv[1]) + "; the verbs are " + verbs;
     if (argc <= 1) return "no verb given; the verbs are " + verbs + " (kiln --help)";
   }
   std::string msg = e.what();
@@ -239,8 +273,8 @@ double NodeFlops(const ir::Graph& g, const ir::Node& n, bool* known) {
     return 0;
   }
   double out_elems = static_cast<double>(NumElements(*out));
-  if (n.op_type == "Conv" || n.op_type == "FusedConv" || n.op_type == "ConvTranspose" || n.op_type == "QLinearConv" ||
-      n.op_type == "ConvInteger") {
+  if (n.op_type == "Conv" || n.op_type == "FusedConv" || n.op_type == "ConvTranspose" ||
+      n.op_type == "QLinearConv" || n.op_type == "ConvInteger") {
     int wi = n.op_type == "QLinearConv" ? 3 : 1;
     const Dims* w = wi < static_cast<int>(n.inputs.size()) ? dims(n.inputs[wi]) : nullptr;
     if (!w || w->size() < 2) return out_elems;
@@ -262,6 +296,5 @@ double NodeFlops(const ir::Graph& g, const ir::Node& n, bool* known) {
   }
   return out_elems;
 }
-
 
 }  // namespace kiln::cli

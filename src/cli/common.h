@@ -34,11 +34,13 @@ Expected<passes::ShapeOverrides> ParseShapes(const std::vector<std::string>& spe
 Status CheckInputName(const ir::Graph& g, const std::string& name, const std::string& option);
 // An --input spec as (NAME, FILE): "NAME=FILE" splits at the first '='; a bare FILE names the
 // model's only input (an error listing the inputs when there are several).
-Expected<std::pair<std::string, std::string>> SplitInputSpec(const std::string& spec, const ir::Graph& g,
+Expected<std::pair<std::string, std::string>> SplitInputSpec(const std::string& spec,
+                                                             const ir::Graph& g,
                                                              const std::string& option);
 // Symbolic dims of input `name` take the sizes of a file given for it, unless --shape fixed them
 // (fixed dims are checked when the model runs).
-void AddShapeFromFile(const ir::Graph& g, const std::string& name, const Dims& dims, passes::ShapeOverrides* shapes);
+void AddShapeFromFile(const ir::Graph& g, const std::string& name, const Dims& dims,
+                      passes::ShapeOverrides* shapes);
 // Deterministic pseudo-random data for an input of the given type (dims must be known).
 Tensor RandomTensor(DType dtype, const Dims& dims, uint64_t seed);
 // --pipeline FILE gives the passes, planner and reorder choice (as `kiln tune` writes them);
@@ -56,7 +58,7 @@ double NodeFlops(const ir::Graph& g, const ir::Node& n, bool* known);
 // Option checks whose messages name the value given and what is allowed (CLI11 puts the option's
 // name in front): "--threads: '0' is not allowed; give an integer from 1 to 64".
 CLI::Validator IntegerIn(long long lo, long long hi);
-CLI::Validator UnsignedInteger();  // any value of a uint64_t
+CLI::Validator UnsignedInteger();         // any value of a uint64_t
 CLI::Validator NumberAtLeast(double lo);  // a finite real number >= lo
 CLI::Validator OneOf(const std::vector<std::string>& allowed);
 // The one line kiln prints for a command line CLI11 refused (an unknown verb or option, a missing

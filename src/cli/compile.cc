@@ -12,8 +12,8 @@ namespace kiln::cli {
 namespace {
 
 struct CompileCliOptions {
-  std::string model, weights, target, name, out, params_section, planner = "default", bundle, pipeline,
-      precision = "fp32", tensor_cores = "auto";
+  std::string model, weights, target, name, out, params_section,
+      planner = "default", bundle, pipeline, precision = "fp32", tensor_cores = "auto";
   std::vector<std::string> shapes, dump_ir_after;
 };
 
@@ -27,7 +27,8 @@ int CompileMain(const CompileCliOptions& o, const std::string& command_line) {
     if (!o.bundle.empty()) return Fail(Error("--bundle goes with --target c"));
     if (o.name.empty() || o.name.find('/') != std::string::npos)
       return Fail(Error("--name '" + o.name + "': expected a file name without '/'"));
-    auto bytes = CompileProgram(o.model, o.weights, *shapes, pipeline->passes, PlanOptionsOf(*pipeline));
+    auto bytes =
+        CompileProgram(o.model, o.weights, *shapes, pipeline->passes, PlanOptionsOf(*pipeline));
     if (!bytes.ok()) return Fail(bytes.status());
     std::error_code ec;
     std::filesystem::create_directories(o.out, ec);
@@ -35,8 +36,10 @@ int CompileMain(const CompileCliOptions& o, const std::string& command_line) {
     Status st = WriteFile((std::filesystem::path(o.out) / (o.name + ".kiln")).string(), *bytes);
     return st.ok() ? 0 : Fail(st);
   }
-  if (o.target != "cuda" && o.precision != "fp32") return Fail(Error("--precision goes with --target cuda"));
-  if (o.target != "cuda" && o.tensor_cores != "auto") return Fail(Error("--tensor-cores goes with --target cuda"));
+  if (o.target != "cuda" && o.precision != "fp32")
+    return Fail(Error("--precision goes with --target cuda"));
+  if (o.target != "cuda" && o.tensor_cores != "auto")
+    return Fail(Error("--tensor-cores goes with --target cuda"));
   auto model = LoadAnyModel(o.model, o.weights);
   if (!model.ok()) return Fail(model.status());
   if (o.target == "cuda") {  // DIR/NAME.cu, DIR/NAME.h (DESIGN.md 2.5)
@@ -50,8 +53,12 @@ int CompileMain(const CompileCliOptions& o, const std::string& command_line) {
     cu.dump_ir_after = o.dump_ir_after;
     using codegen::cuda::Precision;
     using codegen::cuda::TensorCores;
-    cu.precision = o.precision == "fp16" ? Precision::kFloat16 : o.precision == "fp8" ? Precision::kFloat8 : Precision::kFloat32;
-    cu.tensor_cores = o.tensor_cores == "on" ? TensorCores::kOn : o.tensor_cores == "off" ? TensorCores::kOff : TensorCores::kAuto;
+    cu.precision = o.precision == "fp16"  ? Precision::kFloat16
+                   : o.precision == "fp8" ? Precision::kFloat8
+                                          : Precision::kFloat32;
+    cu.tensor_cores = o.tensor_cores == "on"    ? TensorCores::kOn
+                      : o.tensor_cores == "off" ? TensorCores::kOff
+                                                : TensorCores::kAuto;
     auto compiled = codegen::cuda::CompileToCuda(std::move(*model), cu);
     if (!compiled.ok()) return Fail(Error(o.model + ": " + compiled.status().message()));
     std::error_code ec;
@@ -94,25 +101,32 @@ void AddCompileCommand(CLI::App& app, int& rc, const std::string& command_line) 
   auto* c = app.add_subcommand("compile", "emit a model as code for another target");
   auto o = std::make_shared<CompileCliOptions>();
   c->add_option("MODEL", o->model, "model file (.onnx, .json, .kiln or .bpte)")->required();
-  c->add_option("--target", o->target, "what to emit: c (DESIGN.md 2.4), cuda (2.5), program (DIR/NAME.kiln)")
+  c->add_option("--target", o->target,
+                "what to emit: c (DESIGN.md 2.4), cuda (2.5), program (DIR/NAME.kiln)")
       ->required()
       ->check(OneOf({"c", "cuda", "program"}));
-  c->add_option("--name", o->name, "model name used in file and symbol names (a C identifier)")->required();
+  c->add_option("--name", o->name, "model name used in file and symbol names (a C identifier)")
+      ->required();
   c->add_option("--out", o->out, "output folder")->required();
   c->add_option("--weights", o->weights, "safetensors weights for a .json model");
   c->add_option("--shape", o->shapes, "fix an input's dims: NAME=D0,D1,...");
   c->add_option("--precision", o->precision,
-                "with --target cuda: fp32; fp16 (matrix and filter weights stored as half, float arithmetic); fp8 (as fp16, "
+                "with --target cuda: fp32; fp16 (matrix and filter weights stored as half, float "
+                "arithmetic); fp8 (as fp16, "
                 "the tensor-core weights stored as E4M3 with a per-tensor scale)")
       ->check(OneOf({"fp32", "fp16", "fp8"}));
   c->add_option("--tensor-cores", o->tensor_cores,
-                "with --target cuda: auto (with fp16 / fp8 where the products it can run hold half the work), on, off")
+                "with --target cuda: auto (with fp16 / fp8 where the products it can run hold half "
+                "the work), on, off")
       ->check(OneOf({"auto", "on", "off"}));
   c->add_option("--params-section", o->params_section, "linker section for the parameter arrays");
   c->add_option("--planner", o->planner, "memory planner for the workspace");
-  c->add_option("--pipeline", o->pipeline, "passes and planner from a pipeline file (kiln tune writes one)");
-  c->add_option("--dump-ir-after", o->dump_ir_after, "with --target c: print the IR to stderr after this pass (all: every pass)");
-  c->add_option("--bundle", o->bundle, "with --target c: also write NAME_verify.c running this .bpte's test sets");
+  c->add_option("--pipeline", o->pipeline,
+                "passes and planner from a pipeline file (kiln tune writes one)");
+  c->add_option("--dump-ir-after", o->dump_ir_after,
+                "with --target c: print the IR to stderr after this pass (all: every pass)");
+  c->add_option("--bundle", o->bundle,
+                "with --target c: also write NAME_verify.c running this .bpte's test sets");
   c->callback([&rc, o, command_line] { rc = CompileMain(*o, command_line); });
 }
 

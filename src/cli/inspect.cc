@@ -47,9 +47,12 @@ nlohmann::ordered_json ValuesJson(const ir::Graph& g, const std::vector<int>& va
       // Known dims as numbers; unknown ones as their symbol, or null.
       nlohmann::ordered_json dims = nlohmann::ordered_json::array();
       for (size_t d = 0; d < t.dims.size(); ++d) {
-        if (t.dims[d] >= 0) dims.push_back(t.dims[d]);
-        else if (d < t.symbols.size() && !t.symbols[d].empty()) dims.push_back(t.symbols[d]);
-        else dims.push_back(nullptr);
+        if (t.dims[d] >= 0)
+          dims.push_back(t.dims[d]);
+        else if (d < t.symbols.size() && !t.symbols[d].empty())
+          dims.push_back(t.symbols[d]);
+        else
+          dims.push_back(nullptr);
       }
       j["dims"] = dims;
     } else {
@@ -60,8 +63,8 @@ nlohmann::ordered_json ValuesJson(const ir::Graph& g, const std::vector<int>& va
   return list;
 }
 
-int InspectMain(const std::string& path, const std::string& weights, const std::vector<std::string>& shape_specs,
-                bool summary_only, bool json) {
+int InspectMain(const std::string& path, const std::string& weights,
+                const std::vector<std::string>& shape_specs, bool summary_only, bool json) {
   if (IsBundlePath(path) && !json) return InspectBundle(path);
   auto model = LoadAnyModel(path, weights);
   if (!model.ok()) return Fail(model.status());
@@ -98,15 +101,18 @@ int InspectMain(const std::string& path, const std::string& weights, const std::
   if (!summary_only) std::printf("%s\n", ir::PrintModel(*model).c_str());
   if (!IsProgramPath(path)) {  // the program header lists them already
     for (int v : g.RuntimeInputs())
-      std::printf("input  '%s': %s\n", g.values[v].name.c_str(), g.values[v].type.ToString().c_str());
+      std::printf("input  '%s': %s\n", g.values[v].name.c_str(),
+                  g.values[v].type.ToString().c_str());
     for (int v : g.outputs)
-      std::printf("output '%s': %s\n", g.values[v].name.c_str(), g.values[v].type.ToString().c_str());
+      std::printf("output '%s': %s\n", g.values[v].name.c_str(),
+                  g.values[v].type.ToString().c_str());
   }
   std::printf("op histogram:\n");
   for (const auto& [c, op] : sorted) std::printf("  %-28s %d\n", op.c_str(), -c);
   std::printf("nodes: %zu\n", g.nodes.size());
   std::printf("parameters: %lld (%zu bytes)\n", static_cast<long long>(s.params), s.param_bytes);
-  std::printf("flops: %.4g%s\n", s.flops, s.flops_complete ? "" : " (lower bound: some shapes are dynamic)");
+  std::printf("flops: %.4g%s\n", s.flops,
+              s.flops_complete ? "" : " (lower bound: some shapes are dynamic)");
   return 0;
 }
 
@@ -120,12 +126,14 @@ void AddInspectCommand(CLI::App& app, int& rc) {
     bool summary = false, json = false;
   };
   auto o = std::make_shared<Options>();  // owned by the callback
-  c->add_option("MODEL", o->path, "model file (.onnx, .json, .kiln, or a .bpte bundle)")->required();
+  c->add_option("MODEL", o->path, "model file (.onnx, .json, .kiln, or a .bpte bundle)")
+      ->required();
   c->add_option("--weights", o->weights, "safetensors weights for a .json model");
   c->add_option("--shape", o->shapes, "fix an input's dims: NAME=D0,D1,...");
   c->add_flag("--summary", o->summary, "only the inputs, outputs, histogram and totals");
-  c->add_flag("--json", o->json,
-              "one JSON object: inputs and outputs (name, dtype, dims), nodes, ops, parameters, flops");
+  c->add_flag(
+      "--json", o->json,
+      "one JSON object: inputs and outputs (name, dtype, dims), nodes, ops, parameters, flops");
   c->callback([&rc, o] { rc = InspectMain(o->path, o->weights, o->shapes, o->summary, o->json); });
 }
 

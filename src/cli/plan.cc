@@ -25,11 +25,20 @@ std::string Escape(const std::string& s) {
   std::string o;
   for (char c : s) {
     switch (c) {
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '&': o += "&amp;"; break;
-      case '"': o += "&quot;"; break;
-      default: o += c;
+      case '<':
+        o += "&lt;";
+        break;
+      case '>':
+        o += "&gt;";
+        break;
+      case '&':
+        o += "&amp;";
+        break;
+      case '"':
+        o += "&quot;";
+        break;
+      default:
+        o += c;
     }
   }
   return o;
@@ -54,29 +63,32 @@ std::string Svg(const planner::Plan& plan, int positions, const std::string& tit
     s += "<rect x=\"" + std::to_string(x) + "\" y=\"" + std::to_string(y) + "\" width=\"" +
          std::to_string(w) + "\" height=\"" + std::to_string(h) + "\" fill=\"hsl(" +
          std::to_string(hue) + ",60%," + (b.alias_of >= 0 ? "85%" : "65%") +
-         ")\" stroke=\"#333\" stroke-width=\"0.5\"" + (b.alias_of >= 0 ? " stroke-dasharray=\"3,2\"" : "") +
-         "><title>" + Escape(b.name) + ": " + std::to_string(b.size) + " bytes at " +
-         std::to_string(b.offset) + ", positions " + std::to_string(b.first_use) + ".." +
-         std::to_string(b.last_use) + (b.alias_of >= 0 ? ", shares bytes of " + Escape(plan.buffers[b.alias_of].name) : "") +
+         ")\" stroke=\"#333\" stroke-width=\"0.5\"" +
+         (b.alias_of >= 0 ? " stroke-dasharray=\"3,2\"" : "") + "><title>" + Escape(b.name) + ": " +
+         std::to_string(b.size) + " bytes at " + std::to_string(b.offset) + ", positions " +
+         std::to_string(b.first_use) + ".." + std::to_string(b.last_use) +
+         (b.alias_of >= 0 ? ", shares bytes of " + Escape(plan.buffers[b.alias_of].name) : "") +
          "</title></rect>\n";
     if (w > 40 && h > 10)
-      s += "<text x=\"" + std::to_string(x + 2) + "\" y=\"" + std::to_string(y + std::min(h - 2, 11.0)) +
-           "\" font-size=\"9\">" + Escape(b.name.substr(0, static_cast<size_t>(w / 5))) + "</text>\n";
+      s += "<text x=\"" + std::to_string(x + 2) + "\" y=\"" +
+           std::to_string(y + std::min(h - 2, 11.0)) + "\" font-size=\"9\">" +
+           Escape(b.name.substr(0, static_cast<size_t>(w / 5))) + "</text>\n";
   }
   s += "<line x1=\"" + std::to_string(left) + "\" y1=\"" + std::to_string(H - bottom) + "\" x2=\"" +
        std::to_string(W - 10) + "\" y2=\"" + std::to_string(H - bottom) + "\" stroke=\"black\"/>\n";
   s += "<line x1=\"" + std::to_string(left) + "\" y1=\"" + std::to_string(top) + "\" x2=\"" +
        std::to_string(left) + "\" y2=\"" + std::to_string(H - bottom) + "\" stroke=\"black\"/>\n";
   s += "<text x=\"" + std::to_string(left) + "\" y=\"" + std::to_string(H - 15) +
-       "\" font-size=\"11\">schedule position (0.." + std::to_string(positions - 1) + ") &#8594;</text>\n";
+       "\" font-size=\"11\">schedule position (0.." + std::to_string(positions - 1) +
+       ") &#8594;</text>\n";
   s += "<text x=\"5\" y=\"" + std::to_string(top + 10) + "\" font-size=\"11\">" +
        std::to_string(plan.arena_bytes) + " B</text>\n";
   s += "<text x=\"5\" y=\"" + std::to_string(H - bottom) + "\" font-size=\"11\">0</text>\n";
   double lb = H - bottom - plan.lower_bound_bytes * ys;
   s += "<line x1=\"" + std::to_string(left) + "\" y1=\"" + std::to_string(lb) + "\" x2=\"" +
        std::to_string(W - 10) + "\" y2=\"" + std::to_string(lb) +
-       "\" stroke=\"red\" stroke-dasharray=\"6,3\"/><text x=\"" + std::to_string(W - 160) + "\" y=\"" +
-       std::to_string(lb - 3) + "\" font-size=\"10\" fill=\"red\">lower bound " +
+       "\" stroke=\"red\" stroke-dasharray=\"6,3\"/><text x=\"" + std::to_string(W - 160) +
+       "\" y=\"" + std::to_string(lb - 3) + "\" font-size=\"10\" fill=\"red\">lower bound " +
        std::to_string(plan.lower_bound_bytes) + " B</text>\n";
   return s + "</svg>\n";
 }
@@ -86,9 +98,8 @@ void PrintTimeline(const planner::Plan& plan, int positions) {
   const int width = 60;
   std::vector<int> idx(plan.buffers.size());
   for (size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<int>(i);
-  std::stable_sort(idx.begin(), idx.end(), [&](int a, int b) {
-    return plan.buffers[a].offset < plan.buffers[b].offset;
-  });
+  std::stable_sort(idx.begin(), idx.end(),
+                   [&](int a, int b) { return plan.buffers[a].offset < plan.buffers[b].offset; });
   std::printf("%-28s %10s %10s  timeline (positions 0..%d)\n", "buffer", "offset", "size",
               std::max(0, positions - 1));
   int shown = 0;
@@ -144,7 +155,8 @@ int PlanMain(const PlanCliOptions& o) {
     j["schedule_exact"] = gp->schedule.exact;
     j["param_bytes"] = consts.bytes_before;
     j["param_bytes_compressed"] = consts.bytes_after;
-    j["constants"] = {{"splat", consts.splats}, {"arithmetic", consts.progressions},
+    j["constants"] = {{"splat", consts.splats},
+                      {"arithmetic", consts.progressions},
                       {"duplicate", consts.duplicates}};
     std::vector<std::string> order;
     for (int n : gp->schedule.order) order.push_back(g.nodes[n].Label(g));
@@ -163,20 +175,24 @@ int PlanMain(const PlanCliOptions& o) {
     }
     std::printf("%s\n", j.dump(1).c_str());
   } else {
-    std::printf("planner %s: arena %zu bytes, lower bound %zu bytes (%.3fx), %zu buffers, %d nodes\n",
-                plan.planner.c_str(), plan.arena_bytes, plan.lower_bound_bytes,
-                plan.lower_bound_bytes ? double(plan.arena_bytes) / plan.lower_bound_bytes : 1.0,
-                plan.buffers.size(), positions);
+    std::printf(
+        "planner %s: arena %zu bytes, lower bound %zu bytes (%.3fx), %zu buffers, %d nodes\n",
+        plan.planner.c_str(), plan.arena_bytes, plan.lower_bound_bytes,
+        plan.lower_bound_bytes ? double(plan.arena_bytes) / plan.lower_bound_bytes : 1.0,
+        plan.buffers.size(), positions);
     std::printf("schedule: live-byte peak %zu (file order %zu)%s\n", gp->schedule.peak_bytes,
                 gp->schedule.original_peak, gp->schedule.exact ? ", exact search" : "");
-    std::printf("parameters: %zu bytes, %zu after constant compression (%d splat, %d arithmetic, "
-                "%d duplicate)\n", consts.bytes_before, consts.bytes_after, consts.splats,
-                consts.progressions, consts.duplicates);
+    std::printf(
+        "parameters: %zu bytes, %zu after constant compression (%d splat, %d arithmetic, "
+        "%d duplicate)\n",
+        consts.bytes_before, consts.bytes_after, consts.splats, consts.progressions,
+        consts.duplicates);
     PrintTimeline(plan, positions);
   }
   if (!o.svg.empty()) {
-    st = WriteFile(o.svg, Svg(plan, positions, o.model + ": " + plan.planner + ", " +
-                                                   std::to_string(plan.arena_bytes) + " bytes"));
+    st = WriteFile(o.svg, Svg(plan, positions,
+                              o.model + ": " + plan.planner + ", " +
+                                  std::to_string(plan.arena_bytes) + " bytes"));
     if (!st.ok()) return Fail(st);
   }
   return 0;
@@ -190,10 +206,14 @@ void AddPlanCommand(CLI::App& app, int& rc) {
   c->add_option("MODEL", o->model, "model file")->required();
   c->add_option("--weights", o->weights, "safetensors weights for a .json model");
   c->add_option("--shape", o->shapes, "fix an input's dims: NAME=D0,D1,...");
-  c->add_option("--planner", o->planner, "default, greedy-size, greedy-conflicts, coloring, anneal, tflm, none");
-  c->add_option("--pipeline", o->pipeline, "passes and planner from a pipeline file (kiln tune writes one)");
-  c->add_option("--dump-ir-after", o->dump_ir_after, "print the IR to stderr after this pass (all: every pass)");
-  c->add_flag("--json", o->json, "one JSON object with arena_bytes, lower_bound_bytes, planner, buffers");
+  c->add_option("--planner", o->planner,
+                "default, greedy-size, greedy-conflicts, coloring, anneal, tflm, none");
+  c->add_option("--pipeline", o->pipeline,
+                "passes and planner from a pipeline file (kiln tune writes one)");
+  c->add_option("--dump-ir-after", o->dump_ir_after,
+                "print the IR to stderr after this pass (all: every pass)");
+  c->add_flag("--json", o->json,
+              "one JSON object with arena_bytes, lower_bound_bytes, planner, buffers");
   c->add_option("--svg", o->svg, "write a picture of the plan");
   c->add_flag("--no-reorder", o->no_reorder, "keep the file's node order");
   c->add_flag("--no-alias", o->no_alias, "no views, in-place or Concat-in-place sharing");

@@ -2,10 +2,10 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <map>
 #include <chrono>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
@@ -19,7 +19,8 @@
 namespace kiln::cli {
 namespace {
 
-// Batches up to this many rows always run whole; larger ones stream in tiles where the model allows.
+// Batches up to this many rows always run whole; larger ones stream in tiles where the model
+// allows.
 constexpr int64_t kMinTileRows = 64;
 
 struct ModelOptions {
@@ -31,7 +32,7 @@ struct ModelOptions {
   std::string planner = "default", pipeline;
   std::vector<std::string> dump_ir_after;
   bool no_reorder = false, no_alias = false, poison = false;
-  bool profile = false;  // bench only
+  bool profile = false;    // bench only
   int profile_nodes = 10;  // bench --profile: how many of the slowest nodes to list
 };
 
@@ -41,13 +42,17 @@ void AddModelOptions(CLI::App* c, ModelOptions& o) {
   c->add_option("--shape", o.shapes, "fix an input's dims: NAME=D0,D1,...");
   c->add_option("--input", o.inputs, "input data: NAME=FILE (.npy or .pb)");
   c->add_option("--threads", o.threads, "worker threads")->check(IntegerIn(1, kMaxThreads));
-  c->add_option("--planner", o.planner, "memory planner (default, greedy-size, greedy-conflicts, "
-                                         "coloring, anneal, tflm, none)");
+  c->add_option("--planner", o.planner,
+                "memory planner (default, greedy-size, greedy-conflicts, "
+                "coloring, anneal, tflm, none)");
   c->add_flag("--no-reorder", o.no_reorder, "run nodes in the file's order");
-  c->add_option("--pipeline", o.pipeline, "passes and planner from a pipeline file (kiln tune writes one)");
-  c->add_option("--dump-ir-after", o.dump_ir_after, "print the IR to stderr after this pass (all: every pass)");
+  c->add_option("--pipeline", o.pipeline,
+                "passes and planner from a pipeline file (kiln tune writes one)");
+  c->add_option("--dump-ir-after", o.dump_ir_after,
+                "print the IR to stderr after this pass (all: every pass)");
   c->add_flag("--no-alias", o.no_alias, "no views, in-place or Concat-in-place sharing");
-  c->add_flag("--poison", o.poison, "debug: fill dead arena bytes with a poison pattern between nodes");
+  c->add_flag("--poison", o.poison,
+              "debug: fill dead arena bytes with a poison pattern between nodes");
 }
 
 // A model ready to run: one executor for the whole batch, or, where the inputs' leading dim is a
@@ -58,13 +63,15 @@ struct Prepared {
   std::vector<Tensor> inputs;
 
   runtime::Executor& executor() { return tiled ? tiled->tile_executor() : *exec; }
-  Status Run(std::vector<Tensor>* outputs, const std::function<void(int64_t, int64_t)>& progress = {}) {
+  Status Run(std::vector<Tensor>* outputs,
+             const std::function<void(int64_t, int64_t)>& progress = {}) {
     return tiled ? tiled->Run(inputs, outputs, progress) : exec->Run(inputs, outputs);
   }
 };
 
 // The full dims of every runtime input: the file's, --shape's, or the model's own.
-Expected<std::vector<Dims>> InputDims(const ir::Graph& g, const std::map<std::string, Tensor>& given,
+Expected<std::vector<Dims>> InputDims(const ir::Graph& g,
+                                      const std::map<std::string, Tensor>& given,
                                       const passes::ShapeOverrides& shapes) {
   std::vector<Dims> dims;
   for (int v : g.RuntimeInputs()) {
@@ -78,8 +85,8 @@ Expected<std::vector<Dims>> InputDims(const ir::Graph& g, const std::map<std::st
     } else if (val.type.shape_known()) {
       dims.push_back(val.type.dims);
     } else {
-      return Error("input '" + val.name + "' has dynamic dims " + val.type.ToString() + "; fix them with --shape " +
-                   val.name + "=... or give --input");
+      return Error("input '" + val.name + "' has dynamic dims " + val.type.ToString() +
+                   "; fix them with --shape " + val.name + "=... or give --input");
     }
   }
   return dims;
@@ -99,7 +106,8 @@ Status Prepare(const ModelOptions& o, Prepared* p) {
     AddShapeFromFile(g, name, t.dims(), &shapes);
     given[name] = std::move(t);
   }
-  KILN_ASSIGN_OR_RETURN(passes::Pipeline pipeline, ResolvePipeline(o.pipeline, o.planner, o.no_reorder));
+  KILN_ASSIGN_OR_RETURN(passes::Pipeline pipeline,
+                        ResolvePipeline(o.pipeline, o.planner, o.no_reorder));
   AddPipelineShapes(pipeline, &shapes);
   runtime::ExecutorOptions eo;
   eo.threads = o.threads;
@@ -140,12 +148,14 @@ class RowProgress {
  public:
   void operator()(int64_t done, int64_t total) {
     if (!isatty(2)) return;
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    const double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
     if (s < 2.0 && done < total) return;
     if (s < 2.0 && !shown_) return;
     shown_ = true;
     std::fprintf(stderr, "\rkiln: rows %lld / %lld (%d%%)%s", static_cast<long long>(done),
-                 static_cast<long long>(total), static_cast<int>(100 * done / std::max<int64_t>(total, 1)),
+                 static_cast<long long>(total),
+                 static_cast<int>(100 * done / std::max<int64_t>(total, 1)),
                  done == total ? "\n" : "");
   }
 
@@ -179,8 +189,9 @@ int RunMain(const ModelOptions& o, const std::string& out_dir) {
   if (!st.ok()) return Fail(st);
   std::printf("wrote %s to %s\n",
               outputs.size() == 1 ? "output_0.npy and outputs.json"
-                                  : ("output_0.npy .. output_" + std::to_string(outputs.size() - 1) +
-                                     ".npy and outputs.json").c_str(),
+                                  : ("output_0.npy .. output_" +
+                                     std::to_string(outputs.size() - 1) + ".npy and outputs.json")
+                                        .c_str(),
               std::filesystem::absolute(out_dir).lexically_normal().string().c_str());
   return 0;
 }
@@ -284,9 +295,11 @@ void AddBenchCommand(CLI::App& app, int& rc) {
   auto o = std::make_shared<Options>();  // owned by the callback
   AddModelOptions(c, *o);
   c->add_option("--iterations", o->iterations, "timed runs")->check(IntegerIn(1, 100000000));
-  c->add_flag("--profile", o->profile,
-              "also print ms per run by op type and the slowest nodes (output shape, GFLOP/s) to stderr");
-  c->add_option("--profile-nodes", o->profile_nodes, "how many of the slowest nodes --profile lists")
+  c->add_flag(
+      "--profile", o->profile,
+      "also print ms per run by op type and the slowest nodes (output shape, GFLOP/s) to stderr");
+  c->add_option("--profile-nodes", o->profile_nodes,
+                "how many of the slowest nodes --profile lists")
       ->check(IntegerIn(0, 1000000));
   c->callback([&rc, o] { rc = BenchMain(*o, o->iterations); });
 }

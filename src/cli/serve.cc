@@ -24,7 +24,8 @@ namespace {
 
 struct ServeCliOptions {
   std::string address = "127.0.0.1:50051", stats_file, cc = "cc";
-  size_t max_sessions = 4096, max_benchmark_bytes = size_t{256} << 20, max_total_benchmark_bytes = size_t{1} << 30;
+  size_t max_sessions = 4096, max_benchmark_bytes = size_t{256} << 20,
+         max_total_benchmark_bytes = size_t{1} << 30;
   long planner_steps = 2000;
   uint64_t seed = 0;
 };
@@ -54,20 +55,24 @@ Status CheckUnixAddress(const std::string& address) {
   const std::string path = address.rfind("unix://", 0) == 0 ? address.substr(7) : address.substr(5);
   struct stat st;
   if (lstat(path.c_str(), &st) != 0) return OkStatus();  // nothing there yet
-  if (!S_ISSOCK(st.st_mode)) return Error("--address " + address + ": " + path + " exists and is not a socket");
+  if (!S_ISSOCK(st.st_mode))
+    return Error("--address " + address + ": " + path + " exists and is not a socket");
   sockaddr_un sa{};
   sa.sun_family = AF_UNIX;
-  if (path.size() >= sizeof(sa.sun_path)) return Error("--address " + address + ": the path is too long");
+  if (path.size() >= sizeof(sa.sun_path))
+    return Error("--address " + address + ": the path is too long");
   std::memcpy(sa.sun_path, path.c_str(), path.size() + 1);
   int fd = socket(AF_UNIX, SOCK_STREAM, 0);
   if (fd < 0) return OkStatus();
   const bool live = connect(fd, reinterpret_cast<const sockaddr*>(&sa), sizeof(sa)) == 0;
   close(fd);
-  if (live) return Error("--address " + address + ": cannot listen there (in use by another process)");
+  if (live)
+    return Error("--address " + address + ": cannot listen there (in use by another process)");
   return OkStatus();  // a stale socket file: gRPC replaces it
 }
 
-std::unique_ptr<grpc::Server> BuildServer(gym::Service* service, const std::string& address, int* port) {
+std::unique_ptr<grpc::Server> BuildServer(gym::Service* service, const std::string& address,
+                                          int* port) {
   grpc::ServerBuilder b;
   // gRPC sets SO_REUSEPORT by default, which lets a second service bind a port in use and share
   // its connections; kiln refuses a taken port instead.
@@ -95,16 +100,18 @@ int ServeMain(const ServeCliOptions& o) {
   int port = 0;
   auto server = BuildServer(&service, o.address, &port);
   if (!server || port == 0)
-    return Fail(Error("--address " + o.address + ": cannot listen there (in use by another process, or not an "
+    return Fail(Error("--address " + o.address +
+                      ": cannot listen there (in use by another process, or not an "
                       "address of this machine)"));
   std::string shown = o.address;
-  if (shown.rfind("unix:", 0) != 0) shown = shown.substr(0, shown.rfind(':')) + ":" + std::to_string(port);
+  if (shown.rfind("unix:", 0) != 0)
+    shown = shown.substr(0, shown.rfind(':')) + ":" + std::to_string(port);
   std::fprintf(stderr, "kiln serve: listening on %s\n", shown.c_str());
   std::fflush(stderr);
   int sig = 0;
   sigwait(&signals, &sig);
-  std::fprintf(stderr, "kiln serve: %s, shutting down (%zu sessions open)\n", sig == SIGTERM ? "SIGTERM" : "SIGINT",
-               service.num_sessions());
+  std::fprintf(stderr, "kiln serve: %s, shutting down (%zu sessions open)\n",
+               sig == SIGTERM ? "SIGTERM" : "SIGINT", service.num_sessions());
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   server->Wait();
   if (!o.stats_file.empty()) {
@@ -122,26 +129,30 @@ void PrintTuneResult(const std::string& model, const gym::TuneResult& r, const s
   std::string how;  // how the decision was taken, for a measured objective
   if (r.margin > 0) {
     how = "the " + std::to_string(static_cast<int>(r.margin * 100 + 0.5)) + "% noise margin";
-    if (r.confirm_rounds > 0) how += ", medians of " + std::to_string(r.confirm_rounds) + " alternating timings";
+    if (r.confirm_rounds > 0)
+      how += ", medians of " + std::to_string(r.confirm_rounds) + " alternating timings";
   }
   if (r.improved) {
     double gain = r.baseline > 0 ? (r.baseline - r.best) / r.baseline * 100 : 0;
-    std::printf("%s: %s default pipeline %.*f%s, best %.*f%s (%.2f%% better%s%s) after %d evaluations\n",
-                model.c_str(), r.observation.c_str(), digits, r.baseline, unit, digits, r.best, unit, gain,
-                how.empty() ? "" : ", beyond ", how.c_str(), r.evaluations);
+    std::printf(
+        "%s: %s default pipeline %.*f%s, best %.*f%s (%.2f%% better%s%s) after %d evaluations\n",
+        model.c_str(), r.observation.c_str(), digits, r.baseline, unit, digits, r.best, unit, gain,
+        how.empty() ? "" : ", beyond ", how.c_str(), r.evaluations);
   } else {
-    std::printf("%s: %s: no sequence beat the default pipeline (%.*f%s)%s%s after %d evaluations; keeping the "
-                "default\n",
-                model.c_str(), r.observation.c_str(), digits, r.baseline, unit, how.empty() ? "" : " by ",
-                how.c_str(), r.evaluations);
+    std::printf(
+        "%s: %s: no sequence beat the default pipeline (%.*f%s)%s%s after %d evaluations; keeping "
+        "the "
+        "default\n",
+        model.c_str(), r.observation.c_str(), digits, r.baseline, unit, how.empty() ? "" : " by ",
+        how.c_str(), r.evaluations);
   }
   auto p = passes::ParsePipeline(r.pipeline_json, out);
   std::string passes_list;
   if (p.ok())
     for (const auto& name : p->passes) passes_list += (passes_list.empty() ? "" : ", ") + name;
-  std::printf("pipeline written to %s: passes [%s], planner %s%s (kiln compile --pipeline %s)\n", out.c_str(),
-              passes_list.c_str(), p.ok() ? p->planner.c_str() : "?", p.ok() && !p->reorder ? ", file order" : "",
-              out.c_str());
+  std::printf("pipeline written to %s: passes [%s], planner %s%s (kiln compile --pipeline %s)\n",
+              out.c_str(), passes_list.c_str(), p.ok() ? p->planner.c_str() : "?",
+              p.ok() && !p->reorder ? ", file order" : "", out.c_str());
 }
 
 struct TuneCliOptions {
@@ -175,7 +186,8 @@ int TuneMain(const TuneCliOptions& o) {
     server = b.BuildAndStart();
     if (!server) return Fail(Error("cannot start the in-process gym service"));
     for (int j = 0; j < o.jobs; ++j)
-      owned.push_back(std::make_unique<gym::GymClient>(server->InProcessChannel(grpc::ChannelArguments())));
+      owned.push_back(
+          std::make_unique<gym::GymClient>(server->InProcessChannel(grpc::ChannelArguments())));
   } else {
     for (int j = 0; j < o.jobs; ++j) {  // workers spread over the replicas round-robin
       auto c = gym::GymClient::Connect(o.connect[j % o.connect.size()]);
@@ -219,37 +231,48 @@ int TuneMain(const TuneCliOptions& o) {
 void AddServeCommand(CLI::App& app, int& rc) {
   auto* c = app.add_subcommand("serve", "run the CompilerGym optimization service (gRPC)");
   auto o = std::make_shared<ServeCliOptions>();
-  c->add_option("--address", o->address, "host:port to listen on (port 0: any free port), or unix:PATH");
-  c->add_option("--max-sessions", o->max_sessions, "sessions held at once before RESOURCE_EXHAUSTED")
+  c->add_option("--address", o->address,
+                "host:port to listen on (port 0: any free port), or unix:PATH");
+  c->add_option("--max-sessions", o->max_sessions,
+                "sessions held at once before RESOURCE_EXHAUSTED")
       ->check(IntegerIn(1, 1000000000));
   c->add_option("--max-benchmark-bytes", o->max_benchmark_bytes, "largest model AddBenchmark takes")
       ->check(IntegerIn(1, kMaxBytesOption));
   c->add_option("--max-total-benchmark-bytes", o->max_total_benchmark_bytes,
                 "model bytes all added benchmarks may hold together")
       ->check(IntegerIn(1, kMaxBytesOption));
-  c->add_option("--stats-file", o->stats_file, "on shutdown, write server-side call times here (JSON)");
+  c->add_option("--stats-file", o->stats_file,
+                "on shutdown, write server-side call times here (JSON)");
   c->add_option("--cc", o->cc, "C compiler for the CodeSizeBytes observation");
-  c->add_option("--planner-steps", o->planner_steps, "search steps per planner (deterministic plans)")
+  c->add_option("--planner-steps", o->planner_steps,
+                "search steps per planner (deterministic plans)")
       ->check(IntegerIn(1, 1000000000));
-  c->add_option("--seed", o->seed, "picks the benchmark of a session that names none")->check(UnsignedInteger());
+  c->add_option("--seed", o->seed, "picks the benchmark of a session that names none")
+      ->check(UnsignedInteger());
   c->callback([&rc, o] { rc = ServeMain(*o); });
 }
 
 void AddTuneCommand(CLI::App& app, int& rc) {
-  auto* c = app.add_subcommand("tune", "search pass sequences and planner choices through the gym service");
+  auto* c = app.add_subcommand("tune",
+                               "search pass sequences and planner choices through the gym service");
   auto o = std::make_shared<TuneCliOptions>();
   c->add_option("MODEL", o->model, "model file (.onnx)")->required();
   c->add_option("--objective", o->objective, "what to minimize")
       ->required()
       ->check(OneOf({"arena", "codesize", "latency"}));
-  c->add_option("--budget", o->budget, "candidate sequences evaluated")->check(IntegerIn(2, 1000000));
+  c->add_option("--budget", o->budget, "candidate sequences evaluated")
+      ->check(IntegerIn(2, 1000000));
   c->add_option("--seed", o->seed, "random search seed")->check(UnsignedInteger());
   c->add_option("--jobs", o->jobs, "sessions evaluated at once")->check(IntegerIn(1, 256));
-  c->add_option("--max-length", o->max_length, "longest random sequence (default: the number of actions)")
+  c->add_option("--max-length", o->max_length,
+                "longest random sequence (default: the number of actions)")
       ->check(IntegerIn(0, 1000000));
-  c->add_option("--connect", o->connect, "gym services to use (host:port, repeatable) instead of an in-process one");
-  c->add_option("-o,--output", o->output, "pipeline file to write (default MODEL_STEM.pipeline.json)");
-  c->add_option("--planner-steps", o->planner_steps, "search steps per planner of the in-process service")
+  c->add_option("--connect", o->connect,
+                "gym services to use (host:port, repeatable) instead of an in-process one");
+  c->add_option("-o,--output", o->output,
+                "pipeline file to write (default MODEL_STEM.pipeline.json)");
+  c->add_option("--planner-steps", o->planner_steps,
+                "search steps per planner of the in-process service")
       ->check(IntegerIn(1, 1000000000));
   c->add_flag("-q,--quiet", o->quiet, "no progress bar");
   c->callback([&rc, o] { rc = TuneMain(*o); });

@@ -460,7 +460,8 @@ int TestOnnxMain(const TestOptions& o) {
     const size_t before = tests.size();
     Collect(d, &tests);
     if (tests.size() == before)
-      return Fail(Error("no tests found under " + d + " (a test is a folder with model.onnx and test_data_set_N/)"));
+      return Fail(Error("no tests found under " + d +
+                        " (a test is a folder with model.onnx and test_data_set_N/)"));
   }
   std::set<std::string> expected;
   if (!o.expected_failures.empty()) {
@@ -550,7 +551,8 @@ void AddTestOnnxCommand(CLI::App& app, int& rc) {
   c->add_option("--shape", *shape_specs, "fix a model file's input dims: NAME=D0,D1,...")
       ->allow_extra_args(false);
   c->add_option("--weights", o->weights, "safetensors weights for a .json model file");
-  c->add_option("--pipeline", o->pipeline_file, "passes and planner from a pipeline file (kiln tune writes one)");
+  c->add_option("--pipeline", o->pipeline_file,
+                "passes and planner from a pipeline file (kiln tune writes one)");
   c->callback([&rc, o, shape_specs] {
     auto pipeline = ResolvePipeline(o->pipeline_file, o->planner, o->no_reorder);
     if (!pipeline.ok()) {

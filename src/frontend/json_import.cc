@@ -46,14 +46,17 @@ Status Preprocess(nlohmann::json& j, const std::string& label, int depth) {
   }
   auto off = j.find("data_offsets");
   if (off != j.end()) {
-    std::string name = j.contains("name") && j["name"].is_string() ? j["name"].get<std::string>() : "?";
+    std::string name =
+        j.contains("name") && j["name"].is_string() ? j["name"].get<std::string>() : "?";
     std::string what = label + ": initializer '" + name + "' data_offsets";
     if (!off->is_array() || off->size() != 2) return Error(what + " must be [begin, end]");
     KILN_ASSIGN_OR_RETURN(uint64_t b, JsonUInt((*off)[0], what));
     KILN_ASSIGN_OR_RETURN(uint64_t e, JsonUInt((*off)[1], what));
     std::string doc = j.contains("doc_string") && j["doc_string"].is_string()
-                          ? j["doc_string"].get<std::string>() : "";
-    j["doc_string"] = std::string(kOffsetsMarker) + std::to_string(b) + ":" + std::to_string(e) + ":" + doc;
+                          ? j["doc_string"].get<std::string>()
+                          : "";
+    j["doc_string"] =
+        std::string(kOffsetsMarker) + std::to_string(b) + ":" + std::to_string(e) + ":" + doc;
     j.erase(off);
   }
   for (auto& [k, v] : j.items()) KILN_RETURN_IF_ERROR(Preprocess(v, label, depth + 1));
@@ -128,11 +131,11 @@ Expected<ir::Model> ParseJsonModel(const std::string& text, const std::string& w
       return;
     }
     auto entry = weights->entries().find(t->name());
-    if (entry != weights->entries().end() &&
-        (entry->second.begin != b || entry->second.end != e)) {
+    if (entry != weights->entries().end() && (entry->second.begin != b || entry->second.end != e)) {
       err = Error(at + ": data_offsets [" + std::to_string(b) + ", " + std::to_string(e) +
                   "] disagree with " + weights_path + " which lists [" +
-                  std::to_string(entry->second.begin) + ", " + std::to_string(entry->second.end) + "]");
+                  std::to_string(entry->second.begin) + ", " + std::to_string(entry->second.end) +
+                  "]");
       return;
     }
     if (b > e || e > weights->data_size()) {
@@ -175,8 +178,10 @@ Status ConvertOnnxToJson(const std::string& onnx_path, const std::string& json_p
       return;
     }
     std::string key = t->name().empty() ? "tensor" : t->name();
-    if (used[key]++ > 0) key += "#" + std::to_string(used[key] - 1);  // names may repeat in subgraphs
-    t->set_doc_string(std::string(kOffsetsMarker) + std::to_string(tensors.size()) + ":" + t->doc_string());
+    if (used[key]++ > 0)
+      key += "#" + std::to_string(used[key] - 1);  // names may repeat in subgraphs
+    t->set_doc_string(std::string(kOffsetsMarker) + std::to_string(tensors.size()) + ":" +
+                      t->doc_string());
     t->clear_raw_data();
     t->clear_float_data();
     t->clear_int32_data();
@@ -204,13 +209,16 @@ Status ConvertOnnxToJson(const std::string& onnx_path, const std::string& json_p
     }
     if (!v.is_object()) return;
     auto doc = v.find("doc_string");
-    if (doc != v.end() && doc->is_string() && doc->get<std::string>().rfind(kOffsetsMarker, 0) == 0) {
+    if (doc != v.end() && doc->is_string() &&
+        doc->get<std::string>().rfind(kOffsetsMarker, 0) == 0) {
       std::string rest = doc->get<std::string>().substr(std::strlen(kOffsetsMarker));
       size_t c = rest.find(':');
       size_t k = std::stoull(rest.substr(0, c));
       std::string original = rest.substr(c + 1);
-      if (original.empty()) v.erase("doc_string");
-      else *doc = original;
+      if (original.empty())
+        v.erase("doc_string");
+      else
+        *doc = original;
       v["data_offsets"] = {offsets[k].first, offsets[k].second};
     }
     for (auto& [key, child] : v.items()) walk(child);

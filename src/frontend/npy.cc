@@ -12,10 +12,18 @@ struct NpyType {
   DType dtype;
 };
 constexpr NpyType kTypes[] = {
-    {"<f4", DType::kFloat32}, {"<f8", DType::kFloat64}, {"<f2", DType::kFloat16},
-    {"|i1", DType::kInt8},    {"<i2", DType::kInt16},   {"<i4", DType::kInt32},
-    {"<i8", DType::kInt64},   {"|u1", DType::kUInt8},   {"<u2", DType::kUInt16},
-    {"<u4", DType::kUInt32},  {"<u8", DType::kUInt64},  {"|b1", DType::kBool},
+    {"<f4", DType::kFloat32},
+    {"<f8", DType::kFloat64},
+    {"<f2", DType::kFloat16},
+    {"|i1", DType::kInt8},
+    {"<i2", DType::kInt16},
+    {"<i4", DType::kInt32},
+    {"<i8", DType::kInt64},
+    {"|u1", DType::kUInt8},
+    {"<u2", DType::kUInt16},
+    {"<u4", DType::kUInt32},
+    {"<u8", DType::kUInt64},
+    {"|b1", DType::kBool},
     // bfloat16 has no NumPy code; ml_dtypes writes it as a 2-byte void with this tag.
     {"<V2", DType::kBFloat16},
 };
@@ -117,8 +125,8 @@ std::string SerializeNpy(const Tensor& t) {
   for (size_t i = 0; i < t.dims().size(); ++i) shape += std::to_string(t.dims()[i]) + ",";
   if (t.dims().size() > 1) shape.pop_back();
   shape += ")";
-  std::string dict = std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': " +
-                     shape + ", }";
+  std::string dict =
+      std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
   size_t total = 10 + dict.size() + 1;
   dict.append((64 - total % 64) % 64, ' ');
   dict += '\n';

@@ -1,7 +1,6 @@
 #include "frontend/onnx_import.h"
 
 #include <algorithm>
-
 #include <filesystem>
 #include <functional>
 #include <unordered_map>
@@ -10,6 +9,7 @@
 #include "frontend/onnx_proto.h"
 // After onnx_proto.h: it needs the ONNX_API macro that onnx_pb.h defines.
 #include <onnx/onnx-data.pb.h>
+
 #include "support/file_io.h"
 
 namespace kiln::frontend {
@@ -66,9 +66,12 @@ Expected<Tensor> TensorFromProto(const onnx::TensorProto& tp, const std::string&
     int64_t offset = 0, length = -1;
     for (const auto& kv : tp.external_data()) {
       try {
-        if (kv.key() == "location") location = kv.value();
-        else if (kv.key() == "offset") offset = std::stoll(kv.value());
-        else if (kv.key() == "length") length = std::stoll(kv.value());
+        if (kv.key() == "location")
+          location = kv.value();
+        else if (kv.key() == "offset")
+          offset = std::stoll(kv.value());
+        else if (kv.key() == "length")
+          length = std::stoll(kv.value());
       } catch (...) {
         return Error(name + ": bad external data field '" + kv.key() + "'");
       }
@@ -101,11 +104,22 @@ Expected<Tensor> TensorFromProto(const onnx::TensorProto& tp, const std::string&
   // Count the typed values before allocating: a header may claim dims that the data lacks.
   int64_t have;
   switch (dt) {
-    case DType::kFloat32: have = tp.float_data_size(); break;
-    case DType::kFloat64: have = tp.double_data_size(); break;
-    case DType::kInt64: have = tp.int64_data_size(); break;
-    case DType::kUInt32: case DType::kUInt64: have = tp.uint64_data_size(); break;
-    default: have = tp.int32_data_size(); break;
+    case DType::kFloat32:
+      have = tp.float_data_size();
+      break;
+    case DType::kFloat64:
+      have = tp.double_data_size();
+      break;
+    case DType::kInt64:
+      have = tp.int64_data_size();
+      break;
+    case DType::kUInt32:
+    case DType::kUInt64:
+      have = tp.uint64_data_size();
+      break;
+    default:
+      have = tp.int32_data_size();
+      break;
   }
   if (have != n)
     return Error(name + ": has " + std::to_string(have) + " values, expected " + std::to_string(n));
@@ -124,17 +138,25 @@ Expected<Tensor> TensorFromProto(const onnx::TensorProto& tp, const std::string&
     case DType::kUInt32:
     case DType::kUInt64:
       for (int64_t i = 0; i < n; ++i) {
-        if (dt == DType::kUInt32) t.data<uint32_t>()[i] = static_cast<uint32_t>(tp.uint64_data(i));
-        else t.data<uint64_t>()[i] = tp.uint64_data(i);
+        if (dt == DType::kUInt32)
+          t.data<uint32_t>()[i] = static_cast<uint32_t>(tp.uint64_data(i));
+        else
+          t.data<uint64_t>()[i] = tp.uint64_data(i);
       }
       break;
     default: {  // int32_data holds int32, int16, int8, uint16, uint8, bool, float16, bfloat16
       for (int64_t i = 0; i < n; ++i) {
         int32_t v = tp.int32_data(i);
         switch (esize) {
-          case 1: t.data<uint8_t>()[i] = static_cast<uint8_t>(v); break;
-          case 2: t.data<uint16_t>()[i] = static_cast<uint16_t>(v); break;
-          case 4: t.data<int32_t>()[i] = v; break;
+          case 1:
+            t.data<uint8_t>()[i] = static_cast<uint8_t>(v);
+            break;
+          case 2:
+            t.data<uint16_t>()[i] = static_cast<uint16_t>(v);
+            break;
+          case 4:
+            t.data<int32_t>()[i] = v;
+            break;
         }
       }
     }
@@ -250,22 +272,42 @@ struct Importer {
     std::string at = where + " attribute '" + ap.name() + "'";
     int type = ap.type();
     if (type == onnx::AttributeProto::UNDEFINED) {  // very old files omit the type
-      if (ap.has_f()) type = onnx::AttributeProto::FLOAT;
-      else if (ap.has_i()) type = onnx::AttributeProto::INT;
-      else if (ap.has_s()) type = onnx::AttributeProto::STRING;
-      else if (ap.has_t()) type = onnx::AttributeProto::TENSOR;
-      else if (ap.has_g()) type = onnx::AttributeProto::GRAPH;
-      else if (ap.floats_size()) type = onnx::AttributeProto::FLOATS;
-      else if (ap.ints_size()) type = onnx::AttributeProto::INTS;
-      else if (ap.strings_size()) type = onnx::AttributeProto::STRINGS;
-      else if (ap.tensors_size()) type = onnx::AttributeProto::TENSORS;
-      else if (ap.graphs_size()) type = onnx::AttributeProto::GRAPHS;
-      else if (ap.has_tp()) type = onnx::AttributeProto::TYPE_PROTO;
+      if (ap.has_f())
+        type = onnx::AttributeProto::FLOAT;
+      else if (ap.has_i())
+        type = onnx::AttributeProto::INT;
+      else if (ap.has_s())
+        type = onnx::AttributeProto::STRING;
+      else if (ap.has_t())
+        type = onnx::AttributeProto::TENSOR;
+      else if (ap.has_g())
+        type = onnx::AttributeProto::GRAPH;
+      else if (ap.floats_size())
+        type = onnx::AttributeProto::FLOATS;
+      else if (ap.ints_size())
+        type = onnx::AttributeProto::INTS;
+      else if (ap.strings_size())
+        type = onnx::AttributeProto::STRINGS;
+      else if (ap.tensors_size())
+        type = onnx::AttributeProto::TENSORS;
+      else if (ap.graphs_size())
+        type = onnx::AttributeProto::GRAPHS;
+      else if (ap.has_tp())
+        type = onnx::AttributeProto::TYPE_PROTO;
     }
     switch (type) {
-      case onnx::AttributeProto::FLOAT: a.kind = K::kFloat; a.f = ap.f(); break;
-      case onnx::AttributeProto::INT: a.kind = K::kInt; a.i = ap.i(); break;
-      case onnx::AttributeProto::STRING: a.kind = K::kString; a.s = ap.s(); break;
+      case onnx::AttributeProto::FLOAT:
+        a.kind = K::kFloat;
+        a.f = ap.f();
+        break;
+      case onnx::AttributeProto::INT:
+        a.kind = K::kInt;
+        a.i = ap.i();
+        break;
+      case onnx::AttributeProto::STRING:
+        a.kind = K::kString;
+        a.s = ap.s();
+        break;
       case onnx::AttributeProto::TENSOR: {
         a.kind = K::kTensor;
         KILN_ASSIGN_OR_RETURN(a.t, TensorFromProto(ap.t(), base_dir, at));
@@ -316,8 +358,7 @@ struct Importer {
 
   // Imports one node, inlining it when it calls a model-local function. `rename` maps names used
   // inside an inlined function body to the caller's names; `fattrs` are the caller's attributes.
-  Status ImportNode(const onnx::NodeProto& np, Scope& s,
-                    const Renames* rename,
+  Status ImportNode(const onnx::NodeProto& np, Scope& s, const Renames* rename,
                     const google::protobuf::RepeatedPtrField<onnx::AttributeProto>* fattrs,
                     int depth) {
     auto mapped = [&](const std::string& n) { return Mapped(rename, n); };
@@ -405,8 +446,7 @@ struct Importer {
 
   // Collects every name a node (or an inlined function body) defines, so that values exist
   // before any node refers to them regardless of file order.
-  void DeclareOutputs(const onnx::NodeProto& np, Scope& s,
-                      const Renames* rename, int depth) {
+  void DeclareOutputs(const onnx::NodeProto& np, Scope& s, const Renames* rename, int depth) {
     const onnx::FunctionProto* fn = FunctionFor(np);
     if (fn && depth <= 32) {
       Renames inner = InlineNames(*fn, np, rename);
@@ -428,13 +468,15 @@ struct Importer {
     std::string gl = where.empty() ? "graph" : where;
 
     for (const auto& init : gp.initializer()) {
-      if (s.names.count(init.name())) return Error(gl + ": initializer '" + init.name() + "' is defined twice");
+      if (s.names.count(init.name()))
+        return Error(gl + ": initializer '" + init.name() + "' is defined twice");
       KILN_ASSIGN_OR_RETURN(Tensor t, TensorFromProto(init, base_dir, gl));
       int v = g->AddValue(init.name(), ir::TypeInfo::Tensor(t.dtype(), t.dims()));
       g->values[v].constant = std::move(t);
       s.names[init.name()] = v;
     }
-    if (gp.sparse_initializer_size() > 0) return Error(gl + ": sparse initializers are not supported");
+    if (gp.sparse_initializer_size() > 0)
+      return Error(gl + ": sparse initializers are not supported");
     for (const auto& in : gp.input()) {
       KILN_ASSIGN_OR_RETURN(auto type, TypeFromProto(in.type(), gl + " input '" + in.name() + "'"));
       auto it = s.names.find(in.name());
@@ -464,7 +506,8 @@ struct Importer {
         v = it->second;
       }
       if (out.has_type() && !g->values[v].constant) {
-        KILN_ASSIGN_OR_RETURN(auto type, TypeFromProto(out.type(), gl + " output '" + out.name() + "'"));
+        KILN_ASSIGN_OR_RETURN(auto type,
+                              TypeFromProto(out.type(), gl + " output '" + out.name() + "'"));
         if (type.dtype != DType::kUndefined || type.kind != ir::TypeInfo::Kind::kTensor)
           g->values[v].type = type;
       }
@@ -574,8 +617,10 @@ Expected<Tensor> OptionalFromProto(const onnx::OptionalProto& op, const ir::Type
                                    const std::string& label, int depth) {
   const ir::TypeInfo* elem = type && type->elem ? type->elem.get() : nullptr;
   if (op.has_tensor_value()) return TensorFromProto(op.tensor_value(), "", label);
-  if (op.has_sequence_value()) return SequenceFromProto(op.sequence_value(), elem, label, depth + 1);
-  if (op.has_optional_value()) return OptionalFromProto(op.optional_value(), elem, label, depth + 1);
+  if (op.has_sequence_value())
+    return SequenceFromProto(op.sequence_value(), elem, label, depth + 1);
+  if (op.has_optional_value())
+    return OptionalFromProto(op.optional_value(), elem, label, depth + 1);
   if (op.has_sparse_tensor_value() || op.has_map_value())
     return Error(label + ": sparse tensor and map values are not supported");
   return Tensor::None();

@@ -11,10 +11,10 @@ struct StType {
   DType dtype;
 };
 constexpr StType kStTypes[] = {
-    {"F32", DType::kFloat32}, {"F64", DType::kFloat64}, {"F16", DType::kFloat16},
-    {"BF16", DType::kBFloat16}, {"I8", DType::kInt8},   {"I16", DType::kInt16},
-    {"I32", DType::kInt32},   {"I64", DType::kInt64},   {"U8", DType::kUInt8},
-    {"U16", DType::kUInt16},  {"U32", DType::kUInt32},  {"U64", DType::kUInt64},
+    {"F32", DType::kFloat32},   {"F64", DType::kFloat64}, {"F16", DType::kFloat16},
+    {"BF16", DType::kBFloat16}, {"I8", DType::kInt8},     {"I16", DType::kInt16},
+    {"I32", DType::kInt32},     {"I64", DType::kInt64},   {"U8", DType::kUInt8},
+    {"U16", DType::kUInt16},    {"U32", DType::kUInt32},  {"U64", DType::kUInt64},
     {"BOOL", DType::kBool},
 };
 
@@ -66,7 +66,8 @@ Expected<SafetensorsFile> SafetensorsFile::Parse(std::shared_ptr<MappedFile> fil
     for (const auto& d : e["shape"]) {
       if (!d.is_number_unsigned()) return Error(at + ": shape must hold non-negative integers");
       uint64_t v = d.get<uint64_t>();
-      if (v > (uint64_t{1} << 40) || (v > 0 && count > (int64_t{1} << 40) / static_cast<int64_t>(v)))
+      if (v > (uint64_t{1} << 40) ||
+          (v > 0 && count > (int64_t{1} << 40) / static_cast<int64_t>(v)))
         return Error(at + ": shape is too large");
       count *= static_cast<int64_t>(v);
       entry.dims.push_back(static_cast<int64_t>(v));
@@ -79,8 +80,8 @@ Expected<SafetensorsFile> SafetensorsFile::Parse(std::shared_ptr<MappedFile> fil
       return Error(at + ": data_offsets [" + std::to_string(b) + ", " + std::to_string(en) +
                    "] lie outside the " + std::to_string(st.data_size_) + "-byte data section");
     if (en - b != static_cast<uint64_t>(count) * DTypeSize(entry.dtype))
-      return Error(at + ": data_offsets span " + std::to_string(en - b) + " bytes, its shape needs " +
-                   std::to_string(count * DTypeSize(entry.dtype)));
+      return Error(at + ": data_offsets span " + std::to_string(en - b) +
+                   " bytes, its shape needs " + std::to_string(count * DTypeSize(entry.dtype)));
     entry.begin = static_cast<size_t>(b);
     entry.end = static_cast<size_t>(en);
     st.entries_[it.key()] = entry;
@@ -114,8 +115,9 @@ Status WriteSafetensors(const std::string& path,
   offsets->clear();
   for (const auto& [name, t] : tensors) {
     std::string dt = SafetensorsDTypeName(t.dtype());
-    if (dt.empty()) return Error(name + ": dtype " + std::string(DTypeName(t.dtype())) +
-                                 " has no safetensors code");
+    if (dt.empty())
+      return Error(name + ": dtype " + std::string(DTypeName(t.dtype())) +
+                   " has no safetensors code");
     // Keep every tensor 16-byte aligned in the data section so readers can borrow it.
     pos = (pos + 15) / 16 * 16;
     header[name] = {{"dtype", dt}, {"shape", t.dims()}, {"data_offsets", {pos, pos + t.nbytes()}}};

@@ -9,22 +9,33 @@ namespace cg = compiler_gym;
 
 const char* CodeName(grpc::StatusCode c) {
   switch (c) {
-    case grpc::StatusCode::CANCELLED: return "CANCELLED";
-    case grpc::StatusCode::INVALID_ARGUMENT: return "INVALID_ARGUMENT";
-    case grpc::StatusCode::DEADLINE_EXCEEDED: return "DEADLINE_EXCEEDED";
-    case grpc::StatusCode::NOT_FOUND: return "NOT_FOUND";
-    case grpc::StatusCode::RESOURCE_EXHAUSTED: return "RESOURCE_EXHAUSTED";
-    case grpc::StatusCode::FAILED_PRECONDITION: return "FAILED_PRECONDITION";
-    case grpc::StatusCode::OUT_OF_RANGE: return "OUT_OF_RANGE";
-    case grpc::StatusCode::INTERNAL: return "INTERNAL";
-    case grpc::StatusCode::UNAVAILABLE: return "UNAVAILABLE";
-    default: return "ERROR";
+    case grpc::StatusCode::CANCELLED:
+      return "CANCELLED";
+    case grpc::StatusCode::INVALID_ARGUMENT:
+      return "INVALID_ARGUMENT";
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      return "DEADLINE_EXCEEDED";
+    case grpc::StatusCode::NOT_FOUND:
+      return "NOT_FOUND";
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+      return "RESOURCE_EXHAUSTED";
+    case grpc::StatusCode::FAILED_PRECONDITION:
+      return "FAILED_PRECONDITION";
+    case grpc::StatusCode::OUT_OF_RANGE:
+      return "OUT_OF_RANGE";
+    case grpc::StatusCode::INTERNAL:
+      return "INTERNAL";
+    case grpc::StatusCode::UNAVAILABLE:
+      return "UNAVAILABLE";
+    default:
+      return "ERROR";
   }
 }
 
 Status FromGrpc(const grpc::Status& s, const std::string& call, const std::string& address) {
   if (s.ok()) return OkStatus();
-  return Error(call + " at " + address + ": " + CodeName(s.error_code()) + ": " + s.error_message());
+  return Error(call + " at " + address + ": " + CodeName(s.error_code()) + ": " +
+               s.error_message());
 }
 
 }  // namespace
@@ -41,14 +52,17 @@ int Spaces::Observation(const std::string& name) const {
   return -1;
 }
 
-GymClient::GymClient(std::shared_ptr<grpc::Channel> channel) : stub_(cg::CompilerGymService::NewStub(channel)) {}
+GymClient::GymClient(std::shared_ptr<grpc::Channel> channel)
+    : stub_(cg::CompilerGymService::NewStub(channel)) {}
 
-Expected<std::unique_ptr<GymClient>> GymClient::Connect(const std::string& address, double timeout_s) {
+Expected<std::unique_ptr<GymClient>> GymClient::Connect(const std::string& address,
+                                                        double timeout_s) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(-1);
   args.SetMaxSendMessageSize(-1);
   auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
-  auto deadline = std::chrono::system_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+  auto deadline = std::chrono::system_clock::now() +
+                  std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
   if (!channel->WaitForConnected(deadline))
     return Error("cannot reach a gym service at " + address + " within " +
                  std::to_string(static_cast<int>(timeout_s + 0.5)) + " s");
@@ -62,7 +76,8 @@ Expected<Spaces> GymClient::GetSpaces() {
   cg::GetSpacesRequest req;
   cg::GetSpacesReply reply;
   KILN_RETURN_IF_ERROR(FromGrpc(stub_->GetSpaces(&ctx, req, &reply), "GetSpaces", address_));
-  if (reply.action_space_list_size() < 1) return Error("GetSpaces at " + address_ + ": no action space");
+  if (reply.action_space_list_size() < 1)
+    return Error("GetSpaces at " + address_ + ": no action space");
   Spaces s;
   for (const auto& a : reply.action_space_list(0).action()) s.actions.push_back(a);
   for (const auto& o : reply.observation_space_list()) s.observations.push_back(o);
@@ -102,8 +117,9 @@ Expected<StepOutcome> GymClient::Step(int64_t session, const std::vector<int>& a
   out.action_had_no_effect = reply.action_had_no_effect();
   for (const auto& o : reply.observation()) out.observations.push_back(o);
   if (out.observations.size() != observation_spaces.size())
-    return Error("Step at " + address_ + ": asked for " + std::to_string(observation_spaces.size()) +
-                 " observations, got " + std::to_string(out.observations.size()));
+    return Error("Step at " + address_ + ": asked for " +
+                 std::to_string(observation_spaces.size()) + " observations, got " +
+                 std::to_string(out.observations.size()));
   return out;
 }
 
@@ -128,7 +144,8 @@ Expected<std::vector<std::string>> GymClient::GetBenchmarks() {
   grpc::ClientContext ctx;
   cg::GetBenchmarksRequest req;
   cg::GetBenchmarksReply reply;
-  KILN_RETURN_IF_ERROR(FromGrpc(stub_->GetBenchmarks(&ctx, req, &reply), "GetBenchmarks", address_));
+  KILN_RETURN_IF_ERROR(
+      FromGrpc(stub_->GetBenchmarks(&ctx, req, &reply), "GetBenchmarks", address_));
   return std::vector<std::string>(reply.benchmark().begin(), reply.benchmark().end());
 }
 

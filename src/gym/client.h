@@ -29,7 +29,8 @@ class GymClient {
  public:
   explicit GymClient(std::shared_ptr<grpc::Channel> channel);
   // Connects to host:port (or unix:PATH), waiting up to `timeout_s` for the server.
-  static Expected<std::unique_ptr<GymClient>> Connect(const std::string& address, double timeout_s = 10);
+  static Expected<std::unique_ptr<GymClient>> Connect(const std::string& address,
+                                                      double timeout_s = 10);
 
   Expected<Spaces> GetSpaces();
   Status AddBenchmark(const std::string& uri, const std::string& onnx_bytes);

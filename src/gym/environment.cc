@@ -83,7 +83,8 @@ std::shared_ptr<const planner::GraphPlan> State::Schedule(bool reorder) const {
     gp->schedule = planner::ChooseSchedule(g);
   } else {
     for (size_t i = 0; i < g.nodes.size(); ++i) gp->schedule.order.push_back(static_cast<int>(i));
-    gp->schedule.peak_bytes = gp->schedule.original_peak = planner::PeakBytes(g, gp->schedule.order);
+    gp->schedule.peak_bytes = gp->schedule.original_peak =
+        planner::PeakBytes(g, gp->schedule.order);
   }
   gp->buffers = planner::BuildBuffers(g, gp->schedule.order, planner::LifetimeOptions{});
   std::lock_guard<std::mutex> lock(mu_);
@@ -115,7 +116,8 @@ int Environment::ActionIndex(const std::string& name) const {
   return -1;
 }
 
-GymStatus Environment::MakeBenchmark(const std::string& uri, ir::Model model, BenchmarkModel* out) const {
+GymStatus Environment::MakeBenchmark(const std::string& uri, ir::Model model,
+                                     BenchmarkModel* out) const {
   Status st = ir::Verify(*model.graph);
   // Symbolic input dims (a batch) are fixed at 1: one inference is what gets planned.
   passes::ShapeOverrides fixed;
@@ -131,9 +133,10 @@ GymStatus Environment::MakeBenchmark(const std::string& uri, ir::Model model, Be
   const ir::Graph& g = *model.graph;
   for (int v : g.RuntimeInputs())
     if (!g.values[v].type.shape_known())
-      return GymStatus::Error(Code::kInvalidArgument,
-                              uri + ": input '" + g.values[v].name + "' has dynamic dims " +
-                                  g.values[v].type.ToString() + " (the service plans known shapes)");
+      return GymStatus::Error(Code::kInvalidArgument, uri + ": input '" + g.values[v].name +
+                                                          "' has dynamic dims " +
+                                                          g.values[v].type.ToString() +
+                                                          " (the service plans known shapes)");
   out->uri = uri;
   out->fixed_shapes = fixed;
   out->initial = std::make_shared<const State>(std::move(model));
@@ -144,7 +147,10 @@ GymStatus Environment::MakeBenchmark(const std::string& uri, ir::Model model, Be
 // Session
 
 Session::Session(const Environment& env, const BenchmarkModel& benchmark)
-    : env_(&env), benchmark_(benchmark.uri), fixed_shapes_(benchmark.fixed_shapes), state_(benchmark.initial) {}
+    : env_(&env),
+      benchmark_(benchmark.uri),
+      fixed_shapes_(benchmark.fixed_shapes),
+      state_(benchmark.initial) {}
 
 GymStatus Session::Step(const std::vector<int>& actions, StepResult* result) {
   // Work on copies so that an error leaves the session as it was.
@@ -156,13 +162,15 @@ GymStatus Session::Step(const std::vector<int>& actions, StepResult* result) {
   const int num_actions = static_cast<int>(env_->actions().size());
   for (int a : actions) {
     if (a < 0 || a >= num_actions)
-      return GymStatus::Error(Code::kOutOfRange, "action " + std::to_string(a) + " is not in the action space (0.." +
+      return GymStatus::Error(Code::kOutOfRange, "action " + std::to_string(a) +
+                                                     " is not in the action space (0.." +
                                                      std::to_string(num_actions - 1) + ")");
     const std::string& name = env_->actions()[a];
     if (a < env_->num_passes()) {
       State::Successor s = state->Successors(*env_)[a];
       if (s.effect == State::Effect::kFailed)
-        return GymStatus::Error(Code::kInternal, "pass " + name + " failed on " + benchmark_ + ": " + s.error);
+        return GymStatus::Error(Code::kInternal,
+                                "pass " + name + " failed on " + benchmark_ + ": " + s.error);
       if (s.effect == State::Effect::kChanged) {
         state = s.state;
         effective.push_back(name);
@@ -201,7 +209,8 @@ GymStatus Session::Observe(int space, ObservationValue* out) {
   const int n = static_cast<int>(env_->observation_spaces().size());
   if (space < 0 || space >= n)
     return GymStatus::Error(Code::kOutOfRange, "observation space " + std::to_string(space) +
-                                                   " does not exist (0.." + std::to_string(n - 1) + ")");
+                                                   " does not exist (0.." + std::to_string(n - 1) +
+                                                   ")");
   if (env_->observation_spaces()[space].name == "Pipeline") {
     out->kind = ObservationValue::Kind::kString;
     out->str = passes::PipelineToJson(pipeline());
@@ -210,7 +219,9 @@ GymStatus Session::Observe(int space, ObservationValue* out) {
   return ComputeObservation(*env_, *state_, planner_, reorder_, space, out);
 }
 
-std::unique_ptr<Session> Session::Fork() const { return std::unique_ptr<Session>(new Session(*this)); }
+std::unique_ptr<Session> Session::Fork() const {
+  return std::unique_ptr<Session>(new Session(*this));
+}
 
 passes::Pipeline Session::pipeline() const {
   passes::Pipeline p;

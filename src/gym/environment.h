@@ -28,8 +28,15 @@
 namespace kiln::gym {
 
 // Status codes as gRPC names them; the service maps them one to one.
-enum class Code { kOk, kInvalidArgument, kNotFound, kOutOfRange, kFailedPrecondition,
-                  kResourceExhausted, kInternal };
+enum class Code {
+  kOk,
+  kInvalidArgument,
+  kNotFound,
+  kOutOfRange,
+  kFailedPrecondition,
+  kResourceExhausted,
+  kInternal
+};
 struct GymStatus {
   Code code = Code::kOk;
   std::string message;
@@ -50,7 +57,7 @@ struct ObservationValue {
 struct ObservationSpaceInfo {
   std::string name;
   ObservationValue::Kind kind;
-  size_t list_length = 0;  // lists: every observation has this many elements
+  size_t list_length = 0;    // lists: every observation has this many elements
   double min = 0, max = -1;  // scalars and list elements: [min, max]; max < min means +inf
   std::string opaque_data_format;
   bool deterministic = true, platform_dependent = false;
@@ -59,9 +66,9 @@ struct ObservationSpaceInfo {
 };
 
 struct EnvironmentOptions {
-  std::string cc = "cc";          // compiles the generated C for CodeSizeBytes (at -Os)
-  long planner_steps = 2000;      // search steps per planner (deterministic plans)
-  int runtime_runs = 5;           // timed runs behind one Runtime observation (median)
+  std::string cc = "cc";      // compiles the generated C for CodeSizeBytes (at -Os)
+  long planner_steps = 2000;  // search steps per planner (deterministic plans)
+  int runtime_runs = 5;       // timed runs behind one Runtime observation (median)
   // The pass actions; empty: every registered pass (passes/pipeline.h). Tests add their own.
   std::vector<passes::PassInfo> passes;
 };
@@ -127,7 +134,7 @@ class Session {
   passes::ShapeOverrides fixed_shapes_;
   std::shared_ptr<const State> state_;
   std::vector<std::shared_ptr<const State>> lookahead_;  // what each pass would make of state_
-  std::vector<int> applied_;              // every action index given to Step, in order
+  std::vector<int> applied_;  // every action index given to Step, in order
   std::vector<std::string> effective_passes_;
   std::string planner_ = "default";
   bool reorder_ = true;

@@ -24,13 +24,32 @@ namespace {
 namespace fs = std::filesystem;
 using Kind = ObservationValue::Kind;
 
-enum Space { kIr, kIrSha1, kOpCount, kFeatures, kArenaBytes, kArenaLowerBoundBytes, kParamBytes,
-             kCodeSizeBytes, kRuntime, kPipeline, kNumSpaces };
+enum Space {
+  kIr,
+  kIrSha1,
+  kOpCount,
+  kFeatures,
+  kArenaBytes,
+  kArenaLowerBoundBytes,
+  kParamBytes,
+  kCodeSizeBytes,
+  kRuntime,
+  kPipeline,
+  kNumSpaces
+};
 
-const char* const kFeatureNames[] = {
-    "nodes (all graphs)", "nodes (main graph)", "values (main graph)", "constants (all graphs)",
-    "parameter elements", "parameter bytes", "intermediate bytes (main graph)", "input bytes",
-    "output bytes", "subgraphs", "largest rank", "distinct op types"};
+const char* const kFeatureNames[] = {"nodes (all graphs)",
+                                     "nodes (main graph)",
+                                     "values (main graph)",
+                                     "constants (all graphs)",
+                                     "parameter elements",
+                                     "parameter bytes",
+                                     "intermediate bytes (main graph)",
+                                     "input bytes",
+                                     "output bytes",
+                                     "subgraphs",
+                                     "largest rank",
+                                     "distinct op types"};
 constexpr size_t kNumFeatures = sizeof(kFeatureNames) / sizeof(kFeatureNames[0]);
 
 // Every op kiln runs, sorted: the positions of OpCount.
@@ -57,8 +76,8 @@ size_t ValueBytes(const ir::Value& v) {
   return static_cast<size_t>(NumElements(v.type.dims)) * DTypeSize(v.type.dtype);
 }
 
-// The values of g that something reads: a node, a subgraph (implicit inputs) or the graph's outputs.
-// A constant nothing reads after a pass is not stored by any backend.
+// The values of g that something reads: a node, a subgraph (implicit inputs) or the graph's
+// outputs. A constant nothing reads after a pass is not stored by any backend.
 std::vector<char> Read(const ir::Graph& g) {
   std::vector<char> read(g.values.size(), 0);
   for (int v : g.outputs) read[v] = 1;
@@ -93,10 +112,12 @@ int64_t ParamBytes(const ir::Model& m) {
 
 std::string IrText(const ir::Model& m) { return ir::PrintModel(m); }
 
-// The hash covers the printed IR and every constant's bytes (the print shows constants' types only).
+// The hash covers the printed IR and every constant's bytes (the print shows constants' types
+// only).
 std::string IrHash(const ir::Model& m) {
   std::string all = IrText(m);
-  ForEachConstant(m, [&](const Tensor& t) { all.append(static_cast<const char*>(t.raw()), t.nbytes()); });
+  ForEachConstant(
+      m, [&](const Tensor& t) { all.append(static_cast<const char*>(t.raw()), t.nbytes()); });
   return Sha1Hex(all);
 }
 
@@ -122,7 +143,8 @@ std::vector<int64_t> Features(const ir::Model& m) {
     ++graphs;
     f[0] += static_cast<int64_t>(g.nodes.size());
     for (const auto& n : g.nodes) ops.insert(n.domain + "." + n.op_type);
-    for (const auto& v : g.values) f[10] = std::max<int64_t>(f[10], static_cast<int64_t>(v.type.dims.size()));
+    for (const auto& v : g.values)
+      f[10] = std::max<int64_t>(f[10], static_cast<int64_t>(v.type.dims.size()));
   });
   ForEachConstant(m, [&](const Tensor& t) {
     ++f[3];
@@ -166,10 +188,18 @@ bool RunCommand(const std::vector<std::string>& argv, const std::string& log) {
 // code occupies in flash.
 Expected<int64_t> ElfLoadedBytes(const std::string& path) {
   KILN_ASSIGN_OR_RETURN(std::string b, ReadFile(path));
-  auto u16 = [&](size_t o) { return o + 2 <= b.size() ? uint16_t(uint8_t(b[o]) | uint8_t(b[o + 1]) << 8) : 0; };
-  auto u32 = [&](size_t o) { return o + 4 <= b.size() ? uint32_t(u16(o)) | uint32_t(u16(o + 2)) << 16 : 0; };
+  auto u16 = [&](size_t o) {
+    return o + 2 <= b.size() ? uint16_t(uint8_t(b[o]) | uint8_t(b[o + 1]) << 8) : 0;
+  };
+  auto u32 = [&](size_t o) {
+    return o + 4 <= b.size() ? uint32_t(u16(o)) | uint32_t(u16(o + 2)) << 16 : 0;
+  };
   auto u64 = [&](size_t o) { return uint64_t(u32(o)) | uint64_t(u32(o + 4)) << 32; };
-  if (b.size() < 64 || b.compare(0, 4, "\x7f" "ELF") != 0 || b[4] != 2 || b[5] != 1)
+  if (b.size() < 64 ||
+      b.compare(0, 4,
+                "\x7f"
+                "ELF") != 0 ||
+      b[4] != 2 || b[5] != 1)
     return Error(path + ": not a little-endian 64-bit ELF object");
   uint64_t shoff = u64(0x28);
   uint16_t shentsize = u16(0x3a), shnum = u16(0x3c);
@@ -196,9 +226,11 @@ GymStatus CodeSize(const Environment& env, const ir::Model& model, const std::st
   co.plan.max_steps = env.options().planner_steps;
   auto compiled = codegen::c::CompileToC(ir::CloneModel(model), co);
   if (!compiled.ok())
-    return GymStatus::Error(Code::kFailedPrecondition, "CodeSizeBytes: " + compiled.status().message());
+    return GymStatus::Error(Code::kFailedPrecondition,
+                            "CodeSizeBytes: " + compiled.status().message());
   char tmpl[] = "/tmp/kiln-gym-XXXXXX";
-  if (!mkdtemp(tmpl)) return GymStatus::Error(Code::kInternal, "CodeSizeBytes: cannot create a scratch folder");
+  if (!mkdtemp(tmpl))
+    return GymStatus::Error(Code::kInternal, "CodeSizeBytes: cannot create a scratch folder");
   fs::path dir = tmpl;
   GymStatus result;
   *out = 0;
@@ -212,27 +244,31 @@ GymStatus CodeSize(const Environment& env, const ir::Model& model, const std::st
     if (!RunCommand({env.options().cc, "-std=c99", "-Os", "-c", (dir / unit).string(), "-o", obj},
                     (dir / "cc.log").string())) {
       auto log = ReadFile((dir / "cc.log").string());
-      result = GymStatus::Error(Code::kInternal, "CodeSizeBytes: " + env.options().cc + " failed on the generated C: " +
-                                                     (log.ok() ? log->substr(0, 400) : std::string("?")));
+      result = GymStatus::Error(
+          Code::kInternal, "CodeSizeBytes: " + env.options().cc + " failed on the generated C: " +
+                               (log.ok() ? log->substr(0, 400) : std::string("?")));
       break;
     }
     auto bytes = ElfLoadedBytes(obj);
-    if (!bytes.ok()) result = GymStatus::Error(Code::kInternal, "CodeSizeBytes: " + bytes.status().message());
-    else *out += *bytes;
+    if (!bytes.ok())
+      result = GymStatus::Error(Code::kInternal, "CodeSizeBytes: " + bytes.status().message());
+    else
+      *out += *bytes;
   }
   std::error_code ec;
   fs::remove_all(dir, ec);
   return result;
 }
 
-GymStatus Runtime(const Environment& env, const ir::Model& model, const std::string& planner, bool reorder,
-                  double* ms) {
+GymStatus Runtime(const Environment& env, const ir::Model& model, const std::string& planner,
+                  bool reorder, double* ms) {
   runtime::ExecutorOptions eo;
   eo.planner = planner;
   eo.reorder = reorder;
   eo.planner_steps = env.options().planner_steps;
   auto exec = runtime::Executor::Create(ir::CloneModel(model), eo);
-  if (!exec.ok()) return GymStatus::Error(Code::kFailedPrecondition, "Runtime: " + exec.status().message());
+  if (!exec.ok())
+    return GymStatus::Error(Code::kFailedPrecondition, "Runtime: " + exec.status().message());
   std::vector<Tensor> inputs;
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> uni(-1.f, 1.f);
@@ -250,7 +286,8 @@ GymStatus Runtime(const Environment& env, const ir::Model& model, const std::str
     Status st = (*exec)->Run(inputs, &outputs);
     auto t1 = std::chrono::steady_clock::now();
     if (!st.ok()) return GymStatus::Error(Code::kFailedPrecondition, "Runtime: " + st.message());
-    if (r > 0) times.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());  // r 0 warms up
+    if (r > 0)
+      times.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());  // r 0 warms up
   }
   std::sort(times.begin(), times.end());
   *ms = times[times.size() / 2];
@@ -280,9 +317,11 @@ ObservationSpaceInfo Space(std::string name, Kind kind, std::string description)
 std::vector<ObservationSpaceInfo> MakeObservationSpaces() {
   std::vector<ObservationSpaceInfo> v(kNumSpaces);
   v[kIr] = Space("Ir", Kind::kString, "the model as kiln prints it (kiln inspect)");
-  v[kIrSha1] = Space("IrSha1", Kind::kString, "SHA-1 of the printed IR and every constant's bytes (hex)");
+  v[kIrSha1] =
+      Space("IrSha1", Kind::kString, "SHA-1 of the printed IR and every constant's bytes (hex)");
   v[kIrSha1].min = v[kIrSha1].max = 40;
-  v[kOpCount] = Space("OpCount", Kind::kInt64List, "nodes per op type, all graphs, in sorted op-name order");
+  v[kOpCount] =
+      Space("OpCount", Kind::kInt64List, "nodes per op type, all graphs, in sorted op-name order");
   v[kOpCount].list_length = OpOrder().size();
   v[kOpCount].default_value.ints.assign(OpOrder().size(), 0);
   v[kFeatures] = Space("Features", Kind::kInt64List, "");
@@ -290,31 +329,38 @@ std::vector<ObservationSpaceInfo> MakeObservationSpaces() {
   v[kFeatures].default_value.ints.assign(kNumFeatures, 0);
   for (size_t i = 0; i < kNumFeatures; ++i)
     v[kFeatures].description += std::string(i ? ", " : "") + kFeatureNames[i];
-  v[kArenaBytes] = Space("ArenaBytes", Kind::kScalarInt64, "the main graph's planned arena (kiln plan)");
-  v[kArenaLowerBoundBytes] =
-      Space("ArenaLowerBoundBytes", Kind::kScalarInt64, "the largest sum of bytes live at once in that schedule");
+  v[kArenaBytes] =
+      Space("ArenaBytes", Kind::kScalarInt64, "the main graph's planned arena (kiln plan)");
+  v[kArenaLowerBoundBytes] = Space("ArenaLowerBoundBytes", Kind::kScalarInt64,
+                                   "the largest sum of bytes live at once in that schedule");
   v[kParamBytes] = Space("ParamBytes", Kind::kScalarInt64, "bytes of distinct constant storage");
-  v[kCodeSizeBytes] = Space("CodeSizeBytes", Kind::kScalarInt64,
-                            "text+rodata+data of the generated C (NAME.c and NAME_params.c) at -Os with the host cc");
+  v[kCodeSizeBytes] = Space(
+      "CodeSizeBytes", Kind::kScalarInt64,
+      "text+rodata+data of the generated C (NAME.c and NAME_params.c) at -Os with the host cc");
   v[kCodeSizeBytes].platform_dependent = true;  // the host compiler decides
   v[kRuntime] = Space("Runtime", Kind::kScalarDouble, "median ms of the host executor, 1 thread");
   v[kRuntime].deterministic = false;
   v[kRuntime].platform_dependent = true;
-  v[kPipeline] = Space("Pipeline", Kind::kString,
-                       "the pipeline file (JSON) that reproduces this state: kiln compile --pipeline FILE");
+  v[kPipeline] =
+      Space("Pipeline", Kind::kString,
+            "the pipeline file (JSON) that reproduces this state: kiln compile --pipeline FILE");
   v[kPipeline].opaque_data_format = "json";
   return v;
 }
 
 GymStatus ComputeObservation(const Environment& env, const State& state, const std::string& planner,
                              bool reorder, int space, ObservationValue* out) {
-  if (space == kPipeline) return GymStatus::Error(Code::kInternal, "Pipeline is the session's, not the state's");
-  const bool planned = space == kArenaBytes || space == kArenaLowerBoundBytes || space == kCodeSizeBytes;
-  std::string key = std::to_string(space) + (planned ? "|" + planner + (reorder ? "|r" : "|f") : "");
+  if (space == kPipeline)
+    return GymStatus::Error(Code::kInternal, "Pipeline is the session's, not the state's");
+  const bool planned =
+      space == kArenaBytes || space == kArenaLowerBoundBytes || space == kCodeSizeBytes;
+  std::string key =
+      std::to_string(space) + (planned ? "|" + planner + (reorder ? "|r" : "|f") : "");
   // The greedy planners take microseconds: only search planners' plans are worth keeping.
   const bool cheap_plan = planner == "none" || planner == "tflm" || planner == "greedy-size" ||
                           planner == "greedy-conflicts";
-  const bool cache = space != kRuntime && !(cheap_plan && (space == kArenaBytes || space == kArenaLowerBoundBytes));
+  const bool cache = space != kRuntime &&
+                     !(cheap_plan && (space == kArenaBytes || space == kArenaLowerBoundBytes));
   if (cache && state.Cached(key, out)) return {};
   const ir::Model& m = state.model();
   ObservationValue v;
@@ -335,14 +381,18 @@ GymStatus ComputeObservation(const Environment& env, const State& state, const s
     case kArenaBytes:
     case kArenaLowerBoundBytes: {
       auto sched = state.Schedule(reorder);
-      auto plan = planner::PlanMemory(sched->buffers.buffers, planner, 100.0, env.options().planner_steps);
-      if (!plan.ok()) return GymStatus::Error(Code::kInternal, "ArenaBytes: " + plan.status().message());
+      auto plan =
+          planner::PlanMemory(sched->buffers.buffers, planner, 100.0, env.options().planner_steps);
+      if (!plan.ok())
+        return GymStatus::Error(Code::kInternal, "ArenaBytes: " + plan.status().message());
       if (cache) {
-        state.Cache(std::to_string(kArenaBytes) + key.substr(key.find('|')), Int(static_cast<int64_t>(plan->arena_bytes)));
+        state.Cache(std::to_string(kArenaBytes) + key.substr(key.find('|')),
+                    Int(static_cast<int64_t>(plan->arena_bytes)));
         state.Cache(std::to_string(kArenaLowerBoundBytes) + key.substr(key.find('|')),
                     Int(static_cast<int64_t>(plan->lower_bound_bytes)));
       }
-      v = Int(static_cast<int64_t>(space == kArenaBytes ? plan->arena_bytes : plan->lower_bound_bytes));
+      v = Int(
+          static_cast<int64_t>(space == kArenaBytes ? plan->arena_bytes : plan->lower_bound_bytes));
       break;
     }
     case kParamBytes:

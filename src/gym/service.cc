@@ -72,7 +72,8 @@ void SetSpace(const ObservationSpaceInfo& s, cg::ObservationSpace* o) {
   switch (s.kind) {
     case Kind::kInt64List:
     case Kind::kDoubleList: {
-      auto* list = s.kind == Kind::kInt64List ? o->mutable_int64_range_list() : o->mutable_double_range_list();
+      auto* list = s.kind == Kind::kInt64List ? o->mutable_int64_range_list()
+                                              : o->mutable_double_range_list();
       for (size_t i = 0; i < s.list_length; ++i) SetRange(s.min, s.max, list->add_range());
       break;
     }
@@ -101,13 +102,26 @@ grpc::Status ToGrpc(const GymStatus& s) {
   using G = grpc::StatusCode;
   G code = G::OK;
   switch (s.code) {
-    case Code::kOk: return grpc::Status::OK;
-    case Code::kInvalidArgument: code = G::INVALID_ARGUMENT; break;
-    case Code::kNotFound: code = G::NOT_FOUND; break;
-    case Code::kOutOfRange: code = G::OUT_OF_RANGE; break;
-    case Code::kFailedPrecondition: code = G::FAILED_PRECONDITION; break;
-    case Code::kResourceExhausted: code = G::RESOURCE_EXHAUSTED; break;
-    case Code::kInternal: code = G::INTERNAL; break;
+    case Code::kOk:
+      return grpc::Status::OK;
+    case Code::kInvalidArgument:
+      code = G::INVALID_ARGUMENT;
+      break;
+    case Code::kNotFound:
+      code = G::NOT_FOUND;
+      break;
+    case Code::kOutOfRange:
+      code = G::OUT_OF_RANGE;
+      break;
+    case Code::kFailedPrecondition:
+      code = G::FAILED_PRECONDITION;
+      break;
+    case Code::kResourceExhausted:
+      code = G::RESOURCE_EXHAUSTED;
+      break;
+    case Code::kInternal:
+      code = G::INTERNAL;
+      break;
   }
   return grpc::Status(code, s.message);
 }
@@ -118,7 +132,8 @@ grpc::Status ToGrpc(const GymStatus& s) {
 void CallStats::Record(const char* method, double us) {
   std::lock_guard<std::mutex> lock(mu_);
   auto& v = samples_[method];
-  if (v.size() < 1000000) v.push_back(us);  // bounded: a long-running server keeps the first million
+  if (v.size() < 1000000)
+    v.push_back(us);  // bounded: a long-running server keeps the first million
 }
 
 std::string CallStats::ToJson() const {
@@ -127,8 +142,11 @@ std::string CallStats::ToJson() const {
   for (const auto& [name, samples] : samples_) {
     std::vector<double> v = samples;  // sorted copy (clang 14 cannot capture a structured binding)
     std::sort(v.begin(), v.end());
-    auto at = [&](double q) { return v[std::min(v.size() - 1, static_cast<size_t>(q * v.size()))]; };
-    j[name] = {{"calls", v.size()}, {"median_us", at(0.5)}, {"p90_us", at(0.9)}, {"max_us", v.back()}};
+    auto at = [&](double q) {
+      return v[std::min(v.size() - 1, static_cast<size_t>(q * v.size()))];
+    };
+    j[name] = {
+        {"calls", v.size()}, {"median_us", at(0.5)}, {"p90_us", at(0.9)}, {"max_us", v.back()}};
   }
   return j.dump() + "\n";
 }
@@ -192,15 +210,18 @@ grpc::Status Service::GetSpaces(Ctx*, const cg::GetSpacesRequest*, cg::GetSpaces
   return grpc::Status::OK;
 }
 
-grpc::Status Service::StartSession(Ctx*, const cg::StartSessionRequest* req, cg::StartSessionReply* reply) {
+grpc::Status Service::StartSession(Ctx*, const cg::StartSessionRequest* req,
+                                   cg::StartSessionReply* reply) {
   Timer t(stats_, "StartSession");
   if (req->action_space() != 0)
-    return grpc::Status(grpc::StatusCode::OUT_OF_RANGE,
-                        "action space " + std::to_string(req->action_space()) + " does not exist (there is one: 0)");
+    return grpc::Status(grpc::StatusCode::OUT_OF_RANGE, "action space " +
+                                                            std::to_string(req->action_space()) +
+                                                            " does not exist (there is one: 0)");
   BenchmarkModel b;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (benchmarks_.empty()) return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "no benchmarks");
+    if (benchmarks_.empty())
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "no benchmarks");
     if (req->benchmark().empty()) {
       auto it = benchmarks_.begin();
       std::advance(it, static_cast<long>(rng_() % benchmarks_.size()));
@@ -208,7 +229,8 @@ grpc::Status Service::StartSession(Ctx*, const cg::StartSessionRequest* req, cg:
     } else {
       auto it = benchmarks_.find(req->benchmark());
       if (it == benchmarks_.end())
-        return grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown benchmark '" + req->benchmark() + "'");
+        return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                            "unknown benchmark '" + req->benchmark() + "'");
       b = it->second;
     }
   }
@@ -220,10 +242,13 @@ grpc::Status Service::StartSession(Ctx*, const cg::StartSessionRequest* req, cg:
   return grpc::Status::OK;
 }
 
-grpc::Status Service::ForkSession(Ctx*, const cg::ForkSessionRequest* req, cg::ForkSessionReply* reply) {
+grpc::Status Service::ForkSession(Ctx*, const cg::ForkSessionRequest* req,
+                                  cg::ForkSessionReply* reply) {
   Timer t(stats_, "ForkSession");
   auto slot = FindSession(req->session_id());
-  if (!slot) return grpc::Status(grpc::StatusCode::NOT_FOUND, "no session " + std::to_string(req->session_id()));
+  if (!slot)
+    return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                        "no session " + std::to_string(req->session_id()));
   std::unique_ptr<Session> copy;
   {
     std::lock_guard<std::mutex> lock(slot->mu);
@@ -236,14 +261,16 @@ grpc::Status Service::ForkSession(Ctx*, const cg::ForkSessionRequest* req, cg::F
   return grpc::Status::OK;
 }
 
-grpc::Status Service::EndSession(Ctx*, const cg::EndSessionRequest* req, cg::EndSessionReply* reply) {
+grpc::Status Service::EndSession(Ctx*, const cg::EndSessionRequest* req,
+                                 cg::EndSessionReply* reply) {
   Timer t(stats_, "EndSession");
   std::shared_ptr<SessionSlot> slot;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = sessions_.find(req->session_id());
     if (it == sessions_.end())
-      return grpc::Status(grpc::StatusCode::NOT_FOUND, "no session " + std::to_string(req->session_id()));
+      return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                          "no session " + std::to_string(req->session_id()));
     slot = std::move(it->second);
     sessions_.erase(it);
     reply->set_remaining_sessions(static_cast<int32_t>(sessions_.size()));
@@ -256,14 +283,19 @@ grpc::Status Service::EndSession(Ctx*, const cg::EndSessionRequest* req, cg::End
 grpc::Status Service::Step(Ctx*, const cg::StepRequest* req, cg::StepReply* reply) {
   Timer t(stats_, "Step");
   auto slot = FindSession(req->session_id());
-  if (!slot) return grpc::Status(grpc::StatusCode::NOT_FOUND, "no session " + std::to_string(req->session_id()));
+  if (!slot)
+    return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                        "no session " + std::to_string(req->session_id()));
   const int spaces = static_cast<int>(env_.observation_spaces().size());
   for (int s : req->observation_space())
     if (s < 0 || s >= spaces)
       return grpc::Status(grpc::StatusCode::OUT_OF_RANGE, "observation space " + std::to_string(s) +
-                                                              " does not exist (0.." + std::to_string(spaces - 1) + ")");
+                                                              " does not exist (0.." +
+                                                              std::to_string(spaces - 1) + ")");
   std::lock_guard<std::mutex> lock(slot->mu);
-  if (!slot->session) return grpc::Status(grpc::StatusCode::NOT_FOUND, "session " + std::to_string(req->session_id()) + " ended");
+  if (!slot->session)
+    return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                        "session " + std::to_string(req->session_id()) + " ended");
   // Step a copy and keep it only when every observation succeeds: a failed call changes nothing.
   std::unique_ptr<Session> next = slot->session->Fork();
   StepResult r;
@@ -281,7 +313,8 @@ grpc::Status Service::Step(Ctx*, const cg::StepRequest* req, cg::StepReply* repl
   return grpc::Status::OK;
 }
 
-grpc::Status Service::GetBenchmarks(Ctx*, const cg::GetBenchmarksRequest*, cg::GetBenchmarksReply* reply) {
+grpc::Status Service::GetBenchmarks(Ctx*, const cg::GetBenchmarksRequest*,
+                                    cg::GetBenchmarksReply* reply) {
   Timer t(stats_, "GetBenchmarks");
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& [uri, b] : benchmarks_) reply->add_benchmark(uri);
@@ -291,39 +324,46 @@ grpc::Status Service::GetBenchmarks(Ctx*, const cg::GetBenchmarksRequest*, cg::G
 GymStatus Service::LoadBenchmark(const cg::Benchmark& b, BenchmarkModel* out) const {
   const std::string& uri = b.uri();
   if (uri.rfind("benchmark://", 0) != 0 || uri.size() == std::string("benchmark://").size())
-    return GymStatus::Error(Code::kInvalidArgument, "benchmark uri '" + uri + "' must be benchmark://NAME");
+    return GymStatus::Error(Code::kInvalidArgument,
+                            "benchmark uri '" + uri + "' must be benchmark://NAME");
   Expected<ir::Model> model = Error("");
   if (b.program().has_contents()) {
     const std::string& bytes = b.program().contents();
     if (bytes.size() > options_.max_benchmark_bytes)
-      return GymStatus::Error(Code::kResourceExhausted, uri + ": " + std::to_string(bytes.size()) +
-                                                            " bytes is more than --max-benchmark-bytes " +
-                                                            std::to_string(options_.max_benchmark_bytes));
+      return GymStatus::Error(Code::kResourceExhausted,
+                              uri + ": " + std::to_string(bytes.size()) +
+                                  " bytes is more than --max-benchmark-bytes " +
+                                  std::to_string(options_.max_benchmark_bytes));
     model = frontend::ParseOnnxModel(bytes.data(), bytes.size(), "", uri);
     out->source_bytes = bytes.size();
   } else if (b.program().has_uri()) {
     const std::string& file = b.program().uri();
     if (file.rfind("file://", 0) != 0)
-      return GymStatus::Error(Code::kInvalidArgument, uri + ": program uri '" + file + "' is not file://PATH");
+      return GymStatus::Error(Code::kInvalidArgument,
+                              uri + ": program uri '" + file + "' is not file://PATH");
     std::string path = file.substr(7);
     std::error_code ec;
     auto size = std::filesystem::file_size(path, ec);
-    if (ec) return GymStatus::Error(Code::kInvalidArgument, uri + ": " + path + ": " + ec.message());
+    if (ec)
+      return GymStatus::Error(Code::kInvalidArgument, uri + ": " + path + ": " + ec.message());
     if (size > options_.max_benchmark_bytes)
-      return GymStatus::Error(Code::kResourceExhausted, uri + ": " + path + " is more than --max-benchmark-bytes");
+      return GymStatus::Error(Code::kResourceExhausted,
+                              uri + ": " + path + " is more than --max-benchmark-bytes");
     model = frontend::LoadModel(path);
     out->source_bytes = static_cast<size_t>(size);
   } else {
     return GymStatus::Error(Code::kInvalidArgument, uri + ": the benchmark has no program");
   }
-  if (!model.ok()) return GymStatus::Error(Code::kInvalidArgument, uri + ": " + model.status().message());
+  if (!model.ok())
+    return GymStatus::Error(Code::kInvalidArgument, uri + ": " + model.status().message());
   size_t bytes = out->source_bytes;
   GymStatus st = env_.MakeBenchmark(uri, std::move(*model), out);
   out->source_bytes = bytes;
   return st;
 }
 
-grpc::Status Service::AddBenchmark(Ctx*, const cg::AddBenchmarkRequest* req, cg::AddBenchmarkReply*) {
+grpc::Status Service::AddBenchmark(Ctx*, const cg::AddBenchmarkRequest* req,
+                                   cg::AddBenchmarkReply*) {
   Timer t(stats_, "AddBenchmark");
   // All or nothing: every benchmark is validated before any is added.
   std::vector<BenchmarkModel> loaded(req->benchmark_size());
@@ -338,8 +378,9 @@ grpc::Status Service::AddBenchmark(Ctx*, const cg::AddBenchmarkRequest* req, cg:
   for (const auto& [uri, n] : bytes) total += n;
   if (bytes.size() > options_.max_benchmarks)
     return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                        "the service holds " + std::to_string(added_bytes_.size()) + " added benchmarks (limit " +
-                            std::to_string(options_.max_benchmarks) + ")");
+                        "the service holds " + std::to_string(added_bytes_.size()) +
+                            " added benchmarks (limit " + std::to_string(options_.max_benchmarks) +
+                            ")");
   if (total > options_.max_total_benchmark_bytes)
     return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
                         "added benchmarks would hold " + std::to_string(total) +

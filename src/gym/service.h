@@ -29,10 +29,10 @@ namespace kiln::gym {
 struct ServiceOptions {
   EnvironmentOptions environment;
   size_t max_sessions = 4096;
-  size_t max_benchmark_bytes = size_t{256} << 20;  // one benchmark's model file
-  size_t max_benchmarks = 1024;                    // added with AddBenchmark
+  size_t max_benchmark_bytes = size_t{256} << 20;      // one benchmark's model file
+  size_t max_benchmarks = 1024;                        // added with AddBenchmark
   size_t max_total_benchmark_bytes = size_t{1} << 30;  // all added benchmarks' model files
-  uint64_t seed = 0;                               // picks a benchmark when a session names none
+  uint64_t seed = 0;  // picks a benchmark when a session names none
   std::string service_version, compiler_version;
 };
 
@@ -56,12 +56,16 @@ class Service final : public compiler_gym::CompilerGymService::Service {
   size_t num_sessions() const;
 
   using Ctx = grpc::ServerContext;
-  grpc::Status GetVersion(Ctx*, const compiler_gym::GetVersionRequest*, compiler_gym::GetVersionReply*) override;
-  grpc::Status GetSpaces(Ctx*, const compiler_gym::GetSpacesRequest*, compiler_gym::GetSpacesReply*) override;
+  grpc::Status GetVersion(Ctx*, const compiler_gym::GetVersionRequest*,
+                          compiler_gym::GetVersionReply*) override;
+  grpc::Status GetSpaces(Ctx*, const compiler_gym::GetSpacesRequest*,
+                         compiler_gym::GetSpacesReply*) override;
   grpc::Status StartSession(Ctx*, const compiler_gym::StartSessionRequest*,
                             compiler_gym::StartSessionReply*) override;
-  grpc::Status ForkSession(Ctx*, const compiler_gym::ForkSessionRequest*, compiler_gym::ForkSessionReply*) override;
-  grpc::Status EndSession(Ctx*, const compiler_gym::EndSessionRequest*, compiler_gym::EndSessionReply*) override;
+  grpc::Status ForkSession(Ctx*, const compiler_gym::ForkSessionRequest*,
+                           compiler_gym::ForkSessionReply*) override;
+  grpc::Status EndSession(Ctx*, const compiler_gym::EndSessionRequest*,
+                          compiler_gym::EndSessionReply*) override;
   grpc::Status Step(Ctx*, const compiler_gym::StepRequest*, compiler_gym::StepReply*) override;
   grpc::Status GetBenchmarks(Ctx*, const compiler_gym::GetBenchmarksRequest*,
                              compiler_gym::GetBenchmarksReply*) override;

@@ -26,9 +26,14 @@ class Search {
  public:
   Search(const std::vector<GymClient*>& clients, const std::string& benchmark, const TuneOptions& o,
          const Spaces& spaces, int observation)
-      : clients_(clients), benchmark_(benchmark), o_(o), spaces_(spaces), observation_(observation) {}
+      : clients_(clients),
+        benchmark_(benchmark),
+        o_(o),
+        spaces_(spaces),
+        observation_(observation) {}
 
-  // Scores every sequence (in parallel, one worker per client); stops early when the budget is spent.
+  // Scores every sequence (in parallel, one worker per client); stops early when the budget is
+  // spent.
   std::vector<Scored> Evaluate(const std::vector<Sequence>& seqs) {
     std::vector<Scored> out(seqs.size());
     std::atomic<size_t> next{0};
@@ -129,7 +134,8 @@ Expected<TuneResult> Tune(const std::vector<GymClient*>& clients, const std::str
     std::mt19937_64 rng(o.seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(i));
     Sequence s = (i % 2) ? baseline : Sequence{};
     int len = 1 + static_cast<int>(rng() % static_cast<uint64_t>(max_length));
-    for (int k = 0; k < len; ++k) s.push_back(static_cast<int>(rng() % static_cast<uint64_t>(num_actions)));
+    for (int k = 0; k < len; ++k)
+      s.push_back(static_cast<int>(rng() % static_cast<uint64_t>(num_actions)));
     randoms.push_back(std::move(s));
   }
   auto scores = search.Evaluate(randoms);
@@ -161,7 +167,8 @@ Expected<TuneResult> Tune(const std::vector<GymClient*>& clients, const std::str
   }
 
   // Pruning, while budget lasts: drop every action whose removal does not make it worse.
-  for (int i = static_cast<int>(best.size()) - 1; best != baseline && i >= 0 && search.done() < o.budget; --i) {
+  for (int i = static_cast<int>(best.size()) - 1;
+       best != baseline && i >= 0 && search.done() < o.budget; --i) {
     Sequence s = best;
     s.erase(s.begin() + i);
     auto sc = search.Evaluate({s});
@@ -207,7 +214,8 @@ Expected<TuneResult> Tune(const std::vector<GymClient*>& clients, const std::str
   if (!r.improved) {
     // The session's pipeline lists only the passes that changed this model; the default is kept
     // whole (with the session's fixed shapes), as a user would run it.
-    KILN_ASSIGN_OR_RETURN(passes::Pipeline p, passes::ParsePipeline(r.pipeline_json, "the service's Pipeline"));
+    KILN_ASSIGN_OR_RETURN(passes::Pipeline p,
+                          passes::ParsePipeline(r.pipeline_json, "the service's Pipeline"));
     const passes::Pipeline d = passes::DefaultPipeline();
     p.passes = d.passes;
     p.planner = d.planner;

@@ -27,7 +27,7 @@ struct TuneOptions {
   std::string objective;  // arena | codesize | latency
   int budget = 100;       // candidate evaluations in all
   uint64_t seed = 0;
-  int max_length = 0;     // longest random sequence (0: the number of actions)
+  int max_length = 0;  // longest random sequence (0: the number of actions)
   // Called after every evaluation (from worker threads, serialized).
   std::function<void(int done, int total, double best)> progress;
 };
@@ -36,11 +36,13 @@ struct TuneResult {
   std::string observation;  // the space scored
   double margin = 0;        // the fraction by which a sequence must beat the default (noise margin)
   double baseline = 0, best = 0;
-  bool improved = false;    // false: nothing beat the default by the margin, and best is the default
-  std::vector<std::string> best_actions;  // the sequence replayed; pipeline_json is what it amounts to
+  bool improved = false;  // false: nothing beat the default by the margin, and best is the default
+  std::vector<std::string>
+      best_actions;           // the sequence replayed; pipeline_json is what it amounts to
   std::string pipeline_json;  // the best state's Pipeline observation
   int evaluations = 0;
-  int confirm_rounds = 0;  // a measured objective: alternating timings of default and best (medians)
+  int confirm_rounds =
+      0;  // a measured objective: alternating timings of default and best (medians)
 };
 
 // The benchmark must exist on every client's service.

@@ -51,8 +51,7 @@ inline bool IsSignedIntDType(DType t) {
   return t == DType::kInt8 || t == DType::kInt16 || t == DType::kInt32 || t == DType::kInt64;
 }
 inline bool IsUnsignedIntDType(DType t) {
-  return t == DType::kUInt8 || t == DType::kUInt16 || t == DType::kUInt32 ||
-         t == DType::kUInt64;
+  return t == DType::kUInt8 || t == DType::kUInt16 || t == DType::kUInt32 || t == DType::kUInt64;
 }
 
 }  // namespace kiln

@@ -19,9 +19,12 @@ std::string TypeInfo::ToString() const {
   s += "[";
   for (size_t i = 0; i < dims.size(); ++i) {
     if (i) s += ",";
-    if (dims[i] >= 0) s += std::to_string(dims[i]);
-    else if (i < symbols.size() && !symbols[i].empty()) s += symbols[i];
-    else s += "?";
+    if (dims[i] >= 0)
+      s += std::to_string(dims[i]);
+    else if (i < symbols.size() && !symbols[i].empty())
+      s += symbols[i];
+    else
+      s += "?";
   }
   return s + "]";
 }
@@ -61,17 +64,38 @@ std::string Attribute::ToString() const {
     os << "]";
   };
   switch (kind) {
-    case Kind::kFloat: os << f; break;
-    case Kind::kInt: os << i; break;
-    case Kind::kString: os << '"' << s << '"'; break;
-    case Kind::kTensor: os << "tensor " << DTypeName(t.dtype()) << DimsToString(t.dims()); break;
-    case Kind::kGraph: os << "graph"; break;
-    case Kind::kFloats: list(floats); break;
-    case Kind::kInts: list(ints); break;
-    case Kind::kStrings: list(strings); break;
-    case Kind::kTensors: os << tensors.size() << " tensors"; break;
-    case Kind::kGraphs: os << graphs.size() << " graphs"; break;
-    default: os << "?";
+    case Kind::kFloat:
+      os << f;
+      break;
+    case Kind::kInt:
+      os << i;
+      break;
+    case Kind::kString:
+      os << '"' << s << '"';
+      break;
+    case Kind::kTensor:
+      os << "tensor " << DTypeName(t.dtype()) << DimsToString(t.dims());
+      break;
+    case Kind::kGraph:
+      os << "graph";
+      break;
+    case Kind::kFloats:
+      list(floats);
+      break;
+    case Kind::kInts:
+      list(ints);
+      break;
+    case Kind::kStrings:
+      list(strings);
+      break;
+    case Kind::kTensors:
+      os << tensors.size() << " tensors";
+      break;
+    case Kind::kGraphs:
+      os << graphs.size() << " graphs";
+      break;
+    default:
+      os << "?";
   }
   return os.str();
 }
@@ -183,8 +207,9 @@ Status Verify(const Graph& g) {
       if (v < -1 || v >= nv) return Error(node.Label(g) + ": input index out of range");
       if (!available[v]) {
         if (g.values[v].producer >= 0)
-          return Error(node.Label(g) + ": input '" + g.values[v].name +
-                       "' is produced later (the graph is not topologically sorted or has a cycle)");
+          return Error(
+              node.Label(g) + ": input '" + g.values[v].name +
+              "' is produced later (the graph is not topologically sorted or has a cycle)");
         return Error(node.Label(g) + ": input '" + g.values[v].name + "' is never produced");
       }
     }
@@ -217,8 +242,7 @@ std::string PrintGraph(const Graph& g, int indent) {
   for (size_t i = 0; i < g.inputs.size(); ++i)
     os << (i ? ", " : "") << vname(g.inputs[i]) << ": " << g.values[g.inputs[i]].type.ToString();
   os << ")\n";
-  for (auto [local, outer] : g.captures)
-    os << pad << "  capture " << vname(local) << "\n";
+  for (auto [local, outer] : g.captures) os << pad << "  capture " << vname(local) << "\n";
   for (size_t v = 0; v < g.values.size(); ++v) {
     const Value& val = g.values[v];
     if (val.constant)

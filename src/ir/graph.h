@@ -23,7 +23,7 @@ struct TypeInfo {
   Kind kind = Kind::kTensor;
   DType dtype = DType::kUndefined;
   bool has_shape = false;
-  Dims dims;                        // -1 where unknown
+  Dims dims;                         // -1 where unknown
   std::vector<std::string> symbols;  // same length as dims; "" where none
   // For kSequence / kOptional: the element type.
   std::shared_ptr<TypeInfo> elem;
@@ -36,8 +36,19 @@ struct TypeInfo {
 };
 
 struct Attribute {
-  enum class Kind { kUndefined, kFloat, kInt, kString, kTensor, kGraph, kFloats, kInts, kStrings,
-                    kTensors, kGraphs };
+  enum class Kind {
+    kUndefined,
+    kFloat,
+    kInt,
+    kString,
+    kTensor,
+    kGraph,
+    kFloats,
+    kInts,
+    kStrings,
+    kTensors,
+    kGraphs
+  };
   Kind kind = Kind::kUndefined;
   float f = 0;
   int64_t i = 0;

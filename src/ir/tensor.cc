@@ -55,8 +55,9 @@ Tensor::Tensor(DType dtype, Dims dims) : dtype_(dtype), dims_(std::move(dims)) {
     return;
   }
   // Always allocate at least 16 bytes so empty tensors have a valid, aligned pointer.
-  auto buf = std::shared_ptr<uint8_t[]>(new (std::align_val_t(64)) uint8_t[n < 16 ? 16 : n](),
-                                        [](uint8_t* p) { operator delete[](p, std::align_val_t(64)); });
+  auto buf =
+      std::shared_ptr<uint8_t[]>(new (std::align_val_t(64)) uint8_t[n < 16 ? 16 : n](),
+                                 [](uint8_t* p) { operator delete[](p, std::align_val_t(64)); });
   data_ = buf.get();
   keep_alive_ = std::shared_ptr<const void>(buf, buf.get());
 }
@@ -114,35 +115,59 @@ Tensor Tensor::Clone() const {
 
 double Tensor::GetDouble(int64_t i) const {
   switch (dtype_) {
-    case DType::kFloat32: return data<float>()[i];
-    case DType::kFloat64: return data<double>()[i];
-    case DType::kFloat16: return static_cast<float>(data<Float16>()[i]);
-    case DType::kBFloat16: return static_cast<float>(data<BFloat16>()[i]);
-    case DType::kInt8: return data<int8_t>()[i];
-    case DType::kInt16: return data<int16_t>()[i];
-    case DType::kInt32: return data<int32_t>()[i];
-    case DType::kInt64: return static_cast<double>(data<int64_t>()[i]);
-    case DType::kUInt8: return data<uint8_t>()[i];
-    case DType::kUInt16: return data<uint16_t>()[i];
-    case DType::kUInt32: return data<uint32_t>()[i];
-    case DType::kUInt64: return static_cast<double>(data<uint64_t>()[i]);
-    case DType::kBool: return data<uint8_t>()[i] ? 1.0 : 0.0;
-    default: KILN_CHECK(false, "GetDouble on unsupported dtype");
+    case DType::kFloat32:
+      return data<float>()[i];
+    case DType::kFloat64:
+      return data<double>()[i];
+    case DType::kFloat16:
+      return static_cast<float>(data<Float16>()[i]);
+    case DType::kBFloat16:
+      return static_cast<float>(data<BFloat16>()[i]);
+    case DType::kInt8:
+      return data<int8_t>()[i];
+    case DType::kInt16:
+      return data<int16_t>()[i];
+    case DType::kInt32:
+      return data<int32_t>()[i];
+    case DType::kInt64:
+      return static_cast<double>(data<int64_t>()[i]);
+    case DType::kUInt8:
+      return data<uint8_t>()[i];
+    case DType::kUInt16:
+      return data<uint16_t>()[i];
+    case DType::kUInt32:
+      return data<uint32_t>()[i];
+    case DType::kUInt64:
+      return static_cast<double>(data<uint64_t>()[i]);
+    case DType::kBool:
+      return data<uint8_t>()[i] ? 1.0 : 0.0;
+    default:
+      KILN_CHECK(false, "GetDouble on unsupported dtype");
   }
 }
 
 int64_t Tensor::GetInt(int64_t i) const {
   switch (dtype_) {
-    case DType::kInt8: return data<int8_t>()[i];
-    case DType::kInt16: return data<int16_t>()[i];
-    case DType::kInt32: return data<int32_t>()[i];
-    case DType::kInt64: return data<int64_t>()[i];
-    case DType::kUInt8: return data<uint8_t>()[i];
-    case DType::kUInt16: return data<uint16_t>()[i];
-    case DType::kUInt32: return data<uint32_t>()[i];
-    case DType::kUInt64: return static_cast<int64_t>(data<uint64_t>()[i]);
-    case DType::kBool: return data<uint8_t>()[i] ? 1 : 0;
-    default: return static_cast<int64_t>(GetDouble(i));
+    case DType::kInt8:
+      return data<int8_t>()[i];
+    case DType::kInt16:
+      return data<int16_t>()[i];
+    case DType::kInt32:
+      return data<int32_t>()[i];
+    case DType::kInt64:
+      return data<int64_t>()[i];
+    case DType::kUInt8:
+      return data<uint8_t>()[i];
+    case DType::kUInt16:
+      return data<uint16_t>()[i];
+    case DType::kUInt32:
+      return data<uint32_t>()[i];
+    case DType::kUInt64:
+      return static_cast<int64_t>(data<uint64_t>()[i]);
+    case DType::kBool:
+      return data<uint8_t>()[i] ? 1 : 0;
+    default:
+      return static_cast<int64_t>(GetDouble(i));
   }
 }
 

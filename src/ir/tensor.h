@@ -24,7 +24,8 @@ class Tensor {
   // A zero-filled owned tensor.
   Tensor(DType dtype, Dims dims);
   // A view of memory owned elsewhere.
-  static Tensor View(DType dtype, Dims dims, void* data, std::shared_ptr<const void> keep_alive = {});
+  static Tensor View(DType dtype, Dims dims, void* data,
+                     std::shared_ptr<const void> keep_alive = {});
   // An owned copy of `bytes` (must be NumElements * DTypeSize bytes).
   static Tensor Copy(DType dtype, Dims dims, const void* bytes);
   template <class T>
@@ -53,9 +54,13 @@ class Tensor {
   void* raw() { return data_; }
   const void* raw() const { return data_; }
   template <class T>
-  T* data() { return static_cast<T*>(data_); }
+  T* data() {
+    return static_cast<T*>(data_);
+  }
   template <class T>
-  const T* data() const { return static_cast<const T*>(data_); }
+  const T* data() const {
+    return static_cast<const T*>(data_);
+  }
 
   // Same bytes, other dims (element count must match).
   Tensor Reshaped(Dims dims) const;

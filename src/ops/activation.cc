@@ -33,9 +33,8 @@ void RegAct(OpRegistry& r, const char* name, Make make, VecActFn vf = nullptr) {
           return OkStatus();
         }
         auto f = make(ctx.node());
-        Dispatch<Groups>(x.dtype(), [&]<class T>() {
-          UnaryLoop<T, T>(x.data<T>(), y.data<T>(), x.size(), f);
-        });
+        Dispatch<Groups>(
+            x.dtype(), [&]<class T>() { UnaryLoop<T, T>(x.data<T>(), y.data<T>(), x.size(), f); });
         return OkStatus();
       });
 }
@@ -55,15 +54,19 @@ V Softplus(V x) {
 }
 
 void RegisterPointwise(OpRegistry& r) {
-  RegAct<kNumericTypes>(r, "Relu", [](const ir::Node&) {
-    return []<class V>(V x) -> V { return x > V(0) ? x : V(0); };
-  }, [](const ir::Node&, const float* x, float* y, int64_t n) { ReluF32(x, y, n); });
-  RegAct<kFloatTypes>(r, "LeakyRelu", [](const ir::Node& n) {
-    float alpha = n.attr_float("alpha", 0.01f);
-    return [alpha]<class V>(V x) -> V { return x < V(0) ? V(alpha) * x : x; };
-  }, [](const ir::Node& n, const float* x, float* y, int64_t len) {
-    LeakyReluF32(x, y, len, n.attr_float("alpha", 0.01f));
-  });
+  RegAct<kNumericTypes>(
+      r, "Relu",
+      [](const ir::Node&) { return []<class V>(V x) -> V { return x > V(0) ? x : V(0); }; },
+      [](const ir::Node&, const float* x, float* y, int64_t n) { ReluF32(x, y, n); });
+  RegAct<kFloatTypes>(
+      r, "LeakyRelu",
+      [](const ir::Node& n) {
+        float alpha = n.attr_float("alpha", 0.01f);
+        return [alpha]<class V>(V x) -> V { return x < V(0) ? V(alpha) * x : x; };
+      },
+      [](const ir::Node& n, const float* x, float* y, int64_t len) {
+        LeakyReluF32(x, y, len, n.attr_float("alpha", 0.01f));
+      });
   RegAct<kFloatTypes>(r, "Elu", [](const ir::Node& n) {
     float alpha = n.attr_float("alpha", 1.0f);
     return [alpha]<class V>(V x) -> V { return x < V(0) ? V(alpha) * std::expm1(x) : x; };
@@ -77,29 +80,32 @@ void RegisterPointwise(OpRegistry& r) {
   });
   RegAct<kFloatTypes>(r, "Celu", [](const ir::Node& n) {
     float alpha = n.attr_float("alpha", 1.0f);
-    return [alpha]<class V>(V x) -> V {
-      return x > V(0) ? x : V(alpha) * std::expm1(x / V(alpha));
-    };
+    return
+        [alpha]<class V>(V x) -> V { return x > V(0) ? x : V(alpha) * std::expm1(x / V(alpha)); };
   });
-  RegAct<kFloatTypes>(r, "Sigmoid", [](const ir::Node&) {
-    return []<class V>(V x) -> V { return Sigmoid(x); };
-  }, [](const ir::Node&, const float* x, float* y, int64_t n) { SigmoidF32(x, y, n); });
-  RegAct<kFloatTypes>(r, "HardSigmoid", [](const ir::Node& n) {
-    float alpha = n.attr_float("alpha", 0.2f), beta = n.attr_float("beta", 0.5f);
-    return [alpha, beta]<class V>(V x) -> V {
-      return std::max(V(0), std::min(V(1), V(alpha) * x + V(beta)));
-    };
-  }, [](const ir::Node& n, const float* x, float* y, int64_t len) {
-    HardSigmoidF32(x, y, len, n.attr_float("alpha", 0.2f), n.attr_float("beta", 0.5f));
-  });
-  RegAct<kFloatTypes>(r, "HardSwish", [](const ir::Node&) {
-    return []<class V>(V x) -> V {
-      return x * std::max(V(0), std::min(V(1), x / V(6) + V(0.5)));
-    };
-  }, [](const ir::Node&, const float* x, float* y, int64_t n) { HardSwishF32(x, y, n); });
-  RegAct<kFloatTypes>(r, "Softplus", [](const ir::Node&) {
-    return []<class V>(V x) -> V { return Softplus(x); };
-  });
+  RegAct<kFloatTypes>(
+      r, "Sigmoid", [](const ir::Node&) { return []<class V>(V x) -> V { return Sigmoid(x); }; },
+      [](const ir::Node&, const float* x, float* y, int64_t n) { SigmoidF32(x, y, n); });
+  RegAct<kFloatTypes>(
+      r, "HardSigmoid",
+      [](const ir::Node& n) {
+        float alpha = n.attr_float("alpha", 0.2f), beta = n.attr_float("beta", 0.5f);
+        return [alpha, beta]<class V>(V x) -> V {
+          return std::max(V(0), std::min(V(1), V(alpha) * x + V(beta)));
+        };
+      },
+      [](const ir::Node& n, const float* x, float* y, int64_t len) {
+        HardSigmoidF32(x, y, len, n.attr_float("alpha", 0.2f), n.attr_float("beta", 0.5f));
+      });
+  RegAct<kFloatTypes>(
+      r, "HardSwish",
+      [](const ir::Node&) {
+        return
+            []<class V>(V x) -> V { return x * std::max(V(0), std::min(V(1), x / V(6) + V(0.5))); };
+      },
+      [](const ir::Node&, const float* x, float* y, int64_t n) { HardSwishF32(x, y, n); });
+  RegAct<kFloatTypes>(
+      r, "Softplus", [](const ir::Node&) { return []<class V>(V x) -> V { return Softplus(x); }; });
   RegAct<kFloatTypes>(r, "Softsign", [](const ir::Node&) {
     return []<class V>(V x) -> V { return x / (V(1) + std::fabs(x)); };
   });
@@ -113,59 +119,65 @@ void RegisterPointwise(OpRegistry& r) {
       // Integer inputs are shifted in double and truncated back, like the reference's astype.
       double v = static_cast<double>(x);
       double y = v < -lambd ? v + bias : (v > lambd ? v - bias : 0.0);
-      if constexpr (std::is_integral_v<V>) return FloatToInt<V>(y);
-      else return static_cast<V>(y);
+      if constexpr (std::is_integral_v<V>)
+        return FloatToInt<V>(y);
+      else
+        return static_cast<V>(y);
     };
   });
   RegAct<kFloatTypes>(r, "Mish", [](const ir::Node&) {
     return []<class V>(V x) -> V { return x * std::tanh(Softplus(x)); };
   });
-  RegAct<kFloatTypes>(r, "Swish", [](const ir::Node& n) {
-    float alpha = n.attr_float("alpha", 1.0f);
-    return [alpha]<class V>(V x) -> V { return x * Sigmoid(V(alpha) * x); };
-  }, [](const ir::Node& n, const float* x, float* y, int64_t len) {
-    SwishF32(x, y, len, n.attr_float("alpha", 1.0f));
-  });
-
-  // Also com.microsoft Gelu (ONNX Runtime's contrib op, always the erf form), which passes/fuse_gelu
-  // writes for models before opset 20.
-  for (const char* domain : {"", "com.microsoft"})
-  r.Register(
-      "Gelu",
-      [](InferContext& ctx) -> Status {
-        std::string a = ctx.node().attr_string("approximate", "none");
-        if (a != "none" && a != "tanh")
-          return ctx.error("approximate must be \"none\" or \"tanh\", got \"" + a + "\"");
-        return InferUnary(ctx, kFloatTypes);
+  RegAct<kFloatTypes>(
+      r, "Swish",
+      [](const ir::Node& n) {
+        float alpha = n.attr_float("alpha", 1.0f);
+        return [alpha]<class V>(V x) -> V { return x * Sigmoid(V(alpha) * x); };
       },
-      [](ComputeContext& ctx) -> Status {
-        const Tensor& x = ctx.input(0);
-        Tensor& y = ctx.output(0);
-        const bool tanh_approx = ctx.node().attr_string("approximate", "none") == "tanh";
-        if (x.dtype() == DType::kFloat32) {
-          const float* xs = x.data<float>();
-          float* ys = y.data<float>();
-          ParallelSlices(ctx.threads(), x.size(), kElementsPerThread, [&](int64_t b, int64_t e) {
-            GeluF32(xs + b, ys + b, e - b, tanh_approx);
+      [](const ir::Node& n, const float* x, float* y, int64_t len) {
+        SwishF32(x, y, len, n.attr_float("alpha", 1.0f));
+      });
+
+  // Also com.microsoft Gelu (ONNX Runtime's contrib op, always the erf form), which
+  // passes/fuse_gelu writes for models before opset 20.
+  for (const char* domain : {"", "com.microsoft"})
+    r.Register(
+        "Gelu",
+        [](InferContext& ctx) -> Status {
+          std::string a = ctx.node().attr_string("approximate", "none");
+          if (a != "none" && a != "tanh")
+            return ctx.error("approximate must be \"none\" or \"tanh\", got \"" + a + "\"");
+          return InferUnary(ctx, kFloatTypes);
+        },
+        [](ComputeContext& ctx) -> Status {
+          const Tensor& x = ctx.input(0);
+          Tensor& y = ctx.output(0);
+          const bool tanh_approx = ctx.node().attr_string("approximate", "none") == "tanh";
+          if (x.dtype() == DType::kFloat32) {
+            const float* xs = x.data<float>();
+            float* ys = y.data<float>();
+            ParallelSlices(ctx.threads(), x.size(), kElementsPerThread, [&](int64_t b, int64_t e) {
+              GeluF32(xs + b, ys + b, e - b, tanh_approx);
+            });
+            return OkStatus();
+          }
+          Dispatch<kFloatTypes>(x.dtype(), [&]<class T>() {
+            using V = Acc<T>;
+            if (tanh_approx) {
+              const V k = static_cast<V>(0.79788456080286535588);
+              UnaryLoop<T, T>(x.data<T>(), y.data<T>(), x.size(), [k](V v) {
+                return V(0.5) * v * (V(1) + std::tanh(k * (v + V(0.044715) * v * v * v)));
+              });
+            } else {
+              const V inv_sqrt2 = static_cast<V>(0.70710678118654752440);
+              UnaryLoop<T, T>(x.data<T>(), y.data<T>(), x.size(), [inv_sqrt2](V v) {
+                return V(0.5) * v * (V(1) + std::erf(v * inv_sqrt2));
+              });
+            }
           });
           return OkStatus();
-        }
-        Dispatch<kFloatTypes>(x.dtype(), [&]<class T>() {
-          using V = Acc<T>;
-          if (tanh_approx) {
-            const V k = static_cast<V>(0.79788456080286535588);
-            UnaryLoop<T, T>(x.data<T>(), y.data<T>(), x.size(), [k](V v) {
-              return V(0.5) * v * (V(1) + std::tanh(k * (v + V(0.044715) * v * v * v)));
-            });
-          } else {
-            const V inv_sqrt2 = static_cast<V>(0.70710678118654752440);
-            UnaryLoop<T, T>(x.data<T>(), y.data<T>(), x.size(), [inv_sqrt2](V v) {
-              return V(0.5) * v * (V(1) + std::erf(v * inv_sqrt2));
-            });
-          }
-        });
-        return OkStatus();
-      }, domain);
+        },
+        domain);
 }
 
 // PRelu: the slope broadcasts to X (unidirectionally). A 1-D slope of X's channel count that
@@ -192,8 +204,8 @@ void RegisterPrelu(OpRegistry& r) {
         Dims d;
         bool ok = (BroadcastDims(x, s, &d) && d == x) || PreluChannelSlope(x, s);
         if (!ok)
-          return ctx.error("slope of shape " + DimsToString(s) + " does not broadcast to X of shape " +
-                           DimsToString(x));
+          return ctx.error("slope of shape " + DimsToString(s) +
+                           " does not broadcast to X of shape " + DimsToString(x));
         ctx.set_output(0, t, x);
         return OkStatus();
       },
@@ -210,8 +222,10 @@ void RegisterPrelu(OpRegistry& r) {
           using V = Acc<T>;
           BinaryLoop<T, T, T>(x.data<T>(), x.dims(), s.data<T>(), sd, y.data<T>(), y.dims(),
                               [](V v, V a) -> V {
-                                if constexpr (std::is_integral_v<V>) return v < 0 ? WrapMul(v, a) : v;
-                                else return v < V(0) ? v * a : v;
+                                if constexpr (std::is_integral_v<V>)
+                                  return v < 0 ? WrapMul(v, a) : v;
+                                else
+                                  return v < V(0) ? v * a : v;
                               });
         });
         return OkStatus();
@@ -282,7 +296,8 @@ void SoftmaxBlock(const T* x, T* y, int64_t len, int64_t inner, SoftKind kind,
       }
   } else {
     for (int64_t k = 0; k < len; ++k)
-      for (int64_t i = 0; i < inner; ++i) sum[i] += std::exp(static_cast<V>(x[k * inner + i]) - mx[i]);
+      for (int64_t i = 0; i < inner; ++i)
+        sum[i] += std::exp(static_cast<V>(x[k * inner + i]) - mx[i]);
   }
   if (kind == SoftKind::kSoftmax) {
     for (int64_t i = 0; i < inner; ++i) sum[i] = V(1) / sum[i];
@@ -291,7 +306,8 @@ void SoftmaxBlock(const T* x, T* y, int64_t len, int64_t inner, SoftKind kind,
         if constexpr (std::is_same_v<T, V>)
           y[k * inner + i] *= sum[i];
         else
-          y[k * inner + i] = static_cast<T>(std::exp(static_cast<V>(x[k * inner + i]) - mx[i]) * sum[i]);
+          y[k * inner + i] =
+              static_cast<T>(std::exp(static_cast<V>(x[k * inner + i]) - mx[i]) * sum[i]);
       }
   } else {
     for (int64_t i = 0; i < inner; ++i) sum[i] = mx[i] + std::log(sum[i]);
@@ -317,8 +333,8 @@ void SoftRowsF32(const float* x, float* y, int64_t rows, int64_t len, SoftKind k
 // Float32 along an axis with elements after it: columns [i0, i1) of one [len, inner] block, the
 // vector exp over each row's run of columns; exps go to `work` (w floats per row) so that y may
 // alias x (LogSoftmax reads x again).
-void SoftColumnsF32(const float* x, float* y, int64_t len, int64_t inner, int64_t i0, int64_t i1, SoftKind kind,
-                    std::vector<float>& work) {
+void SoftColumnsF32(const float* x, float* y, int64_t len, int64_t inner, int64_t i0, int64_t i1,
+                    SoftKind kind, std::vector<float>& work) {
   const int64_t w = i1 - i0;
   work.resize(static_cast<size_t>((len + 2) * w));
   float* mx = work.data();
@@ -394,7 +410,8 @@ void RegSoft(OpRegistry& r, const char* name, SoftKind kind) {
             for (int64_t task = t0; task < t1; ++task) {
               const int64_t o = task / chunks, i0 = (task % chunks) * kColumns;
               const int64_t block = o * s.len * s.inner;
-              SoftColumnsF32(xs + block, ys + block, s.len, s.inner, i0, std::min(s.inner, i0 + kColumns), kind, work);
+              SoftColumnsF32(xs + block, ys + block, s.len, s.inner, i0,
+                             std::min(s.inner, i0 + kColumns), kind, work);
             }
           });
           return OkStatus();

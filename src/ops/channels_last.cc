@@ -6,14 +6,14 @@
 #include <vector>
 
 #include "ops/conv_dnnl.h"
+#include "ops/conv_geometry.h"
 #include "ops/cpu_isa.h"
 #include "ops/op.h"
-#include "ops/conv_geometry.h"
 #include "ops/pool_kernels.h"
 #include "ops/resize_plan.h"
-#include "ops/vector_math.h"
 #include "ops/scratch.h"
 #include "ops/thread_pool.h"
+#include "ops/vector_math.h"
 
 #if KILN_X86_DISPATCH
 #include <immintrin.h>
@@ -52,10 +52,9 @@ bool PoolCanRunChannelsLast(const ir::Node& node, const ir::Graph& g) {
     return false;
   Dims kernel = node.attr_ints("kernel_shape");
   WindowGeom wg;
-  if (kernel.size() != 2 ||
-      !ComputeWindowGeom(node, Dims(x.dims.begin() + 2, x.dims.end()), kernel, true,
-                         node.attr_int("ceil_mode", 0) != 0, &wg)
-           .empty())
+  if (kernel.size() != 2 || !ComputeWindowGeom(node, Dims(x.dims.begin() + 2, x.dims.end()), kernel,
+                                               true, node.attr_int("ceil_mode", 0) != 0, &wg)
+                                 .empty())
     return false;
   for (int64_t d : wg.dilations)
     if (d != 1) return false;
@@ -85,8 +84,8 @@ int ChannelScaleInput(const ir::Node& node, const ir::Graph& g) {
 // output's dims: the unary ones (their input 0; Clip's bounds are scalars) and the same-shape
 // binary / variadic ones (every input).
 bool IsUnaryElementwise(const std::string& op) {
-  static const std::set<std::string> kOps = {"Relu", "LeakyRelu", "Clip", "Sigmoid", "Tanh",
-                                             "HardSigmoid", "HardSwish", "Elu", "Neg", "Abs"};
+  static const std::set<std::string> kOps = {"Relu",        "LeakyRelu", "Clip", "Sigmoid", "Tanh",
+                                             "HardSigmoid", "HardSwish", "Elu",  "Neg",     "Abs"};
   return kOps.count(op) > 0;
 }
 bool IsSameShapeElementwise(const std::string& op) {
@@ -111,8 +110,10 @@ bool ElementwiseFits(const ir::Node& node, const ir::Graph& g, bool unary) {
   bool full = false;
   for (size_t i = 0; i < data; ++i) {
     if (node.inputs[i] < 0) return false;
-    if (g.values[node.inputs[i]].type.dims == y.dims) full = true;
-    else if (unary || !IsScalarOperand(g, node.inputs[i])) return false;
+    if (g.values[node.inputs[i]].type.dims == y.dims)
+      full = true;
+    else if (unary || !IsScalarOperand(g, node.inputs[i]))
+      return false;
   }
   return full;
 }
@@ -187,8 +188,7 @@ bool ChannelsLastLinked(const ir::Node& node, const ir::Graph& g, int input) {
   return false;
 }
 
-void ChannelsLastScale(const float* x, const float* s, float* y, int64_t N, int64_t C,
-                         int64_t HW) {
+void ChannelsLastScale(const float* x, const float* s, float* y, int64_t N, int64_t C, int64_t HW) {
   for (int64_t i = 0; i < N * HW; ++i) BinaryF32(VecBinOp::kMul, x + i * C, s, y + i * C, C);
 }
 
@@ -197,7 +197,8 @@ namespace {
 
 // Channel sums kept in registers, 64 channels at a time, each summed over the pixels in order,
 // as the loop below does (the same bits).
-__attribute__((target("avx512f"))) void GlobalAverageAvx512(const float* x, float* y, int64_t C, int64_t HW) {
+__attribute__((target("avx512f"))) void GlobalAverageAvx512(const float* x, float* y, int64_t C,
+                                                            int64_t HW) {
   const __m512 count = _mm512_set1_ps(static_cast<float>(HW));
   int64_t c = 0;
   for (; c + 64 <= C; c += 64) {
@@ -214,7 +215,8 @@ __attribute__((target("avx512f"))) void GlobalAverageAvx512(const float* x, floa
     _mm512_storeu_ps(y + c + 48, _mm512_div_ps(a3, count));
   }
   for (; c < C; c += 16) {
-    const __mmask16 m = C - c >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << (C - c)) - 1);
+    const __mmask16 m =
+        C - c >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << (C - c)) - 1);
     __m512 a = _mm512_setzero_ps();
     for (int64_t i = 0; i < HW; ++i) a = _mm512_add_ps(a, _mm512_maskz_loadu_ps(m, x + i * C + c));
     _mm512_mask_storeu_ps(y + c, m, _mm512_div_ps(a, count));
@@ -222,7 +224,8 @@ __attribute__((target("avx512f"))) void GlobalAverageAvx512(const float* x, floa
 }
 
 // The same in 8-channel vectors, 32 channels at a time.
-__attribute__((target("avx2,fma"))) void GlobalAverageAvx2(const float* x, float* y, int64_t C, int64_t HW) {
+__attribute__((target("avx2,fma"))) void GlobalAverageAvx2(const float* x, float* y, int64_t C,
+                                                           int64_t HW) {
   const __m256 count = _mm256_set1_ps(static_cast<float>(HW));
   int64_t c = 0;
   for (; c + 32 <= C; c += 32) {
@@ -240,7 +243,8 @@ __attribute__((target("avx2,fma"))) void GlobalAverageAvx2(const float* x, float
   }
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   for (; c < C; c += 8) {
-    const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(std::min<int64_t>(C - c, 8))), lane);
+    const __m256i m =
+        _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(std::min<int64_t>(C - c, 8))), lane);
     __m256 a = _mm256_setzero_ps();
     for (int64_t i = 0; i < HW; ++i) a = _mm256_add_ps(a, _mm256_maskload_ps(x + i * C + c, m));
     _mm256_maskstore_ps(y + c, m, _mm256_div_ps(a, count));
@@ -250,12 +254,14 @@ __attribute__((target("avx2,fma"))) void GlobalAverageAvx2(const float* x, float
 }  // namespace
 #endif
 
-void ChannelsLastGlobalAverage(const float* x, float* y, int64_t N, int64_t C, int64_t HW, Isa isa) {
+void ChannelsLastGlobalAverage(const float* x, float* y, int64_t N, int64_t C, int64_t HW,
+                               Isa isa) {
   isa = ResolveIsa(isa);
 #if KILN_X86_DISPATCH
   if ((isa == Isa::kAvx512 || isa == Isa::kAvx2) && HW > 0) {
     for (int64_t n = 0; n < N; ++n)
-      (isa == Isa::kAvx512 ? GlobalAverageAvx512 : GlobalAverageAvx2)(x + n * HW * C, y + n * C, C, HW);
+      (isa == Isa::kAvx512 ? GlobalAverageAvx512 : GlobalAverageAvx2)(x + n * HW * C, y + n * C, C,
+                                                                      HW);
     return;
   }
 #endif
@@ -313,16 +319,21 @@ void NchwFromChannelsLast(const float* x, float* y, int64_t C, int64_t HW, int t
 
 void ChannelsLastShuffle(const float* x, float* y, int64_t C, int64_t group, int64_t HW) {
   switch (group) {  // the groups ShuffleNets use, unrolled
-    case 2: return ShufflePixels<2>(x, y, C, group, HW);
-    case 3: return ShufflePixels<3>(x, y, C, group, HW);
-    case 4: return ShufflePixels<4>(x, y, C, group, HW);
-    case 8: return ShufflePixels<8>(x, y, C, group, HW);
-    default: return ShufflePixels<0>(x, y, C, group, HW);
+    case 2:
+      return ShufflePixels<2>(x, y, C, group, HW);
+    case 3:
+      return ShufflePixels<3>(x, y, C, group, HW);
+    case 4:
+      return ShufflePixels<4>(x, y, C, group, HW);
+    case 8:
+      return ShufflePixels<8>(x, y, C, group, HW);
+    default:
+      return ShufflePixels<0>(x, y, C, group, HW);
   }
 }
 
 void ChannelsLastConcat(const std::vector<const float*>& inputs,
-                           const std::vector<int64_t>& channels, float* y, int64_t HW) {
+                        const std::vector<int64_t>& channels, float* y, int64_t HW) {
   int64_t C = 0;
   for (int64_t c : channels) C += c;
   std::vector<const float*> src = inputs;

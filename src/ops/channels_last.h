@@ -44,8 +44,7 @@ bool ChannelsLastLinked(const ir::Node& node, const ir::Graph& g, int input);
 // [N, C, H, W] channels-last (HW = H * W): y = x * s with s [1, C, 1, 1] (a squeeze-and-
 // excitation scale: Mul), and y [N, C] = the mean of each channel (GlobalAveragePool, whose
 // output is NCHW).
-void ChannelsLastScale(const float* x, const float* s, float* y, int64_t N, int64_t C,
-                       int64_t HW);
+void ChannelsLastScale(const float* x, const float* s, float* y, int64_t N, int64_t C, int64_t HW);
 void ChannelsLastGlobalAverage(const float* x, float* y, int64_t N, int64_t C, int64_t HW,
                                Isa isa = Isa::kAuto);
 // y = the channel Concat (N = 1) of inputs k of channels[k] channels, all channels-last. Inputs

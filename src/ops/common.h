@@ -16,33 +16,76 @@
 namespace kiln::ops {
 
 // Maps a dtype to its C++ element type. Bool is stored as one byte (uint8_t semantics via bool).
-template <DType D> struct CType;
-template <> struct CType<DType::kFloat32> { using type = float; };
-template <> struct CType<DType::kFloat64> { using type = double; };
-template <> struct CType<DType::kFloat16> { using type = Float16; };
-template <> struct CType<DType::kBFloat16> { using type = BFloat16; };
-template <> struct CType<DType::kInt8> { using type = int8_t; };
-template <> struct CType<DType::kInt16> { using type = int16_t; };
-template <> struct CType<DType::kInt32> { using type = int32_t; };
-template <> struct CType<DType::kInt64> { using type = int64_t; };
-template <> struct CType<DType::kUInt8> { using type = uint8_t; };
-template <> struct CType<DType::kUInt16> { using type = uint16_t; };
-template <> struct CType<DType::kUInt32> { using type = uint32_t; };
-template <> struct CType<DType::kUInt64> { using type = uint64_t; };
-template <> struct CType<DType::kBool> { using type = bool; };
+template <DType D>
+struct CType;
+template <>
+struct CType<DType::kFloat32> {
+  using type = float;
+};
+template <>
+struct CType<DType::kFloat64> {
+  using type = double;
+};
+template <>
+struct CType<DType::kFloat16> {
+  using type = Float16;
+};
+template <>
+struct CType<DType::kBFloat16> {
+  using type = BFloat16;
+};
+template <>
+struct CType<DType::kInt8> {
+  using type = int8_t;
+};
+template <>
+struct CType<DType::kInt16> {
+  using type = int16_t;
+};
+template <>
+struct CType<DType::kInt32> {
+  using type = int32_t;
+};
+template <>
+struct CType<DType::kInt64> {
+  using type = int64_t;
+};
+template <>
+struct CType<DType::kUInt8> {
+  using type = uint8_t;
+};
+template <>
+struct CType<DType::kUInt16> {
+  using type = uint16_t;
+};
+template <>
+struct CType<DType::kUInt32> {
+  using type = uint32_t;
+};
+template <>
+struct CType<DType::kUInt64> {
+  using type = uint64_t;
+};
+template <>
+struct CType<DType::kBool> {
+  using type = bool;
+};
 
-template <class T> constexpr bool kIsHalfLike = std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>;
-template <class T> constexpr bool kIsFloat = std::is_floating_point_v<T> || kIsHalfLike<T>;
+template <class T>
+constexpr bool kIsHalfLike = std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>;
+template <class T>
+constexpr bool kIsFloat = std::is_floating_point_v<T> || kIsHalfLike<T>;
 
 // The arithmetic type to compute T in: float for the 16-bit floats, T otherwise.
-template <class T> using Acc = std::conditional_t<kIsHalfLike<T>, float, T>;
+template <class T>
+using Acc = std::conditional_t<kIsHalfLike<T>, float, T>;
 
 // Calls fn.template operator()<T>() for the C++ type of `t`; returns false when `t` is not
 // among the listed groups. Usage: Dispatch<kAllTypes>(dt, [&]<class T>() { ... });
 enum DispatchGroup : unsigned {
-  kFloatTypes = 1,       // float, double, float16, bfloat16
-  kSignedIntTypes = 2,   // int8..int64
-  kUnsignedIntTypes = 4, // uint8..uint64
+  kFloatTypes = 1,        // float, double, float16, bfloat16
+  kSignedIntTypes = 2,    // int8..int64
+  kUnsignedIntTypes = 4,  // uint8..uint64
   kBoolType = 8,
   kIntTypes = kSignedIntTypes | kUnsignedIntTypes,
   kNumericTypes = kFloatTypes | kIntTypes,
@@ -51,12 +94,12 @@ enum DispatchGroup : unsigned {
 
 template <unsigned Groups, class F>
 bool Dispatch(DType t, F&& fn) {
-#define KILN_DISPATCH_CASE(G, D)                           \
-  case D:                                                  \
-    if constexpr ((Groups & (G)) != 0) {                   \
-      fn.template operator()<typename CType<D>::type>();   \
-      return true;                                         \
-    }                                                      \
+#define KILN_DISPATCH_CASE(G, D)                         \
+  case D:                                                \
+    if constexpr ((Groups & (G)) != 0) {                 \
+      fn.template operator()<typename CType<D>::type>(); \
+      return true;                                       \
+    }                                                    \
     return false;
   switch (t) {
     KILN_DISPATCH_CASE(kFloatTypes, DType::kFloat32)
@@ -99,9 +142,12 @@ inline bool BroadcastDims(const Dims& a, const Dims& b, Dims* out) {
   for (size_t i = 0; i < r; ++i) {
     int64_t da = i < r - a.size() ? 1 : a[i - (r - a.size())];
     int64_t db = i < r - b.size() ? 1 : b[i - (r - b.size())];
-    if (da == db || db == 1) (*out)[i] = da;
-    else if (da == 1) (*out)[i] = db;
-    else return false;
+    if (da == db || db == 1)
+      (*out)[i] = da;
+    else if (da == 1)
+      (*out)[i] = db;
+    else
+      return false;
   }
   return true;
 }

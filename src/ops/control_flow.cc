@@ -53,7 +53,8 @@ Status InferIf(InferContext& ctx) {
   for (size_t i = 0; i < n; ++i) {
     const ir::TypeInfo& a = then_g->values[then_g->outputs[i]].type;
     const ir::TypeInfo& b = else_g->values[else_g->outputs[i]].type;
-    ctx.set_output_type(static_cast<int>(i), OutputTypeFrom(cv ? (cond ? a : b) : MergeBranchTypes(a, b)));
+    ctx.set_output_type(static_cast<int>(i),
+                        OutputTypeFrom(cv ? (cond ? a : b) : MergeBranchTypes(a, b)));
   }
   return OkStatus();
 }
@@ -190,7 +191,8 @@ Status ComputeLoop(ComputeContext& ctx) {
     KILN_RETURN_IF_ERROR(ReadCond(ctx.input(1), &cond).Context(ctx.error("cond").message()));
   std::vector<Tensor> carried;
   for (int i = 0; i < n; ++i) {
-    if (!ctx.has_input(2 + i)) return ctx.error("loop-carried input " + std::to_string(i) + " is missing");
+    if (!ctx.has_input(2 + i))
+      return ctx.error("loop-carried input " + std::to_string(i) + " is missing");
     carried.push_back(ctx.input(2 + i));
   }
   std::vector<std::vector<Tensor>> scans(k);
@@ -219,8 +221,8 @@ Status ComputeLoop(ComputeContext& ctx) {
   for (int j = 0; j < k && n + j < ctx.num_outputs(); ++j) {
     Dims item = scans[j].empty() ? EmptyItemDims(body.values[body.outputs[1 + n + j]].type)
                                  : scans[j][0].dims();
-    DType dt = scans[j].empty() ? BodyOutputDType(body, 1 + n + j, DType::kFloat32)
-                                : scans[j][0].dtype();
+    DType dt =
+        scans[j].empty() ? BodyOutputDType(body, 1 + n + j, DType::kFloat32) : scans[j][0].dtype();
     Tensor out;
     KILN_RETURN_IF_ERROR(Stack(scans[j], 0, false, static_cast<int64_t>(scans[j].size()), item, dt,
                                &out, ctx.error("scan output " + std::to_string(j)).message()));
@@ -253,8 +255,8 @@ Status GetScanAttrs(const Ctx& ctx, const ir::Graph& body, ScanAttrs* a) {
   a->k_outs = static_cast<int>(body.outputs.size()) - a->n_states;
   if (a->k_outs < 0 || ctx.num_outputs() > a->n_states + a->k_outs)
     return ctx.error("body returns " + std::to_string(body.outputs.size()) +
-                     " values, which does not fit " + std::to_string(a->n_states) +
-                     " states and " + std::to_string(ctx.num_outputs()) + " outputs");
+                     " values, which does not fit " + std::to_string(a->n_states) + " states and " +
+                     std::to_string(ctx.num_outputs()) + " outputs");
   auto list = [&](const char* key, int len, std::vector<int64_t>* out) -> Status {
     *out = node.attr_ints(key, std::vector<int64_t>(len, 0));
     if (static_cast<int>(out->size()) != len)
@@ -297,8 +299,10 @@ Status InferScan(InferContext& ctx) {
     DType dt = bt.dtype;
     if (i < a.n_states) {
       if (dt == DType::kUndefined && ctx.has_input(first + i)) dt = ctx.input_dtype(first + i);
-      if (!first && bt.shape_known()) ctx.set_output(i, dt, bt.dims);
-      else ctx.set_output_dynamic(i, dt);
+      if (!first && bt.shape_known())
+        ctx.set_output(i, dt, bt.dims);
+      else
+        ctx.set_output_dynamic(i, dt);
       continue;
     }
     int64_t axis = a.out_axes[i - a.n_states];
@@ -349,8 +353,9 @@ Status ComputeScan9(ComputeContext& ctx, const ir::Graph& body, const ScanAttrs&
   int64_t length = -1;
   for (int i = 0; i < a.m_scans; ++i) {
     if (!NormalizeAxis(axes[i], scans[i].rank()))
-      return ctx.error("scan_input_axes[" + std::to_string(i) + "] = " + std::to_string(a.in_axes[i]) +
-                       " is out of range for rank " + std::to_string(scans[i].rank()));
+      return ctx.error("scan_input_axes[" + std::to_string(i) +
+                       "] = " + std::to_string(a.in_axes[i]) + " is out of range for rank " +
+                       std::to_string(scans[i].rank()));
     int64_t l = scans[i].dim(static_cast<int>(axes[i]));
     if (length >= 0 && l != length)
       return ctx.error("scan inputs have different lengths (" + std::to_string(length) + " and " +
@@ -364,11 +369,12 @@ Status ComputeScan9(ComputeContext& ctx, const ir::Graph& body, const ScanAttrs&
     const auto& items = per_out[j];
     const ir::TypeInfo& bt = body.values[body.outputs[a.n_states + j]].type;
     Dims item = items.empty() ? EmptyItemDims(bt) : items[0].dims();
-    DType dt = items.empty() ? BodyOutputDType(body, a.n_states + j, DType::kFloat32) : items[0].dtype();
+    DType dt =
+        items.empty() ? BodyOutputDType(body, a.n_states + j, DType::kFloat32) : items[0].dtype();
     int64_t axis = a.out_axes[j];
     if (!NormalizeAxis(axis, static_cast<int64_t>(item.size()) + 1))
-      return ctx.error("scan_output_axes[" + std::to_string(j) + "] = " +
-                       std::to_string(a.out_axes[j]) + " is out of range");
+      return ctx.error("scan_output_axes[" + std::to_string(j) +
+                       "] = " + std::to_string(a.out_axes[j]) + " is out of range");
     Tensor out;
     KILN_RETURN_IF_ERROR(Stack(items, axis, a.out_dirs[j] != 0, length, item, dt, &out,
                                ctx.error("scan output " + std::to_string(j)).message()));
@@ -423,7 +429,8 @@ Status ComputeScan8(ComputeContext& ctx, const ir::Graph& body, const ScanAttrs&
         std::vector<Tensor> steps;
         for (int64_t s = 0; s < lens[b]; ++s) steps.push_back(SliceAxis(row, 0, s));
         Dims item(row.dims().begin() + 1, row.dims().end());
-        KILN_RETURN_IF_ERROR(Stack(steps, 0, false, lens[b], item, row.dtype(), &row, ctx.error("scan input").message()));
+        KILN_RETURN_IF_ERROR(Stack(steps, 0, false, lens[b], item, row.dtype(), &row,
+                                   ctx.error("scan input").message()));
       }
       sc.push_back(row);
     }
@@ -435,7 +442,8 @@ Status ComputeScan8(ComputeContext& ctx, const ir::Graph& body, const ScanAttrs&
     Tensor out;
     Dims item = items.empty() ? Dims{} : items[0].dims();
     DType dt = items.empty() ? states[i].dtype() : items[0].dtype();
-    KILN_RETURN_IF_ERROR(Stack(items, 0, false, batch, item, dt, &out, ctx.error("state").message()));
+    KILN_RETURN_IF_ERROR(
+        Stack(items, 0, false, batch, item, dt, &out, ctx.error("state").message()));
     SetOutputValue(ctx, i, out);
   }
   for (int j = 0; j < a.k_outs && a.n_states + j < ctx.num_outputs(); ++j) {

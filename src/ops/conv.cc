@@ -8,17 +8,17 @@
 #include <utility>
 #include <vector>
 
-#include "ops/common.h"
 #include "ops/channels_last.h"
+#include "ops/common.h"
 #include "ops/conv_depthwise.h"
+#include "ops/conv_direct.h"
 #include "ops/conv_dnnl.h"
 #include "ops/conv_gemm.h"
+#include "ops/conv_geometry.h"
+#include "ops/conv_grouped.h"
 #include "ops/conv_winograd.h"
 #include "ops/cpu_isa.h"
 #include "ops/gemm_kernels.h"
-#include "ops/conv_geometry.h"
-#include "ops/conv_direct.h"
-#include "ops/conv_grouped.h"
 #include "ops/scratch.h"
 #include "ops/thread_pool.h"
 #include "ops/vector_math.h"
@@ -79,7 +79,8 @@ class OutBuf {
 };
 
 bool IsFloatType(DType t) {
-  return t == DType::kFloat32 || t == DType::kFloat64 || t == DType::kFloat16 || t == DType::kBFloat16;
+  return t == DType::kFloat32 || t == DType::kFloat64 || t == DType::kFloat16 ||
+         t == DType::kBFloat16;
 }
 
 Dims Spatial(const Dims& d) { return Dims(d.begin() + 2, d.end()); }
@@ -92,7 +93,8 @@ std::pair<int64_t, int64_t> InsideColumns(int64_t off, int64_t sw, int64_t W, in
   return {lo, std::max(lo, std::min(hi, OW))};
 }
 
-// im2col for output rows [r0, r1) (a row is one (od, oh) pair): col[(c,kd,kh,kw)][(r - r0)*OW + ow].
+// im2col for output rows [r0, r1) (a row is one (od, oh) pair): col[(c,kd,kh,kw)][(r - r0)*OW +
+// ow].
 template <class C>
 void Im2Col(const C* x, int64_t channels, const Geom3& g, int64_t r0, int64_t r1, C* col) {
   const int64_t D = g.in[0], H = g.in[1], W = g.in[2], OH = g.out[1], OW = g.out[2];
@@ -191,7 +193,8 @@ void Col2ImTiled(const C* col, int64_t channels, const Geom3& g, int64_t r0, int
 }
 
 int64_t RowsPerTile(int64_t rows, int64_t row_elems) {
-  return std::clamp<int64_t>(kColBudget / std::max<int64_t>(row_elems, 1), 1, std::max<int64_t>(rows, 1));
+  return std::clamp<int64_t>(kColBudget / std::max<int64_t>(row_elems, 1), 1,
+                             std::max<int64_t>(rows, 1));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -205,7 +208,9 @@ struct ConvShape {
 std::string ConvShapeOf(const ir::Node& node, const Dims& x, const Dims& w, const Dims* b,
                         ConvShape* s) {
   if (x.size() < 3) return "X must have rank 3 or more (N, C, spatial...), got " + DimsToString(x);
-  if (w.size() != x.size()) return "W rank " + std::to_string(w.size()) + " differs from X rank " + std::to_string(x.size());
+  if (w.size() != x.size())
+    return "W rank " + std::to_string(w.size()) + " differs from X rank " +
+           std::to_string(x.size());
   if (x.size() > 5) return "more than 3 spatial dims are not supported";
   s->N = x[0];
   s->C = x[1];
@@ -220,17 +225,22 @@ std::string ConvShapeOf(const ir::Node& node, const Dims& x, const Dims& w, cons
   Dims ks = node.attr_ints("kernel_shape");
   if (!ks.empty() && ks != kernel)
     return "kernel_shape " + DimsToString(ks) + " does not match W " + DimsToString(w);
-  if (b && (b->size() != 1 || (*b)[0] != s->M)) return "B must have shape [" + std::to_string(s->M) + "]";
+  if (b && (b->size() != 1 || (*b)[0] != s->M))
+    return "B must have shape [" + std::to_string(s->M) + "]";
   return ComputeWindowGeom(node, Spatial(x), kernel, true, false, &s->geom);
 }
 
 // Shared by Conv and ConvTranspose: dtype checks, then the op's own shape rule. The output's
 // spatial dims are the window grid (Conv) or the image the grid spreads into (ConvTranspose).
-using ConvShapeFn = std::string (*)(const ir::Node&, const Dims&, const Dims&, const Dims*, ConvShape*);
+using ConvShapeFn = std::string (*)(const ir::Node&, const Dims&, const Dims&, const Dims*,
+                                    ConvShape*);
 Status InferConvLike(InferContext& ctx, ConvShapeFn shape_of, bool transpose) {
-  if (ctx.num_inputs() < 2 || !ctx.has_input(0) || !ctx.has_input(1)) return ctx.error("needs inputs X and W");
-  if (!IsFloatType(ctx.input_dtype(0))) return ctx.error("unsupported dtype " + std::string(DTypeName(ctx.input_dtype(0))));
-  if (ctx.input_dtype(1) != ctx.input_dtype(0) || (ctx.has_input(2) && ctx.input_dtype(2) != ctx.input_dtype(0)))
+  if (ctx.num_inputs() < 2 || !ctx.has_input(0) || !ctx.has_input(1))
+    return ctx.error("needs inputs X and W");
+  if (!IsFloatType(ctx.input_dtype(0)))
+    return ctx.error("unsupported dtype " + std::string(DTypeName(ctx.input_dtype(0))));
+  if (ctx.input_dtype(1) != ctx.input_dtype(0) ||
+      (ctx.has_input(2) && ctx.input_dtype(2) != ctx.input_dtype(0)))
     return ctx.error("X, W and B must have the same dtype");
   ConvShape s;
   std::string err = shape_of(ctx.node(), ctx.input_dims(0), ctx.input_dims(1),
@@ -251,23 +261,27 @@ void ConvCore(const C* x, const C* w, const C* b, C* y, const ConvShape& s, int 
   const int64_t Cg = s.C / s.group, Mg = s.M / s.group, kprod = g.kprod(), K = Cg * kprod;
   const int64_t in_size = g.in_size(), out_size = g.out_size();
   if (Cg == 1 && s.group == s.C && g.in[0] == 1 && g.k[0] == 1 && g.out[0] == 1) {
-    const DepthwiseShape d{s.N, s.C, s.M, g.in[1], g.in[2], g.out[1], g.out[2], g.k[1], g.k[2],
-                           g.s[1], g.s[2], g.p[1], g.p[2], g.d[1], g.d[2]};
+    const DepthwiseShape d{s.N,    s.C,    s.M,    g.in[1], g.in[2], g.out[1], g.out[2], g.k[1],
+                           g.k[2], g.s[1], g.s[2], g.p[1],  g.p[2],  g.d[1],   g.d[2]};
     DepthwiseConv2D<C>(d, x, w, b, y, threads);
     return;
   }
   bool pointwise = kprod == 1;
-  for (int j = 0; j < 3; ++j) pointwise = pointwise && g.s[j] == 1 && g.p[j] == 0 && g.out[j] == g.in[j];
+  for (int j = 0; j < 3; ++j)
+    pointwise = pointwise && g.s[j] == 1 && g.p[j] == 0 && g.out[j] == g.in[j];
   const int64_t rows = g.out[0] * g.out[1];
   const int64_t tile = RowsPerTile(rows, K * g.out[2]);
-  C* col = pointwise ? nullptr : Scratch<C>(ScratchSlot::kConvColumns, static_cast<size_t>(K * tile * g.out[2]));
+  C* col = pointwise
+               ? nullptr
+               : Scratch<C>(ScratchSlot::kConvColumns, static_cast<size_t>(K * tile * g.out[2]));
   for (int64_t n = 0; n < s.N; ++n) {
     for (int64_t gi = 0; gi < s.group; ++gi) {
       const C* xg = x + (n * s.C + gi * Cg) * in_size;
       const C* wg = w + gi * Mg * K;
       C* yg = y + (n * s.M + gi * Mg) * out_size;
       if (b)
-        for (int64_t m = 0; m < Mg; ++m) std::fill(yg + m * out_size, yg + (m + 1) * out_size, b[gi * Mg + m]);
+        for (int64_t m = 0; m < Mg; ++m)
+          std::fill(yg + m * out_size, yg + (m + 1) * out_size, b[gi * Mg + m]);
       if (pointwise) {
         ConvGemm<C>(Mg, out_size, Cg, wg, K, xg, in_size, yg, out_size, b != nullptr, threads);
         continue;
@@ -275,12 +289,12 @@ void ConvCore(const C* x, const C* w, const C* b, C* y, const ConvShape& s, int 
       for (int64_t r0 = 0; r0 < rows; r0 += tile) {
         int64_t r1 = std::min(rows, r0 + tile), ncols = (r1 - r0) * g.out[2];
         Im2Col(xg, Cg, g, r0, r1, col);
-        ConvGemm<C>(Mg, ncols, K, wg, K, col, ncols, yg + r0 * g.out[2], out_size, b != nullptr, threads);
+        ConvGemm<C>(Mg, ncols, K, wg, K, col, ncols, yg + r0 * g.out[2], out_size, b != nullptr,
+                    threads);
       }
     }
   }
 }
-
 
 // ---------------------------------------------------------------------------------------------
 // ConvTranspose
@@ -289,20 +303,24 @@ int64_t FloorDiv2(int64_t v) { return v >= 0 ? v / 2 : -((-v + 1) / 2); }
 
 // For ConvTranspose the WindowGeom is read "backwards": `in` is the output image, `out` is the
 // input grid, as in col2im.
-std::string ConvTransposeShapeOf(const ir::Node& node, const Dims& x, const Dims& w,
-                                 const Dims* b, ConvShape* s) {
+std::string ConvTransposeShapeOf(const ir::Node& node, const Dims& x, const Dims& w, const Dims* b,
+                                 ConvShape* s) {
   if (x.size() < 3) return "X must have rank 3 or more (N, C, spatial...), got " + DimsToString(x);
-  if (w.size() != x.size()) return "W rank " + std::to_string(w.size()) + " differs from X rank " + std::to_string(x.size());
+  if (w.size() != x.size())
+    return "W rank " + std::to_string(w.size()) + " differs from X rank " +
+           std::to_string(x.size());
   if (x.size() > 5) return "more than 3 spatial dims are not supported";
   const int nd = static_cast<int>(x.size()) - 2;
   s->N = x[0];
   s->C = x[1];
   s->group = node.attr_int("group", 1);
   if (s->group <= 0) return "group must be positive";
-  if (w[0] != s->C) return "W has " + std::to_string(w[0]) + " input channels, X has " + std::to_string(s->C);
+  if (w[0] != s->C)
+    return "W has " + std::to_string(w[0]) + " input channels, X has " + std::to_string(s->C);
   if (s->C % s->group != 0) return "input channels are not divisible by group";
   s->M = w[1] * s->group;
-  if (b && (b->size() != 1 || (*b)[0] != s->M)) return "B must have shape [" + std::to_string(s->M) + "]";
+  if (b && (b->size() != 1 || (*b)[0] != s->M))
+    return "B must have shape [" + std::to_string(s->M) + "]";
   Dims kernel = Spatial(w);
   Dims ks = node.attr_ints("kernel_shape");
   if (!ks.empty() && ks != kernel)
@@ -314,12 +332,14 @@ std::string ConvTransposeShapeOf(const ir::Node& node, const Dims& x, const Dims
   auto get = [&](const char* name, int64_t def, Dims* v) -> std::string {
     *v = node.attr_ints(name);
     if (v->empty()) v->assign(nd, def);
-    if (static_cast<int>(v->size()) != nd) return std::string(name) + " must have one value per spatial dim";
+    if (static_cast<int>(v->size()) != nd)
+      return std::string(name) + " must have one value per spatial dim";
     return "";
   };
   Dims op;
   std::string e;
-  if (!(e = get("strides", 1, &g.strides)).empty() || !(e = get("dilations", 1, &g.dilations)).empty() ||
+  if (!(e = get("strides", 1, &g.strides)).empty() ||
+      !(e = get("dilations", 1, &g.dilations)).empty() ||
       !(e = get("output_padding", 0, &op)).empty())
     return e;
   for (int i = 0; i < nd; ++i) {
@@ -328,12 +348,15 @@ std::string ConvTransposeShapeOf(const ir::Node& node, const Dims& x, const Dims
     if (op[i] < 0) return "output_padding must not be negative";
   }
   std::string auto_pad = node.attr_string("auto_pad", "NOTSET");
-  if (auto_pad != "NOTSET" && auto_pad != "VALID" && auto_pad != "SAME_UPPER" && auto_pad != "SAME_LOWER")
+  if (auto_pad != "NOTSET" && auto_pad != "VALID" && auto_pad != "SAME_UPPER" &&
+      auto_pad != "SAME_LOWER")
     return "unknown auto_pad '" + auto_pad + "'";
   Dims out_shape = node.attr_ints("output_shape");
   if (!out_shape.empty()) {
-    if (static_cast<int>(out_shape.size()) == nd + 2) out_shape.erase(out_shape.begin(), out_shape.begin() + 2);
-    if (static_cast<int>(out_shape.size()) != nd) return "output_shape must have one value per spatial dim";
+    if (static_cast<int>(out_shape.size()) == nd + 2)
+      out_shape.erase(out_shape.begin(), out_shape.begin() + 2);
+    if (static_cast<int>(out_shape.size()) != nd)
+      return "output_shape must have one value per spatial dim";
   } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
     for (int i = 0; i < nd; ++i) out_shape.push_back(g.out[i] * g.strides[i]);
   }
@@ -351,7 +374,8 @@ std::string ConvTransposeShapeOf(const ir::Node& node, const Dims& x, const Dims
     } else if (auto_pad == "NOTSET") {
       Dims pads = node.attr_ints("pads");
       if (!pads.empty()) {
-        if (static_cast<int>(pads.size()) != 2 * nd) return "pads must have two values per spatial dim";
+        if (static_cast<int>(pads.size()) != 2 * nd)
+          return "pads must have two values per spatial dim";
         g.pad_begin[i] = pads[i];
         g.pad_end[i] = pads[i + nd];
         if (pads[i] < 0 || pads[i + nd] < 0) return "pads must not be negative";
@@ -363,7 +387,9 @@ std::string ConvTransposeShapeOf(const ir::Node& node, const Dims& x, const Dims
   return "";
 }
 
-Status ConvTransposeInfer(InferContext& ctx) { return InferConvLike(ctx, ConvTransposeShapeOf, true); }
+Status ConvTransposeInfer(InferContext& ctx) {
+  return InferConvLike(ctx, ConvTransposeShapeOf, true);
+}
 
 template <class C>
 void ConvTransposeCore(const C* x, const C* w, const C* b, C* y, const ConvShape& s, int threads) {
@@ -384,15 +410,17 @@ void ConvTransposeCore(const C* x, const C* w, const C* b, C* y, const ConvShape
       for (int64_t r0 = 0; r0 < rows; r0 += tile) {
         int64_t r1 = std::min(rows, r0 + tile), ncols = (r1 - r0) * g.out[2];
         // Per group, W is [Cg x R]: the GEMM reads it as its transpose [R x Cg] by strides.
-        PackedGemm<C>(R, ncols, Cg, C(1), w + gi * Cg * R, 1, R, xg + r0 * g.out[2], grid_size, 1, col, ncols,
-                      false, threads);
+        PackedGemm<C>(R, ncols, Cg, C(1), w + gi * Cg * R, 1, R, xg + r0 * g.out[2], grid_size, 1,
+                      col, ncols, false, threads);
         // Output channels write their own planes: the threads split them.
         const int64_t per_channel = kprod * ncols;
-        ParallelSlices(threads, Mg, std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(per_channel, 1)),
+        ParallelSlices(threads, Mg,
+                       std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(per_channel, 1)),
                        [&](int64_t m0, int64_t m1) {
                          const C* cc = col + m0 * per_channel;
                          if (tiled)
-                           Col2ImTiled(cc, m1 - m0, g, r0, r1, b ? b + gi * Mg + m0 : nullptr, yg + m0 * img_size);
+                           Col2ImTiled(cc, m1 - m0, g, r0, r1, b ? b + gi * Mg + m0 : nullptr,
+                                       yg + m0 * img_size);
                          else
                            Col2Im(cc, m1 - m0, g, r0, r1, yg + m0 * img_size);
                        });
@@ -400,7 +428,6 @@ void ConvTransposeCore(const C* x, const C* w, const C* b, C* y, const ConvShape
     }
   }
 }
-
 
 // ---------------------------------------------------------------------------------------------
 // Col2Im: input [N, C*prod(block), L] -> [N, C, image...]
@@ -413,7 +440,8 @@ struct Col2ImShape {
 std::string Col2ImShapeOf(const ir::Node& node, const Dims& x, const std::vector<int64_t>& image,
                           const std::vector<int64_t>& block, Col2ImShape* s) {
   if (x.size() != 3) return "input must have rank 3, got " + DimsToString(x);
-  if (image.empty() || image.size() != block.size()) return "image_shape and block_shape must have the same non-zero length";
+  if (image.empty() || image.size() != block.size())
+    return "image_shape and block_shape must have the same non-zero length";
   if (image.size() > 3) return "more than 3 spatial dims are not supported";
   int64_t kprod = 1;
   for (int64_t k : block) {
@@ -422,20 +450,24 @@ std::string Col2ImShapeOf(const ir::Node& node, const Dims& x, const std::vector
   }
   for (int64_t d : image)
     if (d <= 0) return "image_shape values must be positive";
-  if (x[1] % kprod != 0) return "input dim 1 (" + std::to_string(x[1]) + ") is not divisible by the block size " + std::to_string(kprod);
+  if (x[1] % kprod != 0)
+    return "input dim 1 (" + std::to_string(x[1]) + ") is not divisible by the block size " +
+           std::to_string(kprod);
   s->N = x[0];
   s->C = x[1] / kprod;
   std::string err = ComputeWindowGeom(node, image, block, true, false, &s->geom);
   if (!err.empty()) return err;
   if (NumElements(s->geom.out) != x[2])
-    return "input has " + std::to_string(x[2]) + " blocks, the geometry gives " + std::to_string(NumElements(s->geom.out));
+    return "input has " + std::to_string(x[2]) + " blocks, the geometry gives " +
+           std::to_string(NumElements(s->geom.out));
   return "";
 }
 
 Status Col2ImInfer(InferContext& ctx) {
   if (ctx.num_inputs() < 3 || !ctx.has_input(0) || !ctx.has_input(1) || !ctx.has_input(2))
     return ctx.error("needs inputs input, image_shape and block_shape");
-  if (!IsFloatType(ctx.input_dtype(0)) && !Dispatch<kIntTypes>(ctx.input_dtype(0), []<class T>() {}))
+  if (!IsFloatType(ctx.input_dtype(0)) &&
+      !Dispatch<kIntTypes>(ctx.input_dtype(0), []<class T>() {}))
     return ctx.error("unsupported dtype");
   bool k1, k2;
   auto image = InputInts(ctx, 1, &k1);
@@ -462,8 +494,9 @@ Status Col2ImCompute(ComputeContext& ctx) {
   if (!err.empty()) return ctx.error(err);
   Dims out = {s.N, s.C};
   out.insert(out.end(), image.begin(), image.end());
-  Tensor& Y = ctx.output(0).defined() && ctx.output(0).dims() == out ? ctx.output(0)
-                                                                     : ctx.allocate_output(0, X.dtype(), out);
+  Tensor& Y = ctx.output(0).defined() && ctx.output(0).dims() == out
+                  ? ctx.output(0)
+                  : ctx.allocate_output(0, X.dtype(), out);
   const Geom3 g(s.geom);
   bool ok = Dispatch<kNumericTypes>(X.dtype(), [&]<class T>() {
     using C = Acc<T>;
@@ -492,7 +525,8 @@ struct DeformShape {
 
 std::string DeformShapeOf(const ir::Node& node, const Dims& x, const Dims& w, const Dims& offset,
                           const Dims* b, const Dims* mask, DeformShape* s) {
-  if (x.size() != 4) return "only 2-D DeformConv (X of rank 4) is supported, got " + DimsToString(x);
+  if (x.size() != 4)
+    return "only 2-D DeformConv (X of rank 4) is supported, got " + DimsToString(x);
   std::string err = ConvShapeOf(node, x, w, b, &s->conv);
   if (!err.empty()) return err;
   s->offset_group = node.attr_int("offset_group", 1);
@@ -501,10 +535,12 @@ std::string DeformShapeOf(const ir::Node& node, const Dims& x, const Dims& w, co
   const WindowGeom& g = s->conv.geom;
   int64_t kprod = NumElements(g.kernel);
   Dims want = {s->conv.N, s->offset_group * kprod * 2, g.out[0], g.out[1]};
-  if (offset != want) return "offset must have shape " + DimsToString(want) + ", got " + DimsToString(offset);
+  if (offset != want)
+    return "offset must have shape " + DimsToString(want) + ", got " + DimsToString(offset);
   if (mask) {
     want[1] = s->offset_group * kprod;
-    if (*mask != want) return "mask must have shape " + DimsToString(want) + ", got " + DimsToString(*mask);
+    if (*mask != want)
+      return "mask must have shape " + DimsToString(want) + ", got " + DimsToString(*mask);
   }
   return "";
 }
@@ -514,13 +550,16 @@ Status DeformConvInfer(InferContext& ctx) {
     return ctx.error("needs inputs X, W and offset");
   if (!IsFloatType(ctx.input_dtype(0))) return ctx.error("unsupported dtype");
   for (int i = 1; i < ctx.num_inputs(); ++i)
-    if (ctx.has_input(i) && ctx.input_dtype(i) != ctx.input_dtype(0)) return ctx.error("all inputs must have the same dtype");
+    if (ctx.has_input(i) && ctx.input_dtype(i) != ctx.input_dtype(0))
+      return ctx.error("all inputs must have the same dtype");
   DeformShape s;
-  std::string err = DeformShapeOf(ctx.node(), ctx.input_dims(0), ctx.input_dims(1), ctx.input_dims(2),
-                                  ctx.has_input(3) ? &ctx.input_dims(3) : nullptr,
-                                  ctx.has_input(4) ? &ctx.input_dims(4) : nullptr, &s);
+  std::string err =
+      DeformShapeOf(ctx.node(), ctx.input_dims(0), ctx.input_dims(1), ctx.input_dims(2),
+                    ctx.has_input(3) ? &ctx.input_dims(3) : nullptr,
+                    ctx.has_input(4) ? &ctx.input_dims(4) : nullptr, &s);
   if (!err.empty()) return ctx.error(err);
-  ctx.set_output(0, ctx.input_dtype(0), {s.conv.N, s.conv.M, s.conv.geom.out[0], s.conv.geom.out[1]});
+  ctx.set_output(0, ctx.input_dtype(0),
+                 {s.conv.N, s.conv.M, s.conv.geom.out[0], s.conv.geom.out[1]});
   return OkStatus();
 }
 
@@ -539,9 +578,11 @@ void DeformConvCore(const C* x, const C* w, const C* off, const C* b, const C* m
     int64_t h0 = static_cast<int64_t>(std::floor(h)), w0 = static_cast<int64_t>(std::floor(ww));
     C lh = h - h0, lw = ww - w0;
     C v = 0;
-    auto at = [&](int64_t i, int64_t j) { return i >= 0 && i < H && j >= 0 && j < W ? img[i * W + j] : C(0); };
-    v += (1 - lh) * (1 - lw) * at(h0, w0) + (1 - lh) * lw * at(h0, w0 + 1) + lh * (1 - lw) * at(h0 + 1, w0) +
-         lh * lw * at(h0 + 1, w0 + 1);
+    auto at = [&](int64_t i, int64_t j) {
+      return i >= 0 && i < H && j >= 0 && j < W ? img[i * W + j] : C(0);
+    };
+    v += (1 - lh) * (1 - lw) * at(h0, w0) + (1 - lh) * lw * at(h0, w0 + 1) +
+         lh * (1 - lw) * at(h0 + 1, w0) + lh * lw * at(h0 + 1, w0 + 1);
     return v;
   };
   for (int64_t n = 0; n < s.N; ++n) {
@@ -559,8 +600,10 @@ void DeformConvCore(const C* x, const C* w, const C* off, const C* b, const C* m
             for (int64_t oy = 0; oy < OH; ++oy) {
               for (int64_t ox = 0; ox < OW; ++ox) {
                 const int64_t p = oy * OW + ox;
-                C h = static_cast<C>(oy * g.strides[0] - g.pad_begin[0] + i * g.dilations[0]) + oh_[p];
-                C ww = static_cast<C>(ox * g.strides[1] - g.pad_begin[1] + j * g.dilations[1]) + ow_[p];
+                C h = static_cast<C>(oy * g.strides[0] - g.pad_begin[0] + i * g.dilations[0]) +
+                      oh_[p];
+                C ww = static_cast<C>(ox * g.strides[1] - g.pad_begin[1] + j * g.dilations[1]) +
+                       ow_[p];
                 C v = sample(img, h, ww);
                 row[p] = mk ? v * mk[p] : v;
               }
@@ -570,7 +613,8 @@ void DeformConvCore(const C* x, const C* w, const C* off, const C* b, const C* m
       }
       C* yg = y + (n * s.M + gi * Mg) * osz;
       if (b)
-        for (int64_t m = 0; m < Mg; ++m) std::fill(yg + m * osz, yg + (m + 1) * osz, b[gi * Mg + m]);
+        for (int64_t m = 0; m < Mg; ++m)
+          std::fill(yg + m * osz, yg + (m + 1) * osz, b[gi * Mg + m]);
       ConvGemm<C>(Mg, osz, K, w + gi * Mg * K, K, col.data(), osz, yg, osz, b != nullptr, threads);
     }
   }
@@ -589,9 +633,9 @@ bool TryDnnlConv(ComputeContext& ctx, const ConvShape& s, const ConvPostOps& pos
   if (!DnnlAvailable() || g.in[0] != 1 || g.k[0] != 1 || g.out[0] != 1) return false;
   const ConvLayouts layouts{ctx.input_channels_last(0), post.z && ctx.input_channels_last(3),
                             ctx.output_channels_last(0), ctx.output_pixel_channels(0)};
-  const Conv2DParams p{s.N,      s.C,      s.M,      s.group,  g.in[1], g.in[2],
-                       g.out[1], g.out[2], g.k[1],   g.k[2],   g.s[1],  g.s[2],
-                       g.p[1],   g.p[2],   g.pe[1],  g.pe[2],  g.d[1],  g.d[2]};
+  const Conv2DParams p{s.N,      s.C,      s.M,     s.group, g.in[1], g.in[2],
+                       g.out[1], g.out[2], g.k[1],  g.k[2],  g.s[1],  g.s[2],
+                       g.p[1],   g.p[2],   g.pe[1], g.pe[2], g.d[1],  g.d[2]};
   const float* b = ctx.has_input(2) ? ctx.input(2).data<float>() : nullptr;
   auto run = [&] {
     return DnnlConv2D(p, ctx.input(0).data<float>(), ctx.input(1).data<float>(),
@@ -605,8 +649,8 @@ bool TryDnnlConv(ComputeContext& ctx, const ConvShape& s, const ConvPostOps& pos
     return true;
   }
   if (DirectConvFits(p, layouts, post) && DirectConvPays(p, layouts)) {
-    DirectConv(p, ctx.input(0).data<float>(), ctx.input(1).data<float>(), ctx.input_constant(1),
-               b, ctx.output(0).data<float>(), layouts, post, ctx.threads(), ctx.state());
+    DirectConv(p, ctx.input(0).data<float>(), ctx.input(1).data<float>(), ctx.input_constant(1), b,
+               ctx.output(0).data<float>(), layouts, post, ctx.threads(), ctx.state());
     return true;
   }
   if (layouts.any() && GroupedPointwiseFits(p, layouts, post)) {
@@ -619,8 +663,8 @@ bool TryDnnlConv(ComputeContext& ctx, const ConvShape& s, const ConvPostOps& pos
   if (s.group > 1 && s.group == s.C) return false;
   // A pointwise conv on a large map is a GEMM with a short K that streams memory: there our
   // GEMM, on NCHW as it is, beats oneDNN plus its layout round trip.
-  const bool pointwise = g.k[1] == 1 && g.k[2] == 1 && g.s[1] == 1 && g.s[2] == 1 &&
-                         g.p[1] == 0 && g.p[2] == 0 && g.pe[1] == 0 && g.pe[2] == 0;
+  const bool pointwise = g.k[1] == 1 && g.k[2] == 1 && g.s[1] == 1 && g.s[2] == 1 && g.p[1] == 0 &&
+                         g.p[2] == 0 && g.pe[1] == 0 && g.pe[2] == 0;
   if (pointwise && g.out[1] * g.out[2] >= 28 * 28) return false;
   return run();
 }
@@ -637,7 +681,8 @@ Status ComputeConvLike(ComputeContext& ctx) {
   Tensor& Y = ctx.output(0);
   if constexpr (!kTranspose) {
     if (X.dtype() == DType::kFloat32 && TryDnnlConv(ctx, s)) return OkStatus();
-    if (ctx.input_channels_last(0) || ctx.output_channels_last(0)) return ctx.error(kNoChannelsLast);
+    if (ctx.input_channels_last(0) || ctx.output_channels_last(0))
+      return ctx.error(kNoChannelsLast);
   }
   Dispatch<kFloatTypes>(X.dtype(), [&]<class T>() {
     InBuf<T> x(X), w(W);
@@ -660,8 +705,8 @@ Status DeformConvCompute(ComputeContext& ctx) {
   const Tensor* B = ctx.has_input(3) ? &ctx.input(3) : nullptr;
   const Tensor* Mk = ctx.has_input(4) ? &ctx.input(4) : nullptr;
   DeformShape s;
-  std::string err = DeformShapeOf(ctx.node(), X.dims(), W.dims(), O.dims(), B ? &B->dims() : nullptr,
-                                  Mk ? &Mk->dims() : nullptr, &s);
+  std::string err = DeformShapeOf(ctx.node(), X.dims(), W.dims(), O.dims(),
+                                  B ? &B->dims() : nullptr, Mk ? &Mk->dims() : nullptr, &s);
   if (!err.empty()) return ctx.error(err);
   Tensor& Y = ctx.output(0);
   Dispatch<kFloatTypes>(X.dtype(), [&]<class T>() {
@@ -670,8 +715,8 @@ Status DeformConvCompute(ComputeContext& ctx) {
     if (B) b.emplace(*B);
     if (Mk) m.emplace(*Mk);
     OutBuf<T> y(Y);
-    DeformConvCore(x.get(), w.get(), o.get(), b ? b->get() : nullptr, m ? m->get() : nullptr, y.get(), s,
-                   ctx.threads());
+    DeformConvCore(x.get(), w.get(), o.get(), b ? b->get() : nullptr, m ? m->get() : nullptr,
+                   y.get(), s, ctx.threads());
     y.Finish();
   });
   return OkStatus();
@@ -727,8 +772,9 @@ void AddAndActivate(const T* z, T* y, int64_t n, const ConvPostOps& post) {
     if (post.act == Act::kRelu) v = v < 0 ? Acc<T>(0) : v;
     if (post.act == Act::kLeakyRelu) v = v < 0 ? v * static_cast<Acc<T>>(post.alpha) : v;
     if (post.act == Act::kClip)
-      v = v < static_cast<Acc<T>>(post.alpha) ? static_cast<Acc<T>>(post.alpha)
-          : v > static_cast<Acc<T>>(post.beta) ? static_cast<Acc<T>>(post.beta) : v;
+      v = v < static_cast<Acc<T>>(post.alpha)  ? static_cast<Acc<T>>(post.alpha)
+          : v > static_cast<Acc<T>>(post.beta) ? static_cast<Acc<T>>(post.beta)
+                                               : v;
     y[i] = static_cast<T>(v);
   }
 }
@@ -752,7 +798,8 @@ Status FusedConvCompute(ComputeContext& ctx) {
   if (X.dtype() == DType::kFloat32) {
     ConvShape s;
     const Tensor* B = ctx.has_input(2) ? &ctx.input(2) : nullptr;
-    std::string err = ConvShapeOf(ctx.node(), X.dims(), ctx.input(1).dims(), B ? &B->dims() : nullptr, &s);
+    std::string err =
+        ConvShapeOf(ctx.node(), X.dims(), ctx.input(1).dims(), B ? &B->dims() : nullptr, &s);
     if (!err.empty()) return ctx.error(err);
     post.z = static_cast<const float*>(z_bytes);
     if (TryDnnlConv(ctx, s, post)) return OkStatus();  // writes nothing when it returns false
@@ -780,7 +827,8 @@ Status FusedConvCompute(ComputeContext& ctx) {
 
 bool ConvCanRunChannelsLast(const ir::Node& node, const ir::Graph& g, int input) {
   const bool fused = node.op_type == "FusedConv" && node.domain == "com.microsoft";
-  if (!DnnlAvailable() || !(fused || (node.op_type == "Conv" && (node.domain.empty() || node.domain == "ai.onnx"))))
+  if (!DnnlAvailable() ||
+      !(fused || (node.op_type == "Conv" && (node.domain.empty() || node.domain == "ai.onnx"))))
     return false;
   if (input != kChannelsLastOutput && input != 0 && !(fused && input == 3)) return false;
   if (node.inputs.size() < 2 || node.inputs[0] < 0 || node.inputs[1] < 0 || node.outputs.empty() ||
@@ -792,7 +840,8 @@ bool ConvCanRunChannelsLast(const ir::Node& node, const ir::Graph& g, int input)
   if (x.dtype != DType::kFloat32 || !x.shape_known() || !w.shape_known() || !y.shape_known() ||
       x.dims.size() != 4 || y.dims.size() != 4)
     return false;
-  const Dims* b = node.inputs.size() > 2 && node.inputs[2] >= 0 ? &g.values[node.inputs[2]].type.dims : nullptr;
+  const Dims* b =
+      node.inputs.size() > 2 && node.inputs[2] >= 0 ? &g.values[node.inputs[2]].type.dims : nullptr;
   ConvShape s;
   if (!ConvShapeOf(node, x.dims, w.dims, b, &s).empty()) return false;
   return y.dims[1] == s.M;

@@ -207,7 +207,8 @@ __attribute__((always_inline)) inline void Planes(const DepthwiseShape& s, const
   const Geometry g = MakeGeometry(s);
   const int64_t mult = s.M / s.C, OW = s.OW, nt = s.KH * s.KW;
   const int64_t qsize = s.sh * s.sw * g.phase;
-  const int64_t nr = (g.len + kLanes<T, B> - 1) / kLanes<T, B> * kLanes<T, B>;  // Taps' whole vectors
+  const int64_t nr =
+      (g.len + kLanes<T, B> - 1) / kLanes<T, B> * kLanes<T, B>;  // Taps' whole vectors
   // Phase planes (and nr - len zeros past them that the last vector reads), then the outputs.
   // Short phase rows through CopyPhasesS2 (measured: 14x14 and 28x28 maps 1.5x faster, 112x112
   // slower, the gather loop there is already vectorized).

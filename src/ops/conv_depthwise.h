@@ -21,12 +21,12 @@ struct DepthwiseShape {
 // x [N, C, H, W], w [M, 1, KH, KW], b [M] or null, y [N, M, OH, OW]. `isa` other than kAuto
 // forces the vector width of the loops (tests).
 template <class T>
-void DepthwiseConv2D(const DepthwiseShape& s, const T* x, const T* w, const T* b, T* y,
-                     int threads, Isa isa = Isa::kAuto);
+void DepthwiseConv2D(const DepthwiseShape& s, const T* x, const T* w, const T* b, T* y, int threads,
+                     Isa isa = Isa::kAuto);
 
 extern template void DepthwiseConv2D<float>(const DepthwiseShape&, const float*, const float*,
                                             const float*, float*, int, Isa);
-extern template void DepthwiseConv2D<double>(const DepthwiseShape&, const double*,
-                                             const double*, const double*, double*, int, Isa);
+extern template void DepthwiseConv2D<double>(const DepthwiseShape&, const double*, const double*,
+                                             const double*, double*, int, Isa);
 
 }  // namespace kiln::ops

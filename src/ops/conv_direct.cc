@@ -39,10 +39,10 @@ int64_t ChunkStart(int64_t C, int64_t n, int64_t j) { return C * j / n; }
 // How the tiles of one call read their operands.
 struct Plan {
   const Conv2DParams* p;
-  const float* x;   // channels-last: x itself, or the padded copy
-  int64_t Hx, Wx;   // x's dims (the copy's include the padding)
-  int64_t ph, pw;   // padding still to apply when reading x (0 for the copy)
-  bool row_runs;    // one pointer per kernel row: KW x C floats in a run (the copy, dw == 1)
+  const float* x;  // channels-last: x itself, or the padded copy
+  int64_t Hx, Wx;  // x's dims (the copy's include the padding)
+  int64_t ph, pw;  // padding still to apply when reading x (0 for the copy)
+  bool row_runs;   // one pointer per kernel row: KW x C floats in a run (the copy, dw == 1)
   int64_t taps, chunks;
   const float* panels;
   int64_t panel_floats;  // from one 8-channel panel to the next
@@ -103,7 +103,7 @@ struct TileArgs {
   const float* z;            // its residual (null: none)
   const float* b;            // the bias at channel 8 v0 (null: none)
   int64_t ldc, zc;
-  int tail;                  // lanes of the last panel that are channels (8: all)
+  int tail;  // lanes of the last panel that are channels (8: all)
   bool first;
 };
 
@@ -198,8 +198,10 @@ KILN_DC_TARGET __attribute__((always_inline)) inline void TileAt(const TileArgs&
     for (int v = 0; v < NV; ++v) {
       const __m256 s = Activate8(acc[r][v], ActOf(E), post.alpha, post.beta);
       float* out = y + r * t.ldc + v * 8;
-      if (v == NV - 1 && masked) _mm256_maskstore_ps(out, mask, s);
-      else _mm256_storeu_ps(out, s);
+      if (v == NV - 1 && masked)
+        _mm256_maskstore_ps(out, mask, s);
+      else
+        _mm256_storeu_ps(out, s);
     }
   }
 }
@@ -227,11 +229,16 @@ TileFn TileOf(int nv) {
 TileFn TileFor(int nv, bool last, Act act) {
   if (!last) return TileOf<Epilogue::kPartial>(nv);
   switch (act) {
-    case Act::kRelu: return TileOf<Epilogue::kRelu>(nv);
-    case Act::kLeakyRelu: return TileOf<Epilogue::kLeakyRelu>(nv);
-    case Act::kClip: return TileOf<Epilogue::kClip>(nv);
-    case Act::kHardSwish: return TileOf<Epilogue::kHardSwish>(nv);
-    default: return TileOf<Epilogue::kNone>(nv);
+    case Act::kRelu:
+      return TileOf<Epilogue::kRelu>(nv);
+    case Act::kLeakyRelu:
+      return TileOf<Epilogue::kLeakyRelu>(nv);
+    case Act::kClip:
+      return TileOf<Epilogue::kClip>(nv);
+    case Act::kHardSwish:
+      return TileOf<Epilogue::kHardSwish>(nv);
+    default:
+      return TileOf<Epilogue::kNone>(nv);
   }
 }
 
@@ -239,13 +246,14 @@ TileFn TileFor(int nv, bool last, Act act) {
 // every tile of the pixels, so that the panels' chunk stays in L1 across them.
 void Pixels(const Plan& pl, int64_t q0, int64_t q1, int64_t v_begin, int64_t v_end) {
   const Conv2DParams& p = *pl.p;
-  auto** table = Scratch<const float*>(ScratchSlot::kConvRows,
-                                       static_cast<size_t>(pl.taps * kPixelBlock));
+  auto** table =
+      Scratch<const float*>(ScratchSlot::kConvRows, static_cast<size_t>(pl.taps * kPixelBlock));
   BuildRows(pl, q0, q1, table);
   // Where pixel q0's outputs go: y, or with an NCHW y a channels-last block transposed at the end.
   const int64_t ldc = pl.nchw_y ? p.M : pl.ldc;
-  float* yq0 = pl.nchw_y ? Scratch<float>(ScratchSlot::kConvColumns, static_cast<size_t>(kPixelBlock * p.M))
-                         : pl.y + q0 * ldc;
+  float* yq0 =
+      pl.nchw_y ? Scratch<float>(ScratchSlot::kConvColumns, static_cast<size_t>(kPixelBlock * p.M))
+                : pl.y + q0 * ldc;
   const int tail_all = static_cast<int>(p.M - (pl.vecs - 1) * 8);
   for (int64_t v0 = v_begin; v0 < v_end;) {
     const int nv = PanelsAt(v_end - v0);
@@ -311,7 +319,8 @@ float* PaddedCopy(const Conv2DParams& p, const float* x, bool x_channels_last, i
     for (int64_t h = 0; h < p.H; ++h) {
       float* row = out + ((n * Hp + h + p.ph) * Wp + p.pw) * p.C;
       if (x_channels_last) {
-        std::memcpy(row, x + (n * p.H + h) * p.W * p.C, static_cast<size_t>(p.W * p.C) * sizeof(float));
+        std::memcpy(row, x + (n * p.H + h) * p.W * p.C,
+                    static_cast<size_t>(p.W * p.C) * sizeof(float));
         continue;
       }
       for (int64_t c = 0; c < p.C; ++c) {
@@ -356,8 +365,8 @@ void DirectConv(const Conv2DParams& p, const float* x, const float* w, bool w_co
   const int64_t taps = row_runs ? p.KH : p.KH * p.KW;
   const int64_t chunks = row_runs ? 1 : Chunks(p.C, taps);
   const int64_t vecs = (p.M + 7) / 8, K = p.C * p.KH * p.KW;
-  if (!st->panels || !w_constant || st->w != w || st->C != p.C || st->M != p.M ||
-      st->KH != p.KH || st->KW != p.KW || st->chunks != chunks) {
+  if (!st->panels || !w_constant || st->w != w || st->C != p.C || st->M != p.M || st->KH != p.KH ||
+      st->KW != p.KW || st->chunks != chunks) {
     st->panels = AllocateLarge(static_cast<size_t>(vecs * K * 8) * sizeof(float));
     PackPanels(p, w, chunks, static_cast<float*>(st->panels.get()));
     st->w = w_constant ? w : nullptr;

@@ -44,8 +44,8 @@ bool DirectConvPays(const Conv2DParams& p, const ConvLayouts& l);
 struct DirectConvState : NodeState {
   const float* w = nullptr;  // the weights the panels were made from (constant ones: not remade)
   int64_t C = 0, M = 0, KH = 0, KW = 0, chunks = 0;
-  LargeBuffer panels;         // [ceil(M / 8)][chunks][KH][KW][chunk's channels][8], zero padded
-  std::vector<float> zeros;   // KW x C zeros for taps in the padding and rows past the last
+  LargeBuffer panels;        // [ceil(M / 8)][chunks][KH][KW][chunk's channels][8], zero padded
+  std::vector<float> zeros;  // KW x C zeros for taps in the padding and rows past the last
   std::string Kernel() const override { return "kiln direct conv avx2"; }
 };
 

@@ -39,7 +39,7 @@ struct DnnlConvState {
   // Channels per pixel of the memory y (and z) sit in when wider than the part's M: the whole
   // output's when the part makes only some (by_channels), a Concat's (ConvLayouts::y_channels).
   int64_t y_channels = 0, z_channels = 0;
-  int64_t w_offset = 0;      // where the part's weights start, in floats
+  int64_t w_offset = 0;  // where the part's weights start, in floats
   dnnl::convolution_forward conv;
   std::string kernel;  // oneDNN's name for conv's implementation
   memory::desc src_md, dst_md, w_md, user_src_md, user_dst_md, user_z_md, user_w_md, bias_md;
@@ -47,7 +47,7 @@ struct DnnlConvState {
   // dst is dense channels-last and user_dst the same pixels y_channels apart: a copy per pixel
   // (twice as fast as oneDNN's reorder for it) instead of dst_reorder.
   bool dst_pixel_copy = false;
-  memory w_mem;                  // the weights in the primitive's layout, in w_buffer
+  memory w_mem;  // the weights in the primitive's layout, in w_buffer
   LargeBuffer w_buffer;
   const float* w_ptr = nullptr;  // the constant weights w_mem holds, if any
   bool shares_w = false;         // w_mem is part 0's (the same layout)
@@ -78,15 +78,16 @@ struct DnnlConvPlan : NodeState {
   ConvPostOps post;
   ConvLayouts layouts;
   bool supported = false;
-  bool by_rows = false;  // parts split the rows (NHWC); else they split the batch
+  bool by_rows = false;      // parts split the rows (NHWC); else they split the batch
   bool by_channels = false;  // parts split the output channels, in either layout
-  bool cache_parts = true;  // Swish may split a single image's rows for the cache
+  bool cache_parts = true;   // Swish may split a single image's rows for the cache
   std::vector<ConvPart> parts;
   std::vector<std::unique_ptr<DnnlConvState>> states;  // one per part
 
   std::string Kernel() const override {
     if (!supported || states.empty()) return "";
-    return "onednn " + states[0]->kernel + (parts.size() > 1 ? " x" + std::to_string(parts.size()) : "");
+    return "onednn " + states[0]->kernel +
+           (parts.size() > 1 ? " x" + std::to_string(parts.size()) : "");
   }
 
   bool Matches(const Conv2DParams& q, int t, bool bias, const ConvPostOps& o, ConvLayouts l) const {
@@ -118,15 +119,15 @@ void Prepare(DnnlConvState* st) {
   auto out_md = [&](bool channels_last, int64_t m) {
     if (m == 0) return memory::desc(dst, kF32, channels_last ? Tag::nhwc : Tag::nchw);
     const int64_t hw = p.OH * p.OW;
-    return memory::desc(dst, kF32, channels_last ? memory::dims{m * hw, 1, p.OW * m, m}
-                                                 : memory::dims{m * hw, hw, p.OW, 1});
+    return memory::desc(
+        dst, kF32,
+        channels_last ? memory::dims{m * hw, 1, p.OW * m, m} : memory::dims{m * hw, hw, p.OW, 1});
   };
   st->user_dst_md = out_md(l.y, st->y_channels);
   st->user_z_md = out_md(l.z, st->z_channels);
   st->user_w_md = memory::desc(w, kF32, p.group == 1 ? Tag::oihw : Tag::goihw);
   st->bias_md = memory::desc({p.M}, kF32, Tag::x);
-  const memory::dims strides{p.sh, p.sw}, dil{p.dh - 1, p.dw - 1}, pl{p.ph, p.pw},
-      pr{p.peh, p.pew};
+  const memory::dims strides{p.sh, p.sw}, dil{p.dh - 1, p.dw - 1}, pl{p.ph, p.pw}, pr{p.peh, p.pew};
   const auto prop = dnnl::prop_kind::forward_inference;
   dnnl::post_ops po;
   if (st->has_z) po.append_sum(1.0f);
@@ -165,8 +166,9 @@ void Prepare(DnnlConvState* st) {
   }
   // With a channels-last side the primitive computes channels-last on both sides (mixed layouts
   // mostly take oneDNN's reference loops), or blocked where BlockedBeatsChannelsLast. All in
-  // NCHW, oneDNN chooses, except for a first layer (under 16 input channels): its JIT kernel reads NCHW directly into 16-channel blocks, and
-  // one reorder gives NCHW back (half the time of its choice, NHWC with two reorders).
+  // NCHW, oneDNN chooses, except for a first layer (under 16 input channels): its JIT kernel reads
+  // NCHW directly into 16-channel blocks, and one reorder gives NCHW back (half the time of its
+  // choice, NHWC with two reorders).
   if (!winograd) {
     if (!l.any() && p.C < 16) {
       pd = make(Tag::nchw, Tag::nChw16c);
@@ -188,20 +190,20 @@ void Prepare(DnnlConvState* st) {
   st->dst_md = pd.dst_desc();
   st->w_md = pd.weights_desc();
   if (st->src_md != st->user_src_md)
-    st->src_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(
-        Engine(), st->user_src_md, Engine(), st->src_md));
+    st->src_reorder = dnnl::reorder(
+        dnnl::reorder::primitive_desc(Engine(), st->user_src_md, Engine(), st->src_md));
   st->dst_pixel_copy = l.y && st->y_channels > 0 && st->y_channels != p.M &&
                        st->dst_md == memory::desc(dst, kF32, Tag::nhwc);
   if (st->dst_md != st->user_dst_md && !st->dst_pixel_copy) {
-    st->dst_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(
-        Engine(), st->dst_md, Engine(), st->user_dst_md));
+    st->dst_reorder = dnnl::reorder(
+        dnnl::reorder::primitive_desc(Engine(), st->dst_md, Engine(), st->user_dst_md));
   }
   if (st->has_z && st->user_z_md != st->dst_md)
-    st->z_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(
-        Engine(), st->user_z_md, Engine(), st->dst_md));
+    st->z_reorder =
+        dnnl::reorder(dnnl::reorder::primitive_desc(Engine(), st->user_z_md, Engine(), st->dst_md));
   if (st->w_md != st->user_w_md) {
-    st->w_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(
-        Engine(), st->user_w_md, Engine(), st->w_md));
+    st->w_reorder =
+        dnnl::reorder(dnnl::reorder::primitive_desc(Engine(), st->user_w_md, Engine(), st->w_md));
     st->w_buffer = AllocateLarge(st->w_md.get_size());
     st->w_mem = memory(st->w_md, Engine(), st->w_buffer.get());
   }
@@ -224,7 +226,8 @@ void Prepare(DnnlConvState* st) {
 
 // Points st's memory objects at this call's buffers and runs it (on the calling thread's
 // stream). The weights are already in st->w_mem where the primitive wants another layout.
-void Run(DnnlConvState* st, const float* x, const float* w, const float* b, float* y, const float* z) {
+void Run(DnnlConvState* st, const float* x, const float* w, const float* b, float* y,
+         const float* z) {
   dnnl::stream& s = Stream();
   st->user_src.set_data_handle(const_cast<float*>(x));
   if (st->src_md != st->user_src_md) {
@@ -277,13 +280,14 @@ void PrepareWeights(DnnlConvPlan* plan, const float* w, bool w_constant) {
 // on 7 x 7, 1.8M multiply-adds: 1.07). oneDNN 2.6 has Winograd kernels for AVX-512 only.
 bool WinogradWins(const Conv2DParams& p) {
   const int64_t macs = p.N * p.M * p.C * p.KH * p.KW * p.OH * p.OW;
-  return BestIsa() == Isa::kAvx512 && p.group == 1 && p.KH == 3 && p.KW == 3 && p.sh == 1 && p.sw == 1 && p.dh == 1 &&
-         p.dw == 1 && p.C >= 16 && p.M >= 16 && macs >= (int64_t{2} << 20);
+  return BestIsa() == Isa::kAvx512 && p.group == 1 && p.KH == 3 && p.KW == 3 && p.sh == 1 &&
+         p.sw == 1 && p.dh == 1 && p.dw == 1 && p.C >= 16 && p.M >= 16 &&
+         macs >= (int64_t{2} << 20);
 }
 
 // A part that makes output channels [m0, ..) of out_channels (by_channels), or the whole output.
-std::unique_ptr<DnnlConvState> MakePart(const Conv2DParams& p, bool has_bias, const ConvPostOps& post,
-                                        ConvLayouts layouts, bool winograd,
+std::unique_ptr<DnnlConvState> MakePart(const Conv2DParams& p, bool has_bias,
+                                        const ConvPostOps& post, ConvLayouts layouts, bool winograd,
                                         int64_t out_channels = 0, int64_t w_offset = 0) {
   auto st = std::make_unique<DnnlConvState>();
   st->p = p;
@@ -389,7 +393,8 @@ bool DnnlConv2D(const Conv2DParams& p, const float* x, const float* w, bool w_co
                 const float* b, float* y, int threads, std::unique_ptr<NodeState>* state,
                 const ConvPostOps& post, ConvLayouts layouts) {
   if (layouts.y_channels > 0 &&  // a slice of a wider output: what ConvLayouts allows
-      (!layouts.y || p.N != 1 || layouts.y_channels < p.M || post.z || post.act == ConvPostOps::Act::kSwish))
+      (!layouts.y || p.N != 1 || layouts.y_channels < p.M || post.z ||
+       post.act == ConvPostOps::Act::kSwish))
     return false;
   std::unique_ptr<NodeState> local;
   if (!state) state = &local;
@@ -470,7 +475,8 @@ bool DnnlConv2D(const Conv2DParams& p, const float* x, const float* w, bool w_co
     ChannelsLastFromNchw(x, t, p.C, HW, threads);
     xs = t;
   }
-  float* ys = layouts.y ? y : Scratch<float>(ScratchSlot::kDnnlRowsDst, static_cast<size_t>(p.M * OHW));
+  float* ys =
+      layouts.y ? y : Scratch<float>(ScratchSlot::kDnnlRowsDst, static_cast<size_t>(p.M * OHW));
   const float* zs = post.z;
   if (post.z && !layouts.z) {  // the sum post-op reads what dst holds: start it as z
     ChannelsLastFromNchw(post.z, ys, p.M, OHW, threads);

@@ -14,8 +14,8 @@
 // channels-last (each part's rows are one block of memory; NCHW sides are converted by kiln
 // around it), with each part's pads those of the image edges it touches; a Winograd convolution
 // on a small map (under 8 output rows a thread) splits its output channels instead. One copy of
-// the packed weights serves all row parts where their layouts agree. Every part sums in the order of its
-// kernel, which may differ from the one-thread kernel's: results may differ in the last bits
+// the packed weights serves all row parts where their layouts agree. Every part sums in the order
+// of its kernel, which may differ from the one-thread kernel's: results may differ in the last bits
 // between thread counts, never between runs.
 #pragma once
 

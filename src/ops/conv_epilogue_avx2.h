@@ -22,18 +22,23 @@ __attribute__((target("avx2,fma"), always_inline)) inline __m256 HardSwish8(__m2
 // and Swish leave them (Swish runs over whole rows afterwards). Inlined with a constant `act`,
 // the switch folds away.
 __attribute__((target("avx2,fma"), always_inline)) inline __m256 Activate8(__m256 s,
-                                                                         ConvPostOps::Act act,
-                                                                         float alpha, float beta) {
+                                                                           ConvPostOps::Act act,
+                                                                           float alpha,
+                                                                           float beta) {
   using Act = ConvPostOps::Act;
   const __m256 zero = _mm256_setzero_ps();
   switch (act) {
-    case Act::kRelu: return _mm256_max_ps(s, zero);
+    case Act::kRelu:
+      return _mm256_max_ps(s, zero);
     case Act::kLeakyRelu:
       return _mm256_blendv_ps(s, _mm256_mul_ps(s, _mm256_set1_ps(alpha)),
                               _mm256_cmp_ps(s, zero, _CMP_LT_OQ));
-    case Act::kClip: return _mm256_min_ps(_mm256_max_ps(s, _mm256_set1_ps(alpha)), _mm256_set1_ps(beta));
-    case Act::kHardSwish: return HardSwish8(s);
-    default: return s;
+    case Act::kClip:
+      return _mm256_min_ps(_mm256_max_ps(s, _mm256_set1_ps(alpha)), _mm256_set1_ps(beta));
+    case Act::kHardSwish:
+      return HardSwish8(s);
+    default:
+      return s;
   }
 }
 

@@ -29,12 +29,14 @@ inline std::string ComputeWindowGeom(const ir::Node& node, const Dims& in, const
     if (k <= 0) return "kernel_shape values must be positive";
   g->strides = node.attr_ints("strides");
   if (g->strides.empty()) g->strides.assign(nd, 1);
-  if (static_cast<int>(g->strides.size()) != nd) return "strides must have one value per spatial dim";
+  if (static_cast<int>(g->strides.size()) != nd)
+    return "strides must have one value per spatial dim";
   for (int64_t s : g->strides)
     if (s <= 0) return "strides must be positive";
   g->dilations = use_dilation ? node.attr_ints("dilations") : Dims{};
   if (g->dilations.empty()) g->dilations.assign(nd, 1);
-  if (static_cast<int>(g->dilations.size()) != nd) return "dilations must have one value per spatial dim";
+  if (static_cast<int>(g->dilations.size()) != nd)
+    return "dilations must have one value per spatial dim";
   for (int64_t d : g->dilations)
     if (d <= 0) return "dilations must be positive";
   std::string auto_pad = node.attr_string("auto_pad", "NOTSET");
@@ -43,7 +45,8 @@ inline std::string ComputeWindowGeom(const ir::Node& node, const Dims& in, const
   if (auto_pad == "NOTSET") {
     Dims pads = node.attr_ints("pads");
     if (!pads.empty()) {
-      if (static_cast<int>(pads.size()) != 2 * nd) return "pads must have two values per spatial dim";
+      if (static_cast<int>(pads.size()) != 2 * nd)
+        return "pads must have two values per spatial dim";
       for (int i = 0; i < nd; ++i) {
         g->pad_begin[i] = pads[i];
         g->pad_end[i] = pads[i + nd];

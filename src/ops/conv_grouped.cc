@@ -54,11 +54,16 @@ void GemmPerGroup(const Conv2DParams& p, const float* x, const float* w, const f
           continue;
         }
         const float* zr = !zn ? nullptr : l.y ? zn + (i0 + r) * p.M : zn + r * HW + i0;
-        if (l.y && zr && b) BinaryF32(VecBinOp::kAdd, zr, b, row, len);
-        else if (zr && b) BinaryScalarF32(VecBinOp::kAdd, b[r], zr, row, len, false);
-        else if (zr && zr != row) std::memcpy(row, zr, static_cast<size_t>(len) * sizeof(float));
-        else if (!zr && b && l.y) std::memcpy(row, b, static_cast<size_t>(len) * sizeof(float));
-        else if (!zr) std::fill(row, row + len, b && !l.y ? b[r] : 0.0f);
+        if (l.y && zr && b)
+          BinaryF32(VecBinOp::kAdd, zr, b, row, len);
+        else if (zr && b)
+          BinaryScalarF32(VecBinOp::kAdd, b[r], zr, row, len, false);
+        else if (zr && zr != row)
+          std::memcpy(row, zr, static_cast<size_t>(len) * sizeof(float));
+        else if (!zr && b && l.y)
+          std::memcpy(row, b, static_cast<size_t>(len) * sizeof(float));
+        else if (!zr)
+          std::fill(row, row + len, b && !l.y ? b[r] : 0.0f);
       }
       for (int64_t gi = 0; gi < p.group; ++gi) {
         const float* xg = x + n * HW * p.C + gi * Cg * xc + i0 * xp;
@@ -71,8 +76,10 @@ void GemmPerGroup(const Conv2DParams& p, const float* x, const float* w, const f
                             true, threads);
       }
       if (post.act == Act::kNone) continue;
-      if (l.y && ldc == p.M) Activate(post, yn + i0 * ldc, rows * p.M);  // one pass over the chunk
-      else if (!l.y && rows == HW) Activate(post, yn, HW * p.M);
+      if (l.y && ldc == p.M)
+        Activate(post, yn + i0 * ldc, rows * p.M);  // one pass over the chunk
+      else if (!l.y && rows == HW)
+        Activate(post, yn, HW * p.M);
       else
         for (int64_t r = 0; r < count; ++r)
           Activate(post, l.y ? yn + (i0 + r) * ldc : yn + r * HW + i0, len);
@@ -86,9 +93,9 @@ void GemmPerGroup(const Conv2DParams& p, const float* x, const float* w, const f
 struct Direct {
   const float* x;  // pixels C floats apart
   const float* panels;
-  const float* b;  // may be null
-  const float* z;  // may be null; pixels M floats apart
-  float* y;        // pixels ldc floats apart
+  const float* b;                           // may be null
+  const float* z;                           // may be null; pixels M floats apart
+  float* y;                                 // pixels ldc floats apart
   int64_t C, M, groups, Cg, Mg, vecs, ldc;  // vecs: 8-channel panels per group
   ConvPostOps post;
 };
@@ -106,18 +113,18 @@ KILN_GP_TARGET void Tile(const Direct& d, int64_t px, int64_t g, int64_t v0) {
   const float* xa = d.x + px * d.C + g * d.Cg;
   const float* wp = d.panels + (g * d.vecs + v0) * d.Cg * 8;
   __m256 acc[R][NV];
-  #pragma GCC unroll 12
+#pragma GCC unroll 12
   for (int r = 0; r < R; ++r)
-    #pragma GCC unroll 12
+#pragma GCC unroll 12
     for (int v = 0; v < NV; ++v) acc[r][v] = _mm256_setzero_ps();
   for (int64_t k = 0; k < d.Cg; ++k) {
     __m256 bv[NV];
-    #pragma GCC unroll 12
+#pragma GCC unroll 12
     for (int v = 0; v < NV; ++v) bv[v] = _mm256_loadu_ps(wp + (v * d.Cg + k) * 8);
-    #pragma GCC unroll 12
+#pragma GCC unroll 12
     for (int r = 0; r < R; ++r) {
       const __m256 a = _mm256_broadcast_ss(xa + r * d.C + k);
-      #pragma GCC unroll 12
+#pragma GCC unroll 12
       for (int v = 0; v < NV; ++v) acc[r][v] = _mm256_fmadd_ps(a, bv[v], acc[r][v]);
     }
   }
@@ -128,22 +135,25 @@ KILN_GP_TARGET void Tile(const Direct& d, int64_t px, int64_t g, int64_t v0) {
   // A group's last panel may be stored whole when the next group's tiles, run later, overwrite
   // the lanes past it, except over a residual in Y's own bytes that they read.
   const bool spill = g + 1 < d.groups && d.z != d.y;
-  #pragma GCC unroll 12
+#pragma GCC unroll 12
   for (int r = 0; r < R; ++r)
-    #pragma GCC unroll 12
+#pragma GCC unroll 12
     for (int v = 0; v < NV; ++v) {
       const bool masked = v == NV - 1 && tail < 8 && !spill;
       const int64_t c = c0 + v * 8;
       __m256 s = acc[r][v];
       if (d.z || d.b) {
-        __m256 init = d.z ? Load(masked, mask, d.z + (px + r) * d.M + c) : Load(masked, mask, d.b + c);
+        __m256 init =
+            d.z ? Load(masked, mask, d.z + (px + r) * d.M + c) : Load(masked, mask, d.b + c);
         if (d.z && d.b) init = _mm256_add_ps(init, Load(masked, mask, d.b + c));
         s = _mm256_add_ps(init, s);
       }
       s = Activate8(s, d.post.act, d.post.alpha, d.post.beta);
       float* out = d.y + (px + r) * d.ldc + c;
-      if (masked) _mm256_maskstore_ps(out, mask, s);
-      else _mm256_storeu_ps(out, s);
+      if (masked)
+        _mm256_maskstore_ps(out, mask, s);
+      else
+        _mm256_storeu_ps(out, s);
     }
 }
 
@@ -159,9 +169,12 @@ constexpr int RowsFor(int nv) { return nv == 3 ? 4 : nv == 2 ? 6 : 12; }
 
 TileFn TileFor(int nv, int64_t rows) {
   switch (nv) {
-    case 3: return kRowsOf<3, 0, 1, 2, 3>[rows - 1];
-    case 2: return kRowsOf<2, 0, 1, 2, 3, 4, 5>[rows - 1];
-    default: return kRowsOf<1, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11>[rows - 1];
+    case 3:
+      return kRowsOf<3, 0, 1, 2, 3>[rows - 1];
+    case 2:
+      return kRowsOf<2, 0, 1, 2, 3, 4, 5>[rows - 1];
+    default:
+      return kRowsOf<1, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11>[rows - 1];
   }
 }
 
@@ -173,7 +186,8 @@ void DirectPixels(const Direct& d, int64_t p0, int64_t p1) {
       const int64_t left = d.vecs - v0;
       const int nv = left == 1 ? 1 : left == 2 || left == 4 ? 2 : 3;
       const int R = RowsFor(nv);
-      for (int64_t px = p0; px < p1; px += R) TileFor(nv, std::min<int64_t>(R, p1 - px))(d, px, g, v0);
+      for (int64_t px = p0; px < p1; px += R)
+        TileFor(nv, std::min<int64_t>(R, p1 - px))(d, px, g, v0);
       v0 += nv;
     }
   if (d.post.act == Act::kSwish) SwishPixelsF32(d.y + p0 * d.ldc, p1 - p0, d.ldc, 0, d.M);
@@ -231,14 +245,26 @@ void GroupedPointwise(const Conv2DParams& p, const float* x, const float* w, boo
     // 8 KiB (it is read once per block of panels).
     const int64_t part = std::max<int64_t>(12, (int64_t{8} << 10) / (Cg * 4) / 12 * 12);
     for (int64_t n = 0; n < p.N; ++n) {
-      const Direct d{x + n * HW * p.C, st->panels.data(), b,
-                     post.z ? post.z + n * HW * p.M : nullptr, y + n * HW * (l.y ? ldc : p.M),
-                     p.C, p.M, p.group, Cg, Mg, vecs, ldc, post};
+      const Direct d{x + n * HW * p.C,
+                     st->panels.data(),
+                     b,
+                     post.z ? post.z + n * HW * p.M : nullptr,
+                     y + n * HW * (l.y ? ldc : p.M),
+                     p.C,
+                     p.M,
+                     p.group,
+                     Cg,
+                     Mg,
+                     vecs,
+                     ldc,
+                     post};
       ParallelFor(threads, (HW + part - 1) / part, [&](int64_t c0, int64_t c1) {
         for (int64_t c = c0; c < c1; ++c) {
           const int64_t q0 = c * part, q1 = std::min(HW, q0 + part);
-          if (l.y) DirectPixels(d, q0, q1);
-          else DirectPixelsToPlanes(d, HW, q0, q1);
+          if (l.y)
+            DirectPixels(d, q0, q1);
+          else
+            DirectPixelsToPlanes(d, HW, q0, q1);
         }
       });
     }

@@ -22,7 +22,7 @@ bool GroupedPointwiseFits(const Conv2DParams& p, const ConvLayouts& l, const Con
 
 // The weights of one node in the direct kernel's panels, made on first use and kept.
 struct GroupedPointwiseState : NodeState {
-  const float* w = nullptr;  // the weights the panels were made from (constant ones: not remade)
+  const float* w = nullptr;   // the weights the panels were made from (constant ones: not remade)
   std::vector<float> panels;  // [group][ceil(M / group / 8)][C / group][8], zero padded
   bool direct = false;
   std::string Kernel() const override {

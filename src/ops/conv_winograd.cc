@@ -124,8 +124,8 @@ KILN_WINO_TARGET void InputBlock(const Geometry& g, const float* x, int64_t t0, 
 }
 
 KILN_WINO_TARGET void OutputBlock(const Geometry& g, const float* mo, int64_t stride, int64_t t0,
-                                  int64_t t1, const float* b, const float* z, float* y,
-                                  int64_t ldc, const ConvPostOps& post) {
+                                  int64_t t1, const float* b, const float* z, float* y, int64_t ldc,
+                                  const ConvPostOps& post) {
   for (int64_t t = t0; t < t1; ++t) {
     const float* mt = mo + (t - t0) * g.M;
     int64_t m = 0;
@@ -164,7 +164,9 @@ int64_t TilesPerBlock(const Conv2DParams& p) {
   return std::min(block, Tiles(p));
 }
 
-int64_t Blocks(const Conv2DParams& p) { return (Tiles(p) + TilesPerBlock(p) - 1) / TilesPerBlock(p); }
+int64_t Blocks(const Conv2DParams& p) {
+  return (Tiles(p) + TilesPerBlock(p) - 1) / TilesPerBlock(p);
+}
 
 }  // namespace
 

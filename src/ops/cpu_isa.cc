@@ -21,7 +21,9 @@ bool CpuHas(Isa isa) {
 }  // namespace
 
 Isa BestIsa() {
-  static const Isa best = CpuHas(Isa::kAvx512) ? Isa::kAvx512 : CpuHas(Isa::kAvx2) ? Isa::kAvx2 : Isa::kBaseline;
+  static const Isa best = CpuHas(Isa::kAvx512) ? Isa::kAvx512
+                          : CpuHas(Isa::kAvx2) ? Isa::kAvx2
+                                               : Isa::kBaseline;
   return best;
 }
 
@@ -29,10 +31,14 @@ bool IsaSupported(Isa isa) { return isa == Isa::kAuto || CpuHas(isa); }
 
 const char* IsaName(Isa isa) {
   switch (isa) {
-    case Isa::kAuto: return "auto";
-    case Isa::kBaseline: return "baseline";
-    case Isa::kAvx2: return "avx2";
-    case Isa::kAvx512: return "avx512";
+    case Isa::kAuto:
+      return "auto";
+    case Isa::kBaseline:
+      return "baseline";
+    case Isa::kAvx2:
+      return "avx2";
+    case Isa::kAvx512:
+      return "avx512";
   }
   return "?";
 }

@@ -1,5 +1,6 @@
 // What the oneDNN-backed kernels share (conv_dnnl.cc, gemm_dnnl.cc): one CPU
-// engine, a stream per thread, and one thread per primitive. Include only where KILN_WITH_DNNL is set.
+// engine, a stream per thread, and one thread per primitive. Include only where KILN_WITH_DNNL is
+// set.
 #pragma once
 
 #include <oneapi/dnnl/dnnl.hpp>

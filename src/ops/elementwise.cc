@@ -52,12 +52,14 @@ struct VecRows {
                    [&](int64_t s, int64_t e) { BinaryF32(op, a + s, b + s, o + s, e - s); });
   }
   void scalar_a(float c, const float* b, float* o, int64_t n) const {
-    ParallelSlices(threads, n, kElementsPerThread,
-                   [&](int64_t s, int64_t e) { BinaryScalarF32(op, c, b + s, o + s, e - s, true); });
+    ParallelSlices(threads, n, kElementsPerThread, [&](int64_t s, int64_t e) {
+      BinaryScalarF32(op, c, b + s, o + s, e - s, true);
+    });
   }
   void scalar_b(float c, const float* a, float* o, int64_t n) const {
-    ParallelSlices(threads, n, kElementsPerThread,
-                   [&](int64_t s, int64_t e) { BinaryScalarF32(op, c, a + s, o + s, e - s, false); });
+    ParallelSlices(threads, n, kElementsPerThread, [&](int64_t s, int64_t e) {
+      BinaryScalarF32(op, c, a + s, o + s, e - s, false);
+    });
   }
 };
 
@@ -74,16 +76,15 @@ void RegBinary(OpRegistry& r, const char* name, F f, const VecBinOp* vop = nullp
         const Tensor& b = ctx.input(1);
         // Channels-last with both operands of the output's dims, or one a single element, is
         // layout-agnostic; otherwise it is a channel scale (ops/channels_last.h).
-        if (ctx.output_channels_last(0) && a.dims() != b.dims() && a.size() != 1 &&
-            b.size() != 1) {
+        if (ctx.output_channels_last(0) && a.dims() != b.dims() && a.size() != 1 && b.size() != 1) {
           const bool a_big = ctx.input_channels_last(0);
           const Tensor& x = a_big ? a : b;
           const Tensor& s = a_big ? b : a;
           Tensor& o = ctx.output(0);
           if (!vop || *vop != VecBinOp::kMul || x.dtype() != DType::kFloat32 || x.rank() != 4)
             return ctx.error("channels-last element-wise node it cannot run (a kiln bug)");
-          ChannelsLastScale(x.data<float>(), s.data<float>(), o.data<float>(), x.dim(0),
-                              x.dim(1), x.dim(2) * x.dim(3));
+          ChannelsLastScale(x.data<float>(), s.data<float>(), o.data<float>(), x.dim(0), x.dim(1),
+                            x.dim(2) * x.dim(3));
           return OkStatus();
         }
         const Dims bd = LegacyBroadcastDims(ctx.node(), ctx.opset(), a.dims(), b.dims());
@@ -93,7 +94,8 @@ void RegBinary(OpRegistry& r, const char* name, F f, const VecBinOp* vop = nullp
             if (vop) {
               Tensor& o = ctx.output(0);
               BinaryLoopRows<float, float, float>(a.data<float>(), a.dims(), b.data<float>(), bd,
-                                                  o.data<float>(), o.dims(), f, VecRows{*vop, ctx.threads()});
+                                                  o.data<float>(), o.dims(), f,
+                                                  VecRows{*vop, ctx.threads()});
               return;
             }
           }
@@ -105,22 +107,30 @@ void RegBinary(OpRegistry& r, const char* name, F f, const VecBinOp* vop = nullp
 
 template <class V>
 V IntAbs(V x) {
-  if constexpr (std::is_signed_v<V>) return x < 0 ? WrapSub<V>(0, x) : x;
-  else return x;
+  if constexpr (std::is_signed_v<V>)
+    return x < 0 ? WrapSub<V>(0, x) : x;
+  else
+    return x;
 }
 
 void RegisterUnaryMath(OpRegistry& r) {
   RegUnary<kNumericTypes>(r, "Abs", []<class V>(V x) -> V {
-    if constexpr (std::is_integral_v<V>) return IntAbs(x);
-    else return std::fabs(x);
+    if constexpr (std::is_integral_v<V>)
+      return IntAbs(x);
+    else
+      return std::fabs(x);
   });
   RegUnary<kFloatAndSigned>(r, "Neg", []<class V>(V x) -> V {
-    if constexpr (std::is_integral_v<V>) return WrapSub<V>(0, x);
-    else return -x;
+    if constexpr (std::is_integral_v<V>)
+      return WrapSub<V>(0, x);
+    else
+      return -x;
   });
   RegUnary<kNumericTypes>(r, "Sign", []<class V>(V x) -> V {
-    if constexpr (std::is_unsigned_v<V>) return x > 0 ? 1 : 0;
-    else return x > 0 ? V(1) : (x < 0 ? V(-1) : x);  // keeps NaN and zero
+    if constexpr (std::is_unsigned_v<V>)
+      return x > 0 ? 1 : 0;
+    else
+      return x > 0 ? V(1) : (x < 0 ? V(-1) : x);  // keeps NaN and zero
   });
   RegUnary<kFloatTypes>(r, "Reciprocal", []<class V>(V x) -> V { return V(1) / x; });
   RegUnary<kFloatTypes>(r, "Floor", []<class V>(V x) -> V { return std::floor(x); });
@@ -128,21 +138,27 @@ void RegisterUnaryMath(OpRegistry& r) {
   // nearbyint in the default rounding mode rounds half to even, as the spec asks.
   RegUnary<kFloatTypes>(r, "Round", []<class V>(V x) -> V { return std::nearbyint(x); });
   RegUnary<kFloatTypes>(r, "Sqrt", []<class V>(V x) -> V { return std::sqrt(x); });
-  RegUnary<kFloatTypes>(r, "Exp", []<class V>(V x) -> V { return std::exp(x); }, ExpF32);
-  RegUnary<kFloatTypes>(r, "Log", []<class V>(V x) -> V { return std::log(x); }, LogF32);
-  RegUnary<kFloatTypes>(r, "Sin", []<class V>(V x) -> V { return std::sin(x); }, SinF32);
-  RegUnary<kFloatTypes>(r, "Cos", []<class V>(V x) -> V { return std::cos(x); }, CosF32);
+  RegUnary<kFloatTypes>(
+      r, "Exp", []<class V>(V x) -> V { return std::exp(x); }, ExpF32);
+  RegUnary<kFloatTypes>(
+      r, "Log", []<class V>(V x) -> V { return std::log(x); }, LogF32);
+  RegUnary<kFloatTypes>(
+      r, "Sin", []<class V>(V x) -> V { return std::sin(x); }, SinF32);
+  RegUnary<kFloatTypes>(
+      r, "Cos", []<class V>(V x) -> V { return std::cos(x); }, CosF32);
   RegUnary<kFloatTypes>(r, "Tan", []<class V>(V x) -> V { return std::tan(x); });
   RegUnary<kFloatTypes>(r, "Asin", []<class V>(V x) -> V { return std::asin(x); });
   RegUnary<kFloatTypes>(r, "Acos", []<class V>(V x) -> V { return std::acos(x); });
   RegUnary<kFloatTypes>(r, "Atan", []<class V>(V x) -> V { return std::atan(x); });
   RegUnary<kFloatTypes>(r, "Sinh", []<class V>(V x) -> V { return std::sinh(x); });
   RegUnary<kFloatTypes>(r, "Cosh", []<class V>(V x) -> V { return std::cosh(x); });
-  RegUnary<kFloatTypes>(r, "Tanh", []<class V>(V x) -> V { return std::tanh(x); }, TanhF32);
+  RegUnary<kFloatTypes>(
+      r, "Tanh", []<class V>(V x) -> V { return std::tanh(x); }, TanhF32);
   RegUnary<kFloatTypes>(r, "Asinh", []<class V>(V x) -> V { return std::asinh(x); });
   RegUnary<kFloatTypes>(r, "Acosh", []<class V>(V x) -> V { return std::acosh(x); });
   RegUnary<kFloatTypes>(r, "Atanh", []<class V>(V x) -> V { return std::atanh(x); });
-  RegUnary<kFloatTypes>(r, "Erf", []<class V>(V x) -> V { return std::erf(x); }, ErfF32);
+  RegUnary<kFloatTypes>(
+      r, "Erf", []<class V>(V x) -> V { return std::erf(x); }, ErfF32);
   RegUnary<kBoolType>(r, "Not", [](bool x) { return !x; });
   RegUnary<kIntTypes>(r, "BitwiseNot", []<class V>(V x) -> V { return static_cast<V>(~x); });
 
@@ -206,26 +222,46 @@ V IntFmod(V a, V b) {
   return static_cast<V>(a % b);
 }
 
-constexpr VecBinOp kVecAdd = VecBinOp::kAdd, kVecSub = VecBinOp::kSub,
-                   kVecMul = VecBinOp::kMul, kVecDiv = VecBinOp::kDiv;
+constexpr VecBinOp kVecAdd = VecBinOp::kAdd, kVecSub = VecBinOp::kSub, kVecMul = VecBinOp::kMul,
+                   kVecDiv = VecBinOp::kDiv;
 
 void RegisterArithmetic(OpRegistry& r) {
-  RegBinary<kNumericTypes, false>(r, "Add", []<class V>(V a, V b) -> V {
-    if constexpr (std::is_integral_v<V>) return WrapAdd(a, b);
-    else return a + b;
-  }, &kVecAdd);
-  RegBinary<kNumericTypes, false>(r, "Sub", []<class V>(V a, V b) -> V {
-    if constexpr (std::is_integral_v<V>) return WrapSub(a, b);
-    else return a - b;
-  }, &kVecSub);
-  RegBinary<kNumericTypes, false>(r, "Mul", []<class V>(V a, V b) -> V {
-    if constexpr (std::is_integral_v<V>) return WrapMul(a, b);
-    else return a * b;
-  }, &kVecMul);
-  RegBinary<kNumericTypes, false>(r, "Div", []<class V>(V a, V b) -> V {
-    if constexpr (std::is_integral_v<V>) return IntDiv(a, b);
-    else return a / b;
-  }, &kVecDiv);
+  RegBinary<kNumericTypes, false>(
+      r, "Add",
+      []<class V>(V a, V b) -> V {
+        if constexpr (std::is_integral_v<V>)
+          return WrapAdd(a, b);
+        else
+          return a + b;
+      },
+      &kVecAdd);
+  RegBinary<kNumericTypes, false>(
+      r, "Sub",
+      []<class V>(V a, V b) -> V {
+        if constexpr (std::is_integral_v<V>)
+          return WrapSub(a, b);
+        else
+          return a - b;
+      },
+      &kVecSub);
+  RegBinary<kNumericTypes, false>(
+      r, "Mul",
+      []<class V>(V a, V b) -> V {
+        if constexpr (std::is_integral_v<V>)
+          return WrapMul(a, b);
+        else
+          return a * b;
+      },
+      &kVecMul);
+  RegBinary<kNumericTypes, false>(
+      r, "Div",
+      []<class V>(V a, V b) -> V {
+        if constexpr (std::is_integral_v<V>)
+          return IntDiv(a, b);
+        else
+          return a / b;
+      },
+      &kVecDiv);
 
   r.Register(
       "Mod",

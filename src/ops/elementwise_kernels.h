@@ -57,7 +57,8 @@ inline Status InferBinary(InferContext& ctx, unsigned groups, DType out = DType:
     return ctx.error("inputs have different element types " + TypeName(t) + " and " +
                      TypeName(ctx.input_dtype(1)));
   Dims d;
-  const Dims bd = LegacyBroadcastDims(ctx.node(), ctx.opset(), ctx.input_dims(0), ctx.input_dims(1));
+  const Dims bd =
+      LegacyBroadcastDims(ctx.node(), ctx.opset(), ctx.input_dims(0), ctx.input_dims(1));
   if (!BroadcastDims(ctx.input_dims(0), bd, &d))
     return ctx.error("shapes " + DimsToString(ctx.input_dims(0)) + " and " +
                      DimsToString(ctx.input_dims(1)) + " do not broadcast");
@@ -89,19 +90,23 @@ inline void BinarySame(const TA* __restrict a, const TB* __restrict b, R* __rest
   for (; i + kBlock <= n; i += kBlock)
     for (int64_t j = 0; j < kBlock; ++j)
       o[i + j] = static_cast<R>(f(static_cast<Acc<TA>>(a[i + j]), static_cast<Acc<TB>>(b[i + j])));
-  for (; i < n; ++i) o[i] = static_cast<R>(f(static_cast<Acc<TA>>(a[i]), static_cast<Acc<TB>>(b[i])));
+  for (; i < n; ++i)
+    o[i] = static_cast<R>(f(static_cast<Acc<TA>>(a[i]), static_cast<Acc<TB>>(b[i])));
 }
 
 // o[i] = f(s, b[i]) (kScalarFirst) or f(b[i], s).
 template <bool kScalarFirst, class TS, class TB, class R, class F>
 inline void BinaryScalar(Acc<TS> s, const TB* __restrict b, R* __restrict o, int64_t n, F&& f) {
   auto g = [&](Acc<TB> v) {
-    if constexpr (kScalarFirst) return f(s, v);
-    else return f(v, s);
+    if constexpr (kScalarFirst)
+      return f(s, v);
+    else
+      return f(v, s);
   };
   int64_t i = 0;
   for (; i + kBlock <= n; i += kBlock)
-    for (int64_t j = 0; j < kBlock; ++j) o[i + j] = static_cast<R>(g(static_cast<Acc<TB>>(b[i + j])));
+    for (int64_t j = 0; j < kBlock; ++j)
+      o[i + j] = static_cast<R>(g(static_cast<Acc<TB>>(b[i + j])));
   for (; i < n; ++i) o[i] = static_cast<R>(g(static_cast<Acc<TB>>(b[i])));
 }
 
@@ -111,7 +116,9 @@ inline void BinaryScalar(Acc<TS> s, const TB* __restrict b, R* __restrict o, int
 template <class TA, class TB, class R, class F>
 struct ScalarRows {
   F& f;
-  void same(const TA* a, const TB* b, R* o, int64_t n) const { BinarySame<TA, TB, R>(a, b, o, n, f); }
+  void same(const TA* a, const TB* b, R* o, int64_t n) const {
+    BinarySame<TA, TB, R>(a, b, o, n, f);
+  }
   void scalar_a(Acc<TA> s, const TB* b, R* o, int64_t n) const {
     BinaryScalar<true, TA, TB, R>(s, b, o, n, f);
   }
@@ -196,8 +203,8 @@ inline void BinaryLoop(const TA* a, const Dims& ad, const TB* b, const Dims& bd,
 template <class TA, class TB, class R, class F>
 inline void BinaryLoop(const Tensor& a, const Tensor& b, Tensor& out, F&& f,
                        const Dims* bd = nullptr) {
-  BinaryLoop<TA, TB, R>(a.data<TA>(), a.dims(), b.data<TB>(), bd ? *bd : b.dims(),
-                        out.data<R>(), out.dims(), f);
+  BinaryLoop<TA, TB, R>(a.data<TA>(), a.dims(), b.data<TB>(), bd ? *bd : b.dims(), out.data<R>(),
+                        out.dims(), f);
 }
 
 // Integer wrap-around arithmetic without signed-overflow undefined behaviour.
@@ -216,8 +223,8 @@ inline T WrapMul(T a, T b) {
   using U = std::make_unsigned_t<T>;
   // Promote small unsigned types to unsigned int so the product cannot overflow a signed int.
   using W = std::conditional_t<(sizeof(U) < sizeof(unsigned)), unsigned, U>;
-  return static_cast<T>(static_cast<U>(static_cast<W>(static_cast<U>(a)) *
-                                       static_cast<W>(static_cast<U>(b))));
+  return static_cast<T>(
+      static_cast<U>(static_cast<W>(static_cast<U>(a)) * static_cast<W>(static_cast<U>(b))));
 }
 
 // Float to integer conversion without undefined behaviour: truncates toward zero, wraps values

@@ -21,15 +21,22 @@ void CopyBroadcast(const Tensor& x, void* o, const Dims& od) {
     const U* s = static_cast<const U*>(x.raw());
     U* d = static_cast<U*>(o);
     std::array<Dims, 1> st{BroadcastStrides(x.dims(), od)};
-    ForEachBroadcast<1>(od, st, [&](int64_t i, const std::array<int64_t, 1>& off) {
-      d[i] = s[off[0]];
-    });
+    ForEachBroadcast<1>(od, st,
+                        [&](int64_t i, const std::array<int64_t, 1>& off) { d[i] = s[off[0]]; });
   };
   switch (es) {
-    case 1: run.template operator()<uint8_t>(); break;
-    case 2: run.template operator()<uint16_t>(); break;
-    case 4: run.template operator()<uint32_t>(); break;
-    default: run.template operator()<uint64_t>(); break;
+    case 1:
+      run.template operator()<uint8_t>();
+      break;
+    case 2:
+      run.template operator()<uint16_t>();
+      break;
+    case 4:
+      run.template operator()<uint32_t>();
+      break;
+    default:
+      run.template operator()<uint64_t>();
+      break;
   }
 }
 
@@ -79,7 +86,8 @@ void RegVariadic(OpRegistry& r, const char* name, F f) {
           }
           if constexpr (kMean) {
             const Acc<T> inv = Acc<T>(1) / static_cast<Acc<T>>(ctx.num_inputs());
-            for (int64_t i = 0; i < out.size(); ++i) o[i] = static_cast<T>(static_cast<Acc<T>>(o[i]) * inv);
+            for (int64_t i = 0; i < out.size(); ++i)
+              o[i] = static_cast<T>(static_cast<Acc<T>>(o[i]) * inv);
           }
         });
         return OkStatus();
@@ -104,8 +112,10 @@ V MinOf(V a, V b) {
 
 void RegisterVariadic(OpRegistry& r) {
   RegVariadic<kNumericTypes, false>(r, "Sum", []<class V>(V a, V b) -> V {
-    if constexpr (std::is_integral_v<V>) return WrapAdd(a, b);
-    else return a + b;
+    if constexpr (std::is_integral_v<V>)
+      return WrapAdd(a, b);
+    else
+      return a + b;
   });
   RegVariadic<kFloatTypes, true>(r, "Mean", []<class V>(V a, V b) -> V { return a + b; });
   RegVariadic<kNumericTypes, false>(r, "Max", []<class V>(V a, V b) -> V { return MaxOf(a, b); });
@@ -157,10 +167,18 @@ void RegisterWhere(OpRegistry& r) {
           });
         };
         switch (DTypeSize(x.dtype())) {
-          case 1: run.template operator()<uint8_t>(); break;
-          case 2: run.template operator()<uint16_t>(); break;
-          case 4: run.template operator()<uint32_t>(); break;
-          default: run.template operator()<uint64_t>(); break;
+          case 1:
+            run.template operator()<uint8_t>();
+            break;
+          case 2:
+            run.template operator()<uint16_t>();
+            break;
+          case 4:
+            run.template operator()<uint32_t>();
+            break;
+          default:
+            run.template operator()<uint64_t>();
+            break;
         }
         return OkStatus();
       });
@@ -182,8 +200,8 @@ void RegisterClip(OpRegistry& r) {
               return ctx.error(std::string(i == 1 ? "min" : "max") + " has element type " +
                                TypeName(ctx.input_dtype(i)) + ", expected " + TypeName(t));
             if (NumElements(ctx.input_dims(i)) > 1)
-              return ctx.error(std::string(i == 1 ? "min" : "max") + " must be a scalar, got shape " +
-                               DimsToString(ctx.input_dims(i)));
+              return ctx.error(std::string(i == 1 ? "min" : "max") +
+                               " must be a scalar, got shape " + DimsToString(ctx.input_dims(i)));
           }
         }
         ctx.set_output(0, t, ctx.input_dims(0));

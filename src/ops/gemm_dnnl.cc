@@ -61,7 +61,8 @@ GemmPart MakePart(const DnnlGemmPlan& plan, int64_t m0, int64_t M) {
   part.w_user = memory(w_user_md, e, DNNL_MEMORY_NONE);
   if (pd.weights_desc() != w_user_md) {
     part.w = memory(pd.weights_desc(), e);
-    part.w_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(e, w_user_md, e, pd.weights_desc()));
+    part.w_reorder =
+        dnnl::reorder(dnnl::reorder::primitive_desc(e, w_user_md, e, pd.weights_desc()));
   } else {
     part.w = part.w_user;
   }
@@ -165,8 +166,8 @@ struct DnnlMatMulPlan : NodeState {
 MatMulPart MakeBatchPart(const DnnlMatMulPlan& plan, int64_t b0, int64_t b) {
   dnnl::engine& e = dnnl_common::Engine();
   const auto f32 = memory::data_type::f32;
-  const memory::desc a_md({b, plan.M, plan.K}, f32, Tag::abc), w_md({b, plan.K, plan.N}, f32, Tag::abc),
-      y_md({b, plan.M, plan.N}, f32, Tag::abc);
+  const memory::desc a_md({b, plan.M, plan.K}, f32, Tag::abc),
+      w_md({b, plan.K, plan.N}, f32, Tag::abc), y_md({b, plan.M, plan.N}, f32, Tag::abc);
   dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, w_md, y_md),
                                   dnnl_common::UserScratchpad(), e);
   if (std::string(pd.impl_info_str()).rfind("ref", 0) == 0)

@@ -10,12 +10,12 @@
 namespace kiln::ops {
 namespace {
 
-
 // The register tile: MR rows x NV vectors of VB bytes, over B panels BS elements wide (BS > the
-// tile's width for the narrow kernel that serves a panel's first half at the right edge). Compiler vector extensions make the
-// blocking explicit; inlined into a function with a target attribute, the same body becomes
-// zmm / ymm code with FMAs (c += a * b contracts: GCC's gnu++ default -ffp-contract=fast, clang's
-// -ffp-contract=on within one expression). Accumulators start at zero; C is added at the end.
+// tile's width for the narrow kernel that serves a panel's first half at the right edge). Compiler
+// vector extensions make the blocking explicit; inlined into a function with a target attribute,
+// the same body becomes zmm / ymm code with FMAs (c += a * b contracts: GCC's gnu++ default
+// -ffp-contract=fast, clang's -ffp-contract=on within one expression). Accumulators start at zero;
+// C is added at the end.
 template <class T, int VB, int MR, int NV, int BS>
 __attribute__((always_inline)) inline void KernelBody(int64_t kc, const T* __restrict a,
                                                       const T* __restrict b, T* __restrict c,
@@ -64,8 +64,8 @@ __attribute__((target("avx2,fma"))) void KernelAvx2(int64_t kc, const T* a, cons
   KernelBody<T, 32, MR, NV, BS>(kc, a, b, c, ldc, acc);
 }
 template <class T, int MR, int NV, int BS>
-__attribute__((target("avx512f,fma"))) void KernelAvx512(int64_t kc, const T* a, const T* b,
-                                                         T* c, int64_t ldc, bool acc) {
+__attribute__((target("avx512f,fma"))) void KernelAvx512(int64_t kc, const T* a, const T* b, T* c,
+                                                         int64_t ldc, bool acc) {
   KernelBody<T, 64, MR, NV, BS>(kc, a, b, c, ldc, acc);
 }
 #endif
@@ -89,7 +89,12 @@ Spec<T> MakeSpec() {
   constexpr int NR = NV * VB / static_cast<int>(sizeof(T));
   constexpr bool f32 = sizeof(T) == 4;
   static_assert(NV % 2 == 0);
-  return {MR, NR, f32 ? 256 : 128, 256, f32 ? 512 : 256, K<T, MR, NV, NR>::fn,
+  return {MR,
+          NR,
+          f32 ? 256 : 128,
+          256,
+          f32 ? 512 : 256,
+          K<T, MR, NV, NR>::fn,
           K<T, MR, NV / 2, NR>::fn};
 }
 
@@ -170,19 +175,26 @@ void PackBFixed(const T* B, int64_t rsb, int64_t csb, int64_t kc, int64_t nc, T 
 template <class T>
 void PackA(const T* A, int64_t rsa, int64_t csa, int64_t mc, int64_t kc, int MR, T* dst) {
   switch (MR) {
-    case 8: return PackAFixed<T, 8>(A, rsa, csa, mc, kc, dst);
-    case 6: return PackAFixed<T, 6>(A, rsa, csa, mc, kc, dst);
-    default: return PackAFixed<T, 4>(A, rsa, csa, mc, kc, dst);
+    case 8:
+      return PackAFixed<T, 8>(A, rsa, csa, mc, kc, dst);
+    case 6:
+      return PackAFixed<T, 6>(A, rsa, csa, mc, kc, dst);
+    default:
+      return PackAFixed<T, 4>(A, rsa, csa, mc, kc, dst);
   }
 }
 
 template <class T>
 void PackB(const T* B, int64_t rsb, int64_t csb, int64_t kc, int64_t nc, int NR, T alpha, T* dst) {
   switch (NR) {
-    case 32: return PackBFixed<T, 32>(B, rsb, csb, kc, nc, alpha, dst);
-    case 16: return PackBFixed<T, 16>(B, rsb, csb, kc, nc, alpha, dst);
-    case 8: return PackBFixed<T, 8>(B, rsb, csb, kc, nc, alpha, dst);
-    default: return PackBFixed<T, 4>(B, rsb, csb, kc, nc, alpha, dst);
+    case 32:
+      return PackBFixed<T, 32>(B, rsb, csb, kc, nc, alpha, dst);
+    case 16:
+      return PackBFixed<T, 16>(B, rsb, csb, kc, nc, alpha, dst);
+    case 8:
+      return PackBFixed<T, 8>(B, rsb, csb, kc, nc, alpha, dst);
+    default:
+      return PackBFixed<T, 4>(B, rsb, csb, kc, nc, alpha, dst);
   }
 }
 
@@ -209,13 +221,15 @@ void PackAllB(const Spec<T>& sp, int64_t K, int64_t N, const T* B, int64_t rsb, 
 // `packed` (may be null): all of B, as PackAllB lays it out (alpha 1).
 template <class T>
 void GemmSerial(const Spec<T>& sp, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
-                int64_t rsa, int64_t csa, const T* B, int64_t rsb, int64_t csb, T* C,
-                int64_t ldc, bool accumulate, const T* packed = nullptr) {
+                int64_t rsa, int64_t csa, const T* B, int64_t rsb, int64_t csb, T* C, int64_t ldc,
+                bool accumulate, const T* packed = nullptr) {
   const int MR = sp.mr, NR = sp.nr;
   const int64_t KC = sp.kc, MC = (sp.mc + MR - 1) / MR * MR, NC = (sp.nc + NR - 1) / NR * NR;
-  T* pa = Scratch<T>(ScratchSlot::kGemmA, static_cast<size_t>(std::min(MC, (M + MR - 1) / MR * MR) * KC));
+  T* pa = Scratch<T>(ScratchSlot::kGemmA,
+                     static_cast<size_t>(std::min(MC, (M + MR - 1) / MR * MR) * KC));
   T* pb = packed ? nullptr
-                 : Scratch<T>(ScratchSlot::kGemmB, static_cast<size_t>(std::min(NC, (N + NR - 1) / NR * NR) * KC));
+                 : Scratch<T>(ScratchSlot::kGemmB,
+                              static_cast<size_t>(std::min(NC, (N + NR - 1) / NR * NR) * KC));
   alignas(64) T tile[16 * 64];  // MR x NR edge tiles
   for (int64_t jc = 0; jc < N; jc += NC) {
     const int64_t nc = std::min(NC, N - jc);
@@ -265,9 +279,7 @@ void GemmSerial(const Spec<T>& sp, int64_t M, int64_t N, int64_t K, T alpha, con
     for (int64_t i = 0; i < M; ++i) std::fill(C + i * ldc, C + i * ldc + N, T(0));
 }
 
-
 }  // namespace
-
 
 template <class T>
 void PackedGemm(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t rsa, int64_t csa,
@@ -326,10 +338,8 @@ template PackedB<float> PackGemmB<float>(int64_t, int64_t, const float*, int64_t
 template void PackedGemm<float>(int64_t, const float*, int64_t, int64_t, const PackedB<float>&,
                                 float*, int64_t, bool, int);
 template void PackedGemm<float>(int64_t, int64_t, int64_t, float, const float*, int64_t, int64_t,
-                                const float*, int64_t, int64_t, float*, int64_t, bool, int,
-                                Isa);
-template void PackedGemm<double>(int64_t, int64_t, int64_t, double, const double*, int64_t,
-                                 int64_t, const double*, int64_t, int64_t, double*, int64_t, bool,
-                                 int, Isa);
+                                const float*, int64_t, int64_t, float*, int64_t, bool, int, Isa);
+template void PackedGemm<double>(int64_t, int64_t, int64_t, double, const double*, int64_t, int64_t,
+                                 const double*, int64_t, int64_t, double*, int64_t, bool, int, Isa);
 
 }  // namespace kiln::ops

@@ -19,7 +19,6 @@
 
 namespace kiln::ops {
 
-
 // C[i * ldc + j] = (accumulate ? C[i * ldc + j] : 0) + alpha * sum_k A(i, k) * B(k, j) for
 // i < M, j < N, where A(i, k) = A[i * rsa + k * csa] and B(k, j) = B[k * rsb + j * csb] (any
 // strides: a transposed operand is a swap of its two strides). `isa` other than kAuto forces a
@@ -53,7 +52,7 @@ extern template void PackedGemm<float>(int64_t, int64_t, int64_t, float, const f
                                        int64_t, const float*, int64_t, int64_t, float*, int64_t,
                                        bool, int, Isa);
 extern template void PackedGemm<double>(int64_t, int64_t, int64_t, double, const double*, int64_t,
-                                        int64_t, const double*, int64_t, int64_t, double*,
-                                        int64_t, bool, int, Isa);
+                                        int64_t, const double*, int64_t, int64_t, double*, int64_t,
+                                        bool, int, Isa);
 
 }  // namespace kiln::ops

@@ -15,8 +15,7 @@ using moves::Str;
 using moves::WrapIndex;
 
 Status CheckMovable(const InferContext& ctx, DType t) {
-  if (DTypeSize(t) == 0)
-    return ctx.error("unsupported dtype " + std::string(DTypeName(t)));
+  if (DTypeSize(t) == 0) return ctx.error("unsupported dtype " + std::string(DTypeName(t)));
   return OkStatus();
 }
 
@@ -61,7 +60,8 @@ Status ComputeGather(ComputeContext& ctx) {
   for (int64_t i = 0; i < n; ++i) {
     idx[i] = IndexAt(ind, i);
     if (!WrapIndex(idx[i], dim))
-      return ctx.error("index " + Str(IndexAt(ind, i)) + " out of range for axis of size " + Str(dim));
+      return ctx.error("index " + Str(IndexAt(ind, i)) + " out of range for axis of size " +
+                       Str(dim));
   }
   size_t block = static_cast<size_t>(inner) * DTypeSize(data.dtype());
   const uint8_t* src = static_cast<const uint8_t*>(data.raw());
@@ -110,7 +110,8 @@ Status ComputeGatherElements(ComputeContext& ctx) {
     for (int64_t i = 0; i < n; ++i) {
       int64_t v = IndexAt(ind, i);
       if (!WrapIndex(v, dim)) {
-        st = ctx.error("index " + Str(IndexAt(ind, i)) + " out of range for axis of size " + Str(dim));
+        st = ctx.error("index " + Str(IndexAt(ind, i)) + " out of range for axis of size " +
+                       Str(dim));
         return;
       }
       dst[i] = src[base + v * ds[axis]];
@@ -170,7 +171,8 @@ Status ComputeGatherND(ComputeContext& ctx) {
       for (size_t k = 0; k < m; ++k) {
         int64_t v = ip[k];
         if (!WrapIndex(v, d[b + k]))
-          return ctx.error("index " + Str(ip[k]) + " out of range for axis of size " + Str(d[b + k]));
+          return ctx.error("index " + Str(ip[k]) + " out of range for axis of size " +
+                           Str(d[b + k]));
         off += v * ds[b + k];
       }
       if (bytes) std::memcpy(dst, src + off * DTypeSize(data.dtype()), bytes);
@@ -185,12 +187,18 @@ enum class Reduction { kNone, kAdd, kMul, kMax, kMin };
 
 Status ParseReduction(const InferContext& ctx, Reduction* r) {
   std::string s = ctx.node().attr_string("reduction", "none");
-  if (s == "none") *r = Reduction::kNone;
-  else if (s == "add") *r = Reduction::kAdd;
-  else if (s == "mul") *r = Reduction::kMul;
-  else if (s == "max") *r = Reduction::kMax;
-  else if (s == "min") *r = Reduction::kMin;
-  else return ctx.error("unknown reduction '" + s + "'");
+  if (s == "none")
+    *r = Reduction::kNone;
+  else if (s == "add")
+    *r = Reduction::kAdd;
+  else if (s == "mul")
+    *r = Reduction::kMul;
+  else if (s == "max")
+    *r = Reduction::kMax;
+  else if (s == "min")
+    *r = Reduction::kMin;
+  else
+    return ctx.error("unknown reduction '" + s + "'");
   return OkStatus();
 }
 
@@ -207,11 +215,21 @@ template <class T>
 inline void Apply(T& dst, T v, Reduction r) {
   using A = Acc<T>;
   switch (r) {
-    case Reduction::kNone: dst = v; break;
-    case Reduction::kAdd: dst = static_cast<T>(static_cast<A>(dst) + static_cast<A>(v)); break;
-    case Reduction::kMul: dst = static_cast<T>(static_cast<A>(dst) * static_cast<A>(v)); break;
-    case Reduction::kMax: dst = static_cast<A>(v) > static_cast<A>(dst) ? v : dst; break;
-    case Reduction::kMin: dst = static_cast<A>(v) < static_cast<A>(dst) ? v : dst; break;
+    case Reduction::kNone:
+      dst = v;
+      break;
+    case Reduction::kAdd:
+      dst = static_cast<T>(static_cast<A>(dst) + static_cast<A>(v));
+      break;
+    case Reduction::kMul:
+      dst = static_cast<T>(static_cast<A>(dst) * static_cast<A>(v));
+      break;
+    case Reduction::kMax:
+      dst = static_cast<A>(v) > static_cast<A>(dst) ? v : dst;
+      break;
+    case Reduction::kMin:
+      dst = static_cast<A>(v) < static_cast<A>(dst) ? v : dst;
+      break;
   }
 }
 
@@ -221,7 +239,8 @@ Status InferScatterElements(InferContext& ctx) {
   KILN_RETURN_IF_ERROR(CheckIndices(ctx, 1));
   Reduction red;
   KILN_RETURN_IF_ERROR(ParseReduction(ctx, &red));
-  if (!ctx.has_input(2) || ctx.input_dtype(2) != dt) return ctx.error("updates must match data dtype");
+  if (!ctx.has_input(2) || ctx.input_dtype(2) != dt)
+    return ctx.error("updates must match data dtype");
   const Dims& d = ctx.input_dims(0);
   const Dims& id = ctx.input_dims(1);
   int64_t rank = static_cast<int64_t>(d.size());
@@ -257,7 +276,8 @@ Status ComputeScatterElements(ComputeContext& ctx) {
     for (int64_t i = 0; i < n; ++i) {
       int64_t v = IndexAt(ind, i);
       if (!WrapIndex(v, dim)) {
-        st = ctx.error("index " + Str(IndexAt(ind, i)) + " out of range for axis of size " + Str(dim));
+        st = ctx.error("index " + Str(IndexAt(ind, i)) + " out of range for axis of size " +
+                       Str(dim));
         return;
       }
       Apply(o[base + v * ds[axis]], u[i], red);
@@ -279,7 +299,8 @@ Status InferScatterND(InferContext& ctx) {
   KILN_RETURN_IF_ERROR(ParseReduction(ctx, &red));
   if (!ctx.has_input(1) || ctx.input_dtype(1) != DType::kInt64)
     return ctx.error("indices must be int64");
-  if (!ctx.has_input(2) || ctx.input_dtype(2) != dt) return ctx.error("updates must match data dtype");
+  if (!ctx.has_input(2) || ctx.input_dtype(2) != dt)
+    return ctx.error("updates must match data dtype");
   const Dims& d = ctx.input_dims(0);
   const Dims& id = ctx.input_dims(1);
   if (id.empty()) return ctx.error("indices must have rank >= 1");
@@ -316,7 +337,8 @@ Status ComputeScatterND(ComputeContext& ctx) {
       for (size_t j = 0; j < k; ++j) {
         int64_t v = ip[t * k + j];
         if (!WrapIndex(v, d[j])) {
-          st = ctx.error("index " + Str(ip[t * k + j]) + " out of range for axis of size " + Str(d[j]));
+          st = ctx.error("index " + Str(ip[t * k + j]) + " out of range for axis of size " +
+                         Str(d[j]));
           return;
         }
         off += v * ds[j];
@@ -336,7 +358,8 @@ Status ComputeScatterND(ComputeContext& ctx) {
 Status InferTensorScatter(InferContext& ctx) {
   DType dt = ctx.input_dtype(0);
   KILN_RETURN_IF_ERROR(CheckMovable(ctx, dt));
-  if (!ctx.has_input(1) || ctx.input_dtype(1) != dt) return ctx.error("update must match past_cache dtype");
+  if (!ctx.has_input(1) || ctx.input_dtype(1) != dt)
+    return ctx.error("update must match past_cache dtype");
   const Dims& d = ctx.input_dims(0);
   const Dims& u = ctx.input_dims(1);
   int64_t rank = static_cast<int64_t>(d.size());
@@ -344,13 +367,16 @@ Status InferTensorScatter(InferContext& ctx) {
   if (!NormalizeAxis(axis, rank) || axis == 0) return ctx.error("axis out of range");
   std::string mode = ctx.node().attr_string("mode", "linear");
   if (mode != "linear" && mode != "circular") return ctx.error("unknown mode '" + mode + "'");
-  if (static_cast<int64_t>(u.size()) != rank) return ctx.error("update rank differs from past_cache");
+  if (static_cast<int64_t>(u.size()) != rank)
+    return ctx.error("update rank differs from past_cache");
   for (int64_t k = 0; k < rank; ++k)
     if (k == axis ? u[k] > d[k] : u[k] != d[k])
       return ctx.error("update shape " + DimsToString(u) + " does not fit " + DimsToString(d));
   if (ctx.has_input(2)) {
-    if (!moves::IsIndexDType(ctx.input_dtype(2))) return ctx.error("write_indices must be integers");
-    if (NumElements(ctx.input_dims(2)) != d[0]) return ctx.error("write_indices needs one entry per batch");
+    if (!moves::IsIndexDType(ctx.input_dtype(2)))
+      return ctx.error("write_indices must be integers");
+    if (NumElements(ctx.input_dims(2)) != d[0])
+      return ctx.error("write_indices needs one entry per batch");
   }
   return SameAsInput(ctx);
 }
@@ -371,7 +397,8 @@ Status ComputeTensorScatter(ComputeContext& ctx) {
   uint8_t* dst = static_cast<uint8_t*>(out.raw());
   for (int64_t b = 0; b < batch; ++b) {
     int64_t start = ctx.has_input(2) ? IndexAt(ctx.input(2), b) : 0;
-    if (start < 0 || (!circular && start + len > max_len) || (circular && start >= max_len && max_len > 0))
+    if (start < 0 || (!circular && start + len > max_len) ||
+        (circular && start >= max_len && max_len > 0))
       return ctx.error("write index " + Str(start) + " out of range for length " + Str(max_len));
     for (int64_t m = 0; m < mid; ++m) {
       for (int64_t j = 0; j < len; ++j) {
@@ -492,8 +519,10 @@ Status InferCompress(InferContext& ctx) {
   Status st = CompressSelection(*c, a ? d[axis] : NumElements(d), &sel);
   if (!st.ok()) return ctx.error(st.message());
   Dims out = a ? d : Dims{};
-  if (a) out[axis] = static_cast<int64_t>(sel.size());
-  else out.push_back(static_cast<int64_t>(sel.size()));
+  if (a)
+    out[axis] = static_cast<int64_t>(sel.size());
+  else
+    out.push_back(static_cast<int64_t>(sel.size()));
   ctx.set_output(0, dt, out);
   return OkStatus();
 }
@@ -557,8 +586,8 @@ Status ComputeReverseSequence(ComputeContext& ctx) {
     if (len < 0 || len > steps)
       return ctx.error("sequence length " + Str(len) + " out of range [0, " + Str(steps) + "]");
     for (int64_t t = 0; t < len; ++t)
-      std::memcpy(dst + (b * s[ba] + t * s[ta]) * es, src + (b * s[ba] + (len - 1 - t) * s[ta]) * es,
-                  block);
+      std::memcpy(dst + (b * s[ba] + t * s[ta]) * es,
+                  src + (b * s[ba] + (len - 1 - t) * s[ta]) * es, block);
   }
   return OkStatus();
 }
@@ -603,7 +632,8 @@ Status ComputeUnique(ComputeContext& ctx) {
         }
       return 0;
     };
-    std::stable_sort(order.begin(), order.end(), [&](int64_t i, int64_t j) { return cmp(i, j) < 0; });
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int64_t i, int64_t j) { return cmp(i, j) < 0; });
     // Equal items are adjacent and, by stability, in original order.
     std::vector<int64_t> sorted_first;
     for (int64_t k = 0; k < n; ++k) {

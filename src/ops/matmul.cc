@@ -68,8 +68,9 @@ Status MatMulCompute(ComputeContext& ctx) {
   // transformers write them): oneDNN's matmul with B packed once (ops/gemm_dnnl.h), as Gemm.
   const int64_t rows = NumElements(s.out_batch) * M;
   if (a.dtype() == DType::kFloat32 && NumElements(s.b_batch) == 1 && ctx.input_constant(1) &&
-      rows > 1 && DnnlGemm(rows, N, K, a.data<float>(), b.data<float>(), false, true, nullptr,
-                           y.data<float>(), ctx.threads(), ctx.state()))
+      rows > 1 &&
+      DnnlGemm(rows, N, K, a.data<float>(), b.data<float>(), false, true, nullptr, y.data<float>(),
+               ctx.threads(), ctx.state()))
     return OkStatus();
   // Products of activations without broadcasting (attention's Q K^T, P V): oneDNN's batched
   // matmul reads them as they are, where our GEMM would pack both per batch.
@@ -89,8 +90,8 @@ Status MatMulCompute(ComputeContext& ctx) {
       return;
     }
     ForEachBroadcast<2>(s.out_batch, strides, [&](int64_t o, const std::array<int64_t, 2>& off) {
-      GemmAny<T>(false, false, M, N, K, 1.0, A + off[0] * M * K, B + off[1] * K * N,
-                 Y + o * M * N, ctx.threads());
+      GemmAny<T>(false, false, M, N, K, 1.0, A + off[0] * M * K, B + off[1] * K * N, Y + o * M * N,
+                 ctx.threads());
     });
   });
   if (!ok) return ctx.error("MatMul does not support " + std::string(DTypeName(a.dtype())));
@@ -100,8 +101,8 @@ Status MatMulCompute(ComputeContext& ctx) {
 // ---------------------------------------------------------------------------------------------
 // Gemm: Y = alpha * op(A) * op(B) + beta * C, C broadcast to [M, N].
 
-Status GemmDims(const Dims& a, const Dims& b, bool ta, bool tb, int64_t* M, int64_t* N,
-                int64_t* K, std::string* why) {
+Status GemmDims(const Dims& a, const Dims& b, bool ta, bool tb, int64_t* M, int64_t* N, int64_t* K,
+                std::string* why) {
   if (a.size() != 2 || b.size() != 2) {
     *why = "Gemm needs 2-D A and B, got " + DimsToString(a) + " and " + DimsToString(b);
     return Error(*why);
@@ -161,9 +162,9 @@ Status GemmCompute(ComputeContext& ctx) {
     const Tensor* c = bias ? &ctx.input(2) : nullptr;
     const bool bias_ok = !c || (beta == 1.0 && c->size() == N &&
                                 (c->rank() == 1 || (c->rank() == 2 && c->dim(0) == 1)));
-    if (bias_ok && DnnlGemm(M, N, K, a.data<float>(), b.data<float>(), tb, true,
-                            c ? c->data<float>() : nullptr, y.data<float>(), ctx.threads(),
-                            ctx.state()))
+    if (bias_ok &&
+        DnnlGemm(M, N, K, a.data<float>(), b.data<float>(), tb, true,
+                 c ? c->data<float>() : nullptr, y.data<float>(), ctx.threads(), ctx.state()))
       return OkStatus();
   }
   bool ok = Dispatch<kNumericTypes>(a.dtype(), [&]<class T>() {
@@ -193,10 +194,10 @@ Status GemmCompute(ComputeContext& ctx) {
 // operand's axes with that label (so a repeated label walks the diagonal), 0 when absent.
 
 struct EinsumPlan {
-  int num_labels = 0;             // letters (52) + ellipsis dims
-  std::vector<int64_t> size;      // per label
-  std::vector<int> out_labels;    // output axes
-  std::vector<int> sum_labels;    // contracted labels
+  int num_labels = 0;                        // letters (52) + ellipsis dims
+  std::vector<int64_t> size;                 // per label
+  std::vector<int> out_labels;               // output axes
+  std::vector<int> sum_labels;               // contracted labels
   std::vector<std::vector<int64_t>> stride;  // [operand][label]
   Dims out_dims;
 };
@@ -243,8 +244,9 @@ Status PlanEinsum(const std::string& equation_in, const std::vector<const Dims*>
   while (true) {
     size_t comma = lhs.find(',', start);
     std::vector<int> term;
-    if (!ParseTerm(lhs.substr(start, comma == std::string::npos ? std::string::npos : comma - start),
-                   &term))
+    if (!ParseTerm(
+            lhs.substr(start, comma == std::string::npos ? std::string::npos : comma - start),
+            &term))
       return fail("bad input term");
     terms.push_back(term);
     if (comma == std::string::npos) break;
@@ -293,8 +295,8 @@ Status PlanEinsum(const std::string& equation_in, const std::vector<const Dims*>
       }
       int64_t d = (*inputs[i])[axis];
       if (plan->size[l] >= 0 && plan->size[l] != d)
-        return fail("label '" + std::string(1, l < 26 ? 'A' + l : 'a' + l - 26) +
-                    "' has sizes " + std::to_string(plan->size[l]) + " and " + std::to_string(d));
+        return fail("label '" + std::string(1, l < 26 ? 'A' + l : 'a' + l - 26) + "' has sizes " +
+                    std::to_string(plan->size[l]) + " and " + std::to_string(d));
       plan->size[l] = d;
       plan->stride[i][l] += st[axis];
       ++count[l];
@@ -385,12 +387,17 @@ bool EinsumAsGemm(const EinsumPlan& p, const Tensor& a, const Tensor& b, Tensor&
     bool ina = p.stride[0][l] != 0, inb = p.stride[1][l] != 0;
     if (p.size[l] == 1) continue;  // size-1 labels are free to go anywhere
     if (is_out[l]) {
-      if (ina && inb) batch.push_back(l);
-      else if (ina) m.push_back(l);
-      else if (inb) n.push_back(l);
+      if (ina && inb)
+        batch.push_back(l);
+      else if (ina)
+        m.push_back(l);
+      else if (inb)
+        n.push_back(l);
     } else {
-      if (ina && inb) k.push_back(l);
-      else return false;  // summed over one operand only: leave to the generic loop
+      if (ina && inb)
+        k.push_back(l);
+      else
+        return false;  // summed over one operand only: leave to the generic loop
     }
   }
   // Gathering follows the summed strides, so diagonals and broadcast dims come out right.
@@ -479,8 +486,8 @@ Status EinsumCompute(ComputeContext& ctx) {
       Y[o++] = static_cast<T>(static_cast<Acc<T>>(acc));
     } while (Advance(p.out_labels, p, oidx, ooff));
   });
-  if (!ok) return ctx.error("Einsum does not support " +
-                            std::string(DTypeName(ctx.input(0).dtype())));
+  if (!ok)
+    return ctx.error("Einsum does not support " + std::string(DTypeName(ctx.input(0).dtype())));
   return OkStatus();
 }
 
@@ -488,8 +495,7 @@ Status EinsumCompute(ComputeContext& ctx) {
 // Det: LU decomposition with partial pivoting, in double.
 
 Status DetInfer(InferContext& ctx) {
-  if (!IsFloatingDType(ctx.input_dtype(0)))
-    return ctx.error("Det needs a floating-point input");
+  if (!IsFloatingDType(ctx.input_dtype(0))) return ctx.error("Det needs a floating-point input");
   const Dims& d = ctx.input_dims(0);
   if (d.size() < 2 || d[d.size() - 1] != d[d.size() - 2])
     return ctx.error("Det needs [..., M, M] input, got " + DimsToString(d));

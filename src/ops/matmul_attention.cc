@@ -57,8 +57,8 @@ Status AttnShapeOf(const InferContext* ictx, const ComputeContext* cctx,
     s->Skv = k[2];
     s->D = q[3];
     if (k[3] != s->D) return err("Q and K head sizes differ: " + D2S(q) + " vs " + D2S(k));
-    if (v[1] != s->Hkv || v[2] != s->Skv) return err("K and V shapes disagree: " + D2S(k) +
-                                                     " vs " + D2S(v));
+    if (v[1] != s->Hkv || v[2] != s->Skv)
+      return err("K and V shapes disagree: " + D2S(k) + " vs " + D2S(v));
     s->Dv = v[3];
   }
   if (s->Hkv <= 0 || s->Hq % s->Hkv != 0)
@@ -80,8 +80,7 @@ Status AttnShapeOf(const InferContext* ictx, const ComputeContext* cctx,
   s->mask.clear();
   if (in.size() > 3 && in[3]) {
     const Dims& m = *in[3];
-    if (m.size() < 2 || m.size() > 4)
-      return err("attn_mask must have rank 2 to 4, got " + D2S(m));
+    if (m.size() < 2 || m.size() > 4) return err("attn_mask must have rank 2 to 4, got " + D2S(m));
     Dims full = {s->B, s->Hq, s->Sq, m.back()};
     Dims out;
     if (m.back() > s->T || !BroadcastDims(m, full, &out) || out != full)
@@ -119,8 +118,10 @@ Status AttentionInfer(InferContext& ctx) {
   if (mode < 0 || mode > 3) return ctx.error("qk_matmul_output_mode must be 0..3");
   AttnShape s;
   KILN_RETURN_IF_ERROR(AttnShapeOf(&ctx, nullptr, InputDims(ctx), &s));
-  if (s.is3d) ctx.set_output(0, ctx.input_dtype(0), {s.B, s.Sq, s.Hq * s.Dv});
-  else ctx.set_output(0, ctx.input_dtype(0), {s.B, s.Hq, s.Sq, s.Dv});
+  if (s.is3d)
+    ctx.set_output(0, ctx.input_dtype(0), {s.B, s.Sq, s.Hq * s.Dv});
+  else
+    ctx.set_output(0, ctx.input_dtype(0), {s.B, s.Hq, s.Sq, s.Dv});
   if (ctx.num_outputs() > 1) ctx.set_output(1, ctx.input_dtype(1), {s.B, s.Hkv, s.T, s.D});
   if (ctx.num_outputs() > 2) ctx.set_output(2, ctx.input_dtype(2), {s.B, s.Hkv, s.T, s.Dv});
   if (ctx.num_outputs() > 3) ctx.set_output(3, ctx.input_dtype(0), {s.B, s.Hq, s.Sq, s.T});
@@ -128,8 +129,8 @@ Status AttentionInfer(InferContext& ctx) {
 }
 
 // Element (b, h, s, d) of a Q/K/V input in its 3-D or 4-D layout.
-inline int64_t QkvIndex(bool is3d, int64_t H, int64_t S, int64_t D, int64_t b, int64_t h,
-                        int64_t s, int64_t d) {
+inline int64_t QkvIndex(bool is3d, int64_t H, int64_t S, int64_t D, int64_t b, int64_t h, int64_t s,
+                        int64_t d) {
   return is3d ? ((b * S + s) * H + h) * D + d : ((b * H + h) * S + s) * D + d;
 }
 
@@ -275,8 +276,10 @@ Status AttentionCompute(ComputeContext& ctx) {
     for (int64_t n : ctx.input(6).ToInt64Vector())
       if (n < 0 || n > s.T) return ctx.error("nonpad_kv_seqlen value out of range");
   Dispatch<kFloatTypes>(ctx.input(0).dtype(), [&]<class T>() {
-    if constexpr (std::is_same_v<T, double>) AttentionKernel<T, double>(ctx, s);
-    else AttentionKernel<T, float>(ctx, s);
+    if constexpr (std::is_same_v<T, double>)
+      AttentionKernel<T, double>(ctx, s);
+    else
+      AttentionKernel<T, float>(ctx, s);
   });
   return OkStatus();
 }
@@ -302,8 +305,8 @@ Status RopeShapeOf(const InferContext* ictx, const ComputeContext* cctx, const D
   } else if (x.size() == 3) {
     r->is3d = true;
     r->H = n.attr_int("num_heads", 0);
-    if (r->H <= 0 || x[2] % r->H) return err("3-D RotaryEmbedding needs num_heads dividing " +
-                                             std::to_string(x[2]));
+    if (r->H <= 0 || x[2] % r->H)
+      return err("3-D RotaryEmbedding needs num_heads dividing " + std::to_string(x[2]));
     r->B = x[0];
     r->S = x[1];
     r->D = x[2] / r->H;
@@ -313,8 +316,8 @@ Status RopeShapeOf(const InferContext* ictx, const ComputeContext* cctx, const D
   r->rot = n.attr_int("rotary_embedding_dim", 0);
   if (r->rot == 0) r->rot = r->D;
   if (r->rot < 0 || r->rot > r->D || r->rot % 2)
-    return err("rotary_embedding_dim " + std::to_string(r->rot) + " must be even and <= " +
-               std::to_string(r->D));
+    return err("rotary_embedding_dim " + std::to_string(r->rot) +
+               " must be even and <= " + std::to_string(r->D));
   if (cos != sin) return err("cos_cache and sin_cache shapes differ");
   if (pos) {
     if (*pos != Dims{r->B, r->S}) return err("position_ids must be [batch, seq], got " + D2S(*pos));
@@ -366,8 +369,8 @@ Status RopeCompute(ComputeContext& ctx) {
       for (int64_t s = 0; s < r.S; ++s) {
         const int64_t row = pos_t ? pos[b * r.S + s] : b * r.S + s;
         for (int64_t h = 0; h < r.H; ++h) {
-          const int64_t base = r.is3d ? ((b * r.S + s) * r.H + h) * r.D
-                                      : ((b * r.H + h) * r.S + s) * r.D;
+          const int64_t base =
+              r.is3d ? ((b * r.S + s) * r.H + h) * r.D : ((b * r.H + h) * r.S + s) * r.D;
           for (int64_t i = 0; i < half; ++i) {
             const float c = static_cast<float>(cos_t.GetDouble(row * half + i));
             const float sn = static_cast<float>(sin_t.GetDouble(row * half + i));

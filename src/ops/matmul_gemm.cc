@@ -9,12 +9,12 @@
 #pragma GCC optimize("O3")
 #endif
 
+#include "ops/matmul_gemm.h"
+
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
 #include <vector>
-
-#include "ops/matmul_gemm.h"
 
 #include "ops/gemm_kernels.h"
 #include "ops/thread_pool.h"
@@ -30,9 +30,9 @@ namespace {
 // much as the product, so read it in place. Columns [n_begin, n_end) of c.
 template <class T>
 __attribute__((always_inline)) inline void GemvKernel(bool tb, int64_t N, int64_t K, T alpha,
-                                                      const T* __restrict a,
-                                                      const T* __restrict B, T* __restrict c,
-                                                      int64_t n_begin, int64_t n_end) {
+                                                      const T* __restrict a, const T* __restrict B,
+                                                      T* __restrict c, int64_t n_begin,
+                                                      int64_t n_end) {
   if (!tb) {  // c += alpha * sum_k a[k] * B[k, :], an axpy per k
     for (int64_t k = 0; k < K; ++k) {
       const T ak = alpha * a[k];
@@ -75,18 +75,20 @@ __attribute__((target("avx2,fma"))) void GemvAvx2(bool tb, int64_t N, int64_t K,
 // (two accumulators, then a masked tail) whether it falls in a group of four or not.
 // The end of one row's dot: the 16 columns past the last 32 and the masked rest, then c[j].
 __attribute__((target("avx512f,fma"))) inline void FinishDotRow(__m512 s, __m512 t, const float* a,
-                                                                const float* b, int64_t K, float alpha,
-                                                                float* cj) {
+                                                                const float* b, int64_t K,
+                                                                float alpha, float* cj) {
   const int64_t k32 = K / 32 * 32, k16 = K / 16 * 16;
   const __mmask16 tail = static_cast<__mmask16>((1u << (K - k16)) - 1);
   if (k16 > k32) s = _mm512_fmadd_ps(_mm512_loadu_ps(a + k32), _mm512_loadu_ps(b + k32), s);
-  if (tail) t = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, a + k16), _mm512_maskz_loadu_ps(tail, b + k16), t);
+  if (tail)
+    t = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, a + k16), _mm512_maskz_loadu_ps(tail, b + k16),
+                        t);
   *cj += alpha * _mm512_reduce_add_ps(_mm512_add_ps(s, t));
 }
 
 __attribute__((target("avx512f,fma"))) void DotRowsAvx512(int64_t K, float alpha, const float* a,
-                                                         const float* B, float* c, int64_t j0,
-                                                         int64_t j1) {
+                                                          const float* B, float* c, int64_t j0,
+                                                          int64_t j1) {
   const int64_t k32 = K / 32 * 32;
   int64_t j = j0;
   for (; j + 4 <= j1; j += 4) {
@@ -137,17 +139,20 @@ void Gemv(bool tb, int64_t N, int64_t K, T alpha, const T* a, const T* B, T* c, 
           int64_t n1) {
 #if KILN_X86_DISPATCH
   switch (BestIsa()) {
-    case Isa::kAvx512: return GemvAvx512<T>(tb, N, K, alpha, a, B, c, n0, n1);
-    case Isa::kAvx2: return GemvAvx2<T>(tb, N, K, alpha, a, B, c, n0, n1);
-    default: break;
+    case Isa::kAvx512:
+      return GemvAvx512<T>(tb, N, K, alpha, a, B, c, n0, n1);
+    case Isa::kAvx2:
+      return GemvAvx2<T>(tb, N, K, alpha, a, B, c, n0, n1);
+    default:
+      break;
   }
 #endif
   GemvBase<T>(tb, N, K, alpha, a, B, c, n0, n1);
 }
 
 template <class T>
-void Gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, const T* B,
-          T* C, int threads) {
+void Gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, const T* B, T* C,
+          int threads) {
   if (M <= 0 || N <= 0 || K <= 0) return;
   int64_t work = M * N * K;
   if (M == 1 && !ta) {  // threads split the columns

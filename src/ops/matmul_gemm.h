@@ -18,8 +18,8 @@ void GemmF64(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double
 // Any numeric T: half types compute in float (converted on the way in and out), integers wrap
 // around like unsigned arithmetic instead of overflowing.
 template <class T>
-void GemmAny(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha,
-             const T* A, const T* B, T* C, int threads = 1) {
+void GemmAny(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha, const T* A,
+             const T* B, T* C, int threads = 1) {
   if constexpr (std::is_same_v<T, float>) {
     GemmF32(trans_a, trans_b, M, N, K, static_cast<float>(alpha), A, B, C, threads);
   } else if constexpr (std::is_same_v<T, double>) {

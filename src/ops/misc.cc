@@ -40,7 +40,8 @@ void Transform(std::vector<Complex>& a, bool inverse) {
     }
   } else {
     std::vector<Complex> tw(n), out(n);
-    for (size_t k = 0; k < n; ++k) tw[k] = std::polar(1.0, sign * 2 * kPi * static_cast<double>(k) / n);
+    for (size_t k = 0; k < n; ++k)
+      tw[k] = std::polar(1.0, sign * 2 * kPi * static_cast<double>(k) / n);
     for (size_t k = 0; k < n; ++k) {
       Complex acc = 0;
       size_t idx = 0;
@@ -122,9 +123,9 @@ Status DftInfer(InferContext& ctx) {
   DftParams p;
   std::string err;
   int ai = ctx.opset() >= 20 ? 2 : -1;
-  bool known = DftParamsFor(ctx.node(), ctx.opset(), ctx.input_dims(0), ctx.input_value(1),
-                            ctx.has_input(1), ai >= 0 ? ctx.input_value(ai) : nullptr,
-                            ai >= 0 && ctx.has_input(ai), &p, &err);
+  bool known =
+      DftParamsFor(ctx.node(), ctx.opset(), ctx.input_dims(0), ctx.input_value(1), ctx.has_input(1),
+                   ai >= 0 ? ctx.input_value(ai) : nullptr, ai >= 0 && ctx.has_input(ai), &p, &err);
   if (!err.empty()) return ctx.error(err);
   if (!known) {
     ctx.set_output_dynamic(0, ctx.input_dtype(0));
@@ -290,7 +291,8 @@ Status StftCompute(ComputeContext& ctx) {
 // ---------------------------------------------------------------- windows
 
 DType OutputDatatype(const ir::Node& node) {
-  return static_cast<DType>(node.attr_int("output_datatype", static_cast<int64_t>(DType::kFloat32)));
+  return static_cast<DType>(
+      node.attr_int("output_datatype", static_cast<int64_t>(DType::kFloat32)));
 }
 
 Status WindowInfer(InferContext& ctx) {
@@ -313,16 +315,19 @@ Status WindowCompute(ComputeContext& ctx) {
   if (n < 0) return ctx.error("size must be non-negative");
   DType t = OutputDatatype(ctx.node());
   Tensor& y = ctx.output(0).defined() && ctx.output(0).size() == n ? ctx.output(0)
-                                                                    : ctx.allocate_output(0, t, {n});
+                                                                   : ctx.allocate_output(0, t, {n});
   const bool periodic = ctx.node().attr_int("periodic", 1) != 0;
   const double N1 = periodic ? static_cast<double>(n) : static_cast<double>(n - 1);
   const std::string& op = ctx.node().op_type;
   std::vector<double> v(n);
   for (int64_t i = 0; i < n; ++i) {
     double a = 2 * kPi * static_cast<double>(i) / N1;
-    if (op == "HannWindow") v[i] = 0.5 - 0.5 * std::cos(a);
-    else if (op == "HammingWindow") v[i] = 25.0 / 46.0 - (21.0 / 46.0) * std::cos(a);
-    else v[i] = 0.42 - 0.5 * std::cos(a) + 0.08 * std::cos(2 * a);
+    if (op == "HannWindow")
+      v[i] = 0.5 - 0.5 * std::cos(a);
+    else if (op == "HammingWindow")
+      v[i] = 25.0 / 46.0 - (21.0 / 46.0) * std::cos(a);
+    else
+      v[i] = 0.42 - 0.5 * std::cos(a) + 0.08 * std::cos(2 * a);
   }
   Dispatch<kNumericTypes>(t, [&]<class T>() {
     T* p = y.data<T>();
@@ -379,7 +384,8 @@ Status MelCompute(ComputeContext& ctx) {
     int64_t l = bins[i], c = bins[i + 1], h = bins[i + 2];
     if (l < 0 || c < l || h < c || h > nspec || c >= nspec)
       return ctx.error("edge frequencies give mel bins outside the spectrum");
-    if (c == l) out[c * nmel + i] = 1;
+    if (c == l)
+      out[c * nmel + i] = 1;
     else
       for (int64_t j = l; j <= c; ++j) out[j * nmel + i] = static_cast<double>(j - l) / (c - l);
     for (int64_t j = c; j < h; ++j) out[j * nmel + i] = static_cast<double>(h - j) / (h - c);
@@ -407,7 +413,8 @@ Status BitCastInfer(InferContext& ctx) {
 
 Status BitCastCompute(ComputeContext& ctx) {
   if (ctx.input(0).nbytes() != ctx.output(0).nbytes()) return ctx.error("size mismatch");
-  if (ctx.input(0).nbytes()) std::memcpy(ctx.output(0).raw(), ctx.input(0).raw(), ctx.input(0).nbytes());
+  if (ctx.input(0).nbytes())
+    std::memcpy(ctx.output(0).raw(), ctx.input(0).raw(), ctx.input(0).nbytes());
   return OkStatus();
 }
 
@@ -444,7 +451,9 @@ Rng RngFor(const ir::Node& node) {
   return Rng(seed);
 }
 
-bool IsLike(const ir::Node& n) { return n.op_type.size() > 4 && n.op_type.substr(n.op_type.size() - 4) == "Like"; }
+bool IsLike(const ir::Node& n) {
+  return n.op_type.size() > 4 && n.op_type.substr(n.op_type.size() - 4) == "Like";
+}
 
 Status RandomInfer(InferContext& ctx) {
   const ir::Node& n = ctx.node();
@@ -457,7 +466,8 @@ Status RandomInfer(InferContext& ctx) {
   } else {
     t = static_cast<DType>(n.attr_int("dtype", static_cast<int64_t>(DType::kFloat32)));
     const ir::Attribute* s = n.attr("shape");
-    if (!s || s->kind != ir::Attribute::Kind::kInts) return ctx.error("needs the 'shape' attribute");
+    if (!s || s->kind != ir::Attribute::Kind::kInts)
+      return ctx.error("needs the 'shape' attribute");
     dims = s->ints;
     for (int64_t d : dims)
       if (d < 0) return ctx.error("shape entries must be non-negative");
@@ -485,7 +495,8 @@ Status RandomCompute(ComputeContext& ctx) {
 Status BernoulliInfer(InferContext& ctx) {
   if (!ctx.has_input(0) || !IsFloatingDType(ctx.input_dtype(0)))
     return ctx.error("input must be a float tensor");
-  DType t = static_cast<DType>(ctx.node().attr_int("dtype", static_cast<int64_t>(ctx.input_dtype(0))));
+  DType t =
+      static_cast<DType>(ctx.node().attr_int("dtype", static_cast<int64_t>(ctx.input_dtype(0))));
   if (!IsSupportedDType(t) || DTypeSize(t) == 0 || t == DType::kString)
     return ctx.error("unsupported dtype");
   ctx.set_output(0, t, ctx.input_dims(0));
@@ -539,8 +550,10 @@ Status MultinomialCompute(ComputeContext& ctx) {
       double u = rng.Uniform() * acc;
       int64_t c = std::upper_bound(cdf.begin(), cdf.end(), u) - cdf.begin();
       c = std::min(c, C - 1);
-      if (y.dtype() == DType::kInt32) y.data<int32_t>()[b * K + k] = static_cast<int32_t>(c);
-      else y.data<int64_t>()[b * K + k] = c;
+      if (y.dtype() == DType::kInt32)
+        y.data<int32_t>()[b * K + k] = static_cast<int32_t>(c);
+      else
+        y.data<int64_t>()[b * K + k] = c;
     }
   }
   return OkStatus();

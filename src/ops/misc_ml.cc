@@ -48,7 +48,8 @@ Status AfeInfer(InferContext& ctx) {
   if (!ctx.has_input(0) || !ctx.has_input(1)) return ctx.error("needs X and Y");
   if (ctx.input_dtype(1) != DType::kInt64) return ctx.error("Y must be int64");
   if (ctx.input_rank(0) < 1) return ctx.error("X must have rank >= 1");
-  ctx.set_output(0, ctx.input_dtype(0), FeatureDims(ctx.input_dims(0), NumElements(ctx.input_dims(1))));
+  ctx.set_output(0, ctx.input_dtype(0),
+                 FeatureDims(ctx.input_dims(0), NumElements(ctx.input_dims(1))));
   return OkStatus();
 }
 
@@ -97,19 +98,19 @@ std::string ReadList(const ir::Node& node, const std::string& prefix, NumList* l
       return prefix + "_tensor has an unsupported type";
     l->dtype = t.dtype();
     for (int64_t k = 0; k < t.size(); ++k) {
-      if (IsFloatingDType(t.dtype())) l->f.push_back(t.GetDouble(k));
-      else l->i.push_back(t.GetInt(k));
+      if (IsFloatingDType(t.dtype()))
+        l->f.push_back(t.GetDouble(k));
+      else
+        l->i.push_back(t.GetInt(k));
     }
   }
   return "";
 }
 
-Status LabelEncoderSetup(const ir::Node& node, NumList* keys, NumList* values,
-                         std::string* err) {
+Status LabelEncoderSetup(const ir::Node& node, NumList* keys, NumList* values, std::string* err) {
   *err = ReadList(node, "keys", keys);
   if (err->empty()) *err = ReadList(node, "values", values);
-  if (err->empty() && (!keys->present() || !values->present()))
-    *err = "needs keys and values";
+  if (err->empty() && (!keys->present() || !values->present())) *err = "needs keys and values";
   if (err->empty() && keys->size() != values->size()) *err = "keys and values differ in length";
   return OkStatus();
 }
@@ -137,8 +138,10 @@ Status LabelEncoderCompute(ComputeContext& ctx) {
   int64_t def_i = -1;
   const ir::Node& n = ctx.node();
   if (const ir::Attribute* d = n.attr("default_tensor"); d && d->t.defined() && d->t.size() > 0) {
-    if (vf) def_f = d->t.GetDouble(0);
-    else def_i = d->t.GetInt(0);
+    if (vf)
+      def_f = d->t.GetDouble(0);
+    else
+      def_i = d->t.GetInt(0);
   } else if (vf) {
     def_f = n.attr_float("default_float", -0.0f);
   } else {
@@ -149,8 +152,10 @@ Status LabelEncoderCompute(ComputeContext& ctx) {
   size_t nan_slot = SIZE_MAX;
   for (size_t e = 0; e < k.size(); ++e) {
     if (IsFloatingDType(k.dtype)) {
-      if (std::isnan(k.f[e])) nan_slot = e;
-      else fmap.emplace(k.f[e], e);
+      if (std::isnan(k.f[e]))
+        nan_slot = e;
+      else
+        fmap.emplace(k.f[e], e);
     } else {
       imap.emplace(k.i[e], e);
     }
@@ -163,13 +168,17 @@ Status LabelEncoderCompute(ComputeContext& ctx) {
     size_t slot = SIZE_MAX;
     if (IsFloatingDType(k.dtype)) {
       double key = x.GetDouble(e);
-      if (std::isnan(key)) slot = nan_slot;
-      else if (auto it = fmap.find(key); it != fmap.end()) slot = it->second;
+      if (std::isnan(key))
+        slot = nan_slot;
+      else if (auto it = fmap.find(key); it != fmap.end())
+        slot = it->second;
     } else if (auto it = imap.find(x.GetInt(e)); it != imap.end()) {
       slot = it->second;
     }
-    if (vf) of[e] = slot == SIZE_MAX ? def_f : v.f[slot];
-    else oi[e] = slot == SIZE_MAX ? def_i : v.i[slot];
+    if (vf)
+      of[e] = slot == SIZE_MAX ? def_f : v.f[slot];
+    else
+      oi[e] = slot == SIZE_MAX ? def_i : v.i[slot];
   }
   Dispatch<kNumericTypes>(y.dtype(), [&]<class T>() {
     T* p = y.data<T>();
@@ -230,9 +239,12 @@ std::string BuildEnsemble(const ir::Node& n, Ensemble* e) {
     if (t < 0 || t >= e->n_targets) return "leaf_targetids entry out of range";
   for (size_t i = 0; i < nn; ++i) {
     if (e->modes[i] < 0 || e->modes[i] > 6) return "unknown node mode";
-    int64_t lim_t = e->true_leaf[i] ? static_cast<int64_t>(e->weights.size()) : static_cast<int64_t>(nn);
-    int64_t lim_f = e->false_leaf[i] ? static_cast<int64_t>(e->weights.size()) : static_cast<int64_t>(nn);
-    if (e->true_ids[i] < 0 || e->true_ids[i] >= lim_t || e->false_ids[i] < 0 || e->false_ids[i] >= lim_f)
+    int64_t lim_t =
+        e->true_leaf[i] ? static_cast<int64_t>(e->weights.size()) : static_cast<int64_t>(nn);
+    int64_t lim_f =
+        e->false_leaf[i] ? static_cast<int64_t>(e->weights.size()) : static_cast<int64_t>(nn);
+    if (e->true_ids[i] < 0 || e->true_ids[i] >= lim_t || e->false_ids[i] < 0 ||
+        e->false_ids[i] >= lim_f)
       return "node " + std::to_string(i) + " points outside the ensemble";
     if (e->features[i] < 0) return "negative feature id";
   }
@@ -261,13 +273,26 @@ int64_t TreeLeaf(const Ensemble& e, int64_t root, const std::function<double(int
     double s = e.splits[node];
     bool t;
     switch (e.modes[node]) {
-      case 0: t = v <= s; break;
-      case 1: t = v < s; break;
-      case 2: t = v >= s; break;
-      case 3: t = v > s; break;
-      case 4: t = v == s; break;
-      case 5: t = v != s; break;
-      default: t = std::find(e.members[node].begin(), e.members[node].end(), v) != e.members[node].end();
+      case 0:
+        t = v <= s;
+        break;
+      case 1:
+        t = v < s;
+        break;
+      case 2:
+        t = v >= s;
+        break;
+      case 3:
+        t = v > s;
+        break;
+      case 4:
+        t = v == s;
+        break;
+      case 5:
+        t = v != s;
+        break;
+      default:
+        t = std::find(e.members[node].begin(), e.members[node].end(), v) != e.members[node].end();
     }
     if (std::isnan(v) && !e.missing_true.empty() && e.missing_true[node]) t = true;
     int64_t next = t ? e.true_ids[node] : e.false_ids[node];
@@ -297,7 +322,8 @@ void PostTransform(int64_t post, std::vector<double>& v) {
         a = y <= -1 ? -INFINITY : INFINITY;
         continue;
       }
-      for (int it = 0; it < 60; ++it) z -= (std::erf(z) - y) / (2 / std::sqrt(3.14159265358979323846) * std::exp(-z * z));
+      for (int it = 0; it < 60; ++it)
+        z -= (std::erf(z) - y) / (2 / std::sqrt(3.14159265358979323846) * std::exp(-z * z));
       a = std::sqrt(2.0) * z;
     }
   }
@@ -330,15 +356,23 @@ Status TreeEnsembleCompute(ComputeContext& ctx) {
     auto feat = [&](int64_t f) { return x.GetDouble(n * F + f); };
     for (int64_t root : e.roots) {
       int64_t leaf = TreeLeaf(e, root, feat);
-      if (leaf < 0) return ctx.error("tree rooted at node " + std::to_string(root) + " has a cycle");
+      if (leaf < 0)
+        return ctx.error("tree rooted at node " + std::to_string(root) + " has a cycle");
       int64_t t = e.targets[leaf];
       double w = e.weights[leaf];
       hit[t] = 1;
       switch (e.aggregate) {
-        case 0: row[t] += w / static_cast<double>(e.roots.size()); break;
-        case 1: row[t] += w; break;
-        case 2: row[t] = std::min(row[t], w); break;
-        default: row[t] = std::max(row[t], w);
+        case 0:
+          row[t] += w / static_cast<double>(e.roots.size());
+          break;
+        case 1:
+          row[t] += w;
+          break;
+        case 2:
+          row[t] = std::min(row[t], w);
+          break;
+        default:
+          row[t] = std::max(row[t], w);
       }
     }
     for (int64_t t = 0; t < e.n_targets; ++t)
@@ -385,16 +419,20 @@ Status ScalerCompute(ComputeContext& ctx) {
 Status NormalizerCompute(ComputeContext& ctx) {
   const Tensor& x = ctx.input(0);
   std::string norm = ctx.node().attr_string("norm", "MAX");
-  if (norm != "MAX" && norm != "L1" && norm != "L2") return ctx.error("unknown norm '" + norm + "'");
+  if (norm != "MAX" && norm != "L1" && norm != "L2")
+    return ctx.error("unknown norm '" + norm + "'");
   const int64_t C = x.rank() ? x.dims().back() : 1, rows = C ? x.size() / C : 0;
   float* y = ctx.output(0).data<float>();
   for (int64_t r = 0; r < rows; ++r) {
     double acc = 0;
     for (int64_t c = 0; c < C; ++c) {
       double v = x.GetDouble(r * C + c);
-      if (norm == "MAX") acc = c == 0 ? v : std::max(acc, v);
-      else if (norm == "L1") acc += std::fabs(v);
-      else acc += v * v;
+      if (norm == "MAX")
+        acc = c == 0 ? v : std::max(acc, v);
+      else if (norm == "L1")
+        acc += std::fabs(v);
+      else
+        acc += v * v;
     }
     if (norm == "L2") acc = std::sqrt(acc);
     for (int64_t c = 0; c < C; ++c) {
@@ -419,11 +457,17 @@ Status LinearRegressorCompute(ComputeContext& ctx) {
   const int64_t T = ctx.node().attr_int("targets", 1);
   const int64_t N = x.rank() == 1 ? 1 : x.dim(0), F = N ? x.size() / N : 0;
   auto coef = ctx.node().attr_floats("coefficients"), icpt = ctx.node().attr_floats("intercepts");
-  if (static_cast<int64_t>(coef.size()) != T * F) return ctx.error("coefficients must have targets*F entries");
-  if (!icpt.empty() && static_cast<int64_t>(icpt.size()) != T) return ctx.error("intercepts must have targets entries");
+  if (static_cast<int64_t>(coef.size()) != T * F)
+    return ctx.error("coefficients must have targets*F entries");
+  if (!icpt.empty() && static_cast<int64_t>(icpt.size()) != T)
+    return ctx.error("intercepts must have targets entries");
   std::string post = ctx.node().attr_string("post_transform", "NONE");
-  int64_t pt = post == "NONE" ? 0 : post == "SOFTMAX" ? 1 : post == "LOGISTIC" ? 2
-             : post == "SOFTMAX_ZERO" ? 3 : post == "PROBIT" ? 4 : -1;
+  int64_t pt = post == "NONE"           ? 0
+               : post == "SOFTMAX"      ? 1
+               : post == "LOGISTIC"     ? 2
+               : post == "SOFTMAX_ZERO" ? 3
+               : post == "PROBIT"       ? 4
+                                        : -1;
   if (pt < 0) return ctx.error("unknown post_transform '" + post + "'");
   float* y = ctx.output(0).data<float>();
   std::vector<double> row(T);
@@ -449,8 +493,10 @@ Status ImputerCompute(ComputeContext& ctx) {
   const ir::Node& n = ctx.node();
   const bool fl = IsFloatingDType(x.dtype());
   std::vector<double> vals;
-  if (fl) for (float f : n.attr_floats("imputed_value_floats")) vals.push_back(f);
-  else for (int64_t i : n.attr_ints("imputed_value_int64s")) vals.push_back(static_cast<double>(i));
+  if (fl)
+    for (float f : n.attr_floats("imputed_value_floats")) vals.push_back(f);
+  else
+    for (int64_t i : n.attr_ints("imputed_value_int64s")) vals.push_back(static_cast<double>(i));
   const double repl = fl ? n.attr_float("replaced_value_float", NAN)
                          : static_cast<double>(n.attr_int("replaced_value_int64", 0));
   const int64_t C = x.rank() ? x.dims().back() : 1;

@@ -26,8 +26,9 @@ std::vector<float> ReadFloats(const Tensor& t) {
 }
 
 // Instance and group normalization in float32 (below, with the other float32 kernels).
-void NormGroupsF32(const float* x, float* y, int64_t outer, int64_t channels, int64_t inner, int64_t per_group,
-                   const float* scale, const float* bias, float eps, int threads);
+void NormGroupsF32(const float* x, float* y, int64_t outer, int64_t channels, int64_t inner,
+                   int64_t per_group, const float* scale, const float* bias, float eps,
+                   int threads);
 
 // A float tensor read as doubles (parameter vectors: scale, bias, mean, var).
 std::vector<double> ReadDoubles(const Tensor& t) {
@@ -41,9 +42,8 @@ std::vector<double> ExpandDoubles(const Tensor& t, const Dims& to) {
   std::vector<double> src = ReadDoubles(t);
   std::vector<double> out(NumElements(to));
   std::array<Dims, 1> st = {BroadcastStrides(t.dims(), to)};
-  ForEachBroadcast<1>(to, st, [&](int64_t o, const std::array<int64_t, 1>& off) {
-    out[o] = src[off[0]];
-  });
+  ForEachBroadcast<1>(to, st,
+                      [&](int64_t o, const std::array<int64_t, 1>& off) { out[o] = src[off[0]]; });
   return out;
 }
 
@@ -90,8 +90,8 @@ Status BatchNormInfer(InferContext& ctx) {
     KILN_RETURN_IF_ERROR(RequireFloat(ctx, i, "BatchNormalization input"));
   }
   const Dims& x = ctx.input_dims(0);
-  if (x.size() < 2) return ctx.error("BatchNormalization needs X of rank >= 2, got " +
-                                     DimsToString(x));
+  if (x.size() < 2)
+    return ctx.error("BatchNormalization needs X of rank >= 2, got " + DimsToString(x));
   NCD s = SplitNC(x);
   const bool per_element = ctx.opset() < 9 && ctx.node().attr_int("spatial", 1) == 0;
   for (int i = 1; i < 5; ++i) {
@@ -134,7 +134,8 @@ Status BatchNormCompute(ComputeContext& ctx) {
       batch_var.assign(params, 0.0);
       const double count = static_cast<double>(s.n * block);
       for (int64_t n = 0; n < s.n; ++n)
-        for (int64_t i = 0; i < sample; ++i) batch_mean[i / block] += static_cast<double>(x[n * sample + i]);
+        for (int64_t i = 0; i < sample; ++i)
+          batch_mean[i / block] += static_cast<double>(x[n * sample + i]);
       for (auto& m : batch_mean) m /= count;
       for (int64_t n = 0; n < s.n; ++n)
         for (int64_t i = 0; i < sample; ++i) {
@@ -227,8 +228,8 @@ Status InstanceNormCompute(ComputeContext& ctx) {
   const double eps = ctx.node().attr_float("epsilon", 1e-5f);
   if (xt.dtype() == DType::kFloat32 && s.inner > 0) {
     const std::vector<float> scale = ReadFloats(ctx.input(1)), bias = ReadFloats(ctx.input(2));
-    NormGroupsF32(xt.data<float>(), ctx.output(0).data<float>(), s.n, s.c, s.inner, 1, scale.data(), bias.data(),
-                  static_cast<float>(eps), ctx.threads());
+    NormGroupsF32(xt.data<float>(), ctx.output(0).data<float>(), s.n, s.c, s.inner, 1, scale.data(),
+                  bias.data(), static_cast<float>(eps), ctx.threads());
     return OkStatus();
   }
   std::vector<double> scale = ReadDoubles(ctx.input(1)), bias = ReadDoubles(ctx.input(2));
@@ -255,8 +256,8 @@ struct RowsCols {
 Status SplitAtAxis(const InferContext* ictx, const ComputeContext* cctx, const Dims& x,
                    int64_t axis, RowsCols* rc) {
   if (!NormalizeAxis(axis, static_cast<int64_t>(x.size()))) {
-    std::string m = "axis " + std::to_string(axis) + " is out of range for rank " +
-                    std::to_string(x.size());
+    std::string m =
+        "axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(x.size());
     return ictx ? ictx->error(m) : cctx->error(m);
   }
   rc->axis = axis;
@@ -305,7 +306,8 @@ Status LayerNormInfer(InferContext& ctx) {
 // Mean (0 for RMS) and 1 / sqrt(variance + eps) of n floats: float sums in kLanes lanes, two
 // passes (the mean, then squares of the differences), as ONNX computes in float32.
 template <int kLanes>
-KILN_AI void MomentsF32(const float* x, int64_t n, float eps, bool rms, float* mean_out, float* inv_out) {
+KILN_AI void MomentsF32(const float* x, int64_t n, float eps, bool rms, float* mean_out,
+                        float* inv_out) {
   float part[kLanes] = {};
   int64_t c = 0;
   float mean = 0;
@@ -331,8 +333,8 @@ KILN_AI void MomentsF32(const float* x, int64_t n, float eps, bool rms, float* m
 // One float32 row of LayerNormalization / RMSNormalization with per-column scale and bias
 // (the transformer case).
 template <int kLanes>
-KILN_AI void NormRowF32(const float* x, float* y, int64_t n, const float* scale, const float* bias, float eps,
-                        bool rms, float* mean_out, float* inv_out) {
+KILN_AI void NormRowF32(const float* x, float* y, int64_t n, const float* scale, const float* bias,
+                        float eps, bool rms, float* mean_out, float* inv_out) {
   float mean, inv;
   MomentsF32<kLanes>(x, n, eps, rms, &mean, &inv);
   if (bias)
@@ -346,8 +348,9 @@ KILN_AI void NormRowF32(const float* x, float* y, int64_t n, const float* scale,
 // Instance and group normalization in float32: groups [g0, g1) of `per_group` channels of
 // `inner` contiguous floats each share their statistics; channel c of a group then is
 // (x - mean) * inv * scale[c] + bias[c], c counted within the `channels` of one image.
-KILN_AI void NormGroups(const float* x, float* y, int64_t g0, int64_t g1, int64_t per_group, int64_t inner,
-                        int64_t channels, const float* scale, const float* bias, float eps) {
+KILN_AI void NormGroups(const float* x, float* y, int64_t g0, int64_t g1, int64_t per_group,
+                        int64_t inner, int64_t channels, const float* scale, const float* bias,
+                        float eps) {
   const int64_t n = per_group * inner, groups_per_image = channels / per_group;
   for (int64_t g = g0; g < g1; ++g) {
     const float* xg = x + g * n;
@@ -377,15 +380,16 @@ __attribute__((always_inline)) inline void NormRows(const float* x, float* y, in
 }
 
 // NormRows compiled for each instruction set (the 16 lanes are one or two vectors).
-#define KILN_NORM_ROWS(name, target_attr)                                                       \
-  target_attr void name(const float* x, float* y, int64_t rows, int64_t n, const float* scale,  \
-                        const float* bias, float eps, bool rms, double* means, double* invs) {  \
-    NormRows(x, y, rows, n, scale, bias, eps, rms, means, invs);                                \
+#define KILN_NORM_ROWS(name, target_attr)                                                      \
+  target_attr void name(const float* x, float* y, int64_t rows, int64_t n, const float* scale, \
+                        const float* bias, float eps, bool rms, double* means, double* invs) { \
+    NormRows(x, y, rows, n, scale, bias, eps, rms, means, invs);                               \
   }
-#define KILN_NORM_GROUPS(name, target_attr)                                                               \
-  target_attr void name(const float* x, float* y, int64_t g0, int64_t g1, int64_t per_group, int64_t inner, \
-                        int64_t channels, const float* scale, const float* bias, float eps) {               \
-    NormGroups(x, y, g0, g1, per_group, inner, channels, scale, bias, eps);                                \
+#define KILN_NORM_GROUPS(name, target_attr)                                                     \
+  target_attr void name(const float* x, float* y, int64_t g0, int64_t g1, int64_t per_group,    \
+                        int64_t inner, int64_t channels, const float* scale, const float* bias, \
+                        float eps) {                                                            \
+    NormGroups(x, y, g0, g1, per_group, inner, channels, scale, bias, eps);                     \
   }
 KILN_NORM_ROWS(NormRowsBase, )
 KILN_NORM_GROUPS(NormGroupsBase, )
@@ -400,16 +404,22 @@ KILN_NORM_GROUPS(NormGroupsAvx512, __attribute__((target("avx512f,fma"))))
 
 // Float32 instance / group normalization over [outer, channels, inner] with per-channel scale
 // and bias, the threads splitting the (image, group) blocks.
-void NormGroupsF32(const float* x, float* y, int64_t outer, int64_t channels, int64_t inner, int64_t per_group,
-                   const float* scale, const float* bias, float eps, int threads) {
+void NormGroupsF32(const float* x, float* y, int64_t outer, int64_t channels, int64_t inner,
+                   int64_t per_group, const float* scale, const float* bias, float eps,
+                   int threads) {
 #if KILN_X86_DISPATCH
-  auto run = BestIsa() == Isa::kAvx512 ? NormGroupsAvx512 : BestIsa() == Isa::kAvx2 ? NormGroupsAvx2 : NormGroupsBase;
+  auto run = BestIsa() == Isa::kAvx512 ? NormGroupsAvx512
+             : BestIsa() == Isa::kAvx2 ? NormGroupsAvx2
+                                       : NormGroupsBase;
 #else
   auto run = NormGroupsBase;
 #endif
   const int64_t groups = outer * (channels / per_group), n = per_group * inner;
-  ParallelSlices(threads, groups, std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(n, 1)),
-                 [&](int64_t g0, int64_t g1) { run(x, y, g0, g1, per_group, inner, channels, scale, bias, eps); });
+  ParallelSlices(threads, groups,
+                 std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(n, 1)),
+                 [&](int64_t g0, int64_t g1) {
+                   run(x, y, g0, g1, per_group, inner, channels, scale, bias, eps);
+                 });
 }
 
 Status LayerNormCompute(ComputeContext& ctx) {
@@ -447,34 +457,34 @@ Status LayerNormCompute(ComputeContext& ctx) {
                           means.data() + r0, inv_stds.data() + r0);
                    });
   } else
-  Dispatch<kFloatTypes>(xt.dtype(), [&]<class T>() {
-    const T* x = xt.data<T>();
-    T* y = ctx.output(0).data<T>();
-    for (int64_t r = 0; r < rc.rows; ++r) {
-      const T* xr = x + r * rc.cols;
-      T* yr = y + r * rc.cols;
-      double mean = 0, var = 0;
-      if (!rms) {
-        for (int64_t c = 0; c < rc.cols; ++c) mean += static_cast<double>(xr[c]);
-        mean /= rc.cols > 0 ? rc.cols : 1;
+    Dispatch<kFloatTypes>(xt.dtype(), [&]<class T>() {
+      const T* x = xt.data<T>();
+      T* y = ctx.output(0).data<T>();
+      for (int64_t r = 0; r < rc.rows; ++r) {
+        const T* xr = x + r * rc.cols;
+        T* yr = y + r * rc.cols;
+        double mean = 0, var = 0;
+        if (!rms) {
+          for (int64_t c = 0; c < rc.cols; ++c) mean += static_cast<double>(xr[c]);
+          mean /= rc.cols > 0 ? rc.cols : 1;
+        }
+        for (int64_t c = 0; c < rc.cols; ++c) {
+          double d = static_cast<double>(xr[c]) - mean;
+          var += d * d;
+        }
+        var /= rc.cols > 0 ? rc.cols : 1;
+        const double inv = 1.0 / std::sqrt(var + eps);
+        means[r] = mean;
+        inv_stds[r] = inv;
+        const int64_t so = scale_n == rc.cols ? 0 : r * rc.cols;
+        const int64_t bo = bias_n == rc.cols ? 0 : r * rc.cols;
+        for (int64_t c = 0; c < rc.cols; ++c) {
+          double v = (static_cast<double>(xr[c]) - mean) * inv * scale[so + c];
+          if (bias_n) v += bias[bo + c];
+          yr[c] = T(static_cast<Acc<T>>(v));
+        }
       }
-      for (int64_t c = 0; c < rc.cols; ++c) {
-        double d = static_cast<double>(xr[c]) - mean;
-        var += d * d;
-      }
-      var /= rc.cols > 0 ? rc.cols : 1;
-      const double inv = 1.0 / std::sqrt(var + eps);
-      means[r] = mean;
-      inv_stds[r] = inv;
-      const int64_t so = scale_n == rc.cols ? 0 : r * rc.cols;
-      const int64_t bo = bias_n == rc.cols ? 0 : r * rc.cols;
-      for (int64_t c = 0; c < rc.cols; ++c) {
-        double v = (static_cast<double>(xr[c]) - mean) * inv * scale[so + c];
-        if (bias_n) v += bias[bo + c];
-        yr[c] = T(static_cast<Acc<T>>(v));
-      }
-    }
-  });
+    });
   for (int i = 1; i < ctx.num_outputs() && i < 3; ++i) {
     Tensor& o = ctx.output(i);
     const std::vector<double>& src = i == 1 ? means : inv_stds;
@@ -499,8 +509,8 @@ Status GroupNormInfer(InferContext& ctx) {
   if (x.size() < 2) return ctx.error("GroupNormalization needs rank >= 2");
   const int64_t g = ctx.node().attr_int("num_groups", 0);
   if (g <= 0 || x[1] % g != 0)
-    return ctx.error("num_groups " + std::to_string(g) + " must be positive and divide C = " +
-                     std::to_string(x[1]));
+    return ctx.error("num_groups " + std::to_string(g) +
+                     " must be positive and divide C = " + std::to_string(x[1]));
   for (int i = 1; i < 3; ++i) {
     int64_t n = NumElements(ctx.input_dims(i));
     if (n != x[1] && n != g)
@@ -527,8 +537,8 @@ Status GroupNormCompute(ComputeContext& ctx) {
       sc[c] = static_cast<float>(channel_param(scale, c));
       bi[c] = static_cast<float>(channel_param(bias, c));
     }
-    NormGroupsF32(xt.data<float>(), ctx.output(0).data<float>(), s.n, s.c, s.inner, cpg, sc.data(), bi.data(),
-                  static_cast<float>(eps), ctx.threads());
+    NormGroupsF32(xt.data<float>(), ctx.output(0).data<float>(), s.n, s.c, s.inner, cpg, sc.data(),
+                  bi.data(), static_cast<float>(eps), ctx.threads());
     return OkStatus();
   }
   Dispatch<kFloatTypes>(xt.dtype(), [&]<class T>() {
@@ -709,10 +719,8 @@ Status MvnCompute(ComputeContext& ctx) {
       }
       const double n = g.empty() ? 1.0 : static_cast<double>(g.size());
       mean /= n;
-      const double denom =
-          variance ? std::sqrt(std::max(0.0, sq / n - mean * mean)) + 1e-9 : 1.0;
-      for (int64_t o : g)
-        y[o] = T(static_cast<Acc<T>>((static_cast<double>(x[o]) - mean) / denom));
+      const double denom = variance ? std::sqrt(std::max(0.0, sq / n - mean * mean)) + 1e-9 : 1.0;
+      for (int64_t o : g) y[o] = T(static_cast<Acc<T>>((static_cast<double>(x[o]) - mean) / denom));
     });
   });
   return OkStatus();
@@ -723,8 +731,8 @@ Status LpNormInfer(InferContext& ctx) {
   int64_t axis = ctx.node().attr_int("axis", -1);
   if (!NormalizeAxis(axis, ctx.input_rank(0))) return ctx.error("axis out of range");
   int64_t p = ctx.node().attr_int("p", 2);
-  if (p != 1 && p != 2) return ctx.error("LpNormalization p must be 1 or 2, got " +
-                                         std::to_string(p));
+  if (p != 1 && p != 2)
+    return ctx.error("LpNormalization p must be 1 or 2, got " + std::to_string(p));
   return SameAsInput(ctx);
 }
 

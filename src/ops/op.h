@@ -140,7 +140,8 @@ class ComputeContext {
   // Channels per pixel of the memory channels-last output i sits in: more than its own where it
   // is a slice of a wider tensor (CanWriteChannelsLastInterleaved), else 0 (dense).
   int64_t output_pixel_channels(int i) const {
-    return i >= 0 && i < static_cast<int>(output_pixel_channels_.size()) ? output_pixel_channels_[i] : 0;
+    return i >= 0 && i < static_cast<int>(output_pixel_channels_.size()) ? output_pixel_channels_[i]
+                                                                         : 0;
   }
   Status error(const std::string& msg) const { return Error(node_.Label(graph_) + ": " + msg); }
 

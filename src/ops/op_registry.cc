@@ -1,6 +1,6 @@
-#include "ops/op.h"
-
 #include <set>
+
+#include "ops/op.h"
 
 namespace kiln::ops {
 
@@ -26,8 +26,8 @@ const OpRegistry& OpRegistry::Global() {
     // Ops whose first input may be absent: none at all, variadic (their infer checks the
     // count), or optional (Loop M, Scan-8 sequence_lens).
     for (const char* op : {"Constant", "RandomNormal", "RandomUniform", "SequenceEmpty", "Optional",
-                           "SequenceConstruct", "Sum", "Mean", "Max", "Min", "Concat", "Loop", "Scan",
-                           "OptionalHasElement"})
+                           "SequenceConstruct", "Sum", "Mean", "Max", "Min", "Concat", "Loop",
+                           "Scan", "OptionalHasElement"})
       for (auto& [key, schema] : r->ops_)
         if (key.second == op) schema.required_inputs = 0;
     return r;
@@ -51,10 +51,23 @@ void OpRegistry::Register(const std::string& op_type, InferFn infer, ComputeFn c
   // The hot ops whose kernels (every path) write each output element: no clearing pass before
   // them (a wrong entry shows in the poison conformance runs: unwritten bytes keep the poison).
   static const std::set<std::pair<std::string, std::string>> kWholeOutputs = {
-      {"", "Conv"},    {"com.microsoft", "FusedConv"}, {"", "MaxPool"}, {"", "AveragePool"},
-      {"", "GlobalAveragePool"}, {"", "MatMul"}, {"", "Gemm"},    {"", "Relu"},
-      {"", "Clip"},    {"", "Sigmoid"},   {"", "LeakyRelu"}, {"", "Add"},  {"", "Mul"},
-      {"", "Concat"},  {"", "Softmax"},     {"", "LayerNormalization"}, {"", "Transpose"}};
+      {"", "Conv"},
+      {"com.microsoft", "FusedConv"},
+      {"", "MaxPool"},
+      {"", "AveragePool"},
+      {"", "GlobalAveragePool"},
+      {"", "MatMul"},
+      {"", "Gemm"},
+      {"", "Relu"},
+      {"", "Clip"},
+      {"", "Sigmoid"},
+      {"", "LeakyRelu"},
+      {"", "Add"},
+      {"", "Mul"},
+      {"", "Concat"},
+      {"", "Softmax"},
+      {"", "LayerNormalization"},
+      {"", "Transpose"}};
   ops_[key].writes_whole_outputs = kWholeOutputs.count(key) > 0;
   // Their shape rules read no input values either (Clip's bounds are scalars whatever they hold).
   ops_[key].infer_from_types_only = kWholeOutputs.count(key) > 0;
@@ -68,7 +81,8 @@ const OpSchema* OpRegistry::Find(const std::string& domain, const std::string& o
 
 std::vector<std::string> OpRegistry::Names() const {
   std::vector<std::string> n;
-  for (const auto& [k, v] : ops_) n.push_back(k.first.empty() ? k.second : k.first + "." + k.second);
+  for (const auto& [k, v] : ops_)
+    n.push_back(k.first.empty() ? k.second : k.first + "." + k.second);
   return n;
 }
 

@@ -9,16 +9,17 @@
 
 #include "ops/channels_last.h"
 #include "ops/common.h"
-#include "ops/thread_pool.h"
 #include "ops/conv_geometry.h"
 #include "ops/pool_kernels.h"
+#include "ops/thread_pool.h"
 #include "ops/vector_math.h"
 
 namespace kiln::ops {
 namespace {
 
 bool IsFloatType(DType t) {
-  return t == DType::kFloat32 || t == DType::kFloat64 || t == DType::kFloat16 || t == DType::kBFloat16;
+  return t == DType::kFloat32 || t == DType::kFloat64 || t == DType::kFloat16 ||
+         t == DType::kBFloat16;
 }
 
 Dims Spatial(const Dims& d) { return Dims(d.begin() + 2, d.end()); }
@@ -37,14 +38,16 @@ std::string PoolGeomOf(const ir::Node& node, const Dims& x, bool use_dilation, W
   if (x.size() > 5) return "more than 3 spatial dims are not supported";
   Dims kernel = node.attr_ints("kernel_shape");
   if (kernel.empty()) return "kernel_shape is required";
-  return ComputeWindowGeom(node, Spatial(x), kernel, use_dilation, node.attr_int("ceil_mode", 0) != 0, g);
+  return ComputeWindowGeom(node, Spatial(x), kernel, use_dilation,
+                           node.attr_int("ceil_mode", 0) != 0, g);
 }
 
 Status PoolInfer(InferContext& ctx, PoolKind kind) {
   if (!ctx.has_input(0)) return ctx.error("needs input X");
   DType dt = ctx.input_dtype(0);
   bool int_ok = kind == PoolKind::kMax && (dt == DType::kInt8 || dt == DType::kUInt8);
-  if (!IsFloatType(dt) && !int_ok) return ctx.error("unsupported dtype " + std::string(DTypeName(dt)));
+  if (!IsFloatType(dt) && !int_ok)
+    return ctx.error("unsupported dtype " + std::string(DTypeName(dt)));
   WindowGeom g;
   // AveragePool has dilations from opset 19; LpPool from 18; MaxPool from 10.
   std::string err = PoolGeomOf(ctx.node(), ctx.input_dims(0), true, &g);
@@ -82,7 +85,8 @@ void PoolCore(const T* x, T* y, int64_t* indices, int64_t planes, const Geom3& g
           TapRange(sw, g.d[2], g.k[2], W, &w0, &w1);
           if (kind == PoolKind::kMax) {
             C best = std::numeric_limits<C>::lowest();
-            if constexpr (std::numeric_limits<C>::has_infinity) best = -std::numeric_limits<C>::infinity();
+            if constexpr (std::numeric_limits<C>::has_infinity)
+              best = -std::numeric_limits<C>::infinity();
             int64_t arg = -1;
             for (int64_t kd = d0; kd < d1; ++kd) {
               const int64_t id = sd + kd * g.d[0];
@@ -109,8 +113,10 @@ void PoolCore(const T* x, T* y, int64_t* indices, int64_t planes, const Geom3& g
                 const T* row = xc + (id * H + sh + kh * g.d[1]) * W;
                 for (int64_t kw = w0; kw < w1; ++kw) {
                   C v = static_cast<C>(row[sw + kw * g.d[2]]);
-                  if (kind == PoolKind::kAvg) sum += v;
-                  else sum += static_cast<C>(std::pow(std::fabs(static_cast<double>(v)), p));
+                  if (kind == PoolKind::kAvg)
+                    sum += v;
+                  else
+                    sum += static_cast<C>(std::pow(std::fabs(static_cast<double>(v)), p));
                 }
               }
             }
@@ -144,7 +150,8 @@ void PoolCore(const T* x, T* y, int64_t* indices, int64_t planes, const Geom3& g
 // one (a 2x2 MaxPool over 512 channels of 14 x 14 ran 9x slower than ONNX Runtime).
 constexpr int64_t kShortRows = 32;
 
-void PoolChannelBlocks(const Pool2DShape& s, PoolFlavor flavor, const float* x, float* y, int threads) {
+void PoolChannelBlocks(const Pool2DShape& s, PoolFlavor flavor, const float* x, float* y,
+                       int threads) {
   constexpr int64_t kBlock = 16;
   const int64_t hw = s.H * s.W, ohw = s.OH * s.OW, blocks = (s.planes + kBlock - 1) / kBlock;
   Pool2DShape block = s;
@@ -156,7 +163,8 @@ void PoolChannelBlocks(const Pool2DShape& s, PoolFlavor flavor, const float* x, 
     for (int64_t b = b0; b < b1; ++b) {
       const int64_t c0 = b * kBlock, n = std::min(kBlock, s.planes - c0);
       for (int64_t p = 0; p < hw; ++p)
-        for (int64_t c = 0; c < kBlock; ++c) in[p * kBlock + c] = x[(c0 + std::min(c, n - 1)) * hw + p];
+        for (int64_t c = 0; c < kBlock; ++c)
+          in[p * kBlock + c] = x[(c0 + std::min(c, n - 1)) * hw + p];
       ChannelsLastPool2D(block, 1, flavor, in.data(), out.data(), 1);
       for (int64_t c = 0; c < n; ++c)
         for (int64_t p = 0; p < ohw; ++p) y[(c0 + c) * ohw + p] = out[p * kBlock + c];
@@ -171,7 +179,8 @@ Status PoolCompute(ComputeContext& ctx, PoolKind kind) {
   if (!err.empty()) return ctx.error(err);
   const Geom3 g(wg);
   const int64_t planes = X.dims()[0] * X.dims()[1];
-  int64_t* indices = ctx.num_outputs() > 1 && ctx.output_used(1) ? ctx.output(1).data<int64_t>() : nullptr;
+  int64_t* indices =
+      ctx.num_outputs() > 1 && ctx.output_used(1) ? ctx.output(1).data<int64_t>() : nullptr;
   bool cip = ctx.node().attr_int("count_include_pad", 0) != 0;
   double p = ctx.node().attr_float("p", 2.0f);
   if (kind == PoolKind::kLp && p <= 0) return ctx.error("p must be positive");
@@ -179,7 +188,7 @@ Status PoolCompute(ComputeContext& ctx, PoolKind kind) {
   if (X.dtype() == DType::kFloat32 && kind != PoolKind::kLp && !indices && g.in[0] == 1 &&
       g.k[0] == 1 && g.out[0] == 1 && g.d[1] == 1 && g.d[2] == 1) {
     const Pool2DShape ps{planes, g.in[1], g.in[2], g.out[1], g.out[2], g.k[1], g.k[2],
-                         g.s[1], g.s[2], g.p[1], g.p[2], g.pe[1], g.pe[2]};
+                         g.s[1], g.s[2],  g.p[1],  g.p[2],   g.pe[1],  g.pe[2]};
     const float* x = X.data<float>();
     float* y = ctx.output(0).data<float>();
     // One window over the whole unpadded image (ResNet's last 7x7 pool) is a global average:
@@ -190,7 +199,8 @@ Status PoolCompute(ComputeContext& ctx, PoolKind kind) {
       if (ctx.input_channels_last(0))
         ChannelsLastGlobalAverage(x, y, X.dims()[0], X.dims()[1], hw);
       else
-        for (int64_t pl = 0; pl < planes; ++pl) y[pl] = SumF32(x + pl * hw, hw) / static_cast<float>(hw);
+        for (int64_t pl = 0; pl < planes; ++pl)
+          y[pl] = SumF32(x + pl * hw, hw) / static_cast<float>(hw);
       return OkStatus();
     }
     const PoolFlavor flavor = kind == PoolKind::kMax ? PoolFlavor::kMax
@@ -220,7 +230,8 @@ Status PoolCompute(ComputeContext& ctx, PoolKind kind) {
   }
   bool ok = Dispatch<kFloatTypes | kIntTypes>(X.dtype(), [&]<class T>() {
     if constexpr (std::is_same_v<T, int8_t> || std::is_same_v<T, uint8_t> || kIsFloat<T>)
-      PoolCore<T>(X.data<T>(), ctx.output(0).data<T>(), indices, planes, g, kind, cip, p, col_major);
+      PoolCore<T>(X.data<T>(), ctx.output(0).data<T>(), indices, planes, g, kind, cip, p,
+                  col_major);
   });
   if (!ok) return ctx.error("unsupported dtype");
   return OkStatus();
@@ -231,7 +242,8 @@ Status PoolCompute(ComputeContext& ctx, PoolKind kind) {
 
 Status GlobalPoolInfer(InferContext& ctx) {
   if (!ctx.has_input(0)) return ctx.error("needs input X");
-  if (!IsFloatType(ctx.input_dtype(0))) return ctx.error("unsupported dtype " + std::string(DTypeName(ctx.input_dtype(0))));
+  if (!IsFloatType(ctx.input_dtype(0)))
+    return ctx.error("unsupported dtype " + std::string(DTypeName(ctx.input_dtype(0))));
   const Dims& x = ctx.input_dims(0);
   if (x.size() < 2) return ctx.error("X must have rank 2 or more, got " + DimsToString(x));
   Dims out(x.size(), 1);
@@ -247,7 +259,7 @@ Status GlobalPoolCompute(ComputeContext& ctx, PoolKind kind) {
     if (kind != PoolKind::kAvg || X.dtype() != DType::kFloat32 || X.rank() != 4)
       return ctx.error("channels-last pool it cannot run (a kiln bug)");
     ChannelsLastGlobalAverage(X.data<float>(), ctx.output(0).data<float>(), X.dim(0), X.dim(1),
-                         X.dim(2) * X.dim(3));
+                              X.dim(2) * X.dim(3));
     return OkStatus();
   }
   const int64_t planes = X.dims()[0] * X.dims()[1];
@@ -260,7 +272,8 @@ Status GlobalPoolCompute(ComputeContext& ctx, PoolKind kind) {
     T* y = ctx.output(0).data<T>();
     if constexpr (std::is_same_v<T, float>) {
       if (kind == PoolKind::kAvg && n > 0) {  // lane-wise partial sums (ops/vector_math.h)
-        for (int64_t pl = 0; pl < planes; ++pl, x += n) y[pl] = SumF32(x, n) / static_cast<float>(n);
+        for (int64_t pl = 0; pl < planes; ++pl, x += n)
+          y[pl] = SumF32(x, n) / static_cast<float>(n);
         return;
       }
     }
@@ -268,11 +281,15 @@ Status GlobalPoolCompute(ComputeContext& ctx, PoolKind kind) {
       C acc = kind == PoolKind::kMax ? -std::numeric_limits<C>::infinity() : C(0);
       for (int64_t i = 0; i < n; ++i) {
         C v = static_cast<C>(x[i]);
-        if (kind == PoolKind::kMax) acc = v > acc || v != v ? v : acc;
-        else if (kind == PoolKind::kAvg) acc += v;
-        else acc += static_cast<C>(std::pow(std::fabs(static_cast<double>(v)), p));
+        if (kind == PoolKind::kMax)
+          acc = v > acc || v != v ? v : acc;
+        else if (kind == PoolKind::kAvg)
+          acc += v;
+        else
+          acc += static_cast<C>(std::pow(std::fabs(static_cast<double>(v)), p));
       }
-      if (kind == PoolKind::kAvg) acc = n > 0 ? acc / static_cast<C>(n) : std::numeric_limits<C>::quiet_NaN();
+      if (kind == PoolKind::kAvg)
+        acc = n > 0 ? acc / static_cast<C>(n) : std::numeric_limits<C>::quiet_NaN();
       if (kind == PoolKind::kLp) acc = static_cast<C>(std::pow(static_cast<double>(acc), 1.0 / p));
       y[pl] = static_cast<T>(acc);
     }
@@ -288,7 +305,8 @@ std::string UnpoolDims(const ir::Node& node, const Dims& x, const Dims& i, Dims*
   if (i != x) return "I must have the shape of X " + DimsToString(x) + ", got " + DimsToString(i);
   const int nd = static_cast<int>(x.size()) - 2;
   Dims kernel = node.attr_ints("kernel_shape");
-  if (static_cast<int>(kernel.size()) != nd) return "kernel_shape must have one value per spatial dim";
+  if (static_cast<int>(kernel.size()) != nd)
+    return "kernel_shape must have one value per spatial dim";
   Dims strides = node.attr_ints("strides");
   if (strides.empty()) strides.assign(nd, 1);
   Dims pads = node.attr_ints("pads");
@@ -318,7 +336,8 @@ Status MaxUnpoolInfer(InferContext& ctx) {
       ctx.set_output_dynamic(0, ctx.input_dtype(0));
       return OkStatus();
     }
-    if (shape.size() != out.size()) return ctx.error("output_shape must have " + std::to_string(out.size()) + " values");
+    if (shape.size() != out.size())
+      return ctx.error("output_shape must have " + std::to_string(out.size()) + " values");
     for (int64_t d : shape)
       if (d < 0) return ctx.error("output_shape values must not be negative");
     out = shape;
@@ -336,13 +355,16 @@ Status MaxUnpoolCompute(ComputeContext& ctx) {
   Dims out = inferred;
   if (ctx.has_input(2)) {
     out = ctx.input(2).ToInt64Vector();
-    if (out.size() != inferred.size()) return ctx.error("output_shape must have " + std::to_string(inferred.size()) + " values");
+    if (out.size() != inferred.size())
+      return ctx.error("output_shape must have " + std::to_string(inferred.size()) + " values");
     for (size_t j = 0; j < out.size(); ++j)
       if (out[j] < inferred[j])
-        return ctx.error("output_shape " + DimsToString(out) + " is smaller than the unpooled shape " + DimsToString(inferred));
+        return ctx.error("output_shape " + DimsToString(out) +
+                         " is smaller than the unpooled shape " + DimsToString(inferred));
   }
-  Tensor& Y = ctx.output(0).defined() && ctx.output(0).dims() == out ? ctx.output(0)
-                                                                     : ctx.allocate_output(0, X.dtype(), out);
+  Tensor& Y = ctx.output(0).defined() && ctx.output(0).dims() == out
+                  ? ctx.output(0)
+                  : ctx.allocate_output(0, X.dtype(), out);
   // As the reference: indices address the unpooled shape, which then sits at the start of a
   // possibly larger output_shape.
   const int64_t total = NumElements(inferred);
@@ -381,13 +403,15 @@ Status MaxUnpoolCompute(ComputeContext& ctx) {
 
 Status MaxRoiPoolInfer(InferContext& ctx) {
   if (!ctx.has_input(0) || !ctx.has_input(1)) return ctx.error("needs inputs X and rois");
-  if (!IsFloatType(ctx.input_dtype(0)) || ctx.input_dtype(1) != ctx.input_dtype(0)) return ctx.error("unsupported dtype");
+  if (!IsFloatType(ctx.input_dtype(0)) || ctx.input_dtype(1) != ctx.input_dtype(0))
+    return ctx.error("unsupported dtype");
   const Dims& x = ctx.input_dims(0);
   const Dims& r = ctx.input_dims(1);
   if (x.size() != 4) return ctx.error("X must have rank 4");
   if (r.size() != 2 || r[1] != 5) return ctx.error("rois must have shape [num_rois, 5]");
   Dims ps = ctx.node().attr_ints("pooled_shape");
-  if (ps.size() != 2 || ps[0] <= 0 || ps[1] <= 0) return ctx.error("pooled_shape must hold two positive values");
+  if (ps.size() != 2 || ps[0] <= 0 || ps[1] <= 0)
+    return ctx.error("pooled_shape must hold two positive values");
   ctx.set_output(0, ctx.input_dtype(0), {r[0], x[1], ps[0], ps[1]});
   return OkStatus();
 }
@@ -412,7 +436,9 @@ Status MaxRoiPoolCompute(ComputeContext& ctx) {
         return;
       }
       const int64_t b = static_cast<int64_t>(bid);
-      auto rnd = [&](int i) { return static_cast<int64_t>(std::round(static_cast<A>(roi[i]) * scale)); };
+      auto rnd = [&](int i) {
+        return static_cast<int64_t>(std::round(static_cast<A>(roi[i]) * scale));
+      };
       const int64_t ws = rnd(1), hs = rnd(2), we = rnd(3), he = rnd(4);
       const double rh = static_cast<double>(std::max<int64_t>(he - hs + 1, 1));
       const double rw = static_cast<double>(std::max<int64_t>(we - ws + 1, 1));
@@ -421,17 +447,20 @@ Status MaxRoiPoolCompute(ComputeContext& ctx) {
         const T* img = x + (b * C + c) * H * W;
         for (int64_t ph = 0; ph < PH; ++ph) {
           int64_t h0 = std::clamp<int64_t>(static_cast<int64_t>(std::floor(ph * bh)) + hs, 0, H);
-          int64_t h1 = std::clamp<int64_t>(static_cast<int64_t>(std::ceil((ph + 1) * bh)) + hs, 0, H);
+          int64_t h1 =
+              std::clamp<int64_t>(static_cast<int64_t>(std::ceil((ph + 1) * bh)) + hs, 0, H);
           for (int64_t pw = 0; pw < PW; ++pw, ++y) {
             int64_t w0 = std::clamp<int64_t>(static_cast<int64_t>(std::floor(pw * bw)) + ws, 0, W);
-            int64_t w1 = std::clamp<int64_t>(static_cast<int64_t>(std::ceil((pw + 1) * bw)) + ws, 0, W);
+            int64_t w1 =
+                std::clamp<int64_t>(static_cast<int64_t>(std::ceil((pw + 1) * bw)) + ws, 0, W);
             if (h1 <= h0 || w1 <= w0) {
               *y = T(0);
               continue;
             }
             A best = -std::numeric_limits<A>::infinity();
             for (int64_t i = h0; i < h1; ++i)
-              for (int64_t j = w0; j < w1; ++j) best = std::max(best, static_cast<A>(img[i * W + j]));
+              for (int64_t j = w0; j < w1; ++j)
+                best = std::max(best, static_cast<A>(img[i * W + j]));
             *y = static_cast<T>(best);
           }
         }
@@ -444,7 +473,8 @@ Status MaxRoiPoolCompute(ComputeContext& ctx) {
 Status RoiAlignInfer(InferContext& ctx) {
   if (!ctx.has_input(0) || !ctx.has_input(1) || !ctx.has_input(2))
     return ctx.error("needs inputs X, rois and batch_indices");
-  if (!IsFloatType(ctx.input_dtype(0)) || ctx.input_dtype(1) != ctx.input_dtype(0)) return ctx.error("unsupported dtype");
+  if (!IsFloatType(ctx.input_dtype(0)) || ctx.input_dtype(1) != ctx.input_dtype(0))
+    return ctx.error("unsupported dtype");
   if (ctx.input_dtype(2) != DType::kInt64 && ctx.input_dtype(2) != DType::kInt32)
     return ctx.error("batch_indices must be int64");
   const Dims& x = ctx.input_dims(0);
@@ -455,7 +485,8 @@ Status RoiAlignInfer(InferContext& ctx) {
   if (bi.size() != 1 || bi[0] != r[0]) return ctx.error("batch_indices must have shape [num_rois]");
   int64_t oh = ctx.node().attr_int("output_height", 1), ow = ctx.node().attr_int("output_width", 1);
   if (oh <= 0 || ow <= 0) return ctx.error("output_height and output_width must be positive");
-  if (ctx.node().attr_int("sampling_ratio", 0) < 0) return ctx.error("sampling_ratio must not be negative");
+  if (ctx.node().attr_int("sampling_ratio", 0) < 0)
+    return ctx.error("sampling_ratio must not be negative");
   std::string mode = ctx.node().attr_string("mode", "avg");
   if (mode != "avg" && mode != "max") return ctx.error("mode must be avg or max");
   std::string ctm = ctx.node().attr_string("coordinate_transformation_mode", "half_pixel");
@@ -477,8 +508,8 @@ Status RoiAlignCompute(ComputeContext& ctx) {
   const bool max_mode = node.attr_string("mode", "avg") == "max";
   // Opset 10 had no attribute and behaved as output_half_pixel.
   const bool half_pixel =
-      node.attr_string("coordinate_transformation_mode", ctx.opset() >= 16 ? "half_pixel" : "output_half_pixel") ==
-      "half_pixel";
+      node.attr_string("coordinate_transformation_mode",
+                       ctx.opset() >= 16 ? "half_pixel" : "output_half_pixel") == "half_pixel";
   Status st = OkStatus();
   Dispatch<kFloatTypes>(X.dtype(), [&]<class T>() {
     using A = Acc<T>;
@@ -492,7 +523,8 @@ Status RoiAlignCompute(ComputeContext& ctx) {
     for (int64_t n = 0; n < R.dim(0); ++n) {
       const int64_t b = BI.GetInt(n);
       if (b < 0 || b >= N) {
-        st = ctx.error("batch_indices[" + std::to_string(n) + "] = " + std::to_string(b) + " is out of range");
+        st = ctx.error("batch_indices[" + std::to_string(n) + "] = " + std::to_string(b) +
+                       " is out of range");
         return;
       }
       const T* roi = R.data<T>() + n * 4;
@@ -520,10 +552,21 @@ Status RoiAlignCompute(ComputeContext& ctx) {
               if (!(yy < -1 || yy > H || xx < -1 || xx > W)) {
                 A yv = std::max(yy, A(0)), xv = std::max(xx, A(0));
                 int64_t yl = static_cast<int64_t>(yv), xl = static_cast<int64_t>(xv), yh, xh;
-                if (yl >= H - 1) { yh = yl = H - 1; yv = static_cast<A>(yl); } else { yh = yl + 1; }
-                if (xl >= W - 1) { xh = xl = W - 1; xv = static_cast<A>(xl); } else { xh = xl + 1; }
+                if (yl >= H - 1) {
+                  yh = yl = H - 1;
+                  yv = static_cast<A>(yl);
+                } else {
+                  yh = yl + 1;
+                }
+                if (xl >= W - 1) {
+                  xh = xl = W - 1;
+                  xv = static_cast<A>(xl);
+                } else {
+                  xh = xl + 1;
+                }
                 A ly = yv - yl, lx = xv - xl, hy = 1 - ly, hx = 1 - lx;
-                t = Tap{{yl * W + xl, yl * W + xh, yh * W + xl, yh * W + xh}, {hy * hx, hy * lx, ly * hx, ly * lx}};
+                t = Tap{{yl * W + xl, yl * W + xh, yh * W + xl, yh * W + xh},
+                        {hy * hx, hy * lx, ly * hx, ly * lx}};
               }
               taps.push_back(t);
             }
@@ -556,16 +599,21 @@ Status RoiAlignCompute(ComputeContext& ctx) {
 }  // namespace
 
 void RegisterPoolOps(OpRegistry& r) {
-  r.Register("MaxPool", [](InferContext& c) { return PoolInfer(c, PoolKind::kMax); },
-             [](ComputeContext& c) { return PoolCompute(c, PoolKind::kMax); });
-  r.Register("AveragePool", [](InferContext& c) { return PoolInfer(c, PoolKind::kAvg); },
-             [](ComputeContext& c) { return PoolCompute(c, PoolKind::kAvg); });
-  r.Register("LpPool", [](InferContext& c) { return PoolInfer(c, PoolKind::kLp); },
-             [](ComputeContext& c) { return PoolCompute(c, PoolKind::kLp); });
-  r.Register("GlobalMaxPool", GlobalPoolInfer, [](ComputeContext& c) { return GlobalPoolCompute(c, PoolKind::kMax); });
+  r.Register(
+      "MaxPool", [](InferContext& c) { return PoolInfer(c, PoolKind::kMax); },
+      [](ComputeContext& c) { return PoolCompute(c, PoolKind::kMax); });
+  r.Register(
+      "AveragePool", [](InferContext& c) { return PoolInfer(c, PoolKind::kAvg); },
+      [](ComputeContext& c) { return PoolCompute(c, PoolKind::kAvg); });
+  r.Register(
+      "LpPool", [](InferContext& c) { return PoolInfer(c, PoolKind::kLp); },
+      [](ComputeContext& c) { return PoolCompute(c, PoolKind::kLp); });
+  r.Register("GlobalMaxPool", GlobalPoolInfer,
+             [](ComputeContext& c) { return GlobalPoolCompute(c, PoolKind::kMax); });
   r.Register("GlobalAveragePool", GlobalPoolInfer,
              [](ComputeContext& c) { return GlobalPoolCompute(c, PoolKind::kAvg); });
-  r.Register("GlobalLpPool", GlobalPoolInfer, [](ComputeContext& c) { return GlobalPoolCompute(c, PoolKind::kLp); });
+  r.Register("GlobalLpPool", GlobalPoolInfer,
+             [](ComputeContext& c) { return GlobalPoolCompute(c, PoolKind::kLp); });
   r.Register("MaxUnpool", MaxUnpoolInfer, MaxUnpoolCompute);
   r.Register("MaxRoiPool", MaxRoiPoolInfer, MaxRoiPoolCompute);
   r.Register("RoiAlign", RoiAlignInfer, RoiAlignCompute);

@@ -61,8 +61,8 @@ __attribute__((always_inline)) inline void TapInto(const float* __restrict src, 
 // One output row: taps in (kh, kw) order (TapInto).
 template <bool kMax, int SW>
 __attribute__((always_inline)) inline void RowTaps(const float* __restrict xr, int64_t Wp,
-                                                   int64_t KH, int64_t KW, int64_t sw,
-                                                   int64_t OW, float* __restrict yr) {
+                                                   int64_t KH, int64_t KW, int64_t sw, int64_t OW,
+                                                   float* __restrict yr) {
   const int64_t step = SW > 0 ? SW : sw;
   for (int64_t ow = 0; ow < OW; ++ow) yr[ow] = xr[ow * step];
   for (int64_t kh = 0; kh < KH; ++kh)
@@ -129,7 +129,8 @@ __attribute__((always_inline)) inline void PlanesBody(const Pool2DShape& s, cons
   const Padded p(s);
   const float pad = kMax ? -std::numeric_limits<float>::infinity() : 0.0f;
   if (s.sw == 2) {
-    float* ph = Scratch<float>(ScratchSlot::kPadded, static_cast<size_t>(2 * p.Hp * ((p.Wp + 1) / 2)));
+    float* ph =
+        Scratch<float>(ScratchSlot::kPadded, static_cast<size_t>(2 * p.Hp * ((p.Wp + 1) / 2)));
     for (int64_t pl = p0; pl < p1; ++pl)
       PlaneStride2<kMax>(s, p, x + pl * s.H * s.W, pad, ph, y + pl * s.OH * s.OW);
     return;
@@ -141,9 +142,12 @@ __attribute__((always_inline)) inline void PlanesBody(const Pool2DShape& s, cons
     for (int64_t oh = 0; oh < s.OH; ++oh) {
       const float* xr = xp + oh * s.sh * p.Wp;
       float* yr = yp + oh * s.OW;
-      if (s.sw == 1) RowTaps<kMax, 1>(xr, p.Wp, s.KH, s.KW, 1, s.OW, yr);
-      else if (s.sw == 2) RowTaps<kMax, 2>(xr, p.Wp, s.KH, s.KW, 2, s.OW, yr);
-      else RowTaps<kMax, 0>(xr, p.Wp, s.KH, s.KW, s.sw, s.OW, yr);
+      if (s.sw == 1)
+        RowTaps<kMax, 1>(xr, p.Wp, s.KH, s.KW, 1, s.OW, yr);
+      else if (s.sw == 2)
+        RowTaps<kMax, 2>(xr, p.Wp, s.KH, s.KW, 2, s.OW, yr);
+      else
+        RowTaps<kMax, 0>(xr, p.Wp, s.KH, s.KW, s.sw, s.OW, yr);
     }
   }
 }
@@ -156,8 +160,8 @@ void PlanesBase(const Pool2DShape& s, const float* x, float* y, int64_t p0, int6
 }
 #if KILN_X86_DISPATCH
 template <bool kMax>
-__attribute__((target("avx2,fma"))) void PlanesAvx2(const Pool2DShape& s, const float* x,
-                                                    float* y, int64_t p0, int64_t p1) {
+__attribute__((target("avx2,fma"))) void PlanesAvx2(const Pool2DShape& s, const float* x, float* y,
+                                                    int64_t p0, int64_t p1) {
   PlanesBody<kMax>(s, x, y, p0, p1);
 }
 template <bool kMax>
@@ -234,14 +238,16 @@ void PixelBase(const PixelWindow& win, int64_t W, int64_t C, float* y) {
 template <bool kMax>
 __attribute__((target("avx512f"))) void PixelAvx512(const PixelWindow& win, int64_t W, int64_t C,
                                                     float* y) {
-  const __m512 start = kMax ? _mm512_set1_ps(-std::numeric_limits<float>::infinity())
-                            : _mm512_setzero_ps();
+  const __m512 start =
+      kMax ? _mm512_set1_ps(-std::numeric_limits<float>::infinity()) : _mm512_setzero_ps();
   const __m512 count = _mm512_set1_ps(win.count);
   for (int64_t c = 0; c < C; c += 64) {
     __mmask16 mask[4];
     for (int b = 0; b < 4; ++b) {
       const int64_t left = C - c - 16 * b;
-      mask[b] = left >= 16 ? __mmask16(0xffff) : left <= 0 ? __mmask16(0) : __mmask16((1u << left) - 1);
+      mask[b] = left >= 16  ? __mmask16(0xffff)
+                : left <= 0 ? __mmask16(0)
+                            : __mmask16((1u << left) - 1);
     }
     __m512 acc[4] = {start, start, start, start};
     for (int64_t kh = win.kh0; kh < win.kh1; ++kh) {
@@ -257,7 +263,9 @@ __attribute__((target("avx512f"))) void PixelAvx512(const PixelWindow& win, int6
     for (int b = 0; b < 4; ++b) {
       if (!mask[b]) break;
       __m512 r = acc[b];
-      if (!kMax) r = win.count > 0 ? _mm512_div_ps(r, count) : _mm512_set1_ps(std::numeric_limits<float>::quiet_NaN());
+      if (!kMax)
+        r = win.count > 0 ? _mm512_div_ps(r, count)
+                          : _mm512_set1_ps(std::numeric_limits<float>::quiet_NaN());
       _mm512_mask_storeu_ps(y + c + 16 * b, mask[b], r);
       if (kMax) {
         __mmask16 low = _mm512_mask_cmp_ps_mask(mask[b], r, start, _CMP_EQ_OQ);
@@ -271,10 +279,12 @@ __attribute__((target("avx512f"))) void PixelAvx512(const PixelWindow& win, int6
 // PixelAvx512's loop in 8-channel vectors: kVecs vectors from channel c with plain loads, or
 // one masked (kMasked: the tail). A fixed count keeps the accumulators in registers.
 template <bool kMax, int kVecs, bool kMasked>
-__attribute__((target("avx2,fma"), always_inline)) inline void PoolVecsAvx2(
-    const PixelWindow& win, int64_t W, int64_t C, int64_t c, __m256i mask, float* y) {
-  const __m256 start = kMax ? _mm256_set1_ps(-std::numeric_limits<float>::infinity())
-                            : _mm256_setzero_ps();
+__attribute__((target("avx2,fma"), always_inline)) inline void PoolVecsAvx2(const PixelWindow& win,
+                                                                            int64_t W, int64_t C,
+                                                                            int64_t c, __m256i mask,
+                                                                            float* y) {
+  const __m256 start =
+      kMax ? _mm256_set1_ps(-std::numeric_limits<float>::infinity()) : _mm256_setzero_ps();
   __m256 acc[kVecs];
 #pragma GCC unroll 8
   for (int b = 0; b < kVecs; ++b) acc[b] = start;
@@ -297,8 +307,10 @@ __attribute__((target("avx2,fma"), always_inline)) inline void PoolVecsAvx2(
       r = win.count > 0 ? _mm256_div_ps(r, _mm256_set1_ps(win.count))
                         : _mm256_set1_ps(std::numeric_limits<float>::quiet_NaN());
     float* out = y + c + 8 * b;
-    if (kMasked) _mm256_maskstore_ps(out, mask, r);
-    else _mm256_storeu_ps(out, r);
+    if (kMasked)
+      _mm256_maskstore_ps(out, mask, r);
+    else
+      _mm256_storeu_ps(out, r);
     if (kMax) {
       unsigned low = static_cast<unsigned>(_mm256_movemask_ps(_mm256_and_ps(
           _mm256_cmp_ps(r, start, _CMP_EQ_OQ), _mm256_castsi256_ps(kMasked ? mask : all))));
@@ -337,12 +349,14 @@ void PoolPixels(const Pool2DShape& s, int64_t C, PoolFlavor flavor, const float*
     PixelWindow win;
     win.kh0 = std::max<int64_t>(0, -h);
     win.kh1 = std::max(win.kh0, std::min(s.KH, s.H - h));
-    const int64_t ch = include_pad ? TapCount(oh * s.sh, s.KH, s.H + s.ph + s.peh) : win.kh1 - win.kh0;
+    const int64_t ch =
+        include_pad ? TapCount(oh * s.sh, s.KH, s.H + s.ph + s.peh) : win.kh1 - win.kh0;
     for (int64_t ow = 0; ow < s.OW; ++ow) {
       const int64_t w = ow * s.sw - s.pw;
       win.kw0 = std::max<int64_t>(0, -w);
       win.kw1 = std::max(win.kw0, std::min(s.KW, s.W - w));
-      const int64_t cw = include_pad ? TapCount(ow * s.sw, s.KW, s.W + s.pw + s.pew) : win.kw1 - win.kw0;
+      const int64_t cw =
+          include_pad ? TapCount(ow * s.sw, s.KW, s.W + s.pw + s.pew) : win.kw1 - win.kw0;
       win.count = static_cast<float>(ch * cw);
       const bool empty = win.kh0 == win.kh1 || win.kw0 == win.kw1;  // only pads: never read
       win.x = empty ? x : x + ((n * s.H + h + win.kh0) * s.W + w + win.kw0) * C;
@@ -361,8 +375,10 @@ void ChannelsLastPool2D(const Pool2DShape& s, int64_t N, PoolFlavor flavor, cons
   const int64_t work = s.planes * s.OH * s.OW * s.KH * s.KW;
   const int t = static_cast<int>(std::min<int64_t>({threads, rows, work / (1 << 16) + 1, 64}));
   ParallelFor(t, rows, [&](int64_t r0, int64_t r1) {
-    if (flavor == PoolFlavor::kMax) PoolPixels<true>(s, C, flavor, x, y, r0, r1, isa);
-    else PoolPixels<false>(s, C, flavor, x, y, r0, r1, isa);
+    if (flavor == PoolFlavor::kMax)
+      PoolPixels<true>(s, C, flavor, x, y, r0, r1, isa);
+    else
+      PoolPixels<false>(s, C, flavor, x, y, r0, r1, isa);
   });
 }
 

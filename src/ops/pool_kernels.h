@@ -6,16 +6,16 @@
 // tap -inf or NaN) is left to the caller's reference loop, which tells the two apart.
 #pragma once
 
-#include "ops/cpu_isa.h"
-
 #include <cstdint>
+
+#include "ops/cpu_isa.h"
 
 namespace kiln::ops {
 
 struct Pool2DShape {
   int64_t planes, H, W, OH, OW, KH, KW;
-  int64_t sh, sw, ph, pw;   // strides, leading pads
-  int64_t peh, pew;         // trailing pads (count_include_pad counts taps inside them)
+  int64_t sh, sw, ph, pw;  // strides, leading pads
+  int64_t peh, pew;        // trailing pads (count_include_pad counts taps inside them)
 };
 
 // Returns the number of planes whose outputs hold a -inf maximum (0 for averages); those planes'

@@ -16,12 +16,29 @@ bool IsQuantType(DType t) {
 
 void QuantRange(DType t, double* lo, double* hi) {
   switch (t) {
-    case DType::kInt8: *lo = -128; *hi = 127; break;
-    case DType::kUInt8: *lo = 0; *hi = 255; break;
-    case DType::kInt16: *lo = -32768; *hi = 32767; break;
-    case DType::kUInt16: *lo = 0; *hi = 65535; break;
-    case DType::kInt32: *lo = -2147483648.0; *hi = 2147483647.0; break;
-    default: *lo = 0; *hi = 0;
+    case DType::kInt8:
+      *lo = -128;
+      *hi = 127;
+      break;
+    case DType::kUInt8:
+      *lo = 0;
+      *hi = 255;
+      break;
+    case DType::kInt16:
+      *lo = -32768;
+      *hi = 32767;
+      break;
+    case DType::kUInt16:
+      *lo = 0;
+      *hi = 65535;
+      break;
+    case DType::kInt32:
+      *lo = -2147483648.0;
+      *hi = 2147483647.0;
+      break;
+    default:
+      *lo = 0;
+      *hi = 0;
   }
 }
 
@@ -69,14 +86,13 @@ std::string MakeLayout(const Dims& x, const Dims& scale, int64_t axis, int64_t b
     l->kind = 1;
     return "";
   }
-  if (static_cast<int64_t>(scale.size()) != rank)
-    return "blocked scale must have the rank of x";
+  if (static_cast<int64_t>(scale.size()) != rank) return "blocked scale must have the rank of x";
   int64_t nb = (x[axis] + block_size - 1) / block_size;
   for (int64_t d = 0; d < rank; ++d) {
     int64_t want = d == axis ? nb : x[d];
     if (scale[d] != want)
-      return "blocked scale shape " + DimsToString(scale) + " does not match x " +
-             DimsToString(x) + " with block_size " + std::to_string(block_size);
+      return "blocked scale shape " + DimsToString(scale) + " does not match x " + DimsToString(x) +
+             " with block_size " + std::to_string(block_size);
   }
   l->kind = 2;
   l->block = block_size;
@@ -92,8 +108,8 @@ inline double D(const T* p, int64_t i) {
 
 // ---------------------------------------------------------------- QuantizeLinear
 
-Status QuantizeOutType(const ir::Node& node, bool has_zp, DType zp_type, int64_t opset,
-                       DType* out, const std::function<Status(const std::string&)>& err) {
+Status QuantizeOutType(const ir::Node& node, bool has_zp, DType zp_type, int64_t opset, DType* out,
+                       const std::function<Status(const std::string&)>& err) {
   int64_t od = opset >= 21 ? node.attr_int("output_dtype", 0) : 0;
   DType t = DType::kUInt8;
   if (has_zp) {
@@ -122,8 +138,8 @@ Status QuantizeInfer(InferContext& ctx) {
   QuantLayout l;
   int64_t bs = ctx.opset() >= 21 ? ctx.node().attr_int("block_size", 0) : 0;
   if (bs < 0) return ctx.error("block_size must be >= 0");
-  std::string m = MakeLayout(ctx.input_dims(0), ctx.input_dims(1), ctx.node().attr_int("axis", 1),
-                             bs, &l);
+  std::string m =
+      MakeLayout(ctx.input_dims(0), ctx.input_dims(1), ctx.node().attr_int("axis", 1), bs, &l);
   if (!m.empty()) return ctx.error(m);
   if (ctx.has_input(2) && ctx.input_dims(2) != ctx.input_dims(1) &&
       !(NumElements(ctx.input_dims(2)) == 1 && NumElements(ctx.input_dims(1)) == 1))
@@ -139,9 +155,11 @@ double QuantDivide(X x, S s) {
   if constexpr (std::is_integral_v<X>) {
     return static_cast<double>(x) / static_cast<double>(static_cast<Acc<S>>(s));
   } else if constexpr (std::is_same_v<X, double> || std::is_same_v<S, double>) {
-    return static_cast<double>(static_cast<Acc<X>>(x)) / static_cast<double>(static_cast<Acc<S>>(s));
+    return static_cast<double>(static_cast<Acc<X>>(x)) /
+           static_cast<double>(static_cast<Acc<S>>(s));
   } else if constexpr (std::is_same_v<X, S>) {
-    return static_cast<double>(static_cast<Acc<X>>(X(static_cast<float>(x) / static_cast<float>(s))));
+    return static_cast<double>(
+        static_cast<Acc<X>>(X(static_cast<float>(x) / static_cast<float>(s))));
   } else {
     return static_cast<double>(static_cast<float>(x) / static_cast<float>(s));
   }
@@ -174,11 +192,13 @@ Status QuantizeCompute(ComputeContext& ctx) {
             else if (precision == static_cast<int64_t>(DType::kFloat64))
               v = D(xp, e) / D(sp, si);
             else if (precision == static_cast<int64_t>(DType::kFloat16))
-              v = static_cast<float>(Float16(static_cast<float>(Float16(static_cast<float>(D(xp, e)))) /
-                                             static_cast<float>(Float16(static_cast<float>(D(sp, si))))));
+              v = static_cast<float>(
+                  Float16(static_cast<float>(Float16(static_cast<float>(D(xp, e)))) /
+                          static_cast<float>(Float16(static_cast<float>(D(sp, si))))));
             else if (precision == static_cast<int64_t>(DType::kBFloat16))
-              v = static_cast<float>(BFloat16(static_cast<float>(BFloat16(static_cast<float>(D(xp, e)))) /
-                                              static_cast<float>(BFloat16(static_cast<float>(D(sp, si))))));
+              v = static_cast<float>(
+                  BFloat16(static_cast<float>(BFloat16(static_cast<float>(D(xp, e)))) /
+                           static_cast<float>(BFloat16(static_cast<float>(D(sp, si))))));
             else
               v = QuantDivide(xp[e], sp[si]);
             q[e] = v;
@@ -217,8 +237,8 @@ Status DequantizeInfer(InferContext& ctx) {
   QuantLayout l;
   int64_t bs = ctx.opset() >= 21 ? ctx.node().attr_int("block_size", 0) : 0;
   if (bs < 0) return ctx.error("block_size must be >= 0");
-  std::string m = MakeLayout(ctx.input_dims(0), ctx.input_dims(1), ctx.node().attr_int("axis", 1),
-                             bs, &l);
+  std::string m =
+      MakeLayout(ctx.input_dims(0), ctx.input_dims(1), ctx.node().attr_int("axis", 1), bs, &l);
   if (!m.empty()) return ctx.error(m);
   if (ctx.has_input(2) && ctx.input_dims(2) != ctx.input_dims(1) &&
       !(NumElements(ctx.input_dims(2)) == 1 && NumElements(ctx.input_dims(1)) == 1))
@@ -248,9 +268,10 @@ Status DequantizeCompute(ComputeContext& ctx) {
             double z = zp ? zp->GetDouble(zp->size() == 1 ? 0 : si) : 0.0;
             double sc = s.GetDouble(s.size() == 1 ? 0 : si);
             // The reference computes in float32 (double only for double scales).
-            double v = dbl ? (static_cast<double>(xp[e]) - z) * sc
-                           : static_cast<double>((static_cast<float>(xp[e]) - static_cast<float>(z)) *
-                                                 static_cast<float>(sc));
+            double v =
+                dbl ? (static_cast<double>(xp[e]) - z) * sc
+                    : static_cast<double>((static_cast<float>(xp[e]) - static_cast<float>(z)) *
+                                          static_cast<float>(sc));
             yp[e] = ConvertValue<Y>(v);
           }
     });
@@ -335,7 +356,8 @@ void GemmInt32(const int32_t* a, const int32_t* b, int32_t* c, int64_t m, int64_
 }
 
 // Per-row (A) or per-column (B) zero points: size 1, or the matching dimension's size.
-std::string ZeroPoints(const Tensor* zp, int64_t count, const char* what, std::vector<int32_t>* out) {
+std::string ZeroPoints(const Tensor* zp, int64_t count, const char* what,
+                       std::vector<int32_t>* out) {
   out->assign(count, 0);
   if (!zp) return "";
   if (zp->size() == 1) {
@@ -408,10 +430,14 @@ Status MatMulIntegerCompute(ComputeContext& ctx) {
 double Multiplier(const Tensor& as, int64_t ai, const Tensor& bs, int64_t bi, const Tensor& ys) {
   double a = as.GetDouble(ai), b = bs.GetDouble(bi), y = ys.GetDouble(0);
   switch (as.dtype()) {
-    case DType::kFloat16: return Float16(static_cast<float>(Float16(float(a * b))) / float(y));
-    case DType::kBFloat16: return BFloat16(static_cast<float>(BFloat16(float(a * b))) / float(y));
-    case DType::kFloat32: return static_cast<float>(static_cast<float>(a * b) / float(y));
-    default: return a * b / y;
+    case DType::kFloat16:
+      return Float16(static_cast<float>(Float16(float(a * b))) / float(y));
+    case DType::kBFloat16:
+      return BFloat16(static_cast<float>(BFloat16(float(a * b))) / float(y));
+    case DType::kFloat32:
+      return static_cast<float>(static_cast<float>(a * b) / float(y));
+    default:
+      return a * b / y;
   }
 }
 
@@ -563,7 +589,10 @@ Status IntConv(ComputeContext& ctx, const ConvGeom& g, const Tensor& x, int32_t 
           bool inside = true;
           for (size_t d = 0; d < sp; ++d) {
             int64_t p = oidx[d] * g.strides[d] - g.pads_begin[d] + kidx[d] * g.dilations[d];
-            if (p < 0 || p >= g.in[d]) { inside = false; break; }
+            if (p < 0 || p >= g.in[d]) {
+              inside = false;
+              break;
+            }
             off += p * in_strides[d];
           }
           dst[o] = inside ? src[off] : 0;
@@ -601,7 +630,8 @@ Status ConvIntegerCompute(ComputeContext& ctx) {
   ConvGeom g;
   std::string m = MakeConvGeom(ctx.node(), ctx.input(0).dims(), ctx.input(1).dims(), &g);
   if (!m.empty()) return ctx.error(m);
-  if (ctx.has_input(2) && ctx.input(2).size() != 1) return ctx.error("x_zero_point must be a scalar");
+  if (ctx.has_input(2) && ctx.input(2).size() != 1)
+    return ctx.error("x_zero_point must be a scalar");
   int32_t xzp = ctx.has_input(2) ? static_cast<int32_t>(ctx.input(2).GetInt(0)) : 0;
   std::vector<int32_t> r;
   KILN_RETURN_IF_ERROR(IntConv(ctx, g, ctx.input(0), xzp, ctx.input(1),
@@ -631,7 +661,8 @@ Status QLinearConvCompute(ComputeContext& ctx) {
   std::string m = MakeConvGeom(ctx.node(), ctx.input(0).dims(), ctx.input(3).dims(), &g);
   if (!m.empty()) return ctx.error(m);
   if (ctx.input(1).size() != 1) return ctx.error("x_scale must be a scalar");
-  if (ctx.has_input(2) && ctx.input(2).size() != 1) return ctx.error("x_zero_point must be a scalar");
+  if (ctx.has_input(2) && ctx.input(2).size() != 1)
+    return ctx.error("x_zero_point must be a scalar");
   const Tensor& ws = ctx.input(4);
   if (ws.size() != 1 && ws.size() != g.m) return ctx.error("w_scale must have 1 or M elements");
   if (ctx.input(6).size() != 1) return ctx.error("y_scale must be a scalar");

@@ -51,7 +51,8 @@ Status ParseActivations(const Ctx& ctx, Cell cell, int num_dir, std::vector<Acti
   if (const ir::Attribute* a = n.attr("activations")) names = a->strings;
   const int per_dir = NumActivations(cell);
   if (names.empty()) {
-    static const char* kDefaults[][3] = {{"Tanh"}, {"Sigmoid", "Tanh"}, {"Sigmoid", "Tanh", "Tanh"}};
+    static const char* kDefaults[][3] = {
+        {"Tanh"}, {"Sigmoid", "Tanh"}, {"Sigmoid", "Tanh", "Tanh"}};
     for (int d = 0; d < num_dir; ++d)
       for (int k = 0; k < per_dir; ++k) names.push_back(kDefaults[per_dir - 1][k]);
   } else if (static_cast<int>(names.size()) == per_dir && num_dir == 2) {
@@ -118,8 +119,9 @@ Status CheckShapes(const Ctx& ctx, Cell cell, const std::vector<const Dims*>& di
   s->batch = s->layout == 0 ? x[1] : x[0];
   s->input = x[2];
   if (w.size() != 3 || w[0] != s->num_dir || w[2] != s->input || w[1] % G != 0)
-    return ctx.error("W has shape " + DimsToString(w) + ", expected [" + std::to_string(s->num_dir) +
-                     ", " + std::to_string(G) + "*hidden_size, " + std::to_string(s->input) + "]");
+    return ctx.error("W has shape " + DimsToString(w) + ", expected [" +
+                     std::to_string(s->num_dir) + ", " + std::to_string(G) + "*hidden_size, " +
+                     std::to_string(s->input) + "]");
   s->hidden = w[1] / G;
   int64_t attr_hidden = ctx.node().attr_int("hidden_size", -1);
   if (attr_hidden >= 0 && attr_hidden != s->hidden)
@@ -154,7 +156,8 @@ Status InferRecurrent(InferContext& ctx, Cell cell) {
   std::vector<const Dims*> dims(8, nullptr);
   for (int i = 0; i < ctx.num_inputs(); ++i) {
     if (!ctx.has_input(i)) continue;
-    if (ctx.input_type(i).kind != ir::TypeInfo::Kind::kTensor) return ctx.error("inputs must be tensors");
+    if (ctx.input_type(i).kind != ir::TypeInfo::Kind::kTensor)
+      return ctx.error("inputs must be tensors");
     dims[i] = &ctx.input_dims(i);
   }
   if (!dims[0] || !dims[1] || !dims[2]) return ctx.error("inputs X, W and R are required");
@@ -227,8 +230,7 @@ Status RunRecurrent(ComputeContext& ctx, const RnnParams& p, const RnnShape& s,
   if (s.layout == 1) {  // [B, S, I] -> [S, B, I]
     std::vector<A> t(x.size());
     for (int64_t b = 0; b < B; ++b)
-      for (int64_t q = 0; q < S; ++q)
-        std::copy_n(&x[(b * S + q) * I], I, &t[(q * B + b) * I]);
+      for (int64_t q = 0; q < S; ++q) std::copy_n(&x[(b * S + q) * I], I, &t[(q * B + b) * I]);
     x.swap(t);
   }
   auto state_input = [&](int i) {
@@ -237,14 +239,17 @@ Status RunRecurrent(ComputeContext& ctx, const RnnParams& p, const RnnShape& s,
     std::vector<A> in = ToAcc<T>(ctx.input(i));
     for (int d = 0; d < nd; ++d)
       for (int64_t b = 0; b < B; ++b)
-        std::copy_n(&in[s.layout == 0 ? (d * B + b) * H : (b * nd + d) * H], H, &v[(d * B + b) * H]);
+        std::copy_n(&in[s.layout == 0 ? (d * B + b) * H : (b * nd + d) * H], H,
+                    &v[(d * B + b) * H]);
     return v;
   };
   std::vector<A> h0 = state_input(5);
   std::vector<A> c0 = lstm ? state_input(6) : std::vector<A>();
   const std::vector<A> w = ToAcc<T>(ctx.input(1)), r = ToAcc<T>(ctx.input(2));
-  const std::vector<A> bias = ctx.has_input(3) ? ToAcc<T>(ctx.input(3)) : std::vector<A>(nd * 2 * GH, A(0));
-  const std::vector<A> peep = lstm && ctx.has_input(7) ? ToAcc<T>(ctx.input(7)) : std::vector<A>(nd * 3 * H, A(0));
+  const std::vector<A> bias =
+      ctx.has_input(3) ? ToAcc<T>(ctx.input(3)) : std::vector<A>(nd * 2 * GH, A(0));
+  const std::vector<A> peep =
+      lstm && ctx.has_input(7) ? ToAcc<T>(ctx.input(7)) : std::vector<A>(nd * 3 * H, A(0));
   std::vector<int64_t> lens(B, S);
   if (ctx.has_input(4)) {
     lens = ctx.input(4).ToInt64Vector();
@@ -269,8 +274,8 @@ Status RunRecurrent(ComputeContext& ctx, const RnnParams& p, const RnnShape& s,
       for (int64_t j = 0; j < GH; ++j) xw[m * GH + j] = Dot(&x[m * I], wd + j * I, I) + wb[j];
     for (int64_t b = 0; b < B; ++b) {
       std::vector<A> hp(&h0[(d * B + b) * H], &h0[(d * B + b) * H] + H);
-      std::vector<A> cp = lstm ? std::vector<A>(&c0[(d * B + b) * H], &c0[(d * B + b) * H] + H)
-                               : std::vector<A>();
+      std::vector<A> cp =
+          lstm ? std::vector<A>(&c0[(d * B + b) * H], &c0[(d * B + b) * H] + H) : std::vector<A>();
       const int64_t len = lens[b];
       for (int64_t t = 0; t < len; ++t) {
         const int64_t ti = reverse ? len - 1 - t : t;
@@ -294,14 +299,14 @@ Status RunRecurrent(ComputeContext& ctx, const RnnParams& p, const RnnShape& s,
               gates[2 * H + k] = act[1](Clip(
                   xg[2 * H + k] + Dot(rh.data(), rd + (2 * H + k) * H, H) + rb[2 * H + k], p.clip));
           }
-          for (int64_t k = 0; k < H; ++k)
-            hout[k] = (A(1) - z[k]) * gates[2 * H + k] + z[k] * hp[k];
+          for (int64_t k = 0; k < H; ++k) hout[k] = (A(1) - z[k]) * gates[2 * H + k] + z[k] * hp[k];
         } else {  // LSTM, gates i, o, f, c; peepholes P = [Pi, Po, Pf]
           const A *pi = pd, *po = pd + H, *pf = pd + 2 * H;
           for (int64_t k = 0; k < H; ++k) {
             A ig = act[0](Clip(xg[k] + hr[k] + pi[k] * cp[k], p.clip));
-            A fg = p.input_forget ? A(1) - ig
-                                  : act[0](Clip(xg[2 * H + k] + hr[2 * H + k] + pf[k] * cp[k], p.clip));
+            A fg = p.input_forget
+                       ? A(1) - ig
+                       : act[0](Clip(xg[2 * H + k] + hr[2 * H + k] + pf[k] * cp[k], p.clip));
             A cg = act[1](Clip(xg[3 * H + k] + hr[3 * H + k], p.clip));
             A c = fg * cp[k] + ig * cg;
             A og = act[0](Clip(xg[H + k] + hr[H + k] + po[k] * c, p.clip));
@@ -374,8 +379,8 @@ Status RunRecurrentF32(ComputeContext& ctx, const RnnParams& p, const RnnShape& 
     const Tensor& lens = ctx.input(4);
     for (int64_t b = 0; b < lens.size(); ++b)
       if (lens.data<int32_t>()[b] < 0 || lens.data<int32_t>()[b] > s.seq)
-        return ctx.error("sequence length " + std::to_string(lens.data<int32_t>()[b]) + " is outside [0, " +
-                         std::to_string(s.seq) + "]");
+        return ctx.error("sequence length " + std::to_string(lens.data<int32_t>()[b]) +
+                         " is outside [0, " + std::to_string(s.seq) + "]");
     q.sequence_lens = lens.data<int32_t>();
   }
   auto out = [&](int i) {
@@ -412,9 +417,8 @@ Status ComputeRecurrent(ComputeContext& ctx, Cell cell) {
   p.linear_before_reset = ctx.node().attr_int("linear_before_reset", 0) != 0;
   if (ctx.input(0).dtype() == DType::kFloat32) return RunRecurrentF32(ctx, p, s, acts);
   Status st;
-  bool ok = Dispatch<kFloatTypes>(ctx.input(0).dtype(), [&]<class T>() {
-    st = RunRecurrent<T>(ctx, p, s, acts);
-  });
+  bool ok = Dispatch<kFloatTypes>(ctx.input(0).dtype(),
+                                  [&]<class T>() { st = RunRecurrent<T>(ctx, p, s, acts); });
   if (!ok) return ctx.error("unsupported type " + std::string(DTypeName(ctx.input(0).dtype())));
   return st;
 }
@@ -422,12 +426,15 @@ Status ComputeRecurrent(ComputeContext& ctx, Cell cell) {
 }  // namespace
 
 void RegisterRecurrentOps(OpRegistry& r) {
-  r.Register("RNN", [](InferContext& c) { return InferRecurrent(c, Cell::kRnn); },
-             [](ComputeContext& c) { return ComputeRecurrent(c, Cell::kRnn); });
-  r.Register("GRU", [](InferContext& c) { return InferRecurrent(c, Cell::kGru); },
-             [](ComputeContext& c) { return ComputeRecurrent(c, Cell::kGru); });
-  r.Register("LSTM", [](InferContext& c) { return InferRecurrent(c, Cell::kLstm); },
-             [](ComputeContext& c) { return ComputeRecurrent(c, Cell::kLstm); });
+  r.Register(
+      "RNN", [](InferContext& c) { return InferRecurrent(c, Cell::kRnn); },
+      [](ComputeContext& c) { return ComputeRecurrent(c, Cell::kRnn); });
+  r.Register(
+      "GRU", [](InferContext& c) { return InferRecurrent(c, Cell::kGru); },
+      [](ComputeContext& c) { return ComputeRecurrent(c, Cell::kGru); });
+  r.Register(
+      "LSTM", [](InferContext& c) { return InferRecurrent(c, Cell::kLstm); },
+      [](ComputeContext& c) { return ComputeRecurrent(c, Cell::kLstm); });
 }
 
 }  // namespace kiln::ops

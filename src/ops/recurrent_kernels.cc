@@ -4,8 +4,8 @@
 #include <vector>
 
 #include "ops/cpu_isa.h"
-#include "ops/simd.h"
 #include "ops/gemm_kernels.h"
+#include "ops/simd.h"
 #include "ops/thread_pool.h"
 #include "ops/vector_math.h"
 
@@ -23,8 +23,8 @@ constexpr int64_t kPackedRows = 8;
 
 // out[r][n0, n0 + C * L) = sum_k h[r][k] * rt[k][n0, ...) for R rows: R x C vector accumulators.
 template <int VB, int R, int C>
-KILN_AI void ProductBlock(const float* h, int64_t ldh, int64_t K, const float* rt, int64_t ldr, float* out,
-                          int64_t ldo, int64_t n0) {
+KILN_AI void ProductBlock(const float* h, int64_t ldh, int64_t K, const float* rt, int64_t ldr,
+                          float* out, int64_t ldo, int64_t n0) {
   using V = Vec<float, VB>;
   constexpr int L = VB / 4;
   V acc[R][C];
@@ -44,8 +44,8 @@ KILN_AI void ProductBlock(const float* h, int64_t ldh, int64_t K, const float* r
 
 // out[b][0, N) = h[b] * rt for R rows, N a multiple of the vector length.
 template <int VB, int R>
-KILN_AI void ProductRows(const float* h, int64_t ldh, int64_t K, const float* rt, int64_t ldr, int64_t N,
-                         float* out, int64_t ldo) {
+KILN_AI void ProductRows(const float* h, int64_t ldh, int64_t K, const float* rt, int64_t ldr,
+                         int64_t N, float* out, int64_t ldo) {
   constexpr int L = VB / 4;
   constexpr int C = R <= 2 ? 4 : 2;  // at most 8 accumulators
   int64_t n = 0;
@@ -54,34 +54,42 @@ KILN_AI void ProductRows(const float* h, int64_t ldh, int64_t K, const float* rt
 }
 
 template <int VB>
-KILN_AI void ProductBody(const float* h, int64_t ldh, int64_t B, int64_t K, const float* rt, int64_t ldr,
-                         int64_t N, float* out, int64_t ldo) {
+KILN_AI void ProductBody(const float* h, int64_t ldh, int64_t B, int64_t K, const float* rt,
+                         int64_t ldr, int64_t N, float* out, int64_t ldo) {
   int64_t b = 0;
-  for (; b + 4 <= B; b += 4) ProductRows<VB, 4>(h + b * ldh, ldh, K, rt, ldr, N, out + b * ldo, ldo);
+  for (; b + 4 <= B; b += 4)
+    ProductRows<VB, 4>(h + b * ldh, ldh, K, rt, ldr, N, out + b * ldo, ldo);
   switch (B - b) {
-    case 3: ProductRows<VB, 3>(h + b * ldh, ldh, K, rt, ldr, N, out + b * ldo, ldo); break;
-    case 2: ProductRows<VB, 2>(h + b * ldh, ldh, K, rt, ldr, N, out + b * ldo, ldo); break;
-    case 1: ProductRows<VB, 1>(h + b * ldh, ldh, K, rt, ldr, N, out + b * ldo, ldo); break;
-    default: break;
+    case 3:
+      ProductRows<VB, 3>(h + b * ldh, ldh, K, rt, ldr, N, out + b * ldo, ldo);
+      break;
+    case 2:
+      ProductRows<VB, 2>(h + b * ldh, ldh, K, rt, ldr, N, out + b * ldo, ldo);
+      break;
+    case 1:
+      ProductRows<VB, 1>(h + b * ldh, ldh, K, rt, ldr, N, out + b * ldo, ldo);
+      break;
+    default:
+      break;
   }
 }
 
 #if KILN_X86_DISPATCH
-__attribute__((target("avx512f,fma"))) void ProductAvx512(const float* h, int64_t ldh, int64_t B, int64_t K,
-                                                          const float* rt, int64_t ldr, int64_t N, float* out,
-                                                          int64_t ldo) {
+__attribute__((target("avx512f,fma"))) void ProductAvx512(const float* h, int64_t ldh, int64_t B,
+                                                          int64_t K, const float* rt, int64_t ldr,
+                                                          int64_t N, float* out, int64_t ldo) {
   ProductBody<64>(h, ldh, B, K, rt, ldr, N, out, ldo);
 }
-__attribute__((target("avx2,fma"))) void ProductAvx2(const float* h, int64_t ldh, int64_t B, int64_t K,
-                                                     const float* rt, int64_t ldr, int64_t N, float* out,
-                                                     int64_t ldo) {
+__attribute__((target("avx2,fma"))) void ProductAvx2(const float* h, int64_t ldh, int64_t B,
+                                                     int64_t K, const float* rt, int64_t ldr,
+                                                     int64_t N, float* out, int64_t ldo) {
   ProductBody<32>(h, ldh, B, K, rt, ldr, N, out, ldo);
 }
 #endif
 
 // out[b][0, N) = h[b][0, K) * rt for b < B: rt is [K, ldr] (N <= ldr, N a multiple of kPad).
-void StateProduct(const float* h, int64_t ldh, int64_t B, int64_t K, const float* rt, int64_t ldr, int64_t N,
-                  float* out, int64_t ldo) {
+void StateProduct(const float* h, int64_t ldh, int64_t B, int64_t K, const float* rt, int64_t ldr,
+                  int64_t N, float* out, int64_t ldo) {
 #if KILN_X86_DISPATCH
   const Isa isa = BestIsa();
   if (isa == Isa::kAvx512) return ProductAvx512(h, ldh, B, K, rt, ldr, N, out, ldo);
@@ -92,9 +100,12 @@ void StateProduct(const float* h, int64_t ldh, int64_t B, int64_t K, const float
 
 void Activate(const RnnActivation& a, float* v, int64_t n) {
   switch (a.kind) {
-    case RnnAct::kSigmoid: return SigmoidF32(v, v, n);
-    case RnnAct::kTanh: return TanhF32(v, v, n);
-    case RnnAct::kRelu: return ReluF32(v, v, n);
+    case RnnAct::kSigmoid:
+      return SigmoidF32(v, v, n);
+    case RnnAct::kTanh:
+      return TanhF32(v, v, n);
+    case RnnAct::kRelu:
+      return ReluF32(v, v, n);
     default:
       for (int64_t i = 0; i < n; ++i) v[i] = a(v[i]);
   }
@@ -140,16 +151,25 @@ void LayOut(const RnnProblem& p, RnnWeights* out) {
 }
 
 bool LaidOutFor(const RnnWeights& w, const RnnProblem& p) {
-  return w.w == p.w && w.r == p.r && w.hidden == p.hidden && w.input == p.input && w.rows == p.seq * p.batch &&
-         static_cast<int>(w.dirs.size()) == p.num_dir;
+  return w.w == p.w && w.r == p.r && w.hidden == p.hidden && w.input == p.input &&
+         w.rows == p.seq * p.batch && static_cast<int>(w.dirs.size()) == p.num_dir;
 }
 
 // One direction of one layer.
 class Direction {
  public:
   Direction(const RnnProblem& p, int d, int threads, RnnDirectionWeights* weights)
-      : p_(p), d_(d), threads_(threads), G_(RnnGates(p.cell)), H_(p.hidden), GH_(G_ * p.hidden), B_(p.batch),
-        S_(p.seq), reverse_(p.reverse_only || d == 1), act_(p.acts + d * RnnActivations(p.cell)), w_(*weights) {}
+      : p_(p),
+        d_(d),
+        threads_(threads),
+        G_(RnnGates(p.cell)),
+        H_(p.hidden),
+        GH_(G_ * p.hidden),
+        B_(p.batch),
+        S_(p.seq),
+        reverse_(p.reverse_only || d == 1),
+        act_(p.acts + d * RnnActivations(p.cell)),
+        w_(*weights) {}
 
   void Run() {
     Project();
@@ -178,7 +198,8 @@ class Direction {
     } else {
       xw_ld_ = GH_;
       xw_.resize(static_cast<size_t>(M * GH_));
-      PackedGemm<float>(M, GH_, I, 1.0f, p_.x, I, 1, p_.w + d_ * GH_ * I, 1, I, xw_.data(), GH_, false, threads_);
+      PackedGemm<float>(M, GH_, I, 1.0f, p_.x, I, 1, p_.w + d_ * GH_ * I, 1, I, xw_.data(), GH_,
+                        false, threads_);
     }
     if (!p_.bias) return;
     const float* wb = p_.bias + d_ * 2 * GH_;
@@ -200,7 +221,8 @@ class Direction {
     if (p_.cell == RnnCell::kLstm) c_.assign(static_cast<size_t>(B_ * H_), 0.0f);
     for (int64_t b = 0; b < B_; ++b) {
       if (p_.initial_h) std::memcpy(&h_[b * H_], p_.initial_h + StateOffset(b), H_ * sizeof(float));
-      if (p_.initial_c && !c_.empty()) std::memcpy(&c_[b * H_], p_.initial_c + StateOffset(b), H_ * sizeof(float));
+      if (p_.initial_c && !c_.empty())
+        std::memcpy(&c_[b * H_], p_.initial_c + StateOffset(b), H_ * sizeof(float));
     }
     if (p_.bias && Gru() && p_.linear_before_reset) rbh_ = p_.bias + d_ * 2 * GH_ + GH_ + 2 * H_;
     if (GruResetFirst()) rh_.assign(static_cast<size_t>(B_ * H_), 0.0f);
@@ -219,7 +241,8 @@ class Direction {
     const int64_t blocks = g.ld / kPad;
     const int parts = H_ * g.ld >= (int64_t{1} << 17) ? threads_ : 1;
     ParallelFor(parts, blocks, [&](int64_t b0, int64_t b1) {
-      StateProduct(in, H_, B_, H_, g.data.data() + b0 * kPad, g.ld, (b1 - b0) * kPad, out + b0 * kPad, hr_ld_);
+      StateProduct(in, H_, B_, H_, g.data.data() + b0 * kPad, g.ld, (b1 - b0) * kPad,
+                   out + b0 * kPad, hr_ld_);
     });
   }
 
@@ -246,9 +269,15 @@ class Direction {
       float* g = &hr_[b * hr_ld_];
       float* h = &h_[b * H_];
       switch (p_.cell) {
-        case RnnCell::kRnn: RnnGate(g, Xw(t, b), h); break;
-        case RnnCell::kGru: GruGates(g, Xw(t, b), h); break;
-        case RnnCell::kLstm: LstmGates(g, Xw(t, b), h, &c_[b * H_]); break;
+        case RnnCell::kRnn:
+          RnnGate(g, Xw(t, b), h);
+          break;
+        case RnnCell::kGru:
+          GruGates(g, Xw(t, b), h);
+          break;
+        case RnnCell::kLstm:
+          LstmGates(g, Xw(t, b), h, &c_[b * H_]);
+          break;
       }
       if (p_.y) {
         float* y = p_.y + (p_.layout == 0 ? ((ti * p_.num_dir + d_) * B_ + b) * H_
@@ -327,7 +356,8 @@ class Direction {
   void WriteStates() {
     for (int64_t b = 0; b < B_; ++b) {
       if (p_.y_h) std::memcpy(p_.y_h + StateOffset(b), &h_[b * H_], H_ * sizeof(float));
-      if (p_.y_c && !c_.empty()) std::memcpy(p_.y_c + StateOffset(b), &c_[b * H_], H_ * sizeof(float));
+      if (p_.y_c && !c_.empty())
+        std::memcpy(p_.y_c + StateOffset(b), &c_[b * H_], H_ * sizeof(float));
     }
   }
 
@@ -347,13 +377,15 @@ class Direction {
 void RecurrentF32(const RnnProblem& p, int threads) {
   // Steps past a row's length leave zeros in Y.
   if (p.y && p.sequence_lens)
-    std::memset(p.y, 0, static_cast<size_t>(p.seq * p.num_dir * p.batch * p.hidden) * sizeof(float));
+    std::memset(p.y, 0,
+                static_cast<size_t>(p.seq * p.num_dir * p.batch * p.hidden) * sizeof(float));
   RnnWeights local;
   RnnWeights& w = p.weights ? *p.weights : local;
   if (!LaidOutFor(w, p)) LayOut(p, &w);
   if (p.num_dir == 2 && threads >= 2) {
     ParallelFor(2, 2, [&](int64_t d0, int64_t d1) {
-      for (int64_t d = d0; d < d1; ++d) Direction(p, static_cast<int>(d), threads / 2, &w.dirs[d]).Run();
+      for (int64_t d = d0; d < d1; ++d)
+        Direction(p, static_cast<int>(d), threads / 2, &w.dirs[d]).Run();
     });
     return;
   }

@@ -26,8 +26,19 @@ enum class RnnCell { kRnn, kGru, kLstm };
 inline int RnnGates(RnnCell c) { return c == RnnCell::kRnn ? 1 : c == RnnCell::kGru ? 3 : 4; }
 inline int RnnActivations(RnnCell c) { return c == RnnCell::kRnn ? 1 : c == RnnCell::kGru ? 2 : 3; }
 
-enum class RnnAct { kRelu, kTanh, kSigmoid, kAffine, kLeakyRelu, kThresholdedRelu, kScaledTanh,
-                    kHardSigmoid, kElu, kSoftsign, kSoftplus };
+enum class RnnAct {
+  kRelu,
+  kTanh,
+  kSigmoid,
+  kAffine,
+  kLeakyRelu,
+  kThresholdedRelu,
+  kScaledTanh,
+  kHardSigmoid,
+  kElu,
+  kSoftsign,
+  kSoftplus
+};
 
 struct RnnActivation {
   RnnAct kind = RnnAct::kTanh;
@@ -36,17 +47,28 @@ struct RnnActivation {
   template <class A>
   A operator()(A x) const {
     switch (kind) {
-      case RnnAct::kRelu: return x > A(0) ? x : A(0);
-      case RnnAct::kTanh: return std::tanh(x);
-      case RnnAct::kSigmoid: return x >= A(0) ? A(1) / (A(1) + std::exp(-x)) : std::exp(x) / (A(1) + std::exp(x));
-      case RnnAct::kAffine: return A(alpha) * x + A(beta);
-      case RnnAct::kLeakyRelu: return x >= A(0) ? x : A(alpha) * x;
-      case RnnAct::kThresholdedRelu: return x > A(alpha) ? x : A(0);
-      case RnnAct::kScaledTanh: return A(alpha) * std::tanh(A(beta) * x);
-      case RnnAct::kHardSigmoid: return std::max(A(0), std::min(A(1), A(alpha) * x + A(beta)));
-      case RnnAct::kElu: return x >= A(0) ? x : A(alpha) * (std::exp(x) - A(1));
-      case RnnAct::kSoftsign: return x / (A(1) + std::fabs(x));
-      case RnnAct::kSoftplus: return x > A(20) ? x : std::log1p(std::exp(x));
+      case RnnAct::kRelu:
+        return x > A(0) ? x : A(0);
+      case RnnAct::kTanh:
+        return std::tanh(x);
+      case RnnAct::kSigmoid:
+        return x >= A(0) ? A(1) / (A(1) + std::exp(-x)) : std::exp(x) / (A(1) + std::exp(x));
+      case RnnAct::kAffine:
+        return A(alpha) * x + A(beta);
+      case RnnAct::kLeakyRelu:
+        return x >= A(0) ? x : A(alpha) * x;
+      case RnnAct::kThresholdedRelu:
+        return x > A(alpha) ? x : A(0);
+      case RnnAct::kScaledTanh:
+        return A(alpha) * std::tanh(A(beta) * x);
+      case RnnAct::kHardSigmoid:
+        return std::max(A(0), std::min(A(1), A(alpha) * x + A(beta)));
+      case RnnAct::kElu:
+        return x >= A(0) ? x : A(alpha) * (std::exp(x) - A(1));
+      case RnnAct::kSoftsign:
+        return x / (A(1) + std::fabs(x));
+      case RnnAct::kSoftplus:
+        return x > A(20) ? x : std::log1p(std::exp(x));
     }
     return x;
   }
@@ -61,9 +83,9 @@ struct RnnTransposed {
 
 // W and R of one direction laid out for the kernel.
 struct RnnDirectionWeights {
-  std::vector<RnnTransposed> rt;           // R^T per gate group (GRU, reset gate first: z|r, then h)
-  std::vector<PackedB<float>> rt_packed;   // the same packed for the GEMM, made on first use
-  RnnTransposed wt;                        // W^T, for projections of few rows (else the GEMM packs W)
+  std::vector<RnnTransposed> rt;          // R^T per gate group (GRU, reset gate first: z|r, then h)
+  std::vector<PackedB<float>> rt_packed;  // the same packed for the GEMM, made on first use
+  RnnTransposed wt;  // W^T, for projections of few rows (else the GEMM packs W)
 };
 
 // The laid-out weights of a layer, kept by the caller across calls while W and R are the same

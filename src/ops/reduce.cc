@@ -80,7 +80,8 @@ using ReduceAcc = std::conditional_t<kIsFloat<T>, double,
 
 // When the reduced axes (ignoring unit dims) form one contiguous block, the input is
 // [outer, r, inner] with r reduced: true and the three sizes, else false.
-bool SplitReduced(const Dims& in, const std::vector<char>& reduced, int64_t* outer, int64_t* r, int64_t* inner) {
+bool SplitReduced(const Dims& in, const std::vector<char>& reduced, int64_t* outer, int64_t* r,
+                  int64_t* inner) {
   *outer = *r = *inner = 1;
   int state = 0;  // 0: before the reduced block, 1: inside it, 2: after it
   for (size_t d = 0; d < in.size(); ++d) {
@@ -194,13 +195,19 @@ void ReduceKernel(ReduceKind kind, const Tensor& x, const ReducePlan& p, Tensor&
       break;
     case ReduceKind::kSumSquare:
     case ReduceKind::kL2:
-      run(A(0), [](A v, int64_t) { return A(W(v) * W(v)); }, add);
+      run(
+          A(0), [](A v, int64_t) { return A(W(v) * W(v)); }, add);
       break;
     case ReduceKind::kL1:
-      run(A(0), [](A v, int64_t) {
-            if constexpr (std::is_unsigned_v<A>) return v;
-            else return v < 0 ? A(W(0) - W(v)) : v;
-          }, add);
+      run(
+          A(0),
+          [](A v, int64_t) {
+            if constexpr (std::is_unsigned_v<A>)
+              return v;
+            else
+              return v < 0 ? A(W(0) - W(v)) : v;
+          },
+          add);
       break;
     case ReduceKind::kLogSumExp: {
       // Subtract the per-output maximum for stability (0 where it is not finite).
@@ -221,8 +228,10 @@ void ReduceKernel(ReduceKind kind, const Tensor& x, const ReducePlan& p, Tensor&
     A a = acc[o];
     switch (kind) {
       case ReduceKind::kMean:
-        if constexpr (kIsFloat<T>) a = a / static_cast<double>(count);
-        else a = count ? a / static_cast<A>(count) : A(0);
+        if constexpr (kIsFloat<T>)
+          a = a / static_cast<double>(count);
+        else
+          a = count ? a / static_cast<A>(count) : A(0);
         break;
       case ReduceKind::kL2:
         yd[o] = ConvertValue<T>(std::sqrt(static_cast<double>(a)));
@@ -280,7 +289,8 @@ KILN_AI float ReduceRow(const float* x, int64_t n) {
 
 // Outputs [o0, o1) of x [outer, r, inner] into y [outer, inner].
 template <class Op>
-KILN_AI void ReduceBlock(const float* x, int64_t r, int64_t inner, int64_t o0, int64_t o1, float* y) {
+KILN_AI void ReduceBlock(const float* x, int64_t r, int64_t inner, int64_t o0, int64_t o1,
+                         float* y) {
   if (inner == 1) {
     for (int64_t o = o0; o < o1; ++o) y[o] = ReduceRow<Op>(x + o * r, r);
     return;
@@ -296,22 +306,27 @@ KILN_AI void ReduceBlock(const float* x, int64_t r, int64_t inner, int64_t o0, i
   }
 }
 
-KILN_AI void ReduceBlockF32(ReduceKind kind, const float* x, int64_t r, int64_t inner, int64_t o0, int64_t o1,
-                            float* y) {
+KILN_AI void ReduceBlockF32(ReduceKind kind, const float* x, int64_t r, int64_t inner, int64_t o0,
+                            int64_t o1, float* y) {
   switch (kind) {
-    case ReduceKind::kMax: return ReduceBlock<MaxOp>(x, r, inner, o0, o1, y);
-    case ReduceKind::kMin: return ReduceBlock<MinOp>(x, r, inner, o0, o1, y);
+    case ReduceKind::kMax:
+      return ReduceBlock<MaxOp>(x, r, inner, o0, o1, y);
+    case ReduceKind::kMin:
+      return ReduceBlock<MinOp>(x, r, inner, o0, o1, y);
     case ReduceKind::kSumSquare:
-    case ReduceKind::kL2: return ReduceBlock<SquareOp>(x, r, inner, o0, o1, y);
-    case ReduceKind::kL1: return ReduceBlock<AbsOp>(x, r, inner, o0, o1, y);
-    default: return ReduceBlock<SumOp>(x, r, inner, o0, o1, y);
+    case ReduceKind::kL2:
+      return ReduceBlock<SquareOp>(x, r, inner, o0, o1, y);
+    case ReduceKind::kL1:
+      return ReduceBlock<AbsOp>(x, r, inner, o0, o1, y);
+    default:
+      return ReduceBlock<SumOp>(x, r, inner, o0, o1, y);
   }
 }
 
-#define KILN_REDUCE_F32(name, target_attr)                                                                  \
-  target_attr void name(ReduceKind kind, const float* x, int64_t r, int64_t inner, int64_t o0, int64_t o1, \
-                        float* y) {                                                                         \
-    ReduceBlockF32(kind, x, r, inner, o0, o1, y);                                                          \
+#define KILN_REDUCE_F32(name, target_attr)                                                     \
+  target_attr void name(ReduceKind kind, const float* x, int64_t r, int64_t inner, int64_t o0, \
+                        int64_t o1, float* y) {                                                \
+    ReduceBlockF32(kind, x, r, inner, o0, o1, y);                                              \
   }
 KILN_REDUCE_F32(ReduceF32Base, )
 #if KILN_X86_DISPATCH
@@ -322,20 +337,23 @@ KILN_REDUCE_F32(ReduceF32Avx512, __attribute__((target("avx512f,fma"))))
 
 // The float32 path where the reduced axes form one block (else false: the reference runs).
 bool ReduceF32(ReduceKind kind, const Tensor& x, const ReducePlan& p, Tensor& y, int threads) {
-  static const std::set<ReduceKind> kKinds = {ReduceKind::kSum, ReduceKind::kMean, ReduceKind::kMax,
-                                              ReduceKind::kMin, ReduceKind::kSumSquare, ReduceKind::kL1,
-                                              ReduceKind::kL2};
+  static const std::set<ReduceKind> kKinds = {
+      ReduceKind::kSum,       ReduceKind::kMean, ReduceKind::kMax, ReduceKind::kMin,
+      ReduceKind::kSumSquare, ReduceKind::kL1,   ReduceKind::kL2};
   if (x.dtype() != DType::kFloat32 || !kKinds.count(kind) || x.size() == 0) return false;
   int64_t outer = 1, r = 1, inner = 1;
   if (!SplitReduced(x.dims(), p.reduced, &outer, &r, &inner)) return false;
 #if KILN_X86_DISPATCH
-  auto run = BestIsa() == Isa::kAvx512 ? ReduceF32Avx512 : BestIsa() == Isa::kAvx2 ? ReduceF32Avx2 : ReduceF32Base;
+  auto run = BestIsa() == Isa::kAvx512 ? ReduceF32Avx512
+             : BestIsa() == Isa::kAvx2 ? ReduceF32Avx2
+                                       : ReduceF32Base;
 #else
   auto run = ReduceF32Base;
 #endif
   const float* xs = x.data<float>();
   float* ys = y.data<float>();
-  ParallelSlices(threads, outer, std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(r * inner, 1)),
+  ParallelSlices(threads, outer,
+                 std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(r * inner, 1)),
                  [&](int64_t o0, int64_t o1) { run(kind, xs, r, inner, o0, o1, ys); });
   const int64_t n = outer * inner;
   if (kind == ReduceKind::kMean)
@@ -382,8 +400,8 @@ void RegisterReduce(OpRegistry& r, const char* name, ReduceKind kind) {
   auto compute = [kind](ComputeContext& ctx) -> Status {
     const Tensor& x = ctx.input(0);
     const bool from_input = ctx.opset() >= AxesInputOpset(kind);
-    std::vector<int64_t> axes =
-        from_input && ctx.has_input(1) ? ctx.input(1).ToInt64Vector() : ctx.node().attr_ints("axes");
+    std::vector<int64_t> axes = from_input && ctx.has_input(1) ? ctx.input(1).ToInt64Vector()
+                                                               : ctx.node().attr_ints("axes");
     ReducePlan p;
     std::string err = MakeReducePlan(ctx.node(), from_input, x.dims(), axes, &p);
     if (!err.empty()) return ctx.error(err);
@@ -416,8 +434,10 @@ Status ArgInfer(InferContext& ctx) {
                      " is out of range for rank " + std::to_string(in.size()));
   if (in[axis] == 0) return ctx.error("cannot take the arg of an empty axis");
   Dims out = in;
-  if (ctx.node().attr_int("keepdims", 1)) out[axis] = 1;
-  else out.erase(out.begin() + axis);
+  if (ctx.node().attr_int("keepdims", 1))
+    out[axis] = 1;
+  else
+    out.erase(out.begin() + axis);
   ctx.set_output(0, DType::kInt64, out);
   return OkStatus();
 }
@@ -464,8 +484,8 @@ void RegisterArg(OpRegistry& r, const char* name, bool is_max) {
       return ctx.error("bad axis");
     const bool last = ctx.opset() >= 12 && ctx.node().attr_int("select_last_index", 0) != 0;
     int64_t* out = ctx.output(0).data<int64_t>();
-    bool ok = Dispatch<kNumericTypes>(
-        x.dtype(), [&]<class T>() { ArgKernel<T>(is_max, last, x, axis, out); });
+    bool ok = Dispatch<kNumericTypes>(x.dtype(),
+                                      [&]<class T>() { ArgKernel<T>(is_max, last, x, axis, out); });
     if (!ok) return ctx.error("unsupported input type " + std::string(DTypeName(x.dtype())));
     return OkStatus();
   });

@@ -20,10 +20,14 @@ struct LossShape {
 
 std::string ParseReduction(const ir::Node& node, Reduction* r) {
   std::string s = node.attr_string("reduction", "mean");
-  if (s == "none") *r = Reduction::kNone;
-  else if (s == "sum") *r = Reduction::kSum;
-  else if (s == "mean") *r = Reduction::kMean;
-  else return "reduction must be 'none', 'sum' or 'mean', got '" + s + "'";
+  if (s == "none")
+    *r = Reduction::kNone;
+  else if (s == "sum")
+    *r = Reduction::kSum;
+  else if (s == "mean")
+    *r = Reduction::kMean;
+  else
+    return "reduction must be 'none', 'sum' or 'mean', got '" + s + "'";
   return "";
 }
 
@@ -48,7 +52,8 @@ std::string CheckLossShapes(const Dims& x, const Dims& labels, const Dims* weigh
 Status LossInfer(InferContext& ctx, bool sce) {
   if (!ctx.has_input(0) || !ctx.has_input(1)) return ctx.error("expects scores and labels");
   DType dt = ctx.input_dtype(0);
-  if (!IsFloatingDType(dt)) return ctx.error("unsupported input type " + std::string(DTypeName(dt)));
+  if (!IsFloatingDType(dt))
+    return ctx.error("unsupported input type " + std::string(DTypeName(dt)));
   DType lt = ctx.input_dtype(1);
   if (lt != DType::kInt32 && lt != DType::kInt64) return ctx.error("labels must be int32 or int64");
   const Dims* w = nullptr;
@@ -109,8 +114,8 @@ void LogSoftmaxAxis1(const T* x, const LossShape& s, T* out) {
         sum += std::exp(static_cast<double>(static_cast<Acc<T>>(x[base + c * s.d])) - mx);
       const double lse = mx + std::log(sum);
       for (int64_t c = 0; c < s.c; ++c)
-        out[base + c * s.d] = T(static_cast<Acc<T>>(
-            static_cast<double>(static_cast<Acc<T>>(x[base + c * s.d])) - lse));
+        out[base + c * s.d] = T(
+            static_cast<Acc<T>>(static_cast<double>(static_cast<Acc<T>>(x[base + c * s.d])) - lse));
     }
 }
 

@@ -64,8 +64,9 @@ std::string ReadAttrs(const ir::Node& node, int64_t opset, int64_t rank, ResizeA
     return "";
   }
   a->coord = node.attr_string("coordinate_transformation_mode", "half_pixel");
-  static const char* kCoords[] = {"half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric",
-                                  "tf_crop_and_resize", "half_pixel_symmetric", "tf_half_pixel_for_nn"};
+  static const char* kCoords[] = {
+      "half_pixel",         "pytorch_half_pixel",   "align_corners",       "asymmetric",
+      "tf_crop_and_resize", "half_pixel_symmetric", "tf_half_pixel_for_nn"};
   bool ok = false;
   for (const char* c : kCoords) ok |= a->coord == c;
   if (!ok) return "unknown coordinate_transformation_mode '" + a->coord + "'";
@@ -104,7 +105,8 @@ std::string ResizeShape(const ResizeAttrs& a, const Dims& in, const std::vector<
   sc->assign(r, 1.0);
   if (sizes) {
     if (sizes->size() != n)
-      return "sizes has " + std::to_string(sizes->size()) + " entries, expected " + std::to_string(n);
+      return "sizes has " + std::to_string(sizes->size()) + " entries, expected " +
+             std::to_string(n);
     for (size_t i = 0; i < n; ++i) {
       if ((*sizes)[i] < 0) return "sizes must be non-negative";
       (*out)[axes[i]] = (*sizes)[i];
@@ -216,10 +218,11 @@ Status ResizeInfer(InferContext& ctx) {
 using Taps = ResizeTaps;
 
 std::vector<double> CubicCoeffs(double ratio, double A) {
-  return {((A * (ratio + 1) - 5 * A) * (ratio + 1) + 8 * A) * (ratio + 1) - 4 * A,
-          ((A + 2) * ratio - (A + 3)) * ratio * ratio + 1,
-          ((A + 2) * (1 - ratio) - (A + 3)) * (1 - ratio) * (1 - ratio) + 1,
-          ((A * ((1 - ratio) + 1) - 5 * A) * ((1 - ratio) + 1) + 8 * A) * ((1 - ratio) + 1) - 4 * A};
+  return {
+      ((A * (ratio + 1) - 5 * A) * (ratio + 1) + 8 * A) * (ratio + 1) - 4 * A,
+      ((A + 2) * ratio - (A + 3)) * ratio * ratio + 1,
+      ((A + 2) * (1 - ratio) - (A + 3)) * (1 - ratio) * (1 - ratio) + 1,
+      ((A * ((1 - ratio) + 1) - 5 * A) * ((1 - ratio) + 1) + 8 * A) * ((1 - ratio) + 1) - 4 * A};
 }
 
 // Taps for every output position of one axis.
@@ -264,9 +267,9 @@ std::vector<Taps> AxisTaps(const ResizeAttrs& a, int64_t in, int64_t out, double
         int64_t base = static_cast<int64_t>(std::floor(xo));
         double ratio = xo - base;
         const std::string& nm = a.nearest_mode;
-        bool up = nm == "round_prefer_floor" ? ratio > 0.5
+        bool up = nm == "round_prefer_floor"  ? ratio > 0.5
                   : nm == "round_prefer_ceil" ? ratio >= 0.5
-                  : nm == "ceil";
+                                              : nm == "ceil";
         i = base + (up ? 1 : 0);
       }
       t.idx = {std::clamp<int64_t>(i, 0, in - 1)};
@@ -274,7 +277,8 @@ std::vector<Taps> AxisTaps(const ResizeAttrs& a, int64_t in, int64_t out, double
       continue;
     }
     // ratio in (0, 1]: prefer the pixel left of xo.
-    int64_t base = xo == std::floor(xo) ? static_cast<int64_t>(xo) - 1 : static_cast<int64_t>(std::floor(xo));
+    int64_t base =
+        xo == std::floor(xo) ? static_cast<int64_t>(xo) - 1 : static_cast<int64_t>(std::floor(xo));
     double ratio = xo - base;
     std::vector<int64_t> offs;
     std::vector<double> w;
@@ -298,7 +302,7 @@ std::vector<Taps> AxisTaps(const ResizeAttrs& a, int64_t in, int64_t out, double
         int64_t start = static_cast<int64_t>(std::floor(-2 / s) + 1);
         for (int64_t i = start; i < 2 - start; ++i) {
           double x2 = std::fabs(s * (i - ratio));
-          double v = x2 <= 1 ? ((A + 2) * x2 - (A + 3)) * x2 * x2 + 1
+          double v = x2 <= 1  ? ((A + 2) * x2 - (A + 3)) * x2 * x2 + 1
                      : x2 < 2 ? ((A * x2 - 5 * A) * x2 + 8 * A) * x2 - 4 * A
                               : 0.0;
           offs.push_back(i);
@@ -382,7 +386,8 @@ bool IsGather(const ResizePlan& plan) {
 // The input position of each output position along axis d (the identity where it is unchanged).
 std::vector<int64_t> GatherMap(const ResizePlan& plan, int d) {
   std::vector<int64_t> map(static_cast<size_t>(plan.out[d]));
-  for (int64_t i = 0; i < plan.out[d]; ++i) map[i] = plan.axes[d].empty() ? i : plan.axes[d][i].idx[0];
+  for (int64_t i = 0; i < plan.out[d]; ++i)
+    map[i] = plan.axes[d].empty() ? i : plan.axes[d][i].idx[0];
   return map;
 }
 
@@ -397,28 +402,30 @@ void GatherResize(const char* x, char* y, const Dims& in, const Dims& out,
   const size_t row_bytes = static_cast<size_t>(ow) * es;
   ParallelSlices(threads, rows, std::max<int64_t>(1, (1 << 15) / std::max<int64_t>(ow, 1)),
                  [&](int64_t r0, int64_t r1) {
-    int64_t prev = -1;
-    for (int64_t row = r0; row < r1; ++row) {
-      int64_t rem = row, src = 0, pitch = 1;
-      for (int d = r - 2; d >= 0; --d) {
-        src += maps[d][rem % out[d]] * pitch;
-        rem /= out[d];
-        pitch *= in[d];
-      }
-      char* dst = y + row * row_bytes;
-      if (src == prev) {
-        std::memcpy(dst, dst - row_bytes, row_bytes);
-        continue;
-      }
-      prev = src;
-      const char* s = x + src * iw * es;
-      if (es == 4) {
-        for (int64_t j = 0; j < ow; ++j) std::memcpy(dst + j * 4, s + cols[j] * 4, 4);
-      } else {
-        for (int64_t j = 0; j < ow; ++j) std::memcpy(dst + j * es, s + cols[j] * es, es);
-      }
-    }
-  });
+                   int64_t prev = -1;
+                   for (int64_t row = r0; row < r1; ++row) {
+                     int64_t rem = row, src = 0, pitch = 1;
+                     for (int d = r - 2; d >= 0; --d) {
+                       src += maps[d][rem % out[d]] * pitch;
+                       rem /= out[d];
+                       pitch *= in[d];
+                     }
+                     char* dst = y + row * row_bytes;
+                     if (src == prev) {
+                       std::memcpy(dst, dst - row_bytes, row_bytes);
+                       continue;
+                     }
+                     prev = src;
+                     const char* s = x + src * iw * es;
+                     if (es == 4) {
+                       for (int64_t j = 0; j < ow; ++j)
+                         std::memcpy(dst + j * 4, s + cols[j] * 4, 4);
+                     } else {
+                       for (int64_t j = 0; j < ow; ++j)
+                         std::memcpy(dst + j * es, s + cols[j] * es, es);
+                     }
+                   }
+                 });
 }
 
 // The plan's taps of one axis as the float32 kernel's table (null when the axis is unchanged).
@@ -439,7 +446,8 @@ std::unique_ptr<ResizeAxisF32> TableOf(const std::vector<Taps>& taps) {
 
 // float32 through ResizeF32: `order` lists the plan's axes in the order of the tensor's memory
 // (NCHW, or N, H, W, C for a channels-last one).
-void ResizeFloat(const Tensor& x, const ResizePlan& plan, const std::vector<int>& order, Tensor& y, int threads) {
+void ResizeFloat(const Tensor& x, const ResizePlan& plan, const std::vector<int>& order, Tensor& y,
+                 int threads) {
   std::vector<std::unique_ptr<ResizeAxisF32>> tables;
   std::vector<const ResizeAxisF32*> axes;
   Dims in;
@@ -448,7 +456,8 @@ void ResizeFloat(const Tensor& x, const ResizePlan& plan, const std::vector<int>
     axes.push_back(tables.back().get());
     in.push_back(x.dim(d));
   }
-  ResizeF32(x.data<float>(), in, axes, static_cast<float>(plan.extrapolation), y.data<float>(), threads);
+  ResizeF32(x.data<float>(), in, axes, static_cast<float>(plan.extrapolation), y.data<float>(),
+            threads);
 }
 
 Status ResizeCompute(ComputeContext& ctx) {
@@ -487,8 +496,8 @@ Status ResizeCompute(ComputeContext& ctx) {
   if (numeric && IsGather(plan) && x.rank() > 0) {
     std::vector<std::vector<int64_t>> maps;
     for (int d = 0; d < x.rank(); ++d) maps.push_back(GatherMap(plan, d));
-    GatherResize(static_cast<const char*>(x.raw()), static_cast<char*>(y.raw()), x.dims(),
-                 plan.out, maps, DTypeSize(x.dtype()), ctx.threads());
+    GatherResize(static_cast<const char*>(x.raw()), static_cast<char*>(y.raw()), x.dims(), plan.out,
+                 maps, DTypeSize(x.dtype()), ctx.threads());
     return OkStatus();
   }
   if (x.dtype() == DType::kFloat32 && x.rank() > 0) {
@@ -534,7 +543,8 @@ Status PlanResize(const ComputeContext& ctx, const Dims& in, ResizePlan* plan) {
   ScalesOrSizes(nullptr, &ctx, ctx.node(), ctx.opset(), &scales, &sizes, &use_sizes, &m);
   if (!m.empty()) return ctx.error(m);
   std::vector<double> sc;
-  m = ResizeShape(a, in, use_sizes ? nullptr : &scales, use_sizes ? &sizes : nullptr, &plan->out, &sc);
+  m = ResizeShape(a, in, use_sizes ? nullptr : &scales, use_sizes ? &sizes : nullptr, &plan->out,
+                  &sc);
   if (!m.empty()) return ctx.error(m);
   plan->axes.assign(r, {});
   plan->extrapolation = a.extrapolation;

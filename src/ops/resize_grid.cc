@@ -37,15 +37,23 @@ struct GridAttrs {
 
 std::string ReadGridAttrs(const ir::Node& node, int64_t opset, GridAttrs* a) {
   std::string m = node.attr_string("mode", opset >= 20 ? "linear" : "bilinear");
-  if (m == "nearest") a->mode = 0;
-  else if (m == "linear" || m == "bilinear") a->mode = 1;
-  else if (m == "cubic" || m == "bicubic") a->mode = 2;
-  else return "unknown mode '" + m + "'";
+  if (m == "nearest")
+    a->mode = 0;
+  else if (m == "linear" || m == "bilinear")
+    a->mode = 1;
+  else if (m == "cubic" || m == "bicubic")
+    a->mode = 2;
+  else
+    return "unknown mode '" + m + "'";
   std::string p = node.attr_string("padding_mode", "zeros");
-  if (p == "zeros") a->pad = Pad::kZeros;
-  else if (p == "border") a->pad = Pad::kBorder;
-  else if (p == "reflection") a->pad = Pad::kReflection;
-  else return "unknown padding_mode '" + p + "'";
+  if (p == "zeros")
+    a->pad = Pad::kZeros;
+  else if (p == "border")
+    a->pad = Pad::kBorder;
+  else if (p == "reflection")
+    a->pad = Pad::kReflection;
+  else
+    return "unknown padding_mode '" + p + "'";
   a->align = node.attr_int("align_corners", 0) != 0;
   return "";
 }
@@ -131,8 +139,10 @@ Status GridSampleCompute(ComputeContext& ctx) {
             float c = a.align ? (v + 1) / 2.0f * (len - 1) : ((v + 1) * len - 1) / 2.0f;
             if (a.mode == 0) c = std::nearbyint(c);  // half to even, also in 3-D (as the test data)
             if (c < lo[d] || c > hi[d]) {
-              if (a.pad == Pad::kBorder) c = std::clamp(c, 0.0f, len - 1);
-              else if (a.pad == Pad::kReflection) c = Reflect(c, lo[d], hi[d]);
+              if (a.pad == Pad::kBorder)
+                c = std::clamp(c, 0.0f, len - 1);
+              else if (a.pad == Pad::kReflection)
+                c = Reflect(c, lo[d], hi[d]);
             }
             coord[d] = c;
           }
@@ -169,7 +179,10 @@ Status GridSampleCompute(ComputeContext& ctx) {
                 int k = static_cast<int>(rem % taps_per_dim);
                 rem /= taps_per_dim;
                 int64_t i = idx[d * 4 + k];
-                if (i < 0) { zero = true; break; }
+                if (i < 0) {
+                  zero = true;
+                  break;
+                }
                 off += i * sps[d];
                 wt *= w[d * 4 + k];
               }
@@ -250,7 +263,8 @@ Status AffineGridCompute(ComputeContext& ctx) {
         h[r] = 1;
         for (int i = 0; i < r; ++i) {
           double acc = 0;
-          for (int j = 0; j <= r; ++j) acc += static_cast<double>(static_cast<Acc<T>>(t[i * (r + 1) + j])) * h[j];
+          for (int j = 0; j <= r; ++j)
+            acc += static_cast<double>(static_cast<Acc<T>>(t[i * (r + 1) + j])) * h[j];
           yp[(n * pts + p) * r + i] = ConvertValue<T>(acc);
         }
       }

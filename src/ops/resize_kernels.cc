@@ -12,7 +12,8 @@ namespace {
 
 // dst[0, n) = sum over taps t (in order, from the first product) of w[t] * src[t][0, n).
 template <int VB>
-KILN_AI void WeightedRowsBody(float* dst, const float* const* src, const float* w, int64_t taps, int64_t n) {
+KILN_AI void WeightedRowsBody(float* dst, const float* const* src, const float* w, int64_t taps,
+                              int64_t n) {
   using V = Vec<float, VB>;
   constexpr int64_t L = VB / 4;
   int64_t i = 0;
@@ -39,17 +40,19 @@ KILN_AI void WeightedRowsBody(float* dst, const float* const* src, const float* 
 }
 
 #if KILN_X86_DISPATCH
-__attribute__((target("avx512f,fma"))) void WeightedRowsAvx512(float* dst, const float* const* src, const float* w,
-                                                               int64_t taps, int64_t n) {
+__attribute__((target("avx512f,fma"))) void WeightedRowsAvx512(float* dst, const float* const* src,
+                                                               const float* w, int64_t taps,
+                                                               int64_t n) {
   WeightedRowsBody<64>(dst, src, w, taps, n);
 }
-__attribute__((target("avx2,fma"))) void WeightedRowsAvx2(float* dst, const float* const* src, const float* w,
-                                                          int64_t taps, int64_t n) {
+__attribute__((target("avx2,fma"))) void WeightedRowsAvx2(float* dst, const float* const* src,
+                                                          const float* w, int64_t taps, int64_t n) {
   WeightedRowsBody<32>(dst, src, w, taps, n);
 }
 #endif
 
-void WeightedRows(Isa isa, float* dst, const float* const* src, const float* w, int64_t taps, int64_t n) {
+void WeightedRows(Isa isa, float* dst, const float* const* src, const float* w, int64_t taps,
+                  int64_t n) {
 #if KILN_X86_DISPATCH
   if (isa == Isa::kAvx512) return WeightedRowsAvx512(dst, src, w, taps, n);
   if (isa == Isa::kAvx2) return WeightedRowsAvx2(dst, src, w, taps, n);
@@ -61,8 +64,8 @@ void WeightedRows(Isa isa, float* dst, const float* const* src, const float* w, 
 constexpr int64_t kElementsPerThread = 1 << 15;
 
 // One axis: [outer, in, inner] -> [outer, out, inner].
-void ResizeAxis(const float* src, float* dst, int64_t outer, int64_t in, int64_t inner, const ResizeAxisF32& a,
-                float extrapolation, int threads) {
+void ResizeAxis(const float* src, float* dst, int64_t outer, int64_t in, int64_t inner,
+                const ResizeAxisF32& a, float extrapolation, int threads) {
   const int64_t out = a.size();
   const int64_t max_taps = [&] {
     int64_t m = 1;
@@ -92,27 +95,30 @@ void ResizeAxis(const float* src, float* dst, int64_t outer, int64_t in, int64_t
   // An axis with rows after it: each output row is a weighted sum of whole input rows.
   const Isa isa = BestIsa();
   const int64_t rows = outer * out;
-  ParallelSlices(threads, rows, std::max<int64_t>(1, kElementsPerThread / inner), [&](int64_t r0, int64_t r1) {
-    std::vector<const float*> rows_in(static_cast<size_t>(max_taps));
-    for (int64_t r = r0; r < r1; ++r) {
-      const int64_t o = r / out, i = r % out;
-      float* d = dst + r * inner;
-      if (a.extrapolate[i]) {
-        std::fill(d, d + inner, extrapolation);
-        continue;
-      }
-      const int64_t t0 = a.start[i], taps = a.start[i + 1] - t0;
-      for (int64_t t = 0; t < taps; ++t) rows_in[t] = src + (o * in + a.idx[t0 + t]) * inner;
-      WeightedRows(isa, d, rows_in.data(), &a.w[t0], taps, inner);
-    }
-  });
+  ParallelSlices(threads, rows, std::max<int64_t>(1, kElementsPerThread / inner),
+                 [&](int64_t r0, int64_t r1) {
+                   std::vector<const float*> rows_in(static_cast<size_t>(max_taps));
+                   for (int64_t r = r0; r < r1; ++r) {
+                     const int64_t o = r / out, i = r % out;
+                     float* d = dst + r * inner;
+                     if (a.extrapolate[i]) {
+                       std::fill(d, d + inner, extrapolation);
+                       continue;
+                     }
+                     const int64_t t0 = a.start[i], taps = a.start[i + 1] - t0;
+                     for (int64_t t = 0; t < taps; ++t)
+                       rows_in[t] = src + (o * in + a.idx[t0 + t]) * inner;
+                     WeightedRows(isa, d, rows_in.data(), &a.w[t0], taps, inner);
+                   }
+                 });
 }
 
 // The order of the passes: each next one the cheapest by its output elements times its taps, a
 // pass over the last axis (a gather per element, not whole rows) counted three times; ties go to
 // the later axis, as the reference's order. Upsampling so resizes the short input rows first,
 // downsampling shrinks the rows before it gathers along them.
-std::vector<int> PassOrder(const std::vector<int64_t>& in, const std::vector<const ResizeAxisF32*>& axes) {
+std::vector<int> PassOrder(const std::vector<int64_t>& in,
+                           const std::vector<const ResizeAxisF32*>& axes) {
   const int r = static_cast<int>(in.size());
   std::vector<int64_t> dims = in;
   std::vector<int> order;
@@ -124,7 +130,8 @@ std::vector<int> PassOrder(const std::vector<int64_t>& in, const std::vector<con
       if (!axes[d] || done[d]) continue;
       double elems = 1;
       for (int e = 0; e < r; ++e) elems *= static_cast<double>(e == d ? axes[d]->size() : dims[e]);
-      const double taps = static_cast<double>(axes[d]->idx.size()) / std::max<int64_t>(axes[d]->size(), 1);
+      const double taps =
+          static_cast<double>(axes[d]->idx.size()) / std::max<int64_t>(axes[d]->size(), 1);
       const double cost = elems * std::max(taps, 1.0) * (d == r - 1 ? 3.0 : 1.0);
       if (best < 0 || cost < best_cost) {
         best = d;
@@ -140,8 +147,9 @@ std::vector<int> PassOrder(const std::vector<int64_t>& in, const std::vector<con
 
 }  // namespace
 
-void ResizeF32(const float* x, const std::vector<int64_t>& in, const std::vector<const ResizeAxisF32*>& axes,
-               float extrapolation, float* y, int threads) {
+void ResizeF32(const float* x, const std::vector<int64_t>& in,
+               const std::vector<const ResizeAxisF32*>& axes, float extrapolation, float* y,
+               int threads) {
   const int r = static_cast<int>(in.size());
   std::vector<int> order = PassOrder(in, axes);
   std::vector<int64_t> dims = in;

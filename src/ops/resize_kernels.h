@@ -1,9 +1,10 @@
 // Separable interpolation in float32 (Resize / Upsample in linear, cubic and antialiased modes on
 // the host): the taps ops/resize.cc plans per axis, applied one axis at a time, the cheapest pass
-// first (the ONNX reference goes last axis first; the order changes only the rounding). An axis with elements after it (a row of a plane, or channels in a
-// channels-last tensor) combines whole contiguous rows, vectorized; the last axis gathers its taps
-// per element. Threads split the rows of each pass. The reference in double stays in resize.cc
-// for the other types; the tests check this one against it.
+// first (the ONNX reference goes last axis first; the order changes only the rounding). An axis
+// with elements after it (a row of a plane, or channels in a channels-last tensor) combines whole
+// contiguous rows, vectorized; the last axis gathers its taps per element. Threads split the rows
+// of each pass. The reference in double stays in resize.cc for the other types; the tests check
+// this one against it.
 #pragma once
 
 #include <cstdint>
@@ -23,7 +24,8 @@ struct ResizeAxisF32 {
 
 // y (dims `in` with each resized axis at its table's size) = x resized along every axis that has
 // a table (null: unchanged).
-void ResizeF32(const float* x, const std::vector<int64_t>& in, const std::vector<const ResizeAxisF32*>& axes,
-               float extrapolation, float* y, int threads);
+void ResizeF32(const float* x, const std::vector<int64_t>& in,
+               const std::vector<const ResizeAxisF32*>& axes, float extrapolation, float* y,
+               int threads);
 
 }  // namespace kiln::ops

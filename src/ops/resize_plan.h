@@ -32,7 +32,8 @@ Status PlanResize(const ComputeContext& ctx, const Dims& in, ResizePlan* plan);
 
 // True when the host executor may run `node` (a Resize / Upsample, inferred shapes) with its
 // input 0 and output channels-last (ops/channels_last.h): float32, N = 1, the channels kept, any
-// mode but tf_crop_and_resize (a gather of whole pixels, or separable interpolation over N, H, W, C).
+// mode but tf_crop_and_resize (a gather of whole pixels, or separable interpolation over N, H, W,
+// C).
 bool ResizeCanRunChannelsLast(const ir::Node& node, const ir::Graph& g);
 
 }  // namespace kiln::ops

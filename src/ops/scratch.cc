@@ -1,11 +1,11 @@
 #include "ops/scratch.h"
 
-#include <cstdlib>
+#include <sys/mman.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <memory>
 #include <new>
-
-#include <sys/mman.h>
 
 namespace kiln::ops {
 namespace {

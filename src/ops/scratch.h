@@ -12,12 +12,17 @@
 namespace kiln::ops {
 
 enum class ScratchSlot {
-  kGemmA, kGemmB, kConvColumns, kPadded,
-  kDnnlSrc, kDnnlDst,          // a oneDNN primitive's own layout of its input and output
-  kDnnlRowsSrc, kDnnlRowsDst,  // channels-last copies that a convolution's row parts share
-  kDnnlScratchpad,             // a primitive's working memory (dnnl_common::Scratchpad)
-  kConvZ,                      // a FusedConv's Z, where Y took its bytes and a kernel needs it apart
-  kConvRows,                   // the direct convolution's input pointers per pixel and tap
+  kGemmA,
+  kGemmB,
+  kConvColumns,
+  kPadded,
+  kDnnlSrc,
+  kDnnlDst,  // a oneDNN primitive's own layout of its input and output
+  kDnnlRowsSrc,
+  kDnnlRowsDst,     // channels-last copies that a convolution's row parts share
+  kDnnlScratchpad,  // a primitive's working memory (dnnl_common::Scratchpad)
+  kConvZ,           // a FusedConv's Z, where Y took its bytes and a kernel needs it apart
+  kConvRows,        // the direct convolution's input pointers per pixel and tap
   kCount
 };
 

@@ -43,7 +43,8 @@ ir::TypeInfo MergeElemTypes(const ir::TypeInfo& a, const ir::TypeInfo& b) {
   ir::TypeInfo t = UnknownTensorType(a.dtype != DType::kUndefined ? a.dtype : b.dtype);
   if (a.has_shape && b.has_shape && a.dims.size() == b.dims.size()) {
     t.has_shape = true;
-    for (size_t d = 0; d < a.dims.size(); ++d) t.dims.push_back(a.dims[d] == b.dims[d] ? a.dims[d] : -1);
+    for (size_t d = 0; d < a.dims.size(); ++d)
+      t.dims.push_back(a.dims[d] == b.dims[d] ? a.dims[d] : -1);
     t.symbols.assign(t.dims.size(), "");
   }
   return t;
@@ -52,14 +53,16 @@ ir::TypeInfo MergeElemTypes(const ir::TypeInfo& a, const ir::TypeInfo& b) {
 // ---- SequenceEmpty / SequenceConstruct / SequenceLength ------------------------------------
 
 Status InferSequenceEmpty(InferContext& ctx) {
-  DType dt = static_cast<DType>(ctx.node().attr_int("dtype", static_cast<int64_t>(DType::kFloat32)));
+  DType dt =
+      static_cast<DType>(ctx.node().attr_int("dtype", static_cast<int64_t>(DType::kFloat32)));
   if (!IsSupportedDType(dt)) return ctx.error("unsupported dtype " + std::string(DTypeName(dt)));
   ctx.set_output_type(0, SequenceType(UnknownTensorType(dt)));
   return OkStatus();
 }
 
 Status ComputeSequenceEmpty(ComputeContext& ctx) {
-  DType dt = static_cast<DType>(ctx.node().attr_int("dtype", static_cast<int64_t>(DType::kFloat32)));
+  DType dt =
+      static_cast<DType>(ctx.node().attr_int("dtype", static_cast<int64_t>(DType::kFloat32)));
   ctx.output(0) = Tensor::Sequence(dt, {});
   return OkStatus();
 }
@@ -72,8 +75,9 @@ Status InferSequenceConstruct(InferContext& ctx) {
     const ir::TypeInfo& t = ctx.input_type(i);
     if (t.kind != Kind::kTensor) return ctx.error("inputs must be tensors");
     if (i > 0 && t.dtype != elem.dtype)
-      return ctx.error("inputs have different element types (" + std::string(DTypeName(elem.dtype)) +
-                       " and " + std::string(DTypeName(t.dtype)) + ")");
+      return ctx.error("inputs have different element types (" +
+                       std::string(DTypeName(elem.dtype)) + " and " +
+                       std::string(DTypeName(t.dtype)) + ")");
     elem = i == 0 ? t : MergeElemTypes(elem, t);
   }
   ctx.set_output_type(0, SequenceType(elem));
@@ -123,8 +127,10 @@ Status InferSequenceAt(InferContext& ctx) {
     return OkStatus();
   }
   ir::TypeInfo elem = SeqElemType(ctx, 0);
-  if (elem.kind == Kind::kTensor && elem.shape_known()) ctx.set_output_type(0, elem);
-  else ctx.set_output_dynamic(0, ElemDType(ctx.input_type(0)));
+  if (elem.kind == Kind::kTensor && elem.shape_known())
+    ctx.set_output_type(0, elem);
+  else
+    ctx.set_output_dynamic(0, ElemDType(ctx.input_type(0)));
   return OkStatus();
 }
 
@@ -150,7 +156,8 @@ Status InferSequenceInsert(InferContext& ctx) {
   if (sdt != DType::kUndefined && !empty && sdt != ctx.input_dtype(1))
     return ctx.error("tensor of type " + std::string(DTypeName(ctx.input_dtype(1))) +
                      " inserted into a sequence of " + std::string(DTypeName(sdt)));
-  ir::TypeInfo elem = empty ? ctx.input_type(1) : MergeElemTypes(SeqElemType(ctx, 0), ctx.input_type(1));
+  ir::TypeInfo elem =
+      empty ? ctx.input_type(1) : MergeElemTypes(SeqElemType(ctx, 0), ctx.input_type(1));
   ctx.set_output_type(0, SequenceType(elem));
   return OkStatus();
 }
@@ -167,8 +174,10 @@ Status ComputeSequenceInsert(ComputeContext& ctx) {
   int64_t n = static_cast<int64_t>(items.size()), p;
   KILN_RETURN_IF_ERROR(ReadPosition(ctx, 2, n, &p));
   if (p < -n || p > n)
-    return ctx.error("position " + std::to_string(p) + " is out of range for inserting into a "
-                     "sequence of " + std::to_string(n));
+    return ctx.error("position " + std::to_string(p) +
+                     " is out of range for inserting into a "
+                     "sequence of " +
+                     std::to_string(n));
   if (p < 0) p += n;
   items.insert(items.begin() + p, Owned(t));
   ctx.output(0) = Tensor::Sequence(t.dtype(), std::move(items));
@@ -305,8 +314,10 @@ Status ConcatDims(const InferContext* ictx, const ComputeContext* cctx, const Te
     total += new_axis ? 1 : it.dim(static_cast<int>(axis));
   }
   *out = d0;
-  if (new_axis) out->insert(out->begin() + axis, total);
-  else (*out)[axis] = total;
+  if (new_axis)
+    out->insert(out->begin() + axis, total);
+  else
+    (*out)[axis] = total;
   *axis_out = axis;
   return OkStatus();
 }
@@ -393,8 +404,7 @@ Status ComputeSequenceMap(ComputeContext& ctx) {
     for (size_t j = 0; j < out.size(); ++j) results[j].push_back(Owned(out[j]));
   }
   for (int j = 0; j < ctx.num_outputs(); ++j) {
-    DType dt = !results[j].empty() ? results[j][0].dtype()
-                                   : g.values[g.outputs[j]].type.dtype;
+    DType dt = !results[j].empty() ? results[j][0].dtype() : g.values[g.outputs[j]].type.dtype;
     ctx.output(j) = Tensor::Sequence(dt, std::move(results[j]));
   }
   return OkStatus();

@@ -51,8 +51,8 @@ inline Tensor Owned(const Tensor& t) { return t.owns_or_keeps_alive() ? t : t.Cl
 // was allocated (it may live in the arena), otherwise replaces the output with an owned value.
 inline void SetOutputValue(ComputeContext& ctx, int i, const Tensor& v) {
   Tensor& out = ctx.output(i);
-  if (v.kind() == Tensor::Kind::kTensor && out.kind() == Tensor::Kind::kTensor &&
-      out.defined() && out.dtype() == v.dtype() && out.dims() == v.dims() && out.raw()) {
+  if (v.kind() == Tensor::Kind::kTensor && out.kind() == Tensor::Kind::kTensor && out.defined() &&
+      out.dtype() == v.dtype() && out.dims() == v.dims() && out.raw()) {
     if (out.raw() != v.raw() && v.nbytes() > 0) std::memcpy(out.raw(), v.raw(), v.nbytes());
     return;
   }

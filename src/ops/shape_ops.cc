@@ -59,7 +59,8 @@ std::vector<int64_t> IntsAttrOrInput(const InferContext& ctx, const char* attr, 
 Status ConstantTensor(const InferContext& ctx, Tensor* out) {
   const ir::Node& n = ctx.node();
   if (const ir::Attribute* a = n.attr("value")) {
-    if (a->kind != ir::Attribute::Kind::kTensor) return ctx.error("attribute 'value' is not a tensor");
+    if (a->kind != ir::Attribute::Kind::kTensor)
+      return ctx.error("attribute 'value' is not a tensor");
     if (DTypeSize(a->t.dtype()) == 0)
       return ctx.error("constant of dtype " + std::string(DTypeName(a->t.dtype())) +
                        " is not supported");
@@ -425,8 +426,8 @@ Status InferSplit(InferContext& ctx) {
   int64_t dim = in[axis];
   if (const ir::Attribute* a = ctx.node().attr("num_outputs")) {
     if (present) return ctx.error("both split and num_outputs are given");
-    if (a->i != n) return ctx.error("num_outputs is " + Str(a->i) + " but the node has " +
-                                    Str(n) + " outputs");
+    if (a->i != n)
+      return ctx.error("num_outputs is " + Str(a->i) + " but the node has " + Str(n) + " outputs");
   }
   if (!present || sizes.empty()) {
     if (n <= 0) return ctx.error("no outputs");
@@ -531,7 +532,8 @@ Status TileRepeats(const InferContext& ctx, std::vector<int64_t>* reps, bool* kn
       *known = false;
       return OkStatus();
     }
-    if (t->size() != 1 || (ax && ax->size() != 1)) return ctx.error("tiles and axis must be scalars");
+    if (t->size() != 1 || (ax && ax->size() != 1))
+      return ctx.error("tiles and axis must be scalars");
     int64_t axis = ax ? ax->GetInt(0) : 0;
     if (!NormalizeAxis(axis, rank)) return ctx.error("axis out of range");
     reps->assign(rank, 1);
@@ -697,7 +699,8 @@ Status InferRange(InferContext& ctx) {
   for (int i = 0; i < 3; ++i) {
     if (!ctx.has_input(i)) return ctx.error("needs start, limit and delta");
     if (ctx.input_dtype(i) != dt) return ctx.error("start, limit and delta differ in dtype");
-    if (NumElements(ctx.input_dims(i)) != 1) return ctx.error("start, limit and delta must be scalars");
+    if (NumElements(ctx.input_dims(i)) != 1)
+      return ctx.error("start, limit and delta must be scalars");
   }
   if (!IsFloatingDType(dt) && !IsSignedIntDType(dt) && !IsUnsignedIntDType(dt))
     return ctx.error("unsupported dtype " + std::string(DTypeName(dt)));
@@ -821,10 +824,12 @@ void RegisterShapeOps(OpRegistry& r) {
   r.Register("Split", InferSplit, ComputeSplit);
   r.Register("Expand", InferExpand, ComputeExpand);
   r.Register("Tile", InferTile, ComputeTile);
-  r.Register("DepthToSpace", [](InferContext& c) { return InferDepthSpace(c, true); },
-             ComputeDepthToSpace);
-  r.Register("SpaceToDepth", [](InferContext& c) { return InferDepthSpace(c, false); },
-             ComputeSpaceToDepth);
+  r.Register(
+      "DepthToSpace", [](InferContext& c) { return InferDepthSpace(c, true); },
+      ComputeDepthToSpace);
+  r.Register(
+      "SpaceToDepth", [](InferContext& c) { return InferDepthSpace(c, false); },
+      ComputeSpaceToDepth);
   r.Register("ChannelShuffle", InferChannelShuffle, ComputeChannelShuffle, kKilnDomain);
   r.Register("ConstantOfShape", InferConstantOfShape, ComputeConstantOfShape);
   r.Register("Range", InferRange, ComputeRange);

@@ -9,8 +9,12 @@ namespace {
 
 using moves::Str;
 
-const Tensor* ValueOf(const InferContext& c, int i) { return c.has_input(i) ? c.input_value(i) : nullptr; }
-const Tensor* ValueOf(const ComputeContext& c, int i) { return c.has_input(i) ? &c.input(i) : nullptr; }
+const Tensor* ValueOf(const InferContext& c, int i) {
+  return c.has_input(i) ? c.input_value(i) : nullptr;
+}
+const Tensor* ValueOf(const ComputeContext& c, int i) {
+  return c.has_input(i) ? &c.input(i) : nullptr;
+}
 
 // ---- Slice ----------------------------------------------------------------------------------
 
@@ -76,7 +80,8 @@ Status SliceParams(const Ctx& ctx, const Dims& in, SliceSpec* spec, bool* known)
       s = std::clamp<int64_t>(s, 0, dim - 1);
       e = std::clamp<int64_t>(e, -1, dim - 1);
       // step may be INT64_MIN: compare before negating.
-      len = s > e ? (step == std::numeric_limits<int64_t>::min() ? 1 : (s - e - step - 1) / -step) : 0;
+      len = s > e ? (step == std::numeric_limits<int64_t>::min() ? 1 : (s - e - step - 1) / -step)
+                  : 0;
     }
     spec->out[ax] = len;
     if (len > 0) spec->base += s * is[ax];
@@ -91,8 +96,10 @@ Status InferSlice(InferContext& ctx) {
   SliceSpec spec;
   bool known;
   KILN_RETURN_IF_ERROR(SliceParams(ctx, ctx.input_dims(0), &spec, &known));
-  if (!known) ctx.set_output_dynamic(0, dt);
-  else ctx.set_output(0, dt, spec.out);
+  if (!known)
+    ctx.set_output_dynamic(0, dt);
+  else
+    ctx.set_output(0, dt, spec.out);
   return OkStatus();
 }
 
@@ -105,8 +112,7 @@ Status ComputeSlice(ComputeContext& ctx) {
   Tensor& out = ctx.output(0);
   if (!out.defined() || out.dims() != spec.out) out = Tensor(in.dtype(), spec.out);
   if (out.size() == 0) return OkStatus();
-  moves::StridedCopy(spec.out, spec.strides, spec.base, in.raw(), out.raw(),
-                     DTypeSize(in.dtype()));
+  moves::StridedCopy(spec.out, spec.strides, spec.base, in.raw(), out.raw(), DTypeSize(in.dtype()));
   return OkStatus();
 }
 
@@ -119,9 +125,12 @@ enum class PadMode { kConstant, kReflect, kEdge, kWrap };
 inline int64_t MapCoord(int64_t c, int64_t d, PadMode m) {
   if (c >= 0 && c < d) return c;
   switch (m) {
-    case PadMode::kConstant: return -1;
-    case PadMode::kEdge: return c < 0 ? 0 : d - 1;
-    case PadMode::kWrap: return ((c % d) + d) % d;
+    case PadMode::kConstant:
+      return -1;
+    case PadMode::kEdge:
+      return c < 0 ? 0 : d - 1;
+    case PadMode::kWrap:
+      return ((c % d) + d) % d;
     case PadMode::kReflect: {
       if (d == 1) return 0;
       int64_t p = 2 * (d - 1);
@@ -156,8 +165,7 @@ void PadKernel(const Tensor& in, Tensor& out, const Dims& pb, PadMode mode, cons
   std::vector<Run> runs;
   for (int64_t j = 0; j < inner; ++j) {
     int64_t c = din == 0 ? -1 : MapCoord(j - pl, din, mode);
-    if (!runs.empty() && c >= 0 && runs.back().col >= 0 &&
-        runs.back().col + runs.back().len == c)
+    if (!runs.empty() && c >= 0 && runs.back().col >= 0 && runs.back().col + runs.back().len == c)
       ++runs.back().len;
     else
       runs.push_back({j, 1, c});
@@ -206,11 +214,16 @@ Status PadParams(const Ctx& ctx, const Dims& in, DType dt, PadSpec* spec, bool* 
   const int64_t rank = static_cast<int64_t>(in.size());
   *known = true;
   std::string mode = ctx.node().attr_string("mode", "constant");
-  if (mode == "constant") spec->mode = PadMode::kConstant;
-  else if (mode == "reflect") spec->mode = PadMode::kReflect;
-  else if (mode == "edge") spec->mode = PadMode::kEdge;
-  else if (mode == "wrap") spec->mode = PadMode::kWrap;
-  else return ctx.error("unknown mode '" + mode + "'");
+  if (mode == "constant")
+    spec->mode = PadMode::kConstant;
+  else if (mode == "reflect")
+    spec->mode = PadMode::kReflect;
+  else if (mode == "edge")
+    spec->mode = PadMode::kEdge;
+  else if (mode == "wrap")
+    spec->mode = PadMode::kWrap;
+  else
+    return ctx.error("unknown mode '" + mode + "'");
   size_t es = DTypeSize(dt);
   spec->fill.assign(es, 0);
   std::vector<int64_t> pads, axes;
@@ -309,7 +322,8 @@ Status CropPadParams(const Ctx& ctx, const Dims& in, Dims* out, Dims* begin, boo
   if (!ctx.node().attr("axes"))
     for (int64_t i = 0; i < rank; ++i) axes.push_back(i);
   if (shape.size() != axes.size())
-    return ctx.error("shape has " + Str(shape.size()) + " values for " + Str(axes.size()) + " axes");
+    return ctx.error("shape has " + Str(shape.size()) + " values for " + Str(axes.size()) +
+                     " axes");
   *out = in;
   begin->assign(rank, 0);
   std::vector<char> seen(rank, 0);
@@ -332,8 +346,10 @@ Status InferCenterCropPad(InferContext& ctx) {
   Dims out, begin;
   bool known;
   KILN_RETURN_IF_ERROR(CropPadParams(ctx, ctx.input_dims(0), &out, &begin, &known));
-  if (!known) ctx.set_output_dynamic(0, dt);
-  else ctx.set_output(0, dt, out);
+  if (!known)
+    ctx.set_output_dynamic(0, dt);
+  else
+    ctx.set_output(0, dt, out);
   return OkStatus();
 }
 

@@ -17,11 +17,20 @@ namespace kiln::ops::moves {
 template <class F>
 bool BySize(size_t elem_size, F&& fn) {
   switch (elem_size) {
-    case 1: fn.template operator()<uint8_t>(); return true;
-    case 2: fn.template operator()<uint16_t>(); return true;
-    case 4: fn.template operator()<uint32_t>(); return true;
-    case 8: fn.template operator()<uint64_t>(); return true;
-    default: return false;
+    case 1:
+      fn.template operator()<uint8_t>();
+      return true;
+    case 2:
+      fn.template operator()<uint16_t>();
+      return true;
+    case 4:
+      fn.template operator()<uint32_t>();
+      return true;
+    case 8:
+      fn.template operator()<uint64_t>();
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -79,7 +88,8 @@ inline void StridedCopy(const Dims& out, const Dims& strides, int64_t base, cons
           for (int64_t j0 = 0; j0 < inner; j0 += kTile) {
             const int64_t i1 = std::min(rows, i0 + kTile), j1 = std::min(inner, j0 + kTile);
             for (int64_t i = i0; i < i1; ++i)
-              for (int64_t j = j0; j < j1; ++j) o[out + i * out_row + j] = in[off + i + j * istride];
+              for (int64_t j = j0; j < j1; ++j)
+                o[out + i * out_row + j] = in[off + i + j * istride];
           }
         for (int k = static_cast<int>(od.size()) - 1; k >= 0; --k) {
           off += os[k];

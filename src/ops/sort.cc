@@ -32,8 +32,8 @@ Status TopKParams(const ir::Node& node, int64_t opset, const Tensor* k_input, bo
     *k = k_input->GetInt(0);
   }
   if (*k < 0 || *k > in[*axis])
-    return error("k = " + std::to_string(*k) + " is out of range [0, " +
-                 std::to_string(in[*axis]) + "] for axis " + std::to_string(*axis));
+    return error("k = " + std::to_string(*k) + " is out of range [0, " + std::to_string(in[*axis]) +
+                 "] for axis " + std::to_string(*axis));
   return OkStatus();
 }
 
@@ -102,9 +102,9 @@ Status TopKCompute(ComputeContext& ctx) {
   const Tensor& x = ctx.input(0);
   int64_t axis, k;
   bool known;
-  KILN_RETURN_IF_ERROR(TopKParams(ctx.node(), ctx.opset(), ctx.has_input(1) ? &ctx.input(1) : nullptr,
-                                  ctx.has_input(1), x.dims(), &axis, &k, &known,
-                                  [&](const std::string& m) { return ctx.error(m); }));
+  KILN_RETURN_IF_ERROR(TopKParams(
+      ctx.node(), ctx.opset(), ctx.has_input(1) ? &ctx.input(1) : nullptr, ctx.has_input(1),
+      x.dims(), &axis, &k, &known, [&](const std::string& m) { return ctx.error(m); }));
   Dims out = x.dims();
   out[axis] = k;
   Tensor& values = ctx.output(0);
@@ -114,8 +114,10 @@ Status TopKCompute(ComputeContext& ctx) {
   Tensor* ind = &scratch;
   if (ctx.num_outputs() > 1) ind = &ctx.output(1);
   if (!ind->defined() || ind->dims() != out || ind->dtype() != DType::kInt64) {
-    if (ctx.num_outputs() > 1) ctx.allocate_output(1, DType::kInt64, out);
-    else scratch = Tensor(DType::kInt64, out);
+    if (ctx.num_outputs() > 1)
+      ctx.allocate_output(1, DType::kInt64, out);
+    else
+      scratch = Tensor(DType::kInt64, out);
   }
   const bool largest = ctx.opset() < 11 || ctx.node().attr_int("largest", 1) != 0;
   bool ok = Dispatch<kNumericTypes>(x.dtype(), [&]<class T>() {
@@ -186,8 +188,8 @@ bool Suppress(const A* a, const A* b, bool center, A iou_threshold) {
 Status NmsCompute(ComputeContext& ctx) {
   const Tensor& boxes = ctx.input(0);
   const Tensor& scores = ctx.input(1);
-  KILN_RETURN_IF_ERROR(NmsCheck(boxes.dims(), scores.dims(),
-                                [&](const std::string& m) { return ctx.error(m); }));
+  KILN_RETURN_IF_ERROR(
+      NmsCheck(boxes.dims(), scores.dims(), [&](const std::string& m) { return ctx.error(m); }));
   auto scalar = [&](int i, const char* name, bool* present) -> Expected<double> {
     *present = ctx.has_input(i) && ctx.input(i).size() > 0;
     if (!*present) return 0.0;
@@ -201,8 +203,7 @@ Status NmsCompute(ComputeContext& ctx) {
   if (!iou.ok()) return iou.status();
   Expected<double> score_thr = scalar(4, "score_threshold", &has_score);
   if (!score_thr.ok()) return score_thr.status();
-  const int64_t max_per_class =
-      has_max ? std::max<int64_t>(0, ctx.input(2).GetInt(0)) : int64_t{0};
+  const int64_t max_per_class = has_max ? std::max<int64_t>(0, ctx.input(2).GetInt(0)) : int64_t{0};
   const bool center = ctx.node().attr_int("center_point_box", 0) != 0;
   const int64_t nb = boxes.dim(0), ns = boxes.dim(1), nc = scores.dim(1);
   std::vector<int64_t> selected;  // triples
@@ -222,7 +223,9 @@ Status NmsCompute(ComputeContext& ctx) {
         for (int64_t i = 0; i < ns; ++i)
           if (!has_score || s[i] > s_thr) cand.push_back(i);
         // Highest score first (NaN last); equal scores by box index.
-        auto key = [&](int64_t i) { return s[i] != s[i] ? -std::numeric_limits<A>::infinity() : s[i]; };
+        auto key = [&](int64_t i) {
+          return s[i] != s[i] ? -std::numeric_limits<A>::infinity() : s[i];
+        };
         std::stable_sort(cand.begin(), cand.end(),
                          [&](int64_t x, int64_t y) { return key(x) > key(y); });
         kept.clear();
@@ -240,9 +243,9 @@ Status NmsCompute(ComputeContext& ctx) {
         }
       }
   });
-  Tensor& out = ctx.allocate_output(0, DType::kInt64, {static_cast<int64_t>(selected.size() / 3), 3});
-  if (!selected.empty())
-    std::memcpy(out.raw(), selected.data(), selected.size() * sizeof(int64_t));
+  Tensor& out =
+      ctx.allocate_output(0, DType::kInt64, {static_cast<int64_t>(selected.size() / 3), 3});
+  if (!selected.empty()) std::memcpy(out.raw(), selected.data(), selected.size() * sizeof(int64_t));
   return OkStatus();
 }
 

@@ -14,10 +14,8 @@
 #include <immintrin.h>
 #endif
 
-
 namespace kiln::ops {
 namespace {
-
 
 #define KILN_AI __attribute__((always_inline)) inline
 
@@ -213,32 +211,34 @@ KILN_AI typename VM<VB>::F ClipV(typename VM<VB>::F x, float lo, float hi) {
   return M::Sel(x > hi, M::Splat(hi), x);
 }
 
-#define KILN_VM_OP(NAME, EXPR)                                 \
-  struct NAME {                                                \
-    static constexpr bool kFix = false;                        \
-    template <int VB>                                          \
+#define KILN_VM_OP(NAME, EXPR)                                                    \
+  struct NAME {                                                                   \
+    static constexpr bool kFix = false;                                           \
+    template <int VB>                                                             \
     static KILN_AI typename VM<VB>::F Apply(typename VM<VB>::F x, const Par& p) { \
-      using M [[maybe_unused]] = VM<VB>;                       \
-      (void)p;                                                 \
-      return EXPR;                                             \
-    }                                                          \
-    template <int VB>                                          \
-    static KILN_AI typename VM<VB>::U Served(typename VM<VB>::F) { return {}; } \
-    static float Scalar(float x) { return x; }                 \
+      using M [[maybe_unused]] = VM<VB>;                                          \
+      (void)p;                                                                    \
+      return EXPR;                                                                \
+    }                                                                             \
+    template <int VB>                                                             \
+    static KILN_AI typename VM<VB>::U Served(typename VM<VB>::F) {                \
+      return {};                                                                  \
+    }                                                                             \
+    static float Scalar(float x) { return x; }                                    \
   };
 
 KILN_VM_OP(ExpOp, M::Exp(x))
 KILN_VM_OP(LogOp, M::Log(x))
 KILN_VM_OP(SigmoidOp, M::Sigmoid(x))
-KILN_VM_OP(SwishOp, x * M::Sigmoid(x * p.a))
+KILN_VM_OP(SwishOp, x* M::Sigmoid(x* p.a))
 KILN_VM_OP(TanhOp, M::Tanh(x))
 KILN_VM_OP(ErfOp, M::Erf(x))
 KILN_VM_OP(GeluTanhOp,
            0.5f * x * (1.0f + M::Tanh(0.79788456080286535588f * (x + 0.044715f * x * x * x))))
 KILN_VM_OP(ReluOp, M::Sel(x > 0.0f, x, typename M::F{}))
-KILN_VM_OP(LeakyReluOp, M::Sel(x < 0.0f, x * p.a, x))
+KILN_VM_OP(LeakyReluOp, M::Sel(x < 0.0f, x* p.a, x))
 KILN_VM_OP(ClipOp, ClipV<VB>(x, p.a, p.b))
-KILN_VM_OP(HardSwishOp, x * HardClamp<VB>(x / 6.0f + 0.5f))
+KILN_VM_OP(HardSwishOp, x* HardClamp<VB>(x / 6.0f + 0.5f))
 #undef KILN_VM_OP
 
 // kFix ops: Served(x) is all-ones on the lanes the vector path is accurate for; libm redoes the
@@ -350,7 +350,7 @@ void MapBase(const float* x, float* y, int64_t n, const Par& p) {
 #if KILN_X86_DISPATCH
 template <class Op>
 __attribute__((target("avx2,fma"))) void MapAvx2(const float* x, float* y, int64_t n,
-                                                  const Par& p) {
+                                                 const Par& p) {
   MapBody<32, Op>(x, y, n, p);
 }
 template <class Op>
@@ -360,27 +360,32 @@ __attribute__((target("avx512f,fma"))) void MapAvx512(const float* x, float* y, 
 }
 #endif
 
-
-
 template <class Op>
 void Map(const float* x, float* y, int64_t n, const Par& p, Isa isa) {
   if (n <= 0) return;
   switch (ResolveIsa(isa)) {
 #if KILN_X86_DISPATCH
-    case Isa::kAvx512: return MapAvx512<Op>(x, y, n, p);
-    case Isa::kAvx2: return MapAvx2<Op>(x, y, n, p);
+    case Isa::kAvx512:
+      return MapAvx512<Op>(x, y, n, p);
+    case Isa::kAvx2:
+      return MapAvx2<Op>(x, y, n, p);
 #endif
-    default: return MapBase<Op>(x, y, n, p);
+    default:
+      return MapBase<Op>(x, y, n, p);
   }
 }
 
 // Binary ops: op is a template argument so each loop is one straight vector body.
 template <VecBinOp kOp, class T>
 KILN_AI T BinOp(T a, T b) {
-  if constexpr (kOp == VecBinOp::kAdd) return a + b;
-  else if constexpr (kOp == VecBinOp::kSub) return a - b;
-  else if constexpr (kOp == VecBinOp::kMul) return a * b;
-  else return a / b;
+  if constexpr (kOp == VecBinOp::kAdd)
+    return a + b;
+  else if constexpr (kOp == VecBinOp::kSub)
+    return a - b;
+  else if constexpr (kOp == VecBinOp::kMul)
+    return a * b;
+  else
+    return a / b;
 }
 
 // mode 0: a[i] op b[i]; 1: s op b[i]; 2: b[i] op s.
@@ -393,25 +398,35 @@ KILN_AI void BinBody(const float* a, float s, const float* b, float* o, int64_t 
   for (; i + L <= n; i += L) {
     const typename M::F vb = M::Load(b + i);
     typename M::F r;
-    if constexpr (kMode == 0) r = BinOp<kOp>(M::Load(a + i), vb);
-    else if constexpr (kMode == 1) r = BinOp<kOp>(sv, vb);
-    else r = BinOp<kOp>(vb, sv);
+    if constexpr (kMode == 0)
+      r = BinOp<kOp>(M::Load(a + i), vb);
+    else if constexpr (kMode == 1)
+      r = BinOp<kOp>(sv, vb);
+    else
+      r = BinOp<kOp>(vb, sv);
     M::Store(o + i, r);
   }
   for (; i < n; ++i) {
-    if constexpr (kMode == 0) o[i] = BinOp<kOp>(a[i], b[i]);
-    else if constexpr (kMode == 1) o[i] = BinOp<kOp>(s, b[i]);
-    else o[i] = BinOp<kOp>(b[i], s);
+    if constexpr (kMode == 0)
+      o[i] = BinOp<kOp>(a[i], b[i]);
+    else if constexpr (kMode == 1)
+      o[i] = BinOp<kOp>(s, b[i]);
+    else
+      o[i] = BinOp<kOp>(b[i], s);
   }
 }
 
 template <int VB, int kMode>
 KILN_AI void BinSwitch(VecBinOp op, const float* a, float s, const float* b, float* o, int64_t n) {
   switch (op) {
-    case VecBinOp::kAdd: return BinBody<VB, VecBinOp::kAdd, kMode>(a, s, b, o, n);
-    case VecBinOp::kSub: return BinBody<VB, VecBinOp::kSub, kMode>(a, s, b, o, n);
-    case VecBinOp::kMul: return BinBody<VB, VecBinOp::kMul, kMode>(a, s, b, o, n);
-    case VecBinOp::kDiv: return BinBody<VB, VecBinOp::kDiv, kMode>(a, s, b, o, n);
+    case VecBinOp::kAdd:
+      return BinBody<VB, VecBinOp::kAdd, kMode>(a, s, b, o, n);
+    case VecBinOp::kSub:
+      return BinBody<VB, VecBinOp::kSub, kMode>(a, s, b, o, n);
+    case VecBinOp::kMul:
+      return BinBody<VB, VecBinOp::kMul, kMode>(a, s, b, o, n);
+    case VecBinOp::kDiv:
+      return BinBody<VB, VecBinOp::kDiv, kMode>(a, s, b, o, n);
   }
 }
 
@@ -437,10 +452,13 @@ void Bin(VecBinOp op, const float* a, float s, const float* b, float* o, int64_t
   if (n <= 0) return;
   switch (ResolveIsa(isa)) {
 #if KILN_X86_DISPATCH
-    case Isa::kAvx512: return BinAvx512<kMode>(op, a, s, b, o, n);
-    case Isa::kAvx2: return BinAvx2<kMode>(op, a, s, b, o, n);
+    case Isa::kAvx512:
+      return BinAvx512<kMode>(op, a, s, b, o, n);
+    case Isa::kAvx2:
+      return BinAvx2<kMode>(op, a, s, b, o, n);
 #endif
-    default: return BinBase<kMode>(op, a, s, b, o, n);
+    default:
+      return BinBase<kMode>(op, a, s, b, o, n);
   }
 }
 
@@ -589,8 +607,11 @@ __attribute__((target("avx512f,fma"))) void SoftmaxRowsAvx512(const float* x, fl
       sum = _mm512_mask_add_ps(sum, tail, sum, e);
     }
     const __m512 scale = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
-    for (int64_t i = 0; i < full; i += 16) _mm512_storeu_ps(y + i, _mm512_mul_ps(_mm512_loadu_ps(y + i), scale));
-    if (tail) _mm512_mask_storeu_ps(y + full, tail, _mm512_mul_ps(_mm512_maskz_loadu_ps(tail, y + full), scale));
+    for (int64_t i = 0; i < full; i += 16)
+      _mm512_storeu_ps(y + i, _mm512_mul_ps(_mm512_loadu_ps(y + i), scale));
+    if (tail)
+      _mm512_mask_storeu_ps(y + full, tail,
+                            _mm512_mul_ps(_mm512_maskz_loadu_ps(tail, y + full), scale));
   }
 }
 #endif
@@ -618,15 +639,17 @@ __attribute__((target("avx512f,fma"))) float ExpSubSumAvx512(const float* x, flo
 // included), and 1 / (1 + e) by rcp14 and one Newton step instead of a division; compares go to
 // mask registers. About twice the throughput of Map<SigmoidOp>.
 template <bool kSwish>
-__attribute__((target("avx512f,fma"), always_inline)) inline __m512 SigmoidFamily16(__m512 v, float alpha) {
+__attribute__((target("avx512f,fma"), always_inline)) inline __m512 SigmoidFamily16(__m512 v,
+                                                                                    float alpha) {
   const __m512 t = kSwish ? _mm512_mul_ps(v, _mm512_set1_ps(alpha)) : v;
-  const __m512 e = ExpNonPositive16(_mm512_castsi512_ps(
-      _mm512_or_epi32(_mm512_castps_si512(t), _mm512_set1_epi32(static_cast<int>(0x80000000u)))));  // e^-|t|
+  const __m512 e = ExpNonPositive16(_mm512_castsi512_ps(_mm512_or_epi32(
+      _mm512_castps_si512(t), _mm512_set1_epi32(static_cast<int>(0x80000000u)))));  // e^-|t|
   const __m512 one = _mm512_set1_ps(1.0f);
   const __m512 den = _mm512_add_ps(e, one);
   __m512 q = _mm512_rcp14_ps(den);
   q = _mm512_mul_ps(q, _mm512_fnmadd_ps(den, q, _mm512_set1_ps(2.0f)));
-  const __m512 sg = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(t, _mm512_setzero_ps(), _CMP_GE_OQ), _mm512_mul_ps(e, q), q);
+  const __m512 sg = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(t, _mm512_setzero_ps(), _CMP_GE_OQ),
+                                         _mm512_mul_ps(e, q), q);
   return kSwish ? _mm512_mul_ps(v, sg) : sg;
 }
 
@@ -634,10 +657,12 @@ template <bool kSwish>
 __attribute__((target("avx512f,fma"))) void SigmoidFamilyAvx512(const float* x, float* y, int64_t n,
                                                                 float alpha) {
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, SigmoidFamily16<kSwish>(_mm512_loadu_ps(x + i), alpha));
+  for (; i + 16 <= n; i += 16)
+    _mm512_storeu_ps(y + i, SigmoidFamily16<kSwish>(_mm512_loadu_ps(x + i), alpha));
   if (i < n) {
     const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
-    _mm512_mask_storeu_ps(y + i, m, SigmoidFamily16<kSwish>(_mm512_maskz_loadu_ps(m, x + i), alpha));
+    _mm512_mask_storeu_ps(y + i, m,
+                          SigmoidFamily16<kSwish>(_mm512_maskz_loadu_ps(m, x + i), alpha));
   }
 }
 
@@ -658,9 +683,12 @@ __attribute__((target("avx2,fma"), always_inline)) inline __m256 ExpNonPositive8
   const __m256i n = _mm256_cvtps_epi32(k), half = _mm256_srai_epi32(n, 1);
   const __m256 scale = _mm256_mul_ps(PowerOfTwo8(half), PowerOfTwo8(_mm256_sub_epi32(n, half)));
   const __m256 r2 = _mm256_mul_ps(r, r);
-  const __m256 c54 = _mm256_fmadd_ps(_mm256_set1_ps(1.9875691500e-4f), r, _mm256_set1_ps(1.3981999507e-3f));
-  const __m256 c32 = _mm256_fmadd_ps(_mm256_set1_ps(8.3334519073e-3f), r, _mm256_set1_ps(4.1665795894e-2f));
-  const __m256 c10 = _mm256_fmadd_ps(_mm256_set1_ps(1.6666665459e-1f), r, _mm256_set1_ps(5.0000001201e-1f));
+  const __m256 c54 =
+      _mm256_fmadd_ps(_mm256_set1_ps(1.9875691500e-4f), r, _mm256_set1_ps(1.3981999507e-3f));
+  const __m256 c32 =
+      _mm256_fmadd_ps(_mm256_set1_ps(8.3334519073e-3f), r, _mm256_set1_ps(4.1665795894e-2f));
+  const __m256 c10 =
+      _mm256_fmadd_ps(_mm256_set1_ps(1.6666665459e-1f), r, _mm256_set1_ps(5.0000001201e-1f));
   __m256 p = _mm256_fmadd_ps(_mm256_fmadd_ps(c54, r2, c32), r2, c10);
   p = _mm256_fmadd_ps(p, r2, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
   return _mm256_mul_ps(p, scale);
@@ -668,7 +696,8 @@ __attribute__((target("avx2,fma"), always_inline)) inline __m256 ExpNonPositive8
 
 // sigmoid: q = 1 / (1 + e) for t >= 0, e q below; Swish multiplies v in before q.
 template <bool kSwish>
-__attribute__((target("avx2,fma"), always_inline)) inline __m256 SigmoidFamily8(__m256 v, float alpha) {
+__attribute__((target("avx2,fma"), always_inline)) inline __m256 SigmoidFamily8(__m256 v,
+                                                                                float alpha) {
   const __m256 t = kSwish ? _mm256_mul_ps(v, _mm256_set1_ps(alpha)) : v;
   const __m256 e = ExpNonPositive8(_mm256_or_ps(t, _mm256_set1_ps(-0.0f)));  // e^-|t|
   const __m256 q = _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_add_ps(e, _mm256_set1_ps(1.0f)));
@@ -692,8 +721,9 @@ __attribute__((target("avx2,fma"))) __m256 ExpSubSum8(const float* x, float* y, 
   if (full < n) {
     const __m256i tail = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n - full)),
                                             _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-    const __m256 e = _mm256_and_ps(
-        ExpNonPositive8(_mm256_sub_ps(_mm256_maskload_ps(x + full, tail), m)), _mm256_castsi256_ps(tail));
+    const __m256 e =
+        _mm256_and_ps(ExpNonPositive8(_mm256_sub_ps(_mm256_maskload_ps(x + full, tail), m)),
+                      _mm256_castsi256_ps(tail));
     _mm256_maskstore_ps(y + full, tail, e);
     sum = _mm256_add_ps(sum, e);
   }
@@ -719,7 +749,8 @@ __attribute__((target("avx2,fma"))) void SoftmaxRowsAvx2(const float* x, float* 
   const __m256 lowest = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
   for (int64_t row = 0; row < rows; ++row, x += len, y += len) {
     // The max in two chains (a NaN needs no care: it makes the sum, and its row, NaN).
-    __m256 a = _mm256_blendv_ps(lowest, _mm256_maskload_ps(x + full, tail), _mm256_castsi256_ps(tail));
+    __m256 a =
+        _mm256_blendv_ps(lowest, _mm256_maskload_ps(x + full, tail), _mm256_castsi256_ps(tail));
     __m256 b = lowest;
     int64_t i = 0;
     for (; i + 16 <= full; i += 16) {
@@ -731,16 +762,20 @@ __attribute__((target("avx2,fma"))) void SoftmaxRowsAvx2(const float* x, float* 
     __m128 h = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
     h = _mm_max_ps(h, _mm_movehl_ps(h, h));
     const float m = _mm_cvtss_f32(_mm_max_ss(h, _mm_shuffle_ps(h, h, 1)));
-    const __m256 scale = _mm256_set1_ps(1.0f / HorizontalSum8(ExpSubSum8(x, y, len, _mm256_set1_ps(m))));
-    for (int64_t i = 0; i < full; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(y + i), scale));
+    const __m256 scale =
+        _mm256_set1_ps(1.0f / HorizontalSum8(ExpSubSum8(x, y, len, _mm256_set1_ps(m))));
+    for (int64_t i = 0; i < full; i += 8)
+      _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(y + i), scale));
     for (int64_t i = full; i < len; ++i) y[i] *= scale[0];
   }
 }
 
 template <bool kSwish>
-__attribute__((target("avx2,fma"))) void SigmoidFamilyAvx2(const float* x, float* y, int64_t n, float alpha) {
+__attribute__((target("avx2,fma"))) void SigmoidFamilyAvx2(const float* x, float* y, int64_t n,
+                                                           float alpha) {
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, SigmoidFamily8<kSwish>(_mm256_loadu_ps(x + i), alpha));
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(y + i, SigmoidFamily8<kSwish>(_mm256_loadu_ps(x + i), alpha));
   if (i < n) {
     const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n - i)),
                                          _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
@@ -750,7 +785,6 @@ __attribute__((target("avx2,fma"))) void SigmoidFamilyAvx2(const float* x, float
 #endif
 
 }  // namespace
-
 
 void ExpF32(const float* x, float* y, int64_t n, Isa isa) { Map<ExpOp>(x, y, n, {}, isa); }
 void LogF32(const float* x, float* y, int64_t n, Isa isa) { Map<LogOp>(x, y, n, {}, isa); }
@@ -771,20 +805,21 @@ void SwishF32(const float* x, float* y, int64_t n, float alpha, Isa isa) {
 
 void SwishPixelsF32(float* y, int64_t pixels, int64_t stride, int64_t c0, int64_t c1) {
   if (c0 == 0 && c1 == stride) return SwishF32(y, y, pixels * stride, 1.0f);
-  for (int64_t i = 0; i < pixels; ++i) SwishF32(y + i * stride + c0, y + i * stride + c0, c1 - c0, 1.0f);
+  for (int64_t i = 0; i < pixels; ++i)
+    SwishF32(y + i * stride + c0, y + i * stride + c0, c1 - c0, 1.0f);
 }
 void TanhF32(const float* x, float* y, int64_t n, Isa isa) { Map<TanhOp>(x, y, n, {}, isa); }
 void ErfF32(const float* x, float* y, int64_t n, Isa isa) { Map<ErfOp>(x, y, n, {}, isa); }
 void GeluF32(const float* x, float* y, int64_t n, bool tanh_approx, Isa isa) {
-  if (tanh_approx) Map<GeluTanhOp>(x, y, n, {}, isa);
-  else Map<GeluErfOp>(x, y, n, {}, isa);
+  if (tanh_approx)
+    Map<GeluTanhOp>(x, y, n, {}, isa);
+  else
+    Map<GeluErfOp>(x, y, n, {}, isa);
 }
 void SinF32(const float* x, float* y, int64_t n, Isa isa) {
   Map<SinCosOp<false>>(x, y, n, {}, isa);
 }
-void CosF32(const float* x, float* y, int64_t n, Isa isa) {
-  Map<SinCosOp<true>>(x, y, n, {}, isa);
-}
+void CosF32(const float* x, float* y, int64_t n, Isa isa) { Map<SinCosOp<true>>(x, y, n, {}, isa); }
 void ReluF32(const float* x, float* y, int64_t n, Isa isa) { Map<ReluOp>(x, y, n, {}, isa); }
 void LeakyReluF32(const float* x, float* y, int64_t n, float alpha, Isa isa) {
   Map<LeakyReluOp>(x, y, n, {alpha, 0, false}, isa);
@@ -804,27 +839,35 @@ void BinaryF32(VecBinOp op, const float* a, const float* b, float* o, int64_t n,
 }
 void BinaryScalarF32(VecBinOp op, float s, const float* b, float* o, int64_t n, bool scalar_first,
                      Isa isa) {
-  if (scalar_first) Bin<1>(op, nullptr, s, b, o, n, isa);
-  else Bin<2>(op, nullptr, s, b, o, n, isa);
+  if (scalar_first)
+    Bin<1>(op, nullptr, s, b, o, n, isa);
+  else
+    Bin<2>(op, nullptr, s, b, o, n, isa);
 }
 
 float MaxF32(const float* x, int64_t n, Isa isa) {
   switch (ResolveIsa(isa)) {
 #if KILN_X86_DISPATCH
-    case Isa::kAvx512: return MaxAvx512(x, n);
-    case Isa::kAvx2: return MaxAvx2(x, n);
+    case Isa::kAvx512:
+      return MaxAvx512(x, n);
+    case Isa::kAvx2:
+      return MaxAvx2(x, n);
 #endif
-    default: return MaxBase(x, n);
+    default:
+      return MaxBase(x, n);
   }
 }
 
 float SumF32(const float* x, int64_t n, Isa isa) {
   switch (ResolveIsa(isa)) {
 #if KILN_X86_DISPATCH
-    case Isa::kAvx512: return SumAvx512(x, n);
-    case Isa::kAvx2: return SumAvx2(x, n);
+    case Isa::kAvx512:
+      return SumAvx512(x, n);
+    case Isa::kAvx2:
+      return SumAvx2(x, n);
 #endif
-    default: return SumBase(x, n);
+    default:
+      return SumBase(x, n);
   }
 }
 
@@ -832,10 +875,13 @@ float ExpSubSumF32(const float* x, float* y, int64_t n, float m, Isa isa) {
   if (n <= 0) return 0.0f;
   switch (ResolveIsa(isa)) {
 #if KILN_X86_DISPATCH
-    case Isa::kAvx512: return ExpSubSumAvx512(x, y, n, m);
-    case Isa::kAvx2: return ExpSubSumAvx2(x, y, n, m);
+    case Isa::kAvx512:
+      return ExpSubSumAvx512(x, y, n, m);
+    case Isa::kAvx2:
+      return ExpSubSumAvx2(x, y, n, m);
 #endif
-    default: return ExpSubSumBase(x, y, n, m);
+    default:
+      return ExpSubSumBase(x, y, n, m);
   }
 }
 
@@ -843,10 +889,13 @@ void SoftmaxRowsF32(const float* x, float* y, int64_t rows, int64_t len, Isa isa
   if (rows <= 0 || len <= 0) return;
   switch (ResolveIsa(isa)) {
 #if KILN_X86_DISPATCH
-    case Isa::kAvx512: return SoftmaxRowsAvx512(x, y, rows, len);
-    case Isa::kAvx2: return SoftmaxRowsAvx2(x, y, rows, len);
+    case Isa::kAvx512:
+      return SoftmaxRowsAvx512(x, y, rows, len);
+    case Isa::kAvx2:
+      return SoftmaxRowsAvx2(x, y, rows, len);
 #endif
-    default: return SoftmaxRowsBase(x, y, rows, len);
+    default:
+      return SoftmaxRowsBase(x, y, rows, len);
   }
 }
 

@@ -20,7 +20,6 @@
 
 namespace kiln::ops {
 
-
 void ExpF32(const float* x, float* y, int64_t n, Isa isa = Isa::kAuto);
 void LogF32(const float* x, float* y, int64_t n, Isa isa = Isa::kAuto);
 void SigmoidF32(const float* x, float* y, int64_t n, Isa isa = Isa::kAuto);
@@ -31,7 +30,8 @@ void SwishF32(const float* x, float* y, int64_t n, float alpha, Isa isa = Isa::k
 void SwishPixelsF32(float* y, int64_t pixels, int64_t stride, int64_t c0, int64_t c1);
 void TanhF32(const float* x, float* y, int64_t n, Isa isa = Isa::kAuto);
 void ErfF32(const float* x, float* y, int64_t n, Isa isa = Isa::kAuto);
-// y = 0.5 x (1 + erf(x / sqrt 2)), or with tanh_approx 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+// y = 0.5 x (1 + erf(x / sqrt 2)), or with tanh_approx 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715
+// x^3))).
 void GeluF32(const float* x, float* y, int64_t n, bool tanh_approx, Isa isa = Isa::kAuto);
 void SinF32(const float* x, float* y, int64_t n, Isa isa = Isa::kAuto);
 void CosF32(const float* x, float* y, int64_t n, Isa isa = Isa::kAuto);

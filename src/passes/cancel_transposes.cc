@@ -20,7 +20,8 @@ bool PermOf(const ir::Graph& g, const ir::Node& n, std::vector<int64_t>* perm) {
   if (!a) {
     if (x.kind != ir::TypeInfo::Kind::kTensor || !x.has_shape) return false;
     perm->resize(x.dims.size());
-    for (size_t i = 0; i < perm->size(); ++i) (*perm)[i] = static_cast<int64_t>(perm->size() - 1 - i);
+    for (size_t i = 0; i < perm->size(); ++i)
+      (*perm)[i] = static_cast<int64_t>(perm->size() - 1 - i);
     return true;
   }
   if (a->kind != ir::Attribute::Kind::kInts) return false;
@@ -74,7 +75,8 @@ bool UnitTransposesToReshapes(ir::Graph& g, int64_t opset) {
 bool CancelInGraph(ir::Graph& g, bool main, int64_t opset) {
   bool changed = false;
   for (auto& n : g.nodes)
-    ForEachSubgraph(n, [&](ir::Graph& sg) { changed = CancelInGraph(sg, false, opset) || changed; });
+    ForEachSubgraph(n,
+                    [&](ir::Graph& sg) { changed = CancelInGraph(sg, false, opset) || changed; });
   std::vector<int> reads = ReadCounts(g);
   const std::vector<char> is_output = OutputMask(g);
   ValueRewirer rewire(g);
@@ -85,7 +87,8 @@ bool CancelInGraph(ir::Graph& g, bool main, int64_t opset) {
     int p = g.values[y].producer;
     if (p < 0 || !keep[p] || !IsTranspose(g.nodes[p]) || reads[y] != 1 || is_output[y]) continue;
     std::vector<int64_t> p1, p2;
-    if (!PermOf(g, g.nodes[p], &p1) || !PermOf(g, g.nodes[i], &p2) || p1.size() != p2.size()) continue;
+    if (!PermOf(g, g.nodes[p], &p1) || !PermOf(g, g.nodes[i], &p2) || p1.size() != p2.size())
+      continue;
     std::vector<int64_t> q(p2.size());
     bool identity = true;
     for (size_t j = 0; j < q.size(); ++j) {

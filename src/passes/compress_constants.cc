@@ -13,19 +13,44 @@ bool IsNumeric(DType t) { return IsSupportedDType(t) && t != DType::kBool; }
 void Store(DType t, double v, void* out) {
   Tensor tmp(t, {1});
   switch (t) {
-    case DType::kFloat32: tmp.data<float>()[0] = static_cast<float>(v); break;
-    case DType::kFloat64: tmp.data<double>()[0] = v; break;
-    case DType::kFloat16: tmp.data<Float16>()[0] = Float16(static_cast<float>(v)); break;
-    case DType::kBFloat16: tmp.data<BFloat16>()[0] = BFloat16(static_cast<float>(v)); break;
-    case DType::kInt8: tmp.data<int8_t>()[0] = static_cast<int8_t>(v); break;
-    case DType::kInt16: tmp.data<int16_t>()[0] = static_cast<int16_t>(v); break;
-    case DType::kInt32: tmp.data<int32_t>()[0] = static_cast<int32_t>(v); break;
-    case DType::kInt64: tmp.data<int64_t>()[0] = static_cast<int64_t>(v); break;
-    case DType::kUInt8: tmp.data<uint8_t>()[0] = static_cast<uint8_t>(v); break;
-    case DType::kUInt16: tmp.data<uint16_t>()[0] = static_cast<uint16_t>(v); break;
-    case DType::kUInt32: tmp.data<uint32_t>()[0] = static_cast<uint32_t>(v); break;
-    case DType::kUInt64: tmp.data<uint64_t>()[0] = static_cast<uint64_t>(v); break;
-    default: break;
+    case DType::kFloat32:
+      tmp.data<float>()[0] = static_cast<float>(v);
+      break;
+    case DType::kFloat64:
+      tmp.data<double>()[0] = v;
+      break;
+    case DType::kFloat16:
+      tmp.data<Float16>()[0] = Float16(static_cast<float>(v));
+      break;
+    case DType::kBFloat16:
+      tmp.data<BFloat16>()[0] = BFloat16(static_cast<float>(v));
+      break;
+    case DType::kInt8:
+      tmp.data<int8_t>()[0] = static_cast<int8_t>(v);
+      break;
+    case DType::kInt16:
+      tmp.data<int16_t>()[0] = static_cast<int16_t>(v);
+      break;
+    case DType::kInt32:
+      tmp.data<int32_t>()[0] = static_cast<int32_t>(v);
+      break;
+    case DType::kInt64:
+      tmp.data<int64_t>()[0] = static_cast<int64_t>(v);
+      break;
+    case DType::kUInt8:
+      tmp.data<uint8_t>()[0] = static_cast<uint8_t>(v);
+      break;
+    case DType::kUInt16:
+      tmp.data<uint16_t>()[0] = static_cast<uint16_t>(v);
+      break;
+    case DType::kUInt32:
+      tmp.data<uint32_t>()[0] = static_cast<uint32_t>(v);
+      break;
+    case DType::kUInt64:
+      tmp.data<uint64_t>()[0] = static_cast<uint64_t>(v);
+      break;
+    default:
+      break;
   }
   std::memcpy(out, tmp.raw(), DTypeSize(t));
 }

@@ -39,26 +39,35 @@ bool SameTensor(const Tensor& a, const Tensor& b) {
 
 template <class T>
 bool SameBits(const std::vector<T>& a, const std::vector<T>& b) {
-  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
+  return a.size() == b.size() &&
+         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
 }
 
 bool SameAttribute(const ir::Attribute& a, const ir::Attribute& b) {
   using K = ir::Attribute::Kind;
   if (a.kind != b.kind) return false;
   switch (a.kind) {
-    case K::kFloat: return std::bit_cast<uint32_t>(a.f) == std::bit_cast<uint32_t>(b.f);
-    case K::kInt: return a.i == b.i;
-    case K::kString: return a.s == b.s;
-    case K::kTensor: return SameTensor(a.t, b.t);
-    case K::kFloats: return SameBits(a.floats, b.floats);
-    case K::kInts: return a.ints == b.ints;
-    case K::kStrings: return a.strings == b.strings;
+    case K::kFloat:
+      return std::bit_cast<uint32_t>(a.f) == std::bit_cast<uint32_t>(b.f);
+    case K::kInt:
+      return a.i == b.i;
+    case K::kString:
+      return a.s == b.s;
+    case K::kTensor:
+      return SameTensor(a.t, b.t);
+    case K::kFloats:
+      return SameBits(a.floats, b.floats);
+    case K::kInts:
+      return a.ints == b.ints;
+    case K::kStrings:
+      return a.strings == b.strings;
     case K::kTensors:
       if (a.tensors.size() != b.tensors.size()) return false;
       for (size_t i = 0; i < a.tensors.size(); ++i)
         if (!SameTensor(a.tensors[i], b.tensors[i])) return false;
       return true;
-    default: return false;  // graphs (never compared) and undefined
+    default:
+      return false;  // graphs (never compared) and undefined
   }
 }
 
@@ -66,19 +75,26 @@ uint64_t HashAttribute(const ir::Attribute& a) {
   using K = ir::Attribute::Kind;
   uint64_t h = static_cast<uint64_t>(a.kind);
   switch (a.kind) {
-    case K::kFloat: return Mix(h, std::bit_cast<uint32_t>(a.f));
-    case K::kInt: return Mix(h, static_cast<uint64_t>(a.i));
-    case K::kString: return Mix(h, std::hash<std::string>()(a.s));
-    case K::kTensor: return Mix(h, HashTensor(a.t));
-    case K::kFloats: return Mix(h, HashBytes(a.floats.data(), a.floats.size() * sizeof(float)));
-    case K::kInts: return Mix(h, HashBytes(a.ints.data(), a.ints.size() * sizeof(int64_t)));
+    case K::kFloat:
+      return Mix(h, std::bit_cast<uint32_t>(a.f));
+    case K::kInt:
+      return Mix(h, static_cast<uint64_t>(a.i));
+    case K::kString:
+      return Mix(h, std::hash<std::string>()(a.s));
+    case K::kTensor:
+      return Mix(h, HashTensor(a.t));
+    case K::kFloats:
+      return Mix(h, HashBytes(a.floats.data(), a.floats.size() * sizeof(float)));
+    case K::kInts:
+      return Mix(h, HashBytes(a.ints.data(), a.ints.size() * sizeof(int64_t)));
     case K::kStrings:
       for (const auto& s : a.strings) h = Mix(h, std::hash<std::string>()(s));
       return h;
     case K::kTensors:
       for (const auto& t : a.tensors) h = Mix(h, HashTensor(t));
       return h;
-    default: return h;
+    default:
+      return h;
   }
 }
 
@@ -144,7 +160,8 @@ bool CseGraph(ir::Graph& g, bool main) {
     uint64_t h = Mix(std::hash<std::string>()(n.op_type), std::hash<std::string>()(n.domain));
     for (int v : n.inputs) h = Mix(h, static_cast<uint64_t>(same_input(v) + 1));
     for (int v : n.outputs) h = Mix(h, v < 0 ? 0 : 1);
-    for (const auto& [k, a] : n.attrs) h = Mix(Mix(h, std::hash<std::string>()(k)), HashAttribute(a));
+    for (const auto& [k, a] : n.attrs)
+      h = Mix(Mix(h, std::hash<std::string>()(k)), HashAttribute(a));
     auto& bucket = table[h];
     int first = -1;
     for (int e : bucket)

@@ -9,15 +9,17 @@ namespace {
 
 bool SameKnownTensorType(const ir::TypeInfo& a, const ir::TypeInfo& b) {
   return a.kind == ir::TypeInfo::Kind::kTensor && b.kind == ir::TypeInfo::Kind::kTensor &&
-         a.dtype != DType::kUndefined && a.dtype == b.dtype && a.shape_known() &&
-         b.shape_known() && a.dims == b.dims;
+         a.dtype != DType::kUndefined && a.dtype == b.dtype && a.shape_known() && b.shape_known() &&
+         a.dims == b.dims;
 }
 
 // The integer values of input `i` when it is a constant the compiler may rely on.
 bool ConstantInts(const ir::Graph& g, const ir::Node& n, size_t i, std::vector<int64_t>* out) {
   if (i >= n.inputs.size() || !IsFixedConstant(g, n.inputs[i])) return false;
   const Tensor& t = *g.values[n.inputs[i]].constant;
-  if (t.kind() != Tensor::Kind::kTensor || !(IsSignedIntDType(t.dtype()) || IsUnsignedIntDType(t.dtype()))) return false;
+  if (t.kind() != Tensor::Kind::kTensor ||
+      !(IsSignedIntDType(t.dtype()) || IsUnsignedIntDType(t.dtype())))
+    return false;
   *out = t.ToInt64Vector();
   return true;
 }
@@ -63,7 +65,8 @@ bool IsIdentity(const ir::Graph& g, const ir::Node& n, int64_t opset, const std:
     if (!x.has_shape || y.dtype != x.dtype) return false;
     const ir::Attribute* perm = n.attr("perm");
     if (!perm) return x.dims.size() <= 1;  // the default reverses the dims
-    if (perm->kind != ir::Attribute::Kind::kInts || perm->ints.size() != x.dims.size()) return false;
+    if (perm->kind != ir::Attribute::Kind::kInts || perm->ints.size() != x.dims.size())
+      return false;
     for (size_t i = 0; i < perm->ints.size(); ++i)
       if (perm->ints[i] != static_cast<int64_t>(i)) return false;
     return true;

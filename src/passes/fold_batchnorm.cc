@@ -43,7 +43,8 @@ struct ChannelAffine {
 std::vector<double> PerChannelOperand(const ir::Graph& g, int v, int64_t channels, size_t rank) {
   if (!IsFixedConstant(g, v)) return {};
   const Tensor& t = *g.values[v].constant;
-  if (t.kind() != Tensor::Kind::kTensor || t.dtype() != DType::kFloat32 || t.rank() > rank) return {};
+  if (t.kind() != Tensor::Kind::kTensor || t.dtype() != DType::kFloat32 || t.rank() > rank)
+    return {};
   const Dims& d = t.dims();
   for (size_t k = 0; k < d.size(); ++k) {  // right-aligned against the output's dims
     size_t axis = rank - d.size() + k;
@@ -56,8 +57,8 @@ std::vector<double> PerChannelOperand(const ir::Graph& g, int v, int64_t channel
 
 // The affine map of `n` reading y (a Conv output with `channels` channels and `rank` dims):
 // an inference BatchNormalization, or Mul / Add / Sub with a per-channel constant. Empty if none.
-std::optional<ChannelAffine> AffineOf(const ir::Graph& g, const ir::Model& m, const ir::Node& n, int y,
-                                      int64_t channels, size_t rank) {
+std::optional<ChannelAffine> AffineOf(const ir::Graph& g, const ir::Model& m, const ir::Node& n,
+                                      int y, int64_t channels, size_t rank) {
   if (!IsDefaultDomain(n) || n.outputs.size() != 1 || n.outputs[0] < 0) return std::nullopt;
   if (n.op_type == "BatchNormalization") {
     if (!IsInferenceBatchNorm(n, m.OpsetFor(n.domain)) || n.inputs[0] != y) return std::nullopt;
@@ -89,7 +90,8 @@ std::optional<ChannelAffine> AffineOf(const ir::Graph& g, const ir::Model& m, co
 
 // A new float32 constant named after `base` (made unique) with `suffix`.
 int AddConstant(ir::Graph& g, const std::string& base, const std::string& suffix, Tensor t) {
-  int v = g.AddValue(UniqueValueName(g, base + suffix), ir::TypeInfo::Tensor(DType::kFloat32, t.dims()));
+  int v = g.AddValue(UniqueValueName(g, base + suffix),
+                     ir::TypeInfo::Tensor(DType::kFloat32, t.dims()));
   g.values[v].constant = std::move(t);
   return v;
 }
@@ -99,14 +101,15 @@ int AddConstant(ir::Graph& g, const std::string& base, const std::string& suffix
 // (Conv, [M, C / group, k...]), or its second axis per group (ConvTranspose, [C, M / group, k...]).
 bool FoldIntoConv(ir::Graph& g, int c, int y, const ChannelAffine& a, const std::string& suffix) {
   const ir::Node& conv = g.nodes[c];
-  if (conv.inputs.size() < 2 || conv.outputs.size() != 1 || !IsFixedConstant(g, conv.inputs[1])) return false;
+  if (conv.inputs.size() < 2 || conv.outputs.size() != 1 || !IsFixedConstant(g, conv.inputs[1]))
+    return false;
   const Tensor w = *g.values[conv.inputs[1]].constant;  // shares the bytes; only read
   const int64_t channels = static_cast<int64_t>(a.s.size());
   const bool transpose = conv.op_type == "ConvTranspose";
   const int64_t group = conv.attr_int("group", 1);
   if (w.kind() != Tensor::Kind::kTensor || w.dtype() != DType::kFloat32 || w.rank() < 2 ||
-      group <= 0 || (transpose ? w.dim(1) * group != channels || w.dim(0) % group != 0
-                               : w.dim(0) != channels))
+      group <= 0 ||
+      (transpose ? w.dim(1) * group != channels || w.dim(0) % group != 0 : w.dim(0) != channels))
     return false;
   const bool has_bias = conv.inputs.size() > 2 && conv.inputs[2] >= 0;
   const Tensor* b = has_bias ? ChannelParam(g, conv, 2, channels) : nullptr;
@@ -163,8 +166,8 @@ bool FoldInGraph(ir::Graph& g, const ir::Model& m) {
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const ir::Node& op = g.nodes[i];
     if (op.inputs.empty() || op.outputs.size() != 1 || op.outputs[0] < 0) continue;
-    // y: the operand a Conv, a ConvTranspose or an inference BatchNormalization writes (the node of an earlier
-    // fold in this sweep writes it now).
+    // y: the operand a Conv, a ConvTranspose or an inference BatchNormalization writes (the node of
+    // an earlier fold in this sweep writes it now).
     int y = -1;
     for (int v : op.inputs) {
       const int p = v >= 0 ? g.values[v].producer : -1;
@@ -178,15 +181,15 @@ bool FoldInGraph(ir::Graph& g, const ir::Model& m) {
     const int c = g.values[y].producer;
     const ir::TypeInfo& zt = g.values[z].type;
     const ir::TypeInfo& yt = g.values[y].type;
-    if (zt.dtype != DType::kFloat32 || !zt.shape_known() || zt.dims.size() < 2 || !yt.shape_known() ||
-        yt.dims != zt.dims)
+    if (zt.dtype != DType::kFloat32 || !zt.shape_known() || zt.dims.size() < 2 ||
+        !yt.shape_known() || yt.dims != zt.dims)
       continue;
     const int64_t channels = zt.dims[1];
     std::optional<ChannelAffine> a = AffineOf(g, m, op, y, channels, zt.dims.size());
     if (!a) continue;
     const std::string suffix = op.op_type == "BatchNormalization" ? "_bn" : "_affine";
     if (g.nodes[c].op_type != "BatchNormalization" ? FoldIntoConv(g, c, y, *a, suffix)
-                                     : FoldIntoBatchNorm(g, c, *a, suffix)) {
+                                                   : FoldIntoBatchNorm(g, c, *a, suffix)) {
       g.nodes[c].outputs[0] = z;  // the node keeps its name and attributes, and now writes z
       g.values[z].producer = c;
       g.values[y].producer = -1;

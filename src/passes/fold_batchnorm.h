@@ -12,10 +12,10 @@
 //   W'[m] = W[m] * s[m],  B' = B * s + t   computed in double.
 // The same maps after an inference BatchNormalization with constant scale and bias fold into
 // it (scale' = scale * s, bias' = bias * s + t; DenseNet's pre-activation BatchNorm -> Mul -> Add
-// after a Concat becomes one node). Chains fold one after another in one sweep. W' and B' are new constants (named after W and B,
-// or the Conv's output, with "_bn" or "_affine"); the old tensors are never written, since their
-// bytes may be shared. Other dtypes and a Conv output read elsewhere are left alone. Subgraphs
-// too.
+// after a Concat becomes one node). Chains fold one after another in one sweep. W' and B' are new
+// constants (named after W and B, or the Conv's output, with "_bn" or "_affine"); the old tensors
+// are never written, since their bytes may be shared. Other dtypes and a Conv output read elsewhere
+// are left alone. Subgraphs too.
 #pragma once
 
 #include "ir/graph.h"

@@ -8,9 +8,9 @@ namespace kiln::passes {
 bool IsFoldable(const ir::Node& n) {
   for (const auto& [k, a] : n.attrs)
     if (a.g || !a.graphs.empty()) return false;
-  static const char* kNonDeterministic[] = {"RandomNormal", "RandomUniform", "RandomNormalLike",
-                                            "RandomUniformLike", "Multinomial", "Bernoulli",
-                                            "Dropout"};
+  static const char* kNonDeterministic[] = {
+      "RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
+      "Multinomial",  "Bernoulli",     "Dropout"};
   for (const char* op : kNonDeterministic)
     if (n.op_type == op) return false;
   return true;
@@ -58,7 +58,8 @@ bool TryFold(ir::Graph& g, const ir::Node& n, int64_t opset, size_t max_bytes) {
     int v = n.outputs[i];
     if (v < 0) continue;
     const ir::TypeInfo& want = g.values[v].type;
-    if (!ic.outputs_[i].shape_known() || ic.outputs_[i].dtype != want.dtype || ic.outputs_[i].dims != want.dims)
+    if (!ic.outputs_[i].shape_known() || ic.outputs_[i].dtype != want.dtype ||
+        ic.outputs_[i].dims != want.dims)
       return false;
   }
   ops::ComputeContext cc(n, g, opset);
@@ -76,7 +77,8 @@ bool TryFold(ir::Graph& g, const ir::Node& n, int64_t opset, size_t max_bytes) {
   }
   std::vector<Tensor> outs(n.outputs.size() + ops::kScratchOutputs);
   for (size_t i = 0; i < n.outputs.size(); ++i)
-    if (n.outputs[i] >= 0) outs[i] = Tensor(g.values[n.outputs[i]].type.dtype, g.values[n.outputs[i]].type.dims);
+    if (n.outputs[i] >= 0)
+      outs[i] = Tensor(g.values[n.outputs[i]].type.dtype, g.values[n.outputs[i]].type.dims);
   for (auto& t : outs) cc.outputs_.push_back(&t);
   try {
     if (!schema->compute(cc).ok()) return false;  // left to the backend, which reports it

@@ -14,7 +14,8 @@ bool IsOnnxOp(const ir::Node& n, const char* op) {
 // The shuffle's group when x -> mid is the split Reshape: mid = [N, g, C/g, d...] for x
 // [N, C, d...], g > 1 and C/g > 1 (else there is nothing to shuffle). 0 if not.
 int64_t SplitGroup(const ir::TypeInfo& x, const ir::TypeInfo& mid) {
-  if (!x.shape_known() || !mid.shape_known() || x.dims.size() < 2 || mid.dims.size() != x.dims.size() + 1)
+  if (!x.shape_known() || !mid.shape_known() || x.dims.size() < 2 ||
+      mid.dims.size() != x.dims.size() + 1)
     return 0;
   const Dims& a = x.dims;
   const Dims& b = mid.dims;
@@ -36,7 +37,8 @@ bool IsSwapOfAxes1And2(const ir::Node& t, size_t rank) {
 
 bool FuseInGraph(ir::Graph& g) {
   bool changed = false;
-  for (auto& n : g.nodes) ForEachSubgraph(n, [&](ir::Graph& sg) { changed = FuseInGraph(sg) || changed; });
+  for (auto& n : g.nodes)
+    ForEachSubgraph(n, [&](ir::Graph& sg) { changed = FuseInGraph(sg) || changed; });
   const ValueReaders r(g);
   std::vector<char> keep(g.nodes.size(), 1);
   for (size_t i = 0; i < g.nodes.size(); ++i) {
@@ -55,7 +57,8 @@ bool FuseInGraph(ir::Graph& g) {
       continue;
     const int y = g.nodes[merge].outputs[0];
     const ir::TypeInfo& yt = g.values[y].type;
-    if (!yt.shape_known() || yt.dims != g.values[x].type.dims || yt.dtype != g.values[x].type.dtype) continue;
+    if (!yt.shape_known() || yt.dims != g.values[x].type.dims || yt.dtype != g.values[x].type.dtype)
+      continue;
     ir::Node shuffle;
     shuffle.name = g.nodes[merge].name;
     shuffle.op_type = "ChannelShuffle";

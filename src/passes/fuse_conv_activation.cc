@@ -36,12 +36,13 @@ int SwishMul(const ir::Graph& g, int v, const ValueReaders& r) {
     const int mul = r.nodes[v][1 - k];
     const ir::Node& m = g.nodes[mul];
     if (sig.op_type != "Sigmoid" || !IsDefaultDomain(sig) || sig.outputs.size() != 1 ||
-        m.op_type != "Mul" || !IsDefaultDomain(m) || m.inputs.size() != 2 || m.outputs.size() != 1 ||
-        m.outputs[0] < 0)
+        m.op_type != "Mul" || !IsDefaultDomain(m) || m.inputs.size() != 2 ||
+        m.outputs.size() != 1 || m.outputs[0] < 0)
       continue;
     const int s = sig.outputs[0];
     if (r.Sole(s) != mul) continue;
-    if ((m.inputs[0] == v && m.inputs[1] == s) || (m.inputs[0] == s && m.inputs[1] == v)) return mul;
+    if ((m.inputs[0] == v && m.inputs[1] == s) || (m.inputs[0] == s && m.inputs[1] == v))
+      return mul;
   }
   return -1;
 }

@@ -11,12 +11,13 @@ namespace {
 
 // Mul(v, 0.5) or Mul(0.5, v).
 bool IsHalfOf(const ir::Graph& g, const ir::Node& n, int v) {
-  return IsOnnxBinary(n, "Mul") && OtherOperand(n, v) >= 0 && Near(ScalarFloatConstant(g, OtherOperand(n, v)), 0.5);
+  return IsOnnxBinary(n, "Mul") && OtherOperand(n, v) >= 0 &&
+         Near(ScalarFloatConstant(g, OtherOperand(n, v)), 0.5);
 }
 
 bool IsOnnx(const ir::Node& n, const char* op) {
-  return (n.domain.empty() || n.domain == "ai.onnx") && n.op_type == op && n.inputs.size() == 1 && n.inputs[0] >= 0 &&
-         n.outputs.size() == 1 && n.outputs[0] >= 0;
+  return (n.domain.empty() || n.domain == "ai.onnx") && n.op_type == op && n.inputs.size() == 1 &&
+         n.inputs[0] >= 0 && n.outputs.size() == 1 && n.outputs[0] >= 0;
 }
 
 // The nodes before the non-linearity: returns x (or -1) and adds the nodes to `gone`.
@@ -49,7 +50,8 @@ int TanhFront(const ir::Graph& g, const ValueReaders& u, int t, std::vector<int>
   if (m1 < 0 || !IsOnnxBinary(g.nodes[m1], "Mul")) return -1;
   int inner = -1;
   for (int k = 0; k < 2; ++k)
-    if (Near(ScalarFloatConstant(g, g.nodes[m1].inputs[1 - k]), std::sqrt(2.0 / M_PI))) inner = g.nodes[m1].inputs[k];
+    if (Near(ScalarFloatConstant(g, g.nodes[m1].inputs[1 - k]), std::sqrt(2.0 / M_PI)))
+      inner = g.nodes[m1].inputs[k];
   const int add = SoleProducer(g, u, inner, m1);  // x + 0.044715 * cube
   if (add < 0 || !IsOnnxBinary(g.nodes[add], "Add")) return -1;
   for (int k = 0; k < 2; ++k) {
@@ -58,17 +60,19 @@ int TanhFront(const ir::Graph& g, const ValueReaders& u, int t, std::vector<int>
     if (m2 < 0 || !IsOnnxBinary(g.nodes[m2], "Mul")) continue;
     int cube = -1;
     for (int j = 0; j < 2; ++j)
-      if (Near(ScalarFloatConstant(g, g.nodes[m2].inputs[1 - j]), 0.044715)) cube = g.nodes[m2].inputs[j];
+      if (Near(ScalarFloatConstant(g, g.nodes[m2].inputs[1 - j]), 0.044715))
+        cube = g.nodes[m2].inputs[j];
     const int c = SoleProducer(g, u, cube, m2);
     if (c < 0) continue;
     const ir::Node& cn = g.nodes[c];
     std::vector<int> nodes = {m1, add, m2, c};
-    bool is_cube = IsOnnxBinary(cn, "Pow") && cn.inputs[0] == x && Near(ScalarFloatConstant(g, cn.inputs[1]), 3.0);
+    bool is_cube = IsOnnxBinary(cn, "Pow") && cn.inputs[0] == x &&
+                   Near(ScalarFloatConstant(g, cn.inputs[1]), 3.0);
     if (!is_cube && IsOnnxBinary(cn, "Mul")) {  // (x * x) * x or x * (x * x)
       for (int j = 0; j < 2 && !is_cube; ++j) {
         const int sq = SoleProducer(g, u, cn.inputs[1 - j], c);
-        if (cn.inputs[j] == x && sq >= 0 && IsOnnxBinary(g.nodes[sq], "Mul") && g.nodes[sq].inputs[0] == x &&
-            g.nodes[sq].inputs[1] == x) {
+        if (cn.inputs[j] == x && sq >= 0 && IsOnnxBinary(g.nodes[sq], "Mul") &&
+            g.nodes[sq].inputs[0] == x && g.nodes[sq].inputs[1] == x) {
           is_cube = true;
           nodes.push_back(sq);
         }
@@ -107,7 +111,9 @@ int GeluTail(const ir::Graph& g, const ValueReaders& u, int f, int x, std::vecto
   }
   if (IsHalfOf(g, g.nodes[m], sum)) {  // x * (sum * 0.5)
     const int h = u.Sole(g.nodes[m].outputs[0]);
-    if (h < 0 || !IsOnnxBinary(g.nodes[h], "Mul") || OtherOperand(g.nodes[h], g.nodes[m].outputs[0]) != x) return -1;
+    if (h < 0 || !IsOnnxBinary(g.nodes[h], "Mul") ||
+        OtherOperand(g.nodes[h], g.nodes[m].outputs[0]) != x)
+      return -1;
     gone->push_back(m);
     return h;
   }
@@ -116,7 +122,8 @@ int GeluTail(const ir::Graph& g, const ValueReaders& u, int f, int x, std::vecto
 
 bool FuseInGraph(ir::Graph& g) {
   bool changed = false;
-  for (auto& n : g.nodes) ForEachSubgraph(n, [&](ir::Graph& sg) { changed = FuseInGraph(sg) || changed; });
+  for (auto& n : g.nodes)
+    ForEachSubgraph(n, [&](ir::Graph& sg) { changed = FuseInGraph(sg) || changed; });
   const ValueReaders u(g);
   std::vector<char> keep(g.nodes.size(), 1);
   for (size_t e = 0; e < g.nodes.size(); ++e) {
@@ -124,7 +131,8 @@ bool FuseInGraph(ir::Graph& g) {
     const bool erf = IsOnnx(f, "Erf"), tanh = IsOnnx(f, "Tanh");
     if (!erf && !tanh) continue;
     std::vector<int> gone;
-    const int x = erf ? ErfFront(g, u, static_cast<int>(e), &gone) : TanhFront(g, u, static_cast<int>(e), &gone);
+    const int x = erf ? ErfFront(g, u, static_cast<int>(e), &gone)
+                      : TanhFront(g, u, static_cast<int>(e), &gone);
     const ir::TypeInfo* xt = x >= 0 ? &g.values[x].type : nullptr;
     if (!xt || xt->dtype != DType::kFloat32 || !xt->shape_known()) continue;
     gone.push_back(static_cast<int>(e));

@@ -1,6 +1,7 @@
 // GELU recognition: the exact (erf) GELU as exporters write it before opset 20,
 //   0.5 * x * (1 + Erf(x / sqrt(2)))   (Div by sqrt 2 or Mul by 1 / sqrt 2; the 0.5 applied to
-//   x, to the sum, or to the product; every Mul and Add (or two-input Sum) in either operand order),
+//   x, to the sum, or to the product; every Mul and Add (or two-input Sum) in either operand
+//   order),
 // becomes one com.microsoft Gelu(x) (ONNX Runtime's contrib op; the host runs it as one vector
 // kernel instead of five passes over the tensor); its tanh approximation,
 //   0.5 * x * (1 + Tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)))   (x^3 as Pow(x, 3) or two Muls),

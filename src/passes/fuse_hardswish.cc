@@ -9,7 +9,8 @@ namespace {
 
 // Div(v, 6) or Mul(v, 1/6) (either order): n scales v by a sixth.
 bool IsSixthOf(const ir::Graph& g, const ir::Node& n, int v) {
-  if (IsOnnxBinary(n, "Div")) return n.inputs[0] == v && Near(ScalarFloatConstant(g, n.inputs[1]), 6.0);
+  if (IsOnnxBinary(n, "Div"))
+    return n.inputs[0] == v && Near(ScalarFloatConstant(g, n.inputs[1]), 6.0);
   return IsOnnxBinary(n, "Mul") && OtherOperand(n, v) >= 0 &&
          Near(ScalarFloatConstant(g, OtherOperand(n, v)), 1.0 / 6.0);
 }
@@ -66,7 +67,8 @@ bool FuseInGraph(ir::Graph& g, int64_t opset) {
     if (gate.op_type == "HardSigmoid" && gate.inputs.size() == 1) {
       x = gate.inputs[0];
       divided = true;
-      if (!Near(gate.attr_float("alpha", 0.2f), 1.0 / 6.0) || !Near(gate.attr_float("beta", 0.5f), 0.5))
+      if (!Near(gate.attr_float("alpha", 0.2f), 1.0 / 6.0) ||
+          !Near(gate.attr_float("beta", 0.5f), 0.5))
         continue;
       gone.push_back(static_cast<int>(c));
     } else if (ClipBounds(g, gate, opset, &lo, &hi) && lo == 0.0f && Near(hi, 6.0)) {

@@ -32,7 +32,8 @@ bool RowBias(const Dims& c, size_t rank, int64_t n) {
 int AddInt64Constant(ir::Graph& g, const std::string& base, const Dims& v) {
   Tensor t(DType::kInt64, {static_cast<int64_t>(v.size())});
   for (size_t k = 0; k < v.size(); ++k) t.data<int64_t>()[k] = v[k];
-  const int id = g.AddValue(UniqueValueName(g, base), ir::TypeInfo::Tensor(DType::kInt64, t.dims()));
+  const int id =
+      g.AddValue(UniqueValueName(g, base), ir::TypeInfo::Tensor(DType::kInt64, t.dims()));
   g.values[id].constant = std::move(t);
   return id;
 }
@@ -86,17 +87,21 @@ bool FuseInGraph(ir::Graph& g, const ir::Model& m) {
         break;
       }
       // Rank > 2: Reshape A to [rows, K], the Gemm, Reshape back (both views on the host).
-      if (!RowBias(c.dims(), a.dims.size(), N) || std::count(a.dims.begin(), a.dims.end(), 0) > 0) continue;
+      if (!RowBias(c.dims(), a.dims.size(), N) || std::count(a.dims.begin(), a.dims.end(), 0) > 0)
+        continue;
       // Copies: AddValue below may move g.values, which a, c and zt point into.
       const Dims a_dims = a.dims, z_dims = zt.dims;
       const Tensor bias_row = c.Reshaped({static_cast<int64_t>(c.size())});
       const std::string base = g.values[z].name, bias_name = g.values[bias].name;
       const int64_t K = a_dims.back(), rows = NumElements(a_dims) / K;
-      const int a2 = g.AddValue(UniqueValueName(g, base + "_rows"), ir::TypeInfo::Tensor(t, {rows, K}));
-      const int y2 = g.AddValue(UniqueValueName(g, base + "_gemm"), ir::TypeInfo::Tensor(t, {rows, N}));
+      const int a2 =
+          g.AddValue(UniqueValueName(g, base + "_rows"), ir::TypeInfo::Tensor(t, {rows, K}));
+      const int y2 =
+          g.AddValue(UniqueValueName(g, base + "_gemm"), ir::TypeInfo::Tensor(t, {rows, N}));
       const int flat = AddInt64Constant(g, base + "_rows_shape", {rows, K});
       const int back = AddInt64Constant(g, base + "_shape", z_dims);
-      const int c2 = g.AddValue(UniqueValueName(g, bias_name + "_row"), ir::TypeInfo::Tensor(t, bias_row.dims()));
+      const int c2 = g.AddValue(UniqueValueName(g, bias_name + "_row"),
+                                ir::TypeInfo::Tensor(t, bias_row.dims()));
       g.values[c2].constant = bias_row;
       ir::Node gemm = g.nodes[p];  // keeps the MatMul's name
       gemm.op_type = "Gemm";

@@ -44,7 +44,8 @@ class Inferrer {
       if (outer < static_cast<int>(parent_values.size())) known[local] = parent_values[outer];
       // A captured value has its outer value's type (inferred by now: the node comes later).
       ir::TypeInfo& lt = g.values[local].type;
-      if (g.parent && lt.dtype == DType::kUndefined && !lt.has_shape) lt = g.parent->values[outer].type;
+      if (g.parent && lt.dtype == DType::kUndefined && !lt.has_shape)
+        lt = g.parent->values[outer].type;
     }
     const auto& registry = ops::OpRegistry::Global();
 
@@ -88,8 +89,10 @@ class Inferrer {
       int64_t elements = 0;
       for (size_t i = 0; i < n.inputs.size(); ++i) {
         if (n.inputs[i] < 0) continue;
-        if (!known[n.inputs[i]]) inputs_constant = false;
-        else elements += known[n.inputs[i]]->size();
+        if (!known[n.inputs[i]])
+          inputs_constant = false;
+        else
+          elements += known[n.inputs[i]]->size();
       }
       bool shape_op = n.op_type == "Shape" || n.op_type == "Size";
       if (!outputs_known || !IsFoldable(n) || !(inputs_constant || shape_op)) continue;
@@ -112,7 +115,8 @@ class Inferrer {
         }
       }
       for (size_t i = 0; i < outs.size(); ++i) {
-        if (ctx.outputs_[i].shape_known()) outs[i] = Tensor(ctx.outputs_[i].dtype, ctx.outputs_[i].dims);
+        if (ctx.outputs_[i].shape_known())
+          outs[i] = Tensor(ctx.outputs_[i].dtype, ctx.outputs_[i].dims);
         cc.outputs_.push_back(&outs[i]);
       }
       if (!schema->compute(cc).ok()) continue;  // the run will report it
@@ -135,7 +139,8 @@ class Inferrer {
 
 std::string ListValues(const ir::Graph& g, const std::vector<int>& values) {
   std::string s;
-  for (int v : values) s += (s.empty() ? "" : ", ") + g.values[v].name + " (" + g.values[v].type.ToString() + ")";
+  for (int v : values)
+    s += (s.empty() ? "" : ", ") + g.values[v].name + " (" + g.values[v].type.ToString() + ")";
   return s.empty() ? "none" : s;
 }
 

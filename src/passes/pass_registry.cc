@@ -25,27 +25,36 @@ const std::vector<PassInfo>& RegisteredPasses() {
          return changed;
        }},
       {"eliminate-identities",
-       "remove Identity, inference Dropout, same-type Cast, no-op reshapes, transposes, pads, slices",
+       "remove Identity, inference Dropout, same-type Cast, no-op reshapes, transposes, pads, "
+       "slices",
        EliminateIdentities},
       {"eliminate-common-subexpressions",
        "merge nodes with the same op, attributes and inputs (equal constants count as the same)",
        EliminateCommonSubexpressions},
-      {"cancel-transposes", "compose Transpose(Transpose(x)) into one, or none when it is the identity; a Transpose moving only axes of size 1 becomes a Reshape",
+      {"cancel-transposes",
+       "compose Transpose(Transpose(x)) into one, or none when it is the identity; a Transpose "
+       "moving only axes of size 1 becomes a Reshape",
        CancelTransposes},
-      {"fold-batchnorm", "fold an inference BatchNormalization, or a per-channel constant Mul/Add/Sub, into the Conv or ConvTranspose before it (float32)",
+      {"fold-batchnorm",
+       "fold an inference BatchNormalization, or a per-channel constant Mul/Add/Sub, into the Conv "
+       "or ConvTranspose before it (float32)",
        FoldBatchNorm, /*exact=*/false},
       {"fuse-conv-activation",
        "fuse Conv + residual Add + Relu / LeakyRelu / Clip / SiLU into one FusedConv",
        FuseConvActivation, /*exact=*/false},
       {"fuse-channel-shuffle",
-       "turn the Reshape -> Transpose -> Reshape of a channel shuffle into one com.kiln ChannelShuffle",
+       "turn the Reshape -> Transpose -> Reshape of a channel shuffle into one com.kiln "
+       "ChannelShuffle",
        FuseChannelShuffle},
-      {"fuse-gelu", "turn the erf GELU exporters write (Div, Erf, Add, Mul, Mul) into one com.microsoft Gelu",
+      {"fuse-gelu",
+       "turn the erf GELU exporters write (Div, Erf, Add, Mul, Mul) into one com.microsoft Gelu",
        FuseGelu, /*exact=*/false},
       {"fuse-hardswish",
        "turn x * Clip(x + 3, 0, 6) / 6 (or x * HardSigmoid(x) with alpha 1/6) into one HardSwish",
        FuseHardSwish, /*exact=*/false},
-      {"fuse-matmul-add", "turn MatMul(A, B) + bias with constant B and bias into Gemm (higher-rank A through Reshapes)",
+      {"fuse-matmul-add",
+       "turn MatMul(A, B) + bias with constant B and bias into Gemm (higher-rank A through "
+       "Reshapes)",
        FuseMatMulAdd, /*exact=*/false},
   };
   return kPasses;

@@ -11,8 +11,9 @@ Pipeline DefaultPipeline() {
   // Only exact passes: the default never changes a result by rounding. Dead nodes go last so that
   // what the others disconnect is removed.
   Pipeline p;
-  for (const char* name : {"fold-constants", "eliminate-identities", "eliminate-common-subexpressions",
-                           "cancel-transposes", "eliminate-dead-nodes"})
+  for (const char* name :
+       {"fold-constants", "eliminate-identities", "eliminate-common-subexpressions",
+        "cancel-transposes", "eliminate-dead-nodes"})
     if (FindPass(name)) p.passes.push_back(name);
   return p;
 }
@@ -45,13 +46,15 @@ Expected<Pipeline> ParsePipeline(const std::string& text, const std::string& sou
         return Error(source + ": \"planner_steps\" must be a non-negative integer");
       p.planner_steps = static_cast<long>(v.get<int64_t>());
     } else if (key == "shapes") {
-      if (!v.is_object()) return Error(source + ": \"shapes\" must map input names to lists of dims");
+      if (!v.is_object())
+        return Error(source + ": \"shapes\" must map input names to lists of dims");
       for (const auto& [name, dims] : v.items()) {
         if (!dims.is_array() || dims.size() > 64)
           return Error(source + ": shape of '" + name + "' must be a list of at most 64 dims");
         Dims d;
         for (const auto& x : dims) {
-          if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() > (int64_t{1} << 40))
+          if (!x.is_number_integer() || x.get<int64_t>() < 0 ||
+              x.get<int64_t>() > (int64_t{1} << 40))
             return Error(source + ": shape of '" + name + "' must hold non-negative integers");
           d.push_back(x.get<int64_t>());
         }

@@ -28,7 +28,7 @@ struct PassInfo {
   std::string name;         // kebab-case, the action name
   std::string description;  // one line
   std::function<Expected<bool>(ir::Model&)> run;
-  bool exact = true;        // false when it may change results by rounding (reassociation)
+  bool exact = true;  // false when it may change results by rounding (reassociation)
 };
 
 // Every pass, in a fixed order (pass_registry.cc).
@@ -46,7 +46,8 @@ struct Pipeline {
 // What kiln applies when no --pipeline is given.
 Pipeline DefaultPipeline();
 
-// Parses and validates a pipeline file's text (every pass and planner known); `source` names it in errors.
+// Parses and validates a pipeline file's text (every pass and planner known); `source` names it in
+// errors.
 Expected<Pipeline> ParsePipeline(const std::string& text, const std::string& source);
 Expected<Pipeline> LoadPipelineFile(const std::string& path);
 std::string PipelineToJson(const Pipeline& p);
@@ -56,7 +57,8 @@ struct PipelineOptions {
   std::vector<std::string> dump_ir_after;
 };
 
-// Runs `passes` in order on a model whose shapes are inferred; verifies after each. Errors name the pass.
+// Runs `passes` in order on a model whose shapes are inferred; verifies after each. Errors name the
+// pass.
 Status RunPasses(ir::Model& model, const std::vector<std::string>& passes,
                  const PipelineOptions& options = {});
 

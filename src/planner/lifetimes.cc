@@ -16,10 +16,11 @@ bool IsViewOp(const std::string& op) {
 // output, so the output may take an input's bytes.
 bool IsInPlaceOp(const std::string& op) {
   static const std::set<std::string> kOps = {
-      "Relu", "LeakyRelu", "Sigmoid", "Tanh", "Elu", "Selu", "Celu", "HardSigmoid", "HardSwish",
-      "Softplus", "Softsign", "Mish", "Gelu", "Abs", "Neg", "Exp", "Log", "Sqrt", "Reciprocal",
-      "Floor", "Ceil", "Round", "Sin", "Cos", "Erf", "Sign", "ThresholdedRelu", "Swish",
-      "Add", "Sub", "Mul", "Div", "PRelu", "Clip"};
+      "Relu",      "LeakyRelu", "Sigmoid",         "Tanh",  "Elu",  "Selu",  "Celu", "HardSigmoid",
+      "HardSwish", "Softplus",  "Softsign",        "Mish",  "Gelu", "Abs",   "Neg",  "Exp",
+      "Log",       "Sqrt",      "Reciprocal",      "Floor", "Ceil", "Round", "Sin",  "Cos",
+      "Erf",       "Sign",      "ThresholdedRelu", "Swish", "Add",  "Sub",   "Mul",  "Div",
+      "PRelu",     "Clip"};
   // Not the variadic Sum/Max/Min/Mean: their kernels copy the first operand into the output
   // before reading the others.
   return kOps.count(op) > 0;
@@ -73,7 +74,8 @@ bool ContiguousSlice(const ir::Graph& g, const ir::Node& n, size_t* offset) {
   if (!ok || starts.empty()) return false;
   if (axes.empty())
     for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
-  if (axes.size() != starts.size() || (!steps.empty() && steps.size() != starts.size())) return false;
+  if (axes.size() != starts.size() || (!steps.empty() && steps.size() != starts.size()))
+    return false;
   for (size_t i = 0; i < axes.size(); ++i) {
     int64_t a = axes[i] < 0 ? axes[i] + r : axes[i];
     if (a != k) continue;
@@ -153,15 +155,17 @@ BufferSet BuildBuffers(const ir::Graph& g, const std::vector<int>& order,
   for (size_t p = 0; p < order.size(); ++p) {
     const ir::Node& n = g.nodes[order[p]];
     if (n.op_type != "Concat" || n.outputs.empty() || buf(n.outputs[0]) < 0) continue;
-    const ConcatPlacement placement = static_cast<size_t>(order[p]) < options.concat_placement.size()
-                                          ? options.concat_placement[order[p]]
-                                          : ConcatPlacement::kSlices;
+    const ConcatPlacement placement =
+        static_cast<size_t>(order[p]) < options.concat_placement.size()
+            ? options.concat_placement[order[p]]
+            : ConcatPlacement::kSlices;
     if (placement == ConcatPlacement::kCopies) continue;
     const bool interleaved = placement == ConcatPlacement::kInterleaved;
     const ir::TypeInfo& ot = g.values[n.outputs[0]].type;
     int64_t axis = n.attr_int("axis", 1);
     if (axis < 0) axis += static_cast<int64_t>(ot.dims.size());
-    if (axis < 0 || axis >= static_cast<int64_t>(ot.dims.size()) || Outer(ot.dims, axis) != 1) continue;
+    if (axis < 0 || axis >= static_cast<int64_t>(ot.dims.size()) || Outer(ot.dims, axis) != 1)
+      continue;
     if (interleaved && (ot.dims.size() != 4 || axis != 1 || ot.dims[2] * ot.dims[3] < 1)) continue;
     std::set<int> seen;
     bool ok = !n.inputs.empty();
@@ -209,7 +213,8 @@ BufferSet BuildBuffers(const ir::Graph& g, const std::vector<int>& order,
       const ir::TypeInfo& it = g.values[n.inputs[0]].type;
       int64_t axis = n.attr_int("axis", 0);
       if (axis < 0) axis += static_cast<int64_t>(it.dims.size());
-      if (axis < 0 || axis >= static_cast<int64_t>(it.dims.size()) || Outer(it.dims, axis) != 1) continue;
+      if (axis < 0 || axis >= static_cast<int64_t>(it.dims.size()) || Outer(it.dims, axis) != 1)
+        continue;
       bool ok = true;
       for (int v : n.outputs) {
         int b = buf(v);

@@ -1,8 +1,8 @@
 // From a scheduled graph to the buffers the memory planner places.
 // Needs: a graph whose shapes are inferred. Guarantees: one Buffer per intermediate tensor of
 // known size (not constants; graph inputs and outputs only with include_io, since they normally
-// live in caller memory), with its lifetime in schedule positions. With aliasing enabled, outputs that share bytes with an
-// input by design say so through alias_of:
+// live in caller memory), with its lifetime in schedule positions. With aliasing enabled, outputs
+// that share bytes with an input by design say so through alias_of:
 //   views     Reshape, Flatten, Squeeze, Unsqueeze, Identity (same bytes); Split along an axis
 //             whose outer dims are all 1 and Slice with constant bounds and step 1 that keeps a
 //             contiguous run (each output a contiguous slice of the input);
@@ -28,8 +28,8 @@ namespace kiln::planner {
 
 // How a Concat's inputs are placed (LifetimeOptions::concat_placement).
 enum class ConcatPlacement : char {
-  kSlices,       // each input in its contiguous slice of the output, where the slices are contiguous
-  kCopies,       // bytes of their own: the kernel copies (the host's other channels-last Concats)
+  kSlices,  // each input in its contiguous slice of the output, where the slices are contiguous
+  kCopies,  // bytes of their own: the kernel copies (the host's other channels-last Concats)
   kInterleaved,  // channels-last channel slices (see above); the caller checked the producers
 };
 

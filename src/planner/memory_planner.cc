@@ -15,7 +15,8 @@ using Clock = std::chrono::steady_clock;
 // service and tuned pipelines) for a number of search steps.
 class SearchBudget {
  public:
-  SearchBudget(Clock::time_point deadline, long max_steps) : deadline_(deadline), max_steps_(max_steps) {}
+  SearchBudget(Clock::time_point deadline, long max_steps)
+      : deadline_(deadline), max_steps_(max_steps) {}
   bool left() {
     if (max_steps_ > 0) return steps_++ < max_steps_;
     return Clock::now() < deadline_;
@@ -137,8 +138,7 @@ class Colouring {
         size_t cost = items_[i].size > cs ? items_[i].size - cs : 0;
         // Prefer no growth, then the tightest colour.
         size_t key = cost * 2 + (cost == 0 ? 0 : 1);
-        if (best < 0 || key < best_cost ||
-            (key == best_cost && cs < ColourSize(best))) {
+        if (best < 0 || key < best_cost || (key == best_cost && cs < ColourSize(best))) {
           best = static_cast<int>(c);
           best_cost = key;
         }
@@ -201,7 +201,8 @@ class Colouring {
       for (size_t i = 0; i < items_.size(); ++i) {
         int from = colour_[i];
         for (size_t c = 0; c < members_.size(); ++c) {
-          if (static_cast<int>(c) == from || !Fits(static_cast<int>(i), static_cast<int>(c), -1)) continue;
+          if (static_cast<int>(c) == from || !Fits(static_cast<int>(i), static_cast<int>(c), -1))
+            continue;
           Remove(static_cast<int>(i));
           Assign(static_cast<int>(i), static_cast<int>(c));
           size_t t = Total();
@@ -250,7 +251,8 @@ class Colouring {
           int target = -1;
           for (size_t d = 0; d < members_.size(); ++d) {
             if (d == c || members_[d].empty() || !Fits(i, static_cast<int>(d), -1)) continue;
-            if (target < 0 || ColourSize(static_cast<int>(d)) > ColourSize(target)) target = static_cast<int>(d);
+            if (target < 0 || ColourSize(static_cast<int>(d)) > ColourSize(target))
+              target = static_cast<int>(d);
           }
           if (target < 0) {
             ok = false;
@@ -277,8 +279,7 @@ class Colouring {
 };
 
 // Hill climbing with restarts over the packing order: swap or move entries, keep what helps.
-size_t Anneal(const std::vector<Item>& items, SearchBudget budget,
-              std::vector<size_t>* offsets) {
+size_t Anneal(const std::vector<Item>& items, SearchBudget budget, std::vector<size_t>* offsets) {
   std::vector<int> best_order = OrderBySizeDesc(items);
   std::vector<size_t> tmp;
   size_t best = Pack(items, best_order, true, offsets);
@@ -323,7 +324,8 @@ size_t Anneal(const std::vector<Item>& items, SearchBudget budget,
 }
 
 // Resolves alias chains: root buffer and offset inside it, per buffer.
-Status Groups(const std::vector<Buffer>& buffers, std::vector<int>* root, std::vector<size_t>* rel) {
+Status Groups(const std::vector<Buffer>& buffers, std::vector<int>* root,
+              std::vector<size_t>* rel) {
   root->assign(buffers.size(), -1);
   rel->assign(buffers.size(), 0);
   for (size_t i = 0; i < buffers.size(); ++i) {
@@ -331,7 +333,8 @@ Status Groups(const std::vector<Buffer>& buffers, std::vector<int>* root, std::v
     size_t off = 0;
     int steps = 0;
     while (buffers[r].alias_of >= 0) {
-      if (buffers[r].alias_of >= static_cast<int>(buffers.size()) || ++steps > static_cast<int>(buffers.size()))
+      if (buffers[r].alias_of >= static_cast<int>(buffers.size()) ||
+          ++steps > static_cast<int>(buffers.size()))
         return Error("alias chain of buffer '" + buffers[i].name + "' is broken or cyclic");
       off += buffers[r].alias_offset;
       r = buffers[r].alias_of;
@@ -345,8 +348,8 @@ Status Groups(const std::vector<Buffer>& buffers, std::vector<int>* root, std::v
 }  // namespace
 
 const std::vector<std::string>& PlannerNames() {
-  static const std::vector<std::string> kNames = {"greedy-size", "greedy-conflicts", "coloring",
-                                                  "anneal", "tflm", "none"};
+  static const std::vector<std::string> kNames = {
+      "greedy-size", "greedy-conflicts", "coloring", "anneal", "tflm", "none"};
   return kNames;
 }
 
@@ -412,12 +415,13 @@ Status VerifyNoOverlap(const std::vector<Buffer>& buffers, size_t arena_bytes) {
   return OkStatus();
 }
 
-Expected<Plan> PlanMemory(std::vector<Buffer> buffers, const std::string& planner,
-                          double budget_ms, long max_steps) {
+Expected<Plan> PlanMemory(std::vector<Buffer> buffers, const std::string& planner, double budget_ms,
+                          long max_steps) {
   std::vector<int> root;
   std::vector<size_t> rel;
   KILN_RETURN_IF_ERROR(Groups(buffers, &root, &rel));
-  for (auto& b : buffers) b.size = (b.size + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
+  for (auto& b : buffers)
+    b.size = (b.size + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
   // One item per group root.
   std::vector<int> item_of(buffers.size(), -1);
   std::vector<Item> items;
@@ -428,7 +432,8 @@ Expected<Plan> PlanMemory(std::vector<Buffer> buffers, const std::string& planne
     }
   for (size_t i = 0; i < buffers.size(); ++i) {
     Item& g = items[item_of[root[i]]];
-    g.size = std::max(g.size, (rel[i] + buffers[i].size + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment);
+    g.size = std::max(g.size, (rel[i] + buffers[i].size + kArenaAlignment - 1) / kArenaAlignment *
+                                  kArenaAlignment);
     g.first = std::min(g.first, buffers[i].first_use);
     g.last = std::max(g.last, buffers[i].last_use);
   }

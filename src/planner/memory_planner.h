@@ -34,13 +34,13 @@ constexpr size_t kArenaAlignment = 64;
 
 struct Buffer {
   std::string name;
-  int value = -1;       // the graph value it holds
-  size_t size = 0;      // bytes, aligned
-  int first_use = 0;    // schedule positions, inclusive
+  int value = -1;     // the graph value it holds
+  size_t size = 0;    // bytes, aligned
+  int first_use = 0;  // schedule positions, inclusive
   int last_use = 0;
-  int alias_of = -1;    // index of the buffer whose bytes this one shares by design, or -1
+  int alias_of = -1;        // index of the buffer whose bytes this one shares by design, or -1
   size_t alias_offset = 0;  // byte offset inside alias_of's bytes
-  size_t offset = 0;    // assigned by the planner
+  size_t offset = 0;        // assigned by the planner
 };
 
 struct Plan {

@@ -18,7 +18,7 @@ struct PlanOptions {
   double budget_ms = 100.0;
   long max_steps = 0;  // > 0: search planners stop after this many steps (deterministic)
   std::vector<ConcatPlacement> concat_placement;  // LifetimeOptions's (the host executor's)
-  bool fused_conv_in_place = false;                // LifetimeOptions's (the host executor's)
+  bool fused_conv_in_place = false;               // LifetimeOptions's (the host executor's)
 };
 
 struct GraphPlan {

@@ -85,9 +85,11 @@ std::vector<int> Greedy(const ir::Graph& g, const Costs& c) {
     for (int r : ready) {
       long long delta = 0;
       for (int v : g.nodes[r].outputs)
-        if (v >= 0 && (c.consumers[v] > 0 || c.is_output[v])) delta += static_cast<long long>(c.bytes[v]);
+        if (v >= 0 && (c.consumers[v] > 0 || c.is_output[v]))
+          delta += static_cast<long long>(c.bytes[v]);
       for (int v : UniqueInputs(g.nodes[r]))
-        if (v >= 0 && remaining[v] == 1 && !c.is_output[v]) delta -= static_cast<long long>(c.bytes[v]);
+        if (v >= 0 && remaining[v] == 1 && !c.is_output[v])
+          delta -= static_cast<long long>(c.bytes[v]);
       if (best < 0 || delta < best_delta || (delta == best_delta && r < best)) {
         best = r;
         best_delta = delta;

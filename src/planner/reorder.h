@@ -16,8 +16,8 @@ namespace kiln::planner {
 
 struct Schedule {
   std::vector<int> order;
-  size_t peak_bytes = 0;      // of `order`
-  size_t original_peak = 0;   // of the file's order
+  size_t peak_bytes = 0;     // of `order`
+  size_t original_peak = 0;  // of the file's order
   bool exact = false;
 };
 

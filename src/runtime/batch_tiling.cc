@@ -15,38 +15,44 @@ namespace {
 const std::set<std::string>& RowwiseOps() {
   static const std::set<std::string> ops = {
       // element-wise
-      "Abs", "Acos", "Acosh", "Add", "And", "Asin", "Asinh", "Atan", "Atanh", "BitShift", "BitwiseAnd",
-      "BitwiseNot", "BitwiseOr", "BitwiseXor", "Cast", "CastLike", "Ceil", "Celu", "Clip", "Cos", "Cosh", "Div",
-      "Dropout", "Elu", "Equal", "Erf", "Exp", "Expand", "Floor", "Gelu", "Greater", "GreaterOrEqual",
-      "HardSigmoid", "HardSwish", "Identity", "IsInf", "IsNaN", "LeakyRelu", "Less", "LessOrEqual", "Log", "Max",
-      "Mean", "Min", "Mish", "Mod", "Mul", "Neg", "Not", "Or", "PRelu", "Pow", "Reciprocal", "Relu", "Round",
-      "Selu", "Shrink", "Sigmoid", "Sign", "Sin", "Sinh", "Softplus", "Softsign", "Sqrt", "Sub", "Sum", "Tan",
-      "Tanh", "ThresholdedRelu", "Where", "Xor", "QuantizeLinear", "DequantizeLinear",
+      "Abs", "Acos", "Acosh", "Add", "And", "Asin", "Asinh", "Atan", "Atanh", "BitShift",
+      "BitwiseAnd", "BitwiseNot", "BitwiseOr", "BitwiseXor", "Cast", "CastLike", "Ceil", "Celu",
+      "Clip", "Cos", "Cosh", "Div", "Dropout", "Elu", "Equal", "Erf", "Exp", "Expand", "Floor",
+      "Gelu", "Greater", "GreaterOrEqual", "HardSigmoid", "HardSwish", "Identity", "IsInf", "IsNaN",
+      "LeakyRelu", "Less", "LessOrEqual", "Log", "Max", "Mean", "Min", "Mish", "Mod", "Mul", "Neg",
+      "Not", "Or", "PRelu", "Pow", "Reciprocal", "Relu", "Round", "Selu", "Shrink", "Sigmoid",
+      "Sign", "Sin", "Sinh", "Softplus", "Softsign", "Sqrt", "Sub", "Sum", "Tan", "Tanh",
+      "ThresholdedRelu", "Where", "Xor", "QuantizeLinear", "DequantizeLinear",
       // shape ops (a change of axis 0 shows in the shapes)
-      "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Concat", "Split", "Slice", "Pad", "Tile",
-      "DepthToSpace", "SpaceToDepth", "Resize", "Upsample", "OneHot",
+      "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Concat", "Split", "Slice", "Pad",
+      "Tile", "DepthToSpace", "SpaceToDepth", "Resize", "Upsample", "OneHot",
       // rows through GEMMs, images through convolutions and pooling
-      "MatMul", "Gemm", "MatMulInteger", "QLinearMatMul", "Conv", "ConvTranspose", "ConvInteger", "QLinearConv",
-      "MaxPool", "AveragePool", "LpPool", "GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool", "GridSample",
-      "InstanceNormalization", "GroupNormalization", "LRN",
+      "MatMul", "Gemm", "MatMulInteger", "QLinearMatMul", "Conv", "ConvTranspose", "ConvInteger",
+      "QLinearConv", "MaxPool", "AveragePool", "LpPool", "GlobalAveragePool", "GlobalMaxPool",
+      "GlobalLpPool", "GridSample", "InstanceNormalization", "GroupNormalization", "LRN",
       // reductions and selections (over axis 0 they lose the batch, which the shapes show)
-      "ReduceMax", "ReduceMin", "ReduceMean", "ReduceSum", "ReduceProd", "ReduceL1", "ReduceL2", "ReduceLogSum",
-      "ReduceLogSumExp", "ReduceSumSquare", "ArgMax", "ArgMin", "TopK",
+      "ReduceMax", "ReduceMin", "ReduceMean", "ReduceSum", "ReduceProd", "ReduceL1", "ReduceL2",
+      "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare", "ArgMax", "ArgMin", "TopK",
       // what kiln's own passes write
       "FusedConv", "ChannelShuffle", "FastGelu", "BiasGelu", "QuickGelu"};
   return ops;
 }
 
-int64_t NormalizedAxis(int64_t axis, size_t rank) { return axis < 0 ? axis + static_cast<int64_t>(rank) : axis; }
+int64_t NormalizedAxis(int64_t axis, size_t rank) {
+  return axis < 0 ? axis + static_cast<int64_t>(rank) : axis;
+}
 
 // Why node n (which reads a batch-carrying value) may mix rows, or "".
-std::string RowMixing(const ir::Node& n, const ir::Graph& g, int64_t opset, const std::vector<char>& carries) {
+std::string RowMixing(const ir::Node& n, const ir::Graph& g, int64_t opset,
+                      const std::vector<char>& carries) {
   const std::string& op = n.op_type;
-  const size_t rank = n.inputs.empty() || n.inputs[0] < 0 ? 0 : g.values[n.inputs[0]].type.dims.size();
+  const size_t rank =
+      n.inputs.empty() || n.inputs[0] < 0 ? 0 : g.values[n.inputs[0]].type.dims.size();
   auto axis_not_zero = [&](const char* attr, int64_t fallback) -> std::string {
     return NormalizedAxis(n.attr_int(attr, fallback), rank) == 0 ? op + " works along axis 0" : "";
   };
-  if (op == "Softmax" || op == "LogSoftmax" || op == "Hardmax") return axis_not_zero("axis", opset >= 13 ? -1 : 1);
+  if (op == "Softmax" || op == "LogSoftmax" || op == "Hardmax")
+    return axis_not_zero("axis", opset >= 13 ? -1 : 1);
   if (op == "LayerNormalization" || op == "RMSNormalization" || op == "LpNormalization")
     return axis_not_zero("axis", -1);
   if (op == "GatherElements" || op == "ScatterElements") return axis_not_zero("axis", 0);
@@ -63,17 +69,21 @@ std::string RowMixing(const ir::Node& n, const ir::Graph& g, int64_t opset, cons
   }
   if (op == "CumSum") {
     const int a = n.inputs.size() > 1 ? n.inputs[1] : -1;
-    if (a < 0 || !g.values[a].constant || g.values[a].constant->size() != 1) return "CumSum's axis is not a constant";
-    return NormalizedAxis(static_cast<int64_t>(g.values[a].constant->GetDouble(0)), rank) == 0 ? "CumSum runs along axis 0"
-                                                                                               : "";
+    if (a < 0 || !g.values[a].constant || g.values[a].constant->size() != 1)
+      return "CumSum's axis is not a constant";
+    return NormalizedAxis(static_cast<int64_t>(g.values[a].constant->GetDouble(0)), rank) == 0
+               ? "CumSum runs along axis 0"
+               : "";
   }
   if (op == "BatchNormalization") {
-    const bool training = n.attr_int("training_mode", 0) != 0 || (opset < 14 && n.outputs.size() > 1);
+    const bool training =
+        n.attr_int("training_mode", 0) != 0 || (opset < 14 && n.outputs.size() > 1);
     return training ? "BatchNormalization computes batch statistics (training)" : "";
   }
   if (op == "LSTM" || op == "GRU" || op == "RNN")
     return n.attr_int("layout", 0) == 1 ? "" : op + " takes the sequence on axis 0 (layout 0)";
-  if (op == "ReverseSequence") return n.attr_int("batch_axis", 1) == 0 ? "" : "ReverseSequence runs along axis 0";
+  if (op == "ReverseSequence")
+    return n.attr_int("batch_axis", 1) == 0 ? "" : "ReverseSequence runs along axis 0";
   if (op == "Trilu") return rank >= 3 ? "" : "Trilu's mask depends on the row";
   if (RowwiseOps().count(op)) return "";
   return op + " is not known to treat rows independently";
@@ -81,16 +91,17 @@ std::string RowMixing(const ir::Node& n, const ir::Graph& g, int64_t opset, cons
 
 // Shape / Size of a batch-carrying value: allowed where the numbers only go on to size tensors
 // (Reshape's shape, Expand's shape, ConstantOfShape, Tile's repeats), through integer arithmetic.
-bool FeedsShapesOnly(const ir::Graph& g, int value, const std::vector<std::vector<std::pair<int, int>>>& users,
-                     int depth = 0) {
+bool FeedsShapesOnly(const ir::Graph& g, int value,
+                     const std::vector<std::vector<std::pair<int, int>>>& users, int depth = 0) {
   if (depth > 64) return false;
   for (const auto& [node, slot] : users[value]) {
     const ir::Node& n = g.nodes[node];
     const std::string& op = n.op_type;
     if ((op == "Reshape" || op == "Expand" || op == "Tile") && slot == 1) continue;
     if (op == "ConstantOfShape") continue;
-    static const std::set<std::string> kArithmetic = {"Gather", "Slice", "Concat", "Unsqueeze", "Squeeze", "Cast",
-                                                      "Mul", "Add", "Sub", "Div", "Floor", "Ceil", "Identity"};
+    static const std::set<std::string> kArithmetic = {
+        "Gather", "Slice", "Concat", "Unsqueeze", "Squeeze", "Cast",    "Mul",
+        "Add",    "Sub",   "Div",    "Floor",     "Ceil",    "Identity"};
     if (!kArithmetic.count(op)) return false;
     for (int o : n.outputs)
       if (o >= 0 && !FeedsShapesOnly(g, o, users, depth + 1)) return false;
@@ -99,7 +110,8 @@ bool FeedsShapesOnly(const ir::Graph& g, int value, const std::vector<std::vecto
 }
 
 // Shapes at batch size `b`: `model` cloned with every input's axis 0 set to b.
-Expected<ir::Model> InferAt(const ir::Model& model, const std::vector<Dims>& input_dims, int64_t b) {
+Expected<ir::Model> InferAt(const ir::Model& model, const std::vector<Dims>& input_dims,
+                            int64_t b) {
   ir::Model m = ir::CloneModel(model);
   passes::ShapeOverrides shapes;
   const std::vector<int> inputs = m.graph->RuntimeInputs();
@@ -117,7 +129,8 @@ Expected<ir::Model> InferAt(const ir::Model& model, const std::vector<Dims>& inp
 std::string BatchTilingRefusal(const ir::Model& model, const std::vector<Dims>& input_dims) {
   const ir::Graph& g = *model.graph;
   const std::vector<int> inputs = g.RuntimeInputs();
-  if (inputs.empty() || inputs.size() != input_dims.size()) return "the model has no runtime inputs to stream";
+  if (inputs.empty() || inputs.size() != input_dims.size())
+    return "the model has no runtime inputs to stream";
   for (size_t i = 0; i < inputs.size(); ++i) {
     const ir::TypeInfo& t = g.values[inputs[i]].type;
     if (input_dims[i].empty() || input_dims[i][0] != input_dims[0][0])
@@ -137,7 +150,8 @@ std::string BatchTilingRefusal(const ir::Model& model, const std::vector<Dims>& 
   for (size_t v = 0; v < ga.values.size(); ++v) {
     const ir::TypeInfo &ta = ga.values[v].type, &tb = gb.values[v].type;
     if (ta.kind != ir::TypeInfo::Kind::kTensor) continue;
-    if (!ta.shape_known() || !tb.shape_known()) return "value '" + ga.values[v].name + "' has dims that depend on data";
+    if (!ta.shape_known() || !tb.shape_known())
+      return "value '" + ga.values[v].name + "' has dims that depend on data";
     if (ta.dims == tb.dims) continue;
     bool axis0 = ta.dims.size() == tb.dims.size() && ta.dims[0] == kA && tb.dims[0] == kB;
     for (size_t d = 1; axis0 && d < ta.dims.size(); ++d) axis0 = ta.dims[d] == tb.dims[d];
@@ -149,10 +163,12 @@ std::string BatchTilingRefusal(const ir::Model& model, const std::vector<Dims>& 
   std::vector<std::vector<std::pair<int, int>>> users(ga.values.size());
   for (size_t i = 0; i < ga.nodes.size(); ++i)
     for (size_t s = 0; s < ga.nodes[i].inputs.size(); ++s)
-      if (ga.nodes[i].inputs[s] >= 0) users[ga.nodes[i].inputs[s]].push_back({static_cast<int>(i), static_cast<int>(s)});
+      if (ga.nodes[i].inputs[s] >= 0)
+        users[ga.nodes[i].inputs[s]].push_back({static_cast<int>(i), static_cast<int>(s)});
   for (const ir::Node& n : ga.nodes) {
     for (const auto& [k, attr] : n.attrs)
-      if (attr.g || !attr.graphs.empty()) return "node '" + n.name + "' (" + n.op_type + ") has a subgraph";
+      if (attr.g || !attr.graphs.empty())
+        return "node '" + n.name + "' (" + n.op_type + ") has a subgraph";
     bool reads = false, writes = false;
     for (int v : n.inputs) reads = reads || (v >= 0 && carries[v]);
     for (int v : n.outputs) writes = writes || (v >= 0 && carries[v]);
@@ -170,7 +186,8 @@ std::string BatchTilingRefusal(const ir::Model& model, const std::vector<Dims>& 
   return "";
 }
 
-Expected<std::unique_ptr<TiledRunner>> TiledRunner::Create(const ir::Model& model, ExecutorOptions options,
+Expected<std::unique_ptr<TiledRunner>> TiledRunner::Create(const ir::Model& model,
+                                                           ExecutorOptions options,
                                                            const std::vector<Dims>& input_dims,
                                                            size_t target_arena_bytes) {
   std::string why = BatchTilingRefusal(model, input_dims);
@@ -195,8 +212,8 @@ Expected<std::unique_ptr<TiledRunner>> TiledRunner::Create(const ir::Model& mode
   KILN_ASSIGN_OR_RETURN(auto probe, make(std::min(kProbe, r->batch_)));
   const double per_row = static_cast<double>(std::max<size_t>(probe->arena_bytes(), 1)) /
                          static_cast<double>(std::min(kProbe, r->batch_));
-  r->tile_rows_ = std::clamp<int64_t>(static_cast<int64_t>(static_cast<double>(target_arena_bytes) / per_row),
-                                      kMinRows, kMaxRows);
+  r->tile_rows_ = std::clamp<int64_t>(
+      static_cast<int64_t>(static_cast<double>(target_arena_bytes) / per_row), kMinRows, kMaxRows);
   r->tile_rows_ = std::min(r->tile_rows_, r->batch_);
   if (r->tile_rows_ == std::min(kProbe, r->batch_)) {
     r->tile_ = std::move(probe);
@@ -211,11 +228,12 @@ Expected<std::unique_ptr<TiledRunner>> TiledRunner::Create(const ir::Model& mode
 
 Status TiledRunner::Run(const std::vector<Tensor>& inputs, std::vector<Tensor>* outputs,
                         const std::function<void(int64_t, int64_t)>& progress) {
-  if (inputs.size() != input_dims_.size()) return Error("expected " + std::to_string(input_dims_.size()) + " inputs");
+  if (inputs.size() != input_dims_.size())
+    return Error("expected " + std::to_string(input_dims_.size()) + " inputs");
   for (size_t i = 0; i < inputs.size(); ++i)
     if (inputs[i].dims() != input_dims_[i])
-      return Error("input " + std::to_string(i) + " has dims " + DimsToString(inputs[i].dims()) + ", the runner " +
-                   DimsToString(input_dims_[i]));
+      return Error("input " + std::to_string(i) + " has dims " + DimsToString(inputs[i].dims()) +
+                   ", the runner " + DimsToString(input_dims_[i]));
   outputs->clear();
   std::vector<Tensor> tile_in(inputs.size()), tile_out;
   for (int64_t row = 0; row < batch_;) {

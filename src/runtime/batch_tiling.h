@@ -32,7 +32,8 @@ class TiledRunner {
  public:
   // The tile's rows: enough that one tile's arena is about `target_arena_bytes`, within
   // [min_rows, max_rows]. Fails when the model cannot be tiled (BatchTilingRefusal).
-  static Expected<std::unique_ptr<TiledRunner>> Create(const ir::Model& model, ExecutorOptions options,
+  static Expected<std::unique_ptr<TiledRunner>> Create(const ir::Model& model,
+                                                       ExecutorOptions options,
                                                        const std::vector<Dims>& input_dims,
                                                        size_t target_arena_bytes = size_t{8} << 20);
   // Runs the whole batch; progress(done_rows, total_rows) after each tile when given.

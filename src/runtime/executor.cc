@@ -1,7 +1,5 @@
 #include "runtime/executor.h"
 
-#include "passes/pipeline.h"
-
 #include <algorithm>
 #include <chrono>
 #include <unordered_map>
@@ -10,6 +8,7 @@
 #include "ops/op.h"
 #include "passes/compress_constants.h"
 #include "passes/fold_constants.h"
+#include "passes/pipeline.h"
 #include "planner/plan_graph.h"
 
 namespace kiln::runtime {
@@ -31,7 +30,8 @@ struct GraphInfo {
   planner::Plan plan;
   std::vector<uint8_t> storage;
   uint8_t* arena = nullptr;
-  // Per node: the input types and inferred outputs of its last run (OpSchema::infer_from_types_only).
+  // Per node: the input types and inferred outputs of its last run
+  // (OpSchema::infer_from_types_only).
   struct InferCache {
     bool valid = false;
     std::vector<ir::TypeInfo> inputs, outputs;
@@ -91,7 +91,8 @@ struct Executor::Impl : public ops::SubgraphRunner {
     po.reorder = o.reorder;
     po.aliasing = o.aliasing;
     po.max_steps = o.planner_steps;
-    info.channels_last = o.channels_last ? ChannelsLastValues(g) : std::vector<char>(g.values.size(), 0);
+    info.channels_last =
+        o.channels_last ? ChannelsLastValues(g) : std::vector<char>(g.values.size(), 0);
     PlaceConcats(g, o.aliasing, &info);
     po.concat_placement = info.concat_placement;
     po.fused_conv_in_place = true;  // ops/conv.cc's FusedConv reads Z before it writes Y
@@ -99,7 +100,8 @@ struct Executor::Impl : public ops::SubgraphRunner {
     // A Concat the plan could not make in place after all copies its (then dense) inputs.
     for (size_t p = 0; p < gp.schedule.order.size(); ++p) {
       const int n = gp.schedule.order[p];
-      if (info.concat_placement[n] != planner::ConcatPlacement::kInterleaved || gp.buffers.is_noop[p])
+      if (info.concat_placement[n] != planner::ConcatPlacement::kInterleaved ||
+          gp.buffers.is_noop[p])
         continue;
       info.concat_placement[n] = planner::ConcatPlacement::kCopies;
       for (int v : g.nodes[n].inputs) info.pixel_channels[v] = 0;
@@ -114,7 +116,8 @@ struct Executor::Impl : public ops::SubgraphRunner {
     std::vector<int> last_use = planner::LastUses(g, info.order);
     info.release_after.resize(info.order.size());
     for (size_t v = 0; v < g.values.size(); ++v)
-      if (last_use[v] >= 0 && last_use[v] < static_cast<int>(info.order.size()) && !g.values[v].constant)
+      if (last_use[v] >= 0 && last_use[v] < static_cast<int>(info.order.size()) &&
+          !g.values[v].constant)
         info.release_after[last_use[v]].push_back(static_cast<int>(v));
     infos[&g] = std::move(info);
     return OkStatus();
@@ -184,7 +187,8 @@ struct Executor::Impl : public ops::SubgraphRunner {
         if (node.outputs.empty() || node.outputs[0] < 0) continue;
         std::vector<int> linked;
         for (size_t i = 0; i < node.inputs.size(); ++i)
-          if (ops::ChannelsLastLinked(node, g, static_cast<int>(i))) linked.push_back(node.inputs[i]);
+          if (ops::ChannelsLastLinked(node, g, static_cast<int>(i)))
+            linked.push_back(node.inputs[i]);
         if (linked.empty()) continue;
         bool all = cl[node.outputs[0]] != 0;
         for (int v : linked) all = all && v >= 0 && cl[v];
@@ -212,7 +216,8 @@ struct Executor::Impl : public ops::SubgraphRunner {
       if (b > pos) std::memset(info.arena + pos, 0xA5, b - pos);
       pos = std::max(pos, e);
     }
-    if (pos < info.plan.arena_bytes) std::memset(info.arena + pos, 0xA5, info.plan.arena_bytes - pos);
+    if (pos < info.plan.arena_bytes)
+      std::memset(info.arena + pos, 0xA5, info.plan.arena_bytes - pos);
   }
 
   Status RunGraph(const ir::Graph& g, const Frame* parent, const std::vector<Tensor>& inputs,
@@ -232,10 +237,11 @@ struct Executor::Impl : public ops::SubgraphRunner {
     for (size_t p = 0; p < info.order.size(); ++p) {
       if (self->options_.poison) Poison(info, static_cast<int>(p));
       const auto t0 = self->options_.profile ? std::chrono::steady_clock::now()
-                                              : std::chrono::steady_clock::time_point{};
+                                             : std::chrono::steady_clock::time_point{};
       Status st = RunNode(g, info.order[p], p, info, f);
       if (self->options_.profile) {
-        if (info.node_seconds.size() != g.nodes.size()) info.node_seconds.assign(g.nodes.size(), 0.0);
+        if (info.node_seconds.size() != g.nodes.size())
+          info.node_seconds.assign(g.nodes.size(), 0.0);
         info.node_seconds[info.order[p]] +=
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       }
@@ -391,9 +397,10 @@ Expected<std::unique_ptr<Executor>> Executor::Create(ir::Model model, ExecutorOp
     // as ConstantOfShape or Expand would otherwise be rebuilt on every run.
     KILN_RETURN_IF_ERROR(passes::FoldConstants(e->model_, size_t{1} << 30));
     KILN_RETURN_IF_ERROR(
-        passes::RunPasses(e->model_, {"fold-batchnorm", "fuse-channel-shuffle", "fuse-gelu",
-                                      "fuse-hardswish", "fuse-matmul-add",
-                                      "fuse-conv-activation"}, po));
+        passes::RunPasses(e->model_,
+                          {"fold-batchnorm", "fuse-channel-shuffle", "fuse-gelu", "fuse-hardswish",
+                           "fuse-matmul-add", "fuse-conv-activation"},
+                          po));
   }
   passes::CompressConstants(*e->model_.graph);  // identical constants share one storage
   e->impl_ = std::make_unique<Impl>();

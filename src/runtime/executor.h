@@ -26,11 +26,11 @@ struct ExecutorOptions {
   bool poison = false;              // debug: fill dead arena bytes with 0xA5 before every node
   std::vector<std::string> passes;  // run after shape inference (passes/pipeline.h)
   std::vector<std::string> dump_ir_after;  // print the IR to stderr after these passes ("all")
-  long planner_steps = 0;           // > 0: deterministic planner search (PlanOptions::max_steps)
+  long planner_steps = 0;  // > 0: deterministic planner search (PlanOptions::max_steps)
   // Last, what makes the host fastest (ONNX Runtime's session-time rewrites): fold-constants
   // whatever the results' size, fold-batchnorm, fuse-channel-shuffle (one node the executor
-  // keeps channels-last), fuse-gelu (one vector kernel for five nodes), fuse-matmul-add (the bias inside the
-  // GEMM), fuse-conv-activation (one kernel where there were two or three, fewer
+  // keeps channels-last), fuse-gelu (one vector kernel for five nodes), fuse-matmul-add (the bias
+  // inside the GEMM), fuse-conv-activation (one kernel where there were two or three, fewer
   // intermediates). the fusions round differently
   // (a few ulp).
   bool host_passes = true;

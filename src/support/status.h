@@ -64,8 +64,8 @@ class Expected {
 
 }  // namespace kiln
 
-#define KILN_CHECK(cond, ...)                                                      \
-  do {                                                                             \
+#define KILN_CHECK(cond, ...)                                                              \
+  do {                                                                                     \
     if (!(cond)) ::kiln::CheckFailed(__FILE__, __LINE__, #cond, std::string(__VA_ARGS__)); \
   } while (0)
 
@@ -73,10 +73,10 @@ class Expected {
 #define KILN_CONCAT(a, b) KILN_CONCAT_INNER(a, b)
 
 // Returns the error of a Status-valued expression from the enclosing function.
-#define KILN_RETURN_IF_ERROR(expr)                \
-  do {                                            \
-    ::kiln::Status kiln_status_ = (expr);         \
-    if (!kiln_status_.ok()) return kiln_status_;  \
+#define KILN_RETURN_IF_ERROR(expr)               \
+  do {                                           \
+    ::kiln::Status kiln_status_ = (expr);        \
+    if (!kiln_status_.ok()) return kiln_status_; \
   } while (0)
 
 // KILN_ASSIGN_OR_RETURN(auto x, ExpectedExpr());

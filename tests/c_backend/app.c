@@ -15,15 +15,15 @@ static uint8_t field_arena[KILN_FIELD_WORKSPACE_SIZE + KILN_FIELD_WORKSPACE_ALIG
 static float kws_in[1 * 1 * 49 * 10], kws_out[12], kws_out2[12];
 static float field_in[64 * 3], field_out[64 * 4];
 
-static uint8_t *aligned(uint8_t *p, size_t a) { return p + (a - (uintptr_t)p % a) % a; }
+static uint8_t* aligned(uint8_t* p, size_t a) { return p + (a - (uintptr_t)p % a) % a; }
 
 static int failures = 0;
-#define CHECK(cond)                                            \
-  do {                                                         \
-    if (!(cond)) {                                             \
-      printf("FAILED line %d: %s\n", __LINE__, #cond);         \
-      ++failures;                                              \
-    }                                                          \
+#define CHECK(cond)                                    \
+  do {                                                 \
+    if (!(cond)) {                                     \
+      printf("FAILED line %d: %s\n", __LINE__, #cond); \
+      ++failures;                                      \
+    }                                                  \
   } while (0)
 
 int main(void) {
@@ -34,7 +34,7 @@ int main(void) {
   struct kiln_field_outputs fout;
   struct kiln_field_workspace fws;
   int32_t i, xi, pi;
-  const kiln_model_descriptor *d = &kiln_kws_descriptor;
+  const kiln_model_descriptor* d = &kiln_kws_descriptor;
 
   for (i = 0; i < 490; ++i) kws_in[i] = (float)((i * 37) % 101) / 50.0f - 1.0f;
   for (i = 0; i < 64 * 3; ++i) field_in[i] = (float)((i * 13) % 97) / 48.0f - 1.0f;
@@ -65,7 +65,8 @@ int main(void) {
   CHECK(kiln_kws_set_output(&out, 0, NULL) == KILN_OK);
   CHECK(kiln_kws_run(&in, &out, &ws) == KILN_ERROR_NULL_TENSOR);
   CHECK(kiln_kws_set_output(&out, 0, kws_out) == KILN_OK);
-  CHECK(KILN_ERROR_NULL_ARGUMENT != KILN_ERROR_NULL_TENSOR && KILN_ERROR_NULL_WORKSPACE != KILN_ERROR_MISALIGNED_WORKSPACE);
+  CHECK(KILN_ERROR_NULL_ARGUMENT != KILN_ERROR_NULL_TENSOR &&
+        KILN_ERROR_NULL_WORKSPACE != KILN_ERROR_MISALIGNED_WORKSPACE);
 
   /* Two workspaces give the same answer (no hidden state). */
   CHECK(kiln_kws_run(&in, &out, &ws) == KILN_OK);

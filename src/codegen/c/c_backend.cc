@@ -17,7 +17,6 @@ namespace {
 constexpr size_t kWorkspaceAlignment = 16;
 constexpr size_t kRegionAlignment = 64;
 
-
 std::string TypeText(const ir::TypeInfo& t) {
   std::string s(DTypeName(t.dtype));
   for (char& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
@@ -31,9 +30,11 @@ size_t AlignUp(size_t v, size_t a) { return (v + a - 1) / a * a; }
 bool Mentions(const std::string& text, const std::string& ident) {
   size_t pos = 0;
   while ((pos = text.find(ident, pos)) != std::string::npos) {
-    bool left = pos == 0 || !(std::isalnum(static_cast<unsigned char>(text[pos - 1])) || text[pos - 1] == '_');
+    bool left = pos == 0 ||
+                !(std::isalnum(static_cast<unsigned char>(text[pos - 1])) || text[pos - 1] == '_');
     size_t e = pos + ident.size();
-    bool right = e >= text.size() || !(std::isalnum(static_cast<unsigned char>(text[e])) || text[e] == '_');
+    bool right =
+        e >= text.size() || !(std::isalnum(static_cast<unsigned char>(text[e])) || text[e] == '_');
     if (left && right) return true;
     pos = e;
   }
@@ -45,7 +46,8 @@ void CollectUnsupported(const ir::Graph& g, std::map<std::string, std::vector<st
   const auto& reg = EmitterRegistry::Global();
   for (const auto& n : g.nodes) {
     if (!reg.Find(n.domain, n.op_type)) {
-      std::string op = (n.domain.empty() || n.domain == "ai.onnx" ? "" : n.domain + ".") + n.op_type;
+      std::string op =
+          (n.domain.empty() || n.domain == "ai.onnx" ? "" : n.domain + ".") + n.op_type;
       (*out)[op].push_back(n.Label(g));
     }
     for (const auto& [k, a] : n.attrs) {
@@ -73,7 +75,8 @@ class Generator {
     std::map<int, std::string> io;
     for (size_t k = 0; k < feeds.size(); ++k) io[feeds[k]] = "inputs->" + in_members_[k];
     std::vector<std::string> out_exprs;
-    for (size_t k = 0; k < g.outputs.size(); ++k) out_exprs.push_back("outputs->" + out_members_[k]);
+    for (size_t k = 0; k < g.outputs.size(); ++k)
+      out_exprs.push_back("outputs->" + out_members_[k]);
     std::string body;
     KILN_RETURN_IF_ERROR(EmitGraph(g, io, out_exprs, "main", &body));
     run_body_ = body;
@@ -93,7 +96,8 @@ class Generator {
  private:
   Status CheckInterface(const ir::Value& v, const char* what) {
     if (v.type.kind != ir::TypeInfo::Kind::kTensor)
-      return Error(std::string(what) + " '" + v.name + "' is a sequence or optional; the C backend takes tensors only");
+      return Error(std::string(what) + " '" + v.name +
+                   "' is a sequence or optional; the C backend takes tensors only");
     if (CType(v.type.dtype).empty())
       return Error(std::string(what) + " '" + v.name + "' has element type " +
                    std::string(DTypeName(v.type.dtype)) + ", which the C backend does not support");
@@ -101,7 +105,9 @@ class Generator {
       std::string dims;
       for (size_t i = 0; i < v.type.dims.size(); ++i) {
         std::string sym = i < v.type.symbols.size() ? v.type.symbols[i] : "";
-        dims += (i ? "," : "") + (v.type.dims[i] >= 0 ? std::to_string(v.type.dims[i]) : sym.empty() ? "?" : sym);
+        dims += (i ? "," : "") + (v.type.dims[i] >= 0 ? std::to_string(v.type.dims[i])
+                                  : sym.empty()       ? "?"
+                                                      : sym);
       }
       if (std::string(what) == "output")
         return Error("output '" + v.name + "' has dims [" + dims +
@@ -159,8 +165,10 @@ class Generator {
     std::vector<std::pair<std::string, int>> copies;  // (destination, value)
     for (size_t k = 0; k < g.outputs.size(); ++k) {
       int v = g.outputs[k];
-      if (g.values[v].producer >= 0 && !loc.count(v)) loc[v] = out_exprs[k];
-      else copies.push_back({out_exprs[k], v});
+      if (g.values[v].producer >= 0 && !loc.count(v))
+        loc[v] = out_exprs[k];
+      else
+        copies.push_back({out_exprs[k], v});
     }
     // The plan table and offset constants.
     std::string table = "/* Memory plan of " + CommentText(graph_label) + " (planner \"" +
@@ -171,11 +179,14 @@ class Generator {
     for (const auto& b : gp.plan.buffers) {
       std::string macro = offsets_.Take(b.name, "OFF_");
       char line[96];
-      std::snprintf(line, sizeof(line), " * %10zu %10zu  [%d, %d]", base + b.offset, b.size, b.first_use, b.last_use);
+      std::snprintf(line, sizeof(line), " * %10zu %10zu  [%d, %d]", base + b.offset, b.size,
+                    b.first_use, b.last_use);
       std::string l = line;
       l.resize(std::max<size_t>(l.size(), 40), ' ');
       table += l + " " + CommentText(b.name) +
-               (b.alias_of >= 0 ? " (shares " + CommentText(gp.plan.buffers[b.alias_of].name) + ")" : "") + "\n";
+               (b.alias_of >= 0 ? " (shares " + CommentText(gp.plan.buffers[b.alias_of].name) + ")"
+                                : "") +
+               "\n";
       offset_defs_ += "#define " + macro + " " + std::to_string(base + b.offset) + "u\n";
       const ir::TypeInfo& t = g.values[b.value].type;
       loc[b.value] = "(" + CType(t.dtype) + " *)(arena + " + macro + ")";
@@ -189,11 +200,12 @@ class Generator {
       if (val.constant) {
         if (CType(val.constant->dtype()).empty())
           return Error("tensor '" + val.name + "' has element type " +
-                       std::string(DTypeName(val.constant->dtype())) + ", which the C backend does not support");
+                       std::string(DTypeName(val.constant->dtype())) +
+                       ", which the C backend does not support");
         return loc[v] = ParamFor(val);
       }
-      return Error("tensor '" + val.name + "' has no size known at compile time (" + val.type.ToString() +
-                   "); fix the input dims with --shape");
+      return Error("tensor '" + val.name + "' has no size known at compile time (" +
+                   val.type.ToString() + "); fix the input dims with --shape");
     };
 
     for (size_t p = 0; p < gp.schedule.order.size(); ++p) {
@@ -206,7 +218,8 @@ class Generator {
     }
     for (const auto& [dst, v] : copies) {
       KILN_ASSIGN_OR_RETURN(std::string src, expr(v));
-      *body += "  memcpy(" + dst + ", " + src + ", " + std::to_string(Bytes(g.values[v].type)) + ");\n";
+      *body +=
+          "  memcpy(" + dst + ", " + src + ", " + std::to_string(Bytes(g.values[v].type)) + ");\n";
     }
     return OkStatus();
   }
@@ -222,10 +235,12 @@ class Generator {
                    "' is a sequence or optional, which the C backend does not support");
     if (CType(val.type.dtype).empty())
       return Error(n.Label(g) + " (" + n.op_type + "): '" + val.name + "' has element type " +
-                   std::string(DTypeName(val.type.dtype)) + ", which the C backend does not support");
+                   std::string(DTypeName(val.type.dtype)) +
+                   ", which the C backend does not support");
     if (!val.type.shape_known())
-      return Error(n.Label(g) + " (" + n.op_type + "): the dims of '" + val.name +
-                   "' depend on data, which the C backend does not support (fix input dims with --shape)");
+      return Error(
+          n.Label(g) + " (" + n.op_type + "): the dims of '" + val.name +
+          "' depend on data, which the C backend does not support (fix input dims with --shape)");
     return OkStatus();
   }
 
@@ -241,17 +256,23 @@ class Generator {
     const NodeEmitFn* fn = EmitterRegistry::Global().Find(n.domain, n.op_type);
     if (!fn) return node_error("the C backend cannot emit this operator");
     NodeContext ctx(g, n, model_.OpsetFor(n.domain));
-    std::string fname = globals_.Take(n.name.empty() ? n.op_type + "_" + (n.outputs.empty() || n.outputs[0] < 0 ? "" : g.values[n.outputs[0]].name) : n.name, "node_");
+    std::string fname = globals_.Take(
+        n.name.empty()
+            ? n.op_type + "_" +
+                  (n.outputs.empty() || n.outputs[0] < 0 ? "" : g.values[n.outputs[0]].name)
+            : n.name,
+        "node_");
     ctx.function_name = fname;
     bool uses_ws = false;
     int scratch_count = 0;
     ctx.scratch = [&](size_t bytes) {
       uses_ws = true;
-      std::string macro = offsets_.Take(fname + "_scratch" + (scratch_count ? std::to_string(scratch_count) : ""), "OFF_");
+      std::string macro = offsets_.Take(
+          fname + "_scratch" + (scratch_count ? std::to_string(scratch_count) : ""), "OFF_");
       ++scratch_count;
       size_t off = Reserve(bytes);
-      offset_defs_ += "#define " + macro + " " + std::to_string(off) + "u /* scratch of " + fname + ", " +
-                      std::to_string(bytes) + " bytes */\n";
+      offset_defs_ += "#define " + macro + " " + std::to_string(off) + "u /* scratch of " + fname +
+                      ", " + std::to_string(bytes) + " bytes */\n";
       return "(arena + " + macro + ")";
     };
     ctx.subgraph = [&](const ir::Graph& sg) -> Expected<SubgraphCall> {
@@ -269,11 +290,13 @@ class Generator {
       params.push_back("uint8_t *arena");
       args.push_back("arena");
     }
-    std::string comment = "/* " + CommentText(n.Label(g)) + (n.domain.empty() ? "" : " in domain " + CommentText(n.domain)) + "\n";
+    std::string comment = "/* " + CommentText(n.Label(g)) +
+                          (n.domain.empty() ? "" : " in domain " + CommentText(n.domain)) + "\n";
     auto describe = [&](const std::string& role, int v) {
       const ir::Value& val = g.values[v];
       comment += " *   " + role + std::string(role.size() < 5 ? 5 - role.size() : 0, ' ') + " " +
-                 TypeText(val.type) + " " + CommentText(val.name) + (val.constant ? " (parameter)" : "") + "\n";
+                 TypeText(val.type) + " " + CommentText(val.name) +
+                 (val.constant ? " (parameter)" : "") + "\n";
     };
     for (size_t i = 0; i < n.inputs.size(); ++i) {
       int v = n.inputs[i];
@@ -281,7 +304,8 @@ class Generator {
       describe(NodeContext::in(static_cast<int>(i)), v);
       if (!Mentions(text, NodeContext::in(static_cast<int>(i)))) continue;
       KILN_ASSIGN_OR_RETURN(std::string e, expr(v));
-      params.push_back("const " + CType(g.values[v].type.dtype) + " *" + NodeContext::in(static_cast<int>(i)));
+      params.push_back("const " + CType(g.values[v].type.dtype) + " *" +
+                       NodeContext::in(static_cast<int>(i)));
       args.push_back(e);
     }
     for (size_t k = 0; k < n.implicit_inputs.size(); ++k) {
@@ -290,7 +314,8 @@ class Generator {
       KILN_RETURN_IF_ERROR(CheckValue(g, v, n));
       describe(NodeContext::capture(static_cast<int>(k)), v);
       KILN_ASSIGN_OR_RETURN(std::string e, expr(v));
-      params.push_back("const " + CType(g.values[v].type.dtype) + " *" + NodeContext::capture(static_cast<int>(k)));
+      params.push_back("const " + CType(g.values[v].type.dtype) + " *" +
+                       NodeContext::capture(static_cast<int>(k)));
       args.push_back(e);
     }
     for (size_t i = 0; i < n.outputs.size(); ++i) {
@@ -299,7 +324,8 @@ class Generator {
       describe(NodeContext::out(static_cast<int>(i)), v);
       if (!Mentions(text, NodeContext::out(static_cast<int>(i)))) continue;
       KILN_ASSIGN_OR_RETURN(std::string e, expr(v));
-      params.push_back(CType(g.values[v].type.dtype) + " *" + NodeContext::out(static_cast<int>(i)));
+      params.push_back(CType(g.values[v].type.dtype) + " *" +
+                       NodeContext::out(static_cast<int>(i)));
       args.push_back(e);
     }
     std::string attrs;
@@ -309,7 +335,8 @@ class Generator {
     }
     if (!attrs.empty()) comment += " *   " + CommentText(attrs, 400) + "\n";
     comment += " */\n";
-    std::string sig = std::string(ctx.can_fail() ? "static int32_t " : "static void ") + fname + "(";
+    std::string sig =
+        std::string(ctx.can_fail() ? "static int32_t " : "static void ") + fname + "(";
     if (params.empty()) sig += "void";
     for (size_t i = 0; i < params.size(); ++i) sig += (i ? ", " : "") + params[i];
     sig += ")";
@@ -329,8 +356,10 @@ class Generator {
 
   // A subgraph of node `owner` as a function graph_<owner>_<k>(arena, captures..., inputs...,
   // outputs...). Its captures are the owner's implicit inputs (c0, c1, ... in the node function).
-  Expected<SubgraphCall> EmitSubgraph(const ir::Graph& sg, const ir::Node& owner, const std::string& owner_fn) {
-    std::string fname = globals_.Take(owner_fn.substr(5) + "_" + (sg.name.empty() ? "body" : sg.name), "graph_");
+  Expected<SubgraphCall> EmitSubgraph(const ir::Graph& sg, const ir::Node& owner,
+                                      const std::string& owner_fn) {
+    std::string fname =
+        globals_.Take(owner_fn.substr(5) + "_" + (sg.name.empty() ? "body" : sg.name), "graph_");
     std::map<int, std::string> loc;
     std::vector<std::string> params = {"uint8_t *arena"};
     SubgraphCall call{fname, "arena"};
@@ -344,16 +373,20 @@ class Generator {
       }
       auto it = std::find(owner.implicit_inputs.begin(), owner.implicit_inputs.end(), outer);
       if (it == owner.implicit_inputs.end())
-        return Error("subgraph '" + sg.name + "' captures '" + parent.values[outer].name + "', which its node does not list");
+        return Error("subgraph '" + sg.name + "' captures '" + parent.values[outer].name +
+                     "', which its node does not list");
       loc[local] = pname;
       params.push_back("const " + CType(sg.values[local].type.dtype) + " *" + pname);
-      call.leading_args += ", " + NodeContext::capture(static_cast<int>(it - owner.implicit_inputs.begin()));
+      call.leading_args +=
+          ", " + NodeContext::capture(static_cast<int>(it - owner.implicit_inputs.begin()));
     }
     for (size_t i = 0; i < sg.inputs.size(); ++i) {
       int v = sg.inputs[i];
       const ir::Value& val = sg.values[v];
-      if (val.type.kind != ir::TypeInfo::Kind::kTensor || CType(val.type.dtype).empty() || !val.type.shape_known())
-        return Error("subgraph input '" + val.name + "' must be a tensor of fixed dims (" + val.type.ToString() + ")");
+      if (val.type.kind != ir::TypeInfo::Kind::kTensor || CType(val.type.dtype).empty() ||
+          !val.type.shape_known())
+        return Error("subgraph input '" + val.name + "' must be a tensor of fixed dims (" +
+                     val.type.ToString() + ")");
       std::string pname = "sin" + std::to_string(i);
       loc[v] = pname;
       params.push_back("const " + CType(val.type.dtype) + " *" + pname);
@@ -361,8 +394,10 @@ class Generator {
     std::vector<std::string> outs;
     for (size_t i = 0; i < sg.outputs.size(); ++i) {
       const ir::Value& val = sg.values[sg.outputs[i]];
-      if (val.type.kind != ir::TypeInfo::Kind::kTensor || CType(val.type.dtype).empty() || !val.type.shape_known())
-        return Error("subgraph output '" + val.name + "' must be a tensor of fixed dims (" + val.type.ToString() + ")");
+      if (val.type.kind != ir::TypeInfo::Kind::kTensor || CType(val.type.dtype).empty() ||
+          !val.type.shape_known())
+        return Error("subgraph output '" + val.name + "' must be a tensor of fixed dims (" +
+                     val.type.ToString() + ")");
       std::string pname = "sout" + std::to_string(i);
       outs.push_back(pname);
       params.push_back(CType(val.type.dtype) + " *" + pname);
@@ -390,7 +425,8 @@ class Generator {
     const ir::Graph& g = *model_.graph;
     std::string n = o_.name, guard = "KILN_" + upper_ + "_H_";
     std::string s = Banner(n + ".h: the interface of model " + n + " (include this file only).");
-    s += "#ifndef " + guard + "\n#define " + guard + "\n\n#include <stddef.h>\n#include <stdint.h>\n\n";
+    s += "#ifndef " + guard + "\n#define " + guard +
+         "\n\n#include <stddef.h>\n#include <stdint.h>\n\n";
     s += "#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n";
     s += R"(#ifndef KILN_TYPES_DEFINED_
 #define KILN_TYPES_DEFINED_
@@ -424,21 +460,26 @@ typedef struct kiln_model_descriptor {
       std::string m;
       for (size_t k = 0; k < vals.size(); ++k)
         m += "  " + CType(g.values[vals[k]].type.dtype) + " *" + names[k] + "; /* " +
-             CommentText(g.values[vals[k]].name) + ": " + TypeText(g.values[vals[k]].type) + " */\n";
+             CommentText(g.values[vals[k]].name) + ": " + TypeText(g.values[vals[k]].type) +
+             " */\n";
       if (vals.empty()) m += "  void *none; /* the model has none */\n";
       return m;
     };
     s += "struct kiln_" + n + "_inputs {\n" + members(g.RuntimeInputs(), in_members_) + "};\n";
     s += "struct kiln_" + n + "_outputs {\n" + members(g.outputs, out_members_) + "};\n";
-    s += "struct kiln_" + n + "_workspace {\n  uint8_t *arena; /* KILN_" + upper_ + "_WORKSPACE_SIZE bytes */\n};\n\n";
+    s += "struct kiln_" + n + "_workspace {\n  uint8_t *arena; /* KILN_" + upper_ +
+         "_WORKSPACE_SIZE bytes */\n};\n\n";
     s += "#define KILN_" + upper_ + "_WORKSPACE_SIZE " + std::to_string(ws) + "\n";
-    s += "#define KILN_" + upper_ + "_WORKSPACE_ALIGNMENT " + std::to_string(kWorkspaceAlignment) + "\n\n";
+    s += "#define KILN_" + upper_ + "_WORKSPACE_ALIGNMENT " + std::to_string(kWorkspaceAlignment) +
+         "\n\n";
     s += "int32_t kiln_" + n + "_run(const struct kiln_" + n + "_inputs *inputs, struct kiln_" + n +
          "_outputs *outputs,\n                struct kiln_" + n + "_workspace *workspace);\n";
     s += "int32_t kiln_" + n + "_get_input_index(const char *name);\n";
     s += "int32_t kiln_" + n + "_get_output_index(const char *name);\n";
-    s += "int32_t kiln_" + n + "_set_input(struct kiln_" + n + "_inputs *inputs, int32_t index, void *data);\n";
-    s += "int32_t kiln_" + n + "_set_output(struct kiln_" + n + "_outputs *outputs, int32_t index, void *data);\n";
+    s += "int32_t kiln_" + n + "_set_input(struct kiln_" + n +
+         "_inputs *inputs, int32_t index, void *data);\n";
+    s += "int32_t kiln_" + n + "_set_output(struct kiln_" + n +
+         "_outputs *outputs, int32_t index, void *data);\n";
     s += "extern const kiln_model_descriptor kiln_" + n + "_descriptor;\n\n";
     s += "#ifdef __cplusplus\n}\n#endif\n\n#endif /* " + guard + " */\n";
     return s;
@@ -448,21 +489,27 @@ typedef struct kiln_model_descriptor {
     const ir::Graph& g = *model_.graph;
     std::string n = o_.name;
     std::string s = Banner(n + ".c: one function per node, run() calls them in the planned order.");
-    s += "#include \"" + n + ".h\"\n\n#include <math.h>\n#include <string.h>\n\n#include \"" + n + "_kernels.h\"\n\n";
+    s += "#include \"" + n + ".h\"\n\n#include <math.h>\n#include <string.h>\n\n#include \"" + n +
+         "_kernels.h\"\n\n";
     s += "/* Parameters (" + n + "_params.c). */\n";
     for (const auto& p : params_)
-      s += "extern const " + CType(p.data.dtype()) + " " + p.symbol + "[" + std::to_string(std::max<int64_t>(p.data.size(), 1)) + "];\n";
+      s += "extern const " + CType(p.data.dtype()) + " " + p.symbol + "[" +
+           std::to_string(std::max<int64_t>(p.data.size(), 1)) + "];\n";
     s += "\n" + plan_tables_ + offset_defs_ + functions_ + "\n";
     // run()
     s += "int32_t kiln_" + n + "_run(const struct kiln_" + n + "_inputs *inputs, struct kiln_" + n +
          "_outputs *outputs,\n                struct kiln_" + n + "_workspace *workspace) {\n";
     s += "  uint8_t *arena;\n";
     if (needs_rc_) s += "  int32_t rc;\n";
-    s += "  if (inputs == NULL || outputs == NULL || workspace == NULL) return KILN_ERROR_NULL_ARGUMENT;\n";
-    for (const auto& m : in_members_) s += "  if (inputs->" + m + " == NULL) return KILN_ERROR_NULL_TENSOR;\n";
-    for (const auto& m : out_members_) s += "  if (outputs->" + m + " == NULL) return KILN_ERROR_NULL_TENSOR;\n";
+    s += "  if (inputs == NULL || outputs == NULL || workspace == NULL) return "
+         "KILN_ERROR_NULL_ARGUMENT;\n";
+    for (const auto& m : in_members_)
+      s += "  if (inputs->" + m + " == NULL) return KILN_ERROR_NULL_TENSOR;\n";
+    for (const auto& m : out_members_)
+      s += "  if (outputs->" + m + " == NULL) return KILN_ERROR_NULL_TENSOR;\n";
     s += "  arena = workspace->arena;\n  if (arena == NULL) return KILN_ERROR_NULL_WORKSPACE;\n";
-    s += "  if ((uintptr_t)arena % KILN_" + upper_ + "_WORKSPACE_ALIGNMENT != 0) return KILN_ERROR_MISALIGNED_WORKSPACE;\n";
+    s += "  if ((uintptr_t)arena % KILN_" + upper_ +
+         "_WORKSPACE_ALIGNMENT != 0) return KILN_ERROR_MISALIGNED_WORKSPACE;\n";
     s += run_body_ + "  return KILN_OK;\n}\n\n";
     // Descriptor, lookup and setters.
     auto infos = [&](const std::vector<int>& vals, const std::string& kind) {
@@ -470,23 +517,26 @@ typedef struct kiln_model_descriptor {
       for (size_t k = 0; k < vals.size(); ++k) {
         const ir::TypeInfo& ty = g.values[vals[k]].type;
         if (!ty.dims.empty())
-          t += "static const int64_t kiln_" + n + "_" + kind + "_dims" + std::to_string(k) + "[] = " + IntList(ty.dims) + ";\n";
+          t += "static const int64_t kiln_" + n + "_" + kind + "_dims" + std::to_string(k) +
+               "[] = " + IntList(ty.dims) + ";\n";
       }
       if (vals.empty()) return t;
       t += "static const kiln_tensor_info kiln_" + n + "_" + kind + "_info[] = {\n";
       for (size_t k = 0; k < vals.size(); ++k) {
         const ir::Value& v = g.values[vals[k]];
-        t += "    {" + CStringLiteral(v.name) + ", " + std::to_string(static_cast<int>(v.type.dtype)) + ", " +
+        t += "    {" + CStringLiteral(v.name) + ", " +
+             std::to_string(static_cast<int>(v.type.dtype)) + ", " +
              std::to_string(v.type.dims.size()) + ", " +
-             (v.type.dims.empty() ? std::string("NULL") : "kiln_" + n + "_" + kind + "_dims" + std::to_string(k)) +
+             (v.type.dims.empty() ? std::string("NULL")
+                                  : "kiln_" + n + "_" + kind + "_dims" + std::to_string(k)) +
              ", " + std::to_string(Bytes(v.type)) + "},\n";
       }
       return t + "};\n";
     };
     std::vector<int> feeds = g.RuntimeInputs();
     s += infos(feeds, "input") + infos(g.outputs, "output");
-    s += "const kiln_model_descriptor kiln_" + n + "_descriptor = {\n    " + CStringLiteral(n) + ", " +
-         std::to_string(feeds.size()) + ", " + std::to_string(g.outputs.size()) + ", " +
+    s += "const kiln_model_descriptor kiln_" + n + "_descriptor = {\n    " + CStringLiteral(n) +
+         ", " + std::to_string(feeds.size()) + ", " + std::to_string(g.outputs.size()) + ", " +
          (feeds.empty() ? "NULL" : "kiln_" + n + "_input_info") + ", " +
          (g.outputs.empty() ? "NULL" : "kiln_" + n + "_output_info") + ",\n    KILN_" + upper_ +
          "_WORKSPACE_SIZE, KILN_" + upper_ + "_WORKSPACE_ALIGNMENT};\n\n";
@@ -495,15 +545,18 @@ typedef struct kiln_model_descriptor {
       if (count == 0) return t + "  (void)name;\n  return -1;\n}\n\n";
       t += "  int32_t i;\n  if (name == NULL) return -1;\n";
       t += "  for (i = 0; i < " + std::to_string(count) + "; ++i)\n";
-      t += "    if (strcmp(name, kiln_" + n + "_" + kind + "_info[i].name) == 0) return i;\n  return -1;\n}\n\n";
+      t += "    if (strcmp(name, kiln_" + n + "_" + kind +
+           "_info[i].name) == 0) return i;\n  return -1;\n}\n\n";
       return t;
     };
     s += lookup("input", feeds.size()) + lookup("output", g.outputs.size());
-    auto setter = [&](const std::string& kind, const std::vector<int>& vals, const std::vector<std::string>& names) {
-      std::string t = "int32_t kiln_" + n + "_set_" + kind + "(struct kiln_" + n + "_" + kind + "s *" + kind +
-                      "s, int32_t index, void *data) {\n";
+    auto setter = [&](const std::string& kind, const std::vector<int>& vals,
+                      const std::vector<std::string>& names) {
+      std::string t = "int32_t kiln_" + n + "_set_" + kind + "(struct kiln_" + n + "_" + kind +
+                      "s *" + kind + "s, int32_t index, void *data) {\n";
       t += "  if (" + kind + "s == NULL) return KILN_ERROR_NULL_ARGUMENT;\n";
-      if (vals.empty()) return t + "  (void)index;\n  (void)data;\n  return KILN_ERROR_INVALID_INDEX;\n}\n\n";
+      if (vals.empty())
+        return t + "  (void)index;\n  (void)data;\n  return KILN_ERROR_INVALID_INDEX;\n}\n\n";
       t += "  switch (index) {\n";
       for (size_t k = 0; k < vals.size(); ++k)
         t += "    case " + std::to_string(k) + ": " + kind + "s->" + names[k] + " = (" +
@@ -519,17 +572,21 @@ typedef struct kiln_model_descriptor {
     std::string s = Banner(n + "_params.c: the model's constants.");
     s += "#include <math.h>\n#include <stdint.h>\n\n";
     std::string attr = "KILN_" + upper_ + "_PARAM_ATTR";
-    s += "#if defined(__GNUC__) || defined(__clang__)\n#define " + attr + " __attribute__((aligned(16)";
+    s += "#if defined(__GNUC__) || defined(__clang__)\n#define " + attr +
+         " __attribute__((aligned(16)";
     s += o_.params_section.empty() ? "" : ", section(" + CStringLiteral(o_.params_section) + ")";
     s += "))\n#else\n#define " + attr + "\n#endif\n";
     for (const auto& p : params_) {
       const Tensor& t = p.data;
       std::string dims;
-      for (size_t i = 0; i < t.dims().size(); ++i) dims += (i ? "," : "") + std::to_string(t.dims()[i]);
-      s += "\n/* " + CommentText(p.onnx_name) + ": " + std::string(DTypeName(t.dtype())) + "[" + dims + "] */\n";
-      s += "extern const " + CType(t.dtype()) + " " + p.symbol + "[" + std::to_string(std::max<int64_t>(t.size(), 1)) + "];\n";
-      s += "const " + CType(t.dtype()) + " " + p.symbol + "[" + std::to_string(std::max<int64_t>(t.size(), 1)) +
-           "] " + attr + " = {";
+      for (size_t i = 0; i < t.dims().size(); ++i)
+        dims += (i ? "," : "") + std::to_string(t.dims()[i]);
+      s += "\n/* " + CommentText(p.onnx_name) + ": " + std::string(DTypeName(t.dtype())) + "[" +
+           dims + "] */\n";
+      s += "extern const " + CType(t.dtype()) + " " + p.symbol + "[" +
+           std::to_string(std::max<int64_t>(t.size(), 1)) + "];\n";
+      s += "const " + CType(t.dtype()) + " " + p.symbol + "[" +
+           std::to_string(std::max<int64_t>(t.size(), 1)) + "] " + attr + " = {";
       size_t es = DTypeSize(t.dtype());
       const char* data = static_cast<const char*>(t.raw());
       std::string line;
@@ -544,14 +601,17 @@ typedef struct kiln_model_descriptor {
       if (t.size() == 0) line = " 0";
       s += "\n   " + line + "\n};\n";
     }
-    if (params_.empty()) s += "\n/* The model has no parameters. */\ntypedef int kiln_" + n + "_no_params;\n";
+    if (params_.empty())
+      s += "\n/* The model has no parameters. */\ntypedef int kiln_" + n + "_no_params;\n";
     return s;
   }
 
   std::string Kernels() const {
     std::string n = o_.name, guard = "KILN_" + upper_ + "_KERNELS_H_";
-    std::string s = Banner(n + "_kernels.h: the portable kernels this model uses (included by " + n + ".c only).");
-    s += "#ifndef " + guard + "\n#define " + guard + "\n\n#include <math.h>\n#include <stddef.h>\n#include <stdint.h>\n#include <string.h>\n";
+    std::string s = Banner(n + "_kernels.h: the portable kernels this model uses (included by " +
+                           n + ".c only).");
+    s += "#ifndef " + guard + "\n#define " + guard +
+         "\n\n#include <math.h>\n#include <stddef.h>\n#include <stdint.h>\n#include <string.h>\n";
     for (const auto& k : KernelClosure(kernels_)) s += "\n" + *KernelSource(k);
     return s + "\n#endif /* " + guard + " */\n";
   }
@@ -580,7 +640,8 @@ Expected<CompiledC> CompileToC(ir::Model model, const CompileOptions& options) {
   if (!IsValidModelName(options.name))
     return Error("--name '" + options.name +
                  "': the model name must be a C identifier (letters, digits, '_', starting with a "
-                 "letter, at most 40 characters, not starting with 'kiln', not 'model' and not a C keyword)");
+                 "letter, at most 40 characters, not starting with 'kiln', not 'model' and not a C "
+                 "keyword)");
   KILN_RETURN_IF_ERROR(passes::InferShapes(model, options.shapes));
   passes::PipelineOptions po;
   po.dump_ir_after = options.dump_ir_after;
@@ -593,7 +654,8 @@ Expected<CompiledC> CompileToC(ir::Model model, const CompileOptions& options) {
     std::string msg = "the C backend cannot emit ";
     bool first = true;
     for (const auto& [op, nodes] : unsupported) {
-      msg += (first ? "" : ", ") + op + " (" + nodes[0] + (nodes.size() > 1 ? " and " + std::to_string(nodes.size() - 1) + " more" : "") + ")";
+      msg += (first ? "" : ", ") + op + " (" + nodes[0] +
+             (nodes.size() > 1 ? " and " + std::to_string(nodes.size() - 1) + " more" : "") + ")";
       first = false;
     }
     return Error(msg);

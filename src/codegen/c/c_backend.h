@@ -24,7 +24,7 @@ struct CompileOptions {
   std::string command_line;    // recorded in the header comment
   std::string kiln_version;
   passes::ShapeOverrides shapes;
-  std::vector<std::string> passes;  // run after shape inference (passes/pipeline.h)
+  std::vector<std::string> passes;         // run after shape inference (passes/pipeline.h)
   std::vector<std::string> dump_ir_after;  // print the IR to stderr after these passes ("all")
   planner::PlanOptions plan;
 };

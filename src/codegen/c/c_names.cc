@@ -30,7 +30,8 @@ bool IsKeyword(const std::string& s) {
 
 std::string NameScope::Take(const std::string& onnx_name, const std::string& prefix) {
   std::string id = prefix;
-  for (unsigned char ch : onnx_name) id += std::isalnum(ch) && ch < 128 ? static_cast<char>(ch) : '_';
+  for (unsigned char ch : onnx_name)
+    id += std::isalnum(ch) && ch < 128 ? static_cast<char>(ch) : '_';
   if (id.empty()) id = "t";
   if (std::isdigit(static_cast<unsigned char>(id[0]))) id = "t" + id;
   if (id[0] == '_') id = "t" + id;  // leading underscores are reserved in C
@@ -44,45 +45,74 @@ std::string NameScope::Take(const std::string& onnx_name, const std::string& pre
 
 std::string CType(DType t) {
   switch (t) {
-    case DType::kFloat32: return "float";
-    case DType::kFloat64: return "double";
-    case DType::kInt8: return "int8_t";
-    case DType::kInt16: return "int16_t";
-    case DType::kInt32: return "int32_t";
-    case DType::kInt64: return "int64_t";
-    case DType::kUInt8: return "uint8_t";
-    case DType::kUInt16: return "uint16_t";
-    case DType::kUInt32: return "uint32_t";
-    case DType::kUInt64: return "uint64_t";
-    case DType::kBool: return "uint8_t";
-    case DType::kFloat16: return "uint16_t";
-    case DType::kBFloat16: return "uint16_t";
-    default: return "";
+    case DType::kFloat32:
+      return "float";
+    case DType::kFloat64:
+      return "double";
+    case DType::kInt8:
+      return "int8_t";
+    case DType::kInt16:
+      return "int16_t";
+    case DType::kInt32:
+      return "int32_t";
+    case DType::kInt64:
+      return "int64_t";
+    case DType::kUInt8:
+      return "uint8_t";
+    case DType::kUInt16:
+      return "uint16_t";
+    case DType::kUInt32:
+      return "uint32_t";
+    case DType::kUInt64:
+      return "uint64_t";
+    case DType::kBool:
+      return "uint8_t";
+    case DType::kFloat16:
+      return "uint16_t";
+    case DType::kBFloat16:
+      return "uint16_t";
+    default:
+      return "";
   }
 }
 
 std::string CSuffix(DType t) {
   switch (t) {
-    case DType::kFloat32: return "f32";
-    case DType::kFloat64: return "f64";
-    case DType::kInt8: return "i8";
-    case DType::kInt16: return "i16";
-    case DType::kInt32: return "i32";
-    case DType::kInt64: return "i64";
-    case DType::kUInt8: return "u8";
-    case DType::kUInt16: return "u16";
-    case DType::kUInt32: return "u32";
-    case DType::kUInt64: return "u64";
-    case DType::kBool: return "b";
-    case DType::kFloat16: return "f16";
-    case DType::kBFloat16: return "bf16";
-    default: return "";
+    case DType::kFloat32:
+      return "f32";
+    case DType::kFloat64:
+      return "f64";
+    case DType::kInt8:
+      return "i8";
+    case DType::kInt16:
+      return "i16";
+    case DType::kInt32:
+      return "i32";
+    case DType::kInt64:
+      return "i64";
+    case DType::kUInt8:
+      return "u8";
+    case DType::kUInt16:
+      return "u16";
+    case DType::kUInt32:
+      return "u32";
+    case DType::kUInt64:
+      return "u64";
+    case DType::kBool:
+      return "b";
+    case DType::kFloat16:
+      return "f16";
+    case DType::kBFloat16:
+      return "bf16";
+    default:
+      return "";
   }
 }
 
 bool IsValidModelName(const std::string& name) {
   // "model" would make kiln_model_descriptor both the type and the descriptor.
-  if (name.empty() || name.size() > 40 || name.rfind("kiln", 0) == 0 || name == "model") return false;
+  if (name.empty() || name.size() > 40 || name.rfind("kiln", 0) == 0 || name == "model")
+    return false;
   if (!std::isalpha(static_cast<unsigned char>(name[0]))) return false;
   for (unsigned char ch : name)
     if (!(std::isalnum(ch) || ch == '_') || ch >= 128) return false;
@@ -110,7 +140,8 @@ namespace {
 
 std::string FloatLiteral(double v, bool is_float) {
   if (std::isnan(v)) return is_float ? "NAN" : "(double)NAN";
-  if (std::isinf(v)) return std::string(v < 0 ? "-" : "") + (is_float ? "INFINITY" : "(double)INFINITY");
+  if (std::isinf(v))
+    return std::string(v < 0 ? "-" : "") + (is_float ? "INFINITY" : "(double)INFINITY");
   char buf[40];
   std::snprintf(buf, sizeof(buf), is_float ? "%.9g" : "%.17g", v);
   std::string s = buf;
@@ -134,8 +165,10 @@ std::string CLiteral(DType t, const void* p) {
       std::memcpy(&v, p, 8);
       return FloatLiteral(v, false);
     }
-    case DType::kInt8: return std::to_string(*static_cast<const int8_t*>(p));
-    case DType::kInt16: return std::to_string(*static_cast<const int16_t*>(p));
+    case DType::kInt8:
+      return std::to_string(*static_cast<const int8_t*>(p));
+    case DType::kInt16:
+      return std::to_string(*static_cast<const int16_t*>(p));
     case DType::kInt32: {
       int32_t v;
       std::memcpy(&v, p, 4);
@@ -149,8 +182,10 @@ std::string CLiteral(DType t, const void* p) {
       std::snprintf(buf, sizeof(buf), "%" PRId64 "LL", v);
       return buf;
     }
-    case DType::kUInt8: return std::to_string(*static_cast<const uint8_t*>(p));
-    case DType::kBool: return std::to_string(*static_cast<const uint8_t*>(p) ? 1 : 0);
+    case DType::kUInt8:
+      return std::to_string(*static_cast<const uint8_t*>(p));
+    case DType::kBool:
+      return std::to_string(*static_cast<const uint8_t*>(p) ? 1 : 0);
     case DType::kUInt16:
     case DType::kFloat16:
     case DType::kBFloat16: {
@@ -170,7 +205,8 @@ std::string CLiteral(DType t, const void* p) {
       std::snprintf(buf, sizeof(buf), "%" PRIu64 "ULL", v);
       return buf;
     }
-    default: return "0";
+    default:
+      return "0";
   }
 }
 
@@ -180,7 +216,8 @@ std::string CNumber(DType t, double v) {
       float f = static_cast<float>(v);
       return CLiteral(t, &f);
     }
-    case DType::kFloat64: return CLiteral(t, &v);
+    case DType::kFloat64:
+      return CLiteral(t, &v);
     case DType::kInt64: {
       int64_t i = static_cast<int64_t>(v);
       return CLiteral(t, &i);

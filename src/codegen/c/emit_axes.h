@@ -38,7 +38,8 @@ inline void Nest(NodeContext& ctx, const Dims& dims, const std::string& prefix,
   std::vector<std::string> idx;
   for (size_t d = 0; d < dims.size(); ++d) {
     std::string i = prefix + std::to_string(d);
-    ctx.Line("for (size_t " + i + " = 0; " + i + " < " + std::to_string(dims[d]) + "; ++" + i + ") {");
+    ctx.Line("for (size_t " + i + " = 0; " + i + " < " + std::to_string(dims[d]) + "; ++" + i +
+             ") {");
     ctx.Indent();
     idx.push_back(i);
   }
@@ -51,9 +52,11 @@ inline void Nest(NodeContext& ctx, const Dims& dims, const std::string& prefix,
 
 // One loop of `n` iterations over variable `var`; nothing when n is 0 (a loop that never runs
 // would draw -Wtype-limits).
-inline void Loop(NodeContext& ctx, int64_t n, const std::string& var, const std::function<void()>& body) {
+inline void Loop(NodeContext& ctx, int64_t n, const std::string& var,
+                 const std::function<void()>& body) {
   if (n <= 0) return;
-  ctx.Line("for (size_t " + var + " = 0; " + var + " < " + std::to_string(n) + "; ++" + var + ") {");
+  ctx.Line("for (size_t " + var + " = 0; " + var + " < " + std::to_string(n) + "; ++" + var +
+           ") {");
   ctx.Indent();
   body();
   ctx.Dedent();
@@ -73,7 +76,8 @@ inline MergedAxes MergeAxes(const Dims& dims, const std::vector<std::vector<int6
   for (size_t a = 0; a < dims.size(); ++a) {
     if (dims[a] == 1) continue;
     bool merge = !m.dims.empty();
-    for (size_t k = 0; merge && k < strides.size(); ++k) merge = m.strides[k].back() == strides[k][a] * dims[a];
+    for (size_t k = 0; merge && k < strides.size(); ++k)
+      merge = m.strides[k].back() == strides[k][a] * dims[a];
     if (merge) {
       m.dims.back() *= dims[a];
       for (size_t k = 0; k < strides.size(); ++k) m.strides[k].back() = strides[k][a];

@@ -20,7 +20,8 @@ namespace kiln::codegen::c {
 namespace {
 
 bool IsFloatType(DType t) {
-  return t == DType::kFloat32 || t == DType::kFloat64 || t == DType::kFloat16 || t == DType::kBFloat16;
+  return t == DType::kFloat32 || t == DType::kFloat64 || t == DType::kFloat16 ||
+         t == DType::kBFloat16;
 }
 
 Dims Spatial(const Dims& d) { return Dims(d.begin() + 2, d.end()); }
@@ -54,7 +55,8 @@ void TapRange(int64_t start, int64_t d, int64_t k, int64_t n, int64_t* lo, int64
 }
 
 WindowAxis MakeAxis(const ops::WindowGeom& g, int j) {
-  WindowAxis a{g.in[j], g.kernel[j], g.strides[j], g.dilations[j], g.pad_begin[j], g.pad_end[j], g.out[j]};
+  WindowAxis a{g.in[j],        g.kernel[j],  g.strides[j], g.dilations[j],
+               g.pad_begin[j], g.pad_end[j], g.out[j]};
   for (int64_t o = 0; o < a.out; ++o) {
     int64_t start = o * a.s - a.p, lo, hi;
     TapRange(start, a.d, a.k, a.in, &lo, &hi);
@@ -71,7 +73,8 @@ WindowAxis MakeAxis(const ops::WindowGeom& g, int j) {
 // Emits, per axis j, the loop over output index o<j> with its window start s<j> and tap range
 // lo<j>..hi<j> (the range is spelled out only where some window is clipped), then calls
 // `window` to emit the element's body.
-void WindowLoops(NodeContext& ctx, const std::vector<WindowAxis>& axes, const std::function<void()>& window) {
+void WindowLoops(NodeContext& ctx, const std::vector<WindowAxis>& axes,
+                 const std::function<void()>& window) {
   for (size_t j = 0; j < axes.size(); ++j) {
     const WindowAxis& a = axes[j];
     std::string o = "o" + Str(j), sj = "s" + Str(j), lo = "lo" + Str(j), hi = "hi" + Str(j);
@@ -80,10 +83,15 @@ void WindowLoops(NodeContext& ctx, const std::vector<WindowAxis>& axes, const st
     ctx.Line("const ptrdiff_t " + sj + " = " + Lin(o, a.s, -a.p) + ";");
     if (a.lo_clipped || a.hi_clipped) {
       ctx.Line("ptrdiff_t " + lo + " = 0, " + hi + " = " + Str(a.k) + ";");
-      if (a.lo_clipped) ctx.Line("if (" + sj + " < 0) " + lo + " = " + (a.d == 1 ? "-" + sj : "(" + Str(a.d - 1) + " - " + sj + ") / " + Str(a.d)) + ";");
+      if (a.lo_clipped)
+        ctx.Line("if (" + sj + " < 0) " + lo + " = " +
+                 (a.d == 1 ? "-" + sj : "(" + Str(a.d - 1) + " - " + sj + ") / " + Str(a.d)) + ";");
       if (a.hi_clipped)
-        ctx.Line("if (" + Lin(sj, 1, (a.k - 1) * a.d) + " > " + Str(a.in - 1) + ") " + hi + " = " + sj + " > " + Str(a.in - 1) +
-                 " ? 0 : " + (a.d == 1 ? Str(a.in) + " - " + sj : "(" + Str(a.in - 1) + " - " + sj + ") / " + Str(a.d) + " + 1") + ";");
+        ctx.Line("if (" + Lin(sj, 1, (a.k - 1) * a.d) + " > " + Str(a.in - 1) + ") " + hi + " = " +
+                 sj + " > " + Str(a.in - 1) + " ? 0 : " +
+                 (a.d == 1 ? Str(a.in) + " - " + sj
+                           : "(" + Str(a.in - 1) + " - " + sj + ") / " + Str(a.d) + " + 1") +
+                 ";");
       if (a.hi_below_lo) ctx.Line("if (" + hi + " < " + lo + ") " + hi + " = " + lo + ";");
     }
   }
@@ -95,11 +103,13 @@ void WindowLoops(NodeContext& ctx, const std::vector<WindowAxis>& axes, const st
 }
 
 // The loops over a window's taps, i<j> being the input index on axis j; `tap` emits the body.
-void TapLoops(NodeContext& ctx, const std::vector<WindowAxis>& axes, const std::function<void()>& tap) {
+void TapLoops(NodeContext& ctx, const std::vector<WindowAxis>& axes,
+              const std::function<void()>& tap) {
   for (size_t j = 0; j < axes.size(); ++j) {
     const WindowAxis& a = axes[j];
     const bool clipped = a.lo_clipped || a.hi_clipped;
-    std::string k = "k" + Str(j), lo = clipped ? "lo" + Str(j) : "0", hi = clipped ? "hi" + Str(j) : Str(a.k);
+    std::string k = "k" + Str(j), lo = clipped ? "lo" + Str(j) : "0",
+                hi = clipped ? "hi" + Str(j) : Str(a.k);
     ctx.Line("for (ptrdiff_t " + k + " = " + lo + "; " + k + " < " + hi + "; ++" + k + ") {");
     ctx.Indent();
     ctx.Line("const ptrdiff_t i" + Str(j) + " = " + Lin(k, a.d, 0) + " + s" + Str(j) + ";");
@@ -116,14 +126,16 @@ void TapLoops(NodeContext& ctx, const std::vector<WindowAxis>& axes, const std::
 
 struct ConvShape {
   int64_t n = 0, c = 0, m = 0, group = 1;
-  ops::WindowGeom geom;  // Conv: in = image, out = grid; ConvTranspose: in = output image, out = grid
+  ops::WindowGeom
+      geom;  // Conv: in = image, out = grid; ConvTranspose: in = output image, out = grid
 };
 
 Status CheckConvTypes(NodeContext& ctx) {
   if (!ctx.has_input(0) || !ctx.has_input(1)) return ctx.error("needs inputs X and W");
   DType t = ctx.input_dtype(0);
   if (!IsFloatType(t)) return ctx.error("unsupported dtype " + std::string(DTypeName(t)));
-  if (ctx.input_dtype(1) != t || (ctx.has_input(2) && ctx.input_dtype(2) != t) || ctx.output_dtype(0) != t)
+  if (ctx.input_dtype(1) != t || (ctx.has_input(2) && ctx.input_dtype(2) != t) ||
+      ctx.output_dtype(0) != t)
     return ctx.error("X, W, B and Y must have the same dtype");
   const Dims& x = ctx.input_dims(0);
   if (x.size() < 3 || x.size() > 5) return ctx.error("X must have 1 to 3 spatial dims");
@@ -141,8 +153,10 @@ Status ConvShapeOf(NodeContext& ctx, ConvShape* s, int bias = 2) {
   s->group = ctx.node().attr_int("group", 1);
   if (s->group <= 0 || w[1] * s->group != s->c || s->m % s->group != 0)
     return ctx.error("group does not match the channels of X and W");
-  if (ctx.has_input(bias) && ctx.input_dims(bias) != Dims{s->m}) return ctx.error("B must have shape [M]");
-  std::string err = ops::ComputeWindowGeom(ctx.node(), Spatial(x), Spatial(w), true, false, &s->geom);
+  if (ctx.has_input(bias) && ctx.input_dims(bias) != Dims{s->m})
+    return ctx.error("B must have shape [M]");
+  std::string err =
+      ops::ComputeWindowGeom(ctx.node(), Spatial(x), Spatial(w), true, false, &s->geom);
   if (!err.empty()) return ctx.error(err);
   return OkStatus();
 }
@@ -162,7 +176,8 @@ Status ConvTransposeShapeOf(NodeContext& ctx, ConvShape* s) {
   if (s->group <= 0 || w[0] != s->c || s->c % s->group != 0)
     return ctx.error("group does not match the channels of X and W");
   s->m = w[1] * s->group;
-  if (ctx.has_input(2) && ctx.input_dims(2) != Dims{s->m}) return ctx.error("B must have shape [M]");
+  if (ctx.has_input(2) && ctx.input_dims(2) != Dims{s->m})
+    return ctx.error("B must have shape [M]");
   ops::WindowGeom& g = s->geom;
   g.nd = nd;
   g.kernel = Spatial(w);
@@ -173,7 +188,8 @@ Status ConvTransposeShapeOf(NodeContext& ctx, ConvShape* s) {
     return static_cast<int>(v->size()) == nd;
   };
   Dims op;
-  if (!get("strides", 1, &g.strides) || !get("dilations", 1, &g.dilations) || !get("output_padding", 0, &op))
+  if (!get("strides", 1, &g.strides) || !get("dilations", 1, &g.dilations) ||
+      !get("output_padding", 0, &op))
     return ctx.error("strides, dilations and output_padding need one value per spatial dim");
   for (int i = 0; i < nd; ++i)
     if (g.strides[i] <= 0 || g.dilations[i] <= 0 || g.kernel[i] <= 0 || op[i] < 0)
@@ -181,8 +197,10 @@ Status ConvTransposeShapeOf(NodeContext& ctx, ConvShape* s) {
   std::string auto_pad = node.attr_string("auto_pad", "NOTSET");
   Dims out_shape = node.attr_ints("output_shape");
   if (!out_shape.empty()) {
-    if (static_cast<int>(out_shape.size()) == nd + 2) out_shape.erase(out_shape.begin(), out_shape.begin() + 2);
-    if (static_cast<int>(out_shape.size()) != nd) return ctx.error("output_shape must have one value per spatial dim");
+    if (static_cast<int>(out_shape.size()) == nd + 2)
+      out_shape.erase(out_shape.begin(), out_shape.begin() + 2);
+    if (static_cast<int>(out_shape.size()) != nd)
+      return ctx.error("output_shape must have one value per spatial dim");
   } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
     for (int i = 0; i < nd; ++i) out_shape.push_back(g.out[i] * g.strides[i]);
   }
@@ -199,7 +217,8 @@ Status ConvTransposeShapeOf(NodeContext& ctx, ConvShape* s) {
       g.pad_begin[i] = auto_pad == "SAME_UPPER" ? half : total - half;
       g.pad_end[i] = total - g.pad_begin[i];
     } else if (auto_pad == "NOTSET" && !pads.empty()) {
-      if (static_cast<int>(pads.size()) != 2 * nd) return ctx.error("pads must have two values per spatial dim");
+      if (static_cast<int>(pads.size()) != 2 * nd)
+        return ctx.error("pads must have two values per spatial dim");
       g.pad_begin[i] = pads[i];
       g.pad_end[i] = pads[i + nd];
     }
@@ -211,7 +230,8 @@ Status ConvTransposeShapeOf(NodeContext& ctx, ConvShape* s) {
 
 // The initializer of a kiln_conv_shape (kernels/conv_shape.c), with the spatial dims `in` and
 // `out` in the kernel's sense (ConvTranspose: the input grid and the output image).
-Expected<std::string> ShapeInit(NodeContext& ctx, const ConvShape& s, const Dims& in, const Dims& out) {
+Expected<std::string> ShapeInit(NodeContext& ctx, const ConvShape& s, const Dims& in,
+                                const Dims& out) {
   const ops::Geom3 g(s.geom);
   Dims in3 = ops::To3(in, 1), out3 = ops::To3(out, 1);
   std::vector<int64_t> all = {s.n, s.c, s.m, s.group};
@@ -219,9 +239,9 @@ Expected<std::string> ShapeInit(NodeContext& ctx, const ConvShape& s, const Dims
     all.insert(all.end(), v, v + 3);
     return "{" + Str(v[0]) + ", " + Str(v[1]) + ", " + Str(v[2]) + "}";
   };
-  std::string text = "{" + Str(s.n) + ", " + Str(s.c) + ", " + Str(s.m) + ", " + Str(s.group) + ", " +
-                     list(in3.data()) + ", " + list(g.k) + ", " + list(g.s) + ", " + list(g.d) + ", " +
-                     list(g.p) + ", " + list(out3.data()) + "}";
+  std::string text = "{" + Str(s.n) + ", " + Str(s.c) + ", " + Str(s.m) + ", " + Str(s.group) +
+                     ", " + list(in3.data()) + ", " + list(g.k) + ", " + list(g.s) + ", " +
+                     list(g.d) + ", " + list(g.p) + ", " + list(out3.data()) + "}";
   for (int64_t v : all)
     if (v > std::numeric_limits<int32_t>::max() || v < std::numeric_limits<int32_t>::min())
       return ctx.error("a dimension does not fit in int32");
@@ -236,7 +256,7 @@ Status EmitConvInline(NodeContext& ctx, const ConvShape& s, bool transpose) {
   const ops::WindowGeom& g = s.geom;
   const int nd = g.nd;
   const int64_t cg = s.c / s.group, mg = s.m / s.group, ksize = NumElements(g.kernel);
-  const Dims& image = transpose ? g.out : g.in;  // what X holds (ConvTranspose: the grid)
+  const Dims& image = transpose ? g.out : g.in;   // what X holds (ConvTranspose: the grid)
   const Dims& result = transpose ? g.in : g.out;  // what Y holds
   const int64_t x_size = NumElements(image), y_size = NumElements(result);
   std::vector<std::string> ivars, ovars, kvars;
@@ -247,14 +267,16 @@ Status EmitConvInline(NodeContext& ctx, const ConvShape& s, bool transpose) {
   }
   const std::string x_at = "xp[" + IndexExpr(ivars, Strides(image)) + "]";
   const std::string w_at = "wp[" + IndexExpr(kvars, Strides(g.kernel)) + "]";
-  const std::string y_at = "out0[" + Lin("(n * " + Str(s.m) + " + m)", y_size, 0) + " + " + IndexExpr(ovars, Strides(result)) + "]";
+  const std::string y_at = "out0[" + Lin("(n * " + Str(s.m) + " + m)", y_size, 0) + " + " +
+                           IndexExpr(ovars, Strides(result)) + "]";
   const std::string acc_init = ctx.has_input(2) ? Load(ctx, t, "in2[m]") : CNumber(ct, 0);
   auto mac = [&] { ctx.Line("acc += " + Load(ctx, t, x_at) + " * " + Load(ctx, t, w_at) + ";"); };
   ctx.Line("for (ptrdiff_t n = 0; n < " + Str(s.n) + "; ++n) {");
   ctx.Indent();
   ctx.Line("for (ptrdiff_t m = 0; m < " + Str(s.m) + "; ++m) {");
   ctx.Indent();
-  ctx.Line("const " + T + " *xg = in0 + (n * " + Str(s.c) + " + m / " + Str(mg) + " * " + Str(cg) + ") * " + Str(x_size) + ";");
+  ctx.Line("const " + T + " *xg = in0 + (n * " + Str(s.c) + " + m / " + Str(mg) + " * " + Str(cg) +
+           ") * " + Str(x_size) + ";");
   if (!transpose) {
     ctx.Line("const " + T + " *wm = in1 + m * " + Str(cg * ksize) + ";");
     std::vector<WindowAxis> axes;
@@ -263,7 +285,8 @@ Status EmitConvInline(NodeContext& ctx, const ConvShape& s, bool transpose) {
       ctx.Line(C + " acc = " + acc_init + ";");
       ctx.Line("for (ptrdiff_t c = 0; c < " + Str(cg) + "; ++c) {");
       ctx.Indent();
-      ctx.Line("const " + T + " *xp = xg + c * " + Str(x_size) + ", *wp = wm + c * " + Str(ksize) + ";");
+      ctx.Line("const " + T + " *xp = xg + c * " + Str(x_size) + ", *wp = wm + c * " + Str(ksize) +
+               ";");
       TapLoops(ctx, axes, mac);
       ctx.Dedent();
       ctx.Line("}");
@@ -271,29 +294,37 @@ Status EmitConvInline(NodeContext& ctx, const ConvShape& s, bool transpose) {
     });
   } else {
     // Gather: output o takes grid position i = (o + pad - k * dilation) / stride where exact.
-    ctx.Line("const " + T + " *wm = in1 + (m / " + Str(mg) + " * " + Str(cg * mg) + " + m % " + Str(mg) + ") * " + Str(ksize) + ";");
+    ctx.Line("const " + T + " *wm = in1 + (m / " + Str(mg) + " * " + Str(cg * mg) + " + m % " +
+             Str(mg) + ") * " + Str(ksize) + ";");
     for (int j = 0; j < nd; ++j) {
-      ctx.Line("for (ptrdiff_t o" + Str(j) + " = 0; o" + Str(j) + " < " + Str(result[j]) + "; ++o" + Str(j) + ") {");
+      ctx.Line("for (ptrdiff_t o" + Str(j) + " = 0; o" + Str(j) + " < " + Str(result[j]) + "; ++o" +
+               Str(j) + ") {");
       ctx.Indent();
     }
     ctx.Line(C + " acc = " + acc_init + ";");
     for (int j = 0; j < nd; ++j) {
       std::string sj = Str(j), tj = "t" + sj;
-      ctx.Line("for (ptrdiff_t k" + sj + " = 0; k" + sj + " < " + Str(g.kernel[j]) + "; ++k" + sj + ") {");
+      ctx.Line("for (ptrdiff_t k" + sj + " = 0; k" + sj + " < " + Str(g.kernel[j]) + "; ++k" + sj +
+               ") {");
       ctx.Indent();
-      ctx.Line("const ptrdiff_t " + tj + " = o" + sj + (g.pad_begin[j] > 0 ? " + " + Str(g.pad_begin[j]) : g.pad_begin[j] < 0 ? " - " + Str(-g.pad_begin[j]) : "") +
+      ctx.Line("const ptrdiff_t " + tj + " = o" + sj +
+               (g.pad_begin[j] > 0   ? " + " + Str(g.pad_begin[j])
+                : g.pad_begin[j] < 0 ? " - " + Str(-g.pad_begin[j])
+                                     : "") +
                " - " + Lin("k" + sj, g.dilations[j], 0) + ";");
       if (g.strides[j] == 1) {
         ctx.Line("const ptrdiff_t i" + sj + " = " + tj + ";");
         ctx.Line("if (" + tj + " < 0 || " + tj + " >= " + Str(image[j]) + ") continue;");
       } else {
         ctx.Line("const ptrdiff_t i" + sj + " = " + tj + " / " + Str(g.strides[j]) + ";");
-        ctx.Line("if (" + tj + " < 0 || " + tj + " % " + Str(g.strides[j]) + " != 0 || i" + sj + " >= " + Str(image[j]) + ") continue;");
+        ctx.Line("if (" + tj + " < 0 || " + tj + " % " + Str(g.strides[j]) + " != 0 || i" + sj +
+                 " >= " + Str(image[j]) + ") continue;");
       }
     }
     ctx.Line("for (ptrdiff_t c = 0; c < " + Str(cg) + "; ++c) {");
     ctx.Indent();
-    ctx.Line("const " + T + " *xp = xg + c * " + Str(x_size) + ", *wp = wm + c * " + Str(mg * ksize) + ";");
+    ctx.Line("const " + T + " *xp = xg + c * " + Str(x_size) + ", *wp = wm + c * " +
+             Str(mg * ksize) + ";");
     mac();
     ctx.Dedent();
     ctx.Line("}");
@@ -322,7 +353,8 @@ Status EmitConvLike(NodeContext& ctx, bool transpose) {
   const Dims& spatial = transpose ? s.geom.in : s.geom.out;
   want.insert(want.end(), spatial.begin(), spatial.end());
   if (want != ctx.output_dims(0))
-    return ctx.error("output dims " + DimsToString(ctx.output_dims(0)) + " differ from the geometry's " + DimsToString(want));
+    return ctx.error("output dims " + DimsToString(ctx.output_dims(0)) +
+                     " differ from the geometry's " + DimsToString(want));
   if (NumElements(want) == 0) {
     ctx.Line("/* no elements */");
     return OkStatus();
@@ -334,7 +366,8 @@ Status EmitConvLike(NodeContext& ctx, bool transpose) {
   std::string kernel = transpose ? "conv_transpose" : "conv";
   ctx.UseKernel(kernel);
   ctx.Line("static const kiln_conv_shape shape = " + init + ";");
-  ctx.Line("kiln_" + kernel + "_f32(in0, in1, " + std::string(ctx.has_input(2) ? "in2" : "NULL") + ", out0, &shape);");
+  ctx.Line("kiln_" + kernel + "_f32(in0, in1, " + std::string(ctx.has_input(2) ? "in2" : "NULL") +
+           ", out0, &shape);");
   return OkStatus();
 }
 
@@ -347,7 +380,8 @@ Status EmitFusedConv(NodeContext& ctx) {
         (act == "Clip" && p.size() == 2) || ((act == "Swish" || act == "HardSwish") && p.empty())))
     return ctx.error("unsupported activation '" + act + "'");
   const bool has_z = ctx.num_inputs() > 3 && ctx.has_input(3);
-  if (has_z && (ctx.input_dtype(3) != ctx.input_dtype(0) || ctx.input_dims(3) != ctx.output_dims(0)))
+  if (has_z &&
+      (ctx.input_dtype(3) != ctx.input_dtype(0) || ctx.input_dims(3) != ctx.output_dims(0)))
     return ctx.error("Z must have Y's type and shape");
   KILN_RETURN_IF_ERROR(EmitConvLike(ctx, false));
   const DType t = ctx.input_dtype(0), ct = ComputeType(t);
@@ -381,10 +415,14 @@ bool Is8Bit(DType t) { return t == DType::kInt8 || t == DType::kUInt8; }
 double Multiplier(const Tensor& as, int64_t ai, const Tensor& bs, int64_t bi, const Tensor& ys) {
   double a = ElementAsDouble(as, ai), b = ElementAsDouble(bs, bi), y = ElementAsDouble(ys, 0);
   switch (as.dtype()) {
-    case DType::kFloat16: return Float16(static_cast<float>(Float16(float(a * b))) / float(y));
-    case DType::kBFloat16: return BFloat16(static_cast<float>(BFloat16(float(a * b))) / float(y));
-    case DType::kFloat32: return static_cast<float>(static_cast<float>(a * b) / float(y));
-    default: return a * b / y;
+    case DType::kFloat16:
+      return Float16(static_cast<float>(Float16(float(a * b))) / float(y));
+    case DType::kBFloat16:
+      return BFloat16(static_cast<float>(BFloat16(float(a * b))) / float(y));
+    case DType::kFloat32:
+      return static_cast<float>(static_cast<float>(a * b) / float(y));
+    default:
+      return a * b / y;
   }
 }
 
@@ -396,7 +434,8 @@ Status EmitQConv(NodeContext& ctx, bool qlinear) {
   if (qlinear ? !Is8Bit(yt) : yt != DType::kInt32) return ctx.error("unexpected output dtype");
   const Dims& x = ctx.input_dims(xi);
   const Dims& w = ctx.input_dims(wi);
-  if (x.size() < 3 || x.size() > 5 || w.size() != x.size()) return ctx.error("x must have 1 to 3 spatial dims, w the rank of x");
+  if (x.size() < 3 || x.size() > 5 || w.size() != x.size())
+    return ctx.error("x must have 1 to 3 spatial dims, w the rank of x");
   ConvShape s;
   s.n = x[0];
   s.c = x[1];
@@ -404,11 +443,13 @@ Status EmitQConv(NodeContext& ctx, bool qlinear) {
   s.group = ctx.node().attr_int("group", 1);
   if (s.group <= 0 || w[1] * s.group != s.c || s.m % s.group != 0)
     return ctx.error("group does not match the channels of x and w");
-  std::string err = ops::ComputeWindowGeom(ctx.node(), Spatial(x), Spatial(w), true, false, &s.geom);
+  std::string err =
+      ops::ComputeWindowGeom(ctx.node(), Spatial(x), Spatial(w), true, false, &s.geom);
   if (!err.empty()) return ctx.error(err);
   Dims want = {s.n, s.m};
   want.insert(want.end(), s.geom.out.begin(), s.geom.out.end());
-  if (want != ctx.output_dims(0)) return ctx.error("output dims differ from the geometry's " + DimsToString(want));
+  if (want != ctx.output_dims(0))
+    return ctx.error("output dims differ from the geometry's " + DimsToString(want));
   if (NumElements(want) == 0) {
     ctx.Line("/* no elements */");
     return OkStatus();
@@ -425,12 +466,14 @@ Status EmitQConv(NodeContext& ctx, bool qlinear) {
       return ctx.error("input " + Str(input) + " has an unexpected dtype");
     const int64_t size = NumElements(ctx.input_dims(input));
     if (size != 1 && size != channels)
-      return ctx.error("input " + Str(input) + " must have " + (channels == 1 ? std::string("1") : "1 or " + Str(channels)) + " elements");
+      return ctx.error("input " + Str(input) + " must have " +
+                       (channels == 1 ? std::string("1") : "1 or " + Str(channels)) + " elements");
     if (const Tensor* c = ctx.input_constant(input); c && size == 1) {
       *e = Str(static_cast<int64_t>(ElementAsDouble(*c, 0)) + flip);
       return OkStatus();
     }
-    *e = "(int32_t)" + NodeContext::in(input) + (size == 1 ? "[0]" : "[m]") + (flip ? " + " + Str(flip) : "");
+    *e = "(int32_t)" + NodeContext::in(input) + (size == 1 ? "[0]" : "[m]") +
+         (flip ? " + " + Str(flip) : "");
     return OkStatus();
   };
   std::string xz, wz, bias = "0", mul = "0.0", yz = "0.0";
@@ -444,10 +487,12 @@ Status EmitQConv(NodeContext& ctx, bool qlinear) {
     if (NumElements(ctx.input_dims(1)) != 1 || NumElements(ctx.input_dims(6)) != 1)
       return ctx.error("x_scale and y_scale must be scalars");
     if (ws_size != 1 && ws_size != s.m) return ctx.error("w_scale must have 1 or M elements");
-    const Tensor *xs = ctx.input_constant(1), *ws = ctx.input_constant(4), *ys = ctx.input_constant(6);
+    const Tensor *xs = ctx.input_constant(1), *ws = ctx.input_constant(4),
+                 *ys = ctx.input_constant(6);
     if (xs && ws && ys) {  // the host's multipliers, computed now
       std::string list;
-      for (int64_t m = 0; m < ws_size; ++m) list += (m ? ", " : "") + CNumber(DType::kFloat64, Multiplier(*xs, 0, *ws, m, *ys));
+      for (int64_t m = 0; m < ws_size; ++m)
+        list += (m ? ", " : "") + CNumber(DType::kFloat64, Multiplier(*xs, 0, *ws, m, *ys));
       if (ws_size == 1) {
         mul = list;
       } else {
@@ -456,7 +501,9 @@ Status EmitQConv(NodeContext& ctx, bool qlinear) {
       }
     } else {  // as the host's Multiplier: rounded in the scale type at each step
       DType st = ctx.input_dtype(1);
-      std::string a = "(double)" + Load(ctx, st, "in1[0]"), b = "(double)" + Load(ctx, ctx.input_dtype(4), ws_size == 1 ? "in4[0]" : "in4[m]");
+      std::string a = "(double)" + Load(ctx, st, "in1[0]"),
+                  b = "(double)" +
+                      Load(ctx, ctx.input_dtype(4), ws_size == 1 ? "in4[0]" : "in4[m]");
       std::string y = Load(ctx, ctx.input_dtype(6), "in6[0]");
       if (st == DType::kFloat64) {
         mul = "(" + a + " * " + b + " / (double)" + y + ")";
@@ -468,33 +515,40 @@ Status EmitQConv(NodeContext& ctx, bool qlinear) {
       }
     }
     if (ctx.has_input(7)) {
-      if (!Is8Bit(ctx.input_dtype(7)) || NumElements(ctx.input_dims(7)) < 1) return ctx.error("y_zero_point must be an 8-bit scalar");
+      if (!Is8Bit(ctx.input_dtype(7)) || NumElements(ctx.input_dims(7)) < 1)
+        return ctx.error("y_zero_point must be an 8-bit scalar");
       const Tensor* c = ctx.input_constant(7);
       yz = c ? CNumber(DType::kFloat64, ElementAsDouble(*c, 0)) : "(double)in7[0]";
     }
     lo = yt == DType::kInt8 ? -128 : 0;
     hi = yt == DType::kInt8 ? 127 : 255;
     if (ctx.has_input(8)) {
-      if (ctx.input_dtype(8) != DType::kInt32 || ctx.input_dims(8) != Dims{s.m}) return ctx.error("B must be int32 of shape [M]");
+      if (ctx.input_dtype(8) != DType::kInt32 || ctx.input_dims(8) != Dims{s.m})
+        return ctx.error("B must be int32 of shape [M]");
       bias = "in8[m]";
     }
   }
   KILN_ASSIGN_OR_RETURN(std::string init, ShapeInit(ctx, s, s.geom.in, s.geom.out));
   ctx.UseKernel("qconv");
   ctx.Line("static const kiln_conv_shape shape = " + init + ";");
-  ctx.Line("static const kiln_qconv_params params = {" + Str(xflip) + ", " + Str(wflip) + ", " + Str(lo) + ", " + Str(hi) + "};");
+  ctx.Line("static const kiln_qconv_params params = {" + Str(xflip) + ", " + Str(wflip) + ", " +
+           Str(lo) + ", " + Str(hi) + "};");
   // A constant per-channel w zero point is a table.
-  if (const Tensor* c = ctx.has_input(wzi) ? ctx.input_constant(wzi) : nullptr; c && c->size() > 1) {
+  if (const Tensor* c = ctx.has_input(wzi) ? ctx.input_constant(wzi) : nullptr;
+      c && c->size() > 1) {
     std::string list;
-    for (int64_t m = 0; m < s.m; ++m) list += (m ? ", " : "") + Str(static_cast<int64_t>(ElementAsDouble(*c, m)) + wflip);
+    for (int64_t m = 0; m < s.m; ++m)
+      list += (m ? ", " : "") + Str(static_cast<int64_t>(ElementAsDouble(*c, m)) + wflip);
     ctx.Line("static const int32_t w_zero[" + Str(s.m) + "] = {" + list + "};");
     wz = "w_zero[m]";
   }
-  std::string xin = "(const uint8_t *)" + NodeContext::in(xi), win = "(const uint8_t *)" + NodeContext::in(wi);
+  std::string xin = "(const uint8_t *)" + NodeContext::in(xi),
+              win = "(const uint8_t *)" + NodeContext::in(wi);
   ctx.Line("ptrdiff_t m;");
   ctx.Line("for (m = 0; m < " + Str(s.m) + "; ++m)");
-  ctx.Line("  kiln_qconv_run(" + xin + ", " + win + ", " + (qlinear ? "NULL, (uint8_t *)out0" : "out0, NULL") +
-           ", &shape, &params, m, " + xz + ", " + wz + ", " + bias + ", " + mul + ", " + yz + ");");
+  ctx.Line("  kiln_qconv_run(" + xin + ", " + win + ", " +
+           (qlinear ? "NULL, (uint8_t *)out0" : "out0, NULL") + ", &shape, &params, m, " + xz +
+           ", " + wz + ", " + bias + ", " + mul + ", " + yz + ");");
   return OkStatus();
 }
 
@@ -508,18 +562,21 @@ Status EmitPool(NodeContext& ctx, PoolKind kind) {
   const ir::Node& node = ctx.node();
   DType t = ctx.input_dtype(0);
   bool int_ok = kind == PoolKind::kMax && (t == DType::kInt8 || t == DType::kUInt8);
-  if (!IsFloatType(t) && !int_ok) return ctx.error("unsupported dtype " + std::string(DTypeName(t)));
+  if (!IsFloatType(t) && !int_ok)
+    return ctx.error("unsupported dtype " + std::string(DTypeName(t)));
   if (ctx.output_dtype(0) != t) return ctx.error("Y must have the dtype of X");
   const Dims& x = ctx.input_dims(0);
   if (x.size() < 3 || x.size() > 5) return ctx.error("X must have 1 to 3 spatial dims");
   Dims kernel = node.attr_ints("kernel_shape");
   if (kernel.empty()) return ctx.error("kernel_shape is required");
   ops::WindowGeom g;
-  std::string err = ops::ComputeWindowGeom(node, Spatial(x), kernel, true, node.attr_int("ceil_mode", 0) != 0, &g);
+  std::string err = ops::ComputeWindowGeom(node, Spatial(x), kernel, true,
+                                           node.attr_int("ceil_mode", 0) != 0, &g);
   if (!err.empty()) return ctx.error(err);
   Dims out = {x[0], x[1]};
   out.insert(out.end(), g.out.begin(), g.out.end());
-  if (ctx.output_dims(0) != out) return ctx.error("output dims differ from the geometry's " + DimsToString(out));
+  if (ctx.output_dims(0) != out)
+    return ctx.error("output dims differ from the geometry's " + DimsToString(out));
   bool indices = kind == PoolKind::kMax && ctx.has_output(1);
   if (indices && (ctx.output_dtype(1) != DType::kInt64 || ctx.output_dims(1) != out))
     return ctx.error("Indices must be int64 of the output's dims");
@@ -547,7 +604,8 @@ Status EmitPool(NodeContext& ctx, PoolKind kind) {
   const DType ct = ComputeType(t);
   const std::string C = CType(ct), T = CType(t);
   const std::string x_at = "xp[" + IndexExpr(ivars, Strides(in_sp)) + "]";
-  const std::string y_at = Lin("pl", out_size, 0) + (out_size > 1 ? " + " + IndexExpr(ovars, Strides(out_sp)) : "");
+  const std::string y_at =
+      Lin("pl", out_size, 0) + (out_size > 1 ? " + " + IndexExpr(ovars, Strides(out_sp)) : "");
 
   ctx.Line("for (ptrdiff_t pl = 0; pl < " + Str(planes) + "; ++pl) {");
   ctx.Indent();
@@ -557,8 +615,10 @@ Status EmitPool(NodeContext& ctx, PoolKind kind) {
       std::string init = IsFloatingDType(ct) ? "-INFINITY" : t == DType::kInt8 ? "-128" : "0";
       ctx.Line(C + " best = " + init + ";");
       bool fl = IsFloatingDType(ct);
-      if (indices) ctx.Line("int64_t arg = -1;");
-      else if (fl) ctx.Line("int any = 0;");
+      if (indices)
+        ctx.Line("int64_t arg = -1;");
+      else if (fl)
+        ctx.Line("int any = 0;");
       TapLoops(ctx, axes, [&] {
         ctx.Line("const " + C + " v = " + Load(ctx, t, x_at) + ";");
         // As the host: the first tap is taken, then a larger one or any after a NaN (so NaN is
@@ -579,7 +639,8 @@ Status EmitPool(NodeContext& ctx, PoolKind kind) {
         }
       });
       ctx.Line("out0[" + y_at + "] = " + Store(ctx, t, "best") + ";");
-      if (indices) ctx.Line("out1[" + y_at + "] = arg < 0 ? -1 : " + Lin("pl", in_size, 0) + " + arg;");
+      if (indices)
+        ctx.Line("out1[" + y_at + "] = arg < 0 ? -1 : " + Lin("pl", in_size, 0) + " + arg;");
       return;
     }
     ctx.Line(C + " sum = " + CNumber(ct, 0) + ";");
@@ -593,12 +654,14 @@ Status EmitPool(NodeContext& ctx, PoolKind kind) {
         ctx.Line("const " + C + " v = " + v + ";");
         ctx.Line("sum += v * v;");
       } else {
-        ctx.Line("sum += " + MathName(ct, "pow") + "(" + MathName(ct, "fabs") + "(" + v + "), " + CNumber(ct, p) + ");");
+        ctx.Line("sum += " + MathName(ct, "pow") + "(" + MathName(ct, "fabs") + "(" + v + "), " +
+                 CNumber(ct, p) + ");");
       }
     });
     if (kind == PoolKind::kLp) {
-      std::string r = p == 1 ? "sum" : p == 2 ? MathName(ct, "sqrt") + "(sum)"
-                                              : MathName(ct, "pow") + "(sum, " + CNumber(ct, 1.0 / p) + ")";
+      std::string r = p == 1   ? "sum"
+                      : p == 2 ? MathName(ct, "sqrt") + "(sum)"
+                               : MathName(ct, "pow") + "(sum, " + CNumber(ct, 1.0 / p) + ")";
       ctx.Line("out0[" + y_at + "] = " + Store(ctx, t, r) + ";");
       return;
     }
@@ -615,8 +678,11 @@ Status EmitPool(NodeContext& ctx, PoolKind kind) {
           continue;
         }
         // The window starts inside the padded extent; only its end can be clipped.
-        ctx.Line("ptrdiff_t n" + sj + " = " + (a.d == 1 ? Str(a.in + a.p + a.pe) + " - " + Lin("o" + sj, a.s, 0)
-                                                       : "(" + Str(a.in + a.p + a.pe - 1) + " - " + Lin("o" + sj, a.s, 0) + ") / " + Str(a.d) + " + 1") + ";");
+        ctx.Line("ptrdiff_t n" + sj + " = " +
+                 (a.d == 1 ? Str(a.in + a.p + a.pe) + " - " + Lin("o" + sj, a.s, 0)
+                           : "(" + Str(a.in + a.p + a.pe - 1) + " - " + Lin("o" + sj, a.s, 0) +
+                                 ") / " + Str(a.d) + " + 1") +
+                 ";");
         ctx.Line("if (n" + sj + " > " + Str(a.k) + ") n" + sj + " = " + Str(a.k) + ";");
         factors.push_back("n" + sj);
       } else if (a.lo_clipped || a.hi_clipped) {
@@ -629,13 +695,15 @@ Status EmitPool(NodeContext& ctx, PoolKind kind) {
     std::string count;
     for (const auto& f : factors) count += (count.empty() ? "" : " * ") + f;
     if (count.empty()) {
-      ctx.Line("out0[" + y_at + "] = " + Store(ctx, t, "sum / " + CNumber(ct, static_cast<double>(fixed))) + ";");
+      ctx.Line("out0[" + y_at +
+               "] = " + Store(ctx, t, "sum / " + CNumber(ct, static_cast<double>(fixed))) + ";");
       return;
     }
     if (fixed != 1) count += " * " + Str(fixed);
     ctx.Line("const ptrdiff_t count = " + count + ";");
     std::string q = "sum / (" + C + ")count";
-    if (maybe_zero) q = "(count > 0 ? " + q + " : " + (ct == DType::kFloat64 ? "(double)NAN" : "NAN") + ")";
+    if (maybe_zero)
+      q = "(count > 0 ? " + q + " : " + (ct == DType::kFloat64 ? "(double)NAN" : "NAN") + ")";
     ctx.Line("out0[" + y_at + "] = " + Store(ctx, t, q) + ";");
   });
   ctx.Dedent();
@@ -661,14 +729,17 @@ Status EmitGlobalPool(NodeContext& ctx, PoolKind kind) {
   const DType ct = ComputeType(t);
   const std::string C = CType(ct);
   if (n == 0) {  // as the host: an empty mean is NaN, an empty max -inf, an empty Lp norm 0
-    std::string v = kind == PoolKind::kAvg ? (ct == DType::kFloat64 ? "(double)NAN" : "NAN")
-                                           : kind == PoolKind::kMax ? "-INFINITY" : CNumber(ct, 0);
-    ctx.Line("for (ptrdiff_t pl = 0; pl < " + Str(planes) + "; ++pl) out0[pl] = " + Store(ctx, t, v) + ";");
+    std::string v = kind == PoolKind::kAvg   ? (ct == DType::kFloat64 ? "(double)NAN" : "NAN")
+                    : kind == PoolKind::kMax ? "-INFINITY"
+                                             : CNumber(ct, 0);
+    ctx.Line("for (ptrdiff_t pl = 0; pl < " + Str(planes) +
+             "; ++pl) out0[pl] = " + Store(ctx, t, v) + ";");
     return OkStatus();
   }
   ctx.Line("for (ptrdiff_t pl = 0; pl < " + Str(planes) + "; ++pl) {");
   ctx.Indent();
-  ctx.Line(C + " acc = " + (kind == PoolKind::kMax ? std::string("-INFINITY") : CNumber(ct, 0)) + ";");
+  ctx.Line(C + " acc = " + (kind == PoolKind::kMax ? std::string("-INFINITY") : CNumber(ct, 0)) +
+           ";");
   ctx.Line("for (ptrdiff_t i = 0; i < " + Str(n) + "; ++i) {");
   ctx.Indent();
   ctx.Line("const " + C + " v = " + Load(ctx, t, "in0[" + Lin("pl", n, 0) + " + i]") + ";");
@@ -684,7 +755,8 @@ Status EmitGlobalPool(NodeContext& ctx, PoolKind kind) {
     ctx.Line("acc += v * v;");
     result = MathName(ct, "sqrt") + "(acc)";
   } else {
-    ctx.Line("acc += " + MathName(ct, "pow") + "(" + MathName(ct, "fabs") + "(v), " + CNumber(ct, p) + ");");
+    ctx.Line("acc += " + MathName(ct, "pow") + "(" + MathName(ct, "fabs") + "(v), " +
+             CNumber(ct, p) + ");");
     result = MathName(ct, "pow") + "(acc, " + CNumber(ct, 1.0 / p) + ")";
   }
   ctx.Dedent();
@@ -703,23 +775,29 @@ Status EmitGlobalPool(NodeContext& ctx, PoolKind kind) {
 Status EmitMaxUnpool(NodeContext& ctx) {
   if (!ctx.has_input(0) || !ctx.has_input(1)) return ctx.error("needs inputs X and I");
   DType t = ctx.input_dtype(0);
-  if (!IsFloatType(t) || ctx.output_dtype(0) != t) return ctx.error("unsupported dtype " + std::string(DTypeName(t)));
+  if (!IsFloatType(t) || ctx.output_dtype(0) != t)
+    return ctx.error("unsupported dtype " + std::string(DTypeName(t)));
   if (ctx.input_dtype(1) != DType::kInt64) return ctx.error("I must be int64");
   const Dims& x = ctx.input_dims(0);
-  if (x.size() < 3 || ctx.input_dims(1) != x) return ctx.error("I must have the shape of X, of rank 3 or more");
+  if (x.size() < 3 || ctx.input_dims(1) != x)
+    return ctx.error("I must have the shape of X, of rank 3 or more");
   const ir::Node& node = ctx.node();
   const int nd = static_cast<int>(x.size()) - 2;
-  Dims kernel = node.attr_ints("kernel_shape"), strides = node.attr_ints("strides"), pads = node.attr_ints("pads");
+  Dims kernel = node.attr_ints("kernel_shape"), strides = node.attr_ints("strides"),
+       pads = node.attr_ints("pads");
   if (strides.empty()) strides.assign(nd, 1);
   if (pads.empty()) pads.assign(2 * nd, 0);
-  if (static_cast<int>(kernel.size()) != nd || static_cast<int>(strides.size()) != nd || static_cast<int>(pads.size()) != 2 * nd)
+  if (static_cast<int>(kernel.size()) != nd || static_cast<int>(strides.size()) != nd ||
+      static_cast<int>(pads.size()) != 2 * nd)
     return ctx.error("kernel_shape, strides and pads need one value (pads two) per spatial dim");
   Dims inferred = {x[0], x[1]};
-  for (int j = 0; j < nd; ++j) inferred.push_back(strides[j] * (x[j + 2] - 1) + kernel[j] - pads[j] - pads[j + nd]);
+  for (int j = 0; j < nd; ++j)
+    inferred.push_back(strides[j] * (x[j + 2] - 1) + kernel[j] - pads[j] - pads[j + nd]);
   const Dims& out = ctx.output_dims(0);
   if (out.size() != inferred.size()) return ctx.error("output_shape has the wrong rank");
   for (size_t j = 0; j < out.size(); ++j)
-    if (out[j] < inferred[j]) return ctx.error("output_shape is smaller than the unpooled shape " + DimsToString(inferred));
+    if (out[j] < inferred[j])
+      return ctx.error("output_shape is smaller than the unpooled shape " + DimsToString(inferred));
   const int64_t total = NumElements(inferred);
   ctx.SetCanFail();
   ctx.Line("memset(out0, 0, " + ByteCount(t, NumElements(out)) + ");");
@@ -749,7 +827,8 @@ Status EmitMaxUnpool(NodeContext& ctx) {
 Status EmitCol2Im(NodeContext& ctx) {
   if (!ctx.has_input(0)) return ctx.error("needs input input");
   DType t = ctx.input_dtype(0);
-  if (t == DType::kBool || CType(t).empty() || ctx.output_dtype(0) != t) return ctx.error("unsupported dtype " + std::string(DTypeName(t)));
+  if (t == DType::kBool || CType(t).empty() || ctx.output_dtype(0) != t)
+    return ctx.error("unsupported dtype " + std::string(DTypeName(t)));
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> image, ConstantInts(ctx, 1));
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> block, ConstantInts(ctx, 2));
   const Dims& x = ctx.input_dims(0);
@@ -759,7 +838,8 @@ Status EmitCol2Im(NodeContext& ctx) {
   std::string err = ops::ComputeWindowGeom(ctx.node(), image, block, true, false, &g);
   if (!err.empty()) return ctx.error(err);
   const int64_t kprod = NumElements(block), grid = NumElements(g.out), img = NumElements(image);
-  if (kprod == 0 || x[1] % kprod != 0 || x[2] != grid) return ctx.error("the input does not match the block geometry");
+  if (kprod == 0 || x[1] % kprod != 0 || x[2] != grid)
+    return ctx.error("the input does not match the block geometry");
   const int64_t n = x[0], c = x[1] / kprod;
   Dims want = {n, c};
   want.insert(want.end(), image.begin(), image.end());
@@ -781,26 +861,34 @@ Status EmitCol2Im(NodeContext& ctx) {
   ctx.Indent();
   ctx.Line("const " + CType(t) + " *xp = in0 + " + Lin("p", kprod * grid, 0) + ";");
   for (int j = 0; j < nd; ++j) {
-    ctx.Line("for (ptrdiff_t o" + Str(j) + " = 0; o" + Str(j) + " < " + Str(image[j]) + "; ++o" + Str(j) + ") {");
+    ctx.Line("for (ptrdiff_t o" + Str(j) + " = 0; o" + Str(j) + " < " + Str(image[j]) + "; ++o" +
+             Str(j) + ") {");
     ctx.Indent();
   }
   ctx.Line(A + " acc = 0;");
   for (int j = 0; j < nd; ++j) {
     std::string sj = Str(j), tj = "t" + sj;
-    ctx.Line("for (ptrdiff_t k" + sj + " = 0; k" + sj + " < " + Str(block[j]) + "; ++k" + sj + ") {");
+    ctx.Line("for (ptrdiff_t k" + sj + " = 0; k" + sj + " < " + Str(block[j]) + "; ++k" + sj +
+             ") {");
     ctx.Indent();
-    ctx.Line("const ptrdiff_t " + tj + " = " + Lin("o" + sj, 1, g.pad_begin[j]) + " - " + Lin("k" + sj, g.dilations[j], 0) + ";");
-    ctx.Line("const ptrdiff_t i" + sj + " = " + (g.strides[j] == 1 ? tj : tj + " / " + Str(g.strides[j])) + ";");
-    ctx.Line("if (" + tj + " < 0" + (g.strides[j] == 1 ? "" : " || " + tj + " % " + Str(g.strides[j]) + " != 0") + " || i" + sj +
-             " >= " + Str(g.out[j]) + ") continue;");
+    ctx.Line("const ptrdiff_t " + tj + " = " + Lin("o" + sj, 1, g.pad_begin[j]) + " - " +
+             Lin("k" + sj, g.dilations[j], 0) + ";");
+    ctx.Line("const ptrdiff_t i" + sj + " = " +
+             (g.strides[j] == 1 ? tj : tj + " / " + Str(g.strides[j])) + ";");
+    ctx.Line("if (" + tj + " < 0" +
+             (g.strides[j] == 1 ? "" : " || " + tj + " % " + Str(g.strides[j]) + " != 0") +
+             " || i" + sj + " >= " + Str(g.out[j]) + ") continue;");
   }
-  std::string v = "xp[(" + IndexExpr(kvars, Strides(block)) + ") * " + Str(grid) + " + " + IndexExpr(ivars, Strides(g.out)) + "]";
+  std::string v = "xp[(" + IndexExpr(kvars, Strides(block)) + ") * " + Str(grid) + " + " +
+                  IndexExpr(ivars, Strides(g.out)) + "]";
   ctx.Line("acc += " + (fl ? Load(ctx, t, v) : "(uint64_t)" + v) + ";");
   for (int j = 0; j < nd; ++j) {
     ctx.Dedent();
     ctx.Line("}");
   }
-  ctx.Line("out0[" + Lin("p", img, 0) + " + " + IndexExpr(ovars, Strides(Dims(image.begin(), image.end()))) + "] = " + Store(ctx, t, "acc") + ";");
+  ctx.Line("out0[" + Lin("p", img, 0) + " + " +
+           IndexExpr(ovars, Strides(Dims(image.begin(), image.end()))) +
+           "] = " + Store(ctx, t, "acc") + ";");
   for (int j = 0; j < nd; ++j) {
     ctx.Dedent();
     ctx.Line("}");
@@ -818,9 +906,11 @@ Status EmitDeformConv(NodeContext& ctx) {
     if (!ctx.has_input(i)) return ctx.error("needs inputs X, W and offset");
   DType t = ctx.input_dtype(0);
   if (t != DType::kFloat32 && t != DType::kFloat64)
-    return ctx.error("the C backend supports DeformConv on float32 and float64, not " + std::string(DTypeName(t)));
+    return ctx.error("the C backend supports DeformConv on float32 and float64, not " +
+                     std::string(DTypeName(t)));
   for (int i = 1; i < ctx.num_inputs(); ++i)
-    if (ctx.has_input(i) && ctx.input_dtype(i) != t) return ctx.error("all inputs must have the same dtype");
+    if (ctx.has_input(i) && ctx.input_dtype(i) != t)
+      return ctx.error("all inputs must have the same dtype");
   const Dims& x = ctx.input_dims(0);
   const Dims& w = ctx.input_dims(1);
   if (x.size() != 4 || w.size() != 4) return ctx.error("only 2-D DeformConv is supported");
@@ -828,13 +918,19 @@ Status EmitDeformConv(NodeContext& ctx) {
   KILN_RETURN_IF_ERROR(ConvShapeOf(ctx, &s, 3));
   const ops::WindowGeom& g = s.geom;
   const int64_t og = ctx.node().attr_int("offset_group", 1);
-  if (og <= 0 || s.c % og != 0) return ctx.error("offset_group must be positive and divide the input channels");
-  const int64_t H = g.in[0], W = g.in[1], KH = g.kernel[0], KW = g.kernel[1], OH = g.out[0], OW = g.out[1];
-  const int64_t kprod = KH * KW, osz = OH * OW, cg = s.c / s.group, mg = s.m / s.group, c_per_og = s.c / og;
-  if (ctx.input_dims(2) != Dims{s.n, og * kprod * 2, OH, OW}) return ctx.error("offset has the wrong dims");
+  if (og <= 0 || s.c % og != 0)
+    return ctx.error("offset_group must be positive and divide the input channels");
+  const int64_t H = g.in[0], W = g.in[1], KH = g.kernel[0], KW = g.kernel[1], OH = g.out[0],
+                OW = g.out[1];
+  const int64_t kprod = KH * KW, osz = OH * OW, cg = s.c / s.group, mg = s.m / s.group,
+                c_per_og = s.c / og;
+  if (ctx.input_dims(2) != Dims{s.n, og * kprod * 2, OH, OW})
+    return ctx.error("offset has the wrong dims");
   const bool mask = ctx.has_input(4);
-  if (mask && ctx.input_dims(4) != Dims{s.n, og * kprod, OH, OW}) return ctx.error("mask has the wrong dims");
-  if (ctx.output_dims(0) != Dims{s.n, s.m, OH, OW}) return ctx.error("output dims differ from the geometry's");
+  if (mask && ctx.input_dims(4) != Dims{s.n, og * kprod, OH, OW})
+    return ctx.error("mask has the wrong dims");
+  if (ctx.output_dims(0) != Dims{s.n, s.m, OH, OW})
+    return ctx.error("output dims differ from the geometry's");
   if (NumElements(ctx.output_dims(0)) == 0) {
     ctx.Line("/* no elements */");
     return OkStatus();
@@ -845,41 +941,53 @@ Status EmitDeformConv(NodeContext& ctx) {
   ctx.Indent();
   ctx.Line(T + " *yn = out0 + " + Lin("n", s.m * osz, 0) + ";");
   ctx.Line("for (ptrdiff_t m = 0; m < " + Str(s.m) + "; ++m)");
-  ctx.Line("  for (ptrdiff_t p = 0; p < " + Str(osz) + "; ++p) yn[m * " + Str(osz) + " + p] = " + (ctx.has_input(3) ? "in3[m]" : L(0)) + ";");
+  ctx.Line("  for (ptrdiff_t p = 0; p < " + Str(osz) + "; ++p) yn[m * " + Str(osz) +
+           " + p] = " + (ctx.has_input(3) ? "in3[m]" : L(0)) + ";");
   ctx.Line("for (ptrdiff_t ic = 0; ic < " + Str(s.c) + "; ++ic) {");
   ctx.Indent();
   ctx.Line("const " + T + " *img = in0 + (n * " + Str(s.c) + " + ic) * " + Str(H * W) + ";");
-  ctx.Line("const ptrdiff_t og = ic / " + Str(c_per_og) + ", gi = ic / " + Str(cg) + ", c = ic % " + Str(cg) + ";");
+  ctx.Line("const ptrdiff_t og = ic / " + Str(c_per_og) + ", gi = ic / " + Str(cg) + ", c = ic % " +
+           Str(cg) + ";");
   ctx.Line("for (ptrdiff_t i = 0; i < " + Str(KH) + "; ++i) {");
   ctx.Line("  for (ptrdiff_t j = 0; j < " + Str(KW) + "; ++j) {");
   ctx.Indent();
   ctx.Indent();
-  ctx.Line("const " + T + " *dy = in2 + ((n * " + Str(og) + " + og) * " + Str(kprod * 2) + " + (i * " + Str(KW) + " + j) * 2) * " + Str(osz) + ";");
+  ctx.Line("const " + T + " *dy = in2 + ((n * " + Str(og) + " + og) * " + Str(kprod * 2) +
+           " + (i * " + Str(KW) + " + j) * 2) * " + Str(osz) + ";");
   ctx.Line("const " + T + " *dx = dy + " + Str(osz) + ";");
-  if (mask) ctx.Line("const " + T + " *mk = in4 + ((n * " + Str(og) + " + og) * " + Str(kprod) + " + i * " + Str(KW) + " + j) * " + Str(osz) + ";");
+  if (mask)
+    ctx.Line("const " + T + " *mk = in4 + ((n * " + Str(og) + " + og) * " + Str(kprod) + " + i * " +
+             Str(KW) + " + j) * " + Str(osz) + ";");
   ctx.Line("for (ptrdiff_t p = 0; p < " + Str(osz) + "; ++p) {");
   ctx.Indent();
   ctx.Line("const ptrdiff_t oy = p / " + Str(OW) + ", ox = p % " + Str(OW) + ";");
-  ctx.Line("const " + T + " h = (" + T + ")(oy * " + Str(g.strides[0]) + " - " + Str(g.pad_begin[0]) + " + i * " + Str(g.dilations[0]) + ") + dy[p];");
-  ctx.Line("const " + T + " w = (" + T + ")(ox * " + Str(g.strides[1]) + " - " + Str(g.pad_begin[1]) + " + j * " + Str(g.dilations[1]) + ") + dx[p];");
+  ctx.Line("const " + T + " h = (" + T + ")(oy * " + Str(g.strides[0]) + " - " +
+           Str(g.pad_begin[0]) + " + i * " + Str(g.dilations[0]) + ") + dy[p];");
+  ctx.Line("const " + T + " w = (" + T + ")(ox * " + Str(g.strides[1]) + " - " +
+           Str(g.pad_begin[1]) + " + j * " + Str(g.dilations[1]) + ") + dx[p];");
   ctx.Line(T + " v = " + L(0) + ";");
   // As the host: zero outside (-1, H) x (-1, W), else bilinear with zero outside the image.
-  ctx.Line("if (h > " + L(-1) + " && h < " + L(static_cast<double>(H)) + " && w > " + L(-1) + " && w < " + L(static_cast<double>(W)) + ") {");
+  ctx.Line("if (h > " + L(-1) + " && h < " + L(static_cast<double>(H)) + " && w > " + L(-1) +
+           " && w < " + L(static_cast<double>(W)) + ") {");
   ctx.Indent();
-  ctx.Line("const ptrdiff_t h0 = (ptrdiff_t)" + MathName(t, "floor") + "(h), w0 = (ptrdiff_t)" + MathName(t, "floor") + "(w);");
+  ctx.Line("const ptrdiff_t h0 = (ptrdiff_t)" + MathName(t, "floor") + "(h), w0 = (ptrdiff_t)" +
+           MathName(t, "floor") + "(w);");
   ctx.Line("const " + T + " lh = h - (" + T + ")h0, lw = w - (" + T + ")w0;");
   auto at = [&](const std::string& i, const std::string& j) {
-    return "(" + i + " >= 0 && " + i + " < " + Str(H) + " && " + j + " >= 0 && " + j + " < " + Str(W) + " ? img[(" + i + ") * " + Str(W) +
-           " + " + j + "] : " + L(0) + ")";
+    return "(" + i + " >= 0 && " + i + " < " + Str(H) + " && " + j + " >= 0 && " + j + " < " +
+           Str(W) + " ? img[(" + i + ") * " + Str(W) + " + " + j + "] : " + L(0) + ")";
   };
-  ctx.Line("v += (1 - lh) * (1 - lw) * " + at("h0", "w0") + " + (1 - lh) * lw * " + at("h0", "w0 + 1") + " +");
-  ctx.Line("     lh * (1 - lw) * " + at("h0 + 1", "w0") + " + lh * lw * " + at("h0 + 1", "w0 + 1") + ";");
+  ctx.Line("v += (1 - lh) * (1 - lw) * " + at("h0", "w0") + " + (1 - lh) * lw * " +
+           at("h0", "w0 + 1") + " +");
+  ctx.Line("     lh * (1 - lw) * " + at("h0 + 1", "w0") + " + lh * lw * " + at("h0 + 1", "w0 + 1") +
+           ";");
   ctx.Dedent();
   ctx.Line("}");
   if (mask) ctx.Line("v *= mk[p];");
   ctx.Line("for (ptrdiff_t mm = 0; mm < " + Str(mg) + "; ++mm) {");
   ctx.Line("  const ptrdiff_t m = gi * " + Str(mg) + " + mm;");
-  ctx.Line("  yn[m * " + Str(osz) + " + p] += in1[((m * " + Str(cg) + " + c) * " + Str(KH) + " + i) * " + Str(KW) + " + j] * v;");
+  ctx.Line("  yn[m * " + Str(osz) + " + p] += in1[((m * " + Str(cg) + " + c) * " + Str(KH) +
+           " + i) * " + Str(KW) + " + j] * v;");
   ctx.Line("}");
   for (int k = 0; k < 5; ++k) {
     ctx.Dedent();
@@ -894,10 +1002,12 @@ Status EmitRoiAlign(NodeContext& ctx) {
   for (int i : {0, 1, 2})
     if (!ctx.has_input(i)) return ctx.error("needs inputs X, rois and batch_indices");
   DType t = ctx.input_dtype(0);
-  if (!IsFloatType(t) || ctx.input_dtype(1) != t || ctx.output_dtype(0) != t) return ctx.error("unsupported dtype");
+  if (!IsFloatType(t) || ctx.input_dtype(1) != t || ctx.output_dtype(0) != t)
+    return ctx.error("unsupported dtype");
   const Dims& x = ctx.input_dims(0);
   const Dims& r = ctx.input_dims(1);
-  if (x.size() != 4 || r.size() != 2 || r[1] != 4 || ctx.input_dims(2) != Dims{r[0]}) return ctx.error("unexpected input dims");
+  if (x.size() != 4 || r.size() != 2 || r[1] != 4 || ctx.input_dims(2) != Dims{r[0]})
+    return ctx.error("unexpected input dims");
   const ir::Node& node = ctx.node();
   const int64_t N = x[0], C = x[1], H = x[2], W = x[3];
   const int64_t PH = node.attr_int("output_height", 1), PW = node.attr_int("output_width", 1);
@@ -905,7 +1015,8 @@ Status EmitRoiAlign(NodeContext& ctx) {
   const float scale = node.attr_float("spatial_scale", 1.0f);
   const bool max_mode = node.attr_string("mode", "avg") == "max";
   const bool half_pixel =
-      node.attr_string("coordinate_transformation_mode", ctx.opset() >= 16 ? "half_pixel" : "output_half_pixel") == "half_pixel";
+      node.attr_string("coordinate_transformation_mode",
+                       ctx.opset() >= 16 ? "half_pixel" : "output_half_pixel") == "half_pixel";
   if (ctx.output_dims(0) != Dims{r[0], C, PH, PW}) return ctx.error("output dims differ");
   if (NumElements(ctx.output_dims(0)) == 0) {
     ctx.Line("/* no elements */");
@@ -914,7 +1025,9 @@ Status EmitRoiAlign(NodeContext& ctx) {
   const DType ct = ComputeType(t);
   const std::string A = CType(ct), T = CType(t);
   auto L = [&](double v) { return CNumber(ct, v); };
-  auto mx = [](const std::string& a, const std::string& b) { return "(" + a + " < " + b + " ? " + b + " : " + a + ")"; };
+  auto mx = [](const std::string& a, const std::string& b) {
+    return "(" + a + " < " + b + " ? " + b + " : " + a + ")";
+  };
   ctx.SetCanFail();
   ctx.Line("for (ptrdiff_t r = 0; r < " + Str(r[0]) + "; ++r) {");
   ctx.Indent();
@@ -926,7 +1039,8 @@ Status EmitRoiAlign(NodeContext& ctx) {
   std::string off = half_pixel ? " - " + L(0.5) : "";
   for (int k = 0; k < 4; ++k) {
     const char* name[] = {"x0", "y0", "x1", "y1"};
-    ctx.Line("const " + A + " " + name[k] + " = " + Load(ctx, t, "roi[" + Str(k) + "]") + " * " + L(scale) + off + ";");
+    ctx.Line("const " + A + " " + name[k] + " = " + Load(ctx, t, "roi[" + Str(k) + "]") + " * " +
+             L(scale) + off + ";");
   }
   ctx.Line(A + " rw = x1 - x0, rh = y1 - y0;");
   if (!half_pixel) {
@@ -935,12 +1049,15 @@ Status EmitRoiAlign(NodeContext& ctx) {
   }
   ctx.Line("{");
   ctx.Indent();
-  ctx.Line("const " + A + " bh = rh / " + L(static_cast<double>(PH)) + ", bw = rw / " + L(static_cast<double>(PW)) + ";");
+  ctx.Line("const " + A + " bh = rh / " + L(static_cast<double>(PH)) + ", bw = rw / " +
+           L(static_cast<double>(PW)) + ";");
   if (sampling > 0) {
     ctx.Line("const int64_t gh = " + Str(sampling) + ", gw = " + Str(sampling) + ";");
   } else {
-    ctx.Line("const int64_t gh = (int64_t)" + MathName(ct, "ceil") + "(rh / " + L(static_cast<double>(PH)) + ");");
-    ctx.Line("const int64_t gw = (int64_t)" + MathName(ct, "ceil") + "(rw / " + L(static_cast<double>(PW)) + ");");
+    ctx.Line("const int64_t gh = (int64_t)" + MathName(ct, "ceil") + "(rh / " +
+             L(static_cast<double>(PH)) + ");");
+    ctx.Line("const int64_t gw = (int64_t)" + MathName(ct, "ceil") + "(rw / " +
+             L(static_cast<double>(PW)) + ");");
   }
   if (!max_mode) ctx.Line("const " + A + " count = (" + A + ")(gh * gw > 1 ? gh * gw : 1);");
   ctx.Line("for (ptrdiff_t c = 0; c < " + Str(C) + "; ++c) {");
@@ -955,22 +1072,29 @@ Status EmitRoiAlign(NodeContext& ctx) {
   if (max_mode) ctx.Line("int first = 1;");
   ctx.Line("for (int64_t iy = 0; iy < gh; ++iy) {");
   ctx.Indent();
-  ctx.Line("const " + A + " yy = y0 + (" + A + ")ph * bh + ((" + A + ")iy + " + L(0.5) + ") * bh / (" + A + ")gh;");
+  ctx.Line("const " + A + " yy = y0 + (" + A + ")ph * bh + ((" + A + ")iy + " + L(0.5) +
+           ") * bh / (" + A + ")gh;");
   ctx.Line("for (int64_t ix = 0; ix < gw; ++ix) {");
   ctx.Indent();
-  ctx.Line("const " + A + " xx = x0 + (" + A + ")pw * bw + ((" + A + ")ix + " + L(0.5) + ") * bw / (" + A + ")gw;");
+  ctx.Line("const " + A + " xx = x0 + (" + A + ")pw * bw + ((" + A + ")ix + " + L(0.5) +
+           ") * bw / (" + A + ")gw;");
   ctx.Line("ptrdiff_t p0 = 0, p1 = 0, p2 = 0, p3 = 0;");
-  ctx.Line(A + " w0 = " + L(0) + ", w1 = " + L(0) + ", w2 = " + L(0) + ", w3 = " + L(0) + ", v0, v1, v2, v3;");
-  ctx.Line("if (!(yy < " + L(-1) + " || yy > " + L(static_cast<double>(H)) + " || xx < " + L(-1) + " || xx > " + L(static_cast<double>(W)) + ")) {");
+  ctx.Line(A + " w0 = " + L(0) + ", w1 = " + L(0) + ", w2 = " + L(0) + ", w3 = " + L(0) +
+           ", v0, v1, v2, v3;");
+  ctx.Line("if (!(yy < " + L(-1) + " || yy > " + L(static_cast<double>(H)) + " || xx < " + L(-1) +
+           " || xx > " + L(static_cast<double>(W)) + ")) {");
   ctx.Indent();
   ctx.Line(A + " yv = " + mx("yy", L(0)) + ", xv = " + mx("xx", L(0)) + ";");
   ctx.Line("ptrdiff_t yl = (ptrdiff_t)yv, xl = (ptrdiff_t)xv, yh, xh;");
   ctx.Line(A + " ly, lx;");
-  ctx.Line("if (yl >= " + Str(H - 1) + ") { yh = yl = " + Str(H - 1) + "; yv = (" + A + ")yl; } else { yh = yl + 1; }");
-  ctx.Line("if (xl >= " + Str(W - 1) + ") { xh = xl = " + Str(W - 1) + "; xv = (" + A + ")xl; } else { xh = xl + 1; }");
+  ctx.Line("if (yl >= " + Str(H - 1) + ") { yh = yl = " + Str(H - 1) + "; yv = (" + A +
+           ")yl; } else { yh = yl + 1; }");
+  ctx.Line("if (xl >= " + Str(W - 1) + ") { xh = xl = " + Str(W - 1) + "; xv = (" + A +
+           ")xl; } else { xh = xl + 1; }");
   ctx.Line("ly = yv - (" + A + ")yl;");
   ctx.Line("lx = xv - (" + A + ")xl;");
-  ctx.Line("p0 = yl * " + Str(W) + " + xl; p1 = yl * " + Str(W) + " + xh; p2 = yh * " + Str(W) + " + xl; p3 = yh * " + Str(W) + " + xh;");
+  ctx.Line("p0 = yl * " + Str(W) + " + xl; p1 = yl * " + Str(W) + " + xh; p2 = yh * " + Str(W) +
+           " + xl; p3 = yh * " + Str(W) + " + xh;");
   ctx.Line("w0 = (1 - ly) * (1 - lx); w1 = (1 - ly) * lx; w2 = ly * (1 - lx); w3 = ly * lx;");
   ctx.Dedent();
   ctx.Line("}");
@@ -982,7 +1106,8 @@ Status EmitRoiAlign(NodeContext& ctx) {
     ctx.Line("out += v0 + v1 + v2 + v3;");
   } else {  // as the host: the largest weighted corner
     ctx.Line("{");
-    ctx.Line("  const " + A + " m01 = " + mx("v0", "v1") + ", m23 = " + mx("v2", "v3") + ", m = " + mx("m01", "m23") + ";");
+    ctx.Line("  const " + A + " m01 = " + mx("v0", "v1") + ", m23 = " + mx("v2", "v3") +
+             ", m = " + mx("m01", "m23") + ";");
     ctx.Line("  out = first ? m : " + mx("out", "m") + ";");
     ctx.Line("  first = 0;");
     ctx.Line("}");
@@ -991,7 +1116,8 @@ Status EmitRoiAlign(NodeContext& ctx) {
   ctx.Line("}");
   ctx.Dedent();
   ctx.Line("}");
-  ctx.Line("y[ph * " + Str(PW) + " + pw] = " + Store(ctx, t, max_mode ? "out" : "out / count") + ";");
+  ctx.Line("y[ph * " + Str(PW) + " + pw] = " + Store(ctx, t, max_mode ? "out" : "out / count") +
+           ";");
   for (int k = 0; k < 6; ++k) {
     ctx.Dedent();
     ctx.Line("}");
@@ -1003,12 +1129,14 @@ Status EmitRoiAlign(NodeContext& ctx) {
 Status EmitMaxRoiPool(NodeContext& ctx) {
   if (!ctx.has_input(0) || !ctx.has_input(1)) return ctx.error("needs inputs X and rois");
   DType t = ctx.input_dtype(0);
-  if (!IsFloatType(t) || ctx.input_dtype(1) != t || ctx.output_dtype(0) != t) return ctx.error("unsupported dtype");
+  if (!IsFloatType(t) || ctx.input_dtype(1) != t || ctx.output_dtype(0) != t)
+    return ctx.error("unsupported dtype");
   const Dims& x = ctx.input_dims(0);
   const Dims& r = ctx.input_dims(1);
   if (x.size() != 4 || r.size() != 2 || r[1] != 5) return ctx.error("unexpected input dims");
   Dims ps = ctx.node().attr_ints("pooled_shape");
-  if (ps.size() != 2 || ps[0] <= 0 || ps[1] <= 0) return ctx.error("pooled_shape must hold two positive values");
+  if (ps.size() != 2 || ps[0] <= 0 || ps[1] <= 0)
+    return ctx.error("pooled_shape must hold two positive values");
   const int64_t N = x[0], C = x[1], H = x[2], W = x[3], PH = ps[0], PW = ps[1];
   const float scale = ctx.node().attr_float("spatial_scale", 1.0f);
   if (ctx.output_dims(0) != Dims{r[0], C, PH, PW}) return ctx.error("output dims differ");
@@ -1029,8 +1157,8 @@ Status EmitMaxRoiPool(NodeContext& ctx) {
   ctx.Line("const ptrdiff_t b = (ptrdiff_t)bid;");
   for (int k = 1; k <= 4; ++k) {
     const char* name[] = {"", "ws", "hs", "we", "he"};
-    ctx.Line("const ptrdiff_t " + std::string(name[k]) + " = (ptrdiff_t)" + MathName(ct, "round") + "(" + Load(ctx, t, "roi[" + Str(k) + "]") +
-             " * " + CNumber(ct, scale) + ");");
+    ctx.Line("const ptrdiff_t " + std::string(name[k]) + " = (ptrdiff_t)" + MathName(ct, "round") +
+             "(" + Load(ctx, t, "roi[" + Str(k) + "]") + " * " + CNumber(ct, scale) + ");");
   }
   ctx.Line("const double bh = (double)(he - hs + 1 > 1 ? he - hs + 1 : 1) / " + Str(PH) + ".0;");
   ctx.Line("const double bw = (double)(we - ws + 1 > 1 ? we - ws + 1 : 1) / " + Str(PW) + ".0;");
@@ -1043,11 +1171,15 @@ Status EmitMaxRoiPool(NodeContext& ctx) {
   };
   ctx.Line("for (ptrdiff_t ph = 0; ph < " + Str(PH) + "; ++ph) {");
   ctx.Indent();
-  ctx.Line("const ptrdiff_t hf = (ptrdiff_t)floor((double)ph * bh) + hs, hc = (ptrdiff_t)ceil((double)(ph + 1) * bh) + hs;");
+  ctx.Line(
+      "const ptrdiff_t hf = (ptrdiff_t)floor((double)ph * bh) + hs, hc = "
+      "(ptrdiff_t)ceil((double)(ph + 1) * bh) + hs;");
   ctx.Line("const ptrdiff_t h0 = " + clamp("hf", H) + ", h1 = " + clamp("hc", H) + ";");
   ctx.Line("for (ptrdiff_t pw = 0; pw < " + Str(PW) + "; ++pw) {");
   ctx.Indent();
-  ctx.Line("const ptrdiff_t wf = (ptrdiff_t)floor((double)pw * bw) + ws, wc = (ptrdiff_t)ceil((double)(pw + 1) * bw) + ws;");
+  ctx.Line(
+      "const ptrdiff_t wf = (ptrdiff_t)floor((double)pw * bw) + ws, wc = "
+      "(ptrdiff_t)ceil((double)(pw + 1) * bw) + ws;");
   ctx.Line("const ptrdiff_t w0 = " + clamp("wf", W) + ", w1 = " + clamp("wc", W) + ";");
   ctx.Line(A + " best = -INFINITY;");
   ctx.Line("for (ptrdiff_t i = h0; i < h1; ++i)");
@@ -1055,7 +1187,8 @@ Status EmitMaxRoiPool(NodeContext& ctx) {
   ctx.Line("    const " + A + " v = " + Load(ctx, t, "img[i * " + Str(W) + " + j]") + ";");
   ctx.Line("    if (best < v) best = v;");
   ctx.Line("  }");
-  ctx.Line("y[ph * " + Str(PW) + " + pw] = h1 <= h0 || w1 <= w0 ? " + Store(ctx, t, CNumber(ct, 0)) + " : " + Store(ctx, t, "best") + ";");
+  ctx.Line("y[ph * " + Str(PW) + " + pw] = h1 <= h0 || w1 <= w0 ? " +
+           Store(ctx, t, CNumber(ct, 0)) + " : " + Store(ctx, t, "best") + ";");
   for (int k = 0; k < 5; ++k) {
     ctx.Dedent();
     ctx.Line("}");

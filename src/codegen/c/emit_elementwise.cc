@@ -14,8 +14,8 @@ namespace kiln::codegen::c {
 std::string Sigmoid(DType t, const std::string& x) {
   // 1 / (1 + exp(-x)), written with exp of a non-positive argument as the executor does.
   std::string e = MathName(t, "exp") + "(-" + MathName(t, "fabs") + "(" + x + "))";
-  return "(" + x + " >= " + CNumber(t, 0) + " ? " + CNumber(t, 1) + " / (" + CNumber(t, 1) + " + " + e +
-         ") : " + e + " / (" + CNumber(t, 1) + " + " + e + "))";
+  return "(" + x + " >= " + CNumber(t, 0) + " ? " + CNumber(t, 1) + " / (" + CNumber(t, 1) + " + " +
+         e + ") : " + e + " / (" + CNumber(t, 1) + " + " + e + "))";
 }
 
 std::string HardSwish(DType t, const std::string& x) {
@@ -58,29 +58,36 @@ ExprFn FloatExpr(std::function<std::string(NodeContext&, DType, const std::strin
   };
 }
 
-
 std::string Softplus(DType t, const std::string& x) {
-  return "(" + MathName(t, "fmax") + "(" + x + ", " + CNumber(t, 0) + ") + " + MathName(t, "log1p") + "(" +
-         MathName(t, "exp") + "(-" + MathName(t, "fabs") + "(" + x + "))))";
+  return "(" + MathName(t, "fmax") + "(" + x + ", " + CNumber(t, 0) + ") + " +
+         MathName(t, "log1p") + "(" + MathName(t, "exp") + "(-" + MathName(t, "fabs") + "(" + x +
+         "))))";
 }
 
 const std::map<std::string, ExprFn>& UnaryOps() {
   static const auto* m = new std::map<std::string, ExprFn>{
-      {"Abs", [](NodeContext&, DType t, const Args& a) -> Expected<std::string> {
+      {"Abs",
+       [](NodeContext&, DType t, const Args& a) -> Expected<std::string> {
          if (IsFloatingDType(t)) return MathName(t, "fabs") + "(" + a[0] + ")";
-         if (IsSignedIntDType(t)) return "(" + a[0] + " < 0 ? " + IntArith(t, "-", "0", a[0]) + " : " + a[0] + ")";
+         if (IsSignedIntDType(t))
+           return "(" + a[0] + " < 0 ? " + IntArith(t, "-", "0", a[0]) + " : " + a[0] + ")";
          return a[0];
        }},
-      {"Neg", [](NodeContext& ctx, DType t, const Args& a) -> Expected<std::string> {
+      {"Neg",
+       [](NodeContext& ctx, DType t, const Args& a) -> Expected<std::string> {
          if (IsFloatingDType(t)) return "-" + a[0];
          if (IsSignedIntDType(t)) return IntArith(t, "-", "0", a[0]);
          return ctx.error("needs a signed input");
        }},
-      {"Sign", [](NodeContext&, DType t, const Args& a) -> Expected<std::string> {
+      {"Sign",
+       [](NodeContext&, DType t, const Args& a) -> Expected<std::string> {
          if (IsUnsignedIntDType(t)) return "(" + a[0] + " > 0 ? 1 : 0)";
-         return "(" + a[0] + " > 0 ? " + CNumber(t, 1) + " : (" + a[0] + " < 0 ? " + CNumber(t, -1) + " : " + a[0] + "))";
+         return "(" + a[0] + " > 0 ? " + CNumber(t, 1) + " : (" + a[0] + " < 0 ? " +
+                CNumber(t, -1) + " : " + a[0] + "))";
        }},
-      {"Reciprocal", FloatExpr([](NodeContext&, DType t, const std::string& x) { return CNumber(t, 1) + " / " + x; })},
+      {"Reciprocal", FloatExpr([](NodeContext&, DType t, const std::string& x) {
+         return CNumber(t, 1) + " / " + x;
+       })},
       {"Floor", MathFn("floor")},
       {"Ceil", MathFn("ceil")},
       {"Round", MathFn("nearbyint")},
@@ -100,53 +107,72 @@ const std::map<std::string, ExprFn>& UnaryOps() {
       {"Acosh", MathFn("acosh")},
       {"Atanh", MathFn("atanh")},
       {"Erf", MathFn("erf")},
-      {"Not", [](NodeContext&, DType, const Args& a) -> Expected<std::string> { return "!" + a[0]; }},
-      {"BitwiseNot", [](NodeContext& ctx, DType t, const Args& a) -> Expected<std::string> {
+      {"Not",
+       [](NodeContext&, DType, const Args& a) -> Expected<std::string> { return "!" + a[0]; }},
+      {"BitwiseNot",
+       [](NodeContext& ctx, DType t, const Args& a) -> Expected<std::string> {
          if (!IsInt(t)) return ctx.error("needs an integer input");
          return "(" + CType(t) + ")~" + a[0];
        }},
-      {"IsNaN", FloatExpr([](NodeContext&, DType, const std::string& x) { return "(" + x + " != " + x + ")"; })},
+      {"IsNaN", FloatExpr([](NodeContext&, DType, const std::string& x) {
+         return "(" + x + " != " + x + ")";
+       })},
       {"IsInf", FloatExpr([](NodeContext& ctx, DType t, const std::string& x) {
-         bool neg = ctx.node().attr_int("detect_negative", 1) != 0, pos = ctx.node().attr_int("detect_positive", 1) != 0;
-         std::string inf = "(" + x + " == " + (t == DType::kFloat64 ? "(double)INFINITY" : "INFINITY") + ")";
-         std::string ninf = "(" + x + " == -" + (t == DType::kFloat64 ? "(double)INFINITY" : "INFINITY") + ")";
+         bool neg = ctx.node().attr_int("detect_negative", 1) != 0,
+              pos = ctx.node().attr_int("detect_positive", 1) != 0;
+         std::string inf =
+             "(" + x + " == " + (t == DType::kFloat64 ? "(double)INFINITY" : "INFINITY") + ")";
+         std::string ninf =
+             "(" + x + " == -" + (t == DType::kFloat64 ? "(double)INFINITY" : "INFINITY") + ")";
          if (pos && neg) return "(" + inf + " || " + ninf + ")";
          return pos ? inf : neg ? ninf : std::string("0");
        })},
-      {"Relu", [](NodeContext&, DType t, const Args& a) -> Expected<std::string> {
+      {"Relu",
+       [](NodeContext&, DType t, const Args& a) -> Expected<std::string> {
          return "(" + a[0] + " > " + CNumber(t, 0) + " ? " + a[0] + " : " + CNumber(t, 0) + ")";
        }},
       {"LeakyRelu", FloatExpr([](NodeContext& ctx, DType t, const std::string& x) {
-         return "(" + x + " < " + CNumber(t, 0) + " ? " + Attr(ctx, t, "alpha", 0.01) + " * " + x + " : " + x + ")";
+         return "(" + x + " < " + CNumber(t, 0) + " ? " + Attr(ctx, t, "alpha", 0.01) + " * " + x +
+                " : " + x + ")";
        })},
       {"Elu", FloatExpr([](NodeContext& ctx, DType t, const std::string& x) {
-         return "(" + x + " < " + CNumber(t, 0) + " ? " + Attr(ctx, t, "alpha", 1.0) + " * " + MathName(t, "expm1") + "(" + x + ") : " + x + ")";
+         return "(" + x + " < " + CNumber(t, 0) + " ? " + Attr(ctx, t, "alpha", 1.0) + " * " +
+                MathName(t, "expm1") + "(" + x + ") : " + x + ")";
        })},
       {"Selu", FloatExpr([](NodeContext& ctx, DType t, const std::string& x) {
-         std::string g = Attr(ctx, t, "gamma", 1.05070102214813232421875), al = Attr(ctx, t, "alpha", 1.67326319217681884765625);
-         return "(" + x + " > " + CNumber(t, 0) + " ? " + g + " * " + x + " : " + g + " * " + al + " * " + MathName(t, "expm1") + "(" + x + "))";
+         std::string g = Attr(ctx, t, "gamma", 1.05070102214813232421875),
+                     al = Attr(ctx, t, "alpha", 1.67326319217681884765625);
+         return "(" + x + " > " + CNumber(t, 0) + " ? " + g + " * " + x + " : " + g + " * " + al +
+                " * " + MathName(t, "expm1") + "(" + x + "))";
        })},
       {"Celu", FloatExpr([](NodeContext& ctx, DType t, const std::string& x) {
          std::string al = Attr(ctx, t, "alpha", 1.0);
-         return "(" + MathName(t, "fmax") + "(" + x + ", " + CNumber(t, 0) + ") + " + MathName(t, "fmin") + "(" + CNumber(t, 0) +
-                ", " + al + " * " + MathName(t, "expm1") + "(" + x + " / " + al + ")))";
+         return "(" + MathName(t, "fmax") + "(" + x + ", " + CNumber(t, 0) + ") + " +
+                MathName(t, "fmin") + "(" + CNumber(t, 0) + ", " + al + " * " +
+                MathName(t, "expm1") + "(" + x + " / " + al + ")))";
        })},
-      {"Sigmoid", FloatExpr([](NodeContext&, DType t, const std::string& x) { return Sigmoid(t, x); })},
+      {"Sigmoid",
+       FloatExpr([](NodeContext&, DType t, const std::string& x) { return Sigmoid(t, x); })},
       {"HardSigmoid", FloatExpr([](NodeContext& ctx, DType t, const std::string& x) {
-         return MathName(t, "fmax") + "(" + CNumber(t, 0) + ", " + MathName(t, "fmin") + "(" + CNumber(t, 1) + ", " +
-                Attr(ctx, t, "alpha", 0.2) + " * " + x + " + " + Attr(ctx, t, "beta", 0.5) + "))";
+         return MathName(t, "fmax") + "(" + CNumber(t, 0) + ", " + MathName(t, "fmin") + "(" +
+                CNumber(t, 1) + ", " + Attr(ctx, t, "alpha", 0.2) + " * " + x + " + " +
+                Attr(ctx, t, "beta", 0.5) + "))";
        })},
-      {"HardSwish", FloatExpr([](NodeContext&, DType t, const std::string& x) { return HardSwish(t, x); })},
-      {"Softplus", FloatExpr([](NodeContext&, DType t, const std::string& x) { return Softplus(t, x); })},
+      {"HardSwish",
+       FloatExpr([](NodeContext&, DType t, const std::string& x) { return HardSwish(t, x); })},
+      {"Softplus",
+       FloatExpr([](NodeContext&, DType t, const std::string& x) { return Softplus(t, x); })},
       {"Softsign", FloatExpr([](NodeContext&, DType t, const std::string& x) {
          return x + " / (" + CNumber(t, 1) + " + " + MathName(t, "fabs") + "(" + x + "))";
        })},
       {"ThresholdedRelu", FloatExpr([](NodeContext& ctx, DType t, const std::string& x) {
-         return "(" + x + " > " + Attr(ctx, t, "alpha", 1.0) + " ? " + x + " : " + CNumber(t, 0) + ")";
+         return "(" + x + " > " + Attr(ctx, t, "alpha", 1.0) + " ? " + x + " : " + CNumber(t, 0) +
+                ")";
        })},
       {"Shrink", FloatExpr([](NodeContext& ctx, DType t, const std::string& x) {
          std::string l = Attr(ctx, t, "lambd", 0.5), b = Attr(ctx, t, "bias", 0.0);
-         return "(" + x + " < -" + l + " ? " + x + " + " + b + " : (" + x + " > " + l + " ? " + x + " - " + b + " : " + CNumber(t, 0) + "))";
+         return "(" + x + " < -" + l + " ? " + x + " + " + b + " : (" + x + " > " + l + " ? " + x +
+                " - " + b + " : " + CNumber(t, 0) + "))";
        })},
       {"Mish", FloatExpr([](NodeContext&, DType t, const std::string& x) {
          return x + " * " + MathName(t, "tanh") + "(" + Softplus(t, x) + ")";
@@ -156,10 +182,11 @@ const std::map<std::string, ExprFn>& UnaryOps() {
        })},
       {"Gelu", FloatExpr([](NodeContext& ctx, DType t, const std::string& x) {
          if (ctx.node().attr_string("approximate", "none") == "tanh")
-           return CNumber(t, 0.5) + " * " + x + " * (" + CNumber(t, 1) + " + " + MathName(t, "tanh") + "(" +
-                  CNumber(t, 0.79788456080286535588) + " * (" + x + " + " + CNumber(t, 0.044715) + " * " + x + " * " + x + " * " + x + ")))";
-         return CNumber(t, 0.5) + " * " + x + " * (" + CNumber(t, 1) + " + " + MathName(t, "erf") + "(" + x + " * " +
-                CNumber(t, 0.70710678118654752440) + "))";
+           return CNumber(t, 0.5) + " * " + x + " * (" + CNumber(t, 1) + " + " +
+                  MathName(t, "tanh") + "(" + CNumber(t, 0.79788456080286535588) + " * (" + x +
+                  " + " + CNumber(t, 0.044715) + " * " + x + " * " + x + " * " + x + ")))";
+         return CNumber(t, 0.5) + " * " + x + " * (" + CNumber(t, 1) + " + " + MathName(t, "erf") +
+                "(" + x + " * " + CNumber(t, 0.70710678118654752440) + "))";
        })},
   };
   return *m;
@@ -180,23 +207,26 @@ const std::map<std::string, ExprFn>& BinaryOps() {
     };
   };
   auto bits = [](const char* op) {
-    return [op = std::string(op)](NodeContext& ctx, DType t, const Args& a) -> Expected<std::string> {
-      if (!IsInt(t)) return ctx.error("needs integer inputs");
-      return "(" + CType(t) + ")(" + a[0] + " " + op + " " + a[1] + ")";
-    };
+    return
+        [op = std::string(op)](NodeContext& ctx, DType t, const Args& a) -> Expected<std::string> {
+          if (!IsInt(t)) return ctx.error("needs integer inputs");
+          return "(" + CType(t) + ")(" + a[0] + " " + op + " " + a[1] + ")";
+        };
   };
   static const auto* m = new std::map<std::string, ExprFn>{
       {"Add", arith("+")},
       {"Sub", arith("-")},
       {"Mul", arith("*")},
-      {"Div", [](NodeContext& ctx, DType t, const Args& a) -> Expected<std::string> {
+      {"Div",
+       [](NodeContext& ctx, DType t, const Args& a) -> Expected<std::string> {
          if (IsInt(t)) {
            ctx.UseKernel("intmath");
            return "kiln_intmath_div_" + CSuffix(t) + "(" + a[0] + ", " + a[1] + ")";
          }
          return "(" + a[0] + " / " + a[1] + ")";
        }},
-      {"Mod", [](NodeContext& ctx, DType t, const Args& a) -> Expected<std::string> {
+      {"Mod",
+       [](NodeContext& ctx, DType t, const Args& a) -> Expected<std::string> {
          bool fmod = ctx.node().attr_int("fmod", 0) == 1;
          if (IsFloatingDType(t)) {
            std::string m = MathName(t, "fmod") + "(" + a[0] + ", " + a[1] + ")";
@@ -204,21 +234,27 @@ const std::map<std::string, ExprFn>& BinaryOps() {
            return "(" + m + " != " + m + " ? " + CNumber(t, 0) + " : " + m + ")";
          }
          ctx.UseKernel("intmath");
-         return "kiln_intmath_" + std::string(fmod ? "fmod_" : "mod_") + CSuffix(t) + "(" + a[0] + ", " + a[1] + ")";
+         return "kiln_intmath_" + std::string(fmod ? "fmod_" : "mod_") + CSuffix(t) + "(" + a[0] +
+                ", " + a[1] + ")";
        }},
-      {"BitShift", [](NodeContext& ctx, DType t, const Args& a) -> Expected<std::string> {
+      {"BitShift",
+       [](NodeContext& ctx, DType t, const Args& a) -> Expected<std::string> {
          if (!IsUnsignedIntDType(t)) return ctx.error("needs unsigned inputs");
          bool left = ctx.node().attr_string("direction", "") == "LEFT";
          std::string bitsz = std::to_string(DTypeSize(t) * 8);
          std::string wide = DTypeSize(t) == 8 ? "(uint64_t)" : "(uint32_t)";
-         return "(" + a[1] + " >= " + bitsz + " ? 0 : (" + CType(t) + ")(" + wide + a[0] + (left ? " << " : " >> ") + a[1] + "))";
+         return "(" + a[1] + " >= " + bitsz + " ? 0 : (" + CType(t) + ")(" + wide + a[0] +
+                (left ? " << " : " >> ") + a[1] + "))";
        }},
       {"BitwiseAnd", bits("&")},
       {"BitwiseOr", bits("|")},
       {"BitwiseXor", bits("^")},
       {"And", cmp("&&")},
       {"Or", cmp("||")},
-      {"Xor", [](NodeContext&, DType, const Args& a) -> Expected<std::string> { return "(!" + a[0] + " != !" + a[1] + ")"; }},
+      {"Xor",
+       [](NodeContext&, DType, const Args& a) -> Expected<std::string> {
+         return "(!" + a[0] + " != !" + a[1] + ")";
+       }},
       {"Equal", cmp("==")},
       {"Less", cmp("<")},
       {"LessOrEqual", cmp("<=")},
@@ -236,13 +272,15 @@ Status EmitMap(NodeContext& ctx, const ExprFn& f, int arity) {
   for (int i = 0; i < arity; ++i) {
     if (!ctx.has_input(i)) return ctx.error("input " + std::to_string(i) + " is missing");
     inputs.push_back(i);
-    dims.push_back(i == 1 ? ops::LegacyBroadcastDims(ctx.node(), ctx.opset(), ctx.input_dims(0), ctx.input_dims(1))
+    dims.push_back(i == 1 ? ops::LegacyBroadcastDims(ctx.node(), ctx.opset(), ctx.input_dims(0),
+                                                     ctx.input_dims(1))
                           : ctx.input_dims(i));
   }
   Status st = OkStatus();
   EmitBroadcast(ctx, inputs, dims, ctx.output_dims(0), [&](const Args& raw) {
     Args a;
-    for (size_t k = 0; k < raw.size(); ++k) a.push_back(Load(ctx, ctx.input_dtype(inputs[k]), raw[k]));
+    for (size_t k = 0; k < raw.size(); ++k)
+      a.push_back(Load(ctx, ctx.input_dtype(inputs[k]), raw[k]));
     auto e = f(ctx, ct, a);
     if (!e.ok()) {
       st = e.status();
@@ -261,8 +299,9 @@ void RegisterMaps(EmitterRegistry& r) {
     r.Register(op, [f = f](NodeContext& ctx) { return EmitMap(ctx, f, 2); });
   }
   // passes/fuse_gelu's com.microsoft Gelu: the erf form (no `approximate` attribute).
-  r.Register("Gelu", [f = UnaryOps().at("Gelu")](NodeContext& ctx) { return EmitMap(ctx, f, 1); },
-             "com.microsoft");
+  r.Register(
+      "Gelu", [f = UnaryOps().at("Gelu")](NodeContext& ctx) { return EmitMap(ctx, f, 1); },
+      "com.microsoft");
 }
 
 // Pow: the exponent may have another dtype; squares and square roots are spelled out.
@@ -273,20 +312,26 @@ Status EmitPow(NodeContext& ctx) {
   double e0 = 0;
   bool scalar_exp = ec && ec->size() == 1;
   if (scalar_exp) e0 = ElementAsDouble(*ec, 0);
-  EmitBroadcast(ctx, {0, 1}, {ctx.input_dims(0), ops::LegacyBroadcastDims(ctx.node(), ctx.opset(), ctx.input_dims(0), ctx.input_dims(1))},
+  EmitBroadcast(ctx, {0, 1},
+                {ctx.input_dims(0), ops::LegacyBroadcastDims(ctx.node(), ctx.opset(),
+                                                             ctx.input_dims(0), ctx.input_dims(1))},
                 ctx.output_dims(0), [&](const Args& raw) {
                   std::string a = Load(ctx, bt, raw[0]), b = Load(ctx, et, raw[1]);
                   std::string e;
                   if (IsFloatingDType(ct)) {
-                    if (scalar_exp && e0 == 2.0) e = a + " * " + a;
-                    else if (scalar_exp && e0 == 0.5) e = MathName(ct, "sqrt") + "(" + a + ")";
-                    else e = "(" + CType(ct) + ")pow((double)" + a + ", (double)" + b + ")";
+                    if (scalar_exp && e0 == 2.0)
+                      e = a + " * " + a;
+                    else if (scalar_exp && e0 == 0.5)
+                      e = MathName(ct, "sqrt") + "(" + a + ")";
+                    else
+                      e = "(" + CType(ct) + ")pow((double)" + a + ", (double)" + b + ")";
                   } else if (!IsFloatingDType(et)) {
                     ctx.UseKernel("intmath");
                     e = "kiln_intmath_pow_" + CSuffix(bt) + "(" + a + ", (int64_t)" + b + ")";
                   } else {
                     ctx.UseKernel("intmath");
-                    e = "(" + CType(bt) + ")(uint64_t)kiln_intmath_from_double(pow((double)" + a + ", (double)" + b + "))";
+                    e = "(" + CType(bt) + ")(uint64_t)kiln_intmath_from_double(pow((double)" + a +
+                        ", (double)" + b + "))";
                   }
                   return Store(ctx, bt, e);
                 });
@@ -330,7 +375,8 @@ Status EmitVariadic(NodeContext& ctx, const std::string& op) {
 }
 
 Status EmitWhere(NodeContext& ctx) {
-  EmitBroadcast(ctx, {0, 1, 2}, {ctx.input_dims(0), ctx.input_dims(1), ctx.input_dims(2)}, ctx.output_dims(0),
+  EmitBroadcast(ctx, {0, 1, 2}, {ctx.input_dims(0), ctx.input_dims(1), ctx.input_dims(2)},
+                ctx.output_dims(0),
                 [&](const Args& a) { return "(" + a[0] + " ? " + a[1] + " : " + a[2] + ")"; });
   return OkStatus();
 }
@@ -375,14 +421,16 @@ Status EmitCast(NodeContext& ctx) {
 Status EmitPRelu(NodeContext& ctx) {
   DType t = ctx.input_dtype(0), ct = ComputeType(t);
   Dims sd = ctx.input_dims(1), x = ctx.input_dims(0), d;
-  if (!(ops::BroadcastDims(x, sd, &d) && d == x) && sd.size() == 1 && x.size() >= 2 && sd[0] == x[1]) {
+  if (!(ops::BroadcastDims(x, sd, &d) && d == x) && sd.size() == 1 && x.size() >= 2 &&
+      sd[0] == x[1]) {
     Dims c(x.size(), 1);
     c[1] = sd[0];
     sd = c;
   }
   EmitBroadcast(ctx, {0, 1}, {x, sd}, ctx.output_dims(0), [&](const Args& raw) {
     std::string a = Load(ctx, t, raw[0]), s = Load(ctx, ctx.input_dtype(1), raw[1]);
-    return Store(ctx, t, "(" + a + " < " + CNumber(ct, 0) + " ? " + s + " * " + a + " : " + a + ")");
+    return Store(ctx, t,
+                 "(" + a + " < " + CNumber(ct, 0) + " ? " + s + " * " + a + " : " + a + ")");
   });
   return OkStatus();
 }

@@ -29,10 +29,12 @@ bool NormAxis(int64_t* axis, size_t rank) {
 
 // Lines that read index `expr` into int64_t `var` (declared by the caller), wrap a negative
 // index once and return KILN_ERROR_INVALID_DATA when it is still outside [0, extent).
-void CheckedIndex(NodeContext& ctx, const std::string& var, const std::string& expr, int64_t extent) {
+void CheckedIndex(NodeContext& ctx, const std::string& var, const std::string& expr,
+                  int64_t extent) {
   ctx.Line(var + " = (int64_t)" + expr + ";");
   ctx.Line("if (" + var + " < 0) " + var + " += " + S(extent) + ";");
-  ctx.Line("if (" + var + " < 0 || " + var + " >= " + S(extent) + ") return KILN_ERROR_INVALID_DATA;");
+  ctx.Line("if (" + var + " < 0 || " + var + " >= " + S(extent) +
+           ") return KILN_ERROR_INVALID_DATA;");
 }
 
 bool IsIndexType(DType t) { return t == DType::kInt32 || t == DType::kInt64; }
@@ -59,7 +61,8 @@ void Nest(NodeContext& ctx, const Dims& dims, const std::function<void(const At&
 
 // "base + (size_t)k * stride", written without the parts that are zero or one.
 std::string Plus(const std::string& base, const std::string& k, int64_t stride) {
-  return (base == "0" ? "" : base + " + ") + "(size_t)" + k + (stride == 1 ? "" : " * " + std::to_string(stride));
+  return (base == "0" ? "" : base + " + ") + "(size_t)" + k +
+         (stride == 1 ? "" : " * " + std::to_string(stride));
 }
 
 // ---- GatherElements, GatherND (run-time indices) ----------------------------------------------
@@ -69,7 +72,8 @@ Status EmitGatherElements(NodeContext& ctx) {
   const Dims& id = ctx.input_dims(1);
   if (!IsIndexType(ctx.input_dtype(1))) return ctx.error("indices must be int32 or int64");
   int64_t axis = ctx.node().attr_int("axis", 0);
-  if (!NormAxis(&axis, dd.size()) || id.size() != dd.size()) return ctx.error("axis or indices rank out of range");
+  if (!NormAxis(&axis, dd.size()) || id.size() != dd.size())
+    return ctx.error("axis or indices rank out of range");
   if (NumElements(id) == 0) {
     ctx.Line("/* no elements */");
     return OkStatus();
@@ -93,7 +97,8 @@ Status EmitGatherND(NodeContext& ctx) {
   if (d.empty() || id.empty()) return ctx.error("data and indices must have rank >= 1");
   const size_t b = static_cast<size_t>(ctx.node().attr_int("batch_dims", 0));
   const size_t m = static_cast<size_t>(id.back());
-  if (b >= std::min(d.size(), id.size()) || m < 1 || b + m > d.size()) return ctx.error("batch_dims or indices shape out of range");
+  if (b >= std::min(d.size(), id.size()) || m < 1 || b + m > d.size())
+    return ctx.error("batch_dims or indices shape out of range");
   const int64_t batches = Prod(d, 0, b), tuples = Prod(id, b, id.size() - 1);
   const int64_t block = Prod(d, b + m, d.size()), batch_stride = Prod(d, b, d.size());
   if (NumElements(ctx.output_dims(0)) == 0) {
@@ -106,15 +111,21 @@ Status EmitGatherND(NodeContext& ctx) {
   ctx.Line("int64_t v;");
   ctx.Line("for (size_t t = 0; t < " + S(batches * tuples) + "; ++t) {");
   ctx.Indent();
-  ctx.Line("const int64_t *ip = in1 + t" + (m == 1 ? std::string() : " * " + S(static_cast<int64_t>(m))) + ";");
+  ctx.Line("const int64_t *ip = in1 + t" +
+           (m == 1 ? std::string() : " * " + S(static_cast<int64_t>(m))) + ";");
   ctx.Line(std::string("size_t off = ") +
-           (batches > 1 ? (tuples > 1 ? "(t / " + S(tuples) + ")" : std::string("t")) + " * " + S(batch_stride) : "0") + ";");
+           (batches > 1 ? (tuples > 1 ? "(t / " + S(tuples) + ")" : std::string("t")) + " * " +
+                              S(batch_stride)
+                        : "0") +
+           ";");
   for (size_t k = 0; k < m; ++k) {
     CheckedIndex(ctx, "v", "ip[" + S(static_cast<int64_t>(k)) + "]", d[b + k]);
     ctx.Line("off += (size_t)v" + (ds[b + k] == 1 ? std::string() : " * " + S(ds[b + k])) + ";");
   }
-  if (block == 1) ctx.Line("out0[t] = in0[off];");
-  else ctx.Line("memcpy(out0 + t * " + S(block) + ", in0 + off, " + ByteCount(t, block) + ");");
+  if (block == 1)
+    ctx.Line("out0[t] = in0[off];");
+  else
+    ctx.Line("memcpy(out0 + t * " + S(block) + ", in0 + off, " + ByteCount(t, block) + ");");
   ctx.Dedent();
   ctx.Line("}");
   return OkStatus();
@@ -124,8 +135,8 @@ Status EmitGatherND(NodeContext& ctx) {
 
 // `dst` combined with `v` (both storage-type lvalues of dtype t) by reduction `red`, as the host's
 // Apply: sums and products in the compute type (wrapping for integers), max / min keep either.
-Expected<std::string> Reduce(NodeContext& ctx, DType t, const std::string& red, const std::string& dst,
-                             const std::string& v) {
+Expected<std::string> Reduce(NodeContext& ctx, DType t, const std::string& red,
+                             const std::string& dst, const std::string& v) {
   if (red == "none") return v;
   if (red == "max" || red == "min") {
     std::string op = red == "max" ? " > " : " < ";
@@ -147,8 +158,10 @@ Status EmitScatterElements(NodeContext& ctx) {
   DType t = ctx.input_dtype(0);
   if (!IsIndexType(ctx.input_dtype(1))) return ctx.error("indices must be int32 or int64");
   int64_t axis = ctx.node().attr_int("axis", 0);
-  if (!NormAxis(&axis, dd.size()) || id.size() != dd.size()) return ctx.error("axis or indices rank out of range");
-  std::string red = ctx.node().op_type == "Scatter" ? "none" : ctx.node().attr_string("reduction", "none");
+  if (!NormAxis(&axis, dd.size()) || id.size() != dd.size())
+    return ctx.error("axis or indices rank out of range");
+  std::string red =
+      ctx.node().op_type == "Scatter" ? "none" : ctx.node().attr_string("reduction", "none");
   if (NumElements(dd) > 0) ctx.Line("memcpy(out0, in0, " + ByteCount(t, NumElements(dd)) + ");");
   if (NumElements(id) == 0) return OkStatus();
   ctx.SetCanFail();
@@ -176,7 +189,8 @@ Status EmitScatterND(NodeContext& ctx) {
   const Dims& id = ctx.input_dims(1);
   DType t = ctx.input_dtype(0);
   if (ctx.input_dtype(1) != DType::kInt64) return ctx.error("indices must be int64");
-  if (id.empty() || id.back() < 0 || id.back() > static_cast<int64_t>(d.size())) return ctx.error("indices shape out of range");
+  if (id.empty() || id.back() < 0 || id.back() > static_cast<int64_t>(d.size()))
+    return ctx.error("indices shape out of range");
   std::string red = ctx.node().attr_string("reduction", "none");
   const size_t k = static_cast<size_t>(id.back());
   const int64_t tuples = Prod(id, 0, id.size() - 1), block = Prod(d, k, d.size());
@@ -189,17 +203,22 @@ Status EmitScatterND(NodeContext& ctx) {
   }
   ctx.Line("for (size_t t = 0; t < " + S(tuples) + "; ++t) {");
   ctx.Indent();
-  if (k > 0) ctx.Line("const int64_t *ip = in1 + t" + (k == 1 ? std::string() : " * " + S(static_cast<int64_t>(k))) + ";");
+  if (k > 0)
+    ctx.Line("const int64_t *ip = in1 + t" +
+             (k == 1 ? std::string() : " * " + S(static_cast<int64_t>(k))) + ";");
   ctx.Line("size_t off = 0;");
   for (size_t j = 0; j < k; ++j) {
     CheckedIndex(ctx, "v", "ip[" + S(static_cast<int64_t>(j)) + "]", d[j]);
     ctx.Line("off += (size_t)v" + (ds[j] == 1 ? std::string() : " * " + S(ds[j])) + ";");
   }
   if (red == "none") {
-    if (block == 1) ctx.Line("out0[off] = in2[t];");
-    else ctx.Line("memcpy(out0 + off, in2 + t * " + S(block) + ", " + ByteCount(t, block) + ");");
+    if (block == 1)
+      ctx.Line("out0[off] = in2[t];");
+    else
+      ctx.Line("memcpy(out0 + off, in2 + t * " + S(block) + ", " + ByteCount(t, block) + ");");
   } else {
-    KILN_ASSIGN_OR_RETURN(std::string e, Reduce(ctx, t, red, "out0[off + e]", "in2[t * " + S(block) + " + e]"));
+    KILN_ASSIGN_OR_RETURN(std::string e,
+                          Reduce(ctx, t, red, "out0[off + e]", "in2[t * " + S(block) + " + e]"));
     ctx.Line("for (size_t e = 0; e < " + S(block) + "; ++e) out0[off + e] = " + e + ";");
   }
   ctx.Dedent();
@@ -214,7 +233,8 @@ Status EmitTensorScatter(NodeContext& ctx) {
   const Dims& u = ctx.input_dims(1);
   DType t = ctx.input_dtype(0);
   int64_t axis = ctx.node().attr_int("axis", -2);
-  if (!NormAxis(&axis, d.size()) || axis == 0 || u.size() != d.size()) return ctx.error("axis out of range");
+  if (!NormAxis(&axis, d.size()) || axis == 0 || u.size() != d.size())
+    return ctx.error("axis out of range");
   bool circular = ctx.node().attr_string("mode", "linear") == "circular";
   const int64_t batch = d[0], max_len = d[axis], len = u[axis];
   const int64_t mid = Prod(d, 1, axis), inner = Prod(d, axis + 1, d.size());
@@ -236,8 +256,9 @@ Status EmitTensorScatter(NodeContext& ctx) {
   ctx.Line("  for (size_t j = 0; j < " + S(len) + "; ++j) {");
   std::string pos = circular ? "((size_t)start + j) % " + S(max_len) : "(size_t)start + j";
   ctx.Line("    size_t pos = " + pos + ";");
-  ctx.Line("    memcpy(out0 + ((b * " + S(mid) + " + m) * " + S(max_len) + " + pos) * " + S(inner) + ", in1 + ((b * " +
-           S(mid) + " + m) * " + S(len) + " + j) * " + S(inner) + ", " + ByteCount(t, inner) + ");");
+  ctx.Line("    memcpy(out0 + ((b * " + S(mid) + " + m) * " + S(max_len) + " + pos) * " + S(inner) +
+           ", in1 + ((b * " + S(mid) + " + m) * " + S(len) + " + j) * " + S(inner) + ", " +
+           ByteCount(t, inner) + ");");
   ctx.Line("  }");
   ctx.Line("}");
   ctx.Dedent();
@@ -271,8 +292,8 @@ Status EmitOneHot(NodeContext& ctx) {
     ctx.Line(CType(ct) + " x = " + Load(ctx, it, x) + ";");
     ctx.Line("int64_t v;");
     // Out of (-depth - 1, depth) the truncated index is out of range (and NaN never converts).
-    ctx.Line("if (!(x > " + CNumber(ct, static_cast<double>(-depth - 1)) + " && x < " + CNumber(ct, static_cast<double>(depth)) +
-             ")) continue;");
+    ctx.Line("if (!(x > " + CNumber(ct, static_cast<double>(-depth - 1)) + " && x < " +
+             CNumber(ct, static_cast<double>(depth)) + ")) continue;");
     ctx.Line("v = (int64_t)x;");
   } else {
     ctx.Line("int64_t v = (int64_t)" + x + ";");
@@ -300,7 +321,8 @@ Status EmitRange(NodeContext& ctx) {
   }
   if (t == DType::kBool) return ctx.error("bool is not a Range type");
   DType ct = ComputeType(t);
-  ctx.Line("const " + CType(ct) + " start = " + Load(ctx, t, "in0[0]") + ", delta = " + Load(ctx, t, "in2[0]") + ";");
+  ctx.Line("const " + CType(ct) + " start = " + Load(ctx, t, "in0[0]") +
+           ", delta = " + Load(ctx, t, "in2[0]") + ";");
   std::string v;
   if (IsFloatingDType(t)) {
     v = Store(ctx, t, "start + (" + CType(ct) + ")i * delta");
@@ -313,7 +335,8 @@ Status EmitRange(NodeContext& ctx) {
 }
 
 Status EmitBitCast(NodeContext& ctx) {
-  if (DTypeSize(ctx.input_dtype(0)) != DTypeSize(ctx.output_dtype(0))) return ctx.error("types differ in width");
+  if (DTypeSize(ctx.input_dtype(0)) != DTypeSize(ctx.output_dtype(0)))
+    return ctx.error("types differ in width");
   int64_t n = NumElements(ctx.output_dims(0));
   if (n > 0) ctx.Line("memcpy(out0, in0, " + ByteCount(ctx.output_dtype(0), n) + ");");
   return OkStatus();
@@ -328,9 +351,11 @@ Status EmitEyeLike(NodeContext& ctx) {
   ctx.Line("memset(out0, 0, " + ByteCount(t, rows * cols) + ");");
   if (k >= cols || k <= -rows) return OkStatus();
   const int64_t lo = k < 0 ? -k : 0, hi = std::min(rows, cols - k);
-  std::string one = t == DType::kBool ? "1" : IsFloatingDType(t) ? Store(ctx, t, CNumber(ComputeType(t), 1)) : CNumber(t, 1);
-  ctx.Line("for (size_t i = 0; i < " + S(hi - lo) + "; ++i) out0[" + S(lo * cols + lo + k) + " + i * " + S(cols + 1) +
-           "] = " + one + ";");
+  std::string one = t == DType::kBool    ? "1"
+                    : IsFloatingDType(t) ? Store(ctx, t, CNumber(ComputeType(t), 1))
+                                         : CNumber(t, 1);
+  ctx.Line("for (size_t i = 0; i < " + S(hi - lo) + "; ++i) out0[" + S(lo * cols + lo + k) +
+           " + i * " + S(cols + 1) + "] = " + one + ";");
   return OkStatus();
 }
 
@@ -339,7 +364,8 @@ Status EmitEyeLike(NodeContext& ctx) {
 Status EmitShapeOf(NodeContext& ctx) {
   const ir::TypeInfo& ti = ctx.input_type(0);
   if (!ti.shape_known())
-    return ctx.error("its input's dims are not known at compile time, so the C backend cannot compute them");
+    return ctx.error(
+        "its input's dims are not known at compile time, so the C backend cannot compute them");
   const Dims& d = ti.dims;
   const int64_t rank = static_cast<int64_t>(d.size());
   if (ctx.node().op_type == "Size") {
@@ -374,7 +400,8 @@ NodeEmitFn IndexedForm(const EmitterRegistry& r, const char* op, Status (*dynami
     for (size_t pos = 0; pos < body.size();) {
       size_t end = body.find('\n', pos);
       if (end == std::string::npos) end = body.size();
-      ctx.Line(body.substr(std::min(pos + 2, end), end - std::min(pos + 2, end)));  // Line indents again
+      ctx.Line(
+          body.substr(std::min(pos + 2, end), end - std::min(pos + 2, end)));  // Line indents again
       pos = end + 1;
     }
     for (const auto& k : tmp.kernels()) ctx.UseKernel(k);

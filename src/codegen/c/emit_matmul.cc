@@ -39,8 +39,9 @@ void EmitGemmCall(NodeContext& ctx, DType t, const GemmCall& g) {
   if (HasGemmKernel(t)) {
     std::string sfx = CSuffix(t);
     ctx.UseKernel("gemm_" + sfx);
-    ctx.Line("kiln_gemm_" + sfx + "_run(" + s(g.M) + ", " + s(g.N) + ", " + s(g.K) + ", " + CNumber(t, g.alpha) + ", " +
-             g.a + ", " + s(g.sam) + ", " + s(g.sak) + ", " + g.b + ", " + s(g.sbk) + ", " + s(g.sbn) + ", " + g.c + ");");
+    ctx.Line("kiln_gemm_" + sfx + "_run(" + s(g.M) + ", " + s(g.N) + ", " + s(g.K) + ", " +
+             CNumber(t, g.alpha) + ", " + g.a + ", " + s(g.sam) + ", " + s(g.sak) + ", " + g.b +
+             ", " + s(g.sbk) + ", " + s(g.sbn) + ", " + g.c + ");");
     return;
   }
   // Specialized dot products: Y[i, j] = init + alpha * sum_k A[i, k] * B[k, j].
@@ -57,15 +58,18 @@ void EmitGemmCall(NodeContext& ctx, DType t, const GemmCall& g) {
         std::string u = WrapType(t);
         ctx.Line(u + " acc = 0;");
         if (g.K > 0)
-          ctx.Line("for (size_t k = 0; k < " + s(g.K) + "; ++k) acc += (" + u + ")" + at + " * (" + u + ")" + bt + ";");
+          ctx.Line("for (size_t k = 0; k < " + s(g.K) + "; ++k) acc += (" + u + ")" + at + " * (" +
+                   u + ")" + bt + ";");
         if (g.alpha != 1.0)  // as the host: alpha applied in double to the accumulated value
-          ctx.Line("acc = (" + u + ")(int64_t)(" + CNumber(DType::kFloat64, g.alpha) + " * (double)(" + CType(t) + ")acc);");
+          ctx.Line("acc = (" + u + ")(int64_t)(" + CNumber(DType::kFloat64, g.alpha) +
+                   " * (double)(" + CType(t) + ")acc);");
         std::string base = g.init ? "(" + u + ")(" + g.init("i", "j") + ") + " : "";
         ctx.Line(y + " = (" + CType(t) + ")(" + base + "acc);");
       } else {
         ctx.Line(CType(ct) + " acc = " + CNumber(ct, 0) + ";");
         if (g.K > 0)
-          ctx.Line("for (size_t k = 0; k < " + s(g.K) + "; ++k) acc += " + Load(ctx, t, at) + " * " + Load(ctx, t, bt) + ";");
+          ctx.Line("for (size_t k = 0; k < " + s(g.K) + "; ++k) acc += " + Load(ctx, t, at) +
+                   " * " + Load(ctx, t, bt) + ";");
         std::string v = g.alpha == 1.0 ? "acc" : CNumber(ct, g.alpha) + " * acc";
         if (g.init) v = g.init("i", "j") + " + " + v;
         ctx.Line(y + " = " + Store(ctx, t, v) + ";");
@@ -81,7 +85,8 @@ std::string ZeroFill(NodeContext& ctx, int out, DType t, int64_t n) {
 
 Status CheckType(NodeContext& ctx) {
   DType t = ctx.input_dtype(0);
-  if (!IsFloatingDType(t) && !IsInt(t)) return ctx.error("does not support element type " + std::string(DTypeName(t)));
+  if (!IsFloatingDType(t) && !IsInt(t))
+    return ctx.error("does not support element type " + std::string(DTypeName(t)));
   if (ctx.input_dtype(1) != t) return ctx.error("operand types differ");
   return OkStatus();
 }
@@ -107,11 +112,13 @@ Status EmitMatMul(NodeContext& ctx) {
   if (HasGemmKernel(t) || K == 0) ctx.Line(ZeroFill(ctx, 0, t, total));
   if (K == 0) return OkStatus();
   if (NumElements(bb) == 1) {  // one shared B: a single GEMM over every row of A
-    EmitGemmCall(ctx, t, {NumElements(ob) * M, N, K, "in0", "in1", "out0", K, 1, N, 1, 1.0, nullptr});
+    EmitGemmCall(ctx, t,
+                 {NumElements(ob) * M, N, K, "in0", "in1", "out0", K, 1, N, 1, 1.0, nullptr});
     return OkStatus();
   }
   // One GEMM per output batch index; the batch offsets of A and B follow their broadcast strides.
-  std::vector<int64_t> as = BroadcastStridesOver(ab, ob), bs = BroadcastStridesOver(bb, ob), os = Strides(ob);
+  std::vector<int64_t> as = BroadcastStridesOver(ab, ob), bs = BroadcastStridesOver(bb, ob),
+                       os = Strides(ob);
   for (auto& v : as) v *= M * K;
   for (auto& v : bs) v *= K * N;
   for (auto& v : os) v *= M * N;
@@ -121,7 +128,9 @@ Status EmitMatMul(NodeContext& ctx) {
       std::string off = IndexExpr(idx, st);
       return off == "0" ? std::string(base) : "(" + std::string(base) + " + " + off + ")";
     };
-    EmitGemmCall(ctx, t, {M, N, K, ptr("in0", m.strides[0]), ptr("in1", m.strides[1]), ptr("out0", m.strides[2]), K, 1, N, 1, 1.0, nullptr});
+    EmitGemmCall(ctx, t,
+                 {M, N, K, ptr("in0", m.strides[0]), ptr("in1", m.strides[1]),
+                  ptr("out0", m.strides[2]), K, 1, N, 1, 1.0, nullptr});
   });
   return OkStatus();
 }
@@ -143,7 +152,8 @@ Status EmitGemm(NodeContext& ctx) {
   }
   const bool use_c = ctx.has_input(2) && beta != 0.0;
   const Dims mn = {M, N};
-  GemmCall g{M, N, K, "in0", "in1", "out0", ta ? 1 : K, ta ? M : 1, tb ? 1 : N, tb ? K : 1, alpha, nullptr};
+  GemmCall g{M,          N,          K,          "in0",      "in1", "out0",
+             ta ? 1 : K, ta ? M : 1, tb ? 1 : N, tb ? K : 1, alpha, nullptr};
   if (use_c && IsInt(t) && beta != 1.0)
     return ctx.error("an integer Gemm with beta other than 0 or 1 is not supported");
   if (HasGemmKernel(t) || K == 0) {
@@ -202,7 +212,8 @@ bool ParseTerm(const std::string& t, std::vector<int>* out) {
   return true;
 }
 
-std::string PlanEinsum(const std::string& equation, const std::vector<Dims>& inputs, EinsumPlan* p) {
+std::string PlanEinsum(const std::string& equation, const std::vector<Dims>& inputs,
+                       EinsumPlan* p) {
   std::string eq;
   for (char c : equation)
     if (c != ' ' && c != '\t') eq += c;
@@ -212,7 +223,9 @@ std::string PlanEinsum(const std::string& equation, const std::vector<Dims>& inp
   for (size_t start = 0;;) {
     size_t comma = lhs.find(',', start);
     std::vector<int> term;
-    if (!ParseTerm(lhs.substr(start, comma == std::string::npos ? std::string::npos : comma - start), &term))
+    if (!ParseTerm(
+            lhs.substr(start, comma == std::string::npos ? std::string::npos : comma - start),
+            &term))
       return "bad input term";
     terms.push_back(term);
     if (comma == std::string::npos) break;
@@ -309,10 +322,12 @@ Status EmitEinsum(NodeContext& ctx) {
   }
   if (n == 0) return ctx.error("needs at least one input");
   DType t = ctx.input_dtype(0), ct = ComputeType(t);
-  if (!IsFloatingDType(t) && !IsInt(t)) return ctx.error("does not support element type " + std::string(DTypeName(t)));
+  if (!IsFloatingDType(t) && !IsInt(t))
+    return ctx.error("does not support element type " + std::string(DTypeName(t)));
   EinsumPlan p;
   std::string why = PlanEinsum(ctx.node().attr_string("equation", ""), dims, &p);
-  if (!why.empty()) return ctx.error("equation '" + ctx.node().attr_string("equation", "") + "': " + why);
+  if (!why.empty())
+    return ctx.error("equation '" + ctx.node().attr_string("equation", "") + "': " + why);
   const int64_t total = NumElements(ctx.output_dims(0));
   if (total == 0) {
     ctx.Line("/* no elements */");
@@ -325,7 +340,8 @@ Status EmitEinsum(NodeContext& ctx) {
     sd.push_back(p.size[l]);
     empty_sum = empty_sum || p.size[l] == 0;
   }
-  if (NumElements(od) != total) return ctx.error("the equation's output does not match the output dims");
+  if (NumElements(od) != total)
+    return ctx.error("the equation's output does not match the output dims");
   if (empty_sum) {  // an empty contraction: every sum is zero
     ctx.Line(ZeroFill(ctx, 0, t, total));
     return OkStatus();
@@ -347,15 +363,18 @@ Status EmitEinsum(NodeContext& ctx) {
       std::string prod;
       for (int k = 0; k < n; ++k) {
         std::string off = IndexExpr(oidx, om.strides[k]), soff = IndexExpr(sidx, sm.strides[k]);
-        if (off == "0") off = soff;
-        else if (soff != "0") off += " + " + soff;
+        if (off == "0")
+          off = soff;
+        else if (soff != "0")
+          off += " + " + soff;
         std::string e = NodeContext::in(k) + "[" + off + "]";
         e = is_int ? "(" + at + ")" + e : Load(ctx, t, e);
         prod += (k ? " * " : "") + e;
       }
       ctx.Line("acc += " + prod + ";");
     });
-    ctx.Line("out0[" + IndexExpr(oidx, om.strides[n]) + "] = " + (is_int ? "(" + CType(t) + ")acc" : Store(ctx, t, "acc")) + ";");
+    ctx.Line("out0[" + IndexExpr(oidx, om.strides[n]) +
+             "] = " + (is_int ? "(" + CType(t) + ")acc" : Store(ctx, t, "acc")) + ";");
   });
   return OkStatus();
 }
@@ -365,8 +384,9 @@ Status EmitEinsum(NodeContext& ctx) {
 // The int32 products (A - a_zero_point) x (B - b_zero_point) of the 8-bit operands in0 (or
 // input a) and input b; zero points per tensor, per row of A or per column of B. Calls
 // `store(acc)` with the int32 accumulator `acc` of output element (batch, i, j) in scope.
-Status EmitIntMatMul(NodeContext& ctx, int a, int azp, int b, int bzp,
-                     const std::function<void(const std::string& row, const std::string& col)>& store) {
+Status EmitIntMatMul(
+    NodeContext& ctx, int a, int azp, int b, int bzp,
+    const std::function<void(const std::string& row, const std::string& col)>& store) {
   for (int i : {a, b})
     if (ctx.input_dtype(i) != DType::kInt8 && ctx.input_dtype(i) != DType::kUInt8)
       return ctx.error("the operands must be int8 or uint8");
@@ -383,7 +403,8 @@ Status EmitIntMatMul(NodeContext& ctx, int a, int azp, int b, int bzp,
   auto zero_point = [&](int i, int64_t count, const std::string& idx) -> Expected<std::string> {
     if (!ctx.has_input(i)) return std::string("0");
     int64_t z = NumElements(ctx.input_dims(i));
-    if (z != 1 && z != count) return ctx.error("a zero point must have 1 or " + std::to_string(count) + " elements");
+    if (z != 1 && z != count)
+      return ctx.error("a zero point must have 1 or " + std::to_string(count) + " elements");
     return "(int32_t)" + NodeContext::in(i) + "[" + (z == 1 ? "0" : idx) + "]";
   };
   KILN_ASSIGN_OR_RETURN(std::string za, zero_point(azp, M, "i"));
@@ -392,14 +413,16 @@ Status EmitIntMatMul(NodeContext& ctx, int a, int azp, int b, int bzp,
     ctx.Line("/* no elements */");
     return OkStatus();
   }
-  std::vector<int64_t> as = BroadcastStridesOver(ab, ob), bs = BroadcastStridesOver(bb, ob), os = Strides(ob);
+  std::vector<int64_t> as = BroadcastStridesOver(ab, ob), bs = BroadcastStridesOver(bb, ob),
+                       os = Strides(ob);
   for (auto& v : as) v *= M * K;
   for (auto& v : bs) v *= K * N;
   for (auto& v : os) v *= M * N;
   MergedAxes m = MergeAxes(ob, {as, bs, os});
   std::string A = NodeContext::in(a), B = NodeContext::in(b);
   Nest(ctx, m.dims, "b", [&](const std::vector<std::string>& idx) {
-    std::string ao = IndexExpr(idx, m.strides[0]), bo = IndexExpr(idx, m.strides[1]), oo = IndexExpr(idx, m.strides[2]);
+    std::string ao = IndexExpr(idx, m.strides[0]), bo = IndexExpr(idx, m.strides[1]),
+                oo = IndexExpr(idx, m.strides[2]);
     ctx.Line("const size_t ao = " + ao + ", bo = " + bo + ", oo = " + oo + ";");
     ctx.Line("(void)ao;");
     ctx.Line("(void)bo;");
@@ -407,9 +430,10 @@ Status EmitIntMatMul(NodeContext& ctx, int a, int azp, int b, int bzp,
       Loop(ctx, N, "j", [&] {
         ctx.Line("uint32_t acc = 0;");  // int32 arithmetic, wrapping
         if (K > 0)
-          ctx.Line("for (size_t k = 0; k < " + std::to_string(K) + "; ++k) acc += (uint32_t)((int32_t)" + A + "[ao + i * " +
-                   std::to_string(K) + " + k] - " + za + ") * (uint32_t)((int32_t)" + B + "[bo + k * " + std::to_string(N) +
-                   " + j] - " + zb + ");");
+          ctx.Line("for (size_t k = 0; k < " + std::to_string(K) +
+                   "; ++k) acc += (uint32_t)((int32_t)" + A + "[ao + i * " + std::to_string(K) +
+                   " + k] - " + za + ") * (uint32_t)((int32_t)" + B + "[bo + k * " +
+                   std::to_string(N) + " + j] - " + zb + ");");
         ctx.Line("{");
         ctx.Indent();
         ctx.Line("const size_t at = oo + i * " + std::to_string(N) + " + j;");
@@ -423,7 +447,9 @@ Status EmitIntMatMul(NodeContext& ctx, int a, int azp, int b, int bzp,
 }
 
 Status EmitMatMulInteger(NodeContext& ctx) {
-  return EmitIntMatMul(ctx, 0, 2, 1, 3, [&](const std::string&, const std::string&) { ctx.Line("out0[at] = (int32_t)acc;"); });
+  return EmitIntMatMul(ctx, 0, 2, 1, 3, [&](const std::string&, const std::string&) {
+    ctx.Line("out0[at] = (int32_t)acc;");
+  });
 }
 
 // y = round_half_even(acc * a_scale * b_scale / y_scale) + y_zero_point, wrapped to the output
@@ -434,7 +460,8 @@ Status EmitQLinearMatMul(NodeContext& ctx) {
   for (int i : {0, 1, 3, 4, 6})
     if (!ctx.has_input(i)) return ctx.error("input " + std::to_string(i) + " is required");
   DType st = ctx.input_dtype(1), yt = ctx.output_dtype(0);
-  if (!IsFloatingDType(st) || ctx.input_dtype(4) != st || ctx.input_dtype(6) != st) return ctx.error("the scales must be floats of one type");
+  if (!IsFloatingDType(st) || ctx.input_dtype(4) != st || ctx.input_dtype(6) != st)
+    return ctx.error("the scales must be floats of one type");
   if (yt != DType::kInt8 && yt != DType::kUInt8) return ctx.error("y must be int8 or uint8");
   const Dims& ad = ctx.input_dims(0);
   const Dims& bd = ctx.input_dims(3);
@@ -453,7 +480,9 @@ Status EmitQLinearMatMul(NodeContext& ctx) {
     mul = "(double)(" + sa + " * " + sb + " / " + sy + ")";
   } else {  // 16-bit scales: each step rounds to the scale type
     std::string r = st == DType::kFloat16 ? "f16" : "bf16";
-    auto round = [&](const std::string& v) { return "kiln_half_" + r + "_to_f32(kiln_half_f32_to_" + r + "(" + v + "))"; };
+    auto round = [&](const std::string& v) {
+      return "kiln_half_" + r + "_to_f32(kiln_half_f32_to_" + r + "(" + v + "))";
+    };
     mul = "(double)" + round(round(sa + " * " + sb) + " / " + sy);
   }
   std::string yz = ctx.has_input(7) ? "(double)in7[0]" : "0.0";

@@ -42,7 +42,8 @@ std::string L(DType ct, double v) { return CNumber(ct, v); }
 std::string Table(NodeContext& ctx, const std::string& type, const std::string& suffix,
                   const std::vector<std::string>& values) {
   std::string name = ctx.function_name + "_" + suffix;
-  std::string s = "static const " + type + " " + name + "[" + S(static_cast<int64_t>(std::max<size_t>(values.size(), 1))) + "] = {";
+  std::string s = "static const " + type + " " + name + "[" +
+                  S(static_cast<int64_t>(std::max<size_t>(values.size(), 1))) + "] = {";
   for (size_t j = 0; j < values.size(); ++j) s += (j % 8 ? " " : "\n    ") + values[j] + ",";
   if (values.empty()) s += "0";
   ctx.Table(s + "\n};\n");
@@ -62,7 +63,8 @@ std::string ValueLiteral(DType t, V v) {
 
 // Lines computing the host's PostTransform (misc_ml.cc) over row[0 .. n) of compute type ct:
 // 1 SOFTMAX, 2 LOGISTIC, 3 SOFTMAX_ZERO, 4 PROBIT.
-void EmitPostTransform(NodeContext& ctx, int64_t post, DType ct, const std::string& row, int64_t n) {
+void EmitPostTransform(NodeContext& ctx, int64_t post, DType ct, const std::string& row,
+                       int64_t n) {
   if (post == 0) return;
   const std::string c = CType(ct), q = ctx.Temp();
   auto F = [&](const char* f) { return MathName(ct, f); };
@@ -75,13 +77,17 @@ void EmitPostTransform(NodeContext& ctx, int64_t post, DType ct, const std::stri
     ctx.Line(c + " mx = -INFINITY, sum = " + L(ct, 0) + ";");
     ctx.Line(loop + " if (mx < " + a + ") mx = " + a + ";");
     ctx.Line(loop + " {");
-    if (post == 3) ctx.Line("  " + a + " = " + a + " == " + L(ct, 0) + " ? " + L(ct, 0) + " : " + F("exp") + "(" + a + " - mx);");
-    else ctx.Line("  " + a + " = " + F("exp") + "(" + a + " - mx);");
+    if (post == 3)
+      ctx.Line("  " + a + " = " + a + " == " + L(ct, 0) + " ? " + L(ct, 0) + " : " + F("exp") +
+               "(" + a + " - mx);");
+    else
+      ctx.Line("  " + a + " = " + F("exp") + "(" + a + " - mx);");
     ctx.Line("  sum += " + a + ";");
     ctx.Line("}");
     ctx.Line(loop + " " + a + " = sum > " + L(ct, 0) + " ? " + a + " / sum : " + L(ct, 0) + ";");
   } else if (post == 2) {
-    ctx.Line(loop + " " + a + " = " + L(ct, 1) + " / (" + L(ct, 1) + " + " + F("exp") + "(-" + a + "));");
+    ctx.Line(loop + " " + a + " = " + L(ct, 1) + " / (" + L(ct, 1) + " + " + F("exp") + "(-" + a +
+             "));");
   } else if (post == 4) {
     // probit: sqrt(2) * erfinv(2p - 1) by 60 Newton steps on erf, as the host.
     ctx.Line(loop + " {");
@@ -92,8 +98,8 @@ void EmitPostTransform(NodeContext& ctx, int64_t post, DType ct, const std::stri
     ctx.Line("  " + a + " = y <= " + L(ct, -1) + " ? -INFINITY : INFINITY;");
     ctx.Line("  continue;");
     ctx.Line("}");
-    ctx.Line("for (it = 0; it < 60; ++it) z -= (" + F("erf") + "(z) - y) / (" + L(ct, 2 / std::sqrt(kPi)) + " * " +
-             F("exp") + "(-z * z));");
+    ctx.Line("for (it = 0; it < 60; ++it) z -= (" + F("erf") + "(z) - y) / (" +
+             L(ct, 2 / std::sqrt(kPi)) + " * " + F("exp") + "(-z * z));");
     ctx.Line(a + " = " + L(ct, std::sqrt(2.0)) + " * z;");
     ctx.Dedent();
     ctx.Line("}");
@@ -109,15 +115,21 @@ Status EmitGridSample(NodeContext& ctx) {
   const Dims& xd = ctx.input_dims(0);
   const Dims& gd = ctx.input_dims(1);
   DType t = ctx.input_dtype(0), gt = ctx.input_dtype(1);
-  if (!IsFloatingDType(t) || !IsFloatingDType(gt)) return ctx.error("X and grid must be float tensors");
+  if (!IsFloatingDType(t) || !IsFloatingDType(gt))
+    return ctx.error("X and grid must be float tensors");
   std::string m = node.attr_string("mode", ctx.opset() >= 20 ? "linear" : "bilinear");
   int mode;
-  if (m == "nearest") mode = 0;
-  else if (m == "linear" || m == "bilinear") mode = 1;
-  else if (m == "cubic" || m == "bicubic") mode = 2;
-  else return ctx.error("unknown mode '" + m + "'");
+  if (m == "nearest")
+    mode = 0;
+  else if (m == "linear" || m == "bilinear")
+    mode = 1;
+  else if (m == "cubic" || m == "bicubic")
+    mode = 2;
+  else
+    return ctx.error("unknown mode '" + m + "'");
   std::string p = node.attr_string("padding_mode", "zeros");
-  if (p != "zeros" && p != "border" && p != "reflection") return ctx.error("unknown padding_mode '" + p + "'");
+  if (p != "zeros" && p != "border" && p != "reflection")
+    return ctx.error("unknown padding_mode '" + p + "'");
   const bool align = node.attr_int("align_corners", 0) != 0;
   if (xd.size() < 3 || gd.size() != xd.size() || gd.back() != static_cast<int64_t>(xd.size() - 2))
     return ctx.error("grid shape does not fit X");
@@ -153,18 +165,27 @@ Status EmitGridSample(NodeContext& ctx) {
     // Maps integer index i along d through the padding mode: an offset, or -1 (reads zero).
     auto pix = [&](const std::string& i) -> std::string {
       std::string st = sps[d] == 1 ? "" : " * " + S(sps[d]);
-      if (p == "zeros") return "(" + i + " >= 0 && " + i + " < " + S(sp[d]) + " ? " + i + st + " : -1)";
-      if (p == "border") return "(" + i + " < 0 ? 0 : " + i + " > " + S(sp[d] - 1) + " ? " + S((sp[d] - 1) * sps[d]) + " : " + i + st + ")";
+      if (p == "zeros")
+        return "(" + i + " >= 0 && " + i + " < " + S(sp[d]) + " ? " + i + st + " : -1)";
+      if (p == "border")
+        return "(" + i + " < 0 ? 0 : " + i + " > " + S(sp[d] - 1) + " ? " +
+               S((sp[d] - 1) * sps[d]) + " : " + i + st + ")";
       return "kiln_grid_reflect_index(" + i + ", " + LO + ", " + HI + ", " + S(sp[d]) + ")" + st;
     };
     ctx.Line("{");
     ctx.Indent();
     ctx.Line("float c = (float)" + Load(ctx, gt, "g[" + S(r - 1 - d) + "]") + ";");
-    if (align) ctx.Line("c = (c + 1.0f) / 2.0f * " + LENM1 + ";");
-    else ctx.Line("c = ((c + 1.0f) * " + LEN + " - 1.0f) / 2.0f;");
+    if (align)
+      ctx.Line("c = (c + 1.0f) / 2.0f * " + LENM1 + ";");
+    else
+      ctx.Line("c = ((c + 1.0f) * " + LEN + " - 1.0f) / 2.0f;");
     if (mode == 0) ctx.Line("c = nearbyintf(c);");
-    if (p == "border") ctx.Line("if (c < " + LO + " || c > " + HI + ") c = c < 0.0f ? 0.0f : (c > " + LENM1 + " ? " + LENM1 + " : c);");
-    if (p == "reflection") ctx.Line("if (c < " + LO + " || c > " + HI + ") c = kiln_grid_reflect(c, " + LO + ", " + HI + ");");
+    if (p == "border")
+      ctx.Line("if (c < " + LO + " || c > " + HI + ") c = c < 0.0f ? 0.0f : (c > " + LENM1 + " ? " +
+               LENM1 + " : c);");
+    if (p == "reflection")
+      ctx.Line("if (c < " + LO + " || c > " + HI + ") c = kiln_grid_reflect(c, " + LO + ", " + HI +
+               ");");
     ctx.Line("if (!isfinite(c)) c = -1e9f;");
     ctx.Line("c = c < -1e9f ? -1e9f : (c > 1e9f ? 1e9f : c);");
     const std::string base = S(d * K);
@@ -190,10 +211,15 @@ Status EmitGridSample(NodeContext& ctx) {
         // The host's CubicCoeffs (A = -0.75).
         ctx.Line("const float a = -0.75f, u = fabsf(tt);");
         ctx.Line("int q;");
-        ctx.Line("w[" + base + "] = ((a * (u + 1.0f) - 5.0f * a) * (u + 1.0f) + 8.0f * a) * (u + 1.0f) - 4.0f * a;");
+        ctx.Line(
+            "w[" + base +
+            "] = ((a * (u + 1.0f) - 5.0f * a) * (u + 1.0f) + 8.0f * a) * (u + 1.0f) - 4.0f * a;");
         ctx.Line("w[" + S(d * K + 1) + "] = ((a + 2.0f) * u - (a + 3.0f)) * u * u + 1.0f;");
-        ctx.Line("w[" + S(d * K + 2) + "] = ((a + 2.0f) * (1.0f - u) - (a + 3.0f)) * (1.0f - u) * (1.0f - u) + 1.0f;");
-        ctx.Line("w[" + S(d * K + 3) + "] = ((a * (2.0f - u) - 5.0f * a) * (2.0f - u) + 8.0f * a) * (2.0f - u) - 4.0f * a;");
+        ctx.Line("w[" + S(d * K + 2) +
+                 "] = ((a + 2.0f) * (1.0f - u) - (a + 3.0f)) * (1.0f - u) * (1.0f - u) + 1.0f;");
+        ctx.Line(
+            "w[" + S(d * K + 3) +
+            "] = ((a * (2.0f - u) - 5.0f * a) * (2.0f - u) + 8.0f * a) * (2.0f - u) - 4.0f * a;");
         ctx.Line("for (q = 0; q < 4; ++q) {");
         ctx.Line("  const int32_t xi = x0 - 1 + q;");
         ctx.Line("  ix[" + (d ? base + " + q" : std::string("q")) + "] = " + pix("xi") + ";");
@@ -218,7 +244,9 @@ Status EmitGridSample(NodeContext& ctx) {
     if (p == "zeros") ctx.Line("if (" + e + " < 0) continue;");
     off += (off.empty() ? "" : " + ") + e;
   }
-  for (int d = r - 1; d >= 0; --d) wt += (wt.empty() ? "" : " * ") + std::string("w[") + (d ? S(d * K) + " + " : "") + "k" + S(d) + "]";
+  for (int d = r - 1; d >= 0; --d)
+    wt += (wt.empty() ? "" : " * ") + std::string("w[") + (d ? S(d * K) + " + " : "") + "k" + S(d) +
+          "]";
   std::string v = "(float)" + Load(ctx, t, "src[" + off + "]");
   ctx.Line(mode == 0 ? "acc += " + v + ";" : "acc += " + wt + " * " + v + ";");
   for (int d = 0; d < r; ++d) {
@@ -244,7 +272,8 @@ Status EmitAffineGrid(NodeContext& ctx) {
   const Dims& od = ctx.output_dims(0);
   if (od.size() != 4 && od.size() != 5) return ctx.error("the output must have rank 4 or 5");
   const int r = static_cast<int>(od.size()) - 2;
-  if (td.size() != 3 || td[0] != od[0] || td[1] != r || td[2] != r + 1) return ctx.error("theta does not fit size");
+  if (td.size() != 3 || td[0] != od[0] || td[1] != r || td[2] != r + 1)
+    return ctx.error("theta does not fit size");
   const bool align = ctx.node().attr_int("align_corners", 0) != 0;
   Dims sp(od.begin() + 1, od.end() - 1);
   const DType ct = ComputeType(t);
@@ -257,7 +286,8 @@ Status EmitAffineGrid(NodeContext& ctx) {
   for (int d = 0; d < r; ++d) {
     std::vector<std::string> v;
     for (int64_t i = 0; i < sp[d]; ++i)
-      v.push_back(L(ct, align ? (sp[d] == 1 ? -1.0 : -1.0 + 2.0 * i / (sp[d] - 1)) : -1.0 + (2.0 * i + 1.0) / sp[d]));
+      v.push_back(L(ct, align ? (sp[d] == 1 ? -1.0 : -1.0 + 2.0 * i / (sp[d] - 1))
+                              : -1.0 + (2.0 * i + 1.0) / sp[d]));
     base.push_back(Table(ctx, c, "b" + S(d), v));
   }
   const int64_t pts = NumElements(sp);
@@ -274,7 +304,8 @@ Status EmitAffineGrid(NodeContext& ctx) {
       std::string acc;
       for (int j = 0; j <= r; ++j) {
         std::string th = Load(ctx, t, "th[" + S(i * (r + 1) + j) + "]");
-        acc = acc.empty() ? th + " * " + h[j] : "(" + acc + ") + " + (j == r ? th : th + " * " + h[j]);
+        acc = acc.empty() ? th + " * " + h[j]
+                          : "(" + acc + ") + " + (j == r ? th : th + " * " + h[j]);
       }
       ctx.Line("y[(" + p + ") * " + S(r) + " + " + S(i) + "] = " + Store(ctx, t, acc) + ";");
     }
@@ -300,7 +331,8 @@ Fft PrepareFft(NodeContext& ctx, DType ct, int64_t n, bool inverse, const std::s
   std::vector<std::string> tw;
   const double sign = inverse ? 1.0 : -1.0;
   for (int64_t k = 0; k < n; ++k) {
-    std::complex<double> w = std::polar(1.0, sign * 2 * kPi * static_cast<double>(k) / static_cast<double>(n));
+    std::complex<double> w =
+        std::polar(1.0, sign * 2 * kPi * static_cast<double>(k) / static_cast<double>(n));
     tw.push_back(L(ct, w.real()));
     tw.push_back(L(ct, w.imag()));
   }
@@ -323,8 +355,10 @@ Status EmitDft(NodeContext& ctx) {
   DType t = ctx.input_dtype(0);
   if (!IsFloatingDType(t)) return ctx.error("input must be a float tensor");
   const int64_t rank = static_cast<int64_t>(x.size());
-  if (rank < 2 || (x.back() != 1 && x.back() != 2)) return ctx.error("input must end in a dimension of 1 or 2");
-  const bool inverse = node.attr_int("inverse", 0) != 0, onesided = node.attr_int("onesided", 0) != 0;
+  if (rank < 2 || (x.back() != 1 && x.back() != 2))
+    return ctx.error("input must end in a dimension of 1 or 2");
+  const bool inverse = node.attr_int("inverse", 0) != 0,
+             onesided = node.attr_int("onesided", 0) != 0;
   int64_t axis = 1;
   if (ctx.opset() >= 20) {
     axis = -2;
@@ -362,7 +396,9 @@ Status EmitDft(NodeContext& ctx) {
   Fft f = PrepareFft(ctx, ct, len, inverse, "");
   const std::string b = f.buf;
   auto in_at = [&](const std::string& k, int part) {
-    return Load(ctx, t, "in0[((o * " + S(n_in) + " + " + k + ") * " + S(inner) + " + i) * " + S(cin) + (part ? " + 1" : "") + "]");
+    return Load(ctx, t,
+                "in0[((o * " + S(n_in) + " + " + k + ") * " + S(inner) + " + i) * " + S(cin) +
+                    (part ? " + 1" : "") + "]");
   };
   ctx.Line("size_t o, i, k;");
   ctx.Line("for (o = 0; o < " + S(outer) + "; ++o) {");
@@ -382,7 +418,8 @@ Status EmitDft(NodeContext& ctx) {
     ctx.Line("  " + b + "[2 * k + 1] = -" + b + "[2 * (" + S(len) + " - k) + 1];");
     ctx.Line("}");
   }
-  ctx.Line(f.fn + "(" + b + ", " + f.tmp + ", " + S(len) + ", " + f.tw + ", " + (inverse ? "1" : "0") + ");");
+  ctx.Line(f.fn + "(" + b + ", " + f.tmp + ", " + S(len) + ", " + f.tw + ", " +
+           (inverse ? "1" : "0") + ");");
   ctx.Line("for (k = 0; k < " + S(out_len) + "; ++k) {");
   std::string e = "((o * " + S(out_len) + " + k) * " + S(inner) + " + i) * " + S(cout);
   ctx.Line("  out0[" + e + "] = " + Store(ctx, t, b + "[2 * k]") + ";");
@@ -399,14 +436,16 @@ Status EmitStft(NodeContext& ctx) {
   const Dims& x = ctx.input_dims(0);
   DType t = ctx.input_dtype(0);
   if (!IsFloatingDType(t)) return ctx.error("signal must be a float tensor");
-  if (x.size() != 3 || (x[2] != 1 && x[2] != 2)) return ctx.error("signal must be [batch, length, 1 or 2]");
+  if (x.size() != 3 || (x[2] != 1 && x[2] != 2))
+    return ctx.error("signal must be [batch, length, 1 or 2]");
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> st, ConstantInts(ctx, 1));
   if (st.size() != 1 || st[0] <= 0) return ctx.error("frame_step must be a positive scalar");
   const int64_t step = st[0];
   const bool onesided = ctx.node().attr_int("onesided", 1) != 0;
   const bool hw = ctx.has_input(2);
   if (hw && ctx.input_dims(2).size() != 1) return ctx.error("window must be 1-D");
-  if (hw && !IsFloatingDType(ctx.input_dtype(2)) && !IsInt(ctx.input_dtype(2))) return ctx.error("window must be numeric");
+  if (hw && !IsFloatingDType(ctx.input_dtype(2)) && !IsInt(ctx.input_dtype(2)))
+    return ctx.error("window must be numeric");
   int64_t fl;
   if (ctx.has_input(3)) {
     KILN_ASSIGN_OR_RETURN(std::vector<int64_t> v, ConstantInts(ctx, 3));
@@ -419,8 +458,10 @@ Status EmitStft(NodeContext& ctx) {
   }
   const int64_t wl = hw ? ctx.input_dims(2)[0] : fl;
   if (fl <= 0 || fl > x[1]) return ctx.error("frame_length must be in [1, signal length]");
-  const int64_t B = x[0], Ls = x[1], c = x[2], frames = 1 + (x[1] - fl) / step, bins = onesided ? fl / 2 + 1 : fl;
-  if (ctx.output_dims(0) != Dims{B, frames, bins, 2}) return ctx.error("the output dims differ from the inferred ones");
+  const int64_t B = x[0], Ls = x[1], c = x[2], frames = 1 + (x[1] - fl) / step,
+                bins = onesided ? fl / 2 + 1 : fl;
+  if (ctx.output_dims(0) != Dims{B, frames, bins, 2})
+    return ctx.error("the output dims differ from the inferred ones");
   if (B == 0) {
     ctx.Line("/* no elements */");
     return OkStatus();
@@ -440,7 +481,8 @@ Status EmitStft(NodeContext& ctx) {
   ctx.Line("if (s >= " + S(Ls) + ") break;");
   std::string e = "(b * " + S(Ls) + " + s) * " + S(c);
   std::string w = hw ? "(" + CType(ct) + ")" + Load(ctx, ctx.input_dtype(2), "in2[k]") : "";
-  std::string re = Load(ctx, t, "in0[" + e + "]"), im = c == 2 ? Load(ctx, t, "in0[" + e + " + 1]") : L(ct, 0);
+  std::string re = Load(ctx, t, "in0[" + e + "]"),
+              im = c == 2 ? Load(ctx, t, "in0[" + e + " + 1]") : L(ct, 0);
   ctx.Line(bf + "[2 * k] = " + (hw ? re + " * " + w : re) + ";");
   ctx.Line(bf + "[2 * k + 1] = " + (hw ? im + " * " + w : im) + ";");
   ctx.Dedent();
@@ -487,7 +529,8 @@ Status EmitEvaluated(NodeContext& ctx) {
   }
   if (!st.ok()) return ctx.error(st.message());
   const Tensor& y = outs[0];
-  if (y.dims() != ctx.output_dims(0) || y.dtype() != ctx.output_dtype(0)) return ctx.error("unexpected result dims");
+  if (y.dims() != ctx.output_dims(0) || y.dtype() != ctx.output_dtype(0))
+    return ctx.error("unexpected result dims");
   if (y.size() == 0) {
     ctx.Line("/* no elements */");
     return OkStatus();
@@ -495,7 +538,8 @@ Status EmitEvaluated(NodeContext& ctx) {
   if (y.size() > (int64_t{1} << 22)) return ctx.error("the result is too large for a table");
   std::vector<std::string> v;
   const size_t es = DTypeSize(y.dtype());
-  for (int64_t i = 0; i < y.size(); ++i) v.push_back(CLiteral(y.dtype(), static_cast<const char*>(y.raw()) + i * es));
+  for (int64_t i = 0; i < y.size(); ++i)
+    v.push_back(CLiteral(y.dtype(), static_cast<const char*>(y.raw()) + i * es));
   std::string name = Table(ctx, CType(y.dtype()), "value", v);
   ctx.Line("memcpy(out0, " + name + ", " + ByteCount(y.dtype(), y.size()) + ");");
   return OkStatus();
@@ -514,25 +558,33 @@ Status EmitMelWeightMatrix(NodeContext& ctx) {
   if (all) return EmitEvaluated(ctx);
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> nb, ConstantInts(ctx, 0));
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> dl, ConstantInts(ctx, 1));
-  if (nb.size() != 1 || dl.size() != 1 || nb[0] <= 0 || dl[0] <= 0) return ctx.error("num_mel_bins and dft_length must be positive scalars");
+  if (nb.size() != 1 || dl.size() != 1 || nb[0] <= 0 || dl[0] <= 0)
+    return ctx.error("num_mel_bins and dft_length must be positive scalars");
   const int64_t nmel = nb[0], nspec = dl[0] / 2 + 1;
   DType t = ctx.output_dtype(0);
-  if (ctx.output_dims(0) != Dims{nspec, nmel}) return ctx.error("the output dims differ from the inferred ones");
-  if (t == DType::kBool || (!IsFloatingDType(t) && !IsInt(t))) return ctx.error("unsupported output_datatype");
+  if (ctx.output_dims(0) != Dims{nspec, nmel})
+    return ctx.error("the output dims differ from the inferred ones");
+  if (t == DType::kBool || (!IsFloatingDType(t) && !IsInt(t)))
+    return ctx.error("unsupported output_datatype");
   for (int i = 2; i < 5; ++i)
-    if (NumElements(ctx.input_dims(i)) < 1 || !(IsFloatingDType(ctx.input_dtype(i)) || IsInt(ctx.input_dtype(i))))
+    if (NumElements(ctx.input_dims(i)) < 1 ||
+        !(IsFloatingDType(ctx.input_dtype(i)) || IsInt(ctx.input_dtype(i))))
       return ctx.error("sample_rate and the edge frequencies must be numeric scalars");
   ctx.SetCanFail();
-  auto dbl = [&](int i) { return "(double)" + Load(ctx, ctx.input_dtype(i), NodeContext::in(i) + "[0]"); };
+  auto dbl = [&](int i) {
+    return "(double)" + Load(ctx, ctx.input_dtype(i), NodeContext::in(i) + "[0]");
+  };
   std::string rate = IsInt(ctx.input_dtype(2)) ? "(int64_t)in2[0]" : "(int64_t)" + dbl(2);
   if (!IsInt(ctx.input_dtype(2))) {
-    ctx.Line("if (!(" + dbl(2) + " >= 1.0 && " + dbl(2) + " < 9.2e18)) return KILN_ERROR_INVALID_DATA;");
+    ctx.Line("if (!(" + dbl(2) + " >= 1.0 && " + dbl(2) +
+             " < 9.2e18)) return KILN_ERROR_INVALID_DATA;");
   }
   ctx.Line("const int64_t rate = " + rate + ";");
   ctx.Line("const float lo = (float)" + dbl(3) + ", hi = (float)" + dbl(4) + ";");
   ctx.Line("const float lmel = 2595.0f * log10f(1.0f + lo / 700.0f);");
   ctx.Line("const float hmel = 2595.0f * log10f(1.0f + hi / 700.0f);");
-  ctx.Line("const float step = (hmel - lmel) / " + L(DType::kFloat32, static_cast<double>(nmel + 2)) + ";");
+  ctx.Line("const float step = (hmel - lmel) / " +
+           L(DType::kFloat32, static_cast<double>(nmel + 2)) + ";");
   ctx.Line("int32_t *bins = (int32_t *)" + ctx.scratch(static_cast<size_t>(nmel + 2) * 4) + ";");
   ctx.Line("size_t i;");
   ctx.Line("int32_t j;");
@@ -549,10 +601,14 @@ Status EmitMelWeightMatrix(NodeContext& ctx) {
   ctx.Indent();
   ctx.Line("const int32_t l = bins[i], c = bins[i + 1], h = bins[i + 2];");
   ctx.Line("if (c < l || h < c || c >= " + S(nspec) + ") return KILN_ERROR_INVALID_DATA;");
-  auto at = [&](const std::string& row) { return "out0[(size_t)" + row + " * " + S(nmel) + " + i]"; };
+  auto at = [&](const std::string& row) {
+    return "out0[(size_t)" + row + " * " + S(nmel) + " + i]";
+  };
   ctx.Line("if (c == l) " + at("c") + " = " + Store(ctx, t, "1.0") + ";");
-  ctx.Line("else for (j = l; j <= c; ++j) " + at("j") + " = " + Store(ctx, t, "(double)(j - l) / (double)(c - l)") + ";");
-  ctx.Line("for (j = c; j < h; ++j) " + at("j") + " = " + Store(ctx, t, "(double)(h - j) / (double)(h - c)") + ";");
+  ctx.Line("else for (j = l; j <= c; ++j) " + at("j") + " = " +
+           Store(ctx, t, "(double)(j - l) / (double)(c - l)") + ";");
+  ctx.Line("for (j = c; j < h; ++j) " + at("j") + " = " +
+           Store(ctx, t, "(double)(h - j) / (double)(h - c)") + ";");
   ctx.Dedent();
   ctx.Line("}");
   return OkStatus();
@@ -564,7 +620,8 @@ Status EmitDet(NodeContext& ctx) {
   DType t = ctx.input_dtype(0);
   if (!IsFloatingDType(t)) return ctx.error("needs a floating-point input");
   const Dims& d = ctx.input_dims(0);
-  if (d.size() < 2 || d[d.size() - 1] != d[d.size() - 2]) return ctx.error("needs [..., M, M] input");
+  if (d.size() < 2 || d[d.size() - 1] != d[d.size() - 2])
+    return ctx.error("needs [..., M, M] input");
   const int64_t n = d.back(), count = NumElements(ctx.output_dims(0));
   if (count == 0) {
     ctx.Line("/* no elements */");
@@ -578,18 +635,21 @@ Status EmitDet(NodeContext& ctx) {
     return OkStatus();
   }
   // Gaussian elimination with partial pivoting on a copy, as the host.
-  ctx.Line(c + " *a = (" + c + " *)" + ctx.scratch(static_cast<size_t>(n * n) * DTypeSize(ct)) + ";");
+  ctx.Line(c + " *a = (" + c + " *)" + ctx.scratch(static_cast<size_t>(n * n) * DTypeSize(ct)) +
+           ";");
   ctx.Line("size_t b, i, j, r, col, piv;");
   ctx.Line("for (b = 0; b < " + S(count) + "; ++b) {");
   ctx.Indent();
   ctx.Line(c + " det = " + L(ct, 1) + ";");
-  ctx.Line("for (i = 0; i < " + S(n * n) + "; ++i) a[i] = " + Load(ctx, t, "in0[b * " + S(n * n) + " + i]") + ";");
+  ctx.Line("for (i = 0; i < " + S(n * n) +
+           "; ++i) a[i] = " + Load(ctx, t, "in0[b * " + S(n * n) + " + i]") + ";");
   ctx.Line("for (col = 0; col < " + S(n) + " && det != " + Z + "; ++col) {");
   ctx.Indent();
   const std::string N = S(n), fabs_ = MathName(ct, "fabs");
   ctx.Line("piv = col;");
   ctx.Line("for (r = col + 1; r < " + N + "; ++r)");
-  ctx.Line("  if (" + fabs_ + "(a[r * " + N + " + col]) > " + fabs_ + "(a[piv * " + N + " + col])) piv = r;");
+  ctx.Line("  if (" + fabs_ + "(a[r * " + N + " + col]) > " + fabs_ + "(a[piv * " + N +
+           " + col])) piv = r;");
   ctx.Line("if (a[piv * " + N + " + col] == " + Z + ") {");
   ctx.Line("  det = " + Z + ";");
   ctx.Line("  break;");
@@ -605,7 +665,8 @@ Status EmitDet(NodeContext& ctx) {
   ctx.Line("det *= a[col * " + N + " + col];");
   ctx.Line("for (r = col + 1; r < " + N + "; ++r) {");
   ctx.Line("  const " + c + " f = a[r * " + N + " + col] / a[col * " + N + " + col];");
-  ctx.Line("  for (j = col; j < " + N + "; ++j) a[r * " + N + " + j] -= f * a[col * " + N + " + j];");
+  ctx.Line("  for (j = col; j < " + N + "; ++j) a[r * " + N + " + j] -= f * a[col * " + N +
+           " + j];");
   ctx.Line("}");
   ctx.Dedent();
   ctx.Line("}");
@@ -632,9 +693,12 @@ Status EmitTrilu(NodeContext& ctx) {
   }
   std::string k = "0";
   if (ctx.has_input(1)) {
-    if (NumElements(ctx.input_dims(1)) != 1 || !IsInt(ctx.input_dtype(1))) return ctx.error("k must be an integer scalar");
-    if (const Tensor* c = ctx.input_constant(1)) k = S(std::clamp<int64_t>(c->GetInt(0), -(m + 1), n + 1));
-    else k = "k";
+    if (NumElements(ctx.input_dims(1)) != 1 || !IsInt(ctx.input_dtype(1)))
+      return ctx.error("k must be an integer scalar");
+    if (const Tensor* c = ctx.input_constant(1))
+      k = S(std::clamp<int64_t>(c->GetInt(0), -(m + 1), n + 1));
+    else
+      k = "k";
   }
   const int64_t mats = total / (m * n);
   ctx.Line("size_t b, i;");
@@ -656,7 +720,8 @@ Status EmitTrilu(NodeContext& ctx) {
   ctx.Line("const int64_t lo = " + (upper ? clamp(ik) : std::string("0")) + ";");
   ctx.Line("const int64_t hi = " + (upper ? S(n) : clamp(ik1)) + ";");
   ctx.Line("const size_t row = (b * " + S(m) + " + i) * " + S(n) + ";");
-  ctx.Line("if (hi > lo) memcpy(out0 + row + lo, in0 + row + lo, (size_t)(hi - lo) * sizeof(out0[0]));");
+  ctx.Line(
+      "if (hi > lo) memcpy(out0 + row + lo, in0 + row + lo, (size_t)(hi - lo) * sizeof(out0[0]));");
   ctx.Dedent();
   ctx.Dedent();
   ctx.Line("  }");
@@ -669,8 +734,10 @@ Status EmitReverseSequence(NodeContext& ctx) {
   if (d.size() < 2) return ctx.error("input must have rank >= 2");
   if (ctx.output_dtype(0) != ctx.input_dtype(0)) return ctx.error("changes the element type");
   const int64_t ba = ctx.node().attr_int("batch_axis", 1), ta = ctx.node().attr_int("time_axis", 0);
-  if ((ba != 0 && ba != 1) || (ta != 0 && ta != 1) || ba == ta) return ctx.error("batch_axis and time_axis must be 0 and 1");
-  if (ctx.input_dtype(1) != DType::kInt64 || ctx.input_dims(1).size() != 1 || ctx.input_dims(1)[0] != d[ba])
+  if ((ba != 0 && ba != 1) || (ta != 0 && ta != 1) || ba == ta)
+    return ctx.error("batch_axis and time_axis must be 0 and 1");
+  if (ctx.input_dtype(1) != DType::kInt64 || ctx.input_dims(1).size() != 1 ||
+      ctx.input_dims(1)[0] != d[ba])
     return ctx.error("sequence_lens must be int64 with one entry per batch");
   DType t = ctx.input_dtype(0);
   const int64_t total = NumElements(d);
@@ -688,9 +755,12 @@ Status EmitReverseSequence(NodeContext& ctx) {
   ctx.Line("for (b = 0; b < " + S(batch) + "; ++b) {");
   ctx.Line("  const size_t len = (size_t)in1[b];");
   ctx.Line("  for (i = 0; i < len; ++i)");
-  std::string dst = "b * " + S(s[ba]) + " + i * " + S(s[ta]), src = "b * " + S(s[ba]) + " + (len - 1 - i) * " + S(s[ta]);
-  if (block == 1) ctx.Line("    out0[" + dst + "] = in0[" + src + "];");
-  else ctx.Line("    memcpy(out0 + " + dst + ", in0 + " + src + ", " + ByteCount(t, block) + ");");
+  std::string dst = "b * " + S(s[ba]) + " + i * " + S(s[ta]),
+              src = "b * " + S(s[ba]) + " + (len - 1 - i) * " + S(s[ta]);
+  if (block == 1)
+    ctx.Line("    out0[" + dst + "] = in0[" + src + "];");
+  else
+    ctx.Line("    memcpy(out0 + " + dst + ", in0 + " + src + ", " + ByteCount(t, block) + ");");
   ctx.Line("}");
   return OkStatus();
 }
@@ -711,9 +781,11 @@ Status EmitBinarizer(NodeContext& ctx) {
   const float th = ctx.node().attr_float("threshold", 0.0f);
   DType ct = MlCompute(t);
   const std::string one = "(" + CType(t) + ")1", zero = "(" + CType(t) + ")0";
-  EmitBroadcast(ctx, {0}, {ctx.input_dims(0)}, ctx.output_dims(0), [&](const std::vector<std::string>& a) {
-    return "(" + std::string(ct == t ? "" : "(double)") + a[0] + " > " + L(ct, th) + " ? " + one + " : " + zero + ")";
-  });
+  EmitBroadcast(ctx, {0}, {ctx.input_dims(0)}, ctx.output_dims(0),
+                [&](const std::vector<std::string>& a) {
+                  return "(" + std::string(ct == t ? "" : "(double)") + a[0] + " > " + L(ct, th) +
+                         " ? " + one + " : " + zero + ")";
+                });
   return OkStatus();
 }
 
@@ -721,7 +793,8 @@ Status EmitArrayFeatureExtractor(NodeContext& ctx) {
   const Dims& x = ctx.input_dims(0);
   if (ctx.input_dtype(1) != DType::kInt64) return ctx.error("Y must be int64");
   if (x.empty()) return ctx.error("X must have rank >= 1");
-  const int64_t last = x.back(), rows = last ? NumElements(x) / last : 0, n = NumElements(ctx.input_dims(1));
+  const int64_t last = x.back(), rows = last ? NumElements(x) / last : 0,
+                n = NumElements(ctx.input_dims(1));
   if (n == 0 || NumElements(ctx.output_dims(0)) == 0) {
     ctx.Line("/* no elements */");
     return OkStatus();
@@ -731,7 +804,8 @@ Status EmitArrayFeatureExtractor(NodeContext& ctx) {
   ctx.Line("for (k = 0; k < " + S(n) + "; ++k)");
   ctx.Line("  if (in1[k] < 0 || in1[k] >= " + S(last) + ") return KILN_ERROR_INVALID_DATA;");
   ctx.Line("for (r = 0; r < " + S(rows) + "; ++r)");
-  ctx.Line("  for (k = 0; k < " + S(n) + "; ++k) out0[r * " + S(n) + " + k] = in0[r * " + S(last) + " + (size_t)in1[k]];");
+  ctx.Line("  for (k = 0; k < " + S(n) + "; ++k) out0[r * " + S(n) + " + k] = in0[r * " + S(last) +
+           " + (size_t)in1[k]];");
   return OkStatus();
 }
 
@@ -745,7 +819,8 @@ struct NumList {
 
 std::string ReadList(const ir::Node& node, const std::string& prefix, NumList* l) {
   const ir::Attribute* a;
-  if ((a = node.attr(prefix + "_strings")) || (a = node.attr("classes_strings"))) return "string keys or values are not supported";
+  if ((a = node.attr(prefix + "_strings")) || (a = node.attr("classes_strings")))
+    return "string keys or values are not supported";
   if ((a = node.attr(prefix + "_floats"))) {
     l->dtype = DType::kFloat32;
     l->f.assign(a->floats.begin(), a->floats.end());
@@ -754,11 +829,14 @@ std::string ReadList(const ir::Node& node, const std::string& prefix, NumList* l
     l->i = a->ints;
   } else if ((a = node.attr(prefix + "_tensor"))) {
     const Tensor& t = a->t;
-    if (!t.defined() || DTypeSize(t.dtype()) == 0 || !IsSupportedDType(t.dtype())) return prefix + "_tensor has an unsupported type";
+    if (!t.defined() || DTypeSize(t.dtype()) == 0 || !IsSupportedDType(t.dtype()))
+      return prefix + "_tensor has an unsupported type";
     l->dtype = t.dtype();
     for (int64_t k = 0; k < t.size(); ++k) {
-      if (IsFloatingDType(t.dtype())) l->f.push_back(t.GetDouble(k));
-      else l->i.push_back(t.GetInt(k));
+      if (IsFloatingDType(t.dtype()))
+        l->f.push_back(t.GetDouble(k));
+      else
+        l->i.push_back(t.GetInt(k));
     }
   }
   return "";
@@ -770,15 +848,19 @@ Status EmitLabelEncoder(NodeContext& ctx) {
   std::string err = ReadList(node, "keys", &k);
   if (err.empty()) err = ReadList(node, "values", &v);
   if (!err.empty()) return ctx.error(err);
-  if (k.dtype == DType::kUndefined || v.dtype == DType::kUndefined) return ctx.error("needs keys and values");
+  if (k.dtype == DType::kUndefined || v.dtype == DType::kUndefined)
+    return ctx.error("needs keys and values");
   if (k.size() != v.size()) return ctx.error("keys and values differ in length");
   DType xt = ctx.input_dtype(0), yt = ctx.output_dtype(0);
-  if (xt != k.dtype || yt != v.dtype) return ctx.error("X or Y type differs from the keys or values");
-  if (xt == DType::kBool || yt == DType::kBool || CType(xt).empty() || CType(yt).empty()) return ctx.error("unsupported key or value type");
+  if (xt != k.dtype || yt != v.dtype)
+    return ctx.error("X or Y type differs from the keys or values");
+  if (xt == DType::kBool || yt == DType::kBool || CType(xt).empty() || CType(yt).empty())
+    return ctx.error("unsupported key or value type");
   const bool kf = IsFloatingDType(k.dtype), vf = IsFloatingDType(v.dtype);
   // The default.
   std::string def;
-  if (const ir::Attribute* d = node.attr("default_tensor"); d && d->t.defined() && d->t.size() > 0) {
+  if (const ir::Attribute* d = node.attr("default_tensor");
+      d && d->t.defined() && d->t.size() > 0) {
     def = vf ? ValueLiteral(yt, d->t.GetDouble(0)) : ValueLiteral(yt, d->t.GetInt(0));
   } else if (vf) {
     def = ValueLiteral(yt, static_cast<double>(node.attr_float("default_float", -0.0f)));
@@ -830,9 +912,12 @@ Status EmitLabelEncoder(NodeContext& ctx) {
     ctx.Line("  else hi = mid;");
     ctx.Line("}");
   }
-  std::string found = nk == 0 ? def : "(lo < " + S(nk) + " && " + kt + "[lo] == x ? " + vt + "[lo] : " + def + ")";
-  if (kf) ctx.Line("out0[e] = x != x ? " + (nan_value.empty() ? def : nan_value) + " : " + found + ";");
-  else ctx.Line("out0[e] = " + found + ";");
+  std::string found =
+      nk == 0 ? def : "(lo < " + S(nk) + " && " + kt + "[lo] == x ? " + vt + "[lo] : " + def + ")";
+  if (kf)
+    ctx.Line("out0[e] = x != x ? " + (nan_value.empty() ? def : nan_value) + " : " + found + ";");
+  else
+    ctx.Line("out0[e] = " + found + ";");
   ctx.Dedent();
   ctx.Line("}");
   return OkStatus();
@@ -854,31 +939,40 @@ Status EmitTreeEnsemble(NodeContext& ctx) {
   DType t = ctx.input_dtype(0);
   const Dims& xd = ctx.input_dims(0);
   if (!IsFloatingDType(t) || xd.size() != 2) return ctx.error("X must be a 2-D float tensor");
-  std::vector<double> splits = AttrValues(n, "nodes_splits"), weights = AttrValues(n, "leaf_weights");
+  std::vector<double> splits = AttrValues(n, "nodes_splits"),
+                      weights = AttrValues(n, "leaf_weights");
   std::vector<int64_t> features = n.attr_ints("nodes_featureids"), modes;
   for (double m : AttrValues(n, "nodes_modes")) modes.push_back(static_cast<int64_t>(m));
-  std::vector<int64_t> tid = n.attr_ints("nodes_truenodeids"), fid = n.attr_ints("nodes_falsenodeids");
-  std::vector<int64_t> tleaf = n.attr_ints("nodes_trueleafs"), fleaf = n.attr_ints("nodes_falseleafs");
+  std::vector<int64_t> tid = n.attr_ints("nodes_truenodeids"),
+                       fid = n.attr_ints("nodes_falsenodeids");
+  std::vector<int64_t> tleaf = n.attr_ints("nodes_trueleafs"),
+                       fleaf = n.attr_ints("nodes_falseleafs");
   std::vector<int64_t> targets = n.attr_ints("leaf_targetids"), roots = n.attr_ints("tree_roots");
   std::vector<int64_t> missing = n.attr_ints("nodes_missing_value_tracks_true");
-  const int64_t nt = n.attr_int("n_targets", 0), agg = n.attr_int("aggregate_function", 1), post = n.attr_int("post_transform", 0);
+  const int64_t nt = n.attr_int("n_targets", 0), agg = n.attr_int("aggregate_function", 1),
+                post = n.attr_int("post_transform", 0);
   const size_t nn = splits.size();
-  if (features.size() != nn || modes.size() != nn || tid.size() != nn || fid.size() != nn || tleaf.size() != nn ||
-      fleaf.size() != nn || (!missing.empty() && missing.size() != nn) || targets.size() != weights.size())
+  if (features.size() != nn || modes.size() != nn || tid.size() != nn || fid.size() != nn ||
+      tleaf.size() != nn || fleaf.size() != nn || (!missing.empty() && missing.size() != nn) ||
+      targets.size() != weights.size())
     return ctx.error("node or leaf attributes differ in length");
-  if (nt <= 0 || agg < 0 || agg > 3 || post < 0 || post > 4) return ctx.error("bad n_targets, aggregate_function or post_transform");
+  if (nt <= 0 || agg < 0 || agg > 3 || post < 0 || post > 4)
+    return ctx.error("bad n_targets, aggregate_function or post_transform");
   for (int64_t tg : targets)
     if (tg < 0 || tg >= nt) return ctx.error("leaf_targetids entry out of range");
   for (size_t i = 0; i < nn; ++i) {
     if (modes[i] < 0 || modes[i] > 6) return ctx.error("unknown node mode");
     int64_t lt = tleaf[i] ? static_cast<int64_t>(weights.size()) : static_cast<int64_t>(nn);
     int64_t lf = fleaf[i] ? static_cast<int64_t>(weights.size()) : static_cast<int64_t>(nn);
-    if (tid[i] < 0 || tid[i] >= lt || fid[i] < 0 || fid[i] >= lf) return ctx.error("a node points outside the ensemble");
-    if (features[i] < 0 || features[i] >= xd[1]) return ctx.error("feature id " + S(features[i]) + " is out of range");
+    if (tid[i] < 0 || tid[i] >= lt || fid[i] < 0 || fid[i] >= lf)
+      return ctx.error("a node points outside the ensemble");
+    if (features[i] < 0 || features[i] >= xd[1])
+      return ctx.error("feature id " + S(features[i]) + " is out of range");
   }
   for (int64_t rt : roots)
     if (rt < 0 || rt >= static_cast<int64_t>(nn)) return ctx.error("tree_roots entry out of range");
-  if (nn >= (size_t{1} << 31) || weights.size() >= (size_t{1} << 31)) return ctx.error("the ensemble is too large");
+  if (nn >= (size_t{1} << 31) || weights.size() >= (size_t{1} << 31))
+    return ctx.error("the ensemble is too large");
   // Set members of the MEMBER nodes, in order, each list ended by NaN.
   std::vector<double> mv = AttrValues(n, "membership_values");
   std::vector<int64_t> mbeg(nn, 0), mend(nn, 0);
@@ -902,7 +996,8 @@ Status EmitTreeEnsemble(NodeContext& ctx) {
   // Thresholds compare in the compute type when every split and member is exact in it (the
   // host compares in double); otherwise in double.
   bool exact = true;
-  for (double s : splits) exact = exact && (std::isnan(s) || static_cast<double>(static_cast<float>(s)) == s);
+  for (double s : splits)
+    exact = exact && (std::isnan(s) || static_cast<double>(static_cast<float>(s)) == s);
   for (double s : members) exact = exact && static_cast<double>(static_cast<float>(s)) == s;
   const DType st = ct == DType::kFloat64 || !exact ? DType::kFloat64 : DType::kFloat32;
   std::vector<std::string> sv, fv, mdv, tv, fl, flags, mb, me, wv, tg, rv, memv;
@@ -911,7 +1006,8 @@ Status EmitTreeEnsemble(NodeContext& ctx) {
     fv.push_back(S(features[i]));
     tv.push_back(S(tid[i]));
     fl.push_back(S(fid[i]));
-    flags.push_back(S(modes[i] | (tleaf[i] ? 8 : 0) | (fleaf[i] ? 16 : 0) | (!missing.empty() && missing[i] ? 32 : 0)));
+    flags.push_back(S(modes[i] | (tleaf[i] ? 8 : 0) | (fleaf[i] ? 16 : 0) |
+                      (!missing.empty() && missing[i] ? 32 : 0)));
     mb.push_back(S(mbeg[i]));
     me.push_back(S(mend[i]));
   }
@@ -922,8 +1018,10 @@ Status EmitTreeEnsemble(NodeContext& ctx) {
   }
   for (int64_t rt : roots) rv.push_back(S(rt));
   for (double m : members) memv.push_back(L(st, m));
-  const std::string Ts = Table(ctx, CType(st), "split", sv), Tf = Table(ctx, "int32_t", "feature", fv);
-  const std::string Tt = Table(ctx, "int32_t", "true_id", tv), Tfa = Table(ctx, "int32_t", "false_id", fl);
+  const std::string Ts = Table(ctx, CType(st), "split", sv),
+                    Tf = Table(ctx, "int32_t", "feature", fv);
+  const std::string Tt = Table(ctx, "int32_t", "true_id", tv),
+                    Tfa = Table(ctx, "int32_t", "false_id", fl);
   const std::string Tm = Table(ctx, "uint8_t", "flags", flags);
   const std::string Tw = Table(ctx, c, "weight", wv), Tg = Table(ctx, "int32_t", "target", tg);
   const std::string Tr = Table(ctx, "int32_t", "root", rv);
@@ -938,7 +1036,9 @@ Status EmitTreeEnsemble(NodeContext& ctx) {
   const bool direct = ct == t;
   std::string row = "row";
   ctx.Line("size_t n, q, tr;");
-  if (!direct) ctx.Line(c + " *row = (" + c + " *)" + ctx.scratch(static_cast<size_t>(nt) * DTypeSize(ct)) + ";");
+  if (!direct)
+    ctx.Line(c + " *row = (" + c + " *)" + ctx.scratch(static_cast<size_t>(nt) * DTypeSize(ct)) +
+             ";");
   const bool minmax = agg == 2 || agg == 3;
   if (minmax) ctx.Line("uint8_t *hit = " + ctx.scratch(static_cast<size_t>(nt)) + ";");
   ctx.Line("for (n = 0; n < " + S(N) + "; ++n) {");
@@ -990,16 +1090,22 @@ Status EmitTreeEnsemble(NodeContext& ctx) {
   ctx.Line("const int32_t tg = " + Tg + "[leaf];");
   ctx.Line("const " + c + " w = " + Tw + "[leaf];");
   if (minmax) ctx.Line("hit[tg] = 1;");
-  if (agg == 0 || agg == 1) ctx.Line("row[tg] += w;");
-  else if (agg == 2) ctx.Line("if (w < row[tg]) row[tg] = w;");
-  else ctx.Line("if (row[tg] < w) row[tg] = w;");
+  if (agg == 0 || agg == 1)
+    ctx.Line("row[tg] += w;");
+  else if (agg == 2)
+    ctx.Line("if (w < row[tg]) row[tg] = w;");
+  else
+    ctx.Line("if (row[tg] < w) row[tg] = w;");
   ctx.Dedent();
   ctx.Line("}");
   ctx.Dedent();
   ctx.Line("}");
-  if (minmax) ctx.Line("for (q = 0; q < " + S(nt) + "; ++q) if (!hit[q]) row[q] = " + L(ct, 0) + ";");
+  if (minmax)
+    ctx.Line("for (q = 0; q < " + S(nt) + "; ++q) if (!hit[q]) row[q] = " + L(ct, 0) + ";");
   EmitPostTransform(ctx, post, ct, "row", nt);
-  if (!direct) ctx.Line("for (q = 0; q < " + S(nt) + "; ++q) out0[n * " + S(nt) + " + q] = " + Store(ctx, t, "row[q]") + ";");
+  if (!direct)
+    ctx.Line("for (q = 0; q < " + S(nt) + "; ++q) out0[n * " + S(nt) +
+             " + q] = " + Store(ctx, t, "row[q]") + ";");
   ctx.Dedent();
   ctx.Line("}");
   return OkStatus();
@@ -1017,7 +1123,8 @@ Status EmitScaler(NodeContext& ctx) {
   const Dims& x = ctx.input_dims(0);
   auto off = ctx.node().attr_floats("offset"), sc = ctx.node().attr_floats("scale");
   const int64_t C = x.empty() ? 1 : x.back();
-  if ((off.size() > 1 && static_cast<int64_t>(off.size()) != C) || (sc.size() > 1 && static_cast<int64_t>(sc.size()) != C))
+  if ((off.size() > 1 && static_cast<int64_t>(off.size()) != C) ||
+      (sc.size() > 1 && static_cast<int64_t>(sc.size()) != C))
     return ctx.error("offset/scale must have 1 or C entries");
   const int64_t total = NumElements(x);
   if (total == 0) {
@@ -1036,7 +1143,8 @@ Status EmitScaler(NodeContext& ctx) {
   ctx.Line("size_t r, f;");
   ctx.Line("for (r = 0; r < " + S(total / C) + "; ++r)");
   ctx.Line("  for (f = 0; f < " + S(C) + "; ++f)");
-  ctx.Line("    out0[r * " + S(C) + " + f] = (float)(((" + c + ")in0[r * " + S(C) + " + f] - " + o + ") * " + s + ");");
+  ctx.Line("    out0[r * " + S(C) + " + f] = (float)(((" + c + ")in0[r * " + S(C) + " + f] - " + o +
+           ") * " + s + ");");
   if (off.size() <= 1 && sc.size() <= 1) ctx.Line("(void)f;");
   return OkStatus();
 }
@@ -1045,7 +1153,8 @@ Status EmitNormalizer(NodeContext& ctx) {
   DType t = ctx.input_dtype(0);
   if (!IsMlNumeric(t)) return ctx.error("X must be float, double, int64 or int32");
   std::string norm = ctx.node().attr_string("norm", "MAX");
-  if (norm != "MAX" && norm != "L1" && norm != "L2") return ctx.error("unknown norm '" + norm + "'");
+  if (norm != "MAX" && norm != "L1" && norm != "L2")
+    return ctx.error("unknown norm '" + norm + "'");
   const Dims& x = ctx.input_dims(0);
   const int64_t C = x.empty() ? 1 : x.back(), rows = C ? NumElements(x) / C : 0;
   if (rows == 0) {
@@ -1062,11 +1171,15 @@ Status EmitNormalizer(NodeContext& ctx) {
     ctx.Line("for (f = 1; f < " + S(C) + "; ++f) if (acc < " + v + ") acc = " + v + ";");
   } else {
     ctx.Line(c + " acc = " + Z + ";");
-    if (norm == "L1") ctx.Line("for (f = 0; f < " + S(C) + "; ++f) acc += " + MathName(ct, "fabs") + "(" + v + ");");
-    else ctx.Line("for (f = 0; f < " + S(C) + "; ++f) acc += " + v + " * " + v + ";");
+    if (norm == "L1")
+      ctx.Line("for (f = 0; f < " + S(C) + "; ++f) acc += " + MathName(ct, "fabs") + "(" + v +
+               ");");
+    else
+      ctx.Line("for (f = 0; f < " + S(C) + "; ++f) acc += " + v + " * " + v + ";");
     if (norm == "L2") ctx.Line("acc = " + MathName(ct, "sqrt") + "(acc);");
   }
-  ctx.Line("for (f = 0; f < " + S(C) + "; ++f) out0[r * " + S(C) + " + f] = (float)(acc == " + Z + " ? " + v + " : " + v + " / acc);");
+  ctx.Line("for (f = 0; f < " + S(C) + "; ++f) out0[r * " + S(C) + " + f] = (float)(acc == " + Z +
+           " ? " + v + " : " + v + " / acc);");
   ctx.Dedent();
   ctx.Line("}");
   return OkStatus();
@@ -1079,10 +1192,17 @@ Status EmitLinearRegressor(NodeContext& ctx) {
   const int64_t T = ctx.node().attr_int("targets", 1);
   const int64_t N = x.size() == 1 ? 1 : (x.empty() ? 1 : x[0]), F = N ? NumElements(x) / N : 0;
   auto coef = ctx.node().attr_floats("coefficients"), icpt = ctx.node().attr_floats("intercepts");
-  if (T <= 0 || static_cast<int64_t>(coef.size()) != T * F) return ctx.error("coefficients must have targets*F entries");
-  if (!icpt.empty() && static_cast<int64_t>(icpt.size()) != T) return ctx.error("intercepts must have targets entries");
+  if (T <= 0 || static_cast<int64_t>(coef.size()) != T * F)
+    return ctx.error("coefficients must have targets*F entries");
+  if (!icpt.empty() && static_cast<int64_t>(icpt.size()) != T)
+    return ctx.error("intercepts must have targets entries");
   std::string post = ctx.node().attr_string("post_transform", "NONE");
-  int64_t pt = post == "NONE" ? 0 : post == "SOFTMAX" ? 1 : post == "LOGISTIC" ? 2 : post == "SOFTMAX_ZERO" ? 3 : post == "PROBIT" ? 4 : -1;
+  int64_t pt = post == "NONE"           ? 0
+               : post == "SOFTMAX"      ? 1
+               : post == "LOGISTIC"     ? 2
+               : post == "SOFTMAX_ZERO" ? 3
+               : post == "PROBIT"       ? 4
+                                        : -1;
   if (pt < 0) return ctx.error("unknown post_transform '" + post + "'");
   if (N == 0) {
     ctx.Line("/* no elements */");
@@ -1096,17 +1216,21 @@ Status EmitLinearRegressor(NodeContext& ctx) {
   std::string Tc = Table(ctx, c, "coef", cv), Ti = Table(ctx, c, "intercept", iv);
   const bool direct = ct == DType::kFloat32;
   ctx.Line("size_t n, q, f;");
-  if (!direct) ctx.Line(c + " *row = (" + c + " *)" + ctx.scratch(static_cast<size_t>(T) * DTypeSize(ct)) + ";");
+  if (!direct)
+    ctx.Line(c + " *row = (" + c + " *)" + ctx.scratch(static_cast<size_t>(T) * DTypeSize(ct)) +
+             ";");
   ctx.Line("for (n = 0; n < " + S(N) + "; ++n) {");
   ctx.Indent();
   if (direct) ctx.Line("float *row = out0 + n * " + S(T) + ";");
   ctx.Line("for (q = 0; q < " + S(T) + "; ++q) {");
   ctx.Line("  " + c + " acc = " + Ti + "[q];");
-  ctx.Line("  for (f = 0; f < " + S(F) + "; ++f) acc += " + Tc + "[q * " + S(F) + " + f] * (" + c + ")in0[n * " + S(F) + " + f];");
+  ctx.Line("  for (f = 0; f < " + S(F) + "; ++f) acc += " + Tc + "[q * " + S(F) + " + f] * (" + c +
+           ")in0[n * " + S(F) + " + f];");
   ctx.Line("  row[q] = acc;");
   ctx.Line("}");
   EmitPostTransform(ctx, pt, ct, "row", T);
-  if (!direct) ctx.Line("for (q = 0; q < " + S(T) + "; ++q) out0[n * " + S(T) + " + q] = (float)row[q];");
+  if (!direct)
+    ctx.Line("for (q = 0; q < " + S(T) + "; ++q) out0[n * " + S(T) + " + q] = (float)row[q];");
   ctx.Dedent();
   ctx.Line("}");
   return OkStatus();
@@ -1118,12 +1242,16 @@ Status EmitImputer(NodeContext& ctx) {
   const ir::Node& n = ctx.node();
   const bool fl = IsFloatingDType(t);
   std::vector<double> vals;
-  if (fl) for (float f : n.attr_floats("imputed_value_floats")) vals.push_back(f);
-  else for (int64_t i : n.attr_ints("imputed_value_int64s")) vals.push_back(static_cast<double>(i));
-  const double repl = fl ? n.attr_float("replaced_value_float", NAN) : static_cast<double>(n.attr_int("replaced_value_int64", 0));
+  if (fl)
+    for (float f : n.attr_floats("imputed_value_floats")) vals.push_back(f);
+  else
+    for (int64_t i : n.attr_ints("imputed_value_int64s")) vals.push_back(static_cast<double>(i));
+  const double repl = fl ? n.attr_float("replaced_value_float", NAN)
+                         : static_cast<double>(n.attr_int("replaced_value_int64", 0));
   const Dims& x = ctx.input_dims(0);
   const int64_t C = x.empty() ? 1 : x.back();
-  if (vals.empty() || (vals.size() != 1 && static_cast<int64_t>(vals.size()) != C)) return ctx.error("imputed values must have 1 or C entries");
+  if (vals.empty() || (vals.size() != 1 && static_cast<int64_t>(vals.size()) != C))
+    return ctx.error("imputed values must have 1 or C entries");
   const int64_t total = NumElements(x);
   if (total == 0) {
     ctx.Line("/* no elements */");
@@ -1131,7 +1259,8 @@ Status EmitImputer(NodeContext& ctx) {
   }
   std::vector<std::string> lit;
   for (double v : vals) lit.push_back(ValueLiteral(t, v));
-  std::string val = vals.size() == 1 ? lit[0] : Table(ctx, CType(t), "value", lit) + "[i % " + S(C) + "]";
+  std::string val =
+      vals.size() == 1 ? lit[0] : Table(ctx, CType(t), "value", lit) + "[i % " + S(C) + "]";
   DType ct = MlCompute(t);
   std::string v = ct == t ? "in0[i]" : "(double)in0[i]";
   std::string miss = std::isnan(repl) ? v + " != " + v : v + " == " + L(ct, repl);
@@ -1147,7 +1276,8 @@ void RegisterMiscEmitters(EmitterRegistry& r) {
   r.Register("AffineGrid", EmitAffineGrid);
   r.Register("DFT", EmitDft);
   r.Register("STFT", EmitStft);
-  for (const char* op : {"HannWindow", "HammingWindow", "BlackmanWindow"}) r.Register(op, EmitEvaluated);
+  for (const char* op : {"HannWindow", "HammingWindow", "BlackmanWindow"})
+    r.Register(op, EmitEvaluated);
   r.Register("MelWeightMatrix", EmitMelWeightMatrix);
   r.Register("Det", EmitDet);
   // These replace emit_shape.cc's element maps (registered before): row / block copies need

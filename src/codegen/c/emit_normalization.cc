@@ -22,12 +22,14 @@ std::string S(int64_t v) { return std::to_string(v); }
 
 Status RequireFloat(NodeContext& ctx, int i) {
   if (!IsFloatingDType(ctx.input_dtype(i)))
-    return ctx.error("input " + S(i) + " must be a floating-point tensor, got " + std::string(DTypeName(ctx.input_dtype(i))));
+    return ctx.error("input " + S(i) + " must be a floating-point tensor, got " +
+                     std::string(DTypeName(ctx.input_dtype(i))));
   return OkStatus();
 }
 
 // Emits `<ct> mean` and `<ct> var` (biased, two passes) over the `n` elements x(i), i in [0, n).
-void EmitMoments(NodeContext& ctx, DType ct, int64_t n, const std::function<std::string(const std::string&)>& x) {
+void EmitMoments(NodeContext& ctx, DType ct, int64_t n,
+                 const std::function<std::string(const std::string&)>& x) {
   std::string ctype = CType(ct), count = CNumber(ct, static_cast<double>(n > 0 ? n : 1));
   ctx.Line(ctype + " mean = " + CNumber(ct, 0) + ";");
   Loop(ctx, n, "i", [&] { ctx.Line("mean += " + x("i") + ";"); });
@@ -74,7 +76,9 @@ Status EmitBatchNorm(NodeContext& ctx) {
     ctx.Line("/* no elements */");
     return OkStatus();
   }
-  auto par = [&](int i, const std::string& p) { return Load(ctx, ctx.input_dtype(i), NodeContext::in(i) + "[" + p + "]"); };
+  auto par = [&](int i, const std::string& p) {
+    return Load(ctx, ctx.input_dtype(i), NodeContext::in(i) + "[" + p + "]");
+  };
   auto xat = [&](const std::string& off) { return Load(ctx, t, "in0[" + off + "]"); };
   bool constant = !training;
   for (int i = 1; i < 5; ++i) constant = constant && ctx.input_constant(i) != nullptr;
@@ -85,8 +89,10 @@ Status EmitBatchNorm(NodeContext& ctx) {
     std::string a = "static const " + ctype + " " + ta + "[" + S(P) + "] = {";
     std::string b = "static const " + ctype + " " + tb + "[" + S(P) + "] = {";
     for (int64_t p = 0; p < P; ++p) {
-      double scale = ElementAsDouble(*ctx.input_constant(1), p), bias = ElementAsDouble(*ctx.input_constant(2), p);
-      double mean = ElementAsDouble(*ctx.input_constant(3), p), var = ElementAsDouble(*ctx.input_constant(4), p);
+      double scale = ElementAsDouble(*ctx.input_constant(1), p),
+             bias = ElementAsDouble(*ctx.input_constant(2), p);
+      double mean = ElementAsDouble(*ctx.input_constant(3), p),
+             var = ElementAsDouble(*ctx.input_constant(4), p);
       double inv = 1.0 / std::sqrt(var + eps);
       a += (p % 8 ? " " : "\n    ") + CNumber(ct, scale * inv) + ",";
       b += (p % 8 ? " " : "\n    ") + CNumber(ct, bias - mean * scale * inv) + ",";
@@ -99,7 +105,8 @@ Status EmitBatchNorm(NodeContext& ctx) {
       // Batch statistics over the N samples and the block of each parameter.
       const int64_t count = N * block;
       ctx.Line(ctype + " mean = " + CNumber(ct, 0) + ", var = " + CNumber(ct, 0) + ";");
-      Loop(ctx, N, "n", [&] { Loop(ctx, block, "i", [&] { ctx.Line("mean += " + xat(nb) + ";"); }); });
+      Loop(ctx, N, "n",
+           [&] { Loop(ctx, block, "i", [&] { ctx.Line("mean += " + xat(nb) + ";"); }); });
       ctx.Line("mean /= " + CNumber(ct, static_cast<double>(count > 0 ? count : 1)) + ";");
       Loop(ctx, N, "n", [&] {
         Loop(ctx, block, "i", [&] {
@@ -110,17 +117,19 @@ Status EmitBatchNorm(NodeContext& ctx) {
       ctx.Line("var /= " + CNumber(ct, static_cast<double>(count > 0 ? count : 1)) + ";");
       ctx.Line("{");
       ctx.Indent();
-      ctx.Line("const " + ctype + " a = " + par(1, "p") + " / " + MathName(ct, "sqrt") + "(var + " + CNumber(ct, eps) + ");");
+      ctx.Line("const " + ctype + " a = " + par(1, "p") + " / " + MathName(ct, "sqrt") + "(var + " +
+               CNumber(ct, eps) + ");");
       ctx.Line("const " + ctype + " b = " + par(2, "p") + " - mean * a;");
     } else if (constant) {
       ctx.Line("const " + ctype + " a = " + ta + "[p], b = " + tb + "[p];");
     } else {
-      ctx.Line("const " + ctype + " a = " + par(1, "p") + " / " + MathName(ct, "sqrt") + "(" + par(4, "p") + " + " +
-               CNumber(ct, eps) + ");");
+      ctx.Line("const " + ctype + " a = " + par(1, "p") + " / " + MathName(ct, "sqrt") + "(" +
+               par(4, "p") + " + " + CNumber(ct, eps) + ");");
       ctx.Line("const " + ctype + " b = " + par(2, "p") + " - " + par(3, "p") + " * a;");
     }
     Loop(ctx, N, "n", [&] {
-      Loop(ctx, block, "i", [&] { ctx.Line("out0[" + nb + "] = " + Store(ctx, t, xat(nb) + " * a + b") + ";"); });
+      Loop(ctx, block, "i",
+           [&] { ctx.Line("out0[" + nb + "] = " + Store(ctx, t, xat(nb) + " * a + b") + ";"); });
     });
     if (training) {
       ctx.Dedent();
@@ -131,7 +140,8 @@ Status EmitBatchNorm(NodeContext& ctx) {
         std::string v = k == 3 ? "mean" : k == 4 ? "var" : "";
         if (k <= 2) {
           std::string run = par(k == 1 ? 3 : 4, "p");
-          v = run + " * " + CNumber(ct, momentum) + " + " + (k == 1 ? "mean" : "var") + " * " + CNumber(ct, 1 - momentum);
+          v = run + " * " + CNumber(ct, momentum) + " + " + (k == 1 ? "mean" : "var") + " * " +
+              CNumber(ct, 1 - momentum);
         }
         ctx.Line(NodeContext::out(k) + "[p] = " + Store(ctx, ctx.output_dtype(k), v) + ";");
       }
@@ -164,10 +174,11 @@ Status EmitInstanceNorm(NodeContext& ctx) {
     ctx.Line(CType(t) + " *y = out0 + r * " + S(inner) + ";");
     ctx.Line("const size_t c = r % " + S(C) + ";");
     EmitMoments(ctx, ct, inner, xat);
-    ctx.Line("const " + ctype + " a = " + Load(ctx, ctx.input_dtype(1), "in1[c]") + " / " + MathName(ct, "sqrt") +
-             "(var + " + CNumber(ct, eps) + ");");
+    ctx.Line("const " + ctype + " a = " + Load(ctx, ctx.input_dtype(1), "in1[c]") + " / " +
+             MathName(ct, "sqrt") + "(var + " + CNumber(ct, eps) + ");");
     ctx.Line("const " + ctype + " b = " + Load(ctx, ctx.input_dtype(2), "in2[c]") + " - mean * a;");
-    Loop(ctx, inner, "i", [&] { ctx.Line("y[i] = " + Store(ctx, t, xat("i") + " * a + b") + ";"); });
+    Loop(ctx, inner, "i",
+         [&] { ctx.Line("y[i] = " + Store(ctx, t, xat("i") + " * a + b") + ";"); });
   });
   return OkStatus();
 }
@@ -198,9 +209,13 @@ Status EmitLayerNorm(NodeContext& ctx) {
   // Scale and bias broadcast to the normalized dims (indexed by the column), or to all of X.
   auto affine = [&](int i) -> Expected<std::string> {
     const Dims& p = ctx.input_dims(i);
-    if (Broadcasts(p, norm)) return Load(ctx, ctx.input_dtype(i), NodeContext::in(i) + "[" + BroadcastIndex("c", p, norm) + "]");
+    if (Broadcasts(p, norm))
+      return Load(ctx, ctx.input_dtype(i),
+                  NodeContext::in(i) + "[" + BroadcastIndex("c", p, norm) + "]");
     if (Broadcasts(p, x))
-      return Load(ctx, ctx.input_dtype(i), NodeContext::in(i) + "[" + BroadcastIndex("(r * " + S(cols) + " + c)", p, x) + "]");
+      return Load(
+          ctx, ctx.input_dtype(i),
+          NodeContext::in(i) + "[" + BroadcastIndex("(r * " + S(cols) + " + c)", p, x) + "]");
     return ctx.error("scale/bias does not broadcast to X");
   };
   KILN_ASSIGN_OR_RETURN(std::string scale, affine(1));
@@ -214,10 +229,12 @@ Status EmitLayerNorm(NodeContext& ctx) {
     ctx.Line("const " + CType(t) + " *x = in0 + r * " + S(cols) + ";");
     ctx.Line(CType(t) + " *y = out0 + r * " + S(cols) + ";");
     EmitMoments(ctx, ct, cols, xat);
-    ctx.Line("const " + ctype + " inv = " + CNumber(ct, 1) + " / " + MathName(ct, "sqrt") + "(var + " + CNumber(ct, eps) + ");");
+    ctx.Line("const " + ctype + " inv = " + CNumber(ct, 1) + " / " + MathName(ct, "sqrt") +
+             "(var + " + CNumber(ct, eps) + ");");
     for (int k = 1; k < 3 && k < ctx.num_outputs(); ++k)
       if (ctx.has_output(k))
-        ctx.Line(NodeContext::out(k) + "[r] = " + Store(ctx, ctx.output_dtype(k), k == 1 ? "mean" : "inv") + ";");
+        ctx.Line(NodeContext::out(k) +
+                 "[r] = " + Store(ctx, ctx.output_dtype(k), k == 1 ? "mean" : "inv") + ";");
     Loop(ctx, cols, "c", [&] {
       std::string v = "(" + xat("c") + " - mean) * inv * " + scale;
       if (!bias.empty()) v += " + " + bias;
@@ -252,17 +269,20 @@ Status EmitGroupNorm(NodeContext& ctx) {
   auto param = [&](int i) {
     int64_t n = NumElements(ctx.input_dims(i));
     if (n != C && n != groups) return std::string();
-    return Load(ctx, ctx.input_dtype(i), NodeContext::in(i) + (n == groups && n != C ? "[g]" : "[c]"));
+    return Load(ctx, ctx.input_dtype(i),
+                NodeContext::in(i) + (n == groups && n != C ? "[g]" : "[c]"));
   };
   std::string scale = param(1), bias = param(2);
-  if (scale.empty() || bias.empty()) return ctx.error("scale/bias must have C or num_groups elements");
+  if (scale.empty() || bias.empty())
+    return ctx.error("scale/bias must have C or num_groups elements");
   auto xat = [&](const std::string& i) { return Load(ctx, t, "x[" + i + "]"); };
   Loop(ctx, rows, "r", [&] {
     ctx.Line("const " + CType(t) + " *x = in0 + r * " + S(gsize) + ";");
     ctx.Line(CType(t) + " *y = out0 + r * " + S(gsize) + ";");
     ctx.Line("const size_t g = r % " + S(groups) + ";");
     EmitMoments(ctx, ct, gsize, xat);
-    ctx.Line("const " + ctype + " inv = " + CNumber(ct, 1) + " / " + MathName(ct, "sqrt") + "(var + " + CNumber(ct, eps) + ");");
+    ctx.Line("const " + ctype + " inv = " + CNumber(ct, 1) + " / " + MathName(ct, "sqrt") +
+             "(var + " + CNumber(ct, eps) + ");");
     ctx.Line("(void)g;");
     Loop(ctx, cpg, "cc", [&] {
       ctx.Line("const size_t c = g * " + S(cpg) + " + cc;");
@@ -287,7 +307,8 @@ Status EmitLrn(NodeContext& ctx) {
   const ir::Node& n = ctx.node();
   const int64_t size = n.attr_int("size", 0);
   if (size <= 0) return ctx.error("needs a positive size");
-  const double alpha = n.attr_float("alpha", 1e-4f), beta = n.attr_float("beta", 0.75f), bias = n.attr_float("bias", 1.0f);
+  const double alpha = n.attr_float("alpha", 1e-4f), beta = n.attr_float("beta", 0.75f),
+               bias = n.attr_float("bias", 1.0f);
   DType t = ctx.input_dtype(0), ct = ComputeType(t);
   std::string ctype = CType(ct);
   const int64_t N = x[0], C = x[1], inner = C && N ? NumElements(x) / (N * C) : 0;
@@ -299,18 +320,24 @@ Status EmitLrn(NodeContext& ctx) {
   Loop(ctx, N, "b", [&] {
     Loop(ctx, C, "c", [&] {
       // The channel window [c - lo, c + hi], clipped to [0, C - 1].
-      ctx.Line("const size_t c0 = " + (lo == 0 ? std::string("c") : "c >= " + S(lo) + " ? c - " + S(lo) + " : 0") + ";");
-      ctx.Line("const size_t c1 = c + " + S(hi + 1) + " < " + S(C) + " ? c + " + S(hi) + " : " + S(C - 1) + ";");
+      ctx.Line("const size_t c0 = " +
+               (lo == 0 ? std::string("c") : "c >= " + S(lo) + " ? c - " + S(lo) + " : 0") + ";");
+      ctx.Line("const size_t c1 = c + " + S(hi + 1) + " < " + S(C) + " ? c + " + S(hi) + " : " +
+               S(C - 1) + ";");
       Loop(ctx, inner, "i", [&] {
         ctx.Line(ctype + " sq = " + CNumber(ct, 0) + ";");
         ctx.Line("for (size_t k = c0; k <= c1; ++k) {");
-        ctx.Line("  const " + ctype + " v = " + Load(ctx, t, "in0[(b * " + S(C) + " + k) * " + S(inner) + " + i]") + ";");
+        ctx.Line("  const " + ctype + " v = " +
+                 Load(ctx, t, "in0[(b * " + S(C) + " + k) * " + S(inner) + " + i]") + ";");
         ctx.Line("  sq += v * v;");
         ctx.Line("}");
         std::string o = "(b * " + S(C) + " + c) * " + S(inner) + " + i";
         ctx.Line("out0[" + o + "] = " +
-                 Store(ctx, t, Load(ctx, t, "in0[" + o + "]") + " / " + MathName(ct, "pow") + "(" + CNumber(ct, bias) + " + " +
-                                   CNumber(ct, alpha / static_cast<double>(size)) + " * sq, " + CNumber(ct, beta) + ")") +
+                 Store(ctx, t,
+                       Load(ctx, t, "in0[" + o + "]") + " / " + MathName(ct, "pow") + "(" +
+                           CNumber(ct, bias) + " + " +
+                           CNumber(ct, alpha / static_cast<double>(size)) + " * sq, " +
+                           CNumber(ct, beta) + ")") +
                  ";");
       });
     });
@@ -346,7 +373,10 @@ Status EmitLpNorm(NodeContext& ctx) {
       // An all-zero slice stays zero.
       Loop(ctx, s.len, "k", [&] {
         ctx.Line("out0[" + at + "] = " +
-                 Store(ctx, t, "norm == " + CNumber(ct, 0) + " ? " + CNumber(ct, 0) + " : " + Load(ctx, t, "in0[" + at + "]") + " / norm") + ";");
+                 Store(ctx, t,
+                       "norm == " + CNumber(ct, 0) + " ? " + CNumber(ct, 0) + " : " +
+                           Load(ctx, t, "in0[" + at + "]") + " / norm") +
+                 ";");
       });
     });
   });
@@ -360,9 +390,12 @@ Status EmitMvn(NodeContext& ctx) {
   const Dims& x = ctx.input_dims(0);
   const ir::Node& n = ctx.node();
   std::vector<int64_t> axes;
-  if (ctx.opset() >= 9) axes = n.attr_ints("axes", {0, 2, 3});
-  else if (n.attr_int("across_channels", 0)) axes = {1, 2, 3};
-  else axes = {2, 3};
+  if (ctx.opset() >= 9)
+    axes = n.attr_ints("axes", {0, 2, 3});
+  else if (n.attr_int("across_channels", 0))
+    axes = {1, 2, 3};
+  else
+    axes = {2, 3};
   const bool variance = ctx.opset() >= 9 || n.attr_int("normalize_variance", 1) != 0;
   std::vector<char> reduced(x.size(), 0);
   for (int64_t a : axes) {
@@ -387,10 +420,14 @@ Status EmitMvn(NodeContext& ctx) {
   Nest(ctx, km.dims, "k", [&](const std::vector<std::string>& kidx) {
     ctx.Line("const size_t base = " + IndexExpr(kidx, km.strides[0]) + ";");
     auto over = [&](const std::function<void(const std::string& at)>& f) {
-      Nest(ctx, rm.dims, "r", [&](const std::vector<std::string>& ridx) { f("base + " + IndexExpr(ridx, rm.strides[0])); });
+      Nest(ctx, rm.dims, "r", [&](const std::vector<std::string>& ridx) {
+        f("base + " + IndexExpr(ridx, rm.strides[0]));
+      });
     };
     ctx.Line(ctype + " mean = " + CNumber(ct, 0) + ";");
-    over([&](const std::string& at) { ctx.Line("mean += " + Load(ctx, t, "in0[" + at + "]") + ";"); });
+    over([&](const std::string& at) {
+      ctx.Line("mean += " + Load(ctx, t, "in0[" + at + "]") + ";");
+    });
     ctx.Line("mean /= " + CNumber(ct, static_cast<double>(count)) + ";");
     std::string den = "";
     if (variance) {
@@ -399,12 +436,13 @@ Status EmitMvn(NodeContext& ctx) {
         ctx.Line("const " + ctype + " d = " + Load(ctx, t, "in0[" + at + "]") + " - mean;");
         ctx.Line("var += d * d;");
       });
-      ctx.Line("const " + ctype + " den = " + MathName(ct, "sqrt") + "(var / " + CNumber(ct, static_cast<double>(count)) +
-               ") + " + CNumber(ct, 1e-9) + ";");
+      ctx.Line("const " + ctype + " den = " + MathName(ct, "sqrt") + "(var / " +
+               CNumber(ct, static_cast<double>(count)) + ") + " + CNumber(ct, 1e-9) + ";");
       den = " / den";
     }
     over([&](const std::string& at) {
-      ctx.Line("out0[" + at + "] = " + Store(ctx, t, "(" + Load(ctx, t, "in0[" + at + "]") + " - mean)" + den) + ";");
+      ctx.Line("out0[" + at + "] = " +
+               Store(ctx, t, "(" + Load(ctx, t, "in0[" + at + "]") + " - mean)" + den) + ";");
     });
   });
   return OkStatus();
@@ -435,7 +473,9 @@ Status EmitSoft(NodeContext& ctx, SoftKind kind) {
       s.inner = 1;
     }
   }
-  auto at = [&](const std::string& k) { return "base + " + k + (s.inner == 1 ? "" : " * " + S(s.inner)); };
+  auto at = [&](const std::string& k) {
+    return "base + " + k + (s.inner == 1 ? "" : " * " + S(s.inner));
+  };
   auto xat = [&](const std::string& k) { return Load(ctx, t, "in0[" + at(k) + "]"); };
   auto rest = [&](const std::function<void()>& body) {  // k over [1, len)
     if (s.len > 1) {
@@ -461,7 +501,8 @@ Status EmitSoft(NodeContext& ctx, SoftKind kind) {
           ctx.Line("}");
         });
         Loop(ctx, s.len, "k", [&] {
-          ctx.Line("out0[" + at("k") + "] = " + Store(ctx, t, "k == arg ? " + CNumber(ct, 1) + " : " + CNumber(ct, 0)) + ";");
+          ctx.Line("out0[" + at("k") + "] = " +
+                   Store(ctx, t, "k == arg ? " + CNumber(ct, 1) + " : " + CNumber(ct, 0)) + ";");
         });
         return;
       }
@@ -470,7 +511,8 @@ Status EmitSoft(NodeContext& ctx, SoftKind kind) {
         ctx.Line("mx = mx < v ? v : mx;");
       });
       ctx.Line(ctype + " sum = " + CNumber(ct, 0) + ";");
-      const bool keep = kind == SoftKind::kSoftmax && t == ct;  // exp(x - max) kept in y, rescaled in place
+      const bool keep =
+          kind == SoftKind::kSoftmax && t == ct;  // exp(x - max) kept in y, rescaled in place
       Loop(ctx, s.len, "k", [&] {
         ctx.Line("const " + ctype + " e = " + MathName(ct, "exp") + "(" + xat("k") + " - mx);");
         ctx.Line("sum += e;");
@@ -479,12 +521,17 @@ Status EmitSoft(NodeContext& ctx, SoftKind kind) {
       if (kind == SoftKind::kSoftmax) {
         ctx.Line("sum = " + CNumber(ct, 1) + " / sum;");
         Loop(ctx, s.len, "k", [&] {
-          if (keep) ctx.Line("out0[" + at("k") + "] *= sum;");
-          else ctx.Line("out0[" + at("k") + "] = " + Store(ctx, t, MathName(ct, "exp") + "(" + xat("k") + " - mx) * sum") + ";");
+          if (keep)
+            ctx.Line("out0[" + at("k") + "] *= sum;");
+          else
+            ctx.Line("out0[" + at("k") + "] = " +
+                     Store(ctx, t, MathName(ct, "exp") + "(" + xat("k") + " - mx) * sum") + ";");
         });
       } else {
         ctx.Line("sum = mx + " + MathName(ct, "log") + "(sum);");
-        Loop(ctx, s.len, "k", [&] { ctx.Line("out0[" + at("k") + "] = " + Store(ctx, t, xat("k") + " - sum") + ";"); });
+        Loop(ctx, s.len, "k", [&] {
+          ctx.Line("out0[" + at("k") + "] = " + Store(ctx, t, xat("k") + " - sum") + ";");
+        });
       }
     });
   });

@@ -19,10 +19,22 @@ bool IsQuantType(DType t) {
 
 void QuantRange(DType t, double* lo, double* hi) {
   switch (t) {
-    case DType::kInt8: *lo = -128; *hi = 127; break;
-    case DType::kUInt8: *lo = 0; *hi = 255; break;
-    case DType::kInt16: *lo = -32768; *hi = 32767; break;
-    default: *lo = 0; *hi = 65535; break;
+    case DType::kInt8:
+      *lo = -128;
+      *hi = 127;
+      break;
+    case DType::kUInt8:
+      *lo = 0;
+      *hi = 255;
+      break;
+    case DType::kInt16:
+      *lo = -32768;
+      *hi = 32767;
+      break;
+    default:
+      *lo = 0;
+      *hi = 65535;
+      break;
   }
 }
 
@@ -33,7 +45,8 @@ struct Layout {
   int64_t outer = 1, n_axis = 1, inner = 1, block = 1, n_blocks = 1;
 };
 
-std::string MakeLayout(const Dims& x, const Dims& scale, int64_t axis, int64_t block_size, Layout* l) {
+std::string MakeLayout(const Dims& x, const Dims& scale, int64_t axis, int64_t block_size,
+                       Layout* l) {
   const int64_t rank = static_cast<int64_t>(x.size());
   if (NumElements(scale) == 1 && (block_size <= 0 || scale.size() <= 1)) {
     l->kind = 0;
@@ -46,14 +59,16 @@ std::string MakeLayout(const Dims& x, const Dims& scale, int64_t axis, int64_t b
   for (int64_t d = axis + 1; d < rank; ++d) l->inner *= x[d];
   l->n_axis = x[axis];
   if (block_size <= 0) {
-    if (scale.size() != 1 || scale[0] != x[axis]) return "per-axis scale must be 1-D with one element per axis entry";
+    if (scale.size() != 1 || scale[0] != x[axis])
+      return "per-axis scale must be 1-D with one element per axis entry";
     l->kind = 1;
     return "";
   }
   if (static_cast<int64_t>(scale.size()) != rank) return "blocked scale must have the rank of x";
   int64_t nb = (x[axis] + block_size - 1) / block_size;
   for (int64_t d = 0; d < rank; ++d)
-    if (scale[d] != (d == axis ? nb : x[d])) return "blocked scale shape does not match x and block_size";
+    if (scale[d] != (d == axis ? nb : x[d]))
+      return "blocked scale shape does not match x and block_size";
   l->kind = 2;
   l->block = block_size;
   l->n_blocks = nb;
@@ -77,7 +92,8 @@ std::string OpenLoops(NodeContext& ctx, const Layout& l, int* depth) {
   const std::vector<int64_t> all = {l.n_axis * l.inner, l.inner, 1};
   for (int k = 0; k < 3; ++k) {
     if (extents[k] == 1) continue;
-    ctx.Line("for (size_t " + names[k] + " = 0; " + names[k] + " < " + S(extents[k]) + "; ++" + names[k] + ") {");
+    ctx.Line("for (size_t " + names[k] + " = 0; " + names[k] + " < " + S(extents[k]) + "; ++" +
+             names[k] + ") {");
     ctx.Indent();
     ++*depth;
     idx.push_back(names[k]);
@@ -87,7 +103,8 @@ std::string OpenLoops(NodeContext& ctx, const Layout& l, int* depth) {
   if (l.kind == 1) return l.n_axis == 1 ? "0" : "a";
   std::vector<std::string> terms;
   if (l.outer > 1) terms.push_back("o * " + S(l.n_blocks * l.inner));
-  if (l.n_blocks > 1) terms.push_back("(a / " + S(l.block) + ")" + (l.inner == 1 ? "" : " * " + S(l.inner)));
+  if (l.n_blocks > 1)
+    terms.push_back("(a / " + S(l.block) + ")" + (l.inner == 1 ? "" : " * " + S(l.inner)));
   if (l.inner > 1) terms.push_back("i");
   std::string si;
   for (const auto& t : terms) si += (si.empty() ? "" : " + ") + t;
@@ -119,12 +136,14 @@ Status EmitQuantize(NodeContext& ctx) {
   DType xt = ctx.input_dtype(0), st = ctx.input_dtype(1), yt = ctx.output_dtype(0);
   if (!IsFloatingDType(xt) && xt != DType::kInt32) return ctx.error("x must be float or int32");
   if (!IsFloatingDType(st)) return ctx.error("y_scale must be a float tensor");
-  if (!IsQuantType(yt)) return ctx.error("quantized type " + std::string(DTypeName(yt)) + " is not supported");
+  if (!IsQuantType(yt))
+    return ctx.error("quantized type " + std::string(DTypeName(yt)) + " is not supported");
   const bool has_zp = ctx.has_input(2) && NumElements(ctx.input_dims(2)) > 0;
   KILN_RETURN_IF_ERROR(CheckZeroPoint(ctx, has_zp));
   int64_t bs = ctx.opset() >= 21 ? ctx.node().attr_int("block_size", 0) : 0;
   Layout l;
-  std::string m = MakeLayout(ctx.input_dims(0), ctx.input_dims(1), ctx.node().attr_int("axis", 1), bs, &l);
+  std::string m =
+      MakeLayout(ctx.input_dims(0), ctx.input_dims(1), ctx.node().attr_int("axis", 1), bs, &l);
   if (!m.empty()) return ctx.error(m);
   if (NumElements(ctx.input_dims(0)) == 0) {
     ctx.Line("/* no elements */");
@@ -143,9 +162,11 @@ Status EmitQuantize(NodeContext& ctx) {
   } else if (precision == static_cast<int64_t>(DType::kFloat64)) {
     dbl = true;
     q = "(double)" + x + " / (double)" + s;
-  } else if (precision == static_cast<int64_t>(DType::kFloat16) || precision == static_cast<int64_t>(DType::kBFloat16)) {
+  } else if (precision == static_cast<int64_t>(DType::kFloat16) ||
+             precision == static_cast<int64_t>(DType::kBFloat16)) {
     DType p = static_cast<DType>(precision);
-    q = RoundTo16(ctx, p, RoundTo16(ctx, p, "(float)" + x) + " / " + RoundTo16(ctx, p, "(float)" + s));
+    q = RoundTo16(ctx, p,
+                  RoundTo16(ctx, p, "(float)" + x) + " / " + RoundTo16(ctx, p, "(float)" + s));
   } else if (xt == DType::kInt32 || xt == DType::kFloat64 || st == DType::kFloat64) {
     dbl = true;
     q = "(double)" + x + " / (double)" + s;
@@ -160,8 +181,10 @@ Status EmitQuantize(NodeContext& ctx) {
   QuantRange(yt, &lo, &hi);
   ctx.Line(ctn + " q = " + q + ";");
   ctx.Line("if (q != q) q = " + CNumber(ct, 0) + ";");
-  ctx.Line("q = " + MathName(ct, "nearbyint") + "(q)" + (has_zp ? " + (" + ctn + ")in2[" + zi + "]" : "") + ";");
-  ctx.Line("q = q < " + CNumber(ct, lo) + " ? " + CNumber(ct, lo) + " : (q > " + CNumber(ct, hi) + " ? " + CNumber(ct, hi) + " : q);");
+  ctx.Line("q = " + MathName(ct, "nearbyint") + "(q)" +
+           (has_zp ? " + (" + ctn + ")in2[" + zi + "]" : "") + ";");
+  ctx.Line("q = q < " + CNumber(ct, lo) + " ? " + CNumber(ct, lo) + " : (q > " + CNumber(ct, hi) +
+           " ? " + CNumber(ct, hi) + " : q);");
   ctx.Line("out0[e] = (" + CType(yt) + ")q;");
   CloseLoops(ctx, depth);
   return OkStatus();
@@ -169,13 +192,16 @@ Status EmitQuantize(NodeContext& ctx) {
 
 Status EmitDequantize(NodeContext& ctx) {
   DType xt = ctx.input_dtype(0), st = ctx.input_dtype(1), yt = ctx.output_dtype(0);
-  if (!IsQuantType(xt) && xt != DType::kInt32) return ctx.error("x type " + std::string(DTypeName(xt)) + " is not supported");
-  if (!IsFloatingDType(st) || !IsFloatingDType(yt)) return ctx.error("x_scale and y must be float tensors");
+  if (!IsQuantType(xt) && xt != DType::kInt32)
+    return ctx.error("x type " + std::string(DTypeName(xt)) + " is not supported");
+  if (!IsFloatingDType(st) || !IsFloatingDType(yt))
+    return ctx.error("x_scale and y must be float tensors");
   const bool has_zp = ctx.has_input(2) && NumElements(ctx.input_dims(2)) > 0;
   KILN_RETURN_IF_ERROR(CheckZeroPoint(ctx, has_zp));
   int64_t bs = ctx.opset() >= 21 ? ctx.node().attr_int("block_size", 0) : 0;
   Layout l;
-  std::string m = MakeLayout(ctx.input_dims(0), ctx.input_dims(1), ctx.node().attr_int("axis", 1), bs, &l);
+  std::string m =
+      MakeLayout(ctx.input_dims(0), ctx.input_dims(1), ctx.node().attr_int("axis", 1), bs, &l);
   if (!m.empty()) return ctx.error(m);
   if (NumElements(ctx.input_dims(0)) == 0) {
     ctx.Line("/* no elements */");

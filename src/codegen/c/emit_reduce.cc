@@ -55,7 +55,8 @@ std::string Mul(DType a, const std::string& x, const std::string& y) {
 Status EmitReduce(NodeContext& ctx, Kind kind) {
   const ir::Node& n = ctx.node();
   DType t = ctx.input_dtype(0);
-  if (CType(t).empty() || (!IsFloatingDType(t) && !IsInt(t) && !(t == DType::kBool && (kind == Kind::kMax || kind == Kind::kMin))))
+  if (CType(t).empty() || (!IsFloatingDType(t) && !IsInt(t) &&
+                           !(t == DType::kBool && (kind == Kind::kMax || kind == Kind::kMin))))
     return ctx.error("does not support element type " + std::string(DTypeName(t)));
   const Dims& in = ctx.input_dims(0);
   const bool from_input = ctx.opset() >= (kind == Kind::kSum ? 13 : 18);
@@ -67,8 +68,10 @@ Status EmitReduce(NodeContext& ctx, Kind kind) {
   }
   const int64_t total = NumElements(in);
   if (axes.empty() && from_input && n.attr_int("noop_with_empty_axes", 0) != 0) {
-    if (total == 0) ctx.Line("/* no elements */");
-    else ctx.Line("memcpy(out0, in0, " + ByteCount(t, total) + ");");
+    if (total == 0)
+      ctx.Line("/* no elements */");
+    else
+      ctx.Line("memcpy(out0, in0, " + ByteCount(t, total) + ");");
     return OkStatus();
   }
   std::vector<char> reduced(in.size(), axes.empty() ? 1 : 0);
@@ -98,13 +101,16 @@ Status EmitReduce(NodeContext& ctx, Kind kind) {
   auto over = [&](const std::function<void(const std::string& v)>& f) {  // v: the element, as `a`
     if (count == 0) return;
     Nest(ctx, rm.dims, "r", [&](const std::vector<std::string>& ridx) {
-      std::string e = Load(ctx, t, "in0[" + std::string(km.dims.empty() ? "" : "base + ") + IndexExpr(ridx, rm.strides[0]) + "]");
+      std::string e = Load(ctx, t,
+                           "in0[" + std::string(km.dims.empty() ? "" : "base + ") +
+                               IndexExpr(ridx, rm.strides[0]) + "]");
       ctx.Line("const " + at + " v = (" + at + ")" + e + ";");
       f("v");
     });
   };
   Nest(ctx, km.dims, "k", [&](const std::vector<std::string>& kidx) {
-    if (!km.dims.empty() && count > 0) ctx.Line("const size_t base = " + IndexExpr(kidx, km.strides[0]) + ";");
+    if (!km.dims.empty() && count > 0)
+      ctx.Line("const size_t base = " + IndexExpr(kidx, km.strides[0]) + ";");
     std::string out = "out0[" + IndexExpr(kidx, km.strides[1]) + "]";
     std::string result = "acc";
     switch (kind) {
@@ -126,8 +132,9 @@ Status EmitReduce(NodeContext& ctx, Kind kind) {
       case Kind::kL1:
         ctx.Line(at + " acc = 0;");
         over([&](const std::string& v) {
-          std::string abs = IsFloatingDType(a) ? MathName(a, "fabs") + "(" + v + ")"
-                            : a == DType::kInt64 ? "(" + v + " < 0 ? (int64_t)(0u - (uint64_t)" + v + ") : " + v + ")"
+          std::string abs = IsFloatingDType(a)   ? MathName(a, "fabs") + "(" + v + ")"
+                            : a == DType::kInt64 ? "(" + v + " < 0 ? (int64_t)(0u - (uint64_t)" +
+                                                       v + ") : " + v + ")"
                                                  : v;
           ctx.Line("acc = " + Add(a, "acc", abs) + ";");
         });
@@ -146,9 +153,12 @@ Status EmitReduce(NodeContext& ctx, Kind kind) {
         if (kind == Kind::kLogSumExp) {
           // log(sum(exp(x - shift))) + shift, shift the maximum (0 where it is not finite).
           std::string mtype = CType(mt);
-          ctx.Line("const " + mtype + " shift = isfinite((" + mtype + ")acc) ? (" + mtype + ")acc : " + CNumber(mt, 0) + ";");
+          ctx.Line("const " + mtype + " shift = isfinite((" + mtype + ")acc) ? (" + mtype +
+                   ")acc : " + CNumber(mt, 0) + ";");
           ctx.Line(mtype + " sum = " + CNumber(mt, 0) + ";");
-          over([&](const std::string& v) { ctx.Line("sum += " + MathName(mt, "exp") + "((" + mtype + ")" + v + " - shift);"); });
+          over([&](const std::string& v) {
+            ctx.Line("sum += " + MathName(mt, "exp") + "((" + mtype + ")" + v + " - shift);");
+          });
           result = MathName(mt, "log") + "(sum) + shift";
         }
         break;
@@ -156,12 +166,19 @@ Status EmitReduce(NodeContext& ctx, Kind kind) {
     }
     switch (kind) {
       case Kind::kMean:
-        if (IsFloatingDType(a)) result = "acc / " + CNumber(a, static_cast<double>(count));
-        else result = count ? "acc / " + CNumber(a, static_cast<double>(count)) : "0";
+        if (IsFloatingDType(a))
+          result = "acc / " + CNumber(a, static_cast<double>(count));
+        else
+          result = count ? "acc / " + CNumber(a, static_cast<double>(count)) : "0";
         break;
-      case Kind::kL2: result = MathName(mt, "sqrt") + "((" + CType(mt) + ")acc)"; break;
-      case Kind::kLogSum: result = MathName(mt, "log") + "((" + CType(mt) + ")acc)"; break;
-      default: break;
+      case Kind::kL2:
+        result = MathName(mt, "sqrt") + "((" + CType(mt) + ")acc)";
+        break;
+      case Kind::kLogSum:
+        result = MathName(mt, "log") + "((" + CType(mt) + ")acc)";
+        break;
+      default:
+        break;
     }
     ctx.Line(out + " = " + Store(ctx, t, result) + ";");
   });
@@ -172,7 +189,8 @@ Status EmitReduce(NodeContext& ctx, Kind kind) {
 
 Status EmitArg(NodeContext& ctx, bool is_max) {
   DType t = ctx.input_dtype(0);
-  if (!IsFloatingDType(t) && !IsInt(t)) return ctx.error("does not support element type " + std::string(DTypeName(t)));
+  if (!IsFloatingDType(t) && !IsInt(t))
+    return ctx.error("does not support element type " + std::string(DTypeName(t)));
   const Dims& in = ctx.input_dims(0);
   int64_t axis = ctx.node().attr_int("axis", 0);
   if (!NormAxis(&axis, in.size())) return ctx.error("axis out of range");
@@ -186,12 +204,15 @@ Status EmitArg(NodeContext& ctx, bool is_max) {
   std::string ctype = CType(ct);
   AxisSplit s = SplitAround(in, axis);
   auto xat = [&](const std::string& j) {
-    return Load(ctx, t, "in0[o * " + S(s.len * s.inner) + " + " + j + (s.inner == 1 ? "" : " * " + S(s.inner)) + " + i]");
+    return Load(ctx, t,
+                "in0[o * " + S(s.len * s.inner) + " + " + j +
+                    (s.inner == 1 ? "" : " * " + S(s.inner)) + " + i]");
   };
   // NaN wins, like numpy; among equals the first (or, with select_last_index, the last) index.
   std::string cmp = std::string(is_max ? " >" : " <") + (last ? "= " : " ") + "best";
   std::string better = "v" + cmp;
-  if (IsFloatingDType(t)) better = last ? "v" + cmp + " || v != v" : "v" + cmp + " || (v != v && best == best)";
+  if (IsFloatingDType(t))
+    better = last ? "v" + cmp + " || v != v" : "v" + cmp + " || (v != v && best == best)";
   Loop(ctx, s.outer, "o", [&] {
     Loop(ctx, s.inner, "i", [&] {
       ctx.Line(ctype + " best = " + xat("0") + ";");
@@ -218,7 +239,8 @@ Status EmitArg(NodeContext& ctx, bool is_max) {
 // The scan along one axis.
 void EmitScanAlong(NodeContext& ctx, bool prod, const Dims& in, int64_t axis) {
   DType t = ctx.input_dtype(0);
-  const bool exclusive = ctx.node().attr_int("exclusive", 0) != 0, reverse = ctx.node().attr_int("reverse", 0) != 0;
+  const bool exclusive = ctx.node().attr_int("exclusive", 0) != 0,
+             reverse = ctx.node().attr_int("reverse", 0) != 0;
   DType ct = ComputeType(t);  // the host's Acc<T>: float for 16-bit floats, else T
   std::string ctype = CType(ct);
   AxisSplit s = SplitAround(in, axis);
@@ -231,7 +253,8 @@ void EmitScanAlong(NodeContext& ctx, bool prod, const Dims& in, int64_t axis) {
         if (exclusive) ctx.Line("out0[at] = " + Store(ctx, t, "run") + ";");
         std::string v = Load(ctx, t, "in0[at]");
         std::string next = IsFloatingDType(ct) ? (prod ? "run * " : "run + ") + v
-                                               : "(" + ctype + ")((uint64_t)run " + (prod ? "*" : "+") + " (uint64_t)" + v + ")";
+                                               : "(" + ctype + ")((uint64_t)run " +
+                                                     (prod ? "*" : "+") + " (uint64_t)" + v + ")";
         ctx.Line("run = " + next + ";");
         if (!exclusive) ctx.Line("out0[at] = " + Store(ctx, t, "run") + ";");
       });
@@ -241,8 +264,10 @@ void EmitScanAlong(NodeContext& ctx, bool prod, const Dims& in, int64_t axis) {
 
 Status EmitScan(NodeContext& ctx, bool prod) {
   DType t = ctx.input_dtype(0);
-  if (!IsFloatingDType(t) && !IsInt(t)) return ctx.error("does not support element type " + std::string(DTypeName(t)));
-  if (!ctx.has_input(1) || NumElements(ctx.input_dims(1)) != 1) return ctx.error("'axis' must be a scalar");
+  if (!IsFloatingDType(t) && !IsInt(t))
+    return ctx.error("does not support element type " + std::string(DTypeName(t)));
+  if (!ctx.has_input(1) || NumElements(ctx.input_dims(1)) != 1)
+    return ctx.error("'axis' must be a scalar");
   const Dims& in = ctx.input_dims(0);
   if (NumElements(in) == 0) {
     ctx.Line("/* no elements */");
@@ -285,7 +310,8 @@ Status EmitScan(NodeContext& ctx, bool prod) {
 // themselves: O(len * k) compares and no scratch memory.
 Status EmitTopK(NodeContext& ctx) {
   DType t = ctx.input_dtype(0);
-  if (!IsFloatingDType(t) && !IsInt(t)) return ctx.error("does not support element type " + std::string(DTypeName(t)));
+  if (!IsFloatingDType(t) && !IsInt(t))
+    return ctx.error("does not support element type " + std::string(DTypeName(t)));
   const Dims& in = ctx.input_dims(0);
   int64_t axis = ctx.node().attr_int("axis", -1);
   if (!NormAxis(&axis, in.size())) return ctx.error("axis out of range");
@@ -307,10 +333,17 @@ Status EmitTopK(NodeContext& ctx) {
   DType ct = ComputeType(t);
   std::string ctype = CType(ct);
   AxisSplit s = SplitAround(in, axis);
-  auto x = [&](const std::string& j) { return "in0[o * " + S(s.len * s.inner) + " + " + j + " * " + S(s.inner) + " + i]"; };
-  auto y = [&](int out, const std::string& q) { return NodeContext::out(out) + "[o * " + S(k * s.inner) + " + " + q + " * " + S(s.inner) + " + i]"; };
+  auto x = [&](const std::string& j) {
+    return "in0[o * " + S(s.len * s.inner) + " + " + j + " * " + S(s.inner) + " + i]";
+  };
+  auto y = [&](int out, const std::string& q) {
+    return NodeContext::out(out) + "[o * " + S(k * s.inner) + " + " + q + " * " + S(s.inner) +
+           " + i]";
+  };
   // The value at output position q (read back from the values, or through the index).
-  auto val = [&](const std::string& q) { return Load(ctx, t, values ? y(0, q) : x("(size_t)" + y(1, q))); };
+  auto val = [&](const std::string& q) {
+    return Load(ctx, t, values ? y(0, q) : x("(size_t)" + y(1, q)));
+  };
   std::string better = largest ? "v > w || (v != v && w == w)" : "v < w || (w != w && v == v)";
   if (!IsFloatingDType(t)) better = largest ? "v > w" : "v < w";
   Loop(ctx, s.outer, "o", [&] {
@@ -345,10 +378,11 @@ Status EmitTopK(NodeContext& ctx) {
 
 void RegisterReduceEmitters(EmitterRegistry& r) {
   const std::pair<const char*, Kind> reductions[] = {
-      {"ReduceSum", Kind::kSum},         {"ReduceMean", Kind::kMean},       {"ReduceMax", Kind::kMax},
-      {"ReduceMin", Kind::kMin},         {"ReduceProd", Kind::kProd},       {"ReduceSumSquare", Kind::kSumSquare},
-      {"ReduceL1", Kind::kL1},           {"ReduceL2", Kind::kL2},           {"ReduceLogSum", Kind::kLogSum},
-      {"ReduceLogSumExp", Kind::kLogSumExp}};
+      {"ReduceSum", Kind::kSum},       {"ReduceMean", Kind::kMean},
+      {"ReduceMax", Kind::kMax},       {"ReduceMin", Kind::kMin},
+      {"ReduceProd", Kind::kProd},     {"ReduceSumSquare", Kind::kSumSquare},
+      {"ReduceL1", Kind::kL1},         {"ReduceL2", Kind::kL2},
+      {"ReduceLogSum", Kind::kLogSum}, {"ReduceLogSumExp", Kind::kLogSumExp}};
   for (const auto& [op, kind] : reductions)
     r.Register(op, [kind = kind](NodeContext& ctx) { return EmitReduce(ctx, kind); });
   r.Register("ArgMax", [](NodeContext& ctx) { return EmitArg(ctx, true); });

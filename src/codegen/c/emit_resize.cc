@@ -25,14 +25,38 @@ std::string S(int64_t v) { return std::to_string(v); }
 double IntResult(DType t, double v) {
   double lo = 0, hi = 0;
   switch (t) {
-    case DType::kInt8: lo = -128; hi = 127; break;
-    case DType::kUInt8: lo = 0; hi = 255; break;
-    case DType::kInt16: lo = -32768; hi = 32767; break;
-    case DType::kUInt16: lo = 0; hi = 65535; break;
-    case DType::kInt32: lo = -2147483648.0; hi = 2147483647.0; break;
-    case DType::kUInt32: lo = 0; hi = 4294967295.0; break;
-    case DType::kInt64: lo = -9223372036854775808.0; hi = 9223372036854774784.0; break;
-    default: lo = 0; hi = 18446744073709549568.0; break;
+    case DType::kInt8:
+      lo = -128;
+      hi = 127;
+      break;
+    case DType::kUInt8:
+      lo = 0;
+      hi = 255;
+      break;
+    case DType::kInt16:
+      lo = -32768;
+      hi = 32767;
+      break;
+    case DType::kUInt16:
+      lo = 0;
+      hi = 65535;
+      break;
+    case DType::kInt32:
+      lo = -2147483648.0;
+      hi = 2147483647.0;
+      break;
+    case DType::kUInt32:
+      lo = 0;
+      hi = 4294967295.0;
+      break;
+    case DType::kInt64:
+      lo = -9223372036854775808.0;
+      hi = 9223372036854774784.0;
+      break;
+    default:
+      lo = 0;
+      hi = 18446744073709549568.0;
+      break;
   }
   if (std::isnan(v)) v = 0;
   return std::clamp(std::trunc(v), lo, hi);
@@ -57,7 +81,8 @@ Status EmitResize(NodeContext& ctx) {
       empties.emplace_back(ctx.input_dtype(i), ctx.input_dims(i));
       cc.inputs_.push_back(&empties.back());
     } else {
-      return ctx.error("input " + std::to_string(i) + " (roi, scales or sizes) must be a compile-time constant");
+      return ctx.error("input " + std::to_string(i) +
+                       " (roi, scales or sizes) must be a compile-time constant");
     }
   }
   ops::ResizePlan plan;
@@ -70,7 +95,8 @@ Status EmitResize(NodeContext& ctx) {
     return OkStatus();
   }
   if (NumElements(in) == 0) return ctx.error("cannot resize an empty tensor to a non-empty one");
-  if (NumElements(in) >= (int64_t{1} << 31)) return ctx.error("the input is too large for int32 index tables");
+  if (NumElements(in) >= (int64_t{1} << 31))
+    return ctx.error("the input is too large for int32 index tables");
   const size_t rank = in.size();
   std::vector<size_t> resized;
   for (size_t d = 0; d < rank; ++d)
@@ -87,16 +113,20 @@ Status EmitResize(NodeContext& ctx) {
   bool copy = true;
   for (size_t d : resized) {
     for (const auto& tp : plan.axes[d]) {
-      if (tp.extrapolate) ext[d] = true;
-      else if (tp.idx.size() != 1 || tp.w[0] != 1.0) simple[d] = false;
+      if (tp.extrapolate)
+        ext[d] = true;
+      else if (tp.idx.size() != 1 || tp.w[0] != 1.0)
+        simple[d] = false;
     }
     copy = copy && simple[d];
   }
   // Tables: simple axes map an output position to an input offset (-1: extrapolate); summed axes
   // give each position's taps as a range [o[x], o[x + 1]) of (input offset, weight) pairs.
   const std::string& fn = ctx.function_name;
-  auto table = [&](const std::string& type, const std::string& name, const std::vector<std::string>& v) {
-    std::string s = "static const " + type + " " + name + "[" + S(static_cast<int64_t>(v.size())) + "] = {";
+  auto table = [&](const std::string& type, const std::string& name,
+                   const std::vector<std::string>& v) {
+    std::string s =
+        "static const " + type + " " + name + "[" + S(static_cast<int64_t>(v.size())) + "] = {";
     for (size_t j = 0; j < v.size(); ++j) s += (j % 12 ? " " : "\n    ") + v[j] + ",";
     ctx.Table(s + "\n};\n");
   };
@@ -130,7 +160,8 @@ Status EmitResize(NodeContext& ctx) {
   }
   std::string extrap;
   if (copy) {
-    extrap = is_int ? CNumber(t, IntResult(t, plan.extrapolation)) : Store(ctx, t, CNumber(ct, plan.extrapolation));
+    extrap = is_int ? CNumber(t, IntResult(t, plan.extrapolation))
+                    : Store(ctx, t, CNumber(ct, plan.extrapolation));
   } else {
     extrap = CNumber(ct, plan.extrapolation);
   }
@@ -162,7 +193,11 @@ Status EmitResize(NodeContext& ctx) {
     std::function<void(size_t, const std::string&, const std::string&)> level =
         [&](size_t j, const std::string& off, const std::string& dst) {
           if (j == resized.size()) {
-            ctx.Line(dst + " = " + (copy ? "in0[" + off + "]" : is_int ? "(double)in0[" + off + "]" : Load(ctx, t, "in0[" + off + "]")) + ";");
+            ctx.Line(dst + " = " +
+                     (copy     ? "in0[" + off + "]"
+                      : is_int ? "(double)in0[" + off + "]"
+                               : Load(ctx, t, "in0[" + off + "]")) +
+                     ";");
             return;
           }
           std::string a = S(static_cast<int64_t>(resized[j])), i = idx[resized[j]];
@@ -182,7 +217,8 @@ Status EmitResize(NodeContext& ctx) {
             ctx.Line("}");
             return;
           }
-          std::string k = "k" + S(static_cast<int64_t>(j)), s = "s" + S(static_cast<int64_t>(j)), v = "v" + S(static_cast<int64_t>(j));
+          std::string k = "k" + S(static_cast<int64_t>(j)), s = "s" + S(static_cast<int64_t>(j)),
+                      v = "v" + S(static_cast<int64_t>(j));
           std::string ot = fn + "_o" + a;
           if (ext[resized[j]]) {
             ctx.Line("if (" + fn + "_e" + a + "[" + i + "]) {");
@@ -194,10 +230,12 @@ Status EmitResize(NodeContext& ctx) {
           ctx.Indent();
           ctx.Line(ctn + " " + s + " = " + CNumber(ct, 0) + ";");
           ctx.Line("int32_t " + k + ";");
-          ctx.Line("for (" + k + " = " + ot + "[" + i + "]; " + k + " < " + ot + "[" + i + " + 1]; ++" + k + ") {");
+          ctx.Line("for (" + k + " = " + ot + "[" + i + "]; " + k + " < " + ot + "[" + i +
+                   " + 1]; ++" + k + ") {");
           ctx.Indent();
           ctx.Line(ctn + " " + v + ";");
-          level(j + 1, (off == "0" ? "" : off + " + ") + "(size_t)" + fn + "_x" + a + "[" + k + "]", v);
+          level(j + 1, (off == "0" ? "" : off + " + ") + "(size_t)" + fn + "_x" + a + "[" + k + "]",
+                v);
           ctx.Line(s + " += " + fn + "_w" + a + "[" + k + "] * " + v + ";");
           ctx.Dedent();
           ctx.Line("}");
@@ -215,7 +253,8 @@ Status EmitResize(NodeContext& ctx) {
       double lo = IntResult(t, -1e300), hi = IntResult(t, 1e300);
       ctx.Line("if (r != r) r = 0.0;");
       ctx.Line("r = trunc(r);");
-      ctx.Line("r = r < " + CNumber(ct, lo) + " ? " + CNumber(ct, lo) + " : (r > " + CNumber(ct, hi) + " ? " + CNumber(ct, hi) + " : r);");
+      ctx.Line("r = r < " + CNumber(ct, lo) + " ? " + CNumber(ct, lo) + " : (r > " +
+               CNumber(ct, hi) + " ? " + CNumber(ct, hi) + " : r);");
       ctx.Line("out0[" + o + "] = (" + CType(t) + ")r;");
     } else {
       ctx.Line("out0[" + o + "] = " + Store(ctx, t, "r") + ";");

@@ -24,7 +24,8 @@ std::string S(int64_t v) { return std::to_string(v); }
 // `for (size_t v = 0; v < n; ++v) {` (a zero bound is written `!=`, which compilers do not flag
 // as always false).
 void Open(NodeContext& ctx, const std::string& v, int64_t n) {
-  ctx.Line("for (size_t " + v + " = 0; " + v + (n == 0 ? " != " : " < ") + S(n) + "; ++" + v + ") {");
+  ctx.Line("for (size_t " + v + " = 0; " + v + (n == 0 ? " != " : " < ") + S(n) + "; ++" + v +
+           ") {");
   ctx.Indent();
 }
 void Open(NodeContext& ctx, const std::string& v, const std::string& bound) {
@@ -48,7 +49,9 @@ std::string Add(const std::string& a, const std::string& b) {
   return a + " + " + b;
 }
 
-std::string NegInf(DType ct) { return ct == DType::kFloat64 ? "(-(double)INFINITY)" : "(-INFINITY)"; }
+std::string NegInf(DType ct) {
+  return ct == DType::kFloat64 ? "(-(double)INFINITY)" : "(-INFINITY)";
+}
 
 // The scratch region for n elements of type ct, as a typed pointer declaration.
 void ScratchArray(NodeContext& ctx, DType ct, const std::string& name, int64_t n) {
@@ -64,7 +67,8 @@ void MergeAxes(const Dims& dims, const std::vector<std::vector<int64_t>>& stride
   for (size_t a = 0; a < dims.size(); ++a) {
     if (dims[a] == 1) continue;
     bool merge = !md->empty();
-    for (size_t k = 0; merge && k < strides.size(); ++k) merge = (*ms)[k].back() == strides[k][a] * dims[a];
+    for (size_t k = 0; merge && k < strides.size(); ++k)
+      merge = (*ms)[k].back() == strides[k][a] * dims[a];
     if (merge) {
       md->back() *= dims[a];
       for (size_t k = 0; k < strides.size(); ++k) (*ms)[k].back() = strides[k][a];
@@ -90,7 +94,8 @@ void CloseNest(NodeContext& ctx, size_t n) {
 
 Status RequireFloat(NodeContext& ctx, int i, const char* what) {
   if (!IsFloatingDType(ctx.input_dtype(i)) || CType(ctx.input_dtype(i)).empty())
-    return ctx.error(std::string(what) + " must be floating point, got " + std::string(DTypeName(ctx.input_dtype(i))));
+    return ctx.error(std::string(what) + " must be floating point, got " +
+                     std::string(DTypeName(ctx.input_dtype(i))));
   return OkStatus();
 }
 
@@ -108,7 +113,8 @@ Status EmitAttention(NodeContext& ctx) {
   if (ctx.input_dtype(1) != t || ctx.input_dtype(2) != t)
     return ctx.error("Q, K and V of different types are not supported");
   const bool has_past = ctx.has_input(4) && ctx.has_input(5);
-  if (ctx.has_input(4) != ctx.has_input(5)) return ctx.error("past_key and past_value come together");
+  if (ctx.has_input(4) != ctx.has_input(5))
+    return ctx.error("past_key and past_value come together");
   if (has_past && (ctx.input_dtype(4) != t || ctx.input_dtype(5) != t))
     return ctx.error("past_key / past_value must have Q's type");
   const DType ct = ComputeType(t);
@@ -124,7 +130,8 @@ Status EmitAttention(NodeContext& ctx) {
     Hq = n.attr_int("q_num_heads", 0);
     Hkv = n.attr_int("kv_num_heads", 0);
     if (Hq <= 0 || Hkv <= 0 || q[2] % Hq || k[2] % Hkv || v[2] % Hkv)
-      return ctx.error("3-D Attention needs q_num_heads and kv_num_heads dividing the hidden sizes");
+      return ctx.error(
+          "3-D Attention needs q_num_heads and kv_num_heads dividing the hidden sizes");
     Sq = q[1];
     Skv = k[1];
     D = q[2] / Hq;
@@ -153,7 +160,8 @@ Status EmitAttention(NodeContext& ctx) {
   if (has_mask) {
     mdims = ctx.input_dims(3);
     mt = ctx.input_dtype(3);
-    if (mt != DType::kBool && !IsFloatingDType(mt)) return ctx.error("attn_mask must be bool or floating point");
+    if (mt != DType::kBool && !IsFloatingDType(mt))
+      return ctx.error("attn_mask must be bool or floating point");
     if (mdims.size() < 2 || mdims.size() > 4) return ctx.error("attn_mask must have rank 2 to 4");
     mcols = mdims.back();
     Dims full = {B, Hq, Sq, mcols}, out;
@@ -161,7 +169,8 @@ Status EmitAttention(NodeContext& ctx) {
       return ctx.error("attn_mask does not broadcast to the scores");
     mstride = ops::BroadcastStrides(mdims, full);
   }
-  if (has_nonpad && ctx.input_dtype(6) != DType::kInt64) return ctx.error("nonpad_kv_seqlen must be int64");
+  if (has_nonpad && ctx.input_dtype(6) != DType::kInt64)
+    return ctx.error("nonpad_kv_seqlen must be int64");
   const bool qk_out = ctx.has_output(3);
   const bool out_y = ctx.has_output(0) && NumElements(ctx.output_dims(0)) > 0;
   if (!out_y && !ctx.has_output(1) && !ctx.has_output(2) && !qk_out) {
@@ -187,22 +196,23 @@ Status EmitAttention(NodeContext& ctx) {
   for (int o : {1, 2}) {
     if (!ctx.has_output(o)) continue;
     int64_t Dl = o == 1 ? D : Dv;
-    std::string src = o == 1 ? "in1" : "in2", past = o == 1 ? "in4" : "in5", out = NodeContext::out(o);
+    std::string src = o == 1 ? "in1" : "in2", past = o == 1 ? "in4" : "in5",
+                out = NodeContext::out(o);
     if (B * Hkv * T * Dl == 0) continue;
     Open(ctx, "b", B);
     Open(ctx, "h", Hkv);
     ctx.Line("size_t bh = b * " + S(Hkv) + " + h;");
     if (P > 0)
-      ctx.Line("memcpy(" + out + " + bh * " + S(T * Dl) + ", " + past + " + bh * " + S(P * Dl) + ", " +
-               ByteCount(t, P * Dl) + ");");
+      ctx.Line("memcpy(" + out + " + bh * " + S(T * Dl) + ", " + past + " + bh * " + S(P * Dl) +
+               ", " + ByteCount(t, P * Dl) + ");");
     if (Skv > 0) {
       if (!is3d) {
-        ctx.Line("memcpy(" + out + " + bh * " + S(T * Dl) + " + " + S(P * Dl) + ", " + src + " + bh * " +
-                 S(Skv * Dl) + ", " + ByteCount(t, Skv * Dl) + ");");
+        ctx.Line("memcpy(" + out + " + bh * " + S(T * Dl) + " + " + S(P * Dl) + ", " + src +
+                 " + bh * " + S(Skv * Dl) + ", " + ByteCount(t, Skv * Dl) + ");");
       } else {
         Open(ctx, "j", Skv);
-        ctx.Line("memcpy(" + out + " + (bh * " + S(T) + " + " + S(P) + " + j) * " + S(Dl) + ", " + src + " + " +
-                 row(Hkv, Skv, Dl, "b", "h", "j") + ", " + ByteCount(t, Dl) + ");");
+        ctx.Line("memcpy(" + out + " + (bh * " + S(T) + " + " + S(P) + " + j) * " + S(Dl) + ", " +
+                 src + " + " + row(Hkv, Skv, Dl, "b", "h", "j") + ", " + ByteCount(t, Dl) + ");");
         Close(ctx);
       }
     }
@@ -224,13 +234,15 @@ Status EmitAttention(NodeContext& ctx) {
   }
   Open(ctx, "i", Sq);
   ctx.Line("const " + CType(t) + " *qr = in0 + " + row(Hq, Sq, D, "b", "h", "i") + ";");
-  const std::string qk_row = "out3[((b * " + S(Hq) + " + h) * " + S(Sq) + " + i) * " + S(T) + " + j]";
+  const std::string qk_row =
+      "out3[((b * " + S(Hq) + " + h) * " + S(Sq) + " + i) * " + S(T) + " + j]";
   ctx.Line(CT + " mx = " + inf + ", sum = " + CNumber(ct, 0) + ";");
   Open(ctx, "j", T);
-  std::string kr_new = "in1 + " + row(Hkv, Skv, D, "b", "kh", has_past ? "(j - " + S(P) + ")" : "j");
+  std::string kr_new =
+      "in1 + " + row(Hkv, Skv, D, "b", "kh", has_past ? "(j - " + S(P) + ")" : "j");
   if (has_past)
-    ctx.Line("const " + CType(t) + " *kr = j < " + S(P) + " ? in4 + ((b * " + S(Hkv) + " + kh) * " + S(P) +
-             " + j) * " + S(D) + " : " + kr_new + ";");
+    ctx.Line("const " + CType(t) + " *kr = j < " + S(P) + " ? in4 + ((b * " + S(Hkv) + " + kh) * " +
+             S(P) + " + j) * " + S(D) + " : " + kr_new + ";");
   else
     ctx.Line("const " + CType(t) + " *kr = " + kr_new + ";");
   ctx.Line(CT + " s = " + CNumber(ct, 0) + ";");
@@ -243,9 +255,11 @@ Status EmitAttention(NodeContext& ctx) {
   };
   emit_qk(0);
   if (has_mask) {
-    std::string mi = Add(Add(Mul("b", mstride[0]), Mul("h", mstride[1])), Add(Mul("i", mstride[2]), Mul("j", mstride[3])));
+    std::string mi = Add(Add(Mul("b", mstride[0]), Mul("h", mstride[1])),
+                         Add(Mul("i", mstride[2]), Mul("j", mstride[3])));
     std::string apply = mt == DType::kBool ? "if (!in3[" + mi + "]) s += " + inf + ";"
-                                           : "s += " + std::string(mt == ct ? "" : "(" + CT + ")") + Load(ctx, mt, "in3[" + mi + "]") + ";";
+                                           : "s += " + std::string(mt == ct ? "" : "(" + CT + ")") +
+                                                 Load(ctx, mt, "in3[" + mi + "]") + ";";
     if (mcols < T) {
       ctx.Line("if (j >= " + S(mcols) + ") {");
       ctx.Line("  s += " + inf + ";");
@@ -260,7 +274,8 @@ Status EmitAttention(NodeContext& ctx) {
   if (has_nonpad) ctx.Line("if ((int64_t)j >= in6[b]) s += " + inf + ";");
   emit_qk(1);
   if (softcap > 0) {
-    ctx.Line("s = " + CNumber(ct, softcap) + " * " + MathName(ct, "tanh") + "(s / " + CNumber(ct, softcap) + ");");
+    ctx.Line("s = " + CNumber(ct, softcap) + " * " + MathName(ct, "tanh") + "(s / " +
+             CNumber(ct, softcap) + ");");
   }
   emit_qk(2);
   ctx.Line("sc[j] = s;");
@@ -280,10 +295,11 @@ Status EmitAttention(NodeContext& ctx) {
     ctx.Line("acc[d] = " + CNumber(ct, 0) + ";");
     Close(ctx);
     Open(ctx, "j", T);
-    std::string vr_new = "in2 + " + row(Hkv, Skv, Dv, "b", "kh", has_past ? "(j - " + S(P) + ")" : "j");
+    std::string vr_new =
+        "in2 + " + row(Hkv, Skv, Dv, "b", "kh", has_past ? "(j - " + S(P) + ")" : "j");
     if (has_past)
-      ctx.Line("const " + CType(t) + " *vr = j < " + S(P) + " ? in5 + ((b * " + S(Hkv) + " + kh) * " + S(P) +
-               " + j) * " + S(Dv) + " : " + vr_new + ";");
+      ctx.Line("const " + CType(t) + " *vr = j < " + S(P) + " ? in5 + ((b * " + S(Hkv) +
+               " + kh) * " + S(P) + " + j) * " + S(Dv) + " : " + vr_new + ";");
     else
       ctx.Line("const " + CType(t) + " *vr = " + vr_new + ";");
     ctx.Line(CT + " p = sc[j];");
@@ -320,21 +336,24 @@ Status EmitRotaryEmbedding(NodeContext& ctx) {
     B = x[0], H = x[1], Sl = x[2], D = x[3];
   } else if (is3d) {
     H = n.attr_int("num_heads", 0);
-    if (H <= 0 || x[2] % H) return ctx.error("3-D RotaryEmbedding needs num_heads dividing the hidden size");
+    if (H <= 0 || x[2] % H)
+      return ctx.error("3-D RotaryEmbedding needs num_heads dividing the hidden size");
     B = x[0], Sl = x[1], D = x[2] / H;
   } else {
     return ctx.error("the input must be 3-D or 4-D");
   }
   int64_t rot = n.attr_int("rotary_embedding_dim", 0);
   if (rot == 0) rot = D;
-  if (rot < 0 || rot > D || rot % 2) return ctx.error("rotary_embedding_dim must be even and at most the head size");
+  if (rot < 0 || rot > D || rot % 2)
+    return ctx.error("rotary_embedding_dim must be even and at most the head size");
   const int64_t half = rot / 2;
   const bool interleaved = n.attr_int("interleaved", 0) != 0;
   const bool has_pos = ctx.has_input(3);
   const Dims& cd = ctx.input_dims(1);
   if (has_pos) {
     if (!IsSignedIntDType(ctx.input_dtype(3))) return ctx.error("position_ids must be integers");
-    if (cd.size() != 2 || cd[1] != half) return ctx.error("cos_cache must be [max_position, rot/2]");
+    if (cd.size() != 2 || cd[1] != half)
+      return ctx.error("cos_cache must be [max_position, rot/2]");
   } else if (cd != Dims{B, Sl, half}) {
     return ctx.error("without position_ids, cos_cache must be [batch, seq, rot/2]");
   }
@@ -354,10 +373,13 @@ Status EmitRotaryEmbedding(NodeContext& ctx) {
   }
   Open(ctx, "b", B);
   Open(ctx, "s", Sl);
-  ctx.Line("size_t r = " + (has_pos ? "(size_t)in3[b * " + S(Sl) + " + s]" : "b * " + S(Sl) + " + s") + ";");
+  ctx.Line("size_t r = " +
+           (has_pos ? "(size_t)in3[b * " + S(Sl) + " + s]" : "b * " + S(Sl) + " + s") + ";");
   Open(ctx, "h", H);
-  ctx.Line("size_t base = " + (is3d ? "((b * " + S(Sl) + " + s) * " + S(H) + " + h) * " + S(D)
-                                   : "((b * " + S(H) + " + h) * " + S(Sl) + " + s) * " + S(D)) + ";");
+  ctx.Line("size_t base = " +
+           (is3d ? "((b * " + S(Sl) + " + s) * " + S(H) + " + h) * " + S(D)
+                 : "((b * " + S(H) + " + h) * " + S(Sl) + " + s) * " + S(D)) +
+           ";");
   Open(ctx, "i", half);
   std::string i1 = interleaved ? "2 * i" : "i", i2 = interleaved ? "2 * i + 1" : "i + " + S(half);
   auto cvt = [&](int in, const std::string& e) {
@@ -365,8 +387,10 @@ Status EmitRotaryEmbedding(NodeContext& ctx) {
     std::string l = Load(ctx, it, e);
     return ComputeType(it) == ct ? l : "(" + CT + ")" + l;
   };
-  ctx.Line(CT + " c = " + cvt(1, "in1[r * " + S(half) + " + i]") + ", sn = " + cvt(2, "in2[r * " + S(half) + " + i]") + ";");
-  ctx.Line(CT + " x1 = " + Load(ctx, t, "in0[base + " + i1 + "]") + ", x2 = " + Load(ctx, t, "in0[base + " + i2 + "]") + ";");
+  ctx.Line(CT + " c = " + cvt(1, "in1[r * " + S(half) + " + i]") +
+           ", sn = " + cvt(2, "in2[r * " + S(half) + " + i]") + ";");
+  ctx.Line(CT + " x1 = " + Load(ctx, t, "in0[base + " + i1 + "]") +
+           ", x2 = " + Load(ctx, t, "in0[base + " + i2 + "]") + ";");
   ctx.Line("out0[base + " + i1 + "] = " + Store(ctx, t, "c * x1 - sn * x2") + ";");
   ctx.Line("out0[base + " + i2 + "] = " + Store(ctx, t, "sn * x1 + c * x2") + ";");
   Close(ctx);
@@ -390,7 +414,8 @@ Status EmitRmsNormalization(NodeContext& ctx) {
   const std::string CT = CType(ct);
   const Dims& x = ctx.input_dims(0);
   int64_t axis = ctx.node().attr_int("axis", -1);
-  if (!ops::NormalizeAxis(axis, static_cast<int64_t>(x.size()))) return ctx.error("axis is out of range");
+  if (!ops::NormalizeAxis(axis, static_cast<int64_t>(x.size())))
+    return ctx.error("axis is out of range");
   const double eps = ctx.node().attr_float("epsilon", 1e-5f);
   Dims rdims(x.begin(), x.begin() + axis), cdims(x.begin() + axis, x.end());
   const int64_t rows = NumElements(rdims), cols = NumElements(cdims);
@@ -400,10 +425,13 @@ Status EmitRmsNormalization(NodeContext& ctx) {
   }
   const Dims& sd = ctx.input_dims(1);
   Dims out;
-  if (!ops::BroadcastDims(sd, x, &out) || out != x) return ctx.error("scale does not broadcast to X");
+  if (!ops::BroadcastDims(sd, x, &out) || out != x)
+    return ctx.error("scale does not broadcast to X");
   std::vector<int64_t> sstr = ops::BroadcastStrides(sd, x), xstr = Strides(x);
-  std::vector<int64_t> rs_s(sstr.begin(), sstr.begin() + axis), cs_s(sstr.begin() + axis, sstr.end());
-  std::vector<int64_t> rs_x(xstr.begin(), xstr.begin() + axis), cs_x(xstr.begin() + axis, xstr.end());
+  std::vector<int64_t> rs_s(sstr.begin(), sstr.begin() + axis),
+      cs_s(sstr.begin() + axis, sstr.end());
+  std::vector<int64_t> rs_x(xstr.begin(), xstr.begin() + axis),
+      cs_x(xstr.begin() + axis, xstr.end());
   Dims mr, mc;
   std::vector<std::vector<int64_t>> msr, msc;
   MergeAxes(rdims, {rs_x, rs_s}, &mr, &msr);
@@ -417,13 +445,14 @@ Status EmitRmsNormalization(NodeContext& ctx) {
   ctx.Line(CT + " v = " + Load(ctx, t, "xr[c]") + ";");
   ctx.Line("ss += v * v;");
   Close(ctx);
-  ctx.Line("inv = " + CNumber(ct, 1) + " / " + MathName(ct, "sqrt") + "(ss / " + CNumber(ct, static_cast<double>(cols)) +
-           " + " + CNumber(ct, eps) + ");");
+  ctx.Line("inv = " + CNumber(ct, 1) + " / " + MathName(ct, "sqrt") + "(ss / " +
+           CNumber(ct, static_cast<double>(cols)) + " + " + CNumber(ct, eps) + ");");
   auto cidx = OpenNest(ctx, mc, "c");
   std::string xo = IndexExpr(cidx, msc[0]), so = Add(sbase, IndexExpr(cidx, msc[1]));
   std::string sv = Load(ctx, st, "in1[" + so + "]");
   if (ComputeType(st) != ct) sv = "(" + CT + ")" + sv;
-  ctx.Line("yr[" + xo + "] = " + Store(ctx, t, Load(ctx, t, "xr[" + xo + "]") + " * inv * " + sv) + ";");
+  ctx.Line("yr[" + xo + "] = " + Store(ctx, t, Load(ctx, t, "xr[" + xo + "]") + " * inv * " + sv) +
+           ";");
   CloseNest(ctx, mc.size());
   CloseNest(ctx, mr.size());
   return OkStatus();
@@ -443,7 +472,8 @@ Status EmitLoss(NodeContext& ctx, bool sce) {
   if (weighted && ctx.input_dtype(2) != t) return ctx.error("weight must have the input's type");
   const std::string CT = CType(ct);
   std::string red = ctx.node().attr_string("reduction", "mean");
-  if (red != "none" && red != "sum" && red != "mean") return ctx.error("reduction must be none, sum or mean");
+  if (red != "none" && red != "sum" && red != "mean")
+    return ctx.error("reduction must be none, sum or mean");
   const Dims& x = ctx.input_dims(0);
   if (x.size() < 2) return ctx.error("input must have rank >= 2");
   const int64_t N = x[0], C = x[1], D = NumElements(Dims(x.begin() + 2, x.end()));
@@ -452,7 +482,8 @@ Status EmitLoss(NodeContext& ctx, bool sce) {
   const int64_t ignore = ctx.node().attr_int("ignore_index", 0);
   const bool log_prob = sce && ctx.has_output(1);
   const std::string zero = CNumber(ct, 0), inf = NegInf(ct);
-  if (red != "none") ctx.Line(CT + " total = " + zero + (red == "mean" ? ", wsum = " + zero : "") + ";");
+  if (red != "none")
+    ctx.Line(CT + " total = " + zero + (red == "mean" ? ", wsum = " + zero : "") + ";");
   if (N * D > 0) {
     ctx.SetCanFail();
     Open(ctx, "n", N);
@@ -469,12 +500,14 @@ Status EmitLoss(NodeContext& ctx, bool sce) {
       ctx.Line("if (v > mx) mx = v;");
       Close(ctx);
       Open(ctx, "c", C);
-      ctx.Line("sum += " + MathName(ct, "exp") + "(" + Load(ctx, t, "in0[base + " + Mul("c", D) + "]") + " - mx);");
+      ctx.Line("sum += " + MathName(ct, "exp") + "(" +
+               Load(ctx, t, "in0[base + " + Mul("c", D) + "]") + " - mx);");
       Close(ctx);
       ctx.Line("lse = mx + " + MathName(ct, "log") + "(sum);");
       if (log_prob) {
         Open(ctx, "c", C);
-        ctx.Line("out1[base + " + Mul("c", D) + "] = " + Store(ctx, t, Load(ctx, t, "in0[base + " + Mul("c", D) + "]") + " - lse") + ";");
+        ctx.Line("out1[base + " + Mul("c", D) + "] = " +
+                 Store(ctx, t, Load(ctx, t, "in0[base + " + Mul("c", D) + "]") + " - lse") + ";");
         Close(ctx);
       }
     }
@@ -531,11 +564,11 @@ struct ActInfo {
 };
 
 constexpr ActInfo kActs[] = {
-    {"relu", false, false, 0, 0},        {"tanh", false, false, 0, 0},
-    {"sigmoid", false, false, 0, 0},     {"affine", true, true, 1.0f, 0.0f},
-    {"leakyrelu", true, false, 0.01f, 0}, {"thresholdedrelu", true, false, 1.0f, 0},
+    {"relu", false, false, 0, 0},           {"tanh", false, false, 0, 0},
+    {"sigmoid", false, false, 0, 0},        {"affine", true, true, 1.0f, 0.0f},
+    {"leakyrelu", true, false, 0.01f, 0},   {"thresholdedrelu", true, false, 1.0f, 0},
     {"scaledtanh", true, true, 1.0f, 1.0f}, {"hardsigmoid", true, true, 0.2f, 0.5f},
-    {"elu", true, false, 1.0f, 0},       {"softsign", false, false, 0, 0},
+    {"elu", true, false, 1.0f, 0},          {"softsign", false, false, 0, 0},
     {"softplus", false, false, 0, 0},
 };
 
@@ -551,14 +584,16 @@ Status ParseActivations(NodeContext& ctx, Cell cell, int nd, std::vector<Act>* o
   if (const ir::Attribute* a = ctx.node().attr("activations")) names = a->strings;
   const int per = NumActivations(cell);
   if (names.empty()) {
-    static const char* kDefaults[][3] = {{"Tanh"}, {"Sigmoid", "Tanh"}, {"Sigmoid", "Tanh", "Tanh"}};
+    static const char* kDefaults[][3] = {
+        {"Tanh"}, {"Sigmoid", "Tanh"}, {"Sigmoid", "Tanh", "Tanh"}};
     for (int d = 0; d < nd; ++d)
       for (int k = 0; k < per; ++k) names.push_back(kDefaults[per - 1][k]);
   } else if (static_cast<int>(names.size()) == per && nd == 2) {
     std::vector<std::string> forward = names;
     names.insert(names.end(), forward.begin(), forward.end());
   }
-  if (static_cast<int>(names.size()) != per * nd) return ctx.error("has the wrong number of activations");
+  if (static_cast<int>(names.size()) != per * nd)
+    return ctx.error("has the wrong number of activations");
   std::vector<float> alphas = ctx.node().attr_floats("activation_alpha");
   std::vector<float> betas = ctx.node().attr_floats("activation_beta");
   size_t ai = 0, bi = 0;
@@ -585,24 +620,33 @@ std::string ActExpr(const Act& a, DType ct, const std::string& v) {
   if (n == "relu") return "(" + v + " > " + L(0) + " ? " + v + " : " + L(0) + ")";
   if (n == "tanh") return F("tanh") + "(" + v + ")";
   if (n == "affine") return "(" + L(a.alpha) + " * " + v + " + " + L(a.beta) + ")";
-  if (n == "leakyrelu") return "(" + v + " >= " + L(0) + " ? " + v + " : " + L(a.alpha) + " * " + v + ")";
+  if (n == "leakyrelu")
+    return "(" + v + " >= " + L(0) + " ? " + v + " : " + L(a.alpha) + " * " + v + ")";
   if (n == "thresholdedrelu") return "(" + v + " > " + L(a.alpha) + " ? " + v + " : " + L(0) + ")";
-  if (n == "scaledtanh") return "(" + L(a.alpha) + " * " + F("tanh") + "(" + L(a.beta) + " * " + v + "))";
+  if (n == "scaledtanh")
+    return "(" + L(a.alpha) + " * " + F("tanh") + "(" + L(a.beta) + " * " + v + "))";
   if (n == "hardsigmoid")
-    return F("fmax") + "(" + L(0) + ", " + F("fmin") + "(" + L(1) + ", " + L(a.alpha) + " * " + v + " + " + L(a.beta) + "))";
-  if (n == "elu") return "(" + v + " >= " + L(0) + " ? " + v + " : " + L(a.alpha) + " * (" + F("exp") + "(" + v + ") - " + L(1) + "))";
+    return F("fmax") + "(" + L(0) + ", " + F("fmin") + "(" + L(1) + ", " + L(a.alpha) + " * " + v +
+           " + " + L(a.beta) + "))";
+  if (n == "elu")
+    return "(" + v + " >= " + L(0) + " ? " + v + " : " + L(a.alpha) + " * (" + F("exp") + "(" + v +
+           ") - " + L(1) + "))";
   if (n == "softsign") return "(" + v + " / (" + L(1) + " + " + F("fabs") + "(" + v + ")))";
-  /* softplus */ return "(" + v + " > " + L(20) + " ? " + v + " : " + F("log1p") + "(" + F("exp") + "(" + v + ")))";
+  /* softplus */ return "(" + v + " > " + L(20) + " ? " + v + " : " + F("log1p") + "(" + F("exp") +
+      "(" + v + ")))";
 }
 
 // dst = activation(src), src a variable; the sigmoid binds exp(-|src|) once, which is the host's
 // exp(-x) or exp(x) on the two sides of 0.
-void SetAct(NodeContext& ctx, const Act& a, DType ct, const std::string& dst, const std::string& src) {
+void SetAct(NodeContext& ctx, const Act& a, DType ct, const std::string& dst,
+            const std::string& src) {
   if (a.name == "sigmoid") {
     std::string one = CNumber(ct, 1);
     ctx.Line("{");
-    ctx.Line("  " + CType(ct) + " e = " + MathName(ct, "exp") + "(-" + MathName(ct, "fabs") + "(" + src + "));");
-    ctx.Line("  " + dst + " = " + src + " >= " + CNumber(ct, 0) + " ? " + one + " / (" + one + " + e) : e / (" + one + " + e);");
+    ctx.Line("  " + CType(ct) + " e = " + MathName(ct, "exp") + "(-" + MathName(ct, "fabs") + "(" +
+             src + "));");
+    ctx.Line("  " + dst + " = " + src + " >= " + CNumber(ct, 0) + " ? " + one + " / (" + one +
+             " + e) : e / (" + one + " + e);");
     ctx.Line("}");
     return;
   }
@@ -616,10 +660,12 @@ Status EmitRecurrent(NodeContext& ctx, Cell cell) {
   KILN_RETURN_IF_ERROR(RequireFloat(ctx, 0, "X"));
   const DType t = ctx.input_dtype(0), ct = ComputeType(t);
   for (int i : {1, 2, 3, 5, 6, 7})
-    if (ctx.has_input(i) && ctx.input_dtype(i) != t) return ctx.error("inputs of different types are not supported");
+    if (ctx.has_input(i) && ctx.input_dtype(i) != t)
+      return ctx.error("inputs of different types are not supported");
   const std::string CT = CType(ct);
   std::string dir = node.attr_string("direction", "forward");
-  if (dir != "forward" && dir != "reverse" && dir != "bidirectional") return ctx.error("unknown direction '" + dir + "'");
+  if (dir != "forward" && dir != "reverse" && dir != "bidirectional")
+    return ctx.error("unknown direction '" + dir + "'");
   const int nd = dir == "bidirectional" ? 2 : 1;
   const bool reverse_only = dir == "reverse";
   const int64_t layout = ctx.opset() >= 14 ? node.attr_int("layout", 0) : 0;
@@ -627,10 +673,13 @@ Status EmitRecurrent(NodeContext& ctx, Cell cell) {
   const Dims& x = ctx.input_dims(0);
   const Dims& wd = ctx.input_dims(1);
   const int G = NumGates(cell);
-  if (x.size() != 3 || wd.size() != 3 || wd[1] % G) return ctx.error("X and W have unexpected shapes");
-  const int64_t S_ = layout == 0 ? x[0] : x[1], B = layout == 0 ? x[1] : x[0], I = x[2], H = wd[1] / G;
+  if (x.size() != 3 || wd.size() != 3 || wd[1] % G)
+    return ctx.error("X and W have unexpected shapes");
+  const int64_t S_ = layout == 0 ? x[0] : x[1], B = layout == 0 ? x[1] : x[0], I = x[2],
+                H = wd[1] / G;
   const int64_t GH = G * H;
-  if (wd[0] != nd || wd[2] != I || ctx.input_dims(2) != Dims{nd, GH, H}) return ctx.error("W or R has an unexpected shape");
+  if (wd[0] != nd || wd[2] != I || ctx.input_dims(2) != Dims{nd, GH, H})
+    return ctx.error("W or R has an unexpected shape");
   std::vector<Act> acts;
   KILN_RETURN_IF_ERROR(ParseActivations(ctx, cell, nd, &acts));
   const float clip = node.attr_float("clip", 0.0f);
@@ -640,8 +689,10 @@ Status EmitRecurrent(NodeContext& ctx, Cell cell) {
   const bool lstm = cell == Cell::kLstm, gru = cell == Cell::kGru;
   const bool has_b = ctx.has_input(3), has_lens = ctx.has_input(4), has_h0 = ctx.has_input(5);
   const bool has_c0 = lstm && ctx.has_input(6), has_p = lstm && ctx.has_input(7);
-  if (has_lens && ctx.input_dtype(4) != DType::kInt32) return ctx.error("sequence_lens must be int32");
-  const bool out_y = ctx.has_output(0), out_h = ctx.has_output(1), out_c = lstm && ctx.has_output(2);
+  if (has_lens && ctx.input_dtype(4) != DType::kInt32)
+    return ctx.error("sequence_lens must be int32");
+  const bool out_y = ctx.has_output(0), out_h = ctx.has_output(1),
+             out_c = lstm && ctx.has_output(2);
   if (!out_y && !out_h && !out_c) return OkStatus();
   if (I == 0) return ctx.error("an input size of 0 is not supported");
   if (B == 0 || H == 0) {
@@ -655,7 +706,8 @@ Status EmitRecurrent(NodeContext& ctx, Cell cell) {
     all_full = true;
     for (int64_t i = 0; i < lc->size(); ++i) {
       int64_t l = static_cast<int64_t>(ElementAsDouble(*lc, i));
-      if (l < 0 || l > S_) return ctx.error("sequence length " + S(l) + " is outside [0, " + S(S_) + "]");
+      if (l < 0 || l > S_)
+        return ctx.error("sequence length " + S(l) + " is outside [0, " + S(S_) + "]");
       all_full = all_full && l == S_;
     }
   } else if (has_lens) {
@@ -664,7 +716,8 @@ Status EmitRecurrent(NodeContext& ctx, Cell cell) {
     ctx.Line("if (in4[b] < 0 || in4[b] > " + S(S_) + ") return KILN_ERROR_INVALID_DATA;");
     Close(ctx);
   }
-  if (out_y && !all_full && S_ > 0) ctx.Line("memset(out0, 0, " + ByteCount(t, S_ * nd * B * H) + ");");
+  if (out_y && !all_full && S_ > 0)
+    ctx.Line("memset(out0, 0, " + ByteCount(t, S_ * nd * B * H) + ");");
 
   // Scratch: the previous and the new hidden state, the cell state, GRU's z and r gates and r * h.
   const int64_t rows = 2 + (lstm ? 1 : 0) + (gru ? 2 + (lbr ? 0 : 1) : 0);
@@ -681,7 +734,8 @@ Status EmitRecurrent(NodeContext& ctx, Cell cell) {
   auto clipped = [&](const std::string& e) {
     if (clip <= 0) return e;
     std::string c = CNumber(ct, clip);
-    return MathName(ct, "fmax") + "(-" + c + ", " + MathName(ct, "fmin") + "(" + c + ", " + e + "))";
+    return MathName(ct, "fmax") + "(-" + c + ", " + MathName(ct, "fmin") + "(" + c + ", " + e +
+           "))";
   };
   // var = clip(e), left out when it would be `var = var`.
   auto set_clipped = [&](const std::string& var, const std::string& e) {
@@ -691,7 +745,8 @@ Status EmitRecurrent(NodeContext& ctx, Cell cell) {
     std::string r = layout == 0 ? Add(S(d * B), "b") : Add(Mul("b", nd), S(d));
     return (r == "b" ? r : "(" + r + ")") + " * " + S(H);
   };
-  const std::string x_row = layout == 0 ? "(ti * " + S(B) + " + b) * " + S(I) : "(b * " + S(S_) + " + ti) * " + S(I);
+  const std::string x_row =
+      layout == 0 ? "(ti * " + S(B) + " + b) * " + S(I) : "(b * " + S(S_) + " + ti) * " + S(I);
   // Pre-activations of the gate rows `gates` (offsets in units of H) of unit k into a<g>:
   // bias + x . W[row] (+ hv . R[row] when `with_h`, hv being the vector named h).
   auto gate_sums = [&](int d, const std::vector<int>& gates, bool with_x, const std::string& h,
@@ -711,14 +766,16 @@ Status EmitRecurrent(NodeContext& ctx, Cell cell) {
       Open(ctx, "m", I);
       ctx.Line(CT + " xv = " + L("xr[m]") + ";");
       for (int g : gates)
-        ctx.Line("a" + S(g) + " += xv * " + L("in1[(" + Add(S(d * GH + g * H), "k") + ") * " + S(I) + " + m]") + ";");
+        ctx.Line("a" + S(g) + " += xv * " +
+                 L("in1[(" + Add(S(d * GH + g * H), "k") + ") * " + S(I) + " + m]") + ";");
       Close(ctx);
     }
     if (!with_h.empty()) {
       Open(ctx, "m", H);
       ctx.Line(CT + " hv = " + h + "[m];");
       for (int g : with_h)
-        ctx.Line("a" + S(g) + " += hv * " + L("in2[(" + Add(S(d * GH + g * H), "k") + ") * " + S(H) + " + m]") + ";");
+        ctx.Line("a" + S(g) + " += hv * " +
+                 L("in2[(" + Add(S(d * GH + g * H), "k") + ") * " + S(H) + " + m]") + ";");
       Close(ctx);
     }
   };
@@ -728,10 +785,12 @@ Status EmitRecurrent(NodeContext& ctx, Cell cell) {
     const Act* act = &acts[d * NumActivations(cell)];
     ctx.Line(std::string("/* direction ") + S(d) + (reverse ? ": reverse */" : ": forward */"));
     Open(ctx, "b", B);
-    ctx.Line(std::string(has_lens ? "size_t len = (size_t)in4[b];" : "size_t len = " + S(S_) + ";"));
+    ctx.Line(
+        std::string(has_lens ? "size_t len = (size_t)in4[b];" : "size_t len = " + S(S_) + ";"));
     Open(ctx, "k", H);
     ctx.Line("hp[k] = " + (has_h0 ? L("in5[" + state_off(d) + " + k]") : CNumber(ct, 0)) + ";");
-    if (lstm) ctx.Line("cp[k] = " + (has_c0 ? L("in6[" + state_off(d) + " + k]") : CNumber(ct, 0)) + ";");
+    if (lstm)
+      ctx.Line("cp[k] = " + (has_c0 ? L("in6[" + state_off(d) + " + k]") : CNumber(ct, 0)) + ";");
     Close(ctx);
     Open(ctx, "step", "len");
     ctx.Line(std::string("size_t ti = ") + (reverse ? "len - 1 - step;" : "step;"));
@@ -756,9 +815,11 @@ Status EmitRecurrent(NodeContext& ctx, Cell cell) {
       if (lbr) {
         // x . Wh + Wbh + r * (h . Rh + Rbh)
         gate_sums(d, {2}, true, "hp", {});
-        ctx.Line(CT + " hr = " + (has_b ? L("in3[" + S(d * 2 * GH + GH + 2 * H) + " + k]") : CNumber(ct, 0)) + ";");
+        ctx.Line(CT + " hr = " +
+                 (has_b ? L("in3[" + S(d * 2 * GH + GH + 2 * H) + " + k]") : CNumber(ct, 0)) + ";");
         Open(ctx, "m", H);
-        ctx.Line("hr += hp[m] * " + L("in2[(" + S(d * GH + 2 * H) + " + k) * " + S(H) + " + m]") + ";");
+        ctx.Line("hr += hp[m] * " + L("in2[(" + S(d * GH + 2 * H) + " + k) * " + S(H) + " + m]") +
+                 ";");
         Close(ctx);
         ctx.Line("a2 += zr[" + S(H) + " + k] * hr;");
       } else {
@@ -771,10 +832,12 @@ Status EmitRecurrent(NodeContext& ctx, Cell cell) {
     } else {
       // Gates i, o, f, c; peepholes P = [Pi, Po, Pf].
       Open(ctx, "k", H);
-      std::vector<int> gates = input_forget ? std::vector<int>{0, 1, 3} : std::vector<int>{0, 1, 2, 3};
+      std::vector<int> gates =
+          input_forget ? std::vector<int>{0, 1, 3} : std::vector<int>{0, 1, 2, 3};
       gate_sums(d, gates, true, "hp", gates);
       auto peep = [&](int which, const std::string& c) {
-        return has_p ? " + " + L("in7[" + Add(S(d * 3 * H + which * H), "k") + "]") + " * " + c : std::string();
+        return has_p ? " + " + L("in7[" + Add(S(d * 3 * H + which * H), "k") + "]") + " * " + c
+                     : std::string();
       };
       ctx.Line(CT + " ig, fg, cg, og, c, hc;");
       set_clipped("a0", "a0" + peep(0, "cp[k]"));
@@ -797,8 +860,9 @@ Status EmitRecurrent(NodeContext& ctx, Cell cell) {
     }
     ctx.Line("memcpy(hp, hn, " + ByteCount(ct, H) + ");");
     if (out_y) {
-      std::string y = layout == 0 ? "((ti * " + S(nd) + " + " + S(d) + ") * " + S(B) + " + b) * " + S(H)
-                                  : "((b * " + S(S_) + " + ti) * " + S(nd) + " + " + S(d) + ") * " + S(H);
+      std::string y = layout == 0
+                          ? "((ti * " + S(nd) + " + " + S(d) + ") * " + S(B) + " + b) * " + S(H)
+                          : "((b * " + S(S_) + " + ti) * " + S(nd) + " + " + S(d) + ") * " + S(H);
       Open(ctx, "k", H);
       ctx.Line("out0[" + y + " + k] = " + Store(ctx, t, "hp[k]") + ";");
       Close(ctx);

@@ -20,7 +20,8 @@ constexpr int64_t kPadValue = -2;  // map entry: the element is Pad's constant_v
 
 Status EmitCopy(NodeContext& ctx) {
   if (!ctx.has_output(0)) return OkStatus();
-  ctx.Line("memcpy(out0, in0, " + ByteCount(ctx.output_dtype(0), NumElements(ctx.output_dims(0))) + ");");
+  ctx.Line("memcpy(out0, in0, " + ByteCount(ctx.output_dtype(0), NumElements(ctx.output_dims(0))) +
+           ");");
   return OkStatus();
 }
 
@@ -29,8 +30,9 @@ Status EmitCopy(NodeContext& ctx) {
 // drawn from MT19937 seeded with the `seed` attribute as the host does, so seeded models
 // reproduce the reference; without a seed the draws could not be reproduced and are refused.
 Status EmitDropout(NodeContext& ctx) {
-  const bool may_train = ctx.opset() >= 12 && ctx.has_input(2) &&
-                         !(ctx.input_constant(2) && static_cast<const uint8_t*>(ctx.input_constant(2)->raw())[0] == 0);
+  const bool may_train =
+      ctx.opset() >= 12 && ctx.has_input(2) &&
+      !(ctx.input_constant(2) && static_cast<const uint8_t*>(ctx.input_constant(2)->raw())[0] == 0);
   DType t = ctx.input_dtype(0);
   int64_t n = NumElements(ctx.input_dims(0));
   if (!may_train) {
@@ -38,27 +40,35 @@ Status EmitDropout(NodeContext& ctx) {
     if (ctx.has_output(1)) ctx.Line("memset(out1, 1, " + ByteCount(DType::kBool, n) + ");");
     return OkStatus();
   }
-  if (!ctx.node().attr("seed")) return ctx.error("training mode without a seed draws irreproducible numbers");
-  if (ctx.has_output(1) && ctx.output_dtype(1) != DType::kBool) return ctx.error("the mask must be bool");
+  if (!ctx.node().attr("seed"))
+    return ctx.error("training mode without a seed draws irreproducible numbers");
+  if (ctx.has_output(1) && ctx.output_dtype(1) != DType::kBool)
+    return ctx.error("the mask must be bool");
   ctx.UseKernel("mt19937");
   ctx.SetCanFail();
   DType ct = ComputeType(t);
-  std::string ratio = ctx.has_input(1) ? "(double)" + Load(ctx, ctx.input_dtype(1), "in1[0]") : "0.5";
+  std::string ratio =
+      ctx.has_input(1) ? "(double)" + Load(ctx, ctx.input_dtype(1), "in1[0]") : "0.5";
   ctx.Line("const double ratio = " + ratio + ";");
   ctx.Line("const int train = in2[0] != 0 && ratio > 0;");
   ctx.Line("kiln_mt19937 *gen = (kiln_mt19937 *)" + ctx.scratch(sizeof(uint32_t) * 624 + 16) + ";");
-  ctx.Line("const " + CType(ct) + " scale = train ? (" + CType(ct) + ")(1.0 / (1.0 - ratio)) : " + CNumber(ct, 1) + ";");
+  ctx.Line("const " + CType(ct) + " scale = train ? (" + CType(ct) +
+           ")(1.0 / (1.0 - ratio)) : " + CNumber(ct, 1) + ";");
   ctx.Line("if (in2[0] != 0 && (ratio < 0 || ratio >= 1)) return KILN_ERROR_INVALID_DATA;");
-  ctx.Line("kiln_mt19937_seed(gen, (uint32_t)" + std::to_string(static_cast<uint32_t>(ctx.node().attr_int("seed", 0))) + "u);");
+  ctx.Line("kiln_mt19937_seed(gen, (uint32_t)" +
+           std::to_string(static_cast<uint32_t>(ctx.node().attr_int("seed", 0))) + "u);");
   ctx.Line("for (size_t i = 0; i < " + std::to_string(n) + "; ++i) {");
   ctx.Line("  const int keep = !train || kiln_mt19937_uniform(gen) >= ratio;");
-  ctx.Line("  out0[i] = keep ? " + Store(ctx, t, Load(ctx, t, "in0[i]") + " * scale") + " : " + Store(ctx, t, CNumber(ct, 0)) + ";");
+  ctx.Line("  out0[i] = keep ? " + Store(ctx, t, Load(ctx, t, "in0[i]") + " * scale") + " : " +
+           Store(ctx, t, CNumber(ct, 0)) + ";");
   if (ctx.has_output(1)) ctx.Line("  out1[i] = (uint8_t)keep;");
   ctx.Line("}");
   return OkStatus();
 }
 
-int64_t NormAxis(int64_t axis, size_t rank) { return axis < 0 ? axis + static_cast<int64_t>(rank) : axis; }
+int64_t NormAxis(int64_t axis, size_t rank) {
+  return axis < 0 ? axis + static_cast<int64_t>(rank) : axis;
+}
 
 Status EmitConcat(NodeContext& ctx) {
   const Dims& od = ctx.output_dims(0);
@@ -78,15 +88,16 @@ Status EmitConcat(NodeContext& ctx) {
   }
   if (outer == 1) {
     for (auto [i, n] : parts) {
-      ctx.Line("memcpy(out0 + " + std::to_string(off) + ", " + NodeContext::in(i) + ", " + ByteCount(t, n) + ");");
+      ctx.Line("memcpy(out0 + " + std::to_string(off) + ", " + NodeContext::in(i) + ", " +
+               ByteCount(t, n) + ");");
       off += n;
     }
     return OkStatus();
   }
   ctx.Line("for (size_t i = 0; i < " + std::to_string(outer) + "; ++i) {");
   for (auto [i, n] : parts) {
-    ctx.Line("  memcpy(out0 + i * " + std::to_string(row) + " + " + std::to_string(off) + ", " + NodeContext::in(i) +
-             " + i * " + std::to_string(n) + ", " + ByteCount(t, n) + ");");
+    ctx.Line("  memcpy(out0 + i * " + std::to_string(row) + " + " + std::to_string(off) + ", " +
+             NodeContext::in(i) + " + i * " + std::to_string(n) + ", " + ByteCount(t, n) + ");");
     off += n;
   }
   ctx.Line("}");
@@ -104,13 +115,17 @@ Status EmitSplit(NodeContext& ctx) {
   DType t = ctx.input_dtype(0);
   if (outer > 1) ctx.Line("for (size_t i = 0; i < " + std::to_string(outer) + "; ++i) {");
   for (int k = 0; k < ctx.num_outputs(); ++k) {
-    int64_t n = ctx.has_output(k) || ctx.node().outputs[k] >= 0 ? NumElements(ctx.output_dims(k)) / outer : 0;
+    int64_t n = ctx.has_output(k) || ctx.node().outputs[k] >= 0
+                    ? NumElements(ctx.output_dims(k)) / outer
+                    : 0;
     if (ctx.has_output(k) && n > 0) {
       if (outer == 1)
-        ctx.Line("memcpy(" + NodeContext::out(k) + ", in0 + " + std::to_string(off) + ", " + ByteCount(t, n) + ");");
+        ctx.Line("memcpy(" + NodeContext::out(k) + ", in0 + " + std::to_string(off) + ", " +
+                 ByteCount(t, n) + ");");
       else
-        ctx.Line("  memcpy(" + NodeContext::out(k) + " + i * " + std::to_string(n) + ", in0 + i * " + std::to_string(row) +
-                 " + " + std::to_string(off) + ", " + ByteCount(t, n) + ");");
+        ctx.Line("  memcpy(" + NodeContext::out(k) + " + i * " + std::to_string(n) +
+                 ", in0 + i * " + std::to_string(row) + " + " + std::to_string(off) + ", " +
+                 ByteCount(t, n) + ");");
     }
     off += n;
   }
@@ -166,7 +181,8 @@ Expected<std::vector<int64_t>> SourceMap(NodeContext& ctx) {
 }
 
 // True when map[j] == base + sum_k idx_k(j) * strides[k] for every output index j.
-bool AffineMap(const std::vector<int64_t>& map, const Dims& dims, int64_t* base, std::vector<int64_t>* strides) {
+bool AffineMap(const std::vector<int64_t>& map, const Dims& dims, int64_t* base,
+               std::vector<int64_t>* strides) {
   if (map.empty()) return false;
   std::vector<int64_t> unit = Strides(dims);
   *base = map[0];
@@ -226,8 +242,10 @@ Status EmitMove(NodeContext& ctx) {
   if (map.size() > (size_t{1} << 22)) return ctx.error("the element map is too large for a table");
   std::string it = hi < 32768 ? "int16_t" : "int32_t";
   if (hi >= (int64_t{1} << 31)) return ctx.error("the input is too large for an index table");
-  std::string table = "static const " + it + " " + ctx.function_name + "_map[" + std::to_string(map.size()) + "] = {";
-  for (size_t j = 0; j < map.size(); ++j) table += (j % 16 ? " " : "\n    ") + std::to_string(map[j]) + ",";
+  std::string table = "static const " + it + " " + ctx.function_name + "_map[" +
+                      std::to_string(map.size()) + "] = {";
+  for (size_t j = 0; j < map.size(); ++j)
+    table += (j % 16 ? " " : "\n    ") + std::to_string(map[j]) + ",";
   ctx.Table(table + "\n};\n");
   DType t = ctx.output_dtype(0);
   ctx.Line("for (size_t i = 0; i < " + std::to_string(map.size()) + "; ++i) {");
@@ -238,10 +256,15 @@ Status EmitMove(NodeContext& ctx) {
     zero = zero || m == kZero;
   }
   std::string fill = "(" + CType(t) + ")0";
-  if (pad && ctx.has_input(2)) fill = "in2[0]";
-  else if (pad) fill = Store(ctx, t, CNumber(ComputeType(t), ctx.node().attr_float("value", 0)));
-  if (pad || zero) ctx.Line("  out0[i] = s >= 0 ? in0[s] : " + (pad && zero ? "(s == -2 ? " + fill + " : (" + CType(t) + ")0)" : fill) + ";");
-  else ctx.Line("  out0[i] = in0[s];");
+  if (pad && ctx.has_input(2))
+    fill = "in2[0]";
+  else if (pad)
+    fill = Store(ctx, t, CNumber(ComputeType(t), ctx.node().attr_float("value", 0)));
+  if (pad || zero)
+    ctx.Line("  out0[i] = s >= 0 ? in0[s] : " +
+             (pad && zero ? "(s == -2 ? " + fill + " : (" + CType(t) + ")0)" : fill) + ";");
+  else
+    ctx.Line("  out0[i] = in0[s];");
   ctx.Line("}");
   return OkStatus();
 }
@@ -258,8 +281,8 @@ Status EmitChannelShuffle(NodeContext& ctx) {
   ctx.Line("for (size_t n = 0; n < " + std::to_string(planes) + "; ++n)");
   ctx.Line("  for (size_t i = 0; i < " + Cg + "; ++i)");
   ctx.Line("    for (size_t j = 0; j < " + G + "; ++j)");
-  ctx.Line("      memcpy(out0 + (n * " + C + " + i * " + G + " + j) * " + P + ", in0 + (n * " + C + " + j * " +
-           Cg + " + i) * " + P + ", " + ByteCount(ctx.input_dtype(0), plane) + ");");
+  ctx.Line("      memcpy(out0 + (n * " + C + " + i * " + G + " + j) * " + P + ", in0 + (n * " + C +
+           " + j * " + Cg + " + i) * " + P + ", " + ByteCount(ctx.input_dtype(0), plane) + ");");
   return OkStatus();
 }
 
@@ -281,8 +304,9 @@ Status EmitGather(NodeContext& ctx) {
   ctx.Line("    int64_t k = (int64_t)in1[j];");
   ctx.Line("    if (k < 0) k += " + std::to_string(extent) + ";");
   ctx.Line("    if (k < 0 || k >= " + std::to_string(extent) + ") return KILN_ERROR_INVALID_DATA;");
-  ctx.Line("    memcpy(out0 + (o * " + std::to_string(n) + " + j) * " + std::to_string(inner) + ", in0 + (o * " +
-           std::to_string(extent) + " + (size_t)k) * " + std::to_string(inner) + ", " + ByteCount(t, inner) + ");");
+  ctx.Line("    memcpy(out0 + (o * " + std::to_string(n) + " + j) * " + std::to_string(inner) +
+           ", in0 + (o * " + std::to_string(extent) + " + (size_t)k) * " + std::to_string(inner) +
+           ", " + ByteCount(t, inner) + ");");
   ctx.Line("  }");
   ctx.Line("}");
   return OkStatus();
@@ -302,12 +326,13 @@ Status EmitConstantOfShape(NodeContext& ctx) {
 }  // namespace
 
 void RegisterShapeEmitters(EmitterRegistry& r) {
-  for (const char* op : {"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze"}) r.Register(op, EmitCopy);
+  for (const char* op : {"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze"})
+    r.Register(op, EmitCopy);
   r.Register("Dropout", EmitDropout);
   r.Register("Concat", EmitConcat);
   r.Register("Split", EmitSplit);
-  for (const char* op : {"Transpose", "Slice", "Expand", "Tile", "DepthToSpace", "SpaceToDepth", "Pad",
-                         "CenterCropPad", "Compress", "GatherElements", "GatherND"})
+  for (const char* op : {"Transpose", "Slice", "Expand", "Tile", "DepthToSpace", "SpaceToDepth",
+                         "Pad", "CenterCropPad", "Compress", "GatherElements", "GatherND"})
     r.Register(op, EmitMove);
   r.Register("ChannelShuffle", EmitChannelShuffle, ops::kKilnDomain);
   r.Register("Gather", EmitGather);

@@ -11,12 +11,15 @@ DType ComputeType(DType t) {
   return t == DType::kFloat16 || t == DType::kBFloat16 ? DType::kFloat32 : t;
 }
 
-std::string MathName(DType t, const std::string& fn) { return t == DType::kFloat64 ? fn : fn + "f"; }
+std::string MathName(DType t, const std::string& fn) {
+  return t == DType::kFloat64 ? fn : fn + "f";
+}
 
 std::string Load(NodeContext& ctx, DType t, const std::string& expr) {
   if (t == DType::kFloat16 || t == DType::kBFloat16) {
     ctx.UseKernel("half");
-    return std::string(t == DType::kFloat16 ? "kiln_half_f16_to_f32(" : "kiln_half_bf16_to_f32(") + expr + ")";
+    return std::string(t == DType::kFloat16 ? "kiln_half_f16_to_f32(" : "kiln_half_bf16_to_f32(") +
+           expr + ")";
   }
   return expr;
 }
@@ -24,13 +27,16 @@ std::string Load(NodeContext& ctx, DType t, const std::string& expr) {
 std::string Store(NodeContext& ctx, DType t, const std::string& expr) {
   if (t == DType::kFloat16 || t == DType::kBFloat16) {
     ctx.UseKernel("half");
-    return std::string(t == DType::kFloat16 ? "kiln_half_f32_to_f16((float)(" : "kiln_half_f32_to_bf16((float)(") + expr + "))";
+    return std::string(t == DType::kFloat16 ? "kiln_half_f32_to_f16((float)("
+                                            : "kiln_half_f32_to_bf16((float)(") +
+           expr + "))";
   }
   if (t == DType::kBool) return "(uint8_t)((" + expr + ") != 0)";
   return "(" + CType(t) + ")(" + expr + ")";
 }
 
-std::string IndexExpr(const std::vector<std::string>& idx, const std::vector<int64_t>& strides, int64_t base) {
+std::string IndexExpr(const std::vector<std::string>& idx, const std::vector<int64_t>& strides,
+                      int64_t base) {
   std::string e = base ? std::to_string(base) : "";
   for (size_t k = 0; k < idx.size(); ++k) {
     if (strides[k] == 0) continue;
@@ -40,8 +46,9 @@ std::string IndexExpr(const std::vector<std::string>& idx, const std::vector<int
   return e.empty() ? "0" : e;
 }
 
-void EmitBroadcast(NodeContext& ctx, const std::vector<int>& inputs, const std::vector<Dims>& in_dims,
-                   const Dims& out_dims, const std::function<std::string(const std::vector<std::string>&)>& f,
+void EmitBroadcast(NodeContext& ctx, const std::vector<int>& inputs,
+                   const std::vector<Dims>& in_dims, const Dims& out_dims,
+                   const std::function<std::string(const std::vector<std::string>&)>& f,
                    const std::string& out) {
   if (NumElements(out_dims) == 0) {
     ctx.Line("/* no elements */");
@@ -76,28 +83,74 @@ void EmitBroadcast(NodeContext& ctx, const std::vector<int>& inputs, const std::
   }
   LoopNest(ctx, md, [&](const std::vector<std::string>& idx) {
     std::vector<std::string> args;
-    for (size_t k = 0; k < n; ++k) args.push_back(NodeContext::in(inputs[k]) + "[" + IndexExpr(idx, ms[k]) + "]");
+    for (size_t k = 0; k < n; ++k)
+      args.push_back(NodeContext::in(inputs[k]) + "[" + IndexExpr(idx, ms[k]) + "]");
     std::string value = f(args);
     ctx.Line(out + "[" + IndexExpr(idx, ms[n]) + "] = " + value + ";");
   });
 }
 
 double ElementAsDouble(const Tensor& t, int64_t i) {
-  const char* p = static_cast<const char*>(t.raw()) + i * static_cast<int64_t>(DTypeSize(t.dtype()));
+  const char* p =
+      static_cast<const char*>(t.raw()) + i * static_cast<int64_t>(DTypeSize(t.dtype()));
   switch (t.dtype()) {
-    case DType::kFloat32: { float v; std::memcpy(&v, p, 4); return v; }
-    case DType::kFloat64: { double v; std::memcpy(&v, p, 8); return v; }
-    case DType::kInt8: return *reinterpret_cast<const int8_t*>(p);
-    case DType::kUInt8: case DType::kBool: return *reinterpret_cast<const uint8_t*>(p);
-    case DType::kInt16: { int16_t v; std::memcpy(&v, p, 2); return v; }
-    case DType::kUInt16: { uint16_t v; std::memcpy(&v, p, 2); return v; }
-    case DType::kInt32: { int32_t v; std::memcpy(&v, p, 4); return v; }
-    case DType::kUInt32: { uint32_t v; std::memcpy(&v, p, 4); return v; }
-    case DType::kInt64: { int64_t v; std::memcpy(&v, p, 8); return static_cast<double>(v); }
-    case DType::kUInt64: { uint64_t v; std::memcpy(&v, p, 8); return static_cast<double>(v); }
-    case DType::kFloat16: { Float16 v; std::memcpy(&v, p, 2); return static_cast<float>(v); }
-    case DType::kBFloat16: { BFloat16 v; std::memcpy(&v, p, 2); return static_cast<float>(v); }
-    default: return 0;
+    case DType::kFloat32: {
+      float v;
+      std::memcpy(&v, p, 4);
+      return v;
+    }
+    case DType::kFloat64: {
+      double v;
+      std::memcpy(&v, p, 8);
+      return v;
+    }
+    case DType::kInt8:
+      return *reinterpret_cast<const int8_t*>(p);
+    case DType::kUInt8:
+    case DType::kBool:
+      return *reinterpret_cast<const uint8_t*>(p);
+    case DType::kInt16: {
+      int16_t v;
+      std::memcpy(&v, p, 2);
+      return v;
+    }
+    case DType::kUInt16: {
+      uint16_t v;
+      std::memcpy(&v, p, 2);
+      return v;
+    }
+    case DType::kInt32: {
+      int32_t v;
+      std::memcpy(&v, p, 4);
+      return v;
+    }
+    case DType::kUInt32: {
+      uint32_t v;
+      std::memcpy(&v, p, 4);
+      return v;
+    }
+    case DType::kInt64: {
+      int64_t v;
+      std::memcpy(&v, p, 8);
+      return static_cast<double>(v);
+    }
+    case DType::kUInt64: {
+      uint64_t v;
+      std::memcpy(&v, p, 8);
+      return static_cast<double>(v);
+    }
+    case DType::kFloat16: {
+      Float16 v;
+      std::memcpy(&v, p, 2);
+      return static_cast<float>(v);
+    }
+    case DType::kBFloat16: {
+      BFloat16 v;
+      std::memcpy(&v, p, 2);
+      return static_cast<float>(v);
+    }
+    default:
+      return 0;
   }
 }
 
@@ -106,12 +159,16 @@ Expected<std::vector<int64_t>> ConstantInts(NodeContext& ctx, int input) {
   if (!t) return ctx.error("input " + std::to_string(input) + " must be a compile-time constant");
   std::vector<int64_t> v(static_cast<size_t>(t->size()));
   for (int64_t i = 0; i < t->size(); ++i) {
-    if (t->dtype() == DType::kInt64) std::memcpy(&v[i], static_cast<const char*>(t->raw()) + 8 * i, 8);
-    else v[i] = static_cast<int64_t>(ElementAsDouble(*t, i));
+    if (t->dtype() == DType::kInt64)
+      std::memcpy(&v[i], static_cast<const char*>(t->raw()) + 8 * i, 8);
+    else
+      v[i] = static_cast<int64_t>(ElementAsDouble(*t, i));
   }
   return v;
 }
 
-std::string ByteCount(DType t, int64_t n) { return std::to_string(static_cast<size_t>(n) * DTypeSize(t)); }
+std::string ByteCount(DType t, int64_t n) {
+  return std::to_string(static_cast<size_t>(n) * DTypeSize(t));
+}
 
 }  // namespace kiln::codegen::c

@@ -21,12 +21,14 @@ std::string Store(NodeContext& ctx, DType t, const std::string& expr);
 // Emits `out0[o] = f(args)` for every element of `out_dims`, where args[k] reads input
 // inputs[k] (of dims in_dims[k], broadcast numpy-style) at the matching element. Adjacent axes
 // that every operand walks the same way are merged, so the nest is as shallow as it can be.
-void EmitBroadcast(NodeContext& ctx, const std::vector<int>& inputs, const std::vector<Dims>& in_dims,
-                   const Dims& out_dims, const std::function<std::string(const std::vector<std::string>&)>& f,
+void EmitBroadcast(NodeContext& ctx, const std::vector<int>& inputs,
+                   const std::vector<Dims>& in_dims, const Dims& out_dims,
+                   const std::function<std::string(const std::vector<std::string>&)>& f,
                    const std::string& out = "out0");
 
 // "i0 * s0 + i1 * s1 ..." (zero strides left out, "0" when nothing is left), plus `base`.
-std::string IndexExpr(const std::vector<std::string>& idx, const std::vector<int64_t>& strides, int64_t base = 0);
+std::string IndexExpr(const std::vector<std::string>& idx, const std::vector<int64_t>& strides,
+                      int64_t base = 0);
 
 // Element i of a constant tensor of any numeric dtype.
 double ElementAsDouble(const Tensor& t, int64_t i);

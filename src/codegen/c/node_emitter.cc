@@ -20,11 +20,13 @@ const EmitterRegistry& EmitterRegistry::Global() {
   return *r;
 }
 
-void EmitterRegistry::Register(const std::string& op_type, NodeEmitFn fn, const std::string& domain) {
+void EmitterRegistry::Register(const std::string& op_type, NodeEmitFn fn,
+                               const std::string& domain) {
   fns_[{domain, op_type}] = std::move(fn);
 }
 
-const NodeEmitFn* EmitterRegistry::Find(const std::string& domain, const std::string& op_type) const {
+const NodeEmitFn* EmitterRegistry::Find(const std::string& domain,
+                                        const std::string& op_type) const {
   auto it = fns_.find({domain == "ai.onnx" ? "" : domain, op_type});
   return it == fns_.end() ? nullptr : &it->second;
 }
@@ -47,7 +49,8 @@ void LoopNest(NodeContext& ctx, const Dims& dims,
   std::vector<std::string> idx;
   for (size_t d = 0; d < dims.size(); ++d) {
     std::string i = "i" + std::to_string(d);
-    ctx.Line("for (size_t " + i + " = 0; " + i + " < " + std::to_string(dims[d]) + "; ++" + i + ") {");
+    ctx.Line("for (size_t " + i + " = 0; " + i + " < " + std::to_string(dims[d]) + "; ++" + i +
+             ") {");
     ctx.Indent();
     idx.push_back(i);
   }

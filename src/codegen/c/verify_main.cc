@@ -29,10 +29,13 @@ std::string Comment(const std::string& s) {
   return o;
 }
 
-std::string TypeText(DType t, const Dims& dims) { return std::string(DTypeName(t)) + DimsToString(dims); }
+std::string TypeText(DType t, const Dims& dims) {
+  return std::string(DTypeName(t)) + DimsToString(dims);
+}
 
 bool IsFloating(DType t) {
-  return t == DType::kFloat32 || t == DType::kFloat64 || t == DType::kFloat16 || t == DType::kBFloat16;
+  return t == DType::kFloat32 || t == DType::kFloat64 || t == DType::kFloat16 ||
+         t == DType::kBFloat16;
 }
 
 // The shortest %g spelling that reads back as v.
@@ -48,7 +51,8 @@ std::string Num(double v) {
 }
 
 // `static const T sym[n] = {...};` with the tensor's elements as exact literals.
-std::string Array(const std::string& sym, const Tensor& t, const std::string& what, bool* needs_math) {
+std::string Array(const std::string& sym, const Tensor& t, const std::string& what,
+                  bool* needs_math) {
   const size_t esize = DTypeSize(t.dtype());
   const int64_t n = t.size();
   std::string s = "/* " + what + " */\nstatic const " + CType(t.dtype()) + " " + sym + "[" +
@@ -59,7 +63,8 @@ std::string Array(const std::string& sym, const Tensor& t, const std::string& wh
   for (int64_t i = 0; i < n; ++i) {
     if (i % per_line == 0) s += "\n   ";
     std::string lit = CLiteral(t.dtype(), p + i * esize);
-    if (lit.find("NAN") != std::string::npos || lit.find("INFINITY") != std::string::npos) *needs_math = true;
+    if (lit.find("NAN") != std::string::npos || lit.find("INFINITY") != std::string::npos)
+      *needs_math = true;
     s += " " + lit + (i + 1 < n ? "," : "");
   }
   return s + "};\n";
@@ -141,12 +146,19 @@ static double kiln_verify_bfloat16(uint16_t h) {
     } else {
       ok = "g[i] == w[i]";
     }
-    s += "\nstatic void " + fn + "(const void *got, const void *want, long n, struct kiln_verify_stats *s) {\n"
-         "  const " + ct + " *g = (const " + ct + " *)got, *w = (const " + ct + " *)want;\n"
+    s += "\nstatic void " + fn +
+         "(const void *got, const void *want, long n, struct kiln_verify_stats *s) {\n"
+         "  const " +
+         ct + " *g = (const " + ct + " *)got, *w = (const " + ct +
+         " *)want;\n"
          "  long i;\n"
          "  for (i = 0; i < n; ++i) {\n"
-         "    double a = (double)" + g + ", b = (double)" + w + ";\n"
-         "    kiln_verify_add(s, i, a, b, " + ok + ");\n"
+         "    double a = (double)" +
+         g + ", b = (double)" + w +
+         ";\n"
+         "    kiln_verify_add(s, i, a, b, " +
+         ok +
+         ");\n"
          "  }\n}\n";
   }
   return s;
@@ -157,13 +169,15 @@ static double kiln_verify_bfloat16(uint16_t h) {
 Expected<GeneratedFile> GenerateVerifyMain(const CompiledInterface& iface,
                                            const std::vector<VerifyTestSet>& sets,
                                            const VerifyOptions& o) {
-  if (!IsValidModelName(o.name)) return Error("model name '" + o.name + "' is not a valid C identifier");
+  if (!IsValidModelName(o.name))
+    return Error("model name '" + o.name + "' is not a valid C identifier");
   if (sets.empty()) return Error("there are no test sets to verify");
   if (iface.outputs.empty()) return Error("the model has no outputs to verify");
   auto check = [](const ir::Value& v, const Tensor& t, const std::string& where) -> Status {
     if (t.kind() != Tensor::Kind::kTensor || t.dtype() != v.type.dtype || t.dims() != v.type.dims)
-      return Error(where + " '" + v.name + "': the generated code takes " + TypeText(v.type.dtype, v.type.dims) +
-                   ", the test set holds " + TypeText(t.dtype(), t.dims()));
+      return Error(where + " '" + v.name + "': the generated code takes " +
+                   TypeText(v.type.dtype, v.type.dims) + ", the test set holds " +
+                   TypeText(t.dtype(), t.dims()));
     if (CType(t.dtype()).empty())
       return Error(where + " '" + v.name + "': element type " + std::string(DTypeName(t.dtype())) +
                    " has no C type");
@@ -171,10 +185,12 @@ Expected<GeneratedFile> GenerateVerifyMain(const CompiledInterface& iface,
   };
   for (size_t k = 0; k < sets.size(); ++k) {
     std::string where = "test set " + std::to_string(k);
-    if (sets[k].inputs.size() != iface.inputs.size() || sets[k].expected.size() != iface.outputs.size())
+    if (sets[k].inputs.size() != iface.inputs.size() ||
+        sets[k].expected.size() != iface.outputs.size())
       return Error(where + " has " + std::to_string(sets[k].inputs.size()) + " inputs and " +
                    std::to_string(sets[k].expected.size()) + " outputs; the generated code takes " +
-                   std::to_string(iface.inputs.size()) + " and " + std::to_string(iface.outputs.size()));
+                   std::to_string(iface.inputs.size()) + " and " +
+                   std::to_string(iface.outputs.size()));
     for (size_t i = 0; i < iface.inputs.size(); ++i)
       KILN_RETURN_IF_ERROR(check(iface.inputs[i], sets[k].inputs[i], where + " input"));
     for (size_t i = 0; i < iface.outputs.size(); ++i)
@@ -193,27 +209,31 @@ Expected<GeneratedFile> GenerateVerifyMain(const CompiledInterface& iface,
   for (size_t k = 0; k < nsets; ++k) {
     data += "\n/* Test set " + std::to_string(k) + ". */\n";
     for (size_t i = 0; i < nin; ++i)
-      data += Array("kiln_verify_set" + std::to_string(k) + "_in" + std::to_string(i), sets[k].inputs[i],
-                    "input " + std::to_string(i) + " '" + Comment(iface.inputs[i].name) + "': " +
-                        TypeText(sets[k].inputs[i].dtype(), sets[k].inputs[i].dims()),
+      data += Array("kiln_verify_set" + std::to_string(k) + "_in" + std::to_string(i),
+                    sets[k].inputs[i],
+                    "input " + std::to_string(i) + " '" + Comment(iface.inputs[i].name) +
+                        "': " + TypeText(sets[k].inputs[i].dtype(), sets[k].inputs[i].dims()),
                     &needs_math);
     for (size_t i = 0; i < nout; ++i)
-      data += Array("kiln_verify_set" + std::to_string(k) + "_out" + std::to_string(i), sets[k].expected[i],
-                    "expected output " + std::to_string(i) + " '" + Comment(iface.outputs[i].name) + "': " +
-                        TypeText(sets[k].expected[i].dtype(), sets[k].expected[i].dims()),
+      data += Array("kiln_verify_set" + std::to_string(k) + "_out" + std::to_string(i),
+                    sets[k].expected[i],
+                    "expected output " + std::to_string(i) + " '" + Comment(iface.outputs[i].name) +
+                        "': " + TypeText(sets[k].expected[i].dtype(), sets[k].expected[i].dims()),
                     &needs_math);
   }
 
-  std::string s = "/* " + n + "_verify.c: runs the " + std::to_string(nsets) + " test set" +
-                  (nsets == 1 ? "" : "s") + " of " + Comment(o.source) + " through model " + n +
-                  " and compares\n * every output with the expected values (|got - expected| <= atol + rtol * "
-                  "|expected| for\n * floating types, equality otherwise). Prints one line per test set and a "
-                  "summary; exits 0 when\n * every set passes, 1 on a mismatch, 2 when run() fails. "
-                  "-DKILN_VERIFY_RTOL=.. / -DKILN_VERIFY_ATOL=..\n * override the tolerances.\n"
-                  " * Generated by kiln " + Comment(o.kiln_version) + ". Do not edit.\n";
+  std::string s =
+      "/* " + n + "_verify.c: runs the " + std::to_string(nsets) + " test set" +
+      (nsets == 1 ? "" : "s") + " of " + Comment(o.source) + " through model " + n +
+      " and compares\n * every output with the expected values (|got - expected| <= atol + rtol * "
+      "|expected| for\n * floating types, equality otherwise). Prints one line per test set and a "
+      "summary; exits 0 when\n * every set passes, 1 on a mismatch, 2 when run() fails. "
+      "-DKILN_VERIFY_RTOL=.. / -DKILN_VERIFY_ATOL=..\n * override the tolerances.\n"
+      " * Generated by kiln " +
+      Comment(o.kiln_version) + ". Do not edit.\n";
   if (!o.command_line.empty()) s += " * command: " + Comment(o.command_line) + "\n";
-  s += " * build:   cc -std=c99 -Wall -Wextra -Werror -pedantic " + n + ".c " + n + "_params.c " + n +
-       "_verify.c -lm\n */\n";
+  s += " * build:   cc -std=c99 -Wall -Wextra -Werror -pedantic " + n + ".c " + n + "_params.c " +
+       n + "_verify.c -lm\n */\n";
   s += "#include <stdio.h>\n";
   if (needs_math) s += "#include <math.h> /* NAN / INFINITY in the test data */\n";
   s += "\n#include \"" + n + ".h\"\n\n";
@@ -229,16 +249,19 @@ Expected<GeneratedFile> GenerateVerifyMain(const CompiledInterface& iface,
   // function and the buffer run() writes.
   s += "\n/* Outputs of run(), reused by every test set. */\n";
   for (size_t i = 0; i < nout; ++i)
-    s += "static " + CType(iface.outputs[i].type.dtype) + " kiln_verify_out" + std::to_string(i) + "[" +
-         std::to_string(std::max<int64_t>(NumElements(iface.outputs[i].type.dims), 1)) + "];\n";
+    s += "static " + CType(iface.outputs[i].type.dtype) + " kiln_verify_out" + std::to_string(i) +
+         "[" + std::to_string(std::max<int64_t>(NumElements(iface.outputs[i].type.dims), 1)) +
+         "];\n";
   s += "static uint8_t kiln_verify_arena[KILN_" + upper + "_WORKSPACE_SIZE + KILN_" + upper +
        "_WORKSPACE_ALIGNMENT];\n\n";
   auto table = [&](const std::string& sym, const char* part, size_t count) {
-    std::string t = "static const void *const " + sym + "[KILN_VERIFY_SETS][" + std::to_string(std::max<size_t>(count, 1)) + "] = {\n";
+    std::string t = "static const void *const " + sym + "[KILN_VERIFY_SETS][" +
+                    std::to_string(std::max<size_t>(count, 1)) + "] = {\n";
     for (size_t k = 0; k < nsets; ++k) {
       t += "    {";
       for (size_t i = 0; i < count; ++i)
-        t += std::string(i ? ", " : "") + "kiln_verify_set" + std::to_string(k) + part + std::to_string(i);
+        t += std::string(i ? ", " : "") + "kiln_verify_set" + std::to_string(k) + part +
+             std::to_string(i);
       if (count == 0) t += "0";
       t += k + 1 < nsets ? "},\n" : "}\n";
     }
@@ -246,9 +269,12 @@ Expected<GeneratedFile> GenerateVerifyMain(const CompiledInterface& iface,
   };
   s += table("kiln_verify_inputs", "_in", nin);
   s += table("kiln_verify_expected", "_out", nout);
-  s += "\ntypedef void (*kiln_verify_cmp)(const void *, const void *, long, struct kiln_verify_stats *);\n";
-  s += "static const struct {\n  const char *name;\n  long count;\n  kiln_verify_cmp cmp;\n  void *buffer;\n"
-       "} kiln_verify_outputs[" + std::to_string(std::max<size_t>(nout, 1)) + "] = {\n";
+  s += "\ntypedef void (*kiln_verify_cmp)(const void *, const void *, long, struct "
+       "kiln_verify_stats *);\n";
+  s += "static const struct {\n  const char *name;\n  long count;\n  kiln_verify_cmp cmp;\n  void "
+       "*buffer;\n"
+       "} kiln_verify_outputs[" +
+       std::to_string(std::max<size_t>(nout, 1)) + "] = {\n";
   for (size_t i = 0; i < nout; ++i)
     s += "    {" + CStringLiteral(iface.outputs[i].name) + ", " +
          std::to_string(NumElements(iface.outputs[i].type.dims)) + "L, kiln_verify_cmp_" +
@@ -258,21 +284,37 @@ Expected<GeneratedFile> GenerateVerifyMain(const CompiledInterface& iface,
   s += "};\n\n";
 
   s += "int main(void) {\n"
-       "  struct kiln_" + n + "_inputs in;\n"
-       "  struct kiln_" + n + "_outputs out;\n"
-       "  struct kiln_" + n + "_workspace ws;\n"
+       "  struct kiln_" +
+       n +
+       "_inputs in;\n"
+       "  struct kiln_" +
+       n +
+       "_outputs out;\n"
+       "  struct kiln_" +
+       n +
+       "_workspace ws;\n"
        "  int set, k, passed = 0, failed = 0, errors = 0;\n"
-       "  size_t mis = (size_t)((uintptr_t)kiln_verify_arena % KILN_" + upper + "_WORKSPACE_ALIGNMENT);\n"
-       "  ws.arena = kiln_verify_arena + (mis ? KILN_" + upper + "_WORKSPACE_ALIGNMENT - mis : 0);\n"
+       "  size_t mis = (size_t)((uintptr_t)kiln_verify_arena % KILN_" +
+       upper +
+       "_WORKSPACE_ALIGNMENT);\n"
+       "  ws.arena = kiln_verify_arena + (mis ? KILN_" +
+       upper +
+       "_WORKSPACE_ALIGNMENT - mis : 0);\n"
        "  for (set = 0; set < KILN_VERIFY_SETS; ++set) {\n"
        "    struct kiln_verify_stats st[KILN_VERIFY_OUTPUTS + 1];\n"
        "    int32_t rc = KILN_OK;\n"
        "    int bad = 0;\n"
        "    for (k = 0; k < KILN_VERIFY_INPUTS && rc == KILN_OK; ++k)\n"
-       "      rc = kiln_" + n + "_set_input(&in, k, (void *)kiln_verify_inputs[set][k]);\n"
+       "      rc = kiln_" +
+       n +
+       "_set_input(&in, k, (void *)kiln_verify_inputs[set][k]);\n"
        "    for (k = 0; k < KILN_VERIFY_OUTPUTS && rc == KILN_OK; ++k)\n"
-       "      rc = kiln_" + n + "_set_output(&out, k, kiln_verify_outputs[k].buffer);\n"
-       "    if (rc == KILN_OK) rc = kiln_" + n + "_run(&in, &out, &ws);\n"
+       "      rc = kiln_" +
+       n +
+       "_set_output(&out, k, kiln_verify_outputs[k].buffer);\n"
+       "    if (rc == KILN_OK) rc = kiln_" +
+       n +
+       "_run(&in, &out, &ws);\n"
        "    if (rc != KILN_OK) {\n"
        "      printf(\"test set %d: ERROR: run() returned %d\\n\", set, (int)rc);\n"
        "      ++errors;\n"
@@ -281,7 +323,8 @@ Expected<GeneratedFile> GenerateVerifyMain(const CompiledInterface& iface,
        "    for (k = 0; k < KILN_VERIFY_OUTPUTS; ++k) {\n"
        "      st[k].max_abs = st[k].max_rel = st[k].bad_got = st[k].bad_want = 0.0;\n"
        "      st[k].bad = st[k].first_bad = 0;\n"
-       "      kiln_verify_outputs[k].cmp(kiln_verify_outputs[k].buffer, kiln_verify_expected[set][k],\n"
+       "      kiln_verify_outputs[k].cmp(kiln_verify_outputs[k].buffer, "
+       "kiln_verify_expected[set][k],\n"
        "                                 kiln_verify_outputs[k].count, &st[k]);\n"
        "      if (st[k].bad) bad = 1;\n"
        "    }\n"
@@ -290,13 +333,17 @@ Expected<GeneratedFile> GenerateVerifyMain(const CompiledInterface& iface,
        "      printf(\"%s '%s' max abs error %.3g, max rel error %.3g\", k ? \";\" : \"\",\n"
        "             kiln_verify_outputs[k].name, st[k].max_abs, st[k].max_rel);\n"
        "      if (st[k].bad)\n"
-       "        printf(\", %ld of %ld elements outside the tolerance (first at %ld: got %.9g, expected %.9g)\",\n"
-       "               st[k].bad, kiln_verify_outputs[k].count, st[k].first_bad, st[k].bad_got, st[k].bad_want);\n"
+       "        printf(\", %ld of %ld elements outside the tolerance (first at %ld: got %.9g, "
+       "expected %.9g)\",\n"
+       "               st[k].bad, kiln_verify_outputs[k].count, st[k].first_bad, st[k].bad_got, "
+       "st[k].bad_want);\n"
        "    }\n"
        "    printf(\"\\n\");\n"
        "    if (bad) ++failed; else ++passed;\n"
        "  }\n"
-       "  printf(\"kiln verify " + n + ": %d of %d test sets passed (rtol %g, atol %g)%s\\n\", passed,\n"
+       "  printf(\"kiln verify " +
+       n +
+       ": %d of %d test sets passed (rtol %g, atol %g)%s\\n\", passed,\n"
        "         KILN_VERIFY_SETS, (double)KILN_VERIFY_RTOL, (double)KILN_VERIFY_ATOL,\n"
        "         errors ? \", run() failed\" : failed ? \", MISMATCH\" : \"\");\n"
        "  return errors ? 2 : failed ? 1 : 0;\n"

@@ -24,9 +24,9 @@ struct VerifyTestSet {
 };
 
 struct VerifyOptions {
-  std::string name;           // the model name given to CompileToC
-  std::string source;         // where the test sets come from (a comment)
-  std::string command_line;   // recorded in the header comment
+  std::string name;          // the model name given to CompileToC
+  std::string source;        // where the test sets come from (a comment)
+  std::string command_line;  // recorded in the header comment
   std::string kiln_version;
   double rtol = 1e-4, atol = 1e-5;
 };

@@ -1,8 +1,8 @@
 #include "codegen/cuda/cuda_backend.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <optional>
@@ -133,8 +133,9 @@ const std::vector<std::pair<std::string, std::string>>& FastMathHelpers() {
     for (const char* f : {"sinf", "cosf", "expf"}) {
       std::string name = std::string("kiln_fast_") + f, guard = "KILN_CUDA_FAST_" + Upper(f) + "_";
       std::string sig = "KILN_HD static inline float " + name + "(float x) { return ";
-      v->push_back({name, "#ifndef " + guard + "\n#define " + guard + "\n#ifdef __CUDA_ARCH__\n" + sig + "__" + f +
-                              "(x); }\n#else\n" + sig + f + "(x); }\n#endif\n#endif\n"});
+      v->push_back({name, "#ifndef " + guard + "\n#define " + guard + "\n#ifdef __CUDA_ARCH__\n" +
+                              sig + "__" + f + "(x); }\n#else\n" + sig + f +
+                              "(x); }\n#endif\n#endif\n"});
     }
     return v;
   }();
@@ -146,7 +147,12 @@ class Generator {
   // tc: the tensor-core layers, or nullptr for the scalar path.
   Generator(const ir::Model& m, const CompileOptions& o, const passes::ConstantReport& report,
             TensorCorePlan* tc)
-      : model_(m), g_(*m.graph), o_(o), upper_(Upper(o.name)), half_(o.precision != Precision::kFloat32), tc_(tc) {
+      : model_(m),
+        g_(*m.graph),
+        o_(o),
+        upper_(Upper(o.name)),
+        half_(o.precision != Precision::kFloat32),
+        tc_(tc) {
     for (const auto& e : report.encodings) enc_[e.value] = e;
     for (const auto& n : g_.nodes) {
       bool matrix = n.op_type == "MatMul" || n.op_type == "Gemm" || n.op_type == "Conv";
@@ -180,9 +186,9 @@ class Generator {
       }
       KILN_ASSIGN_OR_RETURN(Loc l, Locate(v));
       *body += "  /* input '" + CommentText(g_.values[v].name) + "' into its slot */\n";
-      *body += "  " + Unroll(v) + "\n  for (int k = 0; k < " + std::to_string(e) + "; ++k) " + l.slot + "[" +
-              (l.offset ? std::to_string(l.offset) + " + " : "") + "k] = in_" + in_members_[k] + "[i * " +
-              std::to_string(e) + " + k];\n";
+      *body += "  " + Unroll(v) + "\n  for (int k = 0; k < " + std::to_string(e) + "; ++k) " +
+               l.slot + "[" + (l.offset ? std::to_string(l.offset) + " + " : "") + "k] = in_" +
+               in_members_[k] + "[i * " + std::to_string(e) + " + k];\n";
     }
     for (size_t p = 0; p < plan_.schedule.order.size(); ++p) {
       const ir::Node& n = g_.nodes[plan_.schedule.order[p]];
@@ -192,7 +198,8 @@ class Generator {
           shapes += ' ';
           shapes += DimsToString(g_.values[v].type.dims);
         }
-      auto tc_layer = tc_ ? tc_->layer_of_node.find(plan_.schedule.order[p]) : std::map<int, int>::const_iterator();
+      auto tc_layer = tc_ ? tc_->layer_of_node.find(plan_.schedule.order[p])
+                          : std::map<int, int>::const_iterator();
       bool on_tensor_cores = tc_ && tc_layer != tc_->layer_of_node.end();
       *body += "  /* " + CommentText(NodeName(g_, n)) + ": " + n.op_type + " ->" + shapes +
                (plan_.buffers.is_noop[p] ? " (a view of its input: no code)" : "") +
@@ -200,10 +207,15 @@ class Generator {
       if (plan_.buffers.is_noop[p]) continue;
       if (on_tensor_cores) {
         const TensorCoreLayer& layer = tc_->layers[tc_layer->second];
-        KILN_ASSIGN_OR_RETURN(std::string put, EmitNode(n, [&](EmitContext& c) { return EmitTensorCorePut(c, layer); }));
+        KILN_ASSIGN_OR_RETURN(std::string put, EmitNode(n, [&](EmitContext& c) {
+                                return EmitTensorCorePut(c, layer);
+                              }));
         *body += "  {\n" + put + "  }\n";
-        segments_.push_back("  KILN_SYNCWARP();\n  " + TensorCoreCall(layer) + "\n  KILN_SYNCWARP();\n");
-        KILN_ASSIGN_OR_RETURN(std::string get, EmitNode(n, [&](EmitContext& c) { return EmitTensorCoreGet(c, layer); }));
+        segments_.push_back("  KILN_SYNCWARP();\n  " + TensorCoreCall(layer) +
+                            "\n  KILN_SYNCWARP();\n");
+        KILN_ASSIGN_OR_RETURN(std::string get, EmitNode(n, [&](EmitContext& c) {
+                                return EmitTensorCoreGet(c, layer);
+                              }));
         segments_.push_back("  {\n" + get + "  }\n");
         body = &segments_.back();
         continue;
@@ -211,16 +223,22 @@ class Generator {
       KILN_ASSIGN_OR_RETURN(std::string text, EmitNode(n, nullptr));
       *body += "  {\n" + text + "  }\n";
     }
-    if (tc_) *body += "  const int64_t i = base + KILN_LANE_ROW(L);\n  if (i >= n) continue; /* a lane past the last sample */\n";
+    if (tc_)
+      *body +=
+          "  const int64_t i = base + KILN_LANE_ROW(L);\n  if (i >= n) continue; /* a lane past "
+          "the last sample */\n";
     for (size_t k = 0; k < g_.outputs.size(); ++k) {
       int v = g_.outputs[k];
       int64_t e = NumElements(g_.values[v].type.dims);
       KILN_ASSIGN_OR_RETURN(Loc l, Locate(v));
       std::string src;
-      if (l.kind == Loc::Kind::kSlot) src = l.slot + "[" + (l.offset ? std::to_string(l.offset) + " + " : "") + "k]";
-      else return Error("output '" + g_.values[v].name + "' is a constant; --target cuda computes its outputs");
-      *body += "  " + Unroll(v) + "\n  for (int k = 0; k < " + std::to_string(e) + "; ++k) out_" + out_members_[k] + "[i * " +
-              std::to_string(e) + " + k] = " + src + ";\n";
+      if (l.kind == Loc::Kind::kSlot)
+        src = l.slot + "[" + (l.offset ? std::to_string(l.offset) + " + " : "") + "k]";
+      else
+        return Error("output '" + g_.values[v].name +
+                     "' is a constant; --target cuda computes its outputs");
+      *body += "  " + Unroll(v) + "\n  for (int k = 0; k < " + std::to_string(e) + "; ++k) out_" +
+               out_members_[k] + "[i * " + std::to_string(e) + " + k] = " + src + ";\n";
     }
     for (const auto& seg : segments_) body_ += seg;
 
@@ -264,7 +282,8 @@ class Generator {
   // The pragma for a copy loop over value v's slot.
   std::string Unroll(int v) const {
     auto it = slot_of_.find(v);
-    bool small = it != slot_of_.end() && slots_[it->second.first].elements <= EmitContext::kRegisterSlotLimit;
+    bool small = it != slot_of_.end() &&
+                 slots_[it->second.first].elements <= EmitContext::kRegisterSlotLimit;
     return small ? "KILN_UNROLL" : "KILN_NO_UNROLL";
   }
 
@@ -272,15 +291,18 @@ class Generator {
     auto it = slot_of_.find(v);
     if (it != slot_of_.end()) {
       Loc l;
-      l.slot = "slot" + std::to_string(it->second.first) + (tc_ ? "[L]" : "");  // lane L's copy on the host
+      l.slot = "slot" + std::to_string(it->second.first) +
+               (tc_ ? "[L]" : "");  // lane L's copy on the host
       l.offset = it->second.second;
       return l;
     }
     const ir::Value& val = g_.values[v];
-    if (!val.constant) return Error("tensor '" + val.name + "' has no slot (its size is not known at compile time)");
+    if (!val.constant)
+      return Error("tensor '" + val.name + "' has no slot (its size is not known at compile time)");
     auto e = enc_.find(v);
     Loc l;
-    if (e != enc_.end() && e->second.kind == passes::ConstantEncoding::Kind::kDuplicate && e->second.duplicate_of >= 0)
+    if (e != enc_.end() && e->second.kind == passes::ConstantEncoding::Kind::kDuplicate &&
+        e->second.duplicate_of >= 0)
       return Locate(e->second.duplicate_of);
     if (e != enc_.end() && e->second.kind == passes::ConstantEncoding::Kind::kSplat) {
       l.kind = Loc::Kind::kSplat;
@@ -326,12 +348,15 @@ class Generator {
 
   // The node's code by its op's emitter, or by `emit` where given (the tensor-core steps).
   Expected<std::string> EmitNode(const ir::Node& n, const EmitFn& emit) {
-    auto fail = [&](const std::string& msg) { return Error(NodeName(g_, n) + " (" + n.op_type + "): " + msg); };
+    auto fail = [&](const std::string& msg) {
+      return Error(NodeName(g_, n) + " (" + n.op_type + "): " + msg);
+    };
     for (int v : n.outputs) {
       if (v < 0) continue;
       const ir::Value& val = g_.values[v];
       if (val.type.dtype != DType::kFloat32)
-        return fail("output '" + val.name + "' has element type " + std::string(DTypeName(val.type.dtype)) +
+        return fail("output '" + val.name + "' has element type " +
+                    std::string(DTypeName(val.type.dtype)) +
                     "; --target cuda computes float tensors only");
     }
     const EmitFn* fn = FindEmitter(n.domain, n.op_type);
@@ -339,7 +364,9 @@ class Generator {
     for (const auto* vals : {&n.inputs, &n.outputs})
       for (int v : *vals) {
         auto it = v >= 0 ? slot_of_.find(v) : slot_of_.end();
-        if (it != slot_of_.end() && slots_[it->second.first].elements > EmitContext::kRegisterSlotLimit) small = false;
+        if (it != slot_of_.end() &&
+            slots_[it->second.first].elements > EmitContext::kRegisterSlotLimit)
+          small = false;
       }
     EmitContext ctx(g_, n, model_.OpsetFor(n.domain), small, [this](int v) { return Locate(v); });
     ctx.SetFastMath(half_);
@@ -352,15 +379,17 @@ class Generator {
     std::string s = "/* " + what + "\n * Generated by kiln " + o_.kiln_version + ". Do not edit.\n";
     if (!o_.command_line.empty()) s += " * command: " + CommentText(o_.command_line, 400) + "\n";
     s += " * model:   " + CommentText(model_.source_path, 400) + "\n";
-    const char* precision = o_.precision == Precision::kFloat32 ? "fp32 (weights and arithmetic in float)"
-                            : o_.precision == Precision::kFloat16
-                                ? "fp16 (matrix and filter weights stored as IEEE half, arithmetic in float)"
-                                : "fp8 (tensor-core weights stored as E4M3 with a per-tensor scale, other matrix and "
-                                  "filter weights as half)";
+    const char* precision =
+        o_.precision == Precision::kFloat32 ? "fp32 (weights and arithmetic in float)"
+        : o_.precision == Precision::kFloat16
+            ? "fp16 (matrix and filter weights stored as IEEE half, arithmetic in float)"
+            : "fp8 (tensor-core weights stored as E4M3 with a per-tensor scale, other matrix and "
+              "filter weights as half)";
     s += " * precision: " + std::string(precision) + "\n";
     if (tc_) {
       int64_t pct = tc_->total_macs ? 100 * tc_->eligible_macs / tc_->total_macs : 100;
-      s += " * tensor cores: " + std::to_string(tc_->layers.size()) + " matrix products (" + std::to_string(pct) +
+      s += " * tensor cores: " + std::to_string(tc_->layers.size()) + " matrix products (" +
+           std::to_string(pct) +
            "% of the multiply-adds) on WMMA 16x16x16,\n *   half inputs, float accumulation\n";
     }
     s += " */\n";
@@ -370,7 +399,8 @@ class Generator {
   std::string Header() const {
     std::string n = o_.name, u = upper_, guard = "KILN_" + u + "_CUDA_H_";
     std::string s = Banner(n + ".h: the interface of the CUDA kernel of model " + n + ".");
-    s += "#ifndef " + guard + "\n#define " + guard + "\n\n#include <stddef.h>\n#include <stdint.h>\n";
+    s += "#ifndef " + guard + "\n#define " + guard +
+         "\n\n#include <stddef.h>\n#include <stdint.h>\n";
     s += "#ifndef KILN_CUDA_HOST_CHECK\n#include <cuda_runtime_api.h>\n#endif\n\n";
     s += "#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n";
     s += R"(#ifndef KILN_OK
@@ -392,43 +422,50 @@ class Generator {
     s += "/* Device pointers; sample i occupies elements [i * ELEMENTS, (i + 1) * ELEMENTS). */\n";
     s += "struct kiln_" + n + "_inputs {\n";
     for (size_t k = 0; k < feeds.size(); ++k)
-      s += "  const float *" + in_members_[k] + "; /* " + CommentText(g_.values[feeds[k]].name) + ": float32" +
-           DimsToString(g_.values[feeds[k]].type.dims) + " per sample */\n";
+      s += "  const float *" + in_members_[k] + "; /* " + CommentText(g_.values[feeds[k]].name) +
+           ": float32" + DimsToString(g_.values[feeds[k]].type.dims) + " per sample */\n";
     if (feeds.empty()) s += "  const void *none; /* the model has none */\n";
     s += "};\nstruct kiln_" + n + "_outputs {\n";
     for (size_t k = 0; k < g_.outputs.size(); ++k)
-      s += "  float *" + out_members_[k] + "; /* " + CommentText(g_.values[g_.outputs[k]].name) + ": float32" +
-           DimsToString(g_.values[g_.outputs[k]].type.dims) + " per sample */\n";
+      s += "  float *" + out_members_[k] + "; /* " + CommentText(g_.values[g_.outputs[k]].name) +
+           ": float32" + DimsToString(g_.values[g_.outputs[k]].type.dims) + " per sample */\n";
     s += "};\n\n";
     for (size_t k = 0; k < feeds.size(); ++k)
       s += "#define KILN_" + u + "_INPUT" + std::to_string(k) + "_ELEMENTS " +
-           std::to_string(NumElements(g_.values[feeds[k]].type.dims)) + " /* " + CommentText(g_.values[feeds[k]].name) + " */\n";
+           std::to_string(NumElements(g_.values[feeds[k]].type.dims)) + " /* " +
+           CommentText(g_.values[feeds[k]].name) + " */\n";
     for (size_t k = 0; k < g_.outputs.size(); ++k)
       s += "#define KILN_" + u + "_OUTPUT" + std::to_string(k) + "_ELEMENTS " +
            std::to_string(NumElements(g_.values[g_.outputs[k]].type.dims)) + " /* " +
            CommentText(g_.values[g_.outputs[k]].name) + " */\n";
     s += "#define KILN_" + u + "_WEIGHT_BYTES " + std::to_string(weights_.size()) + "\n";
-    if (!tc_) s += "#define KILN_" + u + "_THREADS_PER_BLOCK " + std::to_string(kThreadsPerBlock) + "\n";
+    if (!tc_)
+      s += "#define KILN_" + u + "_THREADS_PER_BLOCK " + std::to_string(kThreadsPerBlock) + "\n";
     if (tc_) {
-      s += "/* The tensor-core path: warps of 32 samples; a block's shared memory holds the staged weights and\n"
-           " * each warp's tiles. WARPS_PER_BLOCK may be set at build time (-D; at most 32, and SHARED_BYTES at\n"
+      s += "/* The tensor-core path: warps of 32 samples; a block's shared memory holds the staged "
+           "weights and\n"
+           " * each warp's tiles. WARPS_PER_BLOCK may be set at build time (-D; at most 32, and "
+           "SHARED_BYTES at\n"
            " * most the device's 227 KB). */\n";
       s += "#ifndef KILN_" + u + "_WARPS_PER_BLOCK\n#define KILN_" + u + "_WARPS_PER_BLOCK " +
            std::to_string(TensorCorePlan::kWarpsPerBlock) + "\n#endif\n";
       s += "#define KILN_" + u + "_THREADS_PER_BLOCK (32 * KILN_" + u + "_WARPS_PER_BLOCK)\n";
       s += "#define KILN_" + u + "_STAGED_BYTES " + std::to_string(tc_->staged_bytes) + "\n";
-      s += "#define KILN_" + u + "_WARP_BYTES " + std::to_string(tc_->a_tile_bytes + tc_->c_tile_bytes) + "\n";
-      s += "#define KILN_" + u + "_SHARED_BYTES (KILN_" + u + "_STAGED_BYTES + KILN_" + u + "_WARPS_PER_BLOCK * KILN_" + u +
-           "_WARP_BYTES)\n";
+      s += "#define KILN_" + u + "_WARP_BYTES " +
+           std::to_string(tc_->a_tile_bytes + tc_->c_tile_bytes) + "\n";
+      s += "#define KILN_" + u + "_SHARED_BYTES (KILN_" + u + "_STAGED_BYTES + KILN_" + u +
+           "_WARPS_PER_BLOCK * KILN_" + u + "_WARP_BYTES)\n";
     }
     s += "\n";
     s += "#ifndef KILN_CUDA_HOST_CHECK\n";
     s += "/* Copies the weight bytes (embedded in " + n + ".cu) to a new device buffer, once. */\n";
     s += "int32_t kiln_" + n + "_upload_weights(void **device_weights);\n";
-    s += std::string(tc_ ? "/* Evaluates samples 0..n-1, 32 per warp, asynchronously on `stream`. */\n"
-                         : "/* Evaluates samples 0..n-1, one thread each, asynchronously on `stream`. */\n");
-    s += "int32_t kiln_" + n + "_run(const void *device_weights, const struct kiln_" + n + "_inputs *inputs,\n" +
-         "                const struct kiln_" + n + "_outputs *outputs, int64_t n, cudaStream_t stream);\n";
+    s += std::string(
+        tc_ ? "/* Evaluates samples 0..n-1, 32 per warp, asynchronously on `stream`. */\n"
+            : "/* Evaluates samples 0..n-1, one thread each, asynchronously on `stream`. */\n");
+    s += "int32_t kiln_" + n + "_run(const void *device_weights, const struct kiln_" + n +
+         "_inputs *inputs,\n" + "                const struct kiln_" + n +
+         "_outputs *outputs, int64_t n, cudaStream_t stream);\n";
     s += "int32_t kiln_" + n + "_free_weights(void *device_weights);\n#endif\n\n";
     s += "#ifdef __cplusplus\n}\n#endif\n\n#endif /* " + guard + " */\n";
     return s;
@@ -451,9 +488,11 @@ class Generator {
     if (tc_) s += TensorCoreHelpers(o_.precision == Precision::kFloat8);
     s += "\n";
     // Weights.
-    s += "/* The weight buffer: " + std::to_string(weights_.size()) + " bytes, each tensor 16-byte aligned.\n";
+    s += "/* The weight buffer: " + std::to_string(weights_.size()) +
+         " bytes, each tensor 16-byte aligned.\n";
     for (const auto& w : weight_list_)
-      s += " *   byte " + std::to_string(w.byte) + ": " + CommentText(w.name) + " " + DimsToString(w.dims) + " " + w.type + "\n";
+      s += " *   byte " + std::to_string(w.byte) + ": " + CommentText(w.name) + " " +
+           DimsToString(w.dims) + " " + w.type + "\n";
     s += " */\nalignas(16) static const unsigned char kiln_" + n + "_weights[" +
          std::to_string(std::max<size_t>(weights_.size(), 1)) + "] = {";
     for (size_t i = 0; i < weights_.size(); ++i) {
@@ -463,8 +502,8 @@ class Generator {
     }
     s += weights_.empty() ? "0};\n\n" : "\n};\n\n";
     s += tc_ ? WarpFunction() : SampleFunction();
-    s += "#ifdef __CUDACC__\n" + (tc_ ? TensorCoreKernel() : ScalarKernel()) + UploadAndFree() + "#else\n" +
-         HostCheckEntry() + "#endif /* __CUDACC__ */\n";
+    s += "#ifdef __CUDACC__\n" + (tc_ ? TensorCoreKernel() : ScalarKernel()) + UploadAndFree() +
+         "#else\n" + HostCheckEntry() + "#endif /* __CUDACC__ */\n";
     return s;
   }
 
@@ -473,9 +512,11 @@ class Generator {
     std::string decl;
     for (size_t k = 0; k < slots_.size(); ++k) {
       std::string members;
-      for (size_t j = 0; j < slots_[k].values.size(); ++j) members += (j ? ", " : "") + slots_[k].values[j];
+      for (size_t j = 0; j < slots_[k].values.size(); ++j)
+        members += (j ? ", " : "") + slots_[k].values[j];
       decl += "  float slot" + std::to_string(k) + (tc_ ? "[KILN_LANE_COUNT]" : "") + "[" +
-              std::to_string(std::max<int64_t>(slots_[k].elements, 1)) + "]; /* " + CommentText(members, 300) + " */\n";
+              std::to_string(std::max<int64_t>(slots_[k].elements, 1)) + "]; /* " +
+              CommentText(members, 300) + " */\n";
     }
     return decl;
   }
@@ -483,7 +524,8 @@ class Generator {
   // Float and half views of the weight bytes, where the body reads them.
   std::string WeightViews() const {
     std::string s;
-    if (body_.find("(w + ") != std::string::npos) s += "  const float *__restrict__ w = (const float *)weights;\n";
+    if (body_.find("(w + ") != std::string::npos)
+      s += "  const float *__restrict__ w = (const float *)weights;\n";
     if (body_.find("(wh + ") != std::string::npos)
       s += "  const unsigned short *__restrict__ wh = (const unsigned short *)weights;\n";
     return s.empty() ? "  (void)weights;\n" : s;
@@ -503,23 +545,32 @@ class Generator {
   }
 
   std::string SampleFunction() const {
-    std::string s = "/* The network on sample i. Slots are the planner's colours (" + std::to_string(slots_.size()) +
-                    " per-thread arrays, " + std::to_string(SlotElements()) + " floats); every index is a constant once the\n" +
+    std::string s = "/* The network on sample i. Slots are the planner's colours (" +
+                    std::to_string(slots_.size()) + " per-thread arrays, " +
+                    std::to_string(SlotElements()) +
+                    " floats); every index is a constant once the\n" +
                     " * loops are unrolled, so nvcc keeps small slots in registers. */\n";
-    s += "KILN_HD static inline void kiln_" + o_.name + "_sample(const unsigned char *__restrict__ weights" +
-         TensorParams() + ", int64_t i) {\n";
+    s += "KILN_HD static inline void kiln_" + o_.name +
+         "_sample(const unsigned char *__restrict__ weights" + TensorParams() + ", int64_t i) {\n";
     return s + WeightViews() + SlotDeclarations() + body_ + "}\n\n";
   }
 
   // Samples base .. base + 31, lane L on sample base + L: per-lane segments between warp steps.
   std::string WarpFunction() const {
-    std::string s = "/* The network on samples base .. base + 31, one per lane. Slots are the planner's colours (" +
-                    std::to_string(slots_.size()) + " per-lane arrays, " + std::to_string(SlotElements()) +
-                    " floats), registers on the device;\n * between the per-lane segments the warp multiplies its tiles on the tensor cores. tcw: the\n" +
-                    " * staged tensor-core weights; scratch: the warp's A tile (half) and product tile (float). */\n";
-    s += "KILN_TC static inline void kiln_" + o_.name + "_warp(const unsigned char *__restrict__ weights, const kiln_half *tcw, unsigned char *scratch" +
+    std::string s =
+        "/* The network on samples base .. base + 31, one per lane. Slots are the planner's "
+        "colours (" +
+        std::to_string(slots_.size()) + " per-lane arrays, " + std::to_string(SlotElements()) +
+        " floats), registers on the device;\n * between the per-lane segments the warp multiplies "
+        "its tiles on the tensor cores. tcw: the\n" +
+        " * staged tensor-core weights; scratch: the warp's A tile (half) and product tile "
+        "(float). */\n";
+    s += "KILN_TC static inline void kiln_" + o_.name +
+         "_warp(const unsigned char *__restrict__ weights, const kiln_half *tcw, unsigned char "
+         "*scratch" +
          TensorParams() + ", int64_t base, int64_t n) {\n";
-    s += "  kiln_half *kiln_a = (kiln_half *)scratch;\n  float *kiln_c = (float *)(scratch + " + std::to_string(tc_->a_tile_bytes) + ");\n";
+    s += "  kiln_half *kiln_a = (kiln_half *)scratch;\n  float *kiln_c = (float *)(scratch + " +
+         std::to_string(tc_->a_tile_bytes) + ");\n";
     s += WeightViews() + SlotDeclarations();
     for (size_t k = 0; k < segments_.size(); ++k) {
       if (k % 2 == 1) {  // a warp step
@@ -536,33 +587,43 @@ class Generator {
 
   std::string RunDeclaration() const {
     const std::string& n = o_.name;
-    return "int32_t kiln_" + n + "_run(const void *device_weights, const struct kiln_" + n + "_inputs *inputs,\n" +
-           "                const struct kiln_" + n + "_outputs *outputs, int64_t n, cudaStream_t stream) {\n";
+    return "int32_t kiln_" + n + "_run(const void *device_weights, const struct kiln_" + n +
+           "_inputs *inputs,\n" + "                const struct kiln_" + n +
+           "_outputs *outputs, int64_t n, cudaStream_t stream) {\n";
   }
 
   // The argument checks every run starts with.
   std::string RunChecks() const {
-    std::string s = "  if (device_weights == NULL || inputs == NULL || outputs == NULL) return KILN_ERROR_NULL_ARGUMENT;\n";
-    for (const auto& m : in_members_) s += "  if (inputs->" + m + " == NULL) return KILN_ERROR_NULL_TENSOR;\n";
-    for (const auto& m : out_members_) s += "  if (outputs->" + m + " == NULL) return KILN_ERROR_NULL_TENSOR;\n";
-    return s + "  if (n < 0 || (n + per_block - 1) / per_block > 2147483647) return KILN_ERROR_INVALID_SIZE;\n" +
+    std::string s =
+        "  if (device_weights == NULL || inputs == NULL || outputs == NULL) return "
+        "KILN_ERROR_NULL_ARGUMENT;\n";
+    for (const auto& m : in_members_)
+      s += "  if (inputs->" + m + " == NULL) return KILN_ERROR_NULL_TENSOR;\n";
+    for (const auto& m : out_members_)
+      s += "  if (outputs->" + m + " == NULL) return KILN_ERROR_NULL_TENSOR;\n";
+    return s +
+           "  if (n < 0 || (n + per_block - 1) / per_block > 2147483647) return "
+           "KILN_ERROR_INVALID_SIZE;\n" +
            "  if (n == 0) return KILN_OK;\n";
   }
 
   std::string KernelHead() const {
     const std::string& n = o_.name;
     return "__global__ void __launch_bounds__(KILN_" + upper_ + "_THREADS_PER_BLOCK)\nkiln_" + n +
-           "_kernel(const unsigned char *__restrict__ weights, struct kiln_" + n + "_inputs in, struct kiln_" + n +
-           "_outputs out, int64_t n) {\n";
+           "_kernel(const unsigned char *__restrict__ weights, struct kiln_" + n +
+           "_inputs in, struct kiln_" + n + "_outputs out, int64_t n) {\n";
   }
 
   std::string ScalarKernel() const {
     const std::string &n = o_.name, &u = upper_;
     std::string s = KernelHead();
-    s += "  const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) kiln_" + n + "_sample(weights" +
-         TensorArgs("in.", "out.") + ", i);\n}\n\n";
-    s += RunDeclaration() + "  const int64_t per_block = KILN_" + u + "_THREADS_PER_BLOCK;\n" + RunChecks();
-    s += "  kiln_" + n + "_kernel<<<(unsigned)((n + per_block - 1) / per_block), (unsigned)per_block, 0, stream>>>(\n" +
+    s += "  const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) kiln_" +
+         n + "_sample(weights" + TensorArgs("in.", "out.") + ", i);\n}\n\n";
+    s += RunDeclaration() + "  const int64_t per_block = KILN_" + u + "_THREADS_PER_BLOCK;\n" +
+         RunChecks();
+    s += "  kiln_" + n +
+         "_kernel<<<(unsigned)((n + per_block - 1) / per_block), (unsigned)per_block, 0, "
+         "stream>>>(\n" +
          "      (const unsigned char *)device_weights, *inputs, *outputs, n);\n";
     return s + "  return cudaGetLastError() == cudaSuccess ? KILN_OK : KILN_ERROR_CUDA;\n}\n\n";
   }
@@ -573,14 +634,14 @@ class Generator {
     if (o_.precision != Precision::kFloat8) {
       int64_t bytes = 0;
       for (const auto& l : tc_->layers) bytes += l.k_pad * l.ldb * 2;
-      return "  kiln_tc_stage(weights + " + std::to_string(tc_->layers[0].weight_byte) + ", tcw, " + std::to_string(bytes) +
-             ", " + first + ", " + step + ");\n";
+      return "  kiln_tc_stage(weights + " + std::to_string(tc_->layers[0].weight_byte) + ", tcw, " +
+             std::to_string(bytes) + ", " + first + ", " + step + ");\n";
     }
     std::string s;
     for (const auto& l : tc_->layers)
-      s += "  kiln_tc_stage8(weights + " + std::to_string(l.weight_byte) + ", tcw + " + std::to_string(l.staged_offset) +
-           ", " + std::to_string(l.k_pad * l.ldb) + ", " + c::CNumber(DType::kFloat32, l.fp8_scale) + ", " + first + ", " +
-           step + ");\n";
+      s += "  kiln_tc_stage8(weights + " + std::to_string(l.weight_byte) + ", tcw + " +
+           std::to_string(l.staged_offset) + ", " + std::to_string(l.k_pad * l.ldb) + ", " +
+           c::CNumber(DType::kFloat32, l.fp8_scale) + ", " + first + ", " + step + ");\n";
     return s;
   }
 
@@ -590,22 +651,30 @@ class Generator {
     const std::string &n = o_.name, &u = upper_;
     std::string s = KernelHead();
     s += "  extern __shared__ __align__(128) unsigned char kiln_smem[];\n";
-    s += "  kiln_half *tcw = (kiln_half *)kiln_smem;\n" + StageCalls("(int)threadIdx.x", "(int)blockDim.x");
+    s += "  kiln_half *tcw = (kiln_half *)kiln_smem;\n" +
+         StageCalls("(int)threadIdx.x", "(int)blockDim.x");
     s += "  __syncthreads();\n";
     s += "  const int warp = (int)(threadIdx.x >> 5);\n";
-    s += "  unsigned char *scratch = kiln_smem + KILN_" + u + "_STAGED_BYTES + warp * KILN_" + u + "_WARP_BYTES;\n";
+    s += "  unsigned char *scratch = kiln_smem + KILN_" + u + "_STAGED_BYTES + warp * KILN_" + u +
+         "_WARP_BYTES;\n";
     s += "  const int64_t stride = (int64_t)gridDim.x * KILN_" + u + "_WARPS_PER_BLOCK * 32;\n";
-    s += "  for (int64_t base = ((int64_t)blockIdx.x * KILN_" + u + "_WARPS_PER_BLOCK + warp) * 32; base < n; base += stride)\n";
-    s += "    kiln_" + n + "_warp(weights, tcw, scratch" + TensorArgs("in.", "out.") + ", base, n);\n}\n\n";
+    s += "  for (int64_t base = ((int64_t)blockIdx.x * KILN_" + u +
+         "_WARPS_PER_BLOCK + warp) * 32; base < n; base += stride)\n";
+    s += "    kiln_" + n + "_warp(weights, tcw, scratch" + TensorArgs("in.", "out.") +
+         ", base, n);\n}\n\n";
     s += RunDeclaration() + "  const int64_t per_block = KILN_" + u + "_THREADS_PER_BLOCK;\n";
-    s += "  const int shared = KILN_" + u + "_SHARED_BYTES;\n  int device = 0, sms = 0, per_sm = 0;\n" + RunChecks();
+    s += "  const int shared = KILN_" + u +
+         "_SHARED_BYTES;\n  int device = 0, sms = 0, per_sm = 0;\n" + RunChecks();
     s += "  if (cudaGetDevice(&device) != cudaSuccess ||\n"
-         "      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)\n"
+         "      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != "
+         "cudaSuccess)\n"
          "    return KILN_ERROR_CUDA;\n";
     s += "  if (shared > 48 * 1024 &&\n      cudaFuncSetAttribute(kiln_" + n +
-         "_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared) != cudaSuccess)\n    return KILN_ERROR_CUDA;\n";
+         "_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared) != cudaSuccess)\n    "
+         "return KILN_ERROR_CUDA;\n";
     s += "  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kiln_" + n +
-         "_kernel, (int)per_block, shared) != cudaSuccess || per_sm < 1)\n    return KILN_ERROR_CUDA;\n";
+         "_kernel, (int)per_block, shared) != cudaSuccess || per_sm < 1)\n    return "
+         "KILN_ERROR_CUDA;\n";
     s += "  int64_t blocks = (n + per_block - 1) / per_block;\n";
     s += "  if (blocks > (int64_t)sms * per_sm) blocks = (int64_t)sms * per_sm;\n";
     s += "  kiln_" + n + "_kernel<<<(unsigned)blocks, (unsigned)per_block, shared, stream>>>(\n" +
@@ -616,12 +685,17 @@ class Generator {
   std::string UploadAndFree() const {
     const std::string& n = o_.name;
     std::string s = "int32_t kiln_" + n + "_upload_weights(void **device_weights) {\n";
-    s += "  void *p = NULL;\n  if (device_weights == NULL) return KILN_ERROR_NULL_ARGUMENT;\n  *device_weights = NULL;\n";
-    s += "  if (cudaMalloc(&p, sizeof(kiln_" + n + "_weights)) != cudaSuccess) return KILN_ERROR_CUDA;\n";
-    s += "  if (cudaMemcpy(p, kiln_" + n + "_weights, sizeof(kiln_" + n + "_weights), cudaMemcpyHostToDevice) != cudaSuccess) {\n";
-    s += "    cudaFree(p);\n    return KILN_ERROR_CUDA;\n  }\n  *device_weights = p;\n  return KILN_OK;\n}\n\n";
+    s += "  void *p = NULL;\n  if (device_weights == NULL) return KILN_ERROR_NULL_ARGUMENT;\n  "
+         "*device_weights = NULL;\n";
+    s += "  if (cudaMalloc(&p, sizeof(kiln_" + n +
+         "_weights)) != cudaSuccess) return KILN_ERROR_CUDA;\n";
+    s += "  if (cudaMemcpy(p, kiln_" + n + "_weights, sizeof(kiln_" + n +
+         "_weights), cudaMemcpyHostToDevice) != cudaSuccess) {\n";
+    s += "    cudaFree(p);\n    return KILN_ERROR_CUDA;\n  }\n  *device_weights = p;\n  return "
+         "KILN_OK;\n}\n\n";
     s += "int32_t kiln_" + n + "_free_weights(void *device_weights) {\n";
-    s += "  if (device_weights == NULL) return KILN_OK;\n  return cudaFree(device_weights) == cudaSuccess ? KILN_OK : KILN_ERROR_CUDA;\n}\n";
+    s += "  if (device_weights == NULL) return KILN_OK;\n  return cudaFree(device_weights) == "
+         "cudaSuccess ? KILN_OK : KILN_ERROR_CUDA;\n}\n";
     return s;
   }
 
@@ -629,25 +703,32 @@ class Generator {
   // with the embedded weights; this is what the tests compare with the host executor.
   std::string HostCheckEntry() const {
     const std::string &n = o_.name, &u = upper_;
-    std::string s = "/* The host check: samples 0 .. n-1 on the CPU; returns KILN_OK, or KILN_ERROR_CUDA when the\n"
-                    " * scratch memory cannot be allocated. */\n";
+    std::string s =
+        "/* The host check: samples 0 .. n-1 on the CPU; returns KILN_OK, or KILN_ERROR_CUDA when "
+        "the\n"
+        " * scratch memory cannot be allocated. */\n";
     std::string params = TensorParams();  // ", const float *in_x, ..."
-    s += "static inline int32_t kiln_" + n + "_host_check(" + params.substr(std::min<size_t>(2, params.size())) +
-         (params.empty() ? "" : ", ") + "int64_t n) {\n";
+    s += "static inline int32_t kiln_" + n + "_host_check(" +
+         params.substr(std::min<size_t>(2, params.size())) + (params.empty() ? "" : ", ") +
+         "int64_t n) {\n";
     if (!tc_)
-      return s + "  for (int64_t i = 0; i < n; ++i) kiln_" + n + "_sample(kiln_" + n + "_weights" + TensorArgs("in_", "out_") +
-             ", i);\n  return KILN_OK;\n}\n";
+      return s + "  for (int64_t i = 0; i < n; ++i) kiln_" + n + "_sample(kiln_" + n + "_weights" +
+             TensorArgs("in_", "out_") + ", i);\n  return KILN_OK;\n}\n";
     s += "  const unsigned char *weights = kiln_" + n + "_weights;\n";
-    s += "  unsigned char *smem = (unsigned char *)aligned_alloc(128, KILN_" + u + "_STAGED_BYTES + KILN_" + u + "_WARP_BYTES);\n";
-    s += "  if (smem == NULL) return KILN_ERROR_CUDA;\n  kiln_half *tcw = (kiln_half *)smem;\n" + StageCalls("0", "1");
-    s += "  for (int64_t base = 0; base < n; base += 32)\n    kiln_" + n + "_warp(weights, tcw, smem + KILN_" + u +
-         "_STAGED_BYTES" + TensorArgs("in_", "out_") + ", base, n);\n";
+    s += "  unsigned char *smem = (unsigned char *)aligned_alloc(128, KILN_" + u +
+         "_STAGED_BYTES + KILN_" + u + "_WARP_BYTES);\n";
+    s += "  if (smem == NULL) return KILN_ERROR_CUDA;\n  kiln_half *tcw = (kiln_half *)smem;\n" +
+         StageCalls("0", "1");
+    s += "  for (int64_t base = 0; base < n; base += 32)\n    kiln_" + n +
+         "_warp(weights, tcw, smem + KILN_" + u + "_STAGED_BYTES" + TensorArgs("in_", "out_") +
+         ", base, n);\n";
     return s + "  free(smem);\n  return KILN_OK;\n}\n";
   }
 
   // Zero bytes up to the next tensor's 16-byte boundary in the weight buffer.
   void AlignWeights() {
-    weights_.resize((weights_.size() + kWeightAlignment - 1) / kWeightAlignment * kWeightAlignment, 0);
+    weights_.resize((weights_.size() + kWeightAlignment - 1) / kWeightAlignment * kWeightAlignment,
+                    0);
   }
 
   // Tensor-core B matrices, as staged (k_pad x ldb halves, so that one copy stages them all),
@@ -672,8 +753,11 @@ class Generator {
         weights_.insert(weights_.end(), bytes, bytes + 2);
       }
       const ir::Node& node = g_.nodes[l.node];
-      weight_list_.push_back({g_.values[node.inputs[1]].name + " (B of " + NodeName(g_, node) + ", padded for tensor cores)",
-                              static_cast<size_t>(l.weight_byte), {l.k_pad, l.ldb}, fp8 ? "e4m3" : "half"});
+      weight_list_.push_back({g_.values[node.inputs[1]].name + " (B of " + NodeName(g_, node) +
+                                  ", padded for tensor cores)",
+                              static_cast<size_t>(l.weight_byte),
+                              {l.k_pad, l.ldb},
+                              fp8 ? "e4m3" : "half"});
     }
   }
 
@@ -717,37 +801,48 @@ class Generator {
 // dropping it would, in the batched model, mix samples that each thread sees alone.
 Status CheckKeepsBatch(const ir::Graph& g, const ir::Node& n) {
   const std::string& op = n.op_type;
-  if (op == "Transpose") {  // cancel-transposes turns one that moves only size-1 axes into a Reshape
+  if (op ==
+      "Transpose") {  // cancel-transposes turns one that moves only size-1 axes into a Reshape
     std::vector<int64_t> perm = n.attr_ints("perm");
     size_t rank = g.values[n.inputs[0]].type.dims.size();
     if (rank > 1 && (perm.empty() ? static_cast<int64_t>(rank) - 1 : perm[0]) != 0)
-      return Error(NodeName(g, n) + " (Transpose): it moves axis 0 (the batch), which mixes samples a per-thread kernel sees alone");
+      return Error(NodeName(g, n) +
+                   " (Transpose): it moves axis 0 (the batch), which mixes samples a per-thread "
+                   "kernel sees alone");
     return OkStatus();
   }
   if (op != "Reshape" && op != "Flatten" && op != "Squeeze" && op != "Unsqueeze") return OkStatus();
   auto fail = [&] {
-    return Error(NodeName(g, n) + " (" + op + "): it moves axis 0 (the batch) into other axes, which a per-thread kernel cannot do");
+    return Error(
+        NodeName(g, n) + " (" + op +
+        "): it moves axis 0 (the batch) into other axes, which a per-thread kernel cannot do");
   };
   const Dims& in = g.values[n.inputs[0]].type.dims;
   const Dims& out = g.values[n.outputs[0]].type.dims;
   if (out.empty() || out[0] != 1 || in.empty()) return fail();
   std::vector<int64_t> axes = n.attr_ints("axes");
-  if (n.inputs.size() > 1 && n.inputs[1] >= 0 && g.values[n.inputs[1]].constant && op != "Reshape") {
+  if (n.inputs.size() > 1 && n.inputs[1] >= 0 && g.values[n.inputs[1]].constant &&
+      op != "Reshape") {
     const Tensor& t = *g.values[n.inputs[1]].constant;
     axes.clear();
-    for (int64_t k = 0; k < t.size(); ++k) axes.push_back(static_cast<int64_t>(c::ElementAsDouble(t, k)));
+    for (int64_t k = 0; k < t.size(); ++k)
+      axes.push_back(static_cast<int64_t>(c::ElementAsDouble(t, k)));
   }
-  if (op == "Flatten" && (n.attr_int("axis", 1) == 0 || n.attr_int("axis", 1) == -static_cast<int64_t>(in.size()))) return fail();
+  if (op == "Flatten" &&
+      (n.attr_int("axis", 1) == 0 || n.attr_int("axis", 1) == -static_cast<int64_t>(in.size())))
+    return fail();
   if (op == "Squeeze" && axes.empty()) return fail();  // squeezes every size-1 axis, the batch too
   size_t rank = op == "Unsqueeze" ? out.size() : in.size();
   for (int64_t a : axes)
-    if ((op == "Squeeze" || op == "Unsqueeze") && (a < 0 ? a + static_cast<int64_t>(rank) : a) == 0) return fail();
+    if ((op == "Squeeze" || op == "Unsqueeze") && (a < 0 ? a + static_cast<int64_t>(rank) : a) == 0)
+      return fail();
   return OkStatus();
 }
 
 Status CheckTensor(const ir::Value& v, const char* what, bool batch) {
   if (v.type.kind != ir::TypeInfo::Kind::kTensor || v.type.dtype != DType::kFloat32)
-    return Error(std::string(what) + " '" + v.name + "' is not a float32 tensor; --target cuda takes float inputs and outputs");
+    return Error(std::string(what) + " '" + v.name +
+                 "' is not a float32 tensor; --target cuda takes float inputs and outputs");
   if (!v.type.shape_known())
     return Error(std::string(what) + " '" + v.name + "' has dims " + v.type.ToString() +
                  " not known at compile time; give the input dims with --shape");
@@ -761,10 +856,13 @@ Status CheckTensor(const ir::Value& v, const char* what, bool batch) {
 // where it is faster"). Without a device to time both, auto takes the tensor cores when the
 // products they can run hold at least half of the multiply-adds: those then cost a warp's
 // handful of MMA instructions instead of a multiply-add per weight and lane.
-Expected<std::optional<TensorCorePlan>> ChooseTensorCores(const ir::Graph& g, const CompileOptions& o) {
+Expected<std::optional<TensorCorePlan>> ChooseTensorCores(const ir::Graph& g,
+                                                          const CompileOptions& o) {
   if (o.tensor_cores == TensorCores::kOff) {
     if (o.precision == Precision::kFloat8)
-      return Error("--precision fp8 stores the tensor-core layers' weights; it needs --tensor-cores auto or on");
+      return Error(
+          "--precision fp8 stores the tensor-core layers' weights; it needs --tensor-cores auto or "
+          "on");
     return std::optional<TensorCorePlan>();
   }
   TensorCorePlan p = PlanTensorCores(g);
@@ -774,13 +872,18 @@ Expected<std::optional<TensorCorePlan>> ChooseTensorCores(const ir::Graph& g, co
   bool forced = o.tensor_cores == TensorCores::kOn || o.precision == Precision::kFloat8;
   if (forced) {
     const char* why = o.tensor_cores == TensorCores::kOn ? "--tensor-cores on" : "--precision fp8";
-    if (!low) return Error("--tensor-cores on multiplies half inputs: give --precision fp16 or fp8");
+    if (!low)
+      return Error("--tensor-cores on multiplies half inputs: give --precision fp16 or fp8");
     if (p.layers.empty())
-      return Error(std::string(why) + ": no MatMul or Gemm fits the tensor-core path (a constant 2-D B, at most 8 rows "
-                   "of A per sample, padding to multiples of 16 that at most quadruples the work)");
+      return Error(
+          std::string(why) +
+          ": no MatMul or Gemm fits the tensor-core path (a constant 2-D B, at most 8 rows "
+          "of A per sample, padding to multiples of 16 that at most quadruples the work)");
     if (!fits)
-      return Error(std::string(why) + ": the staged weights and warp tiles need " + std::to_string(p.shared_bytes()) +
-                   " bytes of shared memory per block, more than " + std::to_string(TensorCorePlan::kMaxSharedBytes));
+      return Error(std::string(why) + ": the staged weights and warp tiles need " +
+                   std::to_string(p.shared_bytes()) +
+                   " bytes of shared memory per block, more than " +
+                   std::to_string(TensorCorePlan::kMaxSharedBytes));
     return std::optional<TensorCorePlan>(std::move(p));
   }
   if (low && fits && worth) return std::optional<TensorCorePlan>(std::move(p));
@@ -793,7 +896,8 @@ Expected<CompiledCuda> CompileToCuda(ir::Model model, const CompileOptions& opti
   if (!c::IsValidModelName(options.name))
     return Error("--name '" + options.name +
                  "': the model name must be a C identifier (letters, digits, '_', starting with a "
-                 "letter, at most 40 characters, not starting with 'kiln', not 'model' and not a C keyword)");
+                 "letter, at most 40 characters, not starting with 'kiln', not 'model' and not a C "
+                 "keyword)");
   // One sample: the leading dim of every input (given with --shape, or the model's) becomes 1.
   passes::ShapeOverrides shapes = options.shapes;
   for (int v : model.graph->RuntimeInputs()) {
@@ -801,7 +905,9 @@ Expected<CompiledCuda> CompileToCuda(ir::Model model, const CompileOptions& opti
     auto it = shapes.find(val.name);
     Dims d = it != shapes.end() ? it->second : val.type.dims;
     if (d.empty())
-      return Error("input '" + val.name + "' has no dims; --target cuda maps the leading (batch) dim of every input to threads");
+      return Error(
+          "input '" + val.name +
+          "' has no dims; --target cuda maps the leading (batch) dim of every input to threads");
     d[0] = 1;
     for (size_t k = 1; k < d.size(); ++k)
       if (d[k] < 0)
@@ -841,7 +947,8 @@ Expected<CompiledCuda> CompileToCuda(ir::Model model, const CompileOptions& opti
       if (n.op_type == "Shape" || n.op_type == "Size") any = false;  // dims, not sample data
       for (int v : n.outputs)
         if (v >= 0) per_sample[v] = any;
-      if (any && n.inputs[0] >= 0 && per_sample[n.inputs[0]]) KILN_RETURN_IF_ERROR(CheckKeepsBatch(g, n));
+      if (any && n.inputs[0] >= 0 && per_sample[n.inputs[0]])
+        KILN_RETURN_IF_ERROR(CheckKeepsBatch(g, n));
     }
   }
   passes::PipelineOptions po;
@@ -851,8 +958,9 @@ Expected<CompiledCuda> CompileToCuda(ir::Model model, const CompileOptions& opti
   const ir::Graph& g = *model.graph;
   for (const auto& n : g.nodes)
     if (!FindEmitter(n.domain, n.op_type))
-      return Error(NodeName(g, n) + ": op " + (n.domain.empty() || n.domain == "ai.onnx" ? "" : n.domain + ".") +
-                   n.op_type + " is not supported by --target cuda");
+      return Error(NodeName(g, n) + ": op " +
+                   (n.domain.empty() || n.domain == "ai.onnx" ? "" : n.domain + ".") + n.op_type +
+                   " is not supported by --target cuda");
   for (int v : g.RuntimeInputs()) KILN_RETURN_IF_ERROR(CheckTensor(g.values[v], "input", true));
   for (int v : g.outputs) KILN_RETURN_IF_ERROR(CheckTensor(g.values[v], "output", true));
   KILN_ASSIGN_OR_RETURN(std::optional<TensorCorePlan> tc, ChooseTensorCores(g, options));

@@ -55,8 +55,8 @@ struct CompileOptions {
 };
 
 struct CompiledCuda {
-  std::vector<c::GeneratedFile> files;          // NAME.cu, NAME.h
-  std::vector<ir::Value> inputs, outputs;       // per sample (leading dim 1), graph order
+  std::vector<c::GeneratedFile> files;     // NAME.cu, NAME.h
+  std::vector<ir::Value> inputs, outputs;  // per sample (leading dim 1), graph order
   size_t weight_bytes = 0;
 };
 

@@ -23,7 +23,7 @@ struct Loc {
   std::string slot;    // kSlot: the array name
   int64_t offset = 0;  // kSlot / kWeight: element offset
   double start = 0, step = 0;
-  bool half = false;   // kWeight: stored as IEEE half (offset counts halves), else float
+  bool half = false;  // kWeight: stored as IEEE half (offset counts halves), else float
 };
 
 class EmitContext {
@@ -32,7 +32,11 @@ class EmitContext {
   // would only make nvcc slower: such slots live in local memory whatever the indices).
   EmitContext(const ir::Graph& g, const ir::Node& n, int64_t opset, bool register_slots,
               std::function<Expected<Loc>(int value)> locate)
-      : graph_(g), node_(n), opset_(opset), locate_(std::move(locate)), registers_(register_slots),
+      : graph_(g),
+        node_(n),
+        opset_(opset),
+        locate_(std::move(locate)),
+        registers_(register_slots),
         unroll_(register_slots) {}
 
   const ir::Graph& graph() const { return graph_; }
@@ -40,12 +44,16 @@ class EmitContext {
   int64_t opset() const { return opset_; }
   int num_inputs() const { return static_cast<int>(node_.inputs.size()); }
   bool has_input(int i) const { return i >= 0 && i < num_inputs() && node_.inputs[i] >= 0; }
-  bool has_output(int i) const { return i >= 0 && i < static_cast<int>(node_.outputs.size()) && node_.outputs[i] >= 0; }
+  bool has_output(int i) const {
+    return i >= 0 && i < static_cast<int>(node_.outputs.size()) && node_.outputs[i] >= 0;
+  }
   const Dims& input_dims(int i) const { return graph_.values[node_.inputs[i]].type.dims; }
   const Dims& output_dims(int i) const { return graph_.values[node_.outputs[i]].type.dims; }
   // The input's data when it is a compile-time constant; nullptr otherwise.
   const Tensor* input_constant(int i) const {
-    return has_input(i) && graph_.values[node_.inputs[i]].constant ? &*graph_.values[node_.inputs[i]].constant : nullptr;
+    return has_input(i) && graph_.values[node_.inputs[i]].constant
+               ? &*graph_.values[node_.inputs[i]].constant
+               : nullptr;
   }
 
   // Element `idx` of input i as a float expression, and element `idx` of output i as an lvalue.
@@ -60,13 +68,21 @@ class EmitContext {
   void Line(const std::string& text) { body_ += std::string(2 * depth_ + 2, ' ') + text + "\n"; }
   // `for (int v = 0; v < n; ++v) {` preceded by the unroll pragma; Close() ends it.
   void For(const std::string& v, int64_t n, int64_t from = 0, int64_t step = 1);
-  void Open(const std::string& text) { Line(text + " {"); ++depth_; }
-  void Close() { --depth_; Line("}"); }
+  void Open(const std::string& text) {
+    Line(text + " {");
+    ++depth_;
+  }
+  void Close() {
+    --depth_;
+    Line("}");
+  }
   // Loops over every element of dims (size-1 axes get the index "0"); body gets the indices.
   void Nest(const Dims& dims, const std::function<void(const std::vector<std::string>&)>& body);
   // Fully unrolled loops unless the node does more than this many inner iterations (then nvcc
   // keeps the loops, and slots indexed by loop variables live in local memory).
-  void SetWork(int64_t inner_iterations) { unroll_ = registers_ && inner_iterations <= kUnrollLimit; }
+  void SetWork(int64_t inner_iterations) {
+    unroll_ = registers_ && inner_iterations <= kUnrollLimit;
+  }
   bool unrolled() const { return unroll_; }
   // fp16 / fp8: Sin, Cos and Exp through the GPU's fast intrinsics (libm on the host).
   void SetFastMath(bool on) { fast_math_ = on; }
@@ -101,6 +117,7 @@ using EmitFn = std::function<Status(EmitContext&)>;
 const EmitFn* FindEmitter(const std::string& domain, const std::string& op_type);
 
 // "i0 * 12 + i1 * 4 + 3": indices "0" and zero strides left out; "0" when nothing is left.
-std::string Flat(const std::vector<std::string>& idx, const std::vector<int64_t>& strides, int64_t base = 0);
+std::string Flat(const std::vector<std::string>& idx, const std::vector<int64_t>& strides,
+                 int64_t base = 0);
 
 }  // namespace kiln::codegen::cuda

@@ -11,7 +11,8 @@
 
 namespace kiln::codegen::cuda {
 
-std::string Flat(const std::vector<std::string>& idx, const std::vector<int64_t>& strides, int64_t base) {
+std::string Flat(const std::vector<std::string>& idx, const std::vector<int64_t>& strides,
+                 int64_t base) {
   std::string e = base ? std::to_string(base) : "";
   for (size_t k = 0; k < idx.size(); ++k) {
     if (strides[k] == 0 || idx[k] == "0") continue;
@@ -34,20 +35,23 @@ std::string Plus(const std::string& base, int64_t off) {
 Expected<std::string> EmitContext::In(int i, const std::string& idx) {
   KILN_ASSIGN_OR_RETURN(Loc l, locate_(node_.inputs[i]));
   switch (l.kind) {
-    case Loc::Kind::kSlot: return l.slot + "[" + Plus(idx, l.offset) + "]";
+    case Loc::Kind::kSlot:
+      return l.slot + "[" + Plus(idx, l.offset) + "]";
     case Loc::Kind::kWeight:
       return std::string(l.half ? "kiln_ldh(wh + " : "kiln_ld(w + ") + Plus(idx, l.offset) + ")";
-    case Loc::Kind::kSplat: return Num(l.start);
+    case Loc::Kind::kSplat:
+      return Num(l.start);
     case Loc::Kind::kArithmetic:  // exact in double, folded by the compiler once idx is constant
-      return "(float)(" + c::CNumber(DType::kFloat64, l.start) + " + " + c::CNumber(DType::kFloat64, l.step) +
-             " * (double)(" + idx + "))";
+      return "(float)(" + c::CNumber(DType::kFloat64, l.start) + " + " +
+             c::CNumber(DType::kFloat64, l.step) + " * (double)(" + idx + "))";
   }
   return Error("bad location");
 }
 
 Expected<std::string> EmitContext::Out(int i, const std::string& idx) {
   KILN_ASSIGN_OR_RETURN(Loc l, locate_(node_.outputs[i]));
-  if (l.kind != Loc::Kind::kSlot) return Error("output '" + graph_.values[node_.outputs[i]].name + "' has no slot");
+  if (l.kind != Loc::Kind::kSlot)
+    return Error("output '" + graph_.values[node_.outputs[i]].name + "' has no slot");
   return l.slot + "[" + Plus(idx, l.offset) + "]";
 }
 
@@ -59,11 +63,12 @@ Expected<std::string> EmitContext::In4(int i, const std::string& idx) {
 
 void EmitContext::For(const std::string& v, int64_t n, int64_t from, int64_t step) {
   Line(unroll_ ? "KILN_UNROLL" : "KILN_NO_UNROLL");
-  Open("for (int " + v + " = " + std::to_string(from) + "; " + v + " < " + std::to_string(n) + "; " + v +
-       (step == 1 ? " += 1" : " += " + std::to_string(step)) + ")");
+  Open("for (int " + v + " = " + std::to_string(from) + "; " + v + " < " + std::to_string(n) +
+       "; " + v + (step == 1 ? " += 1" : " += " + std::to_string(step)) + ")");
 }
 
-void EmitContext::Nest(const Dims& dims, const std::function<void(const std::vector<std::string>&)>& body) {
+void EmitContext::Nest(const Dims& dims,
+                       const std::function<void(const std::vector<std::string>&)>& body) {
   std::vector<std::string> idx;
   int opened = 0;
   for (int64_t d : dims) {
@@ -97,12 +102,15 @@ std::vector<int64_t> BroadcastStrides(const Dims& in, const Dims& out) {
 }
 
 Status RejectBatchAxis(EmitContext& ctx, int64_t axis, const char* what) {
-  if (axis == 0) return ctx.error(std::string(what) + " over axis 0 (the batch) mixes samples, which a per-thread kernel cannot do");
+  if (axis == 0)
+    return ctx.error(std::string(what) +
+                     " over axis 0 (the batch) mixes samples, which a per-thread kernel cannot do");
   return OkStatus();
 }
 
 // out = f(in...) element by element with broadcasting.
-Status EmitMap(EmitContext& ctx, const std::function<Expected<std::string>(const std::vector<std::string>&)>& f) {
+Status EmitMap(EmitContext& ctx,
+               const std::function<Expected<std::string>(const std::vector<std::string>&)>& f) {
   const Dims& od = ctx.output_dims(0);
   Status st = OkStatus();
   ctx.Nest(od, [&](const std::vector<std::string>& idx) {
@@ -110,13 +118,19 @@ Status EmitMap(EmitContext& ctx, const std::function<Expected<std::string>(const
     for (int i = 0; i < ctx.num_inputs() && st.ok(); ++i) {
       if (!ctx.has_input(i)) continue;
       auto a = ctx.In(i, Flat(idx, BroadcastStrides(ctx.input_dims(i), od)));
-      if (!a.ok()) { st = a.status(); return; }
+      if (!a.ok()) {
+        st = a.status();
+        return;
+      }
       args.push_back(*a);
     }
     if (!st.ok()) return;
     auto v = f(args);
     auto o = ctx.Out(0, Flat(idx, Strides(od)));
-    if (!v.ok() || !o.ok()) { st = !v.ok() ? v.status() : o.status(); return; }
+    if (!v.ok() || !o.ok()) {
+      st = !v.ok() ? v.status() : o.status();
+      return;
+    }
     ctx.Line(*o + " = " + *v + ";");
   });
   return st;
@@ -127,28 +141,38 @@ Status EmitUnary(EmitContext& ctx) {
       {"Sin", "kiln_fast_sinf"}, {"Cos", "kiln_fast_cosf"}, {"Exp", "kiln_fast_expf"}};
   auto f = fast.find(ctx.node().op_type);
   if (ctx.fast_math() && f != fast.end())
-    return EmitMap(ctx, [&](const std::vector<std::string>& a) -> Expected<std::string> { return f->second + "(" + a[0] + ")"; });
+    return EmitMap(ctx, [&](const std::vector<std::string>& a) -> Expected<std::string> {
+      return f->second + "(" + a[0] + ")";
+    });
   c::NodeContext cctx(ctx.graph(), ctx.node(), ctx.opset());
-  return EmitMap(ctx, [&](const std::vector<std::string>& a) { return c::UnaryExpr(cctx, DType::kFloat32, a[0]); });
+  return EmitMap(ctx, [&](const std::vector<std::string>& a) {
+    return c::UnaryExpr(cctx, DType::kFloat32, a[0]);
+  });
 }
 
-Status EmitGather(EmitContext& ctx, const std::function<std::string(const std::vector<std::string>&)>& src);
+Status EmitGather(EmitContext& ctx,
+                  const std::function<std::string(const std::vector<std::string>&)>& src);
 
 // Reshape & co when the planner could not make them views: a flat copy of input 0 (the other
 // inputs are shapes and axes, used at compile time).
 Status EmitCopy(EmitContext& ctx) {
   const Dims& od = ctx.output_dims(0);
-  return EmitGather(ctx, [&](const std::vector<std::string>& idx) { return Flat(idx, Strides(od)); });
+  return EmitGather(ctx,
+                    [&](const std::vector<std::string>& idx) { return Flat(idx, Strides(od)); });
 }
 
 Status EmitBinary(EmitContext& ctx, const std::string& op) {
   return EmitMap(ctx, [&](const std::vector<std::string>& a) -> Expected<std::string> {
     std::string acc = a[0];
     for (size_t k = 1; k < a.size(); ++k) {
-      if (op == "Max") acc = "fmaxf(" + acc + ", " + a[k] + ")";
-      else if (op == "Min") acc = "fminf(" + acc + ", " + a[k] + ")";
-      else if (op == "Pow") acc = "powf(" + acc + ", " + a[k] + ")";
-      else acc = "(" + acc + " " + op + " " + a[k] + ")";
+      if (op == "Max")
+        acc = "fmaxf(" + acc + ", " + a[k] + ")";
+      else if (op == "Min")
+        acc = "fminf(" + acc + ", " + a[k] + ")";
+      else if (op == "Pow")
+        acc = "powf(" + acc + ", " + a[k] + ")";
+      else
+        acc = "(" + acc + " " + op + " " + a[k] + ")";
     }
     return acc;
   });
@@ -172,7 +196,10 @@ Status EmitClip(EmitContext& ctx) {
   ctx.Nest(od, [&](const std::vector<std::string>& idx) {
     auto a = ctx.In(0, Flat(idx, Strides(od)));
     auto o = ctx.Out(0, Flat(idx, Strides(od)));
-    if (!a.ok() || !o.ok()) { st = Error("clip location"); return; }
+    if (!a.ok() || !o.ok()) {
+      st = Error("clip location");
+      return;
+    }
     std::string v = *a;
     if (std::isfinite(lo)) v = "fmaxf(" + v + ", " + Num(lo) + ")";
     if (std::isfinite(hi)) v = "fminf(" + v + ", " + Num(hi) + ")";
@@ -183,11 +210,14 @@ Status EmitClip(EmitContext& ctx) {
 
 // y[b, m, n] = sum_k a[b, m, k] * b[b, k, n] (+ bias), with batch axes broadcast. A weight B of
 // rank 2 whose rows are a multiple of 4 is read a float4 at a time into the output row.
-Status EmitMatMulCore(EmitContext& ctx, bool trans_a, bool trans_b, double alpha, double beta, int bias_input) {
+Status EmitMatMulCore(EmitContext& ctx, bool trans_a, bool trans_b, double alpha, double beta,
+                      int bias_input) {
   Dims ad = ctx.input_dims(0), bd = ctx.input_dims(1);
   const Dims& od = ctx.output_dims(0);
-  if (ad.size() < 2 || bd.size() < 2) return ctx.error("MatMul with a 1-D operand is not supported by --target cuda");
-  int64_t M = trans_a ? ad[ad.size() - 1] : ad[ad.size() - 2], K = trans_a ? ad[ad.size() - 2] : ad[ad.size() - 1];
+  if (ad.size() < 2 || bd.size() < 2)
+    return ctx.error("MatMul with a 1-D operand is not supported by --target cuda");
+  int64_t M = trans_a ? ad[ad.size() - 1] : ad[ad.size() - 2],
+          K = trans_a ? ad[ad.size() - 2] : ad[ad.size() - 1];
   int64_t N = trans_b ? bd[bd.size() - 2] : bd[bd.size() - 1];
   ctx.SetWork(NumElements(od) * K);
   Dims batch(od.begin(), od.end() - 2);
@@ -220,7 +250,9 @@ Status EmitMatMulCore(EmitContext& ctx, bool trans_a, bool trans_b, double alpha
   bool weight_b = !probe.empty();
   ctx.Nest(batch, [&](const std::vector<std::string>& bi) {
     std::string ab = Flat(bi, as), bb = Flat(bi, bs), ob = Flat(bi, os);
-    auto fail = [&](const Status& s) { if (st.ok()) st = s; };
+    auto fail = [&](const Status& s) {
+      if (st.ok()) st = s;
+    };
     if (weight_b && vec_rows) {
       // The output row accumulates a[m, k] * B[k, :] a float4 at a time.
       std::string m = ctx.Var();
@@ -304,18 +336,23 @@ Status EmitMatMul(EmitContext& ctx) { return EmitMatMulCore(ctx, false, false, 1
 
 Status EmitGemm(EmitContext& ctx) {
   const ir::Node& n = ctx.node();
-  return EmitMatMulCore(ctx, n.attr_int("transA", 0) != 0, n.attr_int("transB", 0) != 0, n.attr_float("alpha", 1),
-                        n.attr_float("beta", 1), ctx.has_input(2) ? 2 : -1);
+  return EmitMatMulCore(ctx, n.attr_int("transA", 0) != 0, n.attr_int("transB", 0) != 0,
+                        n.attr_float("alpha", 1), n.attr_float("beta", 1),
+                        ctx.has_input(2) ? 2 : -1);
 }
 
 // Copies every element of the output from the input element `src(idx)` gives.
-Status EmitGather(EmitContext& ctx, const std::function<std::string(const std::vector<std::string>&)>& src) {
+Status EmitGather(EmitContext& ctx,
+                  const std::function<std::string(const std::vector<std::string>&)>& src) {
   const Dims& od = ctx.output_dims(0);
   Status st = OkStatus();
   ctx.Nest(od, [&](const std::vector<std::string>& idx) {
     auto a = ctx.In(0, src(idx));
     auto o = ctx.Out(0, Flat(idx, Strides(od)));
-    if (!a.ok() || !o.ok()) { st = !a.ok() ? a.status() : o.status(); return; }
+    if (!a.ok() || !o.ok()) {
+      st = !a.ok() ? a.status() : o.status();
+      return;
+    }
     ctx.Line(*o + " = " + *a + ";");
   });
   return st;
@@ -326,7 +363,10 @@ Status EmitTranspose(EmitContext& ctx) {
   std::vector<int64_t> perm = ctx.node().attr_ints("perm");
   if (perm.empty())
     for (size_t k = 0; k < id.size(); ++k) perm.insert(perm.begin(), static_cast<int64_t>(k));
-  if (perm[0] != 0) return ctx.error("a Transpose that moves axis 0 (the batch) mixes samples, which a per-thread kernel cannot do");
+  if (perm[0] != 0)
+    return ctx.error(
+        "a Transpose that moves axis 0 (the batch) mixes samples, which a per-thread kernel cannot "
+        "do");
   std::vector<int64_t> is = Strides(id), ps;
   for (int64_t p : perm) ps.push_back(id[p] == 1 ? 0 : is[p]);
   return EmitGather(ctx, [&](const std::vector<std::string>& idx) { return Flat(idx, ps); });
@@ -337,17 +377,21 @@ Status EmitTile(EmitContext& ctx) {
     const Tensor* t = ctx.input_constant(1);
     if (!t) return ctx.error("Tile repeats must be a constant");
     std::vector<int64_t> v;
-    for (int64_t i = 0; i < t->size(); ++i) v.push_back(static_cast<int64_t>(c::ElementAsDouble(*t, i)));
+    for (int64_t i = 0; i < t->size(); ++i)
+      v.push_back(static_cast<int64_t>(c::ElementAsDouble(*t, i)));
     return v;
   }());
-  if (!reps.empty() && reps[0] != 1) return ctx.error("a Tile that repeats axis 0 (the batch) mixes samples");
+  if (!reps.empty() && reps[0] != 1)
+    return ctx.error("a Tile that repeats axis 0 (the batch) mixes samples");
   const Dims& id = ctx.input_dims(0);
   std::vector<int64_t> is = Strides(id);
   return EmitGather(ctx, [&](const std::vector<std::string>& idx) {
     std::vector<std::string> ii;
     std::vector<int64_t> s;
     for (size_t k = 0; k < idx.size(); ++k) {
-      ii.push_back(id[k] == 1 || idx[k] == "0" ? "0" : reps[k] == 1 ? idx[k] : "(" + idx[k] + " % " + std::to_string(id[k]) + ")");
+      ii.push_back(id[k] == 1 || idx[k] == "0" ? "0"
+                   : reps[k] == 1              ? idx[k]
+                                  : "(" + idx[k] + " % " + std::to_string(id[k]) + ")");
       s.push_back(is[k]);
     }
     return Flat(ii, s);
@@ -362,7 +406,8 @@ Status EmitSlice(EmitContext& ctx) {
     const Tensor* t = ctx.input_constant(i);
     if (!t) return ctx.error("Slice bounds must be constants");
     std::vector<int64_t> v;
-    for (int64_t k = 0; k < t->size(); ++k) v.push_back(static_cast<int64_t>(c::ElementAsDouble(*t, k)));
+    for (int64_t k = 0; k < t->size(); ++k)
+      v.push_back(static_cast<int64_t>(c::ElementAsDouble(*t, k)));
     return v;
   };
   if (ctx.opset() < 10) {
@@ -410,12 +455,16 @@ Status EmitConcat(EmitContext& ctx) {
     at += id[axis];
     KILN_ASSIGN_OR_RETURN(Loc il, ctx.InLoc(i));
     // The planner may have produced this input in its place in the output already.
-    if (il.kind == Loc::Kind::kSlot && il.slot == ol.slot && il.offset == ol.offset + base) continue;
+    if (il.kind == Loc::Kind::kSlot && il.slot == ol.slot && il.offset == ol.offset + base)
+      continue;
     Status st = OkStatus();
     ctx.Nest(id, [&](const std::vector<std::string>& idx) {
       auto a = ctx.In(i, Flat(idx, Strides(id)));
       auto o = ctx.Out(0, Flat(idx, os, base));
-      if (!a.ok() || !o.ok()) { st = !a.ok() ? a.status() : o.status(); return; }
+      if (!a.ok() || !o.ok()) {
+        st = !a.ok() ? a.status() : o.status();
+        return;
+      }
       ctx.Line(*o + " = " + *a + ";");
     });
     KILN_RETURN_IF_ERROR(st);
@@ -432,9 +481,12 @@ Rows RowsOf(const Dims& d, int64_t axis, bool to_end) {
   Rows r;
   for (size_t k = 0; k < d.size(); ++k) {
     int64_t kk = static_cast<int64_t>(k);
-    if (kk < axis) r.outer *= d[k];
-    else if (kk == axis || to_end) r.len *= d[k];
-    else r.inner *= d[k];
+    if (kk < axis)
+      r.outer *= d[k];
+    else if (kk == axis || to_end)
+      r.len *= d[k];
+    else
+      r.inner *= d[k];
   }
   return r;
 }
@@ -448,8 +500,12 @@ Status EmitSoftmax(EmitContext& ctx, const std::string& op) {
   ctx.SetWork(NumElements(d) * 3);
   Status st = OkStatus();
   ctx.Nest({r.outer, r.inner}, [&](const std::vector<std::string>& oi) {
-    auto at = [&](const std::string& k) { return Flat({oi[0], k, oi[1]}, {r.len * r.inner, r.inner, 1}); };
-    auto fail = [&](const Status& s) { if (st.ok()) st = s; };
+    auto at = [&](const std::string& k) {
+      return Flat({oi[0], k, oi[1]}, {r.len * r.inner, r.inner, 1});
+    };
+    auto fail = [&](const Status& s) {
+      if (st.ok()) st = s;
+    };
     std::string mx = ctx.Temp(), sum = ctx.Temp(), k = ctx.Var();
     auto x0 = ctx.In(0, at("0"));
     if (!x0.ok()) return fail(x0.status());
@@ -494,7 +550,9 @@ Status EmitLayerNorm(EmitContext& ctx) {
   Dims tail(d.begin() + axis, d.end());
   Status st = OkStatus();
   ctx.Nest({r.outer}, [&](const std::vector<std::string>& oi) {
-    auto fail = [&](const Status& s) { if (st.ok()) st = s; };
+    auto fail = [&](const Status& s) {
+      if (st.ok()) st = s;
+    };
     std::string row = oi[0] == "0" ? "" : oi[0] + " * " + std::to_string(r.len) + " + ";
     std::string mean = ctx.Temp(), var = ctx.Temp(), inv = ctx.Temp();
     ctx.Line("float " + mean + " = 0.0f, " + var + " = 0.0f;");
@@ -511,7 +569,8 @@ Status EmitLayerNorm(EmitContext& ctx) {
     if (!x2.ok()) return fail(x2.status());
     ctx.Line("{ const float dx = " + *x2 + " - " + mean + "; " + var + " += dx * dx; }");
     ctx.Close();
-    ctx.Line("const float " + inv + " = 1.0f / sqrtf(" + var + " / " + Num(static_cast<double>(r.len)) + " + " + Num(eps) + ");");
+    ctx.Line("const float " + inv + " = 1.0f / sqrtf(" + var + " / " +
+             Num(static_cast<double>(r.len)) + " + " + Num(eps) + ");");
     std::string k3 = ctx.Var();
     ctx.For(k3, r.len);
     auto x3 = ctx.In(0, row + k3);
@@ -527,7 +586,8 @@ Status EmitLayerNorm(EmitContext& ctx) {
     ctx.Line(*o + " = " + v + ";");
     ctx.Close();
   });
-  if (NumElements(ctx.input_dims(1)) != r.len) return ctx.error("LayerNormalization scale must have the normalized dims");
+  if (NumElements(ctx.input_dims(1)) != r.len)
+    return ctx.error("LayerNormalization scale must have the normalized dims");
   return st;
 }
 
@@ -542,7 +602,8 @@ Status EmitConv(EmitContext& ctx) {
   if (xd.size() != 4) return ctx.error("only 1-D and 2-D Conv are supported by --target cuda");
   const ir::Node& n = ctx.node();
   std::string ap = n.attr_string("auto_pad", "NOTSET");
-  if (ap != "NOTSET" && ap != "VALID") return ctx.error("Conv auto_pad " + ap + " is not supported by --target cuda");
+  if (ap != "NOTSET" && ap != "VALID")
+    return ctx.error("Conv auto_pad " + ap + " is not supported by --target cuda");
   bool one_d = ctx.input_dims(0).size() == 3;
   auto two = [&](const char* key, int64_t def) {
     std::vector<int64_t> v = n.attr_ints(key);
@@ -556,7 +617,8 @@ Status EmitConv(EmitContext& ctx) {
     dl.insert(dl.begin(), 1);
     pads = {0, pads[0], 0, pads[1]};
   }
-  int64_t group = n.attr_int("group", 1), C = xd[1], H = xd[2], W = xd[3], M = od[1], OH = od[2], OW = od[3];
+  int64_t group = n.attr_int("group", 1), C = xd[1], H = xd[2], W = xd[3], M = od[1], OH = od[2],
+          OW = od[3];
   int64_t CG = C / group, MG = M / group, KH = wd[2], KW = wd[3];
   ctx.SetWork(NumElements(od) * CG * KH * KW);
   std::string m = ctx.Var(), oh = ctx.Var(), ow = ctx.Var(), acc = ctx.Temp();
@@ -573,13 +635,17 @@ Status EmitConv(EmitContext& ctx) {
   ctx.For(c, CG);
   ctx.For(kh, KH);
   ctx.For(kw, KW);
-  std::string ih = "(" + oh + " * " + std::to_string(st[0]) + " - " + std::to_string(pads[0]) + " + " + kh + " * " + std::to_string(dl[0]) + ")";
-  std::string iw = "(" + ow + " * " + std::to_string(st[1]) + " - " + std::to_string(pads[1]) + " + " + kw + " * " + std::to_string(dl[1]) + ")";
-  std::string ic = "(" + m + " / " + std::to_string(MG) + " * " + std::to_string(CG) + " + " + c + ")";
-  KILN_TRY(x, ctx.In(0, ic + " * " + std::to_string(H * W) + " + " + ih + " * " + std::to_string(W) + " + " + iw));
+  std::string ih = "(" + oh + " * " + std::to_string(st[0]) + " - " + std::to_string(pads[0]) +
+                   " + " + kh + " * " + std::to_string(dl[0]) + ")";
+  std::string iw = "(" + ow + " * " + std::to_string(st[1]) + " - " + std::to_string(pads[1]) +
+                   " + " + kw + " * " + std::to_string(dl[1]) + ")";
+  std::string ic =
+      "(" + m + " / " + std::to_string(MG) + " * " + std::to_string(CG) + " + " + c + ")";
+  KILN_TRY(x, ctx.In(0, ic + " * " + std::to_string(H * W) + " + " + ih + " * " +
+                            std::to_string(W) + " + " + iw));
   KILN_TRY(w, ctx.In(1, Flat({m, c, kh, kw}, {CG * KH * KW, KH * KW, KW, 1})));
-  ctx.Line("if (" + ih + " >= 0 && " + ih + " < " + std::to_string(H) + " && " + iw + " >= 0 && " + iw + " < " +
-           std::to_string(W) + ") " + acc + " += " + x + " * " + w + ";");
+  ctx.Line("if (" + ih + " >= 0 && " + ih + " < " + std::to_string(H) + " && " + iw + " >= 0 && " +
+           iw + " < " + std::to_string(W) + ") " + acc + " += " + x + " * " + w + ";");
   ctx.Close();
   ctx.Close();
   ctx.Close();
@@ -600,11 +666,14 @@ Status EmitPool(EmitContext& ctx, const std::string& op) {
   int64_t C = xd[1], H = xd[2], W = xd[3], OH = od[2], OW = od[3];
   std::vector<int64_t> k = global ? std::vector<int64_t>{H, W} : n.attr_ints("kernel_shape");
   std::vector<int64_t> st = global ? std::vector<int64_t>{1, 1} : n.attr_ints("strides", {1, 1});
-  std::vector<int64_t> pads = global ? std::vector<int64_t>{0, 0, 0, 0} : n.attr_ints("pads", {0, 0, 0, 0});
+  std::vector<int64_t> pads =
+      global ? std::vector<int64_t>{0, 0, 0, 0} : n.attr_ints("pads", {0, 0, 0, 0});
   std::vector<int64_t> dl = global ? std::vector<int64_t>{1, 1} : n.attr_ints("dilations", {1, 1});
   std::string ap = n.attr_string("auto_pad", "NOTSET");
-  if (ap != "NOTSET" && ap != "VALID") return ctx.error(op + " auto_pad " + ap + " is not supported by --target cuda");
-  if (ctx.has_output(1)) return ctx.error("MaxPool's Indices output is not supported by --target cuda");
+  if (ap != "NOTSET" && ap != "VALID")
+    return ctx.error(op + " auto_pad " + ap + " is not supported by --target cuda");
+  if (ctx.has_output(1))
+    return ctx.error("MaxPool's Indices output is not supported by --target cuda");
   bool include_pad = n.attr_int("count_include_pad", 0) != 0;
   ctx.SetWork(NumElements(od) * k[0] * k[1]);
   std::string c = ctx.Var(), oh = ctx.Var(), ow = ctx.Var(), acc = ctx.Temp(), cnt = ctx.Temp();
@@ -617,14 +686,19 @@ Status EmitPool(EmitContext& ctx, const std::string& op) {
   std::string kh = ctx.Var(), kw = ctx.Var();
   ctx.For(kh, k[0]);
   ctx.For(kw, k[1]);
-  std::string ih = "(" + oh + " * " + std::to_string(st[0]) + " - " + std::to_string(pads[0]) + " + " + kh + " * " + std::to_string(dl[0]) + ")";
-  std::string iw = "(" + ow + " * " + std::to_string(st[1]) + " - " + std::to_string(pads[1]) + " + " + kw + " * " + std::to_string(dl[1]) + ")";
-  KILN_TRY(x, ctx.In(0, c + " * " + std::to_string(H * W) + " + " + ih + " * " + std::to_string(W) + " + " + iw));
-  std::string inside = ih + " >= 0 && " + ih + " < " + std::to_string(H) + " && " + iw + " >= 0 && " + iw + " < " + std::to_string(W);
+  std::string ih = "(" + oh + " * " + std::to_string(st[0]) + " - " + std::to_string(pads[0]) +
+                   " + " + kh + " * " + std::to_string(dl[0]) + ")";
+  std::string iw = "(" + ow + " * " + std::to_string(st[1]) + " - " + std::to_string(pads[1]) +
+                   " + " + kw + " * " + std::to_string(dl[1]) + ")";
+  KILN_TRY(x, ctx.In(0, c + " * " + std::to_string(H * W) + " + " + ih + " * " + std::to_string(W) +
+                            " + " + iw));
+  std::string inside = ih + " >= 0 && " + ih + " < " + std::to_string(H) + " && " + iw +
+                       " >= 0 && " + iw + " < " + std::to_string(W);
   if (is_max) {
     ctx.Line("if (" + inside + ") " + acc + " = fmaxf(" + acc + ", " + x + ");");
   } else {
-    ctx.Line("if (" + inside + ") { " + acc + " += " + x + ";" + (count ? " ++" + cnt + ";" : "") + " }");
+    ctx.Line("if (" + inside + ") { " + acc + " += " + x + ";" + (count ? " ++" + cnt + ";" : "") +
+             " }");
   }
   ctx.Close();
   ctx.Close();
@@ -633,7 +707,8 @@ Status EmitPool(EmitContext& ctx, const std::string& op) {
     ctx.Line(o + " = " + acc + ";");
   } else if (include_pad || global) {
     // Taps inside the padded input count (all taps for a global pool).
-    std::string total = global ? Num(static_cast<double>(H * W)) : "(float)" + std::to_string(k[0] * k[1]);
+    std::string total =
+        global ? Num(static_cast<double>(H * W)) : "(float)" + std::to_string(k[0] * k[1]);
     ctx.Line(o + " = " + acc + " / " + total + ";");
   } else {
     ctx.Line(o + " = " + acc + " / (float)" + cnt + ";");
@@ -654,22 +729,29 @@ Status EmitReduce(EmitContext& ctx, const std::string& op) {
     const Tensor* t = ctx.input_constant(1);
     if (!t) return ctx.error(op + " axes must be a constant");
     axes.clear();
-    for (int64_t k = 0; k < t->size(); ++k) axes.push_back(static_cast<int64_t>(c::ElementAsDouble(*t, k)));
+    for (int64_t k = 0; k < t->size(); ++k)
+      axes.push_back(static_cast<int64_t>(c::ElementAsDouble(*t, k)));
   }
   std::vector<bool> reduced(d.size(), axes.empty() && n.attr_int("noop_with_empty_axes", 0) == 0);
   for (int64_t a : axes) reduced[Axis(a, d.size())] = true;
-  if (!d.empty() && reduced[0]) return ctx.error("a " + op + " over axis 0 (the batch) mixes samples, which a per-thread kernel cannot do");
+  if (!d.empty() && reduced[0])
+    return ctx.error("a " + op +
+                     " over axis 0 (the batch) mixes samples, which a per-thread kernel cannot do");
   Dims kept = d, inner = d;
   int64_t count = 1;
   for (size_t k = 0; k < d.size(); ++k) {
-    if (reduced[k]) kept[k] = 1, count *= d[k];
-    else inner[k] = 1;
+    if (reduced[k])
+      kept[k] = 1, count *= d[k];
+    else
+      inner[k] = 1;
   }
   ctx.SetWork(NumElements(d) * (op == "ReduceLogSumExp" ? 2 : 1));
   std::vector<int64_t> is = Strides(d), ks = Strides(kept);
   Status st = OkStatus();
   ctx.Nest(kept, [&](const std::vector<std::string>& outer) {
-    auto fail = [&](const Status& e) { if (st.ok()) st = e; };
+    auto fail = [&](const Status& e) {
+      if (st.ok()) st = e;
+    };
     std::string acc = ctx.Temp(), mx = ctx.Temp();
     auto pass = [&](const std::function<std::string(const std::string&)>& update) {
       ctx.Nest(inner, [&](const std::vector<std::string>& in) {
@@ -684,22 +766,30 @@ Status EmitReduce(EmitContext& ctx, const std::string& op) {
       ctx.Line("float " + mx + " = -INFINITY;");
       pass([&](const std::string& x) { return mx + " = fmaxf(" + mx + ", " + x + ");"; });
     }
-    std::string init = op == "ReduceMax" ? "-INFINITY" : op == "ReduceMin" ? "INFINITY" : op == "ReduceProd" ? "1.0f" : "0.0f";
+    std::string init = op == "ReduceMax"    ? "-INFINITY"
+                       : op == "ReduceMin"  ? "INFINITY"
+                       : op == "ReduceProd" ? "1.0f"
+                                            : "0.0f";
     ctx.Line("float " + acc + " = " + init + ";");
     pass([&](const std::string& x) {
       if (op == "ReduceMax") return acc + " = fmaxf(" + acc + ", " + x + ");";
       if (op == "ReduceMin") return acc + " = fminf(" + acc + ", " + x + ");";
       if (op == "ReduceProd") return acc + " *= " + x + ";";
-      if (op == "ReduceSumSquare" || op == "ReduceL2") return "{ const float v = " + x + "; " + acc + " += v * v; }";
+      if (op == "ReduceSumSquare" || op == "ReduceL2")
+        return "{ const float v = " + x + "; " + acc + " += v * v; }";
       if (op == "ReduceL1") return acc + " += fabsf(" + x + ");";
       if (op == "ReduceLogSumExp") return acc + " += expf(" + x + " - " + mx + ");";
       return acc + " += " + x + ";";
     });
     std::string r = acc;
-    if (op == "ReduceMean") r = acc + " / " + Num(static_cast<double>(count));
-    else if (op == "ReduceL2") r = "sqrtf(" + acc + ")";
-    else if (op == "ReduceLogSum") r = "logf(" + acc + ")";
-    else if (op == "ReduceLogSumExp") r = mx + " + logf(" + acc + ")";
+    if (op == "ReduceMean")
+      r = acc + " / " + Num(static_cast<double>(count));
+    else if (op == "ReduceL2")
+      r = "sqrtf(" + acc + ")";
+    else if (op == "ReduceLogSum")
+      r = "logf(" + acc + ")";
+    else if (op == "ReduceLogSumExp")
+      r = mx + " + logf(" + acc + ")";
     auto o = ctx.Out(0, Flat(outer, ks));
     if (!o.ok()) return fail(o.status());
     ctx.Line(*o + " = " + r + ";");
@@ -710,14 +800,19 @@ Status EmitReduce(EmitContext& ctx, const std::string& op) {
 const std::map<std::string, EmitFn>& Emitters() {
   static const auto* m = [] {
     auto* r = new std::map<std::string, EmitFn>;
-    for (const char* op : {"Relu", "Sigmoid", "Tanh", "LeakyRelu", "Softplus", "Gelu", "Erf", "Exp", "Log", "Sqrt",
-                           "Sin", "Cos", "Neg", "Abs", "Elu", "HardSigmoid", "HardSwish", "Reciprocal", "Softsign",
-                           "Mish", "Swish", "Selu", "Celu", "Floor", "Ceil", "Tan", "Atan"})
+    for (const char* op :
+         {"Relu", "Sigmoid",     "Tanh",      "LeakyRelu",  "Softplus", "Gelu", "Erf",
+          "Exp",  "Log",         "Sqrt",      "Sin",        "Cos",      "Neg",  "Abs",
+          "Elu",  "HardSigmoid", "HardSwish", "Reciprocal", "Softsign", "Mish", "Swish",
+          "Selu", "Celu",        "Floor",     "Ceil",       "Tan",      "Atan"})
       (*r)[op] = EmitUnary;
-    for (const char* op : {"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze"}) (*r)[op] = EmitCopy;
-    const std::map<std::string, std::string> binary = {{"Add", "+"}, {"Sub", "-"}, {"Mul", "*"}, {"Div", "/"},
-                                                       {"Pow", "Pow"}, {"Max", "Max"}, {"Min", "Min"}, {"Sum", "+"}};
-    for (const auto& [op, sym] : binary) (*r)[op] = [sym = sym](EmitContext& ctx) { return EmitBinary(ctx, sym); };
+    for (const char* op : {"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze"})
+      (*r)[op] = EmitCopy;
+    const std::map<std::string, std::string> binary = {
+        {"Add", "+"},   {"Sub", "-"},   {"Mul", "*"},   {"Div", "/"},
+        {"Pow", "Pow"}, {"Max", "Max"}, {"Min", "Min"}, {"Sum", "+"}};
+    for (const auto& [op, sym] : binary)
+      (*r)[op] = [sym = sym](EmitContext& ctx) { return EmitBinary(ctx, sym); };
     (*r)["Clip"] = EmitClip;
     (*r)["MatMul"] = EmitMatMul;
     (*r)["Gemm"] = EmitGemm;
@@ -729,8 +824,9 @@ const std::map<std::string, EmitFn>& Emitters() {
     (*r)["LogSoftmax"] = [](EmitContext& ctx) { return EmitSoftmax(ctx, "LogSoftmax"); };
     (*r)["LayerNormalization"] = EmitLayerNorm;
     (*r)["Conv"] = EmitConv;
-    for (const char* op : {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceSumSquare",
-                           "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp"})
+    for (const char* op :
+         {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceSumSquare",
+          "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp"})
       (*r)[op] = [op = std::string(op)](EmitContext& ctx) { return EmitReduce(ctx, op); };
     for (const char* op : {"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"})
       (*r)[op] = [op = std::string(op)](EmitContext& ctx) { return EmitPool(ctx, op); };

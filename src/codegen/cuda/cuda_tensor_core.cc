@@ -20,7 +20,9 @@ constexpr int64_t kMaxPadded = 1024;      // K and N; larger tiles exceed shared
 // Multiply-adds of a matrix node (0 for other ops); the sum is the share tensor cores can take.
 int64_t MatrixMacs(const ir::Graph& g, const ir::Node& n) {
   if (n.op_type != "MatMul" && n.op_type != "Gemm" && n.op_type != "Conv") return 0;
-  if (n.inputs.size() < 2 || n.inputs[0] < 0 || n.inputs[1] < 0 || n.outputs.empty() || n.outputs[0] < 0) return 0;
+  if (n.inputs.size() < 2 || n.inputs[0] < 0 || n.inputs[1] < 0 || n.outputs.empty() ||
+      n.outputs[0] < 0)
+    return 0;
   const Dims& out = g.values[n.outputs[0]].type.dims;
   const Dims& a = g.values[n.inputs[0]].type.dims;
   const Dims& b = g.values[n.inputs[1]].type.dims;
@@ -34,8 +36,11 @@ int64_t MatrixMacs(const ir::Graph& g, const ir::Node& n) {
 bool Eligible(const ir::Graph& g, int index, TensorCoreLayer* layer) {
   const ir::Node& n = g.nodes[index];
   bool gemm = n.op_type == "Gemm";
-  if ((n.op_type != "MatMul" && !gemm) || !(n.domain.empty() || n.domain == "ai.onnx")) return false;
-  if (n.inputs.size() < 2 || n.inputs[0] < 0 || n.inputs[1] < 0 || n.outputs.empty() || n.outputs[0] < 0) return false;
+  if ((n.op_type != "MatMul" && !gemm) || !(n.domain.empty() || n.domain == "ai.onnx"))
+    return false;
+  if (n.inputs.size() < 2 || n.inputs[0] < 0 || n.inputs[1] < 0 || n.outputs.empty() ||
+      n.outputs[0] < 0)
+    return false;
   const ir::Value& a = g.values[n.inputs[0]];
   const ir::Value& b = g.values[n.inputs[1]];
   if (a.constant || !b.constant || b.type.dims.size() != 2 || a.type.dims.size() < 2) return false;
@@ -69,7 +74,9 @@ std::string Int(int64_t v) { return std::to_string(v); }
 
 // "(KILN_LANE_ROW(L) * rows + m) * ld + col": a lane's row of a tile.
 std::string TileAt(const char* tile, const TensorCoreLayer& l, int64_t m, int64_t ld, int64_t col) {
-  std::string row = l.rows == 1 ? "KILN_LANE_ROW(L)" : "(KILN_LANE_ROW(L) * " + Int(l.rows) + (m ? " + " + Int(m) : "") + ")";
+  std::string row = l.rows == 1
+                        ? "KILN_LANE_ROW(L)"
+                        : "(KILN_LANE_ROW(L) * " + Int(l.rows) + (m ? " + " + Int(m) : "") + ")";
   return std::string(tile) + " + " + row + " * " + Int(ld) + (col ? " + " + Int(col) : "");
 }
 
@@ -82,7 +89,8 @@ TensorCorePlan PlanTensorCores(const ir::Graph& g) {
     p.total_macs += MatrixMacs(g, g.nodes[i]);
     TensorCoreLayer l;
     if (!Eligible(g, static_cast<int>(i), &l)) continue;
-    l.staged_offset = staged;  // k_pad * ldb halves: a multiple of 16, so every B is 32-byte aligned
+    l.staged_offset =
+        staged;  // k_pad * ldb halves: a multiple of 16, so every B is 32-byte aligned
     staged += l.k_pad * l.ldb;
     a_tile = std::max(a_tile, 32 * l.rows * l.lda * 2);
     c_tile = std::max(c_tile, 32 * l.rows * l.ldc * 4);
@@ -101,15 +109,16 @@ std::vector<float> PackedB(const ir::Graph& g, const TensorCoreLayer& l) {
   std::vector<float> out(static_cast<size_t>(l.k_pad * l.ldb), 0.0f);
   for (int64_t k = 0; k < l.k; ++k)
     for (int64_t n = 0; n < l.n; ++n)
-      out[k * l.ldb + n] =
-          static_cast<float>(l.alpha * c::ElementAsDouble(b, l.trans_b ? n * l.k + k : k * l.n + n));
+      out[k * l.ldb + n] = static_cast<float>(
+          l.alpha * c::ElementAsDouble(b, l.trans_b ? n * l.k + k : k * l.n + n));
   return out;
 }
 
 float E4M3ToFloat(uint8_t code) {
   int e = (code >> 3) & 15, m = code & 7;
-  float v = e == 15 && m == 7 ? NAN : e == 0 ? std::ldexp(static_cast<float>(m), -9)
-                                             : std::ldexp(static_cast<float>(8 + m), e - 10);
+  float v = e == 15 && m == 7 ? NAN
+            : e == 0          ? std::ldexp(static_cast<float>(m), -9)
+                              : std::ldexp(static_cast<float>(8 + m), e - 10);
   return (code & 0x80) ? -v : v;
 }
 
@@ -123,8 +132,9 @@ uint8_t FloatToE4M3(float f) {
   uint8_t sign = std::signbit(f) ? 0x80 : 0;
   float a = std::fabs(f);
   if (a >= values.back()) return sign | 0x7e;  // saturate at 448
-  int hi = static_cast<int>(std::upper_bound(values.begin(), values.end(), a) - values.begin());  // values[hi] > a
-  int lo = hi - 1;                                                                                // values[lo] <= a
+  int hi = static_cast<int>(std::upper_bound(values.begin(), values.end(), a) -
+                            values.begin());  // values[hi] > a
+  int lo = hi - 1;                            // values[lo] <= a
   float dl = a - values[lo], dh = values[hi] - a;
   int c = dl < dh ? lo : dh < dl ? hi : (lo % 2 == 0 ? lo : hi);  // ties to the even code
   return sign | static_cast<uint8_t>(c);
@@ -151,18 +161,21 @@ Status EmitTensorCoreGet(EmitContext& ctx, const TensorCoreLayer& l) {
   ctx.Line("/* this lane's rows of the product out of the warp's tile" +
            std::string(l.bias_input >= 0 ? ", plus the bias */" : " */"));
   std::vector<int64_t> bias_strides;
-  if (l.bias_input >= 0) bias_strides = ops::BroadcastStrides(ctx.input_dims(l.bias_input), {l.rows, l.n});
+  if (l.bias_input >= 0)
+    bias_strides = ops::BroadcastStrides(ctx.input_dims(l.bias_input), {l.rows, l.n});
   const char* lanes[] = {"x", "y", "z", "w"};
   for (int64_t m = 0; m < l.rows; ++m)
     for (int64_t n0 = 0; n0 < l.n; n0 += 4) {
       std::string t = ctx.Temp();
-      ctx.Line("const kiln_f4 " + t + " = kiln_tc_get4(" + TileAt("kiln_c", l, m, l.ldc, n0) + ");");
+      ctx.Line("const kiln_f4 " + t + " = kiln_tc_get4(" + TileAt("kiln_c", l, m, l.ldc, n0) +
+               ");");
       for (int64_t j = 0; j < 4 && n0 + j < l.n; ++j) {
         int64_t n = n0 + j;
         KILN_ASSIGN_OR_RETURN(std::string o, ctx.Out(0, Int(m * l.n + n)));
         std::string v = t + "." + lanes[j];
         if (l.bias_input >= 0) {
-          KILN_ASSIGN_OR_RETURN(std::string c, ctx.In(l.bias_input, Flat({Int(m), Int(n)}, bias_strides)));
+          KILN_ASSIGN_OR_RETURN(std::string c,
+                                ctx.In(l.bias_input, Flat({Int(m), Int(n)}, bias_strides)));
           v += l.beta == 1 ? " + " + c : " + " + c::CNumber(DType::kFloat32, l.beta) + " * " + c;
         }
         ctx.Line(o + " = " + v + ";");
@@ -172,8 +185,9 @@ Status EmitTensorCoreGet(EmitContext& ctx, const TensorCoreLayer& l) {
 }
 
 std::string TensorCoreCall(const TensorCoreLayer& l) {
-  return "kiln_tc_matmul<" + Int(2 * l.rows) + ", " + Int(l.k_pad / 16) + ", " + Int(l.n_pad / 16) + ", " +
-         Int(l.lda) + ", " + Int(l.ldb) + ", " + Int(l.ldc) + ">(kiln_a, tcw + " + Int(l.staged_offset) + ", kiln_c);";
+  return "kiln_tc_matmul<" + Int(2 * l.rows) + ", " + Int(l.k_pad / 16) + ", " + Int(l.n_pad / 16) +
+         ", " + Int(l.lda) + ", " + Int(l.ldb) + ", " + Int(l.ldc) + ">(kiln_a, tcw + " +
+         Int(l.staged_offset) + ", kiln_c);";
 }
 
 std::string TensorCoreHelpers(bool fp8) {

@@ -28,29 +28,31 @@
 namespace kiln::codegen::cuda {
 
 struct TensorCoreLayer {
-  int node = -1;  // index into graph.nodes
-  int64_t rows = 1;   // rows of A per sample (M)
+  int node = -1;     // index into graph.nodes
+  int64_t rows = 1;  // rows of A per sample (M)
   int64_t k = 0, n = 0, k_pad = 0, n_pad = 0;
   int64_t lda = 0, ldb = 0, ldc = 0;  // in elements: k_pad + 8, n_pad + 8, n_pad + 4
   bool trans_a = false, trans_b = false;
   double alpha = 1, beta = 1;
-  int bias_input = -1;            // Gemm's C
-  int64_t staged_offset = 0;      // in halves, into the block's staged weights
-  int64_t weight_byte = 0;        // where the packed B starts in the weight buffer
-  float fp8_scale = 1;            // E4M3 storage: B = code * scale
+  int bias_input = -1;        // Gemm's C
+  int64_t staged_offset = 0;  // in halves, into the block's staged weights
+  int64_t weight_byte = 0;    // where the packed B starts in the weight buffer
+  float fp8_scale = 1;        // E4M3 storage: B = code * scale
   int64_t macs() const { return rows * k * n; }
 };
 
 struct TensorCorePlan {
   std::vector<TensorCoreLayer> layers;
-  std::map<int, int> layer_of_node;  // node index -> index into layers
+  std::map<int, int> layer_of_node;           // node index -> index into layers
   int64_t eligible_macs = 0, total_macs = 0;  // of every MatMul / Gemm / Conv
-  int64_t staged_bytes = 0;   // the block's staged B, 128-byte multiple
-  int64_t a_tile_bytes = 0;   // per warp, 128-byte multiples
+  int64_t staged_bytes = 0;                   // the block's staged B, 128-byte multiple
+  int64_t a_tile_bytes = 0;                   // per warp, 128-byte multiples
   int64_t c_tile_bytes = 0;
   static constexpr int kWarpsPerBlock = 4;
   static constexpr int64_t kMaxSharedBytes = 227 * 1024;  // sm_90's dynamic shared memory per block
-  int64_t shared_bytes() const { return staged_bytes + kWarpsPerBlock * (a_tile_bytes + c_tile_bytes); }
+  int64_t shared_bytes() const {
+    return staged_bytes + kWarpsPerBlock * (a_tile_bytes + c_tile_bytes);
+  }
 };
 
 // The MatMul / Gemm nodes that can run as warp steps: a constant 2-D B, at most 8 rows of A per

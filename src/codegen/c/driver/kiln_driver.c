@@ -14,16 +14,16 @@
 #define KILN_CAT(a, b, c) KILN_CAT_(a, b, c)
 #define KILN_API(suffix) KILN_CAT(kiln_, KILN_MODEL, suffix)
 
-static void *aligned_block(size_t size, size_t alignment, void **base) {
+static void* aligned_block(size_t size, size_t alignment, void** base) {
   uintptr_t p;
   *base = malloc(size + alignment);
   if (*base == NULL) return NULL;
   p = ((uintptr_t)*base + alignment - 1) / alignment * alignment;
-  return (void *)p;
+  return (void*)p;
 }
 
-int main(int argc, char **argv) {
-  const kiln_model_descriptor *d = &KILN_API(_descriptor);
+int main(int argc, char** argv) {
+  const kiln_model_descriptor* d = &KILN_API(_descriptor);
   struct KILN_API(_inputs) inputs;
   struct KILN_API(_outputs) outputs;
   struct KILN_API(_workspace) workspace;
@@ -37,29 +37,30 @@ int main(int argc, char **argv) {
   memset(&inputs, 0, sizeof(inputs));
   memset(&outputs, 0, sizeof(outputs));
   for (i = 0; i < d->num_inputs; ++i) {
-    const kiln_tensor_info *t = &d->inputs[i];
-    void *data = aligned_block(t->size_bytes + 1, 16, &bases[i]);
+    const kiln_tensor_info* t = &d->inputs[i];
+    void* data = aligned_block(t->size_bytes + 1, 16, &bases[i]);
     ptrs[i] = data;
-    FILE *f = fopen(argv[1 + i], "rb");
+    FILE* f = fopen(argv[1 + i], "rb");
     if (data == NULL || f == NULL || fread(data, 1, t->size_bytes, f) != t->size_bytes) {
-      fprintf(stderr, "cannot read %lu bytes for input '%s' from %s\n", (unsigned long)t->size_bytes,
-              t->name, argv[1 + i]);
+      fprintf(stderr, "cannot read %lu bytes for input '%s' from %s\n",
+              (unsigned long)t->size_bytes, t->name, argv[1 + i]);
       return 2;
     }
     fclose(f);
-    if (KILN_API(_get_input_index)(t->name) != i || KILN_API(_set_input)(&inputs, i, data) != KILN_OK) {
+    if (KILN_API(_get_input_index)(t->name) != i ||
+        KILN_API(_set_input)(&inputs, i, data) != KILN_OK) {
       fprintf(stderr, "input '%s': lookup by name failed\n", t->name);
       return 2;
     }
   }
   for (i = 0; i < d->num_outputs; ++i) {
-    const kiln_tensor_info *t = &d->outputs[i];
-    void *data = aligned_block(t->size_bytes + 1, 16, &bases[d->num_inputs + i]);
+    const kiln_tensor_info* t = &d->outputs[i];
+    void* data = aligned_block(t->size_bytes + 1, 16, &bases[d->num_inputs + i]);
     if (data == NULL) return 2;
     ptrs[d->num_inputs + i] = data;
     if (KILN_API(_set_output)(&outputs, i, data) != KILN_OK) return 2;
   }
-  workspace.arena = (uint8_t *)aligned_block(d->workspace_size, d->workspace_alignment, &ws_base);
+  workspace.arena = (uint8_t*)aligned_block(d->workspace_size, d->workspace_alignment, &ws_base);
   if (workspace.arena == NULL) return 2;
   rc = KILN_API(_run)(&inputs, &outputs, &workspace);
   if (rc != KILN_OK) {
@@ -67,9 +68,9 @@ int main(int argc, char **argv) {
     return 10 + (int)rc;
   }
   for (i = 0; i < d->num_outputs; ++i) {
-    const kiln_tensor_info *t = &d->outputs[i];
-    FILE *f = fopen(argv[1 + d->num_inputs + i], "wb");
-    const void *data = ptrs[d->num_inputs + i];
+    const kiln_tensor_info* t = &d->outputs[i];
+    FILE* f = fopen(argv[1 + d->num_inputs + i], "wb");
+    const void* data = ptrs[d->num_inputs + i];
     if (f == NULL || fwrite(data, 1, t->size_bytes, f) != t->size_bytes) {
       fprintf(stderr, "cannot write output '%s' to %s\n", t->name, argv[1 + d->num_inputs + i]);
       return 2;

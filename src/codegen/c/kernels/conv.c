@@ -4,8 +4,8 @@
  * channels (one weight feeds a block of four adjacent outputs whose windows lie inside the
  * image on the w axis; the outputs at the borders go one at a time). The taps of an axis inside
  * the image are computed once per window, so the inner loops have no bounds checks. */
-static void kiln_conv_f32(const float *x, const float *w, const float *b, float *y,
-                          const kiln_conv_shape *s) {
+static void kiln_conv_f32(const float* x, const float* w, const float* b, float* y,
+                          const kiln_conv_shape* s) {
   const ptrdiff_t cg = s->c / s->group, mg = s->m / s->group;
   const ptrdiff_t in_d = s->in[0], in_h = s->in[1], in_w = s->in[2];
   const ptrdiff_t k_d = s->k[0], k_h = s->k[1], k_w = s->k[2];
@@ -18,8 +18,8 @@ static void kiln_conv_f32(const float *x, const float *w, const float *b, float 
   ptrdiff_t n, m, c, od, oh, ow, kd, kh, kw;
   for (n = 0; n < s->n; ++n) {
     for (m = 0; m < s->m; ++m) {
-      const float *xg = x + (n * s->c + m / mg * cg) * in_size;
-      const float *wm = w + m * cg * ksize;
+      const float* xg = x + (n * s->c + m / mg * cg) * in_size;
+      const float* wm = w + m * cg * ksize;
       const float bias = b ? b[m] : 0.0f;
       for (od = 0; od < out_d; ++od) {
         const ptrdiff_t sd = od * s_d - s->p[0];
@@ -36,8 +36,8 @@ static void kiln_conv_f32(const float *x, const float *w, const float *b, float 
               float a0 = bias, a1 = bias, a2 = bias, a3 = bias;
               for (kd = kd0; kd < kd1; ++kd) {
                 for (kh = kh0; kh < kh1; ++kh) {
-                  const float *xr = xg + ((sd + kd * d_d) * in_h + sh + kh * d_h) * in_w + sw;
-                  const float *wr = wm + (kd * k_h + kh) * k_w;
+                  const float* xr = xg + ((sd + kd * d_d) * in_h + sh + kh * d_h) * in_w + sw;
+                  const float* wr = wm + (kd * k_h + kh) * k_w;
                   for (kw = 0; kw < k_w; ++kw) {
                     const float *xc = xr + kw * d_w, *wc = wr + kw;
                     for (c = 0; c < cg; ++c, xc += in_size, wc += ksize) {
@@ -63,7 +63,7 @@ static void kiln_conv_f32(const float *x, const float *w, const float *b, float 
               for (kd = kd0; kd < kd1; ++kd) {
                 for (kh = kh0; kh < kh1; ++kh) {
                   const ptrdiff_t row = ((sd + kd * d_d) * in_h + sh + kh * d_h) * in_w + sw;
-                  const float *wr = wm + (kd * k_h + kh) * k_w;
+                  const float* wr = wm + (kd * k_h + kh) * k_w;
                   for (kw = kw0; kw < kw1; ++kw) {
                     const float *xc = xg + row + kw * d_w, *wc = wr + kw;
                     for (c = 0; c < cg; ++c) acc += xc[c * in_size] * wc[c * ksize];

@@ -2,8 +2,8 @@
 /* conv_transpose: direct float transposed convolution, no col2im buffer. Each output image
  * element gathers the input grid positions whose window covers it (image = grid * stride - pad +
  * tap * dilation), accumulating in a local. W is [C, M / group, k...]. */
-static void kiln_conv_transpose_f32(const float *x, const float *w, const float *b, float *y,
-                                    const kiln_conv_shape *s) {
+static void kiln_conv_transpose_f32(const float* x, const float* w, const float* b, float* y,
+                                    const kiln_conv_shape* s) {
   const ptrdiff_t cg = s->c / s->group, mg = s->m / s->group;
   const ptrdiff_t g_d = s->in[0], g_h = s->in[1], g_w = s->in[2];
   const ptrdiff_t k_d = s->k[0], k_h = s->k[1], k_w = s->k[2];
@@ -15,8 +15,8 @@ static void kiln_conv_transpose_f32(const float *x, const float *w, const float 
   for (n = 0; n < s->n; ++n) {
     for (m = 0; m < s->m; ++m) {
       const ptrdiff_t gi = m / mg;
-      const float *xg = x + (n * s->c + gi * cg) * grid_size;
-      const float *wm = w + (gi * cg * mg + m % mg) * ksize;
+      const float* xg = x + (n * s->c + gi * cg) * grid_size;
+      const float* wm = w + (gi * cg * mg + m % mg) * ksize;
       const float bias = b ? b[m] : 0.0f;
       for (od = 0; od < out_d; ++od) {
         for (oh = 0; oh < out_h; ++oh) {

@@ -6,9 +6,12 @@ static float kiln_grid_reflect(float x, float lo, float hi) {
   float dx, q, r;
   int odd = 0;
   if (!(rng > 0.0f)) return lo;
-  if (x < lo) dx = lo - x;
-  else if (x > hi) dx = x - hi;
-  else return x;
+  if (x < lo)
+    dx = lo - x;
+  else if (x > hi)
+    dx = x - hi;
+  else
+    return x;
   q = dx / rng;
   if (q < 16777216.0f) {
     const int32_t n = (int32_t)q;

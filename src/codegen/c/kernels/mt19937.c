@@ -5,14 +5,15 @@ typedef struct kiln_mt19937 {
   size_t index;
 } kiln_mt19937;
 
-static void kiln_mt19937_seed(kiln_mt19937 *s, uint32_t seed) {
+static void kiln_mt19937_seed(kiln_mt19937* s, uint32_t seed) {
   size_t i;
   s->mt[0] = seed;
-  for (i = 1; i < 624; ++i) s->mt[i] = 1812433253u * (s->mt[i - 1] ^ (s->mt[i - 1] >> 30)) + (uint32_t)i;
+  for (i = 1; i < 624; ++i)
+    s->mt[i] = 1812433253u * (s->mt[i - 1] ^ (s->mt[i - 1] >> 30)) + (uint32_t)i;
   s->index = 624;
 }
 
-static uint32_t kiln_mt19937_next(kiln_mt19937 *s) {
+static uint32_t kiln_mt19937_next(kiln_mt19937* s) {
   uint32_t y;
   if (s->index >= 624) {
     size_t i;
@@ -30,7 +31,7 @@ static uint32_t kiln_mt19937_next(kiln_mt19937 *s) {
 }
 
 /* A double in [0, 1) from 53 random bits, as numpy's random_sample. */
-static double kiln_mt19937_uniform(kiln_mt19937 *s) {
+static double kiln_mt19937_uniform(kiln_mt19937* s) {
   uint32_t a = kiln_mt19937_next(s) >> 5, b = kiln_mt19937_next(s) >> 6;
   return (a * 67108864.0 + b) / 9007199254740992.0;
 }

@@ -11,8 +11,8 @@ typedef struct kiln_qconv_params {
 } kiln_qconv_params;
 
 /* One output: y32[o] = acc (ConvInteger) or y8[o] = requantized acc (QLinearConv). */
-static inline void kiln_qconv_store(int32_t acc, int32_t *y32, uint8_t *y8, ptrdiff_t o, double mul,
-                                    double y_zero, const kiln_qconv_params *q) {
+static inline void kiln_qconv_store(int32_t acc, int32_t* y32, uint8_t* y8, ptrdiff_t o, double mul,
+                                    double y_zero, const kiln_qconv_params* q) {
   double v;
   if (!y8) {
     y32[o] = acc;
@@ -29,9 +29,10 @@ static inline void kiln_qconv_store(int32_t acc, int32_t *y32, uint8_t *y8, ptrd
 /* Output channel m of every image: y32 (ConvInteger) or y8 (QLinearConv), the other NULL. As in
  * kernels/conv.c, four adjacent outputs whose windows lie inside the image on the w axis are
  * accumulated together, tap by tap and over the input channels within a tap. */
-static void kiln_qconv_run(const uint8_t *x, const uint8_t *w, int32_t *y32, uint8_t *y8,
-                           const kiln_conv_shape *s, const kiln_qconv_params *q, ptrdiff_t m,
-                           int32_t x_zero, int32_t w_zero, int32_t bias, double mul, double y_zero) {
+static void kiln_qconv_run(const uint8_t* x, const uint8_t* w, int32_t* y32, uint8_t* y8,
+                           const kiln_conv_shape* s, const kiln_qconv_params* q, ptrdiff_t m,
+                           int32_t x_zero, int32_t w_zero, int32_t bias, double mul,
+                           double y_zero) {
   const ptrdiff_t cg = s->c / s->group, mg = s->m / s->group;
   const ptrdiff_t in_d = s->in[0], in_h = s->in[1], in_w = s->in[2];
   const ptrdiff_t k_d = s->k[0], k_h = s->k[1], k_w = s->k[2];
@@ -40,10 +41,10 @@ static void kiln_qconv_run(const uint8_t *x, const uint8_t *w, int32_t *y32, uin
   const ptrdiff_t out_size = (ptrdiff_t)s->out[0] * s->out[1] * s->out[2];
   const ptrdiff_t last_full = in_w - 1 - (k_w - 1) * d_w;
   const int32_t xf = q->x_flip, wf = q->w_flip;
-  const uint8_t *wm = w + m * cg * ksize;
+  const uint8_t* wm = w + m * cg * ksize;
   ptrdiff_t n, c, od, oh, ow, kd, kh, kw;
   for (n = 0; n < s->n; ++n) {
-    const uint8_t *xg = x + (n * s->c + m / mg * cg) * in_size;
+    const uint8_t* xg = x + (n * s->c + m / mg * cg) * in_size;
     ptrdiff_t o = (n * s->m + m) * out_size;
     for (od = 0; od < s->out[0]; ++od) {
       const ptrdiff_t sd = od * s->s[0] - s->p[0];
@@ -59,8 +60,8 @@ static void kiln_qconv_run(const uint8_t *x, const uint8_t *w, int32_t *y32, uin
             int32_t a0 = bias, a1 = bias, a2 = bias, a3 = bias;
             for (kd = kd0; kd < kd1; ++kd) {
               for (kh = kh0; kh < kh1; ++kh) {
-                const uint8_t *xr = xg + ((sd + kd * d_d) * in_h + sh + kh * d_h) * in_w + sw;
-                const uint8_t *wr = wm + (kd * k_h + kh) * k_w;
+                const uint8_t* xr = xg + ((sd + kd * d_d) * in_h + sh + kh * d_h) * in_w + sw;
+                const uint8_t* wr = wm + (kd * k_h + kh) * k_w;
                 for (kw = 0; kw < k_w; ++kw) {
                   const uint8_t *xc = xr + kw * d_w, *wc = wr + kw;
                   for (c = 0; c < cg; ++c, xc += in_size, wc += ksize) {
@@ -86,11 +87,12 @@ static void kiln_qconv_run(const uint8_t *x, const uint8_t *w, int32_t *y32, uin
             for (kd = kd0; kd < kd1; ++kd) {
               for (kh = kh0; kh < kh1; ++kh) {
                 const ptrdiff_t row = ((sd + kd * d_d) * in_h + sh + kh * d_h) * in_w + sw;
-                const uint8_t *wr = wm + (kd * k_h + kh) * k_w;
+                const uint8_t* wr = wm + (kd * k_h + kh) * k_w;
                 for (kw = kw0; kw < kw1; ++kw) {
                   const uint8_t *xc = xg + row + kw * d_w, *wc = wr + kw;
                   for (c = 0; c < cg; ++c)
-                    acc += ((int32_t)(xc[c * in_size] ^ xf) - x_zero) * ((int32_t)(wc[c * ksize] ^ wf) - w_zero);
+                    acc += ((int32_t)(xc[c * in_size] ^ xf) - x_zero) *
+                           ((int32_t)(wc[c * ksize] ^ wf) - w_zero);
                 }
               }
             }
