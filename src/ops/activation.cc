@@ -33,8 +33,12 @@ void RegAct(OpRegistry& r, const char* name, Make make, VecActFn vf = nullptr) {
           return OkStatus();
         }
         auto f = make(ctx.node());
-        Dispatch<Groups>(
-            x.dtype(), [&]<class T>() { UnaryLoop<T, T>(x.data<T>(), y.data<T>(), x.size(), f); });
+        Dispatch<Groups>(x.dtype(), [&]<class T>() {
+          const T* xs = x.data<T>();
+          T* ys = y.data<T>();
+          ParallelSlices(ctx.threads(), x.size(), kElementsPerThread,
+                         [&](int64_t b, int64_t e) { UnaryLoop<T, T>(xs + b, ys + b, e - b, f); });
+        });
         return OkStatus();
       });
 }
