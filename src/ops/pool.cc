@@ -276,6 +276,10 @@ Status GlobalPoolCompute(ComputeContext& ctx, PoolKind kind) {
           y[pl] = SumF32(x, n) / static_cast<float>(n);
         return;
       }
+      if (kind == PoolKind::kMax && n > 0) {  // NaN-propagating, as the loop below
+        for (int64_t pl = 0; pl < planes; ++pl, x += n) y[pl] = MaxF32(x, n);
+        return;
+      }
     }
     for (int64_t pl = 0; pl < planes; ++pl, x += n) {
       C acc = kind == PoolKind::kMax ? -std::numeric_limits<C>::infinity() : C(0);

@@ -263,28 +263,57 @@ struct SquareOp : SumOp {
 struct AbsOp : SumOp {
   static float Map(float v) { return std::fabs(v); }
 };
+// Max / Min: a row runs the plain compare (it vectorizes) beside a check that sums x * 0, which
+// is NaN exactly when the row holds a NaN or an infinity; such rows are redone with Combine.
 struct MaxOp {
   static constexpr float kInit = -std::numeric_limits<float>::infinity();
+  static constexpr bool kChecked = true;
   static float Map(float v) { return v; }
   static float Combine(float a, float b) { return (b > a || b != b) ? b : a; }
+  static float Fast(float a, float b) { return b > a ? b : a; }
 };
 struct MinOp : MaxOp {
   static constexpr float kInit = std::numeric_limits<float>::infinity();
   static float Combine(float a, float b) { return (b < a || b != b) ? b : a; }
+  static float Fast(float a, float b) { return b < a ? b : a; }
 };
 
-template <class Op>
-KILN_AI float ReduceRow(const float* x, int64_t n) {
-  constexpr int kLanes = 16;
-  float part[kLanes];
+template <class Op, bool kFast>
+KILN_AI float ReduceLanes(const float* x, int64_t n, float* check) {
+  constexpr int kLanes = 32;  // two AVX-512 vectors: two dependency chains per accumulator
+  float part[kLanes], chk[kLanes] = {};
   for (int l = 0; l < kLanes; ++l) part[l] = Op::kInit;
   int64_t j = 0;
   for (; j + kLanes <= n; j += kLanes)
-    for (int l = 0; l < kLanes; ++l) part[l] = Op::Combine(part[l], Op::Map(x[j + l]));
-  for (; j < n; ++j) part[0] = Op::Combine(part[0], Op::Map(x[j]));
+    for (int l = 0; l < kLanes; ++l) {
+      if constexpr (kFast) {
+        part[l] = Op::Fast(part[l], x[j + l]);
+        chk[l] += x[j + l] * 0.0f;
+      } else {
+        part[l] = Op::Combine(part[l], Op::Map(x[j + l]));
+      }
+    }
+  for (; j < n; ++j) {
+    part[0] = Op::Combine(part[0], Op::Map(x[j]));
+    chk[0] += x[j] * 0.0f;
+  }
   for (int w = kLanes / 2; w > 0; w /= 2)
-    for (int l = 0; l < w; ++l) part[l] = Op::Combine(part[l], part[l + w]);
+    for (int l = 0; l < w; ++l) {
+      part[l] = Op::Combine(part[l], part[l + w]);
+      chk[l] += chk[l + w];
+    }
+  *check = chk[0];
   return part[0];
+}
+
+template <class Op>
+KILN_AI float ReduceRow(const float* x, int64_t n) {
+  float check = 0;
+  if constexpr (requires { Op::kChecked; }) {
+    const float v = ReduceLanes<Op, true>(x, n, &check);
+    if (check == check) return v;
+  }
+  return ReduceLanes<Op, false>(x, n, &check);
 }
 
 // Outputs [o0, o1) of x [outer, r, inner] into y [outer, inner].
