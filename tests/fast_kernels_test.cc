@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -101,6 +102,19 @@ void ExpectClose(const std::vector<std::vector<double>>& got,
   }
 }
 
+// A model built in float32 by build(FLOAT) on input x (values xv, dims `dims`) at 1 and 2 threads
+// against the same model built in float64, run on one thread (the reference code, in double).
+void ExpectFloatMatchesDouble(
+    const std::function<onnx::ModelProto(onnx::TensorProto::DataType)>& build, const Dims& dims,
+    const std::vector<double>& xv, double tol, const std::string& what) {
+  const auto want =
+      RunModel(build(onnx::TensorProto::DOUBLE), InputOf(DType::kFloat64, dims, xv), 1);
+  for (int threads : {1, 2})
+    ExpectClose(
+        RunModel(build(onnx::TensorProto::FLOAT), InputOf(DType::kFloat32, dims, xv), threads),
+        want, tol, what + " threads " + std::to_string(threads));
+}
+
 // ---------------------------------------------------------------------------------------------
 // RNN / GRU / LSTM
 
@@ -171,32 +185,13 @@ onnx::ModelProto RnnModel(const RnnCase& c, onnx::TensorProto::DataType type, st
   for (const auto& i : ins) n->add_input(i);
   for (const char* o : {"y", "y_h", "y_c"})
     if (std::string(o) != "y_c" || c.op == "LSTM") n->add_output(o);
-  auto attr_i = [&](const char* name, int64_t v) {
-    auto* a = n->add_attribute();
-    a->set_name(name);
-    a->set_type(onnx::AttributeProto::INT);
-    a->set_i(v);
-  };
-  attr_i("hidden_size", H);
-  attr_i("layout", c.layout);
-  auto* dir = n->add_attribute();
-  dir->set_name("direction");
-  dir->set_type(onnx::AttributeProto::STRING);
-  dir->set_s(c.direction);
-  if (c.clip > 0) {
-    auto* a = n->add_attribute();
-    a->set_name("clip");
-    a->set_type(onnx::AttributeProto::FLOAT);
-    a->set_f(c.clip);
-  }
-  if (c.input_forget) attr_i("input_forget", 1);
-  if (c.linear_before_reset) attr_i("linear_before_reset", 1);
-  if (!c.activations.empty()) {
-    auto* a = n->add_attribute();
-    a->set_name("activations");
-    a->set_type(onnx::AttributeProto::STRINGS);
-    for (const auto& s : c.activations) a->add_strings(s);
-  }
+  testing::SetAttr(n, "hidden_size", H);
+  testing::SetAttr(n, "layout", static_cast<int64_t>(c.layout));
+  testing::SetAttr(n, "direction", c.direction);
+  if (c.clip > 0) testing::SetAttr(n, "clip", c.clip);
+  if (c.input_forget) testing::SetAttr(n, "input_forget", int64_t{1});
+  if (c.linear_before_reset) testing::SetAttr(n, "linear_before_reset", int64_t{1});
+  if (!c.activations.empty()) testing::SetAttr(n, "activations", c.activations);
   const std::vector<int64_t> yd =
       c.layout == 0 ? std::vector<int64_t>{S, nd, B, H} : std::vector<int64_t>{B, S, nd, H};
   *g->add_output() = Info("y", type, yd);
@@ -261,13 +256,12 @@ TEST(FastKernels, RecurrentAgainstTheDoubleReference) {
   cases.push_back(longer);
   for (const RnnCase& c : cases) {
     std::vector<double> xv;
-    const onnx::ModelProto f32 = RnnModel(c, onnx::TensorProto::FLOAT, std::mt19937(11), &xv);
-    const onnx::ModelProto f64 = RnnModel(c, onnx::TensorProto::DOUBLE, std::mt19937(11), &xv);
+    auto build = [&](onnx::TensorProto::DataType type) {
+      return RnnModel(c, type, std::mt19937(11), &xv);
+    };
+    build(onnx::TensorProto::FLOAT);  // sets xv
     const Dims xd = c.layout == 0 ? Dims{c.seq, c.batch, c.input} : Dims{c.batch, c.seq, c.input};
-    const auto want = RunModel(f64, InputOf(DType::kFloat64, xd, xv), 1);
-    for (int threads : {1, 2})
-      ExpectClose(RunModel(f32, InputOf(DType::kFloat32, xd, xv), threads), want, 2e-6,
-                  Describe(c) + " threads " + std::to_string(threads));
+    ExpectFloatMatchesDouble(build, xd, xv, 2e-6, Describe(c));
   }
 }
 
@@ -307,34 +301,12 @@ onnx::ModelProto ResizeModel(const ResizeCase& c, onnx::TensorProto::DataType ty
     for (double v : c.roi) t->add_float_data(static_cast<float>(v));
   }
   auto* n = testing::AddNamedNode(g, "Resize", {"x", roi, "scales"}, "y");
-  auto attr_s = [&](const char* name, const std::string& v) {
-    auto* a = n->add_attribute();
-    a->set_name(name);
-    a->set_type(onnx::AttributeProto::STRING);
-    a->set_s(v);
-  };
-  auto attr_i = [&](const char* name, int64_t v) {
-    auto* a = n->add_attribute();
-    a->set_name(name);
-    a->set_type(onnx::AttributeProto::INT);
-    a->set_i(v);
-  };
-  attr_s("mode", c.mode);
-  attr_s("coordinate_transformation_mode", c.coord);
-  if (c.mode == "cubic") {
-    auto* a = n->add_attribute();
-    a->set_name("cubic_coeff_a");
-    a->set_type(onnx::AttributeProto::FLOAT);
-    a->set_f(c.cubic_a);
-  }
-  if (c.exclude_outside) attr_i("exclude_outside", 1);
-  if (c.antialias) attr_i("antialias", 1);
-  if (!c.roi.empty()) {
-    auto* a = n->add_attribute();
-    a->set_name("extrapolation_value");
-    a->set_type(onnx::AttributeProto::FLOAT);
-    a->set_f(-3.5f);
-  }
+  testing::SetAttr(n, "mode", c.mode);
+  testing::SetAttr(n, "coordinate_transformation_mode", c.coord);
+  if (c.mode == "cubic") testing::SetAttr(n, "cubic_coeff_a", c.cubic_a);
+  if (c.exclude_outside) testing::SetAttr(n, "exclude_outside", int64_t{1});
+  if (c.antialias) testing::SetAttr(n, "antialias", int64_t{1});
+  if (!c.roi.empty()) testing::SetAttr(n, "extrapolation_value", -3.5f);
   return m;
 }
 
@@ -380,12 +352,8 @@ TEST(FastKernels, ResizeAgainstTheDoubleReference) {
     what += " scales";
     for (double v : c.scales) what += " " + std::to_string(v);
     if (c.antialias) what += " antialias";
-    const auto want =
-        RunModel(ResizeModel(c, onnx::TensorProto::DOUBLE), InputOf(DType::kFloat64, c.in, xv), 1);
-    for (int threads : {1, 2})
-      ExpectClose(RunModel(ResizeModel(c, onnx::TensorProto::FLOAT),
-                           InputOf(DType::kFloat32, c.in, xv), threads),
-                  want, 1e-6, what + " threads " + std::to_string(threads));
+    ExpectFloatMatchesDouble([&](onnx::TensorProto::DataType t) { return ResizeModel(c, t); }, c.in,
+                             xv, 1e-6, what);
   }
 }
 
@@ -407,16 +375,10 @@ TEST(FastKernels, ChannelsLastResizeBetweenConvs) {
       scales->set_data_type(onnx::TensorProto::FLOAT);
       scales->add_dims(4);
       for (float v : {1.0f, 1.0f, 2.0f, 1.5f}) scales->add_float_data(v);
-      auto* c1 = testing::AddNamedNode(g, "Conv", {"x", "w1"}, "a");
-      auto* pads = c1->add_attribute();
-      pads->set_name("pads");
-      pads->set_type(onnx::AttributeProto::INTS);
-      for (int i = 0; i < 4; ++i) pads->add_ints(1);
-      auto* r = testing::AddNamedNode(g, "Resize", {"a", "", "scales"}, "b");
-      auto* a = r->add_attribute();
-      a->set_name("mode");
-      a->set_type(onnx::AttributeProto::STRING);
-      a->set_s(mode);
+      testing::SetAttr(testing::AddNamedNode(g, "Conv", {"x", "w1"}, "a"), "pads",
+                       std::vector<int64_t>{1, 1, 1, 1});
+      testing::SetAttr(testing::AddNamedNode(g, "Resize", {"a", "", "scales"}, "b"), "mode",
+                       std::string(mode));
       testing::AddNamedNode(g, "Conv", {"b", "w2"}, "y");
       return m;
     };
@@ -459,11 +421,8 @@ onnx::ModelProto NormModel(const std::string& op, const std::vector<int64_t>& di
   FillTensor(g->add_initializer(), "bias", type, pdims,
              Random(static_cast<size_t>(params), rng, 2.0));
   auto* n = testing::AddNamedNode(g, op, {"x", "scale", "bias"}, "y");
-  auto* a = n->add_attribute();
-  a->set_name(op == "GroupNormalization" ? "num_groups" : "axis");
-  a->set_type(onnx::AttributeProto::INT);
-  a->set_i(op == "GroupNormalization" ? groups : 1);
-  if (op == "InstanceNormalization") n->mutable_attribute()->Clear();
+  if (op == "GroupNormalization") testing::SetAttr(n, "num_groups", groups);
+  if (op == "LayerNormalization") testing::SetAttr(n, "axis", int64_t{1});
   return m;
 }
 
@@ -476,15 +435,8 @@ onnx::ModelProto ExportedGroupNorm(const std::vector<int64_t>& dims, int64_t gro
   *g->add_input() = Info("x", type, dims);
   *g->add_output() = Info("y", type, dims);
   std::mt19937 rng(23);
-  auto ints = [&](const std::string& name, const std::vector<int64_t>& v) {
-    auto* t = g->add_initializer();
-    t->set_name(name);
-    t->set_data_type(onnx::TensorProto::INT64);
-    t->add_dims(static_cast<int64_t>(v.size()));
-    for (int64_t x : v) t->add_int64_data(x);
-  };
-  ints("grouped", {dims[0], groups, -1});
-  ints("back", dims);
+  testing::AddInt64Initializer(g, "grouped", {3}, {dims[0], groups, -1});
+  testing::AddInt64Initializer(g, "back", {static_cast<int64_t>(dims.size())}, dims);
   FillTensor(g->add_initializer(), "ones", type, {groups},
              std::vector<double>(static_cast<size_t>(groups), 1.0));
   FillTensor(g->add_initializer(), "zeros", type, {groups},
@@ -531,25 +483,20 @@ TEST(FastKernels, NormalizationsAgainstTheDoubleReference) {
       xv[i] = static_cast<float>(xv[i] * 3 + 5);  // a mean far from 0
     std::string what = c.op + " opset " + std::to_string(c.opset);
     for (int64_t d : c.dims) what += " " + std::to_string(d);
-    const auto want =
-        RunModel(NormModel(c.op, c.dims, c.groups, c.opset, onnx::TensorProto::DOUBLE),
-                 InputOf(DType::kFloat64, c.dims, xv), 1);
-    for (int threads : {1, 2})
-      ExpectClose(RunModel(NormModel(c.op, c.dims, c.groups, c.opset, onnx::TensorProto::FLOAT),
-                           InputOf(DType::kFloat32, c.dims, xv), threads),
-                  want, 2e-6, what + " threads " + std::to_string(threads));
+    ExpectFloatMatchesDouble(
+        [&](onnx::TensorProto::DataType t) {
+          return NormModel(c.op, c.dims, c.groups, c.opset, t);
+        },
+        c.dims, xv, 2e-6, what);
   }
   for (const auto& [dims, groups] : std::vector<std::pair<std::vector<int64_t>, int64_t>>{
            {{1, 64, 16, 16}, 32}, {{2, 12, 7, 9}, 4}}) {
     int64_t n = 1;
     for (int64_t d : dims) n *= d;
     const std::vector<double> xv = Random(static_cast<size_t>(n), rng);
-    const auto want = RunModel(ExportedGroupNorm(dims, groups, onnx::TensorProto::DOUBLE),
-                               InputOf(DType::kFloat64, dims, xv), 1);
-    for (int threads : {1, 2})
-      ExpectClose(RunModel(ExportedGroupNorm(dims, groups, onnx::TensorProto::FLOAT),
-                           InputOf(DType::kFloat32, dims, xv), threads),
-                  want, 2e-6, "exported GroupNorm threads " + std::to_string(threads));
+    ExpectFloatMatchesDouble(
+        [&](onnx::TensorProto::DataType t) { return ExportedGroupNorm(dims, groups, t); }, dims, xv,
+        2e-6, "exported GroupNorm");
   }
 }
 
@@ -579,20 +526,11 @@ TEST(FastKernels, ConvTransposeAgainstTheDoubleReference) {
       FillTensor(g->add_initializer(), "b", type, {c.M},
                  std::vector<double>(static_cast<size_t>(c.M), 0.25));
       auto* n = testing::AddNamedNode(g, "ConvTranspose", {"x", "w", "b"}, "y");
-      auto ints = [&](const char* name, int64_t v, int count) {
-        auto* a = n->add_attribute();
-        a->set_name(name);
-        a->set_type(onnx::AttributeProto::INTS);
-        for (int i = 0; i < count; ++i) a->add_ints(v);
-      };
-      ints("strides", c.stride, 2);
-      ints("pads", c.pad, 4);
-      ints("output_padding", c.out_pad, 2);
-      ints("dilations", c.dilation, 2);
-      auto* gr = n->add_attribute();
-      gr->set_name("group");
-      gr->set_type(onnx::AttributeProto::INT);
-      gr->set_i(c.group);
+      testing::SetAttr(n, "strides", std::vector<int64_t>(2, c.stride));
+      testing::SetAttr(n, "pads", std::vector<int64_t>(4, c.pad));
+      testing::SetAttr(n, "output_padding", std::vector<int64_t>(2, c.out_pad));
+      testing::SetAttr(n, "dilations", std::vector<int64_t>(2, c.dilation));
+      testing::SetAttr(n, "group", c.group);
       return m;
     };
     int64_t nx = 1;
@@ -603,12 +541,8 @@ TEST(FastKernels, ConvTransposeAgainstTheDoubleReference) {
     const std::string what = "C" + std::to_string(c.x[1]) + " M" + std::to_string(c.M) + " group " +
                              std::to_string(c.group) + " k" + std::to_string(c.k) + " s" +
                              std::to_string(c.stride);
-    const auto want =
-        RunModel(build(onnx::TensorProto::DOUBLE, wv), InputOf(DType::kFloat64, c.x, xv), 1);
-    for (int threads : {1, 2})
-      ExpectClose(
-          RunModel(build(onnx::TensorProto::FLOAT, wv), InputOf(DType::kFloat32, c.x, xv), threads),
-          want, 1e-6, what + " threads " + std::to_string(threads));
+    ExpectFloatMatchesDouble([&](onnx::TensorProto::DataType t) { return build(t, wv); }, c.x, xv,
+                             1e-6, what);
   }
 }
 
@@ -645,16 +579,9 @@ TEST(FastKernels, ReductionsAgainstTheDoubleReference) {
       auto* y = g->add_output();
       y->set_name("y");
       y->mutable_type()->mutable_tensor_type()->set_elem_type(type);
-      auto* axes = g->add_initializer();
-      axes->set_name("axes");
-      axes->set_data_type(onnx::TensorProto::INT64);
-      axes->add_dims(static_cast<int64_t>(c.axes.size()));
-      for (int64_t a : c.axes) axes->add_int64_data(a);
+      testing::AddInt64Initializer(g, "axes", {static_cast<int64_t>(c.axes.size())}, c.axes);
       auto* n = testing::AddNamedNode(g, c.op, {"x", "axes"}, "y");
-      auto* k = n->add_attribute();
-      k->set_name("keepdims");
-      k->set_type(onnx::AttributeProto::INT);
-      k->set_i(c.keepdims ? 1 : 0);
+      testing::SetAttr(n, "keepdims", int64_t{c.keepdims ? 1 : 0});
       return m;
     };
     int64_t n = 1;
@@ -663,12 +590,7 @@ TEST(FastKernels, ReductionsAgainstTheDoubleReference) {
     for (auto& v : xv) v = static_cast<float>(v + 0.5);
     std::string what = c.op;
     for (int64_t d : c.dims) what += " " + std::to_string(d);
-    const auto want =
-        RunModel(build(onnx::TensorProto::DOUBLE), InputOf(DType::kFloat64, c.dims, xv), 1);
-    for (int threads : {1, 2})
-      ExpectClose(
-          RunModel(build(onnx::TensorProto::FLOAT), InputOf(DType::kFloat32, c.dims, xv), threads),
-          want, 1e-6, what + " threads " + std::to_string(threads));
+    ExpectFloatMatchesDouble(build, c.dims, xv, 1e-6, what);
   }
   // NaN sticks in a float32 maximum.
   onnx::ModelProto m = testing::EmptyModel("reduce_nan");
@@ -676,11 +598,7 @@ TEST(FastKernels, ReductionsAgainstTheDoubleReference) {
   auto* g = m.mutable_graph();
   *g->add_input() = testing::FloatInfo("x", {2, 40});
   *g->add_output() = testing::FloatInfo("y", {2, 1});
-  auto* axes = g->add_initializer();
-  axes->set_name("axes");
-  axes->set_data_type(onnx::TensorProto::INT64);
-  axes->add_dims(1);
-  axes->add_int64_data(1);
+  testing::AddInt64Initializer(g, "axes", {1}, {1});
   testing::AddNamedNode(g, "ReduceMax", {"x", "axes"}, "y");
   std::vector<double> xv(80, 1.0);
   xv[17] = std::nan("");
@@ -707,22 +625,14 @@ TEST(FastKernels, SoftmaxOverInnerAxesAgainstTheDoubleReference) {
       auto* g = m.mutable_graph();
       *g->add_input() = Info("x", type, c.dims);
       *g->add_output() = Info("y", type, c.dims);
-      auto* a = testing::AddNamedNode(g, c.op, {"x"}, "y")->add_attribute();
-      a->set_name("axis");
-      a->set_type(onnx::AttributeProto::INT);
-      a->set_i(c.axis);
+      testing::SetAttr(testing::AddNamedNode(g, c.op, {"x"}, "y"), "axis", c.axis);
       return m;
     };
     int64_t n = 1;
     for (int64_t d : c.dims) n *= d;
     std::vector<double> xv = Random(static_cast<size_t>(n), rng, 8.0);
     const std::string what = c.op + " axis " + std::to_string(c.axis);
-    const auto want =
-        RunModel(build(onnx::TensorProto::DOUBLE), InputOf(DType::kFloat64, c.dims, xv), 1);
-    for (int threads : {1, 2})
-      ExpectClose(
-          RunModel(build(onnx::TensorProto::FLOAT), InputOf(DType::kFloat32, c.dims, xv), threads),
-          want, 1e-6, what + " threads " + std::to_string(threads));
+    ExpectFloatMatchesDouble(build, c.dims, xv, 1e-6, what);
   }
 }
 
@@ -747,21 +657,10 @@ TEST(FastKernels, PoolingOnShortRowsAgainstTheDoubleReference) {
       y->set_name("y");
       y->mutable_type()->mutable_tensor_type()->set_elem_type(type);
       auto* n = testing::AddNamedNode(g, c.op, {"x"}, "y");
-      auto ints = [&](const char* name, int64_t v, int count) {
-        auto* a = n->add_attribute();
-        a->set_name(name);
-        a->set_type(onnx::AttributeProto::INTS);
-        for (int i = 0; i < count; ++i) a->add_ints(v);
-      };
-      ints("kernel_shape", c.k, 2);
-      ints("strides", c.stride, 2);
-      ints("pads", c.pad, 4);
-      if (c.include_pad) {
-        auto* a = n->add_attribute();
-        a->set_name("count_include_pad");
-        a->set_type(onnx::AttributeProto::INT);
-        a->set_i(1);
-      }
+      testing::SetAttr(n, "kernel_shape", std::vector<int64_t>(2, c.k));
+      testing::SetAttr(n, "strides", std::vector<int64_t>(2, c.stride));
+      testing::SetAttr(n, "pads", std::vector<int64_t>(4, c.pad));
+      if (c.include_pad) testing::SetAttr(n, "count_include_pad", int64_t{1});
       return m;
     };
     int64_t n = 1;

@@ -831,6 +831,22 @@ TEST(FuseChannelShuffle, LeavesOtherPermutationsAndSharedValues) {
 
 // ---- fuse-gelu ------------------------------------------------------------------------------
 
+// GELU's tail after its 1 + f (value `sum`): the product with x and a constant "half" in `order`,
+// 0 (x * sum) * 0.5 (torch), 1 (x * 0.5) * sum, 2 x * (sum * 0.5); then a Neg to the output y.
+void AddGeluTail(Builder& b, const std::string& sum, int order) {
+  if (order == 0) {
+    AddNode(b.g, "Mul", {sum, "x"}, {"m"}, "times_x");
+    AddNode(b.g, "Mul", {"m", "half"}, {"g"}, "halve");
+  } else if (order == 1) {
+    AddNode(b.g, "Mul", {"half", "x"}, {"h"}, "halve");
+    AddNode(b.g, "Mul", {"h", sum}, {"g"}, "times_x");
+  } else {
+    AddNode(b.g, "Mul", {sum, "half"}, {"h"}, "halve");
+    AddNode(b.g, "Mul", {"x", "h"}, {"g"}, "times_x");
+  }
+  AddNode(b.g, "Neg", {"g"}, {"y"}, "neg");
+}
+
 // The erf GELU of x [2, 7] then a Neg, in `order`: 0 (x * (1 + erf)) * 0.5 (torch), 1 (x * 0.5)
 // * (1 + erf), 2 x * ((1 + erf) * 0.5); `mul_scale`: x * (1 / sqrt 2) instead of x / sqrt 2;
 // `sqrt2`: the divisor; `shared`: the Erf's result is also a graph output.
@@ -843,17 +859,7 @@ onnx::ModelProto GeluModel(int order, bool mul_scale, float sqrt2, bool shared) 
   AddNode(b.g, mul_scale ? "Mul" : "Div", {"x", "k"}, {"d"}, "scale");
   AddNode(b.g, "Erf", {"d"}, {"e"}, "erf");
   AddNode(b.g, "Add", {"one", "e"}, {"a"}, "plus_one");
-  if (order == 0) {
-    AddNode(b.g, "Mul", {"a", "x"}, {"m"}, "times_x");
-    AddNode(b.g, "Mul", {"m", "half"}, {"g"}, "halve");
-  } else if (order == 1) {
-    AddNode(b.g, "Mul", {"half", "x"}, {"h"}, "halve");
-    AddNode(b.g, "Mul", {"h", "a"}, {"g"}, "times_x");
-  } else {
-    AddNode(b.g, "Mul", {"a", "half"}, {"h"}, "halve");
-    AddNode(b.g, "Mul", {"x", "h"}, {"g"}, "times_x");
-  }
-  AddNode(b.g, "Neg", {"g"}, {"y"}, "neg");
+  AddGeluTail(b, "a", order);
   b.Out("y");
   if (shared) *b.g->add_output() = Info("e", {2, 7});
   return b.m;
@@ -905,17 +911,7 @@ onnx::ModelProto TanhGeluModel(int order, int cube, bool swap, float c) {
   AddNode(b.g, "Mul", two("inner", "k"), {"arg"}, "scale");
   AddNode(b.g, "Tanh", {"arg"}, {"t"}, "tanh");
   AddNode(b.g, "Add", {"t", "one"}, {"a"}, "plus_one");
-  if (order == 0) {
-    AddNode(b.g, "Mul", {"a", "x"}, {"m"}, "times_x");
-    AddNode(b.g, "Mul", {"m", "half"}, {"g"}, "halve");
-  } else if (order == 1) {
-    AddNode(b.g, "Mul", {"half", "x"}, {"h"}, "halve");
-    AddNode(b.g, "Mul", {"h", "a"}, {"g"}, "times_x");
-  } else {
-    AddNode(b.g, "Mul", {"a", "half"}, {"h"}, "halve");
-    AddNode(b.g, "Mul", {"x", "h"}, {"g"}, "times_x");
-  }
-  AddNode(b.g, "Neg", {"g"}, {"y"}, "neg");
+  AddGeluTail(b, "a", order);
   b.Out("y");
   return b.m;
 }

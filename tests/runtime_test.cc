@@ -572,13 +572,6 @@ std::string Refusal(const onnx::ModelProto& m, int64_t batch = 100) {
   return model.ok() ? runtime::BatchTilingRefusal(*model, {{batch, 4}}) : "parse error";
 }
 
-void SetIntAttr(onnx::NodeProto* n, const char* name, int64_t v) {
-  auto* a = n->add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::INT);
-  a->set_i(v);
-}
-
 TEST(BatchTiling, RowIndependentModelsStreamAndOthersAreRefused) {
   // Row-wise: a MatMul, a Softmax over the last axis, a flatten through Shape.
   auto rowwise = BatchModel([](onnx::GraphProto* g) {
@@ -590,16 +583,12 @@ TEST(BatchTiling, RowIndependentModelsStreamAndOthersAreRefused) {
   });
   EXPECT_EQ(Refusal(rowwise), "");
   auto softmax0 = BatchModel([](onnx::GraphProto* g) {
-    SetIntAttr(testing::AddNamedNode(g, "Softmax", {"x"}, "y"), "axis", 0);
+    testing::SetAttr(testing::AddNamedNode(g, "Softmax", {"x"}, "y"), "axis", 0);
   });
   EXPECT_NE(Refusal(softmax0).find("Softmax works along axis 0"), std::string::npos)
       << Refusal(softmax0);
   auto reduce0 = BatchModel([](onnx::GraphProto* g) {
-    auto* axes = g->add_initializer();
-    axes->set_name("axes");
-    axes->set_data_type(onnx::TensorProto::INT64);
-    axes->add_dims(1);
-    axes->add_int64_data(0);
+    testing::AddInt64Initializer(g, "axes", {1}, {0});
     testing::AddNamedNode(g, "ReduceSum", {"x", "axes"}, "r");
     testing::AddNamedNode(g, "Add", {"x", "r"}, "y");
   });
@@ -608,17 +597,14 @@ TEST(BatchTiling, RowIndependentModelsStreamAndOthersAreRefused) {
       BatchModel([](onnx::GraphProto* g) {  // x / batch size: Shape feeding arithmetic on data
         testing::AddNamedNode(g, "Shape", {"x"}, "shape");
         auto* to = testing::AddNamedNode(g, "Cast", {"shape"}, "fshape");
-        SetIntAttr(to, "to", onnx::TensorProto::FLOAT);
+        testing::SetAttr(to, "to", onnx::TensorProto::FLOAT);
         testing::AddNamedNode(g, "ReduceMin", {"fshape"}, "n");
         testing::AddNamedNode(g, "Div", {"x", "n"}, "y");
       });
   EXPECT_NE(Refusal(by_size).find("computes with the batch size"), std::string::npos)
       << Refusal(by_size);
   auto cumsum = BatchModel([](onnx::GraphProto* g) {
-    auto* axis = g->add_initializer();
-    axis->set_name("axis");
-    axis->set_data_type(onnx::TensorProto::INT64);
-    axis->add_int64_data(0);
+    testing::AddInt64Initializer(g, "axis", {}, {0});
     testing::AddNamedNode(g, "CumSum", {"x", "axis"}, "y");
   });
   EXPECT_NE(Refusal(cumsum).find("CumSum runs along axis 0"), std::string::npos) << Refusal(cumsum);

@@ -38,6 +38,47 @@ inline onnx::NodeProto* AddNamedNode(onnx::GraphProto* g, const std::string& op,
   return n;
 }
 
+// Sets attribute `name` of n: an int, a float, a string, ints or strings.
+inline onnx::AttributeProto* NewAttribute(onnx::NodeProto* n, const std::string& name,
+                                          onnx::AttributeProto::AttributeType type) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(type);
+  return a;
+}
+inline void SetAttr(onnx::NodeProto* n, const std::string& name, int64_t v) {
+  NewAttribute(n, name, onnx::AttributeProto::INT)->set_i(v);
+}
+inline void SetAttr(onnx::NodeProto* n, const std::string& name, int v) {
+  SetAttr(n, name, int64_t{v});
+}
+inline void SetAttr(onnx::NodeProto* n, const std::string& name, float v) {
+  NewAttribute(n, name, onnx::AttributeProto::FLOAT)->set_f(v);
+}
+inline void SetAttr(onnx::NodeProto* n, const std::string& name, const std::string& v) {
+  NewAttribute(n, name, onnx::AttributeProto::STRING)->set_s(v);
+}
+inline void SetAttr(onnx::NodeProto* n, const std::string& name, const std::vector<int64_t>& v) {
+  auto* a = NewAttribute(n, name, onnx::AttributeProto::INTS);
+  for (int64_t x : v) a->add_ints(x);
+}
+inline void SetAttr(onnx::NodeProto* n, const std::string& name,
+                    const std::vector<std::string>& v) {
+  auto* a = NewAttribute(n, name, onnx::AttributeProto::STRINGS);
+  for (const auto& x : v) a->add_strings(x);
+}
+
+// Adds an int64 initializer.
+inline void AddInt64Initializer(onnx::GraphProto* g, const std::string& name,
+                                const std::vector<int64_t>& dims,
+                                const std::vector<int64_t>& values) {
+  auto* t = g->add_initializer();
+  t->set_name(name);
+  t->set_data_type(onnx::TensorProto::INT64);
+  for (int64_t d : dims) t->add_dims(d);
+  for (int64_t v : values) t->add_int64_data(v);
+}
+
 // Adds a float32 initializer.
 inline void AddFloatInitializer(onnx::GraphProto* g, const std::string& name,
                                 const std::vector<int64_t>& dims,
