@@ -547,6 +547,68 @@ TEST(FastKernels, ConvTransposeAgainstTheDoubleReference) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Einsum as strided GEMMs, against the generic loop (int64, exact) on small integers
+
+TEST(FastKernels, EinsumAgainstTheGenericLoop) {
+  struct Case {
+    std::string equation;
+    std::vector<int64_t> a, b;
+  };
+  const std::vector<Case> cases = {{"bmk,bkn->bmn", {3, 5, 7}, {3, 7, 4}},
+                                   {"bhqd,bhkd->bhqk", {2, 3, 5, 8}, {2, 3, 6, 8}},
+                                   {"bhqk,bhkd->bhqd", {1, 2, 9, 9}, {1, 2, 9, 4}},
+                                   {"bij,jk->bik", {2, 5, 6}, {6, 3}},
+                                   {"mk,kn->nm", {5, 6}, {6, 7}},
+                                   {"ik,jk->ij", {4, 3}, {5, 3}},
+                                   {"bi,bi->b", {6, 9}, {6, 9}},
+                                   {"i,j->ij", {5}, {4}},
+                                   {"...ij,...jk->...ik", {2, 3, 4, 5}, {3, 5, 2}},
+                                   {"bmk,bnk->bnm", {2, 4, 3}, {2, 6, 3}},
+                                   {"ii,ij->ij", {4, 4}, {4, 3}},
+                                   {"ijk,jkl->il", {3, 4, 5}, {4, 5, 6}},
+                                   {"abij,abjk->abik", {2, 3, 4, 5}, {2, 3, 5, 2}},
+                                   {"bij,jk->kib", {2, 3, 4}, {4, 5}}};
+  std::mt19937 rng(47);
+  for (const Case& c : cases) {
+    auto build = [&](onnx::TensorProto::DataType type, const std::vector<double>& bv) {
+      onnx::ModelProto m = testing::EmptyModel("einsum");
+      auto* g = m.mutable_graph();
+      *g->add_input() = Info("x", type, c.a);
+      auto* y = g->add_output();
+      y->set_name("y");
+      y->mutable_type()->mutable_tensor_type()->set_elem_type(type);
+      auto* t = g->add_initializer();
+      t->set_name("w");
+      t->set_data_type(type);
+      for (int64_t d : c.b) t->add_dims(d);
+      for (double v : bv) {
+        if (type == onnx::TensorProto::INT64)
+          t->add_int64_data(static_cast<int64_t>(v));
+        else
+          t->add_float_data(static_cast<float>(v));
+      }
+      testing::SetAttr(testing::AddNamedNode(g, "Einsum", {"x", "w"}, "y"), "equation", c.equation);
+      return m;
+    };
+    auto ints = [&](const std::vector<int64_t>& dims) {
+      int64_t n = 1;
+      for (int64_t d : dims) n *= d;
+      std::vector<double> v(static_cast<size_t>(n));
+      for (auto& x : v) x = static_cast<double>(static_cast<int>(rng() % 9) - 4);
+      return v;
+    };
+    const std::vector<double> av = ints(c.a), bv = ints(c.b);
+    Tensor xi(DType::kInt64, c.a);
+    for (int64_t i = 0; i < xi.size(); ++i) xi.data<int64_t>()[i] = static_cast<int64_t>(av[i]);
+    const auto want = RunModel(build(onnx::TensorProto::INT64, bv), xi, 1);
+    for (int threads : {1, 2})
+      ExpectClose(
+          RunModel(build(onnx::TensorProto::FLOAT, bv), InputOf(DType::kFloat32, c.a, av), threads),
+          want, 1e-12, c.equation + " threads " + std::to_string(threads));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Reductions and pooling
 
 TEST(FastKernels, ReductionsAgainstTheDoubleReference) {

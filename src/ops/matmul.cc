@@ -4,7 +4,9 @@
 
 #include "ops/common.h"
 #include "ops/gemm_dnnl.h"
+#include "ops/gemm_kernels.h"
 #include "ops/matmul_gemm.h"
+#include "ops/thread_pool.h"
 
 namespace kiln::ops {
 
@@ -374,6 +376,99 @@ inline bool Advance(const std::vector<int>& labels, const EinsumPlan& p, std::ve
   return false;
 }
 
+// One dim of a strided product: its size and its strides in a, b and the output.
+struct EinsumAxis {
+  int64_t size = 1, sa = 0, sb = 0, sy = 0;
+};
+
+// The labels of one group as axes, outermost first by `key`'s stride, neighbours that are
+// contiguous in every operand and the output merged into one (bij,jk->bik's b and i are rows).
+std::vector<EinsumAxis> MergedAxes(const EinsumPlan& p, const std::vector<int>& labels,
+                                   const std::vector<int64_t>& out_stride, int key) {
+  std::vector<EinsumAxis> axes;
+  for (int l : labels) axes.push_back({p.size[l], p.stride[0][l], p.stride[1][l], out_stride[l]});
+  auto by = [key](const EinsumAxis& x) { return key == 0 ? x.sa : key == 1 ? x.sb : x.sy; };
+  std::stable_sort(axes.begin(), axes.end(),
+                   [&](const EinsumAxis& x, const EinsumAxis& y) { return by(x) > by(y); });
+  std::vector<EinsumAxis> out;
+  for (const EinsumAxis& x : axes) {
+    if (!out.empty()) {
+      EinsumAxis& o = out.back();
+      if (o.sa == x.sa * x.size && o.sb == x.sb * x.size && o.sy == x.sy * x.size) {
+        o = {o.size * x.size, x.sa, x.sb, x.sy};
+        continue;
+      }
+    }
+    out.push_back(x);
+  }
+  return out;
+}
+
+// A batched product whose rows, columns and contracted dims each merge into one axis (or none):
+// the packed GEMM reads both operands in place by their strides and writes each batch index's
+// block of the output (whose columns, or rows, are contiguous). Attention's bhqd,bhkd->bhqk,
+// bmk,bkn->bmn and bij,jk->bik go here without a copy. False where the layouts do not allow it.
+template <class T>
+bool EinsumByStrides(const EinsumPlan& p, const std::vector<int>& batch_labels,
+                     const std::vector<int>& m_labels, const std::vector<int>& n_labels,
+                     const std::vector<int>& k_labels, const T* a, const T* b, T* y, int threads) {
+  if constexpr (!std::is_same_v<T, float> && !std::is_same_v<T, double>) {
+    return false;
+  } else {
+    std::vector<int64_t> out_stride(static_cast<size_t>(p.num_labels), 0);
+    const Dims ost = Strides(p.out_dims);
+    for (size_t d = 0; d < p.out_labels.size(); ++d) out_stride[p.out_labels[d]] += ost[d];
+    const auto batch = MergedAxes(p, batch_labels, out_stride, 2);
+    const auto m = MergedAxes(p, m_labels, out_stride, 0),
+               n = MergedAxes(p, n_labels, out_stride, 1);
+    const auto k = MergedAxes(p, k_labels, out_stride, 0);
+    if (m.size() > 1 || n.size() > 1 || k.size() > 1) return false;
+    const EinsumAxis one;
+    const EinsumAxis &am = m.empty() ? one : m[0], &an = n.empty() ? one : n[0],
+                     &ak = k.empty() ? one : k[0];
+    int64_t M = am.size, N = an.size, K = ak.size;
+    int64_t rsa = am.sa, csa = ak.sa, rsb = ak.sb, csb = an.sb, ldc = am.sy;
+    const T *A = a, *B = b;
+    bool swapped = false;  // computing Y^T = B^T A^T: the output's rows are the contiguous ones
+    if (N > 1 && an.sy != 1) {
+      if (M > 1 && am.sy != 1) return false;
+      std::swap(M, N);
+      std::swap(A, B);
+      const int64_t ra = rsa, ca = csa;
+      rsa = csb;
+      csa = rsb;
+      rsb = ca;
+      csb = ra;
+      ldc = an.sy;
+      swapped = true;
+    }
+    if (M > 1 && ldc < N) return false;
+    if (K == 0) {
+      std::fill(y, y + NumElements(p.out_dims), T(0));
+      return true;
+    }
+    int64_t batches = 1;
+    for (const EinsumAxis& x : batch) batches *= x.size;
+    const int outer = static_cast<int>(std::min<int64_t>(threads, batches));
+    const int inner = batches >= threads ? 1 : threads;
+    ParallelFor(outer, batches, [&](int64_t b0, int64_t b1) {
+      for (int64_t i = b0; i < b1; ++i) {
+        int64_t oa = 0, ob = 0, oy = 0, index = i;
+        for (int d = static_cast<int>(batch.size()) - 1; d >= 0; --d) {
+          const int64_t j = index % batch[d].size;
+          index /= batch[d].size;
+          oa += j * batch[d].sa;
+          ob += j * batch[d].sb;
+          oy += j * batch[d].sy;
+        }
+        if (swapped) std::swap(oa, ob);
+        PackedGemm<T>(M, N, K, T(1), A + oa, rsa, csa, B + ob, rsb, csb, y + oy, ldc, false, inner);
+      }
+    });
+    return true;
+  }
+}
+
 // Two operands that form a batched matrix product (every label is batch, row, column or
 // contracted, each in both or the right one operand) go through the GEMM instead of the
 // generic loop: operands are gathered into [batch, M, K] and [batch, K, N].
@@ -402,6 +497,8 @@ bool EinsumAsGemm(const EinsumPlan& p, const Tensor& a, const Tensor& b, Tensor&
   }
   // Gathering follows the summed strides, so diagonals and broadcast dims come out right.
   if (a.size() == 0 || b.size() == 0) return false;
+  if (EinsumByStrides<T>(p, batch, m, n, k, a.data<T>(), b.data<T>(), y.data<T>(), threads))
+    return true;
   auto prod = [&](const std::vector<int>& ls) {
     int64_t r = 1;
     for (int l : ls) r *= p.size[l];
