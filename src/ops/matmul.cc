@@ -91,9 +91,19 @@ Status MatMulCompute(ComputeContext& ctx) {
       GemmAny<T>(false, false, NumElements(s.out_batch) * M, N, K, 1.0, A, B, Y, ctx.threads());
       return;
     }
-    ForEachBroadcast<2>(s.out_batch, strides, [&](int64_t o, const std::array<int64_t, 2>& off) {
-      GemmAny<T>(false, false, M, N, K, 1.0, A + off[0] * M * K, B + off[1] * K * N, Y + o * M * N,
-                 ctx.threads());
+    // Many small products (a decode step's one query row per head): the threads take whole
+    // products; few large ones: each product takes the threads.
+    std::vector<std::array<int64_t, 2>> offsets;
+    ForEachBroadcast<2>(s.out_batch, strides, [&](int64_t, const std::array<int64_t, 2>& off) {
+      offsets.push_back(off);
+    });
+    const int64_t batches = static_cast<int64_t>(offsets.size());
+    const int outer = static_cast<int>(std::min<int64_t>(ctx.threads(), batches));
+    const int inner = batches >= ctx.threads() ? 1 : ctx.threads();
+    ParallelFor(outer, batches, [&](int64_t o0, int64_t o1) {
+      for (int64_t o = o0; o < o1; ++o)
+        GemmAny<T>(false, false, M, N, K, 1.0, A + offsets[o][0] * M * K, B + offsets[o][1] * K * N,
+                   Y + o * M * N, inner);
     });
   });
   if (!ok) return ctx.error("MatMul does not support " + std::string(DTypeName(a.dtype())));
