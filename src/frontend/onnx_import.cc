@@ -1,6 +1,12 @@
 #include "frontend/onnx_import.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <unordered_map>
@@ -47,7 +53,7 @@ Expected<std::string> ConfinedPath(const std::string& base_dir, const std::strin
 }  // namespace
 
 Expected<Tensor> TensorFromProto(const onnx::TensorProto& tp, const std::string& base_dir,
-                                 const std::string& label) {
+                                 const std::string& label, std::string* take_raw) {
   std::string name = label + (tp.name().empty() ? "" : " tensor '" + tp.name() + "'");
   DType dt = static_cast<DType>(tp.data_type());
   if (tp.data_type() == onnx::TensorProto::STRING)
@@ -98,6 +104,10 @@ Expected<Tensor> TensorFromProto(const onnx::TensorProto& tp, const std::string&
     if (tp.raw_data().size() != nbytes)
       return Error(name + ": raw_data has " + std::to_string(tp.raw_data().size()) +
                    " bytes, expected " + std::to_string(nbytes) + " for " + DimsToString(dims));
+    if (take_raw && nbytes > 0 && reinterpret_cast<uintptr_t>(take_raw->data()) % 16 == 0) {
+      auto owner = std::make_shared<std::string>(std::move(*take_raw));
+      return Tensor::View(dt, dims, owner->data(), owner);
+    }
     return Tensor::Copy(dt, dims, tp.raw_data().data());
   }
 
@@ -459,18 +469,24 @@ struct Importer {
     }
   }
 
+  // `owned`: gp itself where the importer may take its initializers' bytes (the main graph).
   Expected<std::shared_ptr<ir::Graph>> ImportGraph(const onnx::GraphProto& gp, Scope* parent,
-                                                   const std::string& where) {
+                                                   const std::string& where,
+                                                   onnx::GraphProto* owned = nullptr) {
     auto g = std::make_shared<ir::Graph>();
     g->name = gp.name();
     g->parent = parent ? parent->graph : nullptr;
     Scope s{g.get(), parent, {}};
     std::string gl = where.empty() ? "graph" : where;
 
-    for (const auto& init : gp.initializer()) {
+    for (int i = 0; i < gp.initializer_size(); ++i) {
+      const onnx::TensorProto& init = gp.initializer(i);
       if (s.names.count(init.name()))
         return Error(gl + ": initializer '" + init.name() + "' is defined twice");
-      KILN_ASSIGN_OR_RETURN(Tensor t, TensorFromProto(init, base_dir, gl));
+      std::string* take = owned && init.has_raw_data()
+                              ? owned->mutable_initializer(i)->mutable_raw_data()
+                              : nullptr;
+      KILN_ASSIGN_OR_RETURN(Tensor t, TensorFromProto(init, base_dir, gl, take));
       int v = g->AddValue(init.name(), ir::TypeInfo::Tensor(t.dtype(), t.dims()));
       g->values[v].constant = std::move(t);
       s.names[init.name()] = v;
@@ -547,7 +563,7 @@ struct Importer {
 
 }  // namespace
 
-Expected<ir::Model> ImportModelProto(const onnx::ModelProto& mp, const std::string& base_dir,
+Expected<ir::Model> ImportModelProto(onnx::ModelProto& mp, const std::string& base_dir,
                                      const std::string& label) {
   if (!mp.has_graph()) return Error(label + ": model has no graph");
   ir::Model m;
@@ -561,7 +577,7 @@ Expected<ir::Model> ImportModelProto(const onnx::ModelProto& mp, const std::stri
   if (mp.opset_import_size() == 0) m.opsets[""] = 1;  // IR v1/v2 files predate opset_import
   Importer imp{mp, base_dir, label, {}};
   for (const auto& f : mp.functions()) imp.functions[{f.domain(), f.name()}] = &f;
-  KILN_ASSIGN_OR_RETURN(m.graph, imp.ImportGraph(mp.graph(), nullptr, ""));
+  KILN_ASSIGN_OR_RETURN(m.graph, imp.ImportGraph(mp.graph(), nullptr, "", mp.mutable_graph()));
   // Before IR version 4 every initializer had to be listed as a graph input too, so there the
   // listing does not make it a default a caller may override (ONNX Runtime reads it so as well):
   // such inputs are constants.
@@ -587,10 +603,25 @@ Expected<ir::Model> ParseOnnxModel(const void* data, size_t size, const std::str
 }
 
 Expected<ir::Model> LoadOnnxModel(const std::string& path) {
-  KILN_ASSIGN_OR_RETURN(auto file, MappedFile::Open(path));
+  // Read as a stream, not mapped: the file's pages are then not resident beside the parsed
+  // proto, whose weights move on into the tensors (ImportModelProto), so the weights are held
+  // once at any time.
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) return Error(path + ": cannot open: " + std::strerror(errno));
+  struct stat st;
+  onnx::ModelProto mp;
+  Status read = OkStatus();
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+    read = Error(path + ": not a regular file");
+  else if (st.st_size > INT32_MAX)
+    read = Error(path + ": larger than 2 GB; store the weights as external data");
+  else if (!mp.ParseFromFileDescriptor(fd))
+    read = Error(path + ": not a valid ONNX model (protobuf parse failed)");
+  ::close(fd);
+  KILN_RETURN_IF_ERROR(read);
   std::string dir = fs::path(path).parent_path().string();
   if (dir.empty()) dir = ".";
-  KILN_ASSIGN_OR_RETURN(auto m, ParseOnnxModel(file->data(), file->size(), dir, path));
+  KILN_ASSIGN_OR_RETURN(auto m, ImportModelProto(mp, dir, path));
   m.source_path = path;
   return m;
 }

@@ -47,6 +47,7 @@ struct DirectConvState : NodeState {
   LargeBuffer panels;        // [ceil(M / 8)][chunks][KH][KW][chunk's channels][8], zero padded
   std::vector<float> zeros;  // KW x C zeros for taps in the padding and rows past the last
   std::string Kernel() const override { return "kiln direct conv avx2"; }
+  bool HoldsConstant(int i) const override { return i == 1 && w != nullptr; }
 };
 
 // y = act(conv(x, w) + b + z) for p as DirectConvFits says (b and post.z may be null; z may be

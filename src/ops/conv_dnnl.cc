@@ -84,6 +84,13 @@ struct DnnlConvPlan : NodeState {
   std::vector<ConvPart> parts;
   std::vector<std::unique_ptr<DnnlConvState>> states;  // one per part
 
+  bool HoldsConstant(int i) const override {
+    if (i != 1 || !supported || states.empty()) return false;
+    for (const auto& st : states)
+      if (st->w_md == st->user_w_md || (!st->shares_w && !st->w_ptr)) return false;
+    return true;
+  }
+
   std::string Kernel() const override {
     if (!supported || states.empty()) return "";
     return "onednn " + states[0]->kernel +

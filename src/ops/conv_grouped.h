@@ -28,6 +28,7 @@ struct GroupedPointwiseState : NodeState {
   std::string Kernel() const override {
     return direct ? "kiln grouped 1x1 avx2" : "kiln packed gemm per group";
   }
+  bool HoldsConstant(int i) const override { return i == 1 && direct && w != nullptr; }
 };
 
 // y = act(conv(x, w) + b + z) for p as GroupedPointwiseFits says (b and post.z may be null; z

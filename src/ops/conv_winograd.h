@@ -38,6 +38,7 @@ struct WinogradState : NodeState {
   int64_t C = 0, M = 0;
   std::vector<PackedB<float>> u;  // the 16 transformed [C x M], packed for the GEMM
   std::string Kernel() const override { return "kiln winograd F(2x2,3x3)"; }
+  bool HoldsConstant(int i) const override { return i == 1 && w != nullptr; }
 };
 
 // y (pixels y_channels or M floats apart) = act(conv(x, w) + b + z) for p as WinogradFits says.

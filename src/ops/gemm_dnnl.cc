@@ -39,6 +39,14 @@ struct DnnlGemmPlan : NodeState {
   bool supported = false;
   std::vector<GemmPart> parts;
   const float* w_ptr = nullptr;  // the constant B the parts hold, if any
+
+  // B is input 1 of the MatMul and Gemm nodes that run here.
+  bool HoldsConstant(int i) const override {
+    if (i != 1 || !supported || !w_ptr) return false;
+    for (const GemmPart& part : parts)
+      if (part.w == part.w_user) return false;  // oneDNN reads B where it is
+    return true;
+  }
 };
 
 GemmPart MakePart(const DnnlGemmPlan& plan, int64_t m0, int64_t M) {

@@ -92,6 +92,11 @@ struct NodeState {
   virtual ~NodeState() = default;
   // The kernel the state runs, for profiles ("" when it does not say).
   virtual std::string Kernel() const { return ""; }
+  // True when the state holds constant input `i` in a layout of its own (weights packed or
+  // transformed once) and, while the node's inputs keep the shapes it was made for, reads only
+  // that: it compares the input's address with the one it was made from, never its bytes. The
+  // executor then drops the original bytes (Executor::Run).
+  virtual bool HoldsConstant(int /*i*/) const { return false; }
 };
 
 class ComputeContext {

@@ -60,13 +60,58 @@ struct GraphInfo {
 struct Executor::Impl : public ops::SubgraphRunner {
   Executor* self = nullptr;
   std::unordered_map<const ir::Graph*, GraphInfo> infos;
-
   struct Frame {
     const ir::Graph* graph;
     const Frame* parent;
     std::vector<Tensor> values;
   };
   std::vector<const Frame*> frame_stack;
+
+  // Weights that kernels pack or transform on their first run would otherwise be held twice.
+  // Per value of the main graph until that run is over: how many of the nodes reading it have
+  // yet to run, or -1 where it stays. A constant goes (a husk with its dims and address takes
+  // its place) once every node reading it holds it (ops::NodeState::HoldsConstant) and has
+  // inputs of static shapes, so that its state is never remade from the original. Constants
+  // shared with a model the caller kept (ir::CloneModel) stay alive there.
+  std::vector<int> unheld_readers;
+
+  void CountConstantReaders(const ir::Graph& g) {
+    unheld_readers.assign(g.values.size(), -1);
+    for (size_t v = 0; v < g.values.size(); ++v)
+      if (g.values[v].constant && g.values[v].constant->kind() == Tensor::Kind::kTensor)
+        unheld_readers[v] = 0;
+    for (int v : g.outputs) unheld_readers[v] = -1;
+    for (const ir::Node& node : g.nodes) {
+      for (int v : node.implicit_inputs) unheld_readers[v] = -1;
+      bool fixed = true;
+      for (int v : node.inputs) fixed = fixed && (v < 0 || g.values[v].type.shape_known());
+      for (int v : node.inputs) {
+        if (v < 0 || unheld_readers[v] < 0) continue;
+        unheld_readers[v] = fixed ? unheld_readers[v] + 1 : -1;
+      }
+    }
+  }
+
+  // After node n of the main graph ran for the first time.
+  void ReleaseHeldConstants(ir::Graph& g, int n, const GraphInfo& info, Frame& f) {
+    const ir::Node& node = g.nodes[n];
+    const ops::NodeState* st = info.states.size() > static_cast<size_t>(n) ? info.states[n].get()
+                                                                            : nullptr;
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      const int v = node.inputs[i];
+      if (v < 0 || unheld_readers[v] <= 0) continue;
+      if (!st || !st->HoldsConstant(static_cast<int>(i))) {
+        unheld_readers[v] = -1;
+        continue;
+      }
+      if (--unheld_readers[v] > 0) continue;
+      std::optional<Tensor>& c = g.values[v].constant;
+      c = Tensor::View(c->dtype(), c->dims(), c->raw());
+      f.values[v] = *c;
+      unheld_readers[v] = -1;
+    }
+  }
+
 
   // Kernels, schedule and verified memory plan of g and, recursively, of its subgraphs.
   Status Prepare(const ir::Graph& g, const ir::Model& m, const ExecutorOptions& o) {
@@ -239,6 +284,8 @@ struct Executor::Impl : public ops::SubgraphRunner {
       const auto t0 = self->options_.profile ? std::chrono::steady_clock::now()
                                              : std::chrono::steady_clock::time_point{};
       Status st = RunNode(g, info.order[p], p, info, f);
+      if (main_graph && st.ok() && !unheld_readers.empty())
+        ReleaseHeldConstants(*self->model_.graph, info.order[p], info, f);
       if (self->options_.profile) {
         if (info.node_seconds.size() != g.nodes.size())
           info.node_seconds.assign(g.nodes.size(), 0.0);
@@ -252,6 +299,7 @@ struct Executor::Impl : public ops::SubgraphRunner {
       for (int v : info.release_after[p]) f.values[v] = Tensor();
     }
     frame_stack.pop_back();
+    if (main_graph) unheld_readers.clear();  // the first run is over
     outputs->clear();
     for (int v : g.outputs) {
       const Tensor& t = f.values[v];
@@ -384,7 +432,10 @@ Executor::~Executor() = default;
 
 Expected<std::unique_ptr<Executor>> Executor::Create(ir::Model model, ExecutorOptions options) {
   std::unique_ptr<Executor> e(new Executor());
-  e->model_ = std::move(model);
+  // Its own graph (the caller's Model may share one): passes rewrite it and weights a kernel
+  // holds are dropped from it. Constants still share their bytes with the caller's copy.
+  e->model_ = ir::CloneModel(model);
+  model = {};
   e->options_ = std::move(options);
   if (e->options_.threads < 1) return Error("--threads must be at least 1");
   KILN_RETURN_IF_ERROR(passes::InferShapes(e->model_, e->options_.shapes));
@@ -408,6 +459,7 @@ Expected<std::unique_ptr<Executor>> Executor::Create(ir::Model model, ExecutorOp
   const ir::Graph& g = *e->model_.graph;
   KILN_RETURN_IF_ERROR(e->impl_->Prepare(g, e->model_, e->options_));
   const GraphInfo& main = e->impl_->infos.at(&g);
+  e->impl_->CountConstantReaders(g);
   e->plan_ = main.plan;
   e->order_ = main.order;
   return e;
