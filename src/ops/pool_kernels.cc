@@ -12,6 +12,7 @@
 
 #include "ops/cpu_isa.h"
 #include "ops/scratch.h"
+#include "ops/simd.h"
 #include "ops/thread_pool.h"
 
 #if KILN_X86_DISPATCH
@@ -74,13 +75,9 @@ __attribute__((always_inline)) inline void RowTaps(const float* __restrict xr, i
 // Column stride 2: the padded plane split into its even and odd columns (two planes of width
 // We), so that tap kw of output column ow reads column ow + kw / 2 of one phase: every tap is a
 // contiguous loop, in the same (kh, kw) order.
-template <bool kMax>
-__attribute__((always_inline)) inline void PlaneStride2(const Pool2DShape& s, const Padded& p,
-                                                        const float* x, float pad, float* ph,
-                                                        float* yp) {
+KILN_AI void SplitColumns(const Pool2DShape& s, const Padded& p, const float* x, float pad,
+                          float* even, float* odd) {
   const int64_t We = (p.Wp + 1) / 2;
-  float* even = ph;
-  float* odd = ph + p.Hp * We;
   for (int64_t h = 0; h < p.Hp; ++h) {
     const int64_t ih = h - s.ph;
     float* e = even + h * We;
@@ -107,6 +104,16 @@ __attribute__((always_inline)) inline void PlaneStride2(const Pool2DShape& s, co
     }
     for (int64_t j = hi; j < We; ++j) edge(j);
   }
+}
+
+template <bool kMax>
+__attribute__((always_inline)) inline void PlaneStride2(const Pool2DShape& s, const Padded& p,
+                                                        const float* x, float pad, float* ph,
+                                                        float* yp) {
+  const int64_t We = (p.Wp + 1) / 2;
+  float* even = ph;
+  float* odd = ph + p.Hp * We;
+  SplitColumns(s, p, x, pad, even, odd);
   for (int64_t oh = 0; oh < s.OH; ++oh) {
     float* __restrict yr = yp + oh * s.OW;
     bool first = true;
@@ -123,11 +130,114 @@ __attribute__((always_inline)) inline void PlaneStride2(const Pool2DShape& s, co
   }
 }
 
+// Whether p[0, n) holds -inf: a count of compares, which vectorizes (std::find does not).
+KILN_AI bool HasNegativeInfinity(const float* p, int64_t n) {
+  const float ninf = -std::numeric_limits<float>::infinity();
+  int32_t count = 0;
+  for (int64_t i = 0; i < n; ++i) count += p[i] == ninf ? 1 : 0;
+  return count > 0;
+}
+
+// A running maximum over a row of taps: v replaces m only when larger, so from a -inf start NaN
+// taps are skipped and the first of equal taps stays (one vmaxps per tap).
+__attribute__((always_inline)) inline void MaxInto(const float* __restrict src, int64_t step,
+                                                   int64_t OW, float* __restrict out) {
+  for (int64_t ow = 0; ow < OW; ++ow) {
+    const float v = src[ow * step];
+    out[ow] = v > out[ow] ? v : out[ow];
+  }
+}
+
+// out[i] = the running maximum (MaxInto's rule) of src[0][i * step], ..., src[K - 1][i * step]
+// from -inf, held in a register: one store per output instead of one per tap.
+template <int K>
+KILN_AI void MaxOfTaps(const float* const* src, int64_t step, int64_t n, float* __restrict out) {
+  const float ninf = -std::numeric_limits<float>::infinity();
+#pragma GCC ivdep
+  for (int64_t i = 0; i < n; ++i) {
+    float m = ninf;
+    for (int k = 0; k < K; ++k) {
+      const float v = src[k][i * step];
+      m = v > m ? v : m;
+    }
+    out[i] = m;
+  }
+}
+
+constexpr int kMaxTapsHeld = 7;
+
+// MaxOfTaps for k taps (k <= kMaxTapsHeld), or tap by tap for more.
+KILN_AI void MaxOf(const float* const* src, int64_t k, int64_t step, int64_t n, float* out) {
+  switch (k) {
+    case 1:
+      return MaxOfTaps<1>(src, step, n, out);
+    case 2:
+      return MaxOfTaps<2>(src, step, n, out);
+    case 3:
+      return MaxOfTaps<3>(src, step, n, out);
+    case 4:
+      return MaxOfTaps<4>(src, step, n, out);
+    case 5:
+      return MaxOfTaps<5>(src, step, n, out);
+    case 6:
+      return MaxOfTaps<6>(src, step, n, out);
+    case 7:
+      return MaxOfTaps<7>(src, step, n, out);
+    default:
+      std::fill(out, out + n, -std::numeric_limits<float>::infinity());
+      for (int64_t t = 0; t < k; ++t) MaxInto(src[t], step, n, out);
+  }
+}
+
+// MaxPool by rows, then columns: a window's maximum is the maximum of its rows' maxima, KW + KH
+// comparisons per output (about) instead of KW * KH. Both ways the first of equal taps in
+// (kh, kw) order wins and NaN taps are skipped, so the results are the tap loop's; a window of
+// -inf and NaN taps gives -inf, which MaxPool2D's caller redoes. tap(h, kw): where tap kw of
+// padded row h starts for output column 0, `step` floats apart. rm: the rows' maxima.
+template <class Tap>
+__attribute__((always_inline)) inline void MaxPlaneByRows(const Pool2DShape& s, int64_t step,
+                                                          Tap tap, float* rm, float* yp) {
+  const int64_t rows = (s.OH - 1) * s.sh + s.KH;
+  std::vector<const float*> src(static_cast<size_t>(std::max(s.KH, s.KW)));
+  for (int64_t h = 0; h < rows; ++h) {
+    for (int64_t kw = 0; kw < s.KW; ++kw) src[kw] = tap(h, kw);
+    MaxOf(src.data(), s.KW, step, s.OW, rm + h * s.OW);
+  }
+  for (int64_t oh = 0; oh < s.OH; ++oh) {
+    for (int64_t kh = 0; kh < s.KH; ++kh) src[kh] = rm + (oh * s.sh + kh) * s.OW;
+    MaxOf(src.data(), s.KH, 1, s.OW, yp + oh * s.OW);
+  }
+}
+
 template <bool kMax>
 __attribute__((always_inline)) inline void PlanesBody(const Pool2DShape& s, const float* x,
                                                       float* y, int64_t p0, int64_t p1) {
   const Padded p(s);
   const float pad = kMax ? -std::numeric_limits<float>::infinity() : 0.0f;
+  if constexpr (kMax) {
+    const int64_t We = (p.Wp + 1) / 2, plane = s.sw == 2 ? 2 * p.Hp * We : p.Hp * p.Wp;
+    const int64_t rows = (s.OH - 1) * s.sh + s.KH;
+    float* xp = Scratch<float>(ScratchSlot::kPadded, static_cast<size_t>(plane + rows * s.OW));
+    float* rm = xp + plane;
+    for (int64_t pl = p0; pl < p1; ++pl) {
+      float* yp = y + pl * s.OH * s.OW;
+      if (s.sw == 2) {
+        float *even = xp, *odd = xp + p.Hp * We;
+        SplitColumns(s, p, x + pl * s.H * s.W, pad, even, odd);
+        MaxPlaneByRows(
+            s, 1, [&](int64_t h, int64_t kw) { return (kw % 2 ? odd : even) + h * We + kw / 2; },
+            rm, yp);
+        continue;
+      }
+      FillPadded(s, p, x + pl * s.H * s.W, pad, xp);
+      auto tap = [&](int64_t h, int64_t kw) { return xp + h * p.Wp + kw; };
+      if (s.sw == 1)
+        MaxPlaneByRows(s, 1, tap, rm, yp);  // contiguous taps: vectors
+      else
+        MaxPlaneByRows(s, s.sw, tap, rm, yp);
+    }
+    return;
+  }
   if (s.sw == 2) {
     float* ph =
         Scratch<float>(ScratchSlot::kPadded, static_cast<size_t>(2 * p.Hp * ((p.Wp + 1) / 2)));
@@ -335,6 +445,75 @@ __attribute__((target("avx2,fma"))) void PixelAvx2(const PixelWindow& win, int64
 }
 #endif
 
+// The window of output pixel (oh, ow) of image n, for ReferenceMax.
+PixelWindow WindowAt(const Pool2DShape& s, int64_t C, const float* x, int64_t n, int64_t oh,
+                     int64_t ow) {
+  const int64_t h = oh * s.sh - s.ph, w = ow * s.sw - s.pw;
+  PixelWindow win{x, 0, 0, 0, 0, 0};
+  win.kh0 = std::max<int64_t>(0, -h);
+  win.kh1 = std::max(win.kh0, std::min(s.KH, s.H - h));
+  win.kw0 = std::max<int64_t>(0, -w);
+  win.kw1 = std::max(win.kw0, std::min(s.KW, s.W - w));
+  if (win.kh0 < win.kh1 && win.kw0 < win.kw1)
+    win.x = x + ((n * s.H + h + win.kh0) * s.W + w + win.kw0) * C;
+  return win;
+}
+
+// Channels-last MaxPool by rows, then columns, as MaxPlaneByRows (the same results) for output
+// rows [r0, r1) (r: image r / OH, row r % OH): the maxima of each input row's windows are made
+// once into a ring of KH rows (OW x C each; input row ih in slot ih % KH, distinct within a
+// window) and read by every output row whose window holds that row. -inf results are redone by
+// ReferenceMax (NaN where every tap is).
+KILN_AI void MaxRowsChannelsLast(const Pool2DShape& s, int64_t C, const float* x, float* y,
+                                 int64_t r0, int64_t r1) {
+  const float ninf = -std::numeric_limits<float>::infinity();
+  const int64_t owc = s.OW * C;
+  float* ring = Scratch<float>(ScratchSlot::kPadded, static_cast<size_t>(s.KH * owc));
+  std::vector<int64_t> held(static_cast<size_t>(s.KH), -1);  // n * H + ih per slot
+  std::vector<const float*> src(static_cast<size_t>(std::max(s.KH, s.KW)));
+  for (int64_t r = r0; r < r1; ++r) {
+    const int64_t n = r / s.OH, oh = r % s.OH, h0 = oh * s.sh - s.ph;
+    float* yr = y + r * owc;
+    for (int64_t ih = std::max<int64_t>(h0, 0); ih < std::min(h0 + s.KH, s.H); ++ih) {
+      float* rm = ring + (ih % s.KH) * owc;
+      if (held[ih % s.KH] != n * s.H + ih) {
+        held[ih % s.KH] = n * s.H + ih;
+        const float* row = x + (n * s.H + ih) * s.W * C;
+        for (int64_t ow = 0; ow < s.OW; ++ow) {
+          const int64_t w0 = ow * s.sw - s.pw, w1 = std::min(w0 + s.KW, s.W);
+          int64_t taps = 0;
+          for (int64_t w = std::max<int64_t>(w0, 0); w < w1; ++w) src[taps++] = row + w * C;
+          MaxOf(src.data(), taps, 1, C, rm + ow * C);
+        }
+      }
+    }
+    int64_t taps = 0;
+    for (int64_t ih = std::max<int64_t>(h0, 0); ih < std::min(h0 + s.KH, s.H); ++ih)
+      src[taps++] = ring + (ih % s.KH) * owc;
+    MaxOf(src.data(), taps, 1, owc, yr);
+    if (!HasNegativeInfinity(yr, owc)) continue;
+    for (int64_t i = 0; i < owc; ++i)
+      if (yr[i] == ninf) yr[i] = ReferenceMax(WindowAt(s, C, x, n, oh, i / C), s.W, C, i % C);
+  }
+}
+
+void MaxRowsBase(const Pool2DShape& s, int64_t C, const float* x, float* y, int64_t r0,
+                 int64_t r1) {
+  MaxRowsChannelsLast(s, C, x, y, r0, r1);
+}
+#if KILN_X86_DISPATCH
+__attribute__((target("avx2,fma"))) void MaxRowsAvx2(const Pool2DShape& s, int64_t C,
+                                                     const float* x, float* y, int64_t r0,
+                                                     int64_t r1) {
+  MaxRowsChannelsLast(s, C, x, y, r0, r1);
+}
+__attribute__((target("avx512f,avx512bw,fma"))) void MaxRowsAvx512(const Pool2DShape& s, int64_t C,
+                                                                   const float* x, float* y,
+                                                                   int64_t r0, int64_t r1) {
+  MaxRowsChannelsLast(s, C, x, y, r0, r1);
+}
+#endif
+
 template <bool kMax>
 void PoolPixels(const Pool2DShape& s, int64_t C, PoolFlavor flavor, const float* x, float* y,
                 int64_t r0, int64_t r1, Isa isa) {
@@ -374,9 +553,14 @@ void ChannelsLastPool2D(const Pool2DShape& s, int64_t N, PoolFlavor flavor, cons
   const int64_t C = s.planes / N, rows = N * s.OH;
   const int64_t work = s.planes * s.OH * s.OW * s.KH * s.KW;
   const int t = static_cast<int>(std::min<int64_t>({threads, rows, work / (1 << 16) + 1, 64}));
+  auto max_rows = MaxRowsBase;
+#if KILN_X86_DISPATCH
+  if (isa == Isa::kAvx512) max_rows = MaxRowsAvx512;
+  if (isa == Isa::kAvx2) max_rows = MaxRowsAvx2;
+#endif
   ParallelFor(t, rows, [&](int64_t r0, int64_t r1) {
     if (flavor == PoolFlavor::kMax)
-      PoolPixels<true>(s, C, flavor, x, y, r0, r1, isa);
+      max_rows(s, C, x, y, r0, r1);
     else
       PoolPixels<false>(s, C, flavor, x, y, r0, r1, isa);
   });
@@ -386,10 +570,9 @@ int64_t MaxPool2D(const Pool2DShape& s, const float* x, float* y, int threads, b
   if (s.planes <= 0 || s.OH <= 0 || s.OW <= 0) return 0;
   RunPlanes<true>(s, x, y, threads);
   int64_t n = 0;
-  const float ninf = -std::numeric_limits<float>::infinity();
   for (int64_t pl = 0; pl < s.planes; ++pl) {
     const float* yp = y + pl * s.OH * s.OW;
-    bad[pl] = std::find(yp, yp + s.OH * s.OW, ninf) != yp + s.OH * s.OW;
+    bad[pl] = HasNegativeInfinity(yp, s.OH * s.OW);
     n += bad[pl];
   }
   return n;
