@@ -768,13 +768,17 @@ TEST(Pool2D, AllNegativeInfinityWindowsAreReported) {
 
 // StridedCopy's transposes (16 x 16 tiles where an outer axis reads consecutive elements and the
 // inner one strides, else its row loop) against the index arithmetic, for permutations of ranks
-// 2-4 with sides from 1 to 37 (tile tails), every element size.
+// 2-4 with sides from 1 to 37 (tile tails) and some large enough to be split over threads (and
+// the four-byte ones into AVX2 register tiles), every element size, at 1 and 3 threads.
 TEST(StridedCopy, PermutationsAgainstIndexArithmetic) {
   std::mt19937 rng(15);
-  for (int trial = 0; trial < 150; ++trial) {
-    const int rank = 2 + trial % 3;
+  for (int trial = 0; trial < 160; ++trial) {
+    const bool large = trial % 16 == 15;
+    const int rank = large ? 2 + trial / 16 % 2 : 2 + trial % 3;
     Dims in(rank);
-    for (auto& d : in) d = 1 + static_cast<int64_t>(rng() % (trial % 4 == 0 ? 5 : 37));
+    for (auto& d : in)
+      d = large ? 40 + static_cast<int64_t>(rng() % (rank == 2 ? 700 : 90))
+                : 1 + static_cast<int64_t>(rng() % (trial % 4 == 0 ? 5 : 37));
     std::vector<int64_t> perm(rank);
     for (int k = 0; k < rank; ++k) perm[k] = k;
     std::shuffle(perm.begin(), perm.end(), rng);
@@ -785,20 +789,21 @@ TEST(StridedCopy, PermutationsAgainstIndexArithmetic) {
       out_strides.push_back(strides[p]);
     }
     const int64_t n = NumElements(in);
-    for (size_t elem : {size_t{1}, size_t{2}, size_t{4}, size_t{8}}) {
-      std::vector<uint8_t> src(static_cast<size_t>(n) * elem), dst(src.size(), 0xee);
-      for (auto& b : src) b = static_cast<uint8_t>(rng());
-      moves::StridedCopy(out, out_strides, 0, src.data(), dst.data(), elem);
-      std::vector<int64_t> idx(rank, 0);
-      for (int64_t o = 0; o < n; ++o) {
-        int64_t from = 0;
-        for (int k = 0; k < rank; ++k) from += idx[k] * out_strides[k];
-        ASSERT_EQ(0, std::memcmp(&dst[static_cast<size_t>(o) * elem],
-                                 &src[static_cast<size_t>(from) * elem], elem))
-            << "trial " << trial << " elem " << elem << " output " << o;
-        for (int k = rank - 1; k >= 0 && ++idx[k] == out[k]; --k) idx[k] = 0;
+    for (size_t elem : {size_t{1}, size_t{2}, size_t{4}, size_t{8}})
+      for (int threads : {1, 3}) {
+        std::vector<uint8_t> src(static_cast<size_t>(n) * elem), dst(src.size(), 0xee);
+        for (auto& b : src) b = static_cast<uint8_t>(rng());
+        moves::StridedCopy(out, out_strides, 0, src.data(), dst.data(), elem, threads);
+        std::vector<int64_t> idx(rank, 0);
+        for (int64_t o = 0; o < n; ++o) {
+          int64_t from = 0;
+          for (int k = 0; k < rank; ++k) from += idx[k] * out_strides[k];
+          ASSERT_EQ(0, std::memcmp(&dst[static_cast<size_t>(o) * elem],
+                                   &src[static_cast<size_t>(from) * elem], elem))
+              << "trial " << trial << " elem " << elem << " threads " << threads << " output " << o;
+          for (int k = rank - 1; k >= 0 && ++idx[k] == out[k]; --k) idx[k] = 0;
+        }
       }
-    }
   }
 }
 

@@ -11,6 +11,7 @@
 #include "ops/common.h"
 #include "ops/conv_geometry.h"
 #include "ops/pool_kernels.h"
+#include "ops/shape_ops_util.h"
 #include "ops/thread_pool.h"
 #include "ops/vector_math.h"
 
@@ -162,12 +163,15 @@ void PoolChannelBlocks(const Pool2DShape& s, PoolFlavor flavor, const float* x, 
     std::vector<float> in(static_cast<size_t>(hw * kBlock)), out(static_cast<size_t>(ohw * kBlock));
     for (int64_t b = b0; b < b1; ++b) {
       const int64_t c0 = b * kBlock, n = std::min(kBlock, s.planes - c0);
-      for (int64_t p = 0; p < hw; ++p)
-        for (int64_t c = 0; c < kBlock; ++c)
-          in[p * kBlock + c] = x[(c0 + std::min(c, n - 1)) * hw + p];
+      if (n == kBlock) {  // a transpose of [kBlock, hw], by register tiles
+        moves::StridedCopy({hw, kBlock}, {1, hw}, 0, x + c0 * hw, in.data(), sizeof(float));
+      } else {  // the last block: its other channels repeat its last one
+        for (int64_t p = 0; p < hw; ++p)
+          for (int64_t c = 0; c < kBlock; ++c)
+            in[p * kBlock + c] = x[(c0 + std::min(c, n - 1)) * hw + p];
+      }
       ChannelsLastPool2D(block, 1, flavor, in.data(), out.data(), 1);
-      for (int64_t c = 0; c < n; ++c)
-        for (int64_t p = 0; p < ohw; ++p) y[(c0 + c) * ohw + p] = out[p * kBlock + c];
+      moves::StridedCopy({n, ohw}, {1, kBlock}, 0, out.data(), y + c0 * ohw, sizeof(float));
     }
   });
 }

@@ -327,14 +327,14 @@ Status InferTranspose(InferContext& ctx) {
 }
 
 // Copies `in` viewed with dims `view` into `out`, with the view's axes permuted by `perm`.
-void PermutedCopy(const Tensor& in, const Dims& view, const std::vector<int64_t>& perm,
-                  Tensor& out) {
+void PermutedCopy(const Tensor& in, const Dims& view, const std::vector<int64_t>& perm, Tensor& out,
+                  int threads) {
   Dims vs = Strides(view), od, os;
   for (int64_t p : perm) {
     od.push_back(view[p]);
     os.push_back(vs[p]);
   }
-  moves::StridedCopy(od, os, 0, in.raw(), out.raw(), DTypeSize(in.dtype()));
+  moves::StridedCopy(od, os, 0, in.raw(), out.raw(), DTypeSize(in.dtype()), threads);
 }
 
 Status ComputeTranspose(ComputeContext& ctx) {
@@ -342,7 +342,7 @@ Status ComputeTranspose(ComputeContext& ctx) {
   std::vector<int64_t> perm;
   Status st = TransposePerm(ctx.node(), in.rank(), &perm);
   if (!st.ok()) return ctx.error(st.message());
-  PermutedCopy(in, in.dims(), perm, ctx.output(0));
+  PermutedCopy(in, in.dims(), perm, ctx.output(0), ctx.threads());
   return OkStatus();
 }
 
@@ -512,7 +512,7 @@ Status ComputeExpand(ComputeContext& ctx) {
   const Tensor& in = ctx.input(0);
   Tensor& out = ctx.output(0);
   moves::StridedCopy(out.dims(), BroadcastStrides(in.dims(), out.dims()), 0, in.raw(), out.raw(),
-                     DTypeSize(in.dtype()));
+                     DTypeSize(in.dtype()), ctx.threads());
   return OkStatus();
 }
 
@@ -577,7 +577,7 @@ Status ComputeTile(ComputeContext& ctx) {
     d.push_back(in.dim(i));
     s.push_back(is[i]);
   }
-  moves::StridedCopy(d, s, 0, in.raw(), ctx.output(0).raw(), DTypeSize(in.dtype()));
+  moves::StridedCopy(d, s, 0, in.raw(), ctx.output(0).raw(), DTypeSize(in.dtype()), ctx.threads());
   return OkStatus();
 }
 
@@ -608,9 +608,9 @@ Status ComputeDepthToSpace(ComputeContext& ctx) {
   int64_t b = ctx.node().attr_int("blocksize", 1);
   int64_t n = in.dim(0), c = in.dim(1) / (b * b), h = in.dim(2), w = in.dim(3);
   if (ctx.node().attr_string("mode", "DCR") == "CRD")
-    PermutedCopy(in, {n, c, b, b, h, w}, {0, 1, 4, 2, 5, 3}, ctx.output(0));
+    PermutedCopy(in, {n, c, b, b, h, w}, {0, 1, 4, 2, 5, 3}, ctx.output(0), ctx.threads());
   else
-    PermutedCopy(in, {n, b, b, c, h, w}, {0, 3, 4, 1, 5, 2}, ctx.output(0));
+    PermutedCopy(in, {n, b, b, c, h, w}, {0, 3, 4, 1, 5, 2}, ctx.output(0), ctx.threads());
   return OkStatus();
 }
 
@@ -618,7 +618,7 @@ Status ComputeSpaceToDepth(ComputeContext& ctx) {
   const Tensor& in = ctx.input(0);
   int64_t b = ctx.node().attr_int("blocksize", 1);
   int64_t n = in.dim(0), c = in.dim(1), h = in.dim(2) / b, w = in.dim(3) / b;
-  PermutedCopy(in, {n, c, h, b, w, b}, {0, 3, 5, 1, 2, 4}, ctx.output(0));
+  PermutedCopy(in, {n, c, h, b, w, b}, {0, 3, 5, 1, 2, 4}, ctx.output(0), ctx.threads());
   return OkStatus();
 }
 
@@ -653,7 +653,7 @@ Status ComputeChannelShuffle(ComputeContext& ctx) {
     view.push_back(in.dim(k));
     perm.push_back(k + 1);
   }
-  PermutedCopy(in, view, perm, ctx.output(0));
+  PermutedCopy(in, view, perm, ctx.output(0), ctx.threads());
   return OkStatus();
 }
 

@@ -112,7 +112,8 @@ Status ComputeSlice(ComputeContext& ctx) {
   Tensor& out = ctx.output(0);
   if (!out.defined() || out.dims() != spec.out) out = Tensor(in.dtype(), spec.out);
   if (out.size() == 0) return OkStatus();
-  moves::StridedCopy(spec.out, spec.strides, spec.base, in.raw(), out.raw(), DTypeSize(in.dtype()));
+  moves::StridedCopy(spec.out, spec.strides, spec.base, in.raw(), out.raw(), DTypeSize(in.dtype()),
+                     ctx.threads());
   return OkStatus();
 }
 

@@ -95,8 +95,8 @@ struct Executor::Impl : public ops::SubgraphRunner {
   // After node n of the main graph ran for the first time.
   void ReleaseHeldConstants(ir::Graph& g, int n, const GraphInfo& info, Frame& f) {
     const ir::Node& node = g.nodes[n];
-    const ops::NodeState* st = info.states.size() > static_cast<size_t>(n) ? info.states[n].get()
-                                                                            : nullptr;
+    const ops::NodeState* st =
+        info.states.size() > static_cast<size_t>(n) ? info.states[n].get() : nullptr;
     for (size_t i = 0; i < node.inputs.size(); ++i) {
       const int v = node.inputs[i];
       if (v < 0 || unheld_readers[v] <= 0) continue;
@@ -111,7 +111,6 @@ struct Executor::Impl : public ops::SubgraphRunner {
       unheld_readers[v] = -1;
     }
   }
-
 
   // Kernels, schedule and verified memory plan of g and, recursively, of its subgraphs.
   Status Prepare(const ir::Graph& g, const ir::Model& m, const ExecutorOptions& o) {
