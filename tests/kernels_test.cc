@@ -625,8 +625,9 @@ TEST(DepthwiseConv, SmallAndStridedMaps) {
   CheckDepthwise<float>(a, false, rng);
 }
 
-// 2-D max / average pools against a direct loop in the reference's tap order (so equal bit for
-// bit), with ceil-mode windows that run past the padding, and -inf maxima reported.
+// 2-D max / average pools against a direct loop (maxima in the reference's tap order, sums by
+// rows, then columns, as the kernels: so equal bit for bit), with ceil-mode windows that run past
+// the padding, and -inf maxima reported.
 void CheckPool(const Pool2DShape& s, std::mt19937& rng) {
   auto x = Random<float>(static_cast<size_t>(s.planes * s.H * s.W), rng);
   const std::string what = "H=" + std::to_string(s.H) + " W=" + std::to_string(s.W) +
@@ -641,15 +642,19 @@ void CheckPool(const Pool2DShape& s, std::mt19937& rng) {
         for (int64_t ow = 0; ow < s.OW; ++ow) {
           float acc = mode == 0 ? -INFINITY : 0.0f;
           int64_t n = 0, np = 0;
-          for (int64_t kh = 0; kh < s.KH; ++kh)
+          for (int64_t kh = 0; kh < s.KH; ++kh) {
+            float row = 0;
             for (int64_t kw = 0; kw < s.KW; ++kw) {
               const int64_t ih = oh * s.sh - s.ph + kh, iw = ow * s.sw - s.pw + kw;
               if (ih < s.H + s.peh && iw < s.W + s.pew) ++np;  // inside the padded extent
               if (ih < 0 || ih >= s.H || iw < 0 || iw >= s.W) continue;
               const float v = x[(pl * s.H + ih) * s.W + iw];
-              acc = mode == 0 ? (v > acc ? v : acc) : acc + v;
+              if (mode == 0) acc = v > acc ? v : acc;
+              row += v;
               ++n;
             }
+            if (mode > 0) acc += row;
+          }
           if (mode > 0) acc /= static_cast<float>(mode == 1 ? n : np);
           ref[(pl * s.OH + oh) * s.OW + ow] = acc;
         }

@@ -1,8 +1,3 @@
-// GCC 12's AVX-512 intrinsics start from _mm512_undefined_ps(), which its -Wmaybe-uninitialized
-// flags wherever they are inlined (GCC PR 105593, fixed in GCC 13).
-#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 13
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
 #include "ops/pool_kernels.h"
 
 #include <algorithm>
@@ -14,10 +9,6 @@
 #include "ops/scratch.h"
 #include "ops/simd.h"
 #include "ops/thread_pool.h"
-
-#if KILN_X86_DISPATCH
-#include <immintrin.h>
-#endif
 
 namespace kiln::ops {
 namespace {
@@ -43,38 +34,9 @@ inline void FillPadded(const Pool2DShape& s, const Padded& p, const float* x, fl
   std::fill(xp + (s.H + s.ph) * p.Wp, xp + p.Hp * p.Wp, pad);
 }
 
-// One tap into an output row: v replaces the running maximum when larger or when the maximum is
-// NaN (the reference's rule); otherwise a sum.
-template <bool kMax>
-__attribute__((always_inline)) inline void TapInto(const float* __restrict src, int64_t step,
-                                                   int64_t OW, float* __restrict yr) {
-  for (int64_t ow = 0; ow < OW; ++ow) {
-    const float v = src[ow * step];
-    if constexpr (kMax) {
-      const float a = yr[ow];
-      yr[ow] = (v > a || a != a) ? v : a;
-    } else {
-      yr[ow] += v;
-    }
-  }
-}
-
-// One output row: taps in (kh, kw) order (TapInto).
-template <bool kMax, int SW>
-__attribute__((always_inline)) inline void RowTaps(const float* __restrict xr, int64_t Wp,
-                                                   int64_t KH, int64_t KW, int64_t sw, int64_t OW,
-                                                   float* __restrict yr) {
-  const int64_t step = SW > 0 ? SW : sw;
-  for (int64_t ow = 0; ow < OW; ++ow) yr[ow] = xr[ow * step];
-  for (int64_t kh = 0; kh < KH; ++kh)
-    for (int64_t kw = kh == 0 ? 1 : 0; kw < KW; ++kw) {
-      TapInto<kMax>(xr + kh * Wp + kw, step, OW, yr);
-    }
-}
-
 // Column stride 2: the padded plane split into its even and odd columns (two planes of width
 // We), so that tap kw of output column ow reads column ow + kw / 2 of one phase: every tap is a
-// contiguous loop, in the same (kh, kw) order.
+// contiguous loop.
 KILN_AI void SplitColumns(const Pool2DShape& s, const Padded& p, const float* x, float pad,
                           float* even, float* odd) {
   const int64_t We = (p.Wp + 1) / 2;
@@ -106,30 +68,6 @@ KILN_AI void SplitColumns(const Pool2DShape& s, const Padded& p, const float* x,
   }
 }
 
-template <bool kMax>
-__attribute__((always_inline)) inline void PlaneStride2(const Pool2DShape& s, const Padded& p,
-                                                        const float* x, float pad, float* ph,
-                                                        float* yp) {
-  const int64_t We = (p.Wp + 1) / 2;
-  float* even = ph;
-  float* odd = ph + p.Hp * We;
-  SplitColumns(s, p, x, pad, even, odd);
-  for (int64_t oh = 0; oh < s.OH; ++oh) {
-    float* __restrict yr = yp + oh * s.OW;
-    bool first = true;
-    for (int64_t kh = 0; kh < s.KH; ++kh)
-      for (int64_t kw = 0; kw < s.KW; ++kw) {
-        const float* __restrict src = (kw % 2 ? odd : even) + (oh * s.sh + kh) * We + kw / 2;
-        if (first) {
-          for (int64_t ow = 0; ow < s.OW; ++ow) yr[ow] = src[ow];
-          first = false;
-          continue;
-        }
-        TapInto<kMax>(src, 1, s.OW, yr);
-      }
-  }
-}
-
 // Whether p[0, n) holds -inf: a count of compares, which vectorizes (std::find does not).
 KILN_AI bool HasNegativeInfinity(const float* p, int64_t n) {
   const float ninf = -std::numeric_limits<float>::infinity();
@@ -138,127 +76,101 @@ KILN_AI bool HasNegativeInfinity(const float* p, int64_t n) {
   return count > 0;
 }
 
-// A running maximum over a row of taps: v replaces m only when larger, so from a -inf start NaN
-// taps are skipped and the first of equal taps stays (one vmaxps per tap).
-__attribute__((always_inline)) inline void MaxInto(const float* __restrict src, int64_t step,
-                                                   int64_t OW, float* __restrict out) {
-  for (int64_t ow = 0; ow < OW; ++ow) {
-    const float v = src[ow * step];
-    out[ow] = v > out[ow] ? v : out[ow];
-  }
+// A maximum starts at -inf and takes a tap only when larger (so NaN taps are skipped and the
+// first of equal taps stays: one vmaxps); a sum starts at 0.
+template <bool kMax>
+constexpr float kStart = kMax ? -std::numeric_limits<float>::infinity() : 0.0f;
+template <bool kMax>
+KILN_AI float Combine(float v, float acc) {
+  if constexpr (kMax) return v > acc ? v : acc;
+  return acc + v;
 }
 
-// out[i] = the running maximum (MaxInto's rule) of src[0][i * step], ..., src[K - 1][i * step]
-// from -inf, held in a register: one store per output instead of one per tap.
-template <int K>
-KILN_AI void MaxOfTaps(const float* const* src, int64_t step, int64_t n, float* __restrict out) {
-  const float ninf = -std::numeric_limits<float>::infinity();
+// out[i] = src[0][i * step] combined with src[1][i * step], ..., src[K - 1][i * step] from
+// kStart, in that order, held in a register.
+template <bool kMax, int K>
+KILN_AI void FoldTaps(const float* const* src, int64_t step, int64_t n, float* __restrict out) {
 #pragma GCC ivdep
   for (int64_t i = 0; i < n; ++i) {
-    float m = ninf;
-    for (int k = 0; k < K; ++k) {
-      const float v = src[k][i * step];
-      m = v > m ? v : m;
-    }
-    out[i] = m;
+    float acc = kStart<kMax>;
+    for (int k = 0; k < K; ++k) acc = Combine<kMax>(src[k][i * step], acc);
+    out[i] = acc;
   }
 }
 
-constexpr int kMaxTapsHeld = 7;
-
-// MaxOfTaps for k taps (k <= kMaxTapsHeld), or tap by tap for more.
-KILN_AI void MaxOf(const float* const* src, int64_t k, int64_t step, int64_t n, float* out) {
+// FoldTaps for k taps: unrolled up to 7, tap by tap through `out` beyond.
+template <bool kMax>
+KILN_AI void Fold(const float* const* src, int64_t k, int64_t step, int64_t n, float* out) {
   switch (k) {
     case 1:
-      return MaxOfTaps<1>(src, step, n, out);
+      return FoldTaps<kMax, 1>(src, step, n, out);
     case 2:
-      return MaxOfTaps<2>(src, step, n, out);
+      return FoldTaps<kMax, 2>(src, step, n, out);
     case 3:
-      return MaxOfTaps<3>(src, step, n, out);
+      return FoldTaps<kMax, 3>(src, step, n, out);
     case 4:
-      return MaxOfTaps<4>(src, step, n, out);
+      return FoldTaps<kMax, 4>(src, step, n, out);
     case 5:
-      return MaxOfTaps<5>(src, step, n, out);
+      return FoldTaps<kMax, 5>(src, step, n, out);
     case 6:
-      return MaxOfTaps<6>(src, step, n, out);
+      return FoldTaps<kMax, 6>(src, step, n, out);
     case 7:
-      return MaxOfTaps<7>(src, step, n, out);
+      return FoldTaps<kMax, 7>(src, step, n, out);
     default:
-      std::fill(out, out + n, -std::numeric_limits<float>::infinity());
-      for (int64_t t = 0; t < k; ++t) MaxInto(src[t], step, n, out);
+      std::fill(out, out + n, kStart<kMax>);
+      for (int64_t t = 0; t < k; ++t) {
+        const float* __restrict v = src[t];
+#pragma GCC ivdep
+        for (int64_t i = 0; i < n; ++i) out[i] = Combine<kMax>(v[i * step], out[i]);
+      }
   }
 }
 
-// MaxPool by rows, then columns: a window's maximum is the maximum of its rows' maxima, KW + KH
-// comparisons per output (about) instead of KW * KH. Both ways the first of equal taps in
-// (kh, kw) order wins and NaN taps are skipped, so the results are the tap loop's; a window of
-// -inf and NaN taps gives -inf, which MaxPool2D's caller redoes. tap(h, kw): where tap kw of
-// padded row h starts for output column 0, `step` floats apart. rm: the rows' maxima.
-template <class Tap>
-__attribute__((always_inline)) inline void MaxPlaneByRows(const Pool2DShape& s, int64_t step,
-                                                          Tap tap, float* rm, float* yp) {
+// A pool by rows, then columns: a window's maximum (sum) is the maximum (sum) of its rows'
+// maxima (sums), about KW + KH taps per output instead of KW x KH. A maximum keeps the tap loop's
+// result bit for bit (the first of equal taps in (kh, kw) order wins both ways, NaN is skipped
+// both ways; a window of -inf and NaN taps gives -inf, which MaxPool2D's caller redoes); a sum
+// adds each row's taps, then the rows. tap(h, kw): where tap kw of padded row h starts for output
+// column 0, `step` floats apart. rm: the rows' results.
+template <bool kMax, class Tap>
+KILN_AI void PlaneByRows(const Pool2DShape& s, int64_t step, Tap tap, float* rm, float* yp) {
   const int64_t rows = (s.OH - 1) * s.sh + s.KH;
   std::vector<const float*> src(static_cast<size_t>(std::max(s.KH, s.KW)));
   for (int64_t h = 0; h < rows; ++h) {
     for (int64_t kw = 0; kw < s.KW; ++kw) src[kw] = tap(h, kw);
-    MaxOf(src.data(), s.KW, step, s.OW, rm + h * s.OW);
+    Fold<kMax>(src.data(), s.KW, step, s.OW, rm + h * s.OW);
   }
   for (int64_t oh = 0; oh < s.OH; ++oh) {
     for (int64_t kh = 0; kh < s.KH; ++kh) src[kh] = rm + (oh * s.sh + kh) * s.OW;
-    MaxOf(src.data(), s.KH, 1, s.OW, yp + oh * s.OW);
+    Fold<kMax>(src.data(), s.KH, 1, s.OW, yp + oh * s.OW);
   }
 }
 
+// Planes [p0, p1) over a padded copy of each (pads of -inf for a maximum, 0 for a sum), so that
+// every tap is read without bounds checks.
 template <bool kMax>
-__attribute__((always_inline)) inline void PlanesBody(const Pool2DShape& s, const float* x,
-                                                      float* y, int64_t p0, int64_t p1) {
+KILN_AI void PlanesBody(const Pool2DShape& s, const float* x, float* y, int64_t p0, int64_t p1) {
   const Padded p(s);
-  const float pad = kMax ? -std::numeric_limits<float>::infinity() : 0.0f;
-  if constexpr (kMax) {
-    const int64_t We = (p.Wp + 1) / 2, plane = s.sw == 2 ? 2 * p.Hp * We : p.Hp * p.Wp;
-    const int64_t rows = (s.OH - 1) * s.sh + s.KH;
-    float* xp = Scratch<float>(ScratchSlot::kPadded, static_cast<size_t>(plane + rows * s.OW));
-    float* rm = xp + plane;
-    for (int64_t pl = p0; pl < p1; ++pl) {
-      float* yp = y + pl * s.OH * s.OW;
-      if (s.sw == 2) {
-        float *even = xp, *odd = xp + p.Hp * We;
-        SplitColumns(s, p, x + pl * s.H * s.W, pad, even, odd);
-        MaxPlaneByRows(
-            s, 1, [&](int64_t h, int64_t kw) { return (kw % 2 ? odd : even) + h * We + kw / 2; },
-            rm, yp);
-        continue;
-      }
-      FillPadded(s, p, x + pl * s.H * s.W, pad, xp);
-      auto tap = [&](int64_t h, int64_t kw) { return xp + h * p.Wp + kw; };
-      if (s.sw == 1)
-        MaxPlaneByRows(s, 1, tap, rm, yp);  // contiguous taps: vectors
-      else
-        MaxPlaneByRows(s, s.sw, tap, rm, yp);
-    }
-    return;
-  }
-  if (s.sw == 2) {
-    float* ph =
-        Scratch<float>(ScratchSlot::kPadded, static_cast<size_t>(2 * p.Hp * ((p.Wp + 1) / 2)));
-    for (int64_t pl = p0; pl < p1; ++pl)
-      PlaneStride2<kMax>(s, p, x + pl * s.H * s.W, pad, ph, y + pl * s.OH * s.OW);
-    return;
-  }
-  float* xp = Scratch<float>(ScratchSlot::kPadded, static_cast<size_t>(p.Hp * p.Wp));
+  const int64_t We = (p.Wp + 1) / 2, plane = s.sw == 2 ? 2 * p.Hp * We : p.Hp * p.Wp;
+  const int64_t rows = (s.OH - 1) * s.sh + s.KH;
+  float* xp = Scratch<float>(ScratchSlot::kPadded, static_cast<size_t>(plane + rows * s.OW));
+  float* rm = xp + plane;
   for (int64_t pl = p0; pl < p1; ++pl) {
-    FillPadded(s, p, x + pl * s.H * s.W, pad, xp);
     float* yp = y + pl * s.OH * s.OW;
-    for (int64_t oh = 0; oh < s.OH; ++oh) {
-      const float* xr = xp + oh * s.sh * p.Wp;
-      float* yr = yp + oh * s.OW;
-      if (s.sw == 1)
-        RowTaps<kMax, 1>(xr, p.Wp, s.KH, s.KW, 1, s.OW, yr);
-      else if (s.sw == 2)
-        RowTaps<kMax, 2>(xr, p.Wp, s.KH, s.KW, 2, s.OW, yr);
-      else
-        RowTaps<kMax, 0>(xr, p.Wp, s.KH, s.KW, s.sw, s.OW, yr);
+    if (s.sw == 2) {
+      float *even = xp, *odd = xp + p.Hp * We;
+      SplitColumns(s, p, x + pl * s.H * s.W, kStart<kMax>, even, odd);
+      PlaneByRows<kMax>(
+          s, 1, [&](int64_t h, int64_t kw) { return (kw % 2 ? odd : even) + h * We + kw / 2; }, rm,
+          yp);
+      continue;
     }
+    FillPadded(s, p, x + pl * s.H * s.W, kStart<kMax>, xp);
+    auto tap = [&](int64_t h, int64_t kw) { return xp + h * p.Wp + kw; };
+    if (s.sw == 1)
+      PlaneByRows<kMax>(s, 1, tap, rm, yp);  // contiguous taps: vectors
+    else
+      PlaneByRows<kMax>(s, s.sw, tap, rm, yp);
   }
 }
 
@@ -295,7 +207,7 @@ PlanesFn PlanesFor() {
 template <bool kMax>
 void RunPlanes(const Pool2DShape& s, const float* x, float* y, int threads) {
   const PlanesFn fn = PlanesFor<kMax>();
-  const int64_t work = s.planes * s.OH * s.OW * s.KH * s.KW;
+  const int64_t work = s.planes * s.OH * s.OW * (s.KH + s.KW);
   const int t = static_cast<int>(std::min<int64_t>({threads, s.planes, work / (1 << 16) + 1, 64}));
   ParallelFor(t, s.planes, [&](int64_t p0, int64_t p1) { fn(s, x, y, p0, p1); });
 }
@@ -327,124 +239,6 @@ float ReferenceMax(const PixelWindow& win, int64_t W, int64_t C, int64_t c) {
   return best;
 }
 
-template <bool kMax>
-void PixelBase(const PixelWindow& win, int64_t W, int64_t C, float* y) {
-  for (int64_t c = 0; c < C; ++c) {
-    if (kMax) {
-      y[c] = ReferenceMax(win, W, C, c);
-      continue;
-    }
-    float sum = 0;
-    for (int64_t kh = win.kh0; kh < win.kh1; ++kh)
-      for (int64_t kw = win.kw0; kw < win.kw1; ++kw)
-        sum += win.x[((kh - win.kh0) * W + (kw - win.kw0)) * C + c];
-    y[c] = win.count > 0 ? sum / win.count : std::numeric_limits<float>::quiet_NaN();
-  }
-}
-
-#if KILN_X86_DISPATCH
-// Four 16-channel vectors at a time, the last ones masked. max(v, m) keeps m where v is NaN, so
-// NaN taps are skipped from a -inf start; -inf results are redone by ReferenceMax.
-template <bool kMax>
-__attribute__((target("avx512f"))) void PixelAvx512(const PixelWindow& win, int64_t W, int64_t C,
-                                                    float* y) {
-  const __m512 start =
-      kMax ? _mm512_set1_ps(-std::numeric_limits<float>::infinity()) : _mm512_setzero_ps();
-  const __m512 count = _mm512_set1_ps(win.count);
-  for (int64_t c = 0; c < C; c += 64) {
-    __mmask16 mask[4];
-    for (int b = 0; b < 4; ++b) {
-      const int64_t left = C - c - 16 * b;
-      mask[b] = left >= 16  ? __mmask16(0xffff)
-                : left <= 0 ? __mmask16(0)
-                            : __mmask16((1u << left) - 1);
-    }
-    __m512 acc[4] = {start, start, start, start};
-    for (int64_t kh = win.kh0; kh < win.kh1; ++kh) {
-      const float* row = win.x + (kh - win.kh0) * W * C + c;
-      for (int64_t kw = win.kw0; kw < win.kw1; ++kw) {
-        const float* p = row + (kw - win.kw0) * C;
-        for (int b = 0; b < 4; ++b) {
-          const __m512 v = _mm512_maskz_loadu_ps(mask[b], p + 16 * b);
-          acc[b] = kMax ? _mm512_max_ps(v, acc[b]) : _mm512_add_ps(acc[b], v);
-        }
-      }
-    }
-    for (int b = 0; b < 4; ++b) {
-      if (!mask[b]) break;
-      __m512 r = acc[b];
-      if (!kMax)
-        r = win.count > 0 ? _mm512_div_ps(r, count)
-                          : _mm512_set1_ps(std::numeric_limits<float>::quiet_NaN());
-      _mm512_mask_storeu_ps(y + c + 16 * b, mask[b], r);
-      if (kMax) {
-        __mmask16 low = _mm512_mask_cmp_ps_mask(mask[b], r, start, _CMP_EQ_OQ);
-        for (int l = 0; low; ++l, low >>= 1)
-          if (low & 1) y[c + 16 * b + l] = ReferenceMax(win, W, C, c + 16 * b + l);
-      }
-    }
-  }
-}
-
-// PixelAvx512's loop in 8-channel vectors: kVecs vectors from channel c with plain loads, or
-// one masked (kMasked: the tail). A fixed count keeps the accumulators in registers.
-template <bool kMax, int kVecs, bool kMasked>
-__attribute__((target("avx2,fma"), always_inline)) inline void PoolVecsAvx2(const PixelWindow& win,
-                                                                            int64_t W, int64_t C,
-                                                                            int64_t c, __m256i mask,
-                                                                            float* y) {
-  const __m256 start =
-      kMax ? _mm256_set1_ps(-std::numeric_limits<float>::infinity()) : _mm256_setzero_ps();
-  __m256 acc[kVecs];
-#pragma GCC unroll 8
-  for (int b = 0; b < kVecs; ++b) acc[b] = start;
-  for (int64_t kh = win.kh0; kh < win.kh1; ++kh) {
-    const float* row = win.x + (kh - win.kh0) * W * C + c;
-    for (int64_t kw = win.kw0; kw < win.kw1; ++kw) {
-      const float* p = row + (kw - win.kw0) * C;
-#pragma GCC unroll 8
-      for (int b = 0; b < kVecs; ++b) {
-        const __m256 v = kMasked ? _mm256_maskload_ps(p, mask) : _mm256_loadu_ps(p + 8 * b);
-        acc[b] = kMax ? _mm256_max_ps(v, acc[b]) : _mm256_add_ps(acc[b], v);
-      }
-    }
-  }
-  const __m256i all = _mm256_set1_epi32(-1);
-#pragma GCC unroll 8
-  for (int b = 0; b < kVecs; ++b) {
-    __m256 r = acc[b];
-    if (!kMax)
-      r = win.count > 0 ? _mm256_div_ps(r, _mm256_set1_ps(win.count))
-                        : _mm256_set1_ps(std::numeric_limits<float>::quiet_NaN());
-    float* out = y + c + 8 * b;
-    if (kMasked)
-      _mm256_maskstore_ps(out, mask, r);
-    else
-      _mm256_storeu_ps(out, r);
-    if (kMax) {
-      unsigned low = static_cast<unsigned>(_mm256_movemask_ps(_mm256_and_ps(
-          _mm256_cmp_ps(r, start, _CMP_EQ_OQ), _mm256_castsi256_ps(kMasked ? mask : all))));
-      for (int l = 0; low; ++l, low >>= 1)
-        if (low & 1) out[l] = ReferenceMax(win, W, C, c + 8 * b + l);
-    }
-  }
-}
-
-template <bool kMax>
-__attribute__((target("avx2,fma"))) void PixelAvx2(const PixelWindow& win, int64_t W, int64_t C,
-                                                   float* y) {
-  const __m256i none = _mm256_setzero_si256();
-  int64_t c = 0;
-  for (; c + 64 <= C; c += 64) PoolVecsAvx2<kMax, 8, false>(win, W, C, c, none, y);
-  for (; c + 8 <= C; c += 8) PoolVecsAvx2<kMax, 1, false>(win, W, C, c, none, y);
-  if (c < C) {
-    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    const __m256i tail = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(C - c)), lane);
-    PoolVecsAvx2<kMax, 1, true>(win, W, C, c, tail, y);
-  }
-}
-#endif
-
 // The window of output pixel (oh, ow) of image n, for ReferenceMax.
 PixelWindow WindowAt(const Pool2DShape& s, int64_t C, const float* x, int64_t n, int64_t oh,
                      int64_t ow) {
@@ -459,89 +253,92 @@ PixelWindow WindowAt(const Pool2DShape& s, int64_t C, const float* x, int64_t n,
   return win;
 }
 
-// Channels-last MaxPool by rows, then columns, as MaxPlaneByRows (the same results) for output
-// rows [r0, r1) (r: image r / OH, row r % OH): the maxima of each input row's windows are made
-// once into a ring of KH rows (OW x C each; input row ih in slot ih % KH, distinct within a
-// window) and read by every output row whose window holds that row. -inf results are redone by
-// ReferenceMax (NaN where every tap is).
-KILN_AI void MaxRowsChannelsLast(const Pool2DShape& s, int64_t C, const float* x, float* y,
-                                 int64_t r0, int64_t r1) {
-  const float ninf = -std::numeric_limits<float>::infinity();
+// Channels-last pools by rows, then columns, as PlaneByRows (the same results as the NCHW
+// kernels) for output rows [r0, r1) (r: image r / OH, row r % OH), vectors along the channels:
+// each input row's window results are made once into a ring of KH rows (OW x C each; input row ih
+// in slot ih % KH, distinct within a window) and read by every output row whose window holds it.
+// Taps in the padding are left out (adding the NCHW kernel's zeros changes no sum). A maximum of
+// -inf is redone by ReferenceMax (NaN where every tap is); an average divides by its window's
+// count (AveragePool2D's), NaN where that is 0.
+template <bool kMax>
+KILN_AI void RowsChannelsLast(const Pool2DShape& s, int64_t C, bool include_pad, const float* x,
+                              float* y, int64_t r0, int64_t r1) {
   const int64_t owc = s.OW * C;
   float* ring = Scratch<float>(ScratchSlot::kPadded, static_cast<size_t>(s.KH * owc));
   std::vector<int64_t> held(static_cast<size_t>(s.KH), -1);  // n * H + ih per slot
   std::vector<const float*> src(static_cast<size_t>(std::max(s.KH, s.KW)));
+  std::vector<float> cw(static_cast<size_t>(s.OW));  // columns counted per output column
+  for (int64_t ow = 0; ow < s.OW; ++ow)
+    cw[ow] = static_cast<float>(include_pad ? TapCount(ow * s.sw, s.KW, s.W + s.pw + s.pew)
+                                            : TapCount(ow * s.sw - s.pw, s.KW, s.W));
   for (int64_t r = r0; r < r1; ++r) {
     const int64_t n = r / s.OH, oh = r % s.OH, h0 = oh * s.sh - s.ph;
-    float* yr = y + r * owc;
-    for (int64_t ih = std::max<int64_t>(h0, 0); ih < std::min(h0 + s.KH, s.H); ++ih) {
+    const int64_t ih0 = std::max<int64_t>(h0, 0), ih1 = std::min(h0 + s.KH, s.H);
+    for (int64_t ih = ih0; ih < ih1; ++ih) {
+      if (held[ih % s.KH] == n * s.H + ih) continue;
+      held[ih % s.KH] = n * s.H + ih;
       float* rm = ring + (ih % s.KH) * owc;
-      if (held[ih % s.KH] != n * s.H + ih) {
-        held[ih % s.KH] = n * s.H + ih;
-        const float* row = x + (n * s.H + ih) * s.W * C;
-        for (int64_t ow = 0; ow < s.OW; ++ow) {
-          const int64_t w0 = ow * s.sw - s.pw, w1 = std::min(w0 + s.KW, s.W);
-          int64_t taps = 0;
-          for (int64_t w = std::max<int64_t>(w0, 0); w < w1; ++w) src[taps++] = row + w * C;
-          MaxOf(src.data(), taps, 1, C, rm + ow * C);
-        }
+      const float* row = x + (n * s.H + ih) * s.W * C;
+      for (int64_t ow = 0; ow < s.OW; ++ow) {
+        const int64_t w0 = ow * s.sw - s.pw, w1 = std::min(w0 + s.KW, s.W);
+        int64_t taps = 0;
+        for (int64_t w = std::max<int64_t>(w0, 0); w < w1; ++w) src[taps++] = row + w * C;
+        Fold<kMax>(src.data(), taps, 1, C, rm + ow * C);
       }
     }
     int64_t taps = 0;
-    for (int64_t ih = std::max<int64_t>(h0, 0); ih < std::min(h0 + s.KH, s.H); ++ih)
-      src[taps++] = ring + (ih % s.KH) * owc;
-    MaxOf(src.data(), taps, 1, owc, yr);
-    if (!HasNegativeInfinity(yr, owc)) continue;
-    for (int64_t i = 0; i < owc; ++i)
-      if (yr[i] == ninf) yr[i] = ReferenceMax(WindowAt(s, C, x, n, oh, i / C), s.W, C, i % C);
+    for (int64_t ih = ih0; ih < ih1; ++ih) src[taps++] = ring + (ih % s.KH) * owc;
+    float* yr = y + r * owc;
+    Fold<kMax>(src.data(), taps, 1, owc, yr);
+    if constexpr (kMax) {
+      if (!HasNegativeInfinity(yr, owc)) continue;
+      for (int64_t i = 0; i < owc; ++i)
+        if (yr[i] == kStart<true>)
+          yr[i] = ReferenceMax(WindowAt(s, C, x, n, oh, i / C), s.W, C, i % C);
+    } else {
+      const float ch = static_cast<float>(
+          include_pad ? TapCount(oh * s.sh, s.KH, s.H + s.ph + s.peh) : ih1 - ih0);
+      for (int64_t ow = 0; ow < s.OW; ++ow) {
+        const float count = ch * cw[ow];
+        float* v = yr + ow * C;
+        if (count > 0)
+          for (int64_t c = 0; c < C; ++c) v[c] /= count;
+        else
+          std::fill(v, v + C, std::numeric_limits<float>::quiet_NaN());
+      }
+    }
   }
 }
 
-void MaxRowsBase(const Pool2DShape& s, int64_t C, const float* x, float* y, int64_t r0,
-                 int64_t r1) {
-  MaxRowsChannelsLast(s, C, x, y, r0, r1);
+using RowsFn = void (*)(const Pool2DShape&, int64_t, bool, const float*, float*, int64_t, int64_t);
+
+template <bool kMax>
+void RowsBase(const Pool2DShape& s, int64_t C, bool include_pad, const float* x, float* y,
+              int64_t r0, int64_t r1) {
+  RowsChannelsLast<kMax>(s, C, include_pad, x, y, r0, r1);
 }
 #if KILN_X86_DISPATCH
-__attribute__((target("avx2,fma"))) void MaxRowsAvx2(const Pool2DShape& s, int64_t C,
-                                                     const float* x, float* y, int64_t r0,
-                                                     int64_t r1) {
-  MaxRowsChannelsLast(s, C, x, y, r0, r1);
+template <bool kMax>
+__attribute__((target("avx2,fma"))) void RowsAvx2(const Pool2DShape& s, int64_t C, bool include_pad,
+                                                  const float* x, float* y, int64_t r0,
+                                                  int64_t r1) {
+  RowsChannelsLast<kMax>(s, C, include_pad, x, y, r0, r1);
 }
-__attribute__((target("avx512f,avx512bw,fma"))) void MaxRowsAvx512(const Pool2DShape& s, int64_t C,
-                                                                   const float* x, float* y,
-                                                                   int64_t r0, int64_t r1) {
-  MaxRowsChannelsLast(s, C, x, y, r0, r1);
+template <bool kMax>
+__attribute__((target("avx512f,avx512bw,fma"))) void RowsAvx512(const Pool2DShape& s, int64_t C,
+                                                                bool include_pad, const float* x,
+                                                                float* y, int64_t r0, int64_t r1) {
+  RowsChannelsLast<kMax>(s, C, include_pad, x, y, r0, r1);
 }
 #endif
 
 template <bool kMax>
-void PoolPixels(const Pool2DShape& s, int64_t C, PoolFlavor flavor, const float* x, float* y,
-                int64_t r0, int64_t r1, Isa isa) {
-  auto pixel = PixelBase<kMax>;
+RowsFn RowsFor(Isa isa) {
 #if KILN_X86_DISPATCH
-  if (isa == Isa::kAvx512) pixel = PixelAvx512<kMax>;
-  if (isa == Isa::kAvx2) pixel = PixelAvx2<kMax>;
+  if (isa == Isa::kAvx512) return RowsAvx512<kMax>;
+  if (isa == Isa::kAvx2) return RowsAvx2<kMax>;
 #endif
-  const bool include_pad = flavor == PoolFlavor::kAvgIncludePad;
-  for (int64_t r = r0; r < r1; ++r) {  // r: image r / OH, output row r % OH
-    const int64_t n = r / s.OH, oh = r % s.OH, h = oh * s.sh - s.ph;
-    PixelWindow win;
-    win.kh0 = std::max<int64_t>(0, -h);
-    win.kh1 = std::max(win.kh0, std::min(s.KH, s.H - h));
-    const int64_t ch =
-        include_pad ? TapCount(oh * s.sh, s.KH, s.H + s.ph + s.peh) : win.kh1 - win.kh0;
-    for (int64_t ow = 0; ow < s.OW; ++ow) {
-      const int64_t w = ow * s.sw - s.pw;
-      win.kw0 = std::max<int64_t>(0, -w);
-      win.kw1 = std::max(win.kw0, std::min(s.KW, s.W - w));
-      const int64_t cw =
-          include_pad ? TapCount(ow * s.sw, s.KW, s.W + s.pw + s.pew) : win.kw1 - win.kw0;
-      win.count = static_cast<float>(ch * cw);
-      const bool empty = win.kh0 == win.kh1 || win.kw0 == win.kw1;  // only pads: never read
-      win.x = empty ? x : x + ((n * s.H + h + win.kh0) * s.W + w + win.kw0) * C;
-      pixel(win, s.W, C, y + ((n * s.OH + oh) * s.OW + ow) * C);
-    }
-  }
+  return RowsBase<kMax>;
 }
 
 }  // namespace
@@ -551,19 +348,11 @@ void ChannelsLastPool2D(const Pool2DShape& s, int64_t N, PoolFlavor flavor, cons
   if (N <= 0 || s.planes <= 0 || s.OH <= 0 || s.OW <= 0) return;
   isa = ResolveIsa(isa);
   const int64_t C = s.planes / N, rows = N * s.OH;
-  const int64_t work = s.planes * s.OH * s.OW * s.KH * s.KW;
+  const int64_t work = s.planes * s.OH * s.OW * (s.KH + s.KW);
   const int t = static_cast<int>(std::min<int64_t>({threads, rows, work / (1 << 16) + 1, 64}));
-  auto max_rows = MaxRowsBase;
-#if KILN_X86_DISPATCH
-  if (isa == Isa::kAvx512) max_rows = MaxRowsAvx512;
-  if (isa == Isa::kAvx2) max_rows = MaxRowsAvx2;
-#endif
-  ParallelFor(t, rows, [&](int64_t r0, int64_t r1) {
-    if (flavor == PoolFlavor::kMax)
-      max_rows(s, C, x, y, r0, r1);
-    else
-      PoolPixels<false>(s, C, flavor, x, y, r0, r1, isa);
-  });
+  const RowsFn fn = flavor == PoolFlavor::kMax ? RowsFor<true>(isa) : RowsFor<false>(isa);
+  const bool include_pad = flavor == PoolFlavor::kAvgIncludePad;
+  ParallelFor(t, rows, [&](int64_t r0, int64_t r1) { fn(s, C, include_pad, x, y, r0, r1); });
 }
 
 int64_t MaxPool2D(const Pool2DShape& s, const float* x, float* y, int threads, bool* bad) {

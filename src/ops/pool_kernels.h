@@ -1,9 +1,11 @@
-// Vectorized 2-D float MaxPool / AveragePool (no dilation, no Indices output) over a padded copy
-// of each plane, so that every window is read without bounds checks: the taps of an output row
-// are one contiguous (stride 1) or strided loop over the output width each. The sums and maxima
-// are taken in the reference's (kh, kw) tap order, so the outputs are the reference's: padding
-// adds zeros to a sum and -inf to a maximum, both exact. A maximum whose result is -inf (every
-// tap -inf or NaN) is left to the caller's reference loop, which tells the two apart.
+// Vectorized 2-D float MaxPool / AveragePool (no dilation, no Indices output), by rows, then
+// columns: each input row's window maxima (sums) once, then the maxima (sums) of KH of those, so
+// about KW + KH taps per output instead of KW x KH. NCHW planes go over a padded copy of each, so
+// that every tap is read without bounds checks. A maximum is the reference's bit for bit (the
+// first of equal taps in (kh, kw) order wins, NaN taps are skipped); a maximum whose result is
+// -inf (every tap -inf or NaN) is left to the caller's reference loop, which tells the two apart.
+// A sum adds each row's taps, then the rows (the reference adds tap by tap: the last bits may
+// differ).
 #pragma once
 
 #include <cstdint>
@@ -25,10 +27,9 @@ void AveragePool2D(const Pool2DShape& s, const float* x, float* y, bool count_in
                    int threads);
 
 // The same pools on channels-last images (ops/channels_last.h): x [N, H, W, C], y [N, OH, OW, C]
-// with s.planes = N * C, in the same tap order with the same results (a window whose maximum is
+// with s.planes = N * C, in the same order with the same results (a window whose maximum is
 // -inf gets the reference's answer here: NaN when all its taps are). Vectors run along the
-// channels, split over `threads` by output rows; twice as fast as oneDNN's jit pooling on
-// SqueezeNet's and ResNet's 3x3 / 2 maps. `isa` as in ops/cpu_isa.h.
+// channels, split over `threads` by output rows. `isa` as in ops/cpu_isa.h.
 enum class PoolFlavor { kMax, kAvgExcludePad, kAvgIncludePad };
 void ChannelsLastPool2D(const Pool2DShape& s, int64_t N, PoolFlavor flavor, const float* x,
                         float* y, int threads, Isa isa = Isa::kAuto);
