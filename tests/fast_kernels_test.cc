@@ -489,14 +489,14 @@ TEST(FastKernels, NormalizationsAgainstTheDoubleReference) {
         },
         c.dims, xv, 2e-6, what);
   }
-  for (const auto& [dims, groups] : std::vector<std::pair<std::vector<int64_t>, int64_t>>{
-           {{1, 64, 16, 16}, 32}, {{2, 12, 7, 9}, 4}}) {
+  for (const auto& g : std::vector<std::pair<std::vector<int64_t>, int64_t>>{{{1, 64, 16, 16}, 32},
+                                                                             {{2, 12, 7, 9}, 4}}) {
     int64_t n = 1;
-    for (int64_t d : dims) n *= d;
+    for (int64_t d : g.first) n *= d;
     const std::vector<double> xv = Random(static_cast<size_t>(n), rng);
     ExpectFloatMatchesDouble(
-        [&](onnx::TensorProto::DataType t) { return ExportedGroupNorm(dims, groups, t); }, dims, xv,
-        2e-6, "exported GroupNorm");
+        [&](onnx::TensorProto::DataType t) { return ExportedGroupNorm(g.first, g.second, t); },
+        g.first, xv, 2e-6, "exported GroupNorm");
   }
 }
 

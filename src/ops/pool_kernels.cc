@@ -90,7 +90,7 @@ KILN_AI float Combine(float v, float acc) {
 // kStart, in that order, held in a register.
 template <bool kMax, int K>
 KILN_AI void FoldTaps(const float* const* src, int64_t step, int64_t n, float* __restrict out) {
-#pragma GCC ivdep
+  KILN_IVDEP
   for (int64_t i = 0; i < n; ++i) {
     float acc = kStart<kMax>;
     for (int k = 0; k < K; ++k) acc = Combine<kMax>(src[k][i * step], acc);
@@ -120,7 +120,7 @@ KILN_AI void Fold(const float* const* src, int64_t k, int64_t step, int64_t n, f
       std::fill(out, out + n, kStart<kMax>);
       for (int64_t t = 0; t < k; ++t) {
         const float* __restrict v = src[t];
-#pragma GCC ivdep
+        KILN_IVDEP
         for (int64_t i = 0; i < n; ++i) out[i] = Combine<kMax>(v[i * step], out[i]);
       }
   }

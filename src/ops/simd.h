@@ -9,6 +9,14 @@
 
 #define KILN_AI __attribute__((always_inline)) inline
 
+// Before a loop: its iterations carry no dependence through memory (for pointers the compiler
+// cannot prove apart, such as taps read from an array of them).
+#if defined(__clang__)
+#define KILN_IVDEP _Pragma("clang loop vectorize(assume_safety)")
+#else
+#define KILN_IVDEP _Pragma("GCC ivdep")
+#endif
+
 namespace kiln::ops {
 
 template <class T, int B>
