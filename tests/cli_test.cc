@@ -335,6 +335,38 @@ TEST_F(CliTest, OutputsGoWhereTheySay) {
   ExpectUserError("test-onnx " + file("empty"), "no tests found under " + file("empty"));
 }
 
+// Generated files name the model by file name and SHA-256 and record path arguments by their
+// file names: the same command from two folders, by absolute and by relative paths, writes the
+// same bytes, and no folder of this machine appears in them.
+TEST_F(CliTest, GeneratedCodeDoesNotDependOnTheFolder) {
+  for (const char* sub : {"one", "two/deeper"}) fs::create_directories(file(sub));
+  fs::copy_file(Model("mlp_field.onnx"), file("one/m.onnx"));
+  fs::copy_file(Model("mlp_field.onnx"), file("two/deeper/m.onnx"));
+  for (const char* target : {"c", "cuda"}) {
+    const std::string args =
+        std::string(" --shape xyz=1,3 --target ") + target + " --name relu --out gen";
+    Result a = RunKiln("compile " + file("one/m.onnx") + args, file("one"));
+    Result b = RunKiln("compile m.onnx" + args, file("two/deeper"));
+    ASSERT_EQ(a.code, 0) << a.err;
+    ASSERT_EQ(b.code, 0) << b.err;
+    int files = 0;
+    for (const auto& e : fs::directory_iterator(file("one/gen"))) {
+      auto x = ReadFile(e.path().string());
+      auto y = ReadFile(file("two/deeper/gen/") + e.path().filename().string());
+      ASSERT_TRUE(x.ok() && y.ok()) << e.path();
+      EXPECT_EQ(*x, *y) << e.path();
+      EXPECT_EQ(x->find(dir_.string()), std::string::npos) << e.path();
+      ++files;
+    }
+    EXPECT_GE(files, 2) << target;
+    auto header = ReadFile(file("one/gen/relu.h"));
+    ASSERT_TRUE(header.ok());
+    EXPECT_NE(header->find("model:   m.onnx (sha256 "), std::string::npos) << *header;
+    fs::remove_all(file("one/gen"));
+    fs::remove_all(file("two/deeper/gen"));
+  }
+}
+
 // What tune prints is what it writes, and it never writes a pipeline worse than the default.
 TEST_F(CliTest, TuneNeverWritesWorseThanTheDefault) {
   Write("m.onnx", testing::AddReluModel(64).SerializeAsString());

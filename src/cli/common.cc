@@ -262,6 +262,24 @@ int Fail(const Status& s) {
   return 1;
 }
 
+std::string RecordedCommandLine(int argc, char** argv) {
+  std::string line = "kiln";
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    const size_t slash = arg.find('/');
+    if (slash != std::string::npos) {
+      const size_t eq = arg.rfind('=', slash);
+      std::string path = arg.substr(eq == std::string::npos ? 0 : eq + 1);
+      while (path.size() > 1 && path.back() == '/') path.pop_back();
+      const size_t last = path.find_last_of('/');
+      if (last != std::string::npos && last + 1 < path.size()) path = path.substr(last + 1);
+      arg = (eq == std::string::npos ? "" : arg.substr(0, eq + 1)) + path;
+    }
+    line += " " + arg;
+  }
+  return line;
+}
+
 double NodeFlops(const ir::Graph& g, const ir::Node& n, bool* known) {
   auto dims = [&](int v) -> const Dims* {
     if (v < 0 || !g.values[v].type.shape_known()) return nullptr;

@@ -66,6 +66,9 @@ CLI::Validator OneOf(const std::vector<std::string>& allowed);
 std::string CommandLineError(const CLI::App& app, const CLI::ParseError& e, int argc, char** argv);
 // Prints "kiln: <message>" to stderr and returns 1.
 int Fail(const Status& s);
+// The command as generated files record it: each path argument by its file name ("NAME=PATH" as
+// NAME=FILE), so that their bytes do not depend on the folder kiln ran in.
+std::string RecordedCommandLine(int argc, char** argv);
 
 // .kiln programs and .bpte bundles (cli/bundle.cc).
 bool IsProgramPath(const std::string& path);  // ends in .kiln

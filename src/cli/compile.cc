@@ -1,6 +1,8 @@
 // kiln compile: a model as generated code (--target c: DESIGN.md section 2.4).
 #include <filesystem>
 
+#include "bundle/program.h"
+#include "bundle/sha256.h"
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "codegen/c/c_backend.h"
@@ -42,11 +44,19 @@ int CompileMain(const CompileCliOptions& o, const std::string& command_line) {
     return Fail(Error("--tensor-cores goes with --target cuda"));
   auto model = LoadAnyModel(o.model, o.weights);
   if (!model.ok()) return Fail(model.status());
+  auto digest = bundle::HashSourceFiles(o.model, o.weights);
+  if (!digest.ok()) return Fail(digest.status());
+  const std::string source =
+      std::filesystem::path(o.model).filename().string() + " (sha256 " +
+      bundle::HexString(reinterpret_cast<const uint8_t*>(digest->data()), digest->size()) +
+      (o.weights.empty() ? "" : " with " + std::filesystem::path(o.weights).filename().string()) +
+      ")";
   if (o.target == "cuda") {  // DIR/NAME.cu, DIR/NAME.h (DESIGN.md 2.5)
     if (!o.bundle.empty()) return Fail(Error("--bundle goes with --target c"));
     codegen::cuda::CompileOptions cu;
     cu.name = o.name;
     cu.command_line = command_line;
+    cu.source = source;
     cu.kiln_version = kKilnVersion;
     cu.shapes = *shapes;
     cu.passes = pipeline->passes;
@@ -74,6 +84,7 @@ int CompileMain(const CompileCliOptions& o, const std::string& command_line) {
   co.name = o.name;
   co.params_section = o.params_section;
   co.command_line = command_line;
+  co.source = source;
   co.kiln_version = kKilnVersion;
   co.shapes = *shapes;
   co.passes = pipeline->passes;

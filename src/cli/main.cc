@@ -17,8 +17,7 @@ int main(int argc, char** argv) {
   kiln::cli::AddInspectCommand(app, rc);
   kiln::cli::AddConvertCommand(app, rc);
   kiln::cli::AddPlanCommand(app, rc);
-  std::string command_line = "kiln";
-  for (int i = 1; i < argc; ++i) command_line += std::string(" ") + argv[i];
+  const std::string command_line = kiln::cli::RecordedCommandLine(argc, argv);
   kiln::cli::AddCompileCommand(app, rc, command_line);
   kiln::cli::AddBundleCommand(app, rc);
   kiln::cli::AddVerifyCommand(app, rc);

@@ -22,6 +22,9 @@ struct CompileOptions {
   std::string name;            // the model name: a C identifier
   std::string params_section;  // put parameter arrays in this linker section ("" = default)
   std::string command_line;    // recorded in the header comment
+  // Names the model in the header comment (its file name and SHA-256, never a path, so that the
+  // bytes do not depend on the folder kiln ran in); "" names it by its file name.
+  std::string source;
   std::string kiln_version;
   passes::ShapeOverrides shapes;
   std::vector<std::string> passes;         // run after shape inference (passes/pipeline.h)

@@ -238,6 +238,11 @@ std::string Upper(std::string s) {
   return s;
 }
 
+std::string FileName(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
 std::string CommentText(const std::string& s, size_t max_len) {
   std::string out;
   for (unsigned char ch : s) {

@@ -40,5 +40,8 @@ std::string Upper(std::string s);
 // Text safe inside a C comment: no "*/", no control characters, no trigraph-starting "??";
 // longer than max_len: cut, with "...".
 std::string CommentText(const std::string& s, size_t max_len = 160);
+// The last component of a path ("" for ""): what generated files say of a source file, so that
+// their bytes do not depend on the folder kiln ran in.
+std::string FileName(const std::string& path);
 
 }  // namespace kiln::codegen::c

@@ -46,6 +46,7 @@ enum class TensorCores {
 struct CompileOptions {
   std::string name;          // a C identifier
   std::string command_line;  // recorded in the banner
+  std::string source;        // names the model in the banner, as codegen::c::CompileOptions
   std::string kiln_version;
   passes::ShapeOverrides shapes;    // dims per input; the leading (batch) dim is replaced by 1
   std::vector<std::string> passes;  // run after shape inference
