@@ -4,6 +4,7 @@
 // Cases sweep the op's options and shape classes, at one and two threads.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <random>
@@ -748,6 +749,61 @@ TEST(FastKernels, PoolingOnShortRowsAgainstTheDoubleReference) {
       }
     }
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// TopK
+
+// The heap selection (k small beside the axis) against a stable sort: values drawn from few
+// levels so that ties are many (the smaller index first), largest and smallest, float and
+// double, rows over threads; a row holding NaN takes the sorting path (NaN ranks above numbers).
+TEST(FastKernels, TopKSelectionAgainstAStableSort) {
+  std::mt19937 rng(31);
+  for (auto type : {onnx::TensorProto::FLOAT, onnx::TensorProto::DOUBLE})
+    for (int64_t k : {1, 5, 100})
+      for (int largest : {1, 0})
+        for (bool nan : {false, true}) {
+          const int64_t rows = 6, n = 1000;
+          onnx::ModelProto m = testing::EmptyModel("topk");
+          m.mutable_opset_import(0)->set_version(11);
+          auto* g = m.mutable_graph();
+          *g->add_input() = Info("x", type, {rows, n});
+          *g->add_output() = Info("v", type, {rows, k});
+          *g->add_output() = Info("i", onnx::TensorProto::INT64, {rows, k});
+          testing::AddInt64Initializer(g, "k", {1}, {k});
+          auto* node = testing::AddNamedNode(g, "TopK", {"x", "k"}, "v");
+          node->add_output("i");
+          testing::SetAttr(node, "largest", static_cast<int64_t>(largest));
+          std::vector<double> x(static_cast<size_t>(rows * n));
+          for (auto& v : x) v = static_cast<double>(static_cast<int>(rng() % 37) - 18) / 4;
+          if (nan) x[static_cast<size_t>(n + 17)] = std::nan("");
+          const DType dt = type == onnx::TensorProto::FLOAT ? DType::kFloat32 : DType::kFloat64;
+          for (int threads : {1, 3}) {
+            auto out = RunModel(m, InputOf(dt, {rows, n}, x), threads);
+            ASSERT_EQ(out.size(), 2u);
+            for (int64_t r = 0; r < rows; ++r) {
+              std::vector<int64_t> idx(static_cast<size_t>(n));
+              for (int64_t j = 0; j < n; ++j) idx[j] = j;
+              const double* row = x.data() + r * n;
+              std::stable_sort(idx.begin(), idx.end(), [&](int64_t a, int64_t b) {
+                if (std::isnan(row[a]) || std::isnan(row[b]))
+                  return largest ? std::isnan(row[a]) && !std::isnan(row[b])
+                                 : !std::isnan(row[a]) && std::isnan(row[b]);
+                return largest ? row[a] > row[b] : row[a] < row[b];
+              });
+              for (int64_t j = 0; j < k; ++j) {
+                const size_t at = static_cast<size_t>(r * k + j);
+                ASSERT_EQ(out[1][at], static_cast<double>(idx[j]))
+                    << "k " << k << " largest " << largest << " row " << r << " rank " << j;
+                const double want = row[idx[j]];
+                if (std::isnan(want))
+                  EXPECT_TRUE(std::isnan(out[0][at]));
+                else
+                  EXPECT_EQ(out[0][at], want);
+              }
+            }
+          }
+        }
 }
 
 }  // namespace

@@ -1,9 +1,14 @@
 // TopK and NonMaxSuppression.
+#include <algorithm>
 #include <limits>
 #include <numeric>
 #include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "ops/common.h"
+#include "ops/thread_pool.h"
 
 namespace kiln::ops {
 namespace {
@@ -61,15 +66,85 @@ Status TopKInfer(InferContext& ctx) {
   return OkStatus();
 }
 
+// The k largest (smallest) of src[0, n) when none is NaN, best first. Candidates gather in
+// `buf`; when it holds 4k, nth_element keeps the best k and the k-th best becomes the bar a later
+// element must beat strictly (so ties stay with the smaller index, seen first). Blocks of 16 in
+// which nothing beats the bar are passed over after one vectorized count; in the others every
+// element is written and kept by the count of its compare, without a branch.
+template <bool kLargest, class T>
+void SelectRow(const T* src, int64_t n, int64_t k, T* vo, int64_t* io,
+               std::vector<std::pair<Acc<T>, int64_t>>& buf) {
+  using A = Acc<T>;
+  auto before = [](const std::pair<A, int64_t>& a, const std::pair<A, int64_t>& b) {
+    if (a.first != b.first) return kLargest ? a.first > b.first : a.first < b.first;
+    return a.second < b.second;
+  };
+  constexpr int64_t kBlock = 16;
+  const size_t keep = static_cast<size_t>(k), cap = 4 * keep;
+  buf.resize(cap + kBlock);
+  size_t size = 0;
+  A bar = kLargest ? std::numeric_limits<A>::lowest() : std::numeric_limits<A>::max();
+  bool all = true;  // until the first compaction every element is a candidate
+  for (int64_t j = 0; j < n; j += kBlock) {
+    if (size >= cap) {
+      std::nth_element(buf.begin(), buf.begin() + (keep - 1), buf.begin() + size, before);
+      size = keep;
+      bar = std::max_element(buf.begin(), buf.begin() + keep, before)->first;
+      all = false;
+    }
+    const int64_t e = std::min(n, j + kBlock);
+    auto take = [&](A v) { return all || (kLargest ? v > bar : v < bar); };
+    int32_t better = 0;
+    for (int64_t i = j; i < e; ++i) better += take(static_cast<A>(src[i])) ? 1 : 0;
+    if (better == 0) continue;
+    for (int64_t i = j; i < e; ++i) {
+      const A v = static_cast<A>(src[i]);
+      buf[size] = {v, i};
+      size += take(v) ? 1 : 0;
+    }
+  }
+  if (size > keep)
+    std::nth_element(buf.begin(), buf.begin() + (keep - 1), buf.begin() + size, before);
+  std::sort(buf.begin(), buf.begin() + keep, before);
+  for (int64_t j = 0; j < k; ++j) {
+    vo[j] = src[buf[j].second];
+    io[j] = buf[j].second;
+  }
+}
+
 template <class T>
-void TopKKernel(const Tensor& x, int64_t axis, int64_t k, bool largest, T* values,
-                int64_t* indices) {
+bool HasNaN(const T* p, int64_t n) {
+  if constexpr (std::is_integral_v<T>) {
+    return false;
+  } else {
+    int32_t count = 0;
+    for (int64_t i = 0; i < n; ++i) count += static_cast<Acc<T>>(p[i]) != static_cast<Acc<T>>(p[i]);
+    return count > 0;
+  }
+}
+
+template <class T>
+void TopKKernel(const Tensor& x, int64_t axis, int64_t k, bool largest, T* values, int64_t* indices,
+                int threads) {
   const Dims& d = x.dims();
   int64_t outer = 1, inner = 1, n = d[axis];
   for (int64_t i = 0; i < axis; ++i) outer *= d[i];
   for (size_t i = axis + 1; i < d.size(); ++i) inner *= d[i];
   using A = Acc<T>;
   const T* xd = x.data<T>();
+  // Rows along the last axis, k small beside n, without NaN: the heap selection, rows over threads.
+  if (inner == 1 && k > 0 && k * 8 <= n && !HasNaN(xd, outer * n)) {
+    const int t = static_cast<int>(std::min<int64_t>(threads, outer * n / (1 << 15) + 1));
+    ParallelFor(t, outer, [&](int64_t o0, int64_t o1) {
+      std::vector<std::pair<A, int64_t>> heap;
+      for (int64_t o = o0; o < o1; ++o)
+        if (largest)
+          SelectRow<true>(xd + o * n, n, k, values + o * k, indices + o * k, heap);
+        else
+          SelectRow<false>(xd + o * n, n, k, values + o * k, indices + o * k, heap);
+    });
+    return;
+  }
   std::vector<A> v(n);
   std::vector<int64_t> idx(n);
   // A total order: NaN ranks above every number; ties go to the smaller index.
@@ -121,7 +196,8 @@ Status TopKCompute(ComputeContext& ctx) {
   }
   const bool largest = ctx.opset() < 11 || ctx.node().attr_int("largest", 1) != 0;
   bool ok = Dispatch<kNumericTypes>(x.dtype(), [&]<class T>() {
-    TopKKernel<T>(x, axis, k, largest, ctx.output(0).data<T>(), ind->data<int64_t>());
+    TopKKernel<T>(x, axis, k, largest, ctx.output(0).data<T>(), ind->data<int64_t>(),
+                  ctx.threads());
   });
   if (!ok) return ctx.error("unsupported input type " + std::string(DTypeName(x.dtype())));
   return OkStatus();
