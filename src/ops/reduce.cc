@@ -1,6 +1,7 @@
 // Reductions over axes (Reduce*), ArgMax/ArgMin and the running scans CumSum/CumProd.
 // The losses live in reduce_loss.cc. float32 Sum / Mean / Max / Min / SumSquare / L1 / L2 over a
 // block of contiguous axes run vectorized in float (ReduceF32); the rest in the reference below.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <set>
@@ -471,38 +472,66 @@ Status ArgInfer(InferContext& ctx) {
   return OkStatus();
 }
 
-template <class T>
-void ArgKernel(bool is_max, bool last, const Tensor& x, int64_t axis, int64_t* out) {
+// Columns [i0, i1) of one outer block: the index of the best of n values inner apart. NaN wins,
+// like numpy; among equals the first (or, kLast, the last) index wins. The test is one
+// branch-free expression over columns, so that the loop vectorizes.
+template <class T, bool kMax, bool kLast>
+void ArgColumns(const T* base, int64_t n, int64_t inner, int64_t i0, int64_t i1, int64_t* out) {
+  using A = Acc<T>;
+  constexpr int64_t kChunk = 256;
+  A best[kChunk];
+  int32_t at[kChunk];
+  for (int64_t c0 = i0; c0 < i1; c0 += kChunk) {
+    const int64_t m = std::min(kChunk, i1 - c0);
+    for (int64_t i = 0; i < m; ++i) {
+      best[i] = static_cast<A>(base[c0 + i]);
+      at[i] = 0;
+    }
+    for (int64_t j = 1; j < n; ++j) {
+      const T* row = base + j * inner + c0;
+      for (int64_t i = 0; i < m; ++i) {
+        const A v = static_cast<A>(row[i]), b = best[i];
+        const bool vn = v != v, bn = b != b;
+        const bool cmp = kMax ? (kLast ? v >= b : v > b) : (kLast ? v <= b : v < b);
+        const bool take = (vn & (kLast | !bn)) | (!vn & !bn & cmp);
+        best[i] = take ? v : b;
+        at[i] = take ? static_cast<int32_t>(j) : at[i];
+      }
+    }
+    for (int64_t i = 0; i < m; ++i) out[c0 + i] = at[i];
+  }
+}
+
+template <class T, bool kMax, bool kLast>
+void ArgKernel(const Tensor& x, int64_t axis, int64_t* out, int threads) {
   const Dims& d = x.dims();
   int64_t outer = 1, inner = 1, n = d[axis];
   for (int64_t i = 0; i < axis; ++i) outer *= d[i];
   for (size_t i = axis + 1; i < d.size(); ++i) inner *= d[i];
   const T* xd = x.data<T>();
-  using A = Acc<T>;
-  std::vector<A> best(inner);
-  // NaN wins, like numpy; among equals the first (or last) index wins.
-  auto better = [&](A v, A b) {
-    if (v != v) return last || b == b;
-    if (b != b) return false;
-    if (is_max) return last ? v >= b : v > b;
-    return last ? v <= b : v < b;
-  };
-  for (int64_t o = 0; o < outer; ++o) {
-    const T* base = xd + o * n * inner;
-    int64_t* ob = out + o * inner;
-    for (int64_t i = 0; i < inner; ++i) {
-      best[i] = static_cast<A>(base[i]);
-      ob[i] = 0;
-    }
-    for (int64_t j = 1; j < n; ++j)
+  if (n > INT32_MAX) {  // int32 positions would overflow: one column at a time in int64
+    for (int64_t o = 0; o < outer; ++o)
       for (int64_t i = 0; i < inner; ++i) {
-        A v = static_cast<A>(base[j * inner + i]);
-        if (better(v, best[i])) {
-          best[i] = v;
-          ob[i] = j;
+        int64_t best = 0;
+        for (int64_t j = 1; j < n; ++j) {
+          const Acc<T> v = xd[(o * n + j) * inner + i], b = xd[(o * n + best) * inner + i];
+          const bool cmp = kMax ? (kLast ? v >= b : v > b) : (kLast ? v <= b : v < b);
+          if ((v != v && (kLast || b == b)) || (v == v && b == b && cmp)) best = j;
         }
+        out[o * inner + i] = best;
       }
+    return;
   }
+  // Work items: (outer block, chunk of 256 columns).
+  const int64_t chunks = (inner + 255) / 256, items = outer * chunks;
+  const int t = static_cast<int>(std::min<int64_t>(threads, x.size() / (1 << 15) + 1));
+  ParallelFor(t, items, [&](int64_t w0, int64_t w1) {
+    for (int64_t w = w0; w < w1; ++w) {
+      const int64_t o = w / chunks, i0 = w % chunks * 256;
+      ArgColumns<T, kMax, kLast>(xd + o * n * inner, n, inner, i0, std::min(inner, i0 + 256),
+                                 out + o * inner);
+    }
+  });
 }
 
 void RegisterArg(OpRegistry& r, const char* name, bool is_max) {
@@ -513,8 +542,14 @@ void RegisterArg(OpRegistry& r, const char* name, bool is_max) {
       return ctx.error("bad axis");
     const bool last = ctx.opset() >= 12 && ctx.node().attr_int("select_last_index", 0) != 0;
     int64_t* out = ctx.output(0).data<int64_t>();
-    bool ok = Dispatch<kNumericTypes>(x.dtype(),
-                                      [&]<class T>() { ArgKernel<T>(is_max, last, x, axis, out); });
+    bool ok = Dispatch<kNumericTypes>(x.dtype(), [&]<class T>() {
+      if (is_max)
+        last ? ArgKernel<T, true, true>(x, axis, out, ctx.threads())
+             : ArgKernel<T, true, false>(x, axis, out, ctx.threads());
+      else
+        last ? ArgKernel<T, false, true>(x, axis, out, ctx.threads())
+             : ArgKernel<T, false, false>(x, axis, out, ctx.threads());
+    });
     if (!ok) return ctx.error("unsupported input type " + std::string(DTypeName(x.dtype())));
     return OkStatus();
   });
