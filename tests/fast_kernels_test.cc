@@ -401,7 +401,8 @@ TEST(FastKernels, ChannelsLastResizeBetweenConvs) {
 // Normalizations
 
 // One normalization node on x of `dims`: InstanceNormalization, GroupNormalization (opset 18:
-// scale per group; 21: per channel) or LayerNormalization (axis 1), scale and bias random.
+// scale per group; 21: per channel) or LayerNormalization (axis 1), scale and bias random; or
+// LpNormalization over axis 1 with p = `groups`.
 onnx::ModelProto NormModel(const std::string& op, const std::vector<int64_t>& dims, int64_t groups,
                            int opset, onnx::TensorProto::DataType type) {
   onnx::ModelProto m = testing::EmptyModel("norm");
@@ -409,6 +410,12 @@ onnx::ModelProto NormModel(const std::string& op, const std::vector<int64_t>& di
   auto* g = m.mutable_graph();
   *g->add_input() = Info("x", type, dims);
   *g->add_output() = Info("y", type, dims);
+  if (op == "LpNormalization") {  // groups: p; the axis is 1
+    auto* n = testing::AddNamedNode(g, op, {"x"}, "y");
+    testing::SetAttr(n, "p", groups);
+    testing::SetAttr(n, "axis", int64_t{1});
+    return m;
+  }
   std::mt19937 rng(17);
   int64_t params = op == "GroupNormalization" && opset < 21 ? groups : dims[1];
   std::vector<int64_t> pdims = {params};
@@ -474,6 +481,11 @@ TEST(FastKernels, NormalizationsAgainstTheDoubleReference) {
       {"GroupNormalization", {1, 6, 50}, 6, 21},
       {"LayerNormalization", {4, 33}},
       {"LayerNormalization", {3, 8, 5}},
+      {"LpNormalization", {300, 517}, 2},  // rows (the axis last)
+      {"LpNormalization", {300, 517}, 1},
+      {"LpNormalization", {4, 37, 300}, 2},  // columns
+      {"LpNormalization", {4, 37, 300}, 1},
+      {"LpNormalization", {2, 8, 1}, 2},
   };
   std::mt19937 rng(29);
   for (const Case& c : cases) {

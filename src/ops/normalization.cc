@@ -4,8 +4,10 @@
 // written in the input's type. float32 Layer / RMS / Instance / Group normalization run kernels
 // with float sums in 16 lanes (as ONNX computes float32), compiled per instruction set.
 #include <algorithm>
+#include <cmath>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "ops/common.h"
 #include "ops/cpu_isa.h"
@@ -736,11 +738,59 @@ Status LpNormInfer(InferContext& ctx) {
   return SameAsInput(ctx);
 }
 
+// LpNormalization in float32 over the axis of n values `inner` apart, outer blocks over threads:
+// a row (inner == 1) sums in 16 lanes; columns (inner > 1) accumulate across the n rows, vectors
+// along the columns. Then x / norm; an all-zero slice stays zero.
+template <int P>
+void LpNormF32(const float* x, float* y, int64_t outer, int64_t n, int64_t inner, int threads) {
+  auto term = [](float v) { return P == 1 ? std::fabs(v) : v * v; };
+  const int t = static_cast<int>(std::min<int64_t>(threads, outer * n * inner / (1 << 15) + 1));
+  ParallelFor(t, outer, [&](int64_t o0, int64_t o1) {
+    std::vector<float> norm(static_cast<size_t>(inner));
+    for (int64_t o = o0; o < o1; ++o) {
+      const float* xb = x + o * n * inner;
+      float* yb = y + o * n * inner;
+      if (inner == 1) {
+        float lanes[16] = {};
+        int64_t i = 0;
+        for (; i + 16 <= n; i += 16)
+          for (int l = 0; l < 16; ++l) lanes[l] += term(xb[i + l]);
+        float sum = 0;
+        for (float l : lanes) sum += l;
+        for (; i < n; ++i) sum += term(xb[i]);
+        const float nm = P == 2 ? std::sqrt(sum) : sum;
+        for (i = 0; i < n; ++i) yb[i] = nm == 0 ? 0.0f : xb[i] / nm;
+        continue;
+      }
+      std::fill(norm.begin(), norm.end(), 0.0f);
+      for (int64_t j = 0; j < n; ++j)
+        for (int64_t i = 0; i < inner; ++i) norm[i] += term(xb[j * inner + i]);
+      if (P == 2)
+        for (float& v : norm) v = std::sqrt(v);
+      for (int64_t j = 0; j < n; ++j)
+        for (int64_t i = 0; i < inner; ++i)
+          yb[j * inner + i] = norm[i] == 0 ? 0.0f : xb[j * inner + i] / norm[i];
+    }
+  });
+}
+
 Status LpNormCompute(ComputeContext& ctx) {
   const Tensor& xt = ctx.input(0);
   int64_t axis = ctx.node().attr_int("axis", -1);
   if (!NormalizeAxis(axis, xt.rank())) return ctx.error("axis out of range");
   const int64_t p = ctx.node().attr_int("p", 2);
+  if (xt.dtype() == DType::kFloat32) {
+    int64_t outer = 1, inner = 1;
+    for (int64_t d = 0; d < axis; ++d) outer *= xt.dim(static_cast<int>(d));
+    for (int64_t d = axis + 1; d < xt.rank(); ++d) inner *= xt.dim(static_cast<int>(d));
+    const int64_t n = xt.dim(static_cast<int>(axis));
+    float* y = ctx.output(0).data<float>();
+    if (p == 1)
+      LpNormF32<1>(xt.data<float>(), y, outer, n, inner, ctx.threads());
+    else
+      LpNormF32<2>(xt.data<float>(), y, outer, n, inner, ctx.threads());
+    return OkStatus();
+  }
   std::vector<char> reduced(xt.rank(), 0);
   reduced[axis] = 1;
   Dispatch<kFloatTypes>(xt.dtype(), [&]<class T>() {
