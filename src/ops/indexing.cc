@@ -2,10 +2,12 @@
 // TensorScatter, OneHot, NonZero, Compress, ReverseSequence, Unique.
 // Every index is checked before use: a bad index is an error naming the node, never a wild read.
 #include <algorithm>
+#include <atomic>
 #include <numeric>
 
 #include "ops/common.h"
 #include "ops/shape_ops_util.h"
+#include "ops/thread_pool.h"
 
 namespace kiln::ops {
 namespace {
@@ -92,38 +94,65 @@ Status InferGatherElements(InferContext& ctx) {
   return OkStatus();
 }
 
+// Rows of the indices' last axis: out[r, j] = src[base(r) + j * step + v * axis_stride] with v
+// the index at (r, j) (negative ones counted from the end). Rows go over threads; an index out
+// of range sets `bad` and the row stops.
+template <class U, class I>
+void GatherElementRows(const U* src, const I* ind, U* dst, const Dims& id, const Dims& ds,
+                       int64_t axis, int64_t dim, int threads, std::atomic<bool>* bad) {
+  const int rank = static_cast<int>(id.size());
+  const int64_t len = id[rank - 1], rows = NumElements(id) / std::max<int64_t>(len, 1);
+  const int64_t step = axis == rank - 1 ? 0 : ds[rank - 1], axis_stride = ds[axis];
+  const int t = static_cast<int>(std::min<int64_t>(threads, rows * len / (1 << 15) + 1));
+  ParallelFor(t, rows, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      int64_t base = 0;  // the row's offset in src, with its axis coordinate zeroed
+      int64_t q = r;
+      for (int k = rank - 2; k >= 0; --k) {
+        if (k != axis) base += (q % id[k]) * ds[k];
+        q /= id[k];
+      }
+      const I* ir = ind + r * len;
+      U* out = dst + r * len;
+      bool ok = true;
+      for (int64_t j = 0; j < len; ++j) {
+        int64_t v = static_cast<int64_t>(ir[j]);
+        v += v < 0 ? dim : 0;
+        ok &= v >= 0 && v < dim;
+        out[j] = ok ? src[base + j * step + v * axis_stride] : U{};
+      }
+      if (!ok) bad->store(true);
+    }
+  });
+}
+
 Status ComputeGatherElements(ComputeContext& ctx) {
   const Tensor& data = ctx.input(0);
   const Tensor& ind = ctx.input(1);
   const int rank = data.rank();
   int64_t axis = ctx.node().attr_int("axis", 0);
   NormalizeAxis(axis, rank);
-  Dims ds = Strides(data.dims());
-  const Dims& id = ind.dims();
   const int64_t n = ind.size(), dim = data.dim(static_cast<int>(axis));
-  Status st = OkStatus();
+  if (n == 0) return OkStatus();
+  std::atomic<bool> bad{false};
+  const bool i64 = ind.dtype() == DType::kInt64;
   moves::BySize(DTypeSize(data.dtype()), [&]<class U>() {
-    const U* src = data.data<U>();
     U* dst = ctx.output(0).data<U>();
-    std::vector<int64_t> idx(rank, 0);
-    int64_t base = 0;  // offset of idx with the axis coordinate zeroed
-    for (int64_t i = 0; i < n; ++i) {
-      int64_t v = IndexAt(ind, i);
-      if (!WrapIndex(v, dim)) {
-        st = ctx.error("index " + Str(IndexAt(ind, i)) + " out of range for axis of size " +
-                       Str(dim));
-        return;
-      }
-      dst[i] = src[base + v * ds[axis]];
-      for (int k = rank - 1; k >= 0; --k) {
-        if (k != axis) base += ds[k];
-        if (++idx[k] < id[k]) break;
-        if (k != axis) base -= ds[k] * id[k];
-        idx[k] = 0;
-      }
-    }
+    if (i64)
+      GatherElementRows(data.data<U>(), ind.data<int64_t>(), dst, ind.dims(), Strides(data.dims()),
+                        axis, dim, ctx.threads(), &bad);
+    else
+      GatherElementRows(data.data<U>(), ind.data<int32_t>(), dst, ind.dims(), Strides(data.dims()),
+                        axis, dim, ctx.threads(), &bad);
   });
-  return st;
+  if (!bad.load()) return OkStatus();
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t v = IndexAt(ind, i);
+    if (!WrapIndex(v, dim))
+      return ctx.error("index " + Str(IndexAt(ind, i)) + " out of range for axis of size " +
+                       Str(dim));
+  }
+  return OkStatus();
 }
 
 // ---- GatherND -------------------------------------------------------------------------------
