@@ -670,6 +670,8 @@ TEST(FoldBatchNorm, FoldsIntoConvWithNewConstants) {
     EXPECT_EQ(g.values[conv->inputs[1]].name, "W_bn");
     EXPECT_EQ(g.values[conv->inputs[2]].name, with_bias ? "B_bn" : "c_bias_bn");
     EXPECT_EQ(g.values[conv->outputs[0]].name, "bn");
+    // The model no longer holds the replaced W (nothing else read it): weights are held once.
+    EXPECT_FALSE(g.values[w].constant.has_value());
     CheckPass(proto, "fold-batchnorm", true);
   }
 }

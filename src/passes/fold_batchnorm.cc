@@ -1,5 +1,6 @@
 #include "passes/fold_batchnorm.h"
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <vector>
@@ -188,8 +189,19 @@ bool FoldInGraph(ir::Graph& g, const ir::Model& m) {
     std::optional<ChannelAffine> a = AffineOf(g, m, op, y, channels, zt.dims.size());
     if (!a) continue;
     const std::string suffix = op.op_type == "BatchNormalization" ? "_bn" : "_affine";
+    const std::vector<int> before = g.nodes[c].inputs;
     if (g.nodes[c].op_type != "BatchNormalization" ? FoldIntoConv(g, c, y, *a, suffix)
                                                    : FoldIntoBatchNorm(g, c, *a, suffix)) {
+      // The replaced weights go now where node c was their only reader (or this sweep made
+      // them for it): a model's weights would otherwise be held once more per fold.
+      for (size_t k = 1; k < before.size(); ++k) {
+        const int v = before[k];
+        if (v < 0 || (v < static_cast<int>(reads.size()) && reads[v] != 1) ||
+            std::count(g.nodes[c].inputs.begin(), g.nodes[c].inputs.end(), v) ||
+            std::count(g.inputs.begin(), g.inputs.end(), v))
+          continue;
+        g.values[v].constant.reset();
+      }
       g.nodes[c].outputs[0] = z;  // the node keeps its name and attributes, and now writes z
       g.values[z].producer = c;
       g.values[y].producer = -1;
