@@ -569,6 +569,8 @@ TEST(FastKernels, EinsumAgainstTheGenericLoop) {
   };
   const std::vector<Case> cases = {{"bmk,bkn->bmn", {3, 5, 7}, {3, 7, 4}},
                                    {"bhqd,bhkd->bhqk", {2, 3, 5, 8}, {2, 3, 6, 8}},
+                                   {"bhqd,bhkd->bhqk", {2, 3, 1, 40}, {2, 3, 37, 40}},  // GEMV
+                                   {"bmk,bkn->bmn", {3, 1, 7}, {3, 7, 45}},
                                    {"bhqk,bhkd->bhqd", {1, 2, 9, 9}, {1, 2, 9, 4}},
                                    {"bij,jk->bik", {2, 5, 6}, {6, 3}},
                                    {"mk,kn->nm", {5, 6}, {6, 7}},

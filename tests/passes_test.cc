@@ -265,7 +265,7 @@ TEST(PassRegistry, ListsThePassesInOrder) {
     EXPECT_FALSE(p.description.empty());
     EXPECT_EQ(p.exact, p.name != "fold-batchnorm" && p.name != "fuse-matmul-add" &&
                            p.name != "fuse-conv-activation" && p.name != "fuse-gelu" &&
-                           p.name != "fuse-hardswish")
+                           p.name != "fuse-hardswish" && p.name != "fuse-transpose-matmul")
         << p.name;
   }
   std::vector<std::string> want = {"eliminate-dead-nodes",
@@ -278,7 +278,8 @@ TEST(PassRegistry, ListsThePassesInOrder) {
                                    "fuse-channel-shuffle",
                                    "fuse-gelu",
                                    "fuse-hardswish",
-                                   "fuse-matmul-add"};
+                                   "fuse-matmul-add",
+                                   "fuse-transpose-matmul"};
   EXPECT_EQ(names, want);
 }
 
@@ -614,6 +615,46 @@ TEST(CancelTransposes, LeavesSharedInnerResultsAndKeepsOutputs) {
   ASSERT_EQ(m3.graph->nodes.size(), 1u);
   EXPECT_EQ(m3.graph->nodes[0].name, "relu");
   EXPECT_EQ(OutputName(*m3.graph, 0), "y");
+}
+
+// ---- fuse-transpose-matmul -----------------------------------------------------------------
+
+// q [2, 3, 4, 8] times K^T (K [2, 3, 5, 8] transposed by perm [0, 1, 3, 2]); with `transpose_a`
+// also x^T [.., 4, 8] times v [3, 8, 6]; `read_twice`: the transposed K is also a graph output.
+onnx::ModelProto AttentionScoresModel(bool transpose_a, bool read_twice) {
+  Builder b(17);
+  b.In("q", {2, 3, 4, 8});
+  b.In("k", {2, 3, 5, 8});
+  AttrInts(AddNode(b.g, "Transpose", {"k"}, {"kt"}, "kt"), "perm", {0, 1, 3, 2});
+  AddNode(b.g, "MatMul", {"q", "kt"}, {"s"}, "scores");
+  b.Out("s");
+  if (transpose_a) {
+    b.In("x", {2, 3, 8, 4});
+    b.In("v", {3, 8, 6});
+    AttrInts(AddNode(b.g, "Transpose", {"x"}, {"xt"}, "xt"), "perm", {0, 1, 3, 2});
+    AddNode(b.g, "MatMul", {"xt", "v"}, {"o"}, "xtv");
+    b.Out("o");
+  }
+  if (read_twice) b.Out("kt");
+  return b.m;
+}
+
+TEST(FuseTransposeMatMul, ReadsTheOperandInPlace) {
+  ir::Model m = CheckPass(AttentionScoresModel(true, false), "fuse-transpose-matmul", true);
+  const ir::Graph& g = *m.graph;
+  EXPECT_EQ(CountOps(g, "Transpose"), 0);
+  EXPECT_EQ(CountOps(g, "MatMul"), 0);
+  const ir::Node* scores = NodeNamed(g, "scores");
+  const ir::Node* xtv = NodeNamed(g, "xtv");
+  ASSERT_TRUE(scores && xtv);
+  EXPECT_EQ(scores->attr_string("equation", ""), "...mk,...nk->...mn");
+  EXPECT_EQ(xtv->attr_string("equation", ""), "...km,...kn->...mn");
+  EXPECT_EQ(g.values[scores->inputs[1]].name, "k");
+  EXPECT_EQ(g.values[xtv->inputs[0]].name, "x");
+}
+
+TEST(FuseTransposeMatMul, LeavesATransposeReadElsewhere) {
+  CheckPass(AttentionScoresModel(false, true), "fuse-transpose-matmul", false);
 }
 
 // ---- fold-batchnorm ------------------------------------------------------------------------

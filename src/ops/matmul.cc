@@ -457,6 +457,10 @@ bool EinsumByStrides(const EinsumPlan& p, const std::vector<int>& batch_labels,
       std::fill(y, y + NumElements(p.out_dims), T(0));
       return true;
     }
+    // A single row (a decoder's one query) with A's row and B's rows or columns contiguous.
+    const bool tb = rsb == 1 && csb == K;
+    const bool gemv =
+        M == 1 && !swapped && csa == 1 && an.sy == 1 && (tb || (rsb == N && csb == 1));
     int64_t batches = 1;
     for (const EinsumAxis& x : batch) batches *= x.size;
     const int outer = static_cast<int>(std::min<int64_t>(threads, batches));
@@ -472,6 +476,11 @@ bool EinsumByStrides(const EinsumPlan& p, const std::vector<int>& batch_labels,
           oy += j * batch[d].sy;
         }
         if (swapped) std::swap(oa, ob);
+        if (gemv) {  // one row: the GEMV reads B in place (packing it would cost as much)
+          std::fill(y + oy, y + oy + N, T(0));
+          GemmAny<T>(false, tb, 1, N, K, 1.0, A + oa, B + ob, y + oy, inner);
+          continue;
+        }
         PackedGemm<T>(M, N, K, T(1), A + oa, rsa, csa, B + ob, rsb, csb, y + oy, ldc, false, inner);
       }
     });

@@ -10,6 +10,7 @@
 #include "passes/fuse_gelu.h"
 #include "passes/fuse_hardswish.h"
 #include "passes/fuse_matmul_add.h"
+#include "passes/fuse_transpose_matmul.h"
 #include "passes/pipeline.h"
 
 namespace kiln::passes {
@@ -56,6 +57,10 @@ const std::vector<PassInfo>& RegisteredPasses() {
        "turn MatMul(A, B) + bias with constant B and bias into Gemm (higher-rank A through "
        "Reshapes)",
        FuseMatMulAdd, /*exact=*/false},
+      {"fuse-transpose-matmul",
+       "turn MatMul of a Transpose that swaps the last two axes (attention's K^T) into an Einsum "
+       "that reads the operand in place",
+       FuseTransposeMatMul, /*exact=*/false},
   };
   return kPasses;
 }

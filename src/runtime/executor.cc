@@ -449,7 +449,7 @@ Expected<std::unique_ptr<Executor>> Executor::Create(ir::Model model, ExecutorOp
     KILN_RETURN_IF_ERROR(
         passes::RunPasses(e->model_,
                           {"fold-batchnorm", "fuse-channel-shuffle", "fuse-gelu", "fuse-hardswish",
-                           "fuse-matmul-add", "fuse-conv-activation"},
+                           "fuse-transpose-matmul", "fuse-matmul-add", "fuse-conv-activation"},
                           po));
   }
   passes::CompressConstants(*e->model_.graph);  // identical constants share one storage

@@ -29,10 +29,10 @@ struct ExecutorOptions {
   long planner_steps = 0;  // > 0: deterministic planner search (PlanOptions::max_steps)
   // Last, what makes the host fastest (ONNX Runtime's session-time rewrites): fold-constants
   // whatever the results' size, fold-batchnorm, fuse-channel-shuffle (one node the executor
-  // keeps channels-last), fuse-gelu (one vector kernel for five nodes), fuse-matmul-add (the bias
-  // inside the GEMM), fuse-conv-activation (one kernel where there were two or three, fewer
-  // intermediates). the fusions round differently
-  // (a few ulp).
+  // keeps channels-last), fuse-gelu (one vector kernel for five nodes), fuse-transpose-matmul
+  // (attention's K^T read in place), fuse-matmul-add (the bias inside the GEMM),
+  // fuse-conv-activation (one kernel where there were two or three, fewer intermediates). The
+  // fusions round differently (a few ulp).
   bool host_passes = true;
   // Channels-last activations between the convolutions that take them (ops/channels_last.h).
   bool channels_last = true;
