@@ -10,8 +10,6 @@
 namespace kiln::passes {
 namespace {
 
-bool IsDefaultDomain(const ir::Node& n) { return n.domain.empty() || n.domain == "ai.onnx"; }
-
 // The float32 constant behind input i of n with exactly `count` elements in a 1-D shape, or null.
 const Tensor* ChannelParam(const ir::Graph& g, const ir::Node& n, size_t i, int64_t count) {
   if (i >= n.inputs.size() || !IsFixedConstant(g, n.inputs[i])) return nullptr;

@@ -7,8 +7,6 @@
 namespace kiln::passes {
 namespace {
 
-bool IsDefaultDomain(const ir::Node& n) { return n.domain.empty() || n.domain == "ai.onnx"; }
-
 struct Activation {
   std::string name;
   std::vector<float> params;

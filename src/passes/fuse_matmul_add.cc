@@ -9,8 +9,6 @@
 namespace kiln::passes {
 namespace {
 
-bool IsDefaultDomain(const ir::Node& n) { return n.domain.empty() || n.domain == "ai.onnx"; }
-
 // True when a C of dims c broadcasts to [m, n] the way Gemm accepts.
 bool GemmBias(const Dims& c, int64_t m, int64_t n) {
   if (c.size() == 0) return true;

@@ -8,8 +8,6 @@
 namespace kiln::passes {
 namespace {
 
-bool IsDefaultDomain(const ir::Node& n) { return n.domain.empty() || n.domain == "ai.onnx"; }
-
 // The input of Transpose node t when its perm swaps the last two of rank >= 2 axes and keeps the
 // others, else -1.
 int SwappedLastTwo(const ir::Graph& g, const ir::Node& t) {

@@ -26,6 +26,8 @@ std::vector<char> OutputMask(const ir::Graph& g) {
   return out;
 }
 
+bool IsDefaultDomain(const ir::Node& n) { return n.domain.empty() || n.domain == "ai.onnx"; }
+
 bool IsFixedConstant(const ir::Graph& g, int v) {
   if (v < 0 || !g.values[v].constant) return false;
   for (int i : g.inputs)

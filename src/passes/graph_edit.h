@@ -30,6 +30,9 @@ struct ValueReaders {
   int Sole(int v) const;
 };
 
+// True for a node of the default ONNX domain ("" or "ai.onnx").
+bool IsDefaultDomain(const ir::Node& n);
+
 // True for a value whose bytes the compiler can rely on: a constant that is not also a graph
 // input (an initializer listed as an input is a default a caller may override in ONNX).
 bool IsFixedConstant(const ir::Graph& g, int v);
