@@ -22,7 +22,8 @@ namespace kiln {
 namespace {
 
 TEST_F(CliTest, HelpForEveryVerb) {
-  for (const char* verb : {"run", "bench", "test-onnx", "inspect", "convert", "plan", "compile"}) {
+  for (const char* verb :
+       {"run", "bench", "test-onnx", "inspect", "convert", "plan", "ops", "compile"}) {
     Result r = RunKiln(std::string(verb) + " --help");
     EXPECT_EQ(r.code, 0) << verb;
     EXPECT_NE(r.out.find("Usage"), std::string::npos) << verb;
@@ -365,6 +366,25 @@ TEST_F(CliTest, GeneratedCodeDoesNotDependOnTheFolder) {
     fs::remove_all(file("one/gen"));
     fs::remove_all(file("two/deeper/gen"));
   }
+}
+
+// kiln ops: every op with the backends that run it; --backend lists one backend's ops; --json.
+TEST_F(CliTest, OpsListsWhatEachBackendRuns) {
+  Result r = RunKiln("ops");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("\nRelu "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" ops: host "), std::string::npos);
+  for (const char* backend : {"host", "c", "cuda"}) {
+    r = RunKiln(std::string("ops --backend ") + backend);
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(("\n" + r.out).find("\nMatMul\n"), std::string::npos) << backend;
+  }
+  r = RunKiln("ops --backend cuda");
+  EXPECT_EQ(("\n" + r.out).find("\nLoop\n"), std::string::npos);  // not in the CUDA emitter
+  r = RunKiln("ops --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("\"op\": \"Relu\""), std::string::npos);
+  ExpectUserError("ops --backend gpu", "--backend");
 }
 
 // What tune prints is what it writes, and it never writes a pipeline worse than the default.

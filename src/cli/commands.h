@@ -12,6 +12,7 @@ void AddTestOnnxCommand(CLI::App& app, int& rc);
 void AddInspectCommand(CLI::App& app, int& rc);
 void AddConvertCommand(CLI::App& app, int& rc);
 void AddPlanCommand(CLI::App& app, int& rc);
+void AddOpsCommand(CLI::App& app, int& rc);
 // command_line is recorded in the generated files.
 void AddCompileCommand(CLI::App& app, int& rc, const std::string& command_line);
 // kiln bundle / kiln verify (cli/bundle.cc).

@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   kiln::cli::AddInspectCommand(app, rc);
   kiln::cli::AddConvertCommand(app, rc);
   kiln::cli::AddPlanCommand(app, rc);
+  kiln::cli::AddOpsCommand(app, rc);
   const std::string command_line = kiln::cli::RecordedCommandLine(argc, argv);
   kiln::cli::AddCompileCommand(app, rc, command_line);
   kiln::cli::AddBundleCommand(app, rc);

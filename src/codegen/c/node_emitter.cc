@@ -31,6 +31,13 @@ const NodeEmitFn* EmitterRegistry::Find(const std::string& domain,
   return it == fns_.end() ? nullptr : &it->second;
 }
 
+std::vector<std::string> EmitterRegistry::Names() const {
+  std::vector<std::string> n;
+  for (const auto& [k, fn] : fns_)
+    n.push_back(k.first.empty() ? k.second : k.first + "." + k.second);
+  return n;
+}
+
 std::string IntList(const std::vector<int64_t>& v) {
   if (v.empty()) return "{0}";
   std::string s = "{";

@@ -102,6 +102,8 @@ class EmitterRegistry {
   static const EmitterRegistry& Global();
   void Register(const std::string& op_type, NodeEmitFn fn, const std::string& domain = "");
   const NodeEmitFn* Find(const std::string& domain, const std::string& op_type) const;
+  // Every op it emits, as "op" or "domain.op" (kiln ops).
+  std::vector<std::string> Names() const;
 
  private:
   std::map<std::pair<std::string, std::string>, NodeEmitFn> fns_;

@@ -115,6 +115,8 @@ class EmitContext {
 using EmitFn = std::function<Status(EmitContext&)>;
 // The emitter for an op of the default ONNX domain, or nullptr.
 const EmitFn* FindEmitter(const std::string& domain, const std::string& op_type);
+// Every op the CUDA backend emits (default domain; kiln ops).
+std::vector<std::string> EmittedOps();
 
 // "i0 * 12 + i1 * 4 + 3": indices "0" and zero strides left out; "0" when nothing is left.
 std::string Flat(const std::vector<std::string>& idx, const std::vector<int64_t>& strides,

@@ -837,6 +837,12 @@ const std::map<std::string, EmitFn>& Emitters() {
 
 }  // namespace
 
+std::vector<std::string> EmittedOps() {
+  std::vector<std::string> n;
+  for (const auto& [op, fn] : Emitters()) n.push_back(op);
+  return n;
+}
+
 const EmitFn* FindEmitter(const std::string& domain, const std::string& op_type) {
   if (!domain.empty() && domain != "ai.onnx") return nullptr;
   auto it = Emitters().find(op_type);
