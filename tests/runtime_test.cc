@@ -582,6 +582,49 @@ TEST(Executor, DropsWeightsItsKernelsHoldOnlyWhereShapesAreStatic) {
   }
 }
 
+// Two convolutions share W, a Gather of the first's channels between them by indices the caller
+// gives: a first run that fails in the Gather (an index out of range) has run one of W's
+// readers; W must not be dropped by the next run, which runs the other reader for the first time.
+TEST(Executor, AFailedFirstRunDropsNoConstantASecondRunStillReads) {
+  onnx::ModelProto m = testing::EmptyModel("shared_w");
+  auto* g = m.mutable_graph();
+  *g->add_input() = testing::FloatInfo("x", {1, 16, 9, 7});
+  *g->add_input() = testing::FloatInfo("idx", {16});
+  g->mutable_input(1)->mutable_type()->mutable_tensor_type()->set_elem_type(
+      onnx::TensorProto::INT64);
+  *g->add_output() = testing::FloatInfo("y", {1, 16, 9, 7});
+  std::vector<float> w(16 * 16 * 9);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(static_cast<int>(i % 7) - 3) / 8;
+  testing::AddFloatInitializer(g, "W", {16, 16, 3, 3}, w);
+  for (const char* c : {"c1", "c2"}) {
+    auto* conv = testing::AddNamedNode(g, "Conv", {c[1] == '1' ? "x" : "gathered", "W"},
+                                       c[1] == '1' ? "y1" : "y");
+    testing::SetAttr(conv, "pads", std::vector<int64_t>{1, 1, 1, 1});
+  }
+  testing::SetAttr(testing::AddNamedNode(g, "Gather", {"y1", "idx"}, "gathered"), "axis",
+                   int64_t{1});
+  std::swap(*g->mutable_node(1), *g->mutable_node(2));  // c1, Gather, c2
+  auto model = Parse(m);
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  Tensor x(DType::kFloat32, {1, 16, 9, 7}), bad(DType::kInt64, {16}), good(DType::kInt64, {16});
+  for (int64_t i = 0; i < x.size(); ++i) x.data<float>()[i] = static_cast<float>(i % 11) / 5 - 1;
+  for (int64_t c = 0; c < 16; ++c) {
+    good.data<int64_t>()[c] = 15 - c;
+    bad.data<int64_t>()[c] = c == 9 ? 99 : c;
+  }
+  auto reference = runtime::Executor::Create(*model, {});
+  auto exec = runtime::Executor::Create(std::move(*model), {});
+  ASSERT_TRUE(reference.ok() && exec.ok());
+  std::vector<Tensor> want, out;
+  ASSERT_TRUE((*reference)->Run({x, good}, &want).ok());
+  EXPECT_FALSE((*exec)->Run({x, bad}, &out).ok());
+  for (int run = 0; run < 2; ++run) {
+    ASSERT_TRUE((*exec)->Run({x, good}, &out).ok());
+    for (int64_t i = 0; i < want[0].size(); ++i)
+      ASSERT_EQ(out[0].data<float>()[i], want[0].data<float>()[i]) << "run " << run << " at " << i;
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Streaming a batch in tiles
 

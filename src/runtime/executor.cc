@@ -293,6 +293,8 @@ struct Executor::Impl : public ops::SubgraphRunner {
       }
       if (!st.ok()) {
         frame_stack.pop_back();
+        // Only the first run drops constants: a later run would count its readers again.
+        if (main_graph) unheld_readers.clear();
         return st;
       }
       for (int v : info.release_after[p]) f.values[v] = Tensor();
