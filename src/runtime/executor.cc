@@ -60,6 +60,7 @@ struct GraphInfo {
 struct Executor::Impl : public ops::SubgraphRunner {
   Executor* self = nullptr;
   std::unordered_map<const ir::Graph*, GraphInfo> infos;
+
   struct Frame {
     const ir::Graph* graph;
     const Frame* parent;
