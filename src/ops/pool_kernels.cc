@@ -68,12 +68,12 @@ KILN_AI void SplitColumns(const Pool2DShape& s, const Padded& p, const float* x,
   }
 }
 
-// Whether p[0, n) holds -inf: a count of compares, which vectorizes (std::find does not).
+// Whether p[0, n) holds -inf: an OR of compares, which vectorizes (std::find does not).
 KILN_AI bool HasNegativeInfinity(const float* p, int64_t n) {
   const float ninf = -std::numeric_limits<float>::infinity();
-  int32_t count = 0;
-  for (int64_t i = 0; i < n; ++i) count += p[i] == ninf ? 1 : 0;
-  return count > 0;
+  int32_t any = 0;
+  for (int64_t i = 0; i < n; ++i) any |= p[i] == ninf ? 1 : 0;
+  return any != 0;
 }
 
 // A maximum starts at -inf and takes a tap only when larger (so NaN taps are skipped and the

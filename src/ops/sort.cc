@@ -117,9 +117,9 @@ bool HasNaN(const T* p, int64_t n) {
   if constexpr (std::is_integral_v<T>) {
     return false;
   } else {
-    int32_t count = 0;
-    for (int64_t i = 0; i < n; ++i) count += static_cast<Acc<T>>(p[i]) != static_cast<Acc<T>>(p[i]);
-    return count > 0;
+    int32_t any = 0;
+    for (int64_t i = 0; i < n; ++i) any |= static_cast<Acc<T>>(p[i]) != static_cast<Acc<T>>(p[i]);
+    return any != 0;
   }
 }
 
