@@ -196,7 +196,7 @@ bool FoldInGraph(ir::Graph& g, const ir::Model& m) {
         const int v = before[k];
         if (v < 0 || (v < static_cast<int>(reads.size()) && reads[v] != 1) ||
             std::count(g.nodes[c].inputs.begin(), g.nodes[c].inputs.end(), v) ||
-            std::count(g.inputs.begin(), g.inputs.end(), v))
+            !IsFixedConstant(g, v))
           continue;
         g.values[v].constant.reset();
       }
