@@ -217,6 +217,7 @@ void RegisterMatMulOps(OpRegistry& r);
 void RegisterReduceOps(OpRegistry& r);
 void RegisterSortOps(OpRegistry& r);
 void RegisterQuantizeOps(OpRegistry& r);
+void RegisterQuantizeIntegerOps(OpRegistry& r);
 void RegisterResizeOps(OpRegistry& r);
 void RegisterMiscOps(OpRegistry& r);
 void RegisterControlFlowOps(OpRegistry& r);

@@ -18,6 +18,7 @@ const OpRegistry& OpRegistry::Global() {
     RegisterReduceOps(*r);
     RegisterSortOps(*r);
     RegisterQuantizeOps(*r);
+    RegisterQuantizeIntegerOps(*r);
     RegisterResizeOps(*r);
     RegisterMiscOps(*r);
     RegisterControlFlowOps(*r);

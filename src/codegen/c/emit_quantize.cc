@@ -7,6 +7,7 @@
 #include "codegen/c/c_names.h"
 #include "codegen/c/emit_util.h"
 #include "codegen/c/node_emitter.h"
+#include "ops/quantize.h"
 
 namespace kiln::codegen::c {
 namespace {
@@ -15,27 +16,6 @@ std::string S(int64_t v) { return std::to_string(v); }
 
 bool IsQuantType(DType t) {
   return t == DType::kInt8 || t == DType::kUInt8 || t == DType::kInt16 || t == DType::kUInt16;
-}
-
-void QuantRange(DType t, double* lo, double* hi) {
-  switch (t) {
-    case DType::kInt8:
-      *lo = -128;
-      *hi = 127;
-      break;
-    case DType::kUInt8:
-      *lo = 0;
-      *hi = 255;
-      break;
-    case DType::kInt16:
-      *lo = -32768;
-      *hi = 32767;
-      break;
-    default:
-      *lo = 0;
-      *hi = 65535;
-      break;
-  }
 }
 
 // Where the scale element of each x element lives, as the host's QuantLayout: x is viewed as
@@ -178,7 +158,7 @@ Status EmitQuantize(NodeContext& ctx) {
   DType ct = dbl ? DType::kFloat64 : DType::kFloat32;
   std::string ctn = CType(ct);
   double lo, hi;
-  QuantRange(yt, &lo, &hi);
+  ops::QuantRange(yt, &lo, &hi);
   ctx.Line(ctn + " q = " + q + ";");
   ctx.Line("if (q != q) q = " + CNumber(ct, 0) + ";");
   ctx.Line("q = " + MathName(ct, "nearbyint") + "(q)" +

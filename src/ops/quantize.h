@@ -1,0 +1,15 @@
+// What the quantization ops share (ops/quantize.cc, ops/quantize_integer.cc) and the C backend
+// reads: the range of each quantized type and the ONNX reference's rounding.
+#pragma once
+
+#include "ir/tensor.h"
+
+namespace kiln::ops {
+
+// The representable range of an integer quantized type (int8 / uint8 / int16 / uint16 / int32).
+void QuantRange(DType t, double* lo, double* hi);
+
+// Round half to even, then saturate into [lo, hi]. NaN maps to 0 (before the zero point).
+double RoundSaturate(double v, double lo, double hi);
+
+}  // namespace kiln::ops
