@@ -30,15 +30,27 @@ struct GemmPart {
   dnnl_common::Scratchpad scratchpad;
 };
 
+// The element types of a product: float32 throughout, or 8-bit A and int8 B into int32.
+struct GemmTypes {
+  memory::data_type a = memory::data_type::f32, w = memory::data_type::f32,
+                    y = memory::data_type::f32;
+  bool operator==(const GemmTypes& o) const { return a == o.a && w == o.w && y == o.y; }
+};
+
+size_t ElementBytes(memory::data_type t) {
+  return t == memory::data_type::s8 || t == memory::data_type::u8 ? 1 : 4;
+}
+
 // With several threads, the rows split into parts on kiln's pool with oneDNN at one thread
 // each (as for convolutions: ops/conv_dnnl.cc), sharing one packed B where the layouts agree.
 struct DnnlGemmPlan : NodeState {
   int64_t M = 0, N = 0, K = 0;
   bool trans_b = false, has_bias = false;
+  GemmTypes types;
   int threads = 0;
   bool supported = false;
   std::vector<GemmPart> parts;
-  const float* w_ptr = nullptr;  // the constant B the parts hold, if any
+  const void* w_ptr = nullptr;  // the constant B the parts hold, if any
 
   // B is input 1 of the MatMul and Gemm nodes that run here.
   bool HoldsConstant(int i) const override {
@@ -51,14 +63,20 @@ struct DnnlGemmPlan : NodeState {
 
 GemmPart MakePart(const DnnlGemmPlan& plan, int64_t m0, int64_t M) {
   dnnl::engine& e = dnnl_common::Engine();
-  const auto f32 = memory::data_type::f32;
-  const memory::desc a_md({M, plan.K}, f32, Tag::ab), y_md({M, plan.N}, f32, Tag::ab);
-  const memory::desc w_user_md({plan.K, plan.N}, f32, plan.trans_b ? Tag::ba : Tag::ab);
-  const memory::desc bias_md({1, plan.N}, f32, Tag::ab);
-  const memory::desc w_any({plan.K, plan.N}, f32, Tag::any);
+  const GemmTypes& t = plan.types;
+  const memory::desc a_md({M, plan.K}, t.a, Tag::ab), y_md({M, plan.N}, t.y, Tag::ab);
+  const memory::desc w_user_md({plan.K, plan.N}, t.w, plan.trans_b ? Tag::ba : Tag::ab);
+  const memory::desc bias_md({1, plan.N}, memory::data_type::f32, Tag::ab);
+  const memory::desc w_any({plan.K, plan.N}, t.w, Tag::any);
   auto d = plan.has_bias ? dnnl::matmul::desc(a_md, w_any, bias_md, y_md)
                          : dnnl::matmul::desc(a_md, w_any, y_md);
   dnnl::matmul::primitive_desc pd(d, dnnl_common::UserScratchpad(), e);
+  // Integer products only where the CPU multiplies 8-bit pairs into int32 exactly (VNNI, AMX):
+  // without it oneDNN sums pairs in saturating int16 (vpmaddubsw) and the result can differ.
+  const std::string impl = pd.impl_info_str();
+  if (t.y == memory::data_type::s32 && impl.find("vnni") == std::string::npos &&
+      impl.find("amx") == std::string::npos)
+    throw dnnl::error(dnnl_unimplemented, "no exact int8 kernel on this CPU");
   GemmPart part;
   part.m0 = m0;
   part.M = M;
@@ -100,23 +118,23 @@ void Prepare(DnnlGemmPlan* plan) {
   plan->supported = true;
 }
 
-}  // namespace
-
-bool DnnlGemm(int64_t M, int64_t N, int64_t K, const float* A, const float* B, bool trans_b,
-              bool b_constant, const float* bias, float* Y, int threads,
-              std::unique_ptr<NodeState>* state) {
+// Y = A op(B) (+ bias) for any GemmTypes; A, B and Y as bytes of their types.
+bool RunGemm(int64_t M, int64_t N, int64_t K, const GemmTypes& types, const void* A, const void* B,
+             bool trans_b, bool b_constant, const float* bias, void* Y, int threads,
+             std::unique_ptr<NodeState>* state) {
   std::unique_ptr<NodeState> local;
   if (!state) state = &local;
   auto* plan = dynamic_cast<DnnlGemmPlan*>(state->get());
   dnnl_common::SingleThreaded();
   if (!plan || plan->M != M || plan->N != N || plan->K != K || plan->trans_b != trans_b ||
-      plan->has_bias != (bias != nullptr) || plan->threads != threads) {
+      plan->has_bias != (bias != nullptr) || !(plan->types == types) || plan->threads != threads) {
     auto fresh = std::make_unique<DnnlGemmPlan>();
     fresh->M = M;
     fresh->N = N;
     fresh->K = K;
     fresh->trans_b = trans_b;
     fresh->has_bias = bias != nullptr;
+    fresh->types = types;
     fresh->threads = threads;
     plan = fresh.get();
     *state = std::move(fresh);
@@ -129,20 +147,21 @@ bool DnnlGemm(int64_t M, int64_t N, int64_t K, const float* A, const float* B, b
   if (!plan->supported) return false;
   if (!b_constant || plan->w_ptr != B) {  // pack B (on this thread, before the parts read it)
     for (GemmPart& part : plan->parts) {
-      part.w_user.set_data_handle(const_cast<float*>(B));
+      part.w_user.set_data_handle(const_cast<void*>(B));
       if (part.w == part.w_user || part.shares_w) continue;
       part.w_reorder.execute(dnnl_common::Stream(), part.w_user, part.w);
       dnnl_common::Stream().wait();
     }
     plan->w_ptr = b_constant ? B : nullptr;
   }
+  const size_t a_row = K * ElementBytes(types.a), y_row = N * ElementBytes(types.y);
   ParallelFor(threads, static_cast<int64_t>(plan->parts.size()), [&](int64_t c0, int64_t c1) {
     dnnl_common::SingleThreaded();
     for (int64_t c = c0; c < c1; ++c) {
       GemmPart& part = plan->parts[c];
       dnnl::stream& s = dnnl_common::Stream();
-      part.a.set_data_handle(const_cast<float*>(A + part.m0 * K));
-      part.y.set_data_handle(Y + part.m0 * N);
+      part.a.set_data_handle(const_cast<char*>(static_cast<const char*>(A) + part.m0 * a_row));
+      part.y.set_data_handle(static_cast<char*>(Y) + part.m0 * y_row);
       if (bias) part.bias.set_data_handle(const_cast<float*>(bias));
       part.scratchpad.Bind(part.args);
       part.mm.execute(s, part.args);
@@ -150,6 +169,22 @@ bool DnnlGemm(int64_t M, int64_t N, int64_t K, const float* A, const float* B, b
     }
   });
   return true;
+}
+
+}  // namespace
+
+bool DnnlGemm(int64_t M, int64_t N, int64_t K, const float* A, const float* B, bool trans_b,
+              bool b_constant, const float* bias, float* Y, int threads,
+              std::unique_ptr<NodeState>* state) {
+  return RunGemm(M, N, K, GemmTypes{}, A, B, trans_b, b_constant, bias, Y, threads, state);
+}
+
+bool DnnlGemmInt8(int64_t M, int64_t N, int64_t K, const void* A, bool a_signed, const int8_t* B,
+                  bool trans_b, bool b_constant, int32_t* Y, int threads,
+                  std::unique_ptr<NodeState>* state) {
+  using dt = memory::data_type;
+  const GemmTypes types{a_signed ? dt::s8 : dt::u8, dt::s8, dt::s32};
+  return RunGemm(M, N, K, types, A, B, trans_b, b_constant, nullptr, Y, threads, state);
 }
 
 namespace {
@@ -238,6 +273,11 @@ bool DnnlBatchedMatMul(int64_t batch, int64_t M, int64_t N, int64_t K, const flo
 }
 
 #else
+
+bool DnnlGemmInt8(int64_t, int64_t, int64_t, const void*, bool, const int8_t*, bool, bool, int32_t*,
+                  int, std::unique_ptr<NodeState>*) {
+  return false;
+}
 
 bool DnnlBatchedMatMul(int64_t, int64_t, int64_t, int64_t, const float*, const float*, float*, int,
                        std::unique_ptr<NodeState>*) {

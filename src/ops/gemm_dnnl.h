@@ -19,6 +19,12 @@ bool DnnlGemm(int64_t M, int64_t N, int64_t K, const float* A, const float* B, b
               bool b_constant, const float* bias, float* Y, int threads,
               std::unique_ptr<NodeState>* state);
 
+// The same with 8-bit A (uint8, or int8 when `a_signed`) and int8 B into int32 Y, exact: false
+// also where the CPU has no instruction that sums 8-bit products exactly (VNNI, AMX).
+bool DnnlGemmInt8(int64_t M, int64_t N, int64_t K, const void* A, bool a_signed, const int8_t* B,
+                  bool trans_b, bool b_constant, int32_t* Y, int threads,
+                  std::unique_ptr<NodeState>* state);
+
 // Y[b] = A[b] B[b] for b < batch: A [batch, M, K], B [batch, K, N], Y [batch, M, N], all
 // row-major (attention's products of activations); false when oneDNN is not built in or only
 // its reference loops take the shape. With T > 1 threads, runs of the batch on kiln's pool.
