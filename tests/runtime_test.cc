@@ -60,6 +60,33 @@ TEST(Executor, RunsAndIsDeterministicAcrossThreadsAndPlanners) {
   }
 }
 
+// A run writes its outputs into the last run's bytes only when the caller has let them go: the
+// results a caller keeps never change under it.
+TEST(Executor, ReusesOutputBytesOnlyWhenTheCallerLetThemGo) {
+  auto model = Parse(testing::AddReluModel(6));
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  auto exec = runtime::Executor::Create(*model, {});
+  ASSERT_TRUE(exec.ok()) << exec.status().message();
+  auto input = [](float v) {
+    Tensor x(DType::kFloat32, {6});
+    for (int i = 0; i < 6; ++i) x.data<float>()[i] = v;
+    return x;
+  };
+  std::vector<Tensor> out;
+  ASSERT_TRUE((*exec)->Run({input(10.0f)}, &out).ok());
+  const std::vector<Tensor> held = out;
+  ASSERT_TRUE((*exec)->Run({input(20.0f)}, &out).ok());
+  EXPECT_NE(out[0].raw(), held[0].raw());
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_EQ(held[0].data<float>()[i], 10.0f + static_cast<float>(i) - 1.5f);
+    EXPECT_EQ(out[0].data<float>()[i], 20.0f + static_cast<float>(i) - 1.5f);
+  }
+  const void* second = out[0].raw();
+  ASSERT_TRUE((*exec)->Run({input(-30.0f)}, &out).ok());
+  EXPECT_EQ(out[0].raw(), second);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(out[0].data<float>()[i], 0.0f);
+}
+
 // LRN's float32 kernel (ops/normalization.cc) against the formula in double: window sizes odd
 // and even, wider than the channels, odd maps, 1 and 3 threads.
 TEST(Executor, LrnFloatAgainstDouble) {

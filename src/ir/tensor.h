@@ -73,6 +73,8 @@ class Tensor {
   std::vector<int64_t> ToInt64Vector() const;
   // True when the bytes stay valid without the arena (owned, mapped, or not a plain tensor).
   bool owns_or_keeps_alive() const { return kind_ != Kind::kTensor || keep_alive_ != nullptr; }
+  // True when this tensor is the only holder of the bytes it owns (no copy shares them).
+  bool sole_owner() const { return kind_ == Kind::kTensor && keep_alive_.use_count() == 1; }
 
  private:
   Kind kind_ = Kind::kTensor;

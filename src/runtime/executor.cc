@@ -48,6 +48,9 @@ struct GraphInfo {
   std::vector<planner::ConcatPlacement> concat_placement;
   // Kernels' per-node state (ops::NodeState), per node index; written while a node runs.
   mutable std::vector<std::unique_ptr<ops::NodeState>> states;
+  // Per value: the main graph's output tensors of the last run, whose bytes the next run
+  // writes again when the caller has let them go (no fresh pages to fault in on every run).
+  mutable std::vector<Tensor> kept_outputs;
 
   uint8_t* Planned(int v) const {
     int b = buffers.buffer_of[v];
@@ -303,10 +306,12 @@ struct Executor::Impl : public ops::SubgraphRunner {
     frame_stack.pop_back();
     if (main_graph) unheld_readers.clear();  // the first run is over
     outputs->clear();
+    if (main_graph) info.kept_outputs.assign(g.values.size(), Tensor());
     for (int v : g.outputs) {
       const Tensor& t = f.values[v];
       // Results must outlive the arena and the frame: copy anything that does not own its bytes.
       outputs->push_back(t.owns_or_keeps_alive() ? t : t.Clone());
+      if (main_graph) info.kept_outputs[v] = outputs->back();
     }
     return OkStatus();
   }
@@ -383,7 +388,15 @@ struct Executor::Impl : public ops::SubgraphRunner {
             std::memset(dst.raw(), 0, bytes);
         } else {
           noop = noop && v < 0 && i >= node.outputs.size();
-          dst = Tensor(t.dtype, t.dims);
+          const Tensor* kept = v >= 0 && v < static_cast<int>(info.kept_outputs.size())
+                                   ? &info.kept_outputs[v]
+                                   : nullptr;
+          if (kept && kept->sole_owner() && kept->dtype() == t.dtype && kept->dims() == t.dims) {
+            dst = *kept;
+            if (!schema->writes_whole_outputs) std::memset(dst.raw(), 0, bytes);
+          } else {
+            dst = Tensor(t.dtype, t.dims);
+          }
         }
       } else {
         noop = noop && i >= node.outputs.size();  // scratch slots infer left unset don't matter
@@ -517,6 +530,8 @@ Status Executor::Run(const std::vector<Tensor>& inputs, std::vector<Tensor>* out
                      DimsToString(t.dims()));
     }
   }
+  // The last run's outputs go now, so that this run may write into their bytes again.
+  if (&inputs != outputs) outputs->clear();
   return impl_->RunGraph(g, nullptr, inputs, outputs, true);
 }
 
