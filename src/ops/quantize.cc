@@ -8,6 +8,8 @@
 #include <string>
 
 #include "ops/common.h"
+#include "ops/quantize_kernels.h"
+#include "ops/thread_pool.h"
 
 namespace kiln::ops {
 
@@ -167,6 +169,44 @@ double QuantDivide(X x, S s) {
   }
 }
 
+// Runs fn(e0, e1, si) over [0, size) of x in runs that share scale element si (per-tensor or
+// per-axis layouts), over up to `threads` threads for large tensors.
+template <class F>
+void ForEachScaleRun(const QuantLayout& l, int64_t size, int threads, F&& fn) {
+  const int t = static_cast<int>(std::min<int64_t>(threads, size / (64 << 10) + 1));
+  if (l.kind == 0) {
+    ParallelFor(t, t, [&](int64_t c0, int64_t c1) { fn(c0 * size / t, c1 * size / t, 0); });
+    return;
+  }
+  ParallelFor(t, l.outer * l.n_axis, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) fn(r * l.inner, (r + 1) * l.inner, r % l.n_axis);
+  });
+}
+
+// The zero point of scale element si as an int32 (0 without one).
+int32_t ZeroPointAt(const Tensor* zp, int64_t si) {
+  return zp ? static_cast<int32_t>(zp->GetInt(zp->size() == 1 ? 0 : si)) : 0;
+}
+
+// float32 x and scale, default precision, an 8- or 16-bit y, one scale per tensor or per axis:
+// the vectorized kernel (ops/quantize_kernels.h). False: not this case.
+bool QuantizeFast(ComputeContext& ctx, const QuantLayout& l, int64_t precision) {
+  const Tensor& x = ctx.input(0);
+  const Tensor& s = ctx.input(1);
+  const Tensor* zp = ctx.has_input(2) ? &ctx.input(2) : nullptr;
+  Tensor& y = ctx.output(0);
+  if (x.dtype() != DType::kFloat32 || s.dtype() != DType::kFloat32 || l.kind == 2 ||
+      (precision != 0 && precision != static_cast<int64_t>(DType::kFloat32)) ||
+      !IsSmallQuantType(y.dtype()))
+    return false;
+  const size_t bytes = DTypeSize(y.dtype());
+  ForEachScaleRun(l, x.size(), ctx.threads(), [&](int64_t e0, int64_t e1, int64_t si) {
+    QuantizeF32(x.data<float>() + e0, e1 - e0, s.data<float>()[si], ZeroPointAt(zp, si), y.dtype(),
+                static_cast<char*>(y.raw()) + e0 * bytes);
+  });
+  return true;
+}
+
 Status QuantizeCompute(ComputeContext& ctx) {
   const Tensor& x = ctx.input(0);
   const Tensor& s = ctx.input(1);
@@ -177,6 +217,7 @@ Status QuantizeCompute(ComputeContext& ctx) {
   std::string m = MakeLayout(x.dims(), s.dims(), ctx.node().attr_int("axis", 1), bs, &l);
   if (!m.empty()) return ctx.error(m);
   int64_t precision = ctx.opset() >= 23 ? ctx.node().attr_int("precision", 0) : 0;
+  if (QuantizeFast(ctx, l, precision)) return OkStatus();
   double lo, hi;
   QuantRange(y.dtype(), &lo, &hi);
   std::vector<double> q(x.size());
@@ -258,6 +299,15 @@ Status DequantizeCompute(ComputeContext& ctx) {
   int64_t bs = ctx.opset() >= 21 ? ctx.node().attr_int("block_size", 0) : 0;
   std::string m = MakeLayout(x.dims(), s.dims(), ctx.node().attr_int("axis", 1), bs, &l);
   if (!m.empty()) return ctx.error(m);
+  if (IsSmallQuantType(x.dtype()) && s.dtype() == DType::kFloat32 && y.dtype() == DType::kFloat32 &&
+      l.kind != 2) {
+    const size_t bytes = DTypeSize(x.dtype());
+    ForEachScaleRun(l, x.size(), ctx.threads(), [&](int64_t e0, int64_t e1, int64_t si) {
+      DequantizeToF32(static_cast<const char*>(x.raw()) + e0 * bytes, x.dtype(), e1 - e0,
+                      ZeroPointAt(zp, si), s.data<float>()[si], y.data<float>() + e0);
+    });
+    return OkStatus();
+  }
   const bool dbl = s.dtype() == DType::kFloat64;
   Dispatch<kIntTypes>(x.dtype(), [&]<class X>() {
     Dispatch<kFloatTypes>(y.dtype(), [&]<class Y>() {
@@ -296,15 +346,15 @@ Status DynQuantCompute(ComputeContext& ctx) {
   const Tensor& x = ctx.input(0);
   const float* xp = x.data<float>();
   float mx = 0, mn = 0;
-  for (int64_t i = 0; i < x.size(); ++i) {
-    mx = std::max(mx, xp[i]);
-    mn = std::min(mn, xp[i]);
-  }
+  bool nan = false;
+  MinMaxF32(xp, x.size(), &mn, &mx, &nan);
   float scale = mx == mn ? 1.0f : (mx - mn) / 255.0f;
   float zp0 = 0.0f - mn / scale;
   float zp = std::nearbyint(std::max(0.0f, std::min(255.0f, zp0)));
   uint8_t* yp = ctx.output(0).data<uint8_t>();
-  for (int64_t i = 0; i < x.size(); ++i) {
+  // The reference's NaN becomes 0, where QuantizeF32 gives the zero point.
+  if (!nan) QuantizeF32(xp, x.size(), scale, static_cast<int32_t>(zp), DType::kUInt8, yp);
+  for (int64_t i = 0; nan && i < x.size(); ++i) {
     float v = std::nearbyint(xp[i] / scale) + zp;
     if (std::isnan(v)) v = 0;
     yp[i] = static_cast<uint8_t>(std::max(0.0f, std::min(255.0f, v)));
