@@ -4,6 +4,10 @@
 
 #include "ops/common.h"
 #include "ops/quantize.h"
+#include "ops/quantize_gemm.h"
+#include "ops/quantize_kernels.h"
+#include "ops/scratch.h"
+#include "ops/thread_pool.h"
 
 namespace kiln::ops {
 namespace {
@@ -114,9 +118,13 @@ Status MatMulIntegerCompute(ComputeContext& ctx) {
   MatMulShape s;
   std::string m = MakeMatMulShape(ctx.input(0).dims(), ctx.input(1).dims(), &s);
   if (!m.empty()) return ctx.error(m);
+  const Tensor* azp = ctx.has_input(2) ? &ctx.input(2) : nullptr;
+  const Tensor* bzp = ctx.has_input(3) ? &ctx.input(3) : nullptr;
+  if (IntMatMulByGemm(ctx, ctx.input(0), azp, s.m, ctx.input(1), bzp, 1,
+                      ctx.output(0).data<int32_t>()))
+    return OkStatus();
   std::vector<int32_t> r;
-  KILN_RETURN_IF_ERROR(IntMatMul(ctx, ctx.input(0), ctx.has_input(2) ? &ctx.input(2) : nullptr,
-                                 ctx.input(1), ctx.has_input(3) ? &ctx.input(3) : nullptr, s, &r));
+  KILN_RETURN_IF_ERROR(IntMatMul(ctx, ctx.input(0), azp, ctx.input(1), bzp, s, &r));
   std::copy(r.begin(), r.end(), ctx.output(0).data<int32_t>());
   return OkStatus();
 }
@@ -152,15 +160,63 @@ Status QLinearMatMulInfer(InferContext& ctx) {
   return OkStatus();
 }
 
+// The int32 sums of an integer product: through the int8 GEMM into a scratch buffer where it
+// applies, else the general loop's.
+class IntSums {
+ public:
+  explicit IntSums(int64_t count) : count_(count) {}
+  // Runs `gemm(int32_t* out)`; when it declines, `general(std::vector<int32_t>*)`.
+  template <class G, class L>
+  Status Compute(G&& gemm, L&& general) {
+    int32_t* acc = Scratch<int32_t>(ScratchSlot::kQuantAcc, static_cast<size_t>(count_));
+    if (gemm(acc)) {
+      data_ = acc;
+      return OkStatus();
+    }
+    KILN_RETURN_IF_ERROR(general(&slow_));
+    data_ = slow_.data();
+    return OkStatus();
+  }
+  const int32_t* data() const { return data_; }
+
+ private:
+  int64_t count_;
+  const int32_t* data_ = nullptr;
+  std::vector<int32_t> slow_;
+};
+
+// Requantizes `rows` runs of `n` sums (run r into y at r * n) on the vector kernel over threads:
+// by_row, run r takes mul[r % mul.size()]; else mul holds 1 or n multipliers, one per column.
+// False where the kernel does not take the multipliers.
+bool RequantizeRows(int threads, const int32_t* acc, int64_t rows, int64_t n,
+                    const std::vector<double>& mul, bool by_row, int32_t zp, bool wrap, Tensor& y) {
+  for (double v : mul)
+    if (!(v > -0.5 && v < 0.5)) return false;
+  if (y.dtype() != DType::kUInt8 && y.dtype() != DType::kInt8) return false;
+  const int t = static_cast<int>(std::min<int64_t>(threads, rows * n / (64 << 10) + 1));
+  const auto count = static_cast<int64_t>(mul.size());
+  ParallelFor(t, rows, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r)
+      RequantizeInt32(acc + r * n, n, by_row ? &mul[r % count] : mul.data(), by_row ? 1 : count, zp,
+                      wrap, y.dtype(), static_cast<uint8_t*>(y.raw()) + r * n);
+  });
+  return true;
+}
+
 Status QLinearMatMulCompute(ComputeContext& ctx) {
   MatMulShape s;
   const Tensor& a = ctx.input(0);
   const Tensor& b = ctx.input(3);
   std::string m = MakeMatMulShape(a.dims(), b.dims(), &s);
   if (!m.empty()) return ctx.error(m);
-  std::vector<int32_t> r;
-  KILN_RETURN_IF_ERROR(IntMatMul(ctx, a, ctx.has_input(2) ? &ctx.input(2) : nullptr, b,
-                                 ctx.has_input(5) ? &ctx.input(5) : nullptr, s, &r));
+  const Tensor* azp = ctx.has_input(2) ? &ctx.input(2) : nullptr;
+  const Tensor* bzp = ctx.has_input(5) ? &ctx.input(5) : nullptr;
+  const int64_t total = NumElements(s.out);
+  IntSums sums(total);
+  KILN_RETURN_IF_ERROR(
+      sums.Compute([&](int32_t* acc) { return IntMatMulByGemm(ctx, a, azp, s.m, b, bzp, 3, acc); },
+                   [&](std::vector<int32_t>* r) { return IntMatMul(ctx, a, azp, b, bzp, s, r); }));
+  const int32_t* r = sums.data();
   const Tensor& as = ctx.input(1);
   const Tensor& bs = ctx.input(4);
   const Tensor& ys = ctx.input(6);
@@ -169,9 +225,17 @@ Status QLinearMatMulCompute(ComputeContext& ctx) {
   if (ys.size() != 1) return ctx.error("y_scale must be a scalar");
   double yz = ctx.has_input(7) ? ctx.input(7).GetDouble(0) : 0.0;
   Tensor& y = ctx.output(0);
+  if (as.size() == 1 && total > 0) {
+    std::vector<double> mul(bs.size());
+    for (int64_t j = 0; j < bs.size(); ++j) mul[j] = Multiplier(as, 0, bs, j, ys);
+    // The ONNX reference wraps out-of-range results (below), hence wrap.
+    if (RequantizeRows(ctx.threads(), r, total / s.n, s.n, mul, false, static_cast<int32_t>(yz),
+                       true, y))
+      return OkStatus();
+  }
   Dispatch<kIntTypes>(y.dtype(), [&]<class Q>() {
     Q* yp = y.data<Q>();
-    for (size_t e = 0; e < r.size(); ++e) {
+    for (int64_t e = 0; e < total; ++e) {
       int64_t row = (e / s.n) % s.m, col = e % s.n;
       double mul = Multiplier(as, as.size() == 1 ? 0 : row, bs, bs.size() == 1 ? 0 : col, ys);
       // The ONNX reference (whose outputs the conformance data holds) wraps out-of-range
@@ -185,11 +249,6 @@ Status QLinearMatMulCompute(ComputeContext& ctx) {
 }
 
 // ---------------------------------------------------------------- integer conv
-
-struct ConvGeom {
-  int64_t n = 0, c = 0, m = 0, group = 1;
-  Dims in, kernel, out, strides, dilations, pads_begin;
-};
 
 std::string MakeConvGeom(const ir::Node& node, const Dims& x, const Dims& w, ConvGeom* g) {
   if (x.size() < 3 || w.size() != x.size()) return "x and w must have the same rank >= 3";
@@ -329,10 +388,12 @@ Status ConvIntegerCompute(ComputeContext& ctx) {
   if (ctx.has_input(2) && ctx.input(2).size() != 1)
     return ctx.error("x_zero_point must be a scalar");
   int32_t xzp = ctx.has_input(2) ? static_cast<int32_t>(ctx.input(2).GetInt(0)) : 0;
+  const Tensor* wzp = ctx.has_input(3) ? &ctx.input(3) : nullptr;
+  int32_t* y = ctx.output(0).data<int32_t>();
+  if (IntConvByGemm(ctx, g, ctx.input(0), xzp, ctx.input(1), wzp, nullptr, 1, y)) return OkStatus();
   std::vector<int32_t> r;
-  KILN_RETURN_IF_ERROR(IntConv(ctx, g, ctx.input(0), xzp, ctx.input(1),
-                               ctx.has_input(3) ? &ctx.input(3) : nullptr, nullptr, &r));
-  std::copy(r.begin(), r.end(), ctx.output(0).data<int32_t>());
+  KILN_RETURN_IF_ERROR(IntConv(ctx, g, ctx.input(0), xzp, ctx.input(1), wzp, nullptr, &r));
+  std::copy(r.begin(), r.end(), y);
   return OkStatus();
 }
 
@@ -363,21 +424,31 @@ Status QLinearConvCompute(ComputeContext& ctx) {
   if (ws.size() != 1 && ws.size() != g.m) return ctx.error("w_scale must have 1 or M elements");
   if (ctx.input(6).size() != 1) return ctx.error("y_scale must be a scalar");
   int32_t xzp = ctx.has_input(2) ? static_cast<int32_t>(ctx.input(2).GetInt(0)) : 0;
-  std::vector<int32_t> r;
-  KILN_RETURN_IF_ERROR(IntConv(ctx, g, ctx.input(0), xzp, ctx.input(3),
-                               ctx.has_input(5) ? &ctx.input(5) : nullptr,
-                               ctx.has_input(8) ? &ctx.input(8) : nullptr, &r));
+  const Tensor* wzp = ctx.has_input(5) ? &ctx.input(5) : nullptr;
+  const Tensor* bias = ctx.has_input(8) ? &ctx.input(8) : nullptr;
+  const int64_t osz = NumElements(g.out), total = g.n * g.m * osz;
+  IntSums sums(total);
+  KILN_RETURN_IF_ERROR(sums.Compute(
+      [&](int32_t* acc) {
+        return IntConvByGemm(ctx, g, ctx.input(0), xzp, ctx.input(3), wzp, bias, 3, acc);
+      },
+      [&](std::vector<int32_t>* r) {
+        return IntConv(ctx, g, ctx.input(0), xzp, ctx.input(3), wzp, bias, r);
+      }));
+  const int32_t* r = sums.data();
   double yz = ctx.has_input(7) ? ctx.input(7).GetDouble(0) : 0.0;
   Tensor& y = ctx.output(0);
   double lo, hi;
   QuantRange(y.dtype(), &lo, &hi);
-  const int64_t osz = NumElements(g.out);
   std::vector<double> mul(g.m);
   for (int64_t oc = 0; oc < g.m; ++oc)
     mul[oc] = Multiplier(ctx.input(1), 0, ws, ws.size() == 1 ? 0 : oc, ctx.input(6));
+  if (total > 0 && RequantizeRows(ctx.threads(), r, g.n * g.m, osz, mul, true,
+                                  static_cast<int32_t>(yz), false, y))
+    return OkStatus();
   Dispatch<kIntTypes>(y.dtype(), [&]<class Q>() {
     Q* yp = y.data<Q>();
-    for (size_t e = 0; e < r.size(); ++e) {
+    for (int64_t e = 0; e < total; ++e) {
       int64_t oc = (static_cast<int64_t>(e) / osz) % g.m;
       yp[e] = static_cast<Q>(RoundSaturate(static_cast<double>(r[e]) * mul[oc] + yz, lo, hi));
     }

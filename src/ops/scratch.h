@@ -23,6 +23,7 @@ enum class ScratchSlot {
   kDnnlScratchpad,  // a primitive's working memory (dnnl_common::Scratchpad)
   kConvZ,           // a FusedConv's Z, where Y took its bytes and a kernel needs it apart
   kConvRows,        // the direct convolution's input pointers per pixel and tap
+  kQuantAcc,        // an integer product's int32 sums before the requantization
   kCount
 };
 

@@ -1,0 +1,213 @@
+#include "ops/quantize_gemm.h"
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "ops/gemm_dnnl.h"
+#include "ops/quantize_kernels.h"
+#include "ops/scratch.h"
+#include "ops/shape_ops_util.h"
+#include "ops/thread_pool.h"
+
+namespace kiln::ops {
+namespace {
+
+// Sums of up to this many 8-bit products stay inside int32 (255 * 255 * 33025 > 2^31).
+constexpr int64_t kMaxDepth = 32768;
+
+// What an integer product keeps between runs of its node: the weights as int8 columns of the
+// GEMM (B transposed), their sums, and one oneDNN GEMM per group.
+struct IntGemmState : NodeState {
+  const void* w_from = nullptr;  // the constant weights w was made from (null: not constant)
+  Dims w_dims;
+  DType w_type = DType::kUndefined;
+  int w_input = -1;
+  int32_t w_shift = 0;           // 128 for uint8 weights
+  std::vector<int8_t> w;         // [columns, depth], less w_shift
+  std::vector<int32_t> col_sum;  // per column: the sum of its values in w
+  std::vector<std::unique_ptr<NodeState>> gemms;
+  bool ran = false;  // the GEMM took the product: the original weights are no longer read
+
+  bool HoldsConstant(int i) const override { return ran && i == w_input && w_from != nullptr; }
+  std::string Kernel() const override { return "onednn int8 gemm"; }
+};
+
+IntGemmState* StateOf(ComputeContext& ctx, std::unique_ptr<NodeState>* local) {
+  std::unique_ptr<NodeState>* slot = ctx.state() ? ctx.state() : local;
+  auto* st = dynamic_cast<IntGemmState*>(slot->get());
+  if (!st) {
+    auto fresh = std::make_unique<IntGemmState>();
+    st = fresh.get();
+    *slot = std::move(fresh);
+  }
+  return st;
+}
+
+// Makes st->w from weights w (unless it holds this constant already): column j, position p is
+// w's element at(j, p). Returns whether w is constant.
+template <class F>
+bool LayOut(ComputeContext& ctx, IntGemmState* st, const Tensor& w, int w_input, int64_t cols,
+            int64_t depth, int64_t groups, F&& at) {
+  const bool constant = ctx.input_constant(w_input);
+  if (constant && st->w_from == w.raw() && st->w_dims == w.dims() && st->w_type == w.dtype() &&
+      st->w_input == w_input)
+    return true;
+  st->w_shift = w.dtype() == DType::kUInt8 ? 128 : 0;
+  st->w.resize(cols * depth);
+  st->col_sum.assign(cols, 0);
+  const auto* bytes = static_cast<const uint8_t*>(w.raw());
+  const bool is_signed = w.dtype() == DType::kInt8;
+  for (int64_t j = 0; j < cols; ++j)
+    for (int64_t p = 0; p < depth; ++p) {
+      const uint8_t b = bytes[at(j, p)];
+      const int32_t v = (is_signed ? static_cast<int8_t>(b) : b) - st->w_shift;
+      st->w[j * depth + p] = static_cast<int8_t>(v);
+      st->col_sum[j] += v;
+    }
+  st->w_from = constant ? w.raw() : nullptr;
+  st->w_dims = w.dims();
+  st->w_type = w.dtype();
+  st->w_input = w_input;
+  if (constant) st->gemms.clear();  // their packed copies are of the old bytes
+  st->gemms.resize(groups);
+  return constant;
+}
+
+int32_t ZeroAt(const Tensor* zp, int64_t i) {
+  return zp ? static_cast<int32_t>(zp->GetInt(zp->size() == 1 ? 0 : i)) : 0;
+}
+
+// The zero points of w's columns as the GEMM sees them (less w_shift).
+std::vector<int32_t> ColumnZeroPoints(const IntGemmState& st, const Tensor* zp, int64_t cols) {
+  std::vector<int32_t> z(cols);
+  for (int64_t j = 0; j < cols; ++j) z[j] = ZeroAt(zp, j) - st.w_shift;
+  return z;
+}
+
+// Adds the zero-point terms to acc [rows, cols], each row's sum read from A [rows, depth].
+void ApplyZeroPoints(int threads, const uint8_t* a, bool a_signed, int64_t rows, int64_t depth,
+                     const int32_t* row_zp, const int32_t* col_zp, const int32_t* col_sum,
+                     const int32_t* bias, int32_t* acc, int64_t cols) {
+  const int t = static_cast<int>(std::min<int64_t>(threads, rows * cols / (32 << 10) + 1));
+  ParallelFor(t, rows, [&](int64_t r0, int64_t r1) {
+    std::vector<int32_t> u(r1 - r0);
+    RowSums8(a + r0 * depth, a_signed, r1 - r0, depth, depth, u.data());
+    for (int64_t i = 0; i < r1 - r0; ++i) u[i] -= static_cast<int32_t>(depth) * row_zp[r0 + i];
+    AddZeroPointTerms(acc + r0 * cols, r1 - r0, cols, u.data(), row_zp + r0, col_zp, col_sum, bias);
+  });
+}
+
+// One 2-D convolution geometry, 1-D as height 1.
+struct Plane {
+  int64_t h, w, kh, kw, sh, sw, dh, dw, ph, pw, oh, ow;
+};
+
+Plane PlaneOf(const ConvGeom& g) {
+  const bool two = g.in.size() == 2;
+  const size_t l = g.in.size() - 1;
+  return {two ? g.in[0] : 1,         g.in[l],         two ? g.kernel[0] : 1,    g.kernel[l],
+          two ? g.strides[0] : 1,    g.strides[l],    two ? g.dilations[0] : 1, g.dilations[l],
+          two ? g.pads_begin[0] : 0, g.pads_begin[l], two ? g.out[0] : 1,       g.out[l]};
+}
+
+// col [pixels, taps * cg]: each output pixel's window over channels [c0, c0 + cg) of a
+// channels-last image, tap by tap, `pad` where the window leaves the image.
+void Im2Col(const Plane& q, const uint8_t* nhwc, int64_t c, int64_t c0, int64_t cg, uint8_t pad,
+            uint8_t* col, int threads) {
+  const int64_t depth = q.kh * q.kw * cg;
+  const int t = static_cast<int>(std::min<int64_t>(threads, q.oh * q.ow * depth / (64 << 10) + 1));
+  ParallelFor(t, q.oh, [&](int64_t y0, int64_t y1) {
+    for (int64_t oy = y0; oy < y1; ++oy)
+      for (int64_t ox = 0; ox < q.ow; ++ox) {
+        uint8_t* dst = col + (oy * q.ow + ox) * depth;
+        for (int64_t i = 0; i < q.kh; ++i) {
+          const int64_t iy = oy * q.sh - q.ph + i * q.dh;
+          for (int64_t j = 0; j < q.kw; ++j, dst += cg) {
+            const int64_t ix = ox * q.sw - q.pw + j * q.dw;
+            if (iy >= 0 && iy < q.h && ix >= 0 && ix < q.w)
+              std::memcpy(dst, nhwc + (iy * q.w + ix) * c + c0, cg);
+            else
+              std::memset(dst, pad, cg);
+          }
+        }
+      }
+  });
+}
+
+}  // namespace
+
+bool IntMatMulByGemm(ComputeContext& ctx, const Tensor& a, const Tensor* a_zp, int64_t m,
+                     const Tensor& b, const Tensor* b_zp, int b_input, int32_t* out) {
+  if (b.rank() != 2 || a.rank() < 1) return false;
+  const int64_t k = b.dim(0), n = b.dim(1);
+  if (k == 0 || n == 0 || k > kMaxDepth || a.size() == 0) return false;
+  if ((a_zp && a_zp->size() != 1 && a_zp->size() != m) ||
+      (b_zp && b_zp->size() != 1 && b_zp->size() != n))
+    return false;  // the general path says why
+  const int64_t rows = a.size() / k;
+  std::unique_ptr<NodeState> local;
+  IntGemmState* st = StateOf(ctx, &local);
+  const bool constant =
+      LayOut(ctx, st, b, b_input, n, k, 1, [&](int64_t j, int64_t p) { return p * n + j; });
+  const bool a_signed = a.dtype() == DType::kInt8;
+  if (!DnnlGemmInt8(rows, n, k, a.raw(), a_signed, st->w.data(), true, constant, out, ctx.threads(),
+                    &st->gemms[0]))
+    return false;
+  st->ran = true;
+  std::vector<int32_t> row_zp(rows);
+  for (int64_t r = 0; r < rows; ++r) row_zp[r] = ZeroAt(a_zp, r % m);
+  const std::vector<int32_t> col_zp = ColumnZeroPoints(*st, b_zp, n);
+  ApplyZeroPoints(ctx.threads(), static_cast<const uint8_t*>(a.raw()), a_signed, rows, k,
+                  row_zp.data(), col_zp.data(), st->col_sum.data(), nullptr, out, n);
+  return true;
+}
+
+bool IntConvByGemm(ComputeContext& ctx, const ConvGeom& g, const Tensor& x, int32_t x_zp,
+                   const Tensor& w, const Tensor* w_zp, const Tensor* bias, int w_input,
+                   int32_t* out) {
+  if (g.in.size() < 1 || g.in.size() > 2) return false;
+  const Plane q = PlaneOf(g);
+  const int64_t cg = g.c / g.group, mg = g.m / g.group, taps = q.kh * q.kw;
+  const int64_t depth = cg * taps, pixels = q.oh * q.ow;
+  // Few output channels per group (depthwise) or a short window: the general loop.
+  if (depth > kMaxDepth || mg < 4 || depth < 4 || pixels == 0 || g.n == 0) return false;
+  if ((w_zp && w_zp->size() != 1 && w_zp->size() != g.m) || (bias && bias->size() != g.m))
+    return false;
+  std::unique_ptr<NodeState> local;
+  IntGemmState* st = StateOf(ctx, &local);
+  const bool constant = LayOut(ctx, st, w, w_input, g.m, depth, g.group, [&](int64_t j, int64_t p) {
+    return (j * cg + p % cg) * taps + p / cg;
+  });
+  const bool direct = taps == 1 && q.sh == 1 && q.sw == 1 && q.ph == 0 && q.pw == 0 &&
+                      q.oh == q.h && q.ow == q.w && g.group == 1;
+  const int threads = ctx.threads();
+  auto* nhwc = Scratch<uint8_t>(ScratchSlot::kPadded, q.h * q.w * g.c);
+  auto* col = direct ? nhwc : Scratch<uint8_t>(ScratchSlot::kConvColumns, pixels * depth);
+  auto* acc = Scratch<int32_t>(ScratchSlot::kGemmA, pixels * mg);
+  const std::vector<int32_t> col_zp = ColumnZeroPoints(*st, w_zp, g.m);
+  std::vector<int32_t> bias_v(bias ? g.m : 0), row_zp(pixels, x_zp);
+  for (int64_t j = 0; j < static_cast<int64_t>(bias_v.size()); ++j)
+    bias_v[j] = static_cast<int32_t>(bias->GetInt(j));
+  const bool x_signed = x.dtype() == DType::kInt8;
+  for (int64_t img = 0; img < g.n; ++img) {
+    const auto* src = static_cast<const uint8_t*>(x.raw()) + img * g.c * q.h * q.w;
+    moves::StridedCopy({q.h * q.w, g.c}, {1, q.h * q.w}, 0, src, nhwc, 1, threads);
+    for (int64_t gr = 0; gr < g.group; ++gr) {
+      if (!direct) Im2Col(q, nhwc, g.c, gr * cg, cg, static_cast<uint8_t>(x_zp), col, threads);
+      if (!DnnlGemmInt8(pixels, mg, depth, col, x_signed, st->w.data() + gr * mg * depth, true,
+                        constant, acc, threads, &st->gemms[gr]))
+        return false;
+      st->ran = true;
+      ApplyZeroPoints(threads, col, x_signed, pixels, depth, row_zp.data(), col_zp.data() + gr * mg,
+                      st->col_sum.data() + gr * mg, bias ? bias_v.data() + gr * mg : nullptr, acc,
+                      mg);
+      moves::StridedCopy({mg, pixels}, {1, mg}, 0, acc, out + (img * g.m + gr * mg) * pixels, 4,
+                         threads);
+    }
+  }
+  return true;
+}
+
+}  // namespace kiln::ops

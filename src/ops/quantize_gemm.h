@@ -1,0 +1,33 @@
+// The integer matmul / conv ops (ops/quantize_integer.cc) on oneDNN's int8 GEMM: exact int32
+// sums of 8-bit products (ops/gemm_dnnl.h: only on CPUs with VNNI or AMX), with the zero points
+// applied after the product as row and column terms (ops/quantize_kernels.h) rather than
+// subtracted from every element before it. uint8 weights become int8 less 128 (their zero point
+// too), laid out once per node for constant weights.
+#pragma once
+
+#include <cstdint>
+
+#include "ops/common.h"
+
+namespace kiln::ops {
+
+// A convolution's geometry as the integer conv ops read it.
+struct ConvGeom {
+  int64_t n = 0, c = 0, m = 0, group = 1;
+  Dims in, kernel, out, strides, dilations, pads_begin;
+};
+
+// out [rows, n] = (A - a_zp) (B - b_zp) in int32: A [rows, k] 8-bit row-major (a_zp: 1 value or
+// one per row of a [m, k] matrix repeated over rows), B [k, n] 8-bit input `b_input` (b_zp: 1 or
+// n values). False (nothing written) where this path does not apply.
+bool IntMatMulByGemm(ComputeContext& ctx, const Tensor& a, const Tensor* a_zp, int64_t m,
+                     const Tensor& b, const Tensor* b_zp, int b_input, int32_t* out);
+
+// out [N, M, spatial] = the convolution of (x - x_zp) with (w - w_zp) plus bias (int32, M
+// values, or null), w the 8-bit input `w_input` (w_zp: 1 or M values). 1-D and 2-D; false
+// (nothing written) where this path does not apply.
+bool IntConvByGemm(ComputeContext& ctx, const ConvGeom& g, const Tensor& x, int32_t x_zp,
+                   const Tensor& w, const Tensor* w_zp, const Tensor* bias, int w_input,
+                   int32_t* out);
+
+}  // namespace kiln::ops
