@@ -265,7 +265,8 @@ TEST(PassRegistry, ListsThePassesInOrder) {
     EXPECT_FALSE(p.description.empty());
     EXPECT_EQ(p.exact, p.name != "fold-batchnorm" && p.name != "fuse-matmul-add" &&
                            p.name != "fuse-conv-activation" && p.name != "fuse-gelu" &&
-                           p.name != "fuse-hardswish" && p.name != "fuse-transpose-matmul")
+                           p.name != "fuse-hardswish" && p.name != "fuse-transpose-matmul" &&
+                           p.name != "fuse-qdq")
         << p.name;
   }
   std::vector<std::string> want = {"eliminate-dead-nodes",
@@ -279,7 +280,8 @@ TEST(PassRegistry, ListsThePassesInOrder) {
                                    "fuse-gelu",
                                    "fuse-hardswish",
                                    "fuse-matmul-add",
-                                   "fuse-transpose-matmul"};
+                                   "fuse-transpose-matmul",
+                                   "fuse-qdq"};
   EXPECT_EQ(names, want);
 }
 

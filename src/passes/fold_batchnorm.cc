@@ -87,14 +87,6 @@ std::optional<ChannelAffine> AffineOf(const ir::Graph& g, const ir::Model& m, co
   return a;
 }
 
-// A new float32 constant named after `base` (made unique) with `suffix`.
-int AddConstant(ir::Graph& g, const std::string& base, const std::string& suffix, Tensor t) {
-  int v = g.AddValue(UniqueValueName(g, base + suffix),
-                     ir::TypeInfo::Tensor(DType::kFloat32, t.dims()));
-  g.values[v].constant = std::move(t);
-  return v;
-}
-
 // Conv or ConvTranspose c (writing y) := the same with W * s, B * s + t. False when its weights
 // or bias are not float32 constants with the output channels where the op keeps them: W's rows
 // (Conv, [M, C / group, k...]), or its second axis per group (ConvTranspose, [C, M / group, k...]).
@@ -130,8 +122,8 @@ bool FoldIntoConv(ir::Graph& g, int c, int y, const ChannelAffine& a, const std:
   }
   const std::string b_name = has_bias ? g.values[conv.inputs[2]].name : g.values[y].name + "_bias";
   const int x = conv.inputs[0];
-  const int wv = AddConstant(g, g.values[conv.inputs[1]].name, suffix, std::move(w2));
-  const int bv = AddConstant(g, b_name, suffix, std::move(b2));
+  const int wv = AddConstant(g, g.values[conv.inputs[1]].name + suffix, std::move(w2));
+  const int bv = AddConstant(g, b_name + suffix, std::move(b2));
   g.nodes[c].inputs = {x, wv, bv};
   return true;
 }
@@ -148,8 +140,8 @@ bool FoldIntoBatchNorm(ir::Graph& g, int n, const ChannelAffine& a, const std::s
     s2.data<float>()[o] = static_cast<float>(scale->data<float>()[o] * a.s[o]);
     t2.data<float>()[o] = static_cast<float>(shift->data<float>()[o] * a.s[o] + a.t[o]);
   }
-  const int sv = AddConstant(g, g.values[bn.inputs[1]].name, suffix, std::move(s2));
-  const int tv = AddConstant(g, g.values[bn.inputs[2]].name, suffix, std::move(t2));
+  const int sv = AddConstant(g, g.values[bn.inputs[1]].name + suffix, std::move(s2));
+  const int tv = AddConstant(g, g.values[bn.inputs[2]].name + suffix, std::move(t2));
   g.nodes[n].inputs[1] = sv;
   g.nodes[n].inputs[2] = tv;
   return true;

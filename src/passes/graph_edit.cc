@@ -141,6 +141,12 @@ std::string UniqueValueName(const ir::Graph& g, const std::string& base) {
   }
 }
 
+int AddConstant(ir::Graph& g, const std::string& base, Tensor t) {
+  const int v = g.AddValue(UniqueValueName(g, base), ir::TypeInfo::Tensor(t.dtype(), t.dims()));
+  g.values[v].constant = std::move(t);
+  return v;
+}
+
 std::optional<float> ScalarFloatConstant(const ir::Graph& g, int v) {
   if (v < 0 || !IsFixedConstant(g, v)) return std::nullopt;
   const Tensor& t = *g.values[v].constant;

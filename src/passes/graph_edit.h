@@ -102,4 +102,7 @@ bool ReplaceChainWithUnary(ir::Graph& g, std::vector<char>& keep, const std::vec
 // A value name not yet used in g, `base` when it is free.
 std::string UniqueValueName(const ir::Graph& g, const std::string& base);
 
+// A new constant value holding t, named `base` (made unique).
+int AddConstant(ir::Graph& g, const std::string& base, Tensor t);
+
 }  // namespace kiln::passes

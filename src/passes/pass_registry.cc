@@ -10,6 +10,7 @@
 #include "passes/fuse_gelu.h"
 #include "passes/fuse_hardswish.h"
 #include "passes/fuse_matmul_add.h"
+#include "passes/fuse_qdq.h"
 #include "passes/fuse_transpose_matmul.h"
 #include "passes/pipeline.h"
 
@@ -61,6 +62,10 @@ const std::vector<PassInfo>& RegisteredPasses() {
        "turn MatMul of a Transpose that swaps the last two axes (attention's K^T) into an Einsum "
        "that reads the operand in place",
        FuseTransposeMatMul, /*exact=*/false},
+      {"fuse-qdq",
+       "turn QuantizeLinear(Conv / MatMul of DequantizeLinear inputs) with constant int8 weights "
+       "into QLinearConv / QLinearMatMul",
+       FuseQdq, /*exact=*/false},
   };
   return kPasses;
 }

@@ -456,6 +456,8 @@ Expected<std::unique_ptr<Executor>> Executor::Create(ir::Model model, ExecutorOp
   KILN_RETURN_IF_ERROR(passes::InferShapes(e->model_, e->options_.shapes));
   passes::PipelineOptions po;
   po.dump_ir_after = e->options_.dump_ir_after;
+  // Before the pipeline's fold-constants turns the int8 weights of a QDQ model into float.
+  if (e->options_.host_passes) KILN_RETURN_IF_ERROR(passes::RunPasses(e->model_, {"fuse-qdq"}, po));
   KILN_RETURN_IF_ERROR(passes::RunPasses(e->model_, e->options_.passes, po));
   if (e->options_.host_passes) {
     // Everything computable from constants alone, once, whatever its size (the pipeline's

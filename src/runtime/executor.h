@@ -27,7 +27,8 @@ struct ExecutorOptions {
   std::vector<std::string> passes;  // run after shape inference (passes/pipeline.h)
   std::vector<std::string> dump_ir_after;  // print the IR to stderr after these passes ("all")
   long planner_steps = 0;  // > 0: deterministic planner search (PlanOptions::max_steps)
-  // Last, what makes the host fastest (ONNX Runtime's session-time rewrites): fold-constants
+  // First, fuse-qdq (a QDQ model's Conv and MatMul on int8 arithmetic); last, what makes the
+  // host fastest (ONNX Runtime's session-time rewrites): fold-constants
   // whatever the results' size, fold-batchnorm, fuse-channel-shuffle (one node the executor
   // keeps channels-last), fuse-gelu (one vector kernel for five nodes), fuse-transpose-matmul
   // (attention's K^T read in place), fuse-matmul-add (the bias inside the GEMM),

@@ -1,0 +1,195 @@
+#include "passes/fuse_qdq.h"
+
+#include <cmath>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "passes/graph_edit.h"
+
+namespace kiln::passes {
+namespace {
+
+bool Is8Bit(DType t) { return t == DType::kInt8 || t == DType::kUInt8; }
+
+// The bytes of v when it is a fixed constant (IsFixedConstant), else null.
+const Tensor* ConstantOf(const ir::Graph& g, int v) {
+  return v >= 0 && IsFixedConstant(g, v) ? &*g.values[v].constant : nullptr;
+}
+
+// A DequantizeLinear of 8-bit data with a float32 scale and no blocks.
+struct Dequant {
+  int node = -1, data = -1, scale = -1, zp = -1;  // zp: -1 when absent
+  int64_t axis = 1;
+};
+
+std::optional<Dequant> DequantOf(const ir::Graph& g, int v) {
+  const int p = v >= 0 ? g.values[v].producer : -1;
+  if (p < 0) return std::nullopt;
+  const ir::Node& n = g.nodes[p];
+  if (n.op_type != "DequantizeLinear" || !IsDefaultDomain(n) || n.inputs.size() < 2 ||
+      n.inputs[0] < 0 || n.inputs[1] < 0 || n.attr_int("block_size", 0) != 0 ||
+      n.attr_int("output_dtype", 0) != 0)
+    return std::nullopt;
+  Dequant d{p, n.inputs[0], n.inputs[1], n.inputs.size() > 2 ? n.inputs[2] : -1,
+            n.attr_int("axis", 1)};
+  if (!Is8Bit(g.values[d.data].type.dtype) || g.values[d.scale].type.dtype != DType::kFloat32)
+    return std::nullopt;
+  return d;
+}
+
+// The zero point, when present, is a constant of the data's type with one value per scale.
+bool ZeroPointFits(const ir::Graph& g, int zp, DType type, int64_t count) {
+  if (zp < 0) return true;
+  const Tensor* z = ConstantOf(g, zp);
+  return z && z->dtype() == type && z->size() == count;
+}
+
+// An activation's DequantizeLinear: constant scalar scale and zero point.
+bool PerTensor(const ir::Graph& g, const Dequant& d) {
+  const Tensor* s = ConstantOf(g, d.scale);
+  return s && s->size() == 1 && ZeroPointFits(g, d.zp, g.values[d.data].type.dtype, 1);
+}
+
+// A weight's DequantizeLinear: constant data of `rank` dims, constant scales per tensor or one per
+// index of axis `channel_axis` (`channels` of them), zero points alike.
+bool PerChannel(const ir::Graph& g, const Dequant& d, int64_t rank, int64_t channel_axis,
+                int64_t channels) {
+  const Tensor* w = ConstantOf(g, d.data);
+  const Tensor* s = ConstantOf(g, d.scale);
+  if (!w || !s || w->rank() != rank || !ZeroPointFits(g, d.zp, w->dtype(), s->size())) return false;
+  if (s->size() == 1) return s->rank() <= 1;
+  const int64_t axis = d.axis < 0 ? d.axis + rank : d.axis;
+  return s->rank() == 1 && axis == channel_axis && s->size() == channels;
+}
+
+// Conv's bias as int32 at scale x_scale * w_scale[m]: the data of a DequantizeLinear at that scale
+// (zero point 0), or a float32 constant rounded to it. -1 when it is neither.
+int IntBias(ir::Graph& g, int bias, const Dequant& x, const Dequant& w, int64_t channels) {
+  const float xs = ConstantOf(g, x.scale)->data<float>()[0];
+  const Tensor& ws = *ConstantOf(g, w.scale);
+  auto scale = [&](int64_t m) {
+    return static_cast<double>(xs) * ws.data<float>()[ws.size() == 1 ? 0 : m];
+  };
+  const int p = g.values[bias].producer;
+  if (p >= 0) {
+    const ir::Node& n = g.nodes[p];
+    if (n.op_type != "DequantizeLinear" || !IsDefaultDomain(n) || n.inputs.size() < 2) return -1;
+    const Tensor* q = ConstantOf(g, n.inputs[0]);
+    const Tensor* s = ConstantOf(g, n.inputs[1]);
+    const Tensor* z = n.inputs.size() > 2 ? ConstantOf(g, n.inputs[2]) : nullptr;
+    if (!q || !s || q->dtype() != DType::kInt32 || q->size() != channels ||
+        s->dtype() != DType::kFloat32 || (s->size() != 1 && s->size() != channels) ||
+        (n.inputs.size() > 2 && n.inputs[2] >= 0 && (!z || z->dtype() != DType::kInt32)))
+      return -1;
+    for (int64_t m = 0; m < channels; ++m) {
+      const double want = scale(m), have = s->data<float>()[s->size() == 1 ? 0 : m];
+      if (std::fabs(have - want) > 1e-6 * std::fabs(want)) return -1;
+      if (z && z->data<int32_t>()[z->size() == 1 ? 0 : m] != 0) return -1;
+    }
+    return n.inputs[0];
+  }
+  const Tensor* b = ConstantOf(g, bias);
+  if (!b || b->dtype() != DType::kFloat32 || b->size() != channels) return -1;
+  Tensor q(DType::kInt32, {channels});
+  for (int64_t m = 0; m < channels; ++m) {
+    const double v = std::nearbyint(b->data<float>()[m] / scale(m));
+    if (!(std::fabs(v) < 2147483647.0)) return -1;
+    q.data<int32_t>()[m] = static_cast<int32_t>(v);
+  }
+  return AddConstant(g, g.values[bias].name + "_int32", std::move(q));
+}
+
+// A QuantizeLinear to 8 bits with a constant scalar scale and zero point (absent: uint8 0).
+bool IsPerTensorQuantize(const ir::Graph& g, const ir::Node& q) {
+  if (q.op_type != "QuantizeLinear" || !IsDefaultDomain(q) || q.inputs.size() < 2 ||
+      q.inputs[0] < 0 || q.outputs.size() != 1 || q.outputs[0] < 0 ||
+      q.attr_int("block_size", 0) != 0 || q.attr_int("precision", 0) != 0 ||
+      !Is8Bit(g.values[q.outputs[0]].type.dtype))
+    return false;
+  const Tensor* s = ConstantOf(g, q.inputs[1]);
+  if (!s || s->dtype() != DType::kFloat32 || s->size() != 1) return false;
+  const int zp = q.inputs.size() > 2 ? q.inputs[2] : -1;
+  return ZeroPointFits(g, zp, g.values[q.outputs[0]].type.dtype, 1);
+}
+
+// True when the Q's zero point is its type's lowest value: saturation then does a Relu's work.
+bool SaturatesAtZero(const ir::Graph& g, const ir::Node& q) {
+  const int zp = q.inputs.size() > 2 ? q.inputs[2] : -1;
+  if (zp < 0) return true;  // uint8 0
+  const Tensor& z = *ConstantOf(g, zp);
+  return z.GetInt(0) == (z.dtype() == DType::kInt8 ? -128 : 0);
+}
+
+bool FuseInGraph(ir::Graph& g, const ir::Model& m) {
+  bool changed = false;
+  for (auto& n : g.nodes)
+    ForEachSubgraph(n, [&](ir::Graph& sg) { changed = FuseInGraph(sg, m) || changed; });
+  const ValueReaders readers(g);
+  std::vector<char> keep(g.nodes.size(), 1);
+  const size_t count = g.nodes.size();
+  for (size_t qi = 0; qi < count; ++qi) {
+    if (!keep[qi] || !IsPerTensorQuantize(g, g.nodes[qi])) continue;
+    const int qn = static_cast<int>(qi);
+    std::vector<int> gone;
+    int y = g.nodes[qi].inputs[0];
+    int core = g.values[y].producer;
+    if (core < 0 || readers.Sole(y) != qn || !keep[core]) continue;
+    if (g.nodes[core].op_type == "Relu" && IsDefaultDomain(g.nodes[core])) {
+      const ir::Node& relu = g.nodes[core];
+      if (!SaturatesAtZero(g, g.nodes[qi]) || relu.inputs.size() != 1 || relu.inputs[0] < 0)
+        continue;
+      gone.push_back(core);
+      y = relu.inputs[0];
+      core = g.values[y].producer;
+      if (core < 0 || readers.Sole(y) != gone.back() || !keep[core]) continue;
+    }
+    const ir::Node& c = g.nodes[core];
+    const bool conv = c.op_type == "Conv", matmul = c.op_type == "MatMul";
+    if ((!conv && !matmul) || !IsDefaultDomain(c) || c.inputs.size() < 2 || c.outputs.size() != 1)
+      continue;
+    std::optional<Dequant> x = DequantOf(g, c.inputs[0]), w = DequantOf(g, c.inputs[1]);
+    if (!x || !w || !PerTensor(g, *x)) continue;
+    const ir::TypeInfo& xt = g.values[x->data].type;
+    const Tensor* wq = ConstantOf(g, w->data);
+    if (!wq || !xt.has_shape) continue;
+    int bias = -1;
+    if (conv) {
+      const int64_t rank = static_cast<int64_t>(xt.dims.size());
+      if (rank < 3 || !PerChannel(g, *w, rank, 0, wq->rank() > 0 ? wq->dim(0) : 0)) continue;
+      if (c.inputs.size() > 2 && c.inputs[2] >= 0 &&
+          (bias = IntBias(g, c.inputs[2], *x, *w, wq->dim(0))) < 0)
+        continue;
+    } else if (c.inputs.size() != 2 || !PerChannel(g, *w, 2, 1, wq->rank() == 2 ? wq->dim(1) : 0)) {
+      continue;
+    }
+    ir::Node& q = g.nodes[qi];
+    int yz = q.inputs.size() > 2 ? q.inputs[2] : -1;
+    if (yz < 0) {  // the output type the Q would write, stated: QLinear ops default to x's
+      Tensor zero(DType::kUInt8, {});
+      yz = AddConstant(g, g.values[q.outputs[0]].name + "_zero_point", std::move(zero));
+    }
+    std::vector<int> in = {x->data, x->scale, x->zp, w->data, w->scale, w->zp, q.inputs[1], yz};
+    if (bias >= 0) in.push_back(bias);
+    q.op_type = conv ? "QLinearConv" : "QLinearMatMul";
+    q.domain = "";
+    q.inputs = in;
+    q.attrs = conv ? g.nodes[core].attrs : std::map<std::string, ir::Attribute>{};
+    gone.push_back(core);
+    for (int n : gone) keep[n] = 0;
+    changed = true;
+  }
+  if (changed) MarkDeadNodes(g, keep);
+  CompactNodes(g, keep);
+  return changed;
+}
+
+}  // namespace
+
+Expected<bool> FuseQdq(ir::Model& model) {
+  bool changed = FuseInGraph(*model.graph, model);
+  KILN_RETURN_IF_ERROR(ir::Verify(*model.graph));
+  return changed;
+}
+
+}  // namespace kiln::passes

@@ -1,0 +1,25 @@
+// QDQ fusion: a quantized model in the QDQ format (QuantizeLinear / DequantizeLinear pairs around
+// float ops, as ONNX Runtime's quantizer and `kiln quantize` write it) runs its Conv and MatMul
+// on int8 arithmetic rather than dequantizing everything to float32.
+// Needs: a verified model whose shapes are inferred, its weight DequantizeLinear nodes not yet
+// folded into float constants. Guarantees:
+//   Q(Conv(DQ(xq), DQ(wq), bias)) -> QLinearConv(xq, wq, bias as int32)
+//   Q(MatMul(DQ(xq), DQ(wq)))     -> QLinearMatMul(xq, wq)
+// where xq and wq are int8 or uint8, x's scale and zero point are constant scalars, wq is a
+// constant with constant scales per tensor or per output channel (Conv: axis 0 of [M, C, k..];
+// MatMul: axis 1 of a 2-D [K, N]), the Q has constant scalar scale and zero point, and the float
+// result is read only by the Q, or by a Relu read only by the Q whose zero point is its type's
+// lowest value (so saturation is the Relu). A Conv bias is the int32 of a DQ whose scale is
+// x_scale * w_scale, or a float constant quantized to that scale. Not exact: the float graph
+// rounds the float sum where the integer ops round once. DQ nodes left unread go. Subgraphs too.
+#pragma once
+
+#include "ir/graph.h"
+#include "support/status.h"
+
+namespace kiln::passes {
+
+// True iff it changed the model.
+Expected<bool> FuseQdq(ir::Model& model);
+
+}  // namespace kiln::passes
