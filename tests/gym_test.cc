@@ -4,13 +4,16 @@
 #include <onnx/onnx_pb.h>
 
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <thread>
 
 #include "frontend/onnx_import.h"
 #include "gym/client.h"
+#include "gym/op_count_order.h"
 #include "gym/service.h"
 #include "gym/tune.h"
+#include "ops/op.h"
 #include "passes/infer_shapes.h"
 #include "passes/pipeline.h"
 #include "planner/plan_graph.h"
@@ -144,6 +147,22 @@ class GymTest : public ::testing::Test {
   std::unique_ptr<cg::CompilerGymService::Stub> stub_;
   Spaces spaces_;
 };
+
+// OpCount's positions are a contract with trained agents: version 1's stay where they are, and
+// every op kiln registers has one (a new op is appended to gym/op_count_order.cc).
+TEST(OpCount, PositionsAreFrozenAndCoverEveryOp) {
+  const std::vector<std::string>& order = gym::OpCountOrder();
+  std::set<std::string> listed;
+  for (const std::string& name : order) EXPECT_TRUE(listed.insert(name).second) << name;
+  for (const std::string& name : ops::OpRegistry::Global().Names())
+    EXPECT_TRUE(listed.count(name)) << name << ": append it to gym/op_count_order.cc";
+  ASSERT_GE(order.size(), 205u);
+  EXPECT_EQ(order[0], "Abs");
+  EXPECT_EQ(order[35], "Conv");
+  EXPECT_EQ(order[93], "MatMul");
+  EXPECT_EQ(order[141], "Relu");
+  EXPECT_EQ(order[204], "com.microsoft.Gelu");
+}
 
 TEST(GymProto, IsTheSeedByteForByte) {
   std::ifstream seed(std::string(KILN_SOURCE_DIR) + "/../shared/seeds/002_880d9173cf36d5ff.txt");

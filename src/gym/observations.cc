@@ -9,8 +9,10 @@
 #include <limits>
 #include <random>
 #include <set>
+#include <unordered_map>
 
 #include "codegen/c/c_backend.h"
+#include "gym/op_count_order.h"
 #include "gym/state.h"
 #include "ops/op.h"
 #include "planner/memory_planner.h"
@@ -52,14 +54,30 @@ const char* const kFeatureNames[] = {"nodes (all graphs)",
                                      "distinct op types"};
 constexpr size_t kNumFeatures = sizeof(kFeatureNames) / sizeof(kFeatureNames[0]);
 
-// Every op kiln runs, sorted: the positions of OpCount.
+// The positions of OpCount: the frozen list, then any registered op it lacks (sorted; the gym
+// test makes sure a new op is appended to the list instead).
 const std::vector<std::string>& OpOrder() {
   static const std::vector<std::string> kOps = [] {
-    std::vector<std::string> v = ops::OpRegistry::Global().Names();
-    std::sort(v.begin(), v.end());
+    std::vector<std::string> v = OpCountOrder();
+    const std::set<std::string> listed(v.begin(), v.end());
+    std::vector<std::string> extra;
+    for (const std::string& name : ops::OpRegistry::Global().Names())
+      if (!listed.count(name)) extra.push_back(name);
+    std::sort(extra.begin(), extra.end());
+    v.insert(v.end(), extra.begin(), extra.end());
     return v;
   }();
   return kOps;
+}
+
+// The position of each op in OpOrder.
+const std::unordered_map<std::string, size_t>& OpPositions() {
+  static const std::unordered_map<std::string, size_t> kPositions = [] {
+    std::unordered_map<std::string, size_t> p;
+    for (size_t i = 0; i < OpOrder().size(); ++i) p.emplace(OpOrder()[i], i);
+    return p;
+  }();
+  return kPositions;
 }
 
 void ForEachGraph(const ir::Graph& g, const std::function<void(const ir::Graph&)>& f) {
@@ -122,13 +140,12 @@ std::string IrHash(const ir::Model& m) {
 }
 
 std::vector<int64_t> OpCounts(const ir::Model& m) {
-  const auto& order = OpOrder();
-  std::vector<int64_t> counts(order.size(), 0);
+  std::vector<int64_t> counts(OpOrder().size(), 0);
   ForEachGraph(*m.graph, [&](const ir::Graph& g) {
     for (const auto& n : g.nodes) {
       std::string key = n.domain.empty() ? n.op_type : n.domain + "." + n.op_type;
-      auto it = std::lower_bound(order.begin(), order.end(), key);
-      if (it != order.end() && *it == key) ++counts[it - order.begin()];
+      auto it = OpPositions().find(key);
+      if (it != OpPositions().end()) ++counts[it->second];
     }
   });
   return counts;
@@ -321,7 +338,10 @@ std::vector<ObservationSpaceInfo> MakeObservationSpaces() {
       Space("IrSha1", Kind::kString, "SHA-1 of the printed IR and every constant's bytes (hex)");
   v[kIrSha1].min = v[kIrSha1].max = 40;
   v[kOpCount] =
-      Space("OpCount", Kind::kInt64List, "nodes per op type, all graphs, in sorted op-name order");
+      Space("OpCount", Kind::kInt64List,
+            "nodes per op type, all graphs, at the frozen positions of gym/op_count_order.cc "
+            "(version " +
+                std::to_string(kOpCountVersion) + ": sorted names; new ops appended)");
   v[kOpCount].list_length = OpOrder().size();
   v[kOpCount].default_value.ints.assign(OpOrder().size(), 0);
   v[kFeatures] = Space("Features", Kind::kInt64List, "");
