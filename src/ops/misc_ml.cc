@@ -6,6 +6,7 @@
 #include <string>
 
 #include "ops/common.h"
+#include "ops/tree_ensemble_plan.h"
 
 namespace kiln::ops {
 namespace {
@@ -190,6 +191,10 @@ Status LabelEncoderCompute(ComputeContext& ctx) {
 
 // ---------------------------------------------------------------- TreeEnsemble
 
+}  // namespace
+
+namespace {
+
 std::vector<double> AttrValues(const ir::Node& n, const std::string& name) {
   std::vector<double> v;
   if (const ir::Attribute* a = n.attr(name)) {
@@ -201,15 +206,9 @@ std::vector<double> AttrValues(const ir::Node& n, const std::string& name) {
   return v;
 }
 
-struct Ensemble {
-  std::vector<double> splits, weights;
-  std::vector<int64_t> features, modes, true_ids, false_ids, true_leaf, false_leaf, targets, roots;
-  std::vector<int64_t> missing_true;
-  std::vector<std::vector<double>> members;  // per node (MEMBER mode only)
-  int64_t n_targets = 0, aggregate = 1, post = 0;
-};
+}  // namespace
 
-std::string BuildEnsemble(const ir::Node& n, Ensemble* e) {
+std::string MakeTreeEnsemblePlan(const ir::Node& n, TreeEnsemblePlan* e) {
   e->splits = AttrValues(n, "nodes_splits");
   e->weights = AttrValues(n, "leaf_weights");
   auto ints = [&](const char* k) { return n.attr_ints(k); };
@@ -263,8 +262,10 @@ std::string BuildEnsemble(const ir::Node& n, Ensemble* e) {
   return "";
 }
 
+namespace {
+
 // The leaf a tree sends row x to.
-int64_t TreeLeaf(const Ensemble& e, int64_t root, const std::function<double(int64_t)>& x) {
+int64_t TreeLeaf(const TreeEnsemblePlan& e, int64_t root, const std::function<double(int64_t)>& x) {
   if (e.true_leaf[root] && e.false_leaf[root] && e.true_ids[root] == e.false_ids[root])
     return e.true_ids[root];
   int64_t node = root;
@@ -332,16 +333,16 @@ void PostTransform(int64_t post, std::vector<double>& v) {
 Status TreeEnsembleInfer(InferContext& ctx) {
   if (!ctx.has_input(0) || !IsFloatingDType(ctx.input_dtype(0)) || ctx.input_rank(0) != 2)
     return ctx.error("X must be a 2-D float tensor");
-  Ensemble e;
-  std::string m = BuildEnsemble(ctx.node(), &e);
+  TreeEnsemblePlan e;
+  std::string m = MakeTreeEnsemblePlan(ctx.node(), &e);
   if (!m.empty()) return ctx.error(m);
   ctx.set_output(0, ctx.input_dtype(0), {ctx.input_dims(0)[0], e.n_targets});
   return OkStatus();
 }
 
 Status TreeEnsembleCompute(ComputeContext& ctx) {
-  Ensemble e;
-  std::string m = BuildEnsemble(ctx.node(), &e);
+  TreeEnsemblePlan e;
+  std::string m = MakeTreeEnsemblePlan(ctx.node(), &e);
   if (!m.empty()) return ctx.error(m);
   const Tensor& x = ctx.input(0);
   const int64_t N = x.dim(0), F = x.dim(1);

@@ -19,6 +19,7 @@
 #include "codegen/c/node_emitter.h"
 #include "ops/common.h"
 #include "ops/op.h"
+#include "ops/tree_ensemble_plan.h"
 
 namespace kiln::codegen::c {
 namespace {
@@ -923,68 +924,32 @@ Status EmitLabelEncoder(NodeContext& ctx) {
   return OkStatus();
 }
 
-std::vector<double> AttrValues(const ir::Node& n, const std::string& name) {
-  std::vector<double> v;
-  if (const ir::Attribute* a = n.attr(name)) {
-    if (a->kind == ir::Attribute::Kind::kTensor && a->t.defined())
-      for (int64_t i = 0; i < a->t.size(); ++i) v.push_back(a->t.GetDouble(i));
-    for (float f : a->floats) v.push_back(f);
-    for (int64_t i : a->ints) v.push_back(static_cast<double>(i));
-  }
-  return v;
-}
-
 Status EmitTreeEnsemble(NodeContext& ctx) {
   const ir::Node& n = ctx.node();
   DType t = ctx.input_dtype(0);
   const Dims& xd = ctx.input_dims(0);
   if (!IsFloatingDType(t) || xd.size() != 2) return ctx.error("X must be a 2-D float tensor");
-  std::vector<double> splits = AttrValues(n, "nodes_splits"),
-                      weights = AttrValues(n, "leaf_weights");
-  std::vector<int64_t> features = n.attr_ints("nodes_featureids"), modes;
-  for (double m : AttrValues(n, "nodes_modes")) modes.push_back(static_cast<int64_t>(m));
-  std::vector<int64_t> tid = n.attr_ints("nodes_truenodeids"),
-                       fid = n.attr_ints("nodes_falsenodeids");
-  std::vector<int64_t> tleaf = n.attr_ints("nodes_trueleafs"),
-                       fleaf = n.attr_ints("nodes_falseleafs");
-  std::vector<int64_t> targets = n.attr_ints("leaf_targetids"), roots = n.attr_ints("tree_roots");
-  std::vector<int64_t> missing = n.attr_ints("nodes_missing_value_tracks_true");
-  const int64_t nt = n.attr_int("n_targets", 0), agg = n.attr_int("aggregate_function", 1),
-                post = n.attr_int("post_transform", 0);
+  ops::TreeEnsemblePlan e;
+  const std::string bad = ops::MakeTreeEnsemblePlan(n, &e);
+  if (!bad.empty()) return ctx.error(bad);
+  const auto &splits = e.splits, &weights = e.weights;
+  const auto &features = e.features, &modes = e.modes, &tid = e.true_ids, &fid = e.false_ids;
+  const auto &tleaf = e.true_leaf, &fleaf = e.false_leaf, &targets = e.targets, &roots = e.roots;
+  const auto& missing = e.missing_true;
+  const int64_t nt = e.n_targets, agg = e.aggregate, post = e.post;
   const size_t nn = splits.size();
-  if (features.size() != nn || modes.size() != nn || tid.size() != nn || fid.size() != nn ||
-      tleaf.size() != nn || fleaf.size() != nn || (!missing.empty() && missing.size() != nn) ||
-      targets.size() != weights.size())
-    return ctx.error("node or leaf attributes differ in length");
-  if (nt <= 0 || agg < 0 || agg > 3 || post < 0 || post > 4)
-    return ctx.error("bad n_targets, aggregate_function or post_transform");
-  for (int64_t tg : targets)
-    if (tg < 0 || tg >= nt) return ctx.error("leaf_targetids entry out of range");
-  for (size_t i = 0; i < nn; ++i) {
-    if (modes[i] < 0 || modes[i] > 6) return ctx.error("unknown node mode");
-    int64_t lt = tleaf[i] ? static_cast<int64_t>(weights.size()) : static_cast<int64_t>(nn);
-    int64_t lf = fleaf[i] ? static_cast<int64_t>(weights.size()) : static_cast<int64_t>(nn);
-    if (tid[i] < 0 || tid[i] >= lt || fid[i] < 0 || fid[i] >= lf)
-      return ctx.error("a node points outside the ensemble");
-    if (features[i] < 0 || features[i] >= xd[1])
-      return ctx.error("feature id " + S(features[i]) + " is out of range");
-  }
-  for (int64_t rt : roots)
-    if (rt < 0 || rt >= static_cast<int64_t>(nn)) return ctx.error("tree_roots entry out of range");
+  for (size_t i = 0; i < nn; ++i)
+    if (features[i] >= xd[1]) return ctx.error("feature id " + S(features[i]) + " is out of range");
   if (nn >= (size_t{1} << 31) || weights.size() >= (size_t{1} << 31))
     return ctx.error("the ensemble is too large");
-  // Set members of the MEMBER nodes, in order, each list ended by NaN.
-  std::vector<double> mv = AttrValues(n, "membership_values");
+  // The set members of every MEMBER node in one table, node i's at [mbeg[i], mend[i]).
   std::vector<int64_t> mbeg(nn, 0), mend(nn, 0);
   std::vector<double> members;
-  size_t pos = 0;
   for (size_t i = 0; i < nn; ++i) {
     if (modes[i] != 6) continue;
-    if (pos >= mv.size()) return ctx.error("membership_values has too few sets");
     mbeg[i] = static_cast<int64_t>(members.size());
-    while (pos < mv.size() && !std::isnan(mv[pos])) members.push_back(mv[pos++]);
+    members.insert(members.end(), e.members[i].begin(), e.members[i].end());
     mend[i] = static_cast<int64_t>(members.size());
-    ++pos;
   }
   const int64_t N = xd[0], F = xd[1];
   if (N == 0) {
