@@ -3,6 +3,7 @@
 #include <limits>
 #include <string>
 
+#include "ops/attention_shape.h"
 #include "ops/common.h"
 #include "ops/matmul_gemm.h"
 
@@ -11,89 +12,87 @@ namespace {
 
 std::string D2S(const Dims& d) { return DimsToString(d); }
 
-// ---------------------------------------------------------------------------------------------
-// Attention. Inputs are [B, heads, seq, head_size] (4-D) or [B, seq, heads * head_size] (3-D,
-// with q_num_heads / kv_num_heads). Per (batch, q head), with the KV head it shares:
-//   scores = scale * Q K^T; softcap; + mask (attn_mask, causal, nonpad_kv_seqlen); softmax; * V.
-// qk_matmul_output_mode picks which stage of the scores is output 3.
+}  // namespace
 
-struct AttnShape {
-  bool is3d = false;
-  int64_t B = 0, Hq = 0, Hkv = 0, Sq = 0, Skv = 0, P = 0, T = 0, D = 0, Dv = 0;
-  Dims mask;  // attn_mask dims, empty if none
-};
-
-Status AttnShapeOf(const InferContext* ictx, const ComputeContext* cctx,
-                   const std::vector<const Dims*>& in, AttnShape* s) {
-  auto err = [&](const std::string& m) { return ictx ? ictx->error(m) : cctx->error(m); };
-  const ir::Node& n = ictx ? ictx->node() : cctx->node();
+std::string MakeAttentionShape(const ir::Node& n, const std::vector<const Dims*>& in,
+                               AttentionShape* s) {
   const Dims& q = *in[0];
   const Dims& k = *in[1];
   const Dims& v = *in[2];
   if (q.size() != k.size() || q.size() != v.size() || (q.size() != 3 && q.size() != 4))
-    return err("Q, K and V must all be 3-D or all 4-D, got " + D2S(q) + ", " + D2S(k) + ", " +
-               D2S(v));
+    return std::string("Q, K and V must all be 3-D or all 4-D, got " + D2S(q) + ", " + D2S(k) +
+                       ", " + D2S(v));
   s->is3d = q.size() == 3;
   s->B = q[0];
-  if (k[0] != s->B || v[0] != s->B) return err("Q, K and V batch sizes differ");
+  if (k[0] != s->B || v[0] != s->B) return std::string("Q, K and V batch sizes differ");
   if (s->is3d) {
     s->Hq = n.attr_int("q_num_heads", 0);
     s->Hkv = n.attr_int("kv_num_heads", 0);
     if (s->Hq <= 0 || s->Hkv <= 0)
-      return err("3-D Attention needs positive q_num_heads and kv_num_heads");
+      return std::string("3-D Attention needs positive q_num_heads and kv_num_heads");
     if (q[2] % s->Hq || k[2] % s->Hkv || v[2] % s->Hkv)
-      return err("hidden sizes " + D2S(q) + ", " + D2S(k) + ", " + D2S(v) +
-                 " are not divisible by the head counts");
+      return std::string("hidden sizes " + D2S(q) + ", " + D2S(k) + ", " + D2S(v) +
+                         " are not divisible by the head counts");
     s->Sq = q[1];
     s->Skv = k[1];
     s->D = q[2] / s->Hq;
-    if (k[2] / s->Hkv != s->D) return err("Q and K head sizes differ");
+    if (k[2] / s->Hkv != s->D) return std::string("Q and K head sizes differ");
     s->Dv = v[2] / s->Hkv;
-    if (v[1] != s->Skv) return err("K and V sequence lengths differ");
+    if (v[1] != s->Skv) return std::string("K and V sequence lengths differ");
   } else {
     s->Hq = q[1];
     s->Hkv = k[1];
     s->Sq = q[2];
     s->Skv = k[2];
     s->D = q[3];
-    if (k[3] != s->D) return err("Q and K head sizes differ: " + D2S(q) + " vs " + D2S(k));
+    if (k[3] != s->D) return std::string("Q and K head sizes differ: " + D2S(q) + " vs " + D2S(k));
     if (v[1] != s->Hkv || v[2] != s->Skv)
-      return err("K and V shapes disagree: " + D2S(k) + " vs " + D2S(v));
+      return std::string("K and V shapes disagree: " + D2S(k) + " vs " + D2S(v));
     s->Dv = v[3];
   }
   if (s->Hkv <= 0 || s->Hq % s->Hkv != 0)
-    return err("q heads (" + std::to_string(s->Hq) + ") must be a multiple of kv heads (" +
-               std::to_string(s->Hkv) + ")");
+    return std::string("q heads (" + std::to_string(s->Hq) + ") must be a multiple of kv heads (" +
+                       std::to_string(s->Hkv) + ")");
   const Dims* pk = in.size() > 4 ? in[4] : nullptr;
   const Dims* pv = in.size() > 5 ? in[5] : nullptr;
-  if ((pk == nullptr) != (pv == nullptr)) return err("past_key and past_value come together");
+  if ((pk == nullptr) != (pv == nullptr))
+    return std::string("past_key and past_value come together");
   s->P = 0;
   if (pk) {
     if (pk->size() != 4 || (*pk)[0] != s->B || (*pk)[1] != s->Hkv || (*pk)[3] != s->D)
-      return err("past_key must be [B, kv_heads, past, head_size], got " + D2S(*pk));
+      return std::string("past_key must be [B, kv_heads, past, head_size], got " + D2S(*pk));
     s->P = (*pk)[2];
     if (pv->size() != 4 || (*pv)[0] != s->B || (*pv)[1] != s->Hkv || (*pv)[2] != s->P ||
         (*pv)[3] != s->Dv)
-      return err("past_value must be [B, kv_heads, past, v_head_size], got " + D2S(*pv));
+      return std::string("past_value must be [B, kv_heads, past, v_head_size], got " + D2S(*pv));
   }
   s->T = s->P + s->Skv;
   s->mask.clear();
   if (in.size() > 3 && in[3]) {
     const Dims& m = *in[3];
-    if (m.size() < 2 || m.size() > 4) return err("attn_mask must have rank 2 to 4, got " + D2S(m));
+    if (m.size() < 2 || m.size() > 4)
+      return std::string("attn_mask must have rank 2 to 4, got " + D2S(m));
     Dims full = {s->B, s->Hq, s->Sq, m.back()};
     Dims out;
     if (m.back() > s->T || !BroadcastDims(m, full, &out) || out != full)
-      return err("attn_mask " + D2S(m) + " does not broadcast to " +
-                 D2S({s->B, s->Hq, s->Sq, s->T}));
+      return std::string("attn_mask " + D2S(m) + " does not broadcast to " +
+                         D2S({s->B, s->Hq, s->Sq, s->T}));
     s->mask = m;
   }
   if (in.size() > 6 && in[6]) {
     if (in[6]->size() != 1 || (*in[6])[0] != s->B)
-      return err("nonpad_kv_seqlen must be [batch], got " + D2S(*in[6]));
+      return std::string("nonpad_kv_seqlen must be [batch], got " + D2S(*in[6]));
   }
-  return OkStatus();
+  return "";
 }
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// Attention. Inputs are [B, heads, seq, head_size] (4-D) or [B, seq, heads * head_size] (3-D,
+// with q_num_heads / kv_num_heads). Per (batch, q head), with the KV head it shares:
+//   scores = scale * Q K^T; softcap; + mask (attn_mask, causal, nonpad_kv_seqlen); softmax; * V.
+// qk_matmul_output_mode picks which stage of the scores is output 3.
 
 std::vector<const Dims*> InputDims(const InferContext& ctx) {
   std::vector<const Dims*> d;
@@ -116,8 +115,9 @@ Status AttentionInfer(InferContext& ctx) {
     return ctx.error("nonpad_kv_seqlen must be int64");
   int64_t mode = ctx.node().attr_int("qk_matmul_output_mode", 0);
   if (mode < 0 || mode > 3) return ctx.error("qk_matmul_output_mode must be 0..3");
-  AttnShape s;
-  KILN_RETURN_IF_ERROR(AttnShapeOf(&ctx, nullptr, InputDims(ctx), &s));
+  AttentionShape s;
+  const std::string bad = MakeAttentionShape(ctx.node(), InputDims(ctx), &s);
+  if (!bad.empty()) return ctx.error(bad);
   if (s.is3d)
     ctx.set_output(0, ctx.input_dtype(0), {s.B, s.Sq, s.Hq * s.Dv});
   else
@@ -135,7 +135,7 @@ inline int64_t QkvIndex(bool is3d, int64_t H, int64_t S, int64_t D, int64_t b, i
 }
 
 template <class T, class C>
-void AttentionKernel(ComputeContext& ctx, const AttnShape& s) {
+void AttentionKernel(ComputeContext& ctx, const AttentionShape& s) {
   const ir::Node& node = ctx.node();
   const T* q = ctx.input(0).data<T>();
   const T* k = ctx.input(1).data<T>();
@@ -268,8 +268,9 @@ Status AttentionCompute(ComputeContext& ctx) {
   std::vector<const Dims*> in;
   for (int i = 0; i < ctx.num_inputs(); ++i)
     in.push_back(ctx.has_input(i) ? &ctx.input(i).dims() : nullptr);
-  AttnShape s;
-  KILN_RETURN_IF_ERROR(AttnShapeOf(nullptr, &ctx, in, &s));
+  AttentionShape s;
+  const std::string bad = MakeAttentionShape(ctx.node(), in, &s);
+  if (!bad.empty()) return ctx.error(bad);
   if (ctx.input(1).dtype() != ctx.input(0).dtype())
     return ctx.error("Attention with Q and K of different types is not supported");
   if (ctx.has_input(6))

@@ -14,6 +14,7 @@
 #include "codegen/c/c_names.h"
 #include "codegen/c/emit_util.h"
 #include "codegen/c/node_emitter.h"
+#include "ops/attention_shape.h"
 #include "ops/common.h"
 
 namespace kiln::codegen::c {
@@ -104,95 +105,19 @@ Status RequireFloat(NodeContext& ctx, int i, const char* what) {
 // then scale, mask, softcap, softmax and the weighted sum of the values, one row at a time
 // (scratch: one row of scores and one output row).
 
-Status EmitAttention(NodeContext& ctx) {
-  const ir::Node& n = ctx.node();
-  for (int i = 0; i < 3; ++i)
-    if (!ctx.has_input(i)) return ctx.error("needs Q, K and V");
-  DType t = ctx.input_dtype(0);
-  KILN_RETURN_IF_ERROR(RequireFloat(ctx, 0, "Q"));
-  if (ctx.input_dtype(1) != t || ctx.input_dtype(2) != t)
-    return ctx.error("Q, K and V of different types are not supported");
-  const bool has_past = ctx.has_input(4) && ctx.has_input(5);
-  if (ctx.has_input(4) != ctx.has_input(5))
-    return ctx.error("past_key and past_value come together");
-  if (has_past && (ctx.input_dtype(4) != t || ctx.input_dtype(5) != t))
-    return ctx.error("past_key / past_value must have Q's type");
-  const DType ct = ComputeType(t);
-  const std::string CT = CType(ct);
-  const Dims& q = ctx.input_dims(0);
-  const Dims& k = ctx.input_dims(1);
-  const Dims& v = ctx.input_dims(2);
-  if (q.size() != k.size() || q.size() != v.size() || (q.size() != 3 && q.size() != 4))
-    return ctx.error("Q, K and V must all be 3-D or all 4-D");
-  const bool is3d = q.size() == 3;
-  int64_t B = q[0], Hq, Hkv, Sq, Skv, D, Dv;
-  if (is3d) {
-    Hq = n.attr_int("q_num_heads", 0);
-    Hkv = n.attr_int("kv_num_heads", 0);
-    if (Hq <= 0 || Hkv <= 0 || q[2] % Hq || k[2] % Hkv || v[2] % Hkv)
-      return ctx.error(
-          "3-D Attention needs q_num_heads and kv_num_heads dividing the hidden sizes");
-    Sq = q[1];
-    Skv = k[1];
-    D = q[2] / Hq;
-    Dv = v[2] / Hkv;
-  } else {
-    Hq = q[1];
-    Hkv = k[1];
-    Sq = q[2];
-    Skv = k[2];
-    D = q[3];
-    Dv = v[3];
-  }
-  if (Hkv <= 0 || Hq % Hkv) return ctx.error("q heads must be a multiple of kv heads");
-  const int64_t P = has_past ? ctx.input_dims(4)[2] : 0, T = P + Skv, group = Hq / Hkv;
-  const int64_t mode = n.attr_int("qk_matmul_output_mode", 0);
-  if (mode < 0 || mode > 3) return ctx.error("qk_matmul_output_mode must be 0..3");
-  const bool causal = n.attr_int("is_causal", 0) != 0;
-  const ir::Attribute* scale_attr = n.attr("scale");
-  const double scale = scale_attr ? scale_attr->f : 1.0 / std::sqrt(static_cast<double>(D));
-  const double softcap = n.attr_float("softcap", 0.0f);
-  const bool has_mask = ctx.has_input(3), has_nonpad = ctx.has_input(6);
-  Dims mdims;
-  std::vector<int64_t> mstride;
-  int64_t mcols = 0;
-  DType mt = DType::kFloat32;
-  if (has_mask) {
-    mdims = ctx.input_dims(3);
-    mt = ctx.input_dtype(3);
-    if (mt != DType::kBool && !IsFloatingDType(mt))
-      return ctx.error("attn_mask must be bool or floating point");
-    if (mdims.size() < 2 || mdims.size() > 4) return ctx.error("attn_mask must have rank 2 to 4");
-    mcols = mdims.back();
-    Dims full = {B, Hq, Sq, mcols}, out;
-    if (mcols > T || !ops::BroadcastDims(mdims, full, &out) || out != full)
-      return ctx.error("attn_mask does not broadcast to the scores");
-    mstride = ops::BroadcastStrides(mdims, full);
-  }
-  if (has_nonpad && ctx.input_dtype(6) != DType::kInt64)
-    return ctx.error("nonpad_kv_seqlen must be int64");
-  const bool qk_out = ctx.has_output(3);
-  const bool out_y = ctx.has_output(0) && NumElements(ctx.output_dims(0)) > 0;
-  if (!out_y && !ctx.has_output(1) && !ctx.has_output(2) && !qk_out) {
-    ctx.Line("/* no elements */");
-    return OkStatus();
-  }
+// The element offset of row (b, head h, position s) of Q / K / V in their 3-D or 4-D layouts.
+std::string QkvRow(bool is3d, int64_t H, int64_t Sl, int64_t Dl, const std::string& b,
+                   const std::string& h, const std::string& s) {
+  return is3d ? "((" + b + " * " + S(Sl) + " + " + s + ") * " + S(H) + " + " + h + ") * " + S(Dl)
+              : "((" + b + " * " + S(H) + " + " + h + ") * " + S(Sl) + " + " + s + ") * " + S(Dl);
+}
 
-  // Element offsets of a row of Q / K / V (b, head, s) in their 3-D or 4-D layouts.
+// present_key / present_value (outputs 1 and 2): the past followed by the new keys and values.
+void EmitPresentKeysAndValues(NodeContext& ctx, const ops::AttentionShape& sh, DType t) {
+  const bool is3d = sh.is3d;
+  const int64_t B = sh.B, Hkv = sh.Hkv, Skv = sh.Skv, P = sh.P, T = sh.T, D = sh.D, Dv = sh.Dv;
   auto row = [&](int64_t H, int64_t Sl, int64_t Dl, const std::string& b, const std::string& h,
-                 const std::string& s) {
-    return is3d ? "((" + b + " * " + S(Sl) + " + " + s + ") * " + S(H) + " + " + h + ") * " + S(Dl)
-                : "((" + b + " * " + S(H) + " + " + h + ") * " + S(Sl) + " + " + s + ") * " + S(Dl);
-  };
-  auto load = [&](const std::string& e) { return Load(ctx, t, e); };
-
-  if (has_nonpad) {
-    ctx.SetCanFail();
-    Open(ctx, "b", B);
-    ctx.Line("if (in6[b] < 0 || in6[b] > " + S(T) + ") return KILN_ERROR_INVALID_DATA;");
-    Close(ctx);
-  }
-  // present_key / present_value: the past followed by the new keys and values.
+                 const std::string& s) { return QkvRow(is3d, H, Sl, Dl, b, h, s); };
   for (int o : {1, 2}) {
     if (!ctx.has_output(o)) continue;
     int64_t Dl = o == 1 ? D : Dv;
@@ -219,6 +144,68 @@ Status EmitAttention(NodeContext& ctx) {
     Close(ctx);
     Close(ctx);
   }
+}
+
+Status EmitAttention(NodeContext& ctx) {
+  const ir::Node& n = ctx.node();
+  for (int i = 0; i < 3; ++i)
+    if (!ctx.has_input(i)) return ctx.error("needs Q, K and V");
+  DType t = ctx.input_dtype(0);
+  KILN_RETURN_IF_ERROR(RequireFloat(ctx, 0, "Q"));
+  if (ctx.input_dtype(1) != t || ctx.input_dtype(2) != t)
+    return ctx.error("Q, K and V of different types are not supported");
+  const bool has_past = ctx.has_input(4) && ctx.has_input(5);
+  if (ctx.has_input(4) != ctx.has_input(5))
+    return ctx.error("past_key and past_value come together");
+  if (has_past && (ctx.input_dtype(4) != t || ctx.input_dtype(5) != t))
+    return ctx.error("past_key / past_value must have Q's type");
+  const DType ct = ComputeType(t);
+  const std::string CT = CType(ct);
+  std::vector<const Dims*> in;
+  for (int i = 0; i < 7; ++i) in.push_back(ctx.has_input(i) ? &ctx.input_dims(i) : nullptr);
+  ops::AttentionShape sh;
+  const std::string bad = ops::MakeAttentionShape(n, in, &sh);
+  if (!bad.empty()) return ctx.error(bad);
+  const bool is3d = sh.is3d;
+  const int64_t B = sh.B, Hq = sh.Hq, Hkv = sh.Hkv, Sq = sh.Sq, Skv = sh.Skv, D = sh.D, Dv = sh.Dv;
+  const int64_t P = sh.P, T = sh.T, group = Hq / Hkv;
+  const int64_t mode = n.attr_int("qk_matmul_output_mode", 0);
+  if (mode < 0 || mode > 3) return ctx.error("qk_matmul_output_mode must be 0..3");
+  const bool causal = n.attr_int("is_causal", 0) != 0;
+  const ir::Attribute* scale_attr = n.attr("scale");
+  const double scale = scale_attr ? scale_attr->f : 1.0 / std::sqrt(static_cast<double>(D));
+  const double softcap = n.attr_float("softcap", 0.0f);
+  const bool has_mask = ctx.has_input(3), has_nonpad = ctx.has_input(6);
+  std::vector<int64_t> mstride;
+  int64_t mcols = 0;
+  DType mt = DType::kFloat32;
+  if (has_mask) {
+    mt = ctx.input_dtype(3);
+    if (mt != DType::kBool && !IsFloatingDType(mt))
+      return ctx.error("attn_mask must be bool or floating point");
+    mcols = sh.mask.back();
+    mstride = ops::BroadcastStrides(sh.mask, {B, Hq, Sq, mcols});
+  }
+  if (has_nonpad && ctx.input_dtype(6) != DType::kInt64)
+    return ctx.error("nonpad_kv_seqlen must be int64");
+  const bool qk_out = ctx.has_output(3);
+  const bool out_y = ctx.has_output(0) && NumElements(ctx.output_dims(0)) > 0;
+  if (!out_y && !ctx.has_output(1) && !ctx.has_output(2) && !qk_out) {
+    ctx.Line("/* no elements */");
+    return OkStatus();
+  }
+
+  auto row = [&](int64_t H, int64_t Sl, int64_t Dl, const std::string& b, const std::string& h,
+                 const std::string& s) { return QkvRow(is3d, H, Sl, Dl, b, h, s); };
+  auto load = [&](const std::string& e) { return Load(ctx, t, e); };
+
+  if (has_nonpad) {
+    ctx.SetCanFail();
+    Open(ctx, "b", B);
+    ctx.Line("if (in6[b] < 0 || in6[b] > " + S(T) + ") return KILN_ERROR_INVALID_DATA;");
+    Close(ctx);
+  }
+  EmitPresentKeysAndValues(ctx, sh, t);
   if (!out_y && !qk_out) return OkStatus();
 
   ScratchArray(ctx, ct, "sc", T + (out_y ? Dv : 0));
