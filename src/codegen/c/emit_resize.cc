@@ -62,14 +62,10 @@ double IntResult(DType t, double v) {
   return std::clamp(std::trunc(v), lo, hi);
 }
 
-Status EmitResize(NodeContext& ctx) {
+// The host's plan (ops/resize_plan.h) from the constant inputs (an empty input counts as absent,
+// as in the host).
+Status ResizePlanOf(NodeContext& ctx, const Dims& in, ops::ResizePlan* plan) {
   const ir::Node& n = ctx.node();
-  const Dims& in = ctx.input_dims(0);
-  const Dims& od = ctx.output_dims(0);
-  DType t = ctx.input_dtype(0);
-  if (t == DType::kBool || (!IsFloatingDType(t) && !IsSignedIntDType(t) && !IsUnsignedIntDType(t)))
-    return ctx.error("unsupported dtype " + std::string(DTypeName(t)));
-  // The plan, from the constant inputs (an empty input counts as absent, as in the host).
   ops::ComputeContext cc(n, ctx.graph(), ctx.opset());
   std::deque<Tensor> empties;
   for (int i = 0; i < ctx.num_inputs(); ++i) {
@@ -85,43 +81,17 @@ Status EmitResize(NodeContext& ctx) {
                        " (roi, scales or sizes) must be a compile-time constant");
     }
   }
-  ops::ResizePlan plan;
-  Status st = ops::PlanResize(cc, in, &plan);
-  if (!st.ok()) return ctx.error(st.message());
-  if (plan.out != od) return ctx.error("the planned output dims differ from the inferred ones");
-  const int64_t n_out = NumElements(od);
-  if (n_out == 0) {
-    ctx.Line("/* no elements */");
-    return OkStatus();
-  }
-  if (NumElements(in) == 0) return ctx.error("cannot resize an empty tensor to a non-empty one");
-  if (NumElements(in) >= (int64_t{1} << 31))
-    return ctx.error("the input is too large for int32 index tables");
-  const size_t rank = in.size();
-  std::vector<size_t> resized;
-  for (size_t d = 0; d < rank; ++d)
-    if (!plan.axes[d].empty()) resized.push_back(d);
-  if (resized.empty()) {
-    ctx.Line("memcpy(out0, in0, " + ByteCount(t, n_out) + ");");
-    return OkStatus();
-  }
-  const bool is_int = !IsFloatingDType(t);
-  const DType ct = is_int ? DType::kFloat64 : ComputeType(t);  // arithmetic and weight type
+  Status st = ops::PlanResize(cc, in, plan);
+  return st.ok() ? OkStatus() : ctx.error(st.message());
+}
+
+// The index tables: simple axes map an output position to an input offset (-1: extrapolate);
+// summed axes give each position's taps as a range [o[x], o[x + 1]) of (input offset, weight)
+// pairs, and (ext) which positions extrapolate.
+void EmitTables(NodeContext& ctx, const ops::ResizePlan& plan, const std::vector<size_t>& resized,
+                const std::vector<bool>& simple, const std::vector<bool>& ext,
+                const std::vector<int64_t>& is, DType ct) {
   const std::string ctn = CType(ct);
-  std::vector<int64_t> is = Strides(in), os = Strides(od);
-  std::vector<bool> simple(rank, true), ext(rank, false);
-  bool copy = true;
-  for (size_t d : resized) {
-    for (const auto& tp : plan.axes[d]) {
-      if (tp.extrapolate)
-        ext[d] = true;
-      else if (tp.idx.size() != 1 || tp.w[0] != 1.0)
-        simple[d] = false;
-    }
-    copy = copy && simple[d];
-  }
-  // Tables: simple axes map an output position to an input offset (-1: extrapolate); summed axes
-  // give each position's taps as a range [o[x], o[x + 1]) of (input offset, weight) pairs.
   const std::string& fn = ctx.function_name;
   auto table = [&](const std::string& type, const std::string& name,
                    const std::vector<std::string>& v) {
@@ -158,6 +128,50 @@ Status EmitResize(NodeContext& ctx) {
     table(ctn, fn + "_w" + a, w);
     if (ext[d]) table("uint8_t", fn + "_e" + a, e);
   }
+}
+
+Status EmitResize(NodeContext& ctx) {
+  const Dims& in = ctx.input_dims(0);
+  const Dims& od = ctx.output_dims(0);
+  DType t = ctx.input_dtype(0);
+  if (t == DType::kBool || (!IsFloatingDType(t) && !IsSignedIntDType(t) && !IsUnsignedIntDType(t)))
+    return ctx.error("unsupported dtype " + std::string(DTypeName(t)));
+  ops::ResizePlan plan;
+  KILN_RETURN_IF_ERROR(ResizePlanOf(ctx, in, &plan));
+  if (plan.out != od) return ctx.error("the planned output dims differ from the inferred ones");
+  const int64_t n_out = NumElements(od);
+  if (n_out == 0) {
+    ctx.Line("/* no elements */");
+    return OkStatus();
+  }
+  if (NumElements(in) == 0) return ctx.error("cannot resize an empty tensor to a non-empty one");
+  if (NumElements(in) >= (int64_t{1} << 31))
+    return ctx.error("the input is too large for int32 index tables");
+  const size_t rank = in.size();
+  std::vector<size_t> resized;
+  for (size_t d = 0; d < rank; ++d)
+    if (!plan.axes[d].empty()) resized.push_back(d);
+  if (resized.empty()) {
+    ctx.Line("memcpy(out0, in0, " + ByteCount(t, n_out) + ");");
+    return OkStatus();
+  }
+  const bool is_int = !IsFloatingDType(t);
+  const DType ct = is_int ? DType::kFloat64 : ComputeType(t);  // arithmetic and weight type
+  const std::string ctn = CType(ct);
+  std::vector<int64_t> is = Strides(in), os = Strides(od);
+  std::vector<bool> simple(rank, true), ext(rank, false);
+  bool copy = true;
+  for (size_t d : resized) {
+    for (const auto& tp : plan.axes[d]) {
+      if (tp.extrapolate)
+        ext[d] = true;
+      else if (tp.idx.size() != 1 || tp.w[0] != 1.0)
+        simple[d] = false;
+    }
+    copy = copy && simple[d];
+  }
+  EmitTables(ctx, plan, resized, simple, ext, is, ct);
+  const std::string& fn = ctx.function_name;
   std::string extrap;
   if (copy) {
     extrap = is_int ? CNumber(t, IntResult(t, plan.extrapolation))
