@@ -224,13 +224,15 @@ void RegisterPrelu(OpRegistry& r) {
         }
         Dispatch<kNumericTypes>(x.dtype(), [&]<class T>() {
           using V = Acc<T>;
-          BinaryLoop<T, T, T>(x.data<T>(), x.dims(), s.data<T>(), sd, y.data<T>(), y.dims(),
-                              [](V v, V a) -> V {
-                                if constexpr (std::is_integral_v<V>)
-                                  return v < 0 ? WrapMul(v, a) : v;
-                                else
-                                  return v < V(0) ? v * a : v;
-                              });
+          BinaryLoop<T, T, T>(
+              x.data<T>(), x.dims(), s.data<T>(), sd, y.data<T>(), y.dims(),
+              [](V v, V a) -> V {
+                if constexpr (std::is_integral_v<V>)
+                  return v < 0 ? WrapMul(v, a) : v;
+                else
+                  return v < V(0) ? v * a : v;
+              },
+              ctx.threads());
         });
         return OkStatus();
       });

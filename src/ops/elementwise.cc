@@ -95,11 +95,11 @@ void RegBinary(OpRegistry& r, const char* name, F f, const VecBinOp* vop = nullp
               Tensor& o = ctx.output(0);
               BinaryLoopRows<float, float, float>(a.data<float>(), a.dims(), b.data<float>(), bd,
                                                   o.data<float>(), o.dims(), f,
-                                                  VecRows{*vop, ctx.threads()});
+                                                  VecRows{*vop, ctx.threads()}, ctx.threads());
               return;
             }
           }
-          BinaryLoop<T, T, R>(a, b, ctx.output(0), f, &bd);
+          BinaryLoop<T, T, R>(a, b, ctx.output(0), f, &bd, ctx.threads());
         });
         return OkStatus();
       });

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "ops/common.h"
+#include "ops/thread_pool.h"
 
 namespace kiln::ops {
 
@@ -127,49 +128,69 @@ struct ScalarRows {
   }
 };
 
+// Below this many elements a broadcast loop runs on the calling thread: waking the pool costs more.
+constexpr int64_t kBroadcastElementsPerThread = 1 << 15;
+
 // out = f(a, b) with numpy broadcasting of a and b to `od`. Same-shape and scalar operands get
-// contiguous row loops (`rows`); anything else walks the broadcast strides with f.
+// contiguous row loops (`rows`); anything else walks the broadcast strides with f, its rows split
+// over up to `threads` threads.
 template <class TA, class TB, class R, class F, class Rows>
 inline void BinaryLoopRows(const TA* a, const Dims& ad, const TB* b, const Dims& bd, R* o,
-                           const Dims& od, F&& f, const Rows& rows) {
+                           const Dims& od, F&& f, const Rows& rows, int threads = 1) {
   const int64_t n = NumElements(od);
   const int64_t na = NumElements(ad), nb = NumElements(bd);
   // Equal element counts imply equal layouts: broadcasting can only grow size-1 axes.
   if (na == n && nb == n) {
     rows.same(a, b, o, n);
-  } else if (na == 1 && nb == n) {
+    return;
+  }
+  if (na == 1 && nb == n) {
     rows.scalar_a(static_cast<Acc<TA>>(a[0]), b, o, n);
-  } else if (nb == 1 && na == n) {
+    return;
+  }
+  if (nb == 1 && na == n) {
     rows.scalar_b(static_cast<Acc<TB>>(b[0]), a, o, n);
-  } else if (n > 0) {
-    // Merge adjacent axes that both operands walk contiguously (or both broadcast), so that
-    // e.g. a per-channel bias over NCHW becomes rows of H*W with a scalar operand.
-    Dims sa = BroadcastStrides(ad, od), sb = BroadcastStrides(bd, od);
-    Dims d;
-    Dims ma, mb;
-    for (size_t k = 0; k < od.size(); ++k) {
-      if (od[k] == 1) continue;
-      if (!d.empty() && ma.back() == sa[k] * od[k] && mb.back() == sb[k] * od[k]) {
-        d.back() *= od[k];
-        ma.back() = sa[k];
-        mb.back() = sb[k];
-      } else {
-        d.push_back(od[k]);
-        ma.push_back(sa[k]);
-        mb.push_back(sb[k]);
-      }
+    return;
+  }
+  if (n == 0) return;
+  // Merge adjacent axes that both operands walk contiguously (or both broadcast), so that
+  // e.g. a per-channel bias over NCHW becomes rows of H*W with a scalar operand.
+  Dims sa = BroadcastStrides(ad, od), sb = BroadcastStrides(bd, od);
+  Dims d;
+  Dims ma, mb;
+  for (size_t k = 0; k < od.size(); ++k) {
+    if (od[k] == 1) continue;
+    if (!d.empty() && ma.back() == sa[k] * od[k] && mb.back() == sb[k] * od[k]) {
+      d.back() *= od[k];
+      ma.back() = sa[k];
+      mb.back() = sb[k];
+    } else {
+      d.push_back(od[k]);
+      ma.push_back(sa[k]);
+      mb.push_back(sb[k]);
     }
-    if (d.empty()) {
-      d.push_back(1);
-      ma.push_back(0);
-      mb.push_back(0);
-    }
-    const int rank = static_cast<int>(d.size());
-    const int64_t inner = d[rank - 1], ia = ma[rank - 1], ib = mb[rank - 1];
+  }
+  if (d.empty()) {
+    d.push_back(1);
+    ma.push_back(0);
+    mb.push_back(0);
+  }
+  const int rank = static_cast<int>(d.size());
+  const int64_t inner = d[rank - 1], ia = ma[rank - 1], ib = mb[rank - 1];
+  const int t = static_cast<int>(std::min<int64_t>(threads, n / kBroadcastElementsPerThread + 1));
+  ParallelFor(t, n / inner, [&](int64_t r0, int64_t r1) {
+    // The outer index of row r0, and the operands' offsets there.
     std::vector<int64_t> idx(rank, 0);
     int64_t oa = 0, ob = 0;
-    for (int64_t base = 0; base < n; base += inner) {
-      R* row = o + base;
+    int64_t rest = r0;
+    for (int k = rank - 2; k >= 0; --k) {
+      idx[k] = rest % d[k];
+      rest /= d[k];
+      oa += idx[k] * ma[k];
+      ob += idx[k] * mb[k];
+    }
+    for (int64_t row_index = r0; row_index < r1; ++row_index) {
+      R* row = o + row_index * inner;
       if (ia == 1 && ib == 1) {
         rows.same(a + oa, b + ob, row, inner);
       } else if (ia == 0 && ib == 1) {
@@ -190,21 +211,21 @@ inline void BinaryLoopRows(const TA* a, const Dims& ad, const TB* b, const Dims&
         idx[k] = 0;
       }
     }
-  }
+  });
 }
 
 template <class TA, class TB, class R, class F>
 inline void BinaryLoop(const TA* a, const Dims& ad, const TB* b, const Dims& bd, R* o,
-                       const Dims& od, F&& f) {
-  BinaryLoopRows<TA, TB, R>(a, ad, b, bd, o, od, f, ScalarRows<TA, TB, R, F>{f});
+                       const Dims& od, F&& f, int threads = 1) {
+  BinaryLoopRows<TA, TB, R>(a, ad, b, bd, o, od, f, ScalarRows<TA, TB, R, F>{f}, threads);
 }
 
 // The tensor form; `bd` overrides b's dims (legacy axis broadcasting) when given.
 template <class TA, class TB, class R, class F>
 inline void BinaryLoop(const Tensor& a, const Tensor& b, Tensor& out, F&& f,
-                       const Dims* bd = nullptr) {
+                       const Dims* bd = nullptr, int threads = 1) {
   BinaryLoop<TA, TB, R>(a.data<TA>(), a.dims(), b.data<TB>(), bd ? *bd : b.dims(), out.data<R>(),
-                        out.dims(), f);
+                        out.dims(), f, threads);
 }
 
 // Integer wrap-around arithmetic without signed-overflow undefined behaviour.

@@ -68,6 +68,14 @@ void OpRegistry::Register(const std::string& op_type, InferFn infer, ComputeFn c
       {"", "Concat"},
       {"", "Softmax"},
       {"", "LayerNormalization"},
+      {"", "QuantizeLinear"},
+      {"", "DequantizeLinear"},
+      {"", "DynamicQuantizeLinear"},
+      {"", "MatMulInteger"},
+      {"", "QLinearMatMul"},
+      {"", "ConvInteger"},
+      {"", "QLinearConv"},
+      {"", "PRelu"},
       {"", "Transpose"}};
   ops_[key].writes_whole_outputs = kWholeOutputs.count(key) > 0;
   // Their shape rules read no input values either (Clip's bounds are scalars whatever they hold).
