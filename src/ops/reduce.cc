@@ -11,6 +11,7 @@
 #include "ops/cpu_isa.h"
 #include "ops/simd.h"
 #include "ops/thread_pool.h"
+#include "ops/vector_math.h"
 
 namespace kiln::ops {
 
@@ -370,9 +371,10 @@ bool ReduceF32(ReduceKind kind, const Tensor& x, const ReducePlan& p, Tensor& y,
   static const std::set<ReduceKind> kKinds = {
       ReduceKind::kSum,       ReduceKind::kMean, ReduceKind::kMax, ReduceKind::kMin,
       ReduceKind::kSumSquare, ReduceKind::kL1,   ReduceKind::kL2};
-  if (x.dtype() != DType::kFloat32 || !kKinds.count(kind) || x.size() == 0) return false;
+  const bool lse = kind == ReduceKind::kLogSumExp;
+  if (x.dtype() != DType::kFloat32 || !(kKinds.count(kind) || lse) || x.size() == 0) return false;
   int64_t outer = 1, r = 1, inner = 1;
-  if (!SplitReduced(x.dims(), p.reduced, &outer, &r, &inner)) return false;
+  if (!SplitReduced(x.dims(), p.reduced, &outer, &r, &inner) || (lse && inner != 1)) return false;
 #if KILN_X86_DISPATCH
   auto run = BestIsa() == Isa::kAvx512 ? ReduceF32Avx512
              : BestIsa() == Isa::kAvx2 ? ReduceF32Avx2
@@ -382,6 +384,23 @@ bool ReduceF32(ReduceKind kind, const Tensor& x, const ReducePlan& p, Tensor& y,
 #endif
   const float* xs = x.data<float>();
   float* ys = y.data<float>();
+  if (lse) {  // per row: its maximum m (0 when not finite), then m + log(sum exp(x - m))
+    ParallelSlices(threads, outer, std::max<int64_t>(1, (int64_t{1} << 13) / r),
+                   [&](int64_t o0, int64_t o1) {
+                     std::vector<float> e(r);
+                     for (int64_t o = o0; o < o1; ++o) {
+                       float m = 0;
+                       run(ReduceKind::kMax, xs + o * r, r, 1, 0, 1, &m);
+                       const float shift = std::isfinite(m) ? m : 0.0f;
+                       for (int64_t j = 0; j < r; ++j) e[j] = xs[o * r + j] - shift;
+                       ExpF32(e.data(), e.data(), r);
+                       double sum = 0;
+                       for (float v : e) sum += v;
+                       ys[o] = static_cast<float>(std::log(sum) + shift);
+                     }
+                   });
+    return true;
+  }
   ParallelSlices(threads, outer,
                  std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(r * inner, 1)),
                  [&](int64_t o0, int64_t o1) { run(kind, xs, r, inner, o0, o1, ys); });
