@@ -151,6 +151,7 @@ TEST(DnnlConv, LayoutsResidualAndThreadSplits) {
   CheckLayouts(Make(1, 3, 16, 1, 17, 17, 7, 7, 2, 3, 3, 1), rng);  // a first layer (C < 16)
   CheckLayouts(Make(1, 32, 32, 32, 6, 6, 3, 3, 1, 1, 1, 1), rng);  // depthwise
   CheckLayouts(Make(3, 16, 16, 1, 5, 5, 1, 1, 1, 0, 0, 1), rng);   // a batch: images per part
+  CheckLayouts(Make(1, 16, 40, 1, 1, 40, 1, 3, 1, 0, 0, 1), rng);  // 1-D: output channel parts
   CheckInterleaved(Make(1, 16, 32, 1, 11, 9, 3, 3, 1, 1, 1, 1), rng);
   CheckInterleaved(Make(1, 24, 20, 1, 13, 7, 1, 1, 1, 0, 0, 1), rng);  // pointwise
 }
