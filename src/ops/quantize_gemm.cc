@@ -91,10 +91,14 @@ void ApplyZeroPoints(int threads, const uint8_t* a, bool a_signed, int64_t rows,
                      const int32_t* row_zp, const int32_t* col_zp, const int32_t* col_sum,
                      const int32_t* bias, int32_t* acc, int64_t cols) {
   const int t = static_cast<int>(std::min<int64_t>(threads, rows * cols / (32 << 10) + 1));
+  // The row sums only meet nonzero column zero points (symmetric int8 weights have none).
+  const bool sums = std::any_of(col_zp, col_zp + cols, [](int32_t z) { return z != 0; });
   ParallelFor(t, rows, [&](int64_t r0, int64_t r1) {
-    std::vector<int32_t> u(r1 - r0);
-    RowSums8(a + r0 * depth, a_signed, r1 - r0, depth, depth, u.data());
-    for (int64_t i = 0; i < r1 - r0; ++i) u[i] -= static_cast<int32_t>(depth) * row_zp[r0 + i];
+    std::vector<int32_t> u(r1 - r0, 0);
+    if (sums) {
+      RowSums8(a + r0 * depth, a_signed, r1 - r0, depth, depth, u.data());
+      for (int64_t i = 0; i < r1 - r0; ++i) u[i] -= static_cast<int32_t>(depth) * row_zp[r0 + i];
+    }
     AddZeroPointTerms(acc + r0 * cols, r1 - r0, cols, u.data(), row_zp + r0, col_zp, col_sum, bias);
   });
 }
