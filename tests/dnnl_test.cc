@@ -245,6 +245,7 @@ TEST(DnnlConv, GroupsRectangularKernelsAndOneD) {
   Check(Make(2, 32, 64, 2, 9, 9, 3, 3, 2, 1, 0, 1), false, rng);
   Check(Make(1, 1, 64, 1, 49, 10, 10, 4, 2, 5, 5, 1), true, rng);  // the KWS stem: 10 x 4, pad 5
   Check(Make(1, 64, 64, 1, 1, 50, 1, 3, 1, 0, 0, 1), true, rng);   // 1-D as H = 1
+  Check(Make(1, 32, 64, 2, 1, 40, 1, 3, 1, 0, 0, 1), true, rng);   // grouped 1-D: not by channels
   Check(Make(1, 16, 48, 1, 14, 14, 1, 1, 1, 0, 0, 1), true, rng);  // pointwise
 }
 
