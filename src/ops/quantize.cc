@@ -47,6 +47,21 @@ double RoundSaturate(double v, double lo, double hi) {
   return v < lo ? lo : (v > hi ? hi : v);
 }
 
+double RequantMultiplier(const Tensor& as, int64_t ai, const Tensor& bs, int64_t bi,
+                         const Tensor& ys) {
+  double a = as.GetDouble(ai), b = bs.GetDouble(bi), y = ys.GetDouble(0);
+  switch (as.dtype()) {
+    case DType::kFloat16:
+      return Float16(static_cast<float>(Float16(float(a * b))) / float(y));
+    case DType::kBFloat16:
+      return BFloat16(static_cast<float>(BFloat16(float(a * b))) / float(y));
+    case DType::kFloat32:
+      return static_cast<float>(static_cast<float>(a * b) / float(y));
+    default:
+      return a * b / y;
+  }
+}
+
 namespace {
 
 bool IsQuantType(DType t) {

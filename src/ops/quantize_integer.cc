@@ -129,22 +129,6 @@ Status MatMulIntegerCompute(ComputeContext& ctx) {
   return OkStatus();
 }
 
-// The requantization multiplier a_scale*b_scale/y_scale, rounded like numpy does in the scale
-// type (float16 scales round each step).
-double Multiplier(const Tensor& as, int64_t ai, const Tensor& bs, int64_t bi, const Tensor& ys) {
-  double a = as.GetDouble(ai), b = bs.GetDouble(bi), y = ys.GetDouble(0);
-  switch (as.dtype()) {
-    case DType::kFloat16:
-      return Float16(static_cast<float>(Float16(float(a * b))) / float(y));
-    case DType::kBFloat16:
-      return BFloat16(static_cast<float>(BFloat16(float(a * b))) / float(y));
-    case DType::kFloat32:
-      return static_cast<float>(static_cast<float>(a * b) / float(y));
-    default:
-      return a * b / y;
-  }
-}
-
 Status QLinearMatMulInfer(InferContext& ctx) {
   if (ctx.num_inputs() < 8) return ctx.error("needs 8 inputs");
   for (int i : {0, 1, 3, 4, 6})
@@ -227,7 +211,7 @@ Status QLinearMatMulCompute(ComputeContext& ctx) {
   Tensor& y = ctx.output(0);
   if (as.size() == 1 && total > 0) {
     std::vector<double> mul(bs.size());
-    for (int64_t j = 0; j < bs.size(); ++j) mul[j] = Multiplier(as, 0, bs, j, ys);
+    for (int64_t j = 0; j < bs.size(); ++j) mul[j] = RequantMultiplier(as, 0, bs, j, ys);
     // The ONNX reference wraps out-of-range results (below), hence wrap.
     if (RequantizeRows(ctx.threads(), r, total / s.n, s.n, mul, false, static_cast<int32_t>(yz),
                        true, y))
@@ -237,7 +221,8 @@ Status QLinearMatMulCompute(ComputeContext& ctx) {
     Q* yp = y.data<Q>();
     for (int64_t e = 0; e < total; ++e) {
       int64_t row = (e / s.n) % s.m, col = e % s.n;
-      double mul = Multiplier(as, as.size() == 1 ? 0 : row, bs, bs.size() == 1 ? 0 : col, ys);
+      double mul =
+          RequantMultiplier(as, as.size() == 1 ? 0 : row, bs, bs.size() == 1 ? 0 : col, ys);
       // The ONNX reference (whose outputs the conformance data holds) wraps out-of-range
       // results modulo 2^bits instead of saturating as the spec text says; match it.
       double v = std::nearbyint(static_cast<double>(r[e]) * mul + yz);
@@ -442,7 +427,7 @@ Status QLinearConvCompute(ComputeContext& ctx) {
   QuantRange(y.dtype(), &lo, &hi);
   std::vector<double> mul(g.m);
   for (int64_t oc = 0; oc < g.m; ++oc)
-    mul[oc] = Multiplier(ctx.input(1), 0, ws, ws.size() == 1 ? 0 : oc, ctx.input(6));
+    mul[oc] = RequantMultiplier(ctx.input(1), 0, ws, ws.size() == 1 ? 0 : oc, ctx.input(6));
   if (total > 0 && RequantizeRows(ctx.threads(), r, g.n * g.m, osz, mul, true,
                                   static_cast<int32_t>(yz), false, y))
     return OkStatus();

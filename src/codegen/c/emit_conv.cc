@@ -13,8 +13,8 @@
 #include "codegen/c/c_names.h"
 #include "codegen/c/emit_util.h"
 #include "codegen/c/node_emitter.h"
-#include "ir/half.h"
 #include "ops/conv_geometry.h"
+#include "ops/quantize.h"
 
 namespace kiln::codegen::c {
 namespace {
@@ -410,22 +410,6 @@ Status EmitFusedConv(NodeContext& ctx) {
 
 bool Is8Bit(DType t) { return t == DType::kInt8 || t == DType::kUInt8; }
 
-// The host's requantization multiplier a_scale * b_scale / y_scale, rounded in the scale type
-// as numpy does (ops/quantize.cc).
-double Multiplier(const Tensor& as, int64_t ai, const Tensor& bs, int64_t bi, const Tensor& ys) {
-  double a = ElementAsDouble(as, ai), b = ElementAsDouble(bs, bi), y = ElementAsDouble(ys, 0);
-  switch (as.dtype()) {
-    case DType::kFloat16:
-      return Float16(static_cast<float>(Float16(float(a * b))) / float(y));
-    case DType::kBFloat16:
-      return BFloat16(static_cast<float>(BFloat16(float(a * b))) / float(y));
-    case DType::kFloat32:
-      return static_cast<float>(static_cast<float>(a * b) / float(y));
-    default:
-      return a * b / y;
-  }
-}
-
 Status EmitQConv(NodeContext& ctx, bool qlinear) {
   const int xi = 0, wi = qlinear ? 3 : 1, xzi = 2, wzi = qlinear ? 5 : 3;
   if (!ctx.has_input(xi) || !ctx.has_input(wi)) return ctx.error("needs inputs x and w");
@@ -492,7 +476,8 @@ Status EmitQConv(NodeContext& ctx, bool qlinear) {
     if (xs && ws && ys) {  // the host's multipliers, computed now
       std::string list;
       for (int64_t m = 0; m < ws_size; ++m)
-        list += (m ? ", " : "") + CNumber(DType::kFloat64, Multiplier(*xs, 0, *ws, m, *ys));
+        list +=
+            (m ? ", " : "") + CNumber(DType::kFloat64, ops::RequantMultiplier(*xs, 0, *ws, m, *ys));
       if (ws_size == 1) {
         mul = list;
       } else {
