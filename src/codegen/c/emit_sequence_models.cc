@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <functional>
 
 #include "codegen/c/c_names.h"
 #include "codegen/c/emit_util.h"
@@ -640,6 +641,117 @@ void SetAct(NodeContext& ctx, const Act& a, DType ct, const std::string& dst,
   ctx.Line(dst + " = " + ActExpr(a, ct, src) + ";");
 }
 
+// What the step of one direction is emitted from: the sizes and options of the cell and the
+// helpers EmitRecurrent builds (a gate's sums, a clipped pre-activation, a load).
+struct RecurrentStep {
+  NodeContext& ctx;
+  DType ct;
+  std::string CT;
+  int64_t H, GH;
+  bool has_b, has_p, lbr, input_forget;
+  std::function<std::string(const std::string&)> load;
+  std::function<void(int, const std::vector<int>&, bool, const std::string&,
+                     const std::vector<int>&)>
+      gate_sums;
+  std::function<void(const std::string&, const std::string&)> set_clipped;
+};
+
+// One step of a GRU direction d: z and r first (the h gate needs r for every unit), then the h
+// gate and the new hidden state.
+void EmitGruStep(const RecurrentStep& s, int d, const Act* act) {
+  NodeContext& ctx = s.ctx;
+  const DType ct = s.ct;
+  const std::string& CT = s.CT;
+  const int64_t H = s.H, GH = s.GH;
+  const auto& L = s.load;
+  const auto& gate_sums = s.gate_sums;
+  const auto& set_clipped = s.set_clipped;
+  const bool has_b = s.has_b, lbr = s.lbr;
+  Open(ctx, "k", H);
+  gate_sums(d, {0, 1}, true, "hp", {0, 1});
+  set_clipped("a0", "a0");
+  set_clipped("a1", "a1");
+  SetAct(ctx, act[0], ct, "zr[k]", "a0");
+  SetAct(ctx, act[0], ct, "zr[" + S(H) + " + k]", "a1");
+  if (!lbr) ctx.Line("rh[k] = zr[" + S(H) + " + k] * hp[k];");
+  Close(ctx);
+  Open(ctx, "k", H);
+  if (lbr) {
+    // x . Wh + Wbh + r * (h . Rh + Rbh)
+    gate_sums(d, {2}, true, "hp", {});
+    ctx.Line(CT + " hr = " +
+             (has_b ? L("in3[" + S(d * 2 * GH + GH + 2 * H) + " + k]") : CNumber(ct, 0)) + ";");
+    Open(ctx, "m", H);
+    ctx.Line("hr += hp[m] * " + L("in2[(" + S(d * GH + 2 * H) + " + k) * " + S(H) + " + m]") + ";");
+    Close(ctx);
+    ctx.Line("a2 += zr[" + S(H) + " + k] * hr;");
+  } else {
+    gate_sums(d, {2}, true, "rh", {2});
+  }
+  set_clipped("a2", "a2");
+  SetAct(ctx, act[1], ct, "a2", "a2");
+  ctx.Line("hn[k] = (" + CNumber(ct, 1) + " - zr[k]) * a2 + zr[k] * hp[k];");
+  Close(ctx);
+}
+
+// One step of an LSTM direction d: gates i, o, f, c; peepholes P = [Pi, Po, Pf].
+void EmitLstmStep(const RecurrentStep& s, int d, const Act* act) {
+  NodeContext& ctx = s.ctx;
+  const DType ct = s.ct;
+  const std::string& CT = s.CT;
+  const int64_t H = s.H;
+  const auto& L = s.load;
+  const auto& gate_sums = s.gate_sums;
+  const auto& set_clipped = s.set_clipped;
+  const bool has_p = s.has_p, input_forget = s.input_forget;
+  Open(ctx, "k", H);
+  std::vector<int> gates = input_forget ? std::vector<int>{0, 1, 3} : std::vector<int>{0, 1, 2, 3};
+  gate_sums(d, gates, true, "hp", gates);
+  auto peep = [&](int which, const std::string& c) {
+    return has_p ? " + " + L("in7[" + Add(S(d * 3 * H + which * H), "k") + "]") + " * " + c
+                 : std::string();
+  };
+  ctx.Line(CT + " ig, fg, cg, og, c, hc;");
+  set_clipped("a0", "a0" + peep(0, "cp[k]"));
+  SetAct(ctx, act[0], ct, "ig", "a0");
+  if (input_forget) {
+    ctx.Line("fg = " + CNumber(ct, 1) + " - ig;");
+  } else {
+    set_clipped("a2", "a2" + peep(2, "cp[k]"));
+    SetAct(ctx, act[0], ct, "fg", "a2");
+  }
+  set_clipped("a3", "a3");
+  SetAct(ctx, act[1], ct, "cg", "a3");
+  ctx.Line("c = fg * cp[k] + ig * cg;");
+  set_clipped("a1", "a1" + peep(1, "c"));
+  ctx.Line("cp[k] = c;");
+  SetAct(ctx, act[0], ct, "og", "a1");
+  SetAct(ctx, act[2], ct, "hc", "c");
+  ctx.Line("hn[k] = og * hc;");
+  Close(ctx);
+}
+
+// Sequence lengths (input 4), checked at compile time when constant (all_full: every one is the
+// whole sequence), else by the generated code at run time.
+Status CheckSequenceLengths(NodeContext& ctx, int64_t S_, int64_t B, bool has_lens,
+                            bool* all_full) {
+  if (const Tensor* lc = ctx.input_constant(4)) {
+    *all_full = true;
+    for (int64_t i = 0; i < lc->size(); ++i) {
+      int64_t l = static_cast<int64_t>(ElementAsDouble(*lc, i));
+      if (l < 0 || l > S_)
+        return ctx.error("sequence length " + S(l) + " is outside [0, " + S(S_) + "]");
+      *all_full = *all_full && l == S_;
+    }
+  } else if (has_lens) {
+    ctx.SetCanFail();
+    Open(ctx, "b", B);
+    ctx.Line("if (in4[b] < 0 || in4[b] > " + S(S_) + ") return KILN_ERROR_INVALID_DATA;");
+    Close(ctx);
+  }
+  return OkStatus();
+}
+
 Status EmitRecurrent(NodeContext& ctx, Cell cell) {
   const ir::Node& node = ctx.node();
   for (int i = 0; i < 3; ++i)
@@ -687,22 +799,8 @@ Status EmitRecurrent(NodeContext& ctx, Cell cell) {
     return OkStatus();
   }
 
-  // Sequence lengths: checked at compile time when constant, else at run time.
   bool all_full = !has_lens;
-  if (const Tensor* lc = ctx.input_constant(4)) {
-    all_full = true;
-    for (int64_t i = 0; i < lc->size(); ++i) {
-      int64_t l = static_cast<int64_t>(ElementAsDouble(*lc, i));
-      if (l < 0 || l > S_)
-        return ctx.error("sequence length " + S(l) + " is outside [0, " + S(S_) + "]");
-      all_full = all_full && l == S_;
-    }
-  } else if (has_lens) {
-    ctx.SetCanFail();
-    Open(ctx, "b", B);
-    ctx.Line("if (in4[b] < 0 || in4[b] > " + S(S_) + ") return KILN_ERROR_INVALID_DATA;");
-    Close(ctx);
-  }
+  KILN_RETURN_IF_ERROR(CheckSequenceLengths(ctx, S_, B, has_lens, &all_full));
   if (out_y && !all_full && S_ > 0)
     ctx.Line("memset(out0, 0, " + ByteCount(t, S_ * nd * B * H) + ");");
 
@@ -767,6 +865,8 @@ Status EmitRecurrent(NodeContext& ctx, Cell cell) {
     }
   };
 
+  const RecurrentStep step{ctx,   ct,  CT,           H, GH,        has_b,
+                           has_p, lbr, input_forget, L, gate_sums, set_clipped};
   for (int d = 0; d < nd; ++d) {
     const bool reverse = reverse_only || d == 1;
     const Act* act = &acts[d * NumActivations(cell)];
@@ -789,61 +889,9 @@ Status EmitRecurrent(NodeContext& ctx, Cell cell) {
       SetAct(ctx, act[0], ct, "hn[k]", "a0");
       Close(ctx);
     } else if (gru) {
-      // z and r first (the h gate needs r for every unit), then the h gate.
-      Open(ctx, "k", H);
-      gate_sums(d, {0, 1}, true, "hp", {0, 1});
-      set_clipped("a0", "a0");
-      set_clipped("a1", "a1");
-      SetAct(ctx, act[0], ct, "zr[k]", "a0");
-      SetAct(ctx, act[0], ct, "zr[" + S(H) + " + k]", "a1");
-      if (!lbr) ctx.Line("rh[k] = zr[" + S(H) + " + k] * hp[k];");
-      Close(ctx);
-      Open(ctx, "k", H);
-      if (lbr) {
-        // x . Wh + Wbh + r * (h . Rh + Rbh)
-        gate_sums(d, {2}, true, "hp", {});
-        ctx.Line(CT + " hr = " +
-                 (has_b ? L("in3[" + S(d * 2 * GH + GH + 2 * H) + " + k]") : CNumber(ct, 0)) + ";");
-        Open(ctx, "m", H);
-        ctx.Line("hr += hp[m] * " + L("in2[(" + S(d * GH + 2 * H) + " + k) * " + S(H) + " + m]") +
-                 ";");
-        Close(ctx);
-        ctx.Line("a2 += zr[" + S(H) + " + k] * hr;");
-      } else {
-        gate_sums(d, {2}, true, "rh", {2});
-      }
-      set_clipped("a2", "a2");
-      SetAct(ctx, act[1], ct, "a2", "a2");
-      ctx.Line("hn[k] = (" + CNumber(ct, 1) + " - zr[k]) * a2 + zr[k] * hp[k];");
-      Close(ctx);
+      EmitGruStep(step, d, act);
     } else {
-      // Gates i, o, f, c; peepholes P = [Pi, Po, Pf].
-      Open(ctx, "k", H);
-      std::vector<int> gates =
-          input_forget ? std::vector<int>{0, 1, 3} : std::vector<int>{0, 1, 2, 3};
-      gate_sums(d, gates, true, "hp", gates);
-      auto peep = [&](int which, const std::string& c) {
-        return has_p ? " + " + L("in7[" + Add(S(d * 3 * H + which * H), "k") + "]") + " * " + c
-                     : std::string();
-      };
-      ctx.Line(CT + " ig, fg, cg, og, c, hc;");
-      set_clipped("a0", "a0" + peep(0, "cp[k]"));
-      SetAct(ctx, act[0], ct, "ig", "a0");
-      if (input_forget) {
-        ctx.Line("fg = " + CNumber(ct, 1) + " - ig;");
-      } else {
-        set_clipped("a2", "a2" + peep(2, "cp[k]"));
-        SetAct(ctx, act[0], ct, "fg", "a2");
-      }
-      set_clipped("a3", "a3");
-      SetAct(ctx, act[1], ct, "cg", "a3");
-      ctx.Line("c = fg * cp[k] + ig * cg;");
-      set_clipped("a1", "a1" + peep(1, "c"));
-      ctx.Line("cp[k] = c;");
-      SetAct(ctx, act[0], ct, "og", "a1");
-      SetAct(ctx, act[2], ct, "hc", "c");
-      ctx.Line("hn[k] = og * hc;");
-      Close(ctx);
+      EmitLstmStep(step, d, act);
     }
     ctx.Line("memcpy(hp, hn, " + ByteCount(ct, H) + ");");
     if (out_y) {
