@@ -62,6 +62,10 @@ double RequantMultiplier(const Tensor& as, int64_t ai, const Tensor& bs, int64_t
   }
 }
 
+int32_t ZeroPointAt(const Tensor* zp, int64_t i) {
+  return zp ? static_cast<int32_t>(zp->GetInt(zp->size() == 1 ? 0 : i)) : 0;
+}
+
 namespace {
 
 bool IsQuantType(DType t) {
@@ -196,11 +200,6 @@ void ForEachScaleRun(const QuantLayout& l, int64_t size, int threads, F&& fn) {
   ParallelFor(t, l.outer * l.n_axis, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) fn(r * l.inner, (r + 1) * l.inner, r % l.n_axis);
   });
-}
-
-// The zero point of scale element si as an int32 (0 without one).
-int32_t ZeroPointAt(const Tensor* zp, int64_t si) {
-  return zp ? static_cast<int32_t>(zp->GetInt(zp->size() == 1 ? 0 : si)) : 0;
 }
 
 // float32 x and scale, default precision, an 8- or 16-bit y, one scale per tensor or per axis:

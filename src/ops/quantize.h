@@ -12,6 +12,9 @@ void QuantRange(DType t, double* lo, double* hi);
 // Round half to even, then saturate into [lo, hi]. NaN maps to 0 (before the zero point).
 double RoundSaturate(double v, double lo, double hi);
 
+// Zero point i of a per-tensor (one value) or per-axis zero-point tensor as int32; 0 without one.
+int32_t ZeroPointAt(const Tensor* zp, int64_t i);
+
 // The requantization multiplier a_scale[ai] * b_scale[bi] / y_scale, rounded as numpy does in
 // the scale type (float16 scales round each step).
 double RequantMultiplier(const Tensor& as, int64_t ai, const Tensor& bs, int64_t bi,

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "ops/gemm_dnnl.h"
+#include "ops/quantize.h"
 #include "ops/quantize_kernels.h"
 #include "ops/scratch.h"
 #include "ops/shape_ops_util.h"
@@ -75,14 +76,10 @@ bool LayOut(ComputeContext& ctx, IntGemmState* st, const Tensor& w, int w_input,
   return constant;
 }
 
-int32_t ZeroAt(const Tensor* zp, int64_t i) {
-  return zp ? static_cast<int32_t>(zp->GetInt(zp->size() == 1 ? 0 : i)) : 0;
-}
-
 // The zero points of w's columns as the GEMM sees them (less w_shift).
 std::vector<int32_t> ColumnZeroPoints(const IntGemmState& st, const Tensor* zp, int64_t cols) {
   std::vector<int32_t> z(cols);
-  for (int64_t j = 0; j < cols; ++j) z[j] = ZeroAt(zp, j) - st.w_shift;
+  for (int64_t j = 0; j < cols; ++j) z[j] = ZeroPointAt(zp, j) - st.w_shift;
   return z;
 }
 
@@ -161,7 +158,7 @@ bool IntMatMulByGemm(ComputeContext& ctx, const Tensor& a, const Tensor* a_zp, i
     return false;
   st->ran = true;
   std::vector<int32_t> row_zp(rows);
-  for (int64_t r = 0; r < rows; ++r) row_zp[r] = ZeroAt(a_zp, r % m);
+  for (int64_t r = 0; r < rows; ++r) row_zp[r] = ZeroPointAt(a_zp, r % m);
   const std::vector<int32_t> col_zp = ColumnZeroPoints(*st, b_zp, n);
   ApplyZeroPoints(ctx.threads(), static_cast<const uint8_t*>(a.raw()), a_signed, rows, k,
                   row_zp.data(), col_zp.data(), st->col_sum.data(), nullptr, out, n);

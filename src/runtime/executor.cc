@@ -306,7 +306,7 @@ struct Executor::Impl : public ops::SubgraphRunner {
     frame_stack.pop_back();
     if (main_graph) unheld_readers.clear();  // the first run is over
     outputs->clear();
-    if (main_graph) info.kept_outputs.assign(g.values.size(), Tensor());
+    if (main_graph) info.kept_outputs.resize(g.values.size());  // each run sets every output
     for (int v : g.outputs) {
       const Tensor& t = f.values[v];
       // Results must outlive the arena and the frame: copy anything that does not own its bytes.
