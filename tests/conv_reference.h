@@ -11,14 +11,23 @@
 
 namespace kiln::testing {
 
+// PostOps' activation in double.
+inline double Activate(double v, const ops::PostOps& post) {
+  using Act = ops::PostOps::Act;
+  if (post.act == Act::kRelu) v = std::max(v, 0.0);
+  if (post.act == Act::kLeakyRelu && v < 0) v *= post.alpha;
+  if (post.act == Act::kClip) v = std::min(std::max(v, double(post.alpha)), double(post.beta));
+  if (post.act == Act::kSwish) v = v / (1 + std::exp(-v));
+  if (post.act == Act::kHardSwish) v *= std::min(std::max(v / 6 + 0.5, 0.0), 1.0);
+  return v;
+}
+
 // y [N, M, OH, OW] = act(conv(x, w) + b + z) with x [N, C, H, W], w [M, C / group, KH, KW],
 // z (may be null) NCHW like y, b (may be null) [M]. `magnitude` (may be null) gets each output's
 // |b| + sum of |terms| of the convolution, the scale of its rounding error.
 inline std::vector<double> ReferenceConv(const ops::Conv2DParams& p, const float* x, const float* w,
-                                         const float* b, const float* z,
-                                         const ops::ConvPostOps& post,
+                                         const float* b, const float* z, const ops::PostOps& post,
                                          std::vector<double>* magnitude = nullptr) {
-  using Act = ops::ConvPostOps::Act;
   const int64_t Cg = p.C / p.group, Mg = p.M / p.group, OHW = p.OH * p.OW;
   std::vector<double> y(static_cast<size_t>(p.N * p.M * OHW));
   if (magnitude) magnitude->assign(y.size(), 0.0);
@@ -41,13 +50,7 @@ inline std::vector<double> ReferenceConv(const ops::Conv2DParams& p, const float
           const size_t o = static_cast<size_t>((n * p.M + m) * OHW + oh * p.OW + ow);
           if (magnitude) (*magnitude)[o] = mag;
           if (z) acc += z[o];
-          if (post.act == Act::kRelu) acc = std::max(acc, 0.0);
-          if (post.act == Act::kLeakyRelu && acc < 0) acc *= post.alpha;
-          if (post.act == Act::kClip)
-            acc = std::min(std::max(acc, double(post.alpha)), double(post.beta));
-          if (post.act == Act::kSwish) acc = acc / (1 + std::exp(-acc));
-          if (post.act == Act::kHardSwish) acc *= std::min(std::max(acc / 6 + 0.5, 0.0), 1.0);
-          y[o] = acc;
+          y[o] = Activate(acc, post);
         }
   return y;
 }

@@ -35,7 +35,7 @@ Conv2DParams Make(int64_t N, int64_t C, int64_t M, int64_t group, int64_t H, int
 double Worst(const Conv2DParams& p, const std::vector<float>& x, const std::vector<float>& w,
              const float* b, const std::vector<float>& y) {
   std::vector<double> mag;
-  const auto ref = testing::ReferenceConv(p, x.data(), w.data(), b, nullptr, ConvPostOps{}, &mag);
+  const auto ref = testing::ReferenceConv(p, x.data(), w.data(), b, nullptr, PostOps{}, &mag);
   double worst = 0;
   for (size_t i = 0; i < ref.size(); ++i)
     worst = std::max(worst, std::fabs(y[i] - ref[i]) / (mag[i] + 1e-30));
@@ -81,9 +81,9 @@ void CheckLayouts(const Conv2DParams& p, std::mt19937& rng, float tolerance = 1e
   auto w = Random(static_cast<size_t>(p.M * (p.C / p.group) * p.KH * p.KW), rng);
   auto b = Random(static_cast<size_t>(p.M), rng);
   auto z = Random(static_cast<size_t>(p.N * p.M * OHW), rng);
-  ConvPostOps post;
+  PostOps post;
   post.z = z.data();
-  post.act = ConvPostOps::Act::kRelu;
+  post.act = PostOps::Act::kRelu;
   std::vector<float> want(z.size());
   ASSERT_TRUE(DnnlConv2D(p, x.data(), w.data(), true, b.data(), want.data(), 1, nullptr, post));
   for (int mix = 1; mix < 8; ++mix) {
@@ -91,7 +91,7 @@ void CheckLayouts(const Conv2DParams& p, std::mt19937& rng, float tolerance = 1e
     const auto xl = l.x ? Relayout(x, p.N, p.C, HW, true) : x;
     const auto zl = l.z ? Relayout(z, p.N, p.M, OHW, true) : z;
     for (int threads = 1; threads <= 3; ++threads) {
-      ConvPostOps post_l = post;
+      PostOps post_l = post;
       post_l.z = zl.data();
       std::vector<float> y(z.size(), 7.0f);
       std::unique_ptr<NodeState> state;
@@ -114,8 +114,8 @@ void CheckInterleaved(const Conv2DParams& p, std::mt19937& rng, float tolerance 
   auto x = Relayout(Random(static_cast<size_t>(p.C * HW), rng), 1, p.C, HW, true);
   auto w = Random(static_cast<size_t>(p.M * (p.C / p.group) * p.KH * p.KW), rng);
   auto b = Random(static_cast<size_t>(p.M), rng);
-  ConvPostOps post;
-  post.act = ConvPostOps::Act::kRelu;
+  PostOps post;
+  post.act = PostOps::Act::kRelu;
   const ConvLayouts dense{true, false, true};
   std::vector<float> want(static_cast<size_t>(p.M * OHW));
   ASSERT_TRUE(
@@ -209,7 +209,7 @@ TEST(DnnlConv, ShapesAgainstReference) {
 // NCHW and channels-last, against the double reference.
 TEST(DnnlConv, ActivationsAgainstReference) {
   if (!DnnlAvailable()) GTEST_SKIP() << "built without oneDNN";
-  using Act = ConvPostOps::Act;
+  using Act = PostOps::Act;
   std::mt19937 rng(12);
   const Conv2DParams p = Make(1, 12, 10, 1, 9, 11, 3, 3, 1, 1, 1, 1);
   const int64_t HW = p.H * p.W, OHW = p.OH * p.OW;
@@ -219,7 +219,7 @@ TEST(DnnlConv, ActivationsAgainstReference) {
   auto z = Random(static_cast<size_t>(p.M * OHW), rng);
   for (Act act : {Act::kRelu, Act::kLeakyRelu, Act::kClip, Act::kSwish, Act::kHardSwish})
     for (bool cl : {false, true}) {
-      ConvPostOps post;
+      PostOps post;
       post.act = act;
       post.alpha = act == Act::kClip ? -0.3f : 0.1f;
       post.beta = 0.4f;
@@ -303,6 +303,56 @@ TEST(DnnlGemm, ShapesTransposesBiasAndState) {
           EXPECT_LE(worst, 2e-6) << M << "x" << N << "x" << K << " tb=" << tb << " run=" << run;
         }
       }
+}
+
+// GemmOptions: A read transposed with a row stride past M, a bias per row, a residual z (apart
+// from y and in place), every activation, B constant (packed) or read as it is, 1 to 3 threads.
+TEST(DnnlGemm, OptionsAgainstReference) {
+  if (!DnnlAvailable()) GTEST_SKIP() << "built without oneDNN";
+  using Act = PostOps::Act;
+  std::mt19937 rng(15);
+  const Act acts[] = {Act::kNone, Act::kRelu,  Act::kLeakyRelu,
+                      Act::kClip, Act::kSwish, Act::kHardSwish};
+  for (auto [M, N, K] : {std::array<int64_t, 3>{64, 48, 32}, {9, 130, 17}})
+    for (int variant = 0; variant < 16; ++variant) {
+      const bool trans_a = variant & 1, row_bias = variant & 2, tb = variant & 4;
+      const bool b_constant = variant & 8;
+      const int z_mode = variant % 3;  // none, apart, in place
+      PostOps post;
+      post.act = acts[variant % 6];
+      post.alpha = post.act == Act::kClip ? -0.5f : 0.1f;
+      post.beta = 0.75f;
+      const int64_t lda = trans_a ? M + 3 : K + 2;
+      auto a = Random(static_cast<size_t>((trans_a ? K : M) * lda), rng);
+      auto b = Random(static_cast<size_t>(K * N), rng);
+      auto bias = Random(static_cast<size_t>(row_bias ? M : N), rng);
+      auto z = Random(static_cast<size_t>(M * N), rng);
+      const std::string what = std::to_string(M) + "x" + std::to_string(N) + "x" +
+                               std::to_string(K) + " variant " + std::to_string(variant);
+      for (int threads = 1; threads <= 3; ++threads) {
+        std::unique_ptr<NodeState> state;
+        std::vector<float> y = z_mode == 2 ? z : std::vector<float>(z.size(), 7.0f);
+        GemmOptions o{.trans_a = trans_a, .lda = lda, .bias_per_row = row_bias, .post = post};
+        if (z_mode == 1) o.post.z = z.data();
+        if (z_mode == 2) o.post.z = y.data();
+        ASSERT_TRUE(DnnlGemm(M, N, K, a.data(), b.data(), tb, b_constant, bias.data(), y.data(),
+                             threads, &state, o))
+            << what;
+        for (int64_t i = 0; i < M; ++i)
+          for (int64_t j = 0; j < N; ++j) {
+            double acc = bias[row_bias ? i : j] + (z_mode ? z[i * N + j] : 0.0);
+            double mag = std::fabs(acc) + 1e-30;
+            for (int64_t k = 0; k < K; ++k) {
+              const double t = double(trans_a ? a[k * lda + i] : a[i * lda + k]) *
+                               (tb ? b[j * K + k] : b[k * N + j]);
+              acc += t;
+              mag += std::fabs(t);
+            }
+            ASSERT_NEAR(y[i * N + j], testing::Activate(acc, post), 3e-6 * mag)
+                << what << " threads " << threads << " at " << i << "," << j;
+          }
+      }
+    }
 }
 
 }  // namespace

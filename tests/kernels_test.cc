@@ -215,7 +215,7 @@ TEST(Winograd, AgainstDirectConvolution) {
   struct Shape {
     int64_t C, M, H, W, ph, pw, peh, pew;
   };
-  using Act = ConvPostOps::Act;
+  using Act = PostOps::Act;
   int i = 0;
   for (const Shape& sh : {Shape{32, 40, 13, 11, 1, 1, 1, 1}, Shape{9, 17, 5, 7, 0, 1, 2, 0},
                           Shape{1, 1, 3, 3, 0, 0, 0, 0}, Shape{17, 8, 16, 16, 2, 2, 2, 2},
@@ -248,7 +248,7 @@ TEST(Winograd, AgainstDirectConvolution) {
     for (Act act :
          {Act::kNone, Act::kRelu, Act::kLeakyRelu, Act::kClip, Act::kSwish, Act::kHardSwish}) {
       ++i;
-      ConvPostOps post;
+      PostOps post;
       post.act = act;
       post.alpha = act == Act::kClip ? -0.5f : 0.1f;
       post.beta = 0.7f;
@@ -278,7 +278,7 @@ TEST(Winograd, AgainstDirectConvolution) {
         std::vector<float> w2(w.size(), 0.0f);
         std::vector<float> y2(y.size(), 7.0f);
         WinogradChannelsLast(p, x.data(), w2.data(), false, nullptr, y2.data() + first, l,
-                             ConvPostOps{}, threads, &state);
+                             PostOps{}, threads, &state);
         EXPECT_EQ(y2[static_cast<size_t>(first)], 0.0f) << "case " << i;
       }
     }
@@ -294,7 +294,7 @@ TEST(GroupedPointwise, AgainstDirectConvolution) {
   struct Shape {
     int64_t C, M, group, H, W;
   };
-  using Act = ConvPostOps::Act;
+  using Act = PostOps::Act;
   int i = 0;
   for (const Shape& sh :
        {Shape{24, 112, 4, 7, 9}, Shape{136, 136, 4, 5, 5}, Shape{12, 12, 2, 1, 13},
@@ -321,7 +321,7 @@ TEST(GroupedPointwise, AgainstDirectConvolution) {
          {Act::kNone, Act::kRelu, Act::kLeakyRelu, Act::kClip, Act::kSwish, Act::kHardSwish})
       for (int lay = 0; lay < 8; ++lay) {
         ++i;
-        ConvPostOps post;
+        PostOps post;
         post.act = act;
         post.alpha = act == Act::kClip ? -0.5f : 0.1f;
         post.beta = 0.7f;
@@ -353,7 +353,7 @@ TEST(GroupedPointwise, AgainstDirectConvolution) {
           const std::vector<float> w2(w.size(), 0.0f);
           std::vector<float> y2(y.size(), 7.0f);
           GroupedPointwise(p, l.x ? x_cl.data() : x.data(), w2.data(), false, nullptr,
-                           y2.data() + first, l, ConvPostOps{}, threads, &state);
+                           y2.data() + first, l, PostOps{}, threads, &state);
           EXPECT_EQ(y2[static_cast<size_t>(first)], 0.0f) << what;
         }
       }
@@ -369,7 +369,7 @@ TEST(GroupedPointwise, AgainstDirectConvolution) {
 TEST(DirectConv, AgainstReferenceLayoutsChunksAndThreads) {
   if (!IsaSupported(Isa::kAvx2)) GTEST_SKIP() << "the direct convolution needs AVX2";
   std::mt19937 rng(9);
-  using Act = ConvPostOps::Act;
+  using Act = PostOps::Act;
   struct Shape {
     int64_t N, C, M, H, W, KH, KW, sh, sw, ph, pw, peh, pew, dh, dw;
   };
@@ -395,7 +395,7 @@ TEST(DirectConv, AgainstReferenceLayoutsChunksAndThreads) {
     const auto z_cl = testing::Relayout(z, p.N, p.M, OHW, true);
     for (int lay = 0; lay < 6; ++lay) {
       ++i;
-      ConvPostOps post;
+      PostOps post;
       post.act = static_cast<Act>(i % 6);
       post.alpha = post.act == Act::kClip ? -0.5f : 0.1f;
       post.beta = 0.7f;
@@ -432,7 +432,7 @@ TEST(DirectConv, AgainstReferenceLayoutsChunksAndThreads) {
         std::vector<float> w2(w.size(), 0.0f);
         std::vector<float> y2(y.size(), 7.0f);
         DirectConv(p, l.x ? x_cl.data() : x.data(), w2.data(), false, nullptr, y2.data() + first, l,
-                   ConvPostOps{}, threads, &state);
+                   PostOps{}, threads, &state);
         EXPECT_EQ(y2[static_cast<size_t>(l.y ? first : 0)], 0.0f) << what;
       }
     }

@@ -15,7 +15,7 @@
 namespace kiln::ops {
 namespace {
 
-using Act = ConvPostOps::Act;
+using Act = PostOps::Act;
 
 // At most this many of K (taps x channels) per chunk of a panel: a block of three panels' chunk
 // is then at most 96 KiB, read from L2 by each tile (L2 serves the three loads per 12 fused
@@ -52,7 +52,7 @@ struct Plan {
   float* y;        // pixels ldc floats apart, or NCHW
   int64_t ldc;
   bool nchw_y;
-  ConvPostOps post;
+  PostOps post;
   int64_t vecs;  // 8-channel panels: ceil(M / 8)
 };
 
@@ -129,7 +129,7 @@ constexpr Act ActOf(Epilogue e) {
 template <int R, int NV, Epilogue E, bool kFull>
 KILN_DC_TARGET __attribute__((always_inline)) inline void TileAt(const TileArgs& t, int64_t px,
                                                                  int valid, __m256i mask,
-                                                                 const ConvPostOps& post) {
+                                                                 const PostOps& post) {
   const bool masked = t.tail < 8;  // the last panel's vectors
   float* y = t.y + px * t.ldc;
   __m256 acc[R][NV];
@@ -209,7 +209,7 @@ KILN_DC_TARGET __attribute__((always_inline)) inline void TileAt(const TileArgs&
 // Every tile of `count` pixels from the table's first row, in one call (a call per tile cost
 // as much as a first layer's 27 multiply-adds per output).
 template <int R, int NV, Epilogue E>
-KILN_DC_TARGET void Tiles(const TileArgs& t, int64_t count, const ConvPostOps& post) {
+KILN_DC_TARGET void Tiles(const TileArgs& t, int64_t count, const PostOps& post) {
   const __m256i mask =
       _mm256_cmpgt_epi32(_mm256_set1_epi32(t.tail), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
   int64_t px = 0;
@@ -221,7 +221,7 @@ KILN_DC_TARGET void Tiles(const TileArgs& t, int64_t count, const ConvPostOps& p
 // rest in pairs (6 x 2) or one (8 x 1).
 int PanelsAt(int64_t left) { return left == 1 ? 1 : left == 2 || left == 4 ? 2 : 3; }
 
-using TileFn = void (*)(const TileArgs&, int64_t, const ConvPostOps&);
+using TileFn = void (*)(const TileArgs&, int64_t, const PostOps&);
 template <Epilogue E>
 TileFn TileOf(int nv) {
   return nv == 3 ? Tiles<4, 3, E> : nv == 2 ? Tiles<6, 2, E> : Tiles<8, 1, E>;
@@ -339,7 +339,7 @@ bool UsesCopy(const Conv2DParams& p, const ConvLayouts& l) {
 
 }  // namespace
 
-bool DirectConvFits(const Conv2DParams& p, const ConvLayouts& l, const ConvPostOps& post) {
+bool DirectConvFits(const Conv2DParams& p, const ConvLayouts& l, const PostOps& post) {
   return KILN_X86_DISPATCH && IsaSupported(Isa::kAvx2) && BestIsa() != Isa::kAvx512 &&
          p.group == 1 && (!post.z || (l.z && l.y && l.y_channels == 0));
 }
@@ -350,7 +350,7 @@ bool DirectConvPays(const Conv2DParams& p, const ConvLayouts& l) {
 }
 
 void DirectConv(const Conv2DParams& p, const float* x, const float* w, bool w_constant,
-                const float* b, float* y, const ConvLayouts& l, const ConvPostOps& post,
+                const float* b, float* y, const ConvLayouts& l, const PostOps& post,
                 int threads, std::unique_ptr<NodeState>* state) {
 #if KILN_X86_DISPATCH
   std::unique_ptr<NodeState> local;

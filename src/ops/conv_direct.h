@@ -30,7 +30,7 @@ namespace kiln::ops {
 // channels-last (dense or a slice of a wider tensor; an NCHW Y is made channels-last a block of
 // pixels at a time and transposed there), Z (if any) channels-last like Y, on a CPU with AVX2
 // but not AVX-512.
-bool DirectConvFits(const Conv2DParams& p, const ConvLayouts& l, const ConvPostOps& post);
+bool DirectConvFits(const Conv2DParams& p, const ConvLayouts& l, const PostOps& post);
 
 // Whether it beats oneDNN for p with these layouts, measured on Zen 3 at one and two threads on
 // the convolutions of the issue-7 models: kernels larger than 1x1 over
@@ -54,7 +54,7 @@ struct DirectConvState : NodeState {
 // y's own bytes). `state` (may be null) keeps the packed weights between calls (`w_constant`:
 // w never changes while it lives).
 void DirectConv(const Conv2DParams& p, const float* x, const float* w, bool w_constant,
-                const float* b, float* y, const ConvLayouts& l, const ConvPostOps& post,
+                const float* b, float* y, const ConvLayouts& l, const PostOps& post,
                 int threads, std::unique_ptr<NodeState>* state);
 
 }  // namespace kiln::ops

@@ -32,7 +32,7 @@ using dnnl_common::Stream;
 struct DnnlConvState {
   Conv2DParams p{};
   bool has_bias = false, has_z = false;
-  ConvPostOps::Act act = ConvPostOps::Act::kNone;
+  PostOps::Act act = PostOps::Act::kNone;
   float alpha = 0, beta = 0;
   ConvLayouts layouts;
   bool winograd = false;  // try oneDNN's Winograd kernels first (WinogradWins)
@@ -75,7 +75,7 @@ struct DnnlConvPlan : NodeState {
   Conv2DParams p{};
   int threads = 0;
   bool has_bias = false;
-  ConvPostOps post;
+  PostOps post;
   ConvLayouts layouts;
   bool supported = false;
   bool by_rows = false;      // parts split the rows (NHWC); else they split the batch
@@ -97,7 +97,7 @@ struct DnnlConvPlan : NodeState {
            (parts.size() > 1 ? " x" + std::to_string(parts.size()) : "");
   }
 
-  bool Matches(const Conv2DParams& q, int t, bool bias, const ConvPostOps& o, ConvLayouts l) const {
+  bool Matches(const Conv2DParams& q, int t, bool bias, const PostOps& o, ConvLayouts l) const {
     return std::memcmp(&p, &q, sizeof(p)) == 0 && threads == t && has_bias == bias &&
            (post.z != nullptr) == (o.z != nullptr) && post.act == o.act && post.alpha == o.alpha &&
            post.beta == o.beta && layouts.x == l.x && layouts.y == l.y && layouts.z == l.z &&
@@ -136,20 +136,8 @@ void Prepare(DnnlConvState* st) {
   st->bias_md = memory::desc({p.M}, kF32, Tag::x);
   const memory::dims strides{p.sh, p.sw}, dil{p.dh - 1, p.dw - 1}, pl{p.ph, p.pw}, pr{p.peh, p.pew};
   const auto prop = dnnl::prop_kind::forward_inference;
-  dnnl::post_ops po;
-  if (st->has_z) po.append_sum(1.0f);
-  using Act = ConvPostOps::Act;
-  if (st->act == Act::kRelu) po.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
-  if (st->act == Act::kLeakyRelu)
-    po.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, st->alpha, 0.0f);
-  if (st->act == Act::kClip)
-    po.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip, st->alpha, st->beta);
-  if (st->act == Act::kHardSwish)  // x * clamp(x / 6 + 1 / 2, 0, 1); alpha and beta unused
-    po.append_eltwise(1.0f, dnnl::algorithm::eltwise_hardswish, 0.0f, 0.0f);
-  // Swish is not a post-op: DnnlConv2D runs our Swish kernel after each part (oneDNN's swish,
-  // through its exp, took about twice as long).
   dnnl::primitive_attr attr = dnnl_common::UserScratchpad();
-  attr.set_post_ops(po);
+  attr.set_post_ops(dnnl_common::PostOpsOf(st->has_z, st->act, st->alpha, st->beta));
   auto make = [&](Tag src_tag, Tag dst_tag,
                   dnnl::algorithm alg = dnnl::algorithm::convolution_direct) {
     const memory::desc any_src(src, kF32, src_tag), any_dst(dst, kF32, dst_tag),
@@ -297,8 +285,8 @@ bool WinogradWins(const Conv2DParams& p) {
 }
 
 // A part that makes output channels [m0, ..) of out_channels (by_channels), or the whole output.
-std::unique_ptr<DnnlConvState> MakePart(const Conv2DParams& p, bool has_bias,
-                                        const ConvPostOps& post, ConvLayouts layouts, bool winograd,
+std::unique_ptr<DnnlConvState> MakePart(const Conv2DParams& p, bool has_bias, const PostOps& post,
+                                        ConvLayouts layouts, bool winograd,
                                         int64_t out_channels = 0, int64_t w_offset = 0) {
   auto st = std::make_unique<DnnlConvState>();
   st->p = p;
@@ -323,7 +311,7 @@ void PlanParts(DnnlConvPlan* plan) {
   const Conv2DParams& p = plan->p;
   int64_t t = plan->threads;
   const ConvLayouts& l = plan->layouts;
-  if (plan->cache_parts && plan->post.act == ConvPostOps::Act::kSwish && p.N == 1 && l.x && l.y &&
+  if (plan->cache_parts && plan->post.act == PostOps::Act::kSwish && p.N == 1 && l.x && l.y &&
       (!plan->post.z || l.z)) {
     const int64_t bytes = p.M * p.OH * p.OW * static_cast<int64_t>(sizeof(float));
     t = std::max(t, std::min(p.OH, (bytes + kSwishPartBytes - 1) / kSwishPartBytes));
@@ -404,10 +392,10 @@ bool DnnlAvailable() { return true; }
 
 bool DnnlConv2D(const Conv2DParams& p, const float* x, const float* w, bool w_constant,
                 const float* b, float* y, int threads, std::unique_ptr<NodeState>* state,
-                const ConvPostOps& post, ConvLayouts layouts) {
+                const PostOps& post, ConvLayouts layouts) {
   if (layouts.y_channels > 0 &&  // a slice of a wider output: what ConvLayouts allows
       (!layouts.y || p.N != 1 || layouts.y_channels < p.M || post.z ||
-       post.act == ConvPostOps::Act::kSwish))
+       post.act == PostOps::Act::kSwish))
     return false;
   std::unique_ptr<NodeState> local;
   if (!state) state = &local;
@@ -442,7 +430,7 @@ bool DnnlConv2D(const Conv2DParams& p, const float* x, const float* w, bool w_co
   if (!plan->supported) return false;
   PrepareWeights(plan, w, w_constant);
   const int64_t parts = static_cast<int64_t>(plan->parts.size());
-  const bool swish = post.act == ConvPostOps::Act::kSwish;
+  const bool swish = post.act == PostOps::Act::kSwish;
   auto swish_over = [&](float* out, int64_t n) {
     if (swish) SwishF32(out, out, n, 1.0f);
   };
@@ -514,7 +502,7 @@ bool DnnlConv2D(const Conv2DParams& p, const float* x, const float* w, bool w_co
 bool DnnlAvailable() { return false; }
 
 bool DnnlConv2D(const Conv2DParams&, const float*, const float*, bool, const float*, float*, int,
-                std::unique_ptr<NodeState>*, const ConvPostOps&, ConvLayouts) {
+                std::unique_ptr<NodeState>*, const PostOps&, ConvLayouts) {
   return false;
 }
 

@@ -24,6 +24,7 @@
 #include <string>
 
 #include "ops/op.h"
+#include "ops/post_ops.h"
 
 namespace kiln::ops {
 
@@ -31,15 +32,6 @@ struct Conv2DParams {
   int64_t N, C, M, group;
   int64_t H, W, OH, OW, KH, KW;
   int64_t sh, sw, ph, pw, peh, pew, dh, dw;  // strides, leading and trailing pads, dilations
-};
-
-// What FusedConv applies to the convolution's result, in this order: + z (same shape as y), then
-// the activation.
-struct ConvPostOps {
-  enum class Act { kNone, kRelu, kLeakyRelu, kClip, kSwish, kHardSwish };
-  const float* z = nullptr;
-  Act act = Act::kNone;
-  float alpha = 0, beta = 0;  // LeakyRelu: alpha; Clip: [alpha, beta]
 };
 
 // Which of X, Z and Y are channels-last (ops/channels_last.h) instead of NCHW, and, for a
@@ -64,6 +56,6 @@ bool DnnlAvailable();
 // The state's Kernel() names oneDNN's implementation ("onednn jit_fp32_wino_2x3:avx512_core x2").
 bool DnnlConv2D(const Conv2DParams& p, const float* x, const float* w, bool w_constant,
                 const float* b, float* y, int threads, std::unique_ptr<NodeState>* state,
-                const ConvPostOps& post = {}, ConvLayouts layouts = {});
+                const PostOps& post = {}, ConvLayouts layouts = {});
 
 }  // namespace kiln::ops

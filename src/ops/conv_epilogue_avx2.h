@@ -3,7 +3,7 @@
 // activation gives the bits the separate node would.
 #pragma once
 
-#include "ops/conv_dnnl.h"  // ConvPostOps
+#include "ops/conv_dnnl.h"  // PostOps
 #include "ops/cpu_isa.h"    // KILN_X86_DISPATCH
 
 #if KILN_X86_DISPATCH
@@ -22,10 +22,10 @@ __attribute__((target("avx2,fma"), always_inline)) inline __m256 HardSwish8(__m2
 // and Swish leave them (Swish runs over whole rows afterwards). Inlined with a constant `act`,
 // the switch folds away.
 __attribute__((target("avx2,fma"), always_inline)) inline __m256 Activate8(__m256 s,
-                                                                           ConvPostOps::Act act,
+                                                                           PostOps::Act act,
                                                                            float alpha,
                                                                            float beta) {
-  using Act = ConvPostOps::Act;
+  using Act = PostOps::Act;
   const __m256 zero = _mm256_setzero_ps();
   switch (act) {
     case Act::kRelu:

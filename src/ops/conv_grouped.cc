@@ -17,9 +17,9 @@
 namespace kiln::ops {
 namespace {
 
-using Act = ConvPostOps::Act;
+using Act = PostOps::Act;
 
-void Activate(const ConvPostOps& post, float* v, int64_t len) {
+void Activate(const PostOps& post, float* v, int64_t len) {
   if (post.act == Act::kRelu) ReluF32(v, v, len);
   if (post.act == Act::kLeakyRelu) LeakyReluF32(v, v, len, post.alpha);
   if (post.act == Act::kClip) ClipF32(v, v, len, post.alpha, post.beta);
@@ -32,7 +32,7 @@ void Activate(const ConvPostOps& post, float* v, int64_t len) {
 // slice, then the activation runs. A channels-last y (pixels l.y_channels or M floats apart) is
 // the GEMM's [pixels x channels] result, an NCHW one its transpose [channels x pixels].
 void GemmPerGroup(const Conv2DParams& p, const float* x, const float* w, const float* b, float* y,
-                  const ConvLayouts& l, const ConvPostOps& post, int threads) {
+                  const ConvLayouts& l, const PostOps& post, int threads) {
   const int64_t HW = p.H * p.W, Cg = p.C / p.group, Mg = p.M / p.group;
   const int64_t ldc = l.y ? (l.y_channels ? l.y_channels : p.M) : HW;
   const int64_t chunk = std::max<int64_t>(48, (int64_t{128} << 10) / (p.M * 4) / 6 * 6);
@@ -97,7 +97,7 @@ struct Direct {
   const float* z;                           // may be null; pixels M floats apart
   float* y;                                 // pixels ldc floats apart
   int64_t C, M, groups, Cg, Mg, vecs, ldc;  // vecs: 8-channel panels per group
-  ConvPostOps post;
+  PostOps post;
 };
 
 // y for pixels [px, px + R) and channels [8 v0, 8 (v0 + NV)) of group g: R x NV ymm sums over
@@ -209,7 +209,7 @@ void DirectPixelsToPlanes(const Direct& d, int64_t HW, int64_t p0, int64_t p1) {
 
 }  // namespace
 
-bool GroupedPointwiseFits(const Conv2DParams& p, const ConvLayouts& l, const ConvPostOps& post) {
+bool GroupedPointwiseFits(const Conv2DParams& p, const ConvLayouts& l, const PostOps& post) {
   (void)post;
   return BestIsa() != Isa::kAvx512 && p.group > 1 && p.group < p.C && p.KH == 1 && p.KW == 1 &&
          p.sh == 1 && p.sw == 1 && p.ph == 0 && p.pw == 0 && p.peh == 0 && p.pew == 0 &&
@@ -217,7 +217,7 @@ bool GroupedPointwiseFits(const Conv2DParams& p, const ConvLayouts& l, const Con
 }
 
 void GroupedPointwise(const Conv2DParams& p, const float* x, const float* w, bool w_constant,
-                      const float* b, float* y, const ConvLayouts& l, const ConvPostOps& post,
+                      const float* b, float* y, const ConvLayouts& l, const PostOps& post,
                       int threads, std::unique_ptr<NodeState>* state) {
   std::unique_ptr<NodeState> local;
   if (!state) state = &local;

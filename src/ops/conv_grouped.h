@@ -18,7 +18,7 @@ namespace kiln::ops {
 
 // Whether GroupedPointwise takes p with these layouts: a grouped (not depthwise) 1x1, stride-1,
 // unpadded convolution, without AVX-512, Y channels-last or dense.
-bool GroupedPointwiseFits(const Conv2DParams& p, const ConvLayouts& l, const ConvPostOps& post);
+bool GroupedPointwiseFits(const Conv2DParams& p, const ConvLayouts& l, const PostOps& post);
 
 // The weights of one node in the direct kernel's panels, made on first use and kept.
 struct GroupedPointwiseState : NodeState {
@@ -35,7 +35,7 @@ struct GroupedPointwiseState : NodeState {
 // may be y's own bytes). `state` (may be null) keeps the packed weights between calls
 // (`w_constant`: w never changes while it lives).
 void GroupedPointwise(const Conv2DParams& p, const float* x, const float* w, bool w_constant,
-                      const float* b, float* y, const ConvLayouts& l, const ConvPostOps& post,
+                      const float* b, float* y, const ConvLayouts& l, const PostOps& post,
                       int threads, std::unique_ptr<NodeState>* state);
 
 }  // namespace kiln::ops

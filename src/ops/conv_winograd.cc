@@ -80,7 +80,7 @@ KILN_WINO_TARGET inline void InputTile(const Geometry& g, const float* x, int64_
 template <int kLanes>
 KILN_WINO_TARGET inline void OutputTile(const Geometry& g, const float* mo, int64_t stride,
                                         int64_t t, int64_t m, const float* b, const float* z,
-                                        float* y, int64_t ldc, const ConvPostOps& post) {
+                                        float* y, int64_t ldc, const PostOps& post) {
   using L = Lanes<kLanes>;
   using T = typename L::T;
   T q[4][4];
@@ -92,7 +92,7 @@ KILN_WINO_TARGET inline void OutputTile(const Geometry& g, const float* mo, int6
   }
   const T bias = b ? L::Load(b + m) : L::Splat(0.0f);
   const int64_t oh0 = (t / g.TW) * 2, ow0 = (t % g.TW) * 2;
-  using Act = ConvPostOps::Act;
+  using Act = PostOps::Act;
   const T zero = L::Splat(0.0f), alpha = L::Splat(post.alpha), beta = L::Splat(post.beta);
   for (int a = 0; a < 2; ++a)
     for (int c = 0; c < 2; ++c) {
@@ -125,7 +125,7 @@ KILN_WINO_TARGET void InputBlock(const Geometry& g, const float* x, int64_t t0, 
 
 KILN_WINO_TARGET void OutputBlock(const Geometry& g, const float* mo, int64_t stride, int64_t t0,
                                   int64_t t1, const float* b, const float* z, float* y, int64_t ldc,
-                                  const ConvPostOps& post) {
+                                  const PostOps& post) {
   for (int64_t t = t0; t < t1; ++t) {
     const float* mt = mo + (t - t0) * g.M;
     int64_t m = 0;
@@ -170,7 +170,7 @@ int64_t Blocks(const Conv2DParams& p) {
 
 }  // namespace
 
-bool WinogradFits(const Conv2DParams& p, const ConvLayouts& l, const ConvPostOps& post) {
+bool WinogradFits(const Conv2DParams& p, const ConvLayouts& l, const PostOps& post) {
   return p.N == 1 && p.group == 1 && p.KH == 3 && p.KW == 3 && p.sh == 1 && p.sw == 1 &&
          p.dh == 1 && p.dw == 1 && l.x && l.y && (!post.z || l.z) && p.OH > 0 && p.OW > 0;
 }
@@ -181,7 +181,7 @@ bool WinogradPays(const Conv2DParams& p, int threads) {
 }
 
 void WinogradChannelsLast(const Conv2DParams& p, const float* x, const float* w, bool w_constant,
-                          const float* b, float* y, const ConvLayouts& l, const ConvPostOps& post,
+                          const float* b, float* y, const ConvLayouts& l, const PostOps& post,
                           int threads, std::unique_ptr<NodeState>* state) {
   std::unique_ptr<NodeState> local;
   if (!state) state = &local;
@@ -225,7 +225,7 @@ void WinogradChannelsLast(const Conv2DParams& p, const float* x, const float* w,
     ParallelFor(threads, blocks, [&](int64_t b0, int64_t b1) { run_blocks(b0, b1, 1); });
   else
     run_blocks(0, blocks, threads);
-  if (post.act == ConvPostOps::Act::kSwish)
+  if (post.act == PostOps::Act::kSwish)
     ParallelFor(threads, p.OH * p.OW, [&](int64_t i0, int64_t i1) {
       SwishPixelsF32(y + i0 * ldc, i1 - i0, ldc, 0, p.M);
     });

@@ -20,7 +20,7 @@ namespace kiln::ops {
 
 // Whether WinogradChannelsLast takes p with these layouts: a 3x3, stride-1, undilated, ungrouped
 // convolution of one image, X, Y (and Z) channels-last.
-bool WinogradFits(const Conv2DParams& p, const ConvLayouts& l, const ConvPostOps& post);
+bool WinogradFits(const Conv2DParams& p, const ConvLayouts& l, const PostOps& post);
 
 // Whether it beats oneDNN here, measured at one thread on Zen 3: with
 // AVX2 but not AVX-512 (where oneDNN's own Winograd runs), on at least 32 input and output
@@ -44,7 +44,7 @@ struct WinogradState : NodeState {
 // y (pixels y_channels or M floats apart) = act(conv(x, w) + b + z) for p as WinogradFits says.
 // `state` keeps the transformed weights between calls (`w_constant`: w never changes).
 void WinogradChannelsLast(const Conv2DParams& p, const float* x, const float* w, bool w_constant,
-                          const float* b, float* y, const ConvLayouts& l, const ConvPostOps& post,
+                          const float* b, float* y, const ConvLayouts& l, const PostOps& post,
                           int threads, std::unique_ptr<NodeState>* state);
 
 }  // namespace kiln::ops

@@ -6,6 +6,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <unordered_map>
 
+#include "ops/post_ops.h"
 #include "ops/scratch.h"
 
 // libgomp, which the Debian oneDNN runs on (its C header is not always installed for clang).
@@ -36,6 +37,21 @@ inline void SingleThreaded() { omp_set_num_threads(1); }
 inline dnnl::primitive_attr UserScratchpad(dnnl::primitive_attr attr = {}) {
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   return attr;
+}
+
+// oneDNN's post-ops for PostOps: the sum (`sum`: dst holds z when the primitive runs), then the
+// activation. Swish is not among them: callers run our Swish kernel over what the primitive wrote
+// (oneDNN's swish, through its exp, took about twice as long).
+inline dnnl::post_ops PostOpsOf(bool sum, PostOps::Act act, float alpha, float beta) {
+  using Act = PostOps::Act;
+  dnnl::post_ops po;
+  if (sum) po.append_sum(1.0f);
+  if (act == Act::kRelu) po.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+  if (act == Act::kLeakyRelu) po.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, alpha, 0.0f);
+  if (act == Act::kClip) po.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip, alpha, beta);
+  if (act == Act::kHardSwish)  // x * clamp(x / 6 + 1 / 2, 0, 1); alpha and beta unused
+    po.append_eltwise(1.0f, dnnl::algorithm::eltwise_hardswish, 0.0f, 0.0f);
+  return po;
 }
 
 // The scratchpad a primitive descriptor asks for, bound per call to the thread's buffer.

@@ -1,11 +1,13 @@
 #include "ops/gemm_dnnl.h"
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "ops/thread_pool.h"
+#include "ops/vector_math.h"
 
 #if KILN_WITH_DNNL
 #include "ops/dnnl_common.h"
@@ -22,6 +24,7 @@ using Tag = memory::format_tag;
 // One matmul over rows [m0, m0 + M) of A and Y.
 struct GemmPart {
   int64_t m0 = 0, M = 0;
+  std::string impl;  // oneDNN's name for the kernel
   dnnl::matmul mm;
   memory a, w_user, w, bias, y;  // made once, pointed at each call's buffers
   dnnl::reorder w_reorder;
@@ -41,18 +44,34 @@ size_t ElementBytes(memory::data_type t) {
   return t == memory::data_type::s8 || t == memory::data_type::u8 ? 1 : 4;
 }
 
+// What a plan is made for: the product, the layouts and what follows it in the primitive.
+struct GemmKey {
+  int64_t M = 0, N = 0, K = 0, lda = 0;
+  GemmTypes types;
+  bool trans_a = false, trans_b = false, b_constant = true;
+  bool bias = false;  // a bias of N values in the primitive
+  bool sum = false;   // the sum post-op: y holds z, or a bias per row, when the primitive runs
+  PostOps::Act act = PostOps::Act::kNone;
+  float alpha = 0, beta = 0;
+  int threads = 0;
+  bool operator==(const GemmKey&) const = default;
+};
+
 // With several threads, the rows split into parts on kiln's pool with oneDNN at one thread
 // each (as for convolutions: ops/conv_dnnl.cc), sharing one packed B where the layouts agree.
 struct DnnlGemmPlan : NodeState {
-  int64_t M = 0, N = 0, K = 0;
-  bool trans_b = false, has_bias = false;
-  GemmTypes types;
-  int threads = 0;
+  GemmKey key;
   bool supported = false;
   std::vector<GemmPart> parts;
   const void* w_ptr = nullptr;  // the constant B the parts hold, if any
 
-  // B is input 1 of the MatMul and Gemm nodes that run here.
+  std::string Kernel() const override {
+    if (parts.empty()) return "";
+    return "onednn matmul " + parts[0].impl +
+           (parts.size() > 1 ? " x" + std::to_string(parts.size()) : "");
+  }
+
+  // B is input 1 of the MatMul, Gemm and Conv nodes that run here.
   bool HoldsConstant(int i) const override {
     if (i != 1 || !supported || !w_ptr) return false;
     for (const GemmPart& part : parts)
@@ -61,23 +80,31 @@ struct DnnlGemmPlan : NodeState {
   }
 };
 
-GemmPart MakePart(const DnnlGemmPlan& plan, int64_t m0, int64_t M) {
+GemmPart MakePart(const GemmKey& k, int64_t m0, int64_t M) {
   dnnl::engine& e = dnnl_common::Engine();
-  const GemmTypes& t = plan.types;
-  const memory::desc a_md({M, plan.K}, t.a, Tag::ab), y_md({M, plan.N}, t.y, Tag::ab);
-  const memory::desc w_user_md({plan.K, plan.N}, t.w, plan.trans_b ? Tag::ba : Tag::ab);
-  const memory::desc bias_md({1, plan.N}, memory::data_type::f32, Tag::ab);
-  const memory::desc w_any({plan.K, plan.N}, t.w, Tag::any);
-  auto d = plan.has_bias ? dnnl::matmul::desc(a_md, w_any, bias_md, y_md)
-                         : dnnl::matmul::desc(a_md, w_any, y_md);
-  dnnl::matmul::primitive_desc pd(d, dnnl_common::UserScratchpad(), e);
+  const GemmTypes& t = k.types;
+  const memory::dims a_strides = k.trans_a ? memory::dims{1, k.lda} : memory::dims{k.lda, 1};
+  const memory::desc a_md({M, k.K}, t.a, a_strides), y_md({M, k.N}, t.y, Tag::ab);
+  const memory::desc w_user_md({k.K, k.N}, t.w, k.trans_b ? Tag::ba : Tag::ab);
+  const memory::desc bias_md({1, k.N}, memory::data_type::f32, Tag::ab);
+  // B read where it is when it changes per call, unless transposed (oneDNN packs that).
+  const memory::desc w_md =
+      k.b_constant || k.trans_b ? memory::desc({k.K, k.N}, t.w, Tag::any) : w_user_md;
+  auto d =
+      k.bias ? dnnl::matmul::desc(a_md, w_md, bias_md, y_md) : dnnl::matmul::desc(a_md, w_md, y_md);
+  dnnl::primitive_attr attr = dnnl_common::UserScratchpad();
+  attr.set_post_ops(dnnl_common::PostOpsOf(k.sum, k.act, k.alpha, k.beta));
+  dnnl::matmul::primitive_desc pd(d, attr, e);
+  const std::string impl = pd.impl_info_str();
+  if (impl.find("ref") != std::string::npos)  // its reference loops: kiln's own kernels are faster
+    throw dnnl::error(dnnl_unimplemented, "only oneDNN's reference matmul takes this layout");
   // Integer products only where the CPU multiplies 8-bit pairs into int32 exactly (VNNI, AMX):
   // without it oneDNN sums pairs in saturating int16 (vpmaddubsw) and the result can differ.
-  const std::string impl = pd.impl_info_str();
   if (t.y == memory::data_type::s32 && impl.find("vnni") == std::string::npos &&
       impl.find("amx") == std::string::npos)
     throw dnnl::error(dnnl_unimplemented, "no exact int8 kernel on this CPU");
   GemmPart part;
+  part.impl = impl;
   part.m0 = m0;
   part.M = M;
   part.mm = dnnl::matmul(pd);
@@ -93,7 +120,7 @@ GemmPart MakePart(const DnnlGemmPlan& plan, int64_t m0, int64_t M) {
     part.w = part.w_user;
   }
   part.args = {{DNNL_ARG_SRC, part.a}, {DNNL_ARG_WEIGHTS, part.w}, {DNNL_ARG_DST, part.y}};
-  if (plan.has_bias) {
+  if (k.bias) {
     part.bias = memory(bias_md, e, DNNL_MEMORY_NONE);
     part.args.emplace(DNNL_ARG_BIAS, part.bias);
   }
@@ -101,10 +128,11 @@ GemmPart MakePart(const DnnlGemmPlan& plan, int64_t m0, int64_t M) {
 }
 
 void Prepare(DnnlGemmPlan* plan) {
-  const int64_t n = std::max<int64_t>(1, std::min<int64_t>(plan->threads, plan->M / 4));
+  const GemmKey& k = plan->key;
+  const int64_t n = std::max<int64_t>(1, std::min<int64_t>(k.threads, k.M / 4));
   for (int64_t c = 0; c < n; ++c) {
-    const int64_t a = c * plan->M / n, e = (c + 1) * plan->M / n;
-    plan->parts.push_back(MakePart(*plan, a, e - a));
+    const int64_t a = c * k.M / n, e = (c + 1) * k.M / n;
+    plan->parts.push_back(MakePart(k, a, e - a));
   }
   GemmPart& first = plan->parts[0];
   for (size_t c = 1; c < plan->parts.size(); ++c) {
@@ -118,24 +146,54 @@ void Prepare(DnnlGemmPlan* plan) {
   plan->supported = true;
 }
 
-// Y = A op(B) (+ bias) for any GemmTypes; A, B and Y as bytes of their types.
+// Where the sum post-op stands in for z or a bias per row: rows [m0, m0 + rows) of y start as
+// z (or 0) plus the row's bias.
+void StartRows(float* y, const float* z, const float* bias_per_row, int64_t m0, int64_t rows,
+               int64_t N) {
+  for (int64_t r = m0; r < m0 + rows; ++r) {
+    float* yr = y + r * N;
+    const float* zr = z ? z + r * N : nullptr;
+    if (!bias_per_row) {
+      if (zr != yr) std::memcpy(yr, zr, N * sizeof(float));
+      continue;
+    }
+    const float b = bias_per_row[r];
+    if (zr)
+      for (int64_t j = 0; j < N; ++j) yr[j] = zr[j] + b;
+    else
+      std::fill(yr, yr + N, b);
+  }
+}
+
+// Y = post(A op(B) (+ bias)) for any GemmTypes; A, B and Y as bytes of their types (a bias per
+// row and post.z only with float Y).
 bool RunGemm(int64_t M, int64_t N, int64_t K, const GemmTypes& types, const void* A, const void* B,
              bool trans_b, bool b_constant, const float* bias, void* Y, int threads,
-             std::unique_ptr<NodeState>* state) {
+             std::unique_ptr<NodeState>* state, const GemmOptions& options = {}) {
   std::unique_ptr<NodeState> local;
   if (!state) state = &local;
   auto* plan = dynamic_cast<DnnlGemmPlan*>(state->get());
   dnnl_common::SingleThreaded();
-  if (!plan || plan->M != M || plan->N != N || plan->K != K || plan->trans_b != trans_b ||
-      plan->has_bias != (bias != nullptr) || !(plan->types == types) || plan->threads != threads) {
+  const PostOps& post = options.post;
+  const float* row_bias = options.bias_per_row ? bias : nullptr;
+  GemmKey key;
+  key.M = M;
+  key.N = N;
+  key.K = K;
+  key.lda = options.lda > 0 ? options.lda : options.trans_a ? M : K;
+  key.types = types;
+  key.trans_a = options.trans_a;
+  key.trans_b = trans_b;
+  key.b_constant = b_constant;
+  key.bias = bias && !row_bias;
+  key.sum = post.z || row_bias;
+  key.act = post.act;
+  key.alpha = post.alpha;
+  key.beta = post.beta;
+  key.threads = threads;
+  if (!plan || !(plan->key == key)) {
     auto fresh = std::make_unique<DnnlGemmPlan>();
-    fresh->M = M;
-    fresh->N = N;
-    fresh->K = K;
-    fresh->trans_b = trans_b;
-    fresh->has_bias = bias != nullptr;
-    fresh->types = types;
-    fresh->threads = threads;
+    fresh->key = key;
     plan = fresh.get();
     *state = std::move(fresh);
     try {
@@ -154,18 +212,23 @@ bool RunGemm(int64_t M, int64_t N, int64_t K, const GemmTypes& types, const void
     }
     plan->w_ptr = b_constant ? B : nullptr;
   }
-  const size_t a_row = K * ElementBytes(types.a), y_row = N * ElementBytes(types.y);
+  const size_t a_elem = ElementBytes(types.a), y_row = N * ElementBytes(types.y);
+  const size_t a_step = options.trans_a ? a_elem : key.lda * a_elem;  // from one row to the next
   ParallelFor(threads, static_cast<int64_t>(plan->parts.size()), [&](int64_t c0, int64_t c1) {
     dnnl_common::SingleThreaded();
     for (int64_t c = c0; c < c1; ++c) {
       GemmPart& part = plan->parts[c];
       dnnl::stream& s = dnnl_common::Stream();
-      part.a.set_data_handle(const_cast<char*>(static_cast<const char*>(A) + part.m0 * a_row));
-      part.y.set_data_handle(static_cast<char*>(Y) + part.m0 * y_row);
-      if (bias) part.bias.set_data_handle(const_cast<float*>(bias));
+      char* y = static_cast<char*>(Y) + part.m0 * y_row;
+      part.a.set_data_handle(const_cast<char*>(static_cast<const char*>(A) + part.m0 * a_step));
+      part.y.set_data_handle(y);
+      if (key.bias) part.bias.set_data_handle(const_cast<float*>(bias));
+      if (key.sum) StartRows(static_cast<float*>(Y), post.z, row_bias, part.m0, part.M, N);
       part.scratchpad.Bind(part.args);
       part.mm.execute(s, part.args);
       s.wait();
+      float* yf = reinterpret_cast<float*>(y);
+      if (post.act == PostOps::Act::kSwish) SwishF32(yf, yf, part.M * N, 1.0f);
     }
   });
   return true;
@@ -175,8 +238,8 @@ bool RunGemm(int64_t M, int64_t N, int64_t K, const GemmTypes& types, const void
 
 bool DnnlGemm(int64_t M, int64_t N, int64_t K, const float* A, const float* B, bool trans_b,
               bool b_constant, const float* bias, float* Y, int threads,
-              std::unique_ptr<NodeState>* state) {
-  return RunGemm(M, N, K, GemmTypes{}, A, B, trans_b, b_constant, bias, Y, threads, state);
+              std::unique_ptr<NodeState>* state, const GemmOptions& options) {
+  return RunGemm(M, N, K, GemmTypes{}, A, B, trans_b, b_constant, bias, Y, threads, state, options);
 }
 
 bool DnnlGemmInt8(int64_t M, int64_t N, int64_t K, const void* A, bool a_signed, const int8_t* B,
@@ -285,7 +348,7 @@ bool DnnlBatchedMatMul(int64_t, int64_t, int64_t, int64_t, const float*, const f
 }
 
 bool DnnlGemm(int64_t, int64_t, int64_t, const float*, const float*, bool, bool, const float*,
-              float*, int, std::unique_ptr<NodeState>*) {
+              float*, int, std::unique_ptr<NodeState>*, const GemmOptions&) {
   return false;
 }
 
