@@ -146,10 +146,32 @@ KILN_AI void PlaneByRows(const Pool2DShape& s, int64_t step, Tap tap, float* rm,
   }
 }
 
+// An average's divisors: the tap count of output row oh times that of output column ow (null
+// for a maximum).
+struct Divisors {
+  const float* rows = nullptr;
+  const float* cols = nullptr;
+};
+
+// y = y / count, NaN where the count is 0 (a window wholly in the pads).
+KILN_AI void DividePlane(const Pool2DShape& s, const Divisors& d, float* yp) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (int64_t oh = 0; oh < s.OH; ++oh) {
+    float* __restrict yr = yp + oh * s.OW;
+    const float r = d.rows[oh];
+    KILN_IVDEP
+    for (int64_t ow = 0; ow < s.OW; ++ow) {
+      const float count = r * d.cols[ow];
+      yr[ow] = count > 0 ? yr[ow] / count : nan;
+    }
+  }
+}
+
 // Planes [p0, p1) over a padded copy of each (pads of -inf for a maximum, 0 for a sum), so that
-// every tap is read without bounds checks.
+// every tap is read without bounds checks; an average's sums are then divided, plane by plane.
 template <bool kMax>
-KILN_AI void PlanesBody(const Pool2DShape& s, const float* x, float* y, int64_t p0, int64_t p1) {
+KILN_AI void PlanesBody(const Pool2DShape& s, const Divisors& d, const float* x, float* y,
+                        int64_t p0, int64_t p1) {
   const Padded p(s);
   const int64_t We = (p.Wp + 1) / 2, plane = s.sw == 2 ? 2 * p.Hp * We : p.Hp * p.Wp;
   const int64_t rows = (s.OH - 1) * s.sh + s.KH;
@@ -163,34 +185,39 @@ KILN_AI void PlanesBody(const Pool2DShape& s, const float* x, float* y, int64_t 
       PlaneByRows<kMax>(
           s, 1, [&](int64_t h, int64_t kw) { return (kw % 2 ? odd : even) + h * We + kw / 2; }, rm,
           yp);
-      continue;
+    } else {
+      FillPadded(s, p, x + pl * s.H * s.W, kStart<kMax>, xp);
+      auto tap = [&](int64_t h, int64_t kw) { return xp + h * p.Wp + kw; };
+      if (s.sw == 1)
+        PlaneByRows<kMax>(s, 1, tap, rm, yp);  // contiguous taps: vectors
+      else
+        PlaneByRows<kMax>(s, s.sw, tap, rm, yp);
     }
-    FillPadded(s, p, x + pl * s.H * s.W, kStart<kMax>, xp);
-    auto tap = [&](int64_t h, int64_t kw) { return xp + h * p.Wp + kw; };
-    if (s.sw == 1)
-      PlaneByRows<kMax>(s, 1, tap, rm, yp);  // contiguous taps: vectors
-    else
-      PlaneByRows<kMax>(s, s.sw, tap, rm, yp);
+    if (d.rows) DividePlane(s, d, yp);
   }
 }
 
-using PlanesFn = void (*)(const Pool2DShape&, const float*, float*, int64_t, int64_t);
+using PlanesFn = void (*)(const Pool2DShape&, const Divisors&, const float*, float*, int64_t,
+                          int64_t);
 
 template <bool kMax>
-void PlanesBase(const Pool2DShape& s, const float* x, float* y, int64_t p0, int64_t p1) {
-  PlanesBody<kMax>(s, x, y, p0, p1);
+void PlanesBase(const Pool2DShape& s, const Divisors& d, const float* x, float* y, int64_t p0,
+                int64_t p1) {
+  PlanesBody<kMax>(s, d, x, y, p0, p1);
 }
 #if KILN_X86_DISPATCH
 template <bool kMax>
-__attribute__((target("avx2,fma"))) void PlanesAvx2(const Pool2DShape& s, const float* x, float* y,
-                                                    int64_t p0, int64_t p1) {
-  PlanesBody<kMax>(s, x, y, p0, p1);
+__attribute__((target("avx2,fma"))) void PlanesAvx2(const Pool2DShape& s, const Divisors& d,
+                                                    const float* x, float* y, int64_t p0,
+                                                    int64_t p1) {
+  PlanesBody<kMax>(s, d, x, y, p0, p1);
 }
 template <bool kMax>
 __attribute__((target("avx512f,avx512bw,fma"))) void PlanesAvx512(const Pool2DShape& s,
-                                                                  const float* x, float* y,
-                                                                  int64_t p0, int64_t p1) {
-  PlanesBody<kMax>(s, x, y, p0, p1);
+                                                                  const Divisors& d, const float* x,
+                                                                  float* y, int64_t p0,
+                                                                  int64_t p1) {
+  PlanesBody<kMax>(s, d, x, y, p0, p1);
 }
 #endif
 
@@ -205,11 +232,12 @@ PlanesFn PlanesFor() {
 }
 
 template <bool kMax>
-void RunPlanes(const Pool2DShape& s, const float* x, float* y, int threads) {
+void RunPlanes(const Pool2DShape& s, const float* x, float* y, int threads,
+               const Divisors& d = {}) {
   const PlanesFn fn = PlanesFor<kMax>();
   const int64_t work = s.planes * s.OH * s.OW * (s.KH + s.KW);
   const int t = static_cast<int>(std::min<int64_t>({threads, s.planes, work / (1 << 16) + 1, 64}));
-  ParallelFor(t, s.planes, [&](int64_t p0, int64_t p1) { fn(s, x, y, p0, p1); });
+  ParallelFor(t, s.planes, [&](int64_t p0, int64_t p1) { fn(s, d, x, y, p0, p1); });
 }
 
 // Taps of a window starting at `start` (K taps) inside [0, n) (as the reference's TapRange).
@@ -370,24 +398,16 @@ int64_t MaxPool2D(const Pool2DShape& s, const float* x, float* y, int threads, b
 void AveragePool2D(const Pool2DShape& s, const float* x, float* y, bool count_include_pad,
                    int threads) {
   if (s.planes <= 0 || s.OH <= 0 || s.OW <= 0) return;
-  RunPlanes<false>(s, x, y, threads);
-  // Divide by the tap count of each window, separable in rows and columns.
-  std::vector<int64_t> ch(s.OH), cw(s.OW);
+  // Divide by the tap count of each window, separable in rows and columns (small integers, so
+  // their float product is exact).
+  std::vector<float> ch(s.OH), cw(s.OW);
   for (int64_t oh = 0; oh < s.OH; ++oh)
-    ch[oh] = count_include_pad ? TapCount(oh * s.sh, s.KH, s.H + s.ph + s.peh)
-                               : TapCount(oh * s.sh - s.ph, s.KH, s.H);
+    ch[oh] = static_cast<float>(count_include_pad ? TapCount(oh * s.sh, s.KH, s.H + s.ph + s.peh)
+                                                  : TapCount(oh * s.sh - s.ph, s.KH, s.H));
   for (int64_t ow = 0; ow < s.OW; ++ow)
-    cw[ow] = count_include_pad ? TapCount(ow * s.sw, s.KW, s.W + s.pw + s.pew)
-                               : TapCount(ow * s.sw - s.pw, s.KW, s.W);
-  for (int64_t pl = 0; pl < s.planes; ++pl)
-    for (int64_t oh = 0; oh < s.OH; ++oh) {
-      float* yr = y + (pl * s.OH + oh) * s.OW;
-      for (int64_t ow = 0; ow < s.OW; ++ow) {
-        const int64_t count = ch[oh] * cw[ow];
-        yr[ow] = count > 0 ? yr[ow] / static_cast<float>(count)
-                           : std::numeric_limits<float>::quiet_NaN();
-      }
-    }
+    cw[ow] = static_cast<float>(count_include_pad ? TapCount(ow * s.sw, s.KW, s.W + s.pw + s.pew)
+                                                  : TapCount(ow * s.sw - s.pw, s.KW, s.W));
+  RunPlanes<false>(s, x, y, threads, Divisors{ch.data(), cw.data()});
 }
 
 }  // namespace kiln::ops
