@@ -441,6 +441,7 @@ std::unique_ptr<ResizeAxisF32> TableOf(const std::vector<Taps>& taps) {
       }
     t->start.push_back(static_cast<int64_t>(t->idx.size()));
   }
+  t->Finish();
   return t;
 }
 

@@ -19,7 +19,15 @@ struct ResizeAxisF32 {
   std::vector<int64_t> idx;
   std::vector<float> w;
   std::vector<uint8_t> extrapolate;
+  // Where every output position has the same 1 to 4 taps and none extrapolates (Finish() says):
+  // that count, and tap t of output i at idx32[t * size() + i], w_by_tap[t * size() + i], for
+  // the last axis's vector gathers.
+  int uniform_taps = 0;
+  std::vector<int32_t> idx32;
+  std::vector<float> w_by_tap;
   int64_t size() const { return static_cast<int64_t>(start.size()) - 1; }
+  // Fills uniform_taps, idx32 and w_by_tap once the table is complete.
+  void Finish();
 };
 
 // y (dims `in` with each resized axis at its table's size) = x resized along every axis that has

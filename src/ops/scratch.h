@@ -24,6 +24,8 @@ enum class ScratchSlot {
   kConvZ,           // a FusedConv's Z, where Y took its bytes and a kernel needs it apart
   kConvRows,        // the direct convolution's input pointers per pixel and tap
   kQuantAcc,        // an integer product's int32 sums before the requantization
+  kResizePass0,
+  kResizePass1,  // a separable Resize's results between its passes
   kCount
 };
 
