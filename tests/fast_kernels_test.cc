@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <functional>
 #include <random>
@@ -343,6 +344,17 @@ TEST(FastKernels, ResizeAgainstTheDoubleReference) {
   crop.coord = "tf_crop_and_resize";
   crop.roi = {0, 0, -0.2, 0.1, 1, 1, 1.3, 0.9};
   cases.push_back(crop);
+  // Planes of several blocks of output rows (ResizeF32 passes both trailing axes per block):
+  // down (rows first) and up (columns first, each block gathering the input rows it reads).
+  for (auto [h, w, sh, sw] : {std::array<double, 4>{150, 160, 0.5, 0.5},
+                              {40, 300, 2.0, 2.0},
+                              {37, 90, 1.75, 0.5},
+                              {100, 400, 2.0, 0.5}}) {
+    ResizeCase big;
+    big.in = {1, 2, static_cast<int64_t>(h), static_cast<int64_t>(w)};
+    big.scales = {1, 1, sh, sw};
+    cases.push_back(big);
+  }
   std::mt19937 rng(5);
   for (const ResizeCase& c : cases) {
     int64_t n = 1;
