@@ -146,15 +146,17 @@ KILN_AI void PlaneByRows(const Pool2DShape& s, int64_t step, Tap tap, float* rm,
   }
 }
 
-// An average's divisors: the tap count of output row oh times that of output column ow (null
-// for a maximum).
-struct Divisors {
+// What each plane gets once pooled, while it is in cache: an average, its division by the tap
+// count of output row oh times that of output column ow (rows, cols); a maximum, the check for
+// -inf results, into bad[plane] (MaxPool2D's contract).
+struct PlaneEnd {
   const float* rows = nullptr;
   const float* cols = nullptr;
+  bool* bad = nullptr;
 };
 
 // y = y / count, NaN where the count is 0 (a window wholly in the pads).
-KILN_AI void DividePlane(const Pool2DShape& s, const Divisors& d, float* yp) {
+KILN_AI void DividePlane(const Pool2DShape& s, const PlaneEnd& d, float* yp) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   for (int64_t oh = 0; oh < s.OH; ++oh) {
     float* __restrict yr = yp + oh * s.OW;
@@ -170,7 +172,7 @@ KILN_AI void DividePlane(const Pool2DShape& s, const Divisors& d, float* yp) {
 // Planes [p0, p1) over a padded copy of each (pads of -inf for a maximum, 0 for a sum), so that
 // every tap is read without bounds checks; an average's sums are then divided, plane by plane.
 template <bool kMax>
-KILN_AI void PlanesBody(const Pool2DShape& s, const Divisors& d, const float* x, float* y,
+KILN_AI void PlanesBody(const Pool2DShape& s, const PlaneEnd& d, const float* x, float* y,
                         int64_t p0, int64_t p1) {
   const Padded p(s);
   const int64_t We = (p.Wp + 1) / 2, plane = s.sw == 2 ? 2 * p.Hp * We : p.Hp * p.Wp;
@@ -194,27 +196,28 @@ KILN_AI void PlanesBody(const Pool2DShape& s, const Divisors& d, const float* x,
         PlaneByRows<kMax>(s, s.sw, tap, rm, yp);
     }
     if (d.rows) DividePlane(s, d, yp);
+    if (d.bad) d.bad[pl] = HasNegativeInfinity(yp, s.OH * s.OW);
   }
 }
 
-using PlanesFn = void (*)(const Pool2DShape&, const Divisors&, const float*, float*, int64_t,
+using PlanesFn = void (*)(const Pool2DShape&, const PlaneEnd&, const float*, float*, int64_t,
                           int64_t);
 
 template <bool kMax>
-void PlanesBase(const Pool2DShape& s, const Divisors& d, const float* x, float* y, int64_t p0,
+void PlanesBase(const Pool2DShape& s, const PlaneEnd& d, const float* x, float* y, int64_t p0,
                 int64_t p1) {
   PlanesBody<kMax>(s, d, x, y, p0, p1);
 }
 #if KILN_X86_DISPATCH
 template <bool kMax>
-__attribute__((target("avx2,fma"))) void PlanesAvx2(const Pool2DShape& s, const Divisors& d,
+__attribute__((target("avx2,fma"))) void PlanesAvx2(const Pool2DShape& s, const PlaneEnd& d,
                                                     const float* x, float* y, int64_t p0,
                                                     int64_t p1) {
   PlanesBody<kMax>(s, d, x, y, p0, p1);
 }
 template <bool kMax>
 __attribute__((target("avx512f,avx512bw,fma"))) void PlanesAvx512(const Pool2DShape& s,
-                                                                  const Divisors& d, const float* x,
+                                                                  const PlaneEnd& d, const float* x,
                                                                   float* y, int64_t p0,
                                                                   int64_t p1) {
   PlanesBody<kMax>(s, d, x, y, p0, p1);
@@ -233,7 +236,7 @@ PlanesFn PlanesFor() {
 
 template <bool kMax>
 void RunPlanes(const Pool2DShape& s, const float* x, float* y, int threads,
-               const Divisors& d = {}) {
+               const PlaneEnd& d = {}) {
   const PlanesFn fn = PlanesFor<kMax>();
   const int64_t work = s.planes * s.OH * s.OW * (s.KH + s.KW);
   const int t = static_cast<int>(std::min<int64_t>({threads, s.planes, work / (1 << 16) + 1, 64}));
@@ -385,14 +388,8 @@ void ChannelsLastPool2D(const Pool2DShape& s, int64_t N, PoolFlavor flavor, cons
 
 int64_t MaxPool2D(const Pool2DShape& s, const float* x, float* y, int threads, bool* bad) {
   if (s.planes <= 0 || s.OH <= 0 || s.OW <= 0) return 0;
-  RunPlanes<true>(s, x, y, threads);
-  int64_t n = 0;
-  for (int64_t pl = 0; pl < s.planes; ++pl) {
-    const float* yp = y + pl * s.OH * s.OW;
-    bad[pl] = HasNegativeInfinity(yp, s.OH * s.OW);
-    n += bad[pl];
-  }
-  return n;
+  RunPlanes<true>(s, x, y, threads, PlaneEnd{nullptr, nullptr, bad});
+  return std::count(bad, bad + s.planes, true);
 }
 
 void AveragePool2D(const Pool2DShape& s, const float* x, float* y, bool count_include_pad,
@@ -407,7 +404,7 @@ void AveragePool2D(const Pool2DShape& s, const float* x, float* y, bool count_in
   for (int64_t ow = 0; ow < s.OW; ++ow)
     cw[ow] = static_cast<float>(count_include_pad ? TapCount(ow * s.sw, s.KW, s.W + s.pw + s.pew)
                                                   : TapCount(ow * s.sw - s.pw, s.KW, s.W));
-  RunPlanes<false>(s, x, y, threads, Divisors{ch.data(), cw.data()});
+  RunPlanes<false>(s, x, y, threads, PlaneEnd{ch.data(), cw.data()});
 }
 
 }  // namespace kiln::ops
