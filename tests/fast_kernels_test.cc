@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "frontend/onnx_import.h"
+#include "ops/common.h"
 #include "runtime/executor.h"
 #include "test_models.h"
 
@@ -783,6 +784,62 @@ TEST(FastKernels, PoolingOnShortRowsAgainstTheDoubleReference) {
 // The heap selection (k small beside the axis) against a stable sort: values drawn from few
 // levels so that ties are many (the smaller index first), largest and smallest, float and
 // double, rows over threads; a row holding NaN takes the sorting path (NaN ranks above numbers).
+// Where with the condition, X and Y broadcast on leading, inner and middle axes (the rows
+// ForEachBroadcastRow merges, contiguous, broadcast or strided within a row), 1 and 3 threads,
+// against a loop over the output's indices.
+TEST(FastKernels, WhereBroadcastsAgainstTheIndexLoop) {
+  const Dims od = {4, 3, 40, 50};
+  struct Case {
+    Dims c, y;  // X is the input, of od's dims or `x`
+    Dims x;
+  };
+  const std::vector<Case> cases = {{{1, 1, 40, 50}, {}, od},
+                                   {{40, 50}, {1}, od},
+                                   {od, {3, 1, 1}, od},
+                                   {{4, 1, 40, 1}, {50}, od},
+                                   {{1, 3, 1, 50}, {4, 1, 40, 1}, od},
+                                   {{1}, {1, 1, 1, 50}, {4, 3, 40, 1}},
+                                   {{4, 3, 1, 1}, od, {1, 1, 50}}};
+  std::mt19937 rng(41);
+  for (const Case& k : cases) {
+    onnx::ModelProto m = testing::EmptyModel("where");
+    auto* g = m.mutable_graph();
+    *g->add_input() = Info("x", onnx::TensorProto::FLOAT, k.x);
+    *g->add_output() = Info("o", onnx::TensorProto::FLOAT, od);
+    auto* c = g->add_initializer();
+    c->set_name("c");
+    c->set_data_type(onnx::TensorProto::BOOL);
+    for (int64_t d : k.c) c->add_dims(d);
+    std::vector<int> cv(static_cast<size_t>(NumElements(k.c)));
+    for (int& v : cv) v = static_cast<int>(rng() % 2);
+    for (int v : cv) c->add_int32_data(v);
+    const auto yv = Random(static_cast<size_t>(NumElements(k.y)), rng);
+    FillTensor(g->add_initializer(), "y", onnx::TensorProto::FLOAT, k.y, yv);
+    testing::AddNamedNode(g, "Where", {"c", "x", "y"}, "o");
+    const auto xv = Random(static_cast<size_t>(NumElements(k.x)), rng);
+    const Dims cs = ops::BroadcastStrides(k.c, od), xs = ops::BroadcastStrides(k.x, od),
+               ys = ops::BroadcastStrides(k.y, od);
+    for (int threads : {1, 3}) {
+      auto out = RunModel(m, InputOf(DType::kFloat32, k.x, xv), threads);
+      ASSERT_EQ(out.size(), 1u);
+      ASSERT_EQ(out[0].size(), static_cast<size_t>(NumElements(od)));
+      int64_t i = 0;
+      for (int64_t a = 0; a < od[0]; ++a)
+        for (int64_t b = 0; b < od[1]; ++b)
+          for (int64_t h = 0; h < od[2]; ++h)
+            for (int64_t w = 0; w < od[3]; ++w, ++i) {
+              auto at = [&](const Dims& st) {
+                return a * st[0] + b * st[1] + h * st[2] + w * st[3];
+              };
+              const double want = cv[at(cs)] ? xv[at(xs)] : yv[at(ys)];
+              ASSERT_EQ(out[0][i], want)
+                  << "case c " << DimsToString(k.c) << " x " << DimsToString(k.x) << " y "
+                  << DimsToString(k.y) << " threads " << threads << " at " << i;
+            }
+    }
+  }
+}
+
 TEST(FastKernels, TopKSelectionAgainstAStableSort) {
   std::mt19937 rng(31);
   for (auto type : {onnx::TensorProto::FLOAT, onnx::TensorProto::DOUBLE})

@@ -3,8 +3,10 @@
 // 16-bit floats) and converted back on store.
 #pragma once
 
+#include <array>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "ops/common.h"
 #include "ops/thread_pool.h"
@@ -131,6 +133,62 @@ struct ScalarRows {
 // Below this many elements a broadcast loop runs on the calling thread: waking the pool costs more.
 constexpr int64_t kBroadcastElementsPerThread = 1 << 15;
 
+// Walks `od` (the broadcast of operands of dims in_dims[k]) as rows of its innermost axis once
+// adjacent axes that every operand walks contiguously (or broadcasts) are merged, so that e.g. a
+// per-channel bias over NCHW becomes rows of H*W with a scalar operand: fn(o, off, inner, step)
+// per row, o its first output element, off[k] operand k's offset there and step[k] its stride
+// along the row. Rows split over up to `threads` threads (one below kBroadcastElementsPerThread
+// elements a thread).
+template <size_t N, class F>
+inline void ForEachBroadcastRow(const Dims& od, const std::array<Dims, N>& in_dims, int threads,
+                                F&& fn) {
+  const int64_t n = NumElements(od);
+  if (n == 0) return;
+  std::array<Dims, N> s, m;
+  for (size_t k = 0; k < N; ++k) s[k] = BroadcastStrides(in_dims[k], od);
+  Dims d;
+  for (size_t a = 0; a < od.size(); ++a) {
+    if (od[a] == 1) continue;
+    bool merge = !d.empty();
+    for (size_t k = 0; k < N && merge; ++k) merge = m[k].back() == s[k][a] * od[a];
+    if (!merge) d.push_back(od[a]);
+    if (merge) d.back() *= od[a];
+    for (size_t k = 0; k < N; ++k) {
+      if (!merge) m[k].push_back(0);
+      m[k].back() = s[k][a];
+    }
+  }
+  if (d.empty()) {
+    d.push_back(1);
+    for (size_t k = 0; k < N; ++k) m[k].push_back(0);
+  }
+  const int rank = static_cast<int>(d.size());
+  const int64_t inner = d[rank - 1];
+  std::array<int64_t, N> step;
+  for (size_t k = 0; k < N; ++k) step[k] = m[k][rank - 1];
+  const int t = static_cast<int>(std::min<int64_t>(threads, n / kBroadcastElementsPerThread + 1));
+  ParallelFor(t, n / inner, [&](int64_t r0, int64_t r1) {
+    // The outer index of row r0, and the operands' offsets there.
+    std::vector<int64_t> idx(rank, 0);
+    std::array<int64_t, N> off{};
+    int64_t rest = r0;
+    for (int a = rank - 2; a >= 0; --a) {
+      idx[a] = rest % d[a];
+      rest /= d[a];
+      for (size_t k = 0; k < N; ++k) off[k] += idx[a] * m[k][a];
+    }
+    for (int64_t r = r0; r < r1; ++r) {
+      fn(r * inner, off, inner, step);
+      for (int a = rank - 2; a >= 0; --a) {
+        for (size_t k = 0; k < N; ++k) off[k] += m[k][a];
+        if (++idx[a] < d[a]) break;
+        for (size_t k = 0; k < N; ++k) off[k] -= m[k][a] * d[a];
+        idx[a] = 0;
+      }
+    }
+  });
+}
+
 // out = f(a, b) with numpy broadcasting of a and b to `od`. Same-shape and scalar operands get
 // contiguous row loops (`rows`); anything else walks the broadcast strides with f, its rows split
 // over up to `threads` threads.
@@ -152,66 +210,24 @@ inline void BinaryLoopRows(const TA* a, const Dims& ad, const TB* b, const Dims&
     rows.scalar_b(static_cast<Acc<TB>>(b[0]), a, o, n);
     return;
   }
-  if (n == 0) return;
-  // Merge adjacent axes that both operands walk contiguously (or both broadcast), so that
-  // e.g. a per-channel bias over NCHW becomes rows of H*W with a scalar operand.
-  Dims sa = BroadcastStrides(ad, od), sb = BroadcastStrides(bd, od);
-  Dims d;
-  Dims ma, mb;
-  for (size_t k = 0; k < od.size(); ++k) {
-    if (od[k] == 1) continue;
-    if (!d.empty() && ma.back() == sa[k] * od[k] && mb.back() == sb[k] * od[k]) {
-      d.back() *= od[k];
-      ma.back() = sa[k];
-      mb.back() = sb[k];
-    } else {
-      d.push_back(od[k]);
-      ma.push_back(sa[k]);
-      mb.push_back(sb[k]);
-    }
-  }
-  if (d.empty()) {
-    d.push_back(1);
-    ma.push_back(0);
-    mb.push_back(0);
-  }
-  const int rank = static_cast<int>(d.size());
-  const int64_t inner = d[rank - 1], ia = ma[rank - 1], ib = mb[rank - 1];
-  const int t = static_cast<int>(std::min<int64_t>(threads, n / kBroadcastElementsPerThread + 1));
-  ParallelFor(t, n / inner, [&](int64_t r0, int64_t r1) {
-    // The outer index of row r0, and the operands' offsets there.
-    std::vector<int64_t> idx(rank, 0);
-    int64_t oa = 0, ob = 0;
-    int64_t rest = r0;
-    for (int k = rank - 2; k >= 0; --k) {
-      idx[k] = rest % d[k];
-      rest /= d[k];
-      oa += idx[k] * ma[k];
-      ob += idx[k] * mb[k];
-    }
-    for (int64_t row_index = r0; row_index < r1; ++row_index) {
-      R* row = o + row_index * inner;
-      if (ia == 1 && ib == 1) {
-        rows.same(a + oa, b + ob, row, inner);
-      } else if (ia == 0 && ib == 1) {
-        rows.scalar_a(static_cast<Acc<TA>>(a[oa]), b + ob, row, inner);
-      } else if (ia == 1 && ib == 0) {
-        rows.scalar_b(static_cast<Acc<TB>>(b[ob]), a + oa, row, inner);
-      } else {
-        for (int64_t j = 0; j < inner; ++j)
-          row[j] = static_cast<R>(
-              f(static_cast<Acc<TA>>(a[oa + j * ia]), static_cast<Acc<TB>>(b[ob + j * ib])));
-      }
-      for (int k = rank - 2; k >= 0; --k) {
-        oa += ma[k];
-        ob += mb[k];
-        if (++idx[k] < d[k]) break;
-        oa -= ma[k] * d[k];
-        ob -= mb[k] * d[k];
-        idx[k] = 0;
-      }
-    }
-  });
+  ForEachBroadcastRow<2>(od, {ad, bd}, threads,
+                         [&](int64_t oo, const std::array<int64_t, 2>& off, int64_t inner,
+                             const std::array<int64_t, 2>& step) {
+                           R* row = o + oo;
+                           const TA* ar = a + off[0];
+                           const TB* br = b + off[1];
+                           if (step[0] == 1 && step[1] == 1) {
+                             rows.same(ar, br, row, inner);
+                           } else if (step[0] == 0 && step[1] == 1) {
+                             rows.scalar_a(static_cast<Acc<TA>>(ar[0]), br, row, inner);
+                           } else if (step[0] == 1 && step[1] == 0) {
+                             rows.scalar_b(static_cast<Acc<TB>>(br[0]), ar, row, inner);
+                           } else {
+                             for (int64_t j = 0; j < inner; ++j)
+                               row[j] = static_cast<R>(f(static_cast<Acc<TA>>(ar[j * step[0]]),
+                                                         static_cast<Acc<TB>>(br[j * step[1]])));
+                           }
+                         });
 }
 
 template <class TA, class TB, class R, class F>

@@ -122,6 +122,31 @@ void RegisterVariadic(OpRegistry& r) {
   RegVariadic<kNumericTypes, false>(r, "Min", []<class V>(V a, V b) -> V { return MinOf(a, b); });
 }
 
+// o[j] = c[j * sc] ? x[j * sx] : y[j * sy] for j < n, each stride 0 or 1 (a loop the compiler
+// vectorizes into a blend).
+template <class U, bool kC, bool kX, bool kY>
+void SelectLoop(const bool* __restrict c, const U* __restrict x, const U* __restrict y,
+                U* __restrict o, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) o[j] = c[kC ? j : 0] ? x[kX ? j : 0] : y[kY ? j : 0];
+}
+
+// One row of Where: c, x and y read with strides step[0..2] (ForEachBroadcastRow's).
+template <class U>
+void SelectRow(const bool* c, const U* x, const U* y, U* o, int64_t n,
+               const std::array<int64_t, 3>& step) {
+  if ((step[0] | step[1] | step[2]) > 1) {  // a strided operand
+    for (int64_t j = 0; j < n; ++j) o[j] = c[j * step[0]] ? x[j * step[1]] : y[j * step[2]];
+    return;
+  }
+  using Loop = void (*)(const bool*, const U*, const U*, U*, int64_t);
+  static constexpr Loop loops[8] = {
+      SelectLoop<U, false, false, false>, SelectLoop<U, false, false, true>,
+      SelectLoop<U, false, true, false>,  SelectLoop<U, false, true, true>,
+      SelectLoop<U, true, false, false>,  SelectLoop<U, true, false, true>,
+      SelectLoop<U, true, true, false>,   SelectLoop<U, true, true, true>};
+  loops[step[0] * 4 + step[1] * 2 + step[2]](c, x, y, o, n);
+}
+
 void RegisterWhere(OpRegistry& r) {
   r.Register(
       "Where",
@@ -157,14 +182,15 @@ void RegisterWhere(OpRegistry& r) {
           const U* py = static_cast<const U*>(y.raw());
           U* o = static_cast<U*>(out.raw());
           if (c.size() == n && x.size() == n && y.size() == n) {
-            for (int64_t i = 0; i < n; ++i) o[i] = pc[i] ? px[i] : py[i];
+            SelectRow<U>(pc, px, py, o, n, {1, 1, 1});
             return;
           }
-          std::array<Dims, 3> st{BroadcastStrides(c.dims(), od), BroadcastStrides(x.dims(), od),
-                                 BroadcastStrides(y.dims(), od)};
-          ForEachBroadcast<3>(od, st, [&](int64_t i, const std::array<int64_t, 3>& off) {
-            o[i] = pc[off[0]] ? px[off[1]] : py[off[2]];
-          });
+          ForEachBroadcastRow<3>(od, {c.dims(), x.dims(), y.dims()}, ctx.threads(),
+                                 [&](int64_t oo, const std::array<int64_t, 3>& off, int64_t inner,
+                                     const std::array<int64_t, 3>& step) {
+                                   SelectRow<U>(pc + off[0], px + off[1], py + off[2], o + oo,
+                                                inner, step);
+                                 });
         };
         switch (DTypeSize(x.dtype())) {
           case 1:
