@@ -41,6 +41,7 @@ void RegAct(OpRegistry& r, const char* name, Make make, VecActFn vf = nullptr) {
         });
         return OkStatus();
       });
+  r.MarkWritesWholeOutputs(name, /*types_only=*/true);
 }
 
 // Both written with exp of a non-positive argument, so nothing overflows, and branch-free so
@@ -431,6 +432,7 @@ void RegSoft(OpRegistry& r, const char* name, SoftKind kind) {
         });
         return OkStatus();
       });
+  r.MarkWritesWholeOutputs(name, /*types_only=*/true);
 }
 
 }  // namespace

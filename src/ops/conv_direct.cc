@@ -350,8 +350,8 @@ bool DirectConvPays(const Conv2DParams& p, const ConvLayouts& l) {
 }
 
 void DirectConv(const Conv2DParams& p, const float* x, const float* w, bool w_constant,
-                const float* b, float* y, const ConvLayouts& l, const PostOps& post,
-                int threads, std::unique_ptr<NodeState>* state) {
+                const float* b, float* y, const ConvLayouts& l, const PostOps& post, int threads,
+                std::unique_ptr<NodeState>* state) {
 #if KILN_X86_DISPATCH
   std::unique_ptr<NodeState> local;
   if (!state) state = &local;

@@ -40,6 +40,7 @@ void RegUnary(OpRegistry& r, const char* name, F f, VecUnaryFn vf = nullptr) {
         });
         return OkStatus();
       });
+  r.MarkWritesWholeOutputs(name, /*types_only=*/true);
 }
 
 // Float32 rows of Add / Sub / Mul / Div through the vector kernels (the same IEEE operations),
@@ -103,6 +104,7 @@ void RegBinary(OpRegistry& r, const char* name, F f, const VecBinOp* vop = nullp
         });
         return OkStatus();
       });
+  r.MarkWritesWholeOutputs(name, /*types_only=*/true);
 }
 
 template <class V>

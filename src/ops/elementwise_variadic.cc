@@ -208,6 +208,7 @@ void RegisterWhere(OpRegistry& r) {
         }
         return OkStatus();
       });
+  r.MarkWritesWholeOutputs("Where", /*types_only=*/true);
 }
 
 // Clip: bounds are the min/max attributes before opset 11, optional scalar inputs after.

@@ -198,6 +198,11 @@ class OpRegistry {
 
   void Register(const std::string& op_type, InferFn infer, ComputeFn compute,
                 const std::string& domain = "");
+  // Marks a registered op whose kernel writes every element of every output (every path; a wrong
+  // mark shows in the poison conformance runs), so the executor does not clear them first;
+  // `types_only`: its shape rule reads no input values either (OpSchema::infer_from_types_only).
+  void MarkWritesWholeOutputs(const std::string& op_type, bool types_only,
+                              const std::string& domain = "");
   const OpSchema* Find(const std::string& domain, const std::string& op_type) const;
   std::vector<std::string> Names() const;
 

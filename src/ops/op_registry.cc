@@ -82,6 +82,14 @@ void OpRegistry::Register(const std::string& op_type, InferFn infer, ComputeFn c
   ops_[key].infer_from_types_only = kWholeOutputs.count(key) > 0;
 }
 
+void OpRegistry::MarkWritesWholeOutputs(const std::string& op_type, bool types_only,
+                                        const std::string& domain) {
+  auto it = ops_.find({domain, op_type});
+  KILN_CHECK(it != ops_.end(), "marking an op that is not registered: " + op_type);
+  it->second.writes_whole_outputs = true;
+  it->second.infer_from_types_only = it->second.infer_from_types_only || types_only;
+}
+
 const OpSchema* OpRegistry::Find(const std::string& domain, const std::string& op_type) const {
   std::string d = domain == "ai.onnx" ? "" : domain;
   auto it = ops_.find({d, op_type});

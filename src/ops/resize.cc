@@ -588,6 +588,8 @@ bool ResizeCanRunChannelsLast(const ir::Node& node, const ir::Graph& g) {
 void RegisterResizeOps(OpRegistry& r) {
   r.Register("Resize", ResizeInfer, ResizeCompute);
   r.Register("Upsample", ResizeInfer, ResizeCompute);
+  r.MarkWritesWholeOutputs("Resize", /*types_only=*/false);  // its shape reads scales or sizes
+  r.MarkWritesWholeOutputs("Upsample", /*types_only=*/false);
   RegisterGridOps(r);
 }
 
