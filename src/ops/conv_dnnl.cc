@@ -272,7 +272,9 @@ void PrepareWeights(DnnlConvPlan* plan, const float* w, bool w_constant) {
 // thread on Zen 4: 0.37-0.47 of the direct time on
 // 64..512-channel maps of 14..56 pixels, 0.6-0.9 on 16..48 channels; it loses on a first layer
 // (3 channels: 3.3x slower), on 8 channels (2x) and on the smallest products (64 -> 64 channels
-// on 7 x 7, 1.8M multiply-adds: 1.07). oneDNN 2.6 has Winograd kernels for AVX-512 only.
+// on 7 x 7, 1.8M multiply-adds: 1.07) and on maps under 14 x 14, where oneDNN takes F(2x2, 3x3)
+// (96 -> 208 channels on 13 x 13: 92 GFLOP/s against 190 direct). oneDNN 2.6 has Winograd
+// kernels for AVX-512 only.
 // Its weights take four times the direct ones' bytes (36 transformed taps for 9), which on deep
 // layers of small maps outgrow everything else a model holds (vgg19: 1,077 MB against 638
 // without Winograd, ONNX Runtime 909): so only where the extra weights, 27 C M floats, stay
@@ -281,7 +283,8 @@ bool WinogradWins(const Conv2DParams& p) {
   const int64_t macs = p.N * p.M * p.C * p.KH * p.KW * p.OH * p.OW;
   return BestIsa() == Isa::kAvx512 && p.group == 1 && p.KH == 3 && p.KW == 3 && p.sh == 1 &&
          p.sw == 1 && p.dh == 1 && p.dw == 1 && p.C >= 16 && p.M >= 16 &&
-         macs >= (int64_t{2} << 20) && 27 * p.C <= 16 * p.N * p.OH * p.OW;
+         macs >= (int64_t{2} << 20) && p.OH >= 14 && p.OW >= 14 &&
+         27 * p.C <= 16 * p.N * p.OH * p.OW;
 }
 
 // A part that makes output channels [m0, ..) of out_channels (by_channels), or the whole output.

@@ -32,9 +32,9 @@ enum class ScratchSlot {
 void* ScratchBytes(ScratchSlot slot, size_t bytes);
 
 // Memory for large buffers read on every run (oneDNN's reordered weights, the scratch slots):
-// from 2 MiB up, 2 MiB-aligned and marked for transparent huge pages (madvise), so that
-// streaming a ResNet's weights does not miss the TLB on every 4 KiB page; below, 64-byte
-// aligned. Uninitialized; never null (throws std::bad_alloc).
+// from 2 MiB up, 2 MiB-aligned with its whole 2 MiB pages marked for transparent huge pages
+// (madvise), so that streaming a ResNet's weights does not miss the TLB on every 4 KiB page;
+// below, 64-byte aligned. Uninitialized; never null (throws std::bad_alloc).
 struct FreeDeleter {
   void operator()(void* p) const;
 };
