@@ -163,8 +163,8 @@ TEST(DnnlConv, WinogradLayoutsAndSplits) {
   if (!DnnlAvailable()) GTEST_SKIP() << "built without oneDNN";
   std::mt19937 rng(14);
   for (const Conv2DParams& p :
-       {Make(1, 32, 32, 1, 16, 16, 3, 3, 1, 1, 1, 1), Make(1, 64, 80, 1, 12, 12, 3, 3, 1, 1, 1, 1),
-        Make(2, 48, 64, 1, 13, 11, 3, 3, 1, 0, 1, 1)}) {
+       {Make(1, 32, 32, 1, 16, 16, 3, 3, 1, 1, 1, 1), Make(1, 64, 80, 1, 16, 14, 3, 3, 1, 1, 1, 1),
+        Make(2, 48, 64, 1, 16, 17, 3, 3, 1, 0, 1, 1)}) {
     std::unique_ptr<NodeState> state;
     auto x = Random(static_cast<size_t>(p.N * p.C * p.H * p.W), rng);
     auto w = Random(static_cast<size_t>(p.M * p.C * 9), rng);
@@ -178,14 +178,17 @@ TEST(DnnlConv, WinogradLayoutsAndSplits) {
     if (p.N == 1) CheckInterleaved(p, rng, 1e-4f);
   }
   // A deep layer on a small map (its fourfold Winograd weights would outgrow its output 16
-  // times over) keeps the direct kernels.
-  const Conv2DParams deep = Make(1, 256, 256, 1, 7, 7, 3, 3, 1, 1, 1, 1);
-  std::unique_ptr<NodeState> state;
-  auto x = Random(static_cast<size_t>(deep.C * 49), rng);
-  auto w = Random(static_cast<size_t>(deep.M * deep.C * 9), rng);
-  std::vector<float> y(static_cast<size_t>(deep.M * 49));
-  ASSERT_TRUE(DnnlConv2D(deep, x.data(), w.data(), true, nullptr, y.data(), 1, &state));
-  EXPECT_EQ(std::string::npos, state->Kernel().find("wino")) << state->Kernel();
+  // times over), and a map under 14 x 14 (where oneDNN's Winograd is F(2x2, 3x3), slower than
+  // direct), keep the direct kernels.
+  for (const Conv2DParams& p : {Make(1, 256, 256, 1, 7, 7, 3, 3, 1, 1, 1, 1),
+                                Make(1, 96, 208, 1, 13, 13, 3, 3, 1, 1, 1, 1)}) {
+    std::unique_ptr<NodeState> state;
+    auto x = Random(static_cast<size_t>(p.C * p.H * p.W), rng);
+    auto w = Random(static_cast<size_t>(p.M * p.C * 9), rng);
+    std::vector<float> y(static_cast<size_t>(p.M * p.OH * p.OW));
+    ASSERT_TRUE(DnnlConv2D(p, x.data(), w.data(), true, nullptr, y.data(), 1, &state));
+    EXPECT_EQ(std::string::npos, state->Kernel().find("wino")) << state->Kernel();
+  }
 }
 
 TEST(DnnlConv, ShapesAgainstReference) {
