@@ -114,6 +114,14 @@ std::vector<Case> Cases() {
                 (1 + std::tanh(std::sqrt(2 / 3.14159265358979323846) * (x + 0.044715 * x * x * x)));
        },
        -12, 12, 4, 5e-7},
+      {"softplus", [](const float* x, float* y, int64_t n, Isa i) { SoftplusF32(x, y, n, i); },
+       [](double x) { return std::max(x, 0.0) + std::log1p(std::exp(-std::fabs(x))); }, -110, 40, 4,
+       0},
+      {"mish", [](const float* x, float* y, int64_t n, Isa i) { MishF32(x, y, n, i); },
+       [](double x) {
+         return x * std::tanh(std::max(x, 0.0) + std::log1p(std::exp(-std::fabs(x))));
+       },
+       -110, 40, 4, 1e-37},
       {"sin", [](const float* x, float* y, int64_t n, Isa i) { SinF32(x, y, n, i); },
        [](double x) { return std::sin(x); }, -100, 100, 2, 1e-9},
       {"cos", [](const float* x, float* y, int64_t n, Isa i) { CosF32(x, y, n, i); },

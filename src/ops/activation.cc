@@ -110,7 +110,8 @@ void RegisterPointwise(OpRegistry& r) {
       },
       [](const ir::Node&, const float* x, float* y, int64_t n) { HardSwishF32(x, y, n); });
   RegAct<kFloatTypes>(
-      r, "Softplus", [](const ir::Node&) { return []<class V>(V x) -> V { return Softplus(x); }; });
+      r, "Softplus", [](const ir::Node&) { return []<class V>(V x) -> V { return Softplus(x); }; },
+      [](const ir::Node&, const float* x, float* y, int64_t n) { SoftplusF32(x, y, n); });
   RegAct<kFloatTypes>(r, "Softsign", [](const ir::Node&) {
     return []<class V>(V x) -> V { return x / (V(1) + std::fabs(x)); };
   });
@@ -130,9 +131,10 @@ void RegisterPointwise(OpRegistry& r) {
         return static_cast<V>(y);
     };
   });
-  RegAct<kFloatTypes>(r, "Mish", [](const ir::Node&) {
-    return []<class V>(V x) -> V { return x * std::tanh(Softplus(x)); };
-  });
+  RegAct<kFloatTypes>(
+      r, "Mish",
+      [](const ir::Node&) { return []<class V>(V x) -> V { return x * std::tanh(Softplus(x)); }; },
+      [](const ir::Node&, const float* x, float* y, int64_t n) { MishF32(x, y, n); });
   RegAct<kFloatTypes>(
       r, "Swish",
       [](const ir::Node& n) {

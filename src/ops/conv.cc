@@ -661,8 +661,9 @@ bool PointwiseByGemm(ComputeContext& ctx, const Conv2DParams& p, ConvLayouts l, 
 }
 
 // A 1-D or 2-D float Conv through oneDNN (ops/conv_dnnl.h) where it is built in, except the
-// depthwise ones (kiln's register-tap kernel, without the layout round trip, is faster there)
-// and pointwise ones on large maps.
+// depthwise ones (kiln's register-tap kernel, without the layout round trip, is faster there);
+// pointwise ones through its matmul (PointwiseByGemm) or, where that refuses, its convolution
+// (on large NCHW maps our GEMM).
 // With a channels-last input or output (ops/channels_last.h) it must, and does every shape.
 bool TryDnnlConv(ComputeContext& ctx, const ConvShape& s, const PostOps& post = {}) {
   const Geom3 g(s.geom);

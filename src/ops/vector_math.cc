@@ -211,6 +211,18 @@ KILN_AI typename VM<VB>::F ClipV(typename VM<VB>::F x, float lo, float hi) {
   return M::Sel(x > hi, M::Splat(hi), x);
 }
 
+// log(1 + exp(x)) as max(x, 0) + log1p(exp(-|x|)), nothing overflowing; log1p(e) as
+// log(u) e / (u - 1) with u = 1 + e (e itself where u rounds to 1), which keeps its relative
+// accuracy where e is tiny (softplus of a very negative x).
+template <int VB>
+KILN_AI typename VM<VB>::F SoftplusV(typename VM<VB>::F x) {
+  using M = VM<VB>;
+  const typename M::F e = M::Exp(-M::Abs(x));
+  const typename M::F u = 1.0f + e;
+  const typename M::F l = M::Sel(u == 1.0f, e, M::Log(u) * e / (u - 1.0f));
+  return M::Sel(x > 0.0f, x, typename M::F{}) + l;
+}
+
 #define KILN_VM_OP(NAME, EXPR)                                                    \
   struct NAME {                                                                   \
     static constexpr bool kFix = false;                                           \
@@ -235,6 +247,8 @@ KILN_VM_OP(TanhOp, M::Tanh(x))
 KILN_VM_OP(ErfOp, M::Erf(x))
 KILN_VM_OP(GeluTanhOp,
            0.5f * x * (1.0f + M::Tanh(0.79788456080286535588f * (x + 0.044715f * x * x * x))))
+KILN_VM_OP(SoftplusOp, SoftplusV<VB>(x))
+KILN_VM_OP(MishOp, x* M::Tanh(SoftplusV<VB>(x)))
 KILN_VM_OP(ReluOp, M::Sel(x > 0.0f, x, typename M::F{}))
 KILN_VM_OP(LeakyReluOp, M::Sel(x < 0.0f, x* p.a, x))
 KILN_VM_OP(ClipOp, ClipV<VB>(x, p.a, p.b))
@@ -809,6 +823,10 @@ void SwishPixelsF32(float* y, int64_t pixels, int64_t stride, int64_t c0, int64_
     SwishF32(y + i * stride + c0, y + i * stride + c0, c1 - c0, 1.0f);
 }
 void TanhF32(const float* x, float* y, int64_t n, Isa isa) { Map<TanhOp>(x, y, n, {}, isa); }
+void SoftplusF32(const float* x, float* y, int64_t n, Isa isa) {
+  Map<SoftplusOp>(x, y, n, {}, isa);
+}
+void MishF32(const float* x, float* y, int64_t n, Isa isa) { Map<MishOp>(x, y, n, {}, isa); }
 void ErfF32(const float* x, float* y, int64_t n, Isa isa) { Map<ErfOp>(x, y, n, {}, isa); }
 void GeluF32(const float* x, float* y, int64_t n, bool tanh_approx, Isa isa) {
   if (tanh_approx)

@@ -29,6 +29,9 @@ void SwishF32(const float* x, float* y, int64_t n, float alpha, Isa isa = Isa::k
 // channels-last convolution's output, maybe a slice of a wider tensor): one pass when contiguous.
 void SwishPixelsF32(float* y, int64_t pixels, int64_t stride, int64_t c0, int64_t c1);
 void TanhF32(const float* x, float* y, int64_t n, Isa isa = Isa::kAuto);
+// Softplus log(1 + exp(x)) and Mish x tanh(softplus(x)).
+void SoftplusF32(const float* x, float* y, int64_t n, Isa isa = Isa::kAuto);
+void MishF32(const float* x, float* y, int64_t n, Isa isa = Isa::kAuto);
 void ErfF32(const float* x, float* y, int64_t n, Isa isa = Isa::kAuto);
 // y = 0.5 x (1 + erf(x / sqrt 2)), or with tanh_approx 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715
 // x^3))).
