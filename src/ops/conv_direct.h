@@ -54,7 +54,7 @@ struct DirectConvState : NodeState {
 // y's own bytes). `state` (may be null) keeps the packed weights between calls (`w_constant`:
 // w never changes while it lives).
 void DirectConv(const Conv2DParams& p, const float* x, const float* w, bool w_constant,
-                const float* b, float* y, const ConvLayouts& l, const PostOps& post,
-                int threads, std::unique_ptr<NodeState>* state);
+                const float* b, float* y, const ConvLayouts& l, const PostOps& post, int threads,
+                std::unique_ptr<NodeState>* state);
 
 }  // namespace kiln::ops
