@@ -257,6 +257,32 @@ TEST(FastKernels, RecurrentAgainstTheDoubleReference) {
   longer.batch = 2;
   longer.direction = "bidirectional";
   cases.push_back(longer);
+  // At two threads: hidden units split over threads per step (batch 1, or R too large for a
+  // core's cache), and batch rows split with each part on the packed GEMM.
+  for (const char* op : {"LSTM", "GRU", "RNN"}) {
+    RnnCase wide;
+    wide.op = op;
+    wide.seq = 7;
+    wide.batch = 1;
+    wide.hidden = op == std::string("RNN") ? 380 : 240;
+    wide.direction = "reverse";
+    wide.initial = true;
+    cases.push_back(wide);
+    wide.batch = 3;
+    wide.hidden = op == std::string("RNN") ? 520 : 260;
+    wide.lens = true;
+    wide.direction = "forward";
+    wide.layout = 1;
+    wide.linear_before_reset = wide.op == "GRU";
+    cases.push_back(wide);
+    RnnCase rows;
+    rows.op = op;
+    rows.batch = 17;
+    rows.hidden = 24;
+    rows.peepholes = rows.op == "LSTM";
+    rows.lens = true;
+    cases.push_back(rows);
+  }
   for (const RnnCase& c : cases) {
     std::vector<double> xv;
     auto build = [&](onnx::TensorProto::DataType type) {

@@ -1,6 +1,7 @@
 #include "ops/recurrent_kernels.h"
 
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "ops/cpu_isa.h"
@@ -12,62 +13,85 @@
 namespace kiln::ops {
 namespace {
 
-// Columns of R^T and of the recurrent product are padded to this many floats (one AVX-512
-// vector), so the product has no column tails.
-constexpr int64_t kPad = 16;
-int64_t Padded(int64_t n) { return (n + kPad - 1) / kPad * kPad; }
+int64_t Padded(int64_t n) { return (n + kRnnPanel - 1) / kRnnPanel * kRnnPanel; }
 
 // From this many batch rows the recurrent product is a packed GEMM (its register tiles are full);
-// below, the broadcast-and-stream kernel here, which reads R^T once per group of rows.
+// below, the panel kernel here, which reads R^T once per group of rows.
 constexpr int64_t kPackedRows = 8;
 
-// out[r][n0, n0 + C * L) = sum_k h[r][k] * rt[k][n0, ...) for R rows: R x C vector accumulators.
-template <int VB, int R, int C>
-KILN_AI void ProductBlock(const float* h, int64_t ldh, int64_t K, const float* rt, int64_t ldr,
-                          float* out, int64_t ldo, int64_t n0) {
+// Batch rows split over threads while R^T takes at most this much (each thread streams all of it
+// every step, from its own core's cache).
+constexpr int64_t kBatchSplitBytes = int64_t{512} << 10;
+
+// Hidden units split over threads from this many multiply-adds per step (below, the
+// synchronization a step costs outweighs its halved product: LSTM hidden 128 batch 1 ran 10%
+// slower on two threads, hidden 256 1.6x faster).
+constexpr int64_t kUnitSplitWork = int64_t{1} << 17;
+
+// out[r][panel p] = h[r] * panel p for R rows and P panels (src: the panels, dst: row 0's output
+// columns of each), every panel kRnnPanel columns of N vectors.
+template <int VB, int R, int P>
+KILN_AI void ProductBlock(const float* h, int64_t ldh, int64_t K, const float* const* src,
+                          float* const* dst, int64_t ldo) {
   using V = Vec<float, VB>;
-  constexpr int L = VB / 4;
-  V acc[R][C];
+  constexpr int L = VB / 4, N = static_cast<int>(kRnnPanel) / L;
+  V acc[R][P][N];
   for (int r = 0; r < R; ++r)
-    for (int c = 0; c < C; ++c) acc[r][c] = V{} + 0.0f;
+    for (int p = 0; p < P; ++p)
+      for (int n = 0; n < N; ++n) acc[r][p][n] = V{} + 0.0f;
   for (int64_t k = 0; k < K; ++k) {
-    V w[C];
-    for (int c = 0; c < C; ++c) std::memcpy(&w[c], rt + k * ldr + n0 + c * L, VB);
+    V w[P][N];
+    for (int p = 0; p < P; ++p)
+      for (int n = 0; n < N; ++n) std::memcpy(&w[p][n], src[p] + k * kRnnPanel + n * L, VB);
     for (int r = 0; r < R; ++r) {
       const V hv = V{} + h[r * ldh + k];
-      for (int c = 0; c < C; ++c) acc[r][c] += hv * w[c];
+      for (int p = 0; p < P; ++p)
+        for (int n = 0; n < N; ++n) acc[r][p][n] += hv * w[p][n];
     }
   }
   for (int r = 0; r < R; ++r)
-    for (int c = 0; c < C; ++c) std::memcpy(out + r * ldo + n0 + c * L, &acc[r][c], VB);
+    for (int p = 0; p < P; ++p)
+      for (int n = 0; n < N; ++n) std::memcpy(dst[p] + r * ldo + n * L, &acc[r][p][n], VB);
 }
 
-// out[b][0, N) = h[b] * rt for R rows, N a multiple of the vector length.
+// Panels ids[0, n_ids) of m for R rows, as many panels per pass as keep 8 accumulators.
 template <int VB, int R>
-KILN_AI void ProductRows(const float* h, int64_t ldh, int64_t K, const float* rt, int64_t ldr,
-                         int64_t N, float* out, int64_t ldo) {
-  constexpr int L = VB / 4;
-  constexpr int C = R <= 2 ? 4 : 2;  // at most 8 accumulators
-  int64_t n = 0;
-  for (; n + C * L <= N; n += C * L) ProductBlock<VB, R, C>(h, ldh, K, rt, ldr, out, ldo, n);
-  for (; n < N; n += L) ProductBlock<VB, R, 1>(h, ldh, K, rt, ldr, out, ldo, n);
+KILN_AI void ProductRows(const float* h, int64_t ldh, const RnnPanels& m, const int32_t* ids,
+                         int64_t n_ids, float* out, int64_t ldo) {
+  constexpr int N = static_cast<int>(kRnnPanel) / (VB / 4);
+  constexpr int P = 8 / (R * N) > 0 ? 8 / (R * N) : 1;
+  const float* src[P];
+  float* dst[P];
+  int64_t i = 0;
+  for (; i + P <= n_ids; i += P) {
+    for (int p = 0; p < P; ++p) {
+      src[p] = m.data.data() + ids[i + p] * m.rows * kRnnPanel;
+      dst[p] = out + ids[i + p] * kRnnPanel;
+    }
+    ProductBlock<VB, R, P>(h, ldh, m.rows, src, dst, ldo);
+  }
+  for (; i < n_ids; ++i) {
+    src[0] = m.data.data() + ids[i] * m.rows * kRnnPanel;
+    dst[0] = out + ids[i] * kRnnPanel;
+    ProductBlock<VB, R, 1>(h, ldh, m.rows, src, dst, ldo);
+  }
 }
 
 template <int VB>
-KILN_AI void ProductBody(const float* h, int64_t ldh, int64_t B, int64_t K, const float* rt,
-                         int64_t ldr, int64_t N, float* out, int64_t ldo) {
+KILN_AI void ProductBody(const float* h, int64_t ldh, int64_t B, const RnnPanels& m,
+                         const int32_t* ids, int64_t n_ids, float* out, int64_t ldo) {
   int64_t b = 0;
   for (; b + 4 <= B; b += 4)
-    ProductRows<VB, 4>(h + b * ldh, ldh, K, rt, ldr, N, out + b * ldo, ldo);
+    ProductRows<VB, 4>(h + b * ldh, ldh, m, ids, n_ids, out + b * ldo, ldo);
   switch (B - b) {
     case 3:
-      ProductRows<VB, 3>(h + b * ldh, ldh, K, rt, ldr, N, out + b * ldo, ldo);
+      ProductRows<VB, 3>(h + b * ldh, ldh, m, ids, n_ids, out + b * ldo, ldo);
       break;
     case 2:
-      ProductRows<VB, 2>(h + b * ldh, ldh, K, rt, ldr, N, out + b * ldo, ldo);
+      ProductRows<VB, 2>(h + b * ldh, ldh, m, ids, n_ids, out + b * ldo, ldo);
       break;
     case 1:
-      ProductRows<VB, 1>(h + b * ldh, ldh, K, rt, ldr, N, out + b * ldo, ldo);
+      ProductRows<VB, 1>(h + b * ldh, ldh, m, ids, n_ids, out + b * ldo, ldo);
       break;
     default:
       break;
@@ -76,26 +100,27 @@ KILN_AI void ProductBody(const float* h, int64_t ldh, int64_t B, int64_t K, cons
 
 #if KILN_X86_DISPATCH
 __attribute__((target("avx512f,fma"))) void ProductAvx512(const float* h, int64_t ldh, int64_t B,
-                                                          int64_t K, const float* rt, int64_t ldr,
-                                                          int64_t N, float* out, int64_t ldo) {
-  ProductBody<64>(h, ldh, B, K, rt, ldr, N, out, ldo);
+                                                          const RnnPanels& m, const int32_t* ids,
+                                                          int64_t n_ids, float* out, int64_t ldo) {
+  ProductBody<64>(h, ldh, B, m, ids, n_ids, out, ldo);
 }
 __attribute__((target("avx2,fma"))) void ProductAvx2(const float* h, int64_t ldh, int64_t B,
-                                                     int64_t K, const float* rt, int64_t ldr,
-                                                     int64_t N, float* out, int64_t ldo) {
-  ProductBody<32>(h, ldh, B, K, rt, ldr, N, out, ldo);
+                                                     const RnnPanels& m, const int32_t* ids,
+                                                     int64_t n_ids, float* out, int64_t ldo) {
+  ProductBody<32>(h, ldh, B, m, ids, n_ids, out, ldo);
 }
 #endif
 
-// out[b][0, N) = h[b][0, K) * rt for b < B: rt is [K, ldr] (N <= ldr, N a multiple of kPad).
-void StateProduct(const float* h, int64_t ldh, int64_t B, int64_t K, const float* rt, int64_t ldr,
-                  int64_t N, float* out, int64_t ldo) {
+// out[b][columns of panel i] = h[b][0, m.rows) * those columns of m, for b < B and the panels
+// listed in ids.
+void PanelProduct(const float* h, int64_t ldh, int64_t B, const RnnPanels& m, const int32_t* ids,
+                  int64_t n_ids, float* out, int64_t ldo) {
 #if KILN_X86_DISPATCH
   const Isa isa = BestIsa();
-  if (isa == Isa::kAvx512) return ProductAvx512(h, ldh, B, K, rt, ldr, N, out, ldo);
-  if (isa == Isa::kAvx2) return ProductAvx2(h, ldh, B, K, rt, ldr, N, out, ldo);
+  if (isa == Isa::kAvx512) return ProductAvx512(h, ldh, B, m, ids, n_ids, out, ldo);
+  if (isa == Isa::kAvx2) return ProductAvx2(h, ldh, B, m, ids, n_ids, out, ldo);
 #endif
-  ProductBody<16>(h, ldh, B, K, rt, ldr, N, out, ldo);
+  ProductBody<16>(h, ldh, B, m, ids, n_ids, out, ldo);
 }
 
 void Activate(const RnnActivation& a, float* v, int64_t n) {
@@ -115,21 +140,50 @@ void ClipInPlace(float clip, float* v, int64_t n) {
   if (clip > 0) ClipF32(v, v, n, -clip, clip);
 }
 
-RnnTransposed Transposed(const float* m, int64_t rows, int64_t col, int64_t n) {
-  RnnTransposed t;
-  t.col = col;
-  t.n = n;
-  t.ld = Padded(n);
-  if ((t.ld / kPad) % 2 == 0) t.ld += kPad;  // an odd number of cache lines per row
-  t.data.assign(static_cast<size_t>(rows * t.ld), 0.0f);
-  for (int64_t j = 0; j < n; ++j)
-    for (int64_t k = 0; k < rows; ++k) t.data[k * t.ld + j] = m[(col + j) * rows + k];
-  return t;
+void AddInPlace(float* v, const float* x, int64_t n) {
+  for (int64_t k = 0; k < n; ++k) v[k] += x[k];
+}
+
+// Rows first + g * gate_cols + j (g < gates, j < gate_cols) of m, a row-major [*, K] matrix, as
+// the columns g * gate_ld + j of panels.
+RnnPanels Panels(const float* m, int64_t K, int64_t first, int64_t gates, int64_t gate_cols) {
+  RnnPanels p;
+  p.rows = K;
+  p.gate_ld = Padded(gate_cols);
+  p.cols = gates * p.gate_ld;
+  p.data.assign(static_cast<size_t>(p.cols * K), 0.0f);
+  for (int64_t g = 0; g < gates; ++g)
+    for (int64_t j = 0; j < gate_cols; ++j) {
+      const int64_t col = g * p.gate_ld + j;
+      float* panel = p.data.data() + col / kRnnPanel * K * kRnnPanel + col % kRnnPanel;
+      const float* row = m + (first + g * gate_cols + j) * K;
+      for (int64_t k = 0; k < K; ++k) panel[k * kRnnPanel] = row[k];
+    }
+  return p;
+}
+
+// The panels of m in the columns of hidden units [u0, u1) of every gate (u0 a multiple of the
+// panel width).
+std::vector<int32_t> PanelsOfUnits(const RnnPanels& m, int64_t u0, int64_t u1) {
+  std::vector<int32_t> ids;
+  for (int64_t g = 0; g < m.cols / m.gate_ld; ++g)
+    for (int64_t c = u0; c < std::min(Padded(u1), m.gate_ld); c += kRnnPanel)
+      ids.push_back(static_cast<int32_t>((g * m.gate_ld + c) / kRnnPanel));
+  return ids;
+}
+
+PackedB<float> PackPanels(const RnnPanels& m) {
+  std::vector<float> rows(m.data.size());
+  for (int64_t k = 0; k < m.rows; ++k)
+    for (int64_t j = 0; j < m.cols; ++j)
+      rows[k * m.cols + j] =
+          m.data[j / kRnnPanel * m.rows * kRnnPanel + k * kRnnPanel + j % kRnnPanel];
+  return PackGemmB<float>(m.rows, m.cols, rows.data(), m.cols, 1);
 }
 
 // Lays out W and R for every direction (R^T per gate group; W^T where the projection has few rows).
 void LayOut(const RnnProblem& p, RnnWeights* out) {
-  const int64_t H = p.hidden, I = p.input, GH = RnnGates(p.cell) * H, rows = p.seq * p.batch;
+  const int64_t H = p.hidden, I = p.input, G = RnnGates(p.cell), rows = p.seq * p.batch;
   out->w = p.w;
   out->r = p.r;
   out->hidden = H;
@@ -138,15 +192,15 @@ void LayOut(const RnnProblem& p, RnnWeights* out) {
   out->dirs.assign(static_cast<size_t>(p.num_dir), {});
   for (int d = 0; d < p.num_dir; ++d) {
     RnnDirectionWeights& dw = out->dirs[d];
-    const float* r = p.r + d * GH * H;
+    const float* r = p.r + d * G * H * H;
     if (p.cell == RnnCell::kGru && !p.linear_before_reset) {
-      dw.rt.push_back(Transposed(r, H, 0, 2 * H));  // z and r
-      dw.rt.push_back(Transposed(r, H, 2 * H, H));  // h, applied to r * H_prev
+      dw.rt.push_back(Panels(r, H, 0, 2, H));      // z and r
+      dw.rt.push_back(Panels(r, H, 2 * H, 1, H));  // h, applied to r * H_prev
     } else {
-      dw.rt.push_back(Transposed(r, H, 0, GH));
+      dw.rt.push_back(Panels(r, H, 0, G, H));
     }
     dw.rt_packed.resize(dw.rt.size());
-    if (rows < kPackedRows) dw.wt = Transposed(p.w + d * GH * I, I, 0, GH);
+    if (rows < kPackedRows) dw.wt = Panels(p.w + d * G * H * I, I, 0, 1, G * H);
   }
 }
 
@@ -154,6 +208,20 @@ bool LaidOutFor(const RnnWeights& w, const RnnProblem& p) {
   return w.w == p.w && w.r == p.r && w.hidden == p.hidden && w.input == p.input &&
          w.rows == p.seq * p.batch && static_cast<int>(w.dirs.size()) == p.num_dir;
 }
+
+// The state of batch rows [b0, b0 + nb) over the steps: the recurrent products (gate g of a row
+// at g * gate_ld), the hidden state before and after the step, the cell, GRU's r * H_prev.
+struct RowState {
+  int64_t b0 = 0, nb = 0;
+  std::vector<float> hr, h, h_next, c, rh;
+};
+
+// What one thread does of a step: hidden units [u0, u1) and their panels in each gate group.
+struct UnitRange {
+  int64_t u0 = 0, u1 = 0;
+  std::vector<int32_t> ids[2];
+  bool whole = false;
+};
 
 // One direction of one layer.
 class Direction {
@@ -169,13 +237,24 @@ class Direction {
         S_(p.seq),
         reverse_(p.reverse_only || d == 1),
         act_(p.acts + d * RnnActivations(p.cell)),
-        w_(*weights) {}
+        w_(*weights),
+        gs_(weights->rt[0].gate_ld),
+        hr_ld_(G_ * gs_) {
+    if (p_.bias && Gru() && p_.linear_before_reset) rbh_ = p_.bias + d_ * 2 * GH_ + GH_ + 2 * H_;
+  }
 
   void Run() {
     Project();
-    PrepareRecurrence();
-    for (int64_t t = 0; t < S_; ++t) Step(t);
-    WriteStates();
+    int64_t r_bytes = 0;
+    for (const RnnPanels& m : w_.rt) r_bytes += m.rows * m.cols * int64_t{sizeof(float)};
+    if (threads_ >= 2 && B_ >= 2 && r_bytes <= kBatchSplitBytes) {
+      const int parts = static_cast<int>(std::min<int64_t>(threads_, B_));
+      if ((B_ + parts - 1) / parts >= kPackedRows) PackR();
+      ParallelFor(parts, B_, [&](int64_t b0, int64_t b1) { RunRows(b0, b1); });
+      return;
+    }
+    if (B_ >= kPackedRows) PackR();
+    RunRows(0, B_);
   }
 
  private:
@@ -187,14 +266,25 @@ class Direction {
   int64_t StateOffset(int64_t b) const {
     return p_.layout == 0 ? (d_ * B_ + b) * H_ : (b * p_.num_dir + d_) * H_;
   }
+  // The step of row b that step t reads (reverse directions start at each row's own end).
+  int64_t TimeOf(int64_t t, int64_t b) const { return reverse_ ? Length(b) - 1 - t : t; }
+  const float* Xw(int64_t t, int64_t b) const { return &xw_[Row(TimeOf(t, b), b) * xw_ld_]; }
 
-  // xw = X W^T + the biases that do not depend on the state, for every step at once.
+  void PackR() {
+    for (size_t g = 0; g < w_.rt.size(); ++g)
+      if (w_.rt_packed[g].data.empty()) w_.rt_packed[g] = PackPanels(w_.rt[g]);
+  }
+
+  // xw = X W^T + the biases that do not depend on the state, for every step at once; gate g of a
+  // row at g * H.
   void Project() {
     const int64_t I = p_.input, M = S_ * B_;
-    if (!w_.wt.data.empty()) {  // few rows: streamed against W^T like the recurrent product
-      xw_ld_ = w_.wt.ld;
+    if (!w_.wt.data.empty()) {  // few rows: against W^T's panels like the recurrent product
+      xw_ld_ = w_.wt.cols;
       xw_.resize(static_cast<size_t>(M * xw_ld_));
-      StateProduct(p_.x, I, M, I, w_.wt.data.data(), w_.wt.ld, w_.wt.ld, xw_.data(), xw_ld_);
+      const std::vector<int32_t> ids = PanelsOfUnits(w_.wt, 0, w_.wt.gate_ld);
+      PanelProduct(p_.x, I, M, w_.wt, ids.data(), static_cast<int64_t>(ids.size()), xw_.data(),
+                   xw_ld_);
     } else {
       xw_ld_ = GH_;
       xw_.resize(static_cast<size_t>(M * GH_));
@@ -208,156 +298,206 @@ class Direction {
     // GRU with linear_before_reset multiplies R's h-gate bias by r: it stays in the product.
     const int64_t folded = Gru() && p_.linear_before_reset ? 2 * H_ : GH_;
     for (int64_t j = 0; j < folded; ++j) sum[j] += rb[j];
-    for (int64_t m = 0; m < M; ++m) {
-      float* row = &xw_[m * xw_ld_];
-      for (int64_t j = 0; j < GH_; ++j) row[j] += sum[j];
-    }
+    for (int64_t m = 0; m < M; ++m) AddInPlace(&xw_[m * xw_ld_], sum.data(), GH_);
   }
 
-  void PrepareRecurrence() {
-    for (const RnnTransposed& g : w_.rt) hr_ld_ = std::max(hr_ld_, Padded(g.col + g.ld));
-    hr_.assign(static_cast<size_t>(B_ * hr_ld_), 0.0f);
-    h_.assign(static_cast<size_t>(B_ * H_), 0.0f);
-    if (p_.cell == RnnCell::kLstm) c_.assign(static_cast<size_t>(B_ * H_), 0.0f);
-    for (int64_t b = 0; b < B_; ++b) {
-      if (p_.initial_h) std::memcpy(&h_[b * H_], p_.initial_h + StateOffset(b), H_ * sizeof(float));
-      if (p_.initial_c && !c_.empty())
-        std::memcpy(&c_[b * H_], p_.initial_c + StateOffset(b), H_ * sizeof(float));
+  RowState NewState(int64_t b0, int64_t nb) const {
+    RowState s;
+    s.b0 = b0;
+    s.nb = nb;
+    s.hr.assign(static_cast<size_t>(nb * hr_ld_), 0.0f);
+    s.h.assign(static_cast<size_t>(nb * H_), 0.0f);
+    s.h_next = s.h;
+    if (p_.cell == RnnCell::kLstm) s.c.assign(static_cast<size_t>(nb * H_), 0.0f);
+    if (GruResetFirst()) s.rh.assign(static_cast<size_t>(nb * H_), 0.0f);
+    for (int64_t i = 0; i < nb; ++i) {
+      const int64_t at = StateOffset(b0 + i);
+      if (p_.initial_h) std::memcpy(&s.h[i * H_], p_.initial_h + at, H_ * sizeof(float));
+      if (p_.initial_c && !s.c.empty())
+        std::memcpy(&s.c[i * H_], p_.initial_c + at, H_ * sizeof(float));
     }
-    if (p_.bias && Gru() && p_.linear_before_reset) rbh_ = p_.bias + d_ * 2 * GH_ + GH_ + 2 * H_;
-    if (GruResetFirst()) rh_.assign(static_cast<size_t>(B_ * H_), 0.0f);
+    return s;
   }
 
-  // out[b][j] = in[b] * R^T[:, group columns] for every batch row.
-  void Product(int group, const float* in, float* out) {
-    const RnnTransposed& g = w_.rt[group];
-    if (B_ >= kPackedRows) {
-      PackedB<float>& pb = w_.rt_packed[group];
-      if (pb.data.empty()) pb = PackGemmB<float>(H_, g.ld, g.data.data(), g.ld, 1);
-      PackedGemm<float>(B_, in, H_, 1, pb, out, hr_ld_, false, threads_);
+  UnitRange Units(int64_t u0, int64_t u1) const {
+    UnitRange u;
+    u.u0 = u0;
+    u.u1 = u1;
+    u.whole = u0 == 0 && u1 == H_;
+    for (size_t g = 0; g < w_.rt.size(); ++g) u.ids[g] = PanelsOfUnits(w_.rt[g], u0, u1);
+    return u;
+  }
+
+  // The hidden units in whole panels over `parts` threads.
+  std::vector<UnitRange> SplitUnits(int parts) const {
+    const int64_t blocks = Padded(H_) / kRnnPanel;
+    std::vector<UnitRange> out;
+    for (int i = 0; i < parts; ++i)
+      out.push_back(Units(i * blocks / parts * kRnnPanel,
+                          std::min(H_, (i + 1) * blocks / parts * kRnnPanel)));
+    return out;
+  }
+
+  // Rows [b0, b1) through every step; their hidden units split over the threads where the
+  // product is large enough.
+  void RunRows(int64_t b0, int64_t b1) {
+    RowState s = NewState(b0, b1 - b0);
+    const int64_t blocks = Padded(H_) / kRnnPanel;
+    const bool split = b1 - b0 == B_ && threads_ >= 2 && B_ * H_ * GH_ >= kUnitSplitWork;
+    const int parts = split ? static_cast<int>(std::min<int64_t>(threads_, blocks)) : 1;
+    const std::vector<UnitRange> units = SplitUnits(parts);
+    auto each = [&](auto&& phase) {
+      if (parts == 1) return phase(units[0]);
+      ParallelFor(parts, parts, [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i) phase(units[i]);
+      });
+    };
+    for (int64_t t = 0; t < S_; ++t) {
+      if (GruResetFirst()) each([&](const UnitRange& u) { ResetGate(s, u, t); });
+      each([&](const UnitRange& u) { Update(s, u, t); });
+      std::swap(s.h, s.h_next);
+    }
+    WriteStates(s);
+  }
+
+  // hr[group's columns of u] = in * R^T for the state's rows.
+  void Product(RowState& s, int group, const float* in, const UnitRange& u) {
+    float* out = s.hr.data() + (group == 0 ? 0 : w_.rt[0].cols);
+    if (u.whole && s.nb >= kPackedRows) {
+      PackedGemm<float>(s.nb, in, H_, 1, w_.rt_packed[group], out, hr_ld_, false, 1);
       return;
     }
-    // Large products split their columns over threads, in whole padded vectors.
-    const int64_t blocks = g.ld / kPad;
-    const int parts = H_ * g.ld >= (int64_t{1} << 17) ? threads_ : 1;
-    ParallelFor(parts, blocks, [&](int64_t b0, int64_t b1) {
-      StateProduct(in, H_, B_, H_, g.data.data() + b0 * kPad, g.ld, (b1 - b0) * kPad,
-                   out + b0 * kPad, hr_ld_);
-    });
+    PanelProduct(in, H_, s.nb, w_.rt[group], u.ids[group].data(),
+                 static_cast<int64_t>(u.ids[group].size()), out, hr_ld_);
   }
 
-  void Step(int64_t t) {
-    Product(0, h_.data(), hr_.data());
-    if (GruResetFirst()) {
-      // r = f(x_r + h R_r^T) first, for every active row, then (r * h) R_h^T.
-      for (int64_t b = 0; b < B_; ++b) {
-        if (t >= Length(b)) continue;
-        float* g = &hr_[b * hr_ld_];
-        const float* x = Xw(t, b);
-        for (int64_t k = 0; k < 2 * H_; ++k) g[k] += x[k];
-        ClipInPlace(p_.clip, g, 2 * H_);
-        Activate(act_[0], g, 2 * H_);
-        const float* rg = g + H_;
-        for (int64_t k = 0; k < H_; ++k) rh_[b * H_ + k] = rg[k] * h_[b * H_ + k];
+  // GRU with the reset gate first: z and r = f(x + h R^T), then rh = r * h, for units u.
+  void ResetGate(RowState& s, const UnitRange& u, int64_t t) {
+    Product(s, 0, s.h.data(), u);
+    const int64_t n = u.u1 - u.u0;
+    for (int64_t i = 0; i < s.nb; ++i) {
+      const int64_t b = s.b0 + i;
+      if (t >= Length(b)) continue;
+      const float* x = Xw(t, b) + u.u0;
+      for (int64_t gate = 0; gate < 2; ++gate) {
+        float* g = &s.hr[i * hr_ld_ + gate * gs_ + u.u0];
+        AddInPlace(g, x + gate * H_, n);
+        ClipInPlace(p_.clip, g, n);
+        Activate(act_[0], g, n);
       }
-      Product(1, rh_.data(), hr_.data() + 2 * H_);
+      const float* r = &s.hr[i * hr_ld_ + gs_ + u.u0];
+      const float* h = &s.h[i * H_ + u.u0];
+      float* rh = &s.rh[i * H_ + u.u0];
+      for (int64_t k = 0; k < n; ++k) rh[k] = r[k] * h[k];
     }
-    for (int64_t b = 0; b < B_; ++b) {
-      const int64_t len = Length(b);
-      if (t >= len) continue;
-      const int64_t ti = reverse_ ? len - 1 - t : t;
-      float* g = &hr_[b * hr_ld_];
-      float* h = &h_[b * H_];
+  }
+
+  // The recurrent product of units u and their gates: h_next (and c) for every row.
+  void Update(RowState& s, const UnitRange& u, int64_t t) {
+    if (GruResetFirst())
+      Product(s, 1, s.rh.data(), u);
+    else
+      Product(s, 0, s.h.data(), u);
+    const int64_t n = u.u1 - u.u0;
+    for (int64_t i = 0; i < s.nb; ++i) {
+      const int64_t b = s.b0 + i, len = Length(b);
+      const float* h = &s.h[i * H_ + u.u0];
+      float* h_next = &s.h_next[i * H_ + u.u0];
+      if (t >= len) {  // past the row's length: the state stays
+        std::memcpy(h_next, h, n * sizeof(float));
+        continue;
+      }
+      float* g = &s.hr[i * hr_ld_ + u.u0];
+      const float* x = Xw(t, b) + u.u0;
       switch (p_.cell) {
         case RnnCell::kRnn:
-          RnnGate(g, Xw(t, b), h);
+          RnnGate(g, x, h_next, n);
           break;
         case RnnCell::kGru:
-          GruGates(g, Xw(t, b), h);
+          GruGates(g, x, h, h_next, u.u0, n);
           break;
         case RnnCell::kLstm:
-          LstmGates(g, Xw(t, b), h, &c_[b * H_]);
+          LstmGates(g, x, h_next, &s.c[i * H_ + u.u0], u.u0, n);
           break;
       }
       if (p_.y) {
+        const int64_t ti = TimeOf(t, b);
         float* y = p_.y + (p_.layout == 0 ? ((ti * p_.num_dir + d_) * B_ + b) * H_
                                           : ((b * S_ + ti) * p_.num_dir + d_) * H_);
-        std::memcpy(y, h, H_ * sizeof(float));
+        std::memcpy(y + u.u0, h_next, n * sizeof(float));
       }
     }
   }
 
-  const float* Xw(int64_t t, int64_t b) const {
-    const int64_t len = Length(b);
-    const int64_t ti = reverse_ ? len - 1 - t : t;
-    return &xw_[Row(ti, b) * xw_ld_];
-  }
-
-  void RnnGate(float* g, const float* x, float* h) {
-    for (int64_t k = 0; k < H_; ++k) g[k] += x[k];
-    ClipInPlace(p_.clip, g, H_);
-    Activate(act_[0], g, H_);
-    std::memcpy(h, g, H_ * sizeof(float));
+  // For n units: g is the row's recurrent product (gates gs_ apart), x its projection (gates H_
+  // apart), both from the first unit.
+  void RnnGate(float* g, const float* x, float* h_next, int64_t n) {
+    AddInPlace(g, x, n);
+    ClipInPlace(p_.clip, g, n);
+    Activate(act_[0], g, n);
+    std::memcpy(h_next, g, n * sizeof(float));
   }
 
   // Gates z, r, h; z and r are already activated when the reset gate comes first.
-  void GruGates(float* g, const float* x, float* h) {
-    float *z = g, *r = g + H_, *hh = g + 2 * H_;
+  void GruGates(float* g, const float* x, const float* h, float* h_next, int64_t u0, int64_t n) {
+    float *z = g, *r = g + gs_, *hh = g + 2 * gs_;
     const float* xh = x + 2 * H_;
     if (!GruResetFirst()) {
-      for (int64_t k = 0; k < 2 * H_; ++k) g[k] += x[k];
-      ClipInPlace(p_.clip, g, 2 * H_);
-      Activate(act_[0], g, 2 * H_);
-      for (int64_t k = 0; k < H_; ++k) hh[k] = xh[k] + r[k] * (hh[k] + (rbh_ ? rbh_[k] : 0.0f));
+      for (float* v : {z, r}) {
+        AddInPlace(v, v == z ? x : x + H_, n);
+        ClipInPlace(p_.clip, v, n);
+        Activate(act_[0], v, n);
+      }
+      const float* rbh = rbh_ ? rbh_ + u0 : nullptr;
+      for (int64_t k = 0; k < n; ++k) hh[k] = xh[k] + r[k] * (hh[k] + (rbh ? rbh[k] : 0.0f));
     } else {
-      for (int64_t k = 0; k < H_; ++k) hh[k] += xh[k];
+      AddInPlace(hh, xh, n);
     }
-    ClipInPlace(p_.clip, hh, H_);
-    Activate(act_[1], hh, H_);
-    for (int64_t k = 0; k < H_; ++k) h[k] = (1.0f - z[k]) * hh[k] + z[k] * h[k];
+    ClipInPlace(p_.clip, hh, n);
+    Activate(act_[1], hh, n);
+    for (int64_t k = 0; k < n; ++k) h_next[k] = (1.0f - z[k]) * hh[k] + z[k] * h[k];
   }
 
   // Gates i, o, f, c; peepholes P = [Pi, Po, Pf] read the old cell for i and f, the new one for o.
-  void LstmGates(float* g, const float* x, float* h, float* c) {
-    float *i = g, *o = g + H_, *f = g + 2 * H_, *cc = g + 3 * H_;
-    for (int64_t k = 0; k < GH_; ++k) g[k] += x[k];
-    const float* peep = p_.peepholes ? p_.peepholes + d_ * 3 * H_ : nullptr;
+  void LstmGates(float* g, const float* x, float* h_next, float* c, int64_t u0, int64_t n) {
+    float *i = g, *o = g + gs_, *f = g + 2 * gs_, *cc = g + 3 * gs_;
+    for (int64_t gate = 0; gate < 4; ++gate) AddInPlace(g + gate * gs_, x + gate * H_, n);
+    const float* peep = p_.peepholes ? p_.peepholes + d_ * 3 * H_ + u0 : nullptr;
     if (peep) {
       const float *pi = peep, *pf = peep + 2 * H_;
-      for (int64_t k = 0; k < H_; ++k) {
+      for (int64_t k = 0; k < n; ++k) {
         i[k] += pi[k] * c[k];
         f[k] += pf[k] * c[k];
       }
-      ClipInPlace(p_.clip, i, H_);
-      ClipInPlace(p_.clip, f, H_);
-      Activate(act_[0], i, H_);
-      if (!p_.input_forget) Activate(act_[0], f, H_);
-    } else {
-      ClipInPlace(p_.clip, i, 3 * H_);
-      Activate(act_[0], i, p_.input_forget ? 2 * H_ : 3 * H_);  // i and o (and f)
+    }
+    for (float* v : {i, o, f}) {
+      if (v == o && peep) continue;  // after the new cell
+      if (v == f && p_.input_forget) continue;
+      ClipInPlace(p_.clip, v, n);
+      Activate(act_[0], v, n);
     }
     if (p_.input_forget)
-      for (int64_t k = 0; k < H_; ++k) f[k] = 1.0f - i[k];
-    ClipInPlace(p_.clip, cc, H_);
-    Activate(act_[1], cc, H_);
-    for (int64_t k = 0; k < H_; ++k) c[k] = f[k] * c[k] + i[k] * cc[k];
+      for (int64_t k = 0; k < n; ++k) f[k] = 1.0f - i[k];
+    ClipInPlace(p_.clip, cc, n);
+    Activate(act_[1], cc, n);
+    for (int64_t k = 0; k < n; ++k) c[k] = f[k] * c[k] + i[k] * cc[k];
     if (peep) {
       const float* po = peep + H_;
-      for (int64_t k = 0; k < H_; ++k) o[k] += po[k] * c[k];
-      ClipInPlace(p_.clip, o, H_);
-      Activate(act_[0], o, H_);
+      for (int64_t k = 0; k < n; ++k) o[k] += po[k] * c[k];
+      ClipInPlace(p_.clip, o, n);
+      Activate(act_[0], o, n);
     }
     // h = o * h_act(c): the activation on a copy of c (the state keeps c itself).
-    std::memcpy(h, c, H_ * sizeof(float));
-    Activate(act_[2], h, H_);
-    for (int64_t k = 0; k < H_; ++k) h[k] *= o[k];
+    std::memcpy(h_next, c, n * sizeof(float));
+    Activate(act_[2], h_next, n);
+    for (int64_t k = 0; k < n; ++k) h_next[k] *= o[k];
   }
 
-  void WriteStates() {
-    for (int64_t b = 0; b < B_; ++b) {
-      if (p_.y_h) std::memcpy(p_.y_h + StateOffset(b), &h_[b * H_], H_ * sizeof(float));
-      if (p_.y_c && !c_.empty())
-        std::memcpy(p_.y_c + StateOffset(b), &c_[b * H_], H_ * sizeof(float));
+  void WriteStates(const RowState& s) const {
+    for (int64_t i = 0; i < s.nb; ++i) {
+      const int64_t at = StateOffset(s.b0 + i);
+      if (p_.y_h) std::memcpy(p_.y_h + at, &s.h[i * H_], H_ * sizeof(float));
+      if (p_.y_c && !s.c.empty()) std::memcpy(p_.y_c + at, &s.c[i * H_], H_ * sizeof(float));
     }
   }
 
@@ -367,8 +507,9 @@ class Direction {
   const bool reverse_;
   const RnnActivation* act_;
   RnnDirectionWeights& w_;
-  std::vector<float> xw_, hr_, h_, c_, rh_;
-  int64_t hr_ld_ = 0, xw_ld_ = 0;
+  const int64_t gs_, hr_ld_;  // the stride of gates in a row of products, and of rows
+  std::vector<float> xw_;
+  int64_t xw_ld_ = 0;
   const float* rbh_ = nullptr;
 };
 

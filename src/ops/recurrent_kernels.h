@@ -4,12 +4,14 @@
 // RecurrentF32 computes what ops/recurrent.cc's reference does (in float, not the reference's
 // per-row dot products): per direction, the input projection of every step at once as one GEMM
 // (X * W^T plus the biases that do not depend on the state), then per step the recurrent product
-// H_prev * R^T for all batch rows together (R transposed once, so each step streams rows of R^T
-// against broadcast state values; packed GEMM from 8 rows up) and the gate activations over the
-// whole [batch, gates] block with the vectorized sigmoid / tanh. The laid-out weights are kept by
-// the caller across runs (RnnWeights) where W and R are constants. Bidirectional layers run their
-// two directions on two threads. sequence_lens: rows past their length keep their state and
-// write zeros; reverse directions read each row's own last step first.
+// H_prev * R^T (R transposed once into column panels streamed against broadcast state values;
+// packed GEMM from 8 rows up) and the gate activations with the vectorized sigmoid / tanh. The
+// laid-out weights are kept by the caller across runs (RnnWeights) where W and R are constants.
+// Threads: bidirectional layers run their two directions on two threads; then batch rows, which
+// are independent, split over threads where R fits a core's cache; else each step splits its
+// hidden units (the product's columns of every gate, then those units' gates) over threads.
+// sequence_lens: rows past their length keep their state and write zeros; reverse directions
+// read each row's own last step first.
 #pragma once
 
 #include <algorithm>
@@ -74,18 +76,21 @@ struct RnnActivation {
   }
 };
 
-// A matrix's columns [col, col + n) transposed into [rows, ld]: ld is n padded to whole vectors
-// and skewed so that consecutive rows do not map to the same cache sets.
-struct RnnTransposed {
-  int64_t col = 0, n = 0, ld = 0;
+// A weight matrix transposed into panels of kRnnPanel columns (column j of row k at
+// data[(j / kRnnPanel) * rows * kRnnPanel + k * kRnnPanel + j % kRnnPanel]), so that a product
+// reads each panel front to back. Its columns are `gates` groups of gate_ld (a whole number of
+// panels), the last ones of each group zero.
+inline constexpr int64_t kRnnPanel = 16;
+struct RnnPanels {
+  int64_t rows = 0, gate_ld = 0, cols = 0;  // cols: gates * gate_ld
   std::vector<float> data;
 };
 
 // W and R of one direction laid out for the kernel.
 struct RnnDirectionWeights {
-  std::vector<RnnTransposed> rt;          // R^T per gate group (GRU, reset gate first: z|r, then h)
-  std::vector<PackedB<float>> rt_packed;  // the same packed for the GEMM, made on first use
-  RnnTransposed wt;  // W^T, for projections of few rows (else the GEMM packs W)
+  std::vector<RnnPanels> rt;              // R^T per gate group (GRU, reset gate first: z|r, then h)
+  std::vector<PackedB<float>> rt_packed;  // the same packed for the GEMM, where batches use it
+  RnnPanels wt;  // W^T, for projections of few rows (else the GEMM packs W)
 };
 
 // The laid-out weights of a layer, kept by the caller across calls while W and R are the same
