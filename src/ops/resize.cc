@@ -337,11 +337,21 @@ std::vector<Taps> AxisTaps(const ResizeAttrs& a, int64_t in, int64_t out, double
   return taps;
 }
 
+// Every output the input at its own position: its taps there weigh 1 in all (a size-1 axis's
+// clamped neighbours are all that position), any others 0.
 bool IsIdentity(const std::vector<Taps>& taps, int64_t in) {
   if (static_cast<int64_t>(taps.size()) != in) return false;
   for (int64_t x = 0; x < in; ++x) {
     const Taps& t = taps[x];
-    if (t.extrapolate || t.idx.size() != 1 || t.idx[0] != x || t.w[0] != 1.0) return false;
+    if (t.extrapolate) return false;
+    double own = 0;
+    for (size_t k = 0; k < t.idx.size(); ++k) {
+      if (t.idx[k] == x)
+        own += t.w[k];
+      else if (t.w[k] != 0.0)
+        return false;
+    }
+    if (own != 1.0) return false;
   }
   return true;
 }
