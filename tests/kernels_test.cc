@@ -512,9 +512,11 @@ TEST(GemmUsers, ConvGemmAndGemmF32F64) {
   }
 }
 
-// Depthwise convolution against a direct loop in double.
+// Depthwise convolution (or, `transposed`, ConvTranspose with group == C) against a direct loop
+// in double.
 template <class T>
-void CheckDepthwise(const DepthwiseShape& s, bool bias, std::mt19937& rng) {
+void CheckDepthwise(const DepthwiseShape& s, bool bias, std::mt19937& rng,
+                    bool transposed = false) {
   auto x = Random<T>(static_cast<size_t>(s.N * s.C * s.H * s.W), rng);
   auto w = Random<T>(static_cast<size_t>(s.M * s.KH * s.KW), rng);
   auto b = Random<T>(static_cast<size_t>(s.M), rng);
@@ -528,6 +530,12 @@ void CheckDepthwise(const DepthwiseShape& s, bool bias, std::mt19937& rng) {
           for (int64_t kh = 0; kh < s.KH; ++kh)
             for (int64_t kw = 0; kw < s.KW; ++kw) {
               int64_t ih = oh * s.sh - s.ph + kh * s.dh, iw = ow * s.sw - s.pw + kw * s.dw;
+              if (transposed) {  // input (ih, iw) tap (kh, kw) lands on (ih sh + kh dh - ph, ...)
+                const int64_t th = oh + s.ph - kh * s.dh, tw = ow + s.pw - kw * s.dw;
+                if (th < 0 || tw < 0 || th % s.sh != 0 || tw % s.sw != 0) continue;
+                ih = th / s.sh;
+                iw = tw / s.sw;
+              }
               if (ih < 0 || ih >= s.H || iw < 0 || iw >= s.W) continue;
               double p = double(w[m * s.KH * s.KW + kh * s.KW + kw]) *
                          double(x[((n * s.C + m / mult) * s.H + ih) * s.W + iw]);
@@ -538,16 +546,19 @@ void CheckDepthwise(const DepthwiseShape& s, bool bias, std::mt19937& rng) {
           ref[i] = acc;
           mag[i] = mg + 1e-30;
         }
-  const std::string what =
-      "H=" + std::to_string(s.H) + " W=" + std::to_string(s.W) + " K=" + std::to_string(s.KH) +
-      "x" + std::to_string(s.KW) + " s=" + std::to_string(s.sh) + "," + std::to_string(s.sw) +
-      " p=" + std::to_string(s.ph) + "," + std::to_string(s.pw) + " d=" + std::to_string(s.dh) +
-      "," + std::to_string(s.dw) + " mult=" + std::to_string(mult);
+  const std::string what = "H=" + std::to_string(s.H) + " W=" + std::to_string(s.W) +
+                           " K=" + std::to_string(s.KH) + "x" + std::to_string(s.KW) +
+                           " s=" + std::to_string(s.sh) + "," + std::to_string(s.sw) +
+                           " p=" + std::to_string(s.ph) + "," + std::to_string(s.pw) +
+                           " d=" + std::to_string(s.dh) + "," + std::to_string(s.dw) +
+                           " mult=" + std::to_string(mult) + (transposed ? " transposed" : "");
   for (Isa isa : RunnableIsas()) {
     std::vector<T> first;
     for (int threads = 1; threads <= 3; ++threads) {
       std::vector<T> y(ref.size(), T(7));
-      DepthwiseConv2D<T>(s, x.data(), w.data(), bias ? b.data() : nullptr, y.data(), threads, isa);
+      (transposed ? DepthwiseConvTranspose2D<T> : DepthwiseConv2D<T>)(s, x.data(), w.data(),
+                                                                      bias ? b.data() : nullptr,
+                                                                      y.data(), threads, isa);
       double worst = 0;
       for (size_t i = 0; i < y.size(); ++i)
         worst = std::max(worst, std::fabs(y[i] - ref[i]) / mag[i]);
@@ -583,6 +594,36 @@ TEST(DepthwiseConv, KernelsStridesPadsDilationsAgainstReference) {
               MakeDw(1 + i % 2, 3, 1 + (i % 4 == 0), HW, HW + i % 3, K, stride, pad, dil),
               i % 3 != 0, rng);
         }
+}
+
+// ConvTranspose shapes: the output image of input grid H x W, with output_padding `extra`.
+DepthwiseShape MakeDwT(int64_t N, int64_t C, int64_t mult, int64_t H, int64_t W, int64_t K,
+                       int64_t stride, int64_t pad, int64_t dil, int64_t extra) {
+  DepthwiseShape s{N, C, C * mult, H, W, 0, 0, K, K, stride, stride, pad, pad, dil, dil};
+  s.OH = (H - 1) * stride + (K - 1) * dil + 1 - 2 * pad + extra;
+  s.OW = (W - 1) * stride + (K - 1) * dil + 1 - 2 * pad + extra;
+  return s;
+}
+
+TEST(DepthwiseConv, TransposedAgainstReference) {
+  std::mt19937 rng(7);
+  int i = 0;
+  for (int64_t K : {1, 2, 3, 4, 5})
+    for (int64_t stride : {1, 2, 3})
+      for (int64_t pad : {0, 1, 2})
+        for (int64_t HW : {1, 5, 19, 40}) {
+          ++i;
+          const int64_t dil = i % 5 == 0 ? 2 : 1, extra = i % 4 == 1 && stride > 1 ? 1 : 0;
+          const DepthwiseShape s =
+              MakeDwT(1 + i % 2, 3, 1 + (i % 4 == 0), HW, HW + i % 3, K, stride, pad, dil, extra);
+          if (s.OH <= 0 || s.OW <= 0) continue;
+          CheckDepthwise<float>(s, i % 3 != 0, rng, true);
+        }
+  CheckDepthwise<double>(MakeDwT(2, 5, 2, 9, 23, 4, 2, 1, 1, 0), true, rng, true);
+  DepthwiseShape r{1, 4, 4, 11, 13, 0, 0, 3, 5, 2, 3, 1, 2, 1, 2};  // 3 x 5, strides 2, 3
+  r.OH = (11 - 1) * 2 + 3 - 2;
+  r.OW = (13 - 1) * 3 + 9 - 4;
+  CheckDepthwise<float>(r, true, rng, true);
 }
 
 TEST(DepthwiseConv, F64AndRectangular) {

@@ -396,6 +396,12 @@ template <class C>
 void ConvTransposeCore(const C* x, const C* w, const C* b, C* y, const ConvShape& s, int threads) {
   const Geom3 g(s.geom);  // in = output image, out = input grid
   const int64_t Cg = s.C / s.group, Mg = s.M / s.group, kprod = g.kprod(), R = Mg * kprod;
+  if (Cg == 1 && s.group == s.C && g.in[0] == 1 && g.k[0] == 1 && g.out[0] == 1) {
+    const DepthwiseShape d{s.N,    s.C,    s.M,    g.out[1], g.out[2], g.in[1], g.in[2], g.k[1],
+                           g.k[2], g.s[1], g.s[2], g.p[1],   g.p[2],   g.d[1],  g.d[2]};
+    DepthwiseConvTranspose2D<C>(d, x, w, b, y, threads);
+    return;
+  }
   const int64_t img_size = g.in_size(), grid_size = g.out_size();
   const int64_t rows = g.out[0] * g.out[1];
   const int64_t tile = RowsPerTile(rows, R * g.out[2]);
