@@ -27,6 +27,7 @@
 #include "ops/conv_direct.h"
 #include "ops/conv_gemm.h"
 #include "ops/conv_grouped.h"
+#include "ops/conv_transpose.h"
 #include "ops/conv_winograd.h"
 #include "ops/gemm_kernels.h"
 #include "ops/matmul_gemm.h"
@@ -624,6 +625,24 @@ TEST(DepthwiseConv, TransposedAgainstReference) {
   r.OH = (11 - 1) * 2 + 3 - 2;
   r.OW = (13 - 1) * 3 + 9 - 4;
   CheckDepthwise<float>(r, true, rng, true);
+}
+
+TEST(ConvTranspose, AddToEveryOtherAgainstTheLoop) {
+  std::mt19937 rng(8);
+  for (int64_t n : {0, 1, 7, 8, 15, 16, 17, 31, 32, 33, 100}) {
+    const auto src = Random<float>(static_cast<size_t>(n), rng);
+    auto dst = Random<float>(static_cast<size_t>(2 * n + 1), rng);
+    for (size_t j = 1; j < dst.size(); j += 4) dst[j] = -0.0f;  // untouched, sign and all
+    auto want = dst;
+    for (int64_t j = 0; j < n; ++j) want[2 * j] += src[j];
+    AddToEveryOther(dst.data(), src.data(), n);
+    EXPECT_EQ(0, std::memcmp(dst.data(), want.data(), dst.size() * sizeof(float))) << n;
+    const auto srcd = Random<double>(static_cast<size_t>(n), rng);
+    auto dstd = Random<double>(static_cast<size_t>(2 * n + 1), rng), wantd = dstd;
+    for (int64_t j = 0; j < n; ++j) wantd[2 * j] += srcd[j];
+    AddToEveryOther(dstd.data(), srcd.data(), n);
+    EXPECT_EQ(dstd, wantd) << n;
+  }
 }
 
 TEST(DepthwiseConv, F64AndRectangular) {

@@ -16,6 +16,7 @@
 #include "ops/conv_gemm.h"
 #include "ops/conv_geometry.h"
 #include "ops/conv_grouped.h"
+#include "ops/conv_transpose.h"
 #include "ops/conv_winograd.h"
 #include "ops/cpu_isa.h"
 #include "ops/gemm_dnnl.h"
@@ -149,6 +150,12 @@ void Col2Im(const C* col, int64_t channels, const Geom3& g, int64_t r0, int64_t 
             if (id < 0 || id >= D || ih < 0 || ih >= H) continue;
             const C* src = row + (r - r0) * GW;
             C* dst = img + ((c * D + id) * H + ih) * W + off;
+            if constexpr (std::is_same_v<C, float> || std::is_same_v<C, double>) {
+              if (sw == 2) {
+                AddToEveryOther(dst + 2 * lo, src + lo, hi - lo);
+                continue;
+              }
+            }
             for (int64_t j = lo; j < hi; ++j) dst[j * sw] += src[j];
           }
         }

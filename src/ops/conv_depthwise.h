@@ -24,21 +24,9 @@ template <class T>
 void DepthwiseConv2D(const DepthwiseShape& s, const T* x, const T* w, const T* b, T* y, int threads,
                      Isa isa = Isa::kAuto);
 
-// The transposed convolution (ConvTranspose with group == C): x [N, C, H, W] is the input grid,
-// y [N, M, OH, OW] the output image, w [C, M / C, KH, KW] (output channel m reads input channel
-// m / (M / C)); pads are the image's leading ones. y = bias + every tap that reaches it.
-template <class T>
-void DepthwiseConvTranspose2D(const DepthwiseShape& s, const T* x, const T* w, const T* b, T* y,
-                              int threads, Isa isa = Isa::kAuto);
-
 extern template void DepthwiseConv2D<float>(const DepthwiseShape&, const float*, const float*,
                                             const float*, float*, int, Isa);
 extern template void DepthwiseConv2D<double>(const DepthwiseShape&, const double*, const double*,
                                              const double*, double*, int, Isa);
-extern template void DepthwiseConvTranspose2D<float>(const DepthwiseShape&, const float*,
-                                                     const float*, const float*, float*, int, Isa);
-extern template void DepthwiseConvTranspose2D<double>(const DepthwiseShape&, const double*,
-                                                      const double*, const double*, double*, int,
-                                                      Isa);
 
 }  // namespace kiln::ops

@@ -1,3 +1,5 @@
+// ConvTranspose kernels (ops/conv_transpose.h).
+//
 // Depthwise ConvTranspose (group == input channels, 1-D / 2-D): each output row gathers the input
 // rows its kernel rows reach, and each kernel column adds one contiguous run of an input row,
 // times its weight, into the output row's stride phase (output column j * sw + q at [q][j]);
@@ -9,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "ops/conv_depthwise.h"
+#include "ops/conv_transpose.h"
 #include "ops/scratch.h"
 #include "ops/simd.h"
 #include "ops/thread_pool.h"
@@ -130,6 +132,36 @@ KILN_AI void TransposedPlanes(const DepthwiseShape& s, const std::vector<ColumnR
   }
 }
 
+template <class T, int B>
+KILN_AI void AddToEveryOtherBody(T* __restrict dst, const T* __restrict src, int64_t n) {
+  using V = Vec<T, B>;
+  constexpr int64_t L = kLanes<T, B>;
+  const V zero = -V{};  // -0: x + -0 is x for every x, -0 included
+  int64_t j = 0;
+  for (; j + L <= n; j += L) {  // src's lanes zipped with zeros onto 2 L elements of dst
+    V s, d0, d1;
+    __builtin_memcpy(&s, src + j, B);
+    __builtin_memcpy(&d0, dst + 2 * j, B);
+    __builtin_memcpy(&d1, dst + 2 * j + L, B);
+    d0 += ZipOf<T, B, 0>(s, zero, std::make_index_sequence<L>());
+    d1 += ZipOf<T, B, L / 2>(s, zero, std::make_index_sequence<L>());
+    __builtin_memcpy(dst + 2 * j, &d0, B);
+    __builtin_memcpy(dst + 2 * j + L, &d1, B);
+  }
+  for (; j < n; ++j) dst[2 * j] += src[j];
+}
+
+#if KILN_X86_DISPATCH
+template <class T>
+__attribute__((target("avx512f,fma"))) void AddToEveryOtherAvx512(T* dst, const T* src, int64_t n) {
+  AddToEveryOtherBody<T, 64>(dst, src, n);
+}
+template <class T>
+__attribute__((target("avx2,fma"))) void AddToEveryOtherAvx2(T* dst, const T* src, int64_t n) {
+  AddToEveryOtherBody<T, 32>(dst, src, n);
+}
+#endif
+
 template <class T>
 void PlanesBase(const DepthwiseShape& s, const std::vector<ColumnRun>& runs, const T* x, const T* w,
                 const T* b, T* y, int64_t p0, int64_t p1) {
@@ -172,6 +204,18 @@ void DepthwiseConvTranspose2D(const DepthwiseShape& s, const T* x, const T* w, c
   });
 }
 
+template <class T>
+void AddToEveryOther(T* dst, const T* src, int64_t n) {
+#if KILN_X86_DISPATCH
+  const Isa isa = BestIsa();
+  if (isa == Isa::kAvx512) return AddToEveryOtherAvx512<T>(dst, src, n);
+  if (isa == Isa::kAvx2) return AddToEveryOtherAvx2<T>(dst, src, n);
+#endif
+  AddToEveryOtherBody<T, 16>(dst, src, n);
+}
+
+template void AddToEveryOther<float>(float*, const float*, int64_t);
+template void AddToEveryOther<double>(double*, const double*, int64_t);
 template void DepthwiseConvTranspose2D<float>(const DepthwiseShape&, const float*, const float*,
                                               const float*, float*, int, Isa);
 template void DepthwiseConvTranspose2D<double>(const DepthwiseShape&, const double*, const double*,
