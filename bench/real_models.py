@@ -77,6 +77,64 @@ class OddNames(nn.Module):
         return torch.tanh(self.a(x)) * torch.sigmoid(self.b(x)) + x
 
 
+class Tagger(nn.Module):
+    """A sequence tagger: a 2-layer bidirectional LSTM (hidden 64) or a 1-layer GRU over
+    [steps, batch, features], then a linear layer per step."""
+
+    def __init__(self, cell="lstm", features=32, hidden=64, layers=2, tags=10):
+        super().__init__()
+        if cell == "lstm":
+            self.rnn = nn.LSTM(features, hidden, num_layers=layers, bidirectional=True)
+            width = 2 * hidden
+        else:
+            self.rnn = nn.GRU(features, hidden, num_layers=layers)
+            width = hidden
+        self.out = nn.Linear(width, tags)
+
+    def forward(self, x):
+        return self.out(self.rnn(x)[0])
+
+
+class UNetSmall(nn.Module):
+    """A small U-Net: conv blocks with GroupNorm and SiLU, max-pool down, one ConvTranspose and
+    one bilinear upsampling on the way up, skip connections by concatenation."""
+
+    @staticmethod
+    def block(cin, cout):
+        return nn.Sequential(nn.Conv2d(cin, cout, 3, padding=1), nn.GroupNorm(8, cout), nn.SiLU(),
+                             nn.Conv2d(cout, cout, 3, padding=1), nn.GroupNorm(8, cout), nn.SiLU())
+
+    def __init__(self, ch=32, classes=2):
+        super().__init__()
+        self.enc1, self.enc2 = self.block(3, ch), self.block(ch, 2 * ch)
+        self.mid = self.block(2 * ch, 4 * ch)
+        self.up2 = nn.ConvTranspose2d(4 * ch, 2 * ch, 2, stride=2)
+        self.dec2 = self.block(4 * ch, 2 * ch)
+        self.up1 = nn.Sequential(nn.Upsample(scale_factor=2, mode="bilinear"),
+                                 nn.Conv2d(2 * ch, ch, 1))
+        self.dec1 = self.block(2 * ch, ch)
+        self.head = nn.Conv2d(ch, classes, 1)
+
+    def forward(self, x):
+        e1 = self.enc1(x)
+        e2 = self.enc2(nn.functional.max_pool2d(e1, 2))
+        m = self.mid(nn.functional.max_pool2d(e2, 2))
+        d2 = self.dec2(torch.cat([self.up2(m), e2], 1))
+        return self.head(self.dec1(torch.cat([self.up1(d2), e1], 1)))
+
+
+class Segmenter(nn.Module):
+    """torchvision's LR-ASPP on MobileNetV3-Large: 21 classes upsampled bilinearly to the input."""
+
+    def __init__(self):
+        super().__init__()
+        self.net = torchvision.models.segmentation.lraspp_mobilenet_v3_large(
+            weights=None, weights_backbone=None, num_classes=21)
+
+    def forward(self, x):
+        return self.net(x)["out"]
+
+
 def vit_tiny():
     """ViT-Ti's width (192, 3 heads, MLP 768) with 6 of its 12 layers: torchvision's
     VisionTransformer, a transformer-style model this repository does not ship. torchvision
@@ -101,6 +159,15 @@ def models():
         "kws_cnn": (KwsCnn(), [1, 1, 49, 10], {}),
         "vit_tiny": (vit_tiny(), [1, 3, 224, 224], {}),
         "odd_names": (OddNames(), [4, 16], {"names": (["in:put/0\"x"], ["0out/'y':z"])}),
+        # Architectures no other list here holds (bench/host_speed.py --models ARCH_MODELS).
+        "lstm_tagger": (Tagger("lstm"), [50, 2, 32], {}),
+        "gru_tagger": (Tagger("gru", features=20, hidden=48, layers=1), [30, 3, 20], {}),
+        "unet_small": (UNetSmall(), [1, 3, 128, 128], {}),
+        "lraspp_mobilenet_v3": (Segmenter(), [1, 3, 256, 256], {}),
+        "transformer_encoder": (nn.TransformerEncoder(
+            nn.TransformerEncoderLayer(256, 4, 1024, batch_first=True), 4), [1, 128, 256], {}),
+        "convnext_tiny": (tv.convnext_tiny(), [1, 3, 224, 224], {}),
+        "resnext50": (tv.resnext50_32x4d(), [1, 3, 224, 224], {}),
     }
 
 

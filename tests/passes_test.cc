@@ -265,8 +265,8 @@ TEST(PassRegistry, ListsThePassesInOrder) {
     EXPECT_FALSE(p.description.empty());
     EXPECT_EQ(p.exact, p.name != "fold-batchnorm" && p.name != "fuse-matmul-add" &&
                            p.name != "fuse-conv-activation" && p.name != "fuse-gelu" &&
-                           p.name != "fuse-hardswish" && p.name != "fuse-transpose-matmul" &&
-                           p.name != "fuse-qdq")
+                           p.name != "fuse-hardswish" && p.name != "fuse-swish" &&
+                           p.name != "fuse-transpose-matmul" && p.name != "fuse-qdq")
         << p.name;
   }
   std::vector<std::string> want = {"eliminate-dead-nodes",
@@ -279,6 +279,7 @@ TEST(PassRegistry, ListsThePassesInOrder) {
                                    "fuse-channel-shuffle",
                                    "fuse-gelu",
                                    "fuse-hardswish",
+                                   "fuse-swish",
                                    "fuse-matmul-add",
                                    "fuse-transpose-matmul",
                                    "fuse-qdq"};
@@ -1035,6 +1036,36 @@ TEST(FuseHardSwish, MakesOneHardSwishForEveryForm) {
 TEST(FuseHardSwish, LeavesOtherConstantsAndSharedValues) {
   CheckPass(HardSwishModel(0, false, 2.5f, false), "fuse-hardswish", false);
   CheckPass(HardSwishModel(1, true, 3.0f, true), "fuse-hardswish", false);
+}
+
+// ---- fuse-swish ----------------------------------------------------------------------------
+
+// Add(x, x) -> v, then v * Sigmoid(v) (operands swapped when `swap`), then a Neg; `shared`: the
+// sigmoid is also a graph output.
+onnx::ModelProto SiluModel(bool swap, bool shared) {
+  Builder b(17);
+  b.In("x", {2, 3, 4, 5});
+  AddNode(b.g, "Add", {"x", "x"}, {"v"}, "twice");
+  AddNode(b.g, "Sigmoid", {"v"}, {"s"}, "gate");
+  AddNode(b.g, "Mul",
+          swap ? std::vector<std::string>{"s", "v"} : std::vector<std::string>{"v", "s"}, {"g"},
+          "silu");
+  AddNode(b.g, "Neg", {"g"}, {"y"}, "neg");
+  b.Out("y");
+  if (shared) *b.g->add_output() = Info("s", {2, 3, 4, 5});
+  return b.m;
+}
+
+TEST(FuseSwish, MakesOneSwishInEitherOrder) {
+  for (bool swap : {false, true}) {
+    ir::Model m = CheckPass(SiluModel(swap, false), "fuse-swish", true);
+    const ir::Graph& g = *m.graph;
+    ASSERT_EQ(g.nodes.size(), 3u) << swap;
+    EXPECT_EQ(g.nodes[1].op_type, "Swish");
+    EXPECT_EQ(g.nodes[1].name, "silu");
+    EXPECT_EQ(g.values[g.nodes[1].inputs[0]].name, "v");
+  }
+  CheckPass(SiluModel(false, true), "fuse-swish", false);
 }
 
 // ---- fuse-matmul-add -----------------------------------------------------------------------

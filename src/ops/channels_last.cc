@@ -85,7 +85,8 @@ int ChannelScaleInput(const ir::Node& node, const ir::Graph& g) {
 // binary / variadic ones (every input).
 bool IsUnaryElementwise(const std::string& op) {
   static const std::set<std::string> kOps = {"Relu",        "LeakyRelu", "Clip", "Sigmoid", "Tanh",
-                                             "HardSigmoid", "HardSwish", "Elu",  "Neg",     "Abs"};
+                                             "HardSigmoid", "HardSwish", "Elu",  "Neg",     "Abs",
+                                             "Swish",       "Softplus",  "Mish"};
   return kOps.count(op) > 0;
 }
 bool IsSameShapeElementwise(const std::string& op) {

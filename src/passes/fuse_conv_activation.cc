@@ -18,31 +18,13 @@ std::optional<Activation> ActivationOf(const ir::Graph& g, const ir::Node& a, in
     return std::nullopt;
   if (a.op_type == "Relu" && a.inputs.size() == 1) return Activation{"Relu", {}};
   if (a.op_type == "HardSwish" && a.inputs.size() == 1) return Activation{"HardSwish", {}};
+  if (a.op_type == "Swish" && a.inputs.size() == 1 && a.attr_float("alpha", 1.0f) == 1.0f)
+    return Activation{"Swish", {}};
   if (a.op_type == "LeakyRelu" && a.inputs.size() == 1)
     return Activation{"LeakyRelu", {a.attr_float("alpha", 0.01f)}};
   float lo, hi;
   if (!ClipBounds(g, a, opset, &lo, &hi)) return std::nullopt;
   return Activation{"Clip", {lo, hi}};
-}
-
-// Swish (SiLU) as exporters write it: Sigmoid(v) -> s and Mul(v, s) in either order, where the
-// two are v's only readers and the Mul is s's. Returns the Mul (or -1).
-int SwishMul(const ir::Graph& g, int v, const ValueReaders& r) {
-  if (v < 0 || r.reads[v] != 2 || r.is_output[v] || r.nodes[v].size() != 2) return -1;
-  for (int k = 0; k < 2; ++k) {
-    const ir::Node& sig = g.nodes[r.nodes[v][k]];
-    const int mul = r.nodes[v][1 - k];
-    const ir::Node& m = g.nodes[mul];
-    if (sig.op_type != "Sigmoid" || !IsDefaultDomain(sig) || sig.outputs.size() != 1 ||
-        m.op_type != "Mul" || !IsDefaultDomain(m) || m.inputs.size() != 2 ||
-        m.outputs.size() != 1 || m.outputs[0] < 0)
-      continue;
-    const int s = sig.outputs[0];
-    if (r.Sole(s) != mul) continue;
-    if ((m.inputs[0] == v && m.inputs[1] == s) || (m.inputs[0] == s && m.inputs[1] == v))
-      return mul;
-  }
-  return -1;
 }
 
 bool FuseInGraph(ir::Graph& g, const ir::Model& m) {

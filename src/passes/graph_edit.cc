@@ -212,6 +212,24 @@ bool ReplaceChainWithUnary(ir::Graph& g, std::vector<char>& keep, const std::vec
   return true;
 }
 
+int SwishMul(const ir::Graph& g, int v, const ValueReaders& r) {
+  if (v < 0 || r.reads[v] != 2 || r.is_output[v] || r.nodes[v].size() != 2) return -1;
+  for (int k = 0; k < 2; ++k) {
+    const ir::Node& sig = g.nodes[r.nodes[v][k]];
+    const int mul = r.nodes[v][1 - k];
+    const ir::Node& m = g.nodes[mul];
+    if (sig.op_type != "Sigmoid" || !IsDefaultDomain(sig) || sig.outputs.size() != 1 ||
+        m.op_type != "Mul" || !IsDefaultDomain(m) || m.inputs.size() != 2 ||
+        m.outputs.size() != 1 || m.outputs[0] < 0)
+      continue;
+    const int s = sig.outputs[0];
+    if (r.Sole(s) != mul) continue;
+    if ((m.inputs[0] == v && m.inputs[1] == s) || (m.inputs[0] == s && m.inputs[1] == v))
+      return mul;
+  }
+  return -1;
+}
+
 ValueReaders::ValueReaders(const ir::Graph& g)
     : reads(ReadCounts(g)), is_output(OutputMask(g)), nodes(g.values.size()) {
   for (size_t i = 0; i < g.nodes.size(); ++i)

@@ -99,6 +99,10 @@ bool ClipBounds(const ir::Graph& g, const ir::Node& clip, int64_t opset, float* 
 bool ReplaceChainWithUnary(ir::Graph& g, std::vector<char>& keep, const std::vector<int>& gone,
                            int last, int x, const std::string& op, const std::string& domain);
 
+// Swish (SiLU) as exporters write it: Sigmoid(v) -> s and Mul(v, s) in either order, where the
+// two are v's only readers and the Mul is s's. Returns the Mul (or -1).
+int SwishMul(const ir::Graph& g, int v, const ValueReaders& r);
+
 // A value name not yet used in g, `base` when it is free.
 std::string UniqueValueName(const ir::Graph& g, const std::string& base);
 

@@ -11,6 +11,7 @@
 #include "passes/fuse_hardswish.h"
 #include "passes/fuse_matmul_add.h"
 #include "passes/fuse_qdq.h"
+#include "passes/fuse_swish.h"
 #include "passes/fuse_transpose_matmul.h"
 #include "passes/pipeline.h"
 
@@ -54,6 +55,8 @@ const std::vector<PassInfo>& RegisteredPasses() {
       {"fuse-hardswish",
        "turn x * Clip(x + 3, 0, 6) / 6 (or x * HardSigmoid(x) with alpha 1/6) into one HardSwish",
        FuseHardSwish, /*exact=*/false},
+      {"fuse-swish", "turn x * Sigmoid(x) (SiLU as exporters write it) into one Swish", FuseSwish,
+       /*exact=*/false},
       {"fuse-matmul-add",
        "turn MatMul(A, B) + bias with constant B and bias into Gemm (higher-rank A through "
        "Reshapes)",
