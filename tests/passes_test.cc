@@ -266,7 +266,8 @@ TEST(PassRegistry, ListsThePassesInOrder) {
     EXPECT_EQ(p.exact, p.name != "fold-batchnorm" && p.name != "fuse-matmul-add" &&
                            p.name != "fuse-conv-activation" && p.name != "fuse-gelu" &&
                            p.name != "fuse-hardswish" && p.name != "fuse-swish" &&
-                           p.name != "fuse-transpose-matmul" && p.name != "fuse-qdq")
+                           p.name != "fuse-transpose-matmul" && p.name != "fuse-qdq" &&
+                           p.name != "fuse-groupnorm")
         << p.name;
   }
   std::vector<std::string> want = {"eliminate-dead-nodes",
@@ -275,6 +276,7 @@ TEST(PassRegistry, ListsThePassesInOrder) {
                                    "eliminate-common-subexpressions",
                                    "cancel-transposes",
                                    "fold-batchnorm",
+                                   "fuse-groupnorm",
                                    "fuse-conv-activation",
                                    "fuse-channel-shuffle",
                                    "fuse-gelu",
@@ -834,6 +836,69 @@ TEST(FoldBatchNorm, FoldsMulAddIntoABatchNormAfterAnotherOp) {
   EXPECT_EQ(CountOps(*m.graph, "BatchNormalization"), 1);
   EXPECT_EQ(CountOps(*m.graph, "Mul") + CountOps(*m.graph, "Add"), 0);
   EXPECT_EQ(m.graph->nodes.size(), 3u);
+}
+
+TEST(FoldBatchNorm, FoldsMulAddIntoInstanceAndGroupNormalization) {
+  for (const char* op : {"InstanceNormalization", "GroupNormalization"}) {
+    Builder b(21);
+    b.In("X", {2, 4, 3, 5});
+    InitFloats(b.g, "scale", {4}, {1.5f, 0.5f, -2.0f, 1.0f});
+    InitFloats(b.g, "bias", {4}, {0.25f, -1.0f, 0.0f, 2.0f});
+    InitFloats(b.g, "sc", {4, 1, 1}, {2.0f, -0.5f, 0.75f, 3.0f});
+    InitFloats(b.g, "sh", {1, 4, 1, 1}, {0.5f, -0.25f, 1.0f, 0.0f});
+    auto* n = AddNode(b.g, op, {"X", "scale", "bias"}, {"nrm"}, "norm");
+    if (std::string(op) == "GroupNormalization") AttrInt(n, "num_groups", 2);
+    AddNode(b.g, "Mul", {"nrm", "sc"}, {"m"}, "scale_mul");
+    AddNode(b.g, "Add", {"sh", "m"}, {"y"}, "shift_add");
+    b.Out("y");
+    ir::Model m = CheckPass(b.m, "fold-batchnorm", true);
+    EXPECT_EQ(CountOps(*m.graph, op), 1) << op;
+    EXPECT_EQ(m.graph->nodes.size(), 1u) << op;
+  }
+}
+
+// ---- fuse-groupnorm ------------------------------------------------------------------------
+
+// torch's export of nn.GroupNorm(3, 6) on x [2, 6, 4, 5] after a Neg: Reshape to [2, 3, -1],
+// InstanceNormalization (scale and bias of the groups), Reshape back, Mul by gamma, Add beta,
+// then a Relu. `groups_out`: the grouped value is also a graph output.
+onnx::ModelProto GroupNormModel(bool groups_out) {
+  Builder b;
+  b.In("x", {2, 6, 4, 5});
+  InitInts(b.g, "grouped_shape", {3}, {2, 3, -1});
+  InitInts(b.g, "x_shape", {4}, {2, 6, 4, 5});
+  InitFloats(b.g, "ones", {3}, {1.0f, 0.5f, 2.0f});
+  InitFloats(b.g, "zeros", {3}, {0.0f, 0.25f, -1.0f});
+  InitFloats(b.g, "gamma", {6, 1, 1}, {1.0f, 2.0f, -1.0f, 0.5f, 3.0f, 1.5f});
+  InitFloats(b.g, "beta", {6, 1, 1}, {0.0f, 1.0f, -2.0f, 0.5f, 0.25f, -0.75f});
+  AddNode(b.g, "Neg", {"x"}, {"n"}, "neg");
+  AddNode(b.g, "Reshape", {"n", "grouped_shape"}, {"r"}, "to_groups");
+  AttrFloat(AddNode(b.g, "InstanceNormalization", {"r", "ones", "zeros"}, {"i"}, "norm"), "epsilon",
+            1e-3f);
+  AddNode(b.g, "Reshape", {"i", "x_shape"}, {"back"}, "to_channels");
+  AddNode(b.g, "Mul", {"back", "gamma"}, {"m"}, "gamma_mul");
+  AddNode(b.g, "Add", {"m", "beta"}, {"a"}, "beta_add");
+  AddNode(b.g, "Relu", {"a"}, {"y"}, "relu");
+  b.Out("y");
+  if (groups_out) *b.g->add_output() = Info("r", {2, 3, 40});
+  return b.m;
+}
+
+TEST(FuseGroupNorm, MakesOneGroupNormalizationThatFoldBatchNormCompletes) {
+  ir::Model m = CheckPass(GroupNormModel(false), "fuse-groupnorm", true);
+  ASSERT_EQ(CountOps(*m.graph, "GroupNormalization"), 1);
+  EXPECT_EQ(CountOps(*m.graph, "Reshape") + CountOps(*m.graph, "InstanceNormalization"), 0);
+  const ir::Node& gn = m.graph->nodes[1];
+  EXPECT_EQ(gn.name, "to_channels");
+  EXPECT_EQ(gn.attr_int("num_groups", 0), 3);
+  EXPECT_FLOAT_EQ(gn.attr_float("epsilon", 0), 1e-3f);
+  ir::Model both = Load(GroupNormModel(false));
+  ASSERT_TRUE(passes::FindPass("fuse-groupnorm")->run(both).ok());
+  ASSERT_TRUE(passes::FindPass("fold-batchnorm")->run(both).ok());
+  EXPECT_EQ(both.graph->nodes.size(), 3u);  // Neg, GroupNormalization, Relu
+  ExpectSameOutputs(RunHost(Load(GroupNormModel(false)), RandomInputs(both, 3)),
+                    RunHost(both, RandomInputs(both, 3)), false);
+  CheckPass(GroupNormModel(true), "fuse-groupnorm", false);
 }
 
 // ---- fuse-channel-shuffle -------------------------------------------------------------------

@@ -128,8 +128,18 @@ bool FoldIntoConv(ir::Graph& g, int c, int y, const ChannelAffine& a, const std:
   return true;
 }
 
-// BatchNormalization n (inference) := the same with scale * s and bias * s + t.
-bool FoldIntoBatchNorm(ir::Graph& g, int n, const ChannelAffine& a, const std::string& suffix) {
+// True for the normalizations whose inputs 1 and 2 are a scale and a bias applied per channel
+// after them (an inference BatchNormalization; InstanceNormalization; GroupNormalization, when
+// its scale and bias have a value per channel: FoldIntoNormalization checks the counts).
+bool IsChannelScaledNorm(const ir::Node& n, int64_t opset) {
+  return IsDefaultDomain(n) &&
+         (IsInferenceBatchNorm(n, opset) ||
+          ((n.op_type == "InstanceNormalization" || n.op_type == "GroupNormalization") &&
+           n.inputs.size() == 3 && n.outputs.size() == 1));
+}
+
+// Normalization n (IsChannelScaledNorm) := the same with scale * s and bias * s + t.
+bool FoldIntoNormalization(ir::Graph& g, int n, const ChannelAffine& a, const std::string& suffix) {
   const ir::Node& bn = g.nodes[n];
   const int64_t channels = static_cast<int64_t>(a.s.size());
   const Tensor* scale = ChannelParam(g, bn, 1, channels);
@@ -157,14 +167,14 @@ bool FoldInGraph(ir::Graph& g, const ir::Model& m) {
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const ir::Node& op = g.nodes[i];
     if (op.inputs.empty() || op.outputs.size() != 1 || op.outputs[0] < 0) continue;
-    // y: the operand a Conv, a ConvTranspose or an inference BatchNormalization writes (the node of
-    // an earlier fold in this sweep writes it now).
+    // y: the operand a Conv, a ConvTranspose or a normalization writes (the node of an earlier
+    // fold in this sweep writes it now).
     int y = -1;
     for (int v : op.inputs) {
       const int p = v >= 0 ? g.values[v].producer : -1;
       if (p >= 0 && IsDefaultDomain(g.nodes[p]) &&
           (g.nodes[p].op_type == "Conv" || g.nodes[p].op_type == "ConvTranspose" ||
-           IsInferenceBatchNorm(g.nodes[p], m.OpsetFor(g.nodes[p].domain))))
+           IsChannelScaledNorm(g.nodes[p], m.OpsetFor(g.nodes[p].domain))))
         y = v;
     }
     if (y < 0 || reads[y] != 1 || is_output[y]) continue;
@@ -180,8 +190,8 @@ bool FoldInGraph(ir::Graph& g, const ir::Model& m) {
     if (!a) continue;
     const std::string suffix = op.op_type == "BatchNormalization" ? "_bn" : "_affine";
     const std::vector<int> before = g.nodes[c].inputs;
-    if (g.nodes[c].op_type != "BatchNormalization" ? FoldIntoConv(g, c, y, *a, suffix)
-                                                   : FoldIntoBatchNorm(g, c, *a, suffix)) {
+    const bool conv = g.nodes[c].op_type == "Conv" || g.nodes[c].op_type == "ConvTranspose";
+    if (conv ? FoldIntoConv(g, c, y, *a, suffix) : FoldIntoNormalization(g, c, *a, suffix)) {
       // The replaced weights go now where node c was their only reader (or this sweep made
       // them for it): a model's weights would otherwise be held once more per fold.
       for (size_t k = 1; k < before.size(); ++k) {

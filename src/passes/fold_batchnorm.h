@@ -10,12 +10,13 @@
 // where W, B and the parameters are float32 constants, nothing but that node reads y, and z has
 // y's shape, becomes one Conv(X, W', B') -> z that keeps the Conv's name:
 //   W'[m] = W[m] * s[m],  B' = B * s + t   computed in double.
-// The same maps after an inference BatchNormalization with constant scale and bias fold into
-// it (scale' = scale * s, bias' = bias * s + t; DenseNet's pre-activation BatchNorm -> Mul -> Add
-// after a Concat becomes one node). Chains fold one after another in one sweep. W' and B' are new
-// constants (named after W and B, or the Conv's output, with "_bn" or "_affine"); the old tensors
-// are never written, since their bytes may be shared. Other dtypes and a Conv output read elsewhere
-// are left alone. Subgraphs too.
+// The same maps after an inference BatchNormalization, an InstanceNormalization or a
+// GroupNormalization with constant scale and bias, one per channel, fold into it (scale' =
+// scale * s, bias' = bias * s + t; DenseNet's pre-activation BatchNorm -> Mul -> Add after a
+// Concat becomes one node, as does GroupNorm's gamma and beta after fuse-groupnorm). Chains fold
+// one after another in one sweep. W' and B' are new constants (named after W and B, or the Conv's
+// output, with "_bn" or "_affine"); the old tensors are never written, since their bytes may be
+// shared. Other dtypes and a Conv output read elsewhere are left alone. Subgraphs too.
 #pragma once
 
 #include "ir/graph.h"

@@ -8,6 +8,7 @@
 #include "passes/fuse_channel_shuffle.h"
 #include "passes/fuse_conv_activation.h"
 #include "passes/fuse_gelu.h"
+#include "passes/fuse_groupnorm.h"
 #include "passes/fuse_hardswish.h"
 #include "passes/fuse_matmul_add.h"
 #include "passes/fuse_qdq.h"
@@ -39,9 +40,14 @@ const std::vector<PassInfo>& RegisteredPasses() {
        "moving only axes of size 1 becomes a Reshape",
        CancelTransposes},
       {"fold-batchnorm",
-       "fold an inference BatchNormalization, or a per-channel constant Mul/Add/Sub, into the Conv "
-       "or ConvTranspose before it (float32)",
+       "fold an inference BatchNormalization, or a per-channel constant Mul/Add/Sub, into the "
+       "Conv, "
+       "ConvTranspose or normalization before it (float32)",
        FoldBatchNorm, /*exact=*/false},
+      {"fuse-groupnorm",
+       "turn GroupNorm's export (Reshape, InstanceNormalization, Reshape) into one "
+       "GroupNormalization",
+       FuseGroupNorm, /*exact=*/false},
       {"fuse-conv-activation",
        "fuse Conv + residual Add + Relu / LeakyRelu / Clip / SiLU into one FusedConv",
        FuseConvActivation, /*exact=*/false},

@@ -466,8 +466,8 @@ Expected<std::unique_ptr<Executor>> Executor::Create(ir::Model model, ExecutorOp
     KILN_RETURN_IF_ERROR(passes::FoldConstants(e->model_, size_t{1} << 30));
     KILN_RETURN_IF_ERROR(passes::RunPasses(
         e->model_,
-        {"fold-batchnorm", "fuse-channel-shuffle", "fuse-gelu", "fuse-hardswish", "fuse-swish",
-         "fuse-transpose-matmul", "fuse-matmul-add", "fuse-conv-activation"},
+        {"fuse-groupnorm", "fold-batchnorm", "fuse-channel-shuffle", "fuse-gelu", "fuse-hardswish",
+         "fuse-swish", "fuse-transpose-matmul", "fuse-matmul-add", "fuse-conv-activation"},
         po));
   }
   passes::CompressConstants(*e->model_.graph);  // identical constants share one storage

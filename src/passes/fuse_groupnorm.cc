@@ -1,0 +1,99 @@
+#include "passes/fuse_groupnorm.h"
+
+#include <vector>
+
+#include "passes/graph_edit.h"
+
+namespace kiln::passes {
+namespace {
+
+bool IsReshape(const ir::Node& n) {
+  return n.op_type == "Reshape" && IsDefaultDomain(n) && !n.inputs.empty() && n.inputs[0] >= 0 &&
+         n.outputs.size() == 1 && n.outputs[0] >= 0;
+}
+
+// The float32 constant input i of n with `count` elements in one dim, or null.
+const Tensor* GroupParam(const ir::Graph& g, const ir::Node& n, size_t i, int64_t count) {
+  if (i >= n.inputs.size() || !IsFixedConstant(g, n.inputs[i])) return nullptr;
+  const Tensor& t = *g.values[n.inputs[i]].constant;
+  if (t.kind() != Tensor::Kind::kTensor || t.dtype() != DType::kFloat32 || t.dims() != Dims{count})
+    return nullptr;
+  return &t;
+}
+
+// Tensor p of G groups as one value per channel of `channels`.
+Tensor PerChannel(const Tensor& p, int64_t channels) {
+  const int64_t per_group = channels / p.size();
+  Tensor t(DType::kFloat32, {channels});
+  for (int64_t c = 0; c < channels; ++c) t.data<float>()[c] = p.data<float>()[c / per_group];
+  return t;
+}
+
+// The GroupNorm export around InstanceNormalization node i, as GroupNormalization in the place
+// of its second Reshape. False if the pattern does not match.
+bool FuseAt(ir::Graph& g, const ValueReaders& r, std::vector<char>& keep, int i) {
+  const ir::Node& norm = g.nodes[i];
+  if (norm.op_type != "InstanceNormalization" || !IsDefaultDomain(norm) ||
+      norm.inputs.size() != 3 || norm.inputs[0] < 0 || norm.outputs.size() != 1 ||
+      norm.outputs[0] < 0)
+    return false;
+  const int grouped = norm.inputs[0], first = g.values[grouped].producer;
+  const int back = r.Sole(norm.outputs[0]);
+  if (first < 0 || back < 0 || r.Sole(grouped) != i || !IsReshape(g.nodes[first]) ||
+      !IsReshape(g.nodes[back]) || !keep[first] || !keep[back] ||
+      g.nodes[back].inputs[0] != norm.outputs[0])
+    return false;
+  const int x = g.nodes[first].inputs[0], out = g.nodes[back].outputs[0];
+  const ir::TypeInfo &xt = g.values[x].type, &gt = g.values[grouped].type;
+  if (xt.dtype != DType::kFloat32 || !xt.shape_known() || xt.dims.size() < 3 || !gt.shape_known() ||
+      gt.dims.size() != 3 || gt.dims[0] != xt.dims[0] || g.values[out].type.dims != xt.dims)
+    return false;
+  const int64_t channels = xt.dims[1], groups = gt.dims[1];
+  if (groups <= 0 || channels % groups != 0) return false;
+  const Tensor* scale = GroupParam(g, norm, 1, groups);
+  const Tensor* bias = GroupParam(g, norm, 2, groups);
+  if (!scale || !bias) return false;
+  ir::Node fused;
+  fused.name = g.nodes[back].name;
+  fused.op_type = "GroupNormalization";
+  const std::string base = g.values[out].name;
+  fused.inputs = {x, AddConstant(g, base + "_scale", PerChannel(*scale, channels)),
+                  AddConstant(g, base + "_bias", PerChannel(*bias, channels))};
+  fused.outputs = {out};
+  ir::Attribute n;
+  n.kind = ir::Attribute::Kind::kInt;
+  n.i = groups;
+  fused.attrs["num_groups"] = n;
+  ir::Attribute eps;
+  eps.kind = ir::Attribute::Kind::kFloat;
+  eps.f = norm.attr_float("epsilon", 1e-5f);
+  fused.attrs["epsilon"] = eps;
+  keep[first] = 0;
+  keep[i] = 0;
+  g.values[grouped].producer = -1;
+  g.values[g.nodes[i].outputs[0]].producer = -1;
+  g.nodes[back] = std::move(fused);
+  return true;
+}
+
+bool FuseInGraph(ir::Graph& g) {
+  bool changed = false;
+  for (auto& n : g.nodes)
+    ForEachSubgraph(n, [&](ir::Graph& sg) { changed = FuseInGraph(sg) || changed; });
+  const ValueReaders r(g);
+  std::vector<char> keep(g.nodes.size(), 1);
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    changed = FuseAt(g, r, keep, static_cast<int>(i)) || changed;
+  CompactNodes(g, keep);
+  return changed;
+}
+
+}  // namespace
+
+Expected<bool> FuseGroupNorm(ir::Model& model) {
+  bool changed = FuseInGraph(*model.graph);
+  KILN_RETURN_IF_ERROR(ir::Verify(*model.graph));
+  return changed;
+}
+
+}  // namespace kiln::passes
