@@ -35,55 +35,47 @@ bool IsSwapOfAxes1And2(const ir::Node& t, size_t rank) {
   return true;
 }
 
-bool FuseInGraph(ir::Graph& g) {
-  bool changed = false;
-  for (auto& n : g.nodes)
-    ForEachSubgraph(n, [&](ir::Graph& sg) { changed = FuseInGraph(sg) || changed; });
-  const ValueReaders r(g);
-  std::vector<char> keep(g.nodes.size(), 1);
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    const ir::Node& split = g.nodes[i];
-    if (!keep[i] || !IsOnnxOp(split, "Reshape")) continue;
-    const int x = split.inputs[0], mid = split.outputs[0];
-    const int64_t group = SplitGroup(g.values[x].type, g.values[mid].type);
-    if (group == 0) continue;
-    const int t = r.Sole(mid);
-    if (t < 0 || !IsOnnxOp(g.nodes[t], "Transpose") ||
-        !IsSwapOfAxes1And2(g.nodes[t], g.values[mid].type.dims.size()))
-      continue;
-    const int swapped = g.nodes[t].outputs[0];
-    const int merge = r.Sole(swapped);
-    if (merge < 0 || !IsOnnxOp(g.nodes[merge], "Reshape") || g.nodes[merge].inputs[0] != swapped)
-      continue;
-    const int y = g.nodes[merge].outputs[0];
-    const ir::TypeInfo& yt = g.values[y].type;
-    if (!yt.shape_known() || yt.dims != g.values[x].type.dims || yt.dtype != g.values[x].type.dtype)
-      continue;
-    ir::Node shuffle;
-    shuffle.name = g.nodes[merge].name;
-    shuffle.op_type = "ChannelShuffle";
-    shuffle.domain = ops::kKilnDomain;
-    shuffle.inputs = {x};
-    shuffle.outputs = {y};
-    ir::Attribute a;
-    a.kind = ir::Attribute::Kind::kInt;
-    a.i = group;
-    shuffle.attrs["group"] = a;
-    g.values[mid].producer = -1;
-    g.values[swapped].producer = -1;
-    g.nodes[merge] = std::move(shuffle);
-    keep[i] = 0;
-    keep[t] = 0;
-    changed = true;
-  }
-  CompactNodes(g, keep);
-  return changed;
+// One ChannelShuffle for the shuffle whose first Reshape is node i.
+bool FuseAt(ir::Graph& g, const ValueReaders& r, std::vector<char>& keep, int i) {
+  const ir::Node& split = g.nodes[i];
+  if (!IsOnnxOp(split, "Reshape")) return false;
+  const int x = split.inputs[0], mid = split.outputs[0];
+  const int64_t group = SplitGroup(g.values[x].type, g.values[mid].type);
+  if (group == 0) return false;
+  const int t = r.Sole(mid);
+  if (t < 0 || !IsOnnxOp(g.nodes[t], "Transpose") ||
+      !IsSwapOfAxes1And2(g.nodes[t], g.values[mid].type.dims.size()))
+    return false;
+  const int swapped = g.nodes[t].outputs[0];
+  const int merge = r.Sole(swapped);
+  if (merge < 0 || !IsOnnxOp(g.nodes[merge], "Reshape") || g.nodes[merge].inputs[0] != swapped)
+    return false;
+  const int y = g.nodes[merge].outputs[0];
+  const ir::TypeInfo& yt = g.values[y].type;
+  if (!yt.shape_known() || yt.dims != g.values[x].type.dims || yt.dtype != g.values[x].type.dtype)
+    return false;
+  ir::Node shuffle;
+  shuffle.name = g.nodes[merge].name;
+  shuffle.op_type = "ChannelShuffle";
+  shuffle.domain = ops::kKilnDomain;
+  shuffle.inputs = {x};
+  shuffle.outputs = {y};
+  ir::Attribute a;
+  a.kind = ir::Attribute::Kind::kInt;
+  a.i = group;
+  shuffle.attrs["group"] = a;
+  g.values[mid].producer = -1;
+  g.values[swapped].producer = -1;
+  g.nodes[merge] = std::move(shuffle);
+  keep[i] = 0;
+  keep[t] = 0;
+  return true;
 }
 
 }  // namespace
 
 Expected<bool> FuseChannelShuffle(ir::Model& model) {
-  bool changed = FuseInGraph(*model.graph);
+  bool changed = FuseEachNode(*model.graph, FuseAt);
   if (changed && !model.opsets.count(ops::kKilnDomain)) model.opsets[ops::kKilnDomain] = 1;
   KILN_RETURN_IF_ERROR(ir::Verify(*model.graph));
   return changed;

@@ -120,41 +120,32 @@ int GeluTail(const ir::Graph& g, const ValueReaders& u, int f, int x, std::vecto
   return -1;
 }
 
-bool FuseInGraph(ir::Graph& g) {
-  bool changed = false;
-  for (auto& n : g.nodes)
-    ForEachSubgraph(n, [&](ir::Graph& sg) { changed = FuseInGraph(sg) || changed; });
-  const ValueReaders u(g);
-  std::vector<char> keep(g.nodes.size(), 1);
-  for (size_t e = 0; e < g.nodes.size(); ++e) {
-    const ir::Node& f = g.nodes[e];
-    const bool erf = IsOnnx(f, "Erf"), tanh = IsOnnx(f, "Tanh");
-    if (!erf && !tanh) continue;
-    std::vector<int> gone;
-    const int x = erf ? ErfFront(g, u, static_cast<int>(e), &gone)
-                      : TanhFront(g, u, static_cast<int>(e), &gone);
-    const ir::TypeInfo* xt = x >= 0 ? &g.values[x].type : nullptr;
-    if (!xt || xt->dtype != DType::kFloat32 || !xt->shape_known()) continue;
-    gone.push_back(static_cast<int>(e));
-    const int last = GeluTail(g, u, static_cast<int>(e), x, &gone);
-    if (last < 0 || g.values[g.nodes[last].outputs[0]].type.dims != xt->dims) continue;
-    if (!ReplaceChainWithUnary(g, keep, gone, last, x, "Gelu", kGeluDomain)) continue;
-    if (tanh) {
-      ir::Attribute a;
-      a.kind = ir::Attribute::Kind::kString;
-      a.s = "tanh";
-      g.nodes[last].attrs["approximate"] = a;
-    }
-    changed = true;
+// One Gelu for the chain around the Erf or Tanh at node e.
+bool FuseAt(ir::Graph& g, const ValueReaders& u, std::vector<char>& keep, int e) {
+  const ir::Node& f = g.nodes[e];
+  const bool erf = IsOnnx(f, "Erf"), tanh = IsOnnx(f, "Tanh");
+  if (!erf && !tanh) return false;
+  std::vector<int> gone;
+  const int x = erf ? ErfFront(g, u, e, &gone) : TanhFront(g, u, e, &gone);
+  const ir::TypeInfo* xt = x >= 0 ? &g.values[x].type : nullptr;
+  if (!xt || xt->dtype != DType::kFloat32 || !xt->shape_known()) return false;
+  gone.push_back(e);
+  const int last = GeluTail(g, u, e, x, &gone);
+  if (last < 0 || g.values[g.nodes[last].outputs[0]].type.dims != xt->dims) return false;
+  if (!ReplaceChainWithUnary(g, keep, gone, last, x, "Gelu", kGeluDomain)) return false;
+  if (tanh) {
+    ir::Attribute a;
+    a.kind = ir::Attribute::Kind::kString;
+    a.s = "tanh";
+    g.nodes[last].attrs["approximate"] = a;
   }
-  CompactNodes(g, keep);
-  return changed;
+  return true;
 }
 
 }  // namespace
 
 Expected<bool> FuseGelu(ir::Model& model) {
-  bool changed = FuseInGraph(*model.graph);
+  bool changed = FuseEachNode(*model.graph, FuseAt);
   if (changed && !model.opsets.count(kGeluDomain)) model.opsets[kGeluDomain] = 1;
   KILN_RETURN_IF_ERROR(ir::Verify(*model.graph));
   return changed;

@@ -56,9 +56,11 @@ bool FuseAt(ir::Graph& g, const ValueReaders& r, std::vector<char>& keep, int i)
   ir::Node fused;
   fused.name = g.nodes[back].name;
   fused.op_type = "GroupNormalization";
+  // Both made before AddConstant grows g.values (scale and bias point into it).
+  Tensor channel_scale = PerChannel(*scale, channels), channel_bias = PerChannel(*bias, channels);
   const std::string base = g.values[out].name;
-  fused.inputs = {x, AddConstant(g, base + "_scale", PerChannel(*scale, channels)),
-                  AddConstant(g, base + "_bias", PerChannel(*bias, channels))};
+  const int sv = AddConstant(g, base + "_scale", std::move(channel_scale));
+  fused.inputs = {x, sv, AddConstant(g, base + "_bias", std::move(channel_bias))};
   fused.outputs = {out};
   ir::Attribute n;
   n.kind = ir::Attribute::Kind::kInt;
@@ -76,22 +78,10 @@ bool FuseAt(ir::Graph& g, const ValueReaders& r, std::vector<char>& keep, int i)
   return true;
 }
 
-bool FuseInGraph(ir::Graph& g) {
-  bool changed = false;
-  for (auto& n : g.nodes)
-    ForEachSubgraph(n, [&](ir::Graph& sg) { changed = FuseInGraph(sg) || changed; });
-  const ValueReaders r(g);
-  std::vector<char> keep(g.nodes.size(), 1);
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    changed = FuseAt(g, r, keep, static_cast<int>(i)) || changed;
-  CompactNodes(g, keep);
-  return changed;
-}
-
 }  // namespace
 
 Expected<bool> FuseGroupNorm(ir::Model& model) {
-  bool changed = FuseInGraph(*model.graph);
+  bool changed = FuseEachNode(*model.graph, FuseAt);
   KILN_RETURN_IF_ERROR(ir::Verify(*model.graph));
   return changed;
 }

@@ -49,56 +49,50 @@ bool FinishChain(const ir::Graph& g, const ValueReaders& u, int gate, int x, boo
   return false;
 }
 
-bool FuseInGraph(ir::Graph& g, int64_t opset) {
-  bool changed = false;
-  for (auto& n : g.nodes)
-    ForEachSubgraph(n, [&](ir::Graph& sg) { changed = FuseInGraph(sg, opset) || changed; });
-  const ValueReaders u(g);
-  std::vector<char> keep(g.nodes.size(), 1);
-  for (size_t c = 0; c < g.nodes.size(); ++c) {
-    const ir::Node& gate = g.nodes[c];
-    if (gate.outputs.size() != 1 || gate.outputs[0] < 0 || gate.inputs.empty() ||
-        gate.inputs[0] < 0 || (!gate.domain.empty() && gate.domain != "ai.onnx"))
-      continue;
-    std::vector<int> gone;
-    int x = -1;
-    bool divided = false;
-    float lo, hi;
-    if (gate.op_type == "HardSigmoid" && gate.inputs.size() == 1) {
-      x = gate.inputs[0];
-      divided = true;
-      if (!Near(gate.attr_float("alpha", 0.2f), 1.0 / 6.0) ||
-          !Near(gate.attr_float("beta", 0.5f), 0.5))
-        continue;
-      gone.push_back(static_cast<int>(c));
-    } else if (ClipBounds(g, gate, opset, &lo, &hi) && lo == 0.0f && Near(hi, 6.0)) {
-      const int shifted = gate.inputs[0];  // x + 3
-      const int a = g.values[shifted].producer;
-      if (a < 0 || u.Sole(shifted) != static_cast<int>(c) || !IsOnnxBinary(g.nodes[a], "Add"))
-        continue;
-      for (int k = 0; k < 2; ++k)
-        if (Near(ScalarFloatConstant(g, g.nodes[a].inputs[1 - k]), 3.0)) x = g.nodes[a].inputs[k];
-      gone = {a, static_cast<int>(c)};
-    } else {
-      continue;
-    }
-    const ir::TypeInfo* xt = x >= 0 ? &g.values[x].type : nullptr;
-    if (!xt || xt->dtype != DType::kFloat32 || !xt->shape_known() ||
-        !FinishChain(g, u, gate.outputs[0], x, divided, &gone))
-      continue;
-    const int last = gone.back();
-    if (g.values[g.nodes[last].outputs[0]].type.dims == xt->dims &&
-        ReplaceChainWithUnary(g, keep, gone, last, x, "HardSwish", ""))
-      changed = true;
+// One HardSwish for the chain whose gate (Clip or HardSigmoid) is node c.
+bool FuseAt(ir::Graph& g, const ValueReaders& u, std::vector<char>& keep, int c, int64_t opset) {
+  const ir::Node& gate = g.nodes[c];
+  if (gate.outputs.size() != 1 || gate.outputs[0] < 0 || gate.inputs.empty() ||
+      gate.inputs[0] < 0 || (!gate.domain.empty() && gate.domain != "ai.onnx"))
+    return false;
+  std::vector<int> gone;
+  int x = -1;
+  bool divided = false;
+  float lo, hi;
+  if (gate.op_type == "HardSigmoid" && gate.inputs.size() == 1) {
+    x = gate.inputs[0];
+    divided = true;
+    if (!Near(gate.attr_float("alpha", 0.2f), 1.0 / 6.0) ||
+        !Near(gate.attr_float("beta", 0.5f), 0.5))
+      return false;
+    gone.push_back(c);
+  } else if (ClipBounds(g, gate, opset, &lo, &hi) && lo == 0.0f && Near(hi, 6.0)) {
+    const int shifted = gate.inputs[0];  // x + 3
+    const int a = g.values[shifted].producer;
+    if (a < 0 || u.Sole(shifted) != c || !IsOnnxBinary(g.nodes[a], "Add")) return false;
+    for (int k = 0; k < 2; ++k)
+      if (Near(ScalarFloatConstant(g, g.nodes[a].inputs[1 - k]), 3.0)) x = g.nodes[a].inputs[k];
+    gone = {a, c};
+  } else {
+    return false;
   }
-  CompactNodes(g, keep);
-  return changed;
+  const ir::TypeInfo* xt = x >= 0 ? &g.values[x].type : nullptr;
+  if (!xt || xt->dtype != DType::kFloat32 || !xt->shape_known() ||
+      !FinishChain(g, u, gate.outputs[0], x, divided, &gone))
+    return false;
+  const int last = gone.back();
+  return g.values[g.nodes[last].outputs[0]].type.dims == xt->dims &&
+         ReplaceChainWithUnary(g, keep, gone, last, x, "HardSwish", "");
 }
 
 }  // namespace
 
 Expected<bool> FuseHardSwish(ir::Model& model) {
-  bool changed = FuseInGraph(*model.graph, model.OpsetFor(""));
+  const int64_t opset = model.OpsetFor("");
+  bool changed = FuseEachNode(
+      *model.graph, [opset](ir::Graph& g, const ValueReaders& u, std::vector<char>& keep, int c) {
+        return FuseAt(g, u, keep, c, opset);
+      });
   KILN_RETURN_IF_ERROR(ir::Verify(*model.graph));
   return changed;
 }

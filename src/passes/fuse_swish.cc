@@ -7,31 +7,22 @@
 namespace kiln::passes {
 namespace {
 
-bool FuseInGraph(ir::Graph& g) {
-  bool changed = false;
-  for (auto& n : g.nodes)
-    ForEachSubgraph(n, [&](ir::Graph& sg) { changed = FuseInGraph(sg) || changed; });
-  const ValueReaders r(g);
-  std::vector<char> keep(g.nodes.size(), 1);
-  for (size_t c = 0; c < g.nodes.size(); ++c) {
-    const ir::Node& sig = g.nodes[c];
-    if (sig.op_type != "Sigmoid" || !IsDefaultDomain(sig) || sig.inputs.size() != 1) continue;
-    const int x = sig.inputs[0];
-    const ir::TypeInfo* xt = x >= 0 ? &g.values[x].type : nullptr;
-    if (!xt || xt->dtype != DType::kFloat32 || !xt->shape_known()) continue;
-    const int mul = SwishMul(g, x, r);
-    if (mul < 0 || g.values[g.nodes[mul].outputs[0]].type.dims != xt->dims) continue;
-    if (ReplaceChainWithUnary(g, keep, {static_cast<int>(c), mul}, mul, x, "Swish", ""))
-      changed = true;
-  }
-  CompactNodes(g, keep);
-  return changed;
+// x * Sigmoid(x) with the Sigmoid at node i, as one Swish(x).
+bool FuseAt(ir::Graph& g, const ValueReaders& r, std::vector<char>& keep, int i) {
+  const ir::Node& sig = g.nodes[i];
+  if (sig.op_type != "Sigmoid" || !IsDefaultDomain(sig) || sig.inputs.size() != 1) return false;
+  const int x = sig.inputs[0];
+  const ir::TypeInfo* xt = x >= 0 ? &g.values[x].type : nullptr;
+  if (!xt || xt->dtype != DType::kFloat32 || !xt->shape_known()) return false;
+  const int mul = SwishMul(g, x, r);
+  return mul >= 0 && g.values[g.nodes[mul].outputs[0]].type.dims == xt->dims &&
+         ReplaceChainWithUnary(g, keep, {i, mul}, mul, x, "Swish", "");
 }
 
 }  // namespace
 
 Expected<bool> FuseSwish(ir::Model& model) {
-  bool changed = FuseInGraph(*model.graph);
+  bool changed = FuseEachNode(*model.graph, FuseAt);
   KILN_RETURN_IF_ERROR(ir::Verify(*model.graph));
   return changed;
 }

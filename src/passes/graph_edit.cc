@@ -230,6 +230,18 @@ int SwishMul(const ir::Graph& g, int v, const ValueReaders& r) {
   return -1;
 }
 
+bool FuseEachNode(ir::Graph& g, const FuseAtFn& fuse_at) {
+  bool changed = false;
+  for (auto& n : g.nodes)
+    ForEachSubgraph(n, [&](ir::Graph& sg) { changed = FuseEachNode(sg, fuse_at) || changed; });
+  const ValueReaders readers(g);
+  std::vector<char> keep(g.nodes.size(), 1);
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (keep[i] && fuse_at(g, readers, keep, static_cast<int>(i))) changed = true;
+  CompactNodes(g, keep);
+  return changed;
+}
+
 ValueReaders::ValueReaders(const ir::Graph& g)
     : reads(ReadCounts(g)), is_output(OutputMask(g)), nodes(g.values.size()) {
   for (size_t i = 0; i < g.nodes.size(); ++i)

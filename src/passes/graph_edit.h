@@ -92,6 +92,16 @@ bool Near(std::optional<float> c, double want);
 // after; an absent bound is infinite), or false when they are not constants.
 bool ClipBounds(const ir::Graph& g, const ir::Node& clip, int64_t opset, float* lo, float* hi);
 
+// A fusion tried at node i of g: it rewrites g, marking the nodes it replaces (keep = 0), and
+// returns true, or changes nothing and returns false. `readers` is g as the sweep began.
+using FuseAtFn =
+    std::function<bool(ir::Graph& g, const ValueReaders& readers, std::vector<char>& keep, int i)>;
+
+// The sweep of the fusion passes: fuse_at at every node of g's subgraphs (innermost first) and
+// then at every node of g still kept, in order; the marked nodes go after each graph's sweep.
+// True if any fusion was made.
+bool FuseEachNode(ir::Graph& g, const FuseAtFn& fuse_at);
+
 // Replaces a matched chain by one node `op` (in `domain`) reading x alone: named as the chain's
 // last node `last`, writing its output, in its place; the nodes of `gone` other than last are
 // marked (keep = 0) for CompactNodes. False, changing nothing, when one of them is already
