@@ -929,6 +929,31 @@ TEST(ThreadPool, ParallelSlicesCoverEveryItemOnce) {
       }
 }
 
+// ParallelRows covers [0, n) once in min(threads, n / min) parts of nearly equal size: a few
+// rows still split (8 rows at 2 threads: 4 + 4).
+TEST(ThreadPool, ParallelRowsSplitFewRowsEvenly) {
+  for (int threads : {1, 2, 3, 8})
+    for (int64_t n : {0, 1, 2, 3, 8, 17, 100})
+      for (int64_t min : {1, 4}) {
+        std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+        std::atomic<int> parts{0};
+        std::atomic<int64_t> largest{0};
+        ParallelRows(threads, n, min, [&](int64_t b, int64_t e) {
+          ++parts;
+          int64_t seen = largest.load();
+          while (e - b > seen && !largest.compare_exchange_weak(seen, e - b)) {
+          }
+          for (int64_t i = b; i < e; ++i) ++hits[i];
+        });
+        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << n << " " << threads;
+        const int64_t want = std::max<int64_t>(1, std::min<int64_t>(threads, n / min));
+        if (n > 0) {
+          EXPECT_EQ(parts.load(), want) << n << " " << threads << " " << min;
+          EXPECT_EQ(largest.load(), (n + want - 1) / want) << n << " " << threads << " " << min;
+        }
+      }
+}
+
 TEST(ThreadPool, ManySmallJobs) {
   for (int rep = 0; rep < 20000; ++rep) {
     const int threads = 1 + rep % 4;

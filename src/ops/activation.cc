@@ -400,10 +400,10 @@ void RegSoft(OpRegistry& r, const char* name, SoftKind kind) {
         if (x.dtype() == DType::kFloat32 && s.inner == 1 && kind != SoftKind::kHardmax) {
           const float* xs = x.data<float>();
           float* ys = y.data<float>();
-          ParallelSlices(ctx.threads(), s.outer, std::max<int64_t>(1, kElementsPerThread / s.len),
-                         [&](int64_t b, int64_t e) {
-                           SoftRowsF32(xs + b * s.len, ys + b * s.len, e - b, s.len, kind);
-                         });
+          ParallelRows(ctx.threads(), s.outer, std::max<int64_t>(1, kElementsPerThread / s.len),
+                       [&](int64_t b, int64_t e) {
+                         SoftRowsF32(xs + b * s.len, ys + b * s.len, e - b, s.len, kind);
+                       });
           return OkStatus();
         }
         if (x.dtype() == DType::kFloat32 && kind != SoftKind::kHardmax) {

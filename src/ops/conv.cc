@@ -428,16 +428,16 @@ void ConvTransposeCore(const C* x, const C* w, const C* b, C* y, const ConvShape
                       col, ncols, false, threads);
         // Output channels write their own planes: the threads split them.
         const int64_t per_channel = kprod * ncols;
-        ParallelSlices(threads, Mg,
-                       std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(per_channel, 1)),
-                       [&](int64_t m0, int64_t m1) {
-                         const C* cc = col + m0 * per_channel;
-                         if (tiled)
-                           Col2ImTiled(cc, m1 - m0, g, r0, r1, b ? b + gi * Mg + m0 : nullptr,
-                                       yg + m0 * img_size);
-                         else
-                           Col2Im(cc, m1 - m0, g, r0, r1, yg + m0 * img_size);
-                       });
+        ParallelRows(threads, Mg,
+                     std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(per_channel, 1)),
+                     [&](int64_t m0, int64_t m1) {
+                       const C* cc = col + m0 * per_channel;
+                       if (tiled)
+                         Col2ImTiled(cc, m1 - m0, g, r0, r1, b ? b + gi * Mg + m0 : nullptr,
+                                     yg + m0 * img_size);
+                       else
+                         Col2Im(cc, m1 - m0, g, r0, r1, yg + m0 * img_size);
+                     });
       }
     }
   }

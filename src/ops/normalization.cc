@@ -417,11 +417,10 @@ void NormGroupsF32(const float* x, float* y, int64_t outer, int64_t channels, in
   auto run = NormGroupsBase;
 #endif
   const int64_t groups = outer * (channels / per_group), n = per_group * inner;
-  ParallelSlices(threads, groups,
-                 std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(n, 1)),
-                 [&](int64_t g0, int64_t g1) {
-                   run(x, y, g0, g1, per_group, inner, channels, scale, bias, eps);
-                 });
+  ParallelRows(threads, groups, std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(n, 1)),
+               [&](int64_t g0, int64_t g1) {
+                 run(x, y, g0, g1, per_group, inner, channels, scale, bias, eps);
+               });
 }
 
 Status LayerNormCompute(ComputeContext& ctx) {
@@ -452,12 +451,12 @@ Status LayerNormCompute(ComputeContext& ctx) {
 #endif
     const float* xs = xt.data<float>();
     float* ys = ctx.output(0).data<float>();
-    ParallelSlices(ctx.threads(), rc.rows, std::max<int64_t>(1, (int64_t{1} << 15) / rc.cols),
-                   [&](int64_t r0, int64_t r1) {
-                     rows(xs + r0 * rc.cols, ys + r0 * rc.cols, r1 - r0, rc.cols,
-                          ctx.input(1).data<float>(), b, static_cast<float>(eps), rms,
-                          means.data() + r0, inv_stds.data() + r0);
-                   });
+    ParallelRows(ctx.threads(), rc.rows, std::max<int64_t>(1, (int64_t{1} << 15) / rc.cols),
+                 [&](int64_t r0, int64_t r1) {
+                   rows(xs + r0 * rc.cols, ys + r0 * rc.cols, r1 - r0, rc.cols,
+                        ctx.input(1).data<float>(), b, static_cast<float>(eps), rms,
+                        means.data() + r0, inv_stds.data() + r0);
+                 });
   } else
     Dispatch<kFloatTypes>(xt.dtype(), [&]<class T>() {
       const T* x = xt.data<T>();

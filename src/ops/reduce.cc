@@ -318,46 +318,44 @@ KILN_AI float ReduceRow(const float* x, int64_t n) {
   return ReduceLanes<Op, false>(x, n, &check);
 }
 
-// Outputs [o0, o1) of x [outer, r, inner] into y [outer, inner].
+// Outer row o of x [outer, r, inner] reduced over r: y's columns [i0, i1) of that row.
 template <class Op>
-KILN_AI void ReduceBlock(const float* x, int64_t r, int64_t inner, int64_t o0, int64_t o1,
-                         float* y) {
+KILN_AI void ReduceBlock(const float* x, int64_t r, int64_t inner, int64_t o, int64_t i0,
+                         int64_t i1, float* y) {
   if (inner == 1) {
-    for (int64_t o = o0; o < o1; ++o) y[o] = ReduceRow<Op>(x + o * r, r);
+    y[o] = ReduceRow<Op>(x + o * r, r);
     return;
   }
-  for (int64_t o = o0; o < o1; ++o) {
-    float* acc = y + o * inner;
-    const float* xo = x + o * r * inner;
-    for (int64_t i = 0; i < inner; ++i) acc[i] = Op::Map(xo[i]);
-    for (int64_t j = 1; j < r; ++j) {
-      const float* row = xo + j * inner;
-      for (int64_t i = 0; i < inner; ++i) acc[i] = Op::Combine(acc[i], Op::Map(row[i]));
-    }
+  float* acc = y + o * inner;
+  const float* xo = x + o * r * inner;
+  for (int64_t i = i0; i < i1; ++i) acc[i] = Op::Map(xo[i]);
+  for (int64_t j = 1; j < r; ++j) {
+    const float* row = xo + j * inner;
+    for (int64_t i = i0; i < i1; ++i) acc[i] = Op::Combine(acc[i], Op::Map(row[i]));
   }
 }
 
-KILN_AI void ReduceBlockF32(ReduceKind kind, const float* x, int64_t r, int64_t inner, int64_t o0,
-                            int64_t o1, float* y) {
+KILN_AI void ReduceBlockF32(ReduceKind kind, const float* x, int64_t r, int64_t inner, int64_t o,
+                            int64_t i0, int64_t i1, float* y) {
   switch (kind) {
     case ReduceKind::kMax:
-      return ReduceBlock<MaxOp>(x, r, inner, o0, o1, y);
+      return ReduceBlock<MaxOp>(x, r, inner, o, i0, i1, y);
     case ReduceKind::kMin:
-      return ReduceBlock<MinOp>(x, r, inner, o0, o1, y);
+      return ReduceBlock<MinOp>(x, r, inner, o, i0, i1, y);
     case ReduceKind::kSumSquare:
     case ReduceKind::kL2:
-      return ReduceBlock<SquareOp>(x, r, inner, o0, o1, y);
+      return ReduceBlock<SquareOp>(x, r, inner, o, i0, i1, y);
     case ReduceKind::kL1:
-      return ReduceBlock<AbsOp>(x, r, inner, o0, o1, y);
+      return ReduceBlock<AbsOp>(x, r, inner, o, i0, i1, y);
     default:
-      return ReduceBlock<SumOp>(x, r, inner, o0, o1, y);
+      return ReduceBlock<SumOp>(x, r, inner, o, i0, i1, y);
   }
 }
 
-#define KILN_REDUCE_F32(name, target_attr)                                                     \
-  target_attr void name(ReduceKind kind, const float* x, int64_t r, int64_t inner, int64_t o0, \
-                        int64_t o1, float* y) {                                                \
-    ReduceBlockF32(kind, x, r, inner, o0, o1, y);                                              \
+#define KILN_REDUCE_F32(name, target_attr)                                                    \
+  target_attr void name(ReduceKind kind, const float* x, int64_t r, int64_t inner, int64_t o, \
+                        int64_t i0, int64_t i1, float* y) {                                   \
+    ReduceBlockF32(kind, x, r, inner, o, i0, i1, y);                                          \
   }
 KILN_REDUCE_F32(ReduceF32Base, )
 #if KILN_X86_DISPATCH
@@ -385,30 +383,38 @@ bool ReduceF32(ReduceKind kind, const Tensor& x, const ReducePlan& p, Tensor& y,
   const float* xs = x.data<float>();
   float* ys = y.data<float>();
   if (lse) {  // per row: its maximum m (0 when not finite), then m + log(sum exp(x - m))
-    ParallelSlices(threads, outer, std::max<int64_t>(1, (int64_t{1} << 13) / r),
-                   [&](int64_t o0, int64_t o1) {
-                     std::vector<float> e(r);
-                     for (int64_t o = o0; o < o1; ++o) {
-                       float m = 0;
-                       run(ReduceKind::kMax, xs + o * r, r, 1, 0, 1, &m);
-                       const float shift = std::isfinite(m) ? m : 0.0f;
-                       for (int64_t j = 0; j < r; ++j) e[j] = xs[o * r + j] - shift;
-                       ExpF32(e.data(), e.data(), r);
-                       double sum = 0;
-                       for (float v : e) sum += v;
-                       ys[o] = static_cast<float>(std::log(sum) + shift);
-                     }
-                   });
+    ParallelRows(threads, outer, std::max<int64_t>(1, (int64_t{1} << 13) / r),
+                 [&](int64_t o0, int64_t o1) {
+                   std::vector<float> e(r);
+                   for (int64_t o = o0; o < o1; ++o) {
+                     float m = 0;
+                     run(ReduceKind::kMax, xs + o * r, r, 1, 0, 0, 1, &m);
+                     const float shift = std::isfinite(m) ? m : 0.0f;
+                     for (int64_t j = 0; j < r; ++j) e[j] = xs[o * r + j] - shift;
+                     ExpF32(e.data(), e.data(), r);
+                     double sum = 0;
+                     for (float v : e) sum += v;
+                     ys[o] = static_cast<float>(std::log(sum) + shift);
+                   }
+                 });
     return true;
   }
-  ParallelSlices(threads, outer,
-                 std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(r * inner, 1)),
-                 [&](int64_t o0, int64_t o1) { run(kind, xs, r, inner, o0, o1, ys); });
-  const int64_t n = outer * inner;
-  if (kind == ReduceKind::kMean)
-    for (int64_t i = 0; i < n; ++i) ys[i] /= static_cast<float>(r);
-  if (kind == ReduceKind::kL2)
-    for (int64_t i = 0; i < n; ++i) ys[i] = std::sqrt(ys[i]);
+  // Work items: an outer row by a block of its output columns, so that a few rows (a batch of 8
+  // reduced over its channels) still split over threads; each item finishes its own outputs.
+  const int64_t cols = inner == 1 ? 1 : 1024, blocks = (inner + cols - 1) / cols;
+  const int64_t items = outer * blocks;
+  const int t = static_cast<int>(std::min<int64_t>({threads, items, x.size() / (1 << 15) + 1}));
+  ParallelFor(t, items, [&](int64_t w0, int64_t w1) {
+    for (int64_t w = w0; w < w1; ++w) {
+      const int64_t o = w / blocks, i0 = w % blocks * cols, i1 = std::min(inner, i0 + cols);
+      run(kind, xs, r, inner, o, i0, i1, ys);
+      float* out = ys + o * inner;
+      if (kind == ReduceKind::kMean)
+        for (int64_t i = i0; i < i1; ++i) out[i] /= static_cast<float>(r);
+      if (kind == ReduceKind::kL2)
+        for (int64_t i = i0; i < i1; ++i) out[i] = std::sqrt(out[i]);
+    }
+  });
   return true;
 }
 

@@ -410,32 +410,31 @@ void GatherResize(const char* x, char* y, const Dims& in, const Dims& out,
   const int64_t ow = out[r - 1], iw = in[r - 1], rows = NumElements(out) / ow;
   const std::vector<int64_t>& cols = maps[r - 1];
   const size_t row_bytes = static_cast<size_t>(ow) * es;
-  ParallelSlices(threads, rows, std::max<int64_t>(1, (1 << 15) / std::max<int64_t>(ow, 1)),
-                 [&](int64_t r0, int64_t r1) {
-                   int64_t prev = -1;
-                   for (int64_t row = r0; row < r1; ++row) {
-                     int64_t rem = row, src = 0, pitch = 1;
-                     for (int d = r - 2; d >= 0; --d) {
-                       src += maps[d][rem % out[d]] * pitch;
-                       rem /= out[d];
-                       pitch *= in[d];
-                     }
-                     char* dst = y + row * row_bytes;
-                     if (src == prev) {
-                       std::memcpy(dst, dst - row_bytes, row_bytes);
-                       continue;
-                     }
-                     prev = src;
-                     const char* s = x + src * iw * es;
-                     if (es == 4) {
-                       for (int64_t j = 0; j < ow; ++j)
-                         std::memcpy(dst + j * 4, s + cols[j] * 4, 4);
-                     } else {
-                       for (int64_t j = 0; j < ow; ++j)
-                         std::memcpy(dst + j * es, s + cols[j] * es, es);
-                     }
+  ParallelRows(threads, rows, std::max<int64_t>(1, (1 << 15) / std::max<int64_t>(ow, 1)),
+               [&](int64_t r0, int64_t r1) {
+                 int64_t prev = -1;
+                 for (int64_t row = r0; row < r1; ++row) {
+                   int64_t rem = row, src = 0, pitch = 1;
+                   for (int d = r - 2; d >= 0; --d) {
+                     src += maps[d][rem % out[d]] * pitch;
+                     rem /= out[d];
+                     pitch *= in[d];
                    }
-                 });
+                   char* dst = y + row * row_bytes;
+                   if (src == prev) {
+                     std::memcpy(dst, dst - row_bytes, row_bytes);
+                     continue;
+                   }
+                   prev = src;
+                   const char* s = x + src * iw * es;
+                   if (es == 4) {
+                     for (int64_t j = 0; j < ow; ++j) std::memcpy(dst + j * 4, s + cols[j] * 4, 4);
+                   } else {
+                     for (int64_t j = 0; j < ow; ++j)
+                       std::memcpy(dst + j * es, s + cols[j] * es, es);
+                   }
+                 }
+               });
 }
 
 // The plan's taps of one axis as the float32 kernel's table (null when the axis is unchanged).

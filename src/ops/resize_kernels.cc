@@ -168,7 +168,7 @@ void ResizeAxis(const float* src, float* dst, int64_t outer, int64_t in, int64_t
   if (inner == 1) {  // the last axis: per element, its taps gathered from the row
     const GatherTapsFn gather = GatherTapsFor(isa, a.uniform_taps);
     const int64_t rows_per = std::max<int64_t>(1, kElementsPerThread / std::max<int64_t>(out, 1));
-    ParallelSlices(threads, outer, rows_per, [&](int64_t r0, int64_t r1) {
+    ParallelRows(threads, outer, rows_per, [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r)
         LastAxisRow(a, gather, src + r * in, dst + r * out, extrapolation);
     });
@@ -176,13 +176,13 @@ void ResizeAxis(const float* src, float* dst, int64_t outer, int64_t in, int64_t
   }
   // An axis with rows after it: each output row is a weighted sum of whole input rows.
   const int64_t max_taps = MaxTaps(a);
-  ParallelSlices(threads, outer * out, std::max<int64_t>(1, kElementsPerThread / inner),
-                 [&](int64_t r0, int64_t r1) {
-                   std::vector<const float*> rows_in(static_cast<size_t>(max_taps));
-                   for (int64_t r = r0; r < r1; ++r)
-                     AxisRow(a, isa, r % out, src + (r / out) * in * inner, inner, dst + r * inner,
-                             extrapolation, rows_in.data());
-                 });
+  ParallelRows(threads, outer * out, std::max<int64_t>(1, kElementsPerThread / inner),
+               [&](int64_t r0, int64_t r1) {
+                 std::vector<const float*> rows_in(static_cast<size_t>(max_taps));
+                 for (int64_t r = r0; r < r1; ++r)
+                   AxisRow(a, isa, r % out, src + (r / out) * in * inner, inner, dst + r * inner,
+                           extrapolation, rows_in.data());
+               });
 }
 
 // The last two axes of planes [H, W] resized (ah: rows, aw: columns), in the passes' order

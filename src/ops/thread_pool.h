@@ -61,6 +61,21 @@ void ParallelSlices(int threads, int64_t n, int64_t min_per_thread, F&& fn) {
   });
 }
 
+// For kernels over independent rows (planes, groups, channels): fn(begin, end) over [0, n) in
+// at most `threads` contiguous parts of nearly equal size and at least `min_per_thread` rows each
+// (one part, on the caller, when n is smaller). Unlike ParallelSlices, no rounding to 16: eight
+// rows split 4 + 4, not 0 + 8.
+template <class F>
+void ParallelRows(int threads, int64_t n, int64_t min_per_thread, F&& fn) {
+  int64_t t = min_per_thread > 0 ? n / min_per_thread : n;
+  if (t > threads) t = threads;
+  if (t <= 1) {
+    if (n > 0) fn(int64_t{0}, n);
+    return;
+  }
+  ParallelFor(static_cast<int>(t), n, std::forward<F>(fn));
+}
+
 // The number of worker threads the pool holds now (tests).
 int ThreadPoolWorkers();
 
