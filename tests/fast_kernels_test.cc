@@ -365,6 +365,16 @@ TEST(FastKernels, ResizeAgainstTheDoubleReference) {
         cases.push_back(c);
         ++k;
       }
+  // Nearest by whole factors (rows of repeated elements where the map is j / 2) and others.
+  for (const char* coord : {"half_pixel", "asymmetric", "align_corners"})
+    for (double sw : {2.0, 3.0, 1.5}) {
+      ResizeCase c;
+      c.in = {2, 3, 5, 17};
+      c.mode = "nearest";
+      c.coord = coord;
+      c.scales = {1, 1, 2, sw};
+      cases.push_back(c);
+    }
   ResizeCase crop;
   crop.in = {1, 2, 9, 9};
   crop.scales = {1, 1, 1.5, 0.8};

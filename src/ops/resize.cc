@@ -401,6 +401,14 @@ std::vector<int64_t> GatherMap(const ResizePlan& plan, int d) {
   return map;
 }
 
+// dst[2 j] = dst[2 j + 1] = src[j] for j < n (a loop the compiler turns into vector unpacks).
+void RepeatTwice(uint32_t* __restrict dst, const uint32_t* __restrict src, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) {
+    dst[2 * j] = src[j];
+    dst[2 * j + 1] = src[j];
+  }
+}
+
 // y = x gathered along every axis by `maps` (GatherMap), on the elements' bytes (`es` each; an
 // element may be a whole pixel's channels). An output row (the last axis) whose source row is
 // the previous row's is a copy of it. Threads split the output rows.
@@ -410,6 +418,11 @@ void GatherResize(const char* x, char* y, const Dims& in, const Dims& out,
   const int64_t ow = out[r - 1], iw = in[r - 1], rows = NumElements(out) / ow;
   const std::vector<int64_t>& cols = maps[r - 1];
   const size_t row_bytes = static_cast<size_t>(ow) * es;
+  // Each input element repeated `repeat` times in order (nearest upsampling by an integer
+  // factor): runs of equal values, not a lookup per element.
+  int64_t repeat = ow % iw == 0 ? ow / iw : 0;
+  for (int64_t j = 0; repeat > 1 && j < ow; ++j)
+    if (cols[j] != j / repeat) repeat = 0;
   ParallelRows(threads, rows, std::max<int64_t>(1, (1 << 15) / std::max<int64_t>(ow, 1)),
                [&](int64_t r0, int64_t r1) {
                  int64_t prev = -1;
@@ -427,7 +440,10 @@ void GatherResize(const char* x, char* y, const Dims& in, const Dims& out,
                    }
                    prev = src;
                    const char* s = x + src * iw * es;
-                   if (es == 4) {
+                   if (es == 4 && repeat == 2) {
+                     RepeatTwice(reinterpret_cast<uint32_t*>(dst),
+                                 reinterpret_cast<const uint32_t*>(s), iw);
+                   } else if (es == 4) {
                      for (int64_t j = 0; j < ow; ++j) std::memcpy(dst + j * 4, s + cols[j] * 4, 4);
                    } else {
                      for (int64_t j = 0; j < ow; ++j)
