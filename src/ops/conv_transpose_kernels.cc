@@ -93,7 +93,7 @@ KILN_AI void Interleave2(T* __restrict row, const T* __restrict p0, const T* __r
     __builtin_memcpy(row + 2 * j, &lo, B);
     __builtin_memcpy(row + 2 * j + L, &hi, B);
   }
-  for (int64_t o = 2 * j; o < n; ++o) row[o] = (o % 2 ? p1 : p0)[o / 2] + bias;
+  for (int64_t o = 2 * j; o < n; ++o) row[o] = (o % 2 == 0 ? p0[o / 2] : p1[o / 2]) + bias;
 }
 
 // Planes [p0, p1) of the N * M output planes; buf holds sw phase rows of J columns.
