@@ -40,14 +40,22 @@ void ParallelFor(int threads, int64_t n, F&& fn) {
       const_cast<void*>(static_cast<const void*>(&fn)));
 }
 
+namespace detail {
+// How many parts ParallelSlices and ParallelRows split n items into: at most `threads`, each of at
+// least `min_per_thread` items.
+inline int64_t PartCount(int threads, int64_t n, int64_t min_per_thread) {
+  const int64_t t = min_per_thread > 0 ? n / min_per_thread : n;
+  return t < threads ? t : threads;
+}
+}  // namespace detail
+
 // For element-wise and row-wise kernels: fn(begin, end) over [0, n) in at most `threads` slices
 // of at least `min_per_thread` items each (one slice, on the caller, when n is smaller), slice
 // bounds on multiples of 16 (a vector kernel's tails stay at the end). Items are independent, so
 // the result does not depend on the split.
 template <class F>
 void ParallelSlices(int threads, int64_t n, int64_t min_per_thread, F&& fn) {
-  int64_t t = min_per_thread > 0 ? n / min_per_thread : n;
-  if (t > threads) t = threads;
+  const int64_t t = detail::PartCount(threads, n, min_per_thread);
   if (t <= 1) {
     if (n > 0) fn(int64_t{0}, n);
     return;
@@ -67,8 +75,7 @@ void ParallelSlices(int threads, int64_t n, int64_t min_per_thread, F&& fn) {
 // rows split 4 + 4, not 0 + 8.
 template <class F>
 void ParallelRows(int threads, int64_t n, int64_t min_per_thread, F&& fn) {
-  int64_t t = min_per_thread > 0 ? n / min_per_thread : n;
-  if (t > threads) t = threads;
+  const int64_t t = detail::PartCount(threads, n, min_per_thread);
   if (t <= 1) {
     if (n > 0) fn(int64_t{0}, n);
     return;

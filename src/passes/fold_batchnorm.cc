@@ -10,15 +10,6 @@
 namespace kiln::passes {
 namespace {
 
-// The float32 constant behind input i of n with exactly `count` elements in a 1-D shape, or null.
-const Tensor* ChannelParam(const ir::Graph& g, const ir::Node& n, size_t i, int64_t count) {
-  if (i >= n.inputs.size() || !IsFixedConstant(g, n.inputs[i])) return nullptr;
-  const Tensor& t = *g.values[n.inputs[i]].constant;
-  if (t.kind() != Tensor::Kind::kTensor || t.dtype() != DType::kFloat32 || t.dims() != Dims{count})
-    return nullptr;
-  return &t;
-}
-
 // The inference form: one output, not training, one parameter per channel.
 bool IsInferenceBatchNorm(const ir::Node& bn, int64_t opset) {
   if (bn.op_type != "BatchNormalization" || !IsDefaultDomain(bn) || bn.inputs.size() != 5 ||
@@ -61,10 +52,10 @@ std::optional<ChannelAffine> AffineOf(const ir::Graph& g, const ir::Model& m, co
   if (!IsDefaultDomain(n) || n.outputs.size() != 1 || n.outputs[0] < 0) return std::nullopt;
   if (n.op_type == "BatchNormalization") {
     if (!IsInferenceBatchNorm(n, m.OpsetFor(n.domain)) || n.inputs[0] != y) return std::nullopt;
-    const Tensor* scale = ChannelParam(g, n, 1, channels);
-    const Tensor* shift = ChannelParam(g, n, 2, channels);
-    const Tensor* mean = ChannelParam(g, n, 3, channels);
-    const Tensor* var = ChannelParam(g, n, 4, channels);
+    const Tensor* scale = VectorFloatInput(g, n, 1, channels);
+    const Tensor* shift = VectorFloatInput(g, n, 2, channels);
+    const Tensor* mean = VectorFloatInput(g, n, 3, channels);
+    const Tensor* var = VectorFloatInput(g, n, 4, channels);
     if (!scale || !shift || !mean || !var) return std::nullopt;
     const double eps = n.attr_float("epsilon", 1e-5f);
     ChannelAffine a{std::vector<double>(channels), std::vector<double>(channels)};
@@ -103,7 +94,7 @@ bool FoldIntoConv(ir::Graph& g, int c, int y, const ChannelAffine& a, const std:
       (transpose ? w.dim(1) * group != channels || w.dim(0) % group != 0 : w.dim(0) != channels))
     return false;
   const bool has_bias = conv.inputs.size() > 2 && conv.inputs[2] >= 0;
-  const Tensor* b = has_bias ? ChannelParam(g, conv, 2, channels) : nullptr;
+  const Tensor* b = has_bias ? VectorFloatInput(g, conv, 2, channels) : nullptr;
   if (has_bias && !b) return false;
   // The output channel of W's element e.
   const int64_t inner = w.size() ? w.size() / w.dim(0) / w.dim(1) : 0;  // kernel elements
@@ -142,8 +133,8 @@ bool IsChannelScaledNorm(const ir::Node& n, int64_t opset) {
 bool FoldIntoNormalization(ir::Graph& g, int n, const ChannelAffine& a, const std::string& suffix) {
   const ir::Node& bn = g.nodes[n];
   const int64_t channels = static_cast<int64_t>(a.s.size());
-  const Tensor* scale = ChannelParam(g, bn, 1, channels);
-  const Tensor* shift = ChannelParam(g, bn, 2, channels);
+  const Tensor* scale = VectorFloatInput(g, bn, 1, channels);
+  const Tensor* shift = VectorFloatInput(g, bn, 2, channels);
   if (!scale || !shift) return false;
   Tensor s2(DType::kFloat32, {channels}), t2(DType::kFloat32, {channels});
   for (int64_t o = 0; o < channels; ++o) {

@@ -12,15 +12,6 @@ bool IsReshape(const ir::Node& n) {
          n.outputs.size() == 1 && n.outputs[0] >= 0;
 }
 
-// The float32 constant input i of n with `count` elements in one dim, or null.
-const Tensor* GroupParam(const ir::Graph& g, const ir::Node& n, size_t i, int64_t count) {
-  if (i >= n.inputs.size() || !IsFixedConstant(g, n.inputs[i])) return nullptr;
-  const Tensor& t = *g.values[n.inputs[i]].constant;
-  if (t.kind() != Tensor::Kind::kTensor || t.dtype() != DType::kFloat32 || t.dims() != Dims{count})
-    return nullptr;
-  return &t;
-}
-
 // Tensor p of G groups as one value per channel of `channels`.
 Tensor PerChannel(const Tensor& p, int64_t channels) {
   const int64_t per_group = channels / p.size();
@@ -50,8 +41,8 @@ bool FuseAt(ir::Graph& g, const ValueReaders& r, std::vector<char>& keep, int i)
     return false;
   const int64_t channels = xt.dims[1], groups = gt.dims[1];
   if (groups <= 0 || channels % groups != 0) return false;
-  const Tensor* scale = GroupParam(g, norm, 1, groups);
-  const Tensor* bias = GroupParam(g, norm, 2, groups);
+  const Tensor* scale = VectorFloatInput(g, norm, 1, groups);
+  const Tensor* bias = VectorFloatInput(g, norm, 2, groups);
   if (!scale || !bias) return false;
   ir::Node fused;
   fused.name = g.nodes[back].name;

@@ -155,6 +155,14 @@ std::optional<float> ScalarFloatConstant(const ir::Graph& g, int v) {
   return t.data<float>()[0];
 }
 
+const Tensor* VectorFloatInput(const ir::Graph& g, const ir::Node& n, size_t i, int64_t count) {
+  if (i >= n.inputs.size() || n.inputs[i] < 0 || !IsFixedConstant(g, n.inputs[i])) return nullptr;
+  const Tensor& t = *g.values[n.inputs[i]].constant;
+  if (t.kind() != Tensor::Kind::kTensor || t.dtype() != DType::kFloat32 || t.dims() != Dims{count})
+    return nullptr;
+  return &t;
+}
+
 bool IsOnnxBinary(const ir::Node& n, const char* op) {
   return (n.domain.empty() || n.domain == "ai.onnx") && n.op_type == op && n.inputs.size() == 2 &&
          n.inputs[0] >= 0 && n.inputs[1] >= 0 && n.outputs.size() == 1 && n.outputs[0] >= 0;

@@ -81,6 +81,10 @@ int MarkDeadNodes(const ir::Graph& g, std::vector<char>& keep);
 // The value of a one-element float32 fixed constant (IsFixedConstant), if v is one.
 std::optional<float> ScalarFloatConstant(const ir::Graph& g, int v);
 
+// The float32 fixed constant behind input i of n, 1-D with exactly `count` elements, or null
+// (a per-channel or per-group parameter).
+const Tensor* VectorFloatInput(const ir::Graph& g, const ir::Node& n, size_t i, int64_t count);
+
 // The fusion passes' pattern helpers. A default-domain node `op` with two present inputs and one
 // present output:
 bool IsOnnxBinary(const ir::Node& n, const char* op);
