@@ -1070,6 +1070,24 @@ def quant_cases():
     out.append(Case(F, "qdq_conv3x3_64_56", "QDQ Conv 3x3 64->64 + Relu, per-channel int8 "
                     "weights, 56x56", qdq_conv, quick=True, lsb=1.0 / 64))
 
+    def qdq_dwconv(g):  # a quantized MobileNet's depthwise layer
+        x = g.input([1, 128, 56, 56])
+        w = qweight(g, [128, 1, 3, 3])
+        y = g.op("Conv", [qdq(g, x, 1.0 / 128, 128), w, g.weight([128], fan_in=9)],
+                 kernel_shape=[3, 3], pads=[1, 1, 1, 1], group=128)
+        g.output(qdq(g, g.op("Relu", [y]), 1.0 / 64, 0))
+    out.append(Case(F, "qdq_dwconv3x3_128_56", "QDQ depthwise Conv 3x3 128 channels + Relu, "
+                    "per-channel int8 weights, 56x56", qdq_dwconv, lsb=1.0 / 64))
+
+    def qdq_conv_s2(g):
+        x = g.input([8, 32, 28, 28])
+        w = qweight(g, [64, 32, 3, 3])
+        y = g.op("Conv", [qdq(g, x, 1.0 / 128, 128), w, g.weight([64], fan_in=288)],
+                 kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2])
+        g.output(qdq(g, y, 1.0 / 32, 128))
+    out.append(Case(F, "qdq_conv3x3s2_32to64_28_b8", "QDQ Conv 3x3 stride 2 32->64, batch 8, "
+                    "28x28", qdq_conv_s2, lsb=1.0 / 32))
+
     def qdq_matmul(g):
         x = g.input([1, 128, 768])
         w = qweight(g, [768, 768], axis=1)

@@ -268,8 +268,10 @@ TEST(QuantizedOps, MatMulIntegerAgainstTheIntegerReference) {
 }
 
 // The requantization multiplier as the op computes it for float32 scales.
+// The scales are float32 tensors: their product is of the float values.
 double Multiplier(double a, double b, double y) {
-  return static_cast<float>(static_cast<float>(a * b) / static_cast<float>(y));
+  const double fa = static_cast<float>(a), fb = static_cast<float>(b);
+  return static_cast<float>(static_cast<float>(fa * fb) / static_cast<float>(y));
 }
 
 TEST(QuantizedOps, QLinearMatMulWithPerColumnScalesWraps) {
@@ -309,7 +311,8 @@ struct ConvCase {
   Dims in;  // [N, C, spatial...]
   int64_t m, group;
   Dims kernel, strides, dilations, pads;
-  bool qlinear;  // QLinearConv with a bias, else ConvInteger
+  bool qlinear;              // QLinearConv with a bias, else ConvInteger
+  bool w_symmetric = false;  // int8 weights without zero points (oneDNN's int8 convolution)
 };
 
 // The convolution of (x - xz) with (w - wz[m]) plus bias, in int64.
@@ -387,6 +390,65 @@ TEST(QuantizedOps, ConvsAgainstTheIntegerReference) {
        {1, 1},
        {0, 1, 1, 0},
        false},
+      // Symmetric int8 weights: oneDNN's int8 convolution where the CPU has VNNI. Output
+      // channels split over two threads, strides and dilations, a negative right padding (the
+      // last input column unread), groups, 1-D, int8 x.
+      {DType::kUInt8,
+       DType::kInt8,
+       {1, 32, 20, 20},
+       48,
+       1,
+       {3, 3},
+       {1, 1},
+       {1, 1},
+       {1, 1, 1, 1},
+       true,
+       true},
+      {DType::kInt8,
+       DType::kInt8,
+       {2, 8, 10, 12},
+       20,
+       1,
+       {3, 3},
+       {2, 2},
+       {2, 1},
+       {2, 0, 1, 0},
+       true,
+       true},
+      {DType::kUInt8,
+       DType::kInt8,
+       {1, 16, 9, 9},
+       32,
+       2,
+       {3, 3},
+       {1, 1},
+       {1, 1},
+       {1, 1, 1, 1},
+       false,
+       true},
+      {DType::kUInt8, DType::kInt8, {2, 12, 33}, 24, 1, {5}, {2}, {1}, {2, 1}, false, true},
+      {DType::kUInt8,
+       DType::kInt8,
+       {1, 32, 12, 12},
+       32,
+       32,
+       {3, 3},
+       {2, 2},
+       {1, 1},
+       {1, 1, 1, 1},
+       true,
+       true},
+      {DType::kUInt8,
+       DType::kInt8,
+       {1, 64, 14, 14},
+       64,
+       1,
+       {1, 1},
+       {1, 1},
+       {1, 1},
+       {0, 0, 0, 0},
+       true,
+       true},
   };
   std::mt19937 rng(17);
   for (const ConvCase& c : cases) {
@@ -403,7 +465,8 @@ TEST(QuantizedOps, ConvsAgainstTheIntegerReference) {
     }
     const auto x = RandomInts(NumElements(c.in), c.x, rng);
     const auto w = RandomInts(NumElements(wdims), c.w, rng);
-    const auto xz = RandomInts(1, c.x, rng), wz = RandomInts(c.m, c.w, rng);
+    const auto xz = RandomInts(1, c.x, rng);
+    const auto wz = c.w_symmetric ? std::vector<double>(c.m, 0.0) : RandomInts(c.m, c.w, rng);
     std::vector<double> bias;
     std::uniform_int_distribution<int> ub(-5000, 5000);
     if (c.qlinear)

@@ -5,6 +5,7 @@
 #include <memory>
 #include <vector>
 
+#include "ops/conv_int8_dnnl.h"
 #include "ops/gemm_dnnl.h"
 #include "ops/quantize.h"
 #include "ops/quantize_kernels.h"
@@ -30,9 +31,18 @@ struct IntGemmState : NodeState {
   std::vector<int32_t> col_sum;  // per column: the sum of its values in w
   std::vector<std::unique_ptr<NodeState>> gemms;
   bool ran = false;  // the GEMM took the product: the original weights are no longer read
+  // A convolution on oneDNN's int8 convolution instead (DnnlConvInt8), holding the constant
+  // weights of input conv_w_input once it ran.
+  std::unique_ptr<NodeState> conv;
+  int conv_w_input = -1;
+  bool conv_ran = false, conv_holds = false;
+  bool conv_refused = false;  // oneDNN had no exact kernel for it: the GEMM from then on
 
-  bool HoldsConstant(int i) const override { return ran && i == w_input && w_from != nullptr; }
-  std::string Kernel() const override { return "onednn int8 gemm"; }
+  bool HoldsConstant(int i) const override {
+    if (conv_ran) return conv_holds && i == conv_w_input;
+    return ran && i == w_input && w_from != nullptr;
+  }
+  std::string Kernel() const override { return conv_ran ? "onednn int8 conv" : "onednn int8 gemm"; }
 };
 
 IntGemmState* StateOf(ComputeContext& ctx, std::unique_ptr<NodeState>* local) {
@@ -113,6 +123,50 @@ Plane PlaneOf(const ConvGeom& g) {
           two ? g.pads_begin[0] : 0, g.pads_begin[l], two ? g.out[0] : 1,       g.out[l]};
 }
 
+// The convolution on oneDNN's int8 convolution kernels, where they take it: int8 weights without
+// zero points, 1-D or 2-D. nhwc: scratch for one image of x channels-last.
+bool ConvByDnnl(ComputeContext& ctx, IntGemmState* st, const ConvGeom& g, const Plane& q,
+                const Tensor& x, int32_t x_zp, const Tensor& w, const Tensor* w_zp,
+                const Tensor* bias, int w_input, uint8_t* nhwc, int32_t* out) {
+  if (st->conv_refused || w.dtype() != DType::kInt8 || (bias && bias->dtype() != DType::kInt32))
+    return false;
+  for (int64_t j = 0; w_zp && j < w_zp->size(); ++j)
+    if (w_zp->GetInt(j) != 0) return false;
+  const Int8ConvShape s{g.c,
+                        g.m,
+                        g.group,
+                        q.h,
+                        q.w,
+                        q.kh,
+                        q.kw,
+                        q.sh,
+                        q.sw,
+                        q.dh,
+                        q.dw,
+                        q.ph,
+                        q.pw,
+                        q.oh,
+                        q.ow,
+                        x.dtype() == DType::kInt8,
+                        bias != nullptr};
+  const bool constant = ctx.input_constant(w_input);
+  const int64_t image = g.c * q.h * q.w, pixels = q.oh * q.ow;
+  for (int64_t img = 0; img < g.n; ++img) {
+    const auto* src = static_cast<const uint8_t*>(x.raw()) + img * image;
+    moves::StridedCopy({q.h * q.w, g.c}, {1, q.h * q.w}, 0, src, nhwc, 1, ctx.threads());
+    if (!DnnlConvInt8(s, nhwc, x_zp, static_cast<const int8_t*>(w.raw()), constant,
+                      bias ? bias->data<int32_t>() : nullptr, out + img * g.m * pixels,
+                      ctx.threads(), &st->conv)) {
+      st->conv_refused = true;
+      return false;
+    }
+    st->conv_ran = true;
+    st->conv_holds = constant;
+    st->conv_w_input = w_input;
+  }
+  return true;
+}
+
 // col [pixels, taps * cg]: each output pixel's window over channels [c0, c0 + cg) of a
 // channels-last image, tap by tap, `pad` where the window leaves the image.
 void Im2Col(const Plane& q, const uint8_t* nhwc, int64_t c, int64_t c0, int64_t cg, uint8_t pad,
@@ -172,19 +226,21 @@ bool IntConvByGemm(ComputeContext& ctx, const ConvGeom& g, const Tensor& x, int3
   const Plane q = PlaneOf(g);
   const int64_t cg = g.c / g.group, mg = g.m / g.group, taps = q.kh * q.kw;
   const int64_t depth = cg * taps, pixels = q.oh * q.ow;
-  // Few output channels per group (depthwise) or a short window: the general loop.
-  if (depth > kMaxDepth || mg < 4 || depth < 4 || pixels == 0 || g.n == 0) return false;
+  if (depth > kMaxDepth || pixels == 0 || g.n == 0) return false;
   if ((w_zp && w_zp->size() != 1 && w_zp->size() != g.m) || (bias && bias->size() != g.m))
     return false;
   std::unique_ptr<NodeState> local;
   IntGemmState* st = StateOf(ctx, &local);
+  auto* nhwc = Scratch<uint8_t>(ScratchSlot::kPadded, q.h * q.w * g.c);
+  if (ConvByDnnl(ctx, st, g, q, x, x_zp, w, w_zp, bias, w_input, nhwc, out)) return true;
+  // Few output channels per group (depthwise) or a short window: the general loop.
+  if (mg < 4 || depth < 4) return false;
   const bool constant = LayOut(ctx, st, w, w_input, g.m, depth, g.group, [&](int64_t j, int64_t p) {
     return (j * cg + p % cg) * taps + p / cg;
   });
   const bool direct = taps == 1 && q.sh == 1 && q.sw == 1 && q.ph == 0 && q.pw == 0 &&
                       q.oh == q.h && q.ow == q.w && g.group == 1;
   const int threads = ctx.threads();
-  auto* nhwc = Scratch<uint8_t>(ScratchSlot::kPadded, q.h * q.w * g.c);
   auto* col = direct ? nhwc : Scratch<uint8_t>(ScratchSlot::kConvColumns, pixels * depth);
   auto* acc = Scratch<int32_t>(ScratchSlot::kGemmA, pixels * mg);
   const std::vector<int32_t> col_zp = ColumnZeroPoints(*st, w_zp, g.m);

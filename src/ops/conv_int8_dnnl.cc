@@ -1,0 +1,183 @@
+#include "ops/conv_int8_dnnl.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "ops/scratch.h"
+#include "ops/shape_ops_util.h"
+#include "ops/thread_pool.h"
+
+#if KILN_WITH_DNNL
+#include "ops/dnnl_common.h"
+#endif
+
+namespace kiln::ops {
+
+#if KILN_WITH_DNNL
+namespace {
+
+using dnnl::memory;
+using Tag = memory::format_tag;
+using dt = memory::data_type;
+
+// One primitive over output channels [m0, m0 + m).
+struct Int8ConvPart {
+  int64_t m0 = 0, m = 0;
+  std::string impl;
+  dnnl::convolution_forward conv;
+  memory src, w_user, w, bias, dst, zp;
+  dnnl::reorder w_reorder;
+  LargeBuffer w_buffer;
+  std::unordered_map<int, memory> args;
+  dnnl_common::Scratchpad scratchpad;
+};
+
+struct Int8ConvPlan : NodeState {
+  Int8ConvShape s;
+  int threads = 0;
+  bool supported = false;
+  const int8_t* w_from = nullptr;  // the constant weights the parts hold reordered
+  std::vector<Int8ConvPart> parts;
+  std::string impl;
+
+  bool Matches(const Int8ConvShape& q, int t) const {
+    return std::memcmp(&s, &q, sizeof(s)) == 0 && threads == t;
+  }
+};
+
+// Below this many multiply-adds a part, one thread does it all.
+constexpr int64_t kPartWork = int64_t{1} << 21;
+
+Int8ConvPart MakePart(const Int8ConvShape& s, int64_t m0, int64_t m) {
+  dnnl::engine& e = dnnl_common::Engine();
+  const int64_t cg = s.c / s.group;
+  const memory::dims src{1, s.c, s.h, s.w}, dst{1, m, s.oh, s.ow};
+  const memory::dims w = s.group == 1 ? memory::dims{m, s.c, s.kh, s.kw}
+                                      : memory::dims{s.group, m / s.group, cg, s.kh, s.kw};
+  const memory::dims strides{s.sh, s.sw}, dilation{s.dh - 1, s.dw - 1}, pad_l{s.ph, s.pw};
+  // Right padding as the output size implies it.
+  const memory::dims pad_r{(s.oh - 1) * s.sh + (s.kh - 1) * s.dh + 1 - s.h - s.ph,
+                           (s.ow - 1) * s.sw + (s.kw - 1) * s.dw + 1 - s.w - s.pw};
+  const memory::desc src_md(src, s.x_signed ? dt::s8 : dt::u8, Tag::nhwc),
+      w_user_md(w, dt::s8, s.group == 1 ? Tag::oihw : Tag::goihw), w_md(w, dt::s8, Tag::any),
+      bias_md({m}, dt::s32, Tag::x), dst_md(dst, dt::s32, Tag::nhwc);
+  dnnl::primitive_attr attr = dnnl_common::UserScratchpad();
+  attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+  const auto prop = dnnl::prop_kind::forward_inference;
+  const auto alg = dnnl::algorithm::convolution_direct;
+  auto d = s.has_bias ? dnnl::convolution_forward::desc(prop, alg, src_md, w_md, bias_md, dst_md,
+                                                        strides, dilation, pad_l, pad_r)
+                      : dnnl::convolution_forward::desc(prop, alg, src_md, w_md, dst_md, strides,
+                                                        dilation, pad_l, pad_r);
+  dnnl::convolution_forward::primitive_desc pd(d, attr, e);
+  const std::string impl = pd.impl_info_str();
+  // Without VNNI or AMX oneDNN sums pairs of products in saturating int16 (vpmaddubsw).
+  if (impl.find("vnni") == std::string::npos && impl.find("amx") == std::string::npos)
+    throw dnnl::error(dnnl_unimplemented, "no exact int8 convolution kernel on this CPU");
+  Int8ConvPart part;
+  part.m0 = m0;
+  part.m = m;
+  part.impl = impl;
+  part.conv = dnnl::convolution_forward(pd);
+  part.scratchpad = dnnl_common::Scratchpad(pd.scratchpad_desc());
+  part.src = memory(src_md, e, DNNL_MEMORY_NONE);
+  part.dst = memory(dst_md, e, DNNL_MEMORY_NONE);
+  part.zp = memory({{1}, dt::s32, Tag::x}, e, DNNL_MEMORY_NONE);
+  part.w_user = memory(w_user_md, e, DNNL_MEMORY_NONE);
+  part.w_buffer = AllocateLarge(pd.weights_desc().get_size());
+  part.w = memory(pd.weights_desc(), e, part.w_buffer.get());
+  part.w_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(e, w_user_md, e, pd.weights_desc()));
+  part.args = {{DNNL_ARG_SRC, part.src},
+               {DNNL_ARG_WEIGHTS, part.w},
+               {DNNL_ARG_DST, part.dst},
+               {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, part.zp}};
+  if (s.has_bias) {
+    part.bias = memory(bias_md, e, DNNL_MEMORY_NONE);
+    part.args[DNNL_ARG_BIAS] = part.bias;
+  }
+  return part;
+}
+
+// The plan for s at `threads`: output channels split in parts of whole 16-channel blocks (one
+// part for grouped convolutions), or unsupported.
+std::unique_ptr<Int8ConvPlan> MakePlan(const Int8ConvShape& s, int threads) {
+  auto plan = std::make_unique<Int8ConvPlan>();
+  plan->s = s;
+  plan->threads = threads;
+  const int64_t work = s.m * s.oh * s.ow * (s.c / s.group) * s.kh * s.kw;
+  int64_t parts = s.group == 1 ? std::min<int64_t>({threads, s.m / 16, work / kPartWork}) : 1;
+  parts = std::max<int64_t>(parts, 1);
+  const int64_t blocks = (s.m + 15) / 16;
+  try {
+    for (int64_t i = 0; i < parts; ++i) {
+      const int64_t m0 = parts == 1 ? 0 : i * blocks / parts * 16;
+      const int64_t m1 = parts == 1 ? s.m : std::min(s.m, (i + 1) * blocks / parts * 16);
+      plan->parts.push_back(MakePart(s, m0, m1 - m0));
+    }
+    plan->impl = plan->parts[0].impl;
+    plan->supported = true;
+  } catch (const dnnl::error&) {
+    plan->parts.clear();
+  }
+  return plan;
+}
+
+}  // namespace
+
+bool DnnlConvInt8(const Int8ConvShape& s, const void* x, int32_t x_zp, const int8_t* w,
+                  bool w_constant, const int32_t* bias, int32_t* out, int threads,
+                  std::unique_ptr<NodeState>* state) {
+  auto* plan = dynamic_cast<Int8ConvPlan*>(state->get());
+  if (!plan || !plan->Matches(s, threads)) {
+    dnnl_common::SingleThreaded();
+    auto fresh = MakePlan(s, threads);
+    plan = fresh.get();
+    *state = std::move(fresh);
+  }
+  if (!plan->supported) return false;
+  const int64_t per_m = (s.c / s.group) * s.kh * s.kw, pixels = s.oh * s.ow;
+  if (!w_constant || plan->w_from != w) {
+    for (Int8ConvPart& part : plan->parts) {
+      part.w_user.set_data_handle(const_cast<int8_t*>(w + part.m0 * per_m));
+      part.w_reorder.execute(dnnl_common::Stream(), part.w_user, part.w);
+    }
+    dnnl_common::Stream().wait();
+    plan->w_from = w_constant ? w : nullptr;
+  }
+  int32_t zp = x_zp;
+  auto run = [&](Int8ConvPart& part) {
+    auto* dst = Scratch<int32_t>(ScratchSlot::kDnnlDst, pixels * part.m);
+    part.src.set_data_handle(const_cast<void*>(x));
+    part.dst.set_data_handle(dst);
+    part.zp.set_data_handle(&zp);
+    if (bias) part.bias.set_data_handle(const_cast<int32_t*>(bias + part.m0));
+    part.scratchpad.Bind(part.args);
+    dnnl::stream& stream = dnnl_common::Stream();
+    part.conv.execute(stream, part.args);
+    stream.wait();
+    moves::StridedCopy({part.m, pixels}, {1, part.m}, 0, dst, out + part.m0 * pixels, 4, 1);
+  };
+  const auto n = static_cast<int64_t>(plan->parts.size());
+  if (n == 1) {
+    run(plan->parts[0]);
+  } else {
+    ParallelFor(static_cast<int>(n), n, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) run(plan->parts[i]);
+    });
+  }
+  return true;
+}
+
+#else
+
+bool DnnlConvInt8(const Int8ConvShape&, const void*, int32_t, const int8_t*, bool, const int32_t*,
+                  int32_t*, int, std::unique_ptr<NodeState>*) {
+  return false;
+}
+
+#endif
+
+}  // namespace kiln::ops

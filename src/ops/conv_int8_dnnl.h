@@ -1,0 +1,32 @@
+// A 2-D integer convolution on oneDNN's int8 convolution kernels: no im2col columns and no
+// zero-point terms after the product (the kernel takes x's zero point itself), where the GEMM
+// path (ops/quantize_gemm.cc) spends half its time. Exact int32 sums, so only where the CPU sums
+// 8-bit products exactly (VNNI, AMX); int8 weights with no zero point.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "ops/op.h"
+
+namespace kiln::ops {
+
+// One image's convolution; 1-D as height 1. All int64_t, so that shapes compare as bytes.
+struct Int8ConvShape {
+  int64_t c = 0, m = 0, group = 1;
+  int64_t h = 0, w = 0, kh = 0, kw = 0, sh = 1, sw = 1, dh = 1, dw = 1, ph = 0, pw = 0;
+  int64_t oh = 0, ow = 0;
+  int64_t x_signed = 0, has_bias = 0;
+};
+
+// out [M, OH * OW] (one image, channels first) = the convolution of (x - x_zp) with w, plus bias
+// (M values, if has_bias): x one image channels-last ([H, W, C], uint8 or int8 as x_signed),
+// w int8 [M, C / group, KH, KW] as ONNX holds it. With T > 1 threads, parts of the output
+// channels run on kiln's pool, one primitive each. `w_constant`: w's bytes at this address never
+// change while `state` lives (they are reordered once, and not read again). False (nothing
+// written) when oneDNN is not built in or has no exact kernel for it.
+bool DnnlConvInt8(const Int8ConvShape& s, const void* x, int32_t x_zp, const int8_t* w,
+                  bool w_constant, const int32_t* bias, int32_t* out, int threads,
+                  std::unique_ptr<NodeState>* state);
+
+}  // namespace kiln::ops
