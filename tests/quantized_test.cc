@@ -390,6 +390,18 @@ TEST(QuantizedOps, ConvsAgainstTheIntegerReference) {
        {1, 1},
        {0, 1, 1, 0},
        false},
+      // A depthwise one with uint8 weights and zero points: oneDNN's int8 convolution less the
+      // window sums times the zero points.
+      {DType::kUInt8,
+       DType::kUInt8,
+       {2, 24, 11, 13},
+       24,
+       24,
+       {3, 3},
+       {1, 2},
+       {1, 1},
+       {1, 1, 1, 0},
+       true},
       // Symmetric int8 weights: oneDNN's int8 convolution where the CPU has VNNI. Output
       // channels split over two threads, strides and dilations, a negative right padding (the
       // last input column unread), groups, 1-D, int8 x.

@@ -39,8 +39,9 @@ struct Int8ConvPlan : NodeState {
   Int8ConvShape s;
   int threads = 0;
   bool supported = false;
-  const int8_t* w_from = nullptr;  // the constant weights the parts hold reordered
+  const void* w_from = nullptr;  // the constant weights the parts hold reordered
   std::vector<Int8ConvPart> parts;
+  Int8ConvPart window_sums;  // where w has zero points
   std::string impl;
 
   bool Matches(const Int8ConvShape& q, int t) const {
@@ -51,9 +52,13 @@ struct Int8ConvPlan : NodeState {
 // Below this many multiply-adds a part, one thread does it all.
 constexpr int64_t kPartWork = int64_t{1} << 21;
 
-Int8ConvPart MakePart(const Int8ConvShape& s, int64_t m0, int64_t m) {
+// The primitive for output channels [m0, m0 + m), or (window_sums) the one that sums each
+// group's window of x - x_zp: weights of ones, one output channel per group.
+Int8ConvPart MakePart(const Int8ConvShape& s, int64_t m0, int64_t m, bool window_sums = false) {
   dnnl::engine& e = dnnl_common::Engine();
   const int64_t cg = s.c / s.group;
+  if (window_sums) m = s.group;
+  const bool bias = s.has_bias && !window_sums;
   const memory::dims src{1, s.c, s.h, s.w}, dst{1, m, s.oh, s.ow};
   const memory::dims w = s.group == 1 ? memory::dims{m, s.c, s.kh, s.kw}
                                       : memory::dims{s.group, m / s.group, cg, s.kh, s.kw};
@@ -68,10 +73,10 @@ Int8ConvPart MakePart(const Int8ConvShape& s, int64_t m0, int64_t m) {
   attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
   const auto prop = dnnl::prop_kind::forward_inference;
   const auto alg = dnnl::algorithm::convolution_direct;
-  auto d = s.has_bias ? dnnl::convolution_forward::desc(prop, alg, src_md, w_md, bias_md, dst_md,
-                                                        strides, dilation, pad_l, pad_r)
-                      : dnnl::convolution_forward::desc(prop, alg, src_md, w_md, dst_md, strides,
-                                                        dilation, pad_l, pad_r);
+  auto d = bias ? dnnl::convolution_forward::desc(prop, alg, src_md, w_md, bias_md, dst_md, strides,
+                                                  dilation, pad_l, pad_r)
+                : dnnl::convolution_forward::desc(prop, alg, src_md, w_md, dst_md, strides,
+                                                  dilation, pad_l, pad_r);
   dnnl::convolution_forward::primitive_desc pd(d, attr, e);
   const std::string impl = pd.impl_info_str();
   // Without VNNI or AMX oneDNN sums pairs of products in saturating int16 (vpmaddubsw).
@@ -94,9 +99,15 @@ Int8ConvPart MakePart(const Int8ConvShape& s, int64_t m0, int64_t m) {
                {DNNL_ARG_WEIGHTS, part.w},
                {DNNL_ARG_DST, part.dst},
                {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, part.zp}};
-  if (s.has_bias) {
+  if (bias) {
     part.bias = memory(bias_md, e, DNNL_MEMORY_NONE);
     part.args[DNNL_ARG_BIAS] = part.bias;
+  }
+  if (window_sums) {
+    std::vector<int8_t> ones(static_cast<size_t>(s.c * s.kh * s.kw), 1);
+    part.w_user.set_data_handle(ones.data());
+    part.w_reorder.execute(dnnl_common::Stream(), part.w_user, part.w);
+    dnnl_common::Stream().wait();
   }
   return part;
 }
@@ -117,6 +128,7 @@ std::unique_ptr<Int8ConvPlan> MakePlan(const Int8ConvShape& s, int threads) {
       const int64_t m1 = parts == 1 ? s.m : std::min(s.m, (i + 1) * blocks / parts * 16);
       plan->parts.push_back(MakePart(s, m0, m1 - m0));
     }
+    if (s.w_zero_points) plan->window_sums = MakePart(s, 0, 0, true);
     plan->impl = plan->parts[0].impl;
     plan->supported = true;
   } catch (const dnnl::error&) {
@@ -125,11 +137,45 @@ std::unique_ptr<Int8ConvPlan> MakePlan(const Int8ConvShape& s, int threads) {
   return plan;
 }
 
+// Reorders each part's slice of w into its layout (uint8 weights less 128 first).
+void ReorderWeights(Int8ConvPlan* plan, const void* w) {
+  const Int8ConvShape& s = plan->s;
+  const int64_t per_m = (s.c / s.group) * s.kh * s.kw;
+  std::vector<int8_t> shifted;
+  for (Int8ConvPart& part : plan->parts) {
+    const auto* bytes = static_cast<const uint8_t*>(w) + part.m0 * per_m;
+    if (s.w_unsigned) {
+      shifted.resize(static_cast<size_t>(part.m * per_m));
+      for (size_t i = 0; i < shifted.size(); ++i)
+        shifted[i] = static_cast<int8_t>(static_cast<int32_t>(bytes[i]) - 128);
+      bytes = reinterpret_cast<const uint8_t*>(shifted.data());
+    }
+    part.w_user.set_data_handle(const_cast<uint8_t*>(bytes));
+    part.w_reorder.execute(dnnl_common::Stream(), part.w_user, part.w);
+    dnnl_common::Stream().wait();
+  }
+}
+
+// Runs part into a channels-last buffer of the calling thread's scratch; returns it.
+int32_t* RunPart(Int8ConvPart& part, const void* x, int32_t* x_zp, const int32_t* bias,
+                 int64_t pixels) {
+  auto* dst = Scratch<int32_t>(ScratchSlot::kDnnlDst, pixels * part.m);
+  part.src.set_data_handle(const_cast<void*>(x));
+  part.dst.set_data_handle(dst);
+  part.zp.set_data_handle(x_zp);
+  if (bias) part.bias.set_data_handle(const_cast<int32_t*>(bias + part.m0));
+  part.scratchpad.Bind(part.args);
+  dnnl::stream& stream = dnnl_common::Stream();
+  part.conv.execute(stream, part.args);
+  stream.wait();
+  return dst;
+}
+
 }  // namespace
 
-bool DnnlConvInt8(const Int8ConvShape& s, const void* x, int32_t x_zp, const int8_t* w,
-                  bool w_constant, const int32_t* bias, int32_t* out, int threads,
-                  std::unique_ptr<NodeState>* state) {
+bool DnnlConvInt8(const Int8ConvShape& s, const void* x, int32_t x_zp, const void* w,
+                  bool w_constant, const int32_t* w_zp, const int32_t* bias, int32_t* out,
+                  int threads, std::unique_ptr<NodeState>* state) {
   auto* plan = dynamic_cast<Int8ConvPlan*>(state->get());
   if (!plan || !plan->Matches(s, threads)) {
     dnnl_common::SingleThreaded();
@@ -138,27 +184,28 @@ bool DnnlConvInt8(const Int8ConvShape& s, const void* x, int32_t x_zp, const int
     *state = std::move(fresh);
   }
   if (!plan->supported) return false;
-  const int64_t per_m = (s.c / s.group) * s.kh * s.kw, pixels = s.oh * s.ow;
   if (!w_constant || plan->w_from != w) {
-    for (Int8ConvPart& part : plan->parts) {
-      part.w_user.set_data_handle(const_cast<int8_t*>(w + part.m0 * per_m));
-      part.w_reorder.execute(dnnl_common::Stream(), part.w_user, part.w);
-    }
-    dnnl_common::Stream().wait();
+    ReorderWeights(plan, w);
     plan->w_from = w_constant ? w : nullptr;
   }
+  const int64_t pixels = s.oh * s.ow, mg = s.m / s.group;
   int32_t zp = x_zp;
+  // Each group's window sums of x - x_zp, [pixels, group], shared by the parts.
+  std::vector<int32_t> sums;
+  if (s.w_zero_points) {
+    const int32_t* d = RunPart(plan->window_sums, x, &zp, nullptr, pixels);
+    sums.assign(d, d + pixels * s.group);
+  }
   auto run = [&](Int8ConvPart& part) {
-    auto* dst = Scratch<int32_t>(ScratchSlot::kDnnlDst, pixels * part.m);
-    part.src.set_data_handle(const_cast<void*>(x));
-    part.dst.set_data_handle(dst);
-    part.zp.set_data_handle(&zp);
-    if (bias) part.bias.set_data_handle(const_cast<int32_t*>(bias + part.m0));
-    part.scratchpad.Bind(part.args);
-    dnnl::stream& stream = dnnl_common::Stream();
-    part.conv.execute(stream, part.args);
-    stream.wait();
-    moves::StridedCopy({part.m, pixels}, {1, part.m}, 0, dst, out + part.m0 * pixels, 4, 1);
+    const int32_t* dst = RunPart(part, x, &zp, bias, pixels);
+    int32_t* y = out + part.m0 * pixels;
+    moves::StridedCopy({part.m, pixels}, {1, part.m}, 0, dst, y, 4, 1);
+    for (int64_t j = 0; j < part.m && !sums.empty(); ++j) {
+      const int32_t z = w_zp[part.m0 + j];
+      const int32_t* sum = sums.data() + (part.m0 + j) / mg;
+      if (z != 0)
+        for (int64_t p = 0; p < pixels; ++p) y[j * pixels + p] -= z * sum[p * s.group];
+    }
   };
   const auto n = static_cast<int64_t>(plan->parts.size());
   if (n == 1) {
@@ -173,8 +220,8 @@ bool DnnlConvInt8(const Int8ConvShape& s, const void* x, int32_t x_zp, const int
 
 #else
 
-bool DnnlConvInt8(const Int8ConvShape&, const void*, int32_t, const int8_t*, bool, const int32_t*,
-                  int32_t*, int, std::unique_ptr<NodeState>*) {
+bool DnnlConvInt8(const Int8ConvShape&, const void*, int32_t, const void*, bool, const int32_t*,
+                  const int32_t*, int32_t*, int, std::unique_ptr<NodeState>*) {
   return false;
 }
 

@@ -123,38 +123,44 @@ Plane PlaneOf(const ConvGeom& g) {
           two ? g.pads_begin[0] : 0, g.pads_begin[l], two ? g.out[0] : 1,       g.out[l]};
 }
 
-// The convolution on oneDNN's int8 convolution kernels, where they take it: int8 weights without
-// zero points, 1-D or 2-D. nhwc: scratch for one image of x channels-last.
+// The convolution on oneDNN's int8 convolution kernels, where they take it (1-D or 2-D, a CPU
+// with VNNI). nhwc: scratch for one image of x channels-last.
 bool ConvByDnnl(ComputeContext& ctx, IntGemmState* st, const ConvGeom& g, const Plane& q,
                 const Tensor& x, int32_t x_zp, const Tensor& w, const Tensor* w_zp,
                 const Tensor* bias, int w_input, uint8_t* nhwc, int32_t* out) {
-  if (st->conv_refused || w.dtype() != DType::kInt8 || (bias && bias->dtype() != DType::kInt32))
-    return false;
-  for (int64_t j = 0; w_zp && j < w_zp->size(); ++j)
-    if (w_zp->GetInt(j) != 0) return false;
-  const Int8ConvShape s{g.c,
-                        g.m,
-                        g.group,
-                        q.h,
-                        q.w,
-                        q.kh,
-                        q.kw,
-                        q.sh,
-                        q.sw,
-                        q.dh,
-                        q.dw,
-                        q.ph,
-                        q.pw,
-                        q.oh,
-                        q.ow,
-                        x.dtype() == DType::kInt8,
-                        bias != nullptr};
+  if (st->conv_refused || (bias && bias->dtype() != DType::kInt32)) return false;
+  const bool w_unsigned = w.dtype() == DType::kUInt8;
+  std::vector<int32_t> zp(g.m);
+  bool any_zp = false;
+  for (int64_t j = 0; j < g.m; ++j) {
+    zp[j] = ZeroPointAt(w_zp, j) - (w_unsigned ? 128 : 0);
+    any_zp = any_zp || zp[j] != 0;
+  }
+  const Int8ConvShape s{.c = g.c,
+                        .m = g.m,
+                        .group = g.group,
+                        .h = q.h,
+                        .w = q.w,
+                        .kh = q.kh,
+                        .kw = q.kw,
+                        .sh = q.sh,
+                        .sw = q.sw,
+                        .dh = q.dh,
+                        .dw = q.dw,
+                        .ph = q.ph,
+                        .pw = q.pw,
+                        .oh = q.oh,
+                        .ow = q.ow,
+                        .x_signed = x.dtype() == DType::kInt8,
+                        .has_bias = bias != nullptr,
+                        .w_unsigned = w_unsigned,
+                        .w_zero_points = any_zp};
   const bool constant = ctx.input_constant(w_input);
   const int64_t image = g.c * q.h * q.w, pixels = q.oh * q.ow;
   for (int64_t img = 0; img < g.n; ++img) {
     const auto* src = static_cast<const uint8_t*>(x.raw()) + img * image;
     moves::StridedCopy({q.h * q.w, g.c}, {1, q.h * q.w}, 0, src, nhwc, 1, ctx.threads());
-    if (!DnnlConvInt8(s, nhwc, x_zp, static_cast<const int8_t*>(w.raw()), constant,
+    if (!DnnlConvInt8(s, nhwc, x_zp, w.raw(), constant, zp.data(),
                       bias ? bias->data<int32_t>() : nullptr, out + img * g.m * pixels,
                       ctx.threads(), &st->conv)) {
       st->conv_refused = true;
