@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "ops/elementwise_kernels.h"
+#include "ops/thread_pool.h"
 #include "ops/vector_math.h"
 
 namespace kiln::ops {
@@ -271,7 +272,7 @@ void RegisterClip(OpRegistry& r) {
       });
 }
 
-void CastTensor(const Tensor& x, Tensor& y) {
+void CastTensor(const Tensor& x, Tensor& y, int threads) {
   if (x.dtype() == y.dtype()) {
     if (x.nbytes() > 0) std::memcpy(y.raw(), x.raw(), x.nbytes());
     return;
@@ -280,8 +281,9 @@ void CastTensor(const Tensor& x, Tensor& y) {
     Dispatch<kAllTypes>(y.dtype(), [&]<class To>() {
       const From* s = x.data<From>();
       To* d = y.data<To>();
-      const int64_t n = x.size();
-      for (int64_t i = 0; i < n; ++i) d[i] = CastValue<To>(s[i]);
+      ParallelSlices(threads, x.size(), 32 << 10, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) d[i] = CastValue<To>(s[i]);
+      });
     });
   });
 }
@@ -311,7 +313,7 @@ void RegisterCast(OpRegistry& r) {
         return InferCastTo(ctx, CastTarget(ctx.node()));
       },
       [](ComputeContext& ctx) -> Status {
-        CastTensor(ctx.input(0), ctx.output(0));
+        CastTensor(ctx.input(0), ctx.output(0), ctx.threads());
         return OkStatus();
       });
   r.Register(
@@ -321,7 +323,7 @@ void RegisterCast(OpRegistry& r) {
         return InferCastTo(ctx, ctx.input_dtype(1));
       },
       [](ComputeContext& ctx) -> Status {
-        CastTensor(ctx.input(0), ctx.output(0));
+        CastTensor(ctx.input(0), ctx.output(0), ctx.threads());
         return OkStatus();
       });
 }

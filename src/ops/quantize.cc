@@ -4,8 +4,10 @@
 // float8 / int4 / int2 / float4 are not representable in kiln's Tensor and are rejected.
 #include "ops/quantize.h"
 
+#include <algorithm>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "ops/common.h"
 #include "ops/quantize_kernels.h"
@@ -356,18 +358,40 @@ Status DynQuantInfer(InferContext& ctx) {
   return OkStatus();
 }
 
+// The smallest and largest of 0 and x's n values, and whether x holds a NaN, over up to
+// `threads` slices.
+void ParallelMinMax(const float* x, int64_t n, int threads, float* lo, float* hi, bool* nan) {
+  const int t = static_cast<int>(std::clamp<int64_t>(n / (32 << 10), 1, threads));
+  std::vector<float> los(t, 0.0f), his(t, 0.0f);
+  std::vector<char> nans(t, 0);
+  ParallelFor(t, t, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      bool has_nan = false;
+      const int64_t b = p * n / t, e = (p + 1) * n / t;
+      MinMaxF32(x + b, e - b, &los[p], &his[p], &has_nan);
+      nans[p] = has_nan;
+    }
+  });
+  *lo = *std::min_element(los.begin(), los.end());
+  *hi = *std::max_element(his.begin(), his.end());
+  *nan = std::any_of(nans.begin(), nans.end(), [](char c) { return c != 0; });
+}
+
 Status DynQuantCompute(ComputeContext& ctx) {
   const Tensor& x = ctx.input(0);
   const float* xp = x.data<float>();
   float mx = 0, mn = 0;
   bool nan = false;
-  MinMaxF32(xp, x.size(), &mn, &mx, &nan);
+  ParallelMinMax(xp, x.size(), ctx.threads(), &mn, &mx, &nan);
   float scale = mx == mn ? 1.0f : (mx - mn) / 255.0f;
   float zp0 = 0.0f - mn / scale;
   float zp = std::nearbyint(std::max(0.0f, std::min(255.0f, zp0)));
   uint8_t* yp = ctx.output(0).data<uint8_t>();
   // The reference's NaN becomes 0, where QuantizeF32 gives the zero point.
-  if (!nan) QuantizeF32(xp, x.size(), scale, static_cast<int32_t>(zp), DType::kUInt8, yp);
+  if (!nan)
+    ParallelSlices(ctx.threads(), x.size(), 32 << 10, [&](int64_t b, int64_t e) {
+      QuantizeF32(xp + b, e - b, scale, static_cast<int32_t>(zp), DType::kUInt8, yp + b);
+    });
   for (int64_t i = 0; nan && i < x.size(); ++i) {
     float v = std::nearbyint(xp[i] / scale) + zp;
     if (std::isnan(v)) v = 0;

@@ -1,6 +1,7 @@
 #include "ops/quantize_kernels.h"
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 
 #include "ops/cpu_isa.h"
@@ -35,32 +36,34 @@ struct QuantizeBody {
 };
 
 struct MinMaxBody {
-  // Lane-wise over kLanes independent accumulators, which vectorize as plain element-wise code
-  // (a float min / max reduction does not without -ffast-math).
+  // Lane-wise in one 16-float vector of each, as GCC's vector extension (plain arrays stayed in
+  // memory, a store and a load per element, at about 2 GB/s).
   static constexpr int kLanes = 16;
+  using Floats = float __attribute__((vector_size(4 * kLanes)));
+  using Ints = int32_t __attribute__((vector_size(4 * kLanes)));
   static KILN_AI void Run(const float* x, int64_t n, float* lo, float* hi, bool* has_nan) {
-    float mn[kLanes] = {}, mx[kLanes] = {};
-    int32_t nan[kLanes] = {};
+    Floats mn = {}, mx = {};
+    Ints nan = {};
     int64_t i = 0;
-    for (; i + kLanes <= n; i += kLanes)
-      for (int j = 0; j < kLanes; ++j) {
-        const float v = x[i + j];
-        mn[j] = v < mn[j] ? v : mn[j];
-        mx[j] = v > mx[j] ? v : mx[j];
-        nan[j] |= v != v;
-      }
-    for (; i < n; ++i) {
-      mn[0] = x[i] < mn[0] ? x[i] : mn[0];
-      mx[0] = x[i] > mx[0] ? x[i] : mx[0];
-      nan[0] |= x[i] != x[i];
+    for (; i + kLanes <= n; i += kLanes) {
+      Floats v;
+      std::memcpy(&v, x + i, sizeof(v));
+      mn = v < mn ? v : mn;
+      mx = v > mx ? v : mx;
+      nan |= v != v;
     }
-    *lo = mn[0];
-    *hi = mx[0];
-    *has_nan = nan[0] != 0;
-    for (int j = 1; j < kLanes; ++j) {
+    *lo = 0;
+    *hi = 0;
+    *has_nan = false;
+    for (int j = 0; j < kLanes; ++j) {
       *lo = mn[j] < *lo ? mn[j] : *lo;
       *hi = mx[j] > *hi ? mx[j] : *hi;
       *has_nan = *has_nan || nan[j] != 0;
+    }
+    for (; i < n; ++i) {
+      *lo = x[i] < *lo ? x[i] : *lo;
+      *hi = x[i] > *hi ? x[i] : *hi;
+      *has_nan = *has_nan || x[i] != x[i];
     }
   }
 };
