@@ -191,6 +191,26 @@ TEST(DnnlConv, WinogradLayoutsAndSplits) {
   }
 }
 
+// Winograd whose scratchpad and weights outgrow the executor's scratch budget keeps the direct
+// kernels, with the same results; within the budget it is taken.
+TEST(DnnlConv, WinogradWithinTheScratchBudget) {
+  if (!DnnlAvailable() || BestIsa() != Isa::kAvx512) GTEST_SKIP() << "no oneDNN Winograd here";
+  std::mt19937 rng(15);
+  const Conv2DParams p = Make(1, 64, 96, 1, 40, 40, 3, 3, 1, 1, 1, 1);
+  auto x = Random(static_cast<size_t>(p.C * p.H * p.W), rng);
+  auto w = Random(static_cast<size_t>(p.M * p.C * 9), rng);
+  std::vector<float> y(static_cast<size_t>(p.M * p.OH * p.OW)), y_budget(y.size());
+  std::unique_ptr<NodeState> state, state_budget;
+  ASSERT_TRUE(DnnlConv2D(p, x.data(), w.data(), true, nullptr, y.data(), 1, &state, {}, {},
+                         int64_t{1} << 30));
+  EXPECT_NE(std::string::npos, state->Kernel().find("wino")) << state->Kernel();
+  ASSERT_TRUE(DnnlConv2D(p, x.data(), w.data(), true, nullptr, y_budget.data(), 1, &state_budget,
+                         {}, {}, int64_t{1}));
+  EXPECT_EQ(std::string::npos, state_budget->Kernel().find("wino")) << state_budget->Kernel();
+  for (size_t i = 0; i < y.size(); ++i)
+    ASSERT_NEAR(y[i], y_budget[i], 1e-4f * (1.0f + std::fabs(y[i]))) << i;
+}
+
 TEST(DnnlConv, ShapesAgainstReference) {
   if (!DnnlAvailable()) GTEST_SKIP() << "built without oneDNN";
   std::mt19937 rng(11);

@@ -690,7 +690,7 @@ bool TryDnnlConv(ComputeContext& ctx, const ConvShape& s, const PostOps& post = 
   auto run = [&] {
     return DnnlConv2D(p, ctx.input(0).data<float>(), ctx.input(1).data<float>(),
                       ctx.input_constant(1), b, ctx.output(0).data<float>(), ctx.threads(),
-                      ctx.state(), post, layouts);
+                      ctx.state(), post, layouts, ctx.scratch_budget());
   };
   if (PointwiseByGemm(ctx, p, layouts, b, post)) return true;
   if (layouts.any() && WinogradFits(p, layouts, post) && WinogradPays(p, ctx.threads())) {

@@ -35,7 +35,8 @@ struct DnnlConvState {
   PostOps::Act act = PostOps::Act::kNone;
   float alpha = 0, beta = 0;
   ConvLayouts layouts;
-  bool winograd = false;  // try oneDNN's Winograd kernels first (WinogradWins)
+  bool winograd = false;       // try oneDNN's Winograd kernels first (WinogradWins)
+  int64_t scratch_budget = 0;  // ... where they fit it (DnnlConv2D)
   // Channels per pixel of the memory y (and z) sit in when wider than the part's M: the whole
   // output's when the part makes only some (by_channels), a Concat's (ConvLayouts::y_channels).
   int64_t y_channels = 0, z_channels = 0;
@@ -78,6 +79,7 @@ struct DnnlConvPlan : NodeState {
   PostOps post;
   ConvLayouts layouts;
   bool supported = false;
+  int64_t scratch_budget = 0;
   bool by_rows = false;      // parts split the rows (NHWC); else they split the batch
   bool by_channels = false;  // parts split the output channels, in either layout
   bool cache_parts = true;   // Swish may split a single image's rows for the cache
@@ -155,7 +157,11 @@ void Prepare(DnnlConvState* st) {
   if (st->winograd) {
     try {
       pd = make(Tag::any, Tag::any, dnnl::algorithm::convolution_winograd);
-      winograd = true;
+      const auto direct_w = static_cast<int64_t>(p.M * (p.C / p.group) * p.KH * p.KW * 4);
+      const auto extra =
+          static_cast<int64_t>(pd.scratchpad_desc().get_size() + pd.weights_desc().get_size()) -
+          direct_w;
+      winograd = st->scratch_budget == 0 || extra <= st->scratch_budget;
     } catch (const dnnl::error&) {  // a post-op or part it does not take: the direct kernels
     }
   }
@@ -289,11 +295,12 @@ bool WinogradWins(const Conv2DParams& p) {
 
 // A part that makes output channels [m0, ..) of out_channels (by_channels), or the whole output.
 std::unique_ptr<DnnlConvState> MakePart(const Conv2DParams& p, bool has_bias, const PostOps& post,
-                                        ConvLayouts layouts, bool winograd,
+                                        ConvLayouts layouts, bool winograd, int64_t scratch_budget,
                                         int64_t out_channels = 0, int64_t w_offset = 0) {
   auto st = std::make_unique<DnnlConvState>();
   st->p = p;
   st->winograd = winograd;
+  st->scratch_budget = scratch_budget;
   st->y_channels = layouts.y_channels > 0 ? layouts.y_channels : out_channels;
   st->z_channels = out_channels;
   st->w_offset = w_offset;
@@ -340,7 +347,8 @@ void PlanParts(DnnlConvPlan* plan) {
   plan->by_channels = t > 1 && p.N < t && p.M >= 32 && p.group == 1 &&
                       (p.OH < 2 || nchw || (winograd && p.OH < 8 * t));
   if (!plan->by_channels && (t <= 1 || (p.N < t && (p.N != 1 || p.OH < 2)))) {
-    plan->states.push_back(MakePart(p, plan->has_bias, plan->post, plan->layouts, winograd));
+    plan->states.push_back(
+        MakePart(p, plan->has_bias, plan->post, plan->layouts, winograd, plan->scratch_budget));
     plan->parts.push_back({});
     return;
   }
@@ -351,8 +359,8 @@ void PlanParts(DnnlConvPlan* plan) {
       part.m0 = c * blocks / n * 16;
       Conv2DParams q = p;
       q.M = (c + 1 == n ? p.M : (c + 1) * blocks / n * 16) - part.m0;
-      plan->states.push_back(MakePart(q, plan->has_bias, plan->post, plan->layouts, winograd, p.M,
-                                      part.m0 * p.C * p.KH * p.KW));
+      plan->states.push_back(MakePart(q, plan->has_bias, plan->post, plan->layouts, winograd,
+                                      plan->scratch_budget, p.M, part.m0 * p.C * p.KH * p.KW));
       plan->parts.push_back(part);
     }
     return;  // each part has weights of its own
@@ -375,8 +383,9 @@ void PlanParts(DnnlConvPlan* plan) {
       part.n0 = a;
       part.n1 = e;
     }
-    plan->states.push_back(
-        MakePart(q, plan->has_bias, plan->post, plan->by_rows ? nhwc : plan->layouts, winograd));
+    plan->states.push_back(MakePart(q, plan->has_bias, plan->post,
+                                    plan->by_rows ? nhwc : plan->layouts, winograd,
+                                    plan->scratch_budget));
     plan->parts.push_back(part);
   }
   for (size_t c = 1; c < plan->states.size(); ++c) {
@@ -395,7 +404,7 @@ bool DnnlAvailable() { return true; }
 
 bool DnnlConv2D(const Conv2DParams& p, const float* x, const float* w, bool w_constant,
                 const float* b, float* y, int threads, std::unique_ptr<NodeState>* state,
-                const PostOps& post, ConvLayouts layouts) {
+                const PostOps& post, ConvLayouts layouts, int64_t scratch_budget) {
   if (layouts.y_channels > 0 &&  // a slice of a wider output: what ConvLayouts allows
       (!layouts.y || p.N != 1 || layouts.y_channels < p.M || post.z ||
        post.act == PostOps::Act::kSwish))
@@ -412,6 +421,7 @@ bool DnnlConv2D(const Conv2DParams& p, const float* x, const float* w, bool w_co
       fresh->has_bias = b != nullptr;
       fresh->post = post;
       fresh->layouts = layouts;
+      fresh->scratch_budget = scratch_budget;
       plan = fresh.get();
       *state = std::move(fresh);
       try {
@@ -505,7 +515,7 @@ bool DnnlConv2D(const Conv2DParams& p, const float* x, const float* w, bool w_co
 bool DnnlAvailable() { return false; }
 
 bool DnnlConv2D(const Conv2DParams&, const float*, const float*, bool, const float*, float*, int,
-                std::unique_ptr<NodeState>*, const PostOps&, ConvLayouts) {
+                std::unique_ptr<NodeState>*, const PostOps&, ConvLayouts, int64_t) {
   return false;
 }
 

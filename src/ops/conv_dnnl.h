@@ -54,8 +54,10 @@ bool DnnlAvailable();
 // be null: prepared per call) keeps the primitive between calls; `w_constant` says the weights'
 // bytes at this address never change while `state` lives, so they are reordered only once.
 // The state's Kernel() names oneDNN's implementation ("onednn jit_fp32_wino_2x3:avx512_core x2").
+// Winograd only where its scratchpad and the growth of the weights fit `scratch_budget` bytes
+// (ComputeContext::scratch_budget; 0: any).
 bool DnnlConv2D(const Conv2DParams& p, const float* x, const float* w, bool w_constant,
                 const float* b, float* y, int threads, std::unique_ptr<NodeState>* state,
-                const PostOps& post = {}, ConvLayouts layouts = {});
+                const PostOps& post = {}, ConvLayouts layouts = {}, int64_t scratch_budget = 0);
 
 }  // namespace kiln::ops

@@ -127,6 +127,10 @@ class ComputeContext {
   }
   SubgraphRunner& subgraphs() const { return *subgraphs_; }
   int threads() const { return threads_; }
+  // Bytes of optional working memory a kernel may take for speed (oneDNN's Winograd scratchpad
+  // and transformed weights), so that a small model's peak stays near its weights and plan;
+  // 0: no limit (one-off runs, constant folding).
+  int64_t scratch_budget() const { return scratch_budget_; }
   // This node's state slot; null where the caller keeps none (constant folding, one-off runs).
   std::unique_ptr<NodeState>* state() const { return state_; }
   // True when input i is a constant of the graph (an initializer): its bytes, at the same
@@ -155,6 +159,7 @@ class ComputeContext {
   std::vector<Tensor*> outputs_;
   SubgraphRunner* subgraphs_ = nullptr;
   int threads_ = 1;
+  int64_t scratch_budget_ = 0;
   std::unique_ptr<NodeState>* state_ = nullptr;
   std::vector<bool> input_constant_, input_channels_last_, output_channels_last_;
   std::vector<int64_t> output_pixel_channels_;

@@ -76,6 +76,7 @@ class Executor {
   ExecutorOptions options_;
   planner::Plan plan_;
   std::vector<int> order_;
+  int64_t scratch_budget_ = 0;  // ops::ComputeContext::scratch_budget for every node
   std::unique_ptr<Impl> impl_;
 };
 
