@@ -152,6 +152,7 @@ TEST(DnnlConv, LayoutsResidualAndThreadSplits) {
   CheckLayouts(Make(1, 32, 32, 32, 6, 6, 3, 3, 1, 1, 1, 1), rng);  // depthwise
   CheckLayouts(Make(3, 16, 16, 1, 5, 5, 1, 1, 1, 0, 0, 1), rng);   // a batch: images per part
   CheckLayouts(Make(1, 16, 40, 1, 1, 40, 1, 3, 1, 0, 0, 1), rng);  // 1-D: output channel parts
+  CheckLayouts(Make(1, 48, 80, 1, 7, 7, 3, 3, 1, 1, 1, 1), rng);   // a small map: channel parts
   CheckInterleaved(Make(1, 16, 32, 1, 11, 9, 3, 3, 1, 1, 1, 1), rng);
   CheckInterleaved(Make(1, 24, 20, 1, 13, 7, 1, 1, 1, 0, 0, 1), rng);  // pointwise
 }
