@@ -964,6 +964,27 @@ def data_cases():
         g.output(g.op("Reshape", [y, g.i64([1, 232, 28, 28])]))
     out.append(Case(F, "channel_shuffle_232_28", "channel shuffle (Reshape, Transpose, Reshape), "
                     "232ch, 28x28", shuffle))
+
+    def grid_sample(name, desc, n, c, hw, out_hw, mode, padding):
+        def b(g):
+            np = g.np
+            grid = g.rng.uniform(-1.1, 1.1, size=(n, out_hw, out_hw, 2)).astype(np.float32)
+            g.output(g.op("GridSample", [g.input([n, c, hw, hw]), g.const(grid, "grid")],
+                          mode=mode, padding_mode=padding, align_corners=0))
+        out.append(Case(F, name, desc, b))
+
+    grid_sample("gridsample_bilinear_8x64x32", "GridSample bilinear zeros (spatial transformer), "
+                "[8,64,32,32] -> 32x32", 8, 64, 32, 32, "bilinear", "zeros")
+    grid_sample("gridsample_nearest_1x32x128", "GridSample nearest border, [1,32,128,128] -> "
+                "128x128", 1, 32, 128, 128, "nearest", "border")
+
+    def scatter_el(g):
+        np = g.np
+        idx = g.rng.integers(0, 4096, size=(64, 512)).astype(np.int64)
+        g.output(g.op("ScatterElements", [g.input([64, 4096]), g.const(idx, "idx"),
+                                          g.input([64, 512])], axis=1))
+    out.append(Case(F, "scatterelements_64x4096_512", "ScatterElements axis 1, 512 of 4096 per "
+                    "row, [64,4096]", scatter_el))
     return out
 
 

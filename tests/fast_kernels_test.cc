@@ -407,6 +407,58 @@ TEST(FastKernels, ResizeAgainstTheDoubleReference) {
   }
 }
 
+// GridSample, 2-D float32 (taps laid out per image, channels over threads) against the general
+// loop in double: every mode, padding and align_corners, a grid reaching past the borders (its
+// values multiples of 1/64, the same in both types).
+TEST(FastKernels, GridSampleAgainstTheDoubleReference) {
+  std::mt19937 rng(31);
+  const Dims in{2, 5, 7, 9};
+  const std::vector<int64_t> grid_dims{2, 6, 11, 2};
+  std::vector<double> grid(2 * 6 * 11 * 2);
+  std::uniform_int_distribution<int> step(-80, 80);
+  for (double& v : grid) v = step(rng) / 64.0;
+  const std::vector<double> xv = Random(static_cast<size_t>(NumElements(in)), rng);
+  for (const char* mode : {"nearest", "bilinear", "bicubic"})
+    for (const char* padding : {"zeros", "border", "reflection"})
+      for (int64_t align : {0, 1}) {
+        auto build = [&](onnx::TensorProto::DataType type) {
+          onnx::ModelProto m = testing::EmptyModel("grid_sample");
+          m.mutable_opset_import(0)->set_version(16);
+          auto* g = m.mutable_graph();
+          *g->add_input() = Info("x", type, {in.begin(), in.end()});
+          *g->add_output() = Info("y", type, {2, 5, 6, 11});
+          FillTensor(g->add_initializer(), "grid", type, grid_dims, grid);
+          auto* n = testing::AddNamedNode(g, "GridSample", {"x", "grid"}, "y");
+          testing::SetAttr(n, "mode", std::string(mode));
+          testing::SetAttr(n, "padding_mode", std::string(padding));
+          testing::SetAttr(n, "align_corners", align);
+          return m;
+        };
+        const std::string what =
+            std::string(mode) + " " + padding + " align " + std::to_string(align);
+        ExpectFloatMatchesDouble(build, in, xv, 1e-6, what);
+        // A NaN and an infinity in two planes: only the points whose taps read them change
+        // (zero padding reads nothing, not 0 times them).
+        std::vector<double> special = xv;
+        special[63] = std::numeric_limits<double>::quiet_NaN();  // planes 1 and 5, element 0
+        special[5 * 63] = std::numeric_limits<double>::infinity();
+        const auto want =
+            RunModel(build(onnx::TensorProto::DOUBLE), InputOf(DType::kFloat64, in, special), 1);
+        const auto got =
+            RunModel(build(onnx::TensorProto::FLOAT), InputOf(DType::kFloat32, in, special), 2);
+        ASSERT_EQ(got[0].size(), want[0].size());
+        for (size_t i = 0; i < got[0].size(); ++i) {
+          if (std::isnan(want[0][i]) || std::isinf(want[0][i])) {
+            EXPECT_EQ(std::isnan(got[0][i]), std::isnan(want[0][i])) << what << " at " << i;
+            EXPECT_EQ(std::isinf(got[0][i]), std::isinf(want[0][i])) << what << " at " << i;
+          } else {
+            EXPECT_NEAR(got[0][i], want[0][i], 1e-5 * (1 + std::fabs(want[0][i])))
+                << what << " at " << i;
+          }
+        }
+      }
+}
+
 // Between two convolutions the executor keeps the tensor channels-last through a linear or cubic
 // Resize; the result is the NCHW reference's.
 TEST(FastKernels, ChannelsLastResizeBetweenConvs) {
