@@ -402,6 +402,28 @@ TEST(QuantizedOps, ConvsAgainstTheIntegerReference) {
        {1, 1},
        {1, 1, 1, 0},
        true},
+      // Large enough for output row parts at two threads (grouped convolutions split rows).
+      {DType::kUInt8,
+       DType::kUInt8,
+       {1, 192, 61, 60},
+       192,
+       192,
+       {3, 3},
+       {1, 1},
+       {1, 1},
+       {1, 1, 1, 1},
+       true},
+      {DType::kUInt8,
+       DType::kInt8,
+       {1, 160, 60, 60},
+       160,
+       160,
+       {3, 3},
+       {1, 1},
+       {1, 1},
+       {1, 1, 1, 1},
+       true,
+       true},
       // Symmetric int8 weights: oneDNN's int8 convolution where the CPU has VNNI. Output
       // channels split over two threads, strides and dilations, a negative right padding (the
       // last input column unread), groups, 1-D, int8 x.

@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "ops/scratch.h"
-#include "ops/shape_ops_util.h"
 #include "ops/thread_pool.h"
 
 #if KILN_WITH_DNNL
@@ -23,9 +22,11 @@ using dnnl::memory;
 using Tag = memory::format_tag;
 using dt = memory::data_type;
 
-// One primitive over output channels [m0, m0 + m).
+// One primitive over output channels [m0, m0 + m) and output rows [o0, o1), reading input rows
+// from in0.
 struct Int8ConvPart {
-  int64_t m0 = 0, m = 0;
+  int64_t m0 = 0, m = 0, o0 = 0, o1 = 0, in0 = 0;
+  bool shares_w = false;  // w is part 0's (row parts: the same weights)
   std::string impl;
   dnnl::convolution_forward conv;
   memory src, w_user, w, bias, dst, zp;
@@ -47,15 +48,28 @@ struct Int8ConvPlan : NodeState {
   bool Matches(const Int8ConvShape& q, int t) const {
     return std::memcmp(&s, &q, sizeof(s)) == 0 && threads == t;
   }
+  std::string Kernel() const override {
+    if (!supported) return "";
+    return "onednn " + impl + (parts.size() > 1 ? " x" + std::to_string(parts.size()) : "");
+  }
 };
 
-// Below this many multiply-adds a part, one thread does it all.
-constexpr int64_t kPartWork = int64_t{1} << 21;
+// Below this many multiply-adds a part, one thread does it all (grouped ones, depthwise most,
+// do far fewer per byte).
+constexpr int64_t kPartWork = int64_t{1} << 21, kGroupedPartWork = int64_t{1} << 18;
 
-// The primitive for output channels [m0, m0 + m), or (window_sums) the one that sums each
-// group's window of x - x_zp: weights of ones, one output channel per group.
-Int8ConvPart MakePart(const Int8ConvShape& s, int64_t m0, int64_t m, bool window_sums = false) {
+// The primitive for output channels [m0, m0 + m) and rows [o0, o1), or (window_sums) the one
+// that sums each group's window of x - x_zp over the whole image: weights of ones, one output
+// channel per group.
+Int8ConvPart MakePart(const Int8ConvShape& whole, int64_t m0, int64_t m, int64_t o0, int64_t o1,
+                      bool window_sums = false) {
   dnnl::engine& e = dnnl_common::Engine();
+  Int8ConvShape s = whole;  // the part's rows: its input rows and paddings
+  const int64_t extent = (s.kh - 1) * s.dh + 1;
+  const int64_t first = o0 * s.sh - s.ph, end = (o1 - 1) * s.sh - s.ph + extent;
+  s.ph = std::max<int64_t>(0, -first);
+  s.h = std::min(end, whole.h) - std::max<int64_t>(0, first);
+  s.oh = o1 - o0;
   const int64_t cg = s.c / s.group;
   if (window_sums) m = s.group;
   const bool bias = s.has_bias && !window_sums;
@@ -85,6 +99,9 @@ Int8ConvPart MakePart(const Int8ConvShape& s, int64_t m0, int64_t m, bool window
   Int8ConvPart part;
   part.m0 = m0;
   part.m = m;
+  part.o0 = o0;
+  part.o1 = o1;
+  part.in0 = std::max<int64_t>(0, first);
   part.impl = impl;
   part.conv = dnnl::convolution_forward(pd);
   part.scratchpad = dnnl_common::Scratchpad(pd.scratchpad_desc());
@@ -112,23 +129,36 @@ Int8ConvPart MakePart(const Int8ConvShape& s, int64_t m0, int64_t m, bool window
   return part;
 }
 
-// The plan for s at `threads`: output channels split in parts of whole 16-channel blocks (one
-// part for grouped convolutions), or unsupported.
+// The plan for s at `threads`: output channels split in parts of whole 16-channel blocks, or,
+// for grouped convolutions, output rows; or unsupported.
 std::unique_ptr<Int8ConvPlan> MakePlan(const Int8ConvShape& s, int threads) {
   auto plan = std::make_unique<Int8ConvPlan>();
   plan->s = s;
   plan->threads = threads;
   const int64_t work = s.m * s.oh * s.ow * (s.c / s.group) * s.kh * s.kw;
-  int64_t parts = s.group == 1 ? std::min<int64_t>({threads, s.m / 16, work / kPartWork}) : 1;
-  parts = std::max<int64_t>(parts, 1);
+  const int64_t most = s.group == 1 ? std::min<int64_t>({threads, s.m / 16, work / kPartWork})
+                                    : std::min<int64_t>({threads, s.oh, work / kGroupedPartWork});
+  const int64_t parts = std::max<int64_t>(most, 1);
   const int64_t blocks = (s.m + 15) / 16;
   try {
     for (int64_t i = 0; i < parts; ++i) {
-      const int64_t m0 = parts == 1 ? 0 : i * blocks / parts * 16;
-      const int64_t m1 = parts == 1 ? s.m : std::min(s.m, (i + 1) * blocks / parts * 16);
-      plan->parts.push_back(MakePart(s, m0, m1 - m0));
+      if (s.group > 1) {
+        plan->parts.push_back(MakePart(s, 0, s.m, i * s.oh / parts, (i + 1) * s.oh / parts));
+        continue;
+      }
+      const int64_t m0 = i * blocks / parts * 16;
+      const int64_t m1 = i + 1 == parts ? s.m : std::min(s.m, (i + 1) * blocks / parts * 16);
+      plan->parts.push_back(MakePart(s, m0, m1 - m0, 0, s.oh));
     }
-    if (s.w_zero_points) plan->window_sums = MakePart(s, 0, 0, true);
+    for (size_t i = 1; i < plan->parts.size() && s.group > 1; ++i) {
+      Int8ConvPart& part = plan->parts[i];
+      if (part.w.get_desc() != plan->parts[0].w.get_desc()) continue;
+      part.w = plan->parts[0].w;
+      part.args[DNNL_ARG_WEIGHTS] = part.w;
+      part.w_buffer.reset();
+      part.shares_w = true;
+    }
+    if (s.w_zero_points) plan->window_sums = MakePart(s, 0, 0, 0, s.oh, true);
     plan->impl = plan->parts[0].impl;
     plan->supported = true;
   } catch (const dnnl::error&) {
@@ -143,6 +173,7 @@ void ReorderWeights(Int8ConvPlan* plan, const void* w) {
   const int64_t per_m = (s.c / s.group) * s.kh * s.kw;
   std::vector<int8_t> shifted;
   for (Int8ConvPart& part : plan->parts) {
+    if (part.shares_w) continue;
     const auto* bytes = static_cast<const uint8_t*>(w) + part.m0 * per_m;
     if (s.w_unsigned) {
       shifted.resize(static_cast<size_t>(part.m * per_m));
@@ -157,10 +188,12 @@ void ReorderWeights(Int8ConvPlan* plan, const void* w) {
 }
 
 // Runs part into a channels-last buffer of the calling thread's scratch; returns it.
-int32_t* RunPart(Int8ConvPart& part, const void* x, int32_t* x_zp, const int32_t* bias,
-                 int64_t pixels) {
-  auto* dst = Scratch<int32_t>(ScratchSlot::kDnnlDst, pixels * part.m);
-  part.src.set_data_handle(const_cast<void*>(x));
+int32_t* RunPart(Int8ConvPart& part, const Int8ConvShape& s, const void* x, int32_t* x_zp,
+                 const int32_t* bias) {
+  auto* dst = Scratch<int32_t>(ScratchSlot::kDnnlDst, (part.o1 - part.o0) * s.ow * part.m);
+  // x: 8-bit, channels-last, so an input row is w * c bytes.
+  part.src.set_data_handle(
+      const_cast<uint8_t*>(static_cast<const uint8_t*>(x) + part.in0 * s.w * s.c));
   part.dst.set_data_handle(dst);
   part.zp.set_data_handle(x_zp);
   if (bias) part.bias.set_data_handle(const_cast<int32_t*>(bias + part.m0));
@@ -169,6 +202,16 @@ int32_t* RunPart(Int8ConvPart& part, const void* x, int32_t* x_zp, const int32_t
   part.conv.execute(stream, part.args);
   stream.wait();
   return dst;
+}
+
+// y [m, pixels] (channel rows `stride` apart) = dst [pixels, m], in blocks of 64 pixels that stay
+// in the cache while each channel takes its column.
+void ChannelsFirst(const int32_t* dst, int64_t pixels, int64_t m, int32_t* y, int64_t stride) {
+  for (int64_t p0 = 0; p0 < pixels; p0 += 64) {
+    const int64_t p1 = std::min(pixels, p0 + 64);
+    for (int64_t j = 0; j < m; ++j)
+      for (int64_t p = p0; p < p1; ++p) y[j * stride + p] = dst[p * m + j];
+  }
 }
 
 }  // namespace
@@ -193,18 +236,19 @@ bool DnnlConvInt8(const Int8ConvShape& s, const void* x, int32_t x_zp, const voi
   // Each group's window sums of x - x_zp, [pixels, group], shared by the parts.
   std::vector<int32_t> sums;
   if (s.w_zero_points) {
-    const int32_t* d = RunPart(plan->window_sums, x, &zp, nullptr, pixels);
+    const int32_t* d = RunPart(plan->window_sums, s, x, &zp, nullptr);
     sums.assign(d, d + pixels * s.group);
   }
   auto run = [&](Int8ConvPart& part) {
-    const int32_t* dst = RunPart(part, x, &zp, bias, pixels);
-    int32_t* y = out + part.m0 * pixels;
-    moves::StridedCopy({part.m, pixels}, {1, part.m}, 0, dst, y, 4, 1);
+    const int32_t* dst = RunPart(part, s, x, &zp, bias);
+    const int64_t p0 = part.o0 * s.ow, rows = (part.o1 - part.o0) * s.ow;
+    int32_t* y = out + part.m0 * pixels + p0;
+    ChannelsFirst(dst, rows, part.m, y, pixels);
     for (int64_t j = 0; j < part.m && !sums.empty(); ++j) {
       const int32_t z = w_zp[part.m0 + j];
-      const int32_t* sum = sums.data() + (part.m0 + j) / mg;
+      const int32_t* sum = sums.data() + p0 * s.group + (part.m0 + j) / mg;
       if (z != 0)
-        for (int64_t p = 0; p < pixels; ++p) y[j * pixels + p] -= z * sum[p * s.group];
+        for (int64_t p = 0; p < rows; ++p) y[j * pixels + p] -= z * sum[p * s.group];
     }
   };
   const auto n = static_cast<int64_t>(plan->parts.size());
@@ -212,6 +256,7 @@ bool DnnlConvInt8(const Int8ConvShape& s, const void* x, int32_t x_zp, const voi
     run(plan->parts[0]);
   } else {
     ParallelFor(static_cast<int>(n), n, [&](int64_t i0, int64_t i1) {
+      dnnl_common::SingleThreaded();  // a worker's own OpenMP team would compete with the pool
       for (int64_t i = i0; i < i1; ++i) run(plan->parts[i]);
     });
   }

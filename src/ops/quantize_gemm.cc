@@ -42,7 +42,9 @@ struct IntGemmState : NodeState {
     if (conv_ran) return conv_holds && i == conv_w_input;
     return ran && i == w_input && w_from != nullptr;
   }
-  std::string Kernel() const override { return conv_ran ? "onednn int8 conv" : "onednn int8 gemm"; }
+  std::string Kernel() const override {
+    return conv_ran && conv ? conv->Kernel() : "onednn int8 gemm";
+  }
 };
 
 IntGemmState* StateOf(ComputeContext& ctx, std::unique_ptr<NodeState>* local) {
