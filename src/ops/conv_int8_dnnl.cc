@@ -187,10 +187,10 @@ void ReorderWeights(Int8ConvPlan* plan, const void* w) {
   }
 }
 
-// Runs part into a channels-last buffer of the calling thread's scratch; returns it.
+// Runs part into a channels-last buffer of the calling thread's scratch slot; returns it.
 int32_t* RunPart(Int8ConvPart& part, const Int8ConvShape& s, const void* x, int32_t* x_zp,
-                 const int32_t* bias) {
-  auto* dst = Scratch<int32_t>(ScratchSlot::kDnnlDst, (part.o1 - part.o0) * s.ow * part.m);
+                 const int32_t* bias, ScratchSlot slot = ScratchSlot::kDnnlDst) {
+  auto* dst = Scratch<int32_t>(slot, (part.o1 - part.o0) * s.ow * part.m);
   // x: 8-bit, channels-last, so an input row is w * c bytes.
   part.src.set_data_handle(
       const_cast<uint8_t*>(static_cast<const uint8_t*>(x) + part.in0 * s.w * s.c));
@@ -233,20 +233,19 @@ bool DnnlConvInt8(const Int8ConvShape& s, const void* x, int32_t x_zp, const voi
   }
   const int64_t pixels = s.oh * s.ow, mg = s.m / s.group;
   int32_t zp = x_zp;
-  // Each group's window sums of x - x_zp, [pixels, group], shared by the parts.
-  std::vector<int32_t> sums;
-  if (s.w_zero_points) {
-    const int32_t* d = RunPart(plan->window_sums, s, x, &zp, nullptr);
-    sums.assign(d, d + pixels * s.group);
-  }
+  // Each group's window sums of x - x_zp, [pixels, group], shared by the parts (in a slot of
+  // the caller's scratch that the parts do not use).
+  const int32_t* sums = s.w_zero_points
+                            ? RunPart(plan->window_sums, s, x, &zp, nullptr, ScratchSlot::kDnnlSrc)
+                            : nullptr;
   auto run = [&](Int8ConvPart& part) {
     const int32_t* dst = RunPart(part, s, x, &zp, bias);
     const int64_t p0 = part.o0 * s.ow, rows = (part.o1 - part.o0) * s.ow;
     int32_t* y = out + part.m0 * pixels + p0;
     ChannelsFirst(dst, rows, part.m, y, pixels);
-    for (int64_t j = 0; j < part.m && !sums.empty(); ++j) {
+    for (int64_t j = 0; j < part.m && sums; ++j) {
       const int32_t z = w_zp[part.m0 + j];
-      const int32_t* sum = sums.data() + p0 * s.group + (part.m0 + j) / mg;
+      const int32_t* sum = sums + p0 * s.group + (part.m0 + j) / mg;
       if (z != 0)
         for (int64_t p = 0; p < rows; ++p) y[j * pixels + p] -= z * sum[p * s.group];
     }
