@@ -382,7 +382,12 @@ TEST(DirectConv, AgainstReferenceLayoutsChunksAndThreads) {
                           Shape{1, 72, 8, 15, 14, 3, 3, 2, 2, 1, 0, 1, 1, 1, 1},
                           Shape{1, 1100, 12, 3, 4, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1},
                           Shape{1, 64, 100, 5, 6, 5, 3, 1, 2, 2, 1, 2, 1, 1, 1},
-                          Shape{1, 96, 17, 30, 30, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1}}) {
+                          Shape{1, 96, 17, 30, 30, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
+                          // dilations past the map: most tiles' taps lie in the padding
+                          Shape{2, 70, 19, 9, 11, 3, 3, 1, 1, 6, 6, 6, 6, 6, 6},
+                          Shape{1, 64, 10, 16, 16, 3, 3, 1, 1, 36, 36, 36, 36, 36, 36},
+                          // 1-D, images of 64 pixels: a block of outputs spans two of them
+                          Shape{3, 8, 16, 1, 64, 1, 3, 1, 1, 0, 1, 0, 1, 1, 1}}) {
     Conv2DParams p{sh.N,  sh.C,  sh.M,  1,     sh.H,  sh.W,   0,      0,     sh.KH,
                    sh.KW, sh.sh, sh.sw, sh.ph, sh.pw, sh.peh, sh.pew, sh.dh, sh.dw};
     p.OH = (p.H + p.ph + p.peh - (p.KH - 1) * p.dh - 1) / p.sh + 1;

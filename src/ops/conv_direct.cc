@@ -96,6 +96,7 @@ void BuildRows(const Plan& pl, int64_t q0, int64_t q1, const float** table) {
 // One call's tiles: the block's pixels, panels [v0, v0 + NV), chunk j.
 struct TileArgs {
   const float* const* rows;  // the block's table
+  const float* zeros;        // the row every tap outside the input points at
   int64_t taps, run, c0;     // pointers per row, floats a tap reads, where in each row it starts
   const float* w;            // panel v0 at chunk j
   int64_t wstride;           // floats between panels
@@ -176,8 +177,17 @@ KILN_DC_TARGET __attribute__((always_inline)) inline void TileAt(const TileArgs&
   const float* const* rows = t.rows + px;
   for (int64_t tap = 0; tap < t.taps; ++tap) {
     const float* a[R];
+    bool inside = false;  // a tap in the padding for every pixel of the tile adds nothing
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) a[r] = rows[tap * kPixelBlock + r] + t.c0;
+    for (int r = 0; r < R; ++r) {
+      a[r] = rows[tap * kPixelBlock + r];
+      inside |= a[r] != t.zeros;
+      a[r] += t.c0;
+    }
+    if (!inside) {
+      w += t.run * 8;
+      continue;
+    }
     for (int64_t k = 0; k < t.run; ++k) {
       __m256 bv[NV];
 #pragma GCC unroll 3
@@ -264,6 +274,7 @@ void Pixels(const Plan& pl, int64_t q0, int64_t q1, int64_t v_begin, int64_t v_e
     t.b = pl.b ? pl.b + v0 * 8 : nullptr;
     t.tail = v0 + nv == pl.vecs ? tail_all : 8;
     t.rows = table;
+    t.zeros = pl.zeros;
     t.y = yq0 + v0 * 8;
     t.z = pl.z ? pl.z + q0 * p.M + v0 * 8 : nullptr;
     int64_t wofs = 0;
@@ -283,11 +294,17 @@ void Pixels(const Plan& pl, int64_t q0, int64_t q1, int64_t v_begin, int64_t v_e
   const int64_t m0 = v_begin * 8, m1 = std::min(p.M, v_end * 8);
   if (pl.post.act == Act::kSwish) SwishPixelsF32(yq0, q1 - q0, ldc, m0, m1);
   if (!pl.nchw_y) return;
+  // Channel by channel, each image's run of pixels: the stores stay contiguous (pixel by pixel
+  // they strode a plane apart, which with power-of-two planes thrashed the L1 sets).
   const int64_t opix = p.OH * p.OW;
-  for (int64_t q = q0; q < q1; ++q) {
-    const float* src = yq0 + (q - q0) * p.M;
-    float* dst = pl.y + (q / opix) * p.M * opix + q % opix;
-    for (int64_t m = m0; m < m1; ++m) dst[m * opix] = src[m];
+  for (int64_t q = q0; q < q1;) {
+    const int64_t n = q / opix, end = std::min(q1, (n + 1) * opix);
+    for (int64_t m = m0; m < m1; ++m) {
+      const float* src = yq0 + (q - q0) * p.M + m;
+      float* dst = pl.y + (n * p.M + m) * opix;
+      for (int64_t i = q; i < end; ++i) dst[i - n * opix] = src[(i - q) * p.M];
+    }
+    q = end;
   }
 }
 #endif
@@ -310,14 +327,16 @@ void PackPanels(const Conv2DParams& p, const float* w, int64_t chunks, float* ou
   }
 }
 
-// x (NCHW or channels-last) as channels-last images with the padding made explicit.
-float* PaddedCopy(const Conv2DParams& p, const float* x, bool x_channels_last, int64_t Hp,
-                  int64_t Wp) {
+// x (NCHW or channels-last) as channels-last images, with the padding made explicit where
+// `padded` (else the copy is x's own size).
+float* ChannelsLastCopy(const Conv2DParams& p, const float* x, bool x_channels_last, bool padded) {
+  const int64_t Hp = padded ? p.H + p.ph + p.peh : p.H, Wp = padded ? p.W + p.pw + p.pew : p.W;
+  const int64_t ph = padded ? p.ph : 0, pw = padded ? p.pw : 0;
   float* out = Scratch<float>(ScratchSlot::kPadded, static_cast<size_t>(p.N * Hp * Wp * p.C));
-  std::memset(out, 0, static_cast<size_t>(p.N * Hp * Wp * p.C) * sizeof(float));
+  if (padded) std::memset(out, 0, static_cast<size_t>(p.N * Hp * Wp * p.C) * sizeof(float));
   for (int64_t n = 0; n < p.N; ++n)
     for (int64_t h = 0; h < p.H; ++h) {
-      float* row = out + ((n * Hp + h + p.ph) * Wp + p.pw) * p.C;
+      float* row = out + ((n * Hp + h + ph) * Wp + pw) * p.C;
       if (x_channels_last) {
         std::memcpy(row, x + (n * p.H + h) * p.W * p.C,
                     static_cast<size_t>(p.W * p.C) * sizeof(float));
@@ -331,8 +350,9 @@ float* PaddedCopy(const Conv2DParams& p, const float* x, bool x_channels_last, i
   return out;
 }
 
-// Whether the input is read from a padded channels-last copy: an NCHW input, or so few channels
-// that a tap's run is too short to pay for its pointer.
+// Whether the input is read from a channels-last copy: an NCHW input, or so few channels that a
+// tap's run is too short to pay for its pointer. The copy holds the padding where a kernel row is
+// read as one run (dw == 1); elsewhere taps in the padding read zeros, which tiles skip.
 bool UsesCopy(const Conv2DParams& p, const ConvLayouts& l) {
   return !l.x || (p.C < kRowRunChannels && p.dw == 1 && p.KW > 1);
 }
@@ -379,17 +399,11 @@ void DirectConv(const Conv2DParams& p, const float* x, const float* w, bool w_co
   }
   Plan pl{};
   pl.p = &p;
-  if (copy) {
-    pl.Hx = p.H + p.ph + p.peh;
-    pl.Wx = p.W + p.pw + p.pew;
-    pl.x = PaddedCopy(p, x, l.x, pl.Hx, pl.Wx);
-  } else {
-    pl.x = x;
-    pl.Hx = p.H;
-    pl.Wx = p.W;
-    pl.ph = p.ph;
-    pl.pw = p.pw;
-  }
+  pl.x = copy ? ChannelsLastCopy(p, x, l.x, row_runs) : x;
+  pl.Hx = row_runs ? p.H + p.ph + p.peh : p.H;
+  pl.Wx = row_runs ? p.W + p.pw + p.pew : p.W;
+  pl.ph = row_runs ? 0 : p.ph;
+  pl.pw = row_runs ? 0 : p.pw;
   pl.row_runs = row_runs;
   pl.taps = taps;
   pl.chunks = chunks;
