@@ -623,19 +623,28 @@ TEST(FastKernels, ConvTransposeAgainstTheDoubleReference) {
     int64_t M, group, k, stride, pad, out_pad, dilation;
   };
   const std::vector<Case> cases = {
-      {{1, 16, 7, 9}, 8, 1, 2, 2, 0, 0, 1},   {{2, 32, 6, 6}, 16, 1, 4, 2, 1, 0, 1},
-      {{1, 12, 5, 7}, 6, 1, 3, 2, 1, 1, 1},   {{1, 16, 6, 5}, 16, 4, 3, 1, 1, 0, 1},
-      {{3, 8, 4, 4}, 24, 2, 3, 3, 0, 2, 1},   {{1, 10, 8, 6}, 5, 1, 3, 1, 2, 0, 2},
-      {{1, 64, 14, 14}, 32, 1, 2, 2, 0, 0, 1}};
+      {{1, 16, 7, 9}, 8, 1, 2, 2, 0, 0, 1},
+      {{2, 32, 6, 6}, 16, 1, 4, 2, 1, 0, 1},
+      {{1, 12, 5, 7}, 6, 1, 3, 2, 1, 1, 1},
+      {{1, 16, 6, 5}, 16, 4, 3, 1, 1, 0, 1},
+      {{3, 8, 4, 4}, 24, 2, 3, 3, 0, 2, 1},
+      {{1, 10, 8, 6}, 5, 1, 3, 1, 2, 0, 2},
+      {{1, 64, 14, 14}, 32, 1, 2, 2, 0, 0, 1},
+      // batches of small grids, images side by side in one GEMM (in batches of 2 in the last)
+      {{8, 40, 1, 1}, 24, 1, 4, 1, 0, 0, 1},
+      {{5, 24, 4, 4}, 12, 1, 4, 2, 1, 0, 1},
+      {{4, 16, 3, 5}, 8, 1, 2, 2, 0, 0, 1},
+      {{3, 8, 15, 15}, 128, 1, 4, 2, 1, 0, 1}};
   std::mt19937 rng(31);
   for (const Case& c : cases) {
-    auto build = [&](onnx::TensorProto::DataType type, const std::vector<double>& w) {
+    auto build = [&](onnx::TensorProto::DataType type, const std::vector<double>& w,
+                     int64_t images) {
       onnx::ModelProto m = testing::EmptyModel("convtranspose");
       auto* g = m.mutable_graph();
-      *g->add_input() = Info("x", type, c.x);
+      *g->add_input() = Info("x", type, {images, c.x[1], c.x[2], c.x[3]});
       const int64_t eh = c.dilation * (c.k - 1) + 1;
       auto out = [&](int64_t in) { return (in - 1) * c.stride + eh - 2 * c.pad + c.out_pad; };
-      *g->add_output() = Info("y", type, {c.x[0], c.M, out(c.x[2]), out(c.x[3])});
+      *g->add_output() = Info("y", type, {images, c.M, out(c.x[2]), out(c.x[3])});
       FillTensor(g->add_initializer(), "w", type, {c.x[1], c.M / c.group, c.k, c.k}, w);
       FillTensor(g->add_initializer(), "b", type, {c.M},
                  std::vector<double>(static_cast<size_t>(c.M), 0.25));
@@ -655,8 +664,22 @@ TEST(FastKernels, ConvTransposeAgainstTheDoubleReference) {
     const std::string what = "C" + std::to_string(c.x[1]) + " M" + std::to_string(c.M) + " group " +
                              std::to_string(c.group) + " k" + std::to_string(c.k) + " s" +
                              std::to_string(c.stride);
-    ExpectFloatMatchesDouble([&](onnx::TensorProto::DataType t) { return build(t, wv); }, c.x, xv,
-                             1e-6, what);
+    ExpectFloatMatchesDouble([&](onnx::TensorProto::DataType t) { return build(t, wv, c.x[0]); },
+                             c.x, xv, 1e-6, what);
+    // A batch runs its images side by side (ConvTransposeImages): each image alone must agree.
+    if (c.x[0] == 1) continue;
+    const auto batch = RunModel(build(onnx::TensorProto::DOUBLE, wv, c.x[0]),
+                                InputOf(DType::kFloat64, c.x, xv), 2);
+    ASSERT_EQ(batch.size(), 1u);
+    const size_t per_in = xv.size() / c.x[0], per_out = batch[0].size() / c.x[0];
+    for (int64_t n = 0; n < c.x[0]; ++n) {
+      const std::vector<double> xn(xv.begin() + n * per_in, xv.begin() + (n + 1) * per_in);
+      const auto alone = RunModel(build(onnx::TensorProto::DOUBLE, wv, 1),
+                                  InputOf(DType::kFloat64, {1, c.x[1], c.x[2], c.x[3]}, xn), 1);
+      const std::vector<double> part(batch[0].begin() + n * per_out,
+                                     batch[0].begin() + (n + 1) * per_out);
+      ExpectClose({part}, alone, 1e-12, what + " image " + std::to_string(n));
+    }
   }
 }
 

@@ -132,11 +132,13 @@ void Im2Col(const C* x, int64_t channels, const Geom3& g, int64_t r0, int64_t r1
 }
 
 // col2im (scatter-add) for grid rows [r0, r1) of `grid` (the positions the columns stand for);
-// `g.in` is the image being accumulated into, `g.out` is the grid.
+// `g.in` is the image being accumulated into, `g.out` is the grid. Rows of col are `ld` apart
+// (0: the grid rows' columns, (r1 - r0) * grid width).
 template <class C>
-void Col2Im(const C* col, int64_t channels, const Geom3& g, int64_t r0, int64_t r1, C* img) {
+void Col2Im(const C* col, int64_t channels, const Geom3& g, int64_t r0, int64_t r1, C* img,
+            int64_t ld = 0) {
   const int64_t D = g.in[0], H = g.in[1], W = g.in[2], GH = g.out[1], GW = g.out[2];
-  const int64_t ncols = (r1 - r0) * GW, sw = g.s[2];
+  const int64_t ncols = ld ? ld : (r1 - r0) * GW, sw = g.s[2];
   const C* row = col;
   for (int64_t c = 0; c < channels; ++c) {
     for (int64_t kd = 0; kd < g.k[0]; ++kd) {
@@ -173,12 +175,13 @@ bool TapsTileTheImage(const Geom3& g) {
 }
 
 // Col2Im where TapsTileTheImage: each output row is its kernel row's KW column rows of col
-// interleaved, plus the bias, written once (no fill with the bias, no read-add per tap).
+// interleaved, plus the bias, written once (no fill with the bias, no read-add per tap). `ld` as
+// for Col2Im.
 template <class C>
 void Col2ImTiled(const C* col, int64_t channels, const Geom3& g, int64_t r0, int64_t r1,
-                 const C* bias, C* img) {
+                 const C* bias, C* img, int64_t ld = 0) {
   const int64_t KH = g.k[1], KW = g.k[2], W = g.in[2], GW = g.out[2];
-  const int64_t ncols = (r1 - r0) * GW;
+  const int64_t ncols = ld ? ld : (r1 - r0) * GW;
   for (int64_t c = 0; c < channels; ++c) {
     const C b = bias ? bias[c] : C(0);
     for (int64_t kh = 0; kh < KH; ++kh) {
@@ -399,6 +402,48 @@ Status ConvTransposeInfer(InferContext& ctx) {
   return InferConvLike(ctx, ConvTransposeShapeOf, true);
 }
 
+// Below this many grid positions an image's GEMM is too narrow to run well (and packs the
+// weights for few columns): images are batched into one GEMM's columns instead.
+constexpr int64_t kBatchedGrid = 256;
+
+// ConvTranspose with images side by side in each GEMM's columns (the grids gathered into one
+// matrix), each image's columns then spread into its output; for grids under kBatchedGrid.
+template <class C>
+void ConvTransposeImages(const C* x, const C* w, const C* b, C* y, const ConvShape& s, bool tiled,
+                         int threads) {
+  const Geom3 g(s.geom);
+  const int64_t Cg = s.C / s.group, Mg = s.M / s.group, kprod = g.kprod(), R = Mg * kprod;
+  const int64_t img_size = g.in_size(), grid = g.out_size(), rows = g.out[0] * g.out[1];
+  const int64_t batch = std::clamp<int64_t>(4 * kColBudget / (R * grid), 1, s.N);
+  C* col = Scratch<C>(ScratchSlot::kConvColumns, static_cast<size_t>(R * batch * grid));
+  C* xb = Scratch<C>(ScratchSlot::kPadded, static_cast<size_t>(Cg * batch * grid));
+  for (int64_t n0 = 0; n0 < s.N; n0 += batch) {
+    const int64_t nb = std::min(batch, s.N - n0), ld = nb * grid;
+    for (int64_t gi = 0; gi < s.group; ++gi) {
+      for (int64_t n = 0; n < nb; ++n)
+        for (int64_t c = 0; c < Cg; ++c) {
+          const C* src = x + ((n0 + n) * s.C + gi * Cg + c) * grid;
+          std::copy(src, src + grid, xb + c * ld + n * grid);
+        }
+      PackedGemm<C>(R, ld, Cg, C(1), w + gi * Cg * R, 1, R, xb, ld, 1, col, ld, false, threads);
+      ParallelRows(threads, nb * Mg, std::max<int64_t>(1, (int64_t{1} << 14) / (kprod * grid)),
+                   [&](int64_t i0, int64_t i1) {
+                     for (int64_t i = i0; i < i1; ++i) {
+                       const int64_t n = i / Mg, m = gi * Mg + i % Mg;
+                       const C* cc = col + (i % Mg) * kprod * ld + n * grid;
+                       C* img = y + ((n0 + n) * s.M + m) * img_size;
+                       if (tiled) {
+                         Col2ImTiled(cc, 1, g, 0, rows, b ? b + m : nullptr, img, ld);
+                         continue;
+                       }
+                       std::fill(img, img + img_size, b ? b[m] : C(0));
+                       Col2Im(cc, 1, g, 0, rows, img, ld);
+                     }
+                   });
+    }
+  }
+}
+
 template <class C>
 void ConvTransposeCore(const C* x, const C* w, const C* b, C* y, const ConvShape& s, int threads) {
   const Geom3 g(s.geom);  // in = output image, out = input grid
@@ -412,8 +457,12 @@ void ConvTransposeCore(const C* x, const C* w, const C* b, C* y, const ConvShape
   const int64_t img_size = g.in_size(), grid_size = g.out_size();
   const int64_t rows = g.out[0] * g.out[1];
   const int64_t tile = RowsPerTile(rows, R * g.out[2]);
-  C* col = Scratch<C>(ScratchSlot::kConvColumns, static_cast<size_t>(R * tile * g.out[2]));
   const bool tiled = TapsTileTheImage(g);
+  if (s.N > 1 && tile == rows && grid_size < kBatchedGrid) {
+    ConvTransposeImages(x, w, b, y, s, tiled, threads);
+    return;
+  }
+  C* col = Scratch<C>(ScratchSlot::kConvColumns, static_cast<size_t>(R * tile * g.out[2]));
   for (int64_t n = 0; n < s.N; ++n) {
     for (int64_t gi = 0; gi < s.group; ++gi) {
       const C* xg = x + (n * s.C + gi * Cg) * grid_size;
