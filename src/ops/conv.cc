@@ -741,14 +741,15 @@ bool TryDnnlConv(ComputeContext& ctx, const ConvShape& s, const PostOps& post = 
                       ctx.input_constant(1), b, ctx.output(0).data<float>(), ctx.threads(),
                       ctx.state(), post, layouts, ctx.scratch_budget());
   };
-  if (PointwiseByGemm(ctx, p, layouts, b, post)) return true;
+  const bool direct = DirectConvFits(p, layouts, post) && DirectConvPays(p, layouts);
+  if (!direct && PointwiseByGemm(ctx, p, layouts, b, post)) return true;
   if (layouts.any() && WinogradFits(p, layouts, post) && WinogradPays(p, ctx.threads())) {
     WinogradChannelsLast(p, ctx.input(0).data<float>(), ctx.input(1).data<float>(),
                          ctx.input_constant(1), b, ctx.output(0).data<float>(), layouts, post,
                          ctx.threads(), ctx.state());
     return true;
   }
-  if (DirectConvFits(p, layouts, post) && DirectConvPays(p, layouts)) {
+  if (direct) {
     DirectConv(p, ctx.input(0).data<float>(), ctx.input(1).data<float>(), ctx.input_constant(1), b,
                ctx.output(0).data<float>(), layouts, post, ctx.threads(), ctx.state());
     return true;

@@ -365,7 +365,7 @@ bool DirectConvFits(const Conv2DParams& p, const ConvLayouts& l, const PostOps& 
 }
 
 bool DirectConvPays(const Conv2DParams& p, const ConvLayouts& l) {
-  if (p.KH * p.KW == 1) return l.y_channels != 0 && p.C <= 64;
+  if (p.KH * p.KW == 1) return (l.y_channels != 0 && p.C <= 64) || (l.any() && p.OH * p.OW <= 3136);
   return p.C >= 64;
 }
 

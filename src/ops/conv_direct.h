@@ -36,8 +36,10 @@ bool DirectConvFits(const Conv2DParams& p, const ConvLayouts& l, const PostOps& 
 // the convolutions of the issue-7 models: kernels larger than 1x1 over
 // at least 64 input channels (0.65-0.95 of `jit:avx2`'s time in the models), and 1x1 kernels over
 // at most 64 channels that write a slice of a Concat (0.66-0.85 of `jit_1x1:avx2` and its copy
-// into the slice). Other 1x1 kernels (1.0-1.2) and first layers' few channels (1.05-1.6) lose:
-// the tile's fixed costs weigh on short sums there.
+// into the slice). First layers' few channels (1.05-1.6) lose: the tile's fixed costs weigh on
+// short sums there. Other 1x1 kernels between channels-last tensors win on maps up to 56 x 56
+// against oneDNN's matmul (Zen 1: 30-35 GFLOP/s against 17-20 on MobileNetV3's expansions to 672
+// and 960 channels on 14 x 14 and 7 x 7; the models 0.95-0.97 of their time), not on larger ones.
 bool DirectConvPays(const Conv2DParams& p, const ConvLayouts& l);
 
 // One node's packed weights, made on first use and kept.
