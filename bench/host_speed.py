@@ -61,6 +61,10 @@ DEFAULT_MODELS = ["mobilenet_v2", "resnet18", "squeezenet1_1", "efficientnet_b0"
 # head, a transformer encoder, ConvNeXt, ResNeXt): `--models` takes them by name.
 ARCH_MODELS = ["lstm_tagger", "gru_tagger", "unet_small", "lraspp_mobilenet_v3",
                "transformer_encoder", "convnext_tiny", "resnext50"]
+MORE_ARCH_MODELS = ["dcgan_generator", "style_transfer", "yolo_small", "espcn_sr", "wav2vec_small",
+                    "tcn", "pointnet", "lstm_lm", "mlp_mixer", "mobilenet_v3_large",
+                    "regnet_y_400mf", "mnasnet1_0", "googlenet", "swin_t",
+                    "deeplabv3_mobilenet_v3", "r3d_18"]
 # Trained models from the npm registry (the one model source these machines reach besides
 # Debian): PaddleOCR's PP-OCRv4 text detector (a DBNet on a PP-LCNet backbone), its recognizer
 # (a CNN with SVTR's attention blocks) and the direction classifier (MobileNetV3-style), as
@@ -348,7 +352,8 @@ def main():
     ap.add_argument("--kiln", default="build/kiln")
     ap.add_argument("--work", default="build/host_speed")
     ap.add_argument("--models", default=",".join(DEFAULT_MODELS),
-                    help="comma-separated, from: " + ", ".join(DEFAULT_MODELS + ARCH_MODELS))
+                    help="comma-separated, from: " +
+                    ", ".join(DEFAULT_MODELS + ARCH_MODELS + MORE_ARCH_MODELS))
     ap.add_argument("--threads", default="1,2", help="comma-separated thread counts")
     ap.add_argument("--iterations", type=int, default=20, help="timed runs per round and runtime")
     ap.add_argument("--no-pin", action="store_true",
