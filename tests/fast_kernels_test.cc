@@ -684,6 +684,64 @@ TEST(FastKernels, ConvTransposeAgainstTheDoubleReference) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// 3-D Conv (oneDNN's in float32, im2col in float64), with a residual Add and Relu after it that
+// the executor fuses into the convolution
+
+TEST(FastKernels, Conv3DAgainstTheDoubleReference) {
+  struct Case {
+    std::vector<int64_t> x;  // N, C, D, H, W
+    int64_t M, group, k, stride, pad, dilation;
+    bool residual;
+  };
+  const std::vector<Case> cases = {{{1, 8, 6, 9, 7}, 16, 1, 3, 1, 1, 1, true},
+                                   {{3, 6, 5, 6, 6}, 12, 3, 3, 2, 1, 1, false},
+                                   {{1, 16, 9, 5, 5}, 8, 1, 3, 1, 2, 2, true},
+                                   {{2, 4, 4, 8, 8}, 16, 1, 1, 1, 0, 1, false},
+                                   {{1, 3, 8, 12, 12}, 8, 1, 5, 2, 2, 1, false}};
+  std::mt19937 rng(37);
+  for (const Case& c : cases) {
+    auto out = [&](int64_t in) {
+      return (in + 2 * c.pad - c.dilation * (c.k - 1) - 1) / c.stride + 1;
+    };
+    const std::vector<int64_t> yd = {c.x[0], c.M, out(c.x[2]), out(c.x[3]), out(c.x[4])};
+    const std::vector<double> wv =
+        Random(static_cast<size_t>(c.M * (c.x[1] / c.group) * c.k * c.k * c.k), rng, 0.3);
+    int64_t ny = 1;
+    for (int64_t d : yd) ny *= d;
+    const std::vector<double> zv = Random(static_cast<size_t>(ny), rng);
+    auto build = [&](onnx::TensorProto::DataType type) {
+      onnx::ModelProto m = testing::EmptyModel("conv3d");
+      auto* g = m.mutable_graph();
+      *g->add_input() = Info("x", type, c.x);
+      *g->add_output() = Info("y", type, yd);
+      FillTensor(g->add_initializer(), "w", type, {c.M, c.x[1] / c.group, c.k, c.k, c.k}, wv);
+      FillTensor(g->add_initializer(), "b", type, {c.M},
+                 std::vector<double>(static_cast<size_t>(c.M), 0.25));
+      FillTensor(g->add_initializer(), "z", type, yd, zv);
+      auto* n = testing::AddNamedNode(g, "Conv", {"x", "w", "b"}, "conv");
+      testing::SetAttr(n, "strides", std::vector<int64_t>(3, c.stride));
+      testing::SetAttr(n, "pads", std::vector<int64_t>(6, c.pad));
+      testing::SetAttr(n, "dilations", std::vector<int64_t>(3, c.dilation));
+      testing::SetAttr(n, "group", c.group);
+      if (c.residual) {
+        testing::AddNamedNode(g, "Add", {"conv", "z"}, "sum");
+        testing::AddNamedNode(g, "Relu", {"sum"}, "y");
+      } else {
+        testing::AddNamedNode(g, "Relu", {"conv"}, "y");
+      }
+      return m;
+    };
+    int64_t nx = 1;
+    for (int64_t d : c.x) nx *= d;
+    const std::vector<double> xv = Random(static_cast<size_t>(nx), rng);
+    const std::string what = "C" + std::to_string(c.x[1]) + " M" + std::to_string(c.M) + " k" +
+                             std::to_string(c.k) + " s" + std::to_string(c.stride) + " N" +
+                             std::to_string(c.x[0]);
+    ExpectFloatMatchesDouble(build, c.x, xv, 1e-6, what);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Einsum as strided GEMMs, against the generic loop (int64, exact) on small integers
 
 TEST(FastKernels, EinsumAgainstTheGenericLoop) {

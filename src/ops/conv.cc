@@ -10,6 +10,7 @@
 
 #include "ops/channels_last.h"
 #include "ops/common.h"
+#include "ops/conv3d_dnnl.h"
 #include "ops/conv_depthwise.h"
 #include "ops/conv_direct.h"
 #include "ops/conv_dnnl.h"
@@ -770,6 +771,21 @@ bool TryDnnlConv(ComputeContext& ctx, const ConvShape& s, const PostOps& post = 
   return run();
 }
 
+// A float 3-D Conv through oneDNN (ops/conv3d_dnnl.h); false (nothing written) elsewhere.
+bool TryDnnlConv3D(ComputeContext& ctx, const ConvShape& s, const PostOps& post = {}) {
+  if (ctx.input(0).dims().size() != 5) return false;
+  const Geom3 g(s.geom);
+  Conv3DParams p{s.N, s.C, s.M, s.group, {}, {}, {}, {}, {}, {}, {}};
+  for (int j = 0; j < 3; ++j) {
+    p.in[j] = g.in[j], p.k[j] = g.k[j], p.s[j] = g.s[j], p.d[j] = g.d[j];
+    p.p[j] = g.p[j], p.pe[j] = g.pe[j], p.out[j] = g.out[j];
+  }
+  const float* b = ctx.has_input(2) ? ctx.input(2).data<float>() : nullptr;
+  return DnnlConv3D(p, ctx.input(0).data<float>(), ctx.input(1).data<float>(),
+                    ctx.input_constant(1), b, ctx.output(0).data<float>(), post, ctx.threads(),
+                    ctx.state());
+}
+
 template <bool kTranspose>
 Status ComputeConvLike(ComputeContext& ctx) {
   const Tensor& X = ctx.input(0);
@@ -781,7 +797,8 @@ Status ComputeConvLike(ComputeContext& ctx) {
   if (!err.empty()) return ctx.error(err);
   Tensor& Y = ctx.output(0);
   if constexpr (!kTranspose) {
-    if (X.dtype() == DType::kFloat32 && TryDnnlConv(ctx, s)) return OkStatus();
+    if (X.dtype() == DType::kFloat32 && (TryDnnlConv(ctx, s) || TryDnnlConv3D(ctx, s)))
+      return OkStatus();
     if (ctx.input_channels_last(0) || ctx.output_channels_last(0))
       return ctx.error(kNoChannelsLast);
   }
@@ -903,7 +920,8 @@ Status FusedConvCompute(ComputeContext& ctx) {
         ConvShapeOf(ctx.node(), X.dims(), ctx.input(1).dims(), B ? &B->dims() : nullptr, &s);
     if (!err.empty()) return ctx.error(err);
     post.z = static_cast<const float*>(z_bytes);
-    if (TryDnnlConv(ctx, s, post)) return OkStatus();  // writes nothing when it returns false
+    // Each writes nothing when it returns false.
+    if (TryDnnlConv(ctx, s, post) || TryDnnlConv3D(ctx, s, post)) return OkStatus();
   }
   if (ctx.input_channels_last(0) || ctx.input_channels_last(3) || ctx.output_channels_last(0))
     return ctx.error(kNoChannelsLast);
