@@ -343,10 +343,25 @@ KILN_AI void MapBlock(const float* x, float* y, const Par& p) {
 }
 
 template <int VB, class Op>
+KILN_AI void MapBlock2(const float* x, float* y, const Par& p) {
+  using M = VM<VB>;
+  if constexpr (Op::kFix) {
+    MapBlock<VB, Op>(x, y, p);
+    MapBlock<VB, Op>(x + M::L, y + M::L, p);
+  } else {
+    const typename M::F v0 = M::Load(x), v1 = M::Load(x + M::L);
+    const typename M::F r0 = Op::template Apply<VB>(v0, p), r1 = Op::template Apply<VB>(v1, p);
+    M::Store(y, r0);
+    M::Store(y + M::L, r1);
+  }
+}
+
+template <int VB, class Op>
 KILN_AI void MapBody(const float* x, float* y, int64_t n, const Par& par) {
   constexpr int L = VM<VB>::L;
   const Par p = par;  // a local copy: stores to y cannot change it, so its splats leave the loop
   int64_t i = 0;
+  for (; i + 2 * L <= n; i += 2 * L) MapBlock2<VB, Op>(x + i, y + i, p);
   for (; i + L <= n; i += L) MapBlock<VB, Op>(x + i, y + i, p);
   if (i < n) {
     float in[L] = {}, out[L];
