@@ -378,6 +378,8 @@ TEST(EliminateIdentities, RemovesEveryIdentityForm) {
   InitInts(b.g, "ends", {2}, {100, 3});
   InitInts(b.g, "steps", {2}, {1, 1});
   InitBool(b.g, "not_training", false);
+  InitBool(b.g, "training", true);
+  InitFloats(b.g, "no_drop", {}, {0.0f});
   AddNode(b.g, "Relu", {"x"}, {"r"}, "relu");
   AddNode(b.g, "Identity", {"r"}, {"i"});
   AttrInt(AddNode(b.g, "Cast", {"i"}, {"c"}), "to", TensorProto::FLOAT);
@@ -385,7 +387,8 @@ TEST(EliminateIdentities, RemovesEveryIdentityForm) {
   AttrInts(AddNode(b.g, "Transpose", {"rs"}, {"t"}), "perm", {0, 1});
   AddNode(b.g, "Pad", {"t", "zero_pads"}, {"p"});
   AddNode(b.g, "Slice", {"p", "starts", "ends", "", "steps"}, {"s"});
-  AddNode(b.g, "Dropout", {"s", "", "not_training"}, {"d", ""});
+  AddNode(b.g, "Dropout", {"s", "", "not_training"}, {"d0", ""});
+  AddNode(b.g, "Dropout", {"d0", "no_drop", "training"}, {"d"});  // training, ratio 0
   AddNode(b.g, "Expand", {"d", "same_shape"}, {"e"});
   AttrInt(AddNode(b.g, "Flatten", {"e"}, {"f"}), "axis", 1);
   AddNode(b.g, "Squeeze", {"f"}, {"q"});  // no axes, no 1-dims

@@ -30,6 +30,13 @@ bool AllZero(const std::vector<int64_t>& v) {
   return true;
 }
 
+// True when value v is a fixed constant scalar (one element) equal to `value`.
+bool IsScalarConstant(const ir::Graph& g, int v, double value) {
+  if (!IsFixedConstant(g, v)) return false;
+  const Tensor& t = *g.values[v].constant;
+  return t.kind() == Tensor::Kind::kTensor && t.size() == 1 && t.GetDouble(0) == value;
+}
+
 // True when node n returns its first input unchanged as its first output.
 bool IsIdentity(const ir::Graph& g, const ir::Node& n, int64_t opset, const std::vector<int>& reads,
                 const std::vector<char>& is_output) {
@@ -45,10 +52,10 @@ bool IsIdentity(const ir::Graph& g, const ir::Node& n, int64_t opset, const std:
   if (op == "Identity") return true;
   if (op == "Dropout") {
     if (opset < 12 || n.inputs.size() < 3 || n.inputs[2] < 0) return true;
-    if (!IsFixedConstant(g, n.inputs[2])) return false;  // training_mode could be true
-    const Tensor& t = *g.values[n.inputs[2]].constant;
-    return t.kind() == Tensor::Kind::kTensor && t.dtype() == DType::kBool && t.size() == 1 &&
-           t.GetDouble(0) == 0.0;
+    // A ratio of 0 keeps every element, in training mode too (torchvision's Swin exports
+    // attention dropout so: training_mode true, ratio 0).
+    if (n.inputs[1] >= 0 && IsScalarConstant(g, n.inputs[1], 0.0)) return true;
+    return IsScalarConstant(g, n.inputs[2], 0.0);  // else training_mode could be true
   }
   if (x.kind != ir::TypeInfo::Kind::kTensor || x.dtype == DType::kUndefined) return false;
   if (op == "Cast") {
