@@ -222,6 +222,7 @@ struct MatMulCase {
   DType a, b;
   int64_t m, k, n;
   Zp a_zp, b_zp;
+  bool extreme = false;  // x near 255, w near -128: sums far past 2^24 (float32's exact integers)
 };
 
 TEST(QuantizedOps, MatMulIntegerAgainstTheIntegerReference) {
@@ -230,12 +231,19 @@ TEST(QuantizedOps, MatMulIntegerAgainstTheIntegerReference) {
       {DType::kUInt8, DType::kUInt8, 5, 300, 17, Zp::kPer, Zp::kPer},
       {DType::kInt8, DType::kInt8, 3, 7, 40, Zp::kNone, Zp::kScalar},
       {DType::kInt8, DType::kUInt8, 6, 96, 8, Zp::kPer, Zp::kScalar},
+      // deeper than one float32 chunk of Int8GemmByFloat (512), where it runs (no VNNI)
+      {DType::kUInt8, DType::kInt8, 3, 1100, 20, Zp::kScalar, Zp::kPer},
+      {DType::kUInt8, DType::kInt8, 2, 1100, 9, Zp::kNone, Zp::kNone, true},
   };
   std::mt19937 rng(11);
   for (const MatMulCase& c : cases) {
     const std::string what = std::string(DTypeName(c.a)) + " x " + std::string(DTypeName(c.b)) +
                              " k " + std::to_string(c.k) + " n " + std::to_string(c.n);
-    const auto x = RandomInts(2 * c.m * c.k, c.a, rng), w = RandomInts(c.k * c.n, c.b, rng);
+    auto x = RandomInts(2 * c.m * c.k, c.a, rng), w = RandomInts(c.k * c.n, c.b, rng);
+    if (c.extreme) {
+      for (size_t i = 0; i < x.size(); ++i) x[i] = 255.0 - static_cast<double>(i % 7);
+      for (size_t i = 0; i < w.size(); ++i) w[i] = -128.0 + static_cast<double>(i % 5);
+    }
     const auto za = ZeroPoints(c.a_zp, c.m, c.a, rng), zb = ZeroPoints(c.b_zp, c.n, c.b, rng);
     onnx::ModelProto model = testing::EmptyModel("matmul_integer");
     auto* g = model.mutable_graph();

@@ -7,6 +7,7 @@
 
 #include "ops/conv_int8_dnnl.h"
 #include "ops/gemm_dnnl.h"
+#include "ops/gemm_kernels.h"
 #include "ops/quantize.h"
 #include "ops/quantize_kernels.h"
 #include "ops/scratch.h"
@@ -29,6 +30,7 @@ struct IntGemmState : NodeState {
   int32_t w_shift = 0;           // 128 for uint8 weights
   std::vector<int8_t> w;         // [columns, depth], less w_shift
   std::vector<int32_t> col_sum;  // per column: the sum of its values in w
+  std::vector<float> w_float;    // w as float32 where the product runs in float (made on demand)
   std::vector<std::unique_ptr<NodeState>> gemms;
   bool ran = false;  // the GEMM took the product: the original weights are no longer read
   // A convolution on oneDNN's int8 convolution instead (DnnlConvInt8), holding the constant
@@ -83,9 +85,49 @@ bool LayOut(ComputeContext& ctx, IntGemmState* st, const Tensor& w, int w_input,
   st->w_dims = w.dims();
   st->w_type = w.dtype();
   st->w_input = w_input;
+  st->w_float.clear();
   if (constant) st->gemms.clear();  // their packed copies are of the old bytes
   st->gemms.resize(groups);
   return constant;
+}
+
+// Depth of the float32 products of Int8GemmByFloat: an 8-bit value times an int8 weight is at
+// most 255 * 128 in magnitude, so every partial sum of up to 512 of them is an integer under
+// 2^24, which float32 holds exactly whatever the order of the additions.
+constexpr int64_t kFloatExactDepth = 512;
+
+// out [M, N] = A [M, K] (uint8, or int8 where a_signed) times N int8 columns of st (w, [columns,
+// K]) from first_col, exactly, through the float32 GEMM in depth chunks of kFloatExactDepth summed
+// in int32: for CPUs without an instruction that sums 8-bit products exactly (VNNI), where oneDNN
+// declines (the AVX2 pair-sum instruction saturates in int16) and the general loop ran 6-14x slower
+// than ONNX Runtime.
+void Int8GemmByFloat(IntGemmState* st, int64_t M, int64_t N, int64_t K, const uint8_t* a,
+                     bool a_signed, int32_t* out, int threads, int64_t first_col = 0) {
+  if (st->w_float.empty()) st->w_float.assign(st->w.begin(), st->w.end());
+  const int64_t kc_max = std::min(K, kFloatExactDepth);
+  float* af = Scratch<float>(ScratchSlot::kIntAsFloatA, static_cast<size_t>(M * kc_max));
+  float* cf = Scratch<float>(ScratchSlot::kIntAsFloatC, static_cast<size_t>(M * N));
+  for (int64_t k0 = 0; k0 < K; k0 += kFloatExactDepth) {
+    const int64_t kc = std::min(kFloatExactDepth, K - k0);
+    ParallelFor(threads, M, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const uint8_t* src = a + r * K + k0;
+        float* dst = af + r * kc;
+        if (a_signed) {
+          for (int64_t k = 0; k < kc; ++k) dst[k] = static_cast<int8_t>(src[k]);
+        } else {
+          for (int64_t k = 0; k < kc; ++k) dst[k] = src[k];
+        }
+      }
+    });
+    PackedGemm<float>(M, N, kc, 1.0f, af, kc, 1, st->w_float.data() + first_col * K + k0, 1, K, cf,
+                      N, false, threads);
+    const bool first = k0 == 0;
+    ParallelFor(threads, M, [&](int64_t r0, int64_t r1) {
+      for (int64_t i = r0 * N; i < r1 * N; ++i)
+        out[i] = (first ? 0 : out[i]) + static_cast<int32_t>(cf[i]);
+    });
+  }
 }
 
 // The zero points of w's columns as the GEMM sees them (less w_shift).
@@ -199,6 +241,59 @@ void Im2Col(const Plane& q, const uint8_t* nhwc, int64_t c, int64_t c0, int64_t 
   });
 }
 
+// A depthwise convolution (one input and one output channel per group), channel by channel over
+// threads: every tap's products added along output rows in float32, exact while the taps are
+// at most 256 (|(x - x_zp)(w - w_zp)| <= 255 * 255, 256 of them under 2^24). The general loop
+// took 14x ONNX Runtime's time.
+bool IntDepthwise(const ConvGeom& g, const Plane& q, const Tensor& x, int32_t x_zp, const Tensor& w,
+                  const Tensor* w_zp, const Tensor* bias, int32_t* out, int threads) {
+  if (g.group != g.c || g.m != g.c || q.kh * q.kw > 256) return false;
+  const bool x_signed = x.dtype() == DType::kInt8, w_signed = w.dtype() == DType::kInt8;
+  const auto* xb = static_cast<const uint8_t*>(x.raw());
+  const auto* wb = static_cast<const uint8_t*>(w.raw());
+  const int64_t taps = q.kh * q.kw, planes = g.n * g.c;
+  ParallelFor(threads, planes, [&](int64_t p0, int64_t p1) {
+    std::vector<float> xf(static_cast<size_t>(q.h * q.w)), acc(static_cast<size_t>(q.ow));
+    std::vector<float> wt(static_cast<size_t>(taps));
+    for (int64_t plane = p0; plane < p1; ++plane) {
+      const int64_t ch = plane % g.c;
+      const uint8_t* src = xb + plane * q.h * q.w;
+      for (int64_t i = 0; i < q.h * q.w; ++i)
+        xf[i] = static_cast<float>((x_signed ? static_cast<int8_t>(src[i]) : src[i]) - x_zp);
+      const int32_t zw = ZeroPointAt(w_zp, ch);
+      for (int64_t t = 0; t < taps; ++t) {
+        const uint8_t b = wb[ch * taps + t];
+        wt[t] = static_cast<float>((w_signed ? static_cast<int8_t>(b) : b) - zw);
+      }
+      const int32_t b0 = bias ? static_cast<int32_t>(bias->GetInt(ch)) : 0;
+      int32_t* dst = out + plane * q.oh * q.ow;
+      for (int64_t oy = 0; oy < q.oh; ++oy) {
+        std::fill(acc.begin(), acc.end(), 0.0f);
+        for (int64_t kh = 0; kh < q.kh; ++kh) {
+          const int64_t iy = oy * q.sh - q.ph + kh * q.dh;
+          if (iy < 0 || iy >= q.h) continue;  // padding holds x_zp: it adds nothing
+          const float* row = xf.data() + iy * q.w;
+          for (int64_t kw = 0; kw < q.kw; ++kw) {
+            const float wv = wt[kh * q.kw + kw];
+            const int64_t off = kw * q.dw - q.pw;
+            // Output columns whose input column ox * sw + off lies inside the row.
+            const int64_t lo = off >= 0 ? 0 : (-off + q.sw - 1) / q.sw;
+            const int64_t hi = std::min(q.ow, q.w - off <= 0 ? 0 : (q.w - off - 1) / q.sw + 1);
+            if (q.sw == 1) {
+              for (int64_t ox = lo; ox < hi; ++ox) acc[ox] += row[ox + off] * wv;
+            } else {
+              for (int64_t ox = lo; ox < hi; ++ox) acc[ox] += row[ox * q.sw + off] * wv;
+            }
+          }
+        }
+        for (int64_t ox = 0; ox < q.ow; ++ox)
+          dst[oy * q.ow + ox] = static_cast<int32_t>(acc[ox]) + b0;
+      }
+    }
+  });
+  return true;
+}
+
 }  // namespace
 
 bool IntMatMulByGemm(ComputeContext& ctx, const Tensor& a, const Tensor* a_zp, int64_t m,
@@ -217,7 +312,8 @@ bool IntMatMulByGemm(ComputeContext& ctx, const Tensor& a, const Tensor* a_zp, i
   const bool a_signed = a.dtype() == DType::kInt8;
   if (!DnnlGemmInt8(rows, n, k, a.raw(), a_signed, st->w.data(), true, constant, out, ctx.threads(),
                     &st->gemms[0]))
-    return false;
+    Int8GemmByFloat(st, rows, n, k, static_cast<const uint8_t*>(a.raw()), a_signed, out,
+                    ctx.threads());
   st->ran = true;
   std::vector<int32_t> row_zp(rows);
   for (int64_t r = 0; r < rows; ++r) row_zp[r] = ZeroPointAt(a_zp, r % m);
@@ -241,7 +337,8 @@ bool IntConvByGemm(ComputeContext& ctx, const ConvGeom& g, const Tensor& x, int3
   IntGemmState* st = StateOf(ctx, &local);
   auto* nhwc = Scratch<uint8_t>(ScratchSlot::kPadded, q.h * q.w * g.c);
   if (ConvByDnnl(ctx, st, g, q, x, x_zp, w, w_zp, bias, w_input, nhwc, out)) return true;
-  // Few output channels per group (depthwise) or a short window: the general loop.
+  if (IntDepthwise(g, q, x, x_zp, w, w_zp, bias, out, ctx.threads())) return true;
+  // Few output channels per group or a short window: the general loop.
   if (mg < 4 || depth < 4) return false;
   const bool constant = LayOut(ctx, st, w, w_input, g.m, depth, g.group, [&](int64_t j, int64_t p) {
     return (j * cg + p % cg) * taps + p / cg;
@@ -250,7 +347,7 @@ bool IntConvByGemm(ComputeContext& ctx, const ConvGeom& g, const Tensor& x, int3
                       q.oh == q.h && q.ow == q.w && g.group == 1;
   const int threads = ctx.threads();
   auto* col = direct ? nhwc : Scratch<uint8_t>(ScratchSlot::kConvColumns, pixels * depth);
-  auto* acc = Scratch<int32_t>(ScratchSlot::kGemmA, pixels * mg);
+  auto* acc = Scratch<int32_t>(ScratchSlot::kQuantConvSums, pixels * mg);
   const std::vector<int32_t> col_zp = ColumnZeroPoints(*st, w_zp, g.m);
   std::vector<int32_t> bias_v(bias ? g.m : 0), row_zp(pixels, x_zp);
   for (int64_t j = 0; j < static_cast<int64_t>(bias_v.size()); ++j)
@@ -263,7 +360,7 @@ bool IntConvByGemm(ComputeContext& ctx, const ConvGeom& g, const Tensor& x, int3
       if (!direct) Im2Col(q, nhwc, g.c, gr * cg, cg, static_cast<uint8_t>(x_zp), col, threads);
       if (!DnnlGemmInt8(pixels, mg, depth, col, x_signed, st->w.data() + gr * mg * depth, true,
                         constant, acc, threads, &st->gemms[gr]))
-        return false;
+        Int8GemmByFloat(st, pixels, mg, depth, col, x_signed, acc, threads, gr * mg);
       st->ran = true;
       ApplyZeroPoints(threads, col, x_signed, pixels, depth, row_zp.data(), col_zp.data() + gr * mg,
                       st->col_sum.data() + gr * mg, bias ? bias_v.data() + gr * mg : nullptr, acc,

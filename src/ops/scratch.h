@@ -24,6 +24,9 @@ enum class ScratchSlot {
   kConvZ,           // a FusedConv's Z, where Y took its bytes and a kernel needs it apart
   kConvRows,        // the direct convolution's input pointers per pixel and tap
   kQuantAcc,        // an integer product's int32 sums before the requantization
+  kQuantConvSums,   // an integer convolution's sums for one image and group
+  kIntAsFloatA,
+  kIntAsFloatC,  // an integer GEMM's operand and sums in float32 (Int8GemmByFloat)
   kResizePass0,
   kResizePass1,  // a separable Resize's results between its passes
   kCount
