@@ -39,15 +39,17 @@ KILN_AI void ProductBlock(const float* h, int64_t ldh, int64_t K, const float* c
   for (int r = 0; r < R; ++r)
     for (int p = 0; p < P; ++p)
       for (int n = 0; n < N; ++n) acc[r][p][n] = V{} + 0.0f;
+  // One weight vector live at a time (an array of them, with the sums, outgrew AVX2's 16
+  // registers: with one row, the sums went through the stack at every step).
   for (int64_t k = 0; k < K; ++k) {
-    V w[P][N];
+    V hv[R];
+    for (int r = 0; r < R; ++r) hv[r] = V{} + h[r * ldh + k];
     for (int p = 0; p < P; ++p)
-      for (int n = 0; n < N; ++n) std::memcpy(&w[p][n], src[p] + k * kRnnPanel + n * L, VB);
-    for (int r = 0; r < R; ++r) {
-      const V hv = V{} + h[r * ldh + k];
-      for (int p = 0; p < P; ++p)
-        for (int n = 0; n < N; ++n) acc[r][p][n] += hv * w[p][n];
-    }
+      for (int n = 0; n < N; ++n) {
+        V w;
+        std::memcpy(&w, src[p] + k * kRnnPanel + n * L, VB);
+        for (int r = 0; r < R; ++r) acc[r][p][n] += hv[r] * w;
+      }
   }
   for (int r = 0; r < R; ++r)
     for (int p = 0; p < P; ++p)
