@@ -267,7 +267,7 @@ TEST(PassRegistry, ListsThePassesInOrder) {
                            p.name != "fuse-conv-activation" && p.name != "fuse-gelu" &&
                            p.name != "fuse-hardswish" && p.name != "fuse-swish" &&
                            p.name != "fuse-transpose-matmul" && p.name != "fuse-qdq" &&
-                           p.name != "fuse-groupnorm")
+                           p.name != "fuse-groupnorm" && p.name != "fuse-layernorm")
         << p.name;
   }
   std::vector<std::string> want = {"eliminate-dead-nodes",
@@ -284,7 +284,8 @@ TEST(PassRegistry, ListsThePassesInOrder) {
                                    "fuse-swish",
                                    "fuse-matmul-add",
                                    "fuse-transpose-matmul",
-                                   "fuse-qdq"};
+                                   "fuse-qdq",
+                                   "fuse-layernorm"};
   EXPECT_EQ(names, want);
 }
 
@@ -902,6 +903,65 @@ TEST(FuseGroupNorm, MakesOneGroupNormalizationThatFoldBatchNormCompletes) {
   ExpectSameOutputs(RunHost(Load(GroupNormModel(false)), RandomInputs(both, 3)),
                     RunHost(both, RandomInputs(both, 3)), false);
   CheckPass(GroupNormModel(true), "fuse-groupnorm", false);
+}
+
+// ---- fuse-layernorm ------------------------------------------------------------------------
+
+// LayerNorm over the last axis of x [2, 3, 8] after a Neg, decomposed as exporters before opset
+// 17 write it, then a Relu. `square`: "Pow" or "Mul"; `affine`: with gamma and beta; `axis`: the
+// ReduceMeans' axis; `opset` 18 gives the axes as an input.
+onnx::ModelProto LayerNormModel(const std::string& square, bool affine, int64_t axis = -1,
+                                int opset = 13) {
+  Builder b(opset);
+  b.In("x", {2, 3, 8});
+  InitFloats(b.g, "two", {}, {2.0f});
+  InitFloats(b.g, "eps", {}, {1e-5f});
+  InitFloats(b.g, "gamma", {8}, {1.0f, 2.0f, -1.0f, 0.5f, 3.0f, 1.5f, 0.25f, -2.0f});
+  InitFloats(b.g, "beta", {8}, {0.0f, 1.0f, -2.0f, 0.5f, 0.25f, -0.75f, 2.0f, 0.125f});
+  InitInts(b.g, "axes", {1}, {axis});
+  AddNode(b.g, "Neg", {"x"}, {"n"}, "neg");
+  auto mean = [&](const std::string& in, const std::string& out) {
+    if (opset >= 18) return AddNode(b.g, "ReduceMean", {in, "axes"}, {out});
+    auto* node = AddNode(b.g, "ReduceMean", {in}, {out});
+    AttrInts(node, "axes", {axis});
+    return node;
+  };
+  mean("n", "m");
+  AddNode(b.g, "Sub", {"n", "m"}, {"d"});
+  if (square == "Pow")
+    AddNode(b.g, "Pow", {"d", "two"}, {"sq"});
+  else
+    AddNode(b.g, "Mul", {"d", "d"}, {"sq"});
+  mean("sq", "var");
+  AddNode(b.g, "Add", {"var", "eps"}, {"ve"});
+  AddNode(b.g, "Sqrt", {"ve"}, {"sd"});
+  AddNode(b.g, "Div", {"d", "sd"}, {affine ? "norm" : "a"}, "div");
+  if (affine) {
+    AddNode(b.g, "Mul", {"gamma", "norm"}, {"scaled"});
+    AddNode(b.g, "Add", {"scaled", "beta"}, {"a"}, "beta_add");
+  }
+  AddNode(b.g, "Relu", {"a"}, {"y"}, "relu");
+  b.Out("y");
+  return b.m;
+}
+
+TEST(FuseLayerNorm, MakesOneLayerNormalizationFromEveryExportedForm) {
+  for (const char* square : {"Pow", "Mul"})
+    for (bool affine : {true, false})
+      for (int opset : {13, 18}) {
+        const std::string what =
+            std::string(square) + (affine ? " affine" : "") + " opset " + std::to_string(opset);
+        ir::Model m = CheckPass(LayerNormModel(square, affine, -1, opset), "fuse-layernorm", true);
+        ASSERT_EQ(m.graph->nodes.size(), 3u) << what;  // Neg, LayerNormalization, Relu
+        const ir::Node& ln = m.graph->nodes[1];
+        EXPECT_EQ(ln.op_type, "LayerNormalization") << what;
+        EXPECT_EQ(ln.name, affine ? "beta_add" : "div") << what;
+        EXPECT_EQ(ln.inputs.size(), affine ? 3u : 2u) << what;
+        EXPECT_FLOAT_EQ(ln.attr_float("epsilon", 0), 1e-5f) << what;
+      }
+  // Over the last axis as a positive index too; not over another axis.
+  CheckPass(LayerNormModel("Pow", true, 2), "fuse-layernorm", true);
+  CheckPass(LayerNormModel("Pow", true, 1), "fuse-layernorm", false);
 }
 
 // ---- fuse-channel-shuffle -------------------------------------------------------------------

@@ -10,6 +10,7 @@
 #include "passes/fuse_gelu.h"
 #include "passes/fuse_groupnorm.h"
 #include "passes/fuse_hardswish.h"
+#include "passes/fuse_layernorm.h"
 #include "passes/fuse_matmul_add.h"
 #include "passes/fuse_qdq.h"
 #include "passes/fuse_swish.h"
@@ -75,6 +76,10 @@ const std::vector<PassInfo>& RegisteredPasses() {
        "turn QuantizeLinear(Conv / MatMul of DequantizeLinear inputs) with constant int8 weights "
        "into QLinearConv / QLinearMatMul",
        FuseQdq, /*exact=*/false},
+      {"fuse-layernorm",
+       "turn LayerNorm's decomposed export (ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div, "
+       "Mul, Add over the last axis) into one LayerNormalization",
+       FuseLayerNorm, /*exact=*/false},
   };
   return kPasses;
 }

@@ -484,11 +484,12 @@ Expected<std::unique_ptr<Executor>> Executor::Create(ir::Model model, ExecutorOp
     // fold-constants keeps to small results, for generated code): weights an exporter wrote
     // as ConstantOfShape or Expand would otherwise be rebuilt on every run.
     KILN_RETURN_IF_ERROR(passes::FoldConstants(e->model_, size_t{1} << 30));
-    KILN_RETURN_IF_ERROR(passes::RunPasses(
-        e->model_,
-        {"fuse-groupnorm", "fold-batchnorm", "fuse-channel-shuffle", "fuse-gelu", "fuse-hardswish",
-         "fuse-swish", "fuse-transpose-matmul", "fuse-matmul-add", "fuse-conv-activation"},
-        po));
+    KILN_RETURN_IF_ERROR(
+        passes::RunPasses(e->model_,
+                          {"fuse-layernorm", "fuse-groupnorm", "fold-batchnorm",
+                           "fuse-channel-shuffle", "fuse-gelu", "fuse-hardswish", "fuse-swish",
+                           "fuse-transpose-matmul", "fuse-matmul-add", "fuse-conv-activation"},
+                          po));
   }
   passes::CompressConstants(*e->model_.graph);  // identical constants share one storage
   e->impl_ = std::make_unique<Impl>();
