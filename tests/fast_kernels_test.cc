@@ -223,7 +223,7 @@ TEST(FastKernels, RecurrentAgainstTheDoubleReference) {
   int k = 0;
   for (const char* op : {"LSTM", "GRU", "RNN"})
     for (const char* direction : {"forward", "reverse", "bidirectional"})
-      for (int64_t batch : {1, 3, 9})  // 9: the packed GEMM for the recurrent product
+      for (int64_t batch : {1, 3, 9})  // 9: the packed GEMM with AVX-512 (PackedRows), else panels
         for (int64_t hidden : {5, 16, 40}) {
           RnnCase c;
           c.op = op;
