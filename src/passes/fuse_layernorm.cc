@@ -87,8 +87,7 @@ bool FuseAt(ir::Graph& g, const ValueReaders& r, std::vector<char>& keep, int i)
   }
   const int out = g.nodes[last].outputs[0];
   if (g.values[out].type.dims != xt.dims) return false;  // the affine tail broadcast wider
-  for (int n : gone)
-    if (!keep[n]) return false;
+  if (!ChainIsFree(keep, gone, last)) return false;
   // Both copied before AddConstant grows g.values (gamma and beta point into it).
   Tensor scale(DType::kFloat32, {width});
   for (int64_t j = 0; j < width; ++j) scale.data<float>()[j] = gamma ? gamma->data<float>()[j] : 1;
@@ -96,11 +95,9 @@ bool FuseAt(ir::Graph& g, const ValueReaders& r, std::vector<char>& keep, int i)
   if (beta) bias = *beta;
   const std::string base = g.values[out].name;
   ir::Node fused;
-  fused.name = g.nodes[last].name;
   fused.op_type = "LayerNormalization";
   fused.inputs = {x, AddConstant(g, base + "_scale", std::move(scale))};
   if (bias) fused.inputs.push_back(AddConstant(g, base + "_bias", std::move(*bias)));
-  fused.outputs = {out};
   ir::Attribute axis;
   axis.kind = ir::Attribute::Kind::kInt;
   axis.i = -1;
@@ -109,13 +106,7 @@ bool FuseAt(ir::Graph& g, const ValueReaders& r, std::vector<char>& keep, int i)
   e.kind = ir::Attribute::Kind::kFloat;
   e.f = *eps;
   fused.attrs["epsilon"] = e;
-  for (int n : gone) {
-    if (n == last) continue;
-    keep[n] = 0;
-    for (int v : g.nodes[n].outputs)
-      if (v >= 0) g.values[v].producer = -1;
-  }
-  g.nodes[last] = std::move(fused);
+  ReplaceChain(g, keep, gone, last, std::move(fused));
   return true;
 }
 

@@ -199,16 +199,16 @@ bool ClipBounds(const ir::Graph& g, const ir::Node& clip, int64_t opset, float* 
   return clip.inputs.size() <= 3;
 }
 
-bool ReplaceChainWithUnary(ir::Graph& g, std::vector<char>& keep, const std::vector<int>& gone,
-                           int last, int x, const std::string& op, const std::string& domain) {
+bool ChainIsFree(const std::vector<char>& keep, const std::vector<int>& gone, int last) {
   if (!keep[last]) return false;
   for (int n : gone)
     if (!keep[n]) return false;
-  ir::Node fused;
+  return true;
+}
+
+void ReplaceChain(ir::Graph& g, std::vector<char>& keep, const std::vector<int>& gone, int last,
+                  ir::Node fused) {
   fused.name = g.nodes[last].name;
-  fused.op_type = op;
-  fused.domain = domain;
-  fused.inputs = {x};
   fused.outputs = {g.nodes[last].outputs[0]};
   for (int n : gone) {
     if (n == last) continue;
@@ -217,6 +217,16 @@ bool ReplaceChainWithUnary(ir::Graph& g, std::vector<char>& keep, const std::vec
       if (v >= 0) g.values[v].producer = -1;
   }
   g.nodes[last] = std::move(fused);
+}
+
+bool ReplaceChainWithUnary(ir::Graph& g, std::vector<char>& keep, const std::vector<int>& gone,
+                           int last, int x, const std::string& op, const std::string& domain) {
+  if (!ChainIsFree(keep, gone, last)) return false;
+  ir::Node fused;
+  fused.op_type = op;
+  fused.domain = domain;
+  fused.inputs = {x};
+  ReplaceChain(g, keep, gone, last, std::move(fused));
   return true;
 }
 

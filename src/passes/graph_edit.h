@@ -106,6 +106,15 @@ using FuseAtFn =
 // True if any fusion was made.
 bool FuseEachNode(ir::Graph& g, const FuseAtFn& fuse_at);
 
+// True when neither `last` nor any node of `gone` is marked (keep = 0) yet: none is the place of
+// another fusion in this sweep.
+bool ChainIsFree(const std::vector<char>& keep, const std::vector<int>& gone, int last);
+// Puts `fused` in the place of a matched chain's last node `last`, with its name and output; the
+// nodes of `gone` other than last are marked (keep = 0) for CompactNodes and lose their outputs'
+// producer. Check ChainIsFree first.
+void ReplaceChain(ir::Graph& g, std::vector<char>& keep, const std::vector<int>& gone, int last,
+                  ir::Node fused);
+
 // Replaces a matched chain by one node `op` (in `domain`) reading x alone: named as the chain's
 // last node `last`, writing its output, in its place; the nodes of `gone` other than last are
 // marked (keep = 0) for CompactNodes. False, changing nothing, when one of them is already
