@@ -138,7 +138,10 @@ KILN_AI void AddToEveryOtherBody(T* __restrict dst, const T* __restrict src, int
   constexpr int64_t L = kLanes<T, B>;
   const V zero = -V{};  // -0: x + -0 is x for every x, -0 included
   int64_t j = 0;
-  for (; j + L <= n; j += L) {  // src's lanes zipped with zeros onto 2 L elements of dst
+  // src's lanes zipped with zeros onto 2 L elements of dst; the last vector would reach
+  // dst[2 n - 1], past the last element written (the next plane, another thread's, or the end
+  // of the buffer), so it goes to the scalar tail.
+  for (; j + L < n; j += L) {
     V s, d0, d1;
     __builtin_memcpy(&s, src + j, B);
     __builtin_memcpy(&d0, dst + 2 * j, B);
