@@ -362,8 +362,8 @@ TEST(GroupedPointwise, AgainstDirectConvolution) {
 }
 
 // The direct convolution (ops/conv_direct.h) against a loop in double: a first layer (a padded
-// copy read a kernel row at a time), dilations (the copy, tap by tap), channel chunks, 1x1 and
-// rectangular kernels, strides with asymmetric pads, output channels in 1, 2 and 3-panel blocks
+// copy read a kernel row at a time), dilations (the copy, tap by tap), channel chunks, groups, 1x1
+// and rectangular kernels, strides with asymmetric pads, output channels in 1, 2 and 3-panel blocks
 // with 8-channel tails, several pixel blocks and images; X NCHW or channels-last, Y channels-last
 // (dense or a Concat slice) or NCHW, Z channels-last (also in Y's own bytes), bias, every
 // activation; 1 to 3 threads give the same bits; weights re-read when they are not constant.
@@ -372,7 +372,7 @@ TEST(DirectConv, AgainstReferenceLayoutsChunksAndThreads) {
   std::mt19937 rng(9);
   using Act = PostOps::Act;
   struct Shape {
-    int64_t N, C, M, H, W, KH, KW, sh, sw, ph, pw, peh, pew, dh, dw;
+    int64_t N, C, M, H, W, KH, KW, sh, sw, ph, pw, peh, pew, dh, dw, group = 1;
   };
   int i = 0;
   for (const Shape& sh : {Shape{1, 3, 20, 11, 13, 7, 7, 2, 2, 3, 3, 3, 2, 1, 1},
@@ -387,15 +387,21 @@ TEST(DirectConv, AgainstReferenceLayoutsChunksAndThreads) {
                           Shape{2, 70, 19, 9, 11, 3, 3, 1, 1, 6, 6, 6, 6, 6, 6},
                           Shape{1, 64, 10, 16, 16, 3, 3, 1, 1, 36, 36, 36, 36, 36, 36},
                           // 1-D, images of 64 pixels: a block of outputs spans two of them
-                          Shape{3, 8, 16, 1, 64, 1, 3, 1, 1, 0, 1, 0, 1, 1, 1}}) {
-    Conv2DParams p{sh.N,  sh.C,  sh.M,  1,     sh.H,  sh.W,   0,      0,     sh.KH,
-                   sh.KW, sh.sh, sh.sw, sh.ph, sh.pw, sh.peh, sh.pew, sh.dh, sh.dw};
+                          Shape{3, 8, 16, 1, 64, 1, 3, 1, 1, 0, 1, 0, 1, 1, 1},
+                          // groups: of 8 -> 8 channels (RegNet), 4 -> 4 (half a panel), 12 -> 20
+                          // (a panel and a tail), strided, dilated, with many chunks
+                          Shape{2, 48, 48, 9, 10, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 6},
+                          Shape{1, 32, 32, 8, 8, 3, 3, 2, 2, 1, 1, 0, 0, 1, 1, 8},
+                          Shape{1, 36, 60, 7, 9, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 3},
+                          Shape{1, 600, 24, 5, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2}}) {
+    Conv2DParams p{sh.N,  sh.C,  sh.M,  sh.group, sh.H,  sh.W,   0,      0,     sh.KH,
+                   sh.KW, sh.sh, sh.sw, sh.ph,    sh.pw, sh.peh, sh.pew, sh.dh, sh.dw};
     p.OH = (p.H + p.ph + p.peh - (p.KH - 1) * p.dh - 1) / p.sh + 1;
     p.OW = (p.W + p.pw + p.pew - (p.KW - 1) * p.dw - 1) / p.sw + 1;
     const int64_t HW = p.H * p.W, OHW = p.OH * p.OW;
     const auto x = testing::RandomVector(static_cast<size_t>(p.N * p.C * HW), rng);  // NCHW
     const auto x_cl = testing::Relayout(x, p.N, p.C, HW, true);
-    auto w = testing::RandomVector(static_cast<size_t>(p.M * p.C * p.KH * p.KW), rng);
+    auto w = testing::RandomVector(static_cast<size_t>(p.M * p.C / p.group * p.KH * p.KW), rng);
     const auto b = testing::RandomVector(static_cast<size_t>(p.M), rng);
     const auto z = testing::RandomVector(static_cast<size_t>(p.N * p.M * OHW), rng);  // NCHW
     const auto z_cl = testing::Relayout(z, p.N, p.M, OHW, true);
