@@ -70,17 +70,22 @@ struct VM {
     F r = x - n * 0.693359375f;
     r = r - n * -2.12194440e-4f;
     if constexpr (kLo) r = r + lo;
+    const F p = ExpReduced(r);
+    const I ni = (I)nu;
+    const I n1 = ni >> 1;
+    const U s1 = (U)n1 + 127u, s2 = (nu - (U)n1) + 127u;
+    return p * FromBits(s1 << 23) * FromBits(s2 << 23);
+  }
+
+  // e^r for |r| <= ln(2) / 2: Cephes expf's polynomial.
+  static KILN_AI F ExpReduced(F r) {
     F p = Splat(1.9875691500e-4f);
     p = p * r + 1.3981999507e-3f;
     p = p * r + 8.3334519073e-3f;
     p = p * r + 4.1665795894e-2f;
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
-    p = p * (r * r) + r + 1.0f;
-    const I ni = (I)nu;
-    const I n1 = ni >> 1;
-    const U s1 = (U)n1 + 127u, s2 = (nu - (U)n1) + 127u;
-    return p * FromBits(s1 << 23) * FromBits(s2 << 23);
+    return p * (r * r) + r + 1.0f;
   }
 
   // log: Cephes logf (mantissa in [sqrt(1/2), sqrt(2)), degree-9 polynomial), denormals scaled by
@@ -124,7 +129,8 @@ struct VM {
     return Sel(x >= 0.0f, d, e * d);
   }
 
-  // tanh: Cephes tanhf's odd polynomial below |x| 0.625, 1 - 2 / (e^2|x| + 1) above.
+  // tanh: Cephes tanhf's odd polynomial below |x| 0.625, 1 - 2 / (e^2|x| + 1) above, where 2|x|
+  // is at most 40 (tanh rounds to 1 from 9.02), so that 2^n fits one scale.
   static KILN_AI F Tanh(F x) {
     const F a = Abs(x);
     const F z = x * x;
@@ -134,7 +140,13 @@ struct VM {
     p = p * z + 1.33314422036e-1f;
     p = p * z - 3.33332819422e-1f;
     const F small = p * z * x + x;
-    const F e = Exp(a + a);
+    F t = a + a;
+    t = Sel(t > 40.0f, Splat(40.0f), t);  // NaN passes
+    const F magic = Splat(12582912.0f);
+    const F k = t * 1.44269504088896341f + magic;
+    const F n = k - magic;
+    const F r = t - n * 0.693359375f - n * -2.12194440e-4f;
+    const F e = ExpReduced(r) * FromBits((Bits(k) - Bits(magic) + 127u) << 23);
     const F big = CopySign(1.0f - 2.0f / (e + 1.0f), x);
     return Sel(a < 0.625f, small, big);
   }
