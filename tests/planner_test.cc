@@ -117,8 +117,7 @@ ir::Graph ConcatAndResidual() {
   node("Conv", {x}, a);
   node("Conv", {x}, b);
   node("Concat", {a, b}, c);
-  g.nodes.back().attrs["axis"].kind = ir::Attribute::Kind::kInt;
-  g.nodes.back().attrs["axis"].i = 1;
+  g.nodes.back().attrs["axis"] = ir::Attribute::Int(1);
   node("Relu", {x}, r);
   node("FusedConv", {c, -1, -1, r}, y, "com.microsoft");
   return g;

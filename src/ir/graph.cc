@@ -100,6 +100,37 @@ std::string Attribute::ToString() const {
   return os.str();
 }
 
+Attribute Attribute::Int(int64_t v) {
+  Attribute a;
+  a.kind = Kind::kInt;
+  a.i = v;
+  return a;
+}
+Attribute Attribute::Float(float v) {
+  Attribute a;
+  a.kind = Kind::kFloat;
+  a.f = v;
+  return a;
+}
+Attribute Attribute::String(std::string v) {
+  Attribute a;
+  a.kind = Kind::kString;
+  a.s = std::move(v);
+  return a;
+}
+Attribute Attribute::Ints(std::vector<int64_t> v) {
+  Attribute a;
+  a.kind = Kind::kInts;
+  a.ints = std::move(v);
+  return a;
+}
+Attribute Attribute::Floats(std::vector<float> v) {
+  Attribute a;
+  a.kind = Kind::kFloats;
+  a.floats = std::move(v);
+  return a;
+}
+
 int64_t Node::attr_int(const std::string& key, int64_t def) const {
   const Attribute* a = attr(key);
   return a && a->kind == Attribute::Kind::kInt ? a->i : def;

@@ -61,6 +61,13 @@ struct Attribute {
   std::vector<kiln::Tensor> tensors;
   std::vector<std::shared_ptr<Graph>> graphs;
   std::string ToString() const;
+
+  // Attributes of one kind, for the nodes passes make.
+  static Attribute Int(int64_t v);
+  static Attribute Float(float v);
+  static Attribute String(std::string v);
+  static Attribute Ints(std::vector<int64_t> v);
+  static Attribute Floats(std::vector<float> v);
 };
 
 struct Node {

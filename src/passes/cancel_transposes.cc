@@ -99,10 +99,7 @@ bool CancelInGraph(ir::Graph& g, bool main, int64_t opset) {
     int x = rewire.Find(g.nodes[p].inputs[0]);
     ir::Node& outer = g.nodes[i];
     outer.inputs[0] = x;
-    ir::Attribute perm;
-    perm.kind = ir::Attribute::Kind::kInts;
-    perm.ints = q;
-    outer.attrs["perm"] = perm;
+    outer.attrs["perm"] = ir::Attribute::Ints(q);
     keep[p] = 0;
     reads[y] = 0;
     changed = true;

@@ -60,10 +60,7 @@ bool FuseAt(ir::Graph& g, const ValueReaders& r, std::vector<char>& keep, int i)
   shuffle.domain = ops::kKilnDomain;
   shuffle.inputs = {x};
   shuffle.outputs = {y};
-  ir::Attribute a;
-  a.kind = ir::Attribute::Kind::kInt;
-  a.i = group;
-  shuffle.attrs["group"] = a;
+  shuffle.attrs["group"] = ir::Attribute::Int(group);
   g.values[mid].producer = -1;
   g.values[swapped].producer = -1;
   g.nodes[merge] = std::move(shuffle);

@@ -92,16 +92,9 @@ bool FuseInGraph(ir::Graph& g, const ir::Model& m) {
     fused.inputs.resize(3, -1);
     if (z >= 0) fused.inputs.push_back(z);
     if (act) {
-      ir::Attribute a;
-      a.kind = ir::Attribute::Kind::kString;
-      a.s = act->name;
-      fused.attrs["activation"] = a;
-      if (!act->params.empty()) {
-        ir::Attribute p;
-        p.kind = ir::Attribute::Kind::kFloats;
-        p.floats = act->params;
-        fused.attrs["activation_params"] = p;
-      }
+      fused.attrs["activation"] = ir::Attribute::String(act->name);
+      if (!act->params.empty())
+        fused.attrs["activation_params"] = ir::Attribute::Floats(act->params);
     }
     const int out = g.nodes[last].outputs[0];
     fused.outputs = {out};

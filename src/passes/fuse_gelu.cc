@@ -134,10 +134,7 @@ bool FuseAt(ir::Graph& g, const ValueReaders& u, std::vector<char>& keep, int e)
   if (last < 0 || g.values[g.nodes[last].outputs[0]].type.dims != xt->dims) return false;
   if (!ReplaceChainWithUnary(g, keep, gone, last, x, "Gelu", kGeluDomain)) return false;
   if (tanh) {
-    ir::Attribute a;
-    a.kind = ir::Attribute::Kind::kString;
-    a.s = "tanh";
-    g.nodes[last].attrs["approximate"] = a;
+    g.nodes[last].attrs["approximate"] = ir::Attribute::String("tanh");
   }
   return true;
 }

@@ -53,14 +53,8 @@ bool FuseAt(ir::Graph& g, const ValueReaders& r, std::vector<char>& keep, int i)
   const int sv = AddConstant(g, base + "_scale", std::move(channel_scale));
   fused.inputs = {x, sv, AddConstant(g, base + "_bias", std::move(channel_bias))};
   fused.outputs = {out};
-  ir::Attribute n;
-  n.kind = ir::Attribute::Kind::kInt;
-  n.i = groups;
-  fused.attrs["num_groups"] = n;
-  ir::Attribute eps;
-  eps.kind = ir::Attribute::Kind::kFloat;
-  eps.f = norm.attr_float("epsilon", 1e-5f);
-  fused.attrs["epsilon"] = eps;
+  fused.attrs["num_groups"] = ir::Attribute::Int(groups);
+  fused.attrs["epsilon"] = ir::Attribute::Float(norm.attr_float("epsilon", 1e-5f));
   keep[first] = 0;
   keep[i] = 0;
   g.values[grouped].producer = -1;

@@ -98,14 +98,8 @@ bool FuseAt(ir::Graph& g, const ValueReaders& r, std::vector<char>& keep, int i)
   fused.op_type = "LayerNormalization";
   fused.inputs = {x, AddConstant(g, base + "_scale", std::move(scale))};
   if (bias) fused.inputs.push_back(AddConstant(g, base + "_bias", std::move(*bias)));
-  ir::Attribute axis;
-  axis.kind = ir::Attribute::Kind::kInt;
-  axis.i = -1;
-  fused.attrs["axis"] = axis;
-  ir::Attribute e;
-  e.kind = ir::Attribute::Kind::kFloat;
-  e.f = *eps;
-  fused.attrs["epsilon"] = e;
+  fused.attrs["axis"] = ir::Attribute::Int(-1);
+  fused.attrs["epsilon"] = ir::Attribute::Float(*eps);
   ReplaceChain(g, keep, gone, last, std::move(fused));
   return true;
 }

@@ -58,10 +58,7 @@ bool FuseInGraph(ir::Graph& g, const ir::Model& m) {
       keep[by[side]] = 0;
     }
     mm.op_type = "Einsum";
-    ir::Attribute eq;
-    eq.kind = ir::Attribute::Kind::kString;
-    eq.s = std::string(a) + "," + b + "->...mn";
-    mm.attrs["equation"] = eq;
+    mm.attrs["equation"] = ir::Attribute::String(std::string(a) + "," + b + "->...mn");
     changed = true;
   }
   CompactNodes(g, keep);
