@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -30,7 +31,9 @@ struct IntGemmState : NodeState {
   int32_t w_shift = 0;           // 128 for uint8 weights
   std::vector<int8_t> w;         // [columns, depth], less w_shift
   std::vector<int32_t> col_sum;  // per column: the sum of its values in w
-  std::vector<float> w_float;    // w as float32 where the product runs in float (made on demand)
+  // Where the product runs in float32 (Int8GemmByFloat): from each first column it is called
+  // with, w's columns as the float GEMM's packed operands, one per depth chunk (made on demand).
+  std::map<int64_t, std::vector<PackedB<float>>> w_packed;
   std::vector<std::unique_ptr<NodeState>> gemms;
   bool ran = false;  // the GEMM took the product: the original weights are no longer read
   // A convolution on oneDNN's int8 convolution instead (DnnlConvInt8), holding the constant
@@ -85,7 +88,7 @@ bool LayOut(ComputeContext& ctx, IntGemmState* st, const Tensor& w, int w_input,
   st->w_dims = w.dims();
   st->w_type = w.dtype();
   st->w_input = w_input;
-  st->w_float.clear();
+  st->w_packed.clear();
   if (constant) st->gemms.clear();  // their packed copies are of the old bytes
   st->gemms.resize(groups);
   return constant;
@@ -103,8 +106,18 @@ constexpr int64_t kFloatExactDepth = 512;
 // than ONNX Runtime.
 void Int8GemmByFloat(IntGemmState* st, int64_t M, int64_t N, int64_t K, const uint8_t* a,
                      bool a_signed, int32_t* out, int threads, int64_t first_col = 0) {
-  if (st->w_float.empty()) st->w_float.assign(st->w.begin(), st->w.end());
   const int64_t kc_max = std::min(K, kFloatExactDepth);
+  std::vector<PackedB<float>>& packed = st->w_packed[first_col];
+  if (packed.empty() || packed[0].N != N || packed[0].K != kc_max) {
+    packed.clear();
+    std::vector<float> cols(static_cast<size_t>(N * kc_max));  // [N][kc] of the chunk
+    for (int64_t k0 = 0; k0 < K; k0 += kFloatExactDepth) {
+      const int64_t kc = std::min(kFloatExactDepth, K - k0);
+      for (int64_t n = 0; n < N; ++n)
+        std::copy_n(st->w.data() + (first_col + n) * K + k0, kc, cols.data() + n * kc);
+      packed.push_back(PackGemmB<float>(kc, N, cols.data(), 1, kc));
+    }
+  }
   float* af = Scratch<float>(ScratchSlot::kIntAsFloatA, static_cast<size_t>(M * kc_max));
   float* cf = Scratch<float>(ScratchSlot::kIntAsFloatC, static_cast<size_t>(M * N));
   for (int64_t k0 = 0; k0 < K; k0 += kFloatExactDepth) {
@@ -120,8 +133,7 @@ void Int8GemmByFloat(IntGemmState* st, int64_t M, int64_t N, int64_t K, const ui
         }
       }
     });
-    PackedGemm<float>(M, N, kc, 1.0f, af, kc, 1, st->w_float.data() + first_col * K + k0, 1, K, cf,
-                      N, false, threads);
+    PackedGemm<float>(M, af, kc, 1, packed[k0 / kFloatExactDepth], cf, N, false, threads);
     const bool first = k0 == 0;
     ParallelFor(threads, M, [&](int64_t r0, int64_t r1) {
       for (int64_t i = r0 * N; i < r1 * N; ++i)
@@ -253,8 +265,9 @@ bool IntDepthwise(const ConvGeom& g, const Plane& q, const Tensor& x, int32_t x_
   const auto* wb = static_cast<const uint8_t*>(w.raw());
   const int64_t taps = q.kh * q.kw, planes = g.n * g.c;
   ParallelFor(threads, planes, [&](int64_t p0, int64_t p1) {
-    std::vector<float> xf(static_cast<size_t>(q.h * q.w)), acc(static_cast<size_t>(q.ow));
-    std::vector<float> wt(static_cast<size_t>(taps));
+    float* xf = Scratch<float>(ScratchSlot::kIntAsFloatA, static_cast<size_t>(q.h * q.w));
+    float* acc = Scratch<float>(ScratchSlot::kIntAsFloatC, static_cast<size_t>(q.ow + taps));
+    float* wt = acc + q.ow;
     for (int64_t plane = p0; plane < p1; ++plane) {
       const int64_t ch = plane % g.c;
       const uint8_t* src = xb + plane * q.h * q.w;
@@ -268,11 +281,11 @@ bool IntDepthwise(const ConvGeom& g, const Plane& q, const Tensor& x, int32_t x_
       const int32_t b0 = bias ? static_cast<int32_t>(bias->GetInt(ch)) : 0;
       int32_t* dst = out + plane * q.oh * q.ow;
       for (int64_t oy = 0; oy < q.oh; ++oy) {
-        std::fill(acc.begin(), acc.end(), 0.0f);
+        std::fill_n(acc, q.ow, 0.0f);
         for (int64_t kh = 0; kh < q.kh; ++kh) {
           const int64_t iy = oy * q.sh - q.ph + kh * q.dh;
           if (iy < 0 || iy >= q.h) continue;  // padding holds x_zp: it adds nothing
-          const float* row = xf.data() + iy * q.w;
+          const float* row = xf + iy * q.w;
           for (int64_t kw = 0; kw < q.kw; ++kw) {
             const float wv = wt[kh * q.kw + kw];
             const int64_t off = kw * q.dw - q.pw;

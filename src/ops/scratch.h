@@ -26,7 +26,7 @@ enum class ScratchSlot {
   kQuantAcc,        // an integer product's int32 sums before the requantization
   kQuantConvSums,   // an integer convolution's sums for one image and group
   kIntAsFloatA,
-  kIntAsFloatC,  // an integer GEMM's operand and sums in float32 (Int8GemmByFloat)
+  kIntAsFloatC,  // an integer product's operand and sums in float32 (Int8GemmByFloat, IntDepthwise)
   kResizePass0,
   kResizePass1,  // a separable Resize's results between its passes
   kCount
