@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "ops/channels_last.h"
 #include "ops/conv_epilogue_avx2.h"
 #include "ops/cpu_isa.h"
 #include "ops/thread_pool.h"
@@ -352,18 +353,26 @@ void PackPanels(const Conv2DParams& p, const float* w, int64_t chunks, float* ou
 }
 
 // x (NCHW or channels-last) as channels-last images, with the padding made explicit where
-// `padded` (else the copy is x's own size).
-float* ChannelsLastCopy(const Conv2DParams& p, const float* x, bool x_channels_last, bool padded) {
+// `padded` (else the copy is x's own size), over `threads` (the copy of a long 1-D NCHW input
+// had been a serial tenth of the convolution).
+float* ChannelsLastCopy(const Conv2DParams& p, const float* x, bool x_channels_last, bool padded,
+                        int threads) {
   const int64_t Hp = padded ? p.H + p.ph + p.peh : p.H, Wp = padded ? p.W + p.pw + p.pew : p.W;
   const int64_t ph = padded ? p.ph : 0, pw = padded ? p.pw : 0;
   float* out = Scratch<float>(ScratchSlot::kPadded, static_cast<size_t>(p.N * Hp * Wp * p.C));
+  if (!padded && !x_channels_last) {
+    for (int64_t n = 0; n < p.N; ++n)
+      ChannelsLastFromNchw(x + n * p.C * p.H * p.W, out + n * p.H * p.W * p.C, p.C, p.H * p.W,
+                           threads);
+    return out;
+  }
   if (padded) std::memset(out, 0, static_cast<size_t>(p.N * Hp * Wp * p.C) * sizeof(float));
-  for (int64_t n = 0; n < p.N; ++n)
-    for (int64_t h = 0; h < p.H; ++h) {
+  ParallelFor(threads, p.N * p.H, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t n = r / p.H, h = r % p.H;
       float* row = out + ((n * Hp + h + ph) * Wp + pw) * p.C;
       if (x_channels_last) {
-        std::memcpy(row, x + (n * p.H + h) * p.W * p.C,
-                    static_cast<size_t>(p.W * p.C) * sizeof(float));
+        std::memcpy(row, x + r * p.W * p.C, static_cast<size_t>(p.W * p.C) * sizeof(float));
         continue;
       }
       for (int64_t c = 0; c < p.C; ++c) {
@@ -371,6 +380,7 @@ float* ChannelsLastCopy(const Conv2DParams& p, const float* x, bool x_channels_l
         for (int64_t w = 0; w < p.W; ++w) row[w * p.C + c] = src[w];
       }
     }
+  });
   return out;
 }
 
@@ -427,7 +437,7 @@ void DirectConv(const Conv2DParams& p, const float* x, const float* w, bool w_co
   }
   Plan pl{};
   pl.p = &p;
-  pl.x = copy ? ChannelsLastCopy(p, x, l.x, row_runs) : x;
+  pl.x = copy ? ChannelsLastCopy(p, x, l.x, row_runs, threads) : x;
   pl.Hx = row_runs ? p.H + p.ph + p.peh : p.H;
   pl.Wx = row_runs ? p.W + p.pw + p.pew : p.W;
   pl.ph = row_runs ? 0 : p.ph;
