@@ -25,6 +25,7 @@
 #include "ops/channels_last.h"
 #include "ops/conv_depthwise.h"
 #include "ops/conv_direct.h"
+#include "ops/conv_few_outputs.h"
 #include "ops/conv_gemm.h"
 #include "ops/conv_grouped.h"
 #include "ops/conv_transpose.h"
@@ -446,6 +447,64 @@ TEST(DirectConv, AgainstReferenceLayoutsChunksAndThreads) {
         DirectConv(p, l.x ? x_cl.data() : x.data(), w2.data(), false, nullptr, y2.data() + first, l,
                    PostOps{}, threads, &state);
         EXPECT_EQ(y2[static_cast<size_t>(l.y ? first : 0)], 0.0f) << what;
+      }
+    }
+  }
+}
+
+// The few-output-channel kernel (ops/conv_few_outputs.h) against a direct loop in double: 1 to 7
+// output channels (tiles of 3, 2 and 1), rows shorter and longer than a tile (vector tails),
+// asymmetric pads, row strides and dilations, X NCHW or channels-last, bias, a residual, every
+// activation; 1 to 3 threads give the same bits.
+TEST(FewOutputsConv, AgainstReferenceLayoutsAndThreads) {
+  if (!IsaSupported(Isa::kAvx2)) GTEST_SKIP() << "the kernel needs AVX2";
+  std::mt19937 rng(12);
+  using Act = PostOps::Act;
+  struct Shape {
+    int64_t N, C, M, H, W, KH, KW, sh, ph, pw, peh, pew, dh, dw;
+  };
+  int i = 0;
+  for (const Shape& sh : {Shape{1, 32, 3, 12, 40, 9, 9, 1, 4, 4, 4, 4, 1, 1},
+                          Shape{2, 5, 7, 13, 37, 5, 5, 2, 2, 1, 1, 3, 1, 1},
+                          Shape{1, 3, 1, 9, 7, 3, 7, 1, 1, 3, 1, 3, 2, 1},
+                          Shape{1, 16, 2, 11, 70, 7, 7, 1, 3, 3, 3, 3, 1, 2},
+                          Shape{1, 4, 9, 6, 33, 5, 3, 1, 0, 0, 0, 0, 1, 1}}) {
+    Conv2DParams p{sh.N,  sh.C,  sh.M, 1,     sh.H,  sh.W,   0,      0,     sh.KH,
+                   sh.KW, sh.sh, 1,    sh.ph, sh.pw, sh.peh, sh.pew, sh.dh, sh.dw};
+    p.OH = (p.H + p.ph + p.peh - (p.KH - 1) * p.dh - 1) / p.sh + 1;
+    p.OW = p.W + p.pw + p.pew - (p.KW - 1) * p.dw;
+    const int64_t HW = p.H * p.W, OHW = p.OH * p.OW;
+    const auto x = testing::RandomVector(static_cast<size_t>(p.N * p.C * HW), rng);
+    const auto x_cl = testing::Relayout(x, p.N, p.C, HW, true);
+    const auto w = testing::RandomVector(static_cast<size_t>(p.M * p.C * p.KH * p.KW), rng);
+    const auto b = testing::RandomVector(static_cast<size_t>(p.M), rng);
+    const auto z = testing::RandomVector(static_cast<size_t>(p.N * p.M * OHW), rng);
+    for (int lay = 0; lay < 4; ++lay) {
+      ++i;
+      PostOps post;
+      post.act = static_cast<Act>(i % 6);
+      post.alpha = post.act == Act::kClip ? -0.5f : 0.1f;
+      post.beta = 0.7f;
+      const bool bias = lay != 1, residual = lay >= 2;
+      const ConvLayouts l{lay % 2 == 1, false, false, 0};
+      ASSERT_TRUE(FewOutputsConvFits(p, l, post)) << i;
+      const auto want = testing::ReferenceConv(p, x.data(), w.data(), bias ? b.data() : nullptr,
+                                               residual ? z.data() : nullptr, post);
+      post.z = residual ? z.data() : nullptr;
+      std::vector<float> y1;
+      for (int threads = 1; threads <= 3; ++threads) {
+        const std::string what =
+            "case " + std::to_string(i) + " threads " + std::to_string(threads);
+        std::vector<float> y(static_cast<size_t>(p.N * p.M * OHW), 7.0f);
+        FewOutputsConv(p, l.x ? x_cl.data() : x.data(), w.data(), bias ? b.data() : nullptr,
+                       y.data(), l, post, threads);
+        ASSERT_NO_FATAL_FAILURE(
+            ExpectConvOutput(y, want, p.N, p.M, OHW, false, p.M, 0, p.C * p.KH * p.KW, what));
+        if (threads == 1) {
+          y1 = y;
+        } else {
+          ASSERT_EQ(0, std::memcmp(y.data(), y1.data(), y.size() * sizeof(float))) << what;
+        }
       }
     }
   }

@@ -14,6 +14,7 @@
 #include "ops/conv_depthwise.h"
 #include "ops/conv_direct.h"
 #include "ops/conv_dnnl.h"
+#include "ops/conv_few_outputs.h"
 #include "ops/conv_gemm.h"
 #include "ops/conv_geometry.h"
 #include "ops/conv_grouped.h"
@@ -742,6 +743,11 @@ bool TryDnnlConv(ComputeContext& ctx, const ConvShape& s, const PostOps& post = 
                       ctx.input_constant(1), b, ctx.output(0).data<float>(), ctx.threads(),
                       ctx.state(), post, layouts, ctx.scratch_budget());
   };
+  if (FewOutputsConvFits(p, layouts, post) && FewOutputsConvPays(p)) {
+    FewOutputsConv(p, ctx.input(0).data<float>(), ctx.input(1).data<float>(), b,
+                   ctx.output(0).data<float>(), layouts, post, ctx.threads());
+    return true;
+  }
   const bool direct = DirectConvFits(p, layouts, post) && DirectConvPays(p, layouts);
   if (!direct && PointwiseByGemm(ctx, p, layouts, b, post)) return true;
   if (layouts.any() && WinogradFits(p, layouts, post) && WinogradPays(p, ctx.threads())) {
