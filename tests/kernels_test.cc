@@ -187,6 +187,15 @@ TEST(PackedGemm, PrepackedBIsTheSameProduct) {
     }
 }
 
+// Case i's activation, each in turn (Clip to [-0.5, 0.7], LeakyRelu's slope 0.1).
+PostOps CyclingPostOps(int i) {
+  PostOps post;
+  post.act = static_cast<PostOps::Act>(i % 6);
+  post.alpha = post.act == PostOps::Act::kClip ? -0.5f : 0.1f;
+  post.beta = 0.7f;
+  return post;
+}
+
 // y, channels-last (pixels ldc floats apart, the output at channel `first` of each) or NCHW,
 // against want [N, M, OHW]; channels of a wider y outside [first, first + M) must still hold 7.
 // The tolerance grows with the square root of the terms per sum.
@@ -371,7 +380,6 @@ TEST(GroupedPointwise, AgainstDirectConvolution) {
 TEST(DirectConv, AgainstReferenceLayoutsChunksAndThreads) {
   if (!IsaSupported(Isa::kAvx2)) GTEST_SKIP() << "the direct convolution needs AVX2";
   std::mt19937 rng(9);
-  using Act = PostOps::Act;
   struct Shape {
     int64_t N, C, M, H, W, KH, KW, sh, sw, ph, pw, peh, pew, dh, dw, group = 1;
   };
@@ -408,10 +416,7 @@ TEST(DirectConv, AgainstReferenceLayoutsChunksAndThreads) {
     const auto z_cl = testing::Relayout(z, p.N, p.M, OHW, true);
     for (int lay = 0; lay < 6; ++lay) {
       ++i;
-      PostOps post;
-      post.act = static_cast<Act>(i % 6);
-      post.alpha = post.act == Act::kClip ? -0.5f : 0.1f;
-      post.beta = 0.7f;
+      PostOps post = CyclingPostOps(i);
       // lay: 0 X NCHW, Y dense; 1 Y a slice; 2 Y NCHW; 3 Z; 4 Z in Y's bytes; 5 X NCHW, Y NCHW
       const bool bias = i % 3 != 1, residual = lay == 3 || lay == 4, in_place = lay == 4;
       ConvLayouts l{lay != 0 && lay != 5, residual, lay != 2 && lay != 5, lay == 1 ? p.M + 5 : 0};
@@ -459,7 +464,6 @@ TEST(DirectConv, AgainstReferenceLayoutsChunksAndThreads) {
 TEST(FewOutputsConv, AgainstReferenceLayoutsAndThreads) {
   if (!IsaSupported(Isa::kAvx2)) GTEST_SKIP() << "the kernel needs AVX2";
   std::mt19937 rng(12);
-  using Act = PostOps::Act;
   struct Shape {
     int64_t N, C, M, H, W, KH, KW, sh, ph, pw, peh, pew, dh, dw;
   };
@@ -481,10 +485,7 @@ TEST(FewOutputsConv, AgainstReferenceLayoutsAndThreads) {
     const auto z = testing::RandomVector(static_cast<size_t>(p.N * p.M * OHW), rng);
     for (int lay = 0; lay < 4; ++lay) {
       ++i;
-      PostOps post;
-      post.act = static_cast<Act>(i % 6);
-      post.alpha = post.act == Act::kClip ? -0.5f : 0.1f;
-      post.beta = 0.7f;
+      PostOps post = CyclingPostOps(i);
       const bool bias = lay != 1, residual = lay >= 2;
       const ConvLayouts l{lay % 2 == 1, false, false, 0};
       ASSERT_TRUE(FewOutputsConvFits(p, l, post)) << i;
