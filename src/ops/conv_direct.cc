@@ -212,7 +212,7 @@ KILN_DC_TARGET __attribute__((always_inline)) inline void TileAt(const TileArgs&
     }
     if constexpr (NV == 1) {
       // One panel: a step's 8 fused multiply-adds would issue beside 8 pointer increments
-      // (grouped convs' 8-channel groups 10% slower); unrolled, the steps share them.
+      // (grouped convs' 8-channel groups 5% slower); unrolled, the steps share them.
 #pragma GCC unroll 4
       for (int64_t k = 0; k < t.run; ++k) Step<R, NV>(w, t.wstride, a, k, acc);
     } else {
