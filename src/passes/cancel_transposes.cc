@@ -126,9 +126,7 @@ bool CancelInGraph(ir::Graph& g, bool main, int64_t opset) {
 }  // namespace
 
 Expected<bool> CancelTransposes(ir::Model& model) {
-  bool changed = CancelInGraph(*model.graph, true, model.OpsetFor(""));
-  KILN_RETURN_IF_ERROR(ir::Verify(*model.graph));
-  return changed;
+  return VerifiedChange(*model.graph, CancelInGraph(*model.graph, true, model.OpsetFor("")));
 }
 
 }  // namespace kiln::passes

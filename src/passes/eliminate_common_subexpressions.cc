@@ -189,9 +189,7 @@ bool CseGraph(ir::Graph& g, bool main) {
 }  // namespace
 
 Expected<bool> EliminateCommonSubexpressions(ir::Model& model) {
-  bool changed = CseGraph(*model.graph, true);
-  KILN_RETURN_IF_ERROR(ir::Verify(*model.graph));
-  return changed;
+  return VerifiedChange(*model.graph, CseGraph(*model.graph, true));
 }
 
 }  // namespace kiln::passes

@@ -58,9 +58,7 @@ int SweepDeadNodes(ir::Graph& g, std::vector<char> keep) {
 }
 
 Expected<bool> EliminateDeadNodes(ir::Model& model) {
-  bool changed = EliminateGraph(*model.graph);
-  KILN_RETURN_IF_ERROR(ir::Verify(*model.graph));
-  return changed;
+  return VerifiedChange(*model.graph, EliminateGraph(*model.graph));
 }
 
 }  // namespace kiln::passes

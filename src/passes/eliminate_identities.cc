@@ -133,9 +133,7 @@ bool EliminateInGraph(ir::Graph& g, const ir::Model& m, bool main) {
 }  // namespace
 
 Expected<bool> EliminateIdentities(ir::Model& model) {
-  bool changed = EliminateInGraph(*model.graph, model, true);
-  KILN_RETURN_IF_ERROR(ir::Verify(*model.graph));
-  return changed;
+  return VerifiedChange(*model.graph, EliminateInGraph(*model.graph, model, true));
 }
 
 }  // namespace kiln::passes

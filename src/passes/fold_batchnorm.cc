@@ -207,9 +207,7 @@ bool FoldInGraph(ir::Graph& g, const ir::Model& m) {
 }  // namespace
 
 Expected<bool> FoldBatchNorm(ir::Model& model) {
-  bool changed = FoldInGraph(*model.graph, model);
-  KILN_RETURN_IF_ERROR(ir::Verify(*model.graph));
-  return changed;
+  return VerifiedChange(*model.graph, FoldInGraph(*model.graph, model));
 }
 
 }  // namespace kiln::passes

@@ -74,8 +74,7 @@ bool FuseAt(ir::Graph& g, const ValueReaders& r, std::vector<char>& keep, int i)
 Expected<bool> FuseChannelShuffle(ir::Model& model) {
   bool changed = FuseEachNode(*model.graph, FuseAt);
   if (changed && !model.opsets.count(ops::kKilnDomain)) model.opsets[ops::kKilnDomain] = 1;
-  KILN_RETURN_IF_ERROR(ir::Verify(*model.graph));
-  return changed;
+  return VerifiedChange(*model.graph, changed);
 }
 
 }  // namespace kiln::passes

@@ -119,8 +119,7 @@ bool FuseInGraph(ir::Graph& g, const ir::Model& m) {
 Expected<bool> FuseConvActivation(ir::Model& model) {
   bool changed = FuseInGraph(*model.graph, model);
   if (changed && !model.opsets.count(kFusedConvDomain)) model.opsets[kFusedConvDomain] = 1;
-  KILN_RETURN_IF_ERROR(ir::Verify(*model.graph));
-  return changed;
+  return VerifiedChange(*model.graph, changed);
 }
 
 }  // namespace kiln::passes

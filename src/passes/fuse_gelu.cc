@@ -144,8 +144,7 @@ bool FuseAt(ir::Graph& g, const ValueReaders& u, std::vector<char>& keep, int e)
 Expected<bool> FuseGelu(ir::Model& model) {
   bool changed = FuseEachNode(*model.graph, FuseAt);
   if (changed && !model.opsets.count(kGeluDomain)) model.opsets[kGeluDomain] = 1;
-  KILN_RETURN_IF_ERROR(ir::Verify(*model.graph));
-  return changed;
+  return VerifiedChange(*model.graph, changed);
 }
 
 }  // namespace kiln::passes

@@ -93,8 +93,7 @@ Expected<bool> FuseHardSwish(ir::Model& model) {
       *model.graph, [opset](ir::Graph& g, const ValueReaders& u, std::vector<char>& keep, int c) {
         return FuseAt(g, u, keep, c, opset);
       });
-  KILN_RETURN_IF_ERROR(ir::Verify(*model.graph));
-  return changed;
+  return VerifiedChange(*model.graph, changed);
 }
 
 }  // namespace kiln::passes

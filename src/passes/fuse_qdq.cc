@@ -187,9 +187,7 @@ bool FuseInGraph(ir::Graph& g, const ir::Model& m) {
 }  // namespace
 
 Expected<bool> FuseQdq(ir::Model& model) {
-  bool changed = FuseInGraph(*model.graph, model);
-  KILN_RETURN_IF_ERROR(ir::Verify(*model.graph));
-  return changed;
+  return VerifiedChange(*model.graph, FuseInGraph(*model.graph, model));
 }
 
 }  // namespace kiln::passes

@@ -22,9 +22,7 @@ bool FuseAt(ir::Graph& g, const ValueReaders& r, std::vector<char>& keep, int i)
 }  // namespace
 
 Expected<bool> FuseSwish(ir::Model& model) {
-  bool changed = FuseEachNode(*model.graph, FuseAt);
-  KILN_RETURN_IF_ERROR(ir::Verify(*model.graph));
-  return changed;
+  return VerifiedChange(*model.graph, FuseEachNode(*model.graph, FuseAt));
 }
 
 }  // namespace kiln::passes

@@ -68,9 +68,7 @@ bool FuseInGraph(ir::Graph& g, const ir::Model& m) {
 }  // namespace
 
 Expected<bool> FuseTransposeMatMul(ir::Model& model) {
-  bool changed = FuseInGraph(*model.graph, model);
-  KILN_RETURN_IF_ERROR(ir::Verify(*model.graph));
-  return changed;
+  return VerifiedChange(*model.graph, FuseInGraph(*model.graph, model));
 }
 
 }  // namespace kiln::passes

@@ -199,6 +199,11 @@ bool ClipBounds(const ir::Graph& g, const ir::Node& clip, int64_t opset, float* 
   return clip.inputs.size() <= 3;
 }
 
+Expected<bool> VerifiedChange(const ir::Graph& g, bool changed) {
+  KILN_RETURN_IF_ERROR(ir::Verify(g));
+  return changed;
+}
+
 bool ChainIsFree(const std::vector<char>& keep, const std::vector<int>& gone, int last) {
   if (!keep[last]) return false;
   for (int n : gone)

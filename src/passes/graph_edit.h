@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "support/status.h"
 
 namespace kiln::passes {
 
@@ -105,6 +106,9 @@ using FuseAtFn =
 // then at every node of g still kept, in order; the marked nodes go after each graph's sweep.
 // True if any fusion was made.
 bool FuseEachNode(ir::Graph& g, const FuseAtFn& fuse_at);
+
+// What a pass returns: whether it changed g, once g still verifies (ir::Verify).
+Expected<bool> VerifiedChange(const ir::Graph& g, bool changed);
 
 // True when neither `last` nor any node of `gone` is marked (keep = 0) yet: none is the place of
 // another fusion in this sweep.
