@@ -401,8 +401,7 @@ GymStatus ComputeObservation(const Environment& env, const State& state, const s
     case kArenaBytes:
     case kArenaLowerBoundBytes: {
       auto sched = state.Schedule(reorder);
-      auto plan =
-          planner::PlanMemory(sched->buffers.buffers, planner, 100.0, env.options().planner_steps);
+      auto plan = planner::PlanMemory(sched->buffers.buffers, planner, env.options().planner_steps);
       if (!plan.ok())
         return GymStatus::Error(Code::kInternal, "ArenaBytes: " + plan.status().message());
       if (cache) {

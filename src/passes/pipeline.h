@@ -9,7 +9,8 @@
 // Pipeline file (JSON, written by `kiln tune`, read by `--pipeline FILE`):
 //   {"kiln_pipeline": 1, "passes": ["fold-constants", ...], "planner": "default",
 //    "reorder": true, "planner_steps": 0, "shapes": {"x": [1, 3]}}
-// `planner_steps` > 0 bounds the search planners by work instead of time (deterministic plans).
+// `planner_steps` > 0: the search planners' steps; 0: as many as the graph's size allows
+// (planner::DefaultSearchSteps). Either way the plan is the same on every machine.
 // `shapes` (optional) fixes symbolic input dims the way the pipeline was tuned; --shape and the
 // dims of given input files take precedence.
 #pragma once

@@ -16,7 +16,8 @@
 //                   (moves, swaps, dissolving colours); colours are laid out end to end
 //   anneal          improvement search: hill climbing with restarts over the order fed to the
 //                   best-fit packer, from the best greedy order
-//   default         runs all of the above within a small budget and keeps the smallest arena
+//   default         runs the four above in turn, stops at the lower bound, keeps the smallest arena
+// The search planners run a number of steps, not a time, so a graph gets the same plan everywhere.
 // The lower bound is the largest sum of simultaneously live bytes; on chain-shaped graphs the
 // packers reach it.
 #pragma once
@@ -52,10 +53,13 @@ struct Plan {
 
 // The planner names, in the order `default` tries them.
 const std::vector<std::string>& PlannerNames();
-// Assigns offsets with the named planner; `budget_ms` bounds the search planners, or, when
-// `max_steps` > 0, that many search steps each (the same plan on every machine).
+// The search steps each search planner takes when none are given: fewer on larger graphs, so that
+// the search is under 0.1 s on any graph.
+long DefaultSearchSteps(size_t items);
+// Assigns offsets with the named planner; the search planners take `max_steps` steps each, or
+// DefaultSearchSteps when it is 0.
 Expected<Plan> PlanMemory(std::vector<Buffer> buffers, const std::string& planner,
-                          double budget_ms = 100.0, long max_steps = 0);
+                          long max_steps = 0);
 // Checks that no two buffers that are live at the same time share a byte, unless one aliases the
 // other by design; also that every buffer lies inside the arena.
 Status VerifyNoOverlap(const std::vector<Buffer>& buffers, size_t arena_bytes);

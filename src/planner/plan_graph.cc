@@ -17,8 +17,8 @@ Expected<GraphPlan> PlanGraph(const ir::Graph& g, const PlanOptions& options) {
   lo.concat_placement = options.concat_placement;
   lo.fused_conv_in_place = options.fused_conv_in_place;
   gp.buffers = BuildBuffers(g, gp.schedule.order, lo);
-  KILN_ASSIGN_OR_RETURN(gp.plan, PlanMemory(gp.buffers.buffers, options.planner, options.budget_ms,
-                                            options.max_steps));
+  KILN_ASSIGN_OR_RETURN(gp.plan,
+                        PlanMemory(gp.buffers.buffers, options.planner, options.max_steps));
   return gp;
 }
 

@@ -15,8 +15,7 @@ struct PlanOptions {
   bool reorder = true;
   bool aliasing = true;
   bool include_io = false;  // see LifetimeOptions
-  double budget_ms = 100.0;
-  long max_steps = 0;  // > 0: search planners stop after this many steps (deterministic)
+  long max_steps = 0;       // search steps per search planner; 0: DefaultSearchSteps
   std::vector<ConcatPlacement> concat_placement;  // LifetimeOptions's (the host executor's)
   bool fused_conv_in_place = false;               // LifetimeOptions's (the host executor's)
 };

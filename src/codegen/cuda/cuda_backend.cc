@@ -27,7 +27,6 @@ using c::Upper;
 
 constexpr int kThreadsPerBlock = 128;
 constexpr size_t kWeightAlignment = 16;  // bytes; float4 / 4-half loads need it
-constexpr long kPlannerSteps = 4000;     // fixed search steps: the same slots on every machine
 
 std::string NodeName(const ir::Graph& g, const ir::Node& n) {
   if (!n.name.empty()) return "node '" + n.name + "'";
@@ -170,7 +169,6 @@ class Generator {
     planner::PlanOptions po;
     po.planner = "coloring";
     po.include_io = true;
-    po.max_steps = kPlannerSteps;
     KILN_ASSIGN_OR_RETURN(plan_, planner::PlanGraph(g_, po));
     AssignSlots();
     if (tc_) PackTensorCoreWeights();
