@@ -147,6 +147,58 @@ TEST_F(CliTest, PlansHaveNoOverlapFromTheBuffersListAlone) {
   ExpectUserError("plan " + models[0] + " --planner magic", "unknown planner 'magic'");
 }
 
+// `kiln plan --target T` reports the plan that target runs: the workspace the generated C
+// declares, and the arena the host executor allocates.
+TEST_F(CliTest, PlanForATargetIsThePlanItEmits) {
+  const std::string node = std::string(KILN_SOURCE_DIR) + "/../shared/conformance/onnx-node/";
+  std::vector<std::string> models = {
+      std::string(KILN_SOURCE_DIR) + "/models/kws_cnn.onnx",
+      std::string(KILN_SOURCE_DIR) + "/models/mlp_field.onnx --shape xyz=16,3"};
+  // Scratch (recurrences, Det), subgraphs (If, Scan), strided convolutions, a zoo model.
+  for (const char* m :
+       {"test_lstm_defaults", "test_gru_with_initial_bias", "test_if", "test_scan9_sum",
+        "test_conv_with_strides_padding", "test_det_2d", "test_einsum_batch_matmul"})
+    if (fs::exists(node + m)) models.push_back(node + m + "/model.onnx");
+  const std::string zoo = std::string(KILN_SOURCE_DIR) + "/../shared/conformance/onnx-light/";
+  if (fs::exists(zoo + "test_squeezenet")) models.push_back(zoo + "test_squeezenet/model.onnx");
+  for (const auto& m : models) {
+    Result c = RunKiln("plan " + m + " --target c --json");
+    ASSERT_EQ(c.code, 0) << m << ": " << c.err;
+    CheckPlanJson(c.out, m + " --target c");
+    auto cj = nlohmann::json::parse(c.out);
+    EXPECT_EQ(cj["target"], "c");
+    EXPECT_GE(cj["workspace_bytes"].get<size_t>(), cj["arena_bytes"].get<size_t>()) << m;
+    fs::remove_all(file("gen"));
+    Result gen = RunKiln("compile " + m + " --target c --name net --out " + file("gen"));
+    ASSERT_EQ(gen.code, 0) << m << ": " << gen.err;
+    auto header = ReadFile(file("gen/net.h"));
+    ASSERT_TRUE(header.ok());
+    const std::string define = "#define KILN_NET_WORKSPACE_SIZE ";
+    size_t at = header->find(define);
+    ASSERT_NE(at, std::string::npos) << m;
+    EXPECT_EQ(std::stoull(header->substr(at + define.size())), cj["workspace_bytes"].get<size_t>())
+        << m;
+
+    Result h = RunKiln("plan " + m + " --target host --json");
+    ASSERT_EQ(h.code, 0) << m << ": " << h.err;
+    CheckPlanJson(h.out, m + " --target host");
+    Result bench = RunKiln("bench " + m + " --iterations 1");
+    ASSERT_EQ(bench.code, 0) << m << ": " << bench.err;
+    EXPECT_EQ(nlohmann::json::parse(h.out)["arena_bytes"],
+              nlohmann::json::parse(bench.out)["arena_bytes"])
+        << m;
+  }
+  Result cu = RunKiln("plan " + models[0] + " --target cuda --json");
+  ASSERT_EQ(cu.code, 0) << cu.err;
+  CheckPlanJson(cu.out, "kws_cnn --target cuda");
+  bool has_input = false;  // the CUDA plan gives inputs and outputs slots too
+  auto cj = nlohmann::json::parse(cu.out);
+  for (const auto& b : cj["buffers"]) has_input = has_input || b["name"] == "mfcc";
+  EXPECT_TRUE(has_input);
+  ExpectUserError("plan " + models[0] + " --target cuda --include-io", "--include-io goes with");
+  ExpectUserError("plan " + models[0] + " --target gpu", "--target");
+}
+
 TEST_F(CliTest, ShippedModelRunsFromOnnxAndFromJson) {
   std::string model = std::string(KILN_SOURCE_DIR) + "/models/kws_cnn.onnx";
   Result a = RunKiln("run " + model + " --output-dir " + file("a"));

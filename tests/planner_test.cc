@@ -66,6 +66,25 @@ TEST(MemoryPlanner, PlansAreValidAndNeverBelowTheBound) {
   }
 }
 
+// Plans depend on the graph alone, never on how fast the machine is: the same buffers give the
+// same offsets every time, and larger graphs get fewer search steps.
+TEST(MemoryPlanner, DefaultPlansAreDeterministic) {
+  for (unsigned seed = 0; seed < 5; ++seed) {
+    auto bufs = Random(150, seed);
+    for (const char* name : {"default", "coloring", "anneal"}) {
+      auto a = PlanMemory(bufs, name), b = PlanMemory(bufs, name);
+      ASSERT_TRUE(a.ok() && b.ok());
+      EXPECT_EQ(a->arena_bytes, b->arena_bytes) << name;
+      EXPECT_EQ(a->planner, b->planner) << name;
+      for (size_t i = 0; i < bufs.size(); ++i)
+        EXPECT_EQ(a->buffers[i].offset, b->buffers[i].offset) << name << " " << i;
+    }
+  }
+  EXPECT_EQ(DefaultSearchSteps(10), 4000);
+  EXPECT_GT(DefaultSearchSteps(100), DefaultSearchSteps(1000));
+  EXPECT_EQ(DefaultSearchSteps(10000), 0);
+}
+
 TEST(MemoryPlanner, VerifyFindsOverlapsAndRespectsAliases) {
   auto bufs = Chain({128, 128, 128});
   bufs[0].offset = 0;

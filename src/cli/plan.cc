@@ -2,20 +2,24 @@
 #include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "codegen/c/c_backend.h"
+#include "codegen/cuda/cuda_backend.h"
 #include "frontend/model_loader.h"
 #include "passes/compress_constants.h"
 #include "passes/infer_shapes.h"
 #include "planner/plan_graph.h"
+#include "runtime/executor.h"
 #include "support/file_io.h"
 
 namespace kiln::cli {
 namespace {
 
 struct PlanCliOptions {
-  std::string model, weights, planner = "default", svg, pipeline;
+  std::string model, weights, planner = "default", svg, pipeline, target;
   std::vector<std::string> dump_ir_after;
   std::vector<std::string> shapes;
   bool json = false, no_reorder = false, no_alias = false, include_io = false;
@@ -118,6 +122,101 @@ void PrintTimeline(const planner::Plan& plan, int positions) {
   }
 }
 
+// A plan as one target runs it: the graph it planned (after its own lowering), the plan and the
+// order, and the bytes its working memory takes in all.
+struct TargetPlan {
+  std::shared_ptr<const ir::Graph> graph;
+  planner::Plan plan;
+  planner::Schedule schedule;
+  size_t workspace_bytes = 0;
+  std::optional<passes::ConstantReport> constants;  // without --target only
+};
+
+// Without --target: the pipeline's plan, as the optimization service observes it.
+Expected<TargetPlan> PipelinePlan(const PlanCliOptions& o, ir::Model model,
+                                  const passes::ShapeOverrides& shapes,
+                                  const passes::Pipeline& pipeline) {
+  KILN_RETURN_IF_ERROR(passes::InferShapes(model, shapes));
+  passes::PipelineOptions pipeline_options;
+  pipeline_options.dump_ir_after = o.dump_ir_after;
+  KILN_RETURN_IF_ERROR(passes::RunPasses(model, pipeline.passes, pipeline_options));
+  TargetPlan tp;
+  tp.constants = passes::CompressConstants(*model.graph);
+  const ir::Graph& g = *model.graph;
+  for (int v : g.RuntimeInputs())
+    if (!g.values[v].type.shape_known())
+      return Error("input '" + g.values[v].name + "' has dynamic dims " +
+                   g.values[v].type.ToString() + "; fix them with --shape");
+  planner::PlanOptions po = PlanOptionsOf(pipeline);
+  po.aliasing = !o.no_alias;
+  po.include_io = o.include_io;
+  KILN_ASSIGN_OR_RETURN(auto gp, planner::PlanGraph(g, po));
+  tp.graph = model.graph;
+  tp.plan = std::move(gp.plan);
+  tp.schedule = std::move(gp.schedule);
+  tp.workspace_bytes = tp.plan.arena_bytes;
+  return tp;
+}
+
+// --target host: the executor's own plan, after its host passes and layout choices.
+Expected<TargetPlan> HostPlan(const PlanCliOptions& o, ir::Model model,
+                              const passes::ShapeOverrides& shapes,
+                              const passes::Pipeline& pipeline) {
+  runtime::ExecutorOptions eo;
+  eo.shapes = shapes;
+  eo.planner = pipeline.planner;
+  eo.reorder = pipeline.reorder;
+  eo.passes = pipeline.passes;
+  eo.planner_steps = pipeline.planner_steps;
+  eo.dump_ir_after = o.dump_ir_after;
+  eo.aliasing = !o.no_alias;
+  KILN_ASSIGN_OR_RETURN(auto ex, runtime::Executor::Create(std::move(model), eo));
+  TargetPlan tp;
+  tp.graph = ex->model().graph;
+  tp.plan = ex->plan();
+  tp.schedule.order = ex->schedule();
+  tp.schedule.peak_bytes = planner::PeakBytes(*tp.graph, tp.schedule.order);
+  std::vector<int> file_order(tp.graph->nodes.size());
+  for (size_t i = 0; i < file_order.size(); ++i) file_order[i] = static_cast<int>(i);
+  tp.schedule.original_peak = planner::PeakBytes(*tp.graph, file_order);
+  tp.workspace_bytes = tp.plan.arena_bytes;
+  return tp;
+}
+
+// --target c and cuda: the backend's own lowering and plan, exactly what it emits.
+Expected<TargetPlan> BackendPlan(const PlanCliOptions& o, ir::Model model,
+                                 const passes::ShapeOverrides& shapes,
+                                 const passes::Pipeline& pipeline) {
+  TargetPlan tp;
+  if (o.target == "c") {
+    codegen::c::CompileOptions co;
+    co.name = "plan";
+    co.shapes = shapes;
+    co.passes = pipeline.passes;
+    co.dump_ir_after = o.dump_ir_after;
+    co.plan = PlanOptionsOf(pipeline);
+    co.plan.aliasing = !o.no_alias;
+    co.plan.include_io = o.include_io;
+    KILN_ASSIGN_OR_RETURN(auto compiled, codegen::c::CompileToC(std::move(model), co));
+    tp.graph = compiled.graph;
+    tp.plan = std::move(compiled.plan.plan);
+    tp.schedule = std::move(compiled.plan.schedule);
+    tp.workspace_bytes = compiled.interface.workspace_size;
+    return tp;
+  }
+  codegen::cuda::CompileOptions cu;
+  cu.name = "plan";
+  cu.shapes = shapes;
+  cu.passes = pipeline.passes;
+  cu.dump_ir_after = o.dump_ir_after;
+  KILN_ASSIGN_OR_RETURN(auto compiled, codegen::cuda::CompileToCuda(std::move(model), cu));
+  tp.graph = compiled.graph;
+  tp.plan = std::move(compiled.plan.plan);
+  tp.schedule = std::move(compiled.plan.schedule);
+  tp.workspace_bytes = tp.plan.arena_bytes;
+  return tp;
+}
+
 int PlanMain(const PlanCliOptions& o) {
   auto model = LoadAnyModel(o.model, o.weights);
   if (!model.ok()) return Fail(model.status());
@@ -126,40 +225,41 @@ int PlanMain(const PlanCliOptions& o) {
   auto pipeline = ResolvePipeline(o.pipeline, o.planner, o.no_reorder);
   if (!pipeline.ok()) return Fail(pipeline.status());
   AddPipelineShapes(*pipeline, &*shapes);
-  Status st = passes::InferShapes(*model, *shapes);
-  passes::PipelineOptions pipeline_options;
-  pipeline_options.dump_ir_after = o.dump_ir_after;
-  if (st.ok()) st = passes::RunPasses(*model, pipeline->passes, pipeline_options);
-  if (!st.ok()) return Fail(st);
-  passes::ConstantReport consts = passes::CompressConstants(*model->graph);
-  const ir::Graph& g = *model->graph;
-  for (int v : g.RuntimeInputs())
-    if (!g.values[v].type.shape_known())
-      return Fail(Error("input '" + g.values[v].name + "' has dynamic dims " +
-                        g.values[v].type.ToString() + "; fix them with --shape"));
-  planner::PlanOptions po = PlanOptionsOf(*pipeline);
-  po.aliasing = !o.no_alias;
-  po.include_io = o.include_io;
-  auto gp = planner::PlanGraph(g, po);
-  if (!gp.ok()) return Fail(gp.status());
-  const planner::Plan& plan = gp->plan;
-  int positions = static_cast<int>(g.nodes.size());
+  if ((o.target == "host" || o.target == "cuda") && o.include_io)
+    return Fail(Error("--include-io goes with --target c or no --target (--target " + o.target +
+                      " plans what it plans)"));
+  if (o.target == "cuda" && o.no_alias)
+    return Fail(Error("--no-alias goes with --target c or host, or no --target"));
+  auto planned = o.target.empty()     ? PipelinePlan(o, std::move(*model), *shapes, *pipeline)
+                 : o.target == "host" ? HostPlan(o, std::move(*model), *shapes, *pipeline)
+                                      : BackendPlan(o, std::move(*model), *shapes, *pipeline);
+  if (!planned.ok()) return Fail(planned.status());
+  const ir::Graph& g = *planned->graph;
+  const planner::Plan& plan = planned->plan;
+  const planner::Schedule& schedule = planned->schedule;
+  const auto& consts = planned->constants;
+  int positions = static_cast<int>(schedule.order.size());
   if (o.json) {
     nlohmann::ordered_json j;
     j["model"] = o.model;
+    j["target"] =
+        o.target.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(o.target);
     j["planner"] = plan.planner;
     j["arena_bytes"] = plan.arena_bytes;
+    j["workspace_bytes"] = planned->workspace_bytes;
     j["lower_bound_bytes"] = plan.lower_bound_bytes;
-    j["peak_bytes_file_order"] = gp->schedule.original_peak;
-    j["peak_bytes_schedule"] = gp->schedule.peak_bytes;
-    j["schedule_exact"] = gp->schedule.exact;
-    j["param_bytes"] = consts.bytes_before;
-    j["param_bytes_compressed"] = consts.bytes_after;
-    j["constants"] = {{"splat", consts.splats},
-                      {"arithmetic", consts.progressions},
-                      {"duplicate", consts.duplicates}};
+    j["peak_bytes_file_order"] = schedule.original_peak;
+    j["peak_bytes_schedule"] = schedule.peak_bytes;
+    j["schedule_exact"] = schedule.exact;
+    if (consts) {
+      j["param_bytes"] = consts->bytes_before;
+      j["param_bytes_compressed"] = consts->bytes_after;
+      j["constants"] = {{"splat", consts->splats},
+                        {"arithmetic", consts->progressions},
+                        {"duplicate", consts->duplicates}};
+    }
     std::vector<std::string> order;
-    for (int n : gp->schedule.order) order.push_back(g.nodes[n].Label(g));
+    for (int n : schedule.order) order.push_back(g.nodes[n].Label(g));
     j["schedule"] = order;
     j["buffers"] = nlohmann::ordered_json::array();
     for (const auto& b : plan.buffers) {
@@ -180,19 +280,24 @@ int PlanMain(const PlanCliOptions& o) {
         plan.planner.c_str(), plan.arena_bytes, plan.lower_bound_bytes,
         plan.lower_bound_bytes ? double(plan.arena_bytes) / plan.lower_bound_bytes : 1.0,
         plan.buffers.size(), positions);
-    std::printf("schedule: live-byte peak %zu (file order %zu)%s\n", gp->schedule.peak_bytes,
-                gp->schedule.original_peak, gp->schedule.exact ? ", exact search" : "");
-    std::printf(
-        "parameters: %zu bytes, %zu after constant compression (%d splat, %d arithmetic, "
-        "%d duplicate)\n",
-        consts.bytes_before, consts.bytes_after, consts.splats, consts.progressions,
-        consts.duplicates);
+    if (!o.target.empty())
+      std::printf("target %s: workspace %zu bytes (the arena%s)\n", o.target.c_str(),
+                  planned->workspace_bytes,
+                  o.target == "c" ? ", then node scratch and subgraph arenas" : "");
+    std::printf("schedule: live-byte peak %zu (file order %zu)%s\n", schedule.peak_bytes,
+                schedule.original_peak, schedule.exact ? ", exact search" : "");
+    if (consts)
+      std::printf(
+          "parameters: %zu bytes, %zu after constant compression (%d splat, %d arithmetic, "
+          "%d duplicate)\n",
+          consts->bytes_before, consts->bytes_after, consts->splats, consts->progressions,
+          consts->duplicates);
     PrintTimeline(plan, positions);
   }
   if (!o.svg.empty()) {
-    st = WriteFile(o.svg, Svg(plan, positions,
-                              o.model + ": " + plan.planner + ", " +
-                                  std::to_string(plan.arena_bytes) + " bytes"));
+    Status st = WriteFile(o.svg, Svg(plan, positions,
+                                     o.model + ": " + plan.planner + ", " +
+                                         std::to_string(plan.arena_bytes) + " bytes"));
     if (!st.ok()) return Fail(st);
   }
   return 0;
@@ -212,6 +317,10 @@ void AddPlanCommand(CLI::App& app, int& rc) {
                 "passes and planner from a pipeline file (kiln tune writes one)");
   c->add_option("--dump-ir-after", o->dump_ir_after,
                 "print the IR to stderr after this pass (all: every pass)");
+  c->add_option("--target", o->target,
+                "the plan that target emits, after its own lowering: host (the executor), c, cuda "
+                "(one sample, inputs and outputs included); without it, the pipeline's plan")
+      ->check(OneOf({"host", "c", "cuda"}));
   c->add_flag("--json", o->json,
               "one JSON object with arena_bytes, lower_bound_bytes, planner, buffers");
   c->add_option("--svg", o->svg, "write a picture of the plan");

@@ -84,6 +84,8 @@ class Generator {
     CompiledC result;
     size_t ws = std::max(AlignUp(workspace_, kWorkspaceAlignment), kWorkspaceAlignment);
     result.interface.workspace_size = ws;
+    result.graph = model_.graph;
+    result.plan = std::move(main_plan_);
     for (int v : feeds) result.interface.inputs.push_back(g.values[v]);
     for (int v : g.outputs) result.interface.outputs.push_back(g.values[v]);
     result.files.push_back({o_.name + ".h", Header(ws)});
@@ -164,6 +166,7 @@ class Generator {
                    const std::vector<std::string>& out_exprs, const std::string& graph_label,
                    std::string* body) {
     KILN_ASSIGN_OR_RETURN(auto gp, planner::PlanGraph(g, o_.plan));
+    if (&g == model_.graph.get()) main_plan_ = gp;
     size_t base = Reserve(gp.plan.arena_bytes);
     // Graph outputs produced by a node of this graph are written in place; the rest are copied.
     std::vector<std::pair<std::string, int>> copies;  // (destination, value)
@@ -634,6 +637,7 @@ typedef struct kiln_model_descriptor {
   std::vector<ParamEntry> params_;
   std::set<std::string> kernels_;
   std::string functions_, offset_defs_, plan_tables_, run_body_;
+  planner::GraphPlan main_plan_;
   size_t workspace_ = 0;
   bool needs_rc_ = false;
 };

@@ -8,6 +8,7 @@
 // one workspace arena (subgraphs and node scratch get regions after the main graph's arena).
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,10 @@ struct CompiledInterface {
 struct CompiledC {
   std::vector<GeneratedFile> files;
   CompiledInterface interface;
+  // The main graph as the backend lowered it, and its memory plan: what `kiln plan --target c`
+  // prints. The workspace is this arena, then each node's scratch and each subgraph's arena.
+  std::shared_ptr<const ir::Graph> graph;
+  planner::GraphPlan plan;
 };
 
 // Fails with a message naming the node or tensor for: an invalid name, an op (or an attribute,

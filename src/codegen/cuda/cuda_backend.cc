@@ -245,6 +245,8 @@ class Generator {
     for (int v : feeds) result.inputs.push_back(g_.values[v]);
     for (int v : g_.outputs) result.outputs.push_back(g_.values[v]);
     result.weight_bytes = weights_.size();
+    result.graph = model_.graph;
+    result.plan = plan_;
     result.files.push_back({o_.name + ".h", Header()});
     result.files.push_back({o_.name + ".cu", Source()});
     return result;

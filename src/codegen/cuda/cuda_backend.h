@@ -59,6 +59,10 @@ struct CompiledCuda {
   std::vector<c::GeneratedFile> files;     // NAME.cu, NAME.h
   std::vector<ir::Value> inputs, outputs;  // per sample (leading dim 1), graph order
   size_t weight_bytes = 0;
+  // The graph as the backend lowered it (one sample) and its plan, inputs and outputs included:
+  // each colour of it is one per-thread slot. What `kiln plan --target cuda` prints.
+  std::shared_ptr<const ir::Graph> graph;
+  planner::GraphPlan plan;
 };
 
 // Fails with a one-line message naming the node or tensor: an op the backend does not support
