@@ -14,6 +14,7 @@
 
 #include "frontend/onnx_import.h"
 #include "ops/common.h"
+#include "ops/op_traits.h"
 #include "runtime/executor.h"
 #include "test_models.h"
 
@@ -495,6 +496,48 @@ TEST(FastKernels, ChannelsLastResizeBetweenConvs) {
                   want, 1e-5, std::string(mode) + " threads " + std::to_string(threads));
       EXPECT_GE(channels_last, 2) << mode << ": the Resize's input and output stay channels-last";
     }
+  }
+}
+
+// Every unary element-wise op of the traits table (ops/op_traits.h) runs channels-last between
+// two convolutions, and in place; the result is the NCHW float64 reference's. A Sigmoid first
+// keeps the op's argument in (0, 1), inside every op's domain but Acosh's (NaN in both runs).
+TEST(FastKernels, UnaryElementwiseOpsRunChannelsLastBetweenConvs) {
+  for (const std::string& op : ops::OpsWithTrait(ops::kUnaryElementwise)) {
+    if (op.find(':') != std::string::npos) continue;  // other domains: not ONNX's
+    auto build = [&](onnx::TensorProto::DataType type) {
+      onnx::ModelProto m = testing::EmptyModel("conv_op_conv");
+      m.mutable_opset_import(0)->set_version(24);
+      auto* g = m.mutable_graph();
+      *g->add_input() = Info("x", type, {1, 8, 6, 7});
+      *g->add_output() = Info("y", type, {1, 8, 6, 7});
+      std::mt19937 rng(5);
+      FillTensor(g->add_initializer(), "w1", type, {16, 8, 3, 3}, Random(16 * 8 * 9, rng, 0.3));
+      FillTensor(g->add_initializer(), "w2", type, {8, 16, 1, 1}, Random(8 * 16, rng, 0.3));
+      testing::SetAttr(testing::AddNamedNode(g, "Conv", {"x", "w1"}, "a"), "pads",
+                       std::vector<int64_t>{1, 1, 1, 1});
+      testing::AddNamedNode(g, "Sigmoid", {"a"}, "b");
+      testing::AddNamedNode(g, op, {"b"}, "c");
+      testing::AddNamedNode(g, "Conv", {"c", "w2"}, "y");
+      return m;
+    };
+    std::mt19937 rng(9);
+    const std::vector<double> xv = Random(8 * 6 * 7, rng, 2.0);
+    const auto want =
+        RunModel(build(onnx::TensorProto::DOUBLE), InputOf(DType::kFloat64, {1, 8, 6, 7}, xv), 1);
+    int channels_last = 0;
+    const auto got = RunModel(build(onnx::TensorProto::FLOAT),
+                              InputOf(DType::kFloat32, {1, 8, 6, 7}, xv), 2, &channels_last);
+    ASSERT_EQ(got.size(), 1u) << op;
+    ASSERT_EQ(got[0].size(), want[0].size()) << op;
+    for (size_t i = 0; i < got[0].size(); ++i) {
+      if (std::isnan(want[0][i])) {
+        EXPECT_TRUE(std::isnan(got[0][i])) << op << " at " << i;
+        continue;
+      }
+      EXPECT_NEAR(got[0][i], want[0][i], 2e-5 * (1 + std::fabs(want[0][i]))) << op << " at " << i;
+    }
+    EXPECT_GE(channels_last, 3) << op << ": its input and output stay channels-last";
   }
 }
 

@@ -168,6 +168,17 @@ planner::PlanOptions PlanOptionsOf(const passes::Pipeline& p) {
   return po;
 }
 
+runtime::ExecutorOptions ExecutorOptionsOf(const passes::Pipeline& p,
+                                           const passes::ShapeOverrides& shapes) {
+  runtime::ExecutorOptions eo;
+  eo.shapes = shapes;
+  eo.planner = p.planner;
+  eo.reorder = p.reorder;
+  eo.passes = p.passes;
+  eo.planner_steps = p.planner_steps;
+  return eo;
+}
+
 namespace {
 
 std::string Quoted(const std::string& s) { return "'" + s + "'"; }

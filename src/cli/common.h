@@ -11,6 +11,7 @@
 #include "passes/infer_shapes.h"
 #include "passes/pipeline.h"
 #include "planner/plan_graph.h"
+#include "runtime/executor.h"
 #include "support/status.h"
 
 namespace kiln::codegen::c {
@@ -51,6 +52,9 @@ Expected<passes::Pipeline> ResolvePipeline(const std::string& file, const std::s
 void AddPipelineShapes(const passes::Pipeline& p, passes::ShapeOverrides* shapes);
 // PlanOptions with a pipeline's planner choice.
 planner::PlanOptions PlanOptionsOf(const passes::Pipeline& p);
+// ExecutorOptions with a pipeline's passes and planner choice, and the input dims.
+runtime::ExecutorOptions ExecutorOptionsOf(const passes::Pipeline& p,
+                                           const passes::ShapeOverrides& shapes);
 // A node's FLOPs: a multiply-add counts as two (Conv, FusedConv, ConvTranspose, MatMul, Gemm and
 // their integer forms), any other op as one per output element. *known becomes false when the
 // output shape (or a weight's) is not known.

@@ -162,12 +162,7 @@ Expected<TargetPlan> PipelinePlan(const PlanCliOptions& o, ir::Model model,
 Expected<TargetPlan> HostPlan(const PlanCliOptions& o, ir::Model model,
                               const passes::ShapeOverrides& shapes,
                               const passes::Pipeline& pipeline) {
-  runtime::ExecutorOptions eo;
-  eo.shapes = shapes;
-  eo.planner = pipeline.planner;
-  eo.reorder = pipeline.reorder;
-  eo.passes = pipeline.passes;
-  eo.planner_steps = pipeline.planner_steps;
+  runtime::ExecutorOptions eo = ExecutorOptionsOf(pipeline, shapes);
   eo.dump_ir_after = o.dump_ir_after;
   eo.aliasing = !o.no_alias;
   KILN_ASSIGN_OR_RETURN(auto ex, runtime::Executor::Create(std::move(model), eo));
@@ -183,11 +178,21 @@ Expected<TargetPlan> HostPlan(const PlanCliOptions& o, ir::Model model,
   return tp;
 }
 
+// What a backend planned: its CompiledC or CompiledCuda.
+template <class Compiled>
+TargetPlan FromBackend(Compiled& compiled, size_t workspace_bytes) {
+  TargetPlan tp;
+  tp.graph = compiled.graph;
+  tp.plan = std::move(compiled.plan.plan);
+  tp.schedule = std::move(compiled.plan.schedule);
+  tp.workspace_bytes = workspace_bytes;
+  return tp;
+}
+
 // --target c and cuda: the backend's own lowering and plan, exactly what it emits.
 Expected<TargetPlan> BackendPlan(const PlanCliOptions& o, ir::Model model,
                                  const passes::ShapeOverrides& shapes,
                                  const passes::Pipeline& pipeline) {
-  TargetPlan tp;
   if (o.target == "c") {
     codegen::c::CompileOptions co;
     co.name = "plan";
@@ -198,11 +203,7 @@ Expected<TargetPlan> BackendPlan(const PlanCliOptions& o, ir::Model model,
     co.plan.aliasing = !o.no_alias;
     co.plan.include_io = o.include_io;
     KILN_ASSIGN_OR_RETURN(auto compiled, codegen::c::CompileToC(std::move(model), co));
-    tp.graph = compiled.graph;
-    tp.plan = std::move(compiled.plan.plan);
-    tp.schedule = std::move(compiled.plan.schedule);
-    tp.workspace_bytes = compiled.interface.workspace_size;
-    return tp;
+    return FromBackend(compiled, compiled.interface.workspace_size);
   }
   codegen::cuda::CompileOptions cu;
   cu.name = "plan";
@@ -210,11 +211,7 @@ Expected<TargetPlan> BackendPlan(const PlanCliOptions& o, ir::Model model,
   cu.passes = pipeline.passes;
   cu.dump_ir_after = o.dump_ir_after;
   KILN_ASSIGN_OR_RETURN(auto compiled, codegen::cuda::CompileToCuda(std::move(model), cu));
-  tp.graph = compiled.graph;
-  tp.plan = std::move(compiled.plan.plan);
-  tp.schedule = std::move(compiled.plan.schedule);
-  tp.workspace_bytes = tp.plan.arena_bytes;
-  return tp;
+  return FromBackend(compiled, compiled.plan.plan.arena_bytes);
 }
 
 int PlanMain(const PlanCliOptions& o) {

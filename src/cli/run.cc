@@ -109,14 +109,9 @@ Status Prepare(const ModelOptions& o, Prepared* p) {
   KILN_ASSIGN_OR_RETURN(passes::Pipeline pipeline,
                         ResolvePipeline(o.pipeline, o.planner, o.no_reorder));
   AddPipelineShapes(pipeline, &shapes);
-  runtime::ExecutorOptions eo;
+  runtime::ExecutorOptions eo = ExecutorOptionsOf(pipeline, shapes);
   eo.threads = o.threads;
-  eo.shapes = shapes;
-  eo.planner = pipeline.planner;
-  eo.reorder = pipeline.reorder;
-  eo.passes = pipeline.passes;
   eo.dump_ir_after = o.dump_ir_after;
-  eo.planner_steps = pipeline.planner_steps;
   eo.aliasing = !o.no_alias;
   eo.poison = o.poison;
   eo.profile = o.profile;

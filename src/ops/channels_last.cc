@@ -9,6 +9,7 @@
 #include "ops/conv_geometry.h"
 #include "ops/cpu_isa.h"
 #include "ops/op.h"
+#include "ops/op_traits.h"
 #include "ops/pool_kernels.h"
 #include "ops/resize_plan.h"
 #include "ops/scratch.h"
@@ -81,17 +82,13 @@ int ChannelScaleInput(const ir::Node& node, const ir::Graph& g) {
 }
 
 // Element-wise ops whose kernels do not care about the layout when every data input has the
-// output's dims: the unary ones (their input 0; Clip's bounds are scalars) and the same-shape
-// binary / variadic ones (every input).
-bool IsUnaryElementwise(const std::string& op) {
-  static const std::set<std::string> kOps = {"Relu",        "LeakyRelu", "Clip", "Sigmoid", "Tanh",
-                                             "HardSigmoid", "HardSwish", "Elu",  "Neg",     "Abs",
-                                             "Swish",       "Softplus",  "Mish"};
-  return kOps.count(op) > 0;
+// output's dims (ops/op_traits.h): the unary ones (their input 0; Clip's bounds are scalars) and
+// the binary / variadic ones (every input).
+bool IsUnaryElementwise(const ir::Node& node) {
+  return HasTrait(node.domain, node.op_type, kUnaryElementwise);
 }
-bool IsSameShapeElementwise(const std::string& op) {
-  return op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Sum" || op == "Max" ||
-         op == "Min";
+bool IsSameShapeElementwise(const ir::Node& node) {
+  return (OpTraits(node.domain, node.op_type) & (kBinaryElementwise | kVariadicElementwise)) != 0;
 }
 
 // A single-element input of a binary or variadic element-wise node (the 3 and 6 of a
@@ -145,12 +142,12 @@ bool CanRunChannelsLast(const ir::Node& node, const ir::Graph& g, int input) {
     const int big = ChannelScaleInput(node, g);
     return input == big || input == kChannelsLastOutput;
   }
-  if (onnx && (IsUnaryElementwise(node.op_type) || node.op_type == "BatchNormalization")) {
+  if (onnx && (IsUnaryElementwise(node) || node.op_type == "BatchNormalization")) {
     const bool fits = node.op_type == "BatchNormalization" ? BatchNormFits(node, g)
                                                            : ElementwiseFits(node, g, true);
     return fits && (input == 0 || input == kChannelsLastOutput);
   }
-  if (onnx && IsSameShapeElementwise(node.op_type))
+  if (onnx && IsSameShapeElementwise(node))
     return ElementwiseFits(node, g, false) && input < static_cast<int>(node.inputs.size());
   if (onnx && (node.op_type == "Resize" || node.op_type == "Upsample"))
     return (input == 0 || input == kChannelsLastOutput) && ResizeCanRunChannelsLast(node, g);
@@ -182,8 +179,8 @@ bool ChannelsLastLinked(const ir::Node& node, const ir::Graph& g, int input) {
     return input == 0;
   if (node.op_type == "Mul" && ChannelScaleInput(node, g) >= 0)
     return input == ChannelScaleInput(node, g);
-  if (IsUnaryElementwise(node.op_type) || node.op_type == "BatchNormalization") return input == 0;
-  if (IsSameShapeElementwise(node.op_type))
+  if (IsUnaryElementwise(node) || node.op_type == "BatchNormalization") return input == 0;
+  if (IsSameShapeElementwise(node))
     return input >= 0 && input < static_cast<int>(node.inputs.size()) && node.inputs[input] >= 0 &&
            g.values[node.inputs[input]].type.dims == g.values[node.outputs[0]].type.dims;
   return false;

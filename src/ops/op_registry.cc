@@ -1,6 +1,7 @@
 #include <set>
 
 #include "ops/op.h"
+#include "ops/op_traits.h"
 
 namespace kiln::ops {
 
@@ -49,37 +50,12 @@ void OpRegistry::Register(const std::string& op_type, InferFn infer, ComputeFn c
   auto key = std::make_pair(domain, op_type);
   KILN_CHECK(ops_.count(key) == 0, "op registered twice: " + op_type);
   ops_[key] = OpSchema{domain, op_type, std::move(infer), std::move(compute)};
-  // The hot ops whose kernels (every path) write each output element: no clearing pass before
-  // them (a wrong entry shows in the poison conformance runs: unwritten bytes keep the poison).
-  static const std::set<std::pair<std::string, std::string>> kWholeOutputs = {
-      {"", "Conv"},
-      {"com.microsoft", "FusedConv"},
-      {"", "MaxPool"},
-      {"", "AveragePool"},
-      {"", "GlobalAveragePool"},
-      {"", "MatMul"},
-      {"", "Gemm"},
-      {"", "Relu"},
-      {"", "Clip"},
-      {"", "Sigmoid"},
-      {"", "LeakyRelu"},
-      {"", "Add"},
-      {"", "Mul"},
-      {"", "Concat"},
-      {"", "Softmax"},
-      {"", "LayerNormalization"},
-      {"", "QuantizeLinear"},
-      {"", "DequantizeLinear"},
-      {"", "DynamicQuantizeLinear"},
-      {"", "MatMulInteger"},
-      {"", "QLinearMatMul"},
-      {"", "ConvInteger"},
-      {"", "QLinearConv"},
-      {"", "PRelu"},
-      {"", "Transpose"}};
-  ops_[key].writes_whole_outputs = kWholeOutputs.count(key) > 0;
+  // The hot ops whose kernels (every path) write each output element (ops/op_traits.cc): no
+  // clearing pass before them.
+  const bool whole = HasTrait(domain, op_type, kWritesWholeOutputs);
+  ops_[key].writes_whole_outputs = whole;
   // Their shape rules read no input values either (Clip's bounds are scalars whatever they hold).
-  ops_[key].infer_from_types_only = kWholeOutputs.count(key) > 0;
+  ops_[key].infer_from_types_only = whole;
 }
 
 void OpRegistry::MarkWritesWholeOutputs(const std::string& op_type, bool types_only,

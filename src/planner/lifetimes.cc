@@ -4,26 +4,14 @@
 #include <set>
 #include <string>
 
+#include "ops/op_traits.h"
+
 namespace kiln::planner {
 namespace {
 
 bool IsViewOp(const std::string& op) {
   return op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze" ||
          op == "Identity";
-}
-
-// Ops whose kernels read element i of each same-shaped input before writing element i of the
-// output, so the output may take an input's bytes.
-bool IsInPlaceOp(const std::string& op) {
-  static const std::set<std::string> kOps = {
-      "Relu",      "LeakyRelu", "Sigmoid",         "Tanh",  "Elu",  "Selu",  "Celu", "HardSigmoid",
-      "HardSwish", "Softplus",  "Softsign",        "Mish",  "Gelu", "Abs",   "Neg",  "Exp",
-      "Log",       "Sqrt",      "Reciprocal",      "Floor", "Ceil", "Round", "Sin",  "Cos",
-      "Erf",       "Sign",      "ThresholdedRelu", "Swish", "Add",  "Sub",   "Mul",  "Div",
-      "PRelu",     "Clip"};
-  // Not the variadic Sum/Max/Min/Mean: their kernels copy the first operand into the output
-  // before reading the others.
-  return kOps.count(op) > 0;
 }
 
 size_t Bytes(const ir::TypeInfo& t) {
@@ -245,7 +233,7 @@ BufferSet BuildBuffers(const ir::Graph& g, const std::vector<int>& order,
     }
     const bool fused_conv = options.fused_conv_in_place && n.op_type == "FusedConv" &&
                             n.domain == "com.microsoft" && n.inputs.size() > 3;
-    if ((IsInPlaceOp(n.op_type) || fused_conv) && n.outputs.size() == 1) {
+    if ((ops::RunsInPlace(n.domain, n.op_type) || fused_conv) && n.outputs.size() == 1) {
       int out = buf(n.outputs[0]);
       if (out < 0 || bufs[out].alias_of >= 0 || aliased_by[out] > 0) continue;
       const ir::TypeInfo& ot = g.values[n.outputs[0]].type;

@@ -26,7 +26,7 @@ struct ExecutorOptions {
   bool poison = false;              // debug: fill dead arena bytes with 0xA5 before every node
   std::vector<std::string> passes;  // run after shape inference (passes/pipeline.h)
   std::vector<std::string> dump_ir_after;  // print the IR to stderr after these passes ("all")
-  long planner_steps = 0;  // the planner's search steps (PlanOptions::max_steps)
+  long planner_steps = 0;                  // the planner's search steps (PlanOptions::max_steps)
   // First, fuse-qdq (a QDQ model's Conv and MatMul on int8 arithmetic); last, what makes the
   // host fastest (ONNX Runtime's session-time rewrites): fold-constants
   // whatever the results' size, fold-batchnorm, fuse-channel-shuffle (one node the executor

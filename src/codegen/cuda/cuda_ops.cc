@@ -8,6 +8,7 @@
 #include "codegen/c/emit_util.h"
 #include "codegen/c/node_emitter.h"
 #include "codegen/cuda/cuda_emit.h"
+#include "ops/op_traits.h"
 
 namespace kiln::codegen::cuda {
 
@@ -800,12 +801,7 @@ Status EmitReduce(EmitContext& ctx, const std::string& op) {
 const std::map<std::string, EmitFn>& Emitters() {
   static const auto* m = [] {
     auto* r = new std::map<std::string, EmitFn>;
-    for (const char* op :
-         {"Relu", "Sigmoid",     "Tanh",      "LeakyRelu",  "Softplus", "Gelu", "Erf",
-          "Exp",  "Log",         "Sqrt",      "Sin",        "Cos",      "Neg",  "Abs",
-          "Elu",  "HardSigmoid", "HardSwish", "Reciprocal", "Softsign", "Mish", "Swish",
-          "Selu", "Celu",        "Floor",     "Ceil",       "Tan",      "Atan"})
-      (*r)[op] = EmitUnary;
+    for (const std::string& op : ops::OpsWithTrait(ops::kCudaUnary)) (*r)[op] = EmitUnary;
     for (const char* op : {"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze"})
       (*r)[op] = EmitCopy;
     const std::map<std::string, std::string> binary = {

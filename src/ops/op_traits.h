@@ -1,0 +1,40 @@
+// What the planner, the layout choice, the executor and the backends need to know about an op
+// beyond its shape rule, declared once per op in op_traits.cc. Depends on nothing but strings, so
+// the planner reads it without linking the kernels.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace kiln::ops {
+
+enum OpTrait : unsigned {
+  // y[i] = f(x[i]) over input 0 (other inputs, if any, are scalars such as Clip's bounds): the
+  // kernel runs on any layout, and in place (it reads element i before writing element i).
+  kUnaryElementwise = 1u << 0,
+  // y = f(a, b) element by element with broadcasting: in place over an operand of y's dims, and
+  // on any layout when every operand has y's dims or one element.
+  kBinaryElementwise = 1u << 1,
+  // Sum / Max / Min / Mean: any layout as the binary ones, never in place (the kernel copies its
+  // first operand into the output before reading the others).
+  kVariadicElementwise = 1u << 2,
+  // Every path of the kernel writes every element of every output, so the executor need not
+  // clear them first; its shape rule reads no input values.
+  kWritesWholeOutputs = 1u << 3,
+  // --target cuda emits it as a device expression: the C backend's (codegen/c UnaryExpr).
+  kCudaUnary = 1u << 4,
+};
+
+// The traits of (domain, op_type); "" and "ai.onnx" are the same domain. 0 for unknown ops.
+unsigned OpTraits(const std::string& domain, const std::string& op_type);
+inline bool HasTrait(const std::string& domain, const std::string& op_type, OpTrait t) {
+  return (OpTraits(domain, op_type) & t) != 0;
+}
+// The output may take the bytes of an input with its dims and type that dies at this node.
+inline bool RunsInPlace(const std::string& domain, const std::string& op_type) {
+  return (OpTraits(domain, op_type) & (kUnaryElementwise | kBinaryElementwise)) != 0;
+}
+// Every op with trait t, "domain:op" outside the default domain; for backends building tables.
+std::vector<std::string> OpsWithTrait(OpTrait t);
+
+}  // namespace kiln::ops
