@@ -14,10 +14,12 @@
 #include <filesystem>
 #include <iostream>
 #include <random>
+#include <set>
 
 #include "frontend/onnx_import.h"
 #include "passes/fold_constants.h"
 #include "passes/infer_shapes.h"
+#include "passes/lower.h"
 #include "passes/pipeline.h"
 #include "runtime/executor.h"
 #include "test_models.h"
@@ -287,6 +289,29 @@ TEST(PassRegistry, ListsThePassesInOrder) {
                                    "fuse-qdq",
                                    "fuse-layernorm"};
   EXPECT_EQ(names, want);
+}
+
+// Lower's host fusions are registered passes, each once, and a host lowering of a Conv + Relu
+// leaves one FusedConv while the C target's keeps both nodes.
+TEST(Lower, HostFusionsAreRegisteredAndOnlyTheHostRunsThem) {
+  std::set<std::string> seen;
+  for (const auto& name : passes::HostFusions()) {
+    EXPECT_NE(passes::FindPass(name), nullptr) << name;
+    EXPECT_TRUE(seen.insert(name).second) << name;
+  }
+  Builder b;
+  b.In("x", {1, 3, 8, 8});
+  InitFloats(b.g, "w", {4, 3, 3, 3}, Ramp(108, 0.1f, 0.05f));
+  AddNode(b.g, "Conv", {"x", "w"}, {"c"}, "conv");
+  AddNode(b.g, "Relu", {"c"}, {"y"}, "relu");
+  b.Out("y");
+  for (passes::Target t : {passes::Target::kHost, passes::Target::kC}) {
+    ir::Model m = Load(b.m);
+    passes::LowerOptions o;
+    o.target = t;
+    ASSERT_TRUE(passes::Lower(m, o).ok());
+    EXPECT_EQ(m.graph->nodes.size(), t == passes::Target::kHost ? 1u : 2u);
+  }
 }
 
 // ---- eliminate-dead-nodes ------------------------------------------------------------------

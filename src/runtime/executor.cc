@@ -7,8 +7,7 @@
 #include "ops/channels_last.h"
 #include "ops/op.h"
 #include "passes/compress_constants.h"
-#include "passes/fold_constants.h"
-#include "passes/pipeline.h"
+#include "passes/lower.h"
 #include "planner/plan_graph.h"
 
 namespace kiln::runtime {
@@ -473,24 +472,13 @@ Expected<std::unique_ptr<Executor>> Executor::Create(ir::Model model, ExecutorOp
   model = {};
   e->options_ = std::move(options);
   if (e->options_.threads < 1) return Error("--threads must be at least 1");
-  KILN_RETURN_IF_ERROR(passes::InferShapes(e->model_, e->options_.shapes));
-  passes::PipelineOptions po;
-  po.dump_ir_after = e->options_.dump_ir_after;
-  // Before the pipeline's fold-constants turns the int8 weights of a QDQ model into float.
-  if (e->options_.host_passes) KILN_RETURN_IF_ERROR(passes::RunPasses(e->model_, {"fuse-qdq"}, po));
-  KILN_RETURN_IF_ERROR(passes::RunPasses(e->model_, e->options_.passes, po));
-  if (e->options_.host_passes) {
-    // Everything computable from constants alone, once, whatever its size (the pipeline's
-    // fold-constants keeps to small results, for generated code): weights an exporter wrote
-    // as ConstantOfShape or Expand would otherwise be rebuilt on every run.
-    KILN_RETURN_IF_ERROR(passes::FoldConstants(e->model_, size_t{1} << 30));
-    KILN_RETURN_IF_ERROR(
-        passes::RunPasses(e->model_,
-                          {"fuse-layernorm", "fuse-groupnorm", "fold-batchnorm",
-                           "fuse-channel-shuffle", "fuse-gelu", "fuse-hardswish", "fuse-swish",
-                           "fuse-transpose-matmul", "fuse-matmul-add", "fuse-conv-activation"},
-                          po));
-  }
+  passes::LowerOptions lo;
+  lo.target = passes::Target::kHost;
+  lo.shapes = e->options_.shapes;
+  lo.passes = e->options_.passes;
+  lo.dump_ir_after = e->options_.dump_ir_after;
+  lo.host_passes = e->options_.host_passes;
+  KILN_RETURN_IF_ERROR(passes::Lower(e->model_, lo));
   passes::CompressConstants(*e->model_.graph);  // identical constants share one storage
   e->impl_ = std::make_unique<Impl>();
   e->impl_->self = e.get();

@@ -8,8 +8,7 @@
 #include "codegen/c/c_names.h"
 #include "codegen/c/kernel_library.h"
 #include "codegen/c/node_emitter.h"
-#include "passes/fold_constants.h"
-#include "passes/pipeline.h"
+#include "passes/lower.h"
 
 namespace kiln::codegen::c {
 namespace {
@@ -650,12 +649,12 @@ Expected<CompiledC> CompileToC(ir::Model model, const CompileOptions& options) {
                  "': the model name must be a C identifier (letters, digits, '_', starting with a "
                  "letter, at most 40 characters, not starting with 'kiln', not 'model' and not a C "
                  "keyword)");
-  KILN_RETURN_IF_ERROR(passes::InferShapes(model, options.shapes));
-  passes::PipelineOptions po;
-  po.dump_ir_after = options.dump_ir_after;
-  KILN_RETURN_IF_ERROR(passes::RunPasses(model, options.passes, po));
-  // Folding is also a lowering step here: generated C cannot evaluate Shape & co at run time.
-  KILN_RETURN_IF_ERROR(passes::FoldConstants(model));
+  passes::LowerOptions lo;
+  lo.target = passes::Target::kC;
+  lo.shapes = options.shapes;
+  lo.passes = options.passes;
+  lo.dump_ir_after = options.dump_ir_after;
+  KILN_RETURN_IF_ERROR(passes::Lower(model, lo));
   std::map<std::string, std::vector<std::string>> unsupported;
   CollectUnsupported(*model.graph, &unsupported);
   if (!unsupported.empty()) {

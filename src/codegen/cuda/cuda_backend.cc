@@ -14,8 +14,7 @@
 #include "codegen/cuda/cuda_tensor_core.h"
 #include "ir/half.h"
 #include "passes/compress_constants.h"
-#include "passes/fold_constants.h"
-#include "passes/pipeline.h"
+#include "passes/lower.h"
 #include "planner/plan_graph.h"
 
 namespace kiln::codegen::cuda {
@@ -935,11 +934,15 @@ Expected<CompiledCuda> CompileToCuda(ir::Model model, const CompileOptions& opti
       val.type.symbols.clear();
     }
   }
-  KILN_RETURN_IF_ERROR(passes::InferShapes(model, shapes));
+  passes::LowerOptions lo;
+  lo.target = passes::Target::kCuda;
+  lo.shapes = shapes;
+  lo.passes = options.passes;
+  lo.dump_ir_after = options.dump_ir_after;
   // Before the passes: for one sample, some of these become identities and vanish.
   // Only values computed from the inputs carry samples (a Reshape of a weight is fine).
-  {
-    const ir::Graph& g = *model.graph;
+  lo.after_shapes = [](const ir::Model& m) -> Status {
+    const ir::Graph& g = *m.graph;
     std::vector<bool> per_sample(g.values.size(), false);
     for (int v : g.RuntimeInputs()) per_sample[v] = true;
     for (const auto& n : g.nodes) {
@@ -952,11 +955,9 @@ Expected<CompiledCuda> CompileToCuda(ir::Model model, const CompileOptions& opti
       if (any && n.inputs[0] >= 0 && per_sample[n.inputs[0]])
         KILN_RETURN_IF_ERROR(CheckKeepsBatch(g, n));
     }
-  }
-  passes::PipelineOptions po;
-  po.dump_ir_after = options.dump_ir_after;
-  KILN_RETURN_IF_ERROR(passes::RunPasses(model, options.passes, po));
-  KILN_RETURN_IF_ERROR(passes::FoldConstants(model));
+    return OkStatus();
+  };
+  KILN_RETURN_IF_ERROR(passes::Lower(model, lo));
   const ir::Graph& g = *model.graph;
   for (const auto& n : g.nodes)
     if (!FindEmitter(n.domain, n.op_type))
