@@ -23,6 +23,10 @@ enum OpTrait : unsigned {
   kWritesWholeOutputs = 1u << 3,
   // --target cuda emits it as a device expression: the C backend's (codegen/c UnaryExpr).
   kCudaUnary = 1u << 4,
+  // The rows of axis 0 are independent whatever the attributes, so a batch may run in tiles
+  // (runtime/batch_tiling.h); shape checks catch a node that moves or reduces axis 0. Every
+  // element-wise op has it too.
+  kRowwise = 1u << 5,
 };
 
 // The traits of (domain, op_type); "" and "ai.onnx" are the same domain. 0 for unknown ops.
@@ -33,6 +37,11 @@ inline bool HasTrait(const std::string& domain, const std::string& op_type, OpTr
 // The output may take the bytes of an input with its dims and type that dies at this node.
 inline bool RunsInPlace(const std::string& domain, const std::string& op_type) {
   return (OpTraits(domain, op_type) & (kUnaryElementwise | kBinaryElementwise)) != 0;
+}
+// Rows of axis 0 pass through independently (kRowwise, or element-wise).
+inline bool IsRowwise(const std::string& domain, const std::string& op_type) {
+  return (OpTraits(domain, op_type) &
+          (kRowwise | kUnaryElementwise | kBinaryElementwise | kVariadicElementwise)) != 0;
 }
 // Every op with trait t, "domain:op" outside the default domain; for backends building tables.
 std::vector<std::string> OpsWithTrait(OpTrait t);

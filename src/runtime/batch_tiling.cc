@@ -4,39 +4,11 @@
 #include <cstring>
 #include <set>
 
+#include "ops/op_traits.h"
 #include "passes/infer_shapes.h"
 
 namespace kiln::runtime {
 namespace {
-
-// Ops that treat the rows of axis 0 independently whatever their attributes (the shape checks
-// catch those that move or reduce axis 0): element-wise maps, GEMMs on rows, convolution and
-// pooling over N, shape ops.
-const std::set<std::string>& RowwiseOps() {
-  static const std::set<std::string> ops = {
-      // element-wise
-      "Abs", "Acos", "Acosh", "Add", "And", "Asin", "Asinh", "Atan", "Atanh", "BitShift",
-      "BitwiseAnd", "BitwiseNot", "BitwiseOr", "BitwiseXor", "Cast", "CastLike", "Ceil", "Celu",
-      "Clip", "Cos", "Cosh", "Div", "Dropout", "Elu", "Equal", "Erf", "Exp", "Expand", "Floor",
-      "Gelu", "Greater", "GreaterOrEqual", "HardSigmoid", "HardSwish", "Identity", "IsInf", "IsNaN",
-      "LeakyRelu", "Less", "LessOrEqual", "Log", "Max", "Mean", "Min", "Mish", "Mod", "Mul", "Neg",
-      "Not", "Or", "PRelu", "Pow", "Reciprocal", "Relu", "Round", "Selu", "Shrink", "Sigmoid",
-      "Sign", "Sin", "Sinh", "Softplus", "Softsign", "Sqrt", "Sub", "Sum", "Swish", "Tan", "Tanh",
-      "ThresholdedRelu", "Where", "Xor", "QuantizeLinear", "DequantizeLinear",
-      // shape ops (a change of axis 0 shows in the shapes)
-      "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Concat", "Split", "Slice", "Pad",
-      "Tile", "DepthToSpace", "SpaceToDepth", "Resize", "Upsample", "OneHot",
-      // rows through GEMMs, images through convolutions and pooling
-      "MatMul", "Gemm", "MatMulInteger", "QLinearMatMul", "Conv", "ConvTranspose", "ConvInteger",
-      "QLinearConv", "MaxPool", "AveragePool", "LpPool", "GlobalAveragePool", "GlobalMaxPool",
-      "GlobalLpPool", "GridSample", "InstanceNormalization", "GroupNormalization", "LRN",
-      // reductions and selections (over axis 0 they lose the batch, which the shapes show)
-      "ReduceMax", "ReduceMin", "ReduceMean", "ReduceSum", "ReduceProd", "ReduceL1", "ReduceL2",
-      "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare", "ArgMax", "ArgMin", "TopK",
-      // what kiln's own passes write
-      "FusedConv", "ChannelShuffle", "FastGelu", "BiasGelu", "QuickGelu"};
-  return ops;
-}
 
 int64_t NormalizedAxis(int64_t axis, size_t rank) {
   return axis < 0 ? axis + static_cast<int64_t>(rank) : axis;
@@ -85,7 +57,7 @@ std::string RowMixing(const ir::Node& n, const ir::Graph& g, int64_t opset,
   if (op == "ReverseSequence")
     return n.attr_int("batch_axis", 1) == 0 ? "" : "ReverseSequence runs along axis 0";
   if (op == "Trilu") return rank >= 3 ? "" : "Trilu's mask depends on the row";
-  if (RowwiseOps().count(op)) return "";
+  if (ops::IsRowwise(n.domain, op)) return "";  // ops/op_traits.cc
   return op + " is not known to treat rows independently";
 }
 
