@@ -9,6 +9,8 @@
 #include <sstream>
 
 #include "cli_fixture.h"
+#include "codegen/c/emit_util.h"
+#include "formula_ops_model.h"
 #include "frontend/npy.h"
 #include "test_models.h"
 
@@ -200,6 +202,39 @@ TEST_F(CBackendTest, ConvWithWrittenOutHardSwish) {
   Result r = RunKiln("test-onnx --backend c --pipeline " + file("hs.json") + " " + file("hs.onnx"));
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("1 passed"), std::string::npos) << r.out;
+}
+
+// Every op of ops/unary_ops.h, on float32 and float64, default and other attribute values: the
+// generated C computes what the host does from the one formula.
+TEST_F(CBackendTest, EveryFormulaOpMatchesTheHost) {
+  Write("formulas32.onnx", testing::FormulaOpsModel(3, 64, /*float64=*/false).SerializeAsString());
+  Write("formulas64.onnx", testing::FormulaOpsModel(3, 64, /*float64=*/true).SerializeAsString());
+  Result r =
+      RunKiln("test-onnx --backend c " + file("formulas32.onnx") + " " + file("formulas64.onnx"));
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("2 passed"), std::string::npos) << r.out;
+}
+
+// A formula prints as C in the compute type: math functions by type, literals of the type,
+// multiplications and divisions by one left out.
+TEST(FormulaC, PrintsTheFormulaInTheComputeType) {
+  using ops::SymExpr;
+  const SymExpr x = SymExpr::Var("x");
+  EXPECT_EQ(codegen::c::FormulaC(ops::unary::Celu()(x), DType::kFloat32),
+            "(x > 0.0f ? x : expm1f(x))");
+  EXPECT_EQ(codegen::c::FormulaC(ops::unary::Celu()(x), DType::kFloat64),
+            "(x > 0.0 ? x : expm1(x))");
+  EXPECT_EQ(codegen::c::FormulaC(ops::unary::Swish()(x), DType::kFloat32),
+            "(x * (x >= 0.0f ? 1.0f / (1.0f + expf(-fabsf(x))) : expf(-fabsf(x)) / (1.0f + "
+            "expf(-fabsf(x)))))");
+  // Parentheses only where precedence and order ask for them.
+  EXPECT_EQ(codegen::c::FormulaC(-(-x), DType::kFloat32), "-(-x)");
+  EXPECT_EQ(codegen::c::FormulaC(-SymExpr(2) * x, DType::kFloat32), "(-2.0f * x)");
+  EXPECT_EQ(codegen::c::FormulaC(x - (x + x) * x - (x - x), DType::kFloat64),
+            "(x - (x + x) * x - (x - x))");
+  EXPECT_EQ(codegen::c::FormulaC(x / (x * x) + -(x * x), DType::kFloat64),
+            "(x / (x * x) + -(x * x))");
+  EXPECT_EQ(codegen::c::FormulaC(x, DType::kFloat64), "x");
 }
 
 // Generated C builds warning-free with the strict flags at every optimization level users pick, on

@@ -11,6 +11,7 @@
 
 #include "cli_fixture.h"
 #include "codegen/cuda/cuda_tensor_core.h"
+#include "formula_ops_model.h"
 #include "frontend/npy.h"
 #include "onnx/onnx_pb.h"
 #include "test_models.h"
@@ -511,6 +512,15 @@ TEST_F(CudaBackendTest, OnnxNodeTestsMatchHost) {
     ++ran;
   }
   if (ran == 0) GTEST_SKIP() << "no onnx-node conformance tests under " << NodeTests();
+}
+
+// Every op of ops/unary_ops.h that --target cuda emits (kCudaUnary), default and other attribute
+// values, as device expressions against the host executor.
+TEST_F(CudaBackendTest, EveryFormulaOpMatchesHost) {
+  onnx::ModelProto m = testing::FormulaOpsModel(5, 24, /*float64=*/false, ops::kCudaUnary);
+  Write("formulas.onnx", m.SerializeAsString());
+  HostCheck(file("formulas.onnx"), "formulas", {{"x", Ramp({5, 24}, 3)}}, m.graph().output_size(),
+            1e-5);
 }
 
 TEST_F(CudaBackendTest, NvccBuildsWithoutSpills) {

@@ -4,187 +4,78 @@
 
 #include "ops/elementwise_kernels.h"
 #include "ops/thread_pool.h"
+#include "ops/unary_ops.h"
 #include "ops/vector_math.h"
 
 namespace kiln::ops {
 namespace {
 
-// The float32 vector kernel of an activation: fn(node, x, y, n) (ops/vector_math.h).
-using VecActFn = void (*)(const ir::Node&, const float*, float*, int64_t);
-
 // Below this many elements per thread an element-wise kernel runs on the caller alone (waking a
 // worker costs microseconds).
 constexpr int64_t kElementsPerThread = 1 << 15;
 
-// Registers y = f(x) where `make(node)` builds f from the node's attributes; float32 runs `vf`
-// when given.
-template <unsigned Groups, class Make>
-void RegAct(OpRegistry& r, const char* name, Make make, VecActFn vf = nullptr) {
+// Registers an op of ops/unary_ops.h: its formula computed in Acc<T>, float32 through its vector
+// kernel where it has one, split over the node's threads.
+template <class Op>
+void RegFormula(OpRegistry& r, const std::string& domain) {
   r.Register(
-      name, [](InferContext& ctx) { return InferUnary(ctx, Groups); },
-      [make, vf](ComputeContext& ctx) -> Status {
+      Op::kName,
+      [](InferContext& ctx) -> Status {
+        if constexpr (unary::HasAttributeCheck<Op>) {
+          std::string why = Op::Invalid(ctx.node());
+          if (!why.empty()) return ctx.error(why);
+        }
+        return InferUnary(ctx, Op::kTypes);
+      },
+      [](ComputeContext& ctx) -> Status {
+        const Op op(ctx.node());
         const Tensor& x = ctx.input(0);
         Tensor& y = ctx.output(0);
-        if (vf && x.dtype() == DType::kFloat32) {
-          const float* xs = x.data<float>();
-          float* ys = y.data<float>();
-          ParallelSlices(ctx.threads(), x.size(), kElementsPerThread,
-                         [&](int64_t b, int64_t e) { vf(ctx.node(), xs + b, ys + b, e - b); });
-          return OkStatus();
-        }
-        auto f = make(ctx.node());
-        Dispatch<Groups>(x.dtype(), [&]<class T>() {
+        Dispatch<Op::kTypes>(x.dtype(), [&]<class T>() {
           const T* xs = x.data<T>();
           T* ys = y.data<T>();
-          ParallelSlices(ctx.threads(), x.size(), kElementsPerThread,
-                         [&](int64_t b, int64_t e) { UnaryLoop<T, T>(xs + b, ys + b, e - b, f); });
+          if constexpr (std::is_same_v<T, float> && unary::HasFloat32Kernel<Op>)
+            ParallelSlices(ctx.threads(), x.size(), kElementsPerThread, [&](int64_t b, int64_t e) {
+              unary::RunFloat32Kernel(op, xs + b, ys + b, e - b);
+            });
+          else
+            ParallelSlices(ctx.threads(), x.size(), kElementsPerThread, [&](int64_t b, int64_t e) {
+              UnaryLoop<T, T>(xs + b, ys + b, e - b, op);
+            });
         });
         return OkStatus();
-      });
-  r.MarkWritesWholeOutputs(name, /*types_only=*/true);
-}
-
-// Both written with exp of a non-positive argument, so nothing overflows, and branch-free so
-// the loops stay cheap on random signs.
-template <class V>
-V Sigmoid(V x) {
-  V e = std::exp(-std::fabs(x));
-  V d = V(1) / (V(1) + e);
-  return x >= V(0) ? d : e * d;
-}
-
-template <class V>
-V Softplus(V x) {
-  return std::max(x, V(0)) + std::log1p(std::exp(-std::fabs(x)));
+      },
+      domain);
+  r.MarkWritesWholeOutputs(Op::kName, /*types_only=*/true, domain);
 }
 
 void RegisterPointwise(OpRegistry& r) {
-  RegAct<kNumericTypes>(
-      r, "Relu",
-      [](const ir::Node&) { return []<class V>(V x) -> V { return x > V(0) ? x : V(0); }; },
-      [](const ir::Node&, const float* x, float* y, int64_t n) { ReluF32(x, y, n); });
-  RegAct<kFloatTypes>(
-      r, "LeakyRelu",
-      [](const ir::Node& n) {
-        float alpha = n.attr_float("alpha", 0.01f);
-        return [alpha]<class V>(V x) -> V { return x < V(0) ? V(alpha) * x : x; };
-      },
-      [](const ir::Node& n, const float* x, float* y, int64_t len) {
-        LeakyReluF32(x, y, len, n.attr_float("alpha", 0.01f));
+  unary::ForEachUnaryFormulaOp([&]<class Op>() {
+    RegFormula<Op>(r, "");
+    if constexpr (unary::HasOtherDomain<Op>) RegFormula<Op>(r, Op::kOtherDomain);
+  });
+  // Shrink keeps integer inputs: shifted in double and truncated back, like the reference's
+  // astype.
+  r.Register(
+      "Shrink", [](InferContext& ctx) { return InferUnary(ctx, kNumericTypes); },
+      [](ComputeContext& ctx) -> Status {
+        const double lambd = ctx.node().attr_float("lambd", 0.5f);
+        const double bias = ctx.node().attr_float("bias", 0.0f);
+        const Tensor& x = ctx.input(0);
+        Dispatch<kNumericTypes>(x.dtype(), [&]<class T>() {
+          UnaryLoop<T, T>(x.data<T>(), ctx.output(0).data<T>(), x.size(),
+                          [lambd, bias]<class V>(V v) -> V {
+                            double d = static_cast<double>(v);
+                            double y = d < -lambd ? d + bias : (d > lambd ? d - bias : 0.0);
+                            if constexpr (std::is_integral_v<V>)
+                              return FloatToInt<V>(y);
+                            else
+                              return static_cast<V>(y);
+                          });
+        });
+        return OkStatus();
       });
-  RegAct<kFloatTypes>(r, "Elu", [](const ir::Node& n) {
-    float alpha = n.attr_float("alpha", 1.0f);
-    return [alpha]<class V>(V x) -> V { return x < V(0) ? V(alpha) * std::expm1(x) : x; };
-  });
-  RegAct<kFloatTypes>(r, "Selu", [](const ir::Node& n) {
-    float alpha = n.attr_float("alpha", 1.67326319217681884765625f);
-    float gamma = n.attr_float("gamma", 1.05070102214813232421875f);
-    return [alpha, gamma]<class V>(V x) -> V {
-      return x > V(0) ? V(gamma) * x : V(gamma) * V(alpha) * std::expm1(x);
-    };
-  });
-  RegAct<kFloatTypes>(r, "Celu", [](const ir::Node& n) {
-    float alpha = n.attr_float("alpha", 1.0f);
-    return
-        [alpha]<class V>(V x) -> V { return x > V(0) ? x : V(alpha) * std::expm1(x / V(alpha)); };
-  });
-  RegAct<kFloatTypes>(
-      r, "Sigmoid", [](const ir::Node&) { return []<class V>(V x) -> V { return Sigmoid(x); }; },
-      [](const ir::Node&, const float* x, float* y, int64_t n) { SigmoidF32(x, y, n); });
-  RegAct<kFloatTypes>(
-      r, "HardSigmoid",
-      [](const ir::Node& n) {
-        float alpha = n.attr_float("alpha", 0.2f), beta = n.attr_float("beta", 0.5f);
-        return [alpha, beta]<class V>(V x) -> V {
-          return std::max(V(0), std::min(V(1), V(alpha) * x + V(beta)));
-        };
-      },
-      [](const ir::Node& n, const float* x, float* y, int64_t len) {
-        HardSigmoidF32(x, y, len, n.attr_float("alpha", 0.2f), n.attr_float("beta", 0.5f));
-      });
-  RegAct<kFloatTypes>(
-      r, "HardSwish",
-      [](const ir::Node&) {
-        return
-            []<class V>(V x) -> V { return x * std::max(V(0), std::min(V(1), x / V(6) + V(0.5))); };
-      },
-      [](const ir::Node&, const float* x, float* y, int64_t n) { HardSwishF32(x, y, n); });
-  RegAct<kFloatTypes>(
-      r, "Softplus", [](const ir::Node&) { return []<class V>(V x) -> V { return Softplus(x); }; },
-      [](const ir::Node&, const float* x, float* y, int64_t n) { SoftplusF32(x, y, n); });
-  RegAct<kFloatTypes>(r, "Softsign", [](const ir::Node&) {
-    return []<class V>(V x) -> V { return x / (V(1) + std::fabs(x)); };
-  });
-  RegAct<kFloatTypes>(r, "ThresholdedRelu", [](const ir::Node& n) {
-    float alpha = n.attr_float("alpha", 1.0f);
-    return [alpha]<class V>(V x) -> V { return x > V(alpha) ? x : V(0); };
-  });
-  RegAct<kNumericTypes>(r, "Shrink", [](const ir::Node& n) {
-    double lambd = n.attr_float("lambd", 0.5f), bias = n.attr_float("bias", 0.0f);
-    return [lambd, bias]<class V>(V x) -> V {
-      // Integer inputs are shifted in double and truncated back, like the reference's astype.
-      double v = static_cast<double>(x);
-      double y = v < -lambd ? v + bias : (v > lambd ? v - bias : 0.0);
-      if constexpr (std::is_integral_v<V>)
-        return FloatToInt<V>(y);
-      else
-        return static_cast<V>(y);
-    };
-  });
-  RegAct<kFloatTypes>(
-      r, "Mish",
-      [](const ir::Node&) { return []<class V>(V x) -> V { return x * std::tanh(Softplus(x)); }; },
-      [](const ir::Node&, const float* x, float* y, int64_t n) { MishF32(x, y, n); });
-  RegAct<kFloatTypes>(
-      r, "Swish",
-      [](const ir::Node& n) {
-        float alpha = n.attr_float("alpha", 1.0f);
-        return [alpha]<class V>(V x) -> V { return x * Sigmoid(V(alpha) * x); };
-      },
-      [](const ir::Node& n, const float* x, float* y, int64_t len) {
-        SwishF32(x, y, len, n.attr_float("alpha", 1.0f));
-      });
-
-  // Also com.microsoft Gelu (ONNX Runtime's contrib op, always the erf form), which
-  // passes/fuse_gelu writes for models before opset 20.
-  for (const char* domain : {"", "com.microsoft"})
-    r.Register(
-        "Gelu",
-        [](InferContext& ctx) -> Status {
-          std::string a = ctx.node().attr_string("approximate", "none");
-          if (a != "none" && a != "tanh")
-            return ctx.error("approximate must be \"none\" or \"tanh\", got \"" + a + "\"");
-          return InferUnary(ctx, kFloatTypes);
-        },
-        [](ComputeContext& ctx) -> Status {
-          const Tensor& x = ctx.input(0);
-          Tensor& y = ctx.output(0);
-          const bool tanh_approx = ctx.node().attr_string("approximate", "none") == "tanh";
-          if (x.dtype() == DType::kFloat32) {
-            const float* xs = x.data<float>();
-            float* ys = y.data<float>();
-            ParallelSlices(ctx.threads(), x.size(), kElementsPerThread, [&](int64_t b, int64_t e) {
-              GeluF32(xs + b, ys + b, e - b, tanh_approx);
-            });
-            return OkStatus();
-          }
-          Dispatch<kFloatTypes>(x.dtype(), [&]<class T>() {
-            using V = Acc<T>;
-            if (tanh_approx) {
-              const V k = static_cast<V>(0.79788456080286535588);
-              UnaryLoop<T, T>(x.data<T>(), y.data<T>(), x.size(), [k](V v) {
-                return V(0.5) * v * (V(1) + std::tanh(k * (v + V(0.044715) * v * v * v)));
-              });
-            } else {
-              const V inv_sqrt2 = static_cast<V>(0.70710678118654752440);
-              UnaryLoop<T, T>(x.data<T>(), y.data<T>(), x.size(), [inv_sqrt2](V v) {
-                return V(0.5) * v * (V(1) + std::erf(v * inv_sqrt2));
-              });
-            }
-          });
-          return OkStatus();
-        },
-        domain);
+  r.MarkWritesWholeOutputs("Shrink", /*types_only=*/true);
 }
 
 // PRelu: the slope broadcasts to X (unidirectionally). A 1-D slope of X's channel count that

@@ -12,6 +12,7 @@
 #include "ir/half.h"
 #include "ir/tensor.h"
 #include "ops/op.h"
+#include "ops/op_traits.h"
 
 namespace kiln::ops {
 
@@ -81,17 +82,8 @@ template <class T>
 using Acc = std::conditional_t<kIsHalfLike<T>, float, T>;
 
 // Calls fn.template operator()<T>() for the C++ type of `t`; returns false when `t` is not
-// among the listed groups. Usage: Dispatch<kAllTypes>(dt, [&]<class T>() { ... });
-enum DispatchGroup : unsigned {
-  kFloatTypes = 1,        // float, double, float16, bfloat16
-  kSignedIntTypes = 2,    // int8..int64
-  kUnsignedIntTypes = 4,  // uint8..uint64
-  kBoolType = 8,
-  kIntTypes = kSignedIntTypes | kUnsignedIntTypes,
-  kNumericTypes = kFloatTypes | kIntTypes,
-  kAllTypes = kNumericTypes | kBoolType,
-};
-
+// among the listed groups (ops::DispatchGroup). Usage:
+// Dispatch<kAllTypes>(dt, [&]<class T>() { ... });
 template <unsigned Groups, class F>
 bool Dispatch(DType t, F&& fn) {
 #define KILN_DISPATCH_CASE(G, D)                         \

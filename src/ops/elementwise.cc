@@ -16,27 +16,15 @@ constexpr unsigned kFloatAndSigned = kFloatTypes | kSignedIntTypes;
 // worker costs microseconds).
 constexpr int64_t kElementsPerThread = 1 << 15;
 
-using VecUnaryFn = void (*)(const float*, float*, int64_t, Isa);
-
-// Registers a same-dtype unary op: y = f(x) computed in Acc<T>; float32 runs `vf` when given.
+// Registers a same-dtype unary op: y = f(x) computed in Acc<T>.
 template <unsigned Groups, class F>
-void RegUnary(OpRegistry& r, const char* name, F f, VecUnaryFn vf = nullptr) {
+void RegUnary(OpRegistry& r, const char* name, F f) {
   r.Register(
       name, [](InferContext& ctx) { return InferUnary(ctx, Groups); },
-      [f, vf](ComputeContext& ctx) -> Status {
+      [f](ComputeContext& ctx) -> Status {
         const Tensor& x = ctx.input(0);
-        Tensor& y = ctx.output(0);
         Dispatch<Groups>(x.dtype(), [&]<class T>() {
-          if constexpr (std::is_same_v<T, float>) {
-            if (vf) {
-              const float* xs = x.data<float>();
-              float* ys = y.data<float>();
-              ParallelSlices(ctx.threads(), x.size(), kElementsPerThread,
-                             [&](int64_t s, int64_t e) { vf(xs + s, ys + s, e - s, Isa::kAuto); });
-              return;
-            }
-          }
-          UnaryLoop<T, T>(x.data<T>(), y.data<T>(), x.size(), f);
+          UnaryLoop<T, T>(x.data<T>(), ctx.output(0).data<T>(), x.size(), f);
         });
         return OkStatus();
       });
@@ -134,33 +122,7 @@ void RegisterUnaryMath(OpRegistry& r) {
     else
       return x > 0 ? V(1) : (x < 0 ? V(-1) : x);  // keeps NaN and zero
   });
-  RegUnary<kFloatTypes>(r, "Reciprocal", []<class V>(V x) -> V { return V(1) / x; });
-  RegUnary<kFloatTypes>(r, "Floor", []<class V>(V x) -> V { return std::floor(x); });
-  RegUnary<kFloatTypes>(r, "Ceil", []<class V>(V x) -> V { return std::ceil(x); });
-  // nearbyint in the default rounding mode rounds half to even, as the spec asks.
-  RegUnary<kFloatTypes>(r, "Round", []<class V>(V x) -> V { return std::nearbyint(x); });
-  RegUnary<kFloatTypes>(r, "Sqrt", []<class V>(V x) -> V { return std::sqrt(x); });
-  RegUnary<kFloatTypes>(
-      r, "Exp", []<class V>(V x) -> V { return std::exp(x); }, ExpF32);
-  RegUnary<kFloatTypes>(
-      r, "Log", []<class V>(V x) -> V { return std::log(x); }, LogF32);
-  RegUnary<kFloatTypes>(
-      r, "Sin", []<class V>(V x) -> V { return std::sin(x); }, SinF32);
-  RegUnary<kFloatTypes>(
-      r, "Cos", []<class V>(V x) -> V { return std::cos(x); }, CosF32);
-  RegUnary<kFloatTypes>(r, "Tan", []<class V>(V x) -> V { return std::tan(x); });
-  RegUnary<kFloatTypes>(r, "Asin", []<class V>(V x) -> V { return std::asin(x); });
-  RegUnary<kFloatTypes>(r, "Acos", []<class V>(V x) -> V { return std::acos(x); });
-  RegUnary<kFloatTypes>(r, "Atan", []<class V>(V x) -> V { return std::atan(x); });
-  RegUnary<kFloatTypes>(r, "Sinh", []<class V>(V x) -> V { return std::sinh(x); });
-  RegUnary<kFloatTypes>(r, "Cosh", []<class V>(V x) -> V { return std::cosh(x); });
-  RegUnary<kFloatTypes>(
-      r, "Tanh", []<class V>(V x) -> V { return std::tanh(x); }, TanhF32);
-  RegUnary<kFloatTypes>(r, "Asinh", []<class V>(V x) -> V { return std::asinh(x); });
-  RegUnary<kFloatTypes>(r, "Acosh", []<class V>(V x) -> V { return std::acosh(x); });
-  RegUnary<kFloatTypes>(r, "Atanh", []<class V>(V x) -> V { return std::atanh(x); });
-  RegUnary<kFloatTypes>(
-      r, "Erf", []<class V>(V x) -> V { return std::erf(x); }, ErfF32);
+  // Reciprocal, Floor, Exp, Sin & co: ops/unary_ops.h, registered in ops/activation.cc.
   RegUnary<kBoolType>(r, "Not", [](bool x) { return !x; });
   RegUnary<kIntTypes>(r, "BitwiseNot", []<class V>(V x) -> V { return static_cast<V>(~x); });
 

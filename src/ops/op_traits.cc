@@ -4,6 +4,8 @@
 #include <utility>
 #include <vector>
 
+#include "ops/unary_ops.h"
+
 namespace kiln::ops {
 namespace {
 
@@ -13,45 +15,10 @@ const std::map<Key, unsigned>& Table() {
   constexpr unsigned U = kUnaryElementwise, W = kWritesWholeOutputs, C = kCudaUnary;
   constexpr unsigned B = kBinaryElementwise, V = kVariadicElementwise, R = kRowwise;
   static const std::map<Key, unsigned> kTable = {
-      // Activations and unary math (ops/activation.cc, ops/elementwise.cc).
-      {{"", "Relu"}, U | W | C},
-      {{"", "LeakyRelu"}, U | W | C},
+      // The unary ops that are a formula get theirs from ops/unary_ops.h (below); the others:
       {{"", "Clip"}, U | W},
-      {{"", "Sigmoid"}, U | W | C},
-      {{"", "Tanh"}, U | C},
-      {{"", "Elu"}, U | C},
-      {{"", "Selu"}, U | C},
-      {{"", "Celu"}, U | C},
-      {{"", "HardSigmoid"}, U | C},
-      {{"", "HardSwish"}, U | C},
-      {{"", "Softplus"}, U | C},
-      {{"", "Softsign"}, U | C},
-      {{"", "Mish"}, U | C},
-      {{"", "Swish"}, U | C},
-      {{"", "Gelu"}, U | C},
-      {{"com.microsoft", "Gelu"}, U},
-      {{"", "ThresholdedRelu"}, U},
       {{"", "Abs"}, U | C},
       {{"", "Neg"}, U | C},
-      {{"", "Exp"}, U | C},
-      {{"", "Log"}, U | C},
-      {{"", "Sqrt"}, U | C},
-      {{"", "Reciprocal"}, U | C},
-      {{"", "Floor"}, U | C},
-      {{"", "Ceil"}, U | C},
-      {{"", "Round"}, U},
-      {{"", "Sin"}, U | C},
-      {{"", "Cos"}, U | C},
-      {{"", "Tan"}, U | C},
-      {{"", "Atan"}, U | C},
-      {{"", "Asin"}, U},
-      {{"", "Acos"}, U},
-      {{"", "Sinh"}, U},
-      {{"", "Cosh"}, U},
-      {{"", "Asinh"}, U},
-      {{"", "Acosh"}, U},
-      {{"", "Atanh"}, U},
-      {{"", "Erf"}, U | C},
       {{"", "Sign"}, U},
       {{"", "Shrink"}, U},
       // Binary and variadic element-wise (ops/elementwise.cc, ops/elementwise_variadic.cc).
@@ -148,7 +115,15 @@ const std::map<Key, unsigned>& Table() {
       {{"", "Softmax"}, W},
       {{"", "LayerNormalization"}, W},
   };
-  return kTable;
+  static const std::map<Key, unsigned>* table = [] {
+    auto* t = new std::map<Key, unsigned>(kTable);
+    unary::ForEachUnaryFormulaOp([&]<class Op>() {
+      (*t)[{"", Op::kName}] = Op::kTraits;
+      if constexpr (unary::HasOtherDomain<Op>) (*t)[{Op::kOtherDomain, Op::kName}] = Op::kTraits;
+    });
+    return t;
+  }();
+  return *table;
 }
 
 }  // namespace

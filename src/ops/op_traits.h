@@ -1,6 +1,6 @@
 // What the planner, the layout choice, the executor and the backends need to know about an op
-// beyond its shape rule, declared once per op in op_traits.cc. Depends on nothing but strings, so
-// the planner reads it without linking the kernels.
+// beyond its shape rule, declared once per op: in op_traits.cc, or with the op's formula in
+// ops/unary_ops.h. The planner reads it without linking the kernels.
 #pragma once
 
 #include <string>
@@ -27,6 +27,17 @@ enum OpTrait : unsigned {
   // (runtime/batch_tiling.h); shape checks catch a node that moves or reduces axis 0. Every
   // element-wise op has it too.
   kRowwise = 1u << 5,
+};
+
+// The element types an op accepts, as groups (ops::Dispatch reads them).
+enum DispatchGroup : unsigned {
+  kFloatTypes = 1,        // float, double, float16, bfloat16
+  kSignedIntTypes = 2,    // int8..int64
+  kUnsignedIntTypes = 4,  // uint8..uint64
+  kBoolType = 8,
+  kIntTypes = kSignedIntTypes | kUnsignedIntTypes,
+  kNumericTypes = kFloatTypes | kIntTypes,
+  kAllTypes = kNumericTypes | kBoolType,
 };
 
 // The traits of (domain, op_type); "" and "ai.onnx" are the same domain. 0 for unknown ops.

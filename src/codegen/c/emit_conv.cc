@@ -15,6 +15,7 @@
 #include "codegen/c/node_emitter.h"
 #include "ops/conv_geometry.h"
 #include "ops/quantize.h"
+#include "ops/unary_ops.h"
 
 namespace kiln::codegen::c {
 namespace {
@@ -397,8 +398,9 @@ Status EmitFusedConv(NodeContext& ctx) {
   if (act == "Clip")
     ctx.Line("v = v < " + CNumber(ct, p[0]) + " ? " + CNumber(ct, p[0]) + " : v > " +
              CNumber(ct, p[1]) + " ? " + CNumber(ct, p[1]) + " : v;");
-  if (act == "Swish") ctx.Line("v = v * " + Sigmoid(ct, "v") + ";");
-  if (act == "HardSwish") ctx.Line("v = " + HardSwish(ct, "v") + ";");
+  const ops::SymExpr v = ops::SymExpr::Var("v");
+  if (act == "Swish") ctx.Line("v = " + FormulaC(ops::unary::Swish()(v), ct) + ";");
+  if (act == "HardSwish") ctx.Line("v = " + FormulaC(ops::unary::HardSwish()(v), ct) + ";");
   ctx.Line("out0[i] = " + Store(ctx, t, "v") + ";");
   ctx.Dedent();
   ctx.Line("}");

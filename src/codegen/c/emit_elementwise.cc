@@ -8,20 +8,9 @@
 #include "codegen/c/emit_util.h"
 #include "codegen/c/node_emitter.h"
 #include "ops/elementwise_kernels.h"
+#include "ops/unary_ops.h"
 
 namespace kiln::codegen::c {
-
-std::string Sigmoid(DType t, const std::string& x) {
-  // 1 / (1 + exp(-x)), written with exp of a non-positive argument as the executor does.
-  std::string e = MathName(t, "exp") + "(-" + MathName(t, "fabs") + "(" + x + "))";
-  return "(" + x + " >= " + CNumber(t, 0) + " ? " + CNumber(t, 1) + " / (" + CNumber(t, 1) + " + " +
-         e + ") : " + e + " / (" + CNumber(t, 1) + " + " + e + "))";
-}
-
-std::string HardSwish(DType t, const std::string& x) {
-  return x + " * " + MathName(t, "fmax") + "(" + CNumber(t, 0) + ", " + MathName(t, "fmin") + "(" +
-         CNumber(t, 1) + ", " + x + " / " + CNumber(t, 6) + " + " + CNumber(t, 0.5) + "))";
-}
 
 namespace {
 
@@ -37,20 +26,7 @@ std::string IntArith(DType t, const std::string& op, const std::string& a, const
   return "(" + CType(t) + ")((" + u + ")(" + a + ") " + op + " (" + u + ")(" + b + "))";
 }
 
-std::string Attr(NodeContext& ctx, DType ct, const char* name, double def) {
-  return CNumber(ct, ctx.node().attr_float(name, static_cast<float>(def)));
-}
-
-// A float-only unary map from a C math function.
-ExprFn MathFn(const std::string& fn) {
-  return [fn](NodeContext& ctx, DType ct, const Args& a) -> Expected<std::string> {
-    if (!IsFloatingDType(ct)) return ctx.error("needs a floating-point input");
-    return MathName(ct, fn) + "(" + a[0] + ")";
-  };
-}
-
-// A float-only map written with x and the helpers F(name) (the math function for the type) and
-// L(v) (a literal of the type), e.g. "x < L(0) ? L(0) : x".
+// A map of x that only floating-point types have.
 ExprFn FloatExpr(std::function<std::string(NodeContext&, DType, const std::string&)> f) {
   return [f](NodeContext& ctx, DType ct, const Args& a) -> Expected<std::string> {
     if (!IsFloatingDType(ct)) return ctx.error("needs a floating-point input");
@@ -58,137 +34,67 @@ ExprFn FloatExpr(std::function<std::string(NodeContext&, DType, const std::strin
   };
 }
 
-std::string Softplus(DType t, const std::string& x) {
-  return "(" + MathName(t, "fmax") + "(" + x + ", " + CNumber(t, 0) + ") + " +
-         MathName(t, "log1p") + "(" + MathName(t, "exp") + "(-" + MathName(t, "fabs") + "(" + x +
-         "))))";
+// An op of ops/unary_ops.h: its formula, printed.
+template <class Op>
+ExprFn FormulaExpr() {
+  return [](NodeContext& ctx, DType ct, const Args& a) -> Expected<std::string> {
+    return FormulaC(Op(ctx.node())(ops::SymExpr::Var(a[0])), ct);
+  };
 }
 
+// The unary ops: the formulas of ops/unary_ops.h, and those with integer or boolean rules.
 const std::map<std::string, ExprFn>& UnaryOps() {
-  static const auto* m = new std::map<std::string, ExprFn>{
-      {"Abs",
-       [](NodeContext&, DType t, const Args& a) -> Expected<std::string> {
-         if (IsFloatingDType(t)) return MathName(t, "fabs") + "(" + a[0] + ")";
-         if (IsSignedIntDType(t))
-           return "(" + a[0] + " < 0 ? " + IntArith(t, "-", "0", a[0]) + " : " + a[0] + ")";
-         return a[0];
-       }},
-      {"Neg",
-       [](NodeContext& ctx, DType t, const Args& a) -> Expected<std::string> {
-         if (IsFloatingDType(t)) return "-" + a[0];
-         if (IsSignedIntDType(t)) return IntArith(t, "-", "0", a[0]);
-         return ctx.error("needs a signed input");
-       }},
-      {"Sign",
-       [](NodeContext&, DType t, const Args& a) -> Expected<std::string> {
-         if (IsUnsignedIntDType(t)) return "(" + a[0] + " > 0 ? 1 : 0)";
-         return "(" + a[0] + " > 0 ? " + CNumber(t, 1) + " : (" + a[0] + " < 0 ? " +
-                CNumber(t, -1) + " : " + a[0] + "))";
-       }},
-      {"Reciprocal", FloatExpr([](NodeContext&, DType t, const std::string& x) {
-         return CNumber(t, 1) + " / " + x;
-       })},
-      {"Floor", MathFn("floor")},
-      {"Ceil", MathFn("ceil")},
-      {"Round", MathFn("nearbyint")},
-      {"Sqrt", MathFn("sqrt")},
-      {"Exp", MathFn("exp")},
-      {"Log", MathFn("log")},
-      {"Sin", MathFn("sin")},
-      {"Cos", MathFn("cos")},
-      {"Tan", MathFn("tan")},
-      {"Asin", MathFn("asin")},
-      {"Acos", MathFn("acos")},
-      {"Atan", MathFn("atan")},
-      {"Sinh", MathFn("sinh")},
-      {"Cosh", MathFn("cosh")},
-      {"Tanh", MathFn("tanh")},
-      {"Asinh", MathFn("asinh")},
-      {"Acosh", MathFn("acosh")},
-      {"Atanh", MathFn("atanh")},
-      {"Erf", MathFn("erf")},
-      {"Not",
-       [](NodeContext&, DType, const Args& a) -> Expected<std::string> { return "!" + a[0]; }},
-      {"BitwiseNot",
-       [](NodeContext& ctx, DType t, const Args& a) -> Expected<std::string> {
-         if (!IsInt(t)) return ctx.error("needs an integer input");
-         return "(" + CType(t) + ")~" + a[0];
-       }},
-      {"IsNaN", FloatExpr([](NodeContext&, DType, const std::string& x) {
-         return "(" + x + " != " + x + ")";
-       })},
-      {"IsInf", FloatExpr([](NodeContext& ctx, DType t, const std::string& x) {
-         bool neg = ctx.node().attr_int("detect_negative", 1) != 0,
-              pos = ctx.node().attr_int("detect_positive", 1) != 0;
-         std::string inf =
-             "(" + x + " == " + (t == DType::kFloat64 ? "(double)INFINITY" : "INFINITY") + ")";
-         std::string ninf =
-             "(" + x + " == -" + (t == DType::kFloat64 ? "(double)INFINITY" : "INFINITY") + ")";
-         if (pos && neg) return "(" + inf + " || " + ninf + ")";
-         return pos ? inf : neg ? ninf : std::string("0");
-       })},
-      {"Relu",
-       [](NodeContext&, DType t, const Args& a) -> Expected<std::string> {
-         return "(" + a[0] + " > " + CNumber(t, 0) + " ? " + a[0] + " : " + CNumber(t, 0) + ")";
-       }},
-      {"LeakyRelu", FloatExpr([](NodeContext& ctx, DType t, const std::string& x) {
-         return "(" + x + " < " + CNumber(t, 0) + " ? " + Attr(ctx, t, "alpha", 0.01) + " * " + x +
-                " : " + x + ")";
-       })},
-      {"Elu", FloatExpr([](NodeContext& ctx, DType t, const std::string& x) {
-         return "(" + x + " < " + CNumber(t, 0) + " ? " + Attr(ctx, t, "alpha", 1.0) + " * " +
-                MathName(t, "expm1") + "(" + x + ") : " + x + ")";
-       })},
-      {"Selu", FloatExpr([](NodeContext& ctx, DType t, const std::string& x) {
-         std::string g = Attr(ctx, t, "gamma", 1.05070102214813232421875),
-                     al = Attr(ctx, t, "alpha", 1.67326319217681884765625);
-         return "(" + x + " > " + CNumber(t, 0) + " ? " + g + " * " + x + " : " + g + " * " + al +
-                " * " + MathName(t, "expm1") + "(" + x + "))";
-       })},
-      {"Celu", FloatExpr([](NodeContext& ctx, DType t, const std::string& x) {
-         std::string al = Attr(ctx, t, "alpha", 1.0);
-         return "(" + MathName(t, "fmax") + "(" + x + ", " + CNumber(t, 0) + ") + " +
-                MathName(t, "fmin") + "(" + CNumber(t, 0) + ", " + al + " * " +
-                MathName(t, "expm1") + "(" + x + " / " + al + ")))";
-       })},
-      {"Sigmoid",
-       FloatExpr([](NodeContext&, DType t, const std::string& x) { return Sigmoid(t, x); })},
-      {"HardSigmoid", FloatExpr([](NodeContext& ctx, DType t, const std::string& x) {
-         return MathName(t, "fmax") + "(" + CNumber(t, 0) + ", " + MathName(t, "fmin") + "(" +
-                CNumber(t, 1) + ", " + Attr(ctx, t, "alpha", 0.2) + " * " + x + " + " +
-                Attr(ctx, t, "beta", 0.5) + "))";
-       })},
-      {"HardSwish",
-       FloatExpr([](NodeContext&, DType t, const std::string& x) { return HardSwish(t, x); })},
-      {"Softplus",
-       FloatExpr([](NodeContext&, DType t, const std::string& x) { return Softplus(t, x); })},
-      {"Softsign", FloatExpr([](NodeContext&, DType t, const std::string& x) {
-         return x + " / (" + CNumber(t, 1) + " + " + MathName(t, "fabs") + "(" + x + "))";
-       })},
-      {"ThresholdedRelu", FloatExpr([](NodeContext& ctx, DType t, const std::string& x) {
-         return "(" + x + " > " + Attr(ctx, t, "alpha", 1.0) + " ? " + x + " : " + CNumber(t, 0) +
-                ")";
-       })},
-      {"Shrink", FloatExpr([](NodeContext& ctx, DType t, const std::string& x) {
-         std::string l = Attr(ctx, t, "lambd", 0.5), b = Attr(ctx, t, "bias", 0.0);
-         return "(" + x + " < -" + l + " ? " + x + " + " + b + " : (" + x + " > " + l + " ? " + x +
-                " - " + b + " : " + CNumber(t, 0) + "))";
-       })},
-      {"Mish", FloatExpr([](NodeContext&, DType t, const std::string& x) {
-         return x + " * " + MathName(t, "tanh") + "(" + Softplus(t, x) + ")";
-       })},
-      {"Swish", FloatExpr([](NodeContext& ctx, DType t, const std::string& x) {
-         return x + " * " + Sigmoid(t, "(" + Attr(ctx, t, "alpha", 1.0) + " * " + x + ")");
-       })},
-      {"Gelu", FloatExpr([](NodeContext& ctx, DType t, const std::string& x) {
-         if (ctx.node().attr_string("approximate", "none") == "tanh")
-           return CNumber(t, 0.5) + " * " + x + " * (" + CNumber(t, 1) + " + " +
-                  MathName(t, "tanh") + "(" + CNumber(t, 0.79788456080286535588) + " * (" + x +
-                  " + " + CNumber(t, 0.044715) + " * " + x + " * " + x + " * " + x + ")))";
-         return CNumber(t, 0.5) + " * " + x + " * (" + CNumber(t, 1) + " + " + MathName(t, "erf") +
-                "(" + x + " * " + CNumber(t, 0.70710678118654752440) + "))";
-       })},
-  };
+  static const auto* m = [] {
+    auto* t = new std::map<std::string, ExprFn>{
+        {"Abs",
+         [](NodeContext&, DType t, const Args& a) -> Expected<std::string> {
+           if (IsFloatingDType(t)) return MathName(t, "fabs") + "(" + a[0] + ")";
+           if (IsSignedIntDType(t))
+             return "(" + a[0] + " < 0 ? " + IntArith(t, "-", "0", a[0]) + " : " + a[0] + ")";
+           return a[0];
+         }},
+        {"Neg",
+         [](NodeContext& ctx, DType t, const Args& a) -> Expected<std::string> {
+           if (IsFloatingDType(t)) return "-" + a[0];
+           if (IsSignedIntDType(t)) return IntArith(t, "-", "0", a[0]);
+           return ctx.error("needs a signed input");
+         }},
+        {"Sign",
+         [](NodeContext&, DType t, const Args& a) -> Expected<std::string> {
+           if (IsUnsignedIntDType(t)) return "(" + a[0] + " > 0 ? 1 : 0)";
+           return "(" + a[0] + " > 0 ? " + CNumber(t, 1) + " : (" + a[0] + " < 0 ? " +
+                  CNumber(t, -1) + " : " + a[0] + "))";
+         }},
+        {"Not",
+         [](NodeContext&, DType, const Args& a) -> Expected<std::string> { return "!" + a[0]; }},
+        {"BitwiseNot",
+         [](NodeContext& ctx, DType t, const Args& a) -> Expected<std::string> {
+           if (!IsInt(t)) return ctx.error("needs an integer input");
+           return "(" + CType(t) + ")~" + a[0];
+         }},
+        {"Shrink", FloatExpr([](NodeContext& ctx, DType t, const std::string& x) {
+           std::string l = CNumber(t, ctx.node().attr_float("lambd", 0.5f)),
+                       b = CNumber(t, ctx.node().attr_float("bias", 0.0f));
+           return "(" + x + " < -" + l + " ? " + x + " + " + b + " : (" + x + " > " + l + " ? " +
+                  x + " - " + b + " : " + CNumber(t, 0) + "))";
+         })},
+        {"IsNaN", FloatExpr([](NodeContext&, DType, const std::string& x) {
+           return "(" + x + " != " + x + ")";
+         })},
+        {"IsInf", FloatExpr([](NodeContext& ctx, DType t, const std::string& x) {
+           bool neg = ctx.node().attr_int("detect_negative", 1) != 0,
+                pos = ctx.node().attr_int("detect_positive", 1) != 0;
+           std::string inf =
+               "(" + x + " == " + (t == DType::kFloat64 ? "(double)INFINITY" : "INFINITY") + ")";
+           std::string ninf =
+               "(" + x + " == -" + (t == DType::kFloat64 ? "(double)INFINITY" : "INFINITY") + ")";
+           if (pos && neg) return "(" + inf + " || " + ninf + ")";
+           return pos ? inf : neg ? ninf : std::string("0");
+         })},
+    };
+    ops::unary::ForEachUnaryFormulaOp([&]<class Op>() { (*t)[Op::kName] = FormulaExpr<Op>(); });
+    return t;
+  }();
   return *m;
 }
 
@@ -298,10 +204,12 @@ void RegisterMaps(EmitterRegistry& r) {
   for (const auto& [op, f] : BinaryOps()) {
     r.Register(op, [f = f](NodeContext& ctx) { return EmitMap(ctx, f, 2); });
   }
-  // passes/fuse_gelu's com.microsoft Gelu: the erf form (no `approximate` attribute).
-  r.Register(
-      "Gelu", [f = UnaryOps().at("Gelu")](NodeContext& ctx) { return EmitMap(ctx, f, 1); },
-      "com.microsoft");
+  ops::unary::ForEachUnaryFormulaOp([&]<class Op>() {
+    if constexpr (ops::unary::HasOtherDomain<Op>)
+      r.Register(
+          Op::kName, [](NodeContext& ctx) { return EmitMap(ctx, FormulaExpr<Op>(), 1); },
+          Op::kOtherDomain);
+  });
 }
 
 // Pow: the exponent may have another dtype; squares and square roots are spelled out.

@@ -15,6 +15,59 @@ std::string MathName(DType t, const std::string& fn) {
   return t == DType::kFloat64 ? fn : fn + "f";
 }
 
+namespace {
+
+// A printed formula node and its C precedence: 0 a name, literal or call, 1 a unary minus or a
+// cast, 2 * /, 3 + -, 4 < <= > >=, 5 == !=, 6 ?:.
+struct PrintedC {
+  std::string text;
+  int prec;
+  // The text as an operand that may be at most `max` loose.
+  std::string Operand(int max) const { return prec > max ? "(" + text + ")" : text; }
+};
+
+int BinaryPrecedence(const std::string& op) {
+  if (op == "*" || op == "/") return 2;
+  if (op == "+" || op == "-") return 3;
+  if (op == "==" || op == "!=") return 5;
+  return 4;
+}
+
+PrintedC PrintC(const ops::SymExpr& e, DType t) {
+  using Kind = ops::SymExpr::Kind;
+  const auto& a = e.args();
+  switch (e.kind()) {
+    case Kind::kVar:
+      return {e.text(), 0};
+    case Kind::kLiteral: {
+      std::string v = CNumber(t, e.value());
+      return {v, v[0] == '-' || v[0] == '(' ? 1 : 0};
+    }
+    case Kind::kNeg:
+      return {"-" + PrintC(a[0], t).Operand(0), 1};
+    case Kind::kBinary: {
+      const int p = BinaryPrecedence(e.text());
+      // Left to right: the right operand in parentheses at the same precedence (a - (b - c)).
+      return {PrintC(a[0], t).Operand(p) + " " + e.text() + " " + PrintC(a[1], t).Operand(p - 1),
+              p};
+    }
+    case Kind::kCall: {
+      std::string call = MathName(t, e.text()) + "(";
+      for (size_t i = 0; i < a.size(); ++i) call += (i ? ", " : "") + PrintC(a[i], t).text;
+      return {call + ")", 0};
+    }
+    case Kind::kSelect:
+      return {PrintC(a[0], t).Operand(5) + " ? " + PrintC(a[1], t).Operand(5) + " : " +
+                  PrintC(a[2], t).Operand(5),
+              6};
+  }
+  return {"", 0};
+}
+
+}  // namespace
+
+std::string FormulaC(const ops::SymExpr& e, DType t) { return PrintC(e, t).Operand(1); }
+
 std::string Load(NodeContext& ctx, DType t, const std::string& expr) {
   if (t == DType::kFloat16 || t == DType::kBFloat16) {
     ctx.UseKernel("half");

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "codegen/c/node_emitter.h"
+#include "ops/sym_expr.h"
 
 namespace kiln::codegen::c {
 
@@ -37,10 +38,8 @@ Expected<std::vector<int64_t>> ConstantInts(NodeContext& ctx, int input);
 // A C expression for the byte size of n elements of t ("1024").
 std::string ByteCount(DType t, int64_t n);
 
-// The C expression of sigmoid(x) in type t, as the host computes it (emit_elementwise.cc).
-std::string Sigmoid(DType t, const std::string& x);
-// The C expression of HardSwish(x) in type t: x * max(0, min(1, x / 6 + 0.5)).
-std::string HardSwish(DType t, const std::string& x);
+// A formula (ops/unary_ops.h run over SymExpr) as a C expression in compute type t.
+std::string FormulaC(const ops::SymExpr& e, DType t);
 // The C expression of the node's unary element-wise op (Relu, Sigmoid, Gelu, Erf, ...) applied to
 // x of compute type t, as the host computes it; an error for other ops. The CUDA backend uses
 // the same spellings (emit_elementwise.cc).
