@@ -83,6 +83,13 @@ std::string MakeAttentionShape(const ir::Node& n, const std::vector<const Dims*>
     if (in[6]->size() != 1 || (*in[6])[0] != s->B)
       return std::string("nonpad_kv_seqlen must be [batch], got " + D2S(*in[6]));
   }
+  s->qk_output_mode = n.attr_int("qk_matmul_output_mode", 0);
+  if (s->qk_output_mode < 0 || s->qk_output_mode > 3)
+    return std::string("qk_matmul_output_mode must be 0..3");
+  s->causal = n.attr_int("is_causal", 0) != 0;
+  const ir::Attribute* scale = n.attr("scale");
+  s->scale = scale ? scale->f : 1.0 / std::sqrt(static_cast<double>(s->D));
+  s->softcap = n.attr_float("softcap", 0.0f);
   return "";
 }
 
@@ -113,8 +120,6 @@ Status AttentionInfer(InferContext& ctx) {
     return ctx.error("attn_mask must be bool or floating point");
   if (ctx.has_input(6) && ctx.input_dtype(6) != DType::kInt64)
     return ctx.error("nonpad_kv_seqlen must be int64");
-  int64_t mode = ctx.node().attr_int("qk_matmul_output_mode", 0);
-  if (mode < 0 || mode > 3) return ctx.error("qk_matmul_output_mode must be 0..3");
   AttentionShape s;
   const std::string bad = MakeAttentionShape(ctx.node(), InputDims(ctx), &s);
   if (!bad.empty()) return ctx.error(bad);
@@ -136,18 +141,15 @@ inline int64_t QkvIndex(bool is3d, int64_t H, int64_t S, int64_t D, int64_t b, i
 
 template <class T, class C>
 void AttentionKernel(ComputeContext& ctx, const AttentionShape& s) {
-  const ir::Node& node = ctx.node();
   const T* q = ctx.input(0).data<T>();
   const T* k = ctx.input(1).data<T>();
   const T* v = ctx.input(2).data<T>();
   const bool has_past = ctx.has_input(4) && ctx.has_input(5);
   const T* pk = has_past ? ctx.input(4).data<T>() : nullptr;
   const T* pv = has_past ? ctx.input(5).data<T>() : nullptr;
-  const int64_t mode = node.attr_int("qk_matmul_output_mode", 0);
-  const bool causal = node.attr_int("is_causal", 0) != 0;
-  const ir::Attribute* scale_attr = node.attr("scale");
-  const double scale = scale_attr ? scale_attr->f : 1.0 / std::sqrt(static_cast<double>(s.D));
-  const double softcap = node.attr_float("softcap", 0.0f);
+  const int64_t mode = s.qk_output_mode;
+  const bool causal = s.causal;
+  const double scale = s.scale, softcap = s.softcap;
   const C neg_inf = -std::numeric_limits<C>::infinity();
 
   // The mask as an additive bias read through broadcast strides; columns past its last dim

@@ -4,7 +4,6 @@
 // in Acc<T> on layout-0 copies: X*W^T for all steps at once, then per step the recurrent
 // product, one dot product per gate row (rows of R are contiguous); the tests check the float32
 // kernel against it (in double).
-#include <cctype>
 
 #include "ops/common.h"
 #include "ops/recurrent_kernels.h"
@@ -13,137 +12,7 @@ namespace kiln::ops {
 namespace {
 
 using Cell = RnnCell;
-using Act = RnnAct;
 using Activation = RnnActivation;
-
-int NumGates(Cell c) { return RnnGates(c); }
-int NumActivations(Cell c) { return RnnActivations(c); }
-
-// ---- Activations ---------------------------------------------------------------------------
-
-struct ActInfo {
-  const char* name;
-  Act kind;
-  bool uses_alpha, uses_beta;
-  float alpha, beta;  // defaults when the lists run out
-};
-
-constexpr ActInfo kActs[] = {
-    {"relu", Act::kRelu, false, false, 0, 0},
-    {"tanh", Act::kTanh, false, false, 0, 0},
-    {"sigmoid", Act::kSigmoid, false, false, 0, 0},
-    {"affine", Act::kAffine, true, true, 1.0f, 0.0f},
-    {"leakyrelu", Act::kLeakyRelu, true, false, 0.01f, 0},
-    {"thresholdedrelu", Act::kThresholdedRelu, true, false, 1.0f, 0},
-    {"scaledtanh", Act::kScaledTanh, true, true, 1.0f, 1.0f},
-    {"hardsigmoid", Act::kHardSigmoid, true, true, 0.2f, 0.5f},
-    {"elu", Act::kElu, true, false, 1.0f, 0},
-    {"softsign", Act::kSoftsign, false, false, 0, 0},
-    {"softplus", Act::kSoftplus, false, false, 0, 0},
-};
-
-// Activations for every direction, in attribute order (f, g, h per direction). alpha/beta values
-// are consumed in order by the functions that take them (as onnxruntime does).
-template <class Ctx>
-Status ParseActivations(const Ctx& ctx, Cell cell, int num_dir, std::vector<Activation>* out) {
-  const ir::Node& n = ctx.node();
-  std::vector<std::string> names;
-  if (const ir::Attribute* a = n.attr("activations")) names = a->strings;
-  const int per_dir = NumActivations(cell);
-  if (names.empty()) {
-    static const char* kDefaults[][3] = {
-        {"Tanh"}, {"Sigmoid", "Tanh"}, {"Sigmoid", "Tanh", "Tanh"}};
-    for (int d = 0; d < num_dir; ++d)
-      for (int k = 0; k < per_dir; ++k) names.push_back(kDefaults[per_dir - 1][k]);
-  } else if (static_cast<int>(names.size()) == per_dir && num_dir == 2) {
-    std::vector<std::string> forward = names;  // (inserting a vector's own range is undefined)
-    names.insert(names.end(), forward.begin(), forward.end());
-  }
-  if (static_cast<int>(names.size()) != per_dir * num_dir)
-    return ctx.error("expects " + std::to_string(per_dir * num_dir) + " activations, got " +
-                     std::to_string(names.size()));
-  std::vector<float> alphas = n.attr_floats("activation_alpha");
-  std::vector<float> betas = n.attr_floats("activation_beta");
-  size_t ai = 0, bi = 0;
-  out->clear();
-  for (const auto& name : names) {
-    std::string lower;
-    for (char c : name) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    const ActInfo* info = nullptr;
-    for (const auto& a : kActs)
-      if (lower == a.name) info = &a;
-    if (!info) return ctx.error("unsupported activation '" + name + "'");
-    Activation act;
-    act.kind = info->kind;
-    act.alpha = info->alpha;
-    act.beta = info->beta;
-    if (info->uses_alpha && ai < alphas.size()) act.alpha = alphas[ai++];
-    if (info->uses_beta && bi < betas.size()) act.beta = betas[bi++];
-    out->push_back(act);
-  }
-  return OkStatus();
-}
-
-// ---- Shapes --------------------------------------------------------------------------------
-
-struct RnnShape {
-  int64_t seq = 0, batch = 0, input = 0, hidden = 0;
-  int num_dir = 1;
-  bool reverse_only = false;
-  int layout = 0;
-};
-
-template <class Ctx>
-Status GetDirection(const Ctx& ctx, int* num_dir, bool* reverse_only) {
-  std::string dir = ctx.node().attr_string("direction", "forward");
-  *num_dir = dir == "bidirectional" ? 2 : 1;
-  *reverse_only = dir == "reverse";
-  if (dir != "forward" && dir != "reverse" && dir != "bidirectional")
-    return ctx.error("direction must be forward, reverse or bidirectional, not '" + dir + "'");
-  return OkStatus();
-}
-
-// Validates the input shapes (dims[i] == nullptr for an omitted input) and derives the sizes.
-template <class Ctx>
-Status CheckShapes(const Ctx& ctx, Cell cell, const std::vector<const Dims*>& dims, RnnShape* s) {
-  const int G = NumGates(cell);
-  KILN_RETURN_IF_ERROR(GetDirection(ctx, &s->num_dir, &s->reverse_only));
-  s->layout = ctx.opset() >= 14 ? static_cast<int>(ctx.node().attr_int("layout", 0)) : 0;
-  if (s->layout != 0 && s->layout != 1) return ctx.error("layout must be 0 or 1");
-  for (int i = 0; i < 3; ++i)
-    if (!dims[i]) return ctx.error("inputs X, W and R are required");
-  const Dims& x = *dims[0];
-  const Dims& w = *dims[1];
-  if (x.size() != 3) return ctx.error("X must have rank 3, got " + DimsToString(x));
-  s->seq = s->layout == 0 ? x[0] : x[1];
-  s->batch = s->layout == 0 ? x[1] : x[0];
-  s->input = x[2];
-  if (w.size() != 3 || w[0] != s->num_dir || w[2] != s->input || w[1] % G != 0)
-    return ctx.error("W has shape " + DimsToString(w) + ", expected [" +
-                     std::to_string(s->num_dir) + ", " + std::to_string(G) + "*hidden_size, " +
-                     std::to_string(s->input) + "]");
-  s->hidden = w[1] / G;
-  int64_t attr_hidden = ctx.node().attr_int("hidden_size", -1);
-  if (attr_hidden >= 0 && attr_hidden != s->hidden)
-    return ctx.error("hidden_size is " + std::to_string(attr_hidden) + " but W has shape " +
-                     DimsToString(w));
-  const int64_t h = s->hidden, nd = s->num_dir;
-  auto expect = [&](int i, const char* name, Dims want) -> Status {
-    if (!dims[i] || *dims[i] == want) return OkStatus();
-    return ctx.error(std::string(name) + " has shape " + DimsToString(*dims[i]) + ", expected " +
-                     DimsToString(want));
-  };
-  KILN_RETURN_IF_ERROR(expect(2, "R", {nd, G * h, h}));
-  KILN_RETURN_IF_ERROR(expect(3, "B", {nd, 2 * G * h}));
-  KILN_RETURN_IF_ERROR(expect(4, "sequence_lens", {s->batch}));
-  Dims state = s->layout == 0 ? Dims{nd, s->batch, h} : Dims{s->batch, nd, h};
-  KILN_RETURN_IF_ERROR(expect(5, "initial_h", state));
-  if (cell == Cell::kLstm) {
-    KILN_RETURN_IF_ERROR(expect(6, "initial_c", state));
-    KILN_RETURN_IF_ERROR(expect(7, "P", {nd, 3 * h}));
-  }
-  return OkStatus();
-}
 
 int MaxInputs(Cell c) { return c == Cell::kLstm ? 8 : 6; }
 int MaxOutputs(Cell c) { return c == Cell::kLstm ? 3 : 2; }
@@ -170,14 +39,11 @@ Status InferRecurrent(InferContext& ctx, Cell cell) {
                        std::string(DTypeName(dt)));
   if (ctx.has_input(4) && ctx.input_dtype(4) != DType::kInt32)
     return ctx.error("sequence_lens must be int32");
-  RnnShape s;
-  KILN_RETURN_IF_ERROR(CheckShapes(ctx, cell, dims, &s));
-  std::vector<Activation> acts;
-  KILN_RETURN_IF_ERROR(ParseActivations(ctx, cell, s.num_dir, &acts));
-  const int64_t nd = s.num_dir;
-  Dims y = s.layout == 0 ? Dims{s.seq, nd, s.batch, s.hidden} : Dims{s.batch, s.seq, nd, s.hidden};
-  Dims state = s.layout == 0 ? Dims{nd, s.batch, s.hidden} : Dims{s.batch, nd, s.hidden};
-  for (int i = 0; i < ctx.num_outputs(); ++i) ctx.set_output(i, dt, i == 0 ? y : state);
+  RecurrentPlan p;
+  Status st = PlanRecurrent(ctx.node(), ctx.opset(), cell, dims, &p);
+  if (!st.ok()) return ctx.error(st.message());
+  for (int i = 0; i < ctx.num_outputs(); ++i)
+    ctx.set_output(i, dt, i == 0 ? p.YDims() : p.StateDims());
   return OkStatus();
 }
 
@@ -210,24 +76,17 @@ std::vector<Acc<T>> ToAcc(const Tensor& t) {
   return v;
 }
 
-struct RnnParams {
-  Cell cell;
-  float clip = 0;
-  bool input_forget = false, linear_before_reset = false;
-};
-
 template <class T>
-Status RunRecurrent(ComputeContext& ctx, const RnnParams& p, const RnnShape& s,
-                    const std::vector<Activation>& acts) {
+Status RunRecurrent(ComputeContext& ctx, const RecurrentPlan& p) {
   using A = Acc<T>;
-  const int G = NumGates(p.cell);
-  const int64_t S = s.seq, B = s.batch, I = s.input, H = s.hidden, GH = G * H;
-  const int nd = s.num_dir;
+  const int G = p.gates();
+  const int64_t S = p.seq, B = p.batch, I = p.input, H = p.hidden, GH = G * H;
+  const int nd = p.num_dir;
   const bool lstm = p.cell == Cell::kLstm, gru = p.cell == Cell::kGru;
 
   // Layout-0 copies of X and the initial states.
   std::vector<A> x = ToAcc<T>(ctx.input(0));
-  if (s.layout == 1) {  // [B, S, I] -> [S, B, I]
+  if (p.layout == 1) {  // [B, S, I] -> [S, B, I]
     std::vector<A> t(x.size());
     for (int64_t b = 0; b < B; ++b)
       for (int64_t q = 0; q < S; ++q) std::copy_n(&x[(b * S + q) * I], I, &t[(q * B + b) * I]);
@@ -239,8 +98,7 @@ Status RunRecurrent(ComputeContext& ctx, const RnnParams& p, const RnnShape& s,
     std::vector<A> in = ToAcc<T>(ctx.input(i));
     for (int d = 0; d < nd; ++d)
       for (int64_t b = 0; b < B; ++b)
-        std::copy_n(&in[s.layout == 0 ? (d * B + b) * H : (b * nd + d) * H], H,
-                    &v[(d * B + b) * H]);
+        std::copy_n(&in[p.StateRow(d, b) * H], H, &v[(d * B + b) * H]);
     return v;
   };
   std::vector<A> h0 = state_input(5);
@@ -262,8 +120,8 @@ Status RunRecurrent(ComputeContext& ctx, const RnnParams& p, const RnnShape& s,
   std::vector<A> y(S * nd * B * H, A(0)), yh(nd * B * H, A(0)), yc(nd * B * H, A(0));
   std::vector<A> xw(S * B * GH), hr(GH), gates(GH), rh(H);
   for (int d = 0; d < nd; ++d) {
-    const bool reverse = s.reverse_only || d == 1;
-    const Activation* act = &acts[d * NumActivations(p.cell)];
+    const bool reverse = p.reverse_only || d == 1;
+    const Activation* act = &p.acts[d * RnnActivations(p.cell)];
     const A* wd = &w[d * GH * I];
     const A* rd = &r[d * GH * H];
     const A* wb = &bias[d * 2 * GH];
@@ -328,7 +186,7 @@ Status RunRecurrent(ComputeContext& ctx, const RnnParams& p, const RnnShape& s,
       for (int d = 0; d < nd; ++d)
         for (int64_t b = 0; b < B; ++b) {
           const A* src = &y[((q * nd + d) * B + b) * H];
-          T* dst = out + (s.layout == 0 ? ((q * nd + d) * B + b) * H : ((b * S + q) * nd + d) * H);
+          T* dst = out + (p.layout == 0 ? ((q * nd + d) * B + b) * H : ((b * S + q) * nd + d) * H);
           for (int64_t k = 0; k < H; ++k) dst[k] = static_cast<T>(src[k]);
         }
   }
@@ -337,7 +195,7 @@ Status RunRecurrent(ComputeContext& ctx, const RnnParams& p, const RnnShape& s,
     T* out = ctx.output(i).data<T>();
     for (int d = 0; d < nd; ++d)
       for (int64_t b = 0; b < B; ++b) {
-        T* dst = out + (s.layout == 0 ? (d * B + b) * H : (b * nd + d) * H);
+        T* dst = out + p.StateRow(d, b) * H;
         for (int64_t k = 0; k < H; ++k) dst[k] = static_cast<T>(v[(d * B + b) * H + k]);
       }
   };
@@ -352,21 +210,20 @@ struct RecurrentState : NodeState {
   std::string Kernel() const override { return "kiln recurrent f32"; }
 };
 
-Status RunRecurrentF32(ComputeContext& ctx, const RnnParams& p, const RnnShape& s,
-                       const std::vector<Activation>& acts) {
+Status RunRecurrentF32(ComputeContext& ctx, const RecurrentPlan& p) {
   RnnProblem q;
   q.cell = p.cell;
-  q.seq = s.seq;
-  q.batch = s.batch;
-  q.input = s.input;
-  q.hidden = s.hidden;
-  q.num_dir = s.num_dir;
-  q.reverse_only = s.reverse_only;
-  q.layout = s.layout;
+  q.seq = p.seq;
+  q.batch = p.batch;
+  q.input = p.input;
+  q.hidden = p.hidden;
+  q.num_dir = p.num_dir;
+  q.reverse_only = p.reverse_only;
+  q.layout = p.layout;
   q.clip = p.clip;
   q.input_forget = p.input_forget;
   q.linear_before_reset = p.linear_before_reset;
-  q.acts = acts.data();
+  q.acts = p.acts.data();
   auto in = [&](int i) { return ctx.has_input(i) ? ctx.input(i).data<float>() : nullptr; };
   q.x = in(0);
   q.w = in(1);
@@ -378,9 +235,9 @@ Status RunRecurrentF32(ComputeContext& ctx, const RnnParams& p, const RnnShape& 
   if (ctx.has_input(4)) {
     const Tensor& lens = ctx.input(4);
     for (int64_t b = 0; b < lens.size(); ++b)
-      if (lens.data<int32_t>()[b] < 0 || lens.data<int32_t>()[b] > s.seq)
+      if (lens.data<int32_t>()[b] < 0 || lens.data<int32_t>()[b] > p.seq)
         return ctx.error("sequence length " + std::to_string(lens.data<int32_t>()[b]) +
-                         " is outside [0, " + std::to_string(s.seq) + "]");
+                         " is outside [0, " + std::to_string(p.seq) + "]");
     q.sequence_lens = lens.data<int32_t>();
   }
   auto out = [&](int i) {
@@ -405,20 +262,12 @@ Status ComputeRecurrent(ComputeContext& ctx, Cell cell) {
   std::vector<const Dims*> dims(8, nullptr);
   for (int i = 0; i < ctx.num_inputs() && i < 8; ++i)
     if (ctx.has_input(i)) dims[i] = &ctx.input(i).dims();
-  RnnShape s;
-  KILN_RETURN_IF_ERROR(CheckShapes(ctx, cell, dims, &s));
-  std::vector<Activation> acts;
-  KILN_RETURN_IF_ERROR(ParseActivations(ctx, cell, s.num_dir, &acts));
-  RnnParams p;
-  p.cell = cell;
-  p.clip = ctx.node().attr_float("clip", 0.0f);
-  if (ctx.node().attr("clip") && p.clip <= 0) return ctx.error("clip must be positive");
-  p.input_forget = ctx.node().attr_int("input_forget", 0) != 0;
-  p.linear_before_reset = ctx.node().attr_int("linear_before_reset", 0) != 0;
-  if (ctx.input(0).dtype() == DType::kFloat32) return RunRecurrentF32(ctx, p, s, acts);
-  Status st;
-  bool ok = Dispatch<kFloatTypes>(ctx.input(0).dtype(),
-                                  [&]<class T>() { st = RunRecurrent<T>(ctx, p, s, acts); });
+  RecurrentPlan p;
+  Status st = PlanRecurrent(ctx.node(), ctx.opset(), cell, dims, &p);
+  if (!st.ok()) return ctx.error(st.message());
+  if (ctx.input(0).dtype() == DType::kFloat32) return RunRecurrentF32(ctx, p);
+  bool ok =
+      Dispatch<kFloatTypes>(ctx.input(0).dtype(), [&]<class T>() { st = RunRecurrent<T>(ctx, p); });
   if (!ok) return ctx.error("unsupported type " + std::string(DTypeName(ctx.input(0).dtype())));
   return st;
 }

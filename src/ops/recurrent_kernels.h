@@ -1,5 +1,5 @@
-// The recurrent layers of ONNX (RNN, GRU, LSTM) as framework-free kernels: the activation table
-// every path shares, and the float32 kernel the host runs.
+// The recurrent layers of ONNX (RNN, GRU, LSTM): the float32 kernel the host runs (the cells and
+// their activations are defined in ops/recurrent_plan.h).
 //
 // RecurrentF32 computes what ops/recurrent.cc's reference does (in float, not the reference's
 // per-row dot products): per direction, the input projection of every step at once as one GEMM
@@ -20,61 +20,9 @@
 #include <vector>
 
 #include "ops/gemm_kernels.h"
+#include "ops/recurrent_plan.h"
 
 namespace kiln::ops {
-
-enum class RnnCell { kRnn, kGru, kLstm };
-
-inline int RnnGates(RnnCell c) { return c == RnnCell::kRnn ? 1 : c == RnnCell::kGru ? 3 : 4; }
-inline int RnnActivations(RnnCell c) { return c == RnnCell::kRnn ? 1 : c == RnnCell::kGru ? 2 : 3; }
-
-enum class RnnAct {
-  kRelu,
-  kTanh,
-  kSigmoid,
-  kAffine,
-  kLeakyRelu,
-  kThresholdedRelu,
-  kScaledTanh,
-  kHardSigmoid,
-  kElu,
-  kSoftsign,
-  kSoftplus
-};
-
-struct RnnActivation {
-  RnnAct kind = RnnAct::kTanh;
-  float alpha = 0, beta = 0;
-
-  template <class A>
-  A operator()(A x) const {
-    switch (kind) {
-      case RnnAct::kRelu:
-        return x > A(0) ? x : A(0);
-      case RnnAct::kTanh:
-        return std::tanh(x);
-      case RnnAct::kSigmoid:
-        return x >= A(0) ? A(1) / (A(1) + std::exp(-x)) : std::exp(x) / (A(1) + std::exp(x));
-      case RnnAct::kAffine:
-        return A(alpha) * x + A(beta);
-      case RnnAct::kLeakyRelu:
-        return x >= A(0) ? x : A(alpha) * x;
-      case RnnAct::kThresholdedRelu:
-        return x > A(alpha) ? x : A(0);
-      case RnnAct::kScaledTanh:
-        return A(alpha) * std::tanh(A(beta) * x);
-      case RnnAct::kHardSigmoid:
-        return std::max(A(0), std::min(A(1), A(alpha) * x + A(beta)));
-      case RnnAct::kElu:
-        return x >= A(0) ? x : A(alpha) * (std::exp(x) - A(1));
-      case RnnAct::kSoftsign:
-        return x / (A(1) + std::fabs(x));
-      case RnnAct::kSoftplus:
-        return x > A(20) ? x : std::log1p(std::exp(x));
-    }
-    return x;
-  }
-};
 
 // A weight matrix transposed into panels of kRnnPanel columns (column j of row k at
 // data[(j / kRnnPanel) * rows * kRnnPanel + k * kRnnPanel + j % kRnnPanel]), so that a product

@@ -8,7 +8,6 @@
 // at run time (labels, sequence lengths, position ids, nonpad_kv_seqlen) is range-checked and an
 // out-of-range value returns KILN_ERROR_INVALID_DATA. Scratch memory is a few rows at most.
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <functional>
 
@@ -17,6 +16,7 @@
 #include "codegen/c/node_emitter.h"
 #include "ops/attention_shape.h"
 #include "ops/common.h"
+#include "ops/recurrent_plan.h"
 
 namespace kiln::codegen::c {
 namespace {
@@ -147,48 +147,53 @@ void EmitPresentKeysAndValues(NodeContext& ctx, const ops::AttentionShape& sh, D
   }
 }
 
-Status EmitAttention(NodeContext& ctx) {
-  const ir::Node& n = ctx.node();
+// The input types the emitter supports: Q, K, V and the past of one float type, a bool or float
+// mask, int64 lengths.
+Status CheckAttentionTypes(NodeContext& ctx) {
   for (int i = 0; i < 3; ++i)
     if (!ctx.has_input(i)) return ctx.error("needs Q, K and V");
   DType t = ctx.input_dtype(0);
   KILN_RETURN_IF_ERROR(RequireFloat(ctx, 0, "Q"));
   if (ctx.input_dtype(1) != t || ctx.input_dtype(2) != t)
     return ctx.error("Q, K and V of different types are not supported");
-  const bool has_past = ctx.has_input(4) && ctx.has_input(5);
   if (ctx.has_input(4) != ctx.has_input(5))
     return ctx.error("past_key and past_value come together");
-  if (has_past && (ctx.input_dtype(4) != t || ctx.input_dtype(5) != t))
+  if (ctx.has_input(4) && (ctx.input_dtype(4) != t || ctx.input_dtype(5) != t))
     return ctx.error("past_key / past_value must have Q's type");
+  if (ctx.has_input(3) && ctx.input_dtype(3) != DType::kBool &&
+      !IsFloatingDType(ctx.input_dtype(3)))
+    return ctx.error("attn_mask must be bool or floating point");
+  if (ctx.has_input(6) && ctx.input_dtype(6) != DType::kInt64)
+    return ctx.error("nonpad_kv_seqlen must be int64");
+  return OkStatus();
+}
+
+Status EmitAttention(NodeContext& ctx) {
+  KILN_RETURN_IF_ERROR(CheckAttentionTypes(ctx));
+  const DType t = ctx.input_dtype(0);
+  const bool has_past = ctx.has_input(4) && ctx.has_input(5);
   const DType ct = ComputeType(t);
   const std::string CT = CType(ct);
   std::vector<const Dims*> in;
   for (int i = 0; i < 7; ++i) in.push_back(ctx.has_input(i) ? &ctx.input_dims(i) : nullptr);
   ops::AttentionShape sh;
-  const std::string bad = ops::MakeAttentionShape(n, in, &sh);
+  const std::string bad = ops::MakeAttentionShape(ctx.node(), in, &sh);
   if (!bad.empty()) return ctx.error(bad);
   const bool is3d = sh.is3d;
   const int64_t B = sh.B, Hq = sh.Hq, Hkv = sh.Hkv, Sq = sh.Sq, Skv = sh.Skv, D = sh.D, Dv = sh.Dv;
   const int64_t P = sh.P, T = sh.T, group = Hq / Hkv;
-  const int64_t mode = n.attr_int("qk_matmul_output_mode", 0);
-  if (mode < 0 || mode > 3) return ctx.error("qk_matmul_output_mode must be 0..3");
-  const bool causal = n.attr_int("is_causal", 0) != 0;
-  const ir::Attribute* scale_attr = n.attr("scale");
-  const double scale = scale_attr ? scale_attr->f : 1.0 / std::sqrt(static_cast<double>(D));
-  const double softcap = n.attr_float("softcap", 0.0f);
+  const int64_t mode = sh.qk_output_mode;
+  const bool causal = sh.causal;
+  const double scale = sh.scale, softcap = sh.softcap;
   const bool has_mask = ctx.has_input(3), has_nonpad = ctx.has_input(6);
   std::vector<int64_t> mstride;
   int64_t mcols = 0;
   DType mt = DType::kFloat32;
   if (has_mask) {
     mt = ctx.input_dtype(3);
-    if (mt != DType::kBool && !IsFloatingDType(mt))
-      return ctx.error("attn_mask must be bool or floating point");
     mcols = sh.mask.back();
     mstride = ops::BroadcastStrides(sh.mask, {B, Hq, Sq, mcols});
   }
-  if (has_nonpad && ctx.input_dtype(6) != DType::kInt64)
-    return ctx.error("nonpad_kv_seqlen must be int64");
   const bool qk_out = ctx.has_output(3);
   const bool out_y = ctx.has_output(0) && NumElements(ctx.output_dims(0)) > 0;
   if (!out_y && !ctx.has_output(1) && !ctx.has_output(2) && !qk_out) {
@@ -541,94 +546,14 @@ Status EmitLoss(NodeContext& ctx, bool sce) {
 // RNN, GRU, LSTM. Per direction and batch entry, the state is carried through the steps in
 // scratch rows; every gate row is computed with its input and recurrent dot products at once.
 
-enum class Cell { kRnn, kGru, kLstm };
-int NumGates(Cell c) { return c == Cell::kRnn ? 1 : c == Cell::kGru ? 3 : 4; }
-int NumActivations(Cell c) { return c == Cell::kRnn ? 1 : c == Cell::kGru ? 2 : 3; }
-
-struct ActInfo {
-  const char* name;
-  bool uses_alpha, uses_beta;
-  float alpha, beta;
-};
-
-constexpr ActInfo kActs[] = {
-    {"relu", false, false, 0, 0},           {"tanh", false, false, 0, 0},
-    {"sigmoid", false, false, 0, 0},        {"affine", true, true, 1.0f, 0.0f},
-    {"leakyrelu", true, false, 0.01f, 0},   {"thresholdedrelu", true, false, 1.0f, 0},
-    {"scaledtanh", true, true, 1.0f, 1.0f}, {"hardsigmoid", true, true, 0.2f, 0.5f},
-    {"elu", true, false, 1.0f, 0},          {"softsign", false, false, 0, 0},
-    {"softplus", false, false, 0, 0},
-};
-
-struct Act {
-  std::string name;
-  float alpha = 0, beta = 0;
-};
-
-// The activations of every direction (f, g, h per direction), alpha / beta consumed in order by
-// the functions that take them, as the host does.
-Status ParseActivations(NodeContext& ctx, Cell cell, int nd, std::vector<Act>* out) {
-  std::vector<std::string> names;
-  if (const ir::Attribute* a = ctx.node().attr("activations")) names = a->strings;
-  const int per = NumActivations(cell);
-  if (names.empty()) {
-    static const char* kDefaults[][3] = {
-        {"Tanh"}, {"Sigmoid", "Tanh"}, {"Sigmoid", "Tanh", "Tanh"}};
-    for (int d = 0; d < nd; ++d)
-      for (int k = 0; k < per; ++k) names.push_back(kDefaults[per - 1][k]);
-  } else if (static_cast<int>(names.size()) == per && nd == 2) {
-    std::vector<std::string> forward = names;
-    names.insert(names.end(), forward.begin(), forward.end());
-  }
-  if (static_cast<int>(names.size()) != per * nd)
-    return ctx.error("has the wrong number of activations");
-  std::vector<float> alphas = ctx.node().attr_floats("activation_alpha");
-  std::vector<float> betas = ctx.node().attr_floats("activation_beta");
-  size_t ai = 0, bi = 0;
-  for (const auto& name : names) {
-    std::string lower;
-    for (char c : name) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    const ActInfo* info = nullptr;
-    for (const auto& a : kActs)
-      if (lower == a.name) info = &a;
-    if (!info) return ctx.error("unsupported activation '" + name + "'");
-    Act act{lower, info->alpha, info->beta};
-    if (info->uses_alpha && ai < alphas.size()) act.alpha = alphas[ai++];
-    if (info->uses_beta && bi < betas.size()) act.beta = betas[bi++];
-    out->push_back(act);
-  }
-  return OkStatus();
-}
-
-// The activation of the variable v.
-std::string ActExpr(const Act& a, DType ct, const std::string& v) {
-  auto L = [&](double x) { return CNumber(ct, x); };
-  auto F = [&](const char* f) { return MathName(ct, f); };
-  const std::string& n = a.name;
-  if (n == "relu") return "(" + v + " > " + L(0) + " ? " + v + " : " + L(0) + ")";
-  if (n == "tanh") return F("tanh") + "(" + v + ")";
-  if (n == "affine") return "(" + L(a.alpha) + " * " + v + " + " + L(a.beta) + ")";
-  if (n == "leakyrelu")
-    return "(" + v + " >= " + L(0) + " ? " + v + " : " + L(a.alpha) + " * " + v + ")";
-  if (n == "thresholdedrelu") return "(" + v + " > " + L(a.alpha) + " ? " + v + " : " + L(0) + ")";
-  if (n == "scaledtanh")
-    return "(" + L(a.alpha) + " * " + F("tanh") + "(" + L(a.beta) + " * " + v + "))";
-  if (n == "hardsigmoid")
-    return F("fmax") + "(" + L(0) + ", " + F("fmin") + "(" + L(1) + ", " + L(a.alpha) + " * " + v +
-           " + " + L(a.beta) + "))";
-  if (n == "elu")
-    return "(" + v + " >= " + L(0) + " ? " + v + " : " + L(a.alpha) + " * (" + F("exp") + "(" + v +
-           ") - " + L(1) + "))";
-  if (n == "softsign") return "(" + v + " / (" + L(1) + " + " + F("fabs") + "(" + v + ")))";
-  /* softplus */ return "(" + v + " > " + L(20) + " ? " + v + " : " + F("log1p") + "(" + F("exp") +
-      "(" + v + ")))";
-}
+using Cell = ops::RnnCell;
+using Act = ops::RnnActivation;
 
 // dst = activation(src), src a variable; the sigmoid binds exp(-|src|) once, which is the host's
 // exp(-x) or exp(x) on the two sides of 0.
 void SetAct(NodeContext& ctx, const Act& a, DType ct, const std::string& dst,
             const std::string& src) {
-  if (a.name == "sigmoid") {
+  if (a.kind == ops::RnnAct::kSigmoid) {
     std::string one = CNumber(ct, 1);
     ctx.Line("{");
     ctx.Line("  " + CType(ct) + " e = " + MathName(ct, "exp") + "(-" + MathName(ct, "fabs") + "(" +
@@ -638,7 +563,7 @@ void SetAct(NodeContext& ctx, const Act& a, DType ct, const std::string& dst,
     ctx.Line("}");
     return;
   }
-  ctx.Line(dst + " = " + ActExpr(a, ct, src) + ";");
+  ctx.Line(dst + " = " + FormulaC(a(ops::SymExpr::Var(src)), ct) + ";");
 }
 
 // What the step of one direction is emitted from: the sizes and options of the cell and the
@@ -753,38 +678,26 @@ Status CheckSequenceLengths(NodeContext& ctx, int64_t S_, int64_t B, bool has_le
 }
 
 Status EmitRecurrent(NodeContext& ctx, Cell cell) {
-  const ir::Node& node = ctx.node();
-  for (int i = 0; i < 3; ++i)
-    if (!ctx.has_input(i)) return ctx.error("inputs X, W and R are required");
+  std::vector<const Dims*> dims(8, nullptr);
+  for (int i = 0; i < ctx.num_inputs() && i < 8; ++i)
+    if (ctx.has_input(i)) dims[i] = &ctx.input_dims(i);
+  ops::RecurrentPlan plan;
+  Status planned = ops::PlanRecurrent(ctx.node(), ctx.opset(), cell, dims, &plan);
+  if (!planned.ok()) return ctx.error(planned.message());
   KILN_RETURN_IF_ERROR(RequireFloat(ctx, 0, "X"));
   const DType t = ctx.input_dtype(0), ct = ComputeType(t);
   for (int i : {1, 2, 3, 5, 6, 7})
     if (ctx.has_input(i) && ctx.input_dtype(i) != t)
       return ctx.error("inputs of different types are not supported");
   const std::string CT = CType(ct);
-  std::string dir = node.attr_string("direction", "forward");
-  if (dir != "forward" && dir != "reverse" && dir != "bidirectional")
-    return ctx.error("unknown direction '" + dir + "'");
-  const int nd = dir == "bidirectional" ? 2 : 1;
-  const bool reverse_only = dir == "reverse";
-  const int64_t layout = ctx.opset() >= 14 ? node.attr_int("layout", 0) : 0;
-  if (layout != 0 && layout != 1) return ctx.error("layout must be 0 or 1");
-  const Dims& x = ctx.input_dims(0);
-  const Dims& wd = ctx.input_dims(1);
-  const int G = NumGates(cell);
-  if (x.size() != 3 || wd.size() != 3 || wd[1] % G)
-    return ctx.error("X and W have unexpected shapes");
-  const int64_t S_ = layout == 0 ? x[0] : x[1], B = layout == 0 ? x[1] : x[0], I = x[2],
-                H = wd[1] / G;
-  const int64_t GH = G * H;
-  if (wd[0] != nd || wd[2] != I || ctx.input_dims(2) != Dims{nd, GH, H})
-    return ctx.error("W or R has an unexpected shape");
-  std::vector<Act> acts;
-  KILN_RETURN_IF_ERROR(ParseActivations(ctx, cell, nd, &acts));
-  const float clip = node.attr_float("clip", 0.0f);
-  if (node.attr("clip") && clip <= 0) return ctx.error("clip must be positive");
-  const bool input_forget = node.attr_int("input_forget", 0) != 0;
-  const bool lbr = node.attr_int("linear_before_reset", 0) != 0;
+  const int nd = plan.num_dir;
+  const bool reverse_only = plan.reverse_only;
+  const int64_t layout = plan.layout;
+  const int64_t S_ = plan.seq, B = plan.batch, I = plan.input, H = plan.hidden;
+  const int64_t GH = plan.gates() * H;
+  const std::vector<Act>& acts = plan.acts;
+  const float clip = plan.clip;
+  const bool input_forget = plan.input_forget, lbr = plan.linear_before_reset;
   const bool lstm = cell == Cell::kLstm, gru = cell == Cell::kGru;
   const bool has_b = ctx.has_input(3), has_lens = ctx.has_input(4), has_h0 = ctx.has_input(5);
   const bool has_c0 = lstm && ctx.has_input(6), has_p = lstm && ctx.has_input(7);
@@ -869,7 +782,7 @@ Status EmitRecurrent(NodeContext& ctx, Cell cell) {
                            has_p, lbr, input_forget, L, gate_sums, set_clipped};
   for (int d = 0; d < nd; ++d) {
     const bool reverse = reverse_only || d == 1;
-    const Act* act = &acts[d * NumActivations(cell)];
+    const Act* act = &acts[d * ops::RnnActivations(cell)];
     ctx.Line(std::string("/* direction ") + S(d) + (reverse ? ": reverse */" : ": forward */"));
     Open(ctx, "b", B);
     ctx.Line(
