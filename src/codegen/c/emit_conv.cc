@@ -544,6 +544,97 @@ Status EmitQConv(NodeContext& ctx, bool qlinear) {
 
 enum class PoolKind { kMax, kAvg, kLp };
 
+// What a pool's window body is emitted from: X at the tap (x_at) and Y at the output (y_at).
+struct PoolBody {
+  NodeContext& ctx;
+  const std::vector<WindowAxis>& axes;
+  DType t, ct;
+  std::string x_at, y_at;
+};
+
+// MaxPool of one window, and its Indices when `indices` (arg: the tap's index in the plane in
+// the storage order; plane: the plane's offset).
+void EmitMaxWindow(const PoolBody& b, bool indices, const std::string& arg,
+                   const std::string& plane) {
+  NodeContext& ctx = b.ctx;
+  const DType t = b.t, ct = b.ct;
+  const std::string C = CType(ct), &x_at = b.x_at, &y_at = b.y_at;
+  std::string init = IsFloatingDType(ct) ? "-INFINITY" : t == DType::kInt8 ? "-128" : "0";
+  ctx.Line(C + " best = " + init + ";");
+  bool fl = IsFloatingDType(ct);
+  if (indices)
+    ctx.Line("int64_t arg = -1;");
+  else if (fl)
+    ctx.Line("int any = 0;");
+  TapLoops(ctx, b.axes, [&] {
+    ctx.Line("const " + C + " v = " + Load(ctx, t, x_at) + ";");
+    // As the host: the first tap is taken, then a larger one or any after a NaN (so NaN is
+    // skipped unless every tap is NaN).
+    if (indices) {
+      ctx.Line(std::string("if (v > best || arg < 0") + (fl ? " || best != best" : "") + ") {");
+      ctx.Line("  best = v;");
+      ctx.Line("  arg = " + arg + ";");
+      ctx.Line("}");
+    } else if (fl) {
+      ctx.Line("if (!any || v > best || best != best) {");
+      ctx.Line("  best = v;");
+      ctx.Line("  any = 1;");
+      ctx.Line("}");
+    } else {
+      ctx.Line("if (v > best) best = v;");
+    }
+  });
+  ctx.Line("out0[" + y_at + "] = " + Store(ctx, t, "best") + ";");
+  if (indices) ctx.Line("out1[" + y_at + "] = arg < 0 ? -1 : " + plane + " + arg;");
+}
+
+// AveragePool's result from `sum`: divided by the taps inside the image, or inside the padded
+// extent (count_include_pad).
+void EmitAverageResult(const PoolBody& b, bool cip) {
+  NodeContext& ctx = b.ctx;
+  const DType t = b.t, ct = b.ct;
+  const std::string C = CType(ct), &y_at = b.y_at;
+  int64_t fixed = 1;
+  std::vector<std::string> factors;
+  bool maybe_zero = false;
+  for (size_t j = 0; j < b.axes.size(); ++j) {
+    const WindowAxis& a = b.axes[j];
+    std::string sj = Str(static_cast<int64_t>(j));
+    if (cip) {
+      if (!a.padded_clipped) {
+        fixed *= a.k;
+        continue;
+      }
+      // The window starts inside the padded extent; only its end can be clipped.
+      ctx.Line("ptrdiff_t n" + sj + " = " +
+               (a.d == 1 ? Str(a.in + a.p + a.pe) + " - " + Lin("o" + sj, a.s, 0)
+                         : "(" + Str(a.in + a.p + a.pe - 1) + " - " + Lin("o" + sj, a.s, 0) +
+                               ") / " + Str(a.d) + " + 1") +
+               ";");
+      ctx.Line("if (n" + sj + " > " + Str(a.k) + ") n" + sj + " = " + Str(a.k) + ";");
+      factors.push_back("n" + sj);
+    } else if (a.lo_clipped || a.hi_clipped) {
+      factors.push_back("(hi" + sj + " - lo" + sj + ")");
+      maybe_zero |= a.maybe_empty;
+    } else {
+      fixed *= a.k;
+    }
+  }
+  std::string count;
+  for (const auto& f : factors) count += (count.empty() ? "" : " * ") + f;
+  if (count.empty()) {
+    ctx.Line("out0[" + y_at +
+             "] = " + Store(ctx, t, "sum / " + CNumber(ct, static_cast<double>(fixed))) + ";");
+    return;
+  }
+  if (fixed != 1) count += " * " + Str(fixed);
+  ctx.Line("const ptrdiff_t count = " + count + ";");
+  std::string q = "sum / (" + C + ")count";
+  if (maybe_zero)
+    q = "(count > 0 ? " + q + " : " + (ct == DType::kFloat64 ? "(double)NAN" : "NAN") + ")";
+  ctx.Line("out0[" + y_at + "] = " + Store(ctx, t, q) + ";");
+}
+
 Status EmitPool(NodeContext& ctx, PoolKind kind) {
   if (!ctx.has_input(0)) return ctx.error("needs input X");
   const ir::Node& node = ctx.node();
@@ -594,40 +685,14 @@ Status EmitPool(NodeContext& ctx, PoolKind kind) {
   const std::string y_at =
       Lin("pl", out_size, 0) + (out_size > 1 ? " + " + IndexExpr(ovars, Strides(out_sp)) : "");
 
+  const PoolBody body{ctx, axes, t, ct, x_at, y_at};
   ctx.Line("for (ptrdiff_t pl = 0; pl < " + Str(planes) + "; ++pl) {");
   ctx.Indent();
   ctx.Line("const " + T + " *xp = in0 + " + Lin("pl", in_size, 0) + ";");
   WindowLoops(ctx, axes, [&] {
     if (kind == PoolKind::kMax) {
-      std::string init = IsFloatingDType(ct) ? "-INFINITY" : t == DType::kInt8 ? "-128" : "0";
-      ctx.Line(C + " best = " + init + ";");
-      bool fl = IsFloatingDType(ct);
-      if (indices)
-        ctx.Line("int64_t arg = -1;");
-      else if (fl)
-        ctx.Line("int any = 0;");
-      TapLoops(ctx, axes, [&] {
-        ctx.Line("const " + C + " v = " + Load(ctx, t, x_at) + ";");
-        // As the host: the first tap is taken, then a larger one or any after a NaN (so NaN is
-        // skipped unless every tap is NaN).
-        if (indices) {
-          std::string arg = IndexExpr(ivars, col_major ? cm_strides : Strides(in_sp));
-          ctx.Line(std::string("if (v > best || arg < 0") + (fl ? " || best != best" : "") + ") {");
-          ctx.Line("  best = v;");
-          ctx.Line("  arg = " + arg + ";");
-          ctx.Line("}");
-        } else if (fl) {
-          ctx.Line("if (!any || v > best || best != best) {");
-          ctx.Line("  best = v;");
-          ctx.Line("  any = 1;");
-          ctx.Line("}");
-        } else {
-          ctx.Line("if (v > best) best = v;");
-        }
-      });
-      ctx.Line("out0[" + y_at + "] = " + Store(ctx, t, "best") + ";");
-      if (indices)
-        ctx.Line("out1[" + y_at + "] = arg < 0 ? -1 : " + Lin("pl", in_size, 0) + " + arg;");
+      EmitMaxWindow(body, indices, IndexExpr(ivars, col_major ? cm_strides : Strides(in_sp)),
+                    Lin("pl", in_size, 0));
       return;
     }
     ctx.Line(C + " sum = " + CNumber(ct, 0) + ";");
@@ -652,46 +717,7 @@ Status EmitPool(NodeContext& ctx, PoolKind kind) {
       ctx.Line("out0[" + y_at + "] = " + Store(ctx, t, r) + ";");
       return;
     }
-    // The divisor: the taps inside the image, or inside the padded extent (count_include_pad).
-    int64_t fixed = 1;
-    std::vector<std::string> factors;
-    bool maybe_zero = false;
-    for (int j = 0; j < nd; ++j) {
-      const WindowAxis& a = axes[j];
-      std::string sj = Str(j);
-      if (cip) {
-        if (!a.padded_clipped) {
-          fixed *= a.k;
-          continue;
-        }
-        // The window starts inside the padded extent; only its end can be clipped.
-        ctx.Line("ptrdiff_t n" + sj + " = " +
-                 (a.d == 1 ? Str(a.in + a.p + a.pe) + " - " + Lin("o" + sj, a.s, 0)
-                           : "(" + Str(a.in + a.p + a.pe - 1) + " - " + Lin("o" + sj, a.s, 0) +
-                                 ") / " + Str(a.d) + " + 1") +
-                 ";");
-        ctx.Line("if (n" + sj + " > " + Str(a.k) + ") n" + sj + " = " + Str(a.k) + ";");
-        factors.push_back("n" + sj);
-      } else if (a.lo_clipped || a.hi_clipped) {
-        factors.push_back("(hi" + sj + " - lo" + sj + ")");
-        maybe_zero |= a.maybe_empty;
-      } else {
-        fixed *= a.k;
-      }
-    }
-    std::string count;
-    for (const auto& f : factors) count += (count.empty() ? "" : " * ") + f;
-    if (count.empty()) {
-      ctx.Line("out0[" + y_at +
-               "] = " + Store(ctx, t, "sum / " + CNumber(ct, static_cast<double>(fixed))) + ";");
-      return;
-    }
-    if (fixed != 1) count += " * " + Str(fixed);
-    ctx.Line("const ptrdiff_t count = " + count + ";");
-    std::string q = "sum / (" + C + ")count";
-    if (maybe_zero)
-      q = "(count > 0 ? " + q + " : " + (ct == DType::kFloat64 ? "(double)NAN" : "NAN") + ")";
-    ctx.Line("out0[" + y_at + "] = " + Store(ctx, t, q) + ";");
+    EmitAverageResult(body, cip);
   });
   ctx.Dedent();
   ctx.Line("}");

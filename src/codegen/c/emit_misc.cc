@@ -111,6 +111,92 @@ void EmitPostTransform(NodeContext& ctx, int64_t post, DType ct, const std::stri
 
 // ---- GridSample ---------------------------------------------------------------------------------
 
+// What GridSample's coordinate mapping along one spatial axis is emitted from.
+struct GridAxis {
+  int rank, mode, taps;  // mode: 0 nearest, 1 linear, 2 cubic; taps per axis: 1, 2, 4
+  std::string padding;
+  bool align;
+  DType grid_type;
+  int64_t size, stride;  // of the axis in X
+};
+
+// Grid coordinate d of the current output position mapped into X: the taps' offsets into
+// ix[d * taps ...] (-1: reads zero) and, but for nearest, their weights into w[...].
+void EmitGridAxisTaps(NodeContext& ctx, const GridAxis& g, int d) {
+  const DType f = DType::kFloat32;
+  const float len = static_cast<float>(g.size);
+  const float lo = g.align ? 0.0f : -0.5f, hi = g.align ? len - 1.0f : len - 0.5f;
+  const std::string LO = L(f, lo), HI = L(f, hi), LEN = L(f, len), LENM1 = L(f, len - 1.0f);
+  // Maps integer index i along d through the padding mode: an offset, or -1 (reads zero).
+  auto pix = [&](const std::string& i) -> std::string {
+    std::string st = g.stride == 1 ? "" : " * " + S(g.stride);
+    if (g.padding == "zeros")
+      return "(" + i + " >= 0 && " + i + " < " + S(g.size) + " ? " + i + st + " : -1)";
+    if (g.padding == "border")
+      return "(" + i + " < 0 ? 0 : " + i + " > " + S(g.size - 1) + " ? " +
+             S((g.size - 1) * g.stride) + " : " + i + st + ")";
+    return "kiln_grid_reflect_index(" + i + ", " + LO + ", " + HI + ", " + S(g.size) + ")" + st;
+  };
+  ctx.Line("{");
+  ctx.Indent();
+  ctx.Line("float c = (float)" + Load(ctx, g.grid_type, "g[" + S(g.rank - 1 - d) + "]") + ";");
+  if (g.align)
+    ctx.Line("c = (c + 1.0f) / 2.0f * " + LENM1 + ";");
+  else
+    ctx.Line("c = ((c + 1.0f) * " + LEN + " - 1.0f) / 2.0f;");
+  if (g.mode == 0) ctx.Line("c = nearbyintf(c);");
+  if (g.padding == "border")
+    ctx.Line("if (c < " + LO + " || c > " + HI + ") c = c < 0.0f ? 0.0f : (c > " + LENM1 + " ? " +
+             LENM1 + " : c);");
+  if (g.padding == "reflection")
+    ctx.Line("if (c < " + LO + " || c > " + HI + ") c = kiln_grid_reflect(c, " + LO + ", " + HI +
+             ");");
+  ctx.Line("if (!isfinite(c)) c = -1e9f;");
+  ctx.Line("c = c < -1e9f ? -1e9f : (c > 1e9f ? 1e9f : c);");
+  const std::string base = S(d * g.taps);
+  if (g.mode == 0) {
+    ctx.Line("{");
+    ctx.Line("  const int32_t i = (int32_t)c;");
+    ctx.Line("  ix[" + base + "] = " + pix("i") + ";");
+    ctx.Line("}");
+  } else {
+    ctx.Line("{");
+    ctx.Indent();
+    ctx.Line("const float fl = floorf(c), tt = c - fl;");
+    ctx.Line("const int32_t x0 = (int32_t)fl;");
+    if (g.mode == 1) {
+      ctx.Line("w[" + base + "] = 1.0f - tt;");
+      ctx.Line("w[" + S(d * g.taps + 1) + "] = tt;");
+      ctx.Line("ix[" + base + "] = " + pix("x0") + ";");
+      ctx.Line("{");
+      ctx.Line("  const int32_t x1 = x0 + 1;");
+      ctx.Line("  ix[" + S(d * g.taps + 1) + "] = " + pix("x1") + ";");
+      ctx.Line("}");
+    } else {
+      // The host's CubicCoeffs (A = -0.75).
+      ctx.Line("const float a = -0.75f, u = fabsf(tt);");
+      ctx.Line("int q;");
+      ctx.Line(
+          "w[" + base +
+          "] = ((a * (u + 1.0f) - 5.0f * a) * (u + 1.0f) + 8.0f * a) * (u + 1.0f) - 4.0f * a;");
+      ctx.Line("w[" + S(d * g.taps + 1) + "] = ((a + 2.0f) * u - (a + 3.0f)) * u * u + 1.0f;");
+      ctx.Line("w[" + S(d * g.taps + 2) +
+               "] = ((a + 2.0f) * (1.0f - u) - (a + 3.0f)) * (1.0f - u) * (1.0f - u) + 1.0f;");
+      ctx.Line(
+          "w[" + S(d * g.taps + 3) +
+          "] = ((a * (2.0f - u) - 5.0f * a) * (2.0f - u) + 8.0f * a) * (2.0f - u) - 4.0f * a;");
+      ctx.Line("for (q = 0; q < 4; ++q) {");
+      ctx.Line("  const int32_t xi = x0 - 1 + q;");
+      ctx.Line("  ix[" + (d ? base + " + q" : std::string("q")) + "] = " + pix("xi") + ";");
+      ctx.Line("}");
+    }
+    ctx.Dedent();
+    ctx.Line("}");
+  }
+  ctx.Dedent();
+  ctx.Line("}");
+}
+
 Status EmitGridSample(NodeContext& ctx) {
   const ir::Node& node = ctx.node();
   const Dims& xd = ctx.input_dims(0);
@@ -145,7 +231,6 @@ Status EmitGridSample(NodeContext& ctx) {
   }
   if (in_sz == 0) return ctx.error("X has no spatial elements");
   if (in_sz >= (int64_t{1} << 31)) return ctx.error("X is too large");
-  const DType f = DType::kFloat32;
   const int K = mode == 0 ? 1 : mode == 1 ? 2 : 4;
   if (p == "reflection") ctx.UseKernel("grid_reflect");
   ctx.Line("size_t n, o, ch;");
@@ -159,79 +244,7 @@ Status EmitGridSample(NodeContext& ctx) {
   ctx.Indent();
   ctx.Indent();
   ctx.Line("const " + CType(gt) + " *g = in1 + (n * " + S(n_out) + " + o) * " + S(r) + ";");
-  for (int d = 0; d < r; ++d) {
-    const float len = static_cast<float>(sp[d]);
-    const float lo = align ? 0.0f : -0.5f, hi = align ? len - 1.0f : len - 0.5f;
-    const std::string LO = L(f, lo), HI = L(f, hi), LEN = L(f, len), LENM1 = L(f, len - 1.0f);
-    // Maps integer index i along d through the padding mode: an offset, or -1 (reads zero).
-    auto pix = [&](const std::string& i) -> std::string {
-      std::string st = sps[d] == 1 ? "" : " * " + S(sps[d]);
-      if (p == "zeros")
-        return "(" + i + " >= 0 && " + i + " < " + S(sp[d]) + " ? " + i + st + " : -1)";
-      if (p == "border")
-        return "(" + i + " < 0 ? 0 : " + i + " > " + S(sp[d] - 1) + " ? " +
-               S((sp[d] - 1) * sps[d]) + " : " + i + st + ")";
-      return "kiln_grid_reflect_index(" + i + ", " + LO + ", " + HI + ", " + S(sp[d]) + ")" + st;
-    };
-    ctx.Line("{");
-    ctx.Indent();
-    ctx.Line("float c = (float)" + Load(ctx, gt, "g[" + S(r - 1 - d) + "]") + ";");
-    if (align)
-      ctx.Line("c = (c + 1.0f) / 2.0f * " + LENM1 + ";");
-    else
-      ctx.Line("c = ((c + 1.0f) * " + LEN + " - 1.0f) / 2.0f;");
-    if (mode == 0) ctx.Line("c = nearbyintf(c);");
-    if (p == "border")
-      ctx.Line("if (c < " + LO + " || c > " + HI + ") c = c < 0.0f ? 0.0f : (c > " + LENM1 + " ? " +
-               LENM1 + " : c);");
-    if (p == "reflection")
-      ctx.Line("if (c < " + LO + " || c > " + HI + ") c = kiln_grid_reflect(c, " + LO + ", " + HI +
-               ");");
-    ctx.Line("if (!isfinite(c)) c = -1e9f;");
-    ctx.Line("c = c < -1e9f ? -1e9f : (c > 1e9f ? 1e9f : c);");
-    const std::string base = S(d * K);
-    if (mode == 0) {
-      ctx.Line("{");
-      ctx.Line("  const int32_t i = (int32_t)c;");
-      ctx.Line("  ix[" + base + "] = " + pix("i") + ";");
-      ctx.Line("}");
-    } else {
-      ctx.Line("{");
-      ctx.Indent();
-      ctx.Line("const float fl = floorf(c), tt = c - fl;");
-      ctx.Line("const int32_t x0 = (int32_t)fl;");
-      if (mode == 1) {
-        ctx.Line("w[" + base + "] = 1.0f - tt;");
-        ctx.Line("w[" + S(d * K + 1) + "] = tt;");
-        ctx.Line("ix[" + base + "] = " + pix("x0") + ";");
-        ctx.Line("{");
-        ctx.Line("  const int32_t x1 = x0 + 1;");
-        ctx.Line("  ix[" + S(d * K + 1) + "] = " + pix("x1") + ";");
-        ctx.Line("}");
-      } else {
-        // The host's CubicCoeffs (A = -0.75).
-        ctx.Line("const float a = -0.75f, u = fabsf(tt);");
-        ctx.Line("int q;");
-        ctx.Line(
-            "w[" + base +
-            "] = ((a * (u + 1.0f) - 5.0f * a) * (u + 1.0f) + 8.0f * a) * (u + 1.0f) - 4.0f * a;");
-        ctx.Line("w[" + S(d * K + 1) + "] = ((a + 2.0f) * u - (a + 3.0f)) * u * u + 1.0f;");
-        ctx.Line("w[" + S(d * K + 2) +
-                 "] = ((a + 2.0f) * (1.0f - u) - (a + 3.0f)) * (1.0f - u) * (1.0f - u) + 1.0f;");
-        ctx.Line(
-            "w[" + S(d * K + 3) +
-            "] = ((a * (2.0f - u) - 5.0f * a) * (2.0f - u) + 8.0f * a) * (2.0f - u) - 4.0f * a;");
-        ctx.Line("for (q = 0; q < 4; ++q) {");
-        ctx.Line("  const int32_t xi = x0 - 1 + q;");
-        ctx.Line("  ix[" + (d ? base + " + q" : std::string("q")) + "] = " + pix("xi") + ";");
-        ctx.Line("}");
-      }
-      ctx.Dedent();
-      ctx.Line("}");
-    }
-    ctx.Dedent();
-    ctx.Line("}");
-  }
+  for (int d = 0; d < r; ++d) EmitGridAxisTaps(ctx, {r, mode, K, p, align, gt, sp[d], sps[d]}, d);
   // The taps, first spatial dim outermost; weights multiplied last dim first, as the host.
   ctx.Line("for (ch = 0; ch < " + S(C) + "; ++ch) {");
   ctx.Indent();
