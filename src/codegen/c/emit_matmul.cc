@@ -12,6 +12,7 @@
 #include "codegen/c/emit_util.h"
 #include "codegen/c/node_emitter.h"
 #include "ops/common.h"
+#include "ops/einsum_plan.h"
 
 namespace kiln::codegen::c {
 namespace {
@@ -181,161 +182,31 @@ Status EmitGemm(NodeContext& ctx) {
 
 // ---- Einsum ----
 
-// The plan of the host's Einsum (ops/matmul.cc): labels are the 52 letters and the broadcast
-// "..." dims; each label has a size and, per operand, the sum of the strides of that operand's
-// axes with the label (a repeated label walks the diagonal), 0 when absent.
-struct EinsumPlan {
-  std::vector<int64_t> size;
-  std::vector<int> out_labels, sum_labels;
-  std::vector<std::vector<int64_t>> stride;  // [operand][label]
-};
-
-constexpr int kEllipsis = -2;
-
-bool ParseTerm(const std::string& t, std::vector<int>* out) {
-  out->clear();
-  for (size_t i = 0; i < t.size(); ++i) {
-    if (t[i] == '.') {
-      if (t.compare(i, 3, "...") != 0) return false;
-      for (int x : *out)
-        if (x == kEllipsis) return false;
-      out->push_back(kEllipsis);
-      i += 2;
-    } else if (t[i] >= 'A' && t[i] <= 'Z') {
-      out->push_back(t[i] - 'A');
-    } else if (t[i] >= 'a' && t[i] <= 'z') {
-      out->push_back(t[i] - 'a' + 26);
-    } else {
-      return false;
-    }
-  }
-  return true;
-}
-
-std::string PlanEinsum(const std::string& equation, const std::vector<Dims>& inputs,
-                       EinsumPlan* p) {
-  std::string eq;
-  for (char c : equation)
-    if (c != ' ' && c != '\t') eq += c;
-  size_t arrow = eq.find("->");
-  std::string lhs = arrow == std::string::npos ? eq : eq.substr(0, arrow);
-  std::vector<std::vector<int>> terms;
-  for (size_t start = 0;;) {
-    size_t comma = lhs.find(',', start);
-    std::vector<int> term;
-    if (!ParseTerm(
-            lhs.substr(start, comma == std::string::npos ? std::string::npos : comma - start),
-            &term))
-      return "bad input term";
-    terms.push_back(term);
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  if (terms.size() != inputs.size()) return "the equation's input terms do not match the inputs";
-  int64_t ell_rank = 0;
-  std::vector<int64_t> op_ell(inputs.size(), 0);
-  for (size_t i = 0; i < terms.size(); ++i) {
-    int64_t letters = 0;
-    bool has_ell = false;
-    for (int l : terms[i]) (l == kEllipsis ? has_ell = true : ++letters);
-    int64_t rank = static_cast<int64_t>(inputs[i].size());
-    if (has_ell ? rank < letters : rank != letters) return "a term does not match its input's rank";
-    op_ell[i] = has_ell ? rank - letters : 0;
-    ell_rank = std::max(ell_rank, op_ell[i]);
-  }
-  const int num_labels = 52 + static_cast<int>(ell_rank);
-  p->size.assign(num_labels, -1);
-  p->stride.assign(inputs.size(), std::vector<int64_t>(num_labels, 0));
-  std::vector<int> count(num_labels, 0);
-  for (size_t i = 0; i < terms.size(); ++i) {
-    std::vector<int64_t> st = Strides(inputs[i]);
-    int axis = 0;
-    for (int l : terms[i]) {
-      if (l == kEllipsis) {
-        for (int64_t e = 0; e < op_ell[i]; ++e, ++axis) {
-          int label = 52 + static_cast<int>(ell_rank - op_ell[i] + e);
-          int64_t d = inputs[i][axis];
-          int64_t& sz = p->size[label];
-          if (d != 1) {
-            if (sz > 1 && sz != d) return "ellipsis dims do not broadcast";
-            sz = d;
-            p->stride[i][label] += st[axis];
-          } else if (sz < 0) {
-            sz = 1;
-          }
-          ++count[label];
-        }
-        continue;
-      }
-      int64_t d = inputs[i][axis];
-      if (p->size[l] >= 0 && p->size[l] != d) return "a label has two sizes";
-      p->size[l] = d;
-      p->stride[i][l] += st[axis];
-      ++count[l];
-      ++axis;
-    }
-  }
-  p->out_labels.clear();
-  std::vector<char> in_out(num_labels, 0);
-  if (arrow != std::string::npos) {
-    std::vector<int> term;
-    if (!ParseTerm(eq.substr(arrow + 2), &term)) return "bad output term";
-    bool out_has_ell = false;
-    for (int l : term) {
-      if (l == kEllipsis) {
-        out_has_ell = true;
-        for (int e = 0; e < ell_rank; ++e) p->out_labels.push_back(52 + e);
-        continue;
-      }
-      if (count[l] == 0) return "an output label does not appear in the inputs";
-      if (in_out[l]) return "an output label is repeated";
-      in_out[l] = 1;
-      p->out_labels.push_back(l);
-    }
-    for (int e = 0; e < ell_rank; ++e) in_out[52 + e] = out_has_ell;  // "..." left out: summed
-  } else {
-    for (int e = 0; e < ell_rank; ++e) {
-      p->out_labels.push_back(52 + e);
-      in_out[52 + e] = 1;
-    }
-    for (int l = 0; l < 52; ++l)
-      if (count[l] == 1) {
-        p->out_labels.push_back(l);
-        in_out[l] = 1;
-      }
-  }
-  p->sum_labels.clear();
-  for (int l = 0; l < num_labels; ++l)
-    if (!in_out[l] && count[l] > 0) p->sum_labels.push_back(l);
-  return "";
-}
-
 // Einsum as loops: the output labels outside, the summed labels inside, one product of every
 // operand per step, accumulated like MatMul (float in float, integers wrapping).
 Status EmitEinsum(NodeContext& ctx) {
   const int n = ctx.num_inputs();
-  std::vector<Dims> dims;
+  std::vector<const Dims*> dims;
   for (int i = 0; i < n; ++i) {
     if (!ctx.has_input(i)) return ctx.error("inputs cannot be omitted");
     if (ctx.input_dtype(i) != ctx.input_dtype(0)) return ctx.error("input types differ");
-    dims.push_back(ctx.input_dims(i));
+    dims.push_back(&ctx.input_dims(i));
   }
   if (n == 0) return ctx.error("needs at least one input");
   DType t = ctx.input_dtype(0), ct = ComputeType(t);
   if (!IsFloatingDType(t) && !IsInt(t))
     return ctx.error("does not support element type " + std::string(DTypeName(t)));
-  EinsumPlan p;
-  std::string why = PlanEinsum(ctx.node().attr_string("equation", ""), dims, &p);
-  if (!why.empty())
-    return ctx.error("equation '" + ctx.node().attr_string("equation", "") + "': " + why);
+  ops::EinsumPlan p;
+  const std::string why = ops::PlanEinsum(ctx.node().attr_string("equation", ""), dims, &p);
+  if (!why.empty()) return ctx.error(why);
   const int64_t total = NumElements(ctx.output_dims(0));
   if (total == 0) {
     ctx.Line("/* no elements */");
     return OkStatus();
   }
   bool empty_sum = false;
-  Dims od, sd;
-  for (int l : p.out_labels) od.push_back(p.size[l]);
+  const Dims& od = p.out_dims;
+  Dims sd;
   for (int l : p.sum_labels) {
     sd.push_back(p.size[l]);
     empty_sum = empty_sum || p.size[l] == 0;
