@@ -44,4 +44,14 @@ std::string CommentText(const std::string& s, size_t max_len = 160);
 // their bytes do not depend on the folder kiln ran in.
 std::string FileName(const std::string& path);
 
+// The opening of a generated file's banner comment, without its closing " */": what the file
+// is, the kiln version, the command line (when known) and the model (`model`: its file name and
+// SHA-256, or what the caller names it).
+std::string BannerOpening(const std::string& what, const std::string& kiln_version,
+                          const std::string& command_line, const std::string& model);
+
+// KILN_OK and the KILN_ERROR_* codes of the generated C API (DESIGN.md 2.4), as guarded #defines;
+// the C and the CUDA headers declare the same codes.
+extern const char kStatusCodeDefines[];
+
 }  // namespace kiln::codegen::c
