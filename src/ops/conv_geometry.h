@@ -9,6 +9,9 @@
 
 namespace kiln::ops {
 
+// The spatial dims of an [N, C, spatial...] shape.
+inline Dims Spatial(const Dims& d) { return Dims(d.begin() + 2, d.end()); }
+
 struct WindowGeom {
   int nd = 0;  // spatial rank
   Dims in, kernel, strides, dilations, pad_begin, pad_end, out;
@@ -109,5 +112,20 @@ struct Geom3 {
   int64_t in_size() const { return in[0] * in[1] * in[2]; }
   int64_t out_size() const { return out[0] * out[1] * out[2]; }
 };
+
+// A Conv's or ConvTranspose's sizes: batch, input and output channels, groups, and the window.
+// For ConvTranspose the window is read "backwards" (as in col2im): `in` is the output image,
+// `out` the grid the input covers.
+struct ConvShape {
+  int64_t N = 0, C = 0, M = 0, group = 1;
+  WindowGeom geom;
+};
+
+// The shapes of Conv and ConvTranspose nodes with inputs of dims x and w (and b, the bias, or
+// null): "" or what is malformed. Shape inference, the host kernels and the C emitter read them.
+std::string ConvShapeOf(const ir::Node& node, const Dims& x, const Dims& w, const Dims* b,
+                        ConvShape* s);
+std::string ConvTransposeShapeOf(const ir::Node& node, const Dims& x, const Dims& w, const Dims* b,
+                                 ConvShape* s);
 
 }  // namespace kiln::ops

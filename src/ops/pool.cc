@@ -23,8 +23,6 @@ bool IsFloatType(DType t) {
          t == DType::kBFloat16;
 }
 
-Dims Spatial(const Dims& d) { return Dims(d.begin() + 2, d.end()); }
-
 enum class PoolKind { kMax, kAvg, kLp };
 
 // The k range [lo, hi) of a window starting at `start` (dilation d, K taps) that lands in [0, n).

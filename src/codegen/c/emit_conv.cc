@@ -25,7 +25,7 @@ bool IsFloatType(DType t) {
          t == DType::kBFloat16;
 }
 
-Dims Spatial(const Dims& d) { return Dims(d.begin() + 2, d.end()); }
+using ops::Spatial;
 
 std::string Str(int64_t v) { return std::to_string(v); }
 
@@ -125,11 +125,7 @@ void TapLoops(NodeContext& ctx, const std::vector<WindowAxis>& axes,
 // ---------------------------------------------------------------------------------------------
 // Conv and ConvTranspose
 
-struct ConvShape {
-  int64_t n = 0, c = 0, m = 0, group = 1;
-  ops::WindowGeom
-      geom;  // Conv: in = image, out = grid; ConvTranspose: in = output image, out = grid
-};
+using ops::ConvShape;
 
 Status CheckConvTypes(NodeContext& ctx) {
   if (!ctx.has_input(0) || !ctx.has_input(1)) return ctx.error("needs inputs X and W");
@@ -144,89 +140,12 @@ Status CheckConvTypes(NodeContext& ctx) {
   return OkStatus();
 }
 
-// As the host's ConvShapeOf (ops/conv.cc); the bias is input `bias` (DeformConv: 3).
-Status ConvShapeOf(NodeContext& ctx, ConvShape* s, int bias = 2) {
-  const Dims& x = ctx.input_dims(0);
-  const Dims& w = ctx.input_dims(1);
-  s->n = x[0];
-  s->c = x[1];
-  s->m = w[0];
-  s->group = ctx.node().attr_int("group", 1);
-  if (s->group <= 0 || w[1] * s->group != s->c || s->m % s->group != 0)
-    return ctx.error("group does not match the channels of X and W");
-  if (ctx.has_input(bias) && ctx.input_dims(bias) != Dims{s->m})
-    return ctx.error("B must have shape [M]");
-  std::string err =
-      ops::ComputeWindowGeom(ctx.node(), Spatial(x), Spatial(w), true, false, &s->geom);
-  if (!err.empty()) return ctx.error(err);
-  return OkStatus();
-}
-
-int64_t FloorDiv2(int64_t v) { return v >= 0 ? v / 2 : -((-v + 1) / 2); }
-
-// As the host's ConvTransposeShapeOf (ops/conv.cc): output_shape, auto_pad, pads and
-// output_padding resolved to the image size and the padding at its start.
-Status ConvTransposeShapeOf(NodeContext& ctx, ConvShape* s) {
-  const ir::Node& node = ctx.node();
-  const Dims& x = ctx.input_dims(0);
-  const Dims& w = ctx.input_dims(1);
-  const int nd = static_cast<int>(x.size()) - 2;
-  s->n = x[0];
-  s->c = x[1];
-  s->group = node.attr_int("group", 1);
-  if (s->group <= 0 || w[0] != s->c || s->c % s->group != 0)
-    return ctx.error("group does not match the channels of X and W");
-  s->m = w[1] * s->group;
-  if (ctx.has_input(2) && ctx.input_dims(2) != Dims{s->m})
-    return ctx.error("B must have shape [M]");
-  ops::WindowGeom& g = s->geom;
-  g.nd = nd;
-  g.kernel = Spatial(w);
-  g.out = Spatial(x);
-  auto get = [&](const char* name, int64_t def, Dims* v) {
-    *v = node.attr_ints(name);
-    if (v->empty()) v->assign(nd, def);
-    return static_cast<int>(v->size()) == nd;
-  };
-  Dims op;
-  if (!get("strides", 1, &g.strides) || !get("dilations", 1, &g.dilations) ||
-      !get("output_padding", 0, &op))
-    return ctx.error("strides, dilations and output_padding need one value per spatial dim");
-  for (int i = 0; i < nd; ++i)
-    if (g.strides[i] <= 0 || g.dilations[i] <= 0 || g.kernel[i] <= 0 || op[i] < 0)
-      return ctx.error("strides, dilations and kernel dims must be positive");
-  std::string auto_pad = node.attr_string("auto_pad", "NOTSET");
-  Dims out_shape = node.attr_ints("output_shape");
-  if (!out_shape.empty()) {
-    if (static_cast<int>(out_shape.size()) == nd + 2)
-      out_shape.erase(out_shape.begin(), out_shape.begin() + 2);
-    if (static_cast<int>(out_shape.size()) != nd)
-      return ctx.error("output_shape must have one value per spatial dim");
-  } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-    for (int i = 0; i < nd; ++i) out_shape.push_back(g.out[i] * g.strides[i]);
-  }
-  g.pad_begin.assign(nd, 0);
-  g.pad_end.assign(nd, 0);
-  g.in.assign(nd, 0);
-  Dims pads = node.attr_ints("pads");
-  for (int i = 0; i < nd; ++i) {
-    int64_t keff = (g.kernel[i] - 1) * g.dilations[i] + 1;
-    int64_t full = g.strides[i] * (g.out[i] - 1) + op[i] + keff;
-    if (!out_shape.empty()) {
-      int64_t total = full - out_shape[i];
-      int64_t half = FloorDiv2(total);
-      g.pad_begin[i] = auto_pad == "SAME_UPPER" ? half : total - half;
-      g.pad_end[i] = total - g.pad_begin[i];
-    } else if (auto_pad == "NOTSET" && !pads.empty()) {
-      if (static_cast<int>(pads.size()) != 2 * nd)
-        return ctx.error("pads must have two values per spatial dim");
-      g.pad_begin[i] = pads[i];
-      g.pad_end[i] = pads[i + nd];
-    }
-    g.in[i] = full - g.pad_begin[i] - g.pad_end[i];
-    if (g.in[i] <= 0) return ctx.error("output size would be empty");
-  }
-  return OkStatus();
+// The node's shape (ops/conv_geometry.h); the bias is input `bias` (DeformConv: 3).
+Status ShapeOf(NodeContext& ctx, bool transpose, ConvShape* s, int bias = 2) {
+  const std::string err = (transpose ? ops::ConvTransposeShapeOf : ops::ConvShapeOf)(
+      ctx.node(), ctx.input_dims(0), ctx.input_dims(1),
+      ctx.has_input(bias) ? &ctx.input_dims(bias) : nullptr, s);
+  return err.empty() ? OkStatus() : ctx.error(err);
 }
 
 // The initializer of a kiln_conv_shape (kernels/conv_shape.c), with the spatial dims `in` and
@@ -235,12 +154,12 @@ Expected<std::string> ShapeInit(NodeContext& ctx, const ConvShape& s, const Dims
                                 const Dims& out) {
   const ops::Geom3 g(s.geom);
   Dims in3 = ops::To3(in, 1), out3 = ops::To3(out, 1);
-  std::vector<int64_t> all = {s.n, s.c, s.m, s.group};
+  std::vector<int64_t> all = {s.N, s.C, s.M, s.group};
   auto list = [&](const int64_t* v) {
     all.insert(all.end(), v, v + 3);
     return "{" + Str(v[0]) + ", " + Str(v[1]) + ", " + Str(v[2]) + "}";
   };
-  std::string text = "{" + Str(s.n) + ", " + Str(s.c) + ", " + Str(s.m) + ", " + Str(s.group) +
+  std::string text = "{" + Str(s.N) + ", " + Str(s.C) + ", " + Str(s.M) + ", " + Str(s.group) +
                      ", " + list(in3.data()) + ", " + list(g.k) + ", " + list(g.s) + ", " +
                      list(g.d) + ", " + list(g.p) + ", " + list(out3.data()) + "}";
   for (int64_t v : all)
@@ -256,7 +175,7 @@ Status EmitConvInline(NodeContext& ctx, const ConvShape& s, bool transpose) {
   const std::string T = CType(t), C = CType(ct);
   const ops::WindowGeom& g = s.geom;
   const int nd = g.nd;
-  const int64_t cg = s.c / s.group, mg = s.m / s.group, ksize = NumElements(g.kernel);
+  const int64_t cg = s.C / s.group, mg = s.M / s.group, ksize = NumElements(g.kernel);
   const Dims& image = transpose ? g.out : g.in;   // what X holds (ConvTranspose: the grid)
   const Dims& result = transpose ? g.in : g.out;  // what Y holds
   const int64_t x_size = NumElements(image), y_size = NumElements(result);
@@ -268,15 +187,15 @@ Status EmitConvInline(NodeContext& ctx, const ConvShape& s, bool transpose) {
   }
   const std::string x_at = "xp[" + IndexExpr(ivars, Strides(image)) + "]";
   const std::string w_at = "wp[" + IndexExpr(kvars, Strides(g.kernel)) + "]";
-  const std::string y_at = "out0[" + Lin("(n * " + Str(s.m) + " + m)", y_size, 0) + " + " +
+  const std::string y_at = "out0[" + Lin("(n * " + Str(s.M) + " + m)", y_size, 0) + " + " +
                            IndexExpr(ovars, Strides(result)) + "]";
   const std::string acc_init = ctx.has_input(2) ? Load(ctx, t, "in2[m]") : CNumber(ct, 0);
   auto mac = [&] { ctx.Line("acc += " + Load(ctx, t, x_at) + " * " + Load(ctx, t, w_at) + ";"); };
-  ctx.Line("for (ptrdiff_t n = 0; n < " + Str(s.n) + "; ++n) {");
+  ctx.Line("for (ptrdiff_t n = 0; n < " + Str(s.N) + "; ++n) {");
   ctx.Indent();
-  ctx.Line("for (ptrdiff_t m = 0; m < " + Str(s.m) + "; ++m) {");
+  ctx.Line("for (ptrdiff_t m = 0; m < " + Str(s.M) + "; ++m) {");
   ctx.Indent();
-  ctx.Line("const " + T + " *xg = in0 + (n * " + Str(s.c) + " + m / " + Str(mg) + " * " + Str(cg) +
+  ctx.Line("const " + T + " *xg = in0 + (n * " + Str(s.C) + " + m / " + Str(mg) + " * " + Str(cg) +
            ") * " + Str(x_size) + ";");
   if (!transpose) {
     ctx.Line("const " + T + " *wm = in1 + m * " + Str(cg * ksize) + ";");
@@ -349,8 +268,8 @@ Status EmitConvInline(NodeContext& ctx, const ConvShape& s, bool transpose) {
 Status EmitConvLike(NodeContext& ctx, bool transpose) {
   KILN_RETURN_IF_ERROR(CheckConvTypes(ctx));
   ConvShape s;
-  KILN_RETURN_IF_ERROR(transpose ? ConvTransposeShapeOf(ctx, &s) : ConvShapeOf(ctx, &s));
-  Dims want = {s.n, s.m};
+  KILN_RETURN_IF_ERROR(ShapeOf(ctx, transpose, &s));
+  Dims want = {s.N, s.M};
   const Dims& spatial = transpose ? s.geom.in : s.geom.out;
   want.insert(want.end(), spatial.begin(), spatial.end());
   if (want != ctx.output_dims(0))
@@ -423,16 +342,9 @@ Status EmitQConv(NodeContext& ctx, bool qlinear) {
   if (x.size() < 3 || x.size() > 5 || w.size() != x.size())
     return ctx.error("x must have 1 to 3 spatial dims, w the rank of x");
   ConvShape s;
-  s.n = x[0];
-  s.c = x[1];
-  s.m = w[0];
-  s.group = ctx.node().attr_int("group", 1);
-  if (s.group <= 0 || w[1] * s.group != s.c || s.m % s.group != 0)
-    return ctx.error("group does not match the channels of x and w");
-  std::string err =
-      ops::ComputeWindowGeom(ctx.node(), Spatial(x), Spatial(w), true, false, &s.geom);
+  const std::string err = ops::ConvShapeOf(ctx.node(), x, w, nullptr, &s);
   if (!err.empty()) return ctx.error(err);
-  Dims want = {s.n, s.m};
+  Dims want = {s.N, s.M};
   want.insert(want.end(), s.geom.out.begin(), s.geom.out.end());
   if (want != ctx.output_dims(0))
     return ctx.error("output dims differ from the geometry's " + DimsToString(want));
@@ -464,7 +376,7 @@ Status EmitQConv(NodeContext& ctx, bool qlinear) {
   };
   std::string xz, wz, bias = "0", mul = "0.0", yz = "0.0";
   KILN_RETURN_IF_ERROR(int_at(xzi, xflip, 1, &xz));
-  KILN_RETURN_IF_ERROR(int_at(wzi, wflip, s.m, &wz));
+  KILN_RETURN_IF_ERROR(int_at(wzi, wflip, s.M, &wz));
   int64_t lo = 0, hi = 0;
   if (qlinear) {
     for (int i : {1, 4, 6})
@@ -472,7 +384,7 @@ Status EmitQConv(NodeContext& ctx, bool qlinear) {
     const int64_t ws_size = NumElements(ctx.input_dims(4));
     if (NumElements(ctx.input_dims(1)) != 1 || NumElements(ctx.input_dims(6)) != 1)
       return ctx.error("x_scale and y_scale must be scalars");
-    if (ws_size != 1 && ws_size != s.m) return ctx.error("w_scale must have 1 or M elements");
+    if (ws_size != 1 && ws_size != s.M) return ctx.error("w_scale must have 1 or M elements");
     const Tensor *xs = ctx.input_constant(1), *ws = ctx.input_constant(4),
                  *ys = ctx.input_constant(6);
     if (xs && ws && ys) {  // the host's multipliers, computed now
@@ -483,7 +395,7 @@ Status EmitQConv(NodeContext& ctx, bool qlinear) {
       if (ws_size == 1) {
         mul = list;
       } else {
-        ctx.Line("static const double mul[" + Str(s.m) + "] = {" + list + "};");
+        ctx.Line("static const double mul[" + Str(s.M) + "] = {" + list + "};");
         mul = "mul[m]";
       }
     } else {  // as the host's Multiplier: rounded in the scale type at each step
@@ -510,7 +422,7 @@ Status EmitQConv(NodeContext& ctx, bool qlinear) {
     lo = yt == DType::kInt8 ? -128 : 0;
     hi = yt == DType::kInt8 ? 127 : 255;
     if (ctx.has_input(8)) {
-      if (ctx.input_dtype(8) != DType::kInt32 || ctx.input_dims(8) != Dims{s.m})
+      if (ctx.input_dtype(8) != DType::kInt32 || ctx.input_dims(8) != Dims{s.M})
         return ctx.error("B must be int32 of shape [M]");
       bias = "in8[m]";
     }
@@ -524,15 +436,15 @@ Status EmitQConv(NodeContext& ctx, bool qlinear) {
   if (const Tensor* c = ctx.has_input(wzi) ? ctx.input_constant(wzi) : nullptr;
       c && c->size() > 1) {
     std::string list;
-    for (int64_t m = 0; m < s.m; ++m)
+    for (int64_t m = 0; m < s.M; ++m)
       list += (m ? ", " : "") + Str(static_cast<int64_t>(ElementAsDouble(*c, m)) + wflip);
-    ctx.Line("static const int32_t w_zero[" + Str(s.m) + "] = {" + list + "};");
+    ctx.Line("static const int32_t w_zero[" + Str(s.M) + "] = {" + list + "};");
     wz = "w_zero[m]";
   }
   std::string xin = "(const uint8_t *)" + NodeContext::in(xi),
               win = "(const uint8_t *)" + NodeContext::in(wi);
   ctx.Line("ptrdiff_t m;");
-  ctx.Line("for (m = 0; m < " + Str(s.m) + "; ++m)");
+  ctx.Line("for (m = 0; m < " + Str(s.M) + "; ++m)");
   ctx.Line("  kiln_qconv_run(" + xin + ", " + win + ", " +
            (qlinear ? "NULL, (uint8_t *)out0" : "out0, NULL") + ", &shape, &params, m, " + xz +
            ", " + wz + ", " + bias + ", " + mul + ", " + yz + ");");
@@ -928,21 +840,21 @@ Status EmitDeformConv(NodeContext& ctx) {
   const Dims& w = ctx.input_dims(1);
   if (x.size() != 4 || w.size() != 4) return ctx.error("only 2-D DeformConv is supported");
   ConvShape s;
-  KILN_RETURN_IF_ERROR(ConvShapeOf(ctx, &s, 3));
+  KILN_RETURN_IF_ERROR(ShapeOf(ctx, false, &s, 3));
   const ops::WindowGeom& g = s.geom;
   const int64_t og = ctx.node().attr_int("offset_group", 1);
-  if (og <= 0 || s.c % og != 0)
+  if (og <= 0 || s.C % og != 0)
     return ctx.error("offset_group must be positive and divide the input channels");
   const int64_t H = g.in[0], W = g.in[1], KH = g.kernel[0], KW = g.kernel[1], OH = g.out[0],
                 OW = g.out[1];
-  const int64_t kprod = KH * KW, osz = OH * OW, cg = s.c / s.group, mg = s.m / s.group,
-                c_per_og = s.c / og;
-  if (ctx.input_dims(2) != Dims{s.n, og * kprod * 2, OH, OW})
+  const int64_t kprod = KH * KW, osz = OH * OW, cg = s.C / s.group, mg = s.M / s.group,
+                c_per_og = s.C / og;
+  if (ctx.input_dims(2) != Dims{s.N, og * kprod * 2, OH, OW})
     return ctx.error("offset has the wrong dims");
   const bool mask = ctx.has_input(4);
-  if (mask && ctx.input_dims(4) != Dims{s.n, og * kprod, OH, OW})
+  if (mask && ctx.input_dims(4) != Dims{s.N, og * kprod, OH, OW})
     return ctx.error("mask has the wrong dims");
-  if (ctx.output_dims(0) != Dims{s.n, s.m, OH, OW})
+  if (ctx.output_dims(0) != Dims{s.N, s.M, OH, OW})
     return ctx.error("output dims differ from the geometry's");
   if (NumElements(ctx.output_dims(0)) == 0) {
     ctx.Line("/* no elements */");
@@ -950,15 +862,15 @@ Status EmitDeformConv(NodeContext& ctx) {
   }
   const std::string T = CType(t);
   auto L = [&](double v) { return CNumber(t, v); };
-  ctx.Line("for (ptrdiff_t n = 0; n < " + Str(s.n) + "; ++n) {");
+  ctx.Line("for (ptrdiff_t n = 0; n < " + Str(s.N) + "; ++n) {");
   ctx.Indent();
-  ctx.Line(T + " *yn = out0 + " + Lin("n", s.m * osz, 0) + ";");
-  ctx.Line("for (ptrdiff_t m = 0; m < " + Str(s.m) + "; ++m)");
+  ctx.Line(T + " *yn = out0 + " + Lin("n", s.M * osz, 0) + ";");
+  ctx.Line("for (ptrdiff_t m = 0; m < " + Str(s.M) + "; ++m)");
   ctx.Line("  for (ptrdiff_t p = 0; p < " + Str(osz) + "; ++p) yn[m * " + Str(osz) +
            " + p] = " + (ctx.has_input(3) ? "in3[m]" : L(0)) + ";");
-  ctx.Line("for (ptrdiff_t ic = 0; ic < " + Str(s.c) + "; ++ic) {");
+  ctx.Line("for (ptrdiff_t ic = 0; ic < " + Str(s.C) + "; ++ic) {");
   ctx.Indent();
-  ctx.Line("const " + T + " *img = in0 + (n * " + Str(s.c) + " + ic) * " + Str(H * W) + ";");
+  ctx.Line("const " + T + " *img = in0 + (n * " + Str(s.C) + " + ic) * " + Str(H * W) + ";");
   ctx.Line("const ptrdiff_t og = ic / " + Str(c_per_og) + ", gi = ic / " + Str(cg) + ", c = ic % " +
            Str(cg) + ";");
   ctx.Line("for (ptrdiff_t i = 0; i < " + Str(KH) + "; ++i) {");
