@@ -11,6 +11,7 @@
 
 #include "ops/common.h"
 #include "ops/cpu_isa.h"
+#include "ops/layer_norm_plan.h"
 #include "ops/simd.h"
 #include "ops/thread_pool.h"
 #include "ops/vector_math.h"
@@ -47,11 +48,6 @@ std::vector<double> ExpandDoubles(const Tensor& t, const Dims& to) {
   ForEachBroadcast<1>(to, st,
                       [&](int64_t o, const std::array<int64_t, 1>& off) { out[o] = src[off[0]]; });
   return out;
-}
-
-bool Broadcasts(const Dims& from, const Dims& to) {
-  Dims out;
-  return from.size() <= to.size() && BroadcastDims(from, to, &out) && out == to;
 }
 
 Status RequireFloat(const InferContext& ctx, int i, const char* what) {
@@ -251,57 +247,24 @@ Status InstanceNormCompute(ComputeContext& ctx) {
 // LayerNormalization and RMSNormalization: statistics over the trailing dims from `axis`.
 // Scale and bias broadcast to those dims (or, failing that, to the whole input).
 
-struct RowsCols {
-  int64_t axis = 0, rows = 1, cols = 1;
-};
-
-Status SplitAtAxis(const InferContext* ictx, const ComputeContext* cctx, const Dims& x,
-                   int64_t axis, RowsCols* rc) {
-  if (!NormalizeAxis(axis, static_cast<int64_t>(x.size()))) {
-    std::string m =
-        "axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(x.size());
-    return ictx ? ictx->error(m) : cctx->error(m);
-  }
-  rc->axis = axis;
-  rc->rows = NumElements(Dims(x.begin(), x.begin() + axis));
-  rc->cols = NumElements(Dims(x.begin() + axis, x.end()));
-  return OkStatus();
-}
-
-Status CheckAffine(const InferContext& ctx, int i, const Dims& x, int64_t axis) {
-  const Dims& p = ctx.input_dims(i);
-  if (!Broadcasts(p, Dims(x.begin() + axis, x.end())) && !Broadcasts(p, x))
-    return ctx.error("scale/bias of shape " + DimsToString(p) + " does not broadcast to " +
-                     DimsToString(x));
-  return OkStatus();
-}
-
 // Scale or bias expanded to cols (broadcast over the normalized dims) or to rows * cols.
 std::vector<double> ExpandAffine(const Tensor& t, const Dims& x, int64_t axis) {
   Dims norm(x.begin() + axis, x.end());
-  return Broadcasts(t.dims(), norm) ? ExpandDoubles(t, norm) : ExpandDoubles(t, x);
-}
-
-DType StashType(const InferContext& ctx) {
-  int64_t st = ctx.node().attr_int("stash_type", 1);
-  DType t = static_cast<DType>(st);
-  return IsFloatingDType(t) ? t : DType::kFloat32;
+  return BroadcastsTo(t.dims(), norm) ? ExpandDoubles(t, norm) : ExpandDoubles(t, x);
 }
 
 Status LayerNormInfer(InferContext& ctx) {
-  const bool rms = ctx.node().op_type == "RMSNormalization";
   if (!ctx.has_input(0) || !ctx.has_input(1)) return ctx.error("needs X and Scale");
   KILN_RETURN_IF_ERROR(RequireFloat(ctx, 0, "X"));
   KILN_RETURN_IF_ERROR(RequireFloat(ctx, 1, "Scale"));
   const Dims& x = ctx.input_dims(0);
-  RowsCols rc;
-  KILN_RETURN_IF_ERROR(SplitAtAxis(&ctx, nullptr, x, ctx.node().attr_int("axis", -1), &rc));
-  KILN_RETURN_IF_ERROR(CheckAffine(ctx, 1, x, rc.axis));
-  if (!rms && ctx.has_input(2)) KILN_RETURN_IF_ERROR(CheckAffine(ctx, 2, x, rc.axis));
+  LayerNormPlan p;
+  const std::string err = PlanLayerNorm(ctx.node(), x, ctx.input_dims(1),
+                                        ctx.has_input(2) ? &ctx.input_dims(2) : nullptr, &p);
+  if (!err.empty()) return ctx.error(err);
   ctx.set_output(0, ctx.input_dtype(0), x);
-  Dims stat(x.begin(), x.begin() + rc.axis);
-  stat.resize(x.size(), 1);
-  for (int i = 1; i < ctx.num_outputs() && i < 3; ++i) ctx.set_output(i, StashType(ctx), stat);
+  for (int i = 1; i < ctx.num_outputs() && i < 3; ++i)
+    ctx.set_output(i, p.stash_type, p.StatDims(x));
   return OkStatus();
 }
 
@@ -424,11 +387,13 @@ void NormGroupsF32(const float* x, float* y, int64_t outer, int64_t channels, in
 }
 
 Status LayerNormCompute(ComputeContext& ctx) {
-  const bool rms = ctx.node().op_type == "RMSNormalization";
   const Tensor& xt = ctx.input(0);
-  RowsCols rc;
-  KILN_RETURN_IF_ERROR(SplitAtAxis(nullptr, &ctx, xt.dims(), ctx.node().attr_int("axis", -1), &rc));
-  const double eps = ctx.node().attr_float("epsilon", 1e-5f);
+  LayerNormPlan rc;
+  const std::string err = PlanLayerNorm(ctx.node(), xt.dims(), ctx.input(1).dims(),
+                                        ctx.has_input(2) ? &ctx.input(2).dims() : nullptr, &rc);
+  if (!err.empty()) return ctx.error(err);
+  const bool rms = rc.rms;
+  const double eps = rc.epsilon;
   std::vector<double> scale = ExpandAffine(ctx.input(1), xt.dims(), rc.axis);
   std::vector<double> bias;
   if (!rms && ctx.has_input(2)) bias = ExpandAffine(ctx.input(2), xt.dims(), rc.axis);

@@ -14,6 +14,7 @@
 #include "codegen/c/emit_util.h"
 #include "codegen/c/node_emitter.h"
 #include "ops/common.h"
+#include "ops/layer_norm_plan.h"
 
 namespace kiln::codegen::c {
 namespace {
@@ -185,44 +186,38 @@ Status EmitInstanceNorm(NodeContext& ctx) {
 
 // ---- LayerNormalization ----
 
-bool Broadcasts(const Dims& from, const Dims& to) {
-  Dims out;
-  return from.size() <= to.size() && ops::BroadcastDims(from, to, &out) && out == to;
-}
-
 Status EmitLayerNorm(NodeContext& ctx) {
   if (!ctx.has_input(0) || !ctx.has_input(1)) return ctx.error("needs X and Scale");
   KILN_RETURN_IF_ERROR(RequireFloat(ctx, 0));
   KILN_RETURN_IF_ERROR(RequireFloat(ctx, 1));
   const Dims& x = ctx.input_dims(0);
-  int64_t axis = ctx.node().attr_int("axis", -1);
-  if (!NormAxis(&axis, x.size())) return ctx.error("axis out of range");
+  ops::LayerNormPlan plan;
+  const std::string err = ops::PlanLayerNorm(
+      ctx.node(), x, ctx.input_dims(1), ctx.has_input(2) ? &ctx.input_dims(2) : nullptr, &plan);
+  if (!err.empty()) return ctx.error(err);
   DType t = ctx.input_dtype(0), ct = ComputeType(t);
   std::string ctype = CType(ct);
-  const Dims norm(x.begin() + axis, x.end());
-  const int64_t rows = NumElements(Dims(x.begin(), x.begin() + axis)), cols = NumElements(norm);
+  const Dims norm(x.begin() + plan.axis, x.end());
+  const int64_t rows = plan.rows, cols = plan.cols;
   if (NumElements(x) == 0) {
     ctx.Line("/* no elements */");
     return OkStatus();
   }
-  const double eps = ctx.node().attr_float("epsilon", 1e-5f);
+  const double eps = plan.epsilon;
   // Scale and bias broadcast to the normalized dims (indexed by the column), or to all of X.
-  auto affine = [&](int i) -> Expected<std::string> {
+  auto affine = [&](int i, bool per_column) {
     const Dims& p = ctx.input_dims(i);
-    if (Broadcasts(p, norm))
-      return Load(ctx, ctx.input_dtype(i),
-                  NodeContext::in(i) + "[" + BroadcastIndex("c", p, norm) + "]");
-    if (Broadcasts(p, x))
-      return Load(
-          ctx, ctx.input_dtype(i),
-          NodeContext::in(i) + "[" + BroadcastIndex("(r * " + S(cols) + " + c)", p, x) + "]");
-    return ctx.error("scale/bias does not broadcast to X");
+    return Load(ctx, ctx.input_dtype(i),
+                NodeContext::in(i) + "[" +
+                    (per_column ? BroadcastIndex("c", p, norm)
+                                : BroadcastIndex("(r * " + S(cols) + " + c)", p, x)) +
+                    "]");
   };
-  KILN_ASSIGN_OR_RETURN(std::string scale, affine(1));
+  const std::string scale = affine(1, plan.scale_per_column);
   std::string bias;
   if (ctx.has_input(2)) {
     KILN_RETURN_IF_ERROR(RequireFloat(ctx, 2));
-    KILN_ASSIGN_OR_RETURN(bias, affine(2));
+    bias = affine(2, plan.bias_per_column);
   }
   auto xat = [&](const std::string& i) { return Load(ctx, t, "x[" + i + "]"); };
   Loop(ctx, rows, "r", [&] {

@@ -16,6 +16,7 @@
 #include "codegen/c/node_emitter.h"
 #include "ops/attention_shape.h"
 #include "ops/common.h"
+#include "ops/layer_norm_plan.h"
 #include "ops/recurrent_plan.h"
 
 namespace kiln::codegen::c {
@@ -406,20 +407,17 @@ Status EmitRmsNormalization(NodeContext& ctx) {
   DType t = ctx.input_dtype(0), ct = ComputeType(t), st = ctx.input_dtype(1);
   const std::string CT = CType(ct);
   const Dims& x = ctx.input_dims(0);
-  int64_t axis = ctx.node().attr_int("axis", -1);
-  if (!ops::NormalizeAxis(axis, static_cast<int64_t>(x.size())))
-    return ctx.error("axis is out of range");
-  const double eps = ctx.node().attr_float("epsilon", 1e-5f);
+  const Dims& sd = ctx.input_dims(1);
+  ops::LayerNormPlan plan;
+  const std::string err = ops::PlanLayerNorm(ctx.node(), x, sd, nullptr, &plan);
+  if (!err.empty()) return ctx.error(err);
+  const int64_t axis = plan.axis, cols = plan.cols;
+  const double eps = plan.epsilon;
   Dims rdims(x.begin(), x.begin() + axis), cdims(x.begin() + axis, x.end());
-  const int64_t rows = NumElements(rdims), cols = NumElements(cdims);
-  if (rows * cols == 0) {
+  if (plan.rows * cols == 0) {
     ctx.Line("/* no elements */");
     return OkStatus();
   }
-  const Dims& sd = ctx.input_dims(1);
-  Dims out;
-  if (!ops::BroadcastDims(sd, x, &out) || out != x)
-    return ctx.error("scale does not broadcast to X");
   std::vector<int64_t> sstr = ops::BroadcastStrides(sd, x), xstr = Strides(x);
   std::vector<int64_t> rs_s(sstr.begin(), sstr.begin() + axis),
       cs_s(sstr.begin() + axis, sstr.end());

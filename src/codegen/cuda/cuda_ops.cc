@@ -8,6 +8,7 @@
 #include "codegen/c/emit_util.h"
 #include "codegen/c/node_emitter.h"
 #include "codegen/cuda/cuda_emit.h"
+#include "ops/layer_norm_plan.h"
 #include "ops/op_traits.h"
 
 namespace kiln::codegen::cuda {
@@ -543,9 +544,13 @@ Status EmitSoftmax(EmitContext& ctx, const std::string& op) {
 
 Status EmitLayerNorm(EmitContext& ctx) {
   const Dims& d = ctx.input_dims(0);
-  int64_t axis = Axis(ctx.node().attr_int("axis", -1), d.size());
+  ops::LayerNormPlan plan;
+  const std::string err = ops::PlanLayerNorm(
+      ctx.node(), d, ctx.input_dims(1), ctx.has_input(2) ? &ctx.input_dims(2) : nullptr, &plan);
+  if (!err.empty()) return ctx.error(err);
+  const int64_t axis = plan.axis;
   KILN_RETURN_IF_ERROR(RejectBatchAxis(ctx, axis, "a LayerNormalization"));
-  double eps = ctx.node().attr_float("epsilon", 1e-5f);
+  const double eps = plan.epsilon;
   Rows r = RowsOf(d, axis, true);
   ctx.SetWork(NumElements(d) * 3);
   Dims tail(d.begin() + axis, d.end());
