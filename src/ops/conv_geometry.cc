@@ -5,15 +5,21 @@ namespace {
 
 int64_t FloorDiv2(int64_t v) { return v >= 0 ? v / 2 : -((-v + 1) / 2); }
 
-}  // namespace
-
-std::string ConvShapeOf(const ir::Node& node, const Dims& x, const Dims& w, const Dims* b,
-                        ConvShape* s) {
+// X and W of one rank, 3 to 5: "" or the message.
+std::string CheckRanks(const Dims& x, const Dims& w) {
   if (x.size() < 3) return "X must have rank 3 or more (N, C, spatial...), got " + DimsToString(x);
   if (w.size() != x.size())
     return "W rank " + std::to_string(w.size()) + " differs from X rank " +
            std::to_string(x.size());
   if (x.size() > 5) return "more than 3 spatial dims are not supported";
+  return "";
+}
+
+}  // namespace
+
+std::string ConvShapeOf(const ir::Node& node, const Dims& x, const Dims& w, const Dims* b,
+                        ConvShape* s) {
+  if (std::string e = CheckRanks(x, w); !e.empty()) return e;
   s->N = x[0];
   s->C = x[1];
   s->M = w[0];
@@ -34,11 +40,7 @@ std::string ConvShapeOf(const ir::Node& node, const Dims& x, const Dims& w, cons
 
 std::string ConvTransposeShapeOf(const ir::Node& node, const Dims& x, const Dims& w, const Dims* b,
                                  ConvShape* s) {
-  if (x.size() < 3) return "X must have rank 3 or more (N, C, spatial...), got " + DimsToString(x);
-  if (w.size() != x.size())
-    return "W rank " + std::to_string(w.size()) + " differs from X rank " +
-           std::to_string(x.size());
-  if (x.size() > 5) return "more than 3 spatial dims are not supported";
+  if (std::string e = CheckRanks(x, w); !e.empty()) return e;
   const int nd = static_cast<int>(x.size()) - 2;
   s->N = x[0];
   s->C = x[1];
