@@ -11,7 +11,7 @@
 
 #include "ops/common.h"
 #include "ops/cpu_isa.h"
-#include "ops/layer_norm_plan.h"
+#include "ops/normalization_plan.h"
 #include "ops/simd.h"
 #include "ops/thread_pool.h"
 #include "ops/vector_math.h"
@@ -471,37 +471,31 @@ Status GroupNormInfer(InferContext& ctx) {
     if (!ctx.has_input(i)) return ctx.error("GroupNormalization needs X, scale and bias");
     KILN_RETURN_IF_ERROR(RequireFloat(ctx, i, "GroupNormalization input"));
   }
-  const Dims& x = ctx.input_dims(0);
-  if (x.size() < 2) return ctx.error("GroupNormalization needs rank >= 2");
-  const int64_t g = ctx.node().attr_int("num_groups", 0);
-  if (g <= 0 || x[1] % g != 0)
-    return ctx.error("num_groups " + std::to_string(g) +
-                     " must be positive and divide C = " + std::to_string(x[1]));
-  for (int i = 1; i < 3; ++i) {
-    int64_t n = NumElements(ctx.input_dims(i));
-    if (n != x[1] && n != g)
-      return ctx.error("GroupNormalization scale/bias must have C or num_groups elements, got " +
-                       DimsToString(ctx.input_dims(i)));
-  }
+  GroupNormPlan p;
+  const std::string err =
+      PlanGroupNorm(ctx.node(), ctx.input_dims(0), ctx.input_dims(1), ctx.input_dims(2), &p);
+  if (!err.empty()) return ctx.error(err);
   return SameAsInput(ctx);
 }
 
 Status GroupNormCompute(ComputeContext& ctx) {
   const Tensor& xt = ctx.input(0);
-  NCD s = SplitNC(xt.dims());
-  const int64_t groups = ctx.node().attr_int("num_groups", 1);
-  const int64_t cpg = s.c / groups;
-  const double eps = ctx.node().attr_float("epsilon", 1e-5f);
+  GroupNormPlan p;
+  const std::string err =
+      PlanGroupNorm(ctx.node(), xt.dims(), ctx.input(1).dims(), ctx.input(2).dims(), &p);
+  if (!err.empty()) return ctx.error(err);
+  const NCD s{p.batch, p.channels, p.inner};
+  const int64_t groups = p.groups, cpg = p.channels_per_group;
+  const double eps = p.epsilon;
   std::vector<double> scale = ReadDoubles(ctx.input(1)), bias = ReadDoubles(ctx.input(2));
-  // Opset 18 gives one value per group, opset 21 one per channel; the size tells which.
-  auto channel_param = [&](const std::vector<double>& p, int64_t c) {
-    return static_cast<int64_t>(p.size()) == groups ? p[c / cpg] : p[c];
+  auto channel_param = [&](const std::vector<double>& v, bool per_group, int64_t c) {
+    return per_group ? v[c / cpg] : v[c];
   };
   if (xt.dtype() == DType::kFloat32 && s.inner > 0 && cpg > 0) {
     std::vector<float> sc(static_cast<size_t>(s.c)), bi(static_cast<size_t>(s.c));
     for (int64_t c = 0; c < s.c; ++c) {
-      sc[c] = static_cast<float>(channel_param(scale, c));
-      bi[c] = static_cast<float>(channel_param(bias, c));
+      sc[c] = static_cast<float>(channel_param(scale, p.scale_per_group, c));
+      bi[c] = static_cast<float>(channel_param(bias, p.bias_per_group, c));
     }
     NormGroupsF32(xt.data<float>(), ctx.output(0).data<float>(), s.n, s.c, s.inner, cpg, sc.data(),
                   bi.data(), static_cast<float>(eps), ctx.threads());
@@ -525,8 +519,8 @@ Status GroupNormCompute(ComputeContext& ctx) {
         const double inv = 1.0 / std::sqrt(var + eps);
         for (int64_t cc = 0; cc < cpg; ++cc) {
           const int64_t c = g * cpg + cc;
-          const double a = channel_param(scale, c) * inv;
-          const double b = channel_param(bias, c) - mean * a;
+          const double a = channel_param(scale, p.scale_per_group, c) * inv;
+          const double b = channel_param(bias, p.bias_per_group, c) - mean * a;
           for (int64_t i = 0; i < s.inner; ++i) {
             const int64_t k = off + cc * s.inner + i;
             y[k] = T(static_cast<Acc<T>>(static_cast<double>(x[k]) * a + b));

@@ -14,7 +14,7 @@
 #include "codegen/c/emit_util.h"
 #include "codegen/c/node_emitter.h"
 #include "ops/common.h"
-#include "ops/layer_norm_plan.h"
+#include "ops/normalization_plan.h"
 
 namespace kiln::codegen::c {
 namespace {
@@ -247,29 +247,23 @@ Status EmitGroupNorm(NodeContext& ctx) {
     KILN_RETURN_IF_ERROR(RequireFloat(ctx, i));
   }
   const Dims& x = ctx.input_dims(0);
-  if (x.size() < 2) return ctx.error("needs rank >= 2");
+  ops::GroupNormPlan plan;
+  const std::string err =
+      ops::PlanGroupNorm(ctx.node(), x, ctx.input_dims(1), ctx.input_dims(2), &plan);
+  if (!err.empty()) return ctx.error(err);
   DType t = ctx.input_dtype(0), ct = ComputeType(t);
   std::string ctype = CType(ct);
-  const int64_t C = x[1], groups = ctx.node().attr_int("num_groups", 0);
-  if (groups <= 0 || C % groups != 0) return ctx.error("num_groups must be positive and divide C");
-  int64_t inner = 1;
-  for (size_t i = 2; i < x.size(); ++i) inner *= x[i];
-  const int64_t cpg = C / groups, gsize = cpg * inner, rows = x[0] * groups;
+  const int64_t groups = plan.groups, inner = plan.inner, cpg = plan.channels_per_group;
+  const int64_t gsize = cpg * inner, rows = plan.batch * groups;
   if (NumElements(x) == 0) {
     ctx.Line("/* no elements */");
     return OkStatus();
   }
-  const double eps = ctx.node().attr_float("epsilon", 1e-5f);
-  // Opset 18 gives one scale/bias per group, opset 21 one per channel; the size tells which.
-  auto param = [&](int i) {
-    int64_t n = NumElements(ctx.input_dims(i));
-    if (n != C && n != groups) return std::string();
-    return Load(ctx, ctx.input_dtype(i),
-                NodeContext::in(i) + (n == groups && n != C ? "[g]" : "[c]"));
+  const double eps = plan.epsilon;
+  auto param = [&](int i, bool per_group) {
+    return Load(ctx, ctx.input_dtype(i), NodeContext::in(i) + (per_group ? "[g]" : "[c]"));
   };
-  std::string scale = param(1), bias = param(2);
-  if (scale.empty() || bias.empty())
-    return ctx.error("scale/bias must have C or num_groups elements");
+  const std::string scale = param(1, plan.scale_per_group), bias = param(2, plan.bias_per_group);
   auto xat = [&](const std::string& i) { return Load(ctx, t, "x[" + i + "]"); };
   Loop(ctx, rows, "r", [&] {
     ctx.Line("const " + CType(t) + " *x = in0 + r * " + S(gsize) + ";");

@@ -16,7 +16,7 @@
 #include "codegen/c/node_emitter.h"
 #include "ops/attention_shape.h"
 #include "ops/common.h"
-#include "ops/layer_norm_plan.h"
+#include "ops/normalization_plan.h"
 #include "ops/recurrent_plan.h"
 
 namespace kiln::codegen::c {

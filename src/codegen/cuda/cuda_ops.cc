@@ -8,7 +8,7 @@
 #include "codegen/c/emit_util.h"
 #include "codegen/c/node_emitter.h"
 #include "codegen/cuda/cuda_emit.h"
-#include "ops/layer_norm_plan.h"
+#include "ops/normalization_plan.h"
 #include "ops/op_traits.h"
 
 namespace kiln::codegen::cuda {

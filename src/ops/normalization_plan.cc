@@ -1,4 +1,4 @@
-#include "ops/layer_norm_plan.h"
+#include "ops/normalization_plan.h"
 
 #include "ops/common.h"
 
@@ -38,6 +38,30 @@ std::string PlanLayerNorm(const ir::Node& node, const Dims& x, const Dims& scale
   std::string err = affine(scale, &p.scale_per_column);
   if (err.empty() && bias && !p.rms) err = affine(*bias, &p.bias_per_column);
   return err;
+}
+
+std::string PlanGroupNorm(const ir::Node& node, const Dims& x, const Dims& scale, const Dims& bias,
+                          GroupNormPlan* plan) {
+  GroupNormPlan& p = *plan;
+  p = GroupNormPlan();
+  if (x.size() < 2) return "GroupNormalization needs rank >= 2";
+  p.batch = x[0];
+  p.channels = x[1];
+  p.groups = node.attr_int("num_groups", 0);
+  if (p.groups <= 0 || p.channels % p.groups != 0)
+    return "num_groups " + std::to_string(p.groups) +
+           " must be positive and divide C = " + std::to_string(p.channels);
+  p.channels_per_group = p.channels / p.groups;
+  p.inner = NumElements(Dims(x.begin() + 2, x.end()));
+  p.epsilon = node.attr_float("epsilon", 1e-5f);
+  for (const Dims* d : {&scale, &bias}) {
+    const int64_t n = NumElements(*d);
+    if (n != p.channels && n != p.groups)
+      return "GroupNormalization scale/bias must have C or num_groups elements, got " +
+             DimsToString(*d);
+    (d == &scale ? p.scale_per_group : p.bias_per_group) = n != p.channels;
+  }
+  return "";
 }
 
 }  // namespace kiln::ops
