@@ -5,16 +5,35 @@
 
 #include <cmath>
 #include <type_traits>
+#include <utility>
 
 #include "ops/sym_expr.h"
 
 namespace kiln::ops::unary {
 
-// Both a and b are evaluated; the formula picks one.
-template <class V>
-requires std::is_arithmetic_v<V> V Select(bool c, V a, V b) { return c ? a : b; }
-inline SymExpr Select(const SymExpr& c, const SymExpr& a, const SymExpr& b) {
-  return SymExpr::Select(c, a, b);
+// An operand of Select: a value, or a callable giving it (evaluated only when picked).
+template <class A>
+decltype(auto) SelectOperand(A&& a) {
+  if constexpr (std::is_invocable_v<A>)
+    return a();
+  else
+    return std::forward<A>(a);
+}
+
+// c ? a : b. On host numbers only the side picked is evaluated when it is given as a callable
+// (Select(x > V(0), x, [&] { return Expm1(x); })), so a costly side costs nothing where it is not
+// taken; on SymExpr both sides become the printed formula.
+template <class A, class B>
+auto Select(bool c, A&& a, B&& b) {
+  using V = std::common_type_t<std::decay_t<decltype(SelectOperand(std::forward<A>(a)))>,
+                               std::decay_t<decltype(SelectOperand(std::forward<B>(b)))>>;
+  return c ? static_cast<V>(SelectOperand(std::forward<A>(a)))
+           : static_cast<V>(SelectOperand(std::forward<B>(b)));
+}
+template <class A, class B>
+SymExpr Select(const SymExpr& c, A&& a, B&& b) {
+  return SymExpr::Select(c, SymExpr(SelectOperand(std::forward<A>(a))),
+                         SymExpr(SelectOperand(std::forward<B>(b))));
 }
 
 #define KILN_FORMULA_FN(Name, fn)                                         \

@@ -59,11 +59,11 @@ struct RnnActivation {
       case RnnAct::kHardSigmoid:
         return Max(V(0), Min(V(1), V(alpha) * x + V(beta)));
       case RnnAct::kElu:
-        return Select(x >= V(0), x, V(alpha) * (Exp(x) - V(1)));
+        return Select(x >= V(0), x, [&] { return V(alpha) * (Exp(x) - V(1)); });
       case RnnAct::kSoftsign:
         return x / (V(1) + Fabs(x));
       case RnnAct::kSoftplus:
-        return Select(x > V(20), x, Log1p(Exp(x)));
+        return Select(x > V(20), x, [&] { return Log1p(Exp(x)); });
     }
     return x;
   }

@@ -60,7 +60,8 @@ struct Elu {
   explicit Elu(const ir::Node& n) { alpha = n.attr_float("alpha", alpha); }
   template <class V>
   V operator()(V x) const {
-    return Select(x < V(0), V(alpha) * Expm1(x), x);
+    return Select(
+        x < V(0), [&] { return V(alpha) * Expm1(x); }, x);
   }
 };
 
@@ -75,7 +76,7 @@ struct Selu {
   }
   template <class V>
   V operator()(V x) const {
-    return Select(x > V(0), V(gamma) * x, V(gamma) * V(alpha) * Expm1(x));
+    return Select(x > V(0), V(gamma) * x, [&] { return V(gamma) * V(alpha) * Expm1(x); });
   }
 };
 
@@ -87,7 +88,7 @@ struct Celu {
   explicit Celu(const ir::Node& n) { alpha = n.attr_float("alpha", alpha); }
   template <class V>
   V operator()(V x) const {
-    return Select(x > V(0), x, V(alpha) * Expm1(x / V(alpha)));
+    return Select(x > V(0), x, [&] { return V(alpha) * Expm1(x / V(alpha)); });
   }
 };
 
