@@ -104,6 +104,16 @@ std::vector<Case> Cases() {
        -80, 30, 4, 1e-37},
       {"tanh", [](const float* x, float* y, int64_t n, Isa i) { TanhF32(x, y, n, i); },
        [](double x) { return std::tanh(x); }, -10, 10, 3, 0},
+      {"elu", [](const float* x, float* y, int64_t n, Isa i) { EluF32(x, y, n, 1.3f, i); },
+       [](double x) { return x < 0 ? 1.3f * std::expm1(x) : x; }, -90, 30, 3, 0},
+      {"selu",
+       [](const float* x, float* y, int64_t n, Isa i) { SeluF32(x, y, n, 1.6733f, 1.0507f, i); },
+       [](double x) {
+         return x > 0 ? 1.0507f * x : static_cast<double>(1.6733f * 1.0507f) * std::expm1(x);
+       },
+       -90, 30, 3, 0},
+      {"celu", [](const float* x, float* y, int64_t n, Isa i) { CeluF32(x, y, n, 0.7f, i); },
+       [](double x) { return x > 0 ? x : 0.7f * std::expm1(x / 0.7f); }, -60, 30, 4, 0},
       {"erf", [](const float* x, float* y, int64_t n, Isa i) { ErfF32(x, y, n, i); },
        [](double x) { return std::erf(x); }, -5, 5, 8, 0},
       {"gelu", [](const float* x, float* y, int64_t n, Isa i) { GeluF32(x, y, n, false, i); },

@@ -63,6 +63,7 @@ struct Elu {
     return Select(
         x < V(0), [&] { return V(alpha) * Expm1(x); }, x);
   }
+  void Float32(const float* x, float* y, int64_t n) const { EluF32(x, y, n, alpha); }
 };
 
 struct Selu {
@@ -78,6 +79,7 @@ struct Selu {
   V operator()(V x) const {
     return Select(x > V(0), V(gamma) * x, [&] { return V(gamma) * V(alpha) * Expm1(x); });
   }
+  void Float32(const float* x, float* y, int64_t n) const { SeluF32(x, y, n, alpha, gamma); }
 };
 
 struct Celu {
@@ -90,6 +92,7 @@ struct Celu {
   V operator()(V x) const {
     return Select(x > V(0), x, [&] { return V(alpha) * Expm1(x / V(alpha)); });
   }
+  void Float32(const float* x, float* y, int64_t n) const { CeluF32(x, y, n, alpha); }
 };
 
 struct SigmoidOp {

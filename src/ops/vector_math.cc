@@ -77,16 +77,21 @@ struct VM {
     return p * FromBits(s1 << 23) * FromBits(s2 << 23);
   }
 
-  // e^r for |r| <= ln(2) / 2: Cephes expf's polynomial.
-  static KILN_AI F ExpReduced(F r) {
+  // e^r - 1 for |r| <= ln(2) / 2: Cephes expf's polynomial without its 1 (no cancellation).
+  static KILN_AI F ExpReducedM1(F r) {
     F p = Splat(1.9875691500e-4f);
     p = p * r + 1.3981999507e-3f;
     p = p * r + 8.3334519073e-3f;
     p = p * r + 4.1665795894e-2f;
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
-    return p * (r * r) + r + 1.0f;
+    return p * (r * r) + r;
   }
+  // e^r for |r| <= ln(2) / 2.
+  static KILN_AI F ExpReduced(F r) { return ExpReducedM1(r) + 1.0f; }
+  // e^x - 1: the reduced polynomial near 0, where e^x - 1 would cancel; e^x - 1 beyond (|x| above
+  // ln(2) / 2, so the subtraction loses nothing).
+  static KILN_AI F Expm1(F x) { return Sel(Abs(x) <= 0.34657359f, ExpReducedM1(x), Exp(x) - 1.0f); }
 
   // log: Cephes logf (mantissa in [sqrt(1/2), sqrt(2)), degree-9 polynomial), denormals scaled by
   // 2^23 first; 0 -> -inf, x < 0 -> NaN, inf -> inf, NaN -> NaN.
@@ -262,6 +267,9 @@ KILN_VM_OP(GeluTanhOp,
 KILN_VM_OP(SoftplusOp, SoftplusV<VB>(x))
 KILN_VM_OP(MishOp, x* M::Tanh(SoftplusV<VB>(x)))
 KILN_VM_OP(ReluOp, M::Sel(x > 0.0f, x, typename M::F{}))
+KILN_VM_OP(EluOp, M::Sel(x < 0.0f, M::Expm1(x) * p.a, x))
+KILN_VM_OP(SeluOp, M::Sel(x > 0.0f, x* p.b, M::Expm1(x) * (p.a * p.b)))
+KILN_VM_OP(CeluOp, M::Sel(x > 0.0f, x, M::Expm1(x / p.a) * p.a))
 KILN_VM_OP(LeakyReluOp, M::Sel(x < 0.0f, x* p.a, x))
 KILN_VM_OP(ClipOp, ClipV<VB>(x, p.a, p.b))
 KILN_VM_OP(HardSwishOp, x* HardClamp<VB>(x / 6.0f + 0.5f))
@@ -868,6 +876,15 @@ void CosF32(const float* x, float* y, int64_t n, Isa isa) { Map<SinCosOp<true>>(
 void ReluF32(const float* x, float* y, int64_t n, Isa isa) { Map<ReluOp>(x, y, n, {}, isa); }
 void LeakyReluF32(const float* x, float* y, int64_t n, float alpha, Isa isa) {
   Map<LeakyReluOp>(x, y, n, {alpha, 0, false}, isa);
+}
+void EluF32(const float* x, float* y, int64_t n, float alpha, Isa isa) {
+  Map<EluOp>(x, y, n, {alpha, 0, false}, isa);
+}
+void SeluF32(const float* x, float* y, int64_t n, float alpha, float gamma, Isa isa) {
+  Map<SeluOp>(x, y, n, {alpha, gamma, false}, isa);
+}
+void CeluF32(const float* x, float* y, int64_t n, float alpha, Isa isa) {
+  Map<CeluOp>(x, y, n, {alpha, 0, false}, isa);
 }
 void ClipF32(const float* x, float* y, int64_t n, float lo, float hi, Isa isa) {
   Map<ClipOp>(x, y, n, {lo, hi, false}, isa);

@@ -38,6 +38,11 @@ void ErfF32(const float* x, float* y, int64_t n, Isa isa = Isa::kAuto);
 void GeluF32(const float* x, float* y, int64_t n, bool tanh_approx, Isa isa = Isa::kAuto);
 void SinF32(const float* x, float* y, int64_t n, Isa isa = Isa::kAuto);
 void CosF32(const float* x, float* y, int64_t n, Isa isa = Isa::kAuto);
+// The exponential linear units, through e^x - 1 accurate near 0: Elu x < 0 ? alpha (e^x - 1) : x;
+// Selu gamma (x > 0 ? x : alpha (e^x - 1)); Celu x > 0 ? x : alpha (e^(x / alpha) - 1).
+void EluF32(const float* x, float* y, int64_t n, float alpha, Isa isa = Isa::kAuto);
+void SeluF32(const float* x, float* y, int64_t n, float alpha, float gamma, Isa isa = Isa::kAuto);
+void CeluF32(const float* x, float* y, int64_t n, float alpha, Isa isa = Isa::kAuto);
 
 // Cheap maps. Relu: x > 0 ? x : 0. LeakyRelu: x < 0 ? alpha x : x. Clip: compare-and-replace
 // (NaN kept; lo > hi gives hi). HardSigmoid: max(0, min(1, alpha x + beta)).
