@@ -62,16 +62,20 @@ void RegisterPointwise(OpRegistry& r) {
         const double lambd = ctx.node().attr_float("lambd", 0.5f);
         const double bias = ctx.node().attr_float("bias", 0.0f);
         const Tensor& x = ctx.input(0);
+        auto shrink = [lambd, bias]<class V>(V v) -> V {
+          double d = static_cast<double>(v);
+          double y = d < -lambd ? d + bias : (d > lambd ? d - bias : 0.0);
+          if constexpr (std::is_integral_v<V>)
+            return FloatToInt<V>(y);
+          else
+            return static_cast<V>(y);
+        };
         Dispatch<kNumericTypes>(x.dtype(), [&]<class T>() {
-          UnaryLoop<T, T>(x.data<T>(), ctx.output(0).data<T>(), x.size(),
-                          [lambd, bias]<class V>(V v) -> V {
-                            double d = static_cast<double>(v);
-                            double y = d < -lambd ? d + bias : (d > lambd ? d - bias : 0.0);
-                            if constexpr (std::is_integral_v<V>)
-                              return FloatToInt<V>(y);
-                            else
-                              return static_cast<V>(y);
-                          });
+          const T* xs = x.data<T>();
+          T* ys = ctx.output(0).data<T>();
+          ParallelSlices(ctx.threads(), x.size(), kElementsPerThread, [&](int64_t b, int64_t e) {
+            UnaryLoop<T, T>(xs + b, ys + b, e - b, shrink);
+          });
         });
         return OkStatus();
       });
