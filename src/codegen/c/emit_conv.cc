@@ -148,7 +148,7 @@ Status ShapeOf(NodeContext& ctx, bool transpose, ConvShape* s, int bias = 2) {
   return err.empty() ? OkStatus() : ctx.error(err);
 }
 
-// The initializer of a kiln_conv_shape (kernels/conv_shape.c), with the spatial dims `in` and
+// The initializer of a kiln_conv_shape (kernels/reference/conv_shape.c), with the spatial dims `in` and
 // `out` in the kernel's sense (ConvTranspose: the input grid and the output image).
 Expected<std::string> ShapeInit(NodeContext& ctx, const ConvShape& s, const Dims& in,
                                 const Dims& out) {
@@ -327,7 +327,7 @@ Status EmitFusedConv(NodeContext& ctx) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// ConvInteger and QLinearConv (kernels/qconv.c)
+// ConvInteger and QLinearConv (kernels/reference/qconv.c)
 
 bool Is8Bit(DType t) { return t == DType::kInt8 || t == DType::kUInt8; }
 

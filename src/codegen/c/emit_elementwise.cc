@@ -1,7 +1,7 @@
 // C emitters for the element-wise and activation families: unary maps, broadcasting binary and
 // variadic ops, comparisons, Where, Clip, Cast. Each node becomes one loop nest over the output
 // with the operands' broadcast strides folded into the index expressions at compile time;
-// 16-bit floats are computed in float (kernels/half.c) like the host executor does.
+// 16-bit floats are computed in float (kernels/reference/half.c) like the host executor does.
 #include <cmath>
 
 #include "codegen/c/c_names.h"

@@ -3,8 +3,9 @@
 // For every node the backend writes one `static` function whose parameters are the node's inputs
 // (`in0`, `in1`, ... as `const T *`) and outputs (`out0`, ... as `T *`); an emitter fills in its
 // body, knowing every shape and attribute at compile time, and asks for the portable kernels
-// (kernels/*.c) it calls. An emitter that cannot handle a node (an attribute, dtype or shape it
-// does not support) returns an error saying why; the backend reports it with the node's name.
+// (src/kernels/reference/*.c) it calls. An emitter that cannot handle a node (an attribute, dtype
+// or shape it does not support) returns an error saying why; the backend reports it with the
+// node's name.
 #pragma once
 
 #include <functional>
