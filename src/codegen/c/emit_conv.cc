@@ -13,6 +13,7 @@
 #include "codegen/c/c_names.h"
 #include "codegen/c/emit_util.h"
 #include "codegen/c/node_emitter.h"
+#include "kernels/reference/reference_kernels.h"
 #include "ops/conv_geometry.h"
 #include "ops/quantize.h"
 #include "ops/unary_ops.h"
@@ -148,24 +149,18 @@ Status ShapeOf(NodeContext& ctx, bool transpose, ConvShape* s, int bias = 2) {
   return err.empty() ? OkStatus() : ctx.error(err);
 }
 
-// The initializer of a kiln_conv_shape (kernels/reference/conv_shape.c), with the spatial dims `in` and
-// `out` in the kernel's sense (ConvTranspose: the input grid and the output image).
-Expected<std::string> ShapeInit(NodeContext& ctx, const ConvShape& s, const Dims& in,
-                                const Dims& out) {
-  const ops::Geom3 g(s.geom);
-  Dims in3 = ops::To3(in, 1), out3 = ops::To3(out, 1);
-  std::vector<int64_t> all = {s.N, s.C, s.M, s.group};
-  auto list = [&](const int64_t* v) {
-    all.insert(all.end(), v, v + 3);
+// The initializer of the node's kiln_conv_shape (kernels/reference/reference_kernels.h): the
+// geometry the host's reference kernels run with.
+Expected<std::string> ShapeInit(NodeContext& ctx, const ConvShape& s, bool transpose) {
+  kiln_conv_shape k;
+  if (!kernels::reference::ToKilnConvShape(s, transpose, &k))
+    return ctx.error("a dimension does not fit in int32");
+  auto list = [](const int32_t* v) {
     return "{" + Str(v[0]) + ", " + Str(v[1]) + ", " + Str(v[2]) + "}";
   };
-  std::string text = "{" + Str(s.N) + ", " + Str(s.C) + ", " + Str(s.M) + ", " + Str(s.group) +
-                     ", " + list(in3.data()) + ", " + list(g.k) + ", " + list(g.s) + ", " +
-                     list(g.d) + ", " + list(g.p) + ", " + list(out3.data()) + "}";
-  for (int64_t v : all)
-    if (v > std::numeric_limits<int32_t>::max() || v < std::numeric_limits<int32_t>::min())
-      return ctx.error("a dimension does not fit in int32");
-  return text;
+  return "{" + Str(k.n) + ", " + Str(k.c) + ", " + Str(k.m) + ", " + Str(k.group) + ", " +
+         list(k.in) + ", " + list(k.k) + ", " + list(k.s) + ", " + list(k.d) + ", " + list(k.p) +
+         ", " + list(k.out) + "}";
 }
 
 // Conv and ConvTranspose for float64, float16 and bfloat16 (the kernels are float32): loops
@@ -280,9 +275,7 @@ Status EmitConvLike(NodeContext& ctx, bool transpose) {
     return OkStatus();
   }
   if (ctx.input_dtype(0) != DType::kFloat32) return EmitConvInline(ctx, s, transpose);
-  // For ConvTranspose the kernel's `in` is the input grid and `out` the output image.
-  KILN_ASSIGN_OR_RETURN(std::string init, transpose ? ShapeInit(ctx, s, s.geom.out, s.geom.in)
-                                                    : ShapeInit(ctx, s, s.geom.in, s.geom.out));
+  KILN_ASSIGN_OR_RETURN(std::string init, ShapeInit(ctx, s, transpose));
   std::string kernel = transpose ? "conv_transpose" : "conv";
   ctx.UseKernel(kernel);
   ctx.Line("static const kiln_conv_shape shape = " + init + ";");
@@ -427,7 +420,7 @@ Status EmitQConv(NodeContext& ctx, bool qlinear) {
       bias = "in8[m]";
     }
   }
-  KILN_ASSIGN_OR_RETURN(std::string init, ShapeInit(ctx, s, s.geom.in, s.geom.out));
+  KILN_ASSIGN_OR_RETURN(std::string init, ShapeInit(ctx, s, false));
   ctx.UseKernel("qconv");
   ctx.Line("static const kiln_conv_shape shape = " + init + ";");
   ctx.Line("static const kiln_qconv_params params = {" + Str(xflip) + ", " + Str(wflip) + ", " +
