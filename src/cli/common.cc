@@ -179,6 +179,17 @@ runtime::ExecutorOptions ExecutorOptionsOf(const passes::Pipeline& p,
   return eo;
 }
 
+void AddKernelsOption(CLI::App* c, ops::KernelSet* kernels) {
+  c->add_option_function<std::string>(
+       "--kernels",
+       [kernels](const std::string& v) {
+         *kernels = v == "reference" ? ops::KernelSet::kReference : ops::KernelSet::kFast;
+       },
+       "fast (SIMD, oneDNN, threads) or reference (the portable kernels the C backend emits, "
+       "the ops' plain loops elsewhere, one thread)")
+      ->check(OneOf({"fast", "reference"}));
+}
+
 namespace {
 
 std::string Quoted(const std::string& s) { return "'" + s + "'"; }

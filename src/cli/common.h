@@ -55,6 +55,8 @@ planner::PlanOptions PlanOptionsOf(const passes::Pipeline& p);
 // ExecutorOptions with a pipeline's passes and planner choice, and the input dims.
 runtime::ExecutorOptions ExecutorOptionsOf(const passes::Pipeline& p,
                                            const passes::ShapeOverrides& shapes);
+// --kernels fast|reference: the host executor's kernels (ExecutorOptions::kernels).
+void AddKernelsOption(CLI::App* c, ops::KernelSet* kernels);
 // A node's FLOPs: a multiply-add counts as two (Conv, FusedConv, ConvTranspose, MatMul, Gemm and
 // their integer forms), any other op as one per output element. *known becomes false when the
 // output shape (or a weight's) is not known.

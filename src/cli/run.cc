@@ -29,6 +29,7 @@ struct ModelOptions {
   std::vector<std::string> shapes;
   std::vector<std::string> inputs;
   int threads = 1;
+  ops::KernelSet kernels = ops::KernelSet::kFast;
   std::string planner = "default", pipeline;
   std::vector<std::string> dump_ir_after;
   bool no_reorder = false, no_alias = false, poison = false;
@@ -42,6 +43,7 @@ void AddModelOptions(CLI::App* c, ModelOptions& o) {
   c->add_option("--shape", o.shapes, "fix an input's dims: NAME=D0,D1,...");
   c->add_option("--input", o.inputs, "input data: NAME=FILE (.npy or .pb)");
   c->add_option("--threads", o.threads, "worker threads")->check(IntegerIn(1, kMaxThreads));
+  AddKernelsOption(c, &o.kernels);
   c->add_option("--planner", o.planner,
                 "memory planner (default, greedy-size, greedy-conflicts, "
                 "coloring, anneal, tflm, none)");
@@ -111,6 +113,7 @@ Status Prepare(const ModelOptions& o, Prepared* p) {
   AddPipelineShapes(pipeline, &shapes);
   runtime::ExecutorOptions eo = ExecutorOptionsOf(pipeline, shapes);
   eo.threads = o.threads;
+  eo.kernels = o.kernels;
   eo.dump_ir_after = o.dump_ir_after;
   eo.aliasing = !o.no_alias;
   eo.poison = o.poison;

@@ -37,6 +37,7 @@ struct TestOptions {
   std::string expected_failures;
   double rtol = 1e-3, atol = 1e-7;
   int threads = 1;
+  ops::KernelSet kernels = ops::KernelSet::kFast;
   std::string planner = "default";
   bool poison = false, no_reorder = false, no_alias = false;
   int timeout_s = 120;
@@ -177,6 +178,7 @@ Expected<std::vector<Tensor>> RunBackend(const ir::Model& model, const std::vect
   runtime::ExecutorOptions eo;
   eo.shapes = shapes;
   eo.threads = o.threads;
+  if (!host) eo.kernels = o.kernels;
   eo.planner = host ? "default" : o.pipeline.planner;
   eo.poison = o.poison && !host;
   eo.reorder = host || o.pipeline.reorder;
@@ -526,6 +528,7 @@ void AddTestOnnxCommand(CLI::App& app, int& rc) {
   c->add_option("--timeout", o->timeout_s, "seconds per test")->check(IntegerIn(1, 86400));
   c->add_flag("-v,--verbose", o->verbose, "print passing tests too");
   c->add_option("--threads", o->threads, "worker threads")->check(IntegerIn(1, kMaxThreads));
+  AddKernelsOption(c, &o->kernels);
   c->add_option("--planner", o->planner, "memory planner to run the tests with");
   c->add_flag("--poison", o->poison, "fill dead arena bytes with a poison pattern between nodes");
   c->add_flag("--no-reorder", o->no_reorder, "keep each model's node order");

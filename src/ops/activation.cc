@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "ops/cpu_isa.h"
 #include "ops/elementwise_kernels.h"
 #include "ops/thread_pool.h"
 #include "ops/unary_ops.h"
@@ -15,7 +16,7 @@ namespace {
 constexpr int64_t kElementsPerThread = 1 << 15;
 
 // Registers an op of ops/unary_ops.h: its formula computed in Acc<T>, float32 through its vector
-// kernel where it has one, split over the node's threads.
+// kernel where it has one (not under the reference kernels), split over the node's threads.
 template <class Op>
 void RegFormula(OpRegistry& r, const std::string& domain) {
   r.Register(
@@ -34,14 +35,17 @@ void RegFormula(OpRegistry& r, const std::string& domain) {
         Dispatch<Op::kTypes>(x.dtype(), [&]<class T>() {
           const T* xs = x.data<T>();
           T* ys = y.data<T>();
-          if constexpr (std::is_same_v<T, float> && unary::HasFloat32Kernel<Op>)
-            ParallelSlices(ctx.threads(), x.size(), kElementsPerThread, [&](int64_t b, int64_t e) {
-              unary::RunFloat32Kernel(op, xs + b, ys + b, e - b);
-            });
-          else
-            ParallelSlices(ctx.threads(), x.size(), kElementsPerThread, [&](int64_t b, int64_t e) {
-              UnaryLoop<T, T>(xs + b, ys + b, e - b, op);
-            });
+          if constexpr (std::is_same_v<T, float> && unary::HasFloat32Kernel<Op>) {
+            if (!ReferenceKernels()) {
+              ParallelSlices(ctx.threads(), x.size(), kElementsPerThread,
+                             [&](int64_t b, int64_t e) {
+                               unary::RunFloat32Kernel(op, xs + b, ys + b, e - b);
+                             });
+              return;
+            }
+          }
+          ParallelSlices(ctx.threads(), x.size(), kElementsPerThread,
+                         [&](int64_t b, int64_t e) { UnaryLoop<T, T>(xs + b, ys + b, e - b, op); });
         });
         return OkStatus();
       },

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/reference/reference_kernels.h"
 #include "ops/channels_last.h"
 #include "ops/common.h"
 #include "ops/conv3d_dnnl.h"
@@ -25,6 +26,7 @@
 #include "ops/gemm_kernels.h"
 #include "ops/scratch.h"
 #include "ops/thread_pool.h"
+#include "ops/unary_ops.h"
 #include "ops/vector_math.h"
 
 namespace kiln::ops {
@@ -672,6 +674,21 @@ bool TryDnnlConv3D(ComputeContext& ctx, const ConvShape& s, const PostOps& post 
                     ctx.state());
 }
 
+// Under the reference kernels, a float convolution of up to 3 spatial dims on the portable kernel
+// (kernels/reference): true when it ran.
+template <class C>
+bool RunReferenceConv(const C* x, const C* w, const C* b, C* y, const ConvShape& s,
+                      bool transpose) {
+  kiln_conv_shape k;
+  if constexpr (!std::is_same_v<C, float>) {
+    return false;
+  } else {
+    if (!ReferenceKernels() || !kernels::reference::ToKilnConvShape(s, transpose, &k)) return false;
+    (transpose ? kiln_reference_conv_transpose_f32 : kiln_reference_conv_f32)(x, w, b, y, &k);
+    return true;
+  }
+}
+
 template <bool kTranspose>
 Status ComputeConvLike(ComputeContext& ctx) {
   const Tensor& X = ctx.input(0);
@@ -693,10 +710,12 @@ Status ComputeConvLike(ComputeContext& ctx) {
     std::optional<InBuf<T>> b;
     if (B) b.emplace(*B);
     OutBuf<T> y(Y);
-    if constexpr (kTranspose)
-      ConvTransposeCore(x.get(), w.get(), b ? b->get() : nullptr, y.get(), s, ctx.threads());
-    else
-      ConvCore(x.get(), w.get(), b ? b->get() : nullptr, y.get(), s, ctx.threads());
+    if (!RunReferenceConv(x.get(), w.get(), b ? b->get() : nullptr, y.get(), s, kTranspose)) {
+      if constexpr (kTranspose)
+        ConvTransposeCore(x.get(), w.get(), b ? b->get() : nullptr, y.get(), s, ctx.threads());
+      else
+        ConvCore(x.get(), w.get(), b ? b->get() : nullptr, y.get(), s, ctx.threads());
+    }
     y.Finish();
   });
   return OkStatus();
@@ -767,6 +786,12 @@ Status FusedConvInfer(InferContext& ctx) {
   return OkStatus();
 }
 
+// An activation's formula in place, as the reference kernels run it (ops/unary_ops.h).
+template <class Op>
+void ApplyFormula(float* y, int64_t n, const Op& op) {
+  for (int64_t i = 0; i < n; ++i) y[i] = op(y[i]);
+}
+
 template <class T>
 void AddAndActivate(const T* z, T* y, int64_t n, const PostOps& post) {
   using Act = PostOps::Act;
@@ -819,11 +844,17 @@ Status FusedConvCompute(ComputeContext& ctx) {
   });
   if (post.act == PostOps::Act::kSwish) {  // with the Sigmoid and Mul kernels' arithmetic
     if (Y.dtype() != DType::kFloat32) return ctx.error("Swish needs float32");
-    SwishF32(Y.data<float>(), Y.data<float>(), Y.size(), 1.0f);
+    if (ReferenceKernels())
+      ApplyFormula(Y.data<float>(), Y.size(), unary::Swish());
+    else
+      SwishF32(Y.data<float>(), Y.data<float>(), Y.size(), 1.0f);
   }
   if (post.act == PostOps::Act::kHardSwish) {  // with the HardSwish kernel's arithmetic
     if (Y.dtype() != DType::kFloat32) return ctx.error("HardSwish needs float32");
-    HardSwishF32(Y.data<float>(), Y.data<float>(), Y.size());
+    if (ReferenceKernels())
+      ApplyFormula(Y.data<float>(), Y.size(), unary::HardSwish());
+    else
+      HardSwishF32(Y.data<float>(), Y.data<float>(), Y.size());
   }
   return OkStatus();
 }

@@ -18,14 +18,22 @@ bool CpuHas(Isa isa) {
 #endif
 }
 
+thread_local KernelSet t_kernels = KernelSet::kFast;
+
 }  // namespace
 
 Isa BestIsa() {
   static const Isa best = CpuHas(Isa::kAvx512) ? Isa::kAvx512
                           : CpuHas(Isa::kAvx2) ? Isa::kAvx2
                                                : Isa::kBaseline;
-  return best;
+  return ReferenceKernels() ? Isa::kBaseline : best;
 }
+
+KernelSet ActiveKernels() { return t_kernels; }
+
+ScopedKernelSet::ScopedKernelSet(KernelSet k) : previous_(t_kernels) { t_kernels = k; }
+
+ScopedKernelSet::~ScopedKernelSet() { t_kernels = previous_; }
 
 bool IsaSupported(Isa isa) { return isa == Isa::kAuto || CpuHas(isa); }
 
@@ -43,6 +51,8 @@ const char* IsaName(Isa isa) {
   return "?";
 }
 
-Isa ResolveIsa(Isa isa) { return isa == Isa::kAuto || !CpuHas(isa) ? BestIsa() : isa; }
+Isa ResolveIsa(Isa isa) {
+  return isa == Isa::kAuto || !CpuHas(isa) || ReferenceKernels() ? BestIsa() : isa;
+}
 
 }  // namespace kiln::ops

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/reference/reference_kernels.h"
 #include "ops/scratch.h"
 #include "ops/thread_pool.h"
 
@@ -279,6 +280,26 @@ void GemmSerial(const Spec<T>& sp, int64_t M, int64_t N, int64_t K, T alpha, con
     for (int64_t i = 0; i < M; ++i) std::fill(C + i * ldc, C + i * ldc + N, T(0));
 }
 
+void ReferenceGemmRows(size_t M, size_t N, size_t K, float alpha, const float* A, size_t sam,
+                       size_t sak, const float* B, size_t sbk, size_t sbn, float* C) {
+  kiln_reference_gemm_f32(M, N, K, alpha, A, sam, sak, B, sbk, sbn, C);
+}
+void ReferenceGemmRows(size_t M, size_t N, size_t K, double alpha, const double* A, size_t sam,
+                       size_t sak, const double* B, size_t sbk, size_t sbn, double* C) {
+  kiln_reference_gemm_f64(M, N, K, alpha, A, sam, sak, B, sbk, sbn, C);
+}
+
+// PackedGemm on the portable GEMM of kernels/reference (one thread), which writes dense rows.
+template <class T>
+void ReferenceGemm(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t rsa, int64_t csa,
+                   const T* B, int64_t rsb, int64_t csb, T* C, int64_t ldc, bool accumulate) {
+  for (int64_t i = 0; i < M; ++i) {
+    if (!accumulate) std::fill(C + i * ldc, C + i * ldc + N, T(0));
+    if (ldc != N) ReferenceGemmRows(1, N, K, alpha, A + i * rsa, 0, csa, B, rsb, csb, C + i * ldc);
+  }
+  if (ldc == N) ReferenceGemmRows(M, N, K, alpha, A, rsa, csa, B, rsb, csb, C);
+}
+
 }  // namespace
 
 template <class T>
@@ -286,6 +307,8 @@ void PackedGemm(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t rs
                 const T* B, int64_t rsb, int64_t csb, T* C, int64_t ldc, bool accumulate,
                 int threads, Isa isa) {
   if (M <= 0 || N <= 0) return;
+  if (ReferenceKernels() && std::min({rsa, csa, rsb, csb}) >= 0)
+    return ReferenceGemm(M, N, K, alpha, A, rsa, csa, B, rsb, csb, C, ldc, accumulate);
   isa = ResolveIsa(isa);
   const Spec<T> sp = SpecFor<T>(isa);
   // Only split when each thread gets a useful amount of work.
@@ -314,6 +337,13 @@ PackedB<T> PackGemmB(int64_t K, int64_t N, const T* B, int64_t rsb, int64_t csb,
   PackedB<T> p;
   p.K = K;
   p.N = N;
+  if (ReferenceKernels()) {
+    p.reference = true;
+    p.data.resize(static_cast<size_t>(K * N));
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t j = 0; j < N; ++j) p.data[k * N + j] = B[k * rsb + j * csb];
+    return p;
+  }
   p.isa = ResolveIsa(isa);
   PackAllB(SpecFor<T>(p.isa), K, N, B, rsb, csb, &p.data);
   return p;
@@ -323,6 +353,8 @@ template <class T>
 void PackedGemm(int64_t M, const T* A, int64_t rsa, int64_t csa, const PackedB<T>& B, T* C,
                 int64_t ldc, bool accumulate, int threads) {
   if (M <= 0 || B.N <= 0) return;
+  if (B.reference)
+    return ReferenceGemm(M, B.N, B.K, T(1), A, rsa, csa, B.data.data(), B.N, 1, C, ldc, accumulate);
   const Spec<T> sp = SpecFor<T>(B.isa);
   const int64_t work = M * B.N * std::max<int64_t>(B.K, 1);
   const int t = static_cast<int>(std::min<int64_t>({threads, work / (1 << 18) + 1, 64}));

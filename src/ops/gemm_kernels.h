@@ -36,6 +36,7 @@ struct PackedB {
   int64_t K = 0, N = 0;
   Isa isa = Isa::kAuto;
   std::vector<T> data;
+  bool reference = false;  // packed under ReferenceKernels(): data is B as a dense K x N
 };
 template <class T>
 PackedB<T> PackGemmB(int64_t K, int64_t N, const T* B, int64_t rsb, int64_t csb,

@@ -209,7 +209,7 @@ void Gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A
           int threads) {
   if (M <= 0 || N <= 0 || K <= 0) return;
   int64_t work = M * N * K;
-  if (M == 1 && !ta) {  // threads split the columns
+  if (M == 1 && !ta && !ReferenceKernels()) {  // threads split the columns
     int nt = static_cast<int>(std::min<int64_t>({threads, N / 64 + 1, work / (1 << 18) + 1}));
     // Whole 16-column groups per thread (every column is summed the same way whatever the split).
     ParallelFor(nt, (N + 15) / 16, [&](int64_t g0, int64_t g1) {

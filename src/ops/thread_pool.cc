@@ -9,6 +9,8 @@
 #include <thread>
 #include <vector>
 
+#include "ops/cpu_isa.h"
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define KILN_POOL_PAUSE() _mm_pause()
@@ -158,7 +160,9 @@ namespace detail {
 
 void ParallelForImpl(int threads, int64_t n, ChunkFn fn, void* ctx) {
   const int t = static_cast<int>(std::min<int64_t>({threads, n, kMaxThreads}));
-  if (t <= 1 || t_inside || !ThePool().Run(t, n, fn, ctx)) {
+  // The reference kernels run on one thread (ops/cpu_isa.h), so a worker never runs one of
+  // their chunks without knowing it.
+  if (t <= 1 || t_inside || ReferenceKernels() || !ThePool().Run(t, n, fn, ctx)) {
     // Inline, with the same chunk boundaries.
     for (int64_t c = 0; c < t; ++c) fn(ctx, c * n / t, (c + 1) * n / t);
   }

@@ -157,8 +157,9 @@ struct Executor::Impl : public ops::SubgraphRunner {
     po.reorder = o.reorder;
     po.aliasing = o.aliasing;
     po.max_steps = o.planner_steps;
+    const bool channels_last = o.channels_last && o.kernels == ops::KernelSet::kFast;
     info.channels_last =
-        o.channels_last ? ChannelsLastValues(g) : std::vector<char>(g.values.size(), 0);
+        channels_last ? ChannelsLastValues(g) : std::vector<char>(g.values.size(), 0);
     PlaceConcats(g, o.aliasing, &info);
     po.concat_placement = info.concat_placement;
     po.fused_conv_in_place = true;  // ops/conv.cc's FusedConv reads Z before it writes Y
@@ -424,7 +425,9 @@ struct Executor::Impl : public ops::SubgraphRunner {
     }
     if (noop) return OkStatus();
     cctx.subgraphs_ = this;
-    cctx.threads_ = self->options_.threads;
+    // The reference kernels run on one thread (ops/cpu_isa.h).
+    const bool reference = self->options_.kernels == ops::KernelSet::kReference;
+    cctx.threads_ = reference ? 1 : self->options_.threads;
     cctx.scratch_budget_ = self->scratch_budget_;
     if (info.states.size() != g.nodes.size()) info.states.resize(g.nodes.size());
     cctx.state_ = &info.states[n];
@@ -472,6 +475,8 @@ Expected<std::unique_ptr<Executor>> Executor::Create(ir::Model model, ExecutorOp
   model = {};
   e->options_ = std::move(options);
   if (e->options_.threads < 1) return Error("--threads must be at least 1");
+  // Constant folding and the kernels' prepared states use the executor's kernels too.
+  const ops::ScopedKernelSet kernels(e->options_.kernels);
   passes::LowerOptions lo;
   lo.target = passes::Target::kHost;
   lo.shapes = e->options_.shapes;
@@ -522,6 +527,7 @@ int Executor::interleaved_concats() const {
 }
 
 Status Executor::Run(const std::vector<Tensor>& inputs, std::vector<Tensor>* outputs) {
+  const ops::ScopedKernelSet kernels(options_.kernels);
   const ir::Graph& g = *model_.graph;
   std::vector<int> feeds = g.RuntimeInputs();
   if (inputs.size() != feeds.size())

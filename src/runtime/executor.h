@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "ops/cpu_isa.h"
 #include "passes/infer_shapes.h"
 #include "planner/memory_planner.h"
 #include "support/status.h"
@@ -38,6 +39,9 @@ struct ExecutorOptions {
   // Channels-last activations between the convolutions that take them (ops/channels_last.h).
   bool channels_last = true;
   bool profile = false;  // time every node of the main graph (NodeSeconds)
+  // kFast: the fastest kernels this CPU runs. kReference: the portable reference kernels, on one
+  // thread and without channels-last layouts (ops/cpu_isa.h); the oracle for the fast ones.
+  ops::KernelSet kernels = ops::KernelSet::kFast;
 };
 
 class Executor {
