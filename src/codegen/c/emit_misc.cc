@@ -937,6 +937,35 @@ Status EmitLabelEncoder(NodeContext& ctx) {
   return OkStatus();
 }
 
+// One node's test of a tree walk: `go` from row x's feature against the node's split (the
+// tables named as given; `member*` empty where no node tests set membership).
+void EmitTreeNodeTest(NodeContext& ctx, DType t, DType st, const std::string& Tf,
+                      const std::string& Ts, const std::string& Tm, const std::string& Tmb,
+                      const std::string& Tme, const std::string& Tmv) {
+  std::string xv = Load(ctx, t, "x[" + Tf + "[node]]");
+  ctx.Line("const " + CType(st) + " v = (" + CType(st) + ")" + xv + ", s = " + Ts + "[node];");
+  ctx.Line("const unsigned fl = " + Tm + "[node];");
+  ctx.Line("int go;");
+  ctx.Line("switch (fl & 7u) {");
+  ctx.Line("  case 0: go = v <= s; break;");
+  ctx.Line("  case 1: go = v < s; break;");
+  ctx.Line("  case 2: go = v >= s; break;");
+  ctx.Line("  case 3: go = v > s; break;");
+  ctx.Line("  case 4: go = v == s; break;");
+  ctx.Line("  case 5: go = v != s; break;");
+  if (!Tmv.empty()) {
+    ctx.Line("  default: {");
+    ctx.Line("    int32_t mi;");
+    ctx.Line("    go = 0;");
+    ctx.Line("    for (mi = " + Tmb + "[node]; mi < " + Tme + "[node]; ++mi)");
+    ctx.Line("      if (" + Tmv + "[mi] == v) go = 1;");
+    ctx.Line("  }");
+  } else {
+    ctx.Line("  default: go = 0;");
+  }
+  ctx.Line("}");
+}
+
 Status EmitTreeEnsemble(NodeContext& ctx) {
   const ir::Node& n = ctx.node();
   DType t = ctx.input_dtype(0);
@@ -1032,28 +1061,7 @@ Status EmitTreeEnsemble(NodeContext& ctx) {
   ctx.Line("size_t steps;");
   ctx.Line("for (steps = 0; steps <= " + S(static_cast<int64_t>(nn)) + "; ++steps) {");
   ctx.Indent();
-  std::string xv = Load(ctx, t, "x[" + Tf + "[node]]");
-  ctx.Line("const " + CType(st) + " v = (" + CType(st) + ")" + xv + ", s = " + Ts + "[node];");
-  ctx.Line("const unsigned fl = " + Tm + "[node];");
-  ctx.Line("int go;");
-  ctx.Line("switch (fl & 7u) {");
-  ctx.Line("  case 0: go = v <= s; break;");
-  ctx.Line("  case 1: go = v < s; break;");
-  ctx.Line("  case 2: go = v >= s; break;");
-  ctx.Line("  case 3: go = v > s; break;");
-  ctx.Line("  case 4: go = v == s; break;");
-  ctx.Line("  case 5: go = v != s; break;");
-  if (!Tmv.empty()) {
-    ctx.Line("  default: {");
-    ctx.Line("    int32_t mi;");
-    ctx.Line("    go = 0;");
-    ctx.Line("    for (mi = " + Tmb + "[node]; mi < " + Tme + "[node]; ++mi)");
-    ctx.Line("      if (" + Tmv + "[mi] == v) go = 1;");
-    ctx.Line("  }");
-  } else {
-    ctx.Line("  default: go = 0;");
-  }
-  ctx.Line("}");
+  EmitTreeNodeTest(ctx, t, st, Tf, Ts, Tm, Tmb, Tme, Tmv);
   ctx.Line("if ((fl & 32u) && v != v) go = 1;");
   ctx.Line("if (go ? (fl & 8u) : (fl & 16u)) {");
   ctx.Line("  leaf = go ? " + Tt + "[node] : " + Tfa + "[node];");
