@@ -687,6 +687,38 @@ def eltwise_cases():
     unary("softplus_1M", "Softplus, 1M elements", "Softplus", MID)
     unary("abs_4M", "Abs, 4M elements", "Abs", BIG)
 
+    # The rest of the unary formula ops (src/ops/unary_ops.h), so every one is timed: 1M elements
+    # drawn from the op's domain.
+    def unary_in(name, op, lo, hi, opset=17, **attrs):
+        def b(g):
+            data = g.rng.uniform(lo, hi, size=MID)
+            g.output(g.op(op, [g.input(MID, data=data)], **attrs))
+        out.append(Case(F, name, f"{op}, 1M elements in [{lo}, {hi})", b, False, opset))
+
+    unary_in("elu_1M", "Elu", -4, 4)
+    unary_in("selu_1M", "Selu", -4, 4)
+    unary_in("celu_1M", "Celu", -4, 4)
+    unary_in("softsign_1M", "Softsign", -4, 4)
+    unary_in("thresholdedrelu_1M", "ThresholdedRelu", -4, 4)
+    unary_in("mish_op18_1M", "Mish", -4, 4, opset=18)
+    unary_in("reciprocal_1M", "Reciprocal", 0.5, 4)
+    unary_in("sqrt_1M", "Sqrt", 0, 16)
+    unary_in("log_1M", "Log", 0.01, 16)
+    unary_in("floor_1M", "Floor", -100, 100)
+    unary_in("ceil_1M", "Ceil", -100, 100)
+    unary_in("round_1M", "Round", -100, 100)
+    unary_in("sin_1M", "Sin", -8, 8)
+    unary_in("cos_1M", "Cos", -8, 8)
+    unary_in("tan_1M", "Tan", -1.5, 1.5)
+    unary_in("asin_1M", "Asin", -1, 1)
+    unary_in("acos_1M", "Acos", -1, 1)
+    unary_in("atan_1M", "Atan", -8, 8)
+    unary_in("sinh_1M", "Sinh", -8, 8)
+    unary_in("cosh_1M", "Cosh", -8, 8)
+    unary_in("asinh_1M", "Asinh", -8, 8)
+    unary_in("acosh_1M", "Acosh", 1, 16)
+    unary_in("atanh_1M", "Atanh", -0.99, 0.99)
+
     def clip(g, shape):
         g.output(g.op("Clip", [g.input(shape), g.f32(0.0), g.f32(6.0)]))
     out.append(Case(F, "clip06_4M", "Clip(0, 6), 4M elements", lambda g: clip(g, BIG)))
