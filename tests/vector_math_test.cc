@@ -136,6 +136,20 @@ std::vector<Case> Cases() {
        [](double x) { return std::sin(x); }, -100, 100, 2, 1e-9},
       {"cos", [](const float* x, float* y, int64_t n, Isa i) { CosF32(x, y, n, i); },
        [](double x) { return std::cos(x); }, -100, 100, 2, 1e-9},
+      {"sqrt", [](const float* x, float* y, int64_t n, Isa i) { SqrtF32(x, y, n, i); },
+       [](double x) { return std::sqrt(x); }, 0, 100, 0.5, 0},
+      {"floor", [](const float* x, float* y, int64_t n, Isa i) { FloorF32(x, y, n, i); },
+       [](double x) { return std::floor(x); }, -100, 100, 0, 0},
+      {"ceil", [](const float* x, float* y, int64_t n, Isa i) { CeilF32(x, y, n, i); },
+       [](double x) { return std::ceil(x); }, -100, 100, 0, 0},
+      {"round", [](const float* x, float* y, int64_t n, Isa i) { RoundF32(x, y, n, i); },
+       [](double x) { return std::nearbyint(x); }, -100, 100, 0, 0},
+      {"asin", [](const float* x, float* y, int64_t n, Isa i) { AsinF32(x, y, n, i); },
+       [](double x) { return std::asin(x); }, -1, 1, 3, 0},
+      {"acos", [](const float* x, float* y, int64_t n, Isa i) { AcosF32(x, y, n, i); },
+       [](double x) { return std::acos(x); }, -1, 1, 3, 0},
+      {"atan", [](const float* x, float* y, int64_t n, Isa i) { AtanF32(x, y, n, i); },
+       [](double x) { return std::atan(x); }, -100, 100, 3, 0},
   };
 }
 

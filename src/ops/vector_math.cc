@@ -176,6 +176,82 @@ struct VM {
     return x * (p / q);  // x last: a denormal x is rounded once
   }
 
+  // The correctly rounded square root: lane by lane, which the compiler turns into the ISA's
+  // vector instruction (this file is built with -fno-math-errno, so sqrt has no errno side).
+  static KILN_AI F Sqrt(F x) {
+    float a[L];
+    Store(a, x);
+    for (int l = 0; l < L; ++l) a[l] = __builtin_sqrtf(a[l]);
+    return Load(a);
+  }
+
+  // Round half to even, lane by lane like Sqrt (the ISA's vector rounding where it has one).
+  static KILN_AI F Nearbyint(F x) {
+    float a[L];
+    Store(a, x);
+    for (int l = 0; l < L; ++l) a[l] = __builtin_nearbyintf(a[l]);
+    return Load(a);
+  }
+  // floor and ceil from the nearest integer, one step back where it overshot (exact; -0 and NaN
+  // pass, -0.5 floors to -1 and ceils to -0).
+  static KILN_AI F Floor(F x) {
+    const F r = Nearbyint(x);
+    return Sel(r > x, r - 1.0f, r);
+  }
+  static KILN_AI F Ceil(F x) {
+    const F r = Nearbyint(x);
+    return Sel(r < x, r + 1.0f, r);
+  }
+
+  // atan: Cephes atanf. |x| above tan(3 pi / 8) is reduced by atan(x) = pi/2 - atan(1/x), above
+  // tan(pi / 8) by atan(x) = pi/4 + atan((x - 1) / (x + 1)); an odd polynomial on the rest; the
+  // sign restored. inf gives pi/2, NaN passes.
+  static KILN_AI F Atan(F x) {
+    const F a = Abs(x);
+    const I big = a > 2.414213562373095f, mid = a > 0.4142135623730950f;
+    const F base = Sel(big, Splat(1.5707963267948966f), Sel(mid, Splat(0.7853981633974483f), F{}));
+    const F t = Sel(big, -1.0f / a, Sel(mid, (a - 1.0f) / (a + 1.0f), a));
+    const F z = t * t;
+    F p = Splat(8.05374449538e-2f);
+    p = p * z - 1.38776856032e-1f;
+    p = p * z + 1.99777106478e-1f;
+    p = p * z - 3.33329491539e-1f;
+    return CopySign(base + (p * z * t + t), x);
+  }
+
+  // asin(t) for |t| <= 1/2 (z = t^2): Cephes asinf's odd polynomial.
+  static KILN_AI F AsinCore(F t, F z) {
+    F p = Splat(4.2163199048e-2f);
+    p = p * z + 2.4181311049e-2f;
+    p = p * z + 4.5470025998e-2f;
+    p = p * z + 7.4953002686e-2f;
+    p = p * z + 1.6666752422e-1f;
+    return p * z * t + t;
+  }
+
+  // asin: Cephes asinf. Above |x| 1/2, asin(x) = pi/2 - 2 asin(sqrt((1 - |x|) / 2)); the sign
+  // restored; |x| > 1 gives NaN, NaN passes.
+  static KILN_AI F Asin(F x) {
+    const F a = Abs(x);
+    const I high = a > 0.5f;
+    const F z = Sel(high, (1.0f - a) * 0.5f, a * a);
+    const F p = AsinCore(Sel(high, Sqrt(z), a), z);
+    const F r = Sel(high, 1.5707963267948966f - (p + p), p);
+    return Sel(a > 1.0f, Splat(NAN), CopySign(r, x));
+  }
+
+  // acos: Cephes acosf. Above |x| 1/2, with s = asin(sqrt((1 - |x|) / 2)): 2 s for x > 0, pi - 2 s
+  // below; pi/2 - asin(x) between. |x| > 1 gives NaN (the square root's), NaN passes.
+  static KILN_AI F Acos(F x) {
+    const F a = Abs(x);
+    const I high = a > 0.5f;
+    const F z = Sel(high, (1.0f - a) * 0.5f, x * x);
+    const F p = AsinCore(Sel(high, Sqrt(z), x), z);
+    const F twice = p + p;
+    const F far = Sel(x < 0.0f, 3.14159265358979f - twice, twice);
+    return Sel(high, far, 1.5707963267948966f - p);
+  }
+
   // sin / cos: n = round(|x| 2 / pi), r = |x| - n pi/2 in three parts (Cephes' split: exact
   // products for |x| <= 8192), Cephes sinf / cosf polynomials on [-pi/4, pi/4], quadrant from n.
   // Lanes with !(|x| <= 8192) (large, inf, NaN) are redone by libm in the caller.
@@ -273,6 +349,13 @@ KILN_VM_OP(CeluOp, M::Sel(x > 0.0f, x, M::Expm1(x / p.a) * p.a))
 KILN_VM_OP(LeakyReluOp, M::Sel(x < 0.0f, x* p.a, x))
 KILN_VM_OP(ClipOp, ClipV<VB>(x, p.a, p.b))
 KILN_VM_OP(HardSwishOp, x* HardClamp<VB>(x / 6.0f + 0.5f))
+KILN_VM_OP(SqrtOp, M::Sqrt(x))
+KILN_VM_OP(FloorOp, M::Floor(x))
+KILN_VM_OP(CeilOp, M::Ceil(x))
+KILN_VM_OP(RoundOp, M::Nearbyint(x))
+KILN_VM_OP(AtanOp, M::Atan(x))
+KILN_VM_OP(AsinOp, M::Asin(x))
+KILN_VM_OP(AcosOp, M::Acos(x))
 #undef KILN_VM_OP
 
 // kFix ops: Served(x) is all-ones on the lanes the vector path is accurate for; libm redoes the
@@ -873,6 +956,13 @@ void SinF32(const float* x, float* y, int64_t n, Isa isa) {
   Map<SinCosOp<false>>(x, y, n, {}, isa);
 }
 void CosF32(const float* x, float* y, int64_t n, Isa isa) { Map<SinCosOp<true>>(x, y, n, {}, isa); }
+void SqrtF32(const float* x, float* y, int64_t n, Isa isa) { Map<SqrtOp>(x, y, n, {}, isa); }
+void FloorF32(const float* x, float* y, int64_t n, Isa isa) { Map<FloorOp>(x, y, n, {}, isa); }
+void CeilF32(const float* x, float* y, int64_t n, Isa isa) { Map<CeilOp>(x, y, n, {}, isa); }
+void RoundF32(const float* x, float* y, int64_t n, Isa isa) { Map<RoundOp>(x, y, n, {}, isa); }
+void AtanF32(const float* x, float* y, int64_t n, Isa isa) { Map<AtanOp>(x, y, n, {}, isa); }
+void AsinF32(const float* x, float* y, int64_t n, Isa isa) { Map<AsinOp>(x, y, n, {}, isa); }
+void AcosF32(const float* x, float* y, int64_t n, Isa isa) { Map<AcosOp>(x, y, n, {}, isa); }
 void ReluF32(const float* x, float* y, int64_t n, Isa isa) { Map<ReluOp>(x, y, n, {}, isa); }
 void LeakyReluF32(const float* x, float* y, int64_t n, float alpha, Isa isa) {
   Map<LeakyReluOp>(x, y, n, {alpha, 0, false}, isa);

@@ -36,6 +36,16 @@ void ErfF32(const float* x, float* y, int64_t n, Isa isa = Isa::kAuto);
 // y = 0.5 x (1 + erf(x / sqrt 2)), or with tanh_approx 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715
 // x^3))).
 void GeluF32(const float* x, float* y, int64_t n, bool tanh_approx, Isa isa = Isa::kAuto);
+// sqrt correctly rounded (the ISA's instruction); asin, acos and atan by Cephes' single-precision
+// reductions and polynomials.
+void SqrtF32(const float* x, float* y, int64_t n, Isa isa = Isa::kAuto);
+// floor, ceil and round half to even (Round), exact.
+void FloorF32(const float* x, float* y, int64_t n, Isa isa = Isa::kAuto);
+void CeilF32(const float* x, float* y, int64_t n, Isa isa = Isa::kAuto);
+void RoundF32(const float* x, float* y, int64_t n, Isa isa = Isa::kAuto);
+void AsinF32(const float* x, float* y, int64_t n, Isa isa = Isa::kAuto);
+void AcosF32(const float* x, float* y, int64_t n, Isa isa = Isa::kAuto);
+void AtanF32(const float* x, float* y, int64_t n, Isa isa = Isa::kAuto);
 void SinF32(const float* x, float* y, int64_t n, Isa isa = Isa::kAuto);
 void CosF32(const float* x, float* y, int64_t n, Isa isa = Isa::kAuto);
 // The exponential linear units, through e^x - 1 accurate near 0: Elu x < 0 ? alpha (e^x - 1) : x;
