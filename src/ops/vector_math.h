@@ -5,7 +5,8 @@
 // reduction, degree-6 polynomial, 2^n applied in two steps so denormal results are rounded once),
 // log 1 ulp, sigmoid 2.4, tanh 1.3, sin / cos 1.5 (|x| > 8192 and non-finite x go to libm per
 // element), erf 7 (5.4 with FMA; absolute error < 5e-7), gelu 4 ulp or 2e-7 absolute (x < -2, where
-// 1 + erf cancels, is done with erfc in double per element). NaN propagates; +-inf and denormals
+// 1 + erf cancels, is done with erfc in double per element), asin 2.3, acos 1.3, atan 2.7; sqrt,
+// floor, ceil and round are exact. NaN propagates; +-inf and denormals
 // give libm's answers. The cheap maps (Relu, Clip, ...) and Add / Sub / Mul / Div are the scalar
 // code's IEEE operations, bit for bit (HardSigmoid's alpha x + beta may contract to an FMA).
 //
