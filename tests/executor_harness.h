@@ -49,17 +49,14 @@ inline std::vector<double> Random(size_t n, std::mt19937& rng, double scale = 1.
   return v;
 }
 
-// Runs the model (its one input given) and returns every output as doubles.
+// Runs the model (its one input given) with options `o` and returns every output as doubles.
 inline std::vector<std::vector<double>> RunModel(const onnx::ModelProto& m, const Tensor& x,
-                                                 int threads, int* channels_last_values = nullptr,
-                                                 ops::KernelSet kernels = ops::KernelSet::kFast) {
+                                                 const runtime::ExecutorOptions& o,
+                                                 int* channels_last_values = nullptr) {
   std::string bytes = m.SerializeAsString();
   auto model = frontend::ParseOnnxModel(bytes.data(), bytes.size(), "", "test.onnx");
   EXPECT_TRUE(model.ok()) << model.status().message();
   if (!model.ok()) return {};
-  runtime::ExecutorOptions o;
-  o.threads = threads;
-  o.kernels = kernels;
   auto exec = runtime::Executor::Create(std::move(*model), o);
   EXPECT_TRUE(exec.ok()) << exec.status().message();
   if (!exec.ok()) return {};
@@ -74,6 +71,14 @@ inline std::vector<std::vector<double>> RunModel(const onnx::ModelProto& m, cons
     r.push_back(std::move(v));
   }
   return r;
+}
+
+// The same with the default options at `threads` threads.
+inline std::vector<std::vector<double>> RunModel(const onnx::ModelProto& m, const Tensor& x,
+                                                 int threads, int* channels_last_values = nullptr) {
+  runtime::ExecutorOptions o;
+  o.threads = threads;
+  return RunModel(m, x, o, channels_last_values);
 }
 
 inline Tensor InputOf(DType t, const Dims& dims, const std::vector<double>& values) {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "executor_harness.h"
 #include "frontend/onnx_import.h"
 #include "ops/quantize_kernels.h"
 #include "passes/fuse_qdq.h"
@@ -181,29 +182,14 @@ Tensor TensorOf(DType type, const Dims& dims, const std::vector<double>& values)
   return t;
 }
 
-std::vector<double> Values(const Tensor& t) {
-  std::vector<double> v(t.size());
-  for (int64_t i = 0; i < t.size(); ++i) v[i] = t.GetDouble(i);
-  return v;
-}
-
 // The model's one output on input x.
 std::vector<double> RunOne(const onnx::ModelProto& m, const Tensor& x, int threads,
                            bool host_passes = true) {
-  const std::string bytes = m.SerializeAsString();
-  auto model = frontend::ParseOnnxModel(bytes.data(), bytes.size(), "", "test.onnx");
-  EXPECT_TRUE(model.ok()) << model.status().message();
-  if (!model.ok()) return {};
   runtime::ExecutorOptions o;
   o.threads = threads;
   o.host_passes = host_passes;
-  auto exec = runtime::Executor::Create(std::move(*model), o);
-  EXPECT_TRUE(exec.ok()) << exec.status().message();
-  if (!exec.ok()) return {};
-  std::vector<Tensor> out;
-  const Status st = (*exec)->Run({x}, &out);
-  EXPECT_TRUE(st.ok()) << st.message();
-  return st.ok() && !out.empty() ? Values(out[0]) : std::vector<double>{};
+  auto out = testing::RunModel(m, x, o);
+  return out.empty() ? std::vector<double>{} : std::move(out[0]);
 }
 
 // Zero points: none, one, or one per row / column / channel.

@@ -49,7 +49,9 @@ void ExpectFastMatchesReference(const onnx::ModelProto& m, const Dims& x_dims, s
                                 const std::string& what, double tol = 2e-6) {
   const std::vector<double> xv = Random(static_cast<size_t>(Count(x_dims)), rng);
   const Tensor x = InputOf(DType::kFloat32, x_dims, xv);
-  const auto want = RunModel(m, x, 1, nullptr, ops::KernelSet::kReference);
+  runtime::ExecutorOptions reference;
+  reference.kernels = ops::KernelSet::kReference;
+  const auto want = RunModel(m, x, reference);
   for (int threads : {1, 2})
     ExpectClose(RunModel(m, x, threads), want, tol, what + " threads " + std::to_string(threads));
 }
