@@ -136,6 +136,8 @@ std::vector<Case> Cases() {
        [](double x) { return std::sin(x); }, -100, 100, 2, 1e-9},
       {"cos", [](const float* x, float* y, int64_t n, Isa i) { CosF32(x, y, n, i); },
        [](double x) { return std::cos(x); }, -100, 100, 2, 1e-9},
+      {"tan", [](const float* x, float* y, int64_t n, Isa i) { TanF32(x, y, n, i); },
+       [](double x) { return std::tan(x); }, -100, 100, 4, 0},
       {"sqrt", [](const float* x, float* y, int64_t n, Isa i) { SqrtF32(x, y, n, i); },
        [](double x) { return std::sqrt(x); }, 0, 100, 0.5, 0},
       {"floor", [](const float* x, float* y, int64_t n, Isa i) { FloorF32(x, y, n, i); },
@@ -179,6 +181,33 @@ TEST(VectorMath, AgainstLibm) {
       std::printf("%-10s %-8s max %.2f ulp (x=%g)%s\n", c.name, IsaName(isa), worst, worst_x,
                   bad ? " FAILED" : "");
     }
+  }
+}
+
+// tan near each of its zeros and poles up to |x| 128 (the lanes the vector code serves), where the
+// reduction's absolute error is largest against r: the 4000 floats around each multiple of pi/2.
+TEST(VectorMath, TanNearZerosAndPoles) {
+  std::vector<float> x;
+  for (int k = -82; k <= 82; ++k) {
+    float c = static_cast<float>(k * 1.5707963267948966);
+    for (int i = 0; i < 2000; ++i) c = std::nextafter(c, -INFINITY);
+    for (int i = 0; i < 4000; ++i, c = std::nextafter(c, INFINITY)) x.push_back(c);
+  }
+  std::vector<float> y(x.size());
+  for (Isa isa : RunnableIsas()) {
+    TanF32(x.data(), y.data(), static_cast<int64_t>(x.size()), isa);
+    double worst = 0;
+    float worst_x = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      const double e = UlpError(y[i], std::tan(static_cast<double>(x[i])));
+      if (e > worst) {
+        worst = e;
+        worst_x = x[i];
+      }
+    }
+    std::printf("tan near zeros and poles, %-8s max %.2f ulp (x=%.9g)\n", IsaName(isa), worst,
+                worst_x);
+    EXPECT_LE(worst, 4.0) << IsaName(isa) << " x=" << worst_x;
   }
 }
 

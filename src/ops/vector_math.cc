@@ -252,20 +252,26 @@ struct VM {
     return Sel(high, far, 1.5707963267948966f - p);
   }
 
-  // sin / cos: n = round(|x| 2 / pi), r = |x| - n pi/2 in three parts (Cephes' split: exact
+  // sin / cos / tan: n = round(|x| 2 / pi), r = |x| - n pi/2 in three parts (Cephes' split: exact
   // products for |x| <= 8192), Cephes sinf / cosf polynomials on [-pi/4, pi/4], quadrant from n.
   // Lanes with !(|x| <= 8192) (large, inf, NaN) are redone by libm in the caller.
-  template <bool kCos>
-  static KILN_AI F SinCos(F x) {
-    const F a = Abs(x);
+  struct Quadrant {
+    F sin_r, cos_r;
+    U q;  // n's low bits
+  };
+  // r = a - n pi/2 (q: n's low bits).
+  static KILN_AI F ReduceArg(F a, U* q) {
     const F magic = Splat(12582912.0f);
     const F t = a * 0.636619772367581343f + magic;
     const F n = t - magic;
-    U q = Bits(t) - Bits(magic);
-    if constexpr (kCos) q = q + 1u;
+    *q = Bits(t) - Bits(magic);
     F r = a - n * 1.5703125f;
     r = r - n * 4.837512969970703125e-4f;
-    r = r - n * 7.54978995489188216e-8f;
+    return r - n * 7.54978995489188216e-8f;
+  }
+  static KILN_AI Quadrant Reduce(F a) {
+    U q;
+    const F r = ReduceArg(a, &q);
     const F z = r * r;
     F s = Splat(-1.9515295891e-4f);
     s = s * z + 8.3321608736e-3f;
@@ -275,10 +281,24 @@ struct VM {
     c = c * z - 1.388731625493765e-3f;
     c = c * z + 4.166664568298827e-2f;
     c = c * z * z - 0.5f * z + 1.0f;
-    F y = Sel((q & 1u) != 0u, c, s);
+    return {s, c, q};
+  }
+  template <bool kCos>
+  static KILN_AI F SinCos(F x) {
+    const Quadrant r = Reduce(Abs(x));
+    U q = r.q;
+    if constexpr (kCos) q = q + 1u;
+    F y = Sel((q & 1u) != 0u, r.cos_r, r.sin_r);
     U sign = (q & 2u) << 30;
     if constexpr (!kCos) sign = sign ^ (Bits(x) & 0x80000000u);
     return FromBits(Bits(y) ^ sign);
+  }
+  // tan(|x|) = sin r / cos r for even n, -cos r / sin r for odd n (period pi); odd in x.
+  static KILN_AI F Tan(F x) {
+    const Quadrant r = Reduce(Abs(x));
+    const I odd = (r.q & 1u) != 0u;
+    const F t = Sel(odd, -r.cos_r, r.sin_r) / Sel(odd, r.sin_r, r.cos_r);
+    return FromBits(Bits(t) ^ (Bits(x) & 0x80000000u));
   }
 };
 
@@ -372,6 +392,26 @@ struct SinCosOp {
     return (typename VM<VB>::U)(VM<VB>::Abs(x) <= 8192.0f);
   }
   static float Scalar(float x) { return kCos ? std::cos(x) : std::sin(x); }
+};
+
+struct TanOp {
+  static constexpr bool kFix = true;
+  template <int VB>
+  static KILN_AI typename VM<VB>::F Apply(typename VM<VB>::F x, const Par&) {
+    return VM<VB>::Tan(x);
+  }
+  // Near a zero or a pole of tan (r small), its relative error is the reduction's absolute error
+  // (up to about 3e-13 for |x| <= 128) over r: libm takes |r| < 1e-4 (one random lane in 8000)
+  // and |x| beyond 128.
+  template <int VB>
+  static KILN_AI typename VM<VB>::U Served(typename VM<VB>::F x) {
+    using M = VM<VB>;
+    typename M::U q;
+    const typename M::F a = M::Abs(x);
+    const typename M::F r = M::ReduceArg(a, &q);
+    return (typename M::U)(a <= 128.0f) & (typename M::U)(M::Abs(r) >= 1e-4f);
+  }
+  static float Scalar(float x) { return std::tan(x); }
 };
 
 // GELU below x = -2, where 1 + erf(x / sqrt 2) cancels (the vector erf is a few ulp near -1):
@@ -956,6 +996,7 @@ void SinF32(const float* x, float* y, int64_t n, Isa isa) {
   Map<SinCosOp<false>>(x, y, n, {}, isa);
 }
 void CosF32(const float* x, float* y, int64_t n, Isa isa) { Map<SinCosOp<true>>(x, y, n, {}, isa); }
+void TanF32(const float* x, float* y, int64_t n, Isa isa) { Map<TanOp>(x, y, n, {}, isa); }
 void SqrtF32(const float* x, float* y, int64_t n, Isa isa) { Map<SqrtOp>(x, y, n, {}, isa); }
 void FloorF32(const float* x, float* y, int64_t n, Isa isa) { Map<FloorOp>(x, y, n, {}, isa); }
 void CeilF32(const float* x, float* y, int64_t n, Isa isa) { Map<CeilOp>(x, y, n, {}, isa); }

@@ -4,9 +4,10 @@
 // Accuracy against libm in double (tests/vector_math_test.cc, measured max): exp 1 ulp (Cody-Waite
 // reduction, degree-6 polynomial, 2^n applied in two steps so denormal results are rounded once),
 // log 1 ulp, sigmoid 2.4, tanh 1.3, sin / cos 1.5 (|x| > 8192 and non-finite x go to libm per
-// element), erf 7 (5.4 with FMA; absolute error < 5e-7), gelu 4 ulp or 2e-7 absolute (x < -2, where
-// 1 + erf cancels, is done with erfc in double per element), asin 2.3, acos 1.3, atan 2.7; sqrt,
-// floor, ceil and round are exact. NaN propagates; +-inf and denormals
+// element), tan 3 (libm beyond |x| 128 and within 1e-4 of a zero or pole, where the reduction's
+// error would show), erf 7 (5.4 with FMA; absolute error < 5e-7), gelu 4 ulp or 2e-7 absolute
+// (x < -2, where 1 + erf cancels, is done with erfc in double per element), asin 2.3, acos 1.3,
+// atan 2.7; sqrt, floor, ceil and round are exact. NaN propagates; +-inf and denormals
 // give libm's answers. The cheap maps (Relu, Clip, ...) and Add / Sub / Mul / Div are the scalar
 // code's IEEE operations, bit for bit (HardSigmoid's alpha x + beta may contract to an FMA).
 //
@@ -49,6 +50,7 @@ void AcosF32(const float* x, float* y, int64_t n, Isa isa = Isa::kAuto);
 void AtanF32(const float* x, float* y, int64_t n, Isa isa = Isa::kAuto);
 void SinF32(const float* x, float* y, int64_t n, Isa isa = Isa::kAuto);
 void CosF32(const float* x, float* y, int64_t n, Isa isa = Isa::kAuto);
+void TanF32(const float* x, float* y, int64_t n, Isa isa = Isa::kAuto);
 // The exponential linear units, through e^x - 1 accurate near 0: Elu x < 0 ? alpha (e^x - 1) : x;
 // Selu gamma (x > 0 ? x : alpha (e^x - 1)); Celu x > 0 ? x : alpha (e^(x / alpha) - 1).
 void EluF32(const float* x, float* y, int64_t n, float alpha, Isa isa = Isa::kAuto);
