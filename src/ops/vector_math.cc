@@ -176,8 +176,9 @@ struct VM {
     return x * (p / q);  // x last: a denormal x is rounded once
   }
 
-  // The correctly rounded square root: lane by lane, which the compiler turns into the ISA's
-  // vector instruction (this file is built with -fno-math-errno, so sqrt has no errno side).
+  // The correctly rounded square root: lane by lane, which GCC turns into the ISA's vector
+  // instruction (this file is built with -fno-math-errno, so sqrt has no errno side; clang 14
+  // keeps the lanes' scalar square roots).
   static KILN_AI F Sqrt(F x) {
     float a[L];
     Store(a, x);

@@ -1,10 +1,10 @@
 // C emitters for the matmul family: MatMul (numpy matmul: batched, batch dims broadcast, 1-D
 // operands promoted and the added dim dropped), Gemm (transA, transB, alpha, beta, C broadcast
 // to [M, N]), Einsum (as loops over the output and summed labels), MatMulInteger and
-// QLinearMatMul. float and double MatMul / Gemm go through the portable GEMM (kernels/reference/gemm.c,
-// i-k-j order, accumulating in the element type); the other element types the host supports
-// get specialized dot-product loops: 16-bit floats accumulate in float, integers wrap around as
-// unsigned arithmetic, like the host executor's kernels.
+// QLinearMatMul. float and double MatMul / Gemm go through the portable GEMM
+// (kernels/reference/gemm.c, i-k-j order, accumulating in the element type); the other element
+// types the host supports get specialized dot-product loops: 16-bit floats accumulate in float,
+// integers wrap around as unsigned arithmetic, like the host executor's kernels.
 #include <algorithm>
 
 #include "codegen/c/c_names.h"
