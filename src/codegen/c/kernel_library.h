@@ -1,7 +1,8 @@
-// The portable C99 kernels (src/kernels/reference/*.c), embedded in kiln at build time so that `kiln compile`
-// can emit exactly the kernels a model uses. Each file is one kernel family: `static` functions
-// named kiln_<file>_*, self-contained C99 over <stdint.h>, <stddef.h>, <string.h> and <math.h>.
-// A file may start with a line `/* needs: a b */` naming the kernel files it calls.
+// The portable C99 kernels (src/kernels/reference/*.c), embedded in kiln at build time so that
+// `kiln compile` can emit exactly the kernels a model uses. Each file is one kernel family:
+// `static` functions named kiln_<file>_*, self-contained C99 over <stdint.h>, <stddef.h>,
+// <string.h> and <math.h>. A file may start with a line `/* needs: a b */` naming the kernel
+// files it calls.
 #pragma once
 
 #include <set>
