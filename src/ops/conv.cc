@@ -679,10 +679,10 @@ bool TryDnnlConv3D(ComputeContext& ctx, const ConvShape& s, const PostOps& post 
 template <class C>
 bool RunReferenceConv(const C* x, const C* w, const C* b, C* y, const ConvShape& s,
                       bool transpose) {
-  kiln_conv_shape k;
   if constexpr (!std::is_same_v<C, float>) {
     return false;
   } else {
+    kiln_conv_shape k;
     if (!ReferenceKernels() || !kernels::reference::ToKilnConvShape(s, transpose, &k)) return false;
     (transpose ? kiln_reference_conv_transpose_f32 : kiln_reference_conv_f32)(x, w, b, y, &k);
     return true;
