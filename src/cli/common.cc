@@ -186,7 +186,7 @@ void AddKernelsOption(CLI::App* c, ops::KernelSet* kernels) {
          *kernels = v == "reference" ? ops::KernelSet::kReference : ops::KernelSet::kFast;
        },
        "fast (SIMD, oneDNN, threads) or reference (the portable kernels the C backend emits, "
-       "the ops' plain loops elsewhere, one thread)")
+       "the unary ops' formulas, baseline-ISA loops elsewhere, one thread)")
       ->check(OneOf({"fast", "reference"}));
 }
 
