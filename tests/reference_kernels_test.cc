@@ -2,7 +2,8 @@
 // model and input run with the fast kernels at one and two threads (SIMD for the best ISA, oneDNN,
 // Winograd, packed weights, channels-last between convolutions, the host's fusions) and with the
 // reference kernels (the portable C99 kernels the C backend emits, the unary ops' formulas,
-// baseline-ISA loops elsewhere, one thread). The sweeps cover each family's shape classes and options.
+// baseline-ISA loops elsewhere, one thread). The sweeps cover each family's shape classes and
+// options.
 #include <gtest/gtest.h>
 
 #include <random>
