@@ -16,10 +16,10 @@
 #include <random>
 #include <set>
 
+#include "compiler/compile.h"
 #include "frontend/onnx_import.h"
 #include "passes/fold_constants.h"
 #include "passes/infer_shapes.h"
-#include "passes/lower.h"
 #include "passes/pipeline.h"
 #include "runtime/executor.h"
 #include "test_models.h"
@@ -291,11 +291,11 @@ TEST(PassRegistry, ListsThePassesInOrder) {
   EXPECT_EQ(names, want);
 }
 
-// Lower's host fusions are registered passes, each once, and a host lowering of a Conv + Relu
-// leaves one FusedConv while the C target's keeps both nodes.
-TEST(Lower, HostFusionsAreRegisteredAndOnlyTheHostRunsThem) {
+// The host fusions are registered passes, each once, and a host compile of a Conv + Relu leaves
+// one FusedConv while the C target's keeps both nodes.
+TEST(Compile, HostFusionsAreRegisteredAndOnlyTheHostRunsThem) {
   std::set<std::string> seen;
-  for (const auto& name : passes::HostFusions()) {
+  for (const auto& name : compiler::HostFusions()) {
     EXPECT_NE(passes::FindPass(name), nullptr) << name;
     EXPECT_TRUE(seen.insert(name).second) << name;
   }
@@ -305,12 +305,14 @@ TEST(Lower, HostFusionsAreRegisteredAndOnlyTheHostRunsThem) {
   AddNode(b.g, "Conv", {"x", "w"}, {"c"}, "conv");
   AddNode(b.g, "Relu", {"c"}, {"y"}, "relu");
   b.Out("y");
-  for (passes::Target t : {passes::Target::kHost, passes::Target::kC}) {
-    ir::Model m = Load(b.m);
-    passes::LowerOptions o;
+  for (compiler::Target t : {compiler::Target::kHost, compiler::Target::kC}) {
+    compiler::CompileOptions o;
     o.target = t;
-    ASSERT_TRUE(passes::Lower(m, o).ok());
-    EXPECT_EQ(m.graph->nodes.size(), t == passes::Target::kHost ? 1u : 2u);
+    auto p = compiler::Compile(Load(b.m), o);
+    ASSERT_TRUE(p.ok()) << p.status().message();
+    EXPECT_EQ(p->model.graph->nodes.size(), t == compiler::Target::kHost ? 1u : 2u);
+    EXPECT_EQ(p->graphs.size(), 1u);
+    EXPECT_EQ(p->main().plan.schedule.order.size(), p->model.graph->nodes.size());
   }
 }
 

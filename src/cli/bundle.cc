@@ -467,15 +467,18 @@ Expected<std::string> CompileProgram(const std::string& path, const std::string&
     return std::string(reinterpret_cast<const char*>(b.program_data), b.program_size);
   }
   KILN_ASSIGN_OR_RETURN(ir::Model model, frontend::LoadModel(path, weights));
-  KILN_RETURN_IF_ERROR(passes::InferShapes(model, shapes).Context(path));
-  KILN_RETURN_IF_ERROR(passes::RunPasses(model, passes).Context(path));
-  auto gp = planner::PlanGraph(*model.graph, plan);
-  if (!gp.ok()) return Error(path + ": " + gp.status().message());
+  compiler::CompileOptions co;
+  co.target = compiler::Target::kPipeline;
+  co.shapes = shapes;
+  co.passes = passes;
+  co.plan = plan;
+  auto program = compiler::Compile(std::move(model), co);
+  if (!program.ok()) return Error(path + ": " + program.status().message());
   bundle::ProgramMetadata md;
   md.kiln_version = kKilnVersion;
   md.source_name = std::filesystem::path(path).filename().string();
   KILN_ASSIGN_OR_RETURN(md.source_sha256, bundle::HashSourceFiles(path, weights));
-  auto bytes = bundle::SerializeProgram(model, *gp, plan, md);
+  auto bytes = bundle::SerializeProgram(program->model, program->main().plan, plan, md);
   if (!bytes.ok()) return Error(path + ": " + bytes.status().message());
   return bytes;
 }

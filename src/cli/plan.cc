@@ -8,9 +8,9 @@
 #include "cli/common.h"
 #include "codegen/c/c_backend.h"
 #include "codegen/cuda/cuda_backend.h"
+#include "compiler/compile.h"
 #include "frontend/model_loader.h"
 #include "passes/compress_constants.h"
-#include "passes/infer_shapes.h"
 #include "planner/plan_graph.h"
 #include "runtime/executor.h"
 #include "support/file_io.h"
@@ -136,44 +136,46 @@ struct TargetPlan {
 Expected<TargetPlan> PipelinePlan(const PlanCliOptions& o, ir::Model model,
                                   const passes::ShapeOverrides& shapes,
                                   const passes::Pipeline& pipeline) {
-  KILN_RETURN_IF_ERROR(passes::InferShapes(model, shapes));
-  passes::PipelineOptions pipeline_options;
-  pipeline_options.dump_ir_after = o.dump_ir_after;
-  KILN_RETURN_IF_ERROR(passes::RunPasses(model, pipeline.passes, pipeline_options));
+  compiler::CompileOptions co;
+  co.target = compiler::Target::kPipeline;
+  co.shapes = shapes;
+  co.passes = pipeline.passes;
+  co.dump_ir_after = o.dump_ir_after;
+  co.plan = PlanOptionsOf(pipeline);
+  co.plan.aliasing = !o.no_alias;
+  co.plan.include_io = o.include_io;
+  co.before_plan = [](const ir::Model& m) -> Status {
+    const ir::Graph& g = *m.graph;
+    for (int v : g.RuntimeInputs())
+      if (!g.values[v].type.shape_known())
+        return Error("input '" + g.values[v].name + "' has dynamic dims " +
+                     g.values[v].type.ToString() + "; fix them with --shape");
+    return OkStatus();
+  };
+  KILN_ASSIGN_OR_RETURN(auto program, compiler::Compile(std::move(model), co));
   TargetPlan tp;
-  tp.constants = passes::CompressConstants(*model.graph);
-  const ir::Graph& g = *model.graph;
-  for (int v : g.RuntimeInputs())
-    if (!g.values[v].type.shape_known())
-      return Error("input '" + g.values[v].name + "' has dynamic dims " +
-                   g.values[v].type.ToString() + "; fix them with --shape");
-  planner::PlanOptions po = PlanOptionsOf(pipeline);
-  po.aliasing = !o.no_alias;
-  po.include_io = o.include_io;
-  KILN_ASSIGN_OR_RETURN(auto gp, planner::PlanGraph(g, po));
-  tp.graph = model.graph;
-  tp.plan = std::move(gp.plan);
-  tp.schedule = std::move(gp.schedule);
+  tp.constants = passes::CompressConstants(*program.model.graph);
+  tp.graph = program.model.graph;
+  tp.plan = program.main().plan.plan;
+  tp.schedule = program.main().plan.schedule;
   tp.workspace_bytes = tp.plan.arena_bytes;
   return tp;
 }
 
-// --target host: the executor's own plan, after its host passes and layout choices.
+// --target host: the executor's own plan, after its host passes and layout choices: the program
+// Executor::Create compiles, without the kernels' preparation.
 Expected<TargetPlan> HostPlan(const PlanCliOptions& o, ir::Model model,
                               const passes::ShapeOverrides& shapes,
                               const passes::Pipeline& pipeline) {
   runtime::ExecutorOptions eo = ExecutorOptionsOf(pipeline, shapes);
   eo.dump_ir_after = o.dump_ir_after;
   eo.aliasing = !o.no_alias;
-  KILN_ASSIGN_OR_RETURN(auto ex, runtime::Executor::Create(std::move(model), eo));
+  KILN_ASSIGN_OR_RETURN(auto program,
+                        compiler::Compile(std::move(model), runtime::HostCompileOptions(eo)));
   TargetPlan tp;
-  tp.graph = ex->model().graph;
-  tp.plan = ex->plan();
-  tp.schedule.order = ex->schedule();
-  tp.schedule.peak_bytes = planner::PeakBytes(*tp.graph, tp.schedule.order);
-  std::vector<int> file_order(tp.graph->nodes.size());
-  for (size_t i = 0; i < file_order.size(); ++i) file_order[i] = static_cast<int>(i);
-  tp.schedule.original_peak = planner::PeakBytes(*tp.graph, file_order);
+  tp.graph = program.model.graph;
+  tp.plan = program.main().plan.plan;
+  tp.schedule = program.main().plan.schedule;
   tp.workspace_bytes = tp.plan.arena_bytes;
   return tp;
 }

@@ -4,10 +4,8 @@
 #include <chrono>
 #include <unordered_map>
 
-#include "ops/channels_last.h"
 #include "ops/op.h"
 #include "passes/compress_constants.h"
-#include "passes/lower.h"
 #include "planner/plan_graph.h"
 
 namespace kiln::runtime {
@@ -135,7 +133,8 @@ struct Executor::Impl : public ops::SubgraphRunner {
   }
 
   // Kernels, schedule and verified memory plan of g and, recursively, of its subgraphs.
-  Status Prepare(const ir::Graph& g, const ir::Model& m, const ExecutorOptions& o) {
+  // program: g's plan and layouts (its model has moved to m).
+  Status Prepare(const ir::Graph& g, const ir::Model& m, const compiler::Program& program) {
     GraphInfo info;
     const auto& reg = ops::OpRegistry::Global();
     for (size_t n = 0; n < g.nodes.size(); ++n) {
@@ -148,34 +147,17 @@ struct Executor::Impl : public ops::SubgraphRunner {
       info.schemas.push_back(s);
       info.opsets.push_back(m.OpsetFor(node.domain));
       for (const auto& [k, a] : node.attrs) {
-        if (a.g) KILN_RETURN_IF_ERROR(Prepare(*a.g, m, o));
-        for (const auto& sg : a.graphs) KILN_RETURN_IF_ERROR(Prepare(*sg, m, o));
+        if (a.g) KILN_RETURN_IF_ERROR(Prepare(*a.g, m, program));
+        for (const auto& sg : a.graphs) KILN_RETURN_IF_ERROR(Prepare(*sg, m, program));
       }
     }
-    planner::PlanOptions po;
-    po.planner = o.planner;
-    po.reorder = o.reorder;
-    po.aliasing = o.aliasing;
-    po.max_steps = o.planner_steps;
-    const bool channels_last = o.channels_last && o.kernels == ops::KernelSet::kFast;
-    info.channels_last =
-        channels_last ? ChannelsLastValues(g) : std::vector<char>(g.values.size(), 0);
-    PlaceConcats(g, o.aliasing, &info);
-    po.concat_placement = info.concat_placement;
-    po.fused_conv_in_place = true;  // ops/conv.cc's FusedConv reads Z before it writes Y
-    KILN_ASSIGN_OR_RETURN(auto gp, planner::PlanGraph(g, po));
-    // A Concat the plan could not make in place after all copies its (then dense) inputs.
-    for (size_t p = 0; p < gp.schedule.order.size(); ++p) {
-      const int n = gp.schedule.order[p];
-      if (info.concat_placement[n] != planner::ConcatPlacement::kInterleaved ||
-          gp.buffers.is_noop[p])
-        continue;
-      info.concat_placement[n] = planner::ConcatPlacement::kCopies;
-      for (int v : g.nodes[n].inputs) info.pixel_channels[v] = 0;
-    }
-    info.order = std::move(gp.schedule.order);
-    info.buffers = std::move(gp.buffers);
-    info.plan = std::move(gp.plan);
+    const compiler::GraphProgram& planned = program.Of(g);
+    info.channels_last = planned.layout.channels_last;
+    info.pixel_channels = planned.layout.pixel_channels;
+    info.concat_placement = planned.layout.concat_placement;
+    info.order = planned.plan.schedule.order;
+    info.buffers = planned.plan.buffers;
+    info.plan = planned.plan.plan;
     info.storage.assign(info.plan.arena_bytes + kAlignment, 0);
     uintptr_t p = reinterpret_cast<uintptr_t>(info.storage.data());
     info.arena = info.storage.data() + (AlignUp(p) - p);
@@ -188,87 +170,6 @@ struct Executor::Impl : public ops::SubgraphRunner {
         info.release_after[last_use[v]].push_back(static_cast<int>(v));
     infos[&g] = std::move(info);
     return OkStatus();
-  }
-
-  // A channels-last Concat's inputs interleave: each producer writes its channels of every pixel
-  // into the output (kInterleaved) where all of them can (a Conv: CanWriteChannelsLastInterleaved)
-  // and the Concat is their only reader; otherwise they get bytes of their own, copied by the
-  // kernel (kCopies), which beats placing them in NCHW slices it would copy out first.
-  static void PlaceConcats(const ir::Graph& g, bool aliasing, GraphInfo* info) {
-    info->concat_placement.assign(g.nodes.size(), planner::ConcatPlacement::kSlices);
-    info->pixel_channels.assign(g.values.size(), 0);
-    std::vector<int> producer(g.values.size(), -1), readers(g.values.size(), 0);
-    for (size_t n = 0; n < g.nodes.size(); ++n) {
-      for (int v : g.nodes[n].outputs)
-        if (v >= 0) producer[v] = static_cast<int>(n);
-      for (int v : g.nodes[n].inputs)
-        if (v >= 0) ++readers[v];
-      for (int v : g.nodes[n].implicit_inputs)
-        if (v >= 0) ++readers[v];
-    }
-    for (int v : g.outputs) ++readers[v];
-    for (size_t n = 0; n < g.nodes.size(); ++n) {
-      const ir::Node& node = g.nodes[n];
-      if (node.op_type != "Concat" || node.outputs.empty() || node.outputs[0] < 0 ||
-          !info->channels_last[node.outputs[0]])
-        continue;
-      info->concat_placement[n] = planner::ConcatPlacement::kCopies;
-      bool all = aliasing && !node.inputs.empty();
-      for (int v : node.inputs)
-        all = all && v >= 0 && readers[v] == 1 && producer[v] >= 0 && info->channels_last[v] &&
-              g.nodes[producer[v]].outputs[0] == v &&
-              ops::CanWriteChannelsLastInterleaved(g.nodes[producer[v]], g);
-      if (!all) continue;
-      info->concat_placement[n] = planner::ConcatPlacement::kInterleaved;
-      for (int v : node.inputs) info->pixel_channels[v] = g.values[node.outputs[0]].type.dims[1];
-    }
-  }
-
-  // The values kept channels-last between the kernels that can take them (ops/channels_last.h):
-  // a node's output 0 whose producer and every reader can, that no graph output or subgraph
-  // capture reads. Layouts never change the bytes a value takes, so the plan holds.
-  static std::vector<char> ChannelsLastValues(const ir::Graph& g) {
-    std::vector<char> cl(g.values.size(), 0);
-    for (size_t n = 0; n < g.nodes.size(); ++n) {
-      const ir::Node& node = g.nodes[n];
-      if (!node.outputs.empty() && node.outputs[0] >= 0 &&
-          ops::CanRunChannelsLast(node, g, ops::kChannelsLastOutput))
-        cl[node.outputs[0]] = 1;
-    }
-    auto clear = [&](int v) {
-      if (v >= 0) cl[v] = 0;
-    };
-    for (int v : g.outputs) clear(v);
-    for (const auto& node : g.nodes) {
-      for (int v : node.implicit_inputs) clear(v);
-      for (size_t i = 0; i < node.inputs.size(); ++i)
-        if (node.inputs[i] >= 0 && cl[node.inputs[i]] &&
-            !ops::CanRunChannelsLast(node, g, static_cast<int>(i)))
-          cl[node.inputs[i]] = 0;
-    }
-    // A node's linked inputs and its output share one layout: clear all of them if one is not
-    // channels-last, until nothing changes (a clear can reach other such nodes).
-    for (bool changed = true; changed;) {
-      changed = false;
-      for (const auto& node : g.nodes) {
-        if (node.outputs.empty() || node.outputs[0] < 0) continue;
-        std::vector<int> linked;
-        for (size_t i = 0; i < node.inputs.size(); ++i)
-          if (ops::ChannelsLastLinked(node, g, static_cast<int>(i)))
-            linked.push_back(node.inputs[i]);
-        if (linked.empty()) continue;
-        bool all = cl[node.outputs[0]] != 0;
-        for (int v : linked) all = all && v >= 0 && cl[v];
-        if (all) continue;
-        for (int v : linked) {
-          if (v >= 0 && cl[v]) changed = true;
-          clear(v);
-        }
-        if (cl[node.outputs[0]]) changed = true;
-        clear(node.outputs[0]);
-      }
-    }
-    return cl;
   }
 
   // Debug: every arena byte that no live buffer owns at position p gets the poison pattern, so a
@@ -467,28 +368,49 @@ struct Executor::Impl : public ops::SubgraphRunner {
 
 Executor::~Executor() = default;
 
+compiler::CompileOptions HostCompileOptions(const ExecutorOptions& o) {
+  compiler::CompileOptions co;
+  co.target = compiler::Target::kHost;
+  co.shapes = o.shapes;
+  co.passes = o.passes;
+  co.dump_ir_after = o.dump_ir_after;
+  co.host_passes = o.host_passes;
+  co.channels_last = o.channels_last && o.kernels == ops::KernelSet::kFast;
+  co.plan.planner = o.planner;
+  co.plan.reorder = o.reorder;
+  co.plan.aliasing = o.aliasing;
+  co.plan.max_steps = o.planner_steps;
+  return co;
+}
+
 Expected<std::unique_ptr<Executor>> Executor::Create(ir::Model model, ExecutorOptions options) {
-  std::unique_ptr<Executor> e(new Executor());
+  if (options.threads < 1) return Error("--threads must be at least 1");
+  // Constant folding uses the executor's kernels too.
+  const ops::ScopedKernelSet kernels(options.kernels);
   // Its own graph (the caller's Model may share one): passes rewrite it and weights a kernel
   // holds are dropped from it. Constants still share their bytes with the caller's copy.
-  e->model_ = ir::CloneModel(model);
+  ir::Model own = ir::CloneModel(model);
   model = {};
+  KILN_ASSIGN_OR_RETURN(auto program,
+                        compiler::Compile(std::move(own), HostCompileOptions(options)));
+  return Create(std::move(program), std::move(options));
+}
+
+Expected<std::unique_ptr<Executor>> Executor::Create(compiler::Program program,
+                                                     ExecutorOptions options) {
+  if (program.target != compiler::Target::kHost)
+    return Error("the host executor runs programs compiled for the host target");
+  std::unique_ptr<Executor> e(new Executor());
   e->options_ = std::move(options);
   if (e->options_.threads < 1) return Error("--threads must be at least 1");
-  // Constant folding and the kernels' prepared states use the executor's kernels too.
+  // The kernels' prepared states use the executor's kernels.
   const ops::ScopedKernelSet kernels(e->options_.kernels);
-  passes::LowerOptions lo;
-  lo.target = passes::Target::kHost;
-  lo.shapes = e->options_.shapes;
-  lo.passes = e->options_.passes;
-  lo.dump_ir_after = e->options_.dump_ir_after;
-  lo.host_passes = e->options_.host_passes;
-  KILN_RETURN_IF_ERROR(passes::Lower(e->model_, lo));
+  e->model_ = std::move(program.model);
   passes::CompressConstants(*e->model_.graph);  // identical constants share one storage
   e->impl_ = std::make_unique<Impl>();
   e->impl_->self = e.get();
   const ir::Graph& g = *e->model_.graph;
-  KILN_RETURN_IF_ERROR(e->impl_->Prepare(g, e->model_, e->options_));
+  KILN_RETURN_IF_ERROR(e->impl_->Prepare(g, e->model_, program));
   const GraphInfo& main = e->impl_->infos.at(&g);
   e->impl_->CountConstantReaders(g);
   e->plan_ = main.plan;

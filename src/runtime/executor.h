@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "compiler/compile.h"
 #include "ir/graph.h"
 #include "ops/cpu_isa.h"
 #include "passes/infer_shapes.h"
@@ -44,10 +45,17 @@ struct ExecutorOptions {
   ops::KernelSet kernels = ops::KernelSet::kFast;
 };
 
+// What the executor compiles a model with: the host target, with options' passes, shapes,
+// planner and layouts.
+compiler::CompileOptions HostCompileOptions(const ExecutorOptions& options);
+
 class Executor {
  public:
-  // Takes ownership of the model; infers shapes and plans the arena.
+  // Takes ownership of the model and compiles it for the host (HostCompileOptions).
   static Expected<std::unique_ptr<Executor>> Create(ir::Model model, ExecutorOptions options = {});
+  // Runs a program compiled for the host target; options' compile fields are not read again.
+  static Expected<std::unique_ptr<Executor>> Create(compiler::Program program,
+                                                    ExecutorOptions options = {});
   ~Executor();
 
   const ir::Model& model() const { return model_; }

@@ -8,7 +8,7 @@
 #include "codegen/c/c_names.h"
 #include "codegen/c/kernel_library.h"
 #include "codegen/c/node_emitter.h"
-#include "passes/lower.h"
+#include "compiler/compile.h"
 
 namespace kiln::codegen::c {
 namespace {
@@ -56,9 +56,36 @@ void CollectUnsupported(const ir::Graph& g, std::map<std::string, std::vector<st
   }
 }
 
+// A graph input or output the generated interface can hold: a tensor of a C type and fixed dims.
+Status CheckInterface(const ir::Value& v, const char* what) {
+  if (v.type.kind != ir::TypeInfo::Kind::kTensor)
+    return Error(std::string(what) + " '" + v.name +
+                 "' is a sequence or optional; the C backend takes tensors only");
+  if (CType(v.type.dtype).empty())
+    return Error(std::string(what) + " '" + v.name + "' has element type " +
+                 std::string(DTypeName(v.type.dtype)) + ", which the C backend does not support");
+  if (!v.type.shape_known()) {
+    std::string dims;
+    for (size_t i = 0; i < v.type.dims.size(); ++i) {
+      std::string sym = i < v.type.symbols.size() ? v.type.symbols[i] : "";
+      dims += (i ? "," : "") + (v.type.dims[i] >= 0 ? std::to_string(v.type.dims[i])
+                                : sym.empty()       ? "?"
+                                                    : sym);
+    }
+    if (std::string(what) == "output")
+      return Error("output '" + v.name + "' has dims [" + dims +
+                   "] that depend on input values, not only on input dims; generated C needs "
+                   "every size at compile time");
+    return Error("input '" + v.name + "' has dims [" + dims +
+                 "] not fixed at compile time; give them with --shape NAME=D0,D1,...");
+  }
+  return OkStatus();
+}
+
 class Generator {
  public:
-  Generator(const ir::Model& m, const CompileOptions& o) : model_(m), o_(o), upper_(Upper(o.name)) {
+  Generator(const compiler::Program& p, const CompileOptions& o)
+      : program_(p), model_(p.model), o_(o), upper_(Upper(o.name)) {
     for (const char* reserved : {"run", "graph_main"}) globals_.Reserve(reserved);
   }
 
@@ -66,8 +93,6 @@ class Generator {
     const ir::Graph& g = *model_.graph;
     std::vector<int> feeds = g.RuntimeInputs();
     NameScope members_in, members_out;
-    for (int v : feeds) KILN_RETURN_IF_ERROR(CheckInterface(g.values[v], "input"));
-    for (int v : g.outputs) KILN_RETURN_IF_ERROR(CheckInterface(g.values[v], "output"));
     for (int v : feeds) in_members_.push_back(members_in.Take(g.values[v].name));
     for (int v : g.outputs) out_members_.push_back(members_out.Take(g.values[v].name));
 
@@ -84,7 +109,7 @@ class Generator {
     size_t ws = std::max(AlignUp(workspace_, kWorkspaceAlignment), kWorkspaceAlignment);
     result.interface.workspace_size = ws;
     result.graph = model_.graph;
-    result.plan = std::move(main_plan_);
+    result.plan = program_.main().plan;
     for (int v : feeds) result.interface.inputs.push_back(g.values[v]);
     for (int v : g.outputs) result.interface.outputs.push_back(g.values[v]);
     result.files.push_back({o_.name + ".h", Header(ws)});
@@ -95,31 +120,6 @@ class Generator {
   }
 
  private:
-  Status CheckInterface(const ir::Value& v, const char* what) {
-    if (v.type.kind != ir::TypeInfo::Kind::kTensor)
-      return Error(std::string(what) + " '" + v.name +
-                   "' is a sequence or optional; the C backend takes tensors only");
-    if (CType(v.type.dtype).empty())
-      return Error(std::string(what) + " '" + v.name + "' has element type " +
-                   std::string(DTypeName(v.type.dtype)) + ", which the C backend does not support");
-    if (!v.type.shape_known()) {
-      std::string dims;
-      for (size_t i = 0; i < v.type.dims.size(); ++i) {
-        std::string sym = i < v.type.symbols.size() ? v.type.symbols[i] : "";
-        dims += (i ? "," : "") + (v.type.dims[i] >= 0 ? std::to_string(v.type.dims[i])
-                                  : sym.empty()       ? "?"
-                                                      : sym);
-      }
-      if (std::string(what) == "output")
-        return Error("output '" + v.name + "' has dims [" + dims +
-                     "] that depend on input values, not only on input dims; generated C needs "
-                     "every size at compile time");
-      return Error("input '" + v.name + "' has dims [" + dims +
-                   "] not fixed at compile time; give them with --shape NAME=D0,D1,...");
-    }
-    return OkStatus();
-  }
-
   // The first reusable header lines of every file.
   std::string Banner(const std::string& what) const {
     std::string s = BannerOpening(what, o_.kiln_version, o_.command_line,
@@ -162,8 +162,7 @@ class Generator {
   Status EmitGraph(const ir::Graph& g, std::map<int, std::string> loc,
                    const std::vector<std::string>& out_exprs, const std::string& graph_label,
                    std::string* body) {
-    KILN_ASSIGN_OR_RETURN(auto gp, planner::PlanGraph(g, o_.plan));
-    if (&g == model_.graph.get()) main_plan_ = gp;
+    const planner::GraphPlan& gp = program_.Of(g).plan;
     size_t base = Reserve(gp.plan.arena_bytes);
     // Graph outputs produced by a node of this graph are written in place; the rest are copied.
     std::vector<std::pair<std::string, int>> copies;  // (destination, value)
@@ -617,6 +616,7 @@ typedef struct kiln_model_descriptor {
     Tensor data;
   };
 
+  const compiler::Program& program_;
   const ir::Model& model_;
   const CompileOptions& o_;
   std::string upper_;
@@ -626,27 +626,16 @@ typedef struct kiln_model_descriptor {
   std::vector<ParamEntry> params_;
   std::set<std::string> kernels_;
   std::string functions_, offset_defs_, plan_tables_, run_body_;
-  planner::GraphPlan main_plan_;
   size_t workspace_ = 0;
   bool needs_rc_ = false;
 };
 
-}  // namespace
-
-Expected<CompiledC> CompileToC(ir::Model model, const CompileOptions& options) {
-  if (!IsValidModelName(options.name))
-    return Error("--name '" + options.name +
-                 "': the model name must be a C identifier (letters, digits, '_', starting with a "
-                 "letter, at most 40 characters, not starting with 'kiln', not 'model' and not a C "
-                 "keyword)");
-  passes::LowerOptions lo;
-  lo.target = passes::Target::kC;
-  lo.shapes = options.shapes;
-  lo.passes = options.passes;
-  lo.dump_ir_after = options.dump_ir_after;
-  KILN_RETURN_IF_ERROR(passes::Lower(model, lo));
+// What the C backend checks before planning: the ops no emitter takes, in one message, then the
+// interface's tensors.
+Status CheckSupported(const ir::Model& model) {
+  const ir::Graph& g = *model.graph;
   std::map<std::string, std::vector<std::string>> unsupported;
-  CollectUnsupported(*model.graph, &unsupported);
+  CollectUnsupported(g, &unsupported);
   if (!unsupported.empty()) {
     std::string msg = "the C backend cannot emit ";
     bool first = true;
@@ -657,7 +646,35 @@ Expected<CompiledC> CompileToC(ir::Model model, const CompileOptions& options) {
     }
     return Error(msg);
   }
-  Generator gen(model, options);
+  for (int v : g.RuntimeInputs()) KILN_RETURN_IF_ERROR(CheckInterface(g.values[v], "input"));
+  for (int v : g.outputs) KILN_RETURN_IF_ERROR(CheckInterface(g.values[v], "output"));
+  return OkStatus();
+}
+
+}  // namespace
+
+Expected<compiler::Program> CompileProgram(ir::Model model, const CompileOptions& options) {
+  KILN_RETURN_IF_ERROR(CheckModelName(options.name));
+  compiler::CompileOptions co;
+  co.target = compiler::Target::kC;
+  co.shapes = options.shapes;
+  co.passes = options.passes;
+  co.dump_ir_after = options.dump_ir_after;
+  co.plan = options.plan;
+  co.before_plan = CheckSupported;
+  return compiler::Compile(std::move(model), co);
+}
+
+Expected<CompiledC> CompileToC(ir::Model model, const CompileOptions& options) {
+  KILN_ASSIGN_OR_RETURN(auto program, CompileProgram(std::move(model), options));
+  return CompileToC(program, options);
+}
+
+Expected<CompiledC> CompileToC(const compiler::Program& program, const CompileOptions& options) {
+  KILN_RETURN_IF_ERROR(CheckModelName(options.name));
+  if (program.target != compiler::Target::kC)
+    return Error("the C backend emits programs compiled for the c target");
+  Generator gen(program, options);
   return gen.Run();
 }
 

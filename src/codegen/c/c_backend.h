@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "compiler/compile.h"
 #include "ir/graph.h"
 #include "passes/infer_shapes.h"
 #include "planner/plan_graph.h"
@@ -53,8 +54,14 @@ struct CompiledC {
   planner::GraphPlan plan;
 };
 
-// Fails with a message naming the node or tensor for: an invalid name, an op (or an attribute,
-// dtype or shape of one) the C backend cannot emit, a dim not fixed by --shape.
+// Compiles the model for the c target and emits it. Fails with a message
+// naming the node or tensor for: an invalid name, an op (or an attribute, dtype or shape of one)
+// the C backend cannot emit, a dim not fixed by --shape.
 Expected<CompiledC> CompileToC(ir::Model model, const CompileOptions& options);
+
+// CompileToC in two steps: the program for the c target, then its code (options' compile fields
+// are not read again).
+Expected<compiler::Program> CompileProgram(ir::Model model, const CompileOptions& options);
+Expected<CompiledC> CompileToC(const compiler::Program& program, const CompileOptions& options);
 
 }  // namespace kiln::codegen::c

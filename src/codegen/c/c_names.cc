@@ -119,6 +119,14 @@ bool IsValidModelName(const std::string& name) {
   return !IsKeyword(name);
 }
 
+Status CheckModelName(const std::string& name) {
+  if (IsValidModelName(name)) return OkStatus();
+  return Error("--name '" + name +
+               "': the model name must be a C identifier (letters, digits, '_', starting with a "
+               "letter, at most 40 characters, not starting with 'kiln', not 'model' and not a C "
+               "keyword)");
+}
+
 std::string CStringLiteral(const std::string& s) {
   std::string out = "\"";
   for (unsigned char ch : s) {

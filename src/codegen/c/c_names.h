@@ -6,6 +6,7 @@
 #include <string>
 
 #include "ir/dtype.h"
+#include "support/status.h"
 
 namespace kiln::codegen::c {
 
@@ -28,6 +29,8 @@ std::string CType(DType t);
 std::string CSuffix(DType t);
 // True when NAME can be the model name (a C identifier that does not start with "kiln_").
 bool IsValidModelName(const std::string& name);
+// IsValidModelName's verdict as the one-line error `--name` gets.
+Status CheckModelName(const std::string& name);
 // C string literal with every non-printable or non-ASCII byte escaped.
 std::string CStringLiteral(const std::string& s);
 // C literal for an element at p of type t: exact for every value (floats use enough digits to

@@ -12,9 +12,9 @@
 #include "codegen/c/emit_util.h"
 #include "codegen/cuda/cuda_emit.h"
 #include "codegen/cuda/cuda_tensor_core.h"
+#include "compiler/compile.h"
 #include "ir/half.h"
 #include "passes/compress_constants.h"
-#include "passes/lower.h"
 #include "planner/plan_graph.h"
 
 namespace kiln::codegen::cuda {
@@ -144,10 +144,11 @@ const std::vector<std::pair<std::string, std::string>>& FastMathHelpers() {
 class Generator {
  public:
   // tc: the tensor-core layers, or nullptr for the scalar path.
-  Generator(const ir::Model& m, const CompileOptions& o, const passes::ConstantReport& report,
-            TensorCorePlan* tc)
-      : model_(m),
-        g_(*m.graph),
+  Generator(const compiler::Program& p, const CompileOptions& o,
+            const passes::ConstantReport& report, TensorCorePlan* tc)
+      : model_(p.model),
+        g_(*p.model.graph),
+        plan_(p.main().plan),
         o_(o),
         upper_(Upper(o.name)),
         half_(o.precision != Precision::kFloat32),
@@ -165,10 +166,6 @@ class Generator {
     for (int v : feeds) in_members_.push_back(in_names.Take(g_.values[v].name));
     for (int v : g_.outputs) out_members_.push_back(out_names.Take(g_.values[v].name));
 
-    planner::PlanOptions po;
-    po.planner = "coloring";
-    po.include_io = true;
-    KILN_ASSIGN_OR_RETURN(plan_, planner::PlanGraph(g_, po));
     AssignSlots();
     if (tc_) PackTensorCoreWeights();
 
@@ -772,13 +769,13 @@ class Generator {
 
   const ir::Model& model_;
   const ir::Graph& g_;
+  const planner::GraphPlan& plan_;
   const CompileOptions& o_;
   std::string upper_;
   bool half_;
   TensorCorePlan* tc_;  // nullptr: the scalar path
   std::map<int, passes::ConstantEncoding> enc_;
   std::set<int> matrix_weights_;  // B of MatMul / Gemm, W of Conv: stored as half with fp16
-  planner::GraphPlan plan_;
   std::vector<Slot> slots_;
   std::map<int, std::pair<int, int64_t>> slot_of_;  // value -> (slot, element offset)
   std::map<int, int64_t> weight_at_;                // value -> element offset in the weight buffer
@@ -884,12 +881,8 @@ Expected<std::optional<TensorCorePlan>> ChooseTensorCores(const ir::Graph& g,
 
 }  // namespace
 
-Expected<CompiledCuda> CompileToCuda(ir::Model model, const CompileOptions& options) {
-  if (!c::IsValidModelName(options.name))
-    return Error("--name '" + options.name +
-                 "': the model name must be a C identifier (letters, digits, '_', starting with a "
-                 "letter, at most 40 characters, not starting with 'kiln', not 'model' and not a C "
-                 "keyword)");
+Expected<compiler::Program> CompileProgram(ir::Model model, const CompileOptions& options) {
+  KILN_RETURN_IF_ERROR(c::CheckModelName(options.name));
   // One sample: the leading dim of every input (given with --shape, or the model's) becomes 1.
   passes::ShapeOverrides shapes = options.shapes;
   for (int v : model.graph->RuntimeInputs()) {
@@ -925,14 +918,14 @@ Expected<CompiledCuda> CompileToCuda(ir::Model model, const CompileOptions& opti
       val.type.symbols.clear();
     }
   }
-  passes::LowerOptions lo;
-  lo.target = passes::Target::kCuda;
-  lo.shapes = shapes;
-  lo.passes = options.passes;
-  lo.dump_ir_after = options.dump_ir_after;
+  compiler::CompileOptions co;
+  co.target = compiler::Target::kCuda;
+  co.shapes = shapes;
+  co.passes = options.passes;
+  co.dump_ir_after = options.dump_ir_after;
   // Before the passes: for one sample, some of these become identities and vanish.
   // Only values computed from the inputs carry samples (a Reshape of a weight is fine).
-  lo.after_shapes = [](const ir::Model& m) -> Status {
+  co.after_shapes = [](const ir::Model& m) -> Status {
     const ir::Graph& g = *m.graph;
     std::vector<bool> per_sample(g.values.size(), false);
     for (int v : g.RuntimeInputs()) per_sample[v] = true;
@@ -948,19 +941,34 @@ Expected<CompiledCuda> CompileToCuda(ir::Model model, const CompileOptions& opti
     }
     return OkStatus();
   };
-  KILN_RETURN_IF_ERROR(passes::Lower(model, lo));
-  const ir::Graph& g = *model.graph;
-  for (const auto& n : g.nodes)
-    if (!FindEmitter(n.domain, n.op_type))
-      return Error(NodeName(g, n) + ": op " +
-                   (n.domain.empty() || n.domain == "ai.onnx" ? "" : n.domain + ".") + n.op_type +
-                   " is not supported by --target cuda");
-  for (int v : g.RuntimeInputs()) KILN_RETURN_IF_ERROR(CheckTensor(g.values[v], "input", true));
-  for (int v : g.outputs) KILN_RETURN_IF_ERROR(CheckTensor(g.values[v], "output", true));
+  co.before_plan = [](const ir::Model& m) -> Status {
+    const ir::Graph& g = *m.graph;
+    for (const auto& n : g.nodes)
+      if (!FindEmitter(n.domain, n.op_type))
+        return Error(NodeName(g, n) + ": op " +
+                     (n.domain.empty() || n.domain == "ai.onnx" ? "" : n.domain + ".") + n.op_type +
+                     " is not supported by --target cuda");
+    for (int v : g.RuntimeInputs()) KILN_RETURN_IF_ERROR(CheckTensor(g.values[v], "input", true));
+    for (int v : g.outputs) KILN_RETURN_IF_ERROR(CheckTensor(g.values[v], "output", true));
+    return OkStatus();
+  };
+  return compiler::Compile(std::move(model), co);
+}
+
+Expected<CompiledCuda> CompileToCuda(compiler::Program program, const CompileOptions& options) {
+  KILN_RETURN_IF_ERROR(c::CheckModelName(options.name));
+  if (program.target != compiler::Target::kCuda)
+    return Error("the CUDA backend emits programs compiled for the cuda target");
+  const ir::Graph& g = *program.model.graph;
   KILN_ASSIGN_OR_RETURN(std::optional<TensorCorePlan> tc, ChooseTensorCores(g, options));
-  passes::ConstantReport report = passes::CompressConstants(*model.graph);
-  Generator gen(model, options, report, tc ? &*tc : nullptr);
+  passes::ConstantReport report = passes::CompressConstants(*program.model.graph);
+  Generator gen(program, options, report, tc ? &*tc : nullptr);
   return gen.Run();
+}
+
+Expected<CompiledCuda> CompileToCuda(ir::Model model, const CompileOptions& options) {
+  KILN_ASSIGN_OR_RETURN(auto program, CompileProgram(std::move(model), options));
+  return CompileToCuda(std::move(program), options);
 }
 
 }  // namespace kiln::codegen::cuda

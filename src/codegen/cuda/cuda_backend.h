@@ -70,4 +70,9 @@ struct CompiledCuda {
 // time, an op that mixes samples (an axis-0 Softmax, Concat, ...), a dim not fixed by --shape.
 Expected<CompiledCuda> CompileToCuda(ir::Model model, const CompileOptions& options);
 
+// CompileToCuda in two steps: the program for the cuda target (one sample: every input's leading
+// dim becomes 1), then its code.
+Expected<compiler::Program> CompileProgram(ir::Model model, const CompileOptions& options);
+Expected<CompiledCuda> CompileToCuda(compiler::Program program, const CompileOptions& options);
+
 }  // namespace kiln::codegen::cuda
