@@ -6,9 +6,11 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <sstream>
 
 #include "cli_fixture.h"
+#include "codegen/c/emit_axes.h"
 #include "codegen/c/emit_util.h"
 #include "formula_ops_model.h"
 #include "frontend/npy.h"
@@ -213,6 +215,64 @@ TEST_F(CBackendTest, EveryFormulaOpMatchesTheHost) {
       RunKiln("test-onnx --backend c " + file("formulas32.onnx") + " " + file("formulas64.onnx"));
   EXPECT_EQ(r.code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("2 passed"), std::string::npos) << r.out;
+}
+
+// The row-wise ops at batch 1 (outer and inner extents of one): the generated C has no loops of
+// one trip and folds the indices they would have added, and still computes what the host does.
+TEST_F(CBackendTest, RowOpsAtBatchOneHaveNoOneTripLoops) {
+  onnx::ModelProto m = testing::EmptyModel("rows");
+  m.mutable_opset_import(0)->set_version(17);
+  auto* g = m.mutable_graph();
+  *g->add_input() = testing::FloatInfo("x", {1, 6});
+  testing::AddFloatInitializer(g, "scale", {6}, {1.0f, 0.5f, 2.0f, 1.5f, 0.25f, 1.0f});
+  testing::AddFloatInitializer(g, "bias", {6}, {0.0f, 0.1f, -0.2f, 0.3f, 0.0f, 1.0f});
+  testing::AddInt64Initializer(g, "axis", {}, {1});
+  auto out = [&](const std::string& name, std::vector<int64_t> dims, bool int64 = false) {
+    auto info = testing::FloatInfo(name, std::move(dims));
+    if (int64) info.mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::INT64);
+    *g->add_output() = info;
+  };
+  for (const char* op : {"Softmax", "LogSoftmax", "Hardmax"}) {
+    testing::AddNamedNode(g, op, {"x"}, std::string("y_") + op);
+    out(std::string("y_") + op, {1, 6});
+  }
+  testing::SetAttr(testing::AddNamedNode(g, "LpNormalization", {"x"}, "y_lp"), "axis", int64_t{1});
+  out("y_lp", {1, 6});
+  testing::AddNamedNode(g, "LayerNormalization", {"x", "scale", "bias"}, "y_ln");
+  out("y_ln", {1, 6});
+  testing::SetAttr(testing::AddNamedNode(g, "ArgMax", {"x"}, "y_argmax0"), "axis", int64_t{0});
+  out("y_argmax0", {1, 6}, true);
+  testing::SetAttr(testing::AddNamedNode(g, "ArgMin", {"x"}, "y_argmin1"), "axis", int64_t{1});
+  out("y_argmin1", {1, 1}, true);
+  testing::AddNamedNode(g, "CumSum", {"x", "axis"}, "y_cumsum");
+  out("y_cumsum", {1, 6});
+  testing::SetAttr(testing::AddNamedNode(g, "CumSum", {"x", "axis"}, "y_cumsum_rev"), "reverse",
+                   int64_t{1});
+  out("y_cumsum_rev", {1, 6});
+  Write("rows.onnx", m.SerializeAsString());
+  Compile(file("rows.onnx"), "rows");
+  const std::string c = *ReadFile(file("gen/rows.c"));
+  EXPECT_FALSE(std::regex_search(c, std::regex(R"(for \(size_t (\w+) = 0; \1 < 1;)"))) << c;
+  EXPECT_EQ(c.find("+ 0]"), std::string::npos) << c;
+  EXPECT_EQ(c.find("* 1]"), std::string::npos) << c;
+  Result r = RunKiln("test-onnx --backend c " + file("rows.onnx"));
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("1 passed"), std::string::npos) << r.out;
+}
+
+// An index expression prints folded: no `* 1`, no `+ 0`, one constant, cancelled terms gone.
+TEST(EmitIndex, IxPrintsFolded) {
+  using codegen::c::Ix;
+  const Ix o = Ix::Var("o"), i = Ix::Var("i"), j = Ix::Var("j");
+  EXPECT_EQ((o * 12 + i + Ix(3) - j * 4).str(), "o * 12 + i + 3 - j * 4");
+  EXPECT_EQ((Ix(0) * 5 + i * 1 + Ix(0)).str(), "i");
+  EXPECT_EQ((Ix(4) - j).str(), "4 - j");
+  EXPECT_EQ((o - o).str(), "0");
+  EXPECT_EQ((o * 0).str(), "0");
+  EXPECT_EQ((Ix(2) + Ix(3)).str(), "5");
+  EXPECT_EQ((Ix(0) - j * 2).str(), "-j * 2");
+  EXPECT_EQ(codegen::c::Offset("in0", Ix(0)), "in0");
+  EXPECT_EQ(codegen::c::Offset("in0", o * 8 + Ix(2)), "in0 + o * 8 + 2");
 }
 
 // A formula prints as C in the compute type: math functions by type, literals of the type,

@@ -12,6 +12,82 @@
 
 namespace kiln::codegen::c {
 
+// An index expression: loop variables times strides plus a constant, printed folded (no `* 1`,
+// no `+ 0`, one constant) so that the emitted C reads as the arithmetic it does. A loop of one
+// trip (For) binds its variable to the constant 0, so its terms vanish.
+class Ix {
+ public:
+  Ix(int64_t c = 0) : c_(c) {}  // NOLINT: a constant is an index
+  static Ix Var(const std::string& name) {
+    Ix x;
+    x.terms_.push_back({name, 1});
+    return x;
+  }
+  Ix operator+(const Ix& b) const {
+    Ix r = *this;
+    r.c_ += b.c_;
+    for (const auto& [v, k] : b.terms_) r.Add(v, k);
+    return r;
+  }
+  Ix operator-(const Ix& b) const { return *this + b * -1; }
+  Ix operator*(int64_t k) const {
+    Ix r;
+    if (k == 0) return r;
+    r.c_ = c_ * k;
+    for (const auto& [v, m] : terms_) r.terms_.push_back({v, m * k});
+    return r;
+  }
+  bool is_constant() const { return terms_.empty(); }
+  int64_t constant() const { return c_; }
+  // Positive terms first, then the constant, then what is subtracted: "o * 12 + i + 3 - j".
+  std::string str() const {
+    std::string e;
+    auto term = [](const std::string& v, int64_t k) {
+      return k == 1 ? v : v + " * " + std::to_string(k);
+    };
+    for (const auto& [v, k] : terms_)
+      if (k > 0) e += (e.empty() ? "" : " + ") + term(v, k);
+    if (c_ > 0 || (c_ == 0 && e.empty() && terms_.empty()))
+      e += (e.empty() ? "" : " + ") + std::to_string(c_);
+    if (c_ < 0) e += (e.empty() ? "-" : " - ") + std::to_string(-c_);
+    for (const auto& [v, k] : terms_)
+      if (k < 0) e += (e.empty() ? "-" : " - ") + term(v, -k);
+    return e;
+  }
+
+ private:
+  void Add(const std::string& v, int64_t k) {
+    for (auto it = terms_.begin(); it != terms_.end(); ++it)
+      if (it->first == v) {
+        it->second += k;
+        if (it->second == 0) terms_.erase(it);
+        return;
+      }
+    terms_.push_back({v, k});
+  }
+  int64_t c_ = 0;
+  std::vector<std::pair<std::string, int64_t>> terms_;
+};
+
+// `pointer + index`, or the pointer alone at index 0.
+inline std::string Offset(const std::string& pointer, const Ix& index) {
+  return index.is_constant() && index.constant() == 0 ? pointer : pointer + " + " + index.str();
+}
+
+// A loop of `n` trips over variable `var` (size_t), its body given the variable as an index: no
+// loop when n is 1 (the body gets the constant 0), nothing when n is 0 or less.
+inline void For(NodeContext& ctx, int64_t n, const std::string& var,
+                const std::function<void(const Ix&)>& body) {
+  if (n <= 0) return;
+  if (n == 1) return body(Ix(0));
+  ctx.Line("for (size_t " + var + " = 0; " + var + " < " + std::to_string(n) + "; ++" + var +
+           ") {");
+  ctx.Indent();
+  body(Ix::Var(var));
+  ctx.Dedent();
+  ctx.Line("}");
+}
+
 // A possibly negative axis made non-negative; false when it is out of range for `rank`.
 inline bool NormAxis(int64_t* axis, size_t rank) {
   int64_t r = static_cast<int64_t>(rank);

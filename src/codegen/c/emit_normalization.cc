@@ -129,8 +129,9 @@ Status EmitBatchNorm(NodeContext& ctx) {
       ctx.Line("const " + ctype + " b = " + par(2, "p") + " - " + par(3, "p") + " * a;");
     }
     Loop(ctx, N, "n", [&] {
-      Loop(ctx, block, "i",
-           [&] { ctx.Line("out0[" + nb + "] = " + Store(ctx, t, xat(nb) + " * a + b") + ";"); });
+      Loop(ctx, block, "i", [&] {
+        ctx.Line("out0[" + nb + "] = " + Store(ctx, t, xat(nb) + " * a + b", ct) + ";");
+      });
     });
     if (training) {
       ctx.Dedent();
@@ -179,7 +180,7 @@ Status EmitInstanceNorm(NodeContext& ctx) {
              MathName(ct, "sqrt") + "(var + " + CNumber(ct, eps) + ");");
     ctx.Line("const " + ctype + " b = " + Load(ctx, ctx.input_dtype(2), "in2[c]") + " - mean * a;");
     Loop(ctx, inner, "i",
-         [&] { ctx.Line("y[i] = " + Store(ctx, t, xat("i") + " * a + b") + ";"); });
+         [&] { ctx.Line("y[i] = " + Store(ctx, t, xat("i") + " * a + b", ct) + ";"); });
   });
   return OkStatus();
 }
@@ -204,36 +205,32 @@ Status EmitLayerNorm(NodeContext& ctx) {
     return OkStatus();
   }
   const double eps = plan.epsilon;
-  // Scale and bias broadcast to the normalized dims (indexed by the column), or to all of X.
-  auto affine = [&](int i, bool per_column) {
-    const Dims& p = ctx.input_dims(i);
-    return Load(ctx, ctx.input_dtype(i),
-                NodeContext::in(i) + "[" +
-                    (per_column ? BroadcastIndex("c", p, norm)
-                                : BroadcastIndex("(r * " + S(cols) + " + c)", p, x)) +
-                    "]");
-  };
-  const std::string scale = affine(1, plan.scale_per_column);
-  std::string bias;
-  if (ctx.has_input(2)) {
-    KILN_RETURN_IF_ERROR(RequireFloat(ctx, 2));
-    bias = affine(2, plan.bias_per_column);
-  }
+  if (ctx.has_input(2)) KILN_RETURN_IF_ERROR(RequireFloat(ctx, 2));
   auto xat = [&](const std::string& i) { return Load(ctx, t, "x[" + i + "]"); };
-  Loop(ctx, rows, "r", [&] {
-    ctx.Line("const " + CType(t) + " *x = in0 + r * " + S(cols) + ";");
-    ctx.Line(CType(t) + " *y = out0 + r * " + S(cols) + ";");
+  For(ctx, rows, "r", [&](const Ix& r) {
+    // Scale and bias broadcast to the normalized dims (indexed by the column), or to all of X.
+    auto affine = [&](int i, bool per_column) {
+      const Dims& p = ctx.input_dims(i);
+      const Ix at = r * cols + Ix::Var("c");
+      return Load(ctx, ctx.input_dtype(i),
+                  NodeContext::in(i) + "[" +
+                      (per_column ? BroadcastIndex("c", p, norm)
+                                  : BroadcastIndex("(" + at.str() + ")", p, x)) +
+                      "]");
+    };
+    ctx.Line("const " + CType(t) + " *x = " + Offset("in0", r * cols) + ";");
+    ctx.Line(CType(t) + " *y = " + Offset("out0", r * cols) + ";");
     EmitMoments(ctx, ct, cols, xat);
     ctx.Line("const " + ctype + " inv = " + CNumber(ct, 1) + " / " + MathName(ct, "sqrt") +
              "(var + " + CNumber(ct, eps) + ");");
     for (int k = 1; k < 3 && k < ctx.num_outputs(); ++k)
       if (ctx.has_output(k))
-        ctx.Line(NodeContext::out(k) +
-                 "[r] = " + Store(ctx, ctx.output_dtype(k), k == 1 ? "mean" : "inv") + ";");
+        ctx.Line(NodeContext::out(k) + "[" + r.str() +
+                 "] = " + Store(ctx, ctx.output_dtype(k), k == 1 ? "mean" : "inv", ct) + ";");
     Loop(ctx, cols, "c", [&] {
-      std::string v = "(" + xat("c") + " - mean) * inv * " + scale;
-      if (!bias.empty()) v += " + " + bias;
-      ctx.Line("y[c] = " + Store(ctx, t, v) + ";");
+      std::string v = "(" + xat("c") + " - mean) * inv * " + affine(1, plan.scale_per_column);
+      if (ctx.has_input(2)) v += " + " + affine(2, plan.bias_per_column);
+      ctx.Line("y[c] = " + Store(ctx, t, v, ct) + ";");
     });
   });
   return OkStatus();
@@ -280,7 +277,7 @@ Status EmitGroupNorm(NodeContext& ctx) {
       ctx.Line("(void)c;");
       Loop(ctx, inner, "i", [&] {
         std::string k = "cc * " + S(inner) + " + i";
-        ctx.Line("y[" + k + "] = " + Store(ctx, t, xat(k) + " * a + b") + ";");
+        ctx.Line("y[" + k + "] = " + Store(ctx, t, xat(k) + " * a + b", ct) + ";");
       });
     });
   });
@@ -350,21 +347,22 @@ Status EmitLpNorm(NodeContext& ctx) {
     return OkStatus();
   }
   AxisSplit s = SplitAround(x, axis);
-  std::string base = "o * " + S(s.len * s.inner) + " + i", at = base + " + k * " + S(s.inner);
-  Loop(ctx, s.outer, "o", [&] {
-    Loop(ctx, s.inner, "i", [&] {
+  For(ctx, s.outer, "o", [&](const Ix& o) {
+    For(ctx, s.inner, "i", [&](const Ix& i) {
+      auto at = [&](const Ix& k) { return (o * (s.len * s.inner) + i + k * s.inner).str(); };
       ctx.Line(ctype + " norm = " + CNumber(ct, 0) + ";");
-      Loop(ctx, s.len, "k", [&] {
-        ctx.Line("const " + ctype + " v = " + Load(ctx, t, "in0[" + at + "]") + ";");
+      For(ctx, s.len, "k", [&](const Ix& k) {
+        ctx.Line("const " + ctype + " v = " + Load(ctx, t, "in0[" + at(k) + "]") + ";");
         ctx.Line(p == 1 ? "norm += " + MathName(ct, "fabs") + "(v);" : "norm += v * v;");
       });
       if (p == 2) ctx.Line("norm = " + MathName(ct, "sqrt") + "(norm);");
       // An all-zero slice stays zero.
-      Loop(ctx, s.len, "k", [&] {
-        ctx.Line("out0[" + at + "] = " +
+      For(ctx, s.len, "k", [&](const Ix& k) {
+        ctx.Line("out0[" + at(k) + "] = " +
                  Store(ctx, t,
                        "norm == " + CNumber(ct, 0) + " ? " + CNumber(ct, 0) + " : " +
-                           Load(ctx, t, "in0[" + at + "]") + " / norm") +
+                           Load(ctx, t, "in0[" + at(k) + "]") + " / norm",
+                       ct) +
                  ";");
       });
     });
@@ -431,7 +429,7 @@ Status EmitMvn(NodeContext& ctx) {
     }
     over([&](const std::string& at) {
       ctx.Line("out0[" + at + "] = " +
-               Store(ctx, t, "(" + Load(ctx, t, "in0[" + at + "]") + " - mean)" + den) + ";");
+               Store(ctx, t, "(" + Load(ctx, t, "in0[" + at + "]") + " - mean)" + den, ct) + ";");
     });
   });
   return OkStatus();
@@ -462,10 +460,11 @@ Status EmitSoft(NodeContext& ctx, SoftKind kind) {
       s.inner = 1;
     }
   }
-  auto at = [&](const std::string& k) {
-    return "base + " + k + (s.inner == 1 ? "" : " * " + S(s.inner));
-  };
-  auto xat = [&](const std::string& k) { return Load(ctx, t, "in0[" + at(k) + "]"); };
+  // The row of (o, i) starts at base; its element k lies k * inner further.
+  Ix base;
+  auto at = [&](const Ix& k) { return (base + k * s.inner).str(); };
+  auto xat = [&](const Ix& k) { return Load(ctx, t, "in0[" + at(k) + "]"); };
+  const Ix k_rest = Ix::Var("k");
   auto rest = [&](const std::function<void()>& body) {  // k over [1, len)
     if (s.len > 1) {
       ctx.Line("for (size_t k = 1; k < " + S(s.len) + "; ++k) {");
@@ -475,51 +474,57 @@ Status EmitSoft(NodeContext& ctx, SoftKind kind) {
       ctx.Line("}");
     }
   };
-  Loop(ctx, s.outer, "o", [&] {
-    Loop(ctx, s.inner, "i", [&] {
-      ctx.Line("const size_t base = o * " + S(s.len * s.inner) + " + i;");
-      ctx.Line(ctype + " mx = " + xat("0") + ";");
+  For(ctx, s.outer, "o", [&](const Ix& o) {
+    For(ctx, s.inner, "i", [&](const Ix& i) {
+      base = o * (s.len * s.inner) + i;
+      if (!base.is_constant()) {
+        ctx.Line("const size_t base = " + base.str() + ";");
+        base = Ix::Var("base");
+      }
+      ctx.Line(ctype + " mx = " + xat(0) + ";");
       if (kind == SoftKind::kHardmax) {
         // The first maximum wins; NaN never compares greater.
         ctx.Line("size_t arg = 0;");
         rest([&] {
-          ctx.Line("const " + ctype + " v = " + xat("k") + ";");
+          ctx.Line("const " + ctype + " v = " + xat(k_rest) + ";");
           ctx.Line("if (v > mx) {");
           ctx.Line("  mx = v;");
           ctx.Line("  arg = k;");
           ctx.Line("}");
         });
-        Loop(ctx, s.len, "k", [&] {
-          ctx.Line("out0[" + at("k") + "] = " +
-                   Store(ctx, t, "k == arg ? " + CNumber(ct, 1) + " : " + CNumber(ct, 0)) + ";");
+        For(ctx, s.len, "k", [&](const Ix& k) {
+          ctx.Line(
+              "out0[" + at(k) + "] = " +
+              Store(ctx, t, k.str() + " == arg ? " + CNumber(ct, 1) + " : " + CNumber(ct, 0), ct) +
+              ";");
         });
         return;
       }
       rest([&] {
-        ctx.Line("const " + ctype + " v = " + xat("k") + ";");
+        ctx.Line("const " + ctype + " v = " + xat(k_rest) + ";");
         ctx.Line("mx = mx < v ? v : mx;");
       });
       ctx.Line(ctype + " sum = " + CNumber(ct, 0) + ";");
       const bool keep =
           kind == SoftKind::kSoftmax && t == ct;  // exp(x - max) kept in y, rescaled in place
-      Loop(ctx, s.len, "k", [&] {
-        ctx.Line("const " + ctype + " e = " + MathName(ct, "exp") + "(" + xat("k") + " - mx);");
+      For(ctx, s.len, "k", [&](const Ix& k) {
+        ctx.Line("const " + ctype + " e = " + MathName(ct, "exp") + "(" + xat(k) + " - mx);");
         ctx.Line("sum += e;");
-        if (keep) ctx.Line("out0[" + at("k") + "] = e;");
+        if (keep) ctx.Line("out0[" + at(k) + "] = e;");
       });
       if (kind == SoftKind::kSoftmax) {
         ctx.Line("sum = " + CNumber(ct, 1) + " / sum;");
-        Loop(ctx, s.len, "k", [&] {
+        For(ctx, s.len, "k", [&](const Ix& k) {
           if (keep)
-            ctx.Line("out0[" + at("k") + "] *= sum;");
+            ctx.Line("out0[" + at(k) + "] *= sum;");
           else
-            ctx.Line("out0[" + at("k") + "] = " +
-                     Store(ctx, t, MathName(ct, "exp") + "(" + xat("k") + " - mx) * sum") + ";");
+            ctx.Line("out0[" + at(k) + "] = " +
+                     Store(ctx, t, MathName(ct, "exp") + "(" + xat(k) + " - mx) * sum", ct) + ";");
         });
       } else {
         ctx.Line("sum = mx + " + MathName(ct, "log") + "(sum);");
-        Loop(ctx, s.len, "k", [&] {
-          ctx.Line("out0[" + at("k") + "] = " + Store(ctx, t, xat("k") + " - sum") + ";");
+        For(ctx, s.len, "k", [&](const Ix& k) {
+          ctx.Line("out0[" + at(k) + "] = " + Store(ctx, t, xat(k) + " - sum", ct) + ";");
         });
       }
     });

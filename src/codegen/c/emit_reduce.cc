@@ -203,23 +203,21 @@ Status EmitArg(NodeContext& ctx, bool is_max) {
   DType ct = ComputeType(t);
   std::string ctype = CType(ct);
   AxisSplit s = SplitAround(in, axis);
-  auto xat = [&](const std::string& j) {
-    return Load(ctx, t,
-                "in0[o * " + S(s.len * s.inner) + " + " + j +
-                    (s.inner == 1 ? "" : " * " + S(s.inner)) + " + i]");
-  };
   // NaN wins, like numpy; among equals the first (or, with select_last_index, the last) index.
   std::string cmp = std::string(is_max ? " >" : " <") + (last ? "= " : " ") + "best";
   std::string better = "v" + cmp;
   if (IsFloatingDType(t))
     better = last ? "v" + cmp + " || v != v" : "v" + cmp + " || (v != v && best == best)";
-  Loop(ctx, s.outer, "o", [&] {
-    Loop(ctx, s.inner, "i", [&] {
-      ctx.Line(ctype + " best = " + xat("0") + ";");
+  For(ctx, s.outer, "o", [&](const Ix& o) {
+    For(ctx, s.inner, "i", [&](const Ix& i) {
+      auto xat = [&](const Ix& j) {
+        return Load(ctx, t, "in0[" + (o * (s.len * s.inner) + j * s.inner + i).str() + "]");
+      };
+      ctx.Line(ctype + " best = " + xat(0) + ";");
       ctx.Line("int64_t arg = 0;");
       if (s.len > 1) {
         ctx.Line("for (size_t j = 1; j < " + S(s.len) + "; ++j) {");
-        ctx.Line("  const " + ctype + " v = " + xat("j") + ";");
+        ctx.Line("  const " + ctype + " v = " + xat(Ix::Var("j")) + ";");
         ctx.Line("  if (" + better + ") {");
         ctx.Line("    best = v;");
         ctx.Line("    arg = (int64_t)j;");
@@ -228,7 +226,7 @@ Status EmitArg(NodeContext& ctx, bool is_max) {
       } else {
         ctx.Line("(void)best;");
       }
-      ctx.Line("out0[o * " + S(s.inner) + " + i] = arg;");
+      ctx.Line("out0[" + (o * s.inner + i).str() + "] = arg;");
     });
   });
   return OkStatus();
@@ -244,19 +242,19 @@ void EmitScanAlong(NodeContext& ctx, bool prod, const Dims& in, int64_t axis) {
   DType ct = ComputeType(t);  // the host's Acc<T>: float for 16-bit floats, else T
   std::string ctype = CType(ct);
   AxisSplit s = SplitAround(in, axis);
-  Loop(ctx, s.outer, "o", [&] {
-    Loop(ctx, s.inner, "i", [&] {
+  For(ctx, s.outer, "o", [&](const Ix& o) {
+    For(ctx, s.inner, "i", [&](const Ix& i) {
       ctx.Line(ctype + " run = " + (prod ? "1" : "0") + ";");
-      Loop(ctx, s.len, "j", [&] {
-        std::string j = reverse ? "(" + S(s.len - 1) + " - j)" : "j";
-        ctx.Line("const size_t at = (o * " + S(s.len) + " + " + j + ") * " + S(s.inner) + " + i;");
-        if (exclusive) ctx.Line("out0[at] = " + Store(ctx, t, "run") + ";");
-        std::string v = Load(ctx, t, "in0[at]");
+      For(ctx, s.len, "j", [&](const Ix& j) {
+        const Ix along = reverse ? Ix(s.len - 1) - j : j;
+        const std::string at = (o * (s.len * s.inner) + along * s.inner + i).str();
+        if (exclusive) ctx.Line("out0[" + at + "] = " + Store(ctx, t, "run", ct) + ";");
+        std::string v = Load(ctx, t, "in0[" + at + "]");
         std::string next = IsFloatingDType(ct) ? (prod ? "run * " : "run + ") + v
                                                : "(" + ctype + ")((uint64_t)run " +
                                                      (prod ? "*" : "+") + " (uint64_t)" + v + ")";
         ctx.Line("run = " + next + ";");
-        if (!exclusive) ctx.Line("out0[at] = " + Store(ctx, t, "run") + ";");
+        if (!exclusive) ctx.Line("out0[" + at + "] = " + Store(ctx, t, "run", ct) + ";");
       });
     });
   });

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "codegen/c/c_names.h"
+#include "codegen/c/emit_axes.h"
 #include "codegen/c/emit_util.h"
 #include "codegen/c/node_emitter.h"
 #include "ops/op.h"
@@ -299,16 +300,17 @@ Status EmitGather(NodeContext& ctx) {
   if (NumElements(ctx.output_dims(0)) == 0) return OkStatus();
   ctx.SetCanFail();
   DType t = ctx.input_dtype(0);
-  ctx.Line("for (size_t o = 0; o < " + std::to_string(outer) + "; ++o) {");
-  ctx.Line("  for (size_t j = 0; j < " + std::to_string(n) + "; ++j) {");
-  ctx.Line("    int64_t k = (int64_t)in1[j];");
-  ctx.Line("    if (k < 0) k += " + std::to_string(extent) + ";");
-  ctx.Line("    if (k < 0 || k >= " + std::to_string(extent) + ") return KILN_ERROR_INVALID_DATA;");
-  ctx.Line("    memcpy(out0 + (o * " + std::to_string(n) + " + j) * " + std::to_string(inner) +
-           ", in0 + (o * " + std::to_string(extent) + " + (size_t)k) * " + std::to_string(inner) +
-           ", " + ByteCount(t, inner) + ");");
-  ctx.Line("  }");
-  ctx.Line("}");
+  const std::string ext = std::to_string(extent);
+  For(ctx, outer, "o", [&](const Ix& o) {
+    For(ctx, n, "j", [&](const Ix& j) {
+      ctx.Line("int64_t k = (int64_t)in1[" + j.str() + "];");
+      ctx.Line("if (k < 0) k += " + ext + ";");
+      ctx.Line("if (k < 0 || k >= " + ext + ") return KILN_ERROR_INVALID_DATA;");
+      const Ix k = Ix::Var("(size_t)k");
+      ctx.Line("memcpy(" + Offset("out0", (o * n + j) * inner) + ", " +
+               Offset("in0", (o * extent + k) * inner) + ", " + ByteCount(t, inner) + ");");
+    });
+  });
   return OkStatus();
 }
 

@@ -88,6 +88,11 @@ std::string Store(NodeContext& ctx, DType t, const std::string& expr) {
   return "(" + CType(t) + ")(" + expr + ")";
 }
 
+std::string Store(NodeContext& ctx, DType t, const std::string& expr, DType from) {
+  if (from == t && (t == DType::kFloat32 || t == DType::kFloat64)) return expr;
+  return Store(ctx, t, expr);
+}
+
 std::string IndexExpr(const std::vector<std::string>& idx, const std::vector<int64_t>& strides,
                       int64_t base) {
   std::string e = base ? std::to_string(base) : "";

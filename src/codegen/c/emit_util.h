@@ -18,6 +18,9 @@ std::string MathName(DType t, const std::string& fn);
 // An element read (`expr` of the storage type) as the compute type, and back.
 std::string Load(NodeContext& ctx, DType t, const std::string& expr);
 std::string Store(NodeContext& ctx, DType t, const std::string& expr);
+// Store of an `expr` whose C type is that of `from`: no cast where float or double arithmetic
+// already has the storage type.
+std::string Store(NodeContext& ctx, DType t, const std::string& expr, DType from);
 
 // Emits `out0[o] = f(args)` for every element of `out_dims`, where args[k] reads input
 // inputs[k] (of dims in_dims[k], broadcast numpy-style) at the matching element. Adjacent axes
