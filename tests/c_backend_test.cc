@@ -217,8 +217,8 @@ TEST_F(CBackendTest, EveryFormulaOpMatchesTheHost) {
   EXPECT_NE(r.out.find("2 passed"), std::string::npos) << r.out;
 }
 
-// The row-wise ops at batch 1 (outer and inner extents of one): the generated C has no loops of
-// one trip and folds the indices they would have added, and still computes what the host does.
+// The row-wise ops and pools at batch 1 (outer and inner extents of one): the generated C has no
+// loops of one trip and folds the indices they would have added, and computes what the host does.
 TEST_F(CBackendTest, RowOpsAtBatchOneHaveNoOneTripLoops) {
   onnx::ModelProto m = testing::EmptyModel("rows");
   m.mutable_opset_import(0)->set_version(17);
@@ -249,6 +249,14 @@ TEST_F(CBackendTest, RowOpsAtBatchOneHaveNoOneTripLoops) {
   testing::SetAttr(testing::AddNamedNode(g, "CumSum", {"x", "axis"}, "y_cumsum_rev"), "reverse",
                    int64_t{1});
   out("y_cumsum_rev", {1, 6});
+  // Pools over one plane.
+  *g->add_input() = testing::FloatInfo("x2", {1, 1, 4, 4});
+  auto* mp = testing::AddNamedNode(g, "MaxPool", {"x2"}, "y_maxpool");
+  testing::SetAttr(mp, "kernel_shape", std::vector<int64_t>{2, 2});
+  testing::SetAttr(mp, "strides", std::vector<int64_t>{2, 2});
+  out("y_maxpool", {1, 1, 2, 2});
+  testing::AddNamedNode(g, "GlobalAveragePool", {"x2"}, "y_gap");
+  out("y_gap", {1, 1, 1, 1});
   Write("rows.onnx", m.SerializeAsString());
   Compile(file("rows.onnx"), "rows");
   const std::string c = *ReadFile(file("gen/rows.c"));

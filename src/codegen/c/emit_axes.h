@@ -74,14 +74,21 @@ inline std::string Offset(const std::string& pointer, const Ix& index) {
   return index.is_constant() && index.constant() == 0 ? pointer : pointer + " + " + index.str();
 }
 
-// A loop of `n` trips over variable `var` (size_t), its body given the variable as an index: no
-// loop when n is 1 (the body gets the constant 0), nothing when n is 0 or less.
+// The index of variables `vars` with `strides`: vars[0] * strides[0] + ...
+inline Ix IndexIx(const std::vector<std::string>& vars, const std::vector<int64_t>& strides) {
+  Ix e;
+  for (size_t k = 0; k < vars.size(); ++k) e = e + Ix::Var(vars[k]) * strides[k];
+  return e;
+}
+
+// A loop of `n` trips over variable `var` (of C type `type`), its body given the variable as an
+// index: no loop when n is 1 (the body gets the constant 0), nothing when n is 0 or less.
 inline void For(NodeContext& ctx, int64_t n, const std::string& var,
-                const std::function<void(const Ix&)>& body) {
+                const std::function<void(const Ix&)>& body, const char* type = "size_t") {
   if (n <= 0) return;
   if (n == 1) return body(Ix(0));
-  ctx.Line("for (size_t " + var + " = 0; " + var + " < " + std::to_string(n) + "; ++" + var +
-           ") {");
+  ctx.Line(std::string("for (") + type + " " + var + " = 0; " + var + " < " + std::to_string(n) +
+           "; ++" + var + ") {");
   ctx.Indent();
   body(Ix::Var(var));
   ctx.Dedent();

@@ -11,6 +11,7 @@
 #include <limits>
 
 #include "codegen/c/c_names.h"
+#include "codegen/c/emit_axes.h"
 #include "codegen/c/emit_util.h"
 #include "codegen/c/node_emitter.h"
 #include "kernels/reference/reference_kernels.h"
@@ -459,8 +460,7 @@ struct PoolBody {
 
 // MaxPool of one window, and its Indices when `indices` (arg: the tap's index in the plane in
 // the storage order; plane: the plane's offset).
-void EmitMaxWindow(const PoolBody& b, bool indices, const std::string& arg,
-                   const std::string& plane) {
+void EmitMaxWindow(const PoolBody& b, bool indices, const std::string& arg, const Ix& plane) {
   NodeContext& ctx = b.ctx;
   const DType t = b.t, ct = b.ct;
   const std::string C = CType(ct), &x_at = b.x_at, &y_at = b.y_at;
@@ -489,8 +489,9 @@ void EmitMaxWindow(const PoolBody& b, bool indices, const std::string& arg,
       ctx.Line("if (v > best) best = v;");
     }
   });
-  ctx.Line("out0[" + y_at + "] = " + Store(ctx, t, "best") + ";");
-  if (indices) ctx.Line("out1[" + y_at + "] = arg < 0 ? -1 : " + plane + " + arg;");
+  ctx.Line("out0[" + y_at + "] = " + Store(ctx, t, "best", ct) + ";");
+  if (indices)
+    ctx.Line("out1[" + y_at + "] = arg < 0 ? -1 : " + (plane + Ix::Var("arg")).str() + ";");
 }
 
 // AveragePool's result from `sum`: divided by the taps inside the image, or inside the padded
@@ -529,7 +530,7 @@ void EmitAverageResult(const PoolBody& b, bool cip) {
   for (const auto& f : factors) count += (count.empty() ? "" : " * ") + f;
   if (count.empty()) {
     ctx.Line("out0[" + y_at +
-             "] = " + Store(ctx, t, "sum / " + CNumber(ct, static_cast<double>(fixed))) + ";");
+             "] = " + Store(ctx, t, "sum / " + CNumber(ct, static_cast<double>(fixed)), ct) + ";");
     return;
   }
   if (fixed != 1) count += " * " + Str(fixed);
@@ -537,7 +538,7 @@ void EmitAverageResult(const PoolBody& b, bool cip) {
   std::string q = "sum / (" + C + ")count";
   if (maybe_zero)
     q = "(count > 0 ? " + q + " : " + (ct == DType::kFloat64 ? "(double)NAN" : "NAN") + ")";
-  ctx.Line("out0[" + y_at + "] = " + Store(ctx, t, q) + ";");
+  ctx.Line("out0[" + y_at + "] = " + Store(ctx, t, q, ct) + ";");
 }
 
 Status EmitPool(NodeContext& ctx, PoolKind kind) {
@@ -587,45 +588,45 @@ Status EmitPool(NodeContext& ctx, PoolKind kind) {
   const DType ct = ComputeType(t);
   const std::string C = CType(ct), T = CType(t);
   const std::string x_at = "xp[" + IndexExpr(ivars, Strides(in_sp)) + "]";
-  const std::string y_at =
-      Lin("pl", out_size, 0) + (out_size > 1 ? " + " + IndexExpr(ovars, Strides(out_sp)) : "");
-
-  const PoolBody body{ctx, axes, t, ct, x_at, y_at};
-  ctx.Line("for (ptrdiff_t pl = 0; pl < " + Str(planes) + "; ++pl) {");
-  ctx.Indent();
-  ctx.Line("const " + T + " *xp = in0 + " + Lin("pl", in_size, 0) + ";");
-  WindowLoops(ctx, axes, [&] {
-    if (kind == PoolKind::kMax) {
-      EmitMaxWindow(body, indices, IndexExpr(ivars, col_major ? cm_strides : Strides(in_sp)),
-                    Lin("pl", in_size, 0));
-      return;
-    }
-    ctx.Line(C + " sum = " + CNumber(ct, 0) + ";");
-    TapLoops(ctx, axes, [&] {
-      std::string v = Load(ctx, t, x_at);
-      if (kind == PoolKind::kAvg) {
-        ctx.Line("sum += " + v + ";");
-      } else if (p == 1) {
-        ctx.Line("sum += " + MathName(ct, "fabs") + "(" + v + ");");
-      } else if (p == 2) {
-        ctx.Line("const " + C + " v = " + v + ";");
-        ctx.Line("sum += v * v;");
-      } else {
-        ctx.Line("sum += " + MathName(ct, "pow") + "(" + MathName(ct, "fabs") + "(" + v + "), " +
-                 CNumber(ct, p) + ");");
-      }
-    });
-    if (kind == PoolKind::kLp) {
-      std::string r = p == 1   ? "sum"
-                      : p == 2 ? MathName(ct, "sqrt") + "(sum)"
-                               : MathName(ct, "pow") + "(sum, " + CNumber(ct, 1.0 / p) + ")";
-      ctx.Line("out0[" + y_at + "] = " + Store(ctx, t, r) + ";");
-      return;
-    }
-    EmitAverageResult(body, cip);
-  });
-  ctx.Dedent();
-  ctx.Line("}");
+  For(
+      ctx, planes, "pl",
+      [&](const Ix& pl) {
+        const Ix y = pl * out_size + (out_size > 1 ? IndexIx(ovars, Strides(out_sp)) : Ix(0));
+        const std::string y_at = y.str();
+        const PoolBody body{ctx, axes, t, ct, x_at, y_at};
+        ctx.Line("const " + T + " *xp = " + Offset("in0", pl * in_size) + ";");
+        WindowLoops(ctx, axes, [&] {
+          if (kind == PoolKind::kMax) {
+            EmitMaxWindow(body, indices, IndexExpr(ivars, col_major ? cm_strides : Strides(in_sp)),
+                          pl * in_size);
+            return;
+          }
+          ctx.Line(C + " sum = " + CNumber(ct, 0) + ";");
+          TapLoops(ctx, axes, [&] {
+            std::string v = Load(ctx, t, x_at);
+            if (kind == PoolKind::kAvg) {
+              ctx.Line("sum += " + v + ";");
+            } else if (p == 1) {
+              ctx.Line("sum += " + MathName(ct, "fabs") + "(" + v + ");");
+            } else if (p == 2) {
+              ctx.Line("const " + C + " v = " + v + ";");
+              ctx.Line("sum += v * v;");
+            } else {
+              ctx.Line("sum += " + MathName(ct, "pow") + "(" + MathName(ct, "fabs") + "(" + v +
+                       "), " + CNumber(ct, p) + ");");
+            }
+          });
+          if (kind == PoolKind::kLp) {
+            std::string r = p == 1   ? "sum"
+                            : p == 2 ? MathName(ct, "sqrt") + "(sum)"
+                                     : MathName(ct, "pow") + "(sum, " + CNumber(ct, 1.0 / p) + ")";
+            ctx.Line("out0[" + y_at + "] = " + Store(ctx, t, r, ct) + ";");
+            return;
+          }
+          EmitAverageResult(body, cip);
+        });
+      },
+      "ptrdiff_t");
   return OkStatus();
 }
 
@@ -654,34 +655,38 @@ Status EmitGlobalPool(NodeContext& ctx, PoolKind kind) {
              "; ++pl) out0[pl] = " + Store(ctx, t, v) + ";");
     return OkStatus();
   }
-  ctx.Line("for (ptrdiff_t pl = 0; pl < " + Str(planes) + "; ++pl) {");
-  ctx.Indent();
-  ctx.Line(C + " acc = " + (kind == PoolKind::kMax ? std::string("-INFINITY") : CNumber(ct, 0)) +
-           ";");
-  ctx.Line("for (ptrdiff_t i = 0; i < " + Str(n) + "; ++i) {");
-  ctx.Indent();
-  ctx.Line("const " + C + " v = " + Load(ctx, t, "in0[" + Lin("pl", n, 0) + " + i]") + ";");
-  std::string result = "acc";
+  std::string step, result = "acc";  // acc updated by one element v; the result from acc
   if (kind == PoolKind::kMax) {
-    ctx.Line("if (v > acc || v != v) acc = v;");
+    step = "if (v > acc || v != v) acc = v;";
   } else if (kind == PoolKind::kAvg) {
-    ctx.Line("acc += v;");
+    step = "acc += v;";
     result = "acc / " + CNumber(ct, static_cast<double>(n));
   } else if (p == 1) {
-    ctx.Line("acc += " + MathName(ct, "fabs") + "(v);");
+    step = "acc += " + MathName(ct, "fabs") + "(v);";
   } else if (p == 2) {
-    ctx.Line("acc += v * v;");
+    step = "acc += v * v;";
     result = MathName(ct, "sqrt") + "(acc)";
   } else {
-    ctx.Line("acc += " + MathName(ct, "pow") + "(" + MathName(ct, "fabs") + "(v), " +
-             CNumber(ct, p) + ");");
+    step = "acc += " + MathName(ct, "pow") + "(" + MathName(ct, "fabs") + "(v), " + CNumber(ct, p) +
+           ");";
     result = MathName(ct, "pow") + "(acc, " + CNumber(ct, 1.0 / p) + ")";
   }
-  ctx.Dedent();
-  ctx.Line("}");
-  ctx.Line("out0[pl] = " + Store(ctx, t, result) + ";");
-  ctx.Dedent();
-  ctx.Line("}");
+  For(
+      ctx, planes, "pl",
+      [&](const Ix& pl) {
+        ctx.Line(C + " acc = " +
+                 (kind == PoolKind::kMax ? std::string("-INFINITY") : CNumber(ct, 0)) + ";");
+        For(
+            ctx, n, "i",
+            [&](const Ix& i) {
+              ctx.Line("const " + C + " v = " + Load(ctx, t, "in0[" + (pl * n + i).str() + "]") +
+                       ";");
+              ctx.Line(step);
+            },
+            "ptrdiff_t");
+        ctx.Line("out0[" + pl.str() + "] = " + Store(ctx, t, result, ct) + ";");
+      },
+      "ptrdiff_t");
   return OkStatus();
 }
 
