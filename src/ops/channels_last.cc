@@ -1,6 +1,7 @@
 #include "ops/channels_last.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -40,8 +41,6 @@ bool IsOnnx(const ir::Node& node) { return node.domain.empty() || node.domain ==
 
 // MaxPool / AveragePool that ChannelsLastPool2D runs: float32 2-D, no Indices, no dilation.
 bool PoolCanRunChannelsLast(const ir::Node& node, const ir::Graph& g) {
-  const bool onnx = node.domain.empty() || node.domain == "ai.onnx";
-  if (!onnx || (node.op_type != "MaxPool" && node.op_type != "AveragePool")) return false;
   if (node.inputs.empty() || node.inputs[0] < 0 || node.outputs.empty() || node.outputs[0] < 0)
     return false;
   for (size_t i = 1; i < node.outputs.size(); ++i)
@@ -66,8 +65,8 @@ bool PoolCanRunChannelsLast(const ir::Node& node, const ir::Graph& g) {
 // Mul(x, s) (either order) with x [N, C, H, W] of the output's dims and s [1 or N, C, 1, 1]: the
 // per-channel scale of a squeeze-and-excitation block. Returns x's input index, or -1.
 int ChannelScaleInput(const ir::Node& node, const ir::Graph& g) {
-  if (!IsOnnx(node) || node.op_type != "Mul" || node.inputs.size() != 2 ||
-      node.outputs.size() != 1 || node.outputs[0] < 0 || node.inputs[0] < 0 || node.inputs[1] < 0)
+  if (node.inputs.size() != 2 || node.outputs.size() != 1 || node.outputs[0] < 0 ||
+      node.inputs[0] < 0 || node.inputs[1] < 0)
     return -1;
   const ir::TypeInfo& y = g.values[node.outputs[0]].type;
   if (!ChannelsLastable(y)) return -1;
@@ -128,38 +127,125 @@ bool BatchNormFits(const ir::Node& node, const ir::Graph& g) {
   return scale.shape_known() && scale.dims == Dims{g.values[node.outputs[0]].type.dims[1]};
 }
 
+// How a node takes the channels-last layout, once it fits (its dtypes, dims and attributes): the
+// inputs it reads channels-last, whether it writes output 0 so, and the inputs whose layout is
+// the output's (ChannelsLastLinked).
+struct NodeLayout {
+  bool fits = false;
+  bool output = false;
+  std::vector<char> reads, linked;  // per input
+};
+
+// A node that fits reads and writes channels-last through the inputs `through` (linked), and
+// reads nothing else.
+NodeLayout Through(const ir::Node& node, bool fits, const std::vector<int>& through) {
+  NodeLayout l;
+  l.fits = fits;
+  l.output = fits;
+  l.reads.assign(node.inputs.size(), 0);
+  l.linked.assign(node.inputs.size(), 0);
+  for (int i : through)
+    if (i < static_cast<int>(node.inputs.size())) l.reads[i] = l.linked[i] = fits ? 1 : 0;
+  return l;
+}
+
+NodeLayout ElementwiseLayout(const ir::Node& node, const ir::Graph& g) {
+  if (IsUnaryElementwise(node)) return Through(node, ElementwiseFits(node, g, true), {0});
+  std::vector<int> full;  // the inputs of the output's dims; single elements broadcast alike
+  for (size_t i = 0; i < node.inputs.size(); ++i)
+    if (node.inputs[i] >= 0 && !node.outputs.empty() && node.outputs[0] >= 0 &&
+        g.values[node.inputs[i]].type.dims == g.values[node.outputs[0]].type.dims)
+      full.push_back(static_cast<int>(i));
+  NodeLayout l = Through(node, ElementwiseFits(node, g, false), full);
+  for (size_t i = 0; i < node.inputs.size(); ++i) l.reads[i] = l.fits ? 1 : 0;
+  return l;
+}
+
+using LayoutRule = NodeLayout (*)(const ir::Node&, const ir::Graph&);
+
+// The rule of each op that has one, by op type (ONNX ops; com.kiln's ChannelShuffle by its
+// qualified name). Element-wise ops without an entry follow ElementwiseLayout, the convolutions
+// ConvCanRunChannelsLast (ops/conv.cc).
+const std::map<std::string, LayoutRule>& LayoutRules() {
+  static const auto* rules = new std::map<std::string, LayoutRule>{
+      {"Concat",
+       [](const ir::Node& n, const ir::Graph& g) {
+         std::vector<int> all(n.inputs.size());
+         for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
+         return Through(n, ConcatCanRunChannelsLast(n, g), all);
+       }},
+      {"MaxPool", [](const ir::Node& n,
+                     const ir::Graph& g) { return Through(n, PoolCanRunChannelsLast(n, g), {0}); }},
+      {"AveragePool",
+       [](const ir::Node& n, const ir::Graph& g) {
+         return Through(n, PoolCanRunChannelsLast(n, g), {0});
+       }},
+      {"Resize",
+       [](const ir::Node& n, const ir::Graph& g) {
+         return Through(n, ResizeCanRunChannelsLast(n, g), {0});
+       }},
+      {"Upsample",
+       [](const ir::Node& n, const ir::Graph& g) {
+         return Through(n, ResizeCanRunChannelsLast(n, g), {0});
+       }},
+      {"BatchNormalization",
+       [](const ir::Node& n, const ir::Graph& g) { return Through(n, BatchNormFits(n, g), {0}); }},
+      // A squeeze-and-excitation scale reads its full-size input channels-last; any other Mul
+      // is element-wise.
+      {"Mul",
+       [](const ir::Node& n, const ir::Graph& g) {
+         const int big = ChannelScaleInput(n, g);
+         return big >= 0 ? Through(n, true, {big}) : ElementwiseLayout(n, g);
+       }},
+      // Reads channels-last, writes [N, C, 1, 1].
+      {"GlobalAveragePool",
+       [](const ir::Node& n, const ir::Graph& g) {
+         NodeLayout l;
+         if (n.inputs.empty() || n.inputs[0] < 0) return l;
+         const ir::TypeInfo& x = g.values[n.inputs[0]].type;
+         l.fits = x.dtype == DType::kFloat32 && x.shape_known() && x.dims.size() == 4;
+         l.reads.assign(n.inputs.size(), 0);
+         l.reads[0] = l.fits ? 1 : 0;
+         l.linked.assign(n.inputs.size(), 0);
+         return l;
+       }},
+      {std::string(kKilnDomain) + ".ChannelShuffle",
+       [](const ir::Node& n, const ir::Graph& g) {
+         return Through(n,
+                        n.inputs.size() == 1 && n.inputs[0] >= 0 &&
+                            ChannelsLastable(g.values[n.inputs[0]].type),
+                        {0});
+       }},
+  };
+  return *rules;
+}
+
+NodeLayout LayoutOf(const ir::Node& node, const ir::Graph& g) {
+  const std::string key = IsOnnx(node) ? node.op_type : node.domain + "." + node.op_type;
+  const auto& rules = LayoutRules();
+  if (auto it = rules.find(key); it != rules.end()) return it->second(node, g);
+  if (IsOnnx(node) && (IsUnaryElementwise(node) || IsSameShapeElementwise(node)))
+    return ElementwiseLayout(node, g);
+  NodeLayout l;  // the convolutions: no input linked to the output
+  l.output = ConvCanRunChannelsLast(node, g, kChannelsLastOutput);
+  l.reads.assign(node.inputs.size(), 0);
+  for (size_t i = 0; i < node.inputs.size(); ++i)
+    l.reads[i] = ConvCanRunChannelsLast(node, g, static_cast<int>(i)) ? 1 : 0;
+  l.linked.assign(node.inputs.size(), 0);
+  l.fits = l.output;
+  return l;
+}
+
 }  // namespace
 
 bool CanRunChannelsLast(const ir::Node& node, const ir::Graph& g, int input) {
   // Nothing would make or read channels-last tensors without oneDNN; with AVX-512 or AVX2 its
   // kernels and kiln's for the layout are measured, without them not.
   if (!DnnlAvailable() || BestIsa() == Isa::kBaseline) return false;
-  const bool onnx = node.domain.empty() || node.domain == "ai.onnx";
-  if (onnx && node.op_type == "Concat") return ConcatCanRunChannelsLast(node, g);
-  if (onnx && (node.op_type == "MaxPool" || node.op_type == "AveragePool"))
-    return (input == 0 || input == kChannelsLastOutput) && PoolCanRunChannelsLast(node, g);
-  if (onnx && node.op_type == "Mul" && ChannelScaleInput(node, g) >= 0) {
-    const int big = ChannelScaleInput(node, g);
-    return input == big || input == kChannelsLastOutput;
-  }
-  if (onnx && (IsUnaryElementwise(node) || node.op_type == "BatchNormalization")) {
-    const bool fits = node.op_type == "BatchNormalization" ? BatchNormFits(node, g)
-                                                           : ElementwiseFits(node, g, true);
-    return fits && (input == 0 || input == kChannelsLastOutput);
-  }
-  if (onnx && IsSameShapeElementwise(node))
-    return ElementwiseFits(node, g, false) && input < static_cast<int>(node.inputs.size());
-  if (onnx && (node.op_type == "Resize" || node.op_type == "Upsample"))
-    return (input == 0 || input == kChannelsLastOutput) && ResizeCanRunChannelsLast(node, g);
-  if (onnx && node.op_type == "GlobalAveragePool") {  // reads channels-last, writes [N, C, 1, 1]
-    if (input != 0 || node.inputs.empty() || node.inputs[0] < 0) return false;
-    const ir::TypeInfo& x = g.values[node.inputs[0]].type;
-    return x.dtype == DType::kFloat32 && x.shape_known() && x.dims.size() == 4;
-  }
-  if (node.domain == kKilnDomain && node.op_type == "ChannelShuffle")
-    return (input == 0 || input == kChannelsLastOutput) && node.inputs.size() == 1 &&
-           node.inputs[0] >= 0 && ChannelsLastable(g.values[node.inputs[0]].type);
-  return ConvCanRunChannelsLast(node, g, input);
+  const NodeLayout l = LayoutOf(node, g);
+  if (!l.fits) return false;
+  if (input == kChannelsLastOutput) return l.output;
+  return input >= 0 && input < static_cast<int>(l.reads.size()) && l.reads[input];
 }
 
 bool CanWriteChannelsLastInterleaved(const ir::Node& node, const ir::Graph& g) {
@@ -171,19 +257,8 @@ bool CanWriteChannelsLastInterleaved(const ir::Node& node, const ir::Graph& g) {
 }
 
 bool ChannelsLastLinked(const ir::Node& node, const ir::Graph& g, int input) {
-  if (node.domain == kKilnDomain && node.op_type == "ChannelShuffle") return input == 0;
-  if (!IsOnnx(node)) return false;
-  if (node.op_type == "Concat") return true;
-  if (node.op_type == "MaxPool" || node.op_type == "AveragePool" || node.op_type == "Resize" ||
-      node.op_type == "Upsample")
-    return input == 0;
-  if (node.op_type == "Mul" && ChannelScaleInput(node, g) >= 0)
-    return input == ChannelScaleInput(node, g);
-  if (IsUnaryElementwise(node) || node.op_type == "BatchNormalization") return input == 0;
-  if (IsSameShapeElementwise(node))
-    return input >= 0 && input < static_cast<int>(node.inputs.size()) && node.inputs[input] >= 0 &&
-           g.values[node.inputs[input]].type.dims == g.values[node.outputs[0]].type.dims;
-  return false;
+  const NodeLayout l = LayoutOf(node, g);
+  return input >= 0 && input < static_cast<int>(l.linked.size()) && l.linked[input];
 }
 
 void ChannelsLastScale(const float* x, const float* s, float* y, int64_t N, int64_t C, int64_t HW) {
