@@ -223,7 +223,7 @@ void RunPart(Part& part, const Conv3DParams& p, const float* x, const float* b, 
 bool DnnlConv3D(const Conv3DParams& p, const float* x, const float* w, bool w_constant,
                 const float* b, float* y, const PostOps& post, int threads,
                 std::unique_ptr<NodeState>* state) {
-  if (ReferenceKernels()) return false;
+  if (!DnnlAvailable()) return false;
   std::unique_ptr<NodeState> local;
   if (!state) state = &local;
   auto* plan = dynamic_cast<Conv3DPlan*>(state->get());

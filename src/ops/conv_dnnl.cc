@@ -406,7 +406,7 @@ bool DnnlAvailable() { return !ReferenceKernels(); }
 bool DnnlConv2D(const Conv2DParams& p, const float* x, const float* w, bool w_constant,
                 const float* b, float* y, int threads, std::unique_ptr<NodeState>* state,
                 const PostOps& post, ConvLayouts layouts, int64_t scratch_budget) {
-  if (ReferenceKernels()) return false;
+  if (!DnnlAvailable()) return false;
   if (layouts.y_channels > 0 &&  // a slice of a wider output: what ConvLayouts allows
       (!layouts.y || p.N != 1 || layouts.y_channels < p.M || post.z ||
        post.act == PostOps::Act::kSwish))

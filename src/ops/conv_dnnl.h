@@ -46,9 +46,6 @@ struct ConvLayouts {
 // CanRunChannelsLast (ops/channels_last.h) for Conv and FusedConv (ops/conv.cc).
 bool ConvCanRunChannelsLast(const ir::Node& node, const ir::Graph& g, int input);
 
-// True when oneDNN is built in.
-bool DnnlAvailable();
-
 // y[N, M, OH, OW] = conv(x[N, C, H, W], w[M, C / group, KH, KW]) + b[M] (b may be null), or
 // false (nothing written) when oneDNN is not built in or does not take the shape. `state` (may
 // be null: prepared per call) keeps the primitive between calls; `w_constant` says the weights'

@@ -220,7 +220,7 @@ void ChannelsFirst(const int32_t* dst, int64_t pixels, int64_t m, int32_t* y, in
 bool DnnlConvInt8(const Int8ConvShape& s, const void* x, int32_t x_zp, const void* w,
                   bool w_constant, const int32_t* w_zp, const int32_t* bias, int32_t* out,
                   int threads, std::unique_ptr<NodeState>* state) {
-  if (ReferenceKernels()) return false;
+  if (!DnnlAvailable()) return false;
   auto* plan = dynamic_cast<Int8ConvPlan*>(state->get());
   if (!plan || !plan->Matches(s, threads)) {
     dnnl_common::SingleThreaded();

@@ -171,7 +171,7 @@ void StartRows(float* y, const float* z, const float* bias_per_row, int64_t m0, 
 bool RunGemm(int64_t M, int64_t N, int64_t K, const GemmTypes& types, const void* A, const void* B,
              bool trans_b, bool b_constant, const float* bias, void* Y, int threads,
              std::unique_ptr<NodeState>* state, const GemmOptions& options = {}) {
-  if (ReferenceKernels()) return false;
+  if (!DnnlAvailable()) return false;
   std::unique_ptr<NodeState> local;
   if (!state) state = &local;
   auto* plan = dynamic_cast<DnnlGemmPlan*>(state->get());
@@ -295,7 +295,7 @@ MatMulPart MakeBatchPart(const DnnlMatMulPlan& plan, int64_t b0, int64_t b) {
 
 bool DnnlBatchedMatMul(int64_t batch, int64_t M, int64_t N, int64_t K, const float* A,
                        const float* B, float* Y, int threads, std::unique_ptr<NodeState>* state) {
-  if (ReferenceKernels()) return false;
+  if (!DnnlAvailable()) return false;
   std::unique_ptr<NodeState> local;
   if (!state) state = &local;
   auto* plan = dynamic_cast<DnnlMatMulPlan*>(state->get());
