@@ -14,6 +14,7 @@ using Key = std::pair<std::string, std::string>;
 const std::map<Key, unsigned>& Table() {
   constexpr unsigned U = kUnaryElementwise, W = kWritesWholeOutputs, C = kCudaUnary;
   constexpr unsigned B = kBinaryElementwise, V = kVariadicElementwise, R = kRowwise;
+  constexpr unsigned D = kReadsDimsOnly;
   static const std::map<Key, unsigned> kTable = {
       // The unary ops that are a formula get theirs from ops/unary_ops.h (below); the others:
       {{"", "Clip"}, U | W},
@@ -58,6 +59,9 @@ const std::map<Key, unsigned>& Table() {
       {{"", "QuantizeLinear"}, R | W},
       {{"", "DequantizeLinear"}, R | W},
       {{"", "DynamicQuantizeLinear"}, W},
+      // The dims of a tensor.
+      {{"", "Shape"}, D},
+      {{"", "Size"}, D},
       // Shape ops (a change of axis 0 shows in the shapes).
       {{"", "Reshape"}, R},
       {{"", "Flatten"}, R},

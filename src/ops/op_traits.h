@@ -27,6 +27,9 @@ enum OpTrait : unsigned {
   // (runtime/batch_tiling.h); shape checks catch a node that moves or reduces axis 0. Every
   // element-wise op has it too.
   kRowwise = 1u << 5,
+  // The outputs depend on the inputs' dims only, never their values (Shape, Size): known at
+  // compile time wherever the dims are, and never a carrier of sample data.
+  kReadsDimsOnly = 1u << 6,
 };
 
 // The element types an op accepts, as groups (ops::Dispatch reads them).
@@ -53,6 +56,9 @@ inline bool RunsInPlace(const std::string& domain, const std::string& op_type) {
 inline bool IsRowwise(const std::string& domain, const std::string& op_type) {
   return (OpTraits(domain, op_type) &
           (kRowwise | kUnaryElementwise | kBinaryElementwise | kVariadicElementwise)) != 0;
+}
+inline bool ReadsDimsOnly(const std::string& domain, const std::string& op_type) {
+  return HasTrait(domain, op_type, kReadsDimsOnly);
 }
 // Every op with trait t, "domain:op" outside the default domain; for backends building tables.
 std::vector<std::string> OpsWithTrait(OpTrait t);

@@ -1,6 +1,7 @@
 #include "passes/fold_constants.h"
 
 #include "ops/op.h"
+#include "ops/op_traits.h"
 #include "passes/eliminate_dead_nodes.h"
 
 namespace kiln::passes {
@@ -27,7 +28,7 @@ bool TryFold(ir::Graph& g, const ir::Node& n, int64_t opset, size_t max_bytes) {
   if (!IsFoldable(n) || n.outputs.empty()) return false;
   const ops::OpSchema* schema = ops::OpRegistry::Global().Find(n.domain, n.op_type);
   if (!schema) return false;
-  bool dims_only = n.op_type == "Shape" || n.op_type == "Size";
+  bool dims_only = ops::ReadsDimsOnly(n.domain, n.op_type);
   size_t in_bytes = 0, out_bytes = 0;
   for (int v : n.inputs) {
     if (v < 0) continue;

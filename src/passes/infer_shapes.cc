@@ -1,6 +1,7 @@
 #include "passes/infer_shapes.h"
 
 #include "ops/op.h"
+#include "ops/op_traits.h"
 #include "passes/fold_constants.h"
 
 namespace kiln::passes {
@@ -94,7 +95,7 @@ class Inferrer {
         else
           elements += known[n.inputs[i]]->size();
       }
-      bool shape_op = n.op_type == "Shape" || n.op_type == "Size";
+      bool shape_op = ops::ReadsDimsOnly(n.domain, n.op_type);
       if (!outputs_known || !IsFoldable(n) || !(inputs_constant || shape_op)) continue;
       int64_t out_elements = 0;
       for (const auto& t : ctx.outputs_)

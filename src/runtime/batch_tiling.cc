@@ -146,7 +146,7 @@ std::string BatchTilingRefusal(const ir::Model& model, const std::vector<Dims>& 
     for (int v : n.outputs) writes = writes || (v >= 0 && carries[v]);
     if (!reads) continue;
     const std::string label = "node '" + n.name + "' (" + n.op_type + ")";
-    if (n.op_type == "Shape" || n.op_type == "Size") {
+    if (ops::ReadsDimsOnly(n.domain, n.op_type)) {
       if (!FeedsShapesOnly(ga, n.outputs[0], users)) return label + " computes with the batch size";
       continue;
     }

@@ -14,6 +14,7 @@
 #include "codegen/cuda/cuda_tensor_core.h"
 #include "compiler/compile.h"
 #include "ir/half.h"
+#include "ops/op_traits.h"
 #include "passes/compress_constants.h"
 #include "planner/plan_graph.h"
 
@@ -933,7 +934,7 @@ Expected<compiler::Program> CompileProgram(ir::Model model, const CompileOptions
       bool any = false;
       for (int v : n.inputs) any = any || (v >= 0 && per_sample[v]);
       for (int v : n.implicit_inputs) any = any || (v >= 0 && per_sample[v]);
-      if (n.op_type == "Shape" || n.op_type == "Size") any = false;  // dims, not sample data
+      if (ops::ReadsDimsOnly(n.domain, n.op_type)) any = false;  // dims, not sample data
       for (int v : n.outputs)
         if (v >= 0) per_sample[v] = any;
       if (any && n.inputs[0] >= 0 && per_sample[n.inputs[0]])
