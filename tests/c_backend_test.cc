@@ -257,6 +257,14 @@ TEST_F(CBackendTest, RowOpsAtBatchOneHaveNoOneTripLoops) {
   out("y_maxpool", {1, 1, 2, 2});
   testing::AddNamedNode(g, "GlobalAveragePool", {"x2"}, "y_gap");
   out("y_gap", {1, 1, 1, 1});
+  // One window (no output loops), and windows of one tap (no tap loops).
+  testing::SetAttr(testing::AddNamedNode(g, "AveragePool", {"x2"}, "y_avg_one"), "kernel_shape",
+                   std::vector<int64_t>{4, 4});
+  out("y_avg_one", {1, 1, 1, 1});
+  auto* tap = testing::AddNamedNode(g, "MaxPool", {"x2"}, "y_max_tap");
+  testing::SetAttr(tap, "kernel_shape", std::vector<int64_t>{1, 1});
+  testing::SetAttr(tap, "strides", std::vector<int64_t>{2, 2});
+  out("y_max_tap", {1, 1, 2, 2});
   Write("rows.onnx", m.SerializeAsString());
   Compile(file("rows.onnx"), "rows");
   const std::string c = *ReadFile(file("gen/rows.c"));

@@ -81,6 +81,13 @@ inline Ix IndexIx(const std::vector<std::string>& vars, const std::vector<int64_
   return e;
 }
 
+// The index of indices `at` with `strides`: at[0] * strides[0] + ...
+inline Ix IndexIx(const std::vector<Ix>& at, const std::vector<int64_t>& strides) {
+  Ix e;
+  for (size_t k = 0; k < at.size(); ++k) e = e + at[k] * strides[k];
+  return e;
+}
+
 // A loop of `n` trips over variable `var` (of C type `type`), its body given the variable as an
 // index: no loop when n is 1 (the body gets the constant 0), nothing when n is 0 or less.
 inline void For(NodeContext& ctx, int64_t n, const std::string& var,

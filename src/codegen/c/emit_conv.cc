@@ -73,17 +73,23 @@ WindowAxis MakeAxis(const ops::WindowGeom& g, int j) {
   return a;
 }
 
-// Emits, per axis j, the loop over output index o<j> with its window start s<j> and tap range
-// lo<j>..hi<j> (the range is spelled out only where some window is clipped), then calls
-// `window` to emit the element's body.
+// Emits, per axis j, the loop over output index o<j> (none for one output: o<j> is 0) with its
+// window start s<j> and tap range lo<j>..hi<j> (the range is spelled out only where some window
+// is clipped), then calls `window` with the output indices to emit the element's body.
 void WindowLoops(NodeContext& ctx, const std::vector<WindowAxis>& axes,
-                 const std::function<void()>& window) {
+                 const std::function<void(const std::vector<Ix>&)>& window) {
+  std::vector<Ix> outs;
+  int loops = 0;
   for (size_t j = 0; j < axes.size(); ++j) {
     const WindowAxis& a = axes[j];
     std::string o = "o" + Str(j), sj = "s" + Str(j), lo = "lo" + Str(j), hi = "hi" + Str(j);
-    ctx.Line("for (ptrdiff_t " + o + " = 0; " + o + " < " + Str(a.out) + "; ++" + o + ") {");
-    ctx.Indent();
-    ctx.Line("const ptrdiff_t " + sj + " = " + Lin(o, a.s, -a.p) + ";");
+    outs.push_back(a.out == 1 ? Ix(0) : Ix::Var(o));
+    if (a.out != 1) {
+      ctx.Line("for (ptrdiff_t " + o + " = 0; " + o + " < " + Str(a.out) + "; ++" + o + ") {");
+      ctx.Indent();
+      ++loops;
+    }
+    ctx.Line("const ptrdiff_t " + sj + " = " + (outs.back() * a.s - Ix(a.p)).str() + ";");
     if (a.lo_clipped || a.hi_clipped) {
       ctx.Line("ptrdiff_t " + lo + " = 0, " + hi + " = " + Str(a.k) + ";");
       if (a.lo_clipped)
@@ -98,27 +104,38 @@ void WindowLoops(NodeContext& ctx, const std::vector<WindowAxis>& axes,
       if (a.hi_below_lo) ctx.Line("if (" + hi + " < " + lo + ") " + hi + " = " + lo + ";");
     }
   }
-  window();
-  for (size_t j = 0; j < axes.size(); ++j) {
+  window(outs);
+  for (int j = 0; j < loops; ++j) {
     ctx.Dedent();
     ctx.Line("}");
   }
 }
 
-// The loops over a window's taps, i<j> being the input index on axis j; `tap` emits the body.
+// The loops over a window's taps, i<j> being the input index on axis j (no loop for a kernel of
+// one tap that no window clips); `tap` emits the body, given the tap indices k<j>.
 void TapLoops(NodeContext& ctx, const std::vector<WindowAxis>& axes,
-              const std::function<void()>& tap) {
+              const std::function<void(const std::vector<Ix>&)>& tap) {
+  std::vector<Ix> taps;
+  int loops = 0;
   for (size_t j = 0; j < axes.size(); ++j) {
     const WindowAxis& a = axes[j];
     const bool clipped = a.lo_clipped || a.hi_clipped;
+    const std::string i = "const ptrdiff_t i" + Str(j) + " = ";
+    if (!clipped && a.k == 1) {
+      ctx.Line(i + "s" + Str(j) + ";");
+      taps.push_back(Ix(0));
+      continue;
+    }
+    taps.push_back(Ix::Var("k" + Str(j)));
     std::string k = "k" + Str(j), lo = clipped ? "lo" + Str(j) : "0",
                 hi = clipped ? "hi" + Str(j) : Str(a.k);
     ctx.Line("for (ptrdiff_t " + k + " = " + lo + "; " + k + " < " + hi + "; ++" + k + ") {");
     ctx.Indent();
-    ctx.Line("const ptrdiff_t i" + Str(j) + " = " + Lin(k, a.d, 0) + " + s" + Str(j) + ";");
+    ++loops;
+    ctx.Line(i + Lin(k, a.d, 0) + " + s" + Str(j) + ";");
   }
-  tap();
-  for (size_t j = 0; j < axes.size(); ++j) {
+  tap(taps);
+  for (int j = 0; j < loops; ++j) {
     ctx.Dedent();
     ctx.Line("}");
   }
@@ -182,11 +199,16 @@ Status EmitConvInline(NodeContext& ctx, const ConvShape& s, bool transpose) {
     kvars.push_back("k" + Str(j));
   }
   const std::string x_at = "xp[" + IndexExpr(ivars, Strides(image)) + "]";
-  const std::string w_at = "wp[" + IndexExpr(kvars, Strides(g.kernel)) + "]";
-  const std::string y_at = "out0[" + Lin("(n * " + Str(s.M) + " + m)", y_size, 0) + " + " +
-                           IndexExpr(ovars, Strides(result)) + "]";
+  auto w_at = [&](const std::vector<Ix>& k) {
+    return "wp[" + IndexIx(k, Strides(g.kernel)).str() + "]";
+  };
+  auto y_at = [&](const Ix& out) {
+    return "out0[" + Lin("(n * " + Str(s.M) + " + m)", y_size, 0) + " + " + out.str() + "]";
+  };
   const std::string acc_init = ctx.has_input(2) ? Load(ctx, t, "in2[m]") : CNumber(ct, 0);
-  auto mac = [&] { ctx.Line("acc += " + Load(ctx, t, x_at) + " * " + Load(ctx, t, w_at) + ";"); };
+  auto mac = [&](const std::vector<Ix>& k) {
+    ctx.Line("acc += " + Load(ctx, t, x_at) + " * " + Load(ctx, t, w_at(k)) + ";");
+  };
   ctx.Line("for (ptrdiff_t n = 0; n < " + Str(s.N) + "; ++n) {");
   ctx.Indent();
   ctx.Line("for (ptrdiff_t m = 0; m < " + Str(s.M) + "; ++m) {");
@@ -197,7 +219,7 @@ Status EmitConvInline(NodeContext& ctx, const ConvShape& s, bool transpose) {
     ctx.Line("const " + T + " *wm = in1 + m * " + Str(cg * ksize) + ";");
     std::vector<WindowAxis> axes;
     for (int j = 0; j < nd; ++j) axes.push_back(MakeAxis(g, j));
-    WindowLoops(ctx, axes, [&] {
+    WindowLoops(ctx, axes, [&](const std::vector<Ix>& o) {
       ctx.Line(C + " acc = " + acc_init + ";");
       ctx.Line("for (ptrdiff_t c = 0; c < " + Str(cg) + "; ++c) {");
       ctx.Indent();
@@ -206,7 +228,7 @@ Status EmitConvInline(NodeContext& ctx, const ConvShape& s, bool transpose) {
       TapLoops(ctx, axes, mac);
       ctx.Dedent();
       ctx.Line("}");
-      ctx.Line(y_at + " = " + Store(ctx, t, "acc") + ";");
+      ctx.Line(y_at(IndexIx(o, Strides(result))) + " = " + Store(ctx, t, "acc", ct) + ";");
     });
   } else {
     // Gather: output o takes grid position i = (o + pad - k * dilation) / stride where exact.
@@ -241,14 +263,16 @@ Status EmitConvInline(NodeContext& ctx, const ConvShape& s, bool transpose) {
     ctx.Indent();
     ctx.Line("const " + T + " *xp = xg + c * " + Str(x_size) + ", *wp = wm + c * " +
              Str(mg * ksize) + ";");
-    mac();
+    std::vector<Ix> taps;
+    for (const auto& k : kvars) taps.push_back(Ix::Var(k));
+    mac(taps);
     ctx.Dedent();
     ctx.Line("}");
     for (int j = 0; j < nd; ++j) {
       ctx.Dedent();
       ctx.Line("}");
     }
-    ctx.Line(y_at + " = " + Store(ctx, t, "acc") + ";");
+    ctx.Line(y_at(IndexIx(ovars, Strides(result))) + " = " + Store(ctx, t, "acc", ct) + ";");
     for (int j = 0; j < nd; ++j) {
       ctx.Dedent();
       ctx.Line("}");
@@ -471,7 +495,7 @@ void EmitMaxWindow(const PoolBody& b, bool indices, const std::string& arg, cons
     ctx.Line("int64_t arg = -1;");
   else if (fl)
     ctx.Line("int any = 0;");
-  TapLoops(ctx, b.axes, [&] {
+  TapLoops(ctx, b.axes, [&](const std::vector<Ix>&) {
     ctx.Line("const " + C + " v = " + Load(ctx, t, x_at) + ";");
     // As the host: the first tap is taken, then a larger one or any after a NaN (so NaN is
     // skipped unless every tap is NaN).
@@ -578,11 +602,8 @@ Status EmitPool(NodeContext& ctx, PoolKind kind) {
   for (int j = 0; j < nd; ++j) axes.push_back(MakeAxis(g, j));
   const Dims in_sp = Spatial(x), out_sp = g.out;
   const int64_t in_size = NumElements(in_sp), out_size = NumElements(out_sp), planes = x[0] * x[1];
-  std::vector<std::string> ivars, ovars;
-  for (int j = 0; j < nd; ++j) {
-    ivars.push_back("i" + Str(j));
-    ovars.push_back("o" + Str(j));
-  }
+  std::vector<std::string> ivars;
+  for (int j = 0; j < nd; ++j) ivars.push_back("i" + Str(j));
   std::vector<int64_t> cm_strides(nd, 1);  // column-major strides (storage_order = 1)
   for (int j = 1; j < nd; ++j) cm_strides[j] = cm_strides[j - 1] * in_sp[j - 1];
   const DType ct = ComputeType(t);
@@ -591,18 +612,17 @@ Status EmitPool(NodeContext& ctx, PoolKind kind) {
   For(
       ctx, planes, "pl",
       [&](const Ix& pl) {
-        const Ix y = pl * out_size + (out_size > 1 ? IndexIx(ovars, Strides(out_sp)) : Ix(0));
-        const std::string y_at = y.str();
-        const PoolBody body{ctx, axes, t, ct, x_at, y_at};
         ctx.Line("const " + T + " *xp = " + Offset("in0", pl * in_size) + ";");
-        WindowLoops(ctx, axes, [&] {
+        WindowLoops(ctx, axes, [&](const std::vector<Ix>& o) {
+          const std::string y_at = (pl * out_size + IndexIx(o, Strides(out_sp))).str();
+          const PoolBody body{ctx, axes, t, ct, x_at, y_at};
           if (kind == PoolKind::kMax) {
             EmitMaxWindow(body, indices, IndexExpr(ivars, col_major ? cm_strides : Strides(in_sp)),
                           pl * in_size);
             return;
           }
           ctx.Line(C + " sum = " + CNumber(ct, 0) + ";");
-          TapLoops(ctx, axes, [&] {
+          TapLoops(ctx, axes, [&](const std::vector<Ix>&) {
             std::string v = Load(ctx, t, x_at);
             if (kind == PoolKind::kAvg) {
               ctx.Line("sum += " + v + ";");
