@@ -132,6 +132,14 @@ struct TargetPlan {
   std::optional<passes::ConstantReport> constants;  // without --target only
 };
 
+// The pipeline's planner, with --no-alias and --include-io.
+planner::PlanOptions CliPlanOptions(const PlanCliOptions& o, const passes::Pipeline& pipeline) {
+  planner::PlanOptions po = PlanOptionsOf(pipeline);
+  po.aliasing = !o.no_alias;
+  po.include_io = o.include_io;
+  return po;
+}
+
 // Without --target: the pipeline's plan, as the optimization service observes it.
 Expected<TargetPlan> PipelinePlan(const PlanCliOptions& o, ir::Model model,
                                   const passes::ShapeOverrides& shapes,
@@ -141,9 +149,7 @@ Expected<TargetPlan> PipelinePlan(const PlanCliOptions& o, ir::Model model,
   co.shapes = shapes;
   co.passes = pipeline.passes;
   co.dump_ir_after = o.dump_ir_after;
-  co.plan = PlanOptionsOf(pipeline);
-  co.plan.aliasing = !o.no_alias;
-  co.plan.include_io = o.include_io;
+  co.plan = CliPlanOptions(o, pipeline);
   co.before_plan = [](const ir::Model& m) -> Status {
     const ir::Graph& g = *m.graph;
     for (int v : g.RuntimeInputs())
@@ -201,9 +207,7 @@ Expected<TargetPlan> BackendPlan(const PlanCliOptions& o, ir::Model model,
     co.shapes = shapes;
     co.passes = pipeline.passes;
     co.dump_ir_after = o.dump_ir_after;
-    co.plan = PlanOptionsOf(pipeline);
-    co.plan.aliasing = !o.no_alias;
-    co.plan.include_io = o.include_io;
+    co.plan = CliPlanOptions(o, pipeline);
     KILN_ASSIGN_OR_RETURN(auto compiled, codegen::c::CompileToC(std::move(model), co));
     return FromBackend(compiled, compiled.interface.workspace_size);
   }

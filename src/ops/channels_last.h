@@ -3,7 +3,7 @@
 // fastest (measured against its nChw16c blocks), so that a chain of convs pays no
 // NCHW round trip per node. Both layouts take the same bytes, so the memory plan holds. Made and
 // read only by nodes that say they can, never graph outputs or values a subgraph reads: every
-// other kernel sees ONNX layouts. The executor decides (runtime/executor.cc); a kernel asks
+// other kernel sees ONNX layouts. The compile step decides (compiler/host_layout.cc); a kernel asks
 // ComputeContext::input_channels_last / output_channels_last.
 #pragma once
 
