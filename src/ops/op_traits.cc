@@ -14,7 +14,7 @@ using Key = std::pair<std::string, std::string>;
 const std::map<Key, unsigned>& Table() {
   constexpr unsigned U = kUnaryElementwise, W = kWritesWholeOutputs, C = kCudaUnary;
   constexpr unsigned B = kBinaryElementwise, V = kVariadicElementwise, R = kRowwise;
-  constexpr unsigned D = kReadsDimsOnly;
+  constexpr unsigned D = kReadsDimsOnly, VW = kView;
   static const std::map<Key, unsigned> kTable = {
       // The unary ops that are a formula get theirs from ops/unary_ops.h (below); the others:
       {{"", "Clip"}, U | W},
@@ -55,7 +55,7 @@ const std::map<Key, unsigned>& Table() {
       {{"", "Cast"}, R},
       {{"", "CastLike"}, R},
       {{"", "Dropout"}, R},
-      {{"", "Identity"}, R},
+      {{"", "Identity"}, R | VW},
       {{"", "QuantizeLinear"}, R | W},
       {{"", "DequantizeLinear"}, R | W},
       {{"", "DynamicQuantizeLinear"}, W},
@@ -63,10 +63,10 @@ const std::map<Key, unsigned>& Table() {
       {{"", "Shape"}, D},
       {{"", "Size"}, D},
       // Shape ops (a change of axis 0 shows in the shapes).
-      {{"", "Reshape"}, R},
-      {{"", "Flatten"}, R},
-      {{"", "Squeeze"}, R},
-      {{"", "Unsqueeze"}, R},
+      {{"", "Reshape"}, R | VW},
+      {{"", "Flatten"}, R | VW},
+      {{"", "Squeeze"}, R | VW},
+      {{"", "Unsqueeze"}, R | VW},
       {{"", "Transpose"}, R | W},
       {{"", "Concat"}, R | W},
       {{"", "Split"}, R},

@@ -30,6 +30,9 @@ enum OpTrait : unsigned {
   // The outputs depend on the inputs' dims only, never their values (Shape, Size): known at
   // compile time wherever the dims are, and never a carrier of sample data.
   kReadsDimsOnly = 1u << 6,
+  // Output 0 is input 0's bytes under other dims (Identity, Reshape, Flatten, Squeeze,
+  // Unsqueeze): the planner makes it an alias of its input, a backend a copy where it cannot.
+  kView = 1u << 7,
 };
 
 // The element types an op accepts, as groups (ops::Dispatch reads them).

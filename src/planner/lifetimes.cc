@@ -9,11 +9,6 @@
 namespace kiln::planner {
 namespace {
 
-bool IsViewOp(const std::string& op) {
-  return op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze" ||
-         op == "Identity";
-}
-
 size_t Bytes(const ir::TypeInfo& t) {
   return static_cast<size_t>(NumElements(t.dims)) * DTypeSize(t.dtype);
 }
@@ -188,7 +183,7 @@ BufferSet BuildBuffers(const ir::Graph& g, const std::vector<int>& order,
     const ir::Node& n = g.nodes[order[p]];
     if (n.inputs.empty() || n.outputs.empty()) continue;
     int in = buf(n.inputs[0]);
-    if (IsViewOp(n.op_type) && n.outputs.size() == 1) {
+    if (ops::HasTrait(n.domain, n.op_type, ops::kView) && n.outputs.size() == 1) {
       int out = buf(n.outputs[0]);
       if (in < 0 || out < 0 || bufs[out].alias_of >= 0 || aliased_by[out] > 0) continue;
       bufs[out].alias_of = in;

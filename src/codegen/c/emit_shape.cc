@@ -12,6 +12,7 @@
 #include "codegen/c/emit_util.h"
 #include "codegen/c/node_emitter.h"
 #include "ops/op.h"
+#include "ops/op_traits.h"
 
 namespace kiln::codegen::c {
 namespace {
@@ -328,8 +329,7 @@ Status EmitConstantOfShape(NodeContext& ctx) {
 }  // namespace
 
 void RegisterShapeEmitters(EmitterRegistry& r) {
-  for (const char* op : {"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze"})
-    r.Register(op, EmitCopy);
+  for (const std::string& op : ops::OpsWithTrait(ops::kView)) r.Register(op, EmitCopy);
   r.Register("Dropout", EmitDropout);
   r.Register("Concat", EmitConcat);
   r.Register("Split", EmitSplit);

@@ -801,7 +801,7 @@ Status CheckKeepsBatch(const ir::Graph& g, const ir::Node& n) {
                    "kernel sees alone");
     return OkStatus();
   }
-  if (op != "Reshape" && op != "Flatten" && op != "Squeeze" && op != "Unsqueeze") return OkStatus();
+  if (!ops::HasTrait(n.domain, op, ops::kView)) return OkStatus();
   auto fail = [&] {
     return Error(
         NodeName(g, n) + " (" + op +

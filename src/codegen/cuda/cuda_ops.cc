@@ -807,8 +807,7 @@ const std::map<std::string, EmitFn>& Emitters() {
   static const auto* m = [] {
     auto* r = new std::map<std::string, EmitFn>;
     for (const std::string& op : ops::OpsWithTrait(ops::kCudaUnary)) (*r)[op] = EmitUnary;
-    for (const char* op : {"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze"})
-      (*r)[op] = EmitCopy;
+    for (const std::string& op : ops::OpsWithTrait(ops::kView)) (*r)[op] = EmitCopy;
     const std::map<std::string, std::string> binary = {
         {"Add", "+"},   {"Sub", "-"},   {"Mul", "*"},   {"Div", "/"},
         {"Pow", "Pow"}, {"Max", "Max"}, {"Min", "Min"}, {"Sum", "+"}};
