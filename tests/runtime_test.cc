@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -561,6 +562,39 @@ TEST(Executor, ChannelsLastConvChainsMatchTheOnnxLayout) {
       EXPECT_LE(std::sqrt(num / den), 1e-5) << "output " << k << " config " << config;
     }
   }
+}
+
+// A host program runs on the executor it was compiled for; one with channels-last values is
+// refused by the reference kernels, which read ONNX layouts only.
+TEST(Executor, RunsTheProgramCompiledForIt) {
+  auto model = Parse(ConvChainModel());
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  runtime::ExecutorOptions fast, reference;
+  reference.kernels = ops::KernelSet::kReference;
+  auto compile = [&](compiler::CompileOptions o) {
+    return compiler::Compile(ir::CloneModel(*model), o);
+  };
+  auto program = compile(runtime::HostCompileOptions(fast));
+  ASSERT_TRUE(program.ok()) << program.status().message();
+  const auto& cl = program->main().layout.channels_last;
+  const int kept = static_cast<int>(std::count(cl.begin(), cl.end(), 1));
+  EXPECT_EQ(kept > 0, ops::DnnlAvailable() && ops::BestIsa() != ops::Isa::kBaseline);
+  auto exec = runtime::Executor::Create(std::move(*program), fast);
+  ASSERT_TRUE(exec.ok()) << exec.status().message();
+  EXPECT_EQ((*exec)->channels_last_values(), kept);
+  auto refused = runtime::Executor::Create(*compile(runtime::HostCompileOptions(fast)), reference);
+  EXPECT_EQ(refused.ok(), kept == 0);
+  if (kept > 0) {
+    EXPECT_NE(refused.status().message().find("channels-last"), std::string::npos);
+  }
+  EXPECT_TRUE(
+      runtime::Executor::Create(*compile(runtime::HostCompileOptions(reference)), reference).ok());
+  // The C target's program is not the host's.
+  compiler::CompileOptions c;
+  c.target = compiler::Target::kC;
+  auto refused_c = runtime::Executor::Create(*compile(c), fast);
+  ASSERT_FALSE(refused_c.ok());
+  EXPECT_NE(refused_c.status().message().find("host target"), std::string::npos);
 }
 
 // Weights a kernel packed on the first run are dropped from the executor's model (a husk with

@@ -400,6 +400,13 @@ Expected<std::unique_ptr<Executor>> Executor::Create(compiler::Program program,
                                                      ExecutorOptions options) {
   if (program.target != compiler::Target::kHost)
     return Error("the host executor runs programs compiled for the host target");
+  // Only the fast kernels read and write channels-last values.
+  if (options.kernels == ops::KernelSet::kReference)
+    for (const auto& [g, gp] : program.graphs)
+      if (std::count(gp.layout.channels_last.begin(), gp.layout.channels_last.end(), 1) > 0)
+        return Error(
+            "the reference kernels run programs compiled without channels-last layouts (compile "
+            "with HostCompileOptions of the same executor options)");
   std::unique_ptr<Executor> e(new Executor());
   e->options_ = std::move(options);
   if (e->options_.threads < 1) return Error("--threads must be at least 1");
