@@ -674,6 +674,7 @@ Expected<CompiledC> CompileToC(const compiler::Program& program, const CompileOp
   KILN_RETURN_IF_ERROR(CheckModelName(options.name));
   if (program.target != compiler::Target::kC)
     return Error("the C backend emits programs compiled for the c target");
+  KILN_RETURN_IF_ERROR(CheckSupported(program.model));  // a program compiled without them
   Generator gen(program, options);
   return gen.Run();
 }
