@@ -43,33 +43,33 @@ void PlaceConcats(const ir::Graph& g, bool aliasing, HostLayout* layout) {
 // a node's output 0 whose producer and every reader can, that no graph output or subgraph
 // capture reads. Layouts never change the bytes a value takes, so the plan holds.
 std::vector<char> ChannelsLastValues(const ir::Graph& g) {
+  std::vector<ops::ChannelsLastUse> uses;  // per node, asked once
+  for (const auto& node : g.nodes) uses.push_back(ops::ChannelsLastUseOf(node, g));
   std::vector<char> cl(g.values.size(), 0);
   for (size_t n = 0; n < g.nodes.size(); ++n) {
     const ir::Node& node = g.nodes[n];
-    if (!node.outputs.empty() && node.outputs[0] >= 0 &&
-        ops::CanRunChannelsLast(node, g, ops::kChannelsLastOutput))
-      cl[node.outputs[0]] = 1;
+    if (!node.outputs.empty() && node.outputs[0] >= 0 && uses[n].output) cl[node.outputs[0]] = 1;
   }
   auto clear = [&](int v) {
     if (v >= 0) cl[v] = 0;
   };
   for (int v : g.outputs) clear(v);
-  for (const auto& node : g.nodes) {
+  for (size_t n = 0; n < g.nodes.size(); ++n) {
+    const ir::Node& node = g.nodes[n];
     for (int v : node.implicit_inputs) clear(v);
     for (size_t i = 0; i < node.inputs.size(); ++i)
-      if (node.inputs[i] >= 0 && cl[node.inputs[i]] &&
-          !ops::CanRunChannelsLast(node, g, static_cast<int>(i)))
-        cl[node.inputs[i]] = 0;
+      if (node.inputs[i] >= 0 && cl[node.inputs[i]] && !uses[n].reads[i]) cl[node.inputs[i]] = 0;
   }
   // A node's linked inputs and its output share one layout: clear all of them if one is not
   // channels-last, until nothing changes (a clear can reach other such nodes).
   for (bool changed = true; changed;) {
     changed = false;
-    for (const auto& node : g.nodes) {
+    for (size_t n = 0; n < g.nodes.size(); ++n) {
+      const ir::Node& node = g.nodes[n];
       if (node.outputs.empty() || node.outputs[0] < 0) continue;
       std::vector<int> linked;
       for (size_t i = 0; i < node.inputs.size(); ++i)
-        if (ops::ChannelsLastLinked(node, g, static_cast<int>(i))) linked.push_back(node.inputs[i]);
+        if (uses[n].linked[i]) linked.push_back(node.inputs[i]);
       if (linked.empty()) continue;
       bool all = cl[node.outputs[0]] != 0;
       for (int v : linked) all = all && v >= 0 && cl[v];

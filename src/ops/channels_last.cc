@@ -129,7 +129,7 @@ bool BatchNormFits(const ir::Node& node, const ir::Graph& g) {
 
 // How a node takes the channels-last layout, once it fits (its dtypes, dims and attributes): the
 // inputs it reads channels-last, whether it writes output 0 so, and the inputs whose layout is
-// the output's (ChannelsLastLinked).
+// the output's (ChannelsLastUse::linked).
 struct NodeLayout {
   bool fits = false;
   bool output = false;
@@ -238,14 +238,25 @@ NodeLayout LayoutOf(const ir::Node& node, const ir::Graph& g) {
 
 }  // namespace
 
-bool CanRunChannelsLast(const ir::Node& node, const ir::Graph& g, int input) {
+ChannelsLastUse ChannelsLastUseOf(const ir::Node& node, const ir::Graph& g) {
+  ChannelsLastUse use;
+  use.reads.assign(node.inputs.size(), 0);
+  use.linked.assign(node.inputs.size(), 0);
   // Nothing would make or read channels-last tensors without oneDNN; with AVX-512 or AVX2 its
   // kernels and kiln's for the layout are measured, without them not.
-  if (!DnnlAvailable() || BestIsa() == Isa::kBaseline) return false;
-  const NodeLayout l = LayoutOf(node, g);
-  if (!l.fits) return false;
-  if (input == kChannelsLastOutput) return l.output;
-  return input >= 0 && input < static_cast<int>(l.reads.size()) && l.reads[input];
+  if (!DnnlAvailable() || BestIsa() == Isa::kBaseline) return use;
+  NodeLayout l = LayoutOf(node, g);
+  if (!l.fits) return use;
+  use.output = l.output;
+  use.reads = std::move(l.reads);
+  use.linked = std::move(l.linked);
+  return use;
+}
+
+bool CanRunChannelsLast(const ir::Node& node, const ir::Graph& g, int input) {
+  const ChannelsLastUse use = ChannelsLastUseOf(node, g);
+  if (input == kChannelsLastOutput) return use.output;
+  return input >= 0 && input < static_cast<int>(use.reads.size()) && use.reads[input];
 }
 
 bool CanWriteChannelsLastInterleaved(const ir::Node& node, const ir::Graph& g) {
@@ -254,11 +265,6 @@ bool CanWriteChannelsLastInterleaved(const ir::Node& node, const ir::Graph& g) {
     return false;
   return node.op_type == "Conv" || ((node.inputs.size() <= 3 || node.inputs[3] < 0) &&
                                     node.attr_string("activation", "") != "Swish");
-}
-
-bool ChannelsLastLinked(const ir::Node& node, const ir::Graph& g, int input) {
-  const NodeLayout l = LayoutOf(node, g);
-  return input >= 0 && input < static_cast<int>(l.linked.size()) && l.linked[input];
 }
 
 void ChannelsLastScale(const float* x, const float* s, float* y, int64_t N, int64_t C, int64_t HW) {

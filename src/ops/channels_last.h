@@ -36,9 +36,15 @@ bool CanRunChannelsLast(const ir::Node& node, const ir::Graph& g, int input);
 // without a residual input or Swish (whose passes over the output assume it dense).
 bool CanWriteChannelsLastInterleaved(const ir::Node& node, const ir::Graph& g);
 
-// True when `node`'s input `input` must be channels-last exactly when its output 0 is (all but
-// the convolutions and GlobalAveragePool compute in one layout).
-bool ChannelsLastLinked(const ir::Node& node, const ir::Graph& g, int input);
+// How `node` takes the layout, by CanRunChannelsLast's rules, in one answer: whether it writes
+// output 0 channels-last, and per input whether it reads it so and whether that input must be
+// channels-last exactly when output 0 is (linked: all but the convolutions and
+// GlobalAveragePool compute in one layout). All false where the node cannot.
+struct ChannelsLastUse {
+  bool output = false;
+  std::vector<char> reads, linked;  // per input
+};
+ChannelsLastUse ChannelsLastUseOf(const ir::Node& node, const ir::Graph& g);
 
 // The channels-last kernels of the element-wise nodes CanRunChannelsLast takes, x and y
 // [N, C, H, W] channels-last (HW = H * W): y = x * s with s [1, C, 1, 1] (a squeeze-and-

@@ -133,8 +133,9 @@ struct Executor::Impl : public ops::SubgraphRunner {
   }
 
   // Kernels, schedule and verified memory plan of g and, recursively, of its subgraphs.
-  // program: g's plan and layouts (its model has moved to m).
-  Status Prepare(const ir::Graph& g, const ir::Model& m, const compiler::Program& program) {
+  // program: g's plan and layouts, moved out (its model has moved to m).
+  Status Prepare(const ir::Graph& g, const ir::Model& m, compiler::Program& program) {
+    if (infos.count(&g)) return OkStatus();  // a body two nodes share, prepared once
     GraphInfo info;
     const auto& reg = ops::OpRegistry::Global();
     for (size_t n = 0; n < g.nodes.size(); ++n) {
@@ -151,13 +152,13 @@ struct Executor::Impl : public ops::SubgraphRunner {
         for (const auto& sg : a.graphs) KILN_RETURN_IF_ERROR(Prepare(*sg, m, program));
       }
     }
-    const compiler::GraphProgram& planned = program.Of(g);
-    info.channels_last = planned.layout.channels_last;
-    info.pixel_channels = planned.layout.pixel_channels;
-    info.concat_placement = planned.layout.concat_placement;
-    info.order = planned.plan.schedule.order;
-    info.buffers = planned.plan.buffers;
-    info.plan = planned.plan.plan;
+    compiler::GraphProgram& planned = program.graphs.at(&g);
+    info.channels_last = std::move(planned.layout.channels_last);
+    info.pixel_channels = std::move(planned.layout.pixel_channels);
+    info.concat_placement = std::move(planned.layout.concat_placement);
+    info.order = std::move(planned.plan.schedule.order);
+    info.buffers = std::move(planned.plan.buffers);
+    info.plan = std::move(planned.plan.plan);
     info.storage.assign(info.plan.arena_bytes + kAlignment, 0);
     uintptr_t p = reinterpret_cast<uintptr_t>(info.storage.data());
     info.arena = info.storage.data() + (AlignUp(p) - p);
