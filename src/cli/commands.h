@@ -21,5 +21,7 @@ void AddVerifyCommand(CLI::App& app, int& rc);
 // kiln serve / kiln tune (cli/serve.cc).
 void AddServeCommand(CLI::App& app, int& rc);
 void AddTuneCommand(CLI::App& app, int& rc);
+// kiln quantize (cli/quantize.cc).
+void AddQuantizeCommand(CLI::App& app, int& rc);
 
 }  // namespace kiln::cli

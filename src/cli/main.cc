@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   kiln::cli::AddVerifyCommand(app, rc);
   kiln::cli::AddServeCommand(app, rc);
   kiln::cli::AddTuneCommand(app, rc);
+  kiln::cli::AddQuantizeCommand(app, rc);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

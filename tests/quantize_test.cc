@@ -1,0 +1,319 @@
+// kiln quantize: calibration ranges, the QDQ model it writes (which kiln then runs on integer
+// kernels), and the command line.
+#include "quantize/quantize.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "cli_fixture.h"
+#include "frontend/model_loader.h"
+#include "frontend/npy.h"
+#include "quantize/calibration.h"
+#include "runtime/executor.h"
+#include "test_models.h"
+
+namespace kiln {
+namespace {
+
+using quantize::CalibrationMethod;
+using quantize::RangeCollector;
+
+// x[1, 3, 8, 8] -> Conv(8 channels, 3x3, pads 1) -> Relu -> MaxPool(2) -> Flatten
+//   -> MatMul([128, 10]) -> Add(bias) -> y[1, 10].
+onnx::ModelProto ConvNetModel(int64_t opset = 17) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-0.5f, 0.5f);
+  auto values = [&](int64_t n, float scale) {
+    std::vector<float> v(n);
+    for (float& x : v) x = u(rng) * scale;
+    return v;
+  };
+  onnx::ModelProto m = testing::EmptyModel("convnet");
+  m.mutable_opset_import(0)->set_version(opset);
+  auto* g = m.mutable_graph();
+  *g->add_input() = testing::FloatInfo("x", {1, 3, 8, 8});
+  // Channel c's weights span c + 1 times the first's, so per-channel scales differ.
+  std::vector<float> w = values(8 * 27, 1.0f);
+  for (size_t i = 0; i < w.size(); ++i) w[i] *= static_cast<float>(i / 27 + 1);
+  testing::AddFloatInitializer(g, "conv.w", {8, 3, 3, 3}, w);
+  testing::AddFloatInitializer(g, "conv.b", {8}, values(8, 0.2f));
+  testing::AddFloatInitializer(g, "fc.w", {128, 10}, values(1280, 0.3f));
+  testing::AddFloatInitializer(g, "fc.b", {10}, values(10, 0.1f));
+  testing::AddInt64Initializer(g, "flat.shape", {2}, {1, 128});
+  testing::SetAttr(testing::AddNamedNode(g, "Conv", {"x", "conv.w", "conv.b"}, "conv"), "pads",
+                   std::vector<int64_t>{1, 1, 1, 1});
+  testing::AddNamedNode(g, "Relu", {"conv"}, "relu");
+  auto* pool = testing::AddNamedNode(g, "MaxPool", {"relu"}, "pool");
+  testing::SetAttr(pool, "kernel_shape", std::vector<int64_t>{2, 2});
+  testing::SetAttr(pool, "strides", std::vector<int64_t>{2, 2});
+  testing::AddNamedNode(g, "Reshape", {"pool", "flat.shape"}, "flat");
+  testing::AddNamedNode(g, "MatMul", {"flat", "fc.w"}, "mm");
+  testing::AddNamedNode(g, "Add", {"mm", "fc.b"}, "y");
+  *g->add_output() = testing::FloatInfo("y", {1, 10});
+  return m;
+}
+
+std::vector<quantize::Sample> Samples(int n, uint32_t seed = 1) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<quantize::Sample> samples(n);
+  for (auto& s : samples) {
+    Tensor t(DType::kFloat32, {1, 3, 8, 8});
+    for (int64_t i = 0; i < t.size(); ++i) t.data<float>()[i] = u(rng);
+    s.push_back(t);
+  }
+  return samples;
+}
+
+class QuantizeModelTest : public CliTest {
+ protected:
+  std::string WriteModel(const onnx::ModelProto& m, const std::string& name = "model.onnx") {
+    Write(name, m.SerializeAsString());
+    return file(name);
+  }
+  onnx::ModelProto Quantize(const std::string& path, const quantize::QuantizeOptions& o,
+                            quantize::QuantizeSummary* summary = nullptr) {
+    auto bytes = quantize::QuantizeModel(path, Samples(8), o, summary);
+    EXPECT_TRUE(bytes.ok()) << bytes.status().message();
+    onnx::ModelProto q;
+    EXPECT_TRUE(bytes.ok() && q.ParseFromString(*bytes));
+    return q;
+  }
+};
+
+const onnx::TensorProto* Initializer(const onnx::ModelProto& m, const std::string& name) {
+  for (const auto& t : m.graph().initializer())
+    if (t.name() == name) return &t;
+  return nullptr;
+}
+
+const onnx::NodeProto* NodeReading(const onnx::ModelProto& m, const std::string& input) {
+  for (const auto& n : m.graph().node())
+    for (const auto& i : n.input())
+      if (i == input) return &n;
+  return nullptr;
+}
+
+TEST(Calibration, MinMaxIsTheExtremes) {
+  RangeCollector c;
+  const std::vector<float> a = {0.5f, -2.0f, 3.0f}, b = {NAN, 7.5f, INFINITY};
+  c.ObserveMinMax(a.data(), 3);
+  c.ObserveMinMax(b.data(), 3);
+  EXPECT_FALSE(c.StartHistogram(CalibrationMethod::kMinMax));
+  const quantize::Range r = c.Result(CalibrationMethod::kMinMax, 0);
+  EXPECT_EQ(r.lo, -2.0f);
+  EXPECT_EQ(r.hi, 7.5f);
+}
+
+TEST(Calibration, PercentileLeavesOutRareOutliers) {
+  std::vector<float> x;
+  for (int i = 0; i < 100000; ++i) x.push_back(static_cast<float>(i % 1000) / 1000.0f);
+  x.push_back(500.0f);
+  x.push_back(-300.0f);
+  RangeCollector c;
+  c.ObserveMinMax(x.data(), static_cast<int64_t>(x.size()));
+  ASSERT_TRUE(c.StartHistogram(CalibrationMethod::kPercentile));
+  c.ObserveHistogram(x.data(), static_cast<int64_t>(x.size()));
+  const quantize::Range r = c.Result(CalibrationMethod::kPercentile, 99.99);
+  EXPECT_NEAR(r.lo, 0.0f, 0.5f);
+  EXPECT_NEAR(r.hi, 1.0f, 0.5f);
+}
+
+TEST(Calibration, EntropyClipsALongTailButNotAUniformSpread) {
+  std::mt19937 rng(3);
+  std::exponential_distribution<float> tail(4.0f);
+  std::vector<float> x(200000);
+  for (float& v : x) v = tail(rng);
+  RangeCollector c;
+  c.ObserveMinMax(x.data(), static_cast<int64_t>(x.size()));
+  ASSERT_TRUE(c.StartHistogram(CalibrationMethod::kEntropy));
+  c.ObserveHistogram(x.data(), static_cast<int64_t>(x.size()));
+  const quantize::Range r = c.Result(CalibrationMethod::kEntropy, 0);
+  const float max = *std::max_element(x.begin(), x.end());
+  EXPECT_EQ(r.lo, 0.0f);  // never negative: one-sided
+  EXPECT_LT(r.hi, max * 0.9f);
+  EXPECT_GT(r.hi, 0.5f);  // well above the median (0.17)
+
+  const std::vector<double> uniform(RangeCollector::kBins, 10.0);
+  EXPECT_EQ(quantize::EntropyThresholdBins(uniform, 128), RangeCollector::kBins);
+}
+
+TEST(Calibration, ParsesTheMethods) {
+  EXPECT_EQ(*quantize::ParseCalibrationMethod("entropy"), CalibrationMethod::kEntropy);
+  EXPECT_FALSE(quantize::ParseCalibrationMethod("kl").ok());
+}
+
+TEST_F(QuantizeModelTest, WritesQdqThatKilnRunsOnIntegers) {
+  const std::string path = WriteModel(ConvNetModel());
+  quantize::QuantizeSummary s;
+  const onnx::ModelProto q = Quantize(path, {}, &s);
+  EXPECT_EQ(s.weights, 2);
+  EXPECT_EQ(s.per_channel_weights, 2);
+  EXPECT_EQ(s.biases, 1);     // Conv's; the Add's bias is a constant quantized as activations
+  EXPECT_EQ(s.constants, 1);  // fc.b
+  // x, relu (Conv's result is read only by the Relu), pool, flat, mm, y.
+  EXPECT_EQ(s.activations, 6);
+
+  const onnx::TensorProto* w = Initializer(q, "conv.w_quantized");
+  ASSERT_NE(w, nullptr);
+  EXPECT_EQ(w->data_type(), onnx::TensorProto::INT8);
+  ASSERT_NE(Initializer(q, "conv.w_scale"), nullptr);
+  EXPECT_EQ(Initializer(q, "conv.w_scale")->dims(0), 8);
+  ASSERT_NE(Initializer(q, "conv.b_quantized"), nullptr);
+  EXPECT_EQ(Initializer(q, "conv.b_quantized")->data_type(), onnx::TensorProto::INT32);
+  EXPECT_EQ(Initializer(q, "conv.w"), nullptr);  // replaced by its DequantizeLinear
+  // The Conv writes straight into the Relu; the Relu's result is quantized.
+  ASSERT_NE(NodeReading(q, "conv"), nullptr);
+  EXPECT_EQ(NodeReading(q, "conv")->op_type(), "Relu");
+  EXPECT_EQ(NodeReading(q, "relu_QuantizeLinear_Input")->op_type(), "QuantizeLinear");
+  EXPECT_EQ(q.graph().output(0).name(), "y");
+
+  const std::string qpath = file("q.onnx");
+  Write("q.onnx", q.SerializeAsString());
+  auto model = frontend::LoadModel(qpath);
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  auto exec = runtime::Executor::Create(std::move(*model));
+  ASSERT_TRUE(exec.ok()) << exec.status().message();
+  std::set<std::string> ops;
+  for (const ir::Node& n : (*exec)->model().graph->nodes) ops.insert(n.op_type);
+  EXPECT_TRUE(ops.count("QLinearConv"));
+  EXPECT_TRUE(ops.count("QLinearMatMul"));
+
+  auto errors = quantize::CompareOutputs({path}, {qpath}, Samples(4, 9), 1);
+  ASSERT_TRUE(errors.ok()) << errors.status().message();
+  ASSERT_EQ(errors->size(), 1u);
+  EXPECT_EQ((*errors)[0].name, "y");
+  EXPECT_GT((*errors)[0].rel_l2, 0.0);
+  EXPECT_LT((*errors)[0].rel_l2, 0.05);
+}
+
+TEST_F(QuantizeModelTest, WeightsComeBackWithinHalfAStepPerChannel) {
+  const onnx::ModelProto m = ConvNetModel();
+  const onnx::ModelProto q = Quantize(WriteModel(m), {});
+  const std::string& wq = Initializer(q, "conv.w_quantized")->raw_data();
+  const onnx::TensorProto* scale = Initializer(q, "conv.w_scale");
+  std::vector<float> scales(8);
+  std::memcpy(scales.data(), scale->raw_data().data(), 32);
+  const auto& w = m.graph().initializer(0).float_data();
+  for (int i = 0; i < w.size(); ++i) {
+    const float s = scales[i / 27];
+    EXPECT_LE(std::fabs(static_cast<int8_t>(wq[i]) * s - w[i]), s / 2 * 1.0001f) << i;
+    EXPECT_GE(static_cast<int8_t>(wq[i]), -127);
+  }
+  EXPECT_NEAR(scales[7] / scales[0], 8.0, 1.5);  // channel 7's weights span 8 times channel 0's
+}
+
+TEST_F(QuantizeModelTest, IsDeterministicAndTakesEveryMethodAndType) {
+  const std::string path = WriteModel(ConvNetModel());
+  for (auto method :
+       {CalibrationMethod::kMinMax, CalibrationMethod::kPercentile, CalibrationMethod::kEntropy}) {
+    quantize::QuantizeOptions o;
+    o.method = method;
+    o.activation_type = DType::kUInt8;
+    auto a = quantize::QuantizeModel(path, Samples(6), o, nullptr);
+    auto b = quantize::QuantizeModel(path, Samples(6), o, nullptr);
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(*a, *b);
+    onnx::ModelProto q;
+    ASSERT_TRUE(q.ParseFromString(*a));
+    EXPECT_EQ(Initializer(q, "x_zero_point")->data_type(), onnx::TensorProto::UINT8);
+    Write("q.onnx", *a);
+    auto errors = quantize::CompareOutputs({path}, {file("q.onnx")}, Samples(2, 9), 1);
+    ASSERT_TRUE(errors.ok()) << errors.status().message();
+    EXPECT_LT((*errors)[0].rel_l2, 0.1) << static_cast<int>(method);
+  }
+}
+
+TEST_F(QuantizeModelTest, OldOpsetsGetWeightsPerTensorAndANote) {
+  quantize::QuantizeSummary s;
+  const onnx::ModelProto q = Quantize(WriteModel(ConvNetModel(11)), {}, &s);
+  EXPECT_EQ(s.weights, 2);
+  EXPECT_EQ(s.per_channel_weights, 0);
+  ASSERT_EQ(s.notes.size(), 1u);
+  EXPECT_NE(s.notes[0].find("opset 13"), std::string::npos);
+  EXPECT_EQ(Initializer(q, "conv.w_scale")->dims_size(), 0);
+
+  auto too_old =
+      quantize::QuantizeModel(WriteModel(ConvNetModel(9), "old.onnx"), Samples(1), {}, nullptr);
+  ASSERT_FALSE(too_old.ok());
+  EXPECT_NE(too_old.status().message().find("opset 10"), std::string::npos);
+}
+
+TEST_F(QuantizeModelTest, RefusesAModelAlreadyQuantized) {
+  const std::string path = WriteModel(ConvNetModel());
+  auto bytes = quantize::QuantizeModel(path, Samples(2), {}, nullptr);
+  ASSERT_TRUE(bytes.ok());
+  Write("q.onnx", *bytes);
+  auto again = quantize::QuantizeModel(file("q.onnx"), Samples(2), {}, nullptr);
+  ASSERT_FALSE(again.ok());
+  EXPECT_NE(again.status().message().find("already quantized"), std::string::npos);
+}
+
+TEST_F(QuantizeModelTest, LoadsSamplesFromFilesFoldersAndBundles) {
+  const std::string path = WriteModel(ConvNetModel());
+  auto model = frontend::LoadModel(path);
+  ASSERT_TRUE(model.ok());
+  const auto samples = Samples(3);
+  fs::create_directories(dir_ / "files");
+  for (int i = 0; i < 3; ++i) {
+    Write("files/s" + std::to_string(i) + ".npy", frontend::SerializeNpy(samples[i][0]));
+    fs::create_directories(dir_ / "folders" / std::to_string(i));
+    Write("folders/" + std::to_string(i) + "/x.npy", frontend::SerializeNpy(samples[i][0]));
+  }
+  for (const std::string sub : {"files", "folders"}) {
+    auto loaded = quantize::LoadSamples(file(sub), *model->graph);
+    ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+    ASSERT_EQ(loaded->size(), 3u);
+    EXPECT_EQ(std::memcmp((*loaded)[2][0].raw(), samples[2][0].raw(), samples[2][0].nbytes()), 0);
+  }
+  ASSERT_EQ(RunKiln("bundle " + path + " --random 2 -o " + file("b.bpte")).code, 0);
+  auto bundled = quantize::LoadSamples(file("b.bpte"), *model->graph);
+  ASSERT_TRUE(bundled.ok()) << bundled.status().message();
+  EXPECT_EQ(bundled->size(), 2u);
+
+  Tensor wrong(DType::kFloat32, {1, 3, 8, 9});
+  fs::create_directories(dir_ / "bad");
+  Write("bad/a.npy", frontend::SerializeNpy(wrong));
+  auto bad = quantize::LoadSamples(file("bad"), *model->graph);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("do not fit input 'x'"), std::string::npos);
+  fs::create_directories(dir_ / "empty");
+  EXPECT_FALSE(quantize::LoadSamples(file("empty"), *model->graph).ok());
+}
+
+TEST_F(QuantizeModelTest, CommandLine) {
+  const std::string path = WriteModel(ConvNetModel());
+  Result r = RunKiln("quantize " + path + " --random 4 --method percentile -o " + file("q.onnx"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("quantized 2 weights (2 per channel), 1 biases"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("output 'y': vs float max |err|"), std::string::npos) << r.out;
+  EXPECT_TRUE(fs::exists(file("q.onnx")));
+  EXPECT_EQ(RunKiln("run " + file("q.onnx") + " --output-dir " + file("out")).code, 0);
+
+  fs::create_directories(dir_ / "cal");
+  for (const auto& s : Samples(2)) {
+    static int k = 0;
+    Write("cal/" + std::to_string(k++) + ".npy", frontend::SerializeNpy(s[0]));
+  }
+  r = RunKiln("quantize " + path + " --calibration " + file("cal") +
+              " --per-tensor --activations uint8 -o " + file("q2.onnx"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("(0 per channel)"), std::string::npos) << r.out;
+
+  for (const std::string& bad :
+       {std::string("quantize ") + path + " -o " + file("x.onnx"),
+        "quantize " + path + " --random 2 --calibration " + file("cal") + " -o " + file("x.onnx"),
+        "quantize " + file("q.onnx") + " --random 2 -o " + file("x.onnx"),
+        "quantize " + path + " --calibration " + file("nothing") + " -o " + file("x.onnx"),
+        "quantize " + path + " --random 2 --method kl -o " + file("x.onnx")}) {
+    r = RunKiln(bad);
+    EXPECT_EQ(r.code, 1) << bad;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << bad << ": " << r.err;
+  }
+}
+
+}  // namespace
+}  // namespace kiln
