@@ -22,7 +22,7 @@ using quantize::RangeCollector;
 
 // x[1, 3, 8, 8] -> Conv(8 channels, 3x3, pads 1) -> Relu -> MaxPool(2) -> Flatten
 //   -> MatMul([128, 10]) -> Add(bias) -> y[1, 10].
-onnx::ModelProto ConvNetModel(int64_t opset = 17) {
+onnx::ModelProto ConvNetModel(int64_t opset = 17, bool relu6 = false) {
   std::mt19937 rng(5);
   std::uniform_real_distribution<float> u(-0.5f, 0.5f);
   auto values = [&](int64_t n, float scale) {
@@ -44,7 +44,20 @@ onnx::ModelProto ConvNetModel(int64_t opset = 17) {
   testing::AddInt64Initializer(g, "flat.shape", {2}, {1, 128});
   testing::SetAttr(testing::AddNamedNode(g, "Conv", {"x", "conv.w", "conv.b"}, "conv"), "pads",
                    std::vector<int64_t>{1, 1, 1, 1});
-  testing::AddNamedNode(g, "Relu", {"conv"}, "relu");
+  if (relu6) {  // Clip(0, 6): inputs from opset 11, attributes before
+    auto* clip = testing::AddNamedNode(g, "Clip", {"conv"}, "relu");
+    if (opset >= 11) {
+      testing::AddFloatInitializer(g, "zero", {}, {0.0f});
+      testing::AddFloatInitializer(g, "six", {}, {6.0f});
+      clip->add_input("zero");
+      clip->add_input("six");
+    } else {
+      testing::SetAttr(clip, "min", 0.0f);
+      testing::SetAttr(clip, "max", 6.0f);
+    }
+  } else {
+    testing::AddNamedNode(g, "Relu", {"conv"}, "relu");
+  }
   auto* pool = testing::AddNamedNode(g, "MaxPool", {"relu"}, "pool");
   testing::SetAttr(pool, "kernel_shape", std::vector<int64_t>{2, 2});
   testing::SetAttr(pool, "strides", std::vector<int64_t>{2, 2});
@@ -187,6 +200,27 @@ TEST_F(QuantizeModelTest, WritesQdqThatKilnRunsOnIntegers) {
   EXPECT_EQ((*errors)[0].name, "y");
   EXPECT_GT((*errors)[0].rel_l2, 0.0);
   EXPECT_LT((*errors)[0].rel_l2, 0.05);
+}
+
+TEST_F(QuantizeModelTest, AClipAfterAConvRunsInsideTheIntegerConv) {
+  for (int64_t opset : {10, 17}) {
+    const std::string path = WriteModel(ConvNetModel(opset, true));
+    const onnx::ModelProto q = Quantize(path, {});
+    ASSERT_NE(NodeReading(q, "conv"), nullptr);
+    EXPECT_EQ(NodeReading(q, "conv")->op_type(), "Clip");
+    Write("q.onnx", q.SerializeAsString());
+    auto model = frontend::LoadModel(file("q.onnx"));
+    ASSERT_TRUE(model.ok()) << model.status().message();
+    auto exec = runtime::Executor::Create(std::move(*model));
+    ASSERT_TRUE(exec.ok()) << exec.status().message();
+    std::set<std::string> ops;
+    for (const ir::Node& n : (*exec)->model().graph->nodes) ops.insert(n.op_type);
+    EXPECT_TRUE(ops.count("QLinearConv")) << opset;
+    EXPECT_FALSE(ops.count("Clip")) << opset;
+    auto errors = quantize::CompareOutputs({path}, {file("q.onnx")}, Samples(4, 9), 1);
+    ASSERT_TRUE(errors.ok()) << errors.status().message();
+    EXPECT_LT((*errors)[0].rel_l2, 0.05);
+  }
 }
 
 TEST_F(QuantizeModelTest, WeightsComeBackWithinHalfAStepPerChannel) {

@@ -545,8 +545,9 @@ TEST(QuantizedOps, ConvsAgainstTheIntegerReference) {
 // ---------------------------------------------------------------------------------------------
 // fuse-qdq
 
-// QDQ: y = Q(Relu?(Conv(DQ(Q(x)), DQ(wq), bias))), per-channel int8 weights, or the MatMul form.
-onnx::ModelProto QdqModel(bool conv, bool relu, double out_zp) {
+// QDQ: y = Q(Relu?(Conv(DQ(Q(x)), DQ(wq), bias))), per-channel int8 weights, or the MatMul form;
+// Clip(0, clip_max) in place of the Relu where clip_max > 0.
+onnx::ModelProto QdqModel(bool conv, bool relu, double out_zp, double clip_max = 0) {
   std::mt19937 rng(19);
   onnx::ModelProto model = testing::EmptyModel("qdq");
   auto* g = model.mutable_graph();
@@ -576,7 +577,13 @@ onnx::ModelProto QdqModel(bool conv, bool relu, double out_zp) {
   } else {
     testing::AddNamedNode(g, "MatMul", {"xd", "wd"}, "c");
   }
-  if (relu) testing::AddNamedNode(g, "Relu", {"c"}, "r");
+  if (relu && clip_max > 0) {
+    AddInitializer(g, "lo", DType::kFloat32, {}, {0.0});
+    AddInitializer(g, "hi", DType::kFloat32, {}, {clip_max});
+    testing::AddNamedNode(g, "Clip", {"c", "lo", "hi"}, "r");
+  } else if (relu) {
+    testing::AddNamedNode(g, "Relu", {"c"}, "r");
+  }
   testing::AddNamedNode(g, "QuantizeLinear", {relu ? "r" : "c", "ys", "yz"}, "yq");
   testing::AddNamedNode(g, "DequantizeLinear", {"yq", "ys", "yz"}, "y");
   Dims out = conv ? Dims{1, m, 12, 12} : Dims{4, m};
@@ -602,6 +609,7 @@ TEST(FuseQdq, ConvAndMatMulRunOnIntegersWithinOneStep) {
     bool conv, relu;
     double out_zp;
     std::vector<std::string> ops;
+    double clip_max = 0;
   };
   const Case cases[] = {
       {true, true, 0, {"QuantizeLinear", "QuantizeLinear", "DequantizeLinear"}},
@@ -613,10 +621,18 @@ TEST(FuseQdq, ConvAndMatMulRunOnIntegersWithinOneStep) {
        100,
        {"QuantizeLinear", "DequantizeLinear", "DequantizeLinear", "Conv", "Relu", "QuantizeLinear",
         "DequantizeLinear"}},
+      // A Clip(0, 20) is the saturation of a Q whose top is 255 / 16; a Clip(0, 6) is not.
+      {true, true, 0, {"QuantizeLinear", "QuantizeLinear", "DequantizeLinear"}, 20.0},
+      {true,
+       true,
+       0,
+       {"QuantizeLinear", "DequantizeLinear", "DequantizeLinear", "Conv", "Clip", "QuantizeLinear",
+        "DequantizeLinear"},
+       6.0},
   };
   std::mt19937 rng(23);
   for (const Case& c : cases) {
-    const onnx::ModelProto model = QdqModel(c.conv, c.relu, c.out_zp);
+    const onnx::ModelProto model = QdqModel(c.conv, c.relu, c.out_zp, c.clip_max);
     std::vector<std::string> ops = OpsAfterFusion(model);
     std::vector<std::string> want = c.ops;
     if (want.size() == 3) want[1] = c.conv ? "QLinearConv" : "QLinearMatMul";

@@ -1,6 +1,8 @@
 #include "passes/fuse_qdq.h"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -113,12 +115,40 @@ bool IsPerTensorQuantize(const ir::Graph& g, const ir::Node& q) {
   return ZeroPointFits(g, zp, g.values[q.outputs[0]].type.dtype, 1);
 }
 
-// True when the Q's zero point is its type's lowest value: saturation then does a Relu's work.
-bool SaturatesAtZero(const ir::Graph& g, const ir::Node& q) {
-  const int zp = q.inputs.size() > 2 ? q.inputs[2] : -1;
-  if (zp < 0) return true;  // uint8 0
-  const Tensor& z = *ConstantOf(g, zp);
-  return z.GetInt(0) == (z.dtype() == DType::kInt8 ? -128 : 0);
+// Q(Clip(v, lo, hi)) == Q(v) for every v: the Q saturates at or before lo and hi anyway (a Relu
+// is lo = 0 with no hi; an absent bound is infinite).
+bool QuantizeAbsorbsClip(const ir::Graph& g, const ir::Node& q, double lo, double hi) {
+  const double scale = ConstantOf(g, q.inputs[1])->data<float>()[0];
+  if (!(scale > 0 && std::isfinite(scale))) return false;
+  const int zp_value = q.inputs.size() > 2 ? q.inputs[2] : -1;
+  const double zp = zp_value < 0 ? 0 : ConstantOf(g, zp_value)->GetDouble(0);
+  const bool is_signed = g.values[q.outputs[0]].type.dtype == DType::kInt8;
+  const double qmin = is_signed ? -128 : 0, qmax = is_signed ? 127 : 255;
+  auto quantize = [&](double x) { return std::clamp(std::nearbyint(x / scale) + zp, qmin, qmax); };
+  return (std::isinf(lo) || quantize(lo) == qmin) && (std::isinf(hi) || quantize(hi) == qmax);
+}
+
+// The bounds of a Relu or of a Clip with constant bounds (attributes before opset 11, inputs
+// from it), or nullopt for any other node.
+std::optional<std::pair<double, double>> ClipBounds(const ir::Graph& g, const ir::Node& n,
+                                                    int64_t opset) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  if (!IsDefaultDomain(n) || n.inputs.empty() || n.inputs[0] < 0) return std::nullopt;
+  if (n.op_type == "Relu") return std::pair{0.0, kInf};
+  if (n.op_type != "Clip") return std::nullopt;
+  if (opset < 11) {
+    const ir::Attribute* lo = n.attr("min");
+    const ir::Attribute* hi = n.attr("max");
+    return std::pair{lo ? double{lo->f} : -kInf, hi ? double{hi->f} : kInf};
+  }
+  double bounds[2] = {-kInf, kInf};
+  for (size_t i = 1; i < n.inputs.size() && i < 3; ++i) {
+    if (n.inputs[i] < 0) continue;
+    const Tensor* b = ConstantOf(g, n.inputs[i]);
+    if (!b || b->dtype() != DType::kFloat32 || b->size() != 1) return std::nullopt;
+    bounds[i - 1] = b->data<float>()[0];
+  }
+  return std::pair{bounds[0], bounds[1]};
 }
 
 bool FuseInGraph(ir::Graph& g, const ir::Model& m) {
@@ -135,12 +165,10 @@ bool FuseInGraph(ir::Graph& g, const ir::Model& m) {
     int y = g.nodes[qi].inputs[0];
     int core = g.values[y].producer;
     if (core < 0 || readers.Sole(y) != qn || !keep[core]) continue;
-    if (g.nodes[core].op_type == "Relu" && IsDefaultDomain(g.nodes[core])) {
-      const ir::Node& relu = g.nodes[core];
-      if (!SaturatesAtZero(g, g.nodes[qi]) || relu.inputs.size() != 1 || relu.inputs[0] < 0)
-        continue;
+    if (auto bounds = ClipBounds(g, g.nodes[core], m.OpsetFor(""))) {
+      if (!QuantizeAbsorbsClip(g, g.nodes[qi], bounds->first, bounds->second)) continue;
       gone.push_back(core);
-      y = relu.inputs[0];
+      y = g.nodes[core].inputs[0];
       core = g.values[y].producer;
       if (core < 0 || readers.Sole(y) != gone.back() || !keep[core]) continue;
     }

@@ -8,8 +8,9 @@
 // where xq and wq are int8 or uint8, x's scale and zero point are constant scalars, wq is a
 // constant with constant scales per tensor or per output channel (Conv: axis 0 of [M, C, k..];
 // MatMul: axis 1 of a 2-D [K, N]), the Q has constant scalar scale and zero point, and the float
-// result is read only by the Q, or by a Relu read only by the Q whose zero point is its type's
-// lowest value (so saturation is the Relu). A Conv bias is the int32 of a DQ whose scale is
+// result is read only by the Q, or by a Relu or a Clip with constant bounds read only by the Q
+// whose saturation does its work (Q(Clip(v)) == Q(v) for every v: a Relu needs the Q's zero point
+// at its type's lowest value). A Conv bias is the int32 of a DQ whose scale is
 // x_scale * w_scale, or a float constant quantized to that scale. Not exact: the float graph
 // rounds the float sum where the integer ops round once. DQ nodes left unread go. Subgraphs too.
 #pragma once

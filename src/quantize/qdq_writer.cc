@@ -185,6 +185,7 @@ int64_t SliceOf(int64_t i, const Dims& dims, int axis) {
 
 // Symmetric int8 in [-127, 127], zero point 0, scale max |w| / 127 per slice along axis.
 QuantizedConstant QuantizeWeight(const Tensor& w, int axis) {
+  if (axis >= w.rank()) axis = -1;  // a malformed Gemm's weight of rank under 2
   QuantizedConstant q{DType::kInt8, w.dims(), {}, {}, {}, axis};
   const int64_t slices = axis < 0 ? 1 : w.dim(axis);
   std::vector<float> absmax(slices, 0.0f);
@@ -324,15 +325,15 @@ QdqChoice ChooseTensors(const onnx::GraphProto& g, const std::map<std::string, T
   std::set<std::string> graph_outputs;
   for (const auto& o : g.output()) graph_outputs.insert(o.name());
 
-  // A result read only by a Relu is quantized after the Relu (fuse-qdq folds the two).
+  // A result read only by a Relu or a Clip is quantized after it (fuse-qdq folds the two).
   std::set<std::string> before_relu;
   for (const auto& n : g.node()) {
     if (!RolesOf(n) || n.output_size() == 0) continue;
     const auto& r = readers[n.output(0)];
     if ((n.op_type() == "Conv" || n.op_type() == "ConvTranspose" || n.op_type() == "MatMul" ||
          n.op_type() == "Gemm" || n.op_type() == "Add") &&
-        r.size() == 1 && r[0]->op_type() == "Relu" && RolesOf(*r[0]) &&
-        !graph_outputs.count(n.output(0))) {
+        r.size() == 1 && (r[0]->op_type() == "Relu" || r[0]->op_type() == "Clip") &&
+        RolesOf(*r[0]) && !graph_outputs.count(n.output(0))) {
       before_relu.insert(n.output(0));
     }
   }
