@@ -149,9 +149,11 @@ QParams ActivationParams(Range r, DType t) {
   return p;
 }
 
-// x / scale + zero point, rounded half to even and saturated to [lo, hi] (QuantizeLinear).
+// x / scale + zero point, rounded half to even and saturated to [lo, hi] (QuantizeLinear); a NaN
+// weight becomes the zero point.
 int32_t QuantizeValue(float x, float scale, int32_t zero_point, double lo, double hi) {
-  return static_cast<int32_t>(std::clamp(std::nearbyint(double{x} / scale) + zero_point, lo, hi));
+  const double q = std::nearbyint(double{x} / scale) + zero_point;
+  return std::isnan(q) ? zero_point : static_cast<int32_t>(std::clamp(q, lo, hi));
 }
 
 // A constant stored quantized: its integer bytes, and the scales and zero points along `axis`
