@@ -6,12 +6,15 @@
 
 #include <cmath>
 #include <random>
+#include <sstream>
+#include <tuple>
 
 #include "cli_fixture.h"
 #include "frontend/model_loader.h"
 #include "frontend/npy.h"
 #include "quantize/calibration.h"
 #include "runtime/executor.h"
+#include "support/file_io.h"
 #include "test_models.h"
 
 namespace kiln {
@@ -315,6 +318,86 @@ TEST_F(QuantizeModelTest, LoadsSamplesFromFilesFoldersAndBundles) {
   EXPECT_NE(bad.status().message().find("do not fit input 'x'"), std::string::npos);
   fs::create_directories(dir_ / "empty");
   EXPECT_FALSE(quantize::LoadSamples(file("empty"), *model->graph).ok());
+}
+
+std::pair<int, std::string> Sh(const std::string& cmd) {
+  std::string out;
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+  const int st = pclose(p);
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+}
+
+// The float outputs a program printed, one "bits 0x%08lx" per line (newlib's printf has no %a).
+std::vector<float> PrintedFloats(const std::string& out) {
+  std::vector<float> v;
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("bits ", 0) != 0) continue;
+    const uint32_t bits = static_cast<uint32_t>(std::strtoul(line.c_str() + 5, nullptr, 16));
+    float f;
+    std::memcpy(&f, &bits, 4);
+    v.push_back(f);
+  }
+  return v;
+}
+
+// The generated C of a QDQ model runs Conv and MatMul on int8 (int8 weights in flash) and gives
+// the host executor's outputs bit for bit, built with gcc and on the emulated Cortex-M4, where
+// the instruction counter counts the same on every run.
+TEST_F(QuantizeModelTest, Int8CMatchesTheHostBitForBit) {
+  const std::string path = WriteModel(ConvNetModel());
+  ASSERT_EQ(RunKiln("quantize " + path + " --random 4 -o " + file("q.onnx")).code, 0);
+  Result r =
+      RunKiln("compile " + file("q.onnx") + " --target c --name convnet --out " + file("gen"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto c = ReadFile(file("gen/convnet.c"));
+  ASSERT_TRUE(c.ok());
+  EXPECT_NE(c->find("kiln_qconv_run("), std::string::npos);
+  Write("main.c",
+        "#include <stdio.h>\n#include <string.h>\n#include \"convnet.h\"\n"
+        "static float x[192], y[10];\n"
+        "static uint8_t arena[KILN_CONVNET_WORKSPACE_SIZE] __attribute__((aligned(16)));\n"
+        "int main(void) {\n"
+        "  struct kiln_convnet_inputs in = {x};\n  struct kiln_convnet_outputs out = {y};\n"
+        "  struct kiln_convnet_workspace ws = {arena};\n  int i;\n"
+        "  for (i = 0; i < 192; ++i) x[i] = (float)((i * 37) % 101) / 50.0f - 1.0f;\n"
+        "  if (kiln_convnet_run(&in, &out, &ws) != KILN_OK) return 2;\n"
+        "  for (i = 0; i < 10; ++i) {\n"
+        "    uint32_t bits;\n    memcpy(&bits, &y[i], 4);\n"
+        "    printf(\"bits 0x%08lx\\n\", (unsigned long)bits);\n  }\n  return 0;\n}\n");
+  Tensor x(DType::kFloat32, {1, 3, 8, 8});
+  for (int i = 0; i < 192; ++i)
+    x.data<float>()[i] = static_cast<float>((i * 37) % 101) / 50.0f - 1.0f;
+  auto model = frontend::LoadModel(file("q.onnx"));
+  ASSERT_TRUE(model.ok());
+  auto exec = runtime::Executor::Create(std::move(*model));
+  ASSERT_TRUE(exec.ok());
+  std::vector<Tensor> host;
+  ASSERT_TRUE((*exec)->Run({x}, &host).ok());
+  const std::vector<float> want(host[0].data<float>(), host[0].data<float>() + 10);
+
+  const std::string sources = file("gen/convnet.c") + " " + file("gen/convnet_params.c") + " " +
+                              file("main.c") + " -I" + file("gen");
+  auto [rc, out] = Sh("gcc -std=c99 -Wall -Wextra -Werror -pedantic -O2 -o " + file("main") + " " +
+                      sources + " -lm && " + file("main"));
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(PrintedFloats(out), want);
+#ifdef KILN_CORTEX_M4_RUN
+  std::string counts[2];
+  for (std::string& count : counts) {
+    std::tie(rc, out) =
+        Sh(std::string(KILN_CORTEX_M4_RUN) + " --count-instructions --timeout 300 -- " + sources);
+    ASSERT_EQ(rc, 0) << out;
+    EXPECT_EQ(PrintedFloats(out), want);
+    const size_t at = out.find("kiln instructions: ");
+    ASSERT_NE(at, std::string::npos) << out;
+    count = out.substr(at, out.find('\n', at) - at);
+  }
+  EXPECT_EQ(counts[0], counts[1]);
+#endif
 }
 
 TEST_F(QuantizeModelTest, CommandLine) {

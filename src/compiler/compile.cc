@@ -36,9 +36,10 @@ Status Lower(ir::Model& model, const CompileOptions& o) {
   // 1. Every value's type and dims, with the caller's input dims.
   KILN_RETURN_IF_ERROR(passes::InferShapes(model, o.shapes));
   if (o.after_shapes) KILN_RETURN_IF_ERROR(o.after_shapes(model));
-  // 2. Host: a QDQ model's Conv and MatMul on int8 arithmetic, before fold-constants turns the
-  //    int8 weights into float.
-  if (host) KILN_RETURN_IF_ERROR(passes::RunPasses(model, {"fuse-qdq"}, po));
+  // 2. Host and C: a QDQ model's Conv and MatMul on int8 arithmetic (int8 weights in flash for
+  //    a microcontroller), before fold-constants turns the int8 weights into float.
+  if (host || o.target == Target::kC)
+    KILN_RETURN_IF_ERROR(passes::RunPasses(model, {"fuse-qdq"}, po));
   // 3. The pipeline's passes (the verifier runs after each).
   KILN_RETURN_IF_ERROR(passes::RunPasses(model, o.passes, po));
   // 4. Folding. Generated code cannot evaluate Shape & co at run time, so C and CUDA fold what

@@ -1,0 +1,163 @@
+#!/usr/bin/python3
+"""kiln's generated C on the emulated Cortex-M4, float against int8: executed instructions per
+inference, flash and RAM.
+
+Usage: /usr/bin/python3 bench/mcu_int8.py [--kiln build/kiln] [--samples N] [--opt -O2] [--json]
+                                          [MODEL.onnx ...]
+Models default to models/kws_cnn.onnx. For each model:
+  float  `kiln compile MODEL --target c`
+  int8   `kiln quantize MODEL --random N` (QDQ: int8 weights per channel, int8 activations), then
+         `kiln compile --target c`, whose lowering runs fuse-qdq: Conv / MatMul become
+         QLinearConv / QLinearMatMul on int8 data with int8 weights in flash
+Each is linked with a main that runs the model R times on fixed pseudo-random inputs
+(arm-none-eabi-gcc, OPT, -mcpu=cortex-m4 -mfpu=fpv4-sp-d16 -mfloat-abi=hard) and run on qemu's
+mps2-an386 under scripts/qemu_insn_count.c (scripts/cortex_m4_run --count-instructions): the count
+for R = 3 minus the count for R = 1, halved, is one inference without start-up and I/O. Exact and
+deterministic: executed instructions, not cycles.
+Flash: .text + .rodata of NAME.o and NAME_params.o (the model alone, no C library). RAM: the
+workspace (KILN_NAME_WORKSPACE_SIZE) plus the objects' .data + .bss.
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+MAIN = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include "NAME.h"
+
+static uint8_t arena[KILN_UPPER_WORKSPACE_SIZE + 1] __attribute__((aligned(16)));
+
+int main(int argc, char **argv) {
+  const kiln_model_descriptor *d = &kiln_NAME_descriptor;
+  struct kiln_NAME_inputs in;
+  struct kiln_NAME_outputs out;
+  struct kiln_NAME_workspace ws;
+  uint32_t seed = 12345u;
+  int runs = argc > 1 ? atoi(argv[1]) : 1, i, r;
+  double sum = 0;
+  for (i = 0; i < d->num_inputs; ++i) {
+    size_t n = d->inputs[i].size_bytes, k;
+    uint8_t *p = (uint8_t *)malloc(n + 1);
+    if (!p) return 3;
+    for (k = 0; k < n; ++k) p[k] = 0;
+    if (d->inputs[i].dtype == 1)
+      for (k = 0; k < n / 4; ++k) {
+        seed = seed * 1664525u + 1013904223u;
+        ((float *)p)[k] = (float)(seed >> 8) / 8388608.0f - 1.0f;
+      }
+    kiln_NAME_set_input(&in, i, p);
+  }
+  for (i = 0; i < d->num_outputs; ++i) {
+    void *p = malloc(d->outputs[i].size_bytes + 1);
+    if (!p) return 3;
+    kiln_NAME_set_output(&out, i, p);
+  }
+  ws.arena = arena;
+  for (r = 0; r < runs; ++r)
+    if (kiln_NAME_run(&in, &out, &ws) != KILN_OK) return 2;
+  for (i = 0; i < d->num_outputs; ++i) {
+    size_t k;
+    if (d->outputs[i].dtype != 1) continue;
+    for (k = 0; k < d->outputs[i].size_bytes / 4; ++k) sum += ((float **)&out)[i][k];
+  }
+  printf("checksum %.6f\n", sum);
+  return 0;
+}
+"""
+
+
+def run(cmd, **kw):
+    r = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    if r.returncode != 0:
+        sys.exit(f"mcu_int8: {' '.join(cmd)} failed ({r.returncode}):\n{r.stdout}{r.stderr}")
+    return r
+
+
+def sections(obj):
+    """.text+.rodata and .data+.bss bytes of one object file (arm-none-eabi-size -A)."""
+    flash = ram = 0
+    for line in run(["arm-none-eabi-size", "-A", obj]).stdout.splitlines():
+        parts = line.split()
+        if len(parts) < 2 or not parts[1].isdigit():
+            continue
+        name, size = parts[0], int(parts[1])
+        if name.startswith((".text", ".rodata")):
+            flash += size
+        elif name.startswith((".data", ".bss")):
+            ram += size
+    return flash, ram
+
+
+def measure(model, name, out_dir, opt):
+    """Instructions per inference, flash and RAM of one model's generated C."""
+    run([ARGS.kiln, "compile", model, "--target", "c", "--name", name, "--out", out_dir])
+    main_c = os.path.join(out_dir, "bench_main.c")
+    with open(main_c, "w") as f:
+        f.write(MAIN.replace("NAME", name).replace("UPPER", name.upper()))
+    elf = os.path.join(out_dir, "bench.elf")
+    sources = [os.path.join(out_dir, f"{name}.c"), os.path.join(out_dir, f"{name}_params.c"), main_c]
+    run([os.path.join(ROOT, "scripts", "cortex_m4_run"), "--out", elf, "--no-run", "--", opt,
+         "-I", out_dir] + sources)
+    counts = {}
+    for runs in (1, 3):
+        r = run([os.path.join(ROOT, "scripts", "cortex_m4_run"), "--count-instructions",
+                 "--timeout", "600", "--elf", elf, "--run", str(runs)])
+        m = re.search(r"kiln instructions: (\d+)", r.stderr)
+        if not m:
+            sys.exit(f"mcu_int8: no instruction count for {name}:\n{r.stderr}")
+        counts[runs] = int(m.group(1))
+    flash = ram = 0
+    for src in sources[:2]:
+        obj = src[:-2] + ".o"
+        run(["arm-none-eabi-gcc", "-std=c99", opt, "-mcpu=cortex-m4", "-mthumb",
+             "-mfloat-abi=hard", "-mfpu=fpv4-sp-d16", "-c", src, "-I", out_dir, "-o", obj])
+        f, r_ = sections(obj)
+        flash += f
+        ram += r_
+    with open(os.path.join(out_dir, f"{name}.h")) as f:
+        ws = int(re.search(r"WORKSPACE_SIZE (\d+)", f.read()).group(1))
+    return {"instructions": (counts[3] - counts[1]) // 2, "flash": flash, "ram": ram + ws,
+            "workspace": ws}
+
+
+def main():
+    global ARGS
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("models", nargs="*", default=[os.path.join(ROOT, "models", "kws_cnn.onnx")])
+    p.add_argument("--kiln", default=os.path.join(ROOT, "build", "kiln"))
+    p.add_argument("--samples", type=int, default=16, help="calibration samples (--random)")
+    p.add_argument("--opt", default="-O2", help="the optimization flag for arm-none-eabi-gcc")
+    p.add_argument("--json", action="store_true")
+    ARGS = p.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for model in ARGS.models:
+            base = re.sub(r"\W", "_", os.path.splitext(os.path.basename(model))[0])
+            qdq = os.path.join(tmp, base + "_int8.onnx")
+            run([ARGS.kiln, "quantize", model, "--random", str(ARGS.samples), "-o", qdq])
+            row = {"model": os.path.basename(model)}
+            for kind, path in (("float", model), ("int8", qdq)):
+                row[kind] = measure(path, base, os.path.join(tmp, f"{base}_{kind}"), ARGS.opt)
+            rows.append(row)
+    if ARGS.json:
+        print(json.dumps(rows, indent=1))
+        return
+    print(f"| model | float instr. | int8 instr. | int8/float | float flash | int8 flash | "
+          f"float RAM | int8 RAM |  ({ARGS.opt}, Cortex-M4 under qemu)")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        f, q = r["float"], r["int8"]
+        print(f"| {r['model']} | {f['instructions']:,} | {q['instructions']:,} | "
+              f"{q['instructions'] / f['instructions']:.2f} | {f['flash']:,} | {q['flash']:,} | "
+              f"{f['ram']:,} | {q['ram']:,} |")
+
+
+if __name__ == "__main__":
+    main()
