@@ -214,6 +214,8 @@ const char* const kVersion1[] = {
     "com.kiln.ChannelShuffle",
     "com.microsoft.FusedConv",
     "com.microsoft.Gelu",
+    "com.kiln.QLinearConv",
+    "com.kiln.QLinearMatMul",
 };
 
 }  // namespace

@@ -90,6 +90,8 @@ const std::map<Key, unsigned>& Table() {
       {{"", "ConvTranspose"}, R},
       {{"", "ConvInteger"}, R | W},
       {{"", "QLinearConv"}, R | W},
+      {{"com.kiln", "QLinearMatMul"}, R | W},
+      {{"com.kiln", "QLinearConv"}, R | W},
       {{"", "MaxPool"}, R | W},
       {{"", "AveragePool"}, R | W},
       {{"", "LpPool"}, R},

@@ -1,7 +1,10 @@
 // The integer matmul / conv family: MatMulInteger, ConvInteger, QLinearMatMul, QLinearConv.
-// Rounding follows the ONNX reference: round half to even (std::nearbyint), then saturate.
+// Rounding follows the ONNX reference: round half to even (std::nearbyint), then saturate. The
+// com.kiln QLinearConv / QLinearMatMul that fuse-qdq makes take the same inputs and requantize in
+// fixed point instead (kernels/reference/requant.c), as the generated C does on a microcontroller.
 #include <string>
 
+#include "kernels/reference/reference_kernels.h"
 #include "ops/common.h"
 #include "ops/quantize.h"
 #include "ops/quantize_gemm.h"
@@ -187,6 +190,29 @@ bool RequantizeRows(int threads, const int32_t* acc, int64_t rows, int64_t n,
   return true;
 }
 
+// Fixed-point requantization (kernels/reference/requant.c) of `rows` runs of `n` sums into y:
+// run r, column j takes multiplier (by_row ? r % count : j % count) of `real`, saturated.
+void RequantizeFixedRows(int threads, const int32_t* acc, int64_t rows, int64_t n,
+                         const std::vector<double>& real, bool by_row, int32_t zp, Tensor& y) {
+  const auto count = static_cast<int64_t>(real.size());
+  std::vector<int32_t> mult(count), shift(count);
+  for (int64_t i = 0; i < count; ++i) kiln_requant_multiplier(real[i], &mult[i], &shift[i]);
+  const bool is_signed = y.dtype() == DType::kInt8;
+  const int32_t lo = is_signed ? -128 : 0, hi = is_signed ? 127 : 255;
+  auto* out = static_cast<uint8_t*>(y.raw());
+  const int t = static_cast<int>(std::min<int64_t>(threads, rows * n / (64 << 10) + 1));
+  ParallelFor(t, rows, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r)
+      for (int64_t j = 0; j < n; ++j) {
+        const int64_t q = (by_row ? r : j) % count;
+        const int32_t v = kiln_requant_fixed(acc[r * n + j], mult[q], shift[q], zp, lo, hi);
+        out[r * n + j] = static_cast<uint8_t>(v);  // int8's two's complement byte, or uint8
+      }
+  });
+}
+
+bool IsKilnDomain(const ComputeContext& ctx) { return ctx.node().domain == kKilnDomain; }
+
 Status QLinearMatMulCompute(ComputeContext& ctx) {
   MatMulShape s;
   const Tensor& a = ctx.input(0);
@@ -209,6 +235,14 @@ Status QLinearMatMulCompute(ComputeContext& ctx) {
   if (ys.size() != 1) return ctx.error("y_scale must be a scalar");
   double yz = ctx.has_input(7) ? ctx.input(7).GetDouble(0) : 0.0;
   Tensor& y = ctx.output(0);
+  if (IsKilnDomain(ctx)) {  // fuse-qdq's: fixed point, saturated
+    if (as.size() != 1) return ctx.error("a_scale must be a scalar");
+    std::vector<double> real(bs.size());
+    for (int64_t j = 0; j < bs.size(); ++j) real[j] = RequantMultiplier(as, 0, bs, j, ys);
+    RequantizeFixedRows(ctx.threads(), r, total / s.n, s.n, real, false, static_cast<int32_t>(yz),
+                        y);
+    return OkStatus();
+  }
   if (as.size() == 1 && total > 0) {
     std::vector<double> mul(bs.size());
     for (int64_t j = 0; j < bs.size(); ++j) mul[j] = RequantMultiplier(as, 0, bs, j, ys);
@@ -428,6 +462,10 @@ Status QLinearConvCompute(ComputeContext& ctx) {
   std::vector<double> mul(g.m);
   for (int64_t oc = 0; oc < g.m; ++oc)
     mul[oc] = RequantMultiplier(ctx.input(1), 0, ws, ws.size() == 1 ? 0 : oc, ctx.input(6));
+  if (IsKilnDomain(ctx)) {  // fuse-qdq's: fixed point
+    RequantizeFixedRows(ctx.threads(), r, g.n * g.m, osz, mul, true, static_cast<int32_t>(yz), y);
+    return OkStatus();
+  }
   if (total > 0 && RequantizeRows(ctx.threads(), r, g.n * g.m, osz, mul, true,
                                   static_cast<int32_t>(yz), false, y))
     return OkStatus();
@@ -448,6 +486,8 @@ void RegisterQuantizeIntegerOps(OpRegistry& r) {
   r.Register("QLinearMatMul", QLinearMatMulInfer, QLinearMatMulCompute);
   r.Register("ConvInteger", ConvIntegerInfer, ConvIntegerCompute);
   r.Register("QLinearConv", QLinearConvInfer, QLinearConvCompute);
+  r.Register("QLinearMatMul", QLinearMatMulInfer, QLinearMatMulCompute, kKilnDomain);
+  r.Register("QLinearConv", QLinearConvInfer, QLinearConvCompute, kKilnDomain);
 }
 
 }  // namespace kiln::ops

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/op.h"
 #include "passes/graph_edit.h"
 
 namespace kiln::passes {
@@ -200,7 +201,7 @@ bool FuseInGraph(ir::Graph& g, const ir::Model& m) {
     std::vector<int> in = {x->data, x->scale, x->zp, w->data, w->scale, w->zp, q.inputs[1], yz};
     if (bias >= 0) in.push_back(bias);
     q.op_type = conv ? "QLinearConv" : "QLinearMatMul";
-    q.domain = "";
+    q.domain = ops::kKilnDomain;  // requantized in fixed point (kernels/reference/requant.c)
     q.inputs = in;
     q.attrs = conv ? g.nodes[core].attrs : std::map<std::string, ir::Attribute>{};
     gone.push_back(core);
@@ -215,7 +216,9 @@ bool FuseInGraph(ir::Graph& g, const ir::Model& m) {
 }  // namespace
 
 Expected<bool> FuseQdq(ir::Model& model) {
-  return VerifiedChange(*model.graph, FuseInGraph(*model.graph, model));
+  const bool changed = FuseInGraph(*model.graph, model);
+  if (changed && !model.opsets.count(ops::kKilnDomain)) model.opsets[ops::kKilnDomain] = 1;
+  return VerifiedChange(*model.graph, changed);
 }
 
 }  // namespace kiln::passes

@@ -3,8 +3,10 @@
 // on int8 arithmetic rather than dequantizing everything to float32.
 // Needs: a verified model whose shapes are inferred, its weight DequantizeLinear nodes not yet
 // folded into float constants. Guarantees:
-//   Q(Conv(DQ(xq), DQ(wq), bias)) -> QLinearConv(xq, wq, bias as int32)
-//   Q(MatMul(DQ(xq), DQ(wq)))     -> QLinearMatMul(xq, wq)
+//   Q(Conv(DQ(xq), DQ(wq), bias)) -> com.kiln QLinearConv(xq, wq, bias as int32)
+//   Q(MatMul(DQ(xq), DQ(wq)))     -> com.kiln QLinearMatMul(xq, wq)
+// (ONNX's QLinearConv / QLinearMatMul inputs and attributes, requantized in fixed point as TFLite
+// and CMSIS-NN do, kernels/reference/requant.c, on the host and in generated C alike)
 // where xq and wq are int8 or uint8, x's scale and zero point are constant scalars, wq is a
 // constant with constant scales per tensor or per output channel (Conv: axis 0 of [M, C, k..];
 // MatMul: axis 1 of a 2-D [K, N]), the Q has constant scalar scale and zero point, and the float
@@ -12,7 +14,8 @@
 // whose saturation does its work (Q(Clip(v)) == Q(v) for every v: a Relu needs the Q's zero point
 // at its type's lowest value). A Conv bias is the int32 of a DQ whose scale is
 // x_scale * w_scale, or a float constant quantized to that scale. Not exact: the float graph
-// rounds the float sum where the integer ops round once. DQ nodes left unread go. Subgraphs too.
+// rounds the float sum where the integer ops round once, in fixed point, half away from zero
+// (one step at most). DQ nodes left unread go. Subgraphs too.
 #pragma once
 
 #include "ir/graph.h"

@@ -448,8 +448,15 @@ Status EmitQConv(NodeContext& ctx, bool qlinear) {
   KILN_ASSIGN_OR_RETURN(std::string init, ShapeInit(ctx, s, false));
   ctx.UseKernel("qconv");
   ctx.Line("static const kiln_conv_shape shape = " + init + ";");
+  std::string fixed = "NULL, NULL";
+  if (qlinear && ctx.node().domain == ops::kKilnDomain) {  // fuse-qdq's: fixed point
+    KILN_ASSIGN_OR_RETURN(auto tables, FixedPointTables(ctx, 1, 4, 6, s.M));
+    ctx.Line(tables.first);
+    ctx.Line(tables.second);
+    fixed = "mult, shift";
+  }
   ctx.Line("static const kiln_qconv_params params = {" + Str(xflip) + ", " + Str(wflip) + ", " +
-           Str(lo) + ", " + Str(hi) + "};");
+           Str(lo) + ", " + Str(hi) + ", " + fixed + "};");
   // A constant per-channel w zero point is a table.
   if (const Tensor* c = ctx.has_input(wzi) ? ctx.input_constant(wzi) : nullptr;
       c && c->size() > 1) {
@@ -1147,6 +1154,8 @@ void RegisterConvEmitters(EmitterRegistry& r) {
   r.Register("ConvTranspose", [](NodeContext& c) { return EmitConvLike(c, true); });
   r.Register("ConvInteger", [](NodeContext& c) { return EmitQConv(c, false); });
   r.Register("QLinearConv", [](NodeContext& c) { return EmitQConv(c, true); });
+  r.Register(
+      "QLinearConv", [](NodeContext& c) { return EmitQConv(c, true); }, ops::kKilnDomain);
   r.Register("MaxPool", [](NodeContext& c) { return EmitPool(c, PoolKind::kMax); });
   r.Register("AveragePool", [](NodeContext& c) { return EmitPool(c, PoolKind::kAvg); });
   r.Register("LpPool", [](NodeContext& c) { return EmitPool(c, PoolKind::kLp); });

@@ -364,6 +364,33 @@ Status EmitQLinearMatMul(NodeContext& ctx) {
   });
 }
 
+// fuse-qdq's com.kiln QLinearMatMul: the same products, requantized in fixed point
+// (kernels/reference/requant.c) with a multiplier per column, saturated.
+Status EmitKilnQLinearMatMul(NodeContext& ctx) {
+  if (ctx.num_inputs() < 8) return ctx.error("needs 8 inputs");
+  for (int i : {0, 1, 3, 4, 6})
+    if (!ctx.has_input(i)) return ctx.error("input " + std::to_string(i) + " is required");
+  const DType yt = ctx.output_dtype(0);
+  if (yt != DType::kInt8 && yt != DType::kUInt8) return ctx.error("y must be int8 or uint8");
+  const Dims& bd = ctx.input_dims(3);
+  const int64_t N = bd.size() > 1 ? bd.back() : 1;
+  if (NumElements(ctx.input_dims(1)) != 1) return ctx.error("a_scale must be a scalar");
+  KILN_ASSIGN_OR_RETURN(auto tables, FixedPointTables(ctx, 1, 4, 6, N));
+  ctx.UseKernel("requant");
+  ctx.Line(tables.first);
+  ctx.Line(tables.second);
+  std::string yz = "0";
+  if (ctx.has_input(7)) {
+    const Tensor* c = ctx.input_constant(7);
+    yz = c ? std::to_string(static_cast<int64_t>(c->GetDouble(0))) : "(int32_t)in7[0]";
+  }
+  const std::string range = yt == DType::kInt8 ? "-128, 127" : "0, 255";
+  return EmitIntMatMul(ctx, 0, 2, 3, 5, [&](const std::string&, const std::string&) {
+    ctx.Line("out0[at] = (" + CType(yt) + ")kiln_requant_fixed((int32_t)acc, mult[j], shift[j], " +
+             yz + ", " + range + ");");
+  });
+}
+
 }  // namespace
 
 void RegisterMatMulEmitters(EmitterRegistry& r) {
@@ -372,6 +399,7 @@ void RegisterMatMulEmitters(EmitterRegistry& r) {
   r.Register("Einsum", EmitEinsum);
   r.Register("MatMulInteger", EmitMatMulInteger);
   r.Register("QLinearMatMul", EmitQLinearMatMul);
+  r.Register("QLinearMatMul", EmitKilnQLinearMatMul, ops::kKilnDomain);
 }
 
 }  // namespace kiln::codegen::c

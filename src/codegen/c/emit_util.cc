@@ -4,6 +4,8 @@
 
 #include "codegen/c/c_names.h"
 #include "ir/half.h"
+#include "kernels/reference/reference_kernels.h"
+#include "ops/quantize.h"
 
 namespace kiln::codegen::c {
 
@@ -227,6 +229,27 @@ Expected<std::vector<int64_t>> ConstantInts(NodeContext& ctx, int input) {
 
 std::string ByteCount(DType t, int64_t n) {
   return std::to_string(static_cast<size_t>(n) * DTypeSize(t));
+}
+
+Expected<std::pair<std::string, std::string>> FixedPointTables(NodeContext& ctx, int xs, int ws,
+                                                               int ys, int64_t channels) {
+  const Tensor *x = ctx.input_constant(xs), *w = ctx.input_constant(ws),
+               *y = ctx.input_constant(ys);
+  if (!x || !w || !y || x->size() != 1 || y->size() != 1 ||
+      (w->size() != 1 && w->size() != channels))
+    return ctx.error("fixed-point requantization needs constant scales (1 or " +
+                     std::to_string(channels) + " weight scales)");
+  std::string mults, shifts;
+  for (int64_t c = 0; c < channels; ++c) {
+    int32_t mult = 0, shift = 0;
+    kiln_requant_multiplier(ops::RequantMultiplier(*x, 0, *w, w->size() == 1 ? 0 : c, *y), &mult,
+                            &shift);
+    mults += (c ? ", " : "") + std::to_string(mult);
+    shifts += (c ? ", " : "") + std::to_string(shift);
+  }
+  return std::pair{
+      "static const int32_t mult[" + std::to_string(channels) + "] = {" + mults + "};",
+      "static const int32_t shift[" + std::to_string(channels) + "] = {" + shifts + "};"};
 }
 
 }  // namespace kiln::codegen::c

@@ -4,12 +4,19 @@
 
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "codegen/c/node_emitter.h"
 #include "ops/sym_expr.h"
 
 namespace kiln::codegen::c {
+
+// The fixed-point requantization (kernels/reference/requant.c) of x_scale * w_scale[c] / y_scale
+// for `channels` channels (inputs xs and ys scalars, ws 1 or `channels` values; all constant), as
+// the C declarations of `static const int32_t mult[channels]` and `shift[channels]`.
+Expected<std::pair<std::string, std::string>> FixedPointTables(NodeContext& ctx, int xs, int ws,
+                                                               int ys, int64_t channels);
 
 // The type element values are computed in: float for float16/bfloat16, else the type itself.
 DType ComputeType(DType t);

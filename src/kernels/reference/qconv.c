@@ -1,21 +1,28 @@
-/* needs: conv_shape */
+/* needs: conv_shape requant */
 /* qconv: direct 8-bit integer convolution for ConvInteger (int32 output) and QLinearConv (8-bit
  * output, requantized), one output channel per call. x and w are read as bytes: an int8 value v
  * is stored as the byte b = v + 128 (mod 256), so with flip = 0x80 the value is (b ^ flip) - 128,
  * and zero points are given in that flipped domain. Padding contributes zero in the
- * zero-point-shifted domain. The requantization is the host's: nearbyint(acc * mul + y_zero),
- * saturated to [y_lo, y_hi]. */
+ * zero-point-shifted domain. The requantization is the host's: for ONNX's QLinearConv
+ * nearbyint(acc * mul + y_zero), for fuse-qdq's (com.kiln) the fixed-point one of requant.c with
+ * the channel's mult and shift; saturated to [y_lo, y_hi]. */
 typedef struct kiln_qconv_params {
-  int32_t x_flip, w_flip; /* 0x80 for int8 data, 0 for uint8 */
-  int32_t y_lo, y_hi;     /* QLinearConv: the output's range */
+  int32_t x_flip, w_flip;      /* 0x80 for int8 data, 0 for uint8 */
+  int32_t y_lo, y_hi;          /* QLinearConv: the output's range */
+  const int32_t *mult, *shift; /* fixed-point multipliers per output channel, or NULL */
 } kiln_qconv_params;
 
-/* One output: y32[o] = acc (ConvInteger) or y8[o] = requantized acc (QLinearConv). */
+/* One output: y32[o] = acc (ConvInteger) or y8[o] = requantized acc (QLinearConv), channel m. */
 static inline void kiln_qconv_store(int32_t acc, int32_t* y32, uint8_t* y8, ptrdiff_t o, double mul,
-                                    double y_zero, const kiln_qconv_params* q) {
+                                    double y_zero, const kiln_qconv_params* q, ptrdiff_t m) {
   double v;
   if (!y8) {
     y32[o] = acc;
+    return;
+  }
+  if (q->mult) {
+    y8[o] = (uint8_t)kiln_requant_fixed(acc, q->mult[m], q->shift[m], (int32_t)y_zero, q->y_lo,
+                                        q->y_hi);
     return;
   }
   v = (double)acc * mul + y_zero;
@@ -74,10 +81,10 @@ static void kiln_qconv_run(const uint8_t* x, const uint8_t* w, int32_t* y32, uin
                 }
               }
             }
-            kiln_qconv_store(a0, y32, y8, o, mul, y_zero, q);
-            kiln_qconv_store(a1, y32, y8, o + 1, mul, y_zero, q);
-            kiln_qconv_store(a2, y32, y8, o + 2, mul, y_zero, q);
-            kiln_qconv_store(a3, y32, y8, o + 3, mul, y_zero, q);
+            kiln_qconv_store(a0, y32, y8, o, mul, y_zero, q, m);
+            kiln_qconv_store(a1, y32, y8, o + 1, mul, y_zero, q, m);
+            kiln_qconv_store(a2, y32, y8, o + 2, mul, y_zero, q, m);
+            kiln_qconv_store(a3, y32, y8, o + 3, mul, y_zero, q, m);
             o += 4;
             ow += 4;
           } else {
@@ -96,7 +103,7 @@ static void kiln_qconv_run(const uint8_t* x, const uint8_t* w, int32_t* y32, uin
                 }
               }
             }
-            kiln_qconv_store(acc, y32, y8, o, mul, y_zero, q);
+            kiln_qconv_store(acc, y32, y8, o, mul, y_zero, q, m);
             ++o;
             ++ow;
           }

@@ -4,6 +4,7 @@
 // implementation.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -12,6 +13,7 @@
 
 extern "C" {
 #include "kernels/reference/conv_shape.c"
+#include "kernels/reference/requant.c"
 
 void kiln_reference_conv_f32(const float* x, const float* w, const float* b, float* y,
                              const kiln_conv_shape* s);
