@@ -84,7 +84,9 @@ std::vector<quantize::Sample> Samples(int n, uint32_t seed = 1) {
 }
 
 class QuantizeModelTest : public CliTest {
- protected:
+ public:
+  using CliTest::file;
+  using CliTest::Write;
   std::string WriteModel(const onnx::ModelProto& m, const std::string& name = "model.onnx") {
     Write(name, m.SerializeAsString());
     return file(name);
@@ -344,60 +346,102 @@ std::vector<float> PrintedFloats(const std::string& out) {
   return v;
 }
 
+// x[2, 4, 5, 5] -> Conv 1x1 in 2 groups (6 channels) -> Relu -> Conv 1x1 (4 channels) -> y: the
+// kernels' pointwise path, with a batch, groups and a tail of pixels past the last four.
+onnx::ModelProto PointwiseModel() {
+  std::mt19937 rng(8);
+  std::uniform_real_distribution<float> u(-0.5f, 0.5f);
+  auto values = [&](int64_t n) {
+    std::vector<float> v(n);
+    for (float& x : v) x = u(rng);
+    return v;
+  };
+  onnx::ModelProto m = testing::EmptyModel("pointwise");
+  auto* g = m.mutable_graph();
+  *g->add_input() = testing::FloatInfo("x", {2, 4, 5, 5});
+  testing::AddFloatInitializer(g, "w1", {6, 2, 1, 1}, values(12));
+  testing::AddFloatInitializer(g, "b1", {6}, values(6));
+  testing::AddFloatInitializer(g, "w2", {4, 6, 1, 1}, values(24));
+  testing::SetAttr(testing::AddNamedNode(g, "Conv", {"x", "w1", "b1"}, "c1"), "group", 2);
+  testing::AddNamedNode(g, "Relu", {"c1"}, "r1");
+  testing::AddNamedNode(g, "Conv", {"r1", "w2"}, "y");
+  *g->add_output() = testing::FloatInfo("y", {2, 4, 5, 5});
+  return m;
+}
+
 // The generated C of a QDQ model runs Conv and MatMul on int8 (int8 weights in flash) and gives
 // the host executor's outputs bit for bit, built with gcc and on the emulated Cortex-M4, where
 // the instruction counter counts the same on every run.
-TEST_F(QuantizeModelTest, Int8CMatchesTheHostBitForBit) {
-  const std::string path = WriteModel(ConvNetModel());
-  ASSERT_EQ(RunKiln("quantize " + path + " --random 4 -o " + file("q.onnx")).code, 0);
+void ExpectIntegerCMatchesTheHost(QuantizeModelTest& t, const onnx::ModelProto& m,
+                                  const std::string& flags) {
+  const Dims in = {m.graph().input(0).type().tensor_type().shape().dim(0).dim_value(),
+                   m.graph().input(0).type().tensor_type().shape().dim(1).dim_value(),
+                   m.graph().input(0).type().tensor_type().shape().dim(2).dim_value(),
+                   m.graph().input(0).type().tensor_type().shape().dim(3).dim_value()};
+  const std::string path = t.WriteModel(m);
+  ASSERT_EQ(RunKiln("quantize " + path + " --random 4 " + flags + " -o " + t.file("q.onnx")).code,
+            0);
   Result r =
-      RunKiln("compile " + file("q.onnx") + " --target c --name convnet --out " + file("gen"));
+      RunKiln("compile " + t.file("q.onnx") + " --target c --name net --out " + t.file("gen"));
   ASSERT_EQ(r.code, 0) << r.err;
-  auto c = ReadFile(file("gen/convnet.c"));
+  auto c = ReadFile(t.file("gen/net.c"));
   ASSERT_TRUE(c.ok());
   EXPECT_NE(c->find("kiln_qconv_run("), std::string::npos);
-  Write("main.c",
-        "#include <stdio.h>\n#include <string.h>\n#include \"convnet.h\"\n"
-        "static float x[192], y[10];\n"
-        "static uint8_t arena[KILN_CONVNET_WORKSPACE_SIZE] __attribute__((aligned(16)));\n"
-        "int main(void) {\n"
-        "  struct kiln_convnet_inputs in = {x};\n  struct kiln_convnet_outputs out = {y};\n"
-        "  struct kiln_convnet_workspace ws = {arena};\n  int i;\n"
-        "  for (i = 0; i < 192; ++i) x[i] = (float)((i * 37) % 101) / 50.0f - 1.0f;\n"
-        "  if (kiln_convnet_run(&in, &out, &ws) != KILN_OK) return 2;\n"
-        "  for (i = 0; i < 10; ++i) {\n"
-        "    uint32_t bits;\n    memcpy(&bits, &y[i], 4);\n"
-        "    printf(\"bits 0x%08lx\\n\", (unsigned long)bits);\n  }\n  return 0;\n}\n");
-  Tensor x(DType::kFloat32, {1, 3, 8, 8});
-  for (int i = 0; i < 192; ++i)
+  Tensor x(DType::kFloat32, in);
+  for (int64_t i = 0; i < x.size(); ++i)
     x.data<float>()[i] = static_cast<float>((i * 37) % 101) / 50.0f - 1.0f;
-  auto model = frontend::LoadModel(file("q.onnx"));
+  auto model = frontend::LoadModel(t.file("q.onnx"));
   ASSERT_TRUE(model.ok());
   auto exec = runtime::Executor::Create(std::move(*model));
   ASSERT_TRUE(exec.ok());
   std::vector<Tensor> host;
   ASSERT_TRUE((*exec)->Run({x}, &host).ok());
-  const std::vector<float> want(host[0].data<float>(), host[0].data<float>() + 10);
-
-  const std::string sources = file("gen/convnet.c") + " " + file("gen/convnet_params.c") + " " +
-                              file("main.c") + " -I" + file("gen");
-  auto [rc, out] = Sh("gcc -std=c99 -Wall -Wextra -Werror -pedantic -O2 -o " + file("main") + " " +
-                      sources + " -lm && " + file("main"));
+  const std::vector<float> want(host[0].data<float>(), host[0].data<float>() + host[0].size());
+  const std::string n = std::to_string(x.size()), k = std::to_string(host[0].size());
+  t.Write("main.c",
+          "#include <stdio.h>\n#include <string.h>\n#include \"net.h\"\n"
+          "static float x[" +
+              n + "], y[" + k +
+              "];\n"
+              "static uint8_t arena[KILN_NET_WORKSPACE_SIZE] __attribute__((aligned(16)));\n"
+              "int main(void) {\n"
+              "  struct kiln_net_inputs in = {x};\n  struct kiln_net_outputs out = {y};\n"
+              "  struct kiln_net_workspace ws = {arena};\n  int i;\n"
+              "  for (i = 0; i < " +
+              n +
+              "; ++i) x[i] = (float)((i * 37) % 101) / 50.0f - 1.0f;\n"
+              "  if (kiln_net_run(&in, &out, &ws) != KILN_OK) return 2;\n"
+              "  for (i = 0; i < " +
+              k +
+              "; ++i) {\n"
+              "    uint32_t bits;\n    memcpy(&bits, &y[i], 4);\n"
+              "    printf(\"bits 0x%08lx\\n\", (unsigned long)bits);\n  }\n  return 0;\n}\n");
+  const std::string sources = t.file("gen/net.c") + " " + t.file("gen/net_params.c") + " " +
+                              t.file("main.c") + " -I" + t.file("gen");
+  auto [rc, out] = Sh("gcc -std=c99 -Wall -Wextra -Werror -pedantic -O2 -o " + t.file("main") +
+                      " " + sources + " -lm && " + t.file("main"));
   ASSERT_EQ(rc, 0) << out;
-  EXPECT_EQ(PrintedFloats(out), want);
+  EXPECT_EQ(PrintedFloats(out), want) << flags;
 #ifdef KILN_CORTEX_M4_RUN
   std::string counts[2];
   for (std::string& count : counts) {
     std::tie(rc, out) =
         Sh(std::string(KILN_CORTEX_M4_RUN) + " --count-instructions --timeout 300 -- " + sources);
     ASSERT_EQ(rc, 0) << out;
-    EXPECT_EQ(PrintedFloats(out), want);
+    EXPECT_EQ(PrintedFloats(out), want) << flags;
     const size_t at = out.find("kiln instructions: ");
     ASSERT_NE(at, std::string::npos) << out;
     count = out.substr(at, out.find('\n', at) - at);
   }
   EXPECT_EQ(counts[0], counts[1]);
 #endif
+}
+
+TEST_F(QuantizeModelTest, IntegerCMatchesTheHostBitForBit) {
+  ExpectIntegerCMatchesTheHost(*this, ConvNetModel(), "");
+  ExpectIntegerCMatchesTheHost(*this, ConvNetModel(17, true), "--activations uint8 --per-tensor");
+  ExpectIntegerCMatchesTheHost(*this, PointwiseModel(), "");
+  ExpectIntegerCMatchesTheHost(*this, PointwiseModel(), "--activations uint8");
 }
 
 TEST_F(QuantizeModelTest, CommandLine) {

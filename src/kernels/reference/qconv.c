@@ -33,6 +33,48 @@ static inline void kiln_qconv_store(int32_t acc, int32_t* y32, uint8_t* y8, ptrd
   y8[o] = (uint8_t)(int32_t)v;
 }
 
+/* A 1x1 convolution of stride 1 without padding, output channel m: per image a product over the
+ * channels, four pixels at a time. x's zero point leaves the loop as x_zero * (the sum of the
+ * channel's weights): the same integer sums, fewer instructions per multiply-add. */
+static void kiln_qconv_pointwise(const uint8_t* x, const uint8_t* w, int32_t* y32, uint8_t* y8,
+                                 const kiln_conv_shape* s, const kiln_qconv_params* q, ptrdiff_t m,
+                                 int32_t x_zero, int32_t w_zero, int32_t bias, double mul,
+                                 double y_zero) {
+  const ptrdiff_t cg = s->c / s->group, mg = s->m / s->group;
+  const ptrdiff_t size = (ptrdiff_t)s->in[0] * s->in[1] * s->in[2];
+  const int32_t xf = q->x_flip, wf = q->w_flip;
+  const uint8_t* wm = w + m * cg;
+  int32_t wsum = 0, base;
+  ptrdiff_t n, c, p;
+  for (c = 0; c < cg; ++c) wsum += (int32_t)(wm[c] ^ wf) - w_zero;
+  base = bias - x_zero * wsum;
+  for (n = 0; n < s->n; ++n) {
+    const uint8_t* xg = x + (n * s->c + m / mg * cg) * size;
+    const ptrdiff_t o = (n * s->m + m) * size;
+    for (p = 0; p + 4 <= size; p += 4) {
+      const uint8_t* xc = xg + p;
+      int32_t a0 = base, a1 = base, a2 = base, a3 = base;
+      for (c = 0; c < cg; ++c, xc += size) {
+        const int32_t wv = (int32_t)(wm[c] ^ wf) - w_zero;
+        a0 += (int32_t)(xc[0] ^ xf) * wv;
+        a1 += (int32_t)(xc[1] ^ xf) * wv;
+        a2 += (int32_t)(xc[2] ^ xf) * wv;
+        a3 += (int32_t)(xc[3] ^ xf) * wv;
+      }
+      kiln_qconv_store(a0, y32, y8, o + p, mul, y_zero, q, m);
+      kiln_qconv_store(a1, y32, y8, o + p + 1, mul, y_zero, q, m);
+      kiln_qconv_store(a2, y32, y8, o + p + 2, mul, y_zero, q, m);
+      kiln_qconv_store(a3, y32, y8, o + p + 3, mul, y_zero, q, m);
+    }
+    for (; p < size; ++p) {
+      int32_t acc = base;
+      for (c = 0; c < cg; ++c)
+        acc += (int32_t)(xg[c * size + p] ^ xf) * ((int32_t)(wm[c] ^ wf) - w_zero);
+      kiln_qconv_store(acc, y32, y8, o + p, mul, y_zero, q, m);
+    }
+  }
+}
+
 /* Output channel m of every image: y32 (ConvInteger) or y8 (QLinearConv), the other NULL. As in
  * kernels/conv.c, four adjacent outputs whose windows lie inside the image on the w axis are
  * accumulated together, tap by tap and over the input channels within a tap. */
@@ -50,6 +92,11 @@ static void kiln_qconv_run(const uint8_t* x, const uint8_t* w, int32_t* y32, uin
   const int32_t xf = q->x_flip, wf = q->w_flip;
   const uint8_t* wm = w + m * cg * ksize;
   ptrdiff_t n, c, od, oh, ow, kd, kh, kw;
+  if (ksize == 1 && s->s[0] == 1 && s->s[1] == 1 && s_w == 1 && s->p[0] == 0 && s->p[1] == 0 &&
+      s->p[2] == 0 && s->out[0] == in_d && s->out[1] == in_h && s->out[2] == in_w) {
+    kiln_qconv_pointwise(x, w, y32, y8, s, q, m, x_zero, w_zero, bias, mul, y_zero);
+    return;
+  }
   for (n = 0; n < s->n; ++n) {
     const uint8_t* xg = x + (n * s->c + m / mg * cg) * in_size;
     ptrdiff_t o = (n * s->m + m) * out_size;
