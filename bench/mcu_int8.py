@@ -16,6 +16,9 @@ for R = 3 minus the count for R = 1, halved, is one inference without start-up a
 deterministic: executed instructions, not cycles.
 Flash: .text + .rodata of NAME.o and NAME_params.o (the model alone, no C library). RAM: the
 workspace (KILN_NAME_WORKSPACE_SIZE) plus the objects' .data + .bss.
+--functions N: also the N functions that execute the most instructions per inference, from a
+build with -fno-inline (node functions and kernels keep their symbols; the total then differs a
+little from the inlined build's), counted per function by the same plugin (--count-functions).
 """
 import argparse
 import json
@@ -95,6 +98,27 @@ def sections(obj):
     return flash, ram
 
 
+def per_inference(elf, flags=()):
+    """The counter's lines for R = 3 minus those for R = 1, halved: {name: instructions}, with
+    the whole program under "total"."""
+    counts = {}
+    for runs, sign in ((1, -1), (3, 1)):
+        r = run([os.path.join(ROOT, "scripts", "cortex_m4_run"), "--count-instructions",
+                 *flags, "--timeout", "600", "--elf", elf, "--run", str(runs)])
+        m = re.search(r"kiln instructions: (\d+)", r.stderr)
+        if not m:
+            sys.exit(f"mcu_int8: no instruction count for {elf}:\n{r.stderr}")
+        counts["total"] = counts.get("total", 0) + sign * int(m.group(1))
+        for n, fn in re.findall(r"kiln function: (\d+) (\S+)", r.stderr):
+            counts[fn] = counts.get(fn, 0) + sign * int(n)
+    return {k: v // 2 for k, v in counts.items()}
+
+
+def build(out_dir, name, sources, elf, flags):
+    run([os.path.join(ROOT, "scripts", "cortex_m4_run"), "--out", elf, "--no-run", "--", *flags,
+         "-I", out_dir] + sources)
+
+
 def measure(model, name, out_dir, opt):
     """Instructions per inference, flash and RAM of one model's generated C."""
     run([ARGS.kiln, "compile", model, "--target", "c", "--name", name, "--out", out_dir])
@@ -103,16 +127,15 @@ def measure(model, name, out_dir, opt):
         f.write(MAIN.replace("NAME", name).replace("UPPER", name.upper()))
     elf = os.path.join(out_dir, "bench.elf")
     sources = [os.path.join(out_dir, f"{name}.c"), os.path.join(out_dir, f"{name}_params.c"), main_c]
-    run([os.path.join(ROOT, "scripts", "cortex_m4_run"), "--out", elf, "--no-run", "--", opt,
-         "-I", out_dir] + sources)
-    counts = {}
-    for runs in (1, 3):
-        r = run([os.path.join(ROOT, "scripts", "cortex_m4_run"), "--count-instructions",
-                 "--timeout", "600", "--elf", elf, "--run", str(runs)])
-        m = re.search(r"kiln instructions: (\d+)", r.stderr)
-        if not m:
-            sys.exit(f"mcu_int8: no instruction count for {name}:\n{r.stderr}")
-        counts[runs] = int(m.group(1))
+    build(out_dir, name, sources, elf, [opt])
+    top = []
+    if ARGS.functions:
+        build(out_dir, name, sources, elf + ".noinline", [opt, "-fno-inline"])
+        counts = per_inference(elf + ".noinline", ["--count-functions"])
+        total = counts.pop("total")
+        top = sorted(((v, k) for k, v in counts.items() if v > 0), reverse=True)[:ARGS.functions]
+        top = [{"function": k, "instructions": v, "share": v / total} for v, k in top]
+    counts = {1: 0, 3: 2 * per_inference(elf)["total"]}
     flash = ram = 0
     for src in sources[:2]:
         obj = src[:-2] + ".o"
@@ -124,7 +147,7 @@ def measure(model, name, out_dir, opt):
     with open(os.path.join(out_dir, f"{name}.h")) as f:
         ws = int(re.search(r"WORKSPACE_SIZE (\d+)", f.read()).group(1))
     return {"instructions": (counts[3] - counts[1]) // 2, "flash": flash, "ram": ram + ws,
-            "workspace": ws}
+            "workspace": ws, "functions": top}
 
 
 def main():
@@ -134,6 +157,8 @@ def main():
     p.add_argument("--kiln", default=os.path.join(ROOT, "build", "kiln"))
     p.add_argument("--samples", type=int, default=16, help="calibration samples (--random)")
     p.add_argument("--opt", default="-O2", help="the optimization flag for arm-none-eabi-gcc")
+    p.add_argument("--functions", type=int, default=0,
+                   help="list the N functions executing the most instructions per inference")
     p.add_argument("--json", action="store_true")
     ARGS = p.parse_args()
     rows = []
@@ -157,6 +182,11 @@ def main():
         print(f"| {r['model']} | {f['instructions']:,} | {q['instructions']:,} | "
               f"{q['instructions'] / f['instructions']:.2f} | {f['flash']:,} | {q['flash']:,} | "
               f"{f['ram']:,} | {q['ram']:,} |")
+    for r in rows:
+        for kind in ("float", "int8"):
+            for fn in r[kind]["functions"]:
+                print(f"  {r['model']} {kind}: {fn['instructions']:>12,} "
+                      f"({100 * fn['share']:4.1f}%) {fn['function']}")
 
 
 if __name__ == "__main__":

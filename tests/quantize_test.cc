@@ -369,6 +369,33 @@ onnx::ModelProto PointwiseModel() {
   return m;
 }
 
+// x[1, 1, 9, 7] -> Conv 4x3, stride 2, asymmetric pads -> Relu -> depthwise Conv 3x3, pads 1
+// -> y[1, 4, 5, 3]: the kernels' one-input-channel taps at every image border.
+onnx::ModelProto StridedModel() {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-0.5f, 0.5f);
+  auto values = [&](int64_t n) {
+    std::vector<float> v(n);
+    for (float& x : v) x = u(rng);
+    return v;
+  };
+  onnx::ModelProto m = testing::EmptyModel("strided");
+  auto* g = m.mutable_graph();
+  *g->add_input() = testing::FloatInfo("x", {1, 1, 9, 7});
+  testing::AddFloatInitializer(g, "w1", {4, 1, 4, 3}, values(48));
+  testing::AddFloatInitializer(g, "w2", {4, 1, 3, 3}, values(36));
+  testing::AddFloatInitializer(g, "b2", {4}, values(4));
+  auto* c1 = testing::AddNamedNode(g, "Conv", {"x", "w1"}, "c1");
+  testing::SetAttr(c1, "strides", std::vector<int64_t>{2, 2});
+  testing::SetAttr(c1, "pads", std::vector<int64_t>{1, 0, 2, 1});
+  testing::AddNamedNode(g, "Relu", {"c1"}, "r1");
+  auto* c2 = testing::AddNamedNode(g, "Conv", {"r1", "w2", "b2"}, "y");
+  testing::SetAttr(c2, "group", 4);
+  testing::SetAttr(c2, "pads", std::vector<int64_t>{1, 1, 1, 1});
+  *g->add_output() = testing::FloatInfo("y", {1, 4, 5, 3});
+  return m;
+}
+
 // The generated C of a QDQ model runs Conv and MatMul on int8 (int8 weights in flash) and gives
 // the host executor's outputs bit for bit, built with gcc and on the emulated Cortex-M4, where
 // the instruction counter counts the same on every run.
@@ -442,6 +469,8 @@ TEST_F(QuantizeModelTest, IntegerCMatchesTheHostBitForBit) {
   ExpectIntegerCMatchesTheHost(*this, ConvNetModel(17, true), "--activations uint8 --per-tensor");
   ExpectIntegerCMatchesTheHost(*this, PointwiseModel(), "");
   ExpectIntegerCMatchesTheHost(*this, PointwiseModel(), "--activations uint8");
+  ExpectIntegerCMatchesTheHost(*this, StridedModel(), "");
+  ExpectIntegerCMatchesTheHost(*this, StridedModel(), "--activations uint8 --per-tensor");
 }
 
 TEST_F(QuantizeModelTest, CommandLine) {

@@ -142,6 +142,12 @@ static void kiln_qconv_run(const uint8_t* x, const uint8_t* w, int32_t* y32, uin
               for (kh = kh0; kh < kh1; ++kh) {
                 const ptrdiff_t row = ((sd + kd * d_d) * in_h + sh + kh * d_h) * in_w + sw;
                 const uint8_t* wr = wm + (kd * k_h + kh) * k_w;
+                if (cg == 1) { /* depthwise, or one input channel: the taps of one row */
+                  const uint8_t *xc = xg + row + kw0 * d_w, *wc = wr + kw0;
+                  for (kw = kw0; kw < kw1; ++kw, xc += d_w, ++wc)
+                    acc += ((int32_t)(*xc ^ xf) - x_zero) * ((int32_t)(*wc ^ wf) - w_zero);
+                  continue;
+                }
                 for (kw = kw0; kw < kw1; ++kw) {
                   const uint8_t *xc = xg + row + kw * d_w, *wc = wr + kw;
                   for (c = 0; c < cg; ++c)
