@@ -16,6 +16,9 @@ for R = 3 minus the count for R = 1, halved, is one inference without start-up a
 deterministic: executed instructions, not cycles.
 Flash: .text + .rodata of NAME.o and NAME_params.o (the model alone, no C library). RAM: the
 workspace (KILN_NAME_WORKSPACE_SIZE) plus the objects' .data + .bss.
+--cmsis-nn: also the CMSIS-NN baseline for kws_cnn (bench/cmsis_nn_kws.c, the same layers called
+one by one through ../shared/third_party/cmsis-nn, built with the same flags plus the library's
+sources), counted the same way.
 --functions N: also the N functions that execute the most instructions per inference, from a
 build with -fno-inline (node functions and kernels keep their symbols; the total then differs a
 little from the inlined build's), counted per function by the same plugin (--count-functions).
@@ -150,6 +153,24 @@ def measure(model, name, out_dir, opt):
             "workspace": ws, "functions": top}
 
 
+def measure_cmsis_nn(out_dir, opt):
+    """Instructions per inference of the CMSIS-NN layer-by-layer harness for kws_cnn."""
+    cmsis = os.path.join(ROOT, "..", "shared", "third_party", "cmsis-nn")
+    sources = sorted(
+        os.path.join(d, f) for d, _, files in os.walk(os.path.join(cmsis, "Source"))
+        for f in files if f.endswith(".c") and "f16" not in f and "f32" not in f)
+    os.makedirs(out_dir, exist_ok=True)
+    elf = os.path.join(out_dir, "cmsis_nn_kws.elf")
+    # CMSIS-NN is not written for -pedantic -Werror: its warnings are not ours.
+    build(out_dir, "cmsis_nn_kws", [os.path.join(ROOT, "bench", "cmsis_nn_kws.c")] + sources,
+          elf, [opt, "-std=gnu11", "-w", "-Wno-error", "-I", os.path.join(cmsis, "Include")])
+    counts = per_inference(elf, ["--count-functions"] if ARGS.functions else [])
+    total = counts.pop("total")
+    top = sorted(((v, k) for k, v in counts.items() if v > 0), reverse=True)[:ARGS.functions]
+    return {"instructions": total,
+            "functions": [{"function": k, "instructions": v, "share": v / total} for v, k in top]}
+
+
 def main():
     global ARGS
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -159,6 +180,8 @@ def main():
     p.add_argument("--opt", default="-O2", help="the optimization flag for arm-none-eabi-gcc")
     p.add_argument("--functions", type=int, default=0,
                    help="list the N functions executing the most instructions per inference")
+    p.add_argument("--cmsis-nn", action="store_true",
+                   help="also count the CMSIS-NN layer-by-layer harness (kws_cnn)")
     p.add_argument("--json", action="store_true")
     ARGS = p.parse_args()
     rows = []
@@ -170,6 +193,8 @@ def main():
             row = {"model": os.path.basename(model)}
             for kind, path in (("float", model), ("int8", qdq)):
                 row[kind] = measure(path, base, os.path.join(tmp, f"{base}_{kind}"), ARGS.opt)
+            if ARGS.cmsis_nn and base == "kws_cnn":
+                row["cmsis-nn"] = measure_cmsis_nn(os.path.join(tmp, "cmsis_nn"), ARGS.opt)
             rows.append(row)
     if ARGS.json:
         print(json.dumps(rows, indent=1))
@@ -183,8 +208,13 @@ def main():
               f"{q['instructions'] / f['instructions']:.2f} | {f['flash']:,} | {q['flash']:,} | "
               f"{f['ram']:,} | {q['ram']:,} |")
     for r in rows:
-        for kind in ("float", "int8"):
-            for fn in r[kind]["functions"]:
+        if "cmsis-nn" in r:
+            c = r["cmsis-nn"]["instructions"]
+            print(f"\n{r['model']}: CMSIS-NN layer by layer {c:,} instructions; kiln int8 / CMSIS-NN "
+                  f"{r['int8']['instructions'] / c:.2f}")
+    for r in rows:
+        for kind in ("float", "int8", "cmsis-nn"):
+            for fn in r.get(kind, {}).get("functions", []):
                 print(f"  {r['model']} {kind}: {fn['instructions']:>12,} "
                       f"({100 * fn['share']:4.1f}%) {fn['function']}")
 
