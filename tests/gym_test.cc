@@ -181,14 +181,17 @@ TEST_F(GymTest, SpacesListPassesPlannersAndHonestFlags) {
   for (const auto& p : passes::RegisteredPasses()) EXPECT_GE(spaces_.Action(p.name), 0) << p.name;
   for (const auto& p : planner::PlannerNames()) EXPECT_GE(spaces_.Action("planner:" + p), 0) << p;
   EXPECT_GE(spaces_.Action("schedule:file-order"), 0);
-  for (const char* n : {"Ir", "IrSha1", "OpCount", "Features", "ArenaBytes", "ArenaLowerBoundBytes",
-                        "ParamBytes", "CodeSizeBytes", "Runtime", "Pipeline"}) {
+  for (const char* n :
+       {"Ir", "IrSha1", "OpCount", "Features", "ArenaBytes", "ArenaLowerBoundBytes", "ParamBytes",
+        "CodeSizeBytes", "Runtime", "Pipeline", "CortexM4Instructions"}) {
     int o = O(n);
     if (o < 0) continue;
     const auto& s = spaces_.observations[o];
     bool measured = std::string(n) == "Runtime";
     EXPECT_EQ(s.deterministic(), !measured) << n;
-    EXPECT_EQ(s.platform_dependent(), measured || std::string(n) == "CodeSizeBytes") << n;
+    EXPECT_EQ(s.platform_dependent(), measured || std::string(n) == "CodeSizeBytes" ||
+                                          std::string(n) == "CortexM4Instructions")
+        << n;
     EXPECT_NE(s.default_value().value_case(), cg::Observation::VALUE_NOT_SET) << n;
   }
   EXPECT_EQ(spaces_.observations[O("OpCount")].int64_range_list().range_size(),
@@ -380,6 +383,28 @@ TEST_F(GymTest, FailingPassAndObservationAreErrorsOfThatCall) {
   ASSERT_TRUE(nz.ok());
   EXPECT_EQ(StepCode(*nz, {}, {O("CodeSizeBytes")}), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_EQ(StepObs(*nz, {}, {"ArenaBytes"}).size(), 1u);
+}
+
+// The generated C built for and run on the emulated Cortex-M4: one inference's instructions,
+// the same in every session; a model the C backend cannot emit is a failed precondition.
+TEST_F(GymTest, CortexM4InstructionsCountsOneInference) {
+#ifndef KILN_CORTEX_M4_RUN
+  GTEST_SKIP() << "arm-none-eabi-gcc or qemu-system-arm not found";
+#else
+  Start();
+  std::string counts[2];
+  for (std::string& count : counts) {
+    auto s = client_->StartSession("benchmark://kiln-v0/kws_cnn");
+    ASSERT_TRUE(s.ok());
+    auto obs = StepObs(*s, {}, {"CortexM4Instructions"});
+    ASSERT_EQ(obs.size(), 1u);
+    count = obs[0];
+  }
+  EXPECT_EQ(counts[0], counts[1]);
+  // kws_cnn: about 2.7 M multiply-adds in float.
+  EXPECT_GT(std::stoll(counts[0]), 2700000);
+  EXPECT_LT(std::stoll(counts[0]), 200000000);
+#endif
 }
 
 TEST_F(GymTest, ManySessionsFromManyThreads) {

@@ -69,6 +69,8 @@ struct EnvironmentOptions {
   std::string cc = "cc";      // compiles the generated C for CodeSizeBytes (at -Os)
   long planner_steps = 2000;  // search steps per planner (deterministic plans)
   int runtime_runs = 5;       // timed runs behind one Runtime observation (median)
+  // Builds and counts for CortexM4Instructions; empty: the source tree's scripts/cortex_m4_run.
+  std::string cortex_m4_run;
   // The pass actions; empty: every registered pass (passes/pipeline.h). Tests add their own.
   std::vector<passes::PassInfo> passes;
 };

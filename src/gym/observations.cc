@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <limits>
 #include <random>
@@ -37,6 +38,7 @@ enum Space {
   kCodeSizeBytes,
   kRuntime,
   kPipeline,
+  kCortexM4Instructions,
   kNumSpaces
 };
 
@@ -233,8 +235,11 @@ Expected<int64_t> ElfLoadedBytes(const std::string& path) {
   return total;
 }
 
-GymStatus CodeSize(const Environment& env, const ir::Model& model, const std::string& planner,
-                   bool reorder, int64_t* out) {
+// The state's generated C (codegen/c) written into a new scratch folder *dir, which the caller
+// removes.
+GymStatus WriteGeneratedC(const Environment& env, const ir::Model& model,
+                          const std::string& planner, bool reorder, const std::string& space,
+                          fs::path* dir) {
   codegen::c::CompileOptions co;
   co.name = "gym_model";
   co.kiln_version = "gym";
@@ -243,18 +248,23 @@ GymStatus CodeSize(const Environment& env, const ir::Model& model, const std::st
   co.plan.max_steps = env.options().planner_steps;
   auto compiled = codegen::c::CompileToC(ir::CloneModel(model), co);
   if (!compiled.ok())
-    return GymStatus::Error(Code::kFailedPrecondition,
-                            "CodeSizeBytes: " + compiled.status().message());
+    return GymStatus::Error(Code::kFailedPrecondition, space + ": " + compiled.status().message());
   char tmpl[] = "/tmp/kiln-gym-XXXXXX";
   if (!mkdtemp(tmpl))
-    return GymStatus::Error(Code::kInternal, "CodeSizeBytes: cannot create a scratch folder");
-  fs::path dir = tmpl;
-  GymStatus result;
-  *out = 0;
+    return GymStatus::Error(Code::kInternal, space + ": cannot create a scratch folder");
+  *dir = tmpl;
   for (const auto& f : compiled->files) {
-    Status st = WriteFile((dir / f.name).string(), f.text);
-    if (!st.ok()) result = GymStatus::Error(Code::kInternal, st.message());
+    Status st = WriteFile((*dir / f.name).string(), f.text);
+    if (!st.ok()) return GymStatus::Error(Code::kInternal, space + ": " + st.message());
   }
+  return {};
+}
+
+GymStatus CodeSize(const Environment& env, const ir::Model& model, const std::string& planner,
+                   bool reorder, int64_t* out) {
+  fs::path dir;
+  GymStatus result = WriteGeneratedC(env, model, planner, reorder, "CodeSizeBytes", &dir);
+  *out = 0;
   for (const char* unit : {"gym_model.c", "gym_model_params.c"}) {
     if (!result.ok()) break;
     std::string obj = (dir / unit).string() + ".o";
@@ -273,7 +283,89 @@ GymStatus CodeSize(const Environment& env, const ir::Model& model, const std::st
       *out += *bytes;
   }
   std::error_code ec;
-  fs::remove_all(dir, ec);
+  if (!dir.empty()) fs::remove_all(dir, ec);
+  return result;
+}
+
+// A main for the generated model that runs it R times (R its argument) on fixed pseudo-random
+// float inputs (zeros for other types).
+constexpr char kCortexM4Main[] = R"(#include <stdlib.h>
+#include "gym_model.h"
+static uint8_t arena[KILN_GYM_MODEL_WORKSPACE_SIZE + 1] __attribute__((aligned(16)));
+int main(int argc, char **argv) {
+  const kiln_model_descriptor *d = &kiln_gym_model_descriptor;
+  struct kiln_gym_model_inputs in;
+  struct kiln_gym_model_outputs out;
+  struct kiln_gym_model_workspace ws;
+  uint32_t seed = 12345u;
+  int runs = argc > 1 ? atoi(argv[1]) : 1, i, r;
+  for (i = 0; i < d->num_inputs; ++i) {
+    size_t n = d->inputs[i].size_bytes, k;
+    uint8_t *p = (uint8_t *)calloc(n + 1, 1);
+    if (!p) return 3;
+    if (d->inputs[i].dtype == 1)
+      for (k = 0; k < n / 4; ++k) {
+        seed = seed * 1664525u + 1013904223u;
+        ((float *)p)[k] = (float)(seed >> 8) / 8388608.0f - 1.0f;
+      }
+    kiln_gym_model_set_input(&in, i, p);
+  }
+  for (i = 0; i < d->num_outputs; ++i) {
+    void *p = malloc(d->outputs[i].size_bytes + 1);
+    if (!p) return 3;
+    kiln_gym_model_set_output(&out, i, p);
+  }
+  ws.arena = arena;
+  for (r = 0; r < runs; ++r)
+    if (kiln_gym_model_run(&in, &out, &ws) != KILN_OK) return 2;
+  return 0;
+}
+)";
+
+// Instructions one inference of the generated C executes on the emulated Cortex-M4: the
+// program run for R = 3 minus R = 1, halved (scripts/cortex_m4_run --count-instructions).
+GymStatus CortexM4Instructions(const Environment& env, const ir::Model& model,
+                               const std::string& planner, bool reorder, int64_t* out) {
+  const std::string runner = env.options().cortex_m4_run.empty()
+                                 ? std::string(KILN_SCRIPTS_DIR) + "/cortex_m4_run"
+                                 : env.options().cortex_m4_run;
+  const std::string space = "CortexM4Instructions";
+  fs::path dir;
+  GymStatus result = WriteGeneratedC(env, model, planner, reorder, space, &dir);
+  if (result.ok()) {
+    Status st = WriteFile((dir / "gym_main.c").string(), kCortexM4Main);
+    if (!st.ok()) result = GymStatus::Error(Code::kInternal, space + ": " + st.message());
+  }
+  const std::string elf = (dir / "gym_model.elf").string(), log = (dir / "run.log").string();
+  if (result.ok() &&
+      !RunCommand({runner, "--out", elf, "--no-run", "--", "-I" + dir.string(),
+                   (dir / "gym_model.c").string(), (dir / "gym_model_params.c").string(),
+                   (dir / "gym_main.c").string()},
+                  log)) {
+    auto text = ReadFile(log);
+    result = GymStatus::Error(Code::kFailedPrecondition,
+                              space + ": building for the Cortex-M4 failed (needs " + runner +
+                                  ", arm-none-eabi-gcc and libnewlib-arm-none-eabi): " +
+                                  (text.ok() ? text->substr(0, 400) : std::string("?")));
+  }
+  int64_t counts[2] = {0, 0};
+  for (int k = 0; k < 2 && result.ok(); ++k) {
+    const std::string runs = k == 0 ? "1" : "3";
+    bool ran = RunCommand(
+        {runner, "--count-instructions", "--timeout", "600", "--elf", elf, "--run", runs}, log);
+    auto text = ReadFile(log);
+    const size_t at = text.ok() ? text->find("kiln instructions: ") : std::string::npos;
+    if (!ran || at == std::string::npos) {
+      result = GymStatus::Error(Code::kFailedPrecondition,
+                                space + ": running on qemu-system-arm failed: " +
+                                    (text.ok() ? text->substr(0, 400) : std::string("?")));
+      break;
+    }
+    counts[k] = std::atoll(text->c_str() + at + std::string("kiln instructions: ").size());
+  }
+  *out = (counts[1] - counts[0]) / 2;
+  std::error_code ec;
+  if (!dir.empty()) fs::remove_all(dir, ec);
   return result;
 }
 
@@ -365,6 +457,11 @@ std::vector<ObservationSpaceInfo> MakeObservationSpaces() {
       Space("Pipeline", Kind::kString,
             "the pipeline file (JSON) that reproduces this state: kiln compile --pipeline FILE");
   v[kPipeline].opaque_data_format = "json";
+  v[kCortexM4Instructions] =
+      Space("CortexM4Instructions", Kind::kScalarInt64,
+            "instructions one inference of the generated C executes on qemu's Cortex-M4 "
+            "(mps2-an386, arm-none-eabi-gcc -O2; exact, scripts/qemu_insn_count.c)");
+  v[kCortexM4Instructions].platform_dependent = true;  // the cross compiler decides
   return v;
 }
 
@@ -372,8 +469,8 @@ GymStatus ComputeObservation(const Environment& env, const State& state, const s
                              bool reorder, int space, ObservationValue* out) {
   if (space == kPipeline)
     return GymStatus::Error(Code::kInternal, "Pipeline is the session's, not the state's");
-  const bool planned =
-      space == kArenaBytes || space == kArenaLowerBoundBytes || space == kCodeSizeBytes;
+  const bool planned = space == kArenaBytes || space == kArenaLowerBoundBytes ||
+                       space == kCodeSizeBytes || space == kCortexM4Instructions;
   std::string key =
       std::to_string(space) + (planned ? "|" + planner + (reorder ? "|r" : "|f") : "");
   // The greedy planners take microseconds: only search planners' plans are worth keeping.
@@ -424,6 +521,11 @@ GymStatus ComputeObservation(const Environment& env, const State& state, const s
     }
     case kRuntime: {
       GymStatus st = Runtime(env, m, planner, reorder, &v.scalar_double);
+      if (!st.ok()) return st;
+      break;
+    }
+    case kCortexM4Instructions: {
+      GymStatus st = CortexM4Instructions(env, m, planner, reorder, &v.scalar_int);
       if (!st.ok()) return st;
       break;
     }

@@ -54,10 +54,10 @@ SHAPES = {"Ir": "string_size_range", "IrSha1": "string_size_range", "OpCount": "
           "Features": "int64_range_list", "ArenaBytes": "scalar_int64_range",
           "ArenaLowerBoundBytes": "scalar_int64_range", "ParamBytes": "scalar_int64_range",
           "CodeSizeBytes": "scalar_int64_range", "Runtime": "scalar_double_range",
-          "Pipeline": "string_size_range"}
+          "Pipeline": "string_size_range", "CortexM4Instructions": "scalar_int64_range"}
 VALUE_KIND = {"Ir": str, "IrSha1": str, "OpCount": list, "Features": list, "ArenaBytes": int,
               "ArenaLowerBoundBytes": int, "ParamBytes": int, "CodeSizeBytes": int,
-              "Runtime": float, "Pipeline": str}
+              "Runtime": float, "Pipeline": str, "CortexM4Instructions": int}
 # What the episode observes after every step (CodeSizeBytes and Runtime compile / run: once).
 CHEAP = ["IrSha1", "ArenaBytes", "ArenaLowerBoundBytes", "ParamBytes", "OpCount", "Features", "Pipeline"]
 
@@ -166,6 +166,8 @@ def episode_section(ck, c, ss):
     check_values(ck, c, init, "initial state")
     ck.check(init["Runtime"] > 0, "Runtime %.4f ms > 0" % init["Runtime"])
     ck.check(init["CodeSizeBytes"] > 0, "CodeSizeBytes %d > 0" % init["CodeSizeBytes"])
+    ck.check(init["CortexM4Instructions"] > 0,
+             "CortexM4Instructions %d > 0" % init["CortexM4Instructions"])
     ck.check("Conv" in init["Ir"] and "BatchNormalization" in init["Ir"], "Ir prints the model's ops")
     ck.equal(json.loads(init["Pipeline"]).get("passes"), [], "initial Pipeline has no passes")
     again = c.observe(sid, *CHEAP)

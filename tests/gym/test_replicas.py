@@ -131,7 +131,9 @@ def benchmarks_everywhere(ck, rr):
 
 def same_episode(ck, rr, n):
     c0 = rr.clients[0]
-    det = [s.name for s in c0.obs_spaces if s.deterministic]
+    # Every deterministic space but CortexM4Instructions, which builds for and runs on the
+    # emulated board (seconds per step; tests/gym_test.cc covers it).
+    det = [s.name for s in c0.obs_spaces if s.deterministic and s.name != "CortexM4Instructions"]
     ck.check("IrSha1" in det and "ArenaBytes" in det and "Runtime" not in det,
              "deterministic spaces: " + ", ".join(det))
     for bench in (SMALL, "benchmark://kiln-v0/kws_cnn"):
