@@ -36,16 +36,6 @@ namespace bp = bundled_program_flatbuffer;
 std::string Models() { return std::string(KILN_SOURCE_DIR) + "/models/"; }
 std::string Conformance() { return std::string(KILN_SOURCE_DIR) + "/../shared/conformance/"; }
 
-std::pair<int, std::string> Sh(const std::string& cmd) {
-  std::string out;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
-  int st = pclose(p);
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
-}
-
 bool HaveTool(const std::string& tool) { return Sh("command -v " + tool).first == 0; }
 
 ir::Model Load(const std::string& path) {

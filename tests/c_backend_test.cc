@@ -27,17 +27,6 @@ bool HaveTool(const std::string& tool) {
   return std::system(("command -v " + tool + " >/dev/null 2>&1").c_str()) == 0;
 }
 
-// Runs a shell command, returning its exit status and stdout+stderr.
-std::pair<int, std::string> Sh(const std::string& cmd) {
-  std::string out;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
-  int st = pclose(p);
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
-}
-
 double RelL2(const std::vector<double>& got, const float* want, size_t n) {
   double num = 0, den = 0;
   for (size_t i = 0; i < n; ++i) {

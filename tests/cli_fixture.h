@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <string>
+#include <utility>
 
 #include "support/file_io.h"
 
@@ -23,6 +24,17 @@ struct Result {
   std::string out;
   std::string err;
 };
+
+// Runs a shell command: its exit status (-1 when a signal ended it) and stdout + stderr.
+inline std::pair<int, std::string> Sh(const std::string& cmd) {
+  std::string out;
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+  const int st = pclose(p);
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+}
 
 // Runs `kiln ARGS` through the shell; in `cwd` when given, killed after `timeout_s` seconds when
 // given (exit code 128 + 9).

@@ -322,16 +322,6 @@ TEST_F(QuantizeModelTest, LoadsSamplesFromFilesFoldersAndBundles) {
   EXPECT_FALSE(quantize::LoadSamples(file("empty"), *model->graph).ok());
 }
 
-std::pair<int, std::string> Sh(const std::string& cmd) {
-  std::string out;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
-  const int st = pclose(p);
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
-}
-
 // The float outputs a program printed, one "bits 0x%08lx" per line (newlib's printf has no %a).
 std::vector<float> PrintedFloats(const std::string& out) {
   std::vector<float> v;
@@ -346,16 +336,19 @@ std::vector<float> PrintedFloats(const std::string& out) {
   return v;
 }
 
+// n values uniform in [-0.5, 0.5).
+std::vector<float> UniformValues(std::mt19937& rng, int64_t n) {
+  std::uniform_real_distribution<float> u(-0.5f, 0.5f);
+  std::vector<float> v(n);
+  for (float& x : v) x = u(rng);
+  return v;
+}
+
 // x[2, 4, 5, 5] -> Conv 1x1 in 2 groups (6 channels) -> Relu -> Conv 1x1 (4 channels) -> y: the
 // kernels' pointwise path, with a batch, groups and a tail of pixels past the last four.
 onnx::ModelProto PointwiseModel() {
   std::mt19937 rng(8);
-  std::uniform_real_distribution<float> u(-0.5f, 0.5f);
-  auto values = [&](int64_t n) {
-    std::vector<float> v(n);
-    for (float& x : v) x = u(rng);
-    return v;
-  };
+  auto values = [&](int64_t n) { return UniformValues(rng, n); };
   onnx::ModelProto m = testing::EmptyModel("pointwise");
   auto* g = m.mutable_graph();
   *g->add_input() = testing::FloatInfo("x", {2, 4, 5, 5});
@@ -373,12 +366,7 @@ onnx::ModelProto PointwiseModel() {
 // -> y[1, 4, 5, 3]: the kernels' one-input-channel taps at every image border.
 onnx::ModelProto StridedModel() {
   std::mt19937 rng(11);
-  std::uniform_real_distribution<float> u(-0.5f, 0.5f);
-  auto values = [&](int64_t n) {
-    std::vector<float> v(n);
-    for (float& x : v) x = u(rng);
-    return v;
-  };
+  auto values = [&](int64_t n) { return UniformValues(rng, n); };
   onnx::ModelProto m = testing::EmptyModel("strided");
   auto* g = m.mutable_graph();
   *g->add_input() = testing::FloatInfo("x", {1, 1, 9, 7});
