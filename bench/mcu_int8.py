@@ -164,10 +164,21 @@ def measure_cmsis_nn(out_dir, opt):
     # CMSIS-NN is not written for -pedantic -Werror: its warnings are not ours.
     build(out_dir, "cmsis_nn_kws", [os.path.join(ROOT, "bench", "cmsis_nn_kws.c")] + sources,
           elf, [opt, "-std=gnu11", "-w", "-Wno-error", "-I", os.path.join(cmsis, "Include")])
-    counts = per_inference(elf, ["--count-functions"] if ARGS.functions else [])
+    counts = per_inference(elf, ["--count-functions"])
     total = counts.pop("total")
     top = sorted(((v, k) for k, v in counts.items() if v > 0), reverse=True)[:ARGS.functions]
-    return {"instructions": total,
+    # Flash: the code of the CMSIS-NN functions an inference executes, plus the parameters the
+    # harness holds (weights, biases, per-channel multipliers and shifts as TFLM stores them).
+    sizes = {}
+    for line in run(["arm-none-eabi-nm", "-S", "--defined-only", elf]).stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 4:
+            sizes[parts[3]] = int(parts[1], 16)
+    code = sum(sizes.get(k, 0) for k, v in counts.items() if v > 0 and k.startswith("arm_"))
+    params = sum(sizes[k] for k in ("conv1_w", "dw_w", "pw_w", "fc_w", "conv1_b", "dw_b", "pw_b",
+                                    "fc_b"))
+    params += 2 * sizes["mult"] * 9  # a multiplier and a shift table per convolution
+    return {"instructions": total, "flash": code + params, "code": code, "params": params,
             "functions": [{"function": k, "instructions": v, "share": v / total} for v, k in top]}
 
 
@@ -210,8 +221,11 @@ def main():
     for r in rows:
         if "cmsis-nn" in r:
             c = r["cmsis-nn"]["instructions"]
-            print(f"\n{r['model']}: CMSIS-NN layer by layer {c:,} instructions; kiln int8 / CMSIS-NN "
-                  f"{r['int8']['instructions'] / c:.2f}")
+            cf = r["cmsis-nn"]
+            print(f"\n{r['model']}: CMSIS-NN layer by layer {c:,} instructions, flash "
+                  f"{cf['flash']:,} ({cf['code']:,} code executed + {cf['params']:,} parameters); "
+                  f"kiln int8 / CMSIS-NN {r['int8']['instructions'] / c:.2f} in instructions, "
+                  f"{r['int8']['flash'] / cf['flash']:.2f} in flash")
     for r in rows:
         for kind in ("float", "int8", "cmsis-nn"):
             for fn in r.get(kind, {}).get("functions", []):
