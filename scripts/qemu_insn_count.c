@@ -86,8 +86,10 @@ static function_range* function_at(uint64_t address) {
   size_t lo = 0, hi = function_count;
   while (lo < hi) { /* the last function starting at or before address */
     size_t mid = (lo + hi) / 2;
-    if (functions[mid].start <= address) lo = mid + 1;
-    else hi = mid;
+    if (functions[mid].start <= address)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
   return lo > 0 && address < functions[lo - 1].end ? &functions[lo - 1] : NULL;
 }
@@ -99,7 +101,8 @@ static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb* tb) {
   for (i = 0; function_count && i < n; ++i) {
     struct qemu_plugin_insn* insn = qemu_plugin_tb_get_insn(tb, i);
     function_range* f = function_at(qemu_plugin_insn_vaddr(insn));
-    if (f) qemu_plugin_register_vcpu_insn_exec_inline(insn, QEMU_PLUGIN_INLINE_ADD_U64, &f->executed, 1);
+    if (f)
+      qemu_plugin_register_vcpu_insn_exec_inline(insn, QEMU_PLUGIN_INLINE_ADD_U64, &f->executed, 1);
   }
 }
 

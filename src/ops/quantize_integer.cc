@@ -202,12 +202,14 @@ void RequantizeFixedRows(int threads, const int32_t* acc, int64_t rows, int64_t 
   auto* out = static_cast<uint8_t*>(y.raw());
   const int t = static_cast<int>(std::min<int64_t>(threads, rows * n / (64 << 10) + 1));
   ParallelFor(t, rows, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r)
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t row_q = r % count;
       for (int64_t j = 0; j < n; ++j) {
-        const int64_t q = (by_row ? r : j) % count;
+        const int64_t q = by_row ? row_q : j % count;
         const int32_t v = kiln_requant_fixed(acc[r * n + j], mult[q], shift[q], zp, lo, hi);
         out[r * n + j] = static_cast<uint8_t>(v);  // int8's two's complement byte, or uint8
       }
+    }
   });
 }
 

@@ -221,7 +221,10 @@ QuantizedConstant QuantizeAsActivation(const Tensor& c, DType type) {
 class QdqRewriter {
  public:
   QdqRewriter(onnx::GraphProto& g, DType activation_type)
-      : g_(g), names_(g), activation_type_(activation_type) {}
+      : g_(g), names_(g), activation_type_(activation_type) {
+    for (int n = 0; n < g.node_size(); ++n)
+      for (const auto& o : g.node(n).output()) producer_[o] = n;
+  }
 
   // Replaces initializer `name` by its quantized bytes, scales and zero points and a
   // DequantizeLinear that writes `name` again, so its readers are unchanged.
@@ -252,7 +255,9 @@ class QdqRewriter {
     StoreInt(activation_type_, p.zero_point, &zp_byte);
     *g_.add_initializer() = MakeTensor(zp, activation_type_, {}, zp_byte.data());
     const std::string q = names_.Unique(name + "_QuantizeLinear_Output");
-    onnx::NodeProto* producer = Producer(name);
+    auto writer = producer_.find(name);
+    onnx::NodeProto* producer =
+        writer == producer_.end() ? nullptr : g_.mutable_node(writer->second);
     std::string float_in = name, dq_out = name;
     if (producer) {
       float_in = names_.Unique(name + "_QuantizeLinear_Input");
@@ -288,12 +293,6 @@ class QdqRewriter {
   }
 
  private:
-  onnx::NodeProto* Producer(const std::string& name) {
-    for (auto& n : *g_.mutable_node())
-      for (const auto& o : n.output())
-        if (o == name) return &n;
-    return nullptr;
-  }
   template <typename Field>
   void RemoveNamed(Field* field) {
     Field kept;
@@ -308,6 +307,7 @@ class QdqRewriter {
   std::vector<onnx::NodeProto> front_;
   std::map<std::string, std::vector<onnx::NodeProto>> after_;
   std::set<std::string> removed_;
+  std::map<std::string, int> producer_;  // the node writing each value, as the graph came
 };
 
 }  // namespace

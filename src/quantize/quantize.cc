@@ -179,33 +179,44 @@ Expected<std::string> QuantizeModel(const std::string& model_path,
   return out;
 }
 
-Expected<std::vector<OutputError>> CompareOutputs(const ModelRun& reference, const ModelRun& run,
-                                                  const std::vector<Sample>& samples, int threads) {
-  KILN_ASSIGN_OR_RETURN(ir::Model ref, frontend::LoadModel(reference.path));
+Expected<std::vector<std::vector<OutputError>>> CompareOutputs(
+    const ModelRun& run, const std::vector<ModelRun>& references,
+    const std::vector<Sample>& samples, int threads) {
   KILN_ASSIGN_OR_RETURN(ir::Model model, frontend::LoadModel(run.path));
-  if (ref.graph->outputs.size() != model.graph->outputs.size())
-    return Error(run.path + ": its outputs are not those of " + reference.path);
-  std::vector<OutputError> errors;
-  for (int v : ref.graph->outputs) errors.push_back({ref.graph->values[v].name});
-  std::vector<double> diff2(errors.size()), ref2(errors.size());
-  SampleRunner ref_runner(std::move(ref), RunOptions(reference.host_passes, threads));
+  std::vector<OutputError> names;
+  for (int v : model.graph->outputs) names.push_back({model.graph->values[v].name});
   SampleRunner runner(std::move(model), RunOptions(run.host_passes, threads));
+  std::vector<SampleRunner> ref_runners;
+  for (const ModelRun& r : references) {
+    KILN_ASSIGN_OR_RETURN(ir::Model ref, frontend::LoadModel(r.path));
+    if (ref.graph->outputs.size() != names.size())
+      return Error(run.path + ": its outputs are not those of " + r.path);
+    ref_runners.emplace_back(std::move(ref), RunOptions(r.host_passes, threads));
+  }
+  std::vector<std::vector<OutputError>> errors(references.size(), names);
+  // Per reference and output: the squared differences and the squared reference values.
+  std::vector<std::vector<double>> diff2(references.size(), std::vector<double>(names.size())),
+      ref2 = diff2;
   for (const Sample& s : samples) {
-    KILN_ASSIGN_OR_RETURN(auto expected, ref_runner.Run(s));
     KILN_ASSIGN_OR_RETURN(auto got, runner.Run(s));
-    for (size_t k = 0; k < errors.size(); ++k) {
-      const Tensor &e = expected[k], &g = got[k];
-      if (!IsFloatTensor(e) || !IsFloatTensor(g) || e.size() != g.size()) continue;
-      for (int64_t i = 0; i < e.size(); ++i) {
-        const double d = double{g.data<float>()[i]} - e.data<float>()[i];
-        diff2[k] += d * d;
-        ref2[k] += double{e.data<float>()[i]} * e.data<float>()[i];
-        errors[k].max_abs = std::max(errors[k].max_abs, std::fabs(d));
+    for (size_t r = 0; r < references.size(); ++r) {
+      KILN_ASSIGN_OR_RETURN(auto expected, ref_runners[r].Run(s));
+      for (size_t k = 0; k < names.size(); ++k) {
+        const Tensor &e = expected[k], &g = got[k];
+        if (!IsFloatTensor(e) || !IsFloatTensor(g) || e.size() != g.size()) continue;
+        for (int64_t i = 0; i < e.size(); ++i) {
+          const double d = double{g.data<float>()[i]} - e.data<float>()[i];
+          diff2[r][k] += d * d;
+          ref2[r][k] += double{e.data<float>()[i]} * e.data<float>()[i];
+          errors[r][k].max_abs = std::max(errors[r][k].max_abs, std::fabs(d));
+        }
       }
     }
   }
-  for (size_t k = 0; k < errors.size(); ++k)
-    errors[k].rel_l2 = ref2[k] > 0 ? std::sqrt(diff2[k] / ref2[k]) : std::sqrt(diff2[k]);
+  for (size_t r = 0; r < references.size(); ++r)
+    for (size_t k = 0; k < names.size(); ++k)
+      errors[r][k].rel_l2 =
+          ref2[r][k] > 0 ? std::sqrt(diff2[r][k] / ref2[r][k]) : std::sqrt(diff2[r][k]);
   return errors;
 }
 

@@ -55,8 +55,10 @@ struct ModelRun {
   bool host_passes = true;
 };
 
-// Runs both models on every sample and compares their float outputs.
-Expected<std::vector<OutputError>> CompareOutputs(const ModelRun& reference, const ModelRun& model,
-                                                  const std::vector<Sample>& samples, int threads);
+// Runs `run` and every reference once per sample and gives, per reference, how far run's float
+// outputs lie from that reference's.
+Expected<std::vector<std::vector<OutputError>>> CompareOutputs(
+    const ModelRun& run, const std::vector<ModelRun>& references,
+    const std::vector<Sample>& samples, int threads);
 
 }  // namespace kiln::quantize
