@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <sstream>
@@ -12,6 +13,7 @@
 #include "cli_fixture.h"
 #include "frontend/model_loader.h"
 #include "frontend/npy.h"
+#include "kernels/reference/reference_kernels.h"
 #include "quantize/calibration.h"
 #include "runtime/executor.h"
 #include "support/file_io.h"
@@ -112,6 +114,56 @@ const onnx::NodeProto* NodeReading(const onnx::ModelProto& m, const std::string&
     for (const auto& i : n.input())
       if (i == input) return &n;
   return nullptr;
+}
+
+// The requantization's formulas (one floor for the high product, a borrow and the last bit out
+// for the shift) equal TFLite's as written: gemmlowp's nudge and truncating division, and
+// RoundingDivideByPOT's mask and threshold.
+TEST(Requantization, EqualsTflitesFormulas) {
+  auto high_mul = [](int32_t a, int32_t b) -> int32_t {
+    if (a == b && a == INT32_MIN) return INT32_MAX;
+    const int64_t ab = static_cast<int64_t>(a) * b;
+    const int64_t nudge = ab >= 0 ? (1 << 30) : (1 - (1 << 30));
+    return static_cast<int32_t>((ab + nudge) / (static_cast<int64_t>(1) << 31));
+  };
+  auto divide_pot = [](int32_t x, int32_t e) -> int32_t {
+    const int32_t mask = static_cast<int32_t>((static_cast<int64_t>(1) << e) - 1);
+    const int32_t remainder = x & mask, threshold = (mask >> 1) + (x < 0 ? 1 : 0);
+    return (x >> e) + (remainder > threshold ? 1 : 0);
+  };
+  auto fixed = [&](int32_t acc, int32_t mult, int32_t shift, int32_t zp, int32_t lo, int32_t hi) {
+    const int64_t wide =
+        static_cast<int64_t>(acc) * (static_cast<int64_t>(1) << std::max(shift, 0));
+    const int32_t sat = static_cast<int32_t>(std::clamp<int64_t>(wide, INT32_MIN, INT32_MAX));
+    const int64_t v =
+        static_cast<int64_t>(divide_pot(high_mul(sat, mult), std::max(-shift, 0))) + zp;
+    return static_cast<int32_t>(std::clamp<int64_t>(v, lo, hi));
+  };
+  std::mt19937 rng(3);
+  std::vector<int32_t> accs = {INT32_MIN, INT32_MIN + 1, -(1 << 30),    -3,       -2, -1, 0, 1, 2,
+                               3,         1 << 30,       INT32_MAX - 1, INT32_MAX};
+  std::vector<int32_t> mults = {0, 1, 1 << 30, (1 << 30) + 1, INT32_MAX - 1, INT32_MAX};
+  for (int i = 0; i < 400; ++i) {
+    accs.push_back(static_cast<int32_t>(rng()));
+    accs.push_back(static_cast<int32_t>(rng() % 20001) - 10000);
+    mults.push_back(static_cast<int32_t>(rng() >> 1));
+  }
+  for (int32_t a : accs)
+    for (int32_t b : mults) {
+      ASSERT_EQ(kiln_requant_high_mul(a, b), high_mul(a, b)) << a << " " << b;
+      for (int32_t e = 0; e <= 31; ++e)
+        ASSERT_EQ(kiln_requant_divide_pot(high_mul(a, b), e), divide_pot(high_mul(a, b), e))
+            << a << " " << b << " " << e;
+      for (int32_t shift : {-31, -30, -12, -7, -2, -1, 0, 1, 3})
+        for (auto [zp, lo, hi] : {std::tuple{-5, -128, 127}, {0, 0, 255}, {130, 130, 255}}) {
+          const int32_t want = fixed(a, b, shift, zp, lo, hi);
+          ASSERT_EQ(kiln_requant_fixed(a, b, shift, zp, lo, hi), want)
+              << a << " " << b << " " << shift << " " << zp;
+          const kiln_requant_channel c = kiln_requant_channel_of(b, shift);
+          ASSERT_EQ(kiln_requant_channel_apply(a, &c, zp, lo, hi), want)
+              << a << " " << b << " " << shift << " " << zp;
+        }
+    }
 }
 
 TEST(Calibration, MinMaxIsTheExtremes) {
