@@ -124,7 +124,8 @@ def build(out_dir, name, sources, elf, flags):
 
 def measure(model, name, out_dir, opt):
     """Instructions per inference, flash and RAM of one model's generated C."""
-    run([ARGS.kiln, "compile", model, "--target", "c", "--name", name, "--out", out_dir])
+    run([ARGS.kiln, "compile", model, "--target", "c", "--name", name, "--out", out_dir,
+         "--cpu", ARGS.cpu])
     main_c = os.path.join(out_dir, "bench_main.c")
     with open(main_c, "w") as f:
         f.write(MAIN.replace("NAME", name).replace("UPPER", name.upper()))
@@ -189,6 +190,8 @@ def main():
     p.add_argument("--kiln", default=os.path.join(ROOT, "build", "kiln"))
     p.add_argument("--samples", type=int, default=16, help="calibration samples (--random)")
     p.add_argument("--opt", default="-O2", help="the optimization flag for arm-none-eabi-gcc")
+    p.add_argument("--cpu", default="cortex-m4",
+                   help="kiln compile --cpu: cortex-m4 (the DSP extension) or generic")
     p.add_argument("--functions", type=int, default=0,
                    help="list the N functions executing the most instructions per inference")
     p.add_argument("--cmsis-nn", action="store_true",

@@ -451,12 +451,15 @@ void ExpectIntegerCMatchesTheHost(QuantizeModelTest& t, const onnx::ModelProto& 
   const std::string path = t.WriteModel(m);
   ASSERT_EQ(RunKiln("quantize " + path + " --random 4 " + flags + " -o " + t.file("q.onnx")).code,
             0);
-  Result r =
-      RunKiln("compile " + t.file("q.onnx") + " --target c --name net --out " + t.file("gen"));
-  ASSERT_EQ(r.code, 0) << r.err;
-  auto c = ReadFile(t.file("gen/net.c"));
-  ASSERT_TRUE(c.ok());
-  EXPECT_NE(c->find("kiln_qconv_run("), std::string::npos);
+  for (const std::string cpu : {"generic", "cortex-m4"}) {
+    Result r = RunKiln("compile " + t.file("q.onnx") + " --target c --name net --cpu " + cpu +
+                       " --out " + t.file(cpu));
+    ASSERT_EQ(r.code, 0) << r.err;
+    auto c = ReadFile(t.file(cpu + "/net.c"));
+    ASSERT_TRUE(c.ok());
+    EXPECT_NE(c->find("kiln_qconv_packed_"), std::string::npos);
+    EXPECT_EQ(c->find("kiln_qconv_run("), std::string::npos);
+  }
   Tensor x(DType::kFloat32, in);
   for (int64_t i = 0; i < x.size(); ++i)
     x.data<float>()[i] = static_cast<float>((i * 37) % 101) / 50.0f - 1.0f;
@@ -486,24 +489,34 @@ void ExpectIntegerCMatchesTheHost(QuantizeModelTest& t, const onnx::ModelProto& 
               "; ++i) {\n"
               "    uint32_t bits;\n    memcpy(&bits, &y[i], 4);\n"
               "    printf(\"bits 0x%08lx\\n\", (unsigned long)bits);\n  }\n  return 0;\n}\n");
-  const std::string sources = t.file("gen/net.c") + " " + t.file("gen/net_params.c") + " " +
-                              t.file("main.c") + " -I" + t.file("gen");
-  auto [rc, out] = Sh("gcc -std=c99 -Wall -Wextra -Werror -pedantic -O2 -o " + t.file("main") +
-                      " " + sources + " -lm && " + t.file("main"));
-  ASSERT_EQ(rc, 0) << out;
-  EXPECT_EQ(PrintedFloats(out), want) << flags;
-#ifdef KILN_CORTEX_M4_RUN
-  std::string counts[2];
-  for (std::string& count : counts) {
-    std::tie(rc, out) =
-        Sh(std::string(KILN_CORTEX_M4_RUN) + " --count-instructions --timeout 300 -- " + sources);
+  auto sources = [&](const std::string& cpu) {
+    return t.file(cpu + "/net.c") + " " + t.file(cpu + "/net_params.c") + " " + t.file("main.c") +
+           " -I" + t.file(cpu);
+  };
+  for (const std::string cc : {"gcc", "clang"}) {  // the portable kernels
+    auto [rc, out] = Sh(cc + " -std=c99 -Wall -Wextra -Werror -pedantic -O2 -o " + t.file("main") +
+                        " " + sources("generic") + " -lm && " + t.file("main"));
     ASSERT_EQ(rc, 0) << out;
-    EXPECT_EQ(PrintedFloats(out), want) << flags;
-    const size_t at = out.find("kiln instructions: ");
-    ASSERT_NE(at, std::string::npos) << out;
-    count = out.substr(at, out.find('\n', at) - at);
+    EXPECT_EQ(PrintedFloats(out), want) << flags << " " << cc;
   }
-  EXPECT_EQ(counts[0], counts[1]);
+  // Generated for a Cortex-M4, the code needs a compiler targeting one.
+  auto [rc, out] = Sh("gcc -std=c99 -c -o " + t.file("m4.o") + " " + t.file("cortex-m4/net.c"));
+  EXPECT_NE(rc, 0);
+  EXPECT_NE(out.find("compile it with -mcpu=cortex-m4"), std::string::npos) << out;
+#ifdef KILN_CORTEX_M4_RUN
+  for (const std::string cpu : {"generic", "cortex-m4"}) {  // the DSP extension's, and portable
+    std::string counts[2];
+    for (std::string& count : counts) {
+      std::tie(rc, out) = Sh(std::string(KILN_CORTEX_M4_RUN) +
+                             " --count-instructions --timeout 300 -- " + sources(cpu));
+      ASSERT_EQ(rc, 0) << out;
+      EXPECT_EQ(PrintedFloats(out), want) << flags << " " << cpu;
+      const size_t at = out.find("kiln instructions: ");
+      ASSERT_NE(at, std::string::npos) << out;
+      count = out.substr(at, out.find('\n', at) - at);
+    }
+    EXPECT_EQ(counts[0], counts[1]);
+  }
 #endif
 }
 

@@ -15,7 +15,8 @@ namespace {
 
 struct CompileCliOptions {
   std::string model, weights, target, name, out, params_section,
-      planner = "default", bundle, pipeline, precision = "fp32", tensor_cores = "auto";
+      planner = "default", bundle, pipeline, precision = "fp32", tensor_cores = "auto",
+      cpu = "generic";
   std::vector<std::string> shapes, dump_ir_after;
 };
 
@@ -38,6 +39,7 @@ int CompileMain(const CompileCliOptions& o, const std::string& command_line) {
     Status st = WriteFile((std::filesystem::path(o.out) / (o.name + ".kiln")).string(), *bytes);
     return st.ok() ? 0 : Fail(st);
   }
+  if (o.target != "c" && o.cpu != "generic") return Fail(Error("--cpu goes with --target c"));
   if (o.target != "cuda" && o.precision != "fp32")
     return Fail(Error("--precision goes with --target cuda"));
   if (o.target != "cuda" && o.tensor_cores != "auto")
@@ -83,6 +85,7 @@ int CompileMain(const CompileCliOptions& o, const std::string& command_line) {
   codegen::c::CompileOptions co;
   co.name = o.name;
   co.params_section = o.params_section;
+  co.cpu = o.cpu;
   co.command_line = command_line;
   co.source = source;
   co.kiln_version = kKilnVersion;
@@ -131,6 +134,11 @@ void AddCompileCommand(CLI::App& app, int& rc, const std::string& command_line) 
                 "the work), on, off")
       ->check(OneOf({"auto", "on", "off"}));
   c->add_option("--params-section", o->params_section, "linker section for the parameter arrays");
+  c->add_option("--cpu", o->cpu,
+                "with --target c: the core the int8 kernels are for: generic (portable C99), or "
+                "cortex-m4, cortex-m7, cortex-m33 (the DSP extension through ACLE; the code then "
+                "needs a compiler targeting such a core)")
+      ->check(OneOf({"generic", "cortex-m4", "cortex-m7", "cortex-m33"}));
   c->add_option("--planner", o->planner, "memory planner for the workspace");
   c->add_option("--pipeline", o->pipeline,
                 "passes and planner from a pipeline file (kiln tune writes one)");

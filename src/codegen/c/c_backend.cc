@@ -139,15 +139,15 @@ class Generator {
   }
 
   // One array per distinct constant (same dtype and bytes share it).
-  std::string ParamFor(const ir::Value& v) {
-    const Tensor& t = *v.constant;
+  std::string ParamFor(const ir::Value& v) { return ParamFor(v.name, *v.constant); }
+  std::string ParamFor(const std::string& name, const Tensor& t) {
     std::string key = std::to_string(static_cast<int>(t.dtype())) + ":" +
                       std::string(t.nbytes() ? static_cast<const char*>(t.raw()) : "", t.nbytes());
     auto it = param_by_bytes_.find(key);
     if (it != param_by_bytes_.end()) return it->second;
-    std::string sym = globals_.Take(v.name, "kiln_" + o_.name + "_p_");
+    std::string sym = globals_.Take(name, "kiln_" + o_.name + "_p_");
     param_by_bytes_[key] = sym;
-    params_.push_back({sym, v.name, t});
+    params_.push_back({sym, name, t});
     return sym;
   }
 
@@ -278,6 +278,7 @@ class Generator {
                       ", " + std::to_string(bytes) + " bytes */\n";
       return "(arena + " + macro + ")";
     };
+    ctx.parameter = [&](const std::string& label, Tensor data) { return ParamFor(label, data); };
     ctx.subgraph = [&](const ir::Graph& sg) -> Expected<SubgraphCall> {
       uses_ws = true;
       return EmitSubgraph(sg, n, fname);
@@ -607,6 +608,9 @@ typedef struct kiln_model_descriptor {
                            n + ".c only).");
     s += "#ifndef " + guard + "\n#define " + guard +
          "\n\n#include <math.h>\n#include <stddef.h>\n#include <stdint.h>\n#include <string.h>\n";
+    if (o_.cpu != "generic")  // the int8 kernels' DSP paths (kernels/reference/qconv_packed.c)
+      s += "\n/* --cpu " + o_.cpu +
+           ": the DSP extension's instructions through ACLE. */\n#define KILN_ARM_DSP 1\n";
     for (const auto& k : KernelClosure(kernels_)) s += "\n" + *KernelSource(k);
     return s + "\n#endif /* " + guard + " */\n";
   }

@@ -23,7 +23,10 @@ namespace kiln::codegen::c {
 struct CompileOptions {
   std::string name;            // the model name: a C identifier
   std::string params_section;  // put parameter arrays in this linker section ("" = default)
-  std::string command_line;    // recorded in the header comment
+  // The core the code is for: "generic" (portable C99) or a Cortex-M with the DSP extension
+  // ("cortex-m4", "cortex-m7", "cortex-m33"), whose int8 kernels then use its instructions.
+  std::string cpu = "generic";
+  std::string command_line;  // recorded in the header comment
   // Names the model in the header comment (its file name and SHA-256, never a path, so that the
   // bytes do not depend on the folder kiln ran in); "" names it by its file name.
   std::string source;

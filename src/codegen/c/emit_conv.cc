@@ -167,9 +167,9 @@ Status ShapeOf(NodeContext& ctx, bool transpose, ConvShape* s, int bias = 2) {
   return err.empty() ? OkStatus() : ctx.error(err);
 }
 
-// The initializer of the node's kiln_conv_shape (kernels/reference/reference_kernels.h): the
-// geometry the host's reference kernels run with.
-Expected<std::string> ShapeInit(NodeContext& ctx, const ConvShape& s, bool transpose) {
+}  // namespace
+
+Expected<std::string> ConvShapeInit(NodeContext& ctx, const ConvShape& s, bool transpose) {
   kiln_conv_shape k;
   if (!kernels::reference::ToKilnConvShape(s, transpose, &k))
     return ctx.error("a dimension does not fit in int32");
@@ -180,6 +180,8 @@ Expected<std::string> ShapeInit(NodeContext& ctx, const ConvShape& s, bool trans
          list(k.in) + ", " + list(k.k) + ", " + list(k.s) + ", " + list(k.d) + ", " + list(k.p) +
          ", " + list(k.out) + "}";
 }
+
+namespace {
 
 // Conv and ConvTranspose for float64, float16 and bfloat16 (the kernels are float32): loops
 // specialized to the node, computing in float (double for float64) like the host.
@@ -300,7 +302,7 @@ Status EmitConvLike(NodeContext& ctx, bool transpose) {
     return OkStatus();
   }
   if (ctx.input_dtype(0) != DType::kFloat32) return EmitConvInline(ctx, s, transpose);
-  KILN_ASSIGN_OR_RETURN(std::string init, ShapeInit(ctx, s, transpose));
+  KILN_ASSIGN_OR_RETURN(std::string init, ConvShapeInit(ctx, s, transpose));
   std::string kernel = transpose ? "conv_transpose" : "conv";
   ctx.UseKernel(kernel);
   ctx.Line("static const kiln_conv_shape shape = " + init + ";");
@@ -341,138 +343,6 @@ Status EmitFusedConv(NodeContext& ctx) {
   ctx.Line("out0[i] = " + Store(ctx, t, "v") + ";");
   ctx.Dedent();
   ctx.Line("}");
-  return OkStatus();
-}
-
-// ---------------------------------------------------------------------------------------------
-// ConvInteger and QLinearConv (kernels/reference/qconv.c)
-
-bool Is8Bit(DType t) { return t == DType::kInt8 || t == DType::kUInt8; }
-
-Status EmitQConv(NodeContext& ctx, bool qlinear) {
-  const int xi = 0, wi = qlinear ? 3 : 1, xzi = 2, wzi = qlinear ? 5 : 3;
-  if (!ctx.has_input(xi) || !ctx.has_input(wi)) return ctx.error("needs inputs x and w");
-  DType xt = ctx.input_dtype(xi), wt = ctx.input_dtype(wi), yt = ctx.output_dtype(0);
-  if (!Is8Bit(xt) || !Is8Bit(wt)) return ctx.error("x and w must be int8 or uint8");
-  if (qlinear ? !Is8Bit(yt) : yt != DType::kInt32) return ctx.error("unexpected output dtype");
-  const Dims& x = ctx.input_dims(xi);
-  const Dims& w = ctx.input_dims(wi);
-  if (x.size() < 3 || x.size() > 5 || w.size() != x.size())
-    return ctx.error("x must have 1 to 3 spatial dims, w the rank of x");
-  ConvShape s;
-  const std::string err = ops::ConvShapeOf(ctx.node(), x, w, nullptr, &s);
-  if (!err.empty()) return ctx.error(err);
-  Dims want = {s.N, s.M};
-  want.insert(want.end(), s.geom.out.begin(), s.geom.out.end());
-  if (want != ctx.output_dims(0))
-    return ctx.error("output dims differ from the geometry's " + DimsToString(want));
-  if (NumElements(want) == 0) {
-    ctx.Line("/* no elements */");
-    return OkStatus();
-  }
-  const int64_t xflip = xt == DType::kInt8 ? 128 : 0, wflip = wt == DType::kInt8 ? 128 : 0;
-  // Per output channel m: the zero points (in the kernels' flipped domain), bias, multiplier and
-  // y zero point, as C expressions (literals when the inputs are constants).
-  auto int_at = [&](int input, int64_t flip, int64_t channels, std::string* e) -> Status {
-    if (!ctx.has_input(input)) {
-      *e = Str(flip);
-      return OkStatus();
-    }
-    if (!Is8Bit(ctx.input_dtype(input)) && ctx.input_dtype(input) != DType::kInt32)
-      return ctx.error("input " + Str(input) + " has an unexpected dtype");
-    const int64_t size = NumElements(ctx.input_dims(input));
-    if (size != 1 && size != channels)
-      return ctx.error("input " + Str(input) + " must have " +
-                       (channels == 1 ? std::string("1") : "1 or " + Str(channels)) + " elements");
-    if (const Tensor* c = ctx.input_constant(input); c && size == 1) {
-      *e = Str(static_cast<int64_t>(ElementAsDouble(*c, 0)) + flip);
-      return OkStatus();
-    }
-    *e = "(int32_t)" + NodeContext::in(input) + (size == 1 ? "[0]" : "[m]") +
-         (flip ? " + " + Str(flip) : "");
-    return OkStatus();
-  };
-  std::string xz, wz, bias = "0", mul = "0.0", yz = "0.0";
-  KILN_RETURN_IF_ERROR(int_at(xzi, xflip, 1, &xz));
-  KILN_RETURN_IF_ERROR(int_at(wzi, wflip, s.M, &wz));
-  int64_t lo = 0, hi = 0;
-  if (qlinear) {
-    for (int i : {1, 4, 6})
-      if (!IsFloatType(ctx.input_dtype(i))) return ctx.error("the scales must be floating-point");
-    const int64_t ws_size = NumElements(ctx.input_dims(4));
-    if (NumElements(ctx.input_dims(1)) != 1 || NumElements(ctx.input_dims(6)) != 1)
-      return ctx.error("x_scale and y_scale must be scalars");
-    if (ws_size != 1 && ws_size != s.M) return ctx.error("w_scale must have 1 or M elements");
-    const Tensor *xs = ctx.input_constant(1), *ws = ctx.input_constant(4),
-                 *ys = ctx.input_constant(6);
-    if (xs && ws && ys) {  // the host's multipliers, computed now
-      std::string list;
-      for (int64_t m = 0; m < ws_size; ++m)
-        list +=
-            (m ? ", " : "") + CNumber(DType::kFloat64, ops::RequantMultiplier(*xs, 0, *ws, m, *ys));
-      if (ws_size == 1) {
-        mul = list;
-      } else {
-        ctx.Line("static const double mul[" + Str(s.M) + "] = {" + list + "};");
-        mul = "mul[m]";
-      }
-    } else {  // as the host's Multiplier: rounded in the scale type at each step
-      DType st = ctx.input_dtype(1);
-      std::string a = "(double)" + Load(ctx, st, "in1[0]"),
-                  b = "(double)" +
-                      Load(ctx, ctx.input_dtype(4), ws_size == 1 ? "in4[0]" : "in4[m]");
-      std::string y = Load(ctx, ctx.input_dtype(6), "in6[0]");
-      if (st == DType::kFloat64) {
-        mul = "(" + a + " * " + b + " / (double)" + y + ")";
-      } else if (st == DType::kFloat32) {
-        mul = "(double)((float)(" + a + " * " + b + ") / (float)" + y + ")";
-      } else {
-        std::string ab = Load(ctx, st, Store(ctx, st, "(float)(" + a + " * " + b + ")"));
-        mul = "(double)" + Load(ctx, st, Store(ctx, st, ab + " / (float)" + y));
-      }
-    }
-    if (ctx.has_input(7)) {
-      if (!Is8Bit(ctx.input_dtype(7)) || NumElements(ctx.input_dims(7)) < 1)
-        return ctx.error("y_zero_point must be an 8-bit scalar");
-      const Tensor* c = ctx.input_constant(7);
-      yz = c ? CNumber(DType::kFloat64, ElementAsDouble(*c, 0)) : "(double)in7[0]";
-    }
-    lo = yt == DType::kInt8 ? -128 : 0;
-    hi = yt == DType::kInt8 ? 127 : 255;
-    if (ctx.has_input(8)) {
-      if (ctx.input_dtype(8) != DType::kInt32 || ctx.input_dims(8) != Dims{s.M})
-        return ctx.error("B must be int32 of shape [M]");
-      bias = "in8[m]";
-    }
-  }
-  KILN_ASSIGN_OR_RETURN(std::string init, ShapeInit(ctx, s, false));
-  ctx.UseKernel("qconv");
-  ctx.Line("static const kiln_conv_shape shape = " + init + ";");
-  std::string fixed = "NULL, NULL";
-  if (qlinear && ctx.node().domain == ops::kKilnDomain) {  // fuse-qdq's: fixed point
-    KILN_ASSIGN_OR_RETURN(auto tables, FixedPointTables(ctx, 1, 4, 6, s.M));
-    ctx.Line(tables.first);
-    ctx.Line(tables.second);
-    fixed = "mult, shift";
-  }
-  ctx.Line("static const kiln_qconv_params params = {" + Str(xflip) + ", " + Str(wflip) + ", " +
-           Str(lo) + ", " + Str(hi) + ", " + fixed + "};");
-  // A constant per-channel w zero point is a table.
-  if (const Tensor* c = ctx.has_input(wzi) ? ctx.input_constant(wzi) : nullptr;
-      c && c->size() > 1) {
-    std::string list;
-    for (int64_t m = 0; m < s.M; ++m)
-      list += (m ? ", " : "") + Str(static_cast<int64_t>(ElementAsDouble(*c, m)) + wflip);
-    ctx.Line("static const int32_t w_zero[" + Str(s.M) + "] = {" + list + "};");
-    wz = "w_zero[m]";
-  }
-  std::string xin = "(const uint8_t *)" + NodeContext::in(xi),
-              win = "(const uint8_t *)" + NodeContext::in(wi);
-  ctx.Line("ptrdiff_t m;");
-  ctx.Line("for (m = 0; m < " + Str(s.M) + "; ++m)");
-  ctx.Line("  kiln_qconv_run(" + xin + ", " + win + ", " +
-           (qlinear ? "NULL, (uint8_t *)out0" : "out0, NULL") + ", &shape, &params, m, " + xz +
-           ", " + wz + ", " + bias + ", " + mul + ", " + yz + ");");
   return OkStatus();
 }
 
@@ -1152,10 +1022,6 @@ void RegisterConvEmitters(EmitterRegistry& r) {
   r.Register("Conv", [](NodeContext& c) { return EmitConvLike(c, false); });
   r.Register("FusedConv", EmitFusedConv, "com.microsoft");
   r.Register("ConvTranspose", [](NodeContext& c) { return EmitConvLike(c, true); });
-  r.Register("ConvInteger", [](NodeContext& c) { return EmitQConv(c, false); });
-  r.Register("QLinearConv", [](NodeContext& c) { return EmitQConv(c, true); });
-  r.Register(
-      "QLinearConv", [](NodeContext& c) { return EmitQConv(c, true); }, ops::kKilnDomain);
   r.Register("MaxPool", [](NodeContext& c) { return EmitPool(c, PoolKind::kMax); });
   r.Register("AveragePool", [](NodeContext& c) { return EmitPool(c, PoolKind::kAvg); });
   r.Register("LpPool", [](NodeContext& c) { return EmitPool(c, PoolKind::kLp); });

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "codegen/c/node_emitter.h"
+#include "ops/conv_geometry.h"
 #include "ops/sym_expr.h"
 
 namespace kiln::codegen::c {
@@ -15,6 +16,10 @@ namespace kiln::codegen::c {
 // The fixed-point requantization (kernels/reference/requant.c) of x_scale * w_scale[c] / y_scale
 // for `channels` channels (inputs xs and ys scalars, ws 1 or `channels` values; all constant), as
 // the C declarations of `static const int32_t mult[channels]` and `shift[channels]`.
+// The initializer of a Conv node's kiln_conv_shape (kernels/reference/reference_kernels.h): the
+// geometry the host's reference kernels run with.
+Expected<std::string> ConvShapeInit(NodeContext& ctx, const ops::ConvShape& s, bool transpose);
+
 Expected<std::pair<std::string, std::string>> FixedPointTables(NodeContext& ctx, int xs, int ws,
                                                                int ys, int64_t channels);
 

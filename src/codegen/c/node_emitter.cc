@@ -8,6 +8,7 @@ const EmitterRegistry& EmitterRegistry::Global() {
     RegisterElementwiseEmitters(*reg);
     RegisterShapeEmitters(*reg);
     RegisterConvEmitters(*reg);
+    RegisterQConvEmitters(*reg);
     RegisterMatMulEmitters(*reg);
     RegisterNormalizationEmitters(*reg);
     RegisterReduceEmitters(*reg);

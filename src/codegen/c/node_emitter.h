@@ -46,6 +46,7 @@ class NodeContext {
   const ir::TypeInfo& input_type(int i) const { return graph_.values[node_.inputs[i]].type; }
   const ir::TypeInfo& output_type(int i) const { return graph_.values[node_.outputs[i]].type; }
   DType input_dtype(int i) const { return input_type(i).dtype; }
+  const std::string& input_name(int i) const { return graph_.values[node_.inputs[i]].name; }
   DType output_dtype(int i) const { return output_type(i).dtype; }
   const Dims& input_dims(int i) const { return input_type(i).dims; }
   const Dims& output_dims(int i) const { return output_type(i).dims; }
@@ -75,6 +76,9 @@ class NodeContext {
   // memory private to this node (an expression of type uint8_t *, `bytes` long, 64-aligned).
   std::function<Expected<SubgraphCall>(const ir::Graph&)> subgraph;
   std::function<std::string(size_t bytes)> scratch;
+  // Set by the backend: a constant the emitter made (weights rearranged for a kernel) as a
+  // parameter array of NAME_params.c, named after `label`; returns its symbol.
+  std::function<std::string(const std::string& label, Tensor data)> parameter;
   // The generated function's name, for naming the node's tables (`<function_name>_map`).
   std::string function_name;
   // The parameter name of the node's k-th implicit input (a value its subgraphs capture).
@@ -114,6 +118,7 @@ class EmitterRegistry {
 void RegisterElementwiseEmitters(EmitterRegistry& r);
 void RegisterShapeEmitters(EmitterRegistry& r);
 void RegisterConvEmitters(EmitterRegistry& r);
+void RegisterQConvEmitters(EmitterRegistry& r);
 void RegisterMatMulEmitters(EmitterRegistry& r);
 void RegisterNormalizationEmitters(EmitterRegistry& r);
 void RegisterReduceEmitters(EmitterRegistry& r);

@@ -13,6 +13,7 @@
 
 extern "C" {
 #include "kernels/reference/conv_shape.c"
+#include "kernels/reference/qconv_layout.c"
 #include "kernels/reference/requant.c"
 
 void kiln_reference_conv_f32(const float* x, const float* w, const float* b, float* y,

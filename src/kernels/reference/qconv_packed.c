@@ -1,0 +1,290 @@
+/* needs: conv_shape requant qconv_layout */
+/* qconv_packed: fuse-qdq's QLinearConv (com.kiln) for a microcontroller: 8-bit activations,
+ * constant int8 weights with zero point 0 that the C backend rearranged at compile time, and the
+ * fixed-point requantization of requant.c. Every output is an int32 dot product over its window.
+ *
+ * With KILN_ARM_DSP (the C backend's --cpu cortex-m4, cortex-m7 or cortex-m33) the products run
+ * on the DSP extension through ACLE (arm_acle.h): SXTB16 unpacks four int8 weights of one word
+ * into two pairs of int16, and SMLAD adds two products at once. Otherwise the same sums are
+ * portable C. Integer sums are exact in any order, so both equal the host's bit for bit.
+ *
+ * x's zero point leaves the loops: `bias` holds bias - x_zero * sum(w) per output channel, and a
+ * padding tap reads x_zero itself, whose product that term cancels.
+ *
+ * The general path gathers each output pixel's window ("im2col", K = C / group * taps values)
+ * into int16 columns, two pixels at a time, and accumulates two output channels against two
+ * columns at once: per four k, two weight words and four column words make eight SMLADs.
+ Layouts, per group, with K4 = K rounded down to a multiple of four (qconv_layout.c):
+ *   weights, per pair of output channels (an odd last channel paired with itself): for each four
+ *     k, the first channel's four then the second's, each four ordered k0 k2 k1 k3 (SXTB16 takes
+ *     bytes 0 and 2, then, rotated by 8, bytes 1 and 3); then k = K4 .. K - 1, interleaved;
+ *   columns of two pixels (an odd last pixel paired with itself): for each four k, the first
+ *     pixel's four then the second's; then the last K - K4 values interleaved.
+ * A 2-D depthwise convolution (one input channel per output channel) takes its own path: the
+ * channel's plane, padded with x_zero, as int16, and each row of taps as pairs of products. */
+#if defined(KILN_ARM_DSP) && KILN_ARM_DSP
+#if !defined(__ARM_FEATURE_DSP) || defined(__ARM_BIG_ENDIAN)
+#error \
+    "kiln: this code was generated for a little-endian Cortex-M with the DSP extension (--cpu); compile it with -mcpu=cortex-m4, cortex-m7 or cortex-m33 (with DSP), or generate it with --cpu generic"
+#endif
+#include <arm_acle.h>
+#define KILN_QP_DSP 1
+#else
+#define KILN_QP_DSP 0
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+#define KILN_QP_INLINE static inline __attribute__((always_inline))
+#define KILN_QP_OUTLINE static __attribute__((noinline))
+#define KILN_QP_UNROLL _Pragma("GCC unroll 8")
+#else
+#define KILN_QP_INLINE static inline
+#define KILN_QP_OUTLINE static
+#define KILN_QP_UNROLL
+#endif
+
+typedef struct kiln_qconv_packed_params {
+  const int8_t* w;             /* rearranged as above (depthwise: as in the model) */
+  const int32_t* bias;         /* bias - x_zero * sum(w), per output channel */
+  const int32_t *mult, *shift; /* fixed-point multipliers per output channel */
+  int32_t x_zero;              /* the stored value of x's zero point */
+  int32_t x_signed;            /* 1: x is int8, 0: uint8 */
+  int32_t y_zero, y_lo, y_hi;  /* the output's zero point and range */
+} kiln_qconv_packed_params;
+
+#if KILN_QP_DSP
+static inline int32_t kiln_qp_load32(const void* p) {
+  int32_t v;
+  memcpy(&v, p, 4);
+  return v;
+}
+static inline int32_t kiln_qp_sxtb16_ror8(int32_t v) {
+  int32_t r;
+  __asm__("sxtb16 %0, %1, ror #8" : "=r"(r) : "r"(v));
+  return r;
+}
+#endif
+
+/* s[2 * r + j] += the dot product of output channel r of the pair with pixel j's column, for two
+ * channels and two pixels (the general path's inner loop; a function of its own, so that its
+ * thirteen live values get the registers). */
+KILN_QP_OUTLINE void kiln_qconv_packed_dot_2x2(const int8_t* w, const int16_t* col, ptrdiff_t K,
+                                               int32_t* s) {
+  int32_t s00 = s[0], s01 = s[1], s10 = s[2], s11 = s[3];
+  ptrdiff_t q;
+  for (q = K >> 2; q > 0; --q, w += 8, col += 8) {
+#if KILN_QP_DSP
+    const int32_t a01 = kiln_qp_load32(col), a23 = kiln_qp_load32(col + 2);
+    const int32_t b01 = kiln_qp_load32(col + 4), b23 = kiln_qp_load32(col + 6);
+    int32_t wa = kiln_qp_load32(w), lo = (int32_t)__sxtb16(wa);
+    int32_t hi = kiln_qp_sxtb16_ror8(wa);
+    s00 = __smlad(lo, a01, s00);
+    s01 = __smlad(lo, b01, s01);
+    s00 = __smlad(hi, a23, s00);
+    s01 = __smlad(hi, b23, s01);
+    wa = kiln_qp_load32(w + 4);
+    lo = (int32_t)__sxtb16(wa);
+    hi = kiln_qp_sxtb16_ror8(wa);
+    s10 = __smlad(lo, a01, s10);
+    s11 = __smlad(lo, b01, s11);
+    s10 = __smlad(hi, a23, s10);
+    s11 = __smlad(hi, b23, s11);
+#else
+    s00 += w[0] * col[0] + w[2] * col[1] + w[1] * col[2] + w[3] * col[3];
+    s01 += w[0] * col[4] + w[2] * col[5] + w[1] * col[6] + w[3] * col[7];
+    s10 += w[4] * col[0] + w[6] * col[1] + w[5] * col[2] + w[7] * col[3];
+    s11 += w[4] * col[4] + w[6] * col[5] + w[5] * col[6] + w[7] * col[7];
+#endif
+  }
+  for (q = K & 3; q > 0; --q, w += 2, col += 2) {
+    s00 += w[0] * col[0];
+    s01 += w[0] * col[1];
+    s10 += w[1] * col[0];
+    s11 += w[1] * col[1];
+  }
+  s[0] = s00;
+  s[1] = s01;
+  s[2] = s10;
+  s[3] = s11;
+}
+
+/* The next slot of a column after value k - 1 went to d (see the layouts above). */
+static inline int16_t* kiln_qconv_packed_next(int16_t* d, ptrdiff_t k, ptrdiff_t k4,
+                                              int16_t* tail) {
+  if (k < k4) return d + ((k & 3) ? 1 : 5);
+  return k == k4 ? tail : d + 2;
+}
+
+/* x as an int16 column value: the stored byte, sign-extended for int8. */
+#define KILN_QP_X(b, sign) ((int16_t)((int32_t)((b) ^ (sign)) - (sign)))
+
+/* The columns of pixels p and p1 (p + 1, or p again for an odd last pixel) of image group xg. */
+static void kiln_qconv_packed_gather(const uint8_t* xg, const kiln_conv_shape* s,
+                                     const kiln_qconv_packed_params* q, ptrdiff_t p, ptrdiff_t p1,
+                                     int16_t* col) {
+  const ptrdiff_t cg = s->c / s->group, in_h = s->in[1], in_w = s->in[2];
+  const ptrdiff_t in_size = (ptrdiff_t)s->in[0] * in_h * in_w;
+  const ptrdiff_t ksize = (ptrdiff_t)s->k[0] * s->k[1] * s->k[2], K = cg * ksize;
+  const ptrdiff_t k4 = K & ~(ptrdiff_t)3;
+  const int32_t sign = q->x_signed ? 0x80 : 0;
+  const uint8_t* at[2] = {NULL, NULL};
+  ptrdiff_t j, c, kd, kh, kw;
+  for (j = 0; j < 2; ++j) {
+    const ptrdiff_t pix = j ? p1 : p, ow = pix % s->out[2], oh = pix / s->out[2] % s->out[1];
+    const ptrdiff_t od = pix / s->out[2] / s->out[1];
+    const ptrdiff_t sd = od * s->s[0] - s->p[0], sh = oh * s->s[1] - s->p[1];
+    const ptrdiff_t sw = ow * s->s[2] - s->p[2];
+    int16_t *d = col + 4 * j, *tail = col + 2 * k4 + j;
+    ptrdiff_t k = 0;
+    if (ksize == 1 && sd >= 0 && sd < s->in[0] && sh >= 0 && sh < in_h && sw >= 0 &&
+        sw < in_w) { /* a 1x1 window inside the image: below */
+      at[j] = xg + (sd * in_h + sh) * in_w + sw;
+      continue;
+    }
+    for (c = 0; c < cg; ++c)
+      for (kd = 0; kd < s->k[0]; ++kd) {
+        const ptrdiff_t id = sd + kd * s->d[0];
+        for (kh = 0; kh < s->k[1]; ++kh) {
+          const ptrdiff_t ih = sh + kh * s->d[1];
+          const int row_in = id >= 0 && id < s->in[0] && ih >= 0 && ih < in_h;
+          const uint8_t* xr = xg + c * in_size + (id * in_h + ih) * in_w;
+          for (kw = 0; kw < s->k[2]; ++kw) {
+            const ptrdiff_t iw = sw + kw * s->d[2];
+            *d = row_in && iw >= 0 && iw < in_w ? KILN_QP_X(xr[iw], sign) : (int16_t)q->x_zero;
+            d = kiln_qconv_packed_next(d, ++k, k4, tail);
+          }
+        }
+      }
+  }
+  if (at[0] && at[1]) { /* both 1x1 windows inside: the channels' values at the two pixels */
+    const uint8_t *a = at[0], *b = at[1];
+    int16_t* d = col;
+    for (c = 0; c + 4 <= cg; c += 4, d += 8, a += 4 * in_size, b += 4 * in_size) {
+      d[0] = KILN_QP_X(a[0], sign);
+      d[1] = KILN_QP_X(a[in_size], sign);
+      d[2] = KILN_QP_X(a[2 * in_size], sign);
+      d[3] = KILN_QP_X(a[3 * in_size], sign);
+      d[4] = KILN_QP_X(b[0], sign);
+      d[5] = KILN_QP_X(b[in_size], sign);
+      d[6] = KILN_QP_X(b[2 * in_size], sign);
+      d[7] = KILN_QP_X(b[3 * in_size], sign);
+    }
+    for (; c < cg; ++c, a += in_size, b += in_size, d += 2) {
+      d[0] = KILN_QP_X(*a, sign);
+      d[1] = KILN_QP_X(*b, sign);
+    }
+  } else {
+    for (j = 0; j < 2; ++j) /* one pixel's 1x1 window inside, the other's not */
+      if (at[j]) {
+        const uint8_t* a = at[j];
+        int16_t* d = col + 4 * j;
+        for (c = 0; c < cg; ++c, a += in_size) {
+          *d = KILN_QP_X(*a, sign);
+          d = kiln_qconv_packed_next(d, c + 1, k4, col + 2 * k4 + j);
+        }
+      }
+  }
+}
+
+/* The general path: every output of every image; `cols` holds 2 * K int16. */
+static void kiln_qconv_packed_run(const uint8_t* x, const kiln_conv_shape* s,
+                                  const kiln_qconv_packed_params* q, int16_t* cols, uint8_t* y) {
+  const ptrdiff_t cg = s->c / s->group, mg = s->m / s->group;
+  const ptrdiff_t in_size = (ptrdiff_t)s->in[0] * s->in[1] * s->in[2];
+  const ptrdiff_t out_size = (ptrdiff_t)s->out[0] * s->out[1] * s->out[2];
+  const ptrdiff_t K = cg * s->k[0] * s->k[1] * s->k[2];
+  ptrdiff_t n, g, p, mm;
+  for (n = 0; n < s->n; ++n)
+    for (g = 0; g < s->group; ++g) {
+      const uint8_t* xg = x + (n * s->c + g * cg) * in_size;
+      const int8_t* wg = q->w + g * ((mg + 1) / 2) * 2 * K;
+      for (p = 0; p < out_size; p += 2) {
+        const int two = p + 1 < out_size;
+        kiln_qconv_packed_gather(xg, s, q, p, two ? p + 1 : p, cols);
+        for (mm = 0; mm < mg; mm += 2) {
+          const ptrdiff_t m = g * mg + mm, m1 = mm + 1 < mg ? m + 1 : m;
+          uint8_t* y0 = y + (n * s->m + m) * out_size + p;
+          uint8_t* y1 = y + (n * s->m + m1) * out_size + p;
+          const kiln_requant_channel r0 = kiln_requant_channel_of(q->mult[m], q->shift[m]);
+          const kiln_requant_channel r1 = kiln_requant_channel_of(q->mult[m1], q->shift[m1]);
+          int32_t acc[4];
+          acc[0] = acc[1] = q->bias[m];
+          acc[2] = acc[3] = q->bias[m1];
+          kiln_qconv_packed_dot_2x2(wg + mm * K, cols, K, acc);
+          /* An odd last channel or pixel was computed twice; the stores repeat it. */
+          y0[0] = (uint8_t)kiln_requant_channel_apply(acc[0], &r0, q->y_zero, q->y_lo, q->y_hi);
+          y1[0] = (uint8_t)kiln_requant_channel_apply(acc[2], &r1, q->y_zero, q->y_lo, q->y_hi);
+          if (two) {
+            y0[1] = (uint8_t)kiln_requant_channel_apply(acc[1], &r0, q->y_zero, q->y_lo, q->y_hi);
+            y1[1] = (uint8_t)kiln_requant_channel_apply(acc[3], &r1, q->y_zero, q->y_lo, q->y_hi);
+          }
+        }
+      }
+    }
+}
+
+/* The taps of one output: rows of k_w taps, pairs of adjacent taps at a time when d_w is 1 (the
+ * weights of a row are padded to an even count with a zero, the plane by a column). */
+KILN_QP_INLINE int32_t kiln_qconv_packed_window(const int16_t* at, const int16_t* wv, ptrdiff_t k_h,
+                                                ptrdiff_t k_w, ptrdiff_t d_h, ptrdiff_t d_w,
+                                                ptrdiff_t plane_w, int32_t acc) {
+  const ptrdiff_t kw2 = (k_w + 1) & ~(ptrdiff_t)1;
+  ptrdiff_t kh, kw;
+  KILN_QP_UNROLL
+  for (kh = 0; kh < k_h; ++kh, at += d_h * plane_w, wv += kw2) {
+    if (d_w == 1) {
+      KILN_QP_UNROLL
+      for (kw = 0; kw < kw2; kw += 2) {
+#if KILN_QP_DSP
+        acc = __smlad(kiln_qp_load32(at + kw), kiln_qp_load32(wv + kw), acc);
+#else
+        acc += at[kw] * wv[kw] + at[kw + 1] * wv[kw + 1];
+#endif
+      }
+    } else {
+      for (kw = 0; kw < k_w; ++kw) acc += at[kw * d_w] * wv[kw];
+    }
+  }
+  return acc;
+}
+
+/* A 2-D depthwise convolution (group = C = M, a leading spatial axis of size 1); `scratch` holds
+ * kiln_qconv_packed_depthwise_scratch(s) int16: the weights of a channel, then its plane. */
+KILN_QP_INLINE void kiln_qconv_packed_depthwise(const uint8_t* x, const kiln_conv_shape* s,
+                                                const kiln_qconv_packed_params* q, int16_t* scratch,
+                                                uint8_t* y) {
+  const ptrdiff_t in_h = s->in[1], in_w = s->in[2], k_h = s->k[1], k_w = s->k[2];
+  const ptrdiff_t s_h = s->s[1], s_w = s->s[2], d_h = s->d[1], d_w = s->d[2];
+  const ptrdiff_t out_h = s->out[1], out_w = s->out[2], kw2 = (k_w + 1) & ~(ptrdiff_t)1;
+  const ptrdiff_t plane_w = kiln_qconv_packed_plane_w(s), plane_h = kiln_qconv_packed_plane_h(s);
+  const int32_t sign = q->x_signed ? 0x80 : 0;
+  int16_t *wv = scratch, *plane = scratch + k_h * kw2;
+  ptrdiff_t n, m, r, c, oh, ow;
+  for (n = 0; n < s->n; ++n)
+    for (m = 0; m < s->m; ++m) {
+      const uint8_t* xm = x + (n * s->c + m) * in_h * in_w;
+      uint8_t* ym = y + (n * s->m + m) * out_h * out_w;
+      const kiln_requant_channel rq = kiln_requant_channel_of(q->mult[m], q->shift[m]);
+      const int32_t bias = q->bias[m];
+      for (r = 0; r < k_h; ++r)
+        for (c = 0; c < kw2; ++c) wv[r * kw2 + c] = c < k_w ? q->w[(m * k_h + r) * k_w + c] : 0;
+      for (r = 0; r < plane_h; ++r) {
+        const ptrdiff_t ih = r - s->p[1];
+        const uint8_t* xr = xm + ih * in_w - s->p[2];
+        int16_t* pr = plane + r * plane_w;
+        ptrdiff_t inside = ih >= 0 && ih < in_h ? s->p[2] + in_w : 0;
+        c = 0;
+        if (inside > plane_w) inside = plane_w;
+        for (; c < s->p[2] && c < inside; ++c) pr[c] = (int16_t)q->x_zero;
+        for (; c < inside; ++c) pr[c] = KILN_QP_X(xr[c], sign);
+        for (; c < plane_w; ++c) pr[c] = (int16_t)q->x_zero;
+      }
+      for (oh = 0; oh < out_h; ++oh) {
+        const int16_t* at = plane + oh * s_h * plane_w;
+        for (ow = 0; ow < out_w; ++ow, at += s_w, ++ym) {
+          const int32_t acc = kiln_qconv_packed_window(at, wv, k_h, k_w, d_h, d_w, plane_w, bias);
+          *ym = (uint8_t)kiln_requant_channel_apply(acc, &rq, q->y_zero, q->y_lo, q->y_hi);
+        }
+      }
+    }
+}
