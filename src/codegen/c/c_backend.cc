@@ -164,6 +164,10 @@ class Generator {
                    std::string* body) {
     const planner::GraphPlan& gp = program_.Of(g).plan;
     size_t base = Reserve(gp.plan.arena_bytes);
+    // The nodes' scratch: one region per graph, reserved after its nodes (and their subgraphs')
+    // are emitted, as its size is the largest any node asks for. A graph's nodes run one at a
+    // time, so they share it; a subgraph's nodes, which run inside a node, have their own.
+    scratch_regions_.push_back({offsets_.Take("scratch_" + graph_label, "OFF_"), 0});
     // Graph outputs produced by a node of this graph are written in place; the rest are copied.
     std::vector<std::pair<std::string, int>> copies;  // (destination, value)
     for (size_t k = 0; k < g.outputs.size(); ++k) {
@@ -219,6 +223,12 @@ class Generator {
       }
       KILN_RETURN_IF_ERROR(EmitNode(g, n, expr, body));
     }
+    const ScratchRegion region = scratch_regions_.back();
+    scratch_regions_.pop_back();
+    if (region.bytes)
+      offset_defs_ += "#define " + region.macro + " " + std::to_string(Reserve(region.bytes)) +
+                      "u /* the scratch of " + CommentText(graph_label) + "'s nodes, " +
+                      std::to_string(region.bytes) + " bytes */\n";
     for (const auto& [dst, v] : copies) {
       KILN_ASSIGN_OR_RETURN(std::string src, expr(v));
       *body +=
@@ -268,14 +278,19 @@ class Generator {
     ctx.function_name = fname;
     bool uses_ws = false;
     int scratch_count = 0;
+    size_t scratch_used = 0;  // this node's bytes in its graph's scratch region
+    const size_t region_at = scratch_regions_.size() - 1;  // (subgraphs push theirs meanwhile)
     ctx.scratch = [&](size_t bytes) {
       uses_ws = true;
       std::string macro = offsets_.Take(
           fname + "_scratch" + (scratch_count ? std::to_string(scratch_count) : ""), "OFF_");
       ++scratch_count;
-      size_t off = Reserve(bytes);
-      offset_defs_ += "#define " + macro + " " + std::to_string(off) + "u /* scratch of " + fname +
-                      ", " + std::to_string(bytes) + " bytes */\n";
+      const size_t off = AlignUp(scratch_used, kRegionAlignment);
+      scratch_used = off + bytes;
+      ScratchRegion& region = scratch_regions_[region_at];
+      region.bytes = std::max(region.bytes, scratch_used);
+      offset_defs_ += "#define " + macro + " (" + region.macro + " + " + std::to_string(off) +
+                      "u) /* scratch of " + fname + ", " + std::to_string(bytes) + " bytes */\n";
       return "(arena + " + macro + ")";
     };
     ctx.parameter = [&](const std::string& label, Tensor data) { return ParamFor(label, data); };
@@ -631,6 +646,11 @@ typedef struct kiln_model_descriptor {
   std::set<std::string> kernels_;
   std::string functions_, offset_defs_, plan_tables_, run_body_;
   size_t workspace_ = 0;
+  struct ScratchRegion {
+    std::string macro;
+    size_t bytes;
+  };
+  std::vector<ScratchRegion> scratch_regions_;  // the graphs being emitted, innermost last
   bool needs_rc_ = false;
 };
 
