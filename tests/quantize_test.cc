@@ -73,12 +73,12 @@ onnx::ModelProto ConvNetModel(int64_t opset = 17, bool relu6 = false) {
   return m;
 }
 
-std::vector<quantize::Sample> Samples(int n, uint32_t seed = 1) {
+std::vector<quantize::Sample> Samples(int n, uint32_t seed = 1, const Dims& dims = {1, 3, 8, 8}) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   std::vector<quantize::Sample> samples(n);
   for (auto& s : samples) {
-    Tensor t(DType::kFloat32, {1, 3, 8, 8});
+    Tensor t(DType::kFloat32, dims);
     for (int64_t i = 0; i < t.size(); ++i) t.data<float>()[i] = u(rng);
     s.push_back(t);
   }
@@ -439,6 +439,25 @@ onnx::ModelProto StridedModel() {
   return m;
 }
 
+// x[2, 3, 7, 5] -> Conv 3x3, pads 1 (5 channels) -> Relu -> GlobalAveragePool -> Flatten
+// -> y[2, 5]: the integer pool, over a batch and an odd number of channels.
+onnx::ModelProto PooledModel() {
+  std::mt19937 rng(12);
+  auto values = [&](int64_t n) { return UniformValues(rng, n); };
+  onnx::ModelProto m = testing::EmptyModel("pooled");
+  auto* g = m.mutable_graph();
+  *g->add_input() = testing::FloatInfo("x", {2, 3, 7, 5});
+  testing::AddFloatInitializer(g, "w", {5, 3, 3, 3}, values(135));
+  testing::AddFloatInitializer(g, "b", {5}, values(5));
+  auto* c = testing::AddNamedNode(g, "Conv", {"x", "w", "b"}, "c");
+  testing::SetAttr(c, "pads", std::vector<int64_t>{1, 1, 1, 1});
+  testing::AddNamedNode(g, "Relu", {"c"}, "r");
+  testing::AddNamedNode(g, "GlobalAveragePool", {"r"}, "p");
+  testing::AddNamedNode(g, "Flatten", {"p"}, "y");
+  *g->add_output() = testing::FloatInfo("y", {2, 5});
+  return m;
+}
+
 // The generated C of a QDQ model runs Conv and MatMul on int8 (int8 weights in flash) and gives
 // the host executor's outputs bit for bit, built with gcc and on the emulated Cortex-M4, where
 // the instruction counter counts the same on every run.
@@ -527,6 +546,26 @@ TEST_F(QuantizeModelTest, IntegerCMatchesTheHostBitForBit) {
   ExpectIntegerCMatchesTheHost(*this, PointwiseModel(), "--activations uint8");
   ExpectIntegerCMatchesTheHost(*this, StridedModel(), "");
   ExpectIntegerCMatchesTheHost(*this, StridedModel(), "--activations uint8 --per-tensor");
+  ExpectIntegerCMatchesTheHost(*this, PooledModel(), "");
+  ExpectIntegerCMatchesTheHost(*this, PooledModel(), "--activations uint8");
+}
+
+// fuse-qdq runs Q(GlobalAveragePool(DQ(x))) as one integer pool, near the float model.
+TEST_F(QuantizeModelTest, AGlobalAveragePoolRunsOnIntegers) {
+  const std::string path = WriteModel(PooledModel());
+  ASSERT_EQ(RunKiln("quantize " + path + " --random 8 -o " + file("q.onnx")).code, 0);
+  auto model = frontend::LoadModel(file("q.onnx"));
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  auto exec = runtime::Executor::Create(std::move(*model));
+  ASSERT_TRUE(exec.ok()) << exec.status().message();
+  std::set<std::string> ops;
+  for (const ir::Node& n : (*exec)->model().graph->nodes) ops.insert(n.op_type);
+  EXPECT_TRUE(ops.count("QLinearGlobalAveragePool"));
+  EXPECT_FALSE(ops.count("GlobalAveragePool"));
+  auto errors =
+      quantize::CompareOutputs({file("q.onnx")}, {{path}}, Samples(4, 3, {2, 3, 7, 5}), 1);
+  ASSERT_TRUE(errors.ok()) << errors.status().message();
+  EXPECT_LT((*errors)[0][0].rel_l2, 0.05);
 }
 
 TEST_F(QuantizeModelTest, CommandLine) {

@@ -216,6 +216,7 @@ const char* const kVersion1[] = {
     "com.microsoft.Gelu",
     "com.kiln.QLinearConv",
     "com.kiln.QLinearMatMul",
+    "com.kiln.QLinearGlobalAveragePool",
 };
 
 }  // namespace

@@ -92,6 +92,7 @@ const std::map<Key, unsigned>& Table() {
       {{"", "QLinearConv"}, R | W},
       {{"com.kiln", "QLinearMatMul"}, R | W},
       {{"com.kiln", "QLinearConv"}, R | W},
+      {{"com.kiln", "QLinearGlobalAveragePool"}, R | W},
       {{"", "MaxPool"}, R | W},
       {{"", "AveragePool"}, R | W},
       {{"", "LpPool"}, R},

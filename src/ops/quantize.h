@@ -20,4 +20,10 @@ int32_t ZeroPointAt(const Tensor* zp, int64_t i);
 double RequantMultiplier(const Tensor& as, int64_t ai, const Tensor& bs, int64_t bi,
                          const Tensor& ys);
 
+// The requantization multiplier of an average of `count` values: x_scale / (y_scale * count), in
+// double (com.kiln QLinearGlobalAveragePool; its kernels requantize in fixed point).
+inline double PoolRequantMultiplier(const Tensor& xs, const Tensor& ys, int64_t count) {
+  return xs.GetDouble(0) / (ys.GetDouble(0) * static_cast<double>(count));
+}
+
 }  // namespace kiln::ops

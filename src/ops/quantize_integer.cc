@@ -481,6 +481,50 @@ Status QLinearConvCompute(ComputeContext& ctx) {
   return OkStatus();
 }
 
+// com.kiln QLinearGlobalAveragePool, fuse-qdq's Q(GlobalAveragePool(DQ(x))) (the inputs of
+// com.microsoft's: X, x_scale, x_zero_point, y_scale, y_zero_point; channels first): per image
+// and channel the int32 sum of x - x_zero_point over the plane, requantized in fixed point by
+// x_scale / (y_scale * plane) (kernels/reference/requant.c), as the generated C does.
+Status QLinearGlobalAveragePoolInfer(InferContext& ctx) {
+  if (ctx.num_inputs() < 4) return ctx.error("needs at least 4 inputs");
+  for (int i : {0, 1, 3})
+    if (!ctx.has_input(i)) return ctx.error("input " + std::to_string(i) + " is required");
+  if (!Is8Bit(ctx.input_dtype(0))) return ctx.error("X must be int8 or uint8");
+  const Dims& x = ctx.input_dims(0);
+  if (x.size() < 3) return ctx.error("X must have a batch, channel and spatial dims");
+  Dims y(x.size(), 1);
+  y[0] = x[0];
+  y[1] = x[1];
+  int64_t plane = 1;
+  for (size_t i = 2; i < x.size(); ++i) plane *= x[i];
+  if (plane > (int64_t{1} << 23)) return ctx.error("the plane is too large for int32 sums");
+  const DType yt = ctx.has_input(4) ? ctx.input_dtype(4) : ctx.input_dtype(0);
+  if (!Is8Bit(yt)) return ctx.error("y_zero_point must be int8 or uint8");
+  ctx.set_output(0, yt, y);
+  return OkStatus();
+}
+
+Status QLinearGlobalAveragePoolCompute(ComputeContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  for (int i : {1, 2, 3, 4})
+    if (ctx.has_input(i) && ctx.input(i).size() != 1)
+      return ctx.error("the scales and zero points must be scalars");
+  const int64_t rows = x.dim(0) * x.dim(1), plane = rows ? x.size() / rows : 0;
+  const int32_t xzp = ctx.has_input(2) ? static_cast<int32_t>(ctx.input(2).GetInt(0)) : 0;
+  std::vector<int32_t> sums(rows);
+  const auto* xb = static_cast<const uint8_t*>(x.raw());
+  const int32_t flip = x.dtype() == DType::kInt8 ? 0x80 : 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    int32_t s = 0;
+    for (int64_t i = 0; i < plane; ++i) s += static_cast<int32_t>(xb[r * plane + i] ^ flip) - flip;
+    sums[r] = s - xzp * static_cast<int32_t>(plane);
+  }
+  const double real = PoolRequantMultiplier(ctx.input(1), ctx.input(3), plane);
+  const int32_t yz = ctx.has_input(4) ? static_cast<int32_t>(ctx.input(4).GetInt(0)) : 0;
+  RequantizeFixedRows(1, sums.data(), rows, 1, {real}, true, yz, ctx.output(0));
+  return OkStatus();
+}
+
 }  // namespace
 
 void RegisterQuantizeIntegerOps(OpRegistry& r) {
@@ -490,6 +534,8 @@ void RegisterQuantizeIntegerOps(OpRegistry& r) {
   r.Register("QLinearConv", QLinearConvInfer, QLinearConvCompute);
   r.Register("QLinearMatMul", QLinearMatMulInfer, QLinearMatMulCompute, kKilnDomain);
   r.Register("QLinearConv", QLinearConvInfer, QLinearConvCompute, kKilnDomain);
+  r.Register("QLinearGlobalAveragePool", QLinearGlobalAveragePoolInfer,
+             QLinearGlobalAveragePoolCompute, kKilnDomain);
 }
 
 }  // namespace kiln::ops

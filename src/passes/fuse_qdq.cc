@@ -152,6 +152,34 @@ std::optional<std::pair<double, double>> ClipBounds(const ir::Graph& g, const ir
   return std::pair{bounds[0], bounds[1]};
 }
 
+// The zero point of QuantizeLinear q, added where absent: it states the output type the Q would
+// write, as the QLinear ops default to x's.
+int StatedZeroPoint(ir::Graph& g, int q) {
+  if (g.nodes[q].inputs.size() > 2 && g.nodes[q].inputs[2] >= 0) return g.nodes[q].inputs[2];
+  Tensor zero(DType::kUInt8, {});
+  return AddConstant(g, g.values[g.nodes[q].outputs[0]].name + "_zero_point", std::move(zero));
+}
+
+// Q(GlobalAveragePool(DQ(x))) as com.kiln QLinearGlobalAveragePool (per-tensor scales, a plane
+// whose int32 sum cannot overflow); false where it is not of that form.
+bool FusePool(ir::Graph& g, int qn, int pool) {
+  std::optional<Dequant> x =
+      DequantOf(g, g.nodes[pool].inputs.empty() ? -1 : g.nodes[pool].inputs[0]);
+  if (!x || !PerTensor(g, *x) || g.nodes[pool].outputs.size() != 1) return false;
+  const ir::TypeInfo& xt = g.values[x->data].type;
+  if (!xt.has_shape || xt.dims.size() < 3) return false;
+  int64_t plane = 1;
+  for (size_t i = 2; i < xt.dims.size(); ++i) plane *= xt.dims[i];
+  if (plane < 1 || plane > (int64_t{1} << 23)) return false;
+  const int yz = StatedZeroPoint(g, qn);
+  ir::Node& q = g.nodes[qn];
+  q.inputs = {x->data, x->scale, x->zp, q.inputs[1], yz};
+  q.op_type = "QLinearGlobalAveragePool";
+  q.domain = ops::kKilnDomain;
+  q.attrs.clear();
+  return true;
+}
+
 bool FuseInGraph(ir::Graph& g, const ir::Model& m) {
   bool changed = false;
   for (auto& n : g.nodes)
@@ -174,6 +202,14 @@ bool FuseInGraph(ir::Graph& g, const ir::Model& m) {
       if (core < 0 || readers.Sole(y) != gone.back() || !keep[core]) continue;
     }
     const ir::Node& c = g.nodes[core];
+    if (c.op_type == "GlobalAveragePool" && IsDefaultDomain(c)) {
+      if (FusePool(g, qn, core)) {
+        gone.push_back(core);
+        for (int n : gone) keep[n] = 0;
+        changed = true;
+      }
+      continue;
+    }
     const bool conv = c.op_type == "Conv", matmul = c.op_type == "MatMul";
     if ((!conv && !matmul) || !IsDefaultDomain(c) || c.inputs.size() < 2 || c.outputs.size() != 1)
       continue;
@@ -193,11 +229,7 @@ bool FuseInGraph(ir::Graph& g, const ir::Model& m) {
       continue;
     }
     ir::Node& q = g.nodes[qi];
-    int yz = q.inputs.size() > 2 ? q.inputs[2] : -1;
-    if (yz < 0) {  // the output type the Q would write, stated: QLinear ops default to x's
-      Tensor zero(DType::kUInt8, {});
-      yz = AddConstant(g, g.values[q.outputs[0]].name + "_zero_point", std::move(zero));
-    }
+    const int yz = StatedZeroPoint(g, qn);
     std::vector<int> in = {x->data, x->scale, x->zp, w->data, w->scale, w->zp, q.inputs[1], yz};
     if (bias >= 0) in.push_back(bias);
     q.op_type = conv ? "QLinearConv" : "QLinearMatMul";

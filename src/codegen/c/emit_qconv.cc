@@ -1,7 +1,8 @@
 // C emitters for the integer convolutions: ConvInteger, ONNX's QLinearConv and fuse-qdq's
-// (com.kiln) QLinearConv. The general kernel (kernels/reference/qconv.c) takes any 8-bit types
-// and zero points; fuse-qdq's convolutions with constant int8 weights, as `kiln quantize` writes
-// them, take the packed kernel (kernels/reference/qconv_packed.c), their weights rearranged here.
+// (com.kiln) QLinearConv; and fuse-qdq's QLinearGlobalAveragePool. The general kernel
+// (kernels/reference/qconv.c) takes any 8-bit types and zero points; fuse-qdq's convolutions with
+// constant int8 weights, as `kiln quantize` writes them, take the packed kernel
+// (kernels/reference/qconv_packed.c), their weights rearranged here.
 #include <algorithm>
 
 #include "codegen/c/c_names.h"
@@ -235,9 +236,43 @@ Status EmitQConv(NodeContext& ctx, bool qlinear) {
   return OkStatus();
 }
 
+// fuse-qdq's QLinearGlobalAveragePool: per image and channel, the int32 sum of the plane less
+// plane * x_zero, requantized in fixed point as on the host (ops/quantize_integer.cc).
+Status EmitQGlobalAveragePool(NodeContext& ctx) {
+  if (!ctx.has_input(0) || !Is8Bit(ctx.input_dtype(0)) || !Is8Bit(ctx.output_dtype(0)))
+    return ctx.error("X and Y must be int8 or uint8");
+  const Dims& x = ctx.input_dims(0);
+  const Tensor *xs = ctx.input_constant(1), *ys = ctx.input_constant(3);
+  const auto x_zero = ConstantValues(ctx, 2, 0), y_zero = ConstantValues(ctx, 4, 0);
+  if (!xs || !ys || xs->size() != 1 || ys->size() != 1 || !x_zero || x_zero->size() != 1 ||
+      !y_zero || y_zero->size() != 1)
+    return ctx.error("needs constant scalar scales and zero points");
+  if (x.size() < 3) return ctx.error("X must have a batch, channel and spatial dims");
+  const int64_t rows = x[0] * x[1], plane = rows ? NumElements(x) / rows : 0;
+  if (rows == 0) {
+    ctx.Line("/* no elements */");
+    return OkStatus();
+  }
+  int32_t mult = 0, shift = 0;
+  kiln_requant_multiplier(ops::PoolRequantMultiplier(*xs, *ys, plane), &mult, &shift);
+  const bool y_signed = ctx.output_dtype(0) == DType::kInt8;
+  ctx.UseKernel("requant");
+  ctx.Line("ptrdiff_t r, i;");
+  ctx.Line("for (r = 0; r < " + Str(rows) + "; ++r) {");
+  ctx.Line("  const " + CType(ctx.input_dtype(0)) + " *xr = in0 + r * " + Str(plane) + ";");
+  ctx.Line("  int32_t sum = " + Str(-(*x_zero)[0] * plane) + ";");
+  ctx.Line("  for (i = 0; i < " + Str(plane) + "; ++i) sum += xr[i];");
+  ctx.Line("  out0[r] = (" + CType(ctx.output_dtype(0)) + ")kiln_requant_fixed(sum, " + Str(mult) +
+           ", " + Str(shift) + ", " + Str((*y_zero)[0]) + ", " +
+           (y_signed ? "-128, 127" : "0, 255") + ");");
+  ctx.Line("}");
+  return OkStatus();
+}
+
 }  // namespace
 
 void RegisterQConvEmitters(EmitterRegistry& r) {
+  r.Register("QLinearGlobalAveragePool", EmitQGlobalAveragePool, ops::kKilnDomain);
   r.Register("ConvInteger", [](NodeContext& c) { return EmitQConv(c, false); });
   r.Register("QLinearConv", [](NodeContext& c) { return EmitQConv(c, true); });
   r.Register(

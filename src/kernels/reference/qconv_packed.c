@@ -119,9 +119,9 @@ static inline int16_t* kiln_qconv_packed_next(int16_t* d, ptrdiff_t k, ptrdiff_t
 #define KILN_QP_X(b, sign) ((int16_t)((int32_t)((b) ^ (sign)) - (sign)))
 
 /* The columns of pixels p and p1 (p + 1, or p again for an odd last pixel) of image group xg. */
-static void kiln_qconv_packed_gather(const uint8_t* xg, const kiln_conv_shape* s,
-                                     const kiln_qconv_packed_params* q, ptrdiff_t p, ptrdiff_t p1,
-                                     int16_t* col) {
+KILN_QP_INLINE void kiln_qconv_packed_gather(const uint8_t* xg, const kiln_conv_shape* s,
+                                             const kiln_qconv_packed_params* q, ptrdiff_t p,
+                                             ptrdiff_t p1, int16_t* col) {
   const ptrdiff_t cg = s->c / s->group, in_h = s->in[1], in_w = s->in[2];
   const ptrdiff_t in_size = (ptrdiff_t)s->in[0] * in_h * in_w;
   const ptrdiff_t ksize = (ptrdiff_t)s->k[0] * s->k[1] * s->k[2], K = cg * ksize;
@@ -187,8 +187,9 @@ static void kiln_qconv_packed_gather(const uint8_t* xg, const kiln_conv_shape* s
 }
 
 /* The general path: every output of every image; `cols` holds 2 * K int16. */
-static void kiln_qconv_packed_run(const uint8_t* x, const kiln_conv_shape* s,
-                                  const kiln_qconv_packed_params* q, int16_t* cols, uint8_t* y) {
+KILN_QP_INLINE void kiln_qconv_packed_run(const uint8_t* x, const kiln_conv_shape* s,
+                                          const kiln_qconv_packed_params* q, int16_t* cols,
+                                          uint8_t* y) {
   const ptrdiff_t cg = s->c / s->group, mg = s->m / s->group;
   const ptrdiff_t in_size = (ptrdiff_t)s->in[0] * s->in[1] * s->in[2];
   const ptrdiff_t out_size = (ptrdiff_t)s->out[0] * s->out[1] * s->out[2];
