@@ -179,7 +179,13 @@ def measure_cmsis_nn(out_dir, opt):
     params = sum(sizes[k] for k in ("conv1_w", "dw_w", "pw_w", "fc_w", "conv1_b", "dw_b", "pw_b",
                                     "fc_b"))
     params += 2 * sizes["mult"] * 9  # a multiplier and a shift table per convolution
+    # RAM: the activations and the scratch its kernels asked for (the harness reserves more).
+    r = run([os.path.join(ROOT, "scripts", "cortex_m4_run"), "--elf", elf, "--run", "1"])
+    m = re.search(r"scratch (\d+)", r.stdout + r.stderr)
+    ram = sum(sizes[k] for k in ("act_a", "act_b", "input_q", "pooled", "logits", "probs_q"))
+    ram += int(m.group(1)) if m else 0
     return {"instructions": total, "flash": code + params, "code": code, "params": params,
+            "ram": ram,
             "functions": [{"function": k, "instructions": v, "share": v / total} for v, k in top]}
 
 
@@ -226,9 +232,10 @@ def main():
             c = r["cmsis-nn"]["instructions"]
             cf = r["cmsis-nn"]
             print(f"\n{r['model']}: CMSIS-NN layer by layer {c:,} instructions, flash "
-                  f"{cf['flash']:,} ({cf['code']:,} code executed + {cf['params']:,} parameters); "
-                  f"kiln int8 / CMSIS-NN {r['int8']['instructions'] / c:.2f} in instructions, "
-                  f"{r['int8']['flash'] / cf['flash']:.2f} in flash")
+                  f"{cf['flash']:,} ({cf['code']:,} code executed + {cf['params']:,} parameters), "
+                  f"RAM {cf['ram']:,}; kiln int8 / CMSIS-NN {r['int8']['instructions'] / c:.2f} "
+                  f"in instructions, {r['int8']['flash'] / cf['flash']:.2f} in flash, "
+                  f"{r['int8']['ram'] / cf['ram']:.2f} in RAM")
     for r in rows:
         for kind in ("float", "int8", "cmsis-nn"):
             for fn in r.get(kind, {}).get("functions", []):
