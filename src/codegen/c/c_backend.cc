@@ -354,8 +354,9 @@ class Generator {
     }
     if (!attrs.empty()) comment += " *   " + CommentText(attrs, 400) + "\n";
     comment += " */\n";
-    std::string sig =
-        std::string(ctx.can_fail() ? "static int32_t " : "static void ") + fname + "(";
+    std::string sig = std::string(ctx.out_of_line() ? "KILN_NOINLINE " : "") +
+                      (ctx.can_fail() ? "static int32_t " : "static void ") + fname + "(";
+    uses_noinline_ = uses_noinline_ || ctx.out_of_line();
     if (params.empty()) sig += "void";
     for (size_t i = 0; i < params.size(); ++i) sig += (i ? ", " : "") + params[i];
     sig += ")";
@@ -502,6 +503,9 @@ typedef struct kiln_model_descriptor {
     std::string s = Banner(n + ".c: one function per node, run() calls them in the planned order.");
     s += "#include \"" + n + ".h\"\n\n#include <math.h>\n#include <string.h>\n\n#include \"" + n +
          "_kernels.h\"\n\n";
+    if (uses_noinline_)
+      s += "#if defined(__GNUC__) || defined(__clang__)\n#define KILN_NOINLINE "
+           "__attribute__((noinline))\n#else\n#define KILN_NOINLINE\n#endif\n\n";
     s += "/* Parameters (" + n + "_params.c). */\n";
     for (const auto& p : params_)
       s += "extern const " + CType(p.data.dtype()) + " " + p.symbol + "[" +
@@ -652,6 +656,7 @@ typedef struct kiln_model_descriptor {
   };
   std::vector<ScratchRegion> scratch_regions_;  // the graphs being emitted, innermost last
   bool needs_rc_ = false;
+  bool uses_noinline_ = false;  // a node function is KILN_NOINLINE
 };
 
 // What the C backend checks before planning: the ops no emitter takes, in one message, then the

@@ -57,7 +57,8 @@ Expected<bool> EmitQConvPacked(NodeContext& ctx, const ConvShape& s) {
   // bias - x_zero * sum(w) per channel; the general path's weights rearranged.
   std::vector<int64_t> folded(s.M);
   const int64_t pairs = (mg + 1) / 2;
-  Tensor packed(DType::kInt8, {s.group * pairs * 2 * K});
+  const int64_t pair_bytes = kiln_qconv_packed_pair_bytes(K);
+  Tensor packed(DType::kInt8, {s.group * pairs * pair_bytes});
   const int8_t* wv = w->data<int8_t>();
   int8_t* pv = packed.data<int8_t>();
   for (int64_t m = 0; m < s.M; ++m) {
@@ -71,7 +72,7 @@ Expected<bool> EmitQConvPacked(NodeContext& ctx, const ConvShape& s) {
       for (int64_t r = 0; r < 2; ++r) {
         const int64_t m = g * mg + std::min(2 * t + r, mg - 1);
         for (int64_t i = 0; i < K; ++i)
-          pv[(g * pairs + t) * 2 * K + kiln_qconv_packed_slot(i, r, K, 1)] = wv[m * K + i];
+          pv[(g * pairs + t) * pair_bytes + kiln_qconv_packed_slot(i, r, K, 1)] = wv[m * K + i];
       }
   KILN_ASSIGN_OR_RETURN(auto tables, FixedPointTables(ctx, 1, 4, 6, s.M));
   KILN_ASSIGN_OR_RETURN(std::string init, ConvShapeInit(ctx, s, false));
@@ -80,6 +81,7 @@ Expected<bool> EmitQConvPacked(NodeContext& ctx, const ConvShape& s) {
   std::string list;
   for (int64_t m = 0; m < s.M; ++m) list += (m ? ", " : "") + Str(folded[m]);
   ctx.UseKernel("qconv_packed");
+  ctx.SetOutOfLine();
   ctx.Line("static const kiln_conv_shape shape = " + init + ";");
   ctx.Line(tables.first);
   ctx.Line(tables.second);

@@ -68,6 +68,9 @@ class NodeContext {
   void Table(const std::string& text) { tables_ += text; }
   // The function returns an int32_t error code (KILN_OK or a KILN_ERROR_*) instead of void.
   void SetCanFail() { can_fail_ = true; }
+  // The function stays out of run() (noinline): a kernel inlined into it keeps the registers it
+  // needs rather than sharing them with every node's code in one large function.
+  void SetOutOfLine() { out_of_line_ = true; }
   // Asks for a portable kernel (and, through it, the kernels it needs).
   void UseKernel(const std::string& name) { kernels_.insert(name); }
   // A fresh local identifier for the function body (t0, t1, ...).
@@ -89,6 +92,7 @@ class NodeContext {
   const std::string& body() const { return body_; }
   const std::string& tables() const { return tables_; }
   bool can_fail() const { return can_fail_; }
+  bool out_of_line() const { return out_of_line_; }
   const std::set<std::string>& kernels() const { return kernels_; }
 
  private:
@@ -96,7 +100,7 @@ class NodeContext {
   const ir::Node& node_;
   int64_t opset_;
   std::string body_, tables_;
-  bool can_fail_ = false;
+  bool can_fail_ = false, out_of_line_ = false;
   std::set<std::string> kernels_;
   int temps_ = 0;
   int depth_ = 0;

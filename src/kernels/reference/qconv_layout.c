@@ -11,6 +11,12 @@ static inline ptrdiff_t kiln_qconv_packed_slot(ptrdiff_t k, ptrdiff_t j, ptrdiff
   return (k - r) * 2 + j * 4 + (order && (r == 1 || r == 2) ? 3 - r : r);
 }
 
+/* The bytes from one pair of channels' weights to the next: 2 * K, rounded up to a multiple of
+ * four so that every pair starts word-aligned (the DSP path loads two words at once). */
+static inline ptrdiff_t kiln_qconv_packed_pair_bytes(ptrdiff_t K) {
+  return (2 * K + 3) & ~(ptrdiff_t)3;
+}
+
 /* The depthwise path's padded plane of one channel: the rows and columns its windows cover, and
  * one more column that the last pair of a row of an odd number of taps reads (times a zero). */
 static inline ptrdiff_t kiln_qconv_packed_plane_w(const kiln_conv_shape* s) {

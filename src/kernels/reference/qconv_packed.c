@@ -18,6 +18,7 @@
  *   weights, per pair of output channels (an odd last channel paired with itself): for each four
  *     k, the first channel's four then the second's, each four ordered k0 k2 k1 k3 (SXTB16 takes
  *     bytes 0 and 2, then, rotated by 8, bytes 1 and 3); then k = K4 .. K - 1, interleaved;
+ *     each pair word-aligned (kiln_qconv_packed_pair_bytes);
  *   columns of two pixels (an odd last pixel paired with itself): for each four k, the first
  *     pixel's four then the second's; then the last K - K4 values interleaved.
  * A 2-D depthwise convolution (one input channel per output channel) takes its own path: the
@@ -58,11 +59,15 @@ static inline int32_t kiln_qp_load32(const void* p) {
   memcpy(&v, p, 4);
   return v;
 }
+/* SXTB16 of the word rotated by 8 (ACLE has no rotation), and LDRD with a post-increment of 8
+ * (two words in one instruction; p must be word-aligned). */
 static inline int32_t kiln_qp_sxtb16_ror8(int32_t v) {
   int32_t r;
   __asm__("sxtb16 %0, %1, ror #8" : "=r"(r) : "r"(v));
   return r;
 }
+#define KILN_QP_LDRD(lo, hi, p) \
+  __asm__ volatile("ldrd %0, %1, [%2], #8" : "=r"(lo), "=r"(hi), "+r"(p))
 #endif
 
 /* s[2 * r + j] += the dot product of output channel r of the pair with pixel j's column, for two
@@ -72,30 +77,33 @@ KILN_QP_OUTLINE void kiln_qconv_packed_dot_2x2(const int8_t* w, const int16_t* c
                                                int32_t* s) {
   int32_t s00 = s[0], s01 = s[1], s10 = s[2], s11 = s[3];
   ptrdiff_t q;
-  for (q = K >> 2; q > 0; --q, w += 8, col += 8) {
 #if KILN_QP_DSP
-    const int32_t a01 = kiln_qp_load32(col), a23 = kiln_qp_load32(col + 2);
-    const int32_t b01 = kiln_qp_load32(col + 4), b23 = kiln_qp_load32(col + 6);
-    int32_t wa = kiln_qp_load32(w), lo = (int32_t)__sxtb16(wa);
-    int32_t hi = kiln_qp_sxtb16_ror8(wa);
+  for (q = K >> 2; q > 0; --q) { /* w and col are word-aligned (the layouts above) */
+    int32_t a01, a23, b01, b23, wa, wb, lo, hi;
+    KILN_QP_LDRD(a01, a23, col);
+    KILN_QP_LDRD(b01, b23, col);
+    KILN_QP_LDRD(wa, wb, w);
+    lo = __sxtb16(wa);
+    hi = kiln_qp_sxtb16_ror8(wa);
     s00 = __smlad(lo, a01, s00);
     s01 = __smlad(lo, b01, s01);
     s00 = __smlad(hi, a23, s00);
     s01 = __smlad(hi, b23, s01);
-    wa = kiln_qp_load32(w + 4);
-    lo = (int32_t)__sxtb16(wa);
-    hi = kiln_qp_sxtb16_ror8(wa);
+    lo = __sxtb16(wb);
+    hi = kiln_qp_sxtb16_ror8(wb);
     s10 = __smlad(lo, a01, s10);
     s11 = __smlad(lo, b01, s11);
     s10 = __smlad(hi, a23, s10);
     s11 = __smlad(hi, b23, s11);
+  }
 #else
+  for (q = K >> 2; q > 0; --q, w += 8, col += 8) {
     s00 += w[0] * col[0] + w[2] * col[1] + w[1] * col[2] + w[3] * col[3];
     s01 += w[0] * col[4] + w[2] * col[5] + w[1] * col[6] + w[3] * col[7];
     s10 += w[4] * col[0] + w[6] * col[1] + w[5] * col[2] + w[7] * col[3];
     s11 += w[4] * col[4] + w[6] * col[5] + w[5] * col[6] + w[7] * col[7];
-#endif
   }
+#endif
   for (q = K & 3; q > 0; --q, w += 2, col += 2) {
     s00 += w[0] * col[0];
     s01 += w[0] * col[1];
@@ -115,8 +123,8 @@ static inline int16_t* kiln_qconv_packed_next(int16_t* d, ptrdiff_t k, ptrdiff_t
   return k == k4 ? tail : d + 2;
 }
 
-/* x as an int16 column value: the stored byte, sign-extended for int8. */
-#define KILN_QP_X(b, sign) ((int16_t)((int32_t)((b) ^ (sign)) - (sign)))
+/* x[i] as an int16 column value: the stored byte, read as int8 where x is (`sign`). */
+#define KILN_QP_X(x, i, sign) ((int16_t)((sign) ? ((const int8_t*)(x))[i] : (x)[i]))
 
 /* The columns of pixels p and p1 (p + 1, or p again for an odd last pixel) of image group xg. */
 KILN_QP_INLINE void kiln_qconv_packed_gather(const uint8_t* xg, const kiln_conv_shape* s,
@@ -126,7 +134,7 @@ KILN_QP_INLINE void kiln_qconv_packed_gather(const uint8_t* xg, const kiln_conv_
   const ptrdiff_t in_size = (ptrdiff_t)s->in[0] * in_h * in_w;
   const ptrdiff_t ksize = (ptrdiff_t)s->k[0] * s->k[1] * s->k[2], K = cg * ksize;
   const ptrdiff_t k4 = K & ~(ptrdiff_t)3;
-  const int32_t sign = q->x_signed ? 0x80 : 0;
+  const int sign = q->x_signed;
   const uint8_t* at[2] = {NULL, NULL};
   ptrdiff_t j, c, kd, kh, kw;
   for (j = 0; j < 2; ++j) {
@@ -147,10 +155,10 @@ KILN_QP_INLINE void kiln_qconv_packed_gather(const uint8_t* xg, const kiln_conv_
         for (kh = 0; kh < s->k[1]; ++kh) {
           const ptrdiff_t ih = sh + kh * s->d[1];
           const int row_in = id >= 0 && id < s->in[0] && ih >= 0 && ih < in_h;
-          const uint8_t* xr = xg + c * in_size + (id * in_h + ih) * in_w;
+          const uint8_t* xr = row_in ? xg + c * in_size + (id * in_h + ih) * in_w : xg;
           for (kw = 0; kw < s->k[2]; ++kw) {
             const ptrdiff_t iw = sw + kw * s->d[2];
-            *d = row_in && iw >= 0 && iw < in_w ? KILN_QP_X(xr[iw], sign) : (int16_t)q->x_zero;
+            *d = row_in && iw >= 0 && iw < in_w ? KILN_QP_X(xr, iw, sign) : (int16_t)q->x_zero;
             d = kiln_qconv_packed_next(d, ++k, k4, tail);
           }
         }
@@ -160,18 +168,18 @@ KILN_QP_INLINE void kiln_qconv_packed_gather(const uint8_t* xg, const kiln_conv_
     const uint8_t *a = at[0], *b = at[1];
     int16_t* d = col;
     for (c = 0; c + 4 <= cg; c += 4, d += 8, a += 4 * in_size, b += 4 * in_size) {
-      d[0] = KILN_QP_X(a[0], sign);
-      d[1] = KILN_QP_X(a[in_size], sign);
-      d[2] = KILN_QP_X(a[2 * in_size], sign);
-      d[3] = KILN_QP_X(a[3 * in_size], sign);
-      d[4] = KILN_QP_X(b[0], sign);
-      d[5] = KILN_QP_X(b[in_size], sign);
-      d[6] = KILN_QP_X(b[2 * in_size], sign);
-      d[7] = KILN_QP_X(b[3 * in_size], sign);
+      d[0] = KILN_QP_X(a, 0, sign);
+      d[1] = KILN_QP_X(a, in_size, sign);
+      d[2] = KILN_QP_X(a, 2 * in_size, sign);
+      d[3] = KILN_QP_X(a, 3 * in_size, sign);
+      d[4] = KILN_QP_X(b, 0, sign);
+      d[5] = KILN_QP_X(b, in_size, sign);
+      d[6] = KILN_QP_X(b, 2 * in_size, sign);
+      d[7] = KILN_QP_X(b, 3 * in_size, sign);
     }
     for (; c < cg; ++c, a += in_size, b += in_size, d += 2) {
-      d[0] = KILN_QP_X(*a, sign);
-      d[1] = KILN_QP_X(*b, sign);
+      d[0] = KILN_QP_X(a, 0, sign);
+      d[1] = KILN_QP_X(b, 0, sign);
     }
   } else {
     for (j = 0; j < 2; ++j) /* one pixel's 1x1 window inside, the other's not */
@@ -179,7 +187,7 @@ KILN_QP_INLINE void kiln_qconv_packed_gather(const uint8_t* xg, const kiln_conv_
         const uint8_t* a = at[j];
         int16_t* d = col + 4 * j;
         for (c = 0; c < cg; ++c, a += in_size) {
-          *d = KILN_QP_X(*a, sign);
+          *d = KILN_QP_X(a, 0, sign);
           d = kiln_qconv_packed_next(d, c + 1, k4, col + 2 * k4 + j);
         }
       }
@@ -198,7 +206,8 @@ KILN_QP_INLINE void kiln_qconv_packed_run(const uint8_t* x, const kiln_conv_shap
   for (n = 0; n < s->n; ++n)
     for (g = 0; g < s->group; ++g) {
       const uint8_t* xg = x + (n * s->c + g * cg) * in_size;
-      const int8_t* wg = q->w + g * ((mg + 1) / 2) * 2 * K;
+      const ptrdiff_t pair_bytes = kiln_qconv_packed_pair_bytes(K);
+      const int8_t* wg = q->w + g * ((mg + 1) / 2) * pair_bytes;
       for (p = 0; p < out_size; p += 2) {
         const int two = p + 1 < out_size;
         kiln_qconv_packed_gather(xg, s, q, p, two ? p + 1 : p, cols);
@@ -211,7 +220,7 @@ KILN_QP_INLINE void kiln_qconv_packed_run(const uint8_t* x, const kiln_conv_shap
           int32_t acc[4];
           acc[0] = acc[1] = q->bias[m];
           acc[2] = acc[3] = q->bias[m1];
-          kiln_qconv_packed_dot_2x2(wg + mm * K, cols, K, acc);
+          kiln_qconv_packed_dot_2x2(wg + mm / 2 * pair_bytes, cols, K, acc);
           /* An odd last channel or pixel was computed twice; the stores repeat it. */
           y0[0] = (uint8_t)kiln_requant_channel_apply(acc[0], &r0, q->y_zero, q->y_lo, q->y_hi);
           y1[0] = (uint8_t)kiln_requant_channel_apply(acc[2], &r1, q->y_zero, q->y_lo, q->y_hi);
@@ -258,7 +267,7 @@ KILN_QP_INLINE void kiln_qconv_packed_depthwise(const uint8_t* x, const kiln_con
   const ptrdiff_t s_h = s->s[1], s_w = s->s[2], d_h = s->d[1], d_w = s->d[2];
   const ptrdiff_t out_h = s->out[1], out_w = s->out[2], kw2 = (k_w + 1) & ~(ptrdiff_t)1;
   const ptrdiff_t plane_w = kiln_qconv_packed_plane_w(s), plane_h = kiln_qconv_packed_plane_h(s);
-  const int32_t sign = q->x_signed ? 0x80 : 0;
+  const int sign = q->x_signed;
   int16_t *wv = scratch, *plane = scratch + k_h * kw2;
   ptrdiff_t n, m, r, c, oh, ow;
   for (n = 0; n < s->n; ++n)
@@ -271,13 +280,14 @@ KILN_QP_INLINE void kiln_qconv_packed_depthwise(const uint8_t* x, const kiln_con
         for (c = 0; c < kw2; ++c) wv[r * kw2 + c] = c < k_w ? q->w[(m * k_h + r) * k_w + c] : 0;
       for (r = 0; r < plane_h; ++r) {
         const ptrdiff_t ih = r - s->p[1];
-        const uint8_t* xr = xm + ih * in_w - s->p[2];
+        const int row_in = ih >= 0 && ih < in_h;
+        const uint8_t* xr = row_in ? xm + ih * in_w : xm;
         int16_t* pr = plane + r * plane_w;
-        ptrdiff_t inside = ih >= 0 && ih < in_h ? s->p[2] + in_w : 0;
+        ptrdiff_t inside = row_in ? s->p[2] + in_w : 0;
         c = 0;
         if (inside > plane_w) inside = plane_w;
         for (; c < s->p[2] && c < inside; ++c) pr[c] = (int16_t)q->x_zero;
-        for (; c < inside; ++c) pr[c] = KILN_QP_X(xr[c], sign);
+        for (; c < inside; ++c) pr[c] = KILN_QP_X(xr, c - s->p[2], sign);
         for (; c < plane_w; ++c) pr[c] = (int16_t)q->x_zero;
       }
       for (oh = 0; oh < out_h; ++oh) {

@@ -60,12 +60,17 @@ typedef struct kiln_requant_channel {
 } kiln_requant_channel;
 
 static inline kiln_requant_channel kiln_requant_channel_of(int32_t mult, int32_t shift) {
+  /* Word by word, as kernels take this once per channel: 2^30 + 2^(30+e) is (0, 3 * 2^30) for
+   * e = 1 and (2^(e-2), 2^30) above; less 2^31, (0, 2^30) and (2^(e-2) - 1, 3 * 2^30). */
   kiln_requant_channel c;
+  const int32_t e = -shift;
+  const uint32_t hi = e >= 2 ? (uint32_t)1 << (e - 2) : 0;
   c.mult = mult;
   c.shift = shift;
-  c.down = shift <= -1 ? -shift - 1 : -1;
-  c.round_pos = c.down >= 0 ? ((int64_t)1 << 30) + ((int64_t)1 << (30 - shift)) : 0;
-  c.round_neg = c.round_pos - ((int64_t)1 << 31);
+  c.down = e >= 1 ? e - 1 : -1;
+  c.round_pos = (int64_t)(((uint64_t)hi << 32) | (e == 1 ? 0xC0000000u : 0x40000000u));
+  c.round_neg =
+      (int64_t)((((uint64_t)(hi - (e >= 2)) << 32) | (e == 1 ? 0x40000000u : 0xC0000000u)));
   return c;
 }
 
