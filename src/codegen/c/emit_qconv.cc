@@ -100,7 +100,11 @@ Expected<bool> EmitQConvPacked(NodeContext& ctx, const ConvShape& s) {
     ctx.Line("kiln_qconv_packed_depthwise(" + x + ", &shape, &params, (int16_t *)" + scratch +
              ", " + y + ");");
   } else {
-    const std::string scratch = ctx.scratch(4 * static_cast<size_t>(K));
+    // Two interleaved columns, and two in order where a window is not one pixel of the image.
+    const bool one_pixel = k.k[0] * k.k[1] * k.k[2] == 1 && k.p[0] == 0 && k.p[1] == 0 &&
+                           k.p[2] == 0 && k.out[0] <= k.in[0] && k.out[1] <= k.in[1] &&
+                           k.out[2] <= k.in[2];
+    const std::string scratch = ctx.scratch((one_pixel ? 4 : 8) * static_cast<size_t>(K));
     ctx.Line("kiln_qconv_packed_run(" + x + ", &shape, &params, (int16_t *)" + scratch + ", " + y +
              ");");
   }

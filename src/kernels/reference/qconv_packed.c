@@ -116,57 +116,57 @@ KILN_QP_OUTLINE void kiln_qconv_packed_dot_2x2(const int8_t* w, const int16_t* c
   s[3] = s11;
 }
 
-/* The next slot of a column after value k - 1 went to d (see the layouts above). */
-static inline int16_t* kiln_qconv_packed_next(int16_t* d, ptrdiff_t k, ptrdiff_t k4,
-                                              int16_t* tail) {
-  if (k < k4) return d + ((k & 3) ? 1 : 5);
-  return k == k4 ? tail : d + 2;
-}
-
 /* x[i] as an int16 column value: the stored byte, read as int8 where x is (`sign`). */
 #define KILN_QP_X(x, i, sign) ((int16_t)((sign) ? ((const int8_t*)(x))[i] : (x)[i]))
 
-/* The columns of pixels p and p1 (p + 1, or p again for an odd last pixel) of image group xg. */
+/* The columns of pixels p and p1 (p + 1, or p again for an odd last pixel) of image group xg,
+ * interleaved into col (2 * K int16); col + 2 * K holds 2 * K more for the windows in order. */
 KILN_QP_INLINE void kiln_qconv_packed_gather(const uint8_t* xg, const kiln_conv_shape* s,
                                              const kiln_qconv_packed_params* q, ptrdiff_t p,
                                              ptrdiff_t p1, int16_t* col) {
   const ptrdiff_t cg = s->c / s->group, in_h = s->in[1], in_w = s->in[2];
-  const ptrdiff_t in_size = (ptrdiff_t)s->in[0] * in_h * in_w;
-  const ptrdiff_t ksize = (ptrdiff_t)s->k[0] * s->k[1] * s->k[2], K = cg * ksize;
+  const ptrdiff_t in_size = (ptrdiff_t)s->in[0] * in_h * in_w, k_w = s->k[2], d_w = s->d[2];
+  const ptrdiff_t ksize = (ptrdiff_t)s->k[0] * s->k[1] * k_w, K = cg * ksize;
   const ptrdiff_t k4 = K & ~(ptrdiff_t)3;
   const int sign = q->x_signed;
+  const int16_t zero = (int16_t)q->x_zero;
   const uint8_t* at[2] = {NULL, NULL};
+  int16_t *t0 = col + 2 * K, *t1 = t0 + K, *d;
   ptrdiff_t j, c, kd, kh, kw;
   for (j = 0; j < 2; ++j) {
     const ptrdiff_t pix = j ? p1 : p, ow = pix % s->out[2], oh = pix / s->out[2] % s->out[1];
     const ptrdiff_t od = pix / s->out[2] / s->out[1];
     const ptrdiff_t sd = od * s->s[0] - s->p[0], sh = oh * s->s[1] - s->p[1];
     const ptrdiff_t sw = ow * s->s[2] - s->p[2];
-    int16_t *d = col + 4 * j, *tail = col + 2 * k4 + j;
-    ptrdiff_t k = 0;
-    if (ksize == 1 && sd >= 0 && sd < s->in[0] && sh >= 0 && sh < in_h && sw >= 0 &&
-        sw < in_w) { /* a 1x1 window inside the image: below */
-      at[j] = xg + (sd * in_h + sh) * in_w + sw;
+    const int w_in = sw >= 0 && sw + (k_w - 1) * d_w < in_w; /* every tap of a row inside */
+    int16_t* t = j ? t1 : t0;
+    if (ksize == 1 && sd >= 0 && sd < s->in[0] && sh >= 0 && sh < in_h && w_in) {
+      at[j] = xg + (sd * in_h + sh) * in_w + sw; /* a 1x1 window inside the image */
       continue;
     }
     for (c = 0; c < cg; ++c)
       for (kd = 0; kd < s->k[0]; ++kd) {
         const ptrdiff_t id = sd + kd * s->d[0];
-        for (kh = 0; kh < s->k[1]; ++kh) {
+        for (kh = 0; kh < s->k[1]; ++kh, t += k_w) {
           const ptrdiff_t ih = sh + kh * s->d[1];
-          const int row_in = id >= 0 && id < s->in[0] && ih >= 0 && ih < in_h;
-          const uint8_t* xr = row_in ? xg + c * in_size + (id * in_h + ih) * in_w : xg;
-          for (kw = 0; kw < s->k[2]; ++kw) {
-            const ptrdiff_t iw = sw + kw * s->d[2];
-            *d = row_in && iw >= 0 && iw < in_w ? KILN_QP_X(xr, iw, sign) : (int16_t)q->x_zero;
-            d = kiln_qconv_packed_next(d, ++k, k4, tail);
+          const ptrdiff_t row = c * in_size + (id * in_h + ih) * in_w;
+          if (id < 0 || id >= s->in[0] || ih < 0 || ih >= in_h) {
+            for (kw = 0; kw < k_w; ++kw) t[kw] = zero;
+          } else if (w_in) {
+            const uint8_t* xr = xg + row + sw;
+            for (kw = 0; kw < k_w; ++kw) t[kw] = KILN_QP_X(xr, kw * d_w, sign);
+          } else {
+            for (kw = 0; kw < k_w; ++kw) {
+              const ptrdiff_t iw = sw + kw * d_w;
+              t[kw] = iw >= 0 && iw < in_w ? KILN_QP_X(xg, row + iw, sign) : zero;
+            }
           }
         }
       }
   }
+  d = col;
   if (at[0] && at[1]) { /* both 1x1 windows inside: the channels' values at the two pixels */
     const uint8_t *a = at[0], *b = at[1];
-    int16_t* d = col;
     for (c = 0; c + 4 <= cg; c += 4, d += 8, a += 4 * in_size, b += 4 * in_size) {
       d[0] = KILN_QP_X(a, 0, sign);
       d[1] = KILN_QP_X(a, in_size, sign);
@@ -181,20 +181,22 @@ KILN_QP_INLINE void kiln_qconv_packed_gather(const uint8_t* xg, const kiln_conv_
       d[0] = KILN_QP_X(a, 0, sign);
       d[1] = KILN_QP_X(b, 0, sign);
     }
-  } else {
-    for (j = 0; j < 2; ++j) /* one pixel's 1x1 window inside, the other's not */
-      if (at[j]) {
-        const uint8_t* a = at[j];
-        int16_t* d = col + 4 * j;
-        for (c = 0; c < cg; ++c, a += in_size) {
-          *d = KILN_QP_X(a, 0, sign);
-          d = kiln_qconv_packed_next(d, c + 1, k4, col + 2 * k4 + j);
-        }
-      }
+    return;
+  }
+  for (j = 0; j < 2; ++j) /* one pixel's 1x1 window inside, the other's not */
+    if (at[j])
+      for (c = 0; c < cg; ++c) (j ? t1 : t0)[c] = KILN_QP_X(at[j], c * in_size, sign);
+  for (c = 0; c < k4; c += 4, d += 8) {
+    memcpy(d, t0 + c, 4 * sizeof(int16_t));
+    memcpy(d + 4, t1 + c, 4 * sizeof(int16_t));
+  }
+  for (; c < K; ++c, d += 2) {
+    d[0] = t0[c];
+    d[1] = t1[c];
   }
 }
 
-/* The general path: every output of every image; `cols` holds 2 * K int16. */
+/* The general path: every output of every image; `cols` holds 4 * K int16. */
 KILN_QP_INLINE void kiln_qconv_packed_run(const uint8_t* x, const kiln_conv_shape* s,
                                           const kiln_qconv_packed_params* q, int16_t* cols,
                                           uint8_t* y) {
