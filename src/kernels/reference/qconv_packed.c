@@ -272,6 +272,12 @@ KILN_QP_INLINE void kiln_qconv_packed_depthwise(const uint8_t* x, const kiln_con
   const int sign = q->x_signed;
   int16_t *wv = scratch, *plane = scratch + k_h * kw2;
   ptrdiff_t n, m, r, c, oh, ow;
+  /* The plane's rows [r0, r1) and columns [c0, c1) are the image's; the rest is padding. */
+  const ptrdiff_t r0 = s->p[1] < plane_h ? s->p[1] : plane_h;
+  const ptrdiff_t c0 = s->p[2] < plane_w ? s->p[2] : plane_w;
+  const ptrdiff_t r1 = r0 + in_h < plane_h ? r0 + in_h : plane_h;
+  const ptrdiff_t c1 = c0 + in_w < plane_w ? c0 + in_w : plane_w;
+  for (r = 0; r < plane_h * plane_w; ++r) plane[r] = (int16_t)q->x_zero;
   for (n = 0; n < s->n; ++n)
     for (m = 0; m < s->m; ++m) {
       const uint8_t* xm = x + (n * s->c + m) * in_h * in_w;
@@ -280,17 +286,10 @@ KILN_QP_INLINE void kiln_qconv_packed_depthwise(const uint8_t* x, const kiln_con
       const int32_t bias = q->bias[m];
       for (r = 0; r < k_h; ++r)
         for (c = 0; c < kw2; ++c) wv[r * kw2 + c] = c < k_w ? q->w[(m * k_h + r) * k_w + c] : 0;
-      for (r = 0; r < plane_h; ++r) {
-        const ptrdiff_t ih = r - s->p[1];
-        const int row_in = ih >= 0 && ih < in_h;
-        const uint8_t* xr = row_in ? xm + ih * in_w : xm;
+      for (r = r0; r < r1; ++r) { /* the image's part; the padding stays x_zero */
+        const ptrdiff_t row = (r - s->p[1]) * in_w - s->p[2];
         int16_t* pr = plane + r * plane_w;
-        ptrdiff_t inside = row_in ? s->p[2] + in_w : 0;
-        c = 0;
-        if (inside > plane_w) inside = plane_w;
-        for (; c < s->p[2] && c < inside; ++c) pr[c] = (int16_t)q->x_zero;
-        for (; c < inside; ++c) pr[c] = KILN_QP_X(xr, c - s->p[2], sign);
-        for (; c < plane_w; ++c) pr[c] = (int16_t)q->x_zero;
+        for (c = c0; c < c1; ++c) pr[c] = KILN_QP_X(xm, row + c, sign);
       }
       for (oh = 0; oh < out_h; ++oh) {
         const int16_t* at = plane + oh * s_h * plane_w;
