@@ -74,7 +74,8 @@ Expected<bool> EmitQConvPacked(NodeContext& ctx, const ConvShape& s) {
         for (int64_t i = 0; i < K; ++i)
           pv[(g * pairs + t) * pair_bytes + kiln_qconv_packed_slot(i, r, K, 1)] = wv[m * K + i];
       }
-  KILN_ASSIGN_OR_RETURN(auto tables, FixedPointTables(ctx, 1, 4, 6, s.M));
+  bool right_shifts = false;
+  KILN_ASSIGN_OR_RETURN(auto tables, FixedPointTables(ctx, 1, 4, 6, s.M, &right_shifts));
   KILN_ASSIGN_OR_RETURN(std::string init, ConvShapeInit(ctx, s, false));
   const DType yt = ctx.output_dtype(0);
   const bool x_signed = ctx.input_dtype(0) == DType::kInt8;
@@ -92,7 +93,7 @@ Expected<bool> EmitQConvPacked(NodeContext& ctx, const ConvShape& s) {
                                             depthwise ? *w : std::move(packed));
   ctx.Line("static const kiln_qconv_packed_params params = {" + weights + ", bias, mult, shift, " +
            Str((*x_zero)[0]) + ", " + Str(x_signed) + ", " + Str((*y_zero)[0]) + ", " +
-           (yt == DType::kInt8 ? "-128, 127" : "0, 255") + "};");
+           (yt == DType::kInt8 ? "-128, 127" : "0, 255") + ", " + Str(right_shifts) + "};");
   const std::string x = "(const uint8_t *)" + NodeContext::in(0), y = "(uint8_t *)out0";
   if (depthwise) {
     const std::string scratch =

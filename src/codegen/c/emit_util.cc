@@ -232,7 +232,8 @@ std::string ByteCount(DType t, int64_t n) {
 }
 
 Expected<std::pair<std::string, std::string>> FixedPointTables(NodeContext& ctx, int xs, int ws,
-                                                               int ys, int64_t channels) {
+                                                               int ys, int64_t channels,
+                                                               bool* right_shifts) {
   const Tensor *x = ctx.input_constant(xs), *w = ctx.input_constant(ws),
                *y = ctx.input_constant(ys);
   if (!x || !w || !y || x->size() != 1 || y->size() != 1 ||
@@ -240,11 +241,13 @@ Expected<std::pair<std::string, std::string>> FixedPointTables(NodeContext& ctx,
     return ctx.error("fixed-point requantization needs constant scales (1 or " +
                      std::to_string(channels) + " weight scales)");
   std::string mults, shifts;
+  if (right_shifts) *right_shifts = true;
   for (int64_t c = 0; c < channels; ++c) {
     int32_t mult = 0, shift = 0;
     kiln_requant_multiplier(ops::RequantMultiplier(*x, 0, *w, w->size() == 1 ? 0 : c, *y), &mult,
                             &shift);
     mults += (c ? ", " : "") + std::to_string(mult);
+    if (right_shifts && shift > -1) *right_shifts = false;
     shifts += (c ? ", " : "") + std::to_string(shift);
   }
   return std::pair{

@@ -20,8 +20,10 @@ namespace kiln::codegen::c {
 // geometry the host's reference kernels run with.
 Expected<std::string> ConvShapeInit(NodeContext& ctx, const ops::ConvShape& s, bool transpose);
 
+// *right_shifts, where given, says whether every shift is a right shift (shift <= -1).
 Expected<std::pair<std::string, std::string>> FixedPointTables(NodeContext& ctx, int xs, int ws,
-                                                               int ys, int64_t channels);
+                                                               int ys, int64_t channels,
+                                                               bool* right_shifts = nullptr);
 
 // The type element values are computed in: float for float16/bfloat16, else the type itself.
 DType ComputeType(DType t);

@@ -51,7 +51,14 @@ typedef struct kiln_qconv_packed_params {
   int32_t x_zero;              /* the stored value of x's zero point */
   int32_t x_signed;            /* 1: x is int8, 0: uint8 */
   int32_t y_zero, y_lo, y_hi;  /* the output's zero point and range */
+  int32_t right_shifts;        /* 1: every channel's shift is a right shift (shift <= -1) */
 } kiln_qconv_packed_params;
+
+/* Requantizes acc with channel constants rq (requant.c); the test for a right shift goes where
+ * the node's constant parameters say that every channel has one. */
+#define KILN_QP_REQUANT(acc, rq, q)                                                              \
+  ((q)->right_shifts ? kiln_requant_channel_right(acc, &(rq), (q)->y_zero, (q)->y_lo, (q)->y_hi) \
+                     : kiln_requant_channel_apply(acc, &(rq), (q)->y_zero, (q)->y_lo, (q)->y_hi))
 
 #if KILN_QP_DSP
 static inline int32_t kiln_qp_load32(const void* p) {
@@ -224,11 +231,11 @@ KILN_QP_INLINE void kiln_qconv_packed_run(const uint8_t* x, const kiln_conv_shap
           acc[2] = acc[3] = q->bias[m1];
           kiln_qconv_packed_dot_2x2(wg + mm / 2 * pair_bytes, cols, K, acc);
           /* An odd last channel or pixel was computed twice; the stores repeat it. */
-          y0[0] = (uint8_t)kiln_requant_channel_apply(acc[0], &r0, q->y_zero, q->y_lo, q->y_hi);
-          y1[0] = (uint8_t)kiln_requant_channel_apply(acc[2], &r1, q->y_zero, q->y_lo, q->y_hi);
+          y0[0] = (uint8_t)KILN_QP_REQUANT(acc[0], r0, q);
+          y1[0] = (uint8_t)KILN_QP_REQUANT(acc[2], r1, q);
           if (two) {
-            y0[1] = (uint8_t)kiln_requant_channel_apply(acc[1], &r0, q->y_zero, q->y_lo, q->y_hi);
-            y1[1] = (uint8_t)kiln_requant_channel_apply(acc[3], &r1, q->y_zero, q->y_lo, q->y_hi);
+            y0[1] = (uint8_t)KILN_QP_REQUANT(acc[1], r0, q);
+            y1[1] = (uint8_t)KILN_QP_REQUANT(acc[3], r1, q);
           }
         }
       }
@@ -295,7 +302,7 @@ KILN_QP_INLINE void kiln_qconv_packed_depthwise(const uint8_t* x, const kiln_con
         const int16_t* at = plane + oh * s_h * plane_w;
         for (ow = 0; ow < out_w; ++ow, at += s_w, ++ym) {
           const int32_t acc = kiln_qconv_packed_window(at, wv, k_h, k_w, d_h, d_w, plane_w, bias);
-          *ym = (uint8_t)kiln_requant_channel_apply(acc, &rq, q->y_zero, q->y_lo, q->y_hi);
+          *ym = (uint8_t)KILN_QP_REQUANT(acc, rq, q);
         }
       }
     }

@@ -75,15 +75,19 @@ static inline kiln_requant_channel kiln_requant_channel_of(int32_t mult, int32_t
 }
 
 /* kiln_requant_fixed(acc, c->mult, c->shift, zero_point, lo, hi), the same value. */
-static inline int32_t kiln_requant_channel_apply(int32_t acc, const kiln_requant_channel* c,
+static inline int32_t kiln_requant_channel_right(int32_t acc, const kiln_requant_channel* c,
                                                  int32_t zero_point, int32_t lo, int32_t hi) {
-  int32_t v;
-  if (c->down < 0) return kiln_requant_fixed(acc, c->mult, c->shift, zero_point, lo, hi);
-  v = (int32_t)(((int64_t)acc * c->mult + (acc < 0 ? c->round_neg : c->round_pos)) >> 32) >>
-      c->down;
+  /* The same where c->down >= 0 (a right shift), without the test. */
+  int32_t v = (int32_t)(((int64_t)acc * c->mult + (acc < 0 ? c->round_neg : c->round_pos)) >> 32) >>
+              c->down;
   if (v < lo - zero_point) v = lo - zero_point;
   if (v > hi - zero_point) v = hi - zero_point;
   return v + zero_point;
+}
+static inline int32_t kiln_requant_channel_apply(int32_t acc, const kiln_requant_channel* c,
+                                                 int32_t zero_point, int32_t lo, int32_t hi) {
+  if (c->down < 0) return kiln_requant_fixed(acc, c->mult, c->shift, zero_point, lo, hi);
+  return kiln_requant_channel_right(acc, c, zero_point, lo, hi);
 }
 
 /* The mantissa and exponent of real (TFLite's QuantizeMultiplier); 0 for real <= 0 or below
