@@ -83,32 +83,45 @@ Expected<bool> EmitQConvPacked(NodeContext& ctx, const ConvShape& s) {
   for (int64_t m = 0; m < s.M; ++m) list += (m ? ", " : "") + Str(folded[m]);
   ctx.UseKernel("qconv_packed");
   ctx.SetOutOfLine();
-  ctx.Line("static const kiln_conv_shape shape = " + init + ";");
-  ctx.Line(tables.first);
-  ctx.Line(tables.second);
-  ctx.Line("static const int32_t bias[" + Str(s.M) + "] = {" + list + "};");
+  // The node's constants at file scope, named after its function, so that the general path's
+  // block function (below) sees them too and folds them in.
+  const std::string f = ctx.function_name + "_";
+  auto prefixed = [&](std::string decl, const std::string& name) {
+    const size_t at = decl.find(" " + name + "[");
+    return decl.replace(at + 1, name.size(), f + name) + "\n";
+  };
+  ctx.Table("static const kiln_conv_shape " + f + "shape = " + init + ";\n");
+  ctx.Table(prefixed(tables.first, "mult"));
+  ctx.Table(prefixed(tables.second, "shift"));
+  ctx.Table("static const int32_t " + f + "bias[" + Str(s.M) + "] = {" + list + "};\n");
   // As a parameter array (the depthwise path's in the model's order, the same array as the
   // model's where nothing else rearranges it), so that the struct below is a constant.
   const std::string weights = ctx.parameter(ctx.input_name(3) + (depthwise ? "" : "_packed"),
                                             depthwise ? *w : std::move(packed));
-  ctx.Line("static const kiln_qconv_packed_params params = {" + weights + ", bias, mult, shift, " +
-           Str((*x_zero)[0]) + ", " + Str(x_signed) + ", " + Str((*y_zero)[0]) + ", " +
-           (yt == DType::kInt8 ? "-128, 127" : "0, 255") + ", " + Str(right_shifts) + "};");
+  const int64_t out_size = static_cast<int64_t>(k.out[0]) * k.out[1] * k.out[2];
+  ctx.Table("static const kiln_qconv_packed_params " + f + "params = {" + weights + ", " + Str(K) +
+            ", " + Str(out_size) + ", " + f + "bias, " + f + "mult, " + f + "shift, " +
+            Str((*x_zero)[0]) + ", " + Str(x_signed) + ", " + Str((*y_zero)[0]) + ", " +
+            (yt == DType::kInt8 ? "-128, 127" : "0, 255") + ", " + Str(right_shifts) + "};\n");
   const std::string x = "(const uint8_t *)" + NodeContext::in(0), y = "(uint8_t *)out0";
   if (depthwise) {
     const std::string scratch =
         ctx.scratch(2 * static_cast<size_t>(kiln_qconv_packed_depthwise_scratch(&k)));
-    ctx.Line("kiln_qconv_packed_depthwise(" + x + ", &shape, &params, (int16_t *)" + scratch +
-             ", " + y + ");");
-  } else {
-    // Two interleaved columns, and two in order where a window is not one pixel of the image.
-    const bool one_pixel = k.k[0] * k.k[1] * k.k[2] == 1 && k.p[0] == 0 && k.p[1] == 0 &&
-                           k.p[2] == 0 && k.out[0] <= k.in[0] && k.out[1] <= k.in[1] &&
-                           k.out[2] <= k.in[2];
-    const std::string scratch = ctx.scratch((one_pixel ? 4 : 8) * static_cast<size_t>(K));
-    ctx.Line("kiln_qconv_packed_run(" + x + ", &shape, &params, (int16_t *)" + scratch + ", " + y +
-             ");");
+    ctx.Line("kiln_qconv_packed_depthwise(" + x + ", &" + f + "shape, &" + f +
+             "params, (int16_t *)" + scratch + ", " + y + ");");
+    return true;
   }
+  ctx.Table("KILN_NOINLINE static void " + f +
+            "block(const int8_t *w, const int16_t *col, uint8_t *y0, ptrdiff_t m, int block) {\n"
+            "  kiln_qconv_packed_block(w, col, &" +
+            f + "params, y0, m, block);\n}\n");
+  // Two interleaved columns, and two in order where a window is not one pixel of the image.
+  const bool one_pixel = k.k[0] * k.k[1] * k.k[2] == 1 && k.p[0] == 0 && k.p[1] == 0 &&
+                         k.p[2] == 0 && k.out[0] <= k.in[0] && k.out[1] <= k.in[1] &&
+                         k.out[2] <= k.in[2];
+  const std::string scratch = ctx.scratch((one_pixel ? 4 : 8) * static_cast<size_t>(K));
+  ctx.Line("kiln_qconv_packed_run(" + x + ", &" + f + "shape, &" + f + "params, (int16_t *)" +
+           scratch + ", " + y + ", " + f + "block);");
   return true;
 }
 

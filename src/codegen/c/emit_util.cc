@@ -247,7 +247,7 @@ Expected<std::pair<std::string, std::string>> FixedPointTables(NodeContext& ctx,
     kiln_requant_multiplier(ops::RequantMultiplier(*x, 0, *w, w->size() == 1 ? 0 : c, *y), &mult,
                             &shift);
     mults += (c ? ", " : "") + std::to_string(mult);
-    if (right_shifts && shift > -1) *right_shifts = false;
+    if (right_shifts && shift > -2) *right_shifts = false;
     shifts += (c ? ", " : "") + std::to_string(shift);
   }
   return std::pair{

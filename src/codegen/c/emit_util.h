@@ -20,7 +20,7 @@ namespace kiln::codegen::c {
 // geometry the host's reference kernels run with.
 Expected<std::string> ConvShapeInit(NodeContext& ctx, const ops::ConvShape& s, bool transpose);
 
-// *right_shifts, where given, says whether every shift is a right shift (shift <= -1).
+// *right_shifts, where given, says whether every shift is <= -2 (requant.c's kiln_requant_right).
 Expected<std::pair<std::string, std::string>> FixedPointTables(NodeContext& ctx, int xs, int ws,
                                                                int ys, int64_t channels,
                                                                bool* right_shifts = nullptr);

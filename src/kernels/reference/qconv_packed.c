@@ -46,19 +46,21 @@
 
 typedef struct kiln_qconv_packed_params {
   const int8_t* w;             /* rearranged as above (depthwise: as in the model) */
+  ptrdiff_t K, out_size;       /* the general path's window and output plane sizes */
   const int32_t* bias;         /* bias - x_zero * sum(w), per output channel */
   const int32_t *mult, *shift; /* fixed-point multipliers per output channel */
   int32_t x_zero;              /* the stored value of x's zero point */
   int32_t x_signed;            /* 1: x is int8, 0: uint8 */
   int32_t y_zero, y_lo, y_hi;  /* the output's zero point and range */
-  int32_t right_shifts;        /* 1: every channel's shift is a right shift (shift <= -1) */
+  int32_t right_shifts;        /* 1: every channel's shift is <= -2 (kiln_requant_right) */
 } kiln_qconv_packed_params;
 
-/* Requantizes acc with channel constants rq (requant.c); the test for a right shift goes where
- * the node's constant parameters say that every channel has one. */
-#define KILN_QP_REQUANT(acc, rq, q)                                                              \
-  ((q)->right_shifts ? kiln_requant_channel_right(acc, &(rq), (q)->y_zero, (q)->y_lo, (q)->y_hi) \
-                     : kiln_requant_channel_apply(acc, &(rq), (q)->y_zero, (q)->y_lo, (q)->y_hi))
+/* Requantizes acc for output channel m (requant.c): kiln_requant_right where the node's
+ * constant parameters say that every channel takes it. */
+#define KILN_QP_REQUANT(acc, m, q)                                                               \
+  ((q)->right_shifts                                                                             \
+       ? kiln_requant_right(acc, (q)->mult[m], (q)->shift[m], (q)->y_zero, (q)->y_lo, (q)->y_hi) \
+       : kiln_requant_fixed(acc, (q)->mult[m], (q)->shift[m], (q)->y_zero, (q)->y_lo, (q)->y_hi))
 
 #if KILN_QP_DSP
 static inline int32_t kiln_qp_load32(const void* p) {
@@ -77,15 +79,20 @@ static inline int32_t kiln_qp_sxtb16_ror8(int32_t v) {
   __asm__ volatile("ldrd %0, %1, [%2], #8" : "=r"(lo), "=r"(hi), "+r"(p))
 #endif
 
-/* s[2 * r + j] += the dot product of output channel r of the pair with pixel j's column, for two
- * channels and two pixels (the general path's inner loop; a function of its own, so that its
- * thirteen live values get the registers). */
-KILN_QP_OUTLINE void kiln_qconv_packed_dot_2x2(const int8_t* w, const int16_t* col, ptrdiff_t K,
-                                               int32_t* s) {
-  int32_t s00 = s[0], s01 = s[1], s10 = s[2], s11 = s[3];
-  ptrdiff_t q;
+/* One block of the general path: output channels m and m + 1 at pixels p and p + 1, written at
+ * y0 (channel m's output at p). `block` holds 1 where there is a second channel (else m's sums
+ * are taken twice: an odd last channel) and 2 where there is a second pixel. The sums of the
+ * pair's weights w with the two columns, then their requantization and stores. The C backend
+ * puts it in a function of each node's own (kiln_qconv_packed_block_fn), so that the node's
+ * constants fold into it and the loop's thirteen live values get the registers. */
+KILN_QP_INLINE void kiln_qconv_packed_block(const int8_t* w, const int16_t* col,
+                                            const kiln_qconv_packed_params* q, uint8_t* y0,
+                                            ptrdiff_t m, int block) {
+  const ptrdiff_t K = q->K, m1 = block & 1 ? m + 1 : m;
+  int32_t s00 = q->bias[m], s01 = s00, s10 = q->bias[m1], s11 = s10;
+  ptrdiff_t i;
 #if KILN_QP_DSP
-  for (q = K >> 2; q > 0; --q) { /* w and col are word-aligned (the layouts above) */
+  for (i = K >> 2; i > 0; --i) { /* w and col are word-aligned (the layouts above) */
     int32_t a01, a23, b01, b23, wa, wb, lo, hi;
     KILN_QP_LDRD(a01, a23, col);
     KILN_QP_LDRD(b01, b23, col);
@@ -104,24 +111,33 @@ KILN_QP_OUTLINE void kiln_qconv_packed_dot_2x2(const int8_t* w, const int16_t* c
     s11 = __smlad(hi, b23, s11);
   }
 #else
-  for (q = K >> 2; q > 0; --q, w += 8, col += 8) {
+  for (i = K >> 2; i > 0; --i, w += 8, col += 8) {
     s00 += w[0] * col[0] + w[2] * col[1] + w[1] * col[2] + w[3] * col[3];
     s01 += w[0] * col[4] + w[2] * col[5] + w[1] * col[6] + w[3] * col[7];
     s10 += w[4] * col[0] + w[6] * col[1] + w[5] * col[2] + w[7] * col[3];
     s11 += w[4] * col[4] + w[6] * col[5] + w[5] * col[6] + w[7] * col[7];
   }
 #endif
-  for (q = K & 3; q > 0; --q, w += 2, col += 2) {
+  for (i = K & 3; i > 0; --i, w += 2, col += 2) {
     s00 += w[0] * col[0];
     s01 += w[0] * col[1];
     s10 += w[1] * col[0];
     s11 += w[1] * col[1];
   }
-  s[0] = s00;
-  s[1] = s01;
-  s[2] = s10;
-  s[3] = s11;
+  {
+    uint8_t* y1 = y0 + (m1 - m) * q->out_size;
+    y0[0] = (uint8_t)KILN_QP_REQUANT(s00, m, q);
+    y1[0] = (uint8_t)KILN_QP_REQUANT(s10, m1, q);
+    if (block & 2) {
+      y0[1] = (uint8_t)KILN_QP_REQUANT(s01, m, q);
+      y1[1] = (uint8_t)KILN_QP_REQUANT(s11, m1, q);
+    }
+  }
 }
+
+/* A node's kiln_qconv_packed_block with its parameters (the C backend writes one per node). */
+typedef void (*kiln_qconv_packed_block_fn)(const int8_t* w, const int16_t* col, uint8_t* y0,
+                                           ptrdiff_t m, int block);
 
 /* x[i] as an int16 column value: the stored byte, read as int8 where x is (`sign`). */
 #define KILN_QP_X(x, i, sign) ((int16_t)((sign) ? ((const int8_t*)(x))[i] : (x)[i]))
@@ -206,7 +222,7 @@ KILN_QP_INLINE void kiln_qconv_packed_gather(const uint8_t* xg, const kiln_conv_
 /* The general path: every output of every image; `cols` holds 4 * K int16. */
 KILN_QP_INLINE void kiln_qconv_packed_run(const uint8_t* x, const kiln_conv_shape* s,
                                           const kiln_qconv_packed_params* q, int16_t* cols,
-                                          uint8_t* y) {
+                                          uint8_t* y, kiln_qconv_packed_block_fn block_fn) {
   const ptrdiff_t cg = s->c / s->group, mg = s->m / s->group;
   const ptrdiff_t in_size = (ptrdiff_t)s->in[0] * s->in[1] * s->in[2];
   const ptrdiff_t out_size = (ptrdiff_t)s->out[0] * s->out[1] * s->out[2];
@@ -220,24 +236,9 @@ KILN_QP_INLINE void kiln_qconv_packed_run(const uint8_t* x, const kiln_conv_shap
       for (p = 0; p < out_size; p += 2) {
         const int two = p + 1 < out_size;
         kiln_qconv_packed_gather(xg, s, q, p, two ? p + 1 : p, cols);
-        for (mm = 0; mm < mg; mm += 2) {
-          const ptrdiff_t m = g * mg + mm, m1 = mm + 1 < mg ? m + 1 : m;
-          uint8_t* y0 = y + (n * s->m + m) * out_size + p;
-          uint8_t* y1 = y + (n * s->m + m1) * out_size + p;
-          const kiln_requant_channel r0 = kiln_requant_channel_of(q->mult[m], q->shift[m]);
-          const kiln_requant_channel r1 = kiln_requant_channel_of(q->mult[m1], q->shift[m1]);
-          int32_t acc[4];
-          acc[0] = acc[1] = q->bias[m];
-          acc[2] = acc[3] = q->bias[m1];
-          kiln_qconv_packed_dot_2x2(wg + mm / 2 * pair_bytes, cols, K, acc);
-          /* An odd last channel or pixel was computed twice; the stores repeat it. */
-          y0[0] = (uint8_t)KILN_QP_REQUANT(acc[0], r0, q);
-          y1[0] = (uint8_t)KILN_QP_REQUANT(acc[2], r1, q);
-          if (two) {
-            y0[1] = (uint8_t)KILN_QP_REQUANT(acc[1], r0, q);
-            y1[1] = (uint8_t)KILN_QP_REQUANT(acc[3], r1, q);
-          }
-        }
+        for (mm = 0; mm < mg; mm += 2) /* an odd last channel or pixel is taken twice */
+          block_fn(wg + mm / 2 * pair_bytes, cols, y + (n * s->m + g * mg + mm) * out_size + p,
+                   g * mg + mm, (mm + 1 < mg) | (two << 1));
       }
     }
 }
@@ -289,7 +290,6 @@ KILN_QP_INLINE void kiln_qconv_packed_depthwise(const uint8_t* x, const kiln_con
     for (m = 0; m < s->m; ++m) {
       const uint8_t* xm = x + (n * s->c + m) * in_h * in_w;
       uint8_t* ym = y + (n * s->m + m) * out_h * out_w;
-      const kiln_requant_channel rq = kiln_requant_channel_of(q->mult[m], q->shift[m]);
       const int32_t bias = q->bias[m];
       for (r = 0; r < k_h; ++r)
         for (c = 0; c < kw2; ++c) wv[r * kw2 + c] = c < k_w ? q->w[(m * k_h + r) * k_w + c] : 0;
@@ -302,7 +302,7 @@ KILN_QP_INLINE void kiln_qconv_packed_depthwise(const uint8_t* x, const kiln_con
         const int16_t* at = plane + oh * s_h * plane_w;
         for (ow = 0; ow < out_w; ++ow, at += s_w, ++ym) {
           const int32_t acc = kiln_qconv_packed_window(at, wv, k_h, k_w, d_h, d_w, plane_w, bias);
-          *ym = (uint8_t)KILN_QP_REQUANT(acc, rq, q);
+          *ym = (uint8_t)KILN_QP_REQUANT(acc, m, q);
         }
       }
     }

@@ -45,49 +45,21 @@ static inline int32_t kiln_requant_fixed(int32_t acc, int32_t mult, int32_t shif
   return v + zero_point;
 }
 
-/* kiln_requant_fixed for one channel with its constants taken once: where the shift is a right
- * shift (shift <= -1, e = -shift), both roundings and the shift are one 64-bit sum and an
- * arithmetic shift: with P = acc * mult and h = floor((P + 2^30) / 2^31) (the high product),
- * RoundingDivideByPOT(h, e) = floor((h + 2^(e-1) - [h < 0]) / 2^e)
- *                           = floor((P + 2^30 + 2^(30+e) - [h < 0] * 2^31) / 2^(31+e)),
- * as floor(floor(a) / n) = floor(a / n); and [acc < 0] may stand for [h < 0], since they differ
- * only where h = 0, where both give 0. The high word of the sum, shifted by e - 1, is that
- * floor: on a Cortex-M4 an SMLAL and an ASR. Other shifts take kiln_requant_fixed. */
-typedef struct kiln_requant_channel {
-  int32_t mult, shift;          /* as kiln_requant_fixed takes them */
-  int32_t down;                 /* e - 1, or -1 where this channel takes kiln_requant_fixed */
-  int64_t round_pos, round_neg; /* 2^30 + 2^(30+e), less 2^31 for a negative acc */
-} kiln_requant_channel;
-
-static inline kiln_requant_channel kiln_requant_channel_of(int32_t mult, int32_t shift) {
-  /* Word by word, as kernels take this once per channel: 2^30 + 2^(30+e) is (0, 3 * 2^30) for
-   * e = 1 and (2^(e-2), 2^30) above; less 2^31, (0, 2^30) and (2^(e-2) - 1, 3 * 2^30). */
-  kiln_requant_channel c;
-  const int32_t e = -shift;
-  const uint32_t hi = e >= 2 ? (uint32_t)1 << (e - 2) : 0;
-  c.mult = mult;
-  c.shift = shift;
-  c.down = e >= 1 ? e - 1 : -1;
-  c.round_pos = (int64_t)(((uint64_t)hi << 32) | (e == 1 ? 0xC0000000u : 0x40000000u));
-  c.round_neg =
-      (int64_t)((((uint64_t)(hi - (e >= 2)) << 32) | (e == 1 ? 0x40000000u : 0xC0000000u)));
-  return c;
-}
-
-/* kiln_requant_fixed(acc, c->mult, c->shift, zero_point, lo, hi), the same value. */
-static inline int32_t kiln_requant_channel_right(int32_t acc, const kiln_requant_channel* c,
-                                                 int32_t zero_point, int32_t lo, int32_t hi) {
-  /* The same where c->down >= 0 (a right shift), without the test. */
-  int32_t v = (int32_t)(((int64_t)acc * c->mult + (acc < 0 ? c->round_neg : c->round_pos)) >> 32) >>
-              c->down;
+/* kiln_requant_fixed where the shift is a right shift by e = -shift >= 2 (nearly every channel
+ * of a quantized model), in fewer operations. With P = acc * mult and h = floor((P + 2^30) /
+ * 2^31) (the high product), RoundingDivideByPOT(h, e) = floor((h + 2^(e-1) - [h < 0]) / 2^e)
+ *   = floor((T + 2^(30+e)) / 2^(31+e)), T = P + 2^30 - [h < 0] * 2^31,
+ * as floor(floor(a) / n) = floor(a / n); that is ((T >> (30 + e)) + 1) >> 1, and T >> (30 + e)
+ * is the high word of T shifted by e - 2. [acc < 0] may stand for [h < 0]: they differ only
+ * where h = 0, where both give 0. On a Cortex-M4: an SMLAL onto (acc >> 31, 2^30 | the sign
+ * bit) and three shifts and adds. */
+static inline int32_t kiln_requant_right(int32_t acc, int32_t mult, int32_t shift,
+                                         int32_t zero_point, int32_t lo, int32_t hi) {
+  const int64_t t = (int64_t)acc * mult + ((int64_t)1 << 30) - (acc < 0 ? (int64_t)1 << 31 : 0);
+  int32_t v = (((int32_t)(t >> 32) >> (-shift - 2)) + 1) >> 1;
   if (v < lo - zero_point) v = lo - zero_point;
   if (v > hi - zero_point) v = hi - zero_point;
   return v + zero_point;
-}
-static inline int32_t kiln_requant_channel_apply(int32_t acc, const kiln_requant_channel* c,
-                                                 int32_t zero_point, int32_t lo, int32_t hi) {
-  if (c->down < 0) return kiln_requant_fixed(acc, c->mult, c->shift, zero_point, lo, hi);
-  return kiln_requant_channel_right(acc, c, zero_point, lo, hi);
 }
 
 /* The mantissa and exponent of real (TFLite's QuantizeMultiplier); 0 for real <= 0 or below
