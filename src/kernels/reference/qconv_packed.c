@@ -55,12 +55,12 @@ typedef struct kiln_qconv_packed_params {
   int32_t right_shifts;        /* 1: every channel's shift is <= -2 (kiln_requant_right) */
 } kiln_qconv_packed_params;
 
-/* Requantizes acc for output channel m (requant.c): kiln_requant_right where the node's
+/* Requantizes acc by a channel's mult and shift (requant.c): kiln_requant_right where the node's
  * constant parameters say that every channel takes it. */
-#define KILN_QP_REQUANT(acc, m, q)                                                               \
-  ((q)->right_shifts                                                                             \
-       ? kiln_requant_right(acc, (q)->mult[m], (q)->shift[m], (q)->y_zero, (q)->y_lo, (q)->y_hi) \
-       : kiln_requant_fixed(acc, (q)->mult[m], (q)->shift[m], (q)->y_zero, (q)->y_lo, (q)->y_hi))
+#define KILN_QP_REQUANT(acc, mult, shift, q)                                               \
+  ((uint8_t)((q)->right_shifts                                                             \
+                 ? kiln_requant_right(acc, mult, shift, (q)->y_zero, (q)->y_lo, (q)->y_hi) \
+                 : kiln_requant_fixed(acc, mult, shift, (q)->y_zero, (q)->y_lo, (q)->y_hi)))
 
 #if KILN_QP_DSP
 static inline int32_t kiln_qp_load32(const void* p) {
@@ -126,11 +126,11 @@ KILN_QP_INLINE void kiln_qconv_packed_block(const int8_t* w, const int16_t* col,
   }
   {
     uint8_t* y1 = y0 + (m1 - m) * q->out_size;
-    y0[0] = (uint8_t)KILN_QP_REQUANT(s00, m, q);
-    y1[0] = (uint8_t)KILN_QP_REQUANT(s10, m1, q);
+    y0[0] = KILN_QP_REQUANT(s00, q->mult[m], q->shift[m], q);
+    y1[0] = KILN_QP_REQUANT(s10, q->mult[m1], q->shift[m1], q);
     if (block & 2) {
-      y0[1] = (uint8_t)KILN_QP_REQUANT(s01, m, q);
-      y1[1] = (uint8_t)KILN_QP_REQUANT(s11, m1, q);
+      y0[1] = KILN_QP_REQUANT(s01, q->mult[m], q->shift[m], q);
+      y1[1] = KILN_QP_REQUANT(s11, q->mult[m1], q->shift[m1], q);
     }
   }
 }
@@ -290,7 +290,7 @@ KILN_QP_INLINE void kiln_qconv_packed_depthwise(const uint8_t* x, const kiln_con
     for (m = 0; m < s->m; ++m) {
       const uint8_t* xm = x + (n * s->c + m) * in_h * in_w;
       uint8_t* ym = y + (n * s->m + m) * out_h * out_w;
-      const int32_t bias = q->bias[m];
+      const int32_t bias = q->bias[m], mult = q->mult[m], shift = q->shift[m];
       for (r = 0; r < k_h; ++r)
         for (c = 0; c < kw2; ++c) wv[r * kw2 + c] = c < k_w ? q->w[(m * k_h + r) * k_w + c] : 0;
       for (r = r0; r < r1; ++r) { /* the image's part; the padding stays x_zero */
@@ -302,7 +302,7 @@ KILN_QP_INLINE void kiln_qconv_packed_depthwise(const uint8_t* x, const kiln_con
         const int16_t* at = plane + oh * s_h * plane_w;
         for (ow = 0; ow < out_w; ++ow, at += s_w, ++ym) {
           const int32_t acc = kiln_qconv_packed_window(at, wv, k_h, k_w, d_h, d_w, plane_w, bias);
-          *ym = (uint8_t)KILN_QP_REQUANT(acc, m, q);
+          *ym = KILN_QP_REQUANT(acc, mult, shift, q);
         }
       }
     }
