@@ -112,6 +112,9 @@ def per_inference(elf, flags=()):
         if not m:
             sys.exit(f"mcu_int8: no instruction count for {elf}:\n{r.stderr}")
         counts["total"] = counts.get("total", 0) + sign * int(m.group(1))
+        c = re.search(r"kiln cycles \(estimate\): (\d+)", r.stderr)
+        if c:
+            counts["cycles"] = counts.get("cycles", 0) + sign * int(c.group(1))
         for n, fn in re.findall(r"kiln function: (\d+) (\S+)", r.stderr):
             counts[fn] = counts.get(fn, 0) + sign * int(n)
     return {k: v // 2 for k, v in counts.items()}
@@ -139,7 +142,8 @@ def measure(model, name, out_dir, opt):
         total = counts.pop("total")
         top = sorted(((v, k) for k, v in counts.items() if v > 0), reverse=True)[:ARGS.functions]
         top = [{"function": k, "instructions": v, "share": v / total} for v, k in top]
-    counts = {1: 0, 3: 2 * per_inference(elf)["total"]}
+    counted = per_inference(elf, ["--count-mix"])
+    counts = {1: 0, 3: 2 * counted["total"]}
     flash = ram = 0
     for src in sources[:2]:
         obj = src[:-2] + ".o"
@@ -150,7 +154,8 @@ def measure(model, name, out_dir, opt):
         ram += r_
     with open(os.path.join(out_dir, f"{name}.h")) as f:
         ws = int(re.search(r"WORKSPACE_SIZE (\d+)", f.read()).group(1))
-    return {"instructions": (counts[3] - counts[1]) // 2, "flash": flash, "ram": ram + ws,
+    return {"instructions": (counts[3] - counts[1]) // 2, "cycles": counted["cycles"],
+            "flash": flash, "ram": ram + ws,
             "workspace": ws, "functions": top}
 
 
@@ -165,8 +170,9 @@ def measure_cmsis_nn(out_dir, opt):
     # CMSIS-NN is not written for -pedantic -Werror: its warnings are not ours.
     build(out_dir, "cmsis_nn_kws", [os.path.join(ROOT, "bench", "cmsis_nn_kws.c")] + sources,
           elf, [opt, "-std=gnu11", "-w", "-Wno-error", "-I", os.path.join(cmsis, "Include")])
-    counts = per_inference(elf, ["--count-functions"])
+    counts = per_inference(elf, ["--count-functions", "--count-mix"])
     total = counts.pop("total")
+    cycles = counts.pop("cycles")
     top = sorted(((v, k) for k, v in counts.items() if v > 0), reverse=True)[:ARGS.functions]
     # Flash: the code of the CMSIS-NN functions an inference executes, plus the parameters the
     # harness holds (weights, biases, per-channel multipliers and shifts as TFLM stores them).
@@ -184,7 +190,8 @@ def measure_cmsis_nn(out_dir, opt):
     m = re.search(r"scratch (\d+)", r.stdout + r.stderr)
     ram = sum(sizes[k] for k in ("act_a", "act_b", "input_q", "pooled", "logits", "probs_q"))
     ram += int(m.group(1)) if m else 0
-    return {"instructions": total, "flash": code + params, "code": code, "params": params,
+    return {"instructions": total, "cycles": cycles, "flash": code + params, "code": code,
+            "params": params,
             "ram": ram,
             "functions": [{"function": k, "instructions": v, "share": v / total} for v, k in top]}
 
@@ -219,19 +226,23 @@ def main():
     if ARGS.json:
         print(json.dumps(rows, indent=1))
         return
-    print(f"| model | float instr. | int8 instr. | int8/float | float flash | int8 flash | "
-          f"float RAM | int8 RAM |  ({ARGS.opt}, Cortex-M4 under qemu)")
-    print("|---|---|---|---|---|---|---|---|")
+    print(f"| model | float instr. | int8 instr. | int8/float | float cycles* | int8 cycles* | "
+          f"float flash | int8 flash | float RAM | int8 RAM |  ({ARGS.opt}, --cpu {ARGS.cpu}, "
+          f"Cortex-M4 under qemu)")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         f, q = r["float"], r["int8"]
         print(f"| {r['model']} | {f['instructions']:,} | {q['instructions']:,} | "
-              f"{q['instructions'] / f['instructions']:.2f} | {f['flash']:,} | {q['flash']:,} | "
-              f"{f['ram']:,} | {q['ram']:,} |")
+              f"{q['instructions'] / f['instructions']:.2f} | {f['cycles']:,} | {q['cycles']:,} | "
+              f"{f['flash']:,} | {q['flash']:,} | {f['ram']:,} | {q['ram']:,} |")
+    print("* estimated from the executed instruction mix with the Cortex-M4's documented timings "
+          "(scripts/qemu_insn_count.c); counts are not cycles")
     for r in rows:
         if "cmsis-nn" in r:
             c = r["cmsis-nn"]["instructions"]
             cf = r["cmsis-nn"]
-            print(f"\n{r['model']}: CMSIS-NN layer by layer {c:,} instructions, flash "
+            print(f"\n{r['model']}: CMSIS-NN layer by layer {c:,} instructions "
+                  f"({cf['cycles']:,} cycles*), flash "
                   f"{cf['flash']:,} ({cf['code']:,} code executed + {cf['params']:,} parameters), "
                   f"RAM {cf['ram']:,}; kiln int8 / CMSIS-NN {r['int8']['instructions'] / c:.2f} "
                   f"in instructions, {r['int8']['flash'] / cf['flash']:.2f} in flash, "

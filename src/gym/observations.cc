@@ -235,12 +235,13 @@ Expected<int64_t> ElfLoadedBytes(const std::string& path) {
   return total;
 }
 
-// The state's generated C (codegen/c) written into a new scratch folder *dir, which the caller
-// removes.
+// The state's generated C (codegen/c, for `cpu`) written into a new scratch folder *dir, which
+// the caller removes.
 GymStatus WriteGeneratedC(const Environment& env, const ir::Model& model,
                           const std::string& planner, bool reorder, const std::string& space,
-                          fs::path* dir) {
+                          const std::string& cpu, fs::path* dir) {
   codegen::c::CompileOptions co;
+  co.cpu = cpu;
   co.name = "gym_model";
   co.kiln_version = "gym";
   co.plan.planner = planner;
@@ -263,7 +264,8 @@ GymStatus WriteGeneratedC(const Environment& env, const ir::Model& model,
 GymStatus CodeSize(const Environment& env, const ir::Model& model, const std::string& planner,
                    bool reorder, int64_t* out) {
   fs::path dir;
-  GymStatus result = WriteGeneratedC(env, model, planner, reorder, "CodeSizeBytes", &dir);
+  GymStatus result =
+      WriteGeneratedC(env, model, planner, reorder, "CodeSizeBytes", "generic", &dir);
   *out = 0;
   for (const char* unit : {"gym_model.c", "gym_model_params.c"}) {
     if (!result.ok()) break;
@@ -331,7 +333,7 @@ GymStatus CortexM4Instructions(const Environment& env, const ir::Model& model,
                                  : env.options().cortex_m4_run;
   const std::string space = "CortexM4Instructions";
   fs::path dir;
-  GymStatus result = WriteGeneratedC(env, model, planner, reorder, space, &dir);
+  GymStatus result = WriteGeneratedC(env, model, planner, reorder, space, "cortex-m4", &dir);
   if (result.ok()) {
     Status st = WriteFile((dir / "gym_main.c").string(), kCortexM4Main);
     if (!st.ok()) result = GymStatus::Error(Code::kInternal, space + ": " + st.message());
