@@ -4,7 +4,9 @@ inference, flash and RAM.
 
 Usage: /usr/bin/python3 bench/mcu_int8.py [--kiln build/kiln] [--samples N] [--opt -O2] [--json]
                                           [MODEL.onnx ...]
-Models default to models/kws_cnn.onnx. For each model:
+Models default to models/kws_cnn.onnx; --mlperf-tiny adds the other three MLPerf Tiny
+architectures (visual wake words MobileNetV1-0.25, ResNet-8, the FC autoencoder), made with seeded
+weights by scripts/make_mlperf_tiny.py. For each model:
   float  `kiln compile MODEL --target c`
   int8   `kiln quantize MODEL --random N` (QDQ: int8 weights per channel, int8 activations), then
          `kiln compile --target c`, whose lowering runs fuse-qdq: Conv / MatMul become
@@ -209,11 +211,19 @@ def main():
                    help="list the N functions executing the most instructions per inference")
     p.add_argument("--cmsis-nn", action="store_true",
                    help="also count the CMSIS-NN layer-by-layer harness (kws_cnn)")
+    p.add_argument("--mlperf-tiny", action="store_true",
+                   help="also the other MLPerf Tiny networks (scripts/make_mlperf_tiny.py)")
     p.add_argument("--json", action="store_true")
     ARGS = p.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for model in ARGS.models:
+        models = list(ARGS.models)
+        if ARGS.mlperf_tiny:
+            nets = os.path.join(tmp, "mlperf_tiny")
+            run([sys.executable, os.path.join(ROOT, "scripts", "make_mlperf_tiny.py"), nets])
+            models += [os.path.join(nets, n + ".onnx")
+                       for n in ("vww_mobilenet", "resnet8", "fc_autoencoder")]
+        for model in models:
             base = re.sub(r"\W", "_", os.path.splitext(os.path.basename(model))[0])
             qdq = os.path.join(tmp, base + "_int8.onnx")
             run([ARGS.kiln, "quantize", model, "--random", str(ARGS.samples), "-o", qdq])
