@@ -18,9 +18,9 @@ for R = 3 minus the count for R = 1, halved, is one inference without start-up a
 deterministic: executed instructions, not cycles.
 Flash: .text + .rodata of NAME.o and NAME_params.o (the model alone, no C library). RAM: the
 workspace (KILN_NAME_WORKSPACE_SIZE) plus the objects' .data + .bss.
---cmsis-nn: also the CMSIS-NN baseline for kws_cnn (bench/cmsis_nn_kws.c, the same layers called
-one by one through ../shared/third_party/cmsis-nn, built with the same flags plus the library's
-sources), counted the same way.
+--cmsis-nn: also the CMSIS-NN baseline (bench/cmsis_nn_harness.py writes a program calling the
+model's layers one by one through ../shared/third_party/cmsis-nn, built with the same flags plus
+the library's sources), counted the same way.
 --functions N: also the N functions that execute the most instructions per inference, from a
 build with -fno-inline (node functions and kernels keep their symbols; the total then differs a
 little from the inlined build's), counted per function by the same plugin (--count-functions).
@@ -161,40 +161,39 @@ def measure(model, name, out_dir, opt):
             "workspace": ws, "functions": top}
 
 
-def measure_cmsis_nn(out_dir, opt):
-    """Instructions per inference of the CMSIS-NN layer-by-layer harness for kws_cnn."""
+def measure_cmsis_nn(model, out_dir, opt):
+    """Instructions per inference, flash and RAM of the CMSIS-NN layer-by-layer harness that
+    bench/cmsis_nn_harness.py writes for the model."""
     cmsis = os.path.join(ROOT, "..", "shared", "third_party", "cmsis-nn")
     sources = sorted(
         os.path.join(d, f) for d, _, files in os.walk(os.path.join(cmsis, "Source"))
         for f in files if f.endswith(".c") and "f16" not in f and "f32" not in f)
     os.makedirs(out_dir, exist_ok=True)
-    elf = os.path.join(out_dir, "cmsis_nn_kws.elf")
+    harness = os.path.join(out_dir, "harness.c")
+    sizes_json = json.loads(run([sys.executable, os.path.join(ROOT, "bench", "cmsis_nn_harness.py"),
+                                 model, harness]).stdout)
+    elf = os.path.join(out_dir, "harness.elf")
     # CMSIS-NN is not written for -pedantic -Werror: its warnings are not ours.
-    build(out_dir, "cmsis_nn_kws", [os.path.join(ROOT, "bench", "cmsis_nn_kws.c")] + sources,
-          elf, [opt, "-std=gnu11", "-w", "-Wno-error", "-I", os.path.join(cmsis, "Include")])
+    build(out_dir, "harness", [harness] + sources, elf,
+          [opt, "-std=gnu11", "-w", "-Wno-error", "-I", os.path.join(cmsis, "Include")])
     counts = per_inference(elf, ["--count-functions", "--count-mix"])
     total = counts.pop("total")
     cycles = counts.pop("cycles")
     top = sorted(((v, k) for k, v in counts.items() if v > 0), reverse=True)[:ARGS.functions]
-    # Flash: the code of the CMSIS-NN functions an inference executes, plus the parameters the
-    # harness holds (weights, biases, per-channel multipliers and shifts as TFLM stores them).
+    # Flash: the code of the CMSIS-NN functions an inference executes, plus the parameters as TFLM
+    # holds them (weights, biases, per-channel multipliers and shifts). RAM: the activations live
+    # at once and the most scratch its kernels asked for (the harness reserves more).
     sizes = {}
     for line in run(["arm-none-eabi-nm", "-S", "--defined-only", elf]).stdout.splitlines():
         parts = line.split()
         if len(parts) == 4:
             sizes[parts[3]] = int(parts[1], 16)
     code = sum(sizes.get(k, 0) for k, v in counts.items() if v > 0 and k.startswith("arm_"))
-    params = sum(sizes[k] for k in ("conv1_w", "dw_w", "pw_w", "fc_w", "conv1_b", "dw_b", "pw_b",
-                                    "fc_b"))
-    params += 2 * sizes["mult"] * 9  # a multiplier and a shift table per convolution
-    # RAM: the activations and the scratch its kernels asked for (the harness reserves more).
     r = run([os.path.join(ROOT, "scripts", "cortex_m4_run"), "--elf", elf, "--run", "1"])
     m = re.search(r"scratch (\d+)", r.stdout + r.stderr)
-    ram = sum(sizes[k] for k in ("act_a", "act_b", "input_q", "pooled", "logits", "probs_q"))
-    ram += int(m.group(1)) if m else 0
-    return {"instructions": total, "cycles": cycles, "flash": code + params, "code": code,
-            "params": params,
-            "ram": ram,
+    ram = sizes_json["ram"] + (int(m.group(1)) if m else 0)
+    return {"instructions": total, "cycles": cycles, "flash": code + sizes_json["params"],
+            "code": code, "params": sizes_json["params"], "ram": ram,
             "functions": [{"function": k, "instructions": v, "share": v / total} for v, k in top]}
 
 
@@ -210,7 +209,8 @@ def main():
     p.add_argument("--functions", type=int, default=0,
                    help="list the N functions executing the most instructions per inference")
     p.add_argument("--cmsis-nn", action="store_true",
-                   help="also count the CMSIS-NN layer-by-layer harness (kws_cnn)")
+                   help="also count each model's CMSIS-NN layer-by-layer harness "
+                        "(bench/cmsis_nn_harness.py)")
     p.add_argument("--mlperf-tiny", action="store_true",
                    help="also the other MLPerf Tiny networks (scripts/make_mlperf_tiny.py)")
     p.add_argument("--json", action="store_true")
@@ -230,8 +230,9 @@ def main():
             row = {"model": os.path.basename(model)}
             for kind, path in (("float", model), ("int8", qdq)):
                 row[kind] = measure(path, base, os.path.join(tmp, f"{base}_{kind}"), ARGS.opt)
-            if ARGS.cmsis_nn and base == "kws_cnn":
-                row["cmsis-nn"] = measure_cmsis_nn(os.path.join(tmp, "cmsis_nn"), ARGS.opt)
+            if ARGS.cmsis_nn:
+                row["cmsis-nn"] = measure_cmsis_nn(model, os.path.join(tmp, f"{base}_cmsis_nn"),
+                                                   ARGS.opt)
             rows.append(row)
     if ARGS.json:
         print(json.dumps(rows, indent=1))

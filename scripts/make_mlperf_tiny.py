@@ -42,6 +42,13 @@ class Net:
         y = self.node("Conv", [x, w, b], name, strides=[stride, stride], pads=pads, group=group)
         return self.node("Relu", [y], name + ".relu") if relu else y
 
+    def classifier(self, x, channels, classes):
+        """Average pool, flatten, a fully connected layer, softmax: "probs"."""
+        x = self.node("Flatten", [self.node("GlobalAveragePool", [x], "pool")], "flat", axis=1)
+        w = self.weight("fc.weight", [classes, channels])
+        b = self.weight("fc.bias", [classes], 0.01)
+        self.node("Softmax", [self.node("Gemm", [x, w, b], "logits", transB=1)], "probs", axis=1)
+
     def model(self, name, x_shape, y_name, y_shape):
         graph = helper.make_graph(
             self.nodes, name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
@@ -61,11 +68,7 @@ def vww_mobilenet():
         x = n.conv(x, f"b{i}.dw", c, c, 3, stride, same_s2 if stride == 2 else None, group=c)
         x = n.conv(x, f"b{i}.pw", c, out, 1, 1, [0, 0, 0, 0])
         c = out
-    x = n.node("GlobalAveragePool", [x], "pool")
-    x = n.node("Flatten", [x], "flat", axis=1)
-    w, b = n.weight("fc.weight", [2, c]), n.weight("fc.bias", [2], 0.01)
-    x = n.node("Gemm", [x, w, b], "logits", transB=1)
-    n.node("Softmax", [x], "probs", axis=1)
+    n.classifier(x, c, 2)
     return n.model("vww_mobilenet", [1, 3, 96, 96], "probs", [1, 2])
 
 
@@ -81,11 +84,7 @@ def resnet8():
                                              relu=False)
         x = n.node("Relu", [n.node("Add", [y, short], f"s{i}.add")], f"s{i}.relu")
         c = out
-    x = n.node("GlobalAveragePool", [x], "pool")
-    x = n.node("Flatten", [x], "flat", axis=1)
-    w, b = n.weight("fc.weight", [10, c]), n.weight("fc.bias", [10], 0.01)
-    x = n.node("Gemm", [x, w, b], "logits", transB=1)
-    n.node("Softmax", [x], "probs", axis=1)
+    n.classifier(x, c, 10)
     return n.model("resnet8", [1, 3, 32, 32], "probs", [1, 10])
 
 

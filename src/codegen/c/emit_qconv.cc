@@ -56,9 +56,8 @@ Expected<bool> EmitQConvPacked(NodeContext& ctx, const ConvShape& s) {
   const bool depthwise = cg == 1 && mg == 1 && k.in[0] == 1 && k.k[0] == 1;
   // bias - x_zero * sum(w) per channel; the general path's weights rearranged.
   std::vector<int64_t> folded(s.M);
-  const int64_t pairs = (mg + 1) / 2;
-  const int64_t pair_bytes = kiln_qconv_packed_pair_bytes(K);
-  Tensor packed(DType::kInt8, {s.group * pairs * pair_bytes});
+  const int64_t pairs = (mg + 1) / 2, k4 = kiln_qconv_packed_k4(K);
+  Tensor packed(DType::kInt8, {s.group * pairs * 2 * k4});  // zero where K < k4
   const int8_t* wv = w->data<int8_t>();
   int8_t* pv = packed.data<int8_t>();
   for (int64_t m = 0; m < s.M; ++m) {
@@ -72,7 +71,7 @@ Expected<bool> EmitQConvPacked(NodeContext& ctx, const ConvShape& s) {
       for (int64_t r = 0; r < 2; ++r) {
         const int64_t m = g * mg + std::min(2 * t + r, mg - 1);
         for (int64_t i = 0; i < K; ++i)
-          pv[(g * pairs + t) * pair_bytes + kiln_qconv_packed_slot(i, r, K, 1)] = wv[m * K + i];
+          pv[(g * pairs + t) * 2 * k4 + kiln_qconv_packed_slot(i, r, 1)] = wv[m * K + i];
       }
   bool right_shifts = false;
   KILN_ASSIGN_OR_RETURN(auto tables, FixedPointTables(ctx, 1, 4, 6, s.M, &right_shifts));
@@ -99,7 +98,7 @@ Expected<bool> EmitQConvPacked(NodeContext& ctx, const ConvShape& s) {
   const std::string weights = ctx.parameter(ctx.input_name(3) + (depthwise ? "" : "_packed"),
                                             depthwise ? *w : std::move(packed));
   const int64_t out_size = static_cast<int64_t>(k.out[0]) * k.out[1] * k.out[2];
-  ctx.Table("static const kiln_qconv_packed_params " + f + "params = {" + weights + ", " + Str(K) +
+  ctx.Table("static const kiln_qconv_packed_params " + f + "params = {" + weights + ", " + Str(k4) +
             ", " + Str(out_size) + ", " + f + "bias, " + f + "mult, " + f + "shift, " +
             Str((*x_zero)[0]) + ", " + Str(x_signed) + ", " + Str((*y_zero)[0]) + ", " +
             (yt == DType::kInt8 ? "-128, 127" : "0, 255") + ", " + Str(right_shifts) + "};\n");
@@ -115,11 +114,7 @@ Expected<bool> EmitQConvPacked(NodeContext& ctx, const ConvShape& s) {
             "block(const int8_t *w, const int16_t *col, uint8_t *y0, ptrdiff_t m, int block) {\n"
             "  kiln_qconv_packed_block(w, col, &" +
             f + "params, y0, m, block);\n}\n");
-  // Two interleaved columns, and two in order where a window is not one pixel of the image.
-  const bool one_pixel = k.k[0] * k.k[1] * k.k[2] == 1 && k.p[0] == 0 && k.p[1] == 0 &&
-                         k.p[2] == 0 && k.out[0] <= k.in[0] && k.out[1] <= k.in[1] &&
-                         k.out[2] <= k.in[2];
-  const std::string scratch = ctx.scratch((one_pixel ? 4 : 8) * static_cast<size_t>(K));
+  const std::string scratch = ctx.scratch(4 * static_cast<size_t>(k4));  // two columns
   ctx.Line("kiln_qconv_packed_run(" + x + ", &" + f + "shape, &" + f + "params, (int16_t *)" +
            scratch + ", " + y + ", " + f + "block);");
   return true;
