@@ -459,6 +459,26 @@ onnx::ModelProto PooledModel() {
   return m;
 }
 
+// x[1, 3, 6, 6] -> Conv 3x3, pads 1 (4 channels) -> Relu -> r; Conv 3x3, pads 1 (r) -> Add(r)
+// -> Relu -> y[1, 4, 6, 6]: a residual block, the integer Add.
+onnx::ModelProto ResidualModel() {
+  std::mt19937 rng(14);
+  auto values = [&](int64_t n) { return UniformValues(rng, n); };
+  onnx::ModelProto m = testing::EmptyModel("residual");
+  auto* g = m.mutable_graph();
+  *g->add_input() = testing::FloatInfo("x", {1, 3, 6, 6});
+  testing::AddFloatInitializer(g, "w1", {4, 3, 3, 3}, values(108));
+  testing::AddFloatInitializer(g, "w2", {4, 4, 3, 3}, values(144));
+  for (auto [in, w, out] : {std::tuple{"x", "w1", "c1"}, {"r1", "w2", "c2"}})
+    testing::SetAttr(testing::AddNamedNode(g, "Conv", {in, w}, out), "pads",
+                     std::vector<int64_t>{1, 1, 1, 1});
+  testing::AddNamedNode(g, "Relu", {"c1"}, "r1");
+  testing::AddNamedNode(g, "Add", {"c2", "r1"}, "sum");
+  testing::AddNamedNode(g, "Relu", {"sum"}, "y");
+  *g->add_output() = testing::FloatInfo("y", {1, 4, 6, 6});
+  return m;
+}
+
 // The generated C of a QDQ model runs Conv and MatMul on int8 (int8 weights in flash) and gives
 // the host executor's outputs bit for bit, built with gcc and on the emulated Cortex-M4, where
 // the instruction counter counts the same on every run.
@@ -549,24 +569,29 @@ TEST_F(QuantizeModelTest, IntegerCMatchesTheHostBitForBit) {
   ExpectIntegerCMatchesTheHost(*this, StridedModel(), "--activations uint8 --per-tensor");
   ExpectIntegerCMatchesTheHost(*this, PooledModel(), "");
   ExpectIntegerCMatchesTheHost(*this, PooledModel(), "--activations uint8");
+  ExpectIntegerCMatchesTheHost(*this, ResidualModel(), "");
+  ExpectIntegerCMatchesTheHost(*this, ResidualModel(), "--activations uint8");
 }
 
-// fuse-qdq runs Q(GlobalAveragePool(DQ(x))) as one integer pool, near the float model.
-TEST_F(QuantizeModelTest, AGlobalAveragePoolRunsOnIntegers) {
-  const std::string path = WriteModel(PooledModel());
-  ASSERT_EQ(RunKiln("quantize " + path + " --random 8 -o " + file("q.onnx")).code, 0);
-  auto model = frontend::LoadModel(file("q.onnx"));
-  ASSERT_TRUE(model.ok()) << model.status().message();
-  auto exec = runtime::Executor::Create(std::move(*model));
-  ASSERT_TRUE(exec.ok()) << exec.status().message();
-  std::set<std::string> ops;
-  for (const ir::Node& n : (*exec)->model().graph->nodes) ops.insert(n.op_type);
-  EXPECT_TRUE(ops.count("QLinearGlobalAveragePool"));
-  EXPECT_FALSE(ops.count("GlobalAveragePool"));
-  auto errors =
-      quantize::CompareOutputs({file("q.onnx")}, {{path}}, Samples(4, 3, {2, 3, 7, 5}), 1);
-  ASSERT_TRUE(errors.ok()) << errors.status().message();
-  EXPECT_LT((*errors)[0][0].rel_l2, 0.05);
+// fuse-qdq runs Q(GlobalAveragePool(DQ(x))) and Q(Add(DQ(a), DQ(b))) as integer ops, near the
+// float model.
+TEST_F(QuantizeModelTest, PoolsAndAddsRunOnIntegers) {
+  for (auto [model, op, dims] : {std::tuple{PooledModel(), "GlobalAveragePool", Dims{2, 3, 7, 5}},
+                                 std::tuple{ResidualModel(), "Add", Dims{1, 3, 6, 6}}}) {
+    const std::string path = WriteModel(model);
+    ASSERT_EQ(RunKiln("quantize " + path + " --random 8 -o " + file("q.onnx")).code, 0);
+    auto loaded = frontend::LoadModel(file("q.onnx"));
+    ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+    auto exec = runtime::Executor::Create(std::move(*loaded));
+    ASSERT_TRUE(exec.ok()) << exec.status().message();
+    std::set<std::string> ops;
+    for (const ir::Node& n : (*exec)->model().graph->nodes) ops.insert(n.op_type);
+    EXPECT_TRUE(ops.count(std::string("QLinear") + op)) << op;
+    EXPECT_FALSE(ops.count(op)) << op;
+    auto errors = quantize::CompareOutputs({file("q.onnx")}, {{path}}, Samples(4, 3, dims), 1);
+    ASSERT_TRUE(errors.ok()) << errors.status().message();
+    EXPECT_LT((*errors)[0][0].rel_l2, 0.05) << op;
+  }
 }
 
 TEST_F(QuantizeModelTest, CommandLine) {

@@ -217,6 +217,7 @@ const char* const kVersion1[] = {
     "com.kiln.QLinearConv",
     "com.kiln.QLinearMatMul",
     "com.kiln.QLinearGlobalAveragePool",
+    "com.kiln.QLinearAdd",
 };
 
 }  // namespace

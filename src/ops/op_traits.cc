@@ -93,6 +93,7 @@ const std::map<Key, unsigned>& Table() {
       {{"com.kiln", "QLinearMatMul"}, R | W},
       {{"com.kiln", "QLinearConv"}, R | W},
       {{"com.kiln", "QLinearGlobalAveragePool"}, R | W},
+      {{"com.kiln", "QLinearAdd"}, R | W},
       {{"", "MaxPool"}, R | W},
       {{"", "AveragePool"}, R | W},
       {{"", "LpPool"}, R},

@@ -1,4 +1,5 @@
-// The integer matmul / conv family: MatMulInteger, ConvInteger, QLinearMatMul, QLinearConv.
+// The integer matmul / conv family: MatMulInteger, ConvInteger, QLinearMatMul, QLinearConv; and
+// fuse-qdq's com.kiln QLinearGlobalAveragePool and QLinearAdd.
 // Rounding follows the ONNX reference: round half to even (std::nearbyint), then saturate. The
 // com.kiln QLinearConv / QLinearMatMul that fuse-qdq makes take the same inputs and requantize in
 // fixed point instead (kernels/reference/requant.c), as the generated C does on a microcontroller.
@@ -525,6 +526,48 @@ Status QLinearGlobalAveragePoolCompute(ComputeContext& ctx) {
   return OkStatus();
 }
 
+// com.kiln QLinearAdd, fuse-qdq's Q(Add(DQ(a), DQ(b))) of two tensors of one shape (the inputs of
+// com.microsoft's: A, A_scale, A_zero_point, B, B_scale, B_zero_point, C_scale, C_zero_point):
+// TFLite's integer Add (kernels/reference/qadd.c), as the generated C does.
+Status QLinearAddInfer(InferContext& ctx) {
+  if (ctx.num_inputs() < 7) return ctx.error("needs at least 7 inputs");
+  for (int i : {0, 1, 3, 4, 6})
+    if (!ctx.has_input(i)) return ctx.error("input " + std::to_string(i) + " is required");
+  if (!Is8Bit(ctx.input_dtype(0)) || !Is8Bit(ctx.input_dtype(3)))
+    return ctx.error("A and B must be int8 or uint8");
+  if (ctx.input_dims(0) != ctx.input_dims(3)) return ctx.error("A and B must have one shape");
+  const DType yt = ctx.has_input(7) ? ctx.input_dtype(7) : ctx.input_dtype(0);
+  if (!Is8Bit(yt)) return ctx.error("C_zero_point must be int8 or uint8");
+  ctx.set_output(0, yt, ctx.input_dims(0));
+  return OkStatus();
+}
+
+// The integer value of stored byte i of an 8-bit tensor.
+int32_t ByteValue(const Tensor& t, int64_t i) {
+  const auto b = static_cast<const uint8_t*>(t.raw())[i];
+  return t.dtype() == DType::kInt8 ? static_cast<int8_t>(b) : b;
+}
+
+Status QLinearAddCompute(ComputeContext& ctx) {
+  for (int i : {1, 2, 4, 5, 6, 7})
+    if (ctx.has_input(i) && ctx.input(i).size() != 1)
+      return ctx.error("the scales and zero points must be scalars");
+  const Tensor &a = ctx.input(0), &b = ctx.input(3);
+  if (a.dims() != b.dims()) return ctx.error("A and B must have one shape");
+  auto zero = [&](int i) {
+    return ctx.has_input(i) ? static_cast<int32_t>(ctx.input(i).GetInt(0)) : 0;
+  };
+  Tensor& y = ctx.output(0);
+  const bool is_signed = y.dtype() == DType::kInt8;
+  const kiln_qadd_params p = kiln_qadd_params_of(
+      ctx.input(1).GetDouble(0), zero(2), ctx.input(4).GetDouble(0), zero(5),
+      ctx.input(6).GetDouble(0), zero(7), is_signed ? -128 : 0, is_signed ? 127 : 255);
+  auto* out = static_cast<uint8_t*>(y.raw());
+  for (int64_t i = 0; i < a.size(); ++i)
+    out[i] = static_cast<uint8_t>(kiln_qadd(ByteValue(a, i), ByteValue(b, i), &p));
+  return OkStatus();
+}
+
 }  // namespace
 
 void RegisterQuantizeIntegerOps(OpRegistry& r) {
@@ -536,6 +579,7 @@ void RegisterQuantizeIntegerOps(OpRegistry& r) {
   r.Register("QLinearConv", QLinearConvInfer, QLinearConvCompute, kKilnDomain);
   r.Register("QLinearGlobalAveragePool", QLinearGlobalAveragePoolInfer,
              QLinearGlobalAveragePoolCompute, kKilnDomain);
+  r.Register("QLinearAdd", QLinearAddInfer, QLinearAddCompute, kKilnDomain);
 }
 
 }  // namespace kiln::ops

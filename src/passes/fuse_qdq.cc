@@ -180,6 +180,24 @@ bool FusePool(ir::Graph& g, int qn, int pool) {
   return true;
 }
 
+// Q(Add(DQ(a), DQ(b))) of two tensors of one shape as com.kiln QLinearAdd (per-tensor scales);
+// false where it is not of that form.
+bool FuseAdd(ir::Graph& g, int qn, int add) {
+  const ir::Node& n = g.nodes[add];
+  if (n.inputs.size() != 2 || n.outputs.size() != 1) return false;
+  std::optional<Dequant> a = DequantOf(g, n.inputs[0]), b = DequantOf(g, n.inputs[1]);
+  if (!a || !b || !PerTensor(g, *a) || !PerTensor(g, *b)) return false;
+  const ir::TypeInfo &at = g.values[a->data].type, &bt = g.values[b->data].type;
+  if (!at.has_shape || !bt.has_shape || at.dims != bt.dims) return false;
+  const int yz = StatedZeroPoint(g, qn);
+  ir::Node& q = g.nodes[qn];
+  q.inputs = {a->data, a->scale, a->zp, b->data, b->scale, b->zp, q.inputs[1], yz};
+  q.op_type = "QLinearAdd";
+  q.domain = ops::kKilnDomain;
+  q.attrs.clear();
+  return true;
+}
+
 bool FuseInGraph(ir::Graph& g, const ir::Model& m) {
   bool changed = false;
   for (auto& n : g.nodes)
@@ -202,8 +220,8 @@ bool FuseInGraph(ir::Graph& g, const ir::Model& m) {
       if (core < 0 || readers.Sole(y) != gone.back() || !keep[core]) continue;
     }
     const ir::Node& c = g.nodes[core];
-    if (c.op_type == "GlobalAveragePool" && IsDefaultDomain(c)) {
-      if (FusePool(g, qn, core)) {
+    if ((c.op_type == "GlobalAveragePool" || c.op_type == "Add") && IsDefaultDomain(c)) {
+      if (c.op_type == "GlobalAveragePool" ? FusePool(g, qn, core) : FuseAdd(g, qn, core)) {
         gone.push_back(core);
         for (int n : gone) keep[n] = 0;
         changed = true;

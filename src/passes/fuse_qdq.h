@@ -1,12 +1,15 @@
 // QDQ fusion: a quantized model in the QDQ format (QuantizeLinear / DequantizeLinear pairs around
 // float ops, as ONNX Runtime's quantizer and `kiln quantize` write it) runs its Conv, MatMul and
-// GlobalAveragePool on int8 arithmetic rather than dequantizing everything to float32.
+// GlobalAveragePool and Add on int8 arithmetic rather than dequantizing everything to float32.
 // Needs: a verified model whose shapes are inferred, its weight DequantizeLinear nodes not yet
 // folded into float constants. Guarantees:
 //   Q(Conv(DQ(xq), DQ(wq), bias)) -> com.kiln QLinearConv(xq, wq, bias as int32)
 //   Q(MatMul(DQ(xq), DQ(wq)))     -> com.kiln QLinearMatMul(xq, wq)
 //   Q(GlobalAveragePool(DQ(xq)))  -> com.kiln QLinearGlobalAveragePool(xq) (com.microsoft's
 //                                    inputs, channels first; a plane of at most 2^23 values)
+//   Q(Add(DQ(aq), DQ(bq)))        -> com.kiln QLinearAdd(aq, bq) (com.microsoft's inputs; aq and
+//                                    bq of one shape; TFLite's integer Add,
+//                                    kernels/reference/qadd.c)
 // (ONNX's QLinearConv / QLinearMatMul inputs and attributes, requantized in fixed point as TFLite
 // and CMSIS-NN do, kernels/reference/requant.c, on the host and in generated C alike)
 // where xq and wq are int8 or uint8, x's scale and zero point are constant scalars, wq is a

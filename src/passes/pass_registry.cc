@@ -74,7 +74,7 @@ const std::vector<PassInfo>& RegisteredPasses() {
        FuseTransposeMatMul, /*exact=*/false},
       {"fuse-qdq",
        "turn QuantizeLinear(Conv / MatMul of DequantizeLinear inputs) with constant int8 weights "
-       "into QLinearConv / QLinearMatMul, and of GlobalAveragePool into an integer pool",
+       "into QLinearConv / QLinearMatMul, and of GlobalAveragePool and Add into integer ops",
        FuseQdq, /*exact=*/false},
       {"fuse-layernorm",
        "turn LayerNorm's decomposed export (ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div, "

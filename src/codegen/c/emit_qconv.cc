@@ -1,7 +1,7 @@
 // C emitters for the integer convolutions: ConvInteger, ONNX's QLinearConv and fuse-qdq's
-// (com.kiln) QLinearConv; and fuse-qdq's QLinearGlobalAveragePool. The general kernel
-// (kernels/reference/qconv.c) takes any 8-bit types and zero points; fuse-qdq's convolutions with
-// constant int8 weights, as `kiln quantize` writes them, take the packed kernel
+// (com.kiln) QLinearConv; and fuse-qdq's QLinearGlobalAveragePool and QLinearAdd. The general
+// kernel (kernels/reference/qconv.c) takes any 8-bit types and zero points; fuse-qdq's convolutions
+// with constant int8 weights, as `kiln quantize` writes them, take the packed kernel
 // (kernels/reference/qconv_packed.c), their weights rearranged here.
 #include <algorithm>
 
@@ -284,9 +284,40 @@ Status EmitQGlobalAveragePool(NodeContext& ctx) {
   return OkStatus();
 }
 
+// fuse-qdq's QLinearAdd: TFLite's integer Add (kernels/reference/qadd.c), its parameters computed
+// here as the host computes them.
+Status EmitQAdd(NodeContext& ctx) {
+  if (!ctx.has_input(0) || !ctx.has_input(3) || !Is8Bit(ctx.input_dtype(0)) ||
+      !Is8Bit(ctx.input_dtype(3)) || !Is8Bit(ctx.output_dtype(0)))
+    return ctx.error("A, B and C must be int8 or uint8");
+  if (ctx.input_dims(0) != ctx.input_dims(3)) return ctx.error("A and B must have one shape");
+  const Tensor *as = ctx.input_constant(1), *bs = ctx.input_constant(4),
+               *ys = ctx.input_constant(6);
+  const auto az = ConstantValues(ctx, 2, 0), bz = ConstantValues(ctx, 5, 0),
+             yz = ConstantValues(ctx, 7, 0);
+  if (!as || !bs || !ys || as->size() != 1 || bs->size() != 1 || ys->size() != 1 || !az ||
+      az->size() != 1 || !bz || bz->size() != 1 || !yz || yz->size() != 1)
+    return ctx.error("needs constant scalar scales and zero points");
+  const bool y_signed = ctx.output_dtype(0) == DType::kInt8;
+  const kiln_qadd_params p = kiln_qadd_params_of(
+      ElementAsDouble(*as, 0), static_cast<int32_t>((*az)[0]), ElementAsDouble(*bs, 0),
+      static_cast<int32_t>((*bz)[0]), ElementAsDouble(*ys, 0), static_cast<int32_t>((*yz)[0]),
+      y_signed ? -128 : 0, y_signed ? 127 : 255);
+  ctx.UseKernel("qadd");
+  ctx.Line("static const kiln_qadd_params p = {" + Str(p.a_zero) + ", " + Str(p.a_mult) + ", " +
+           Str(p.a_shift) + ", " + Str(p.b_zero) + ", " + Str(p.b_mult) + ", " + Str(p.b_shift) +
+           ", " + Str(p.y_mult) + ", " + Str(p.y_shift) + ", " + Str(p.y_zero) + ", " + Str(p.lo) +
+           ", " + Str(p.hi) + "};");
+  ctx.Line("ptrdiff_t i;");
+  ctx.Line("for (i = 0; i < " + Str(NumElements(ctx.output_dims(0))) + "; ++i)");
+  ctx.Line("  out0[i] = (" + CType(ctx.output_dtype(0)) + ")kiln_qadd(in0[i], in3[i], &p);");
+  return OkStatus();
+}
+
 }  // namespace
 
 void RegisterQConvEmitters(EmitterRegistry& r) {
+  r.Register("QLinearAdd", EmitQAdd, ops::kKilnDomain);
   r.Register("QLinearGlobalAveragePool", EmitQGlobalAveragePool, ops::kKilnDomain);
   r.Register("ConvInteger", [](NodeContext& c) { return EmitQConv(c, false); });
   r.Register("QLinearConv", [](NodeContext& c) { return EmitQConv(c, true); });

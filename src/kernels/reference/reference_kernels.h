@@ -15,6 +15,8 @@ extern "C" {
 #include "kernels/reference/conv_shape.c"
 #include "kernels/reference/qconv_layout.c"
 #include "kernels/reference/requant.c"
+// After requant.c, which it uses.
+#include "kernels/reference/qadd.c"
 
 void kiln_reference_conv_f32(const float* x, const float* w, const float* b, float* y,
                              const kiln_conv_shape* s);

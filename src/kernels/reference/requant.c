@@ -28,17 +28,23 @@ static inline int32_t kiln_requant_divide_pot(int32_t x, int32_t exponent) {
   return (r >> 1) + (r & 1);
 }
 
-/* acc * mult * 2^(shift - 31) + zero_point, saturated to [lo, hi]; mult in [0, 2^31) as
- * kiln_requant_multiplier gives it. */
-static inline int32_t kiln_requant_fixed(int32_t acc, int32_t mult, int32_t shift,
-                                         int32_t zero_point, int32_t lo, int32_t hi) {
+/* acc * mult * 2^(shift - 31), rounded as below (TFLite's MultiplyByQuantizedMultiplier); mult in
+ * [0, 2^31) as kiln_requant_multiplier gives it. */
+static inline int32_t kiln_requant_scale(int32_t acc, int32_t mult, int32_t shift) {
   int32_t v;
   if (shift > 0) {
     const int64_t wide = (int64_t)acc * ((int64_t)1 << shift);
     acc = wide > INT32_MAX ? INT32_MAX : wide < INT32_MIN ? INT32_MIN : (int32_t)wide;
   }
   v = (int32_t)(((int64_t)acc * mult + (1 << 30)) >> 31);
-  if (shift < 0) v = kiln_requant_divide_pot(v, -shift);
+  return shift < 0 ? kiln_requant_divide_pot(v, -shift) : v;
+}
+
+/* acc * mult * 2^(shift - 31) + zero_point, saturated to [lo, hi]; mult in [0, 2^31) as
+ * kiln_requant_multiplier gives it. */
+static inline int32_t kiln_requant_fixed(int32_t acc, int32_t mult, int32_t shift,
+                                         int32_t zero_point, int32_t lo, int32_t hi) {
+  int32_t v = kiln_requant_scale(acc, mult, shift);
   /* lo and hi are 8-bit values, so the clamp before the zero point cannot overflow. */
   if (v < lo - zero_point) v = lo - zero_point;
   if (v > hi - zero_point) v = hi - zero_point;
