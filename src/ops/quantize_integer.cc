@@ -144,6 +144,10 @@ Status QLinearMatMulInfer(InferContext& ctx) {
   if (!m.empty()) return ctx.error(m);
   DType yt = ctx.has_input(7) ? ctx.input_dtype(7) : ctx.input_dtype(0);
   if (!Is8Bit(yt)) return ctx.error("y_zero_point must be int8 or uint8");
+  if (ctx.has_input(8) &&  // fuse-qdq's bias (com.kiln)
+      (ctx.node().domain != kKilnDomain || ctx.input_dtype(8) != DType::kInt32 ||
+       ctx.input_dims(8) != Dims{s.n}))
+    return ctx.error("a bias (input 8) must be int32 of shape [N], in domain com.kiln");
   ctx.set_output(0, yt, s.out);
   return OkStatus();
 }
@@ -238,10 +242,18 @@ Status QLinearMatMulCompute(ComputeContext& ctx) {
   if (ys.size() != 1) return ctx.error("y_scale must be a scalar");
   double yz = ctx.has_input(7) ? ctx.input(7).GetDouble(0) : 0.0;
   Tensor& y = ctx.output(0);
-  if (IsKilnDomain(ctx)) {  // fuse-qdq's: fixed point, saturated
+  if (IsKilnDomain(ctx)) {  // fuse-qdq's: fixed point, saturated, the bias (Gemm's) added
     if (as.size() != 1) return ctx.error("a_scale must be a scalar");
     std::vector<double> real(bs.size());
     for (int64_t j = 0; j < bs.size(); ++j) real[j] = RequantMultiplier(as, 0, bs, j, ys);
+    std::vector<int32_t> biased;
+    if (ctx.has_input(8)) {
+      const Tensor& bias = ctx.input(8);
+      if (bias.size() != s.n) return ctx.error("the bias must have N elements");
+      biased.assign(r, r + total);
+      for (int64_t e = 0; e < total; ++e) biased[e] += bias.data<int32_t>()[e % s.n];
+      r = biased.data();
+    }
     RequantizeFixedRows(ctx.threads(), r, total / s.n, s.n, real, false, static_cast<int32_t>(yz),
                         y);
     return OkStatus();

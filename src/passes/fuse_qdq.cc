@@ -198,6 +198,48 @@ bool FuseAdd(ir::Graph& g, int qn, int add) {
   return true;
 }
 
+// Q(Gemm(DQ(x), DQ(w), bias)) with alpha = beta = 1, transA = 0, x [M, K] and a constant w
+// ([K, N], or [N, K] with transB, transposed here) as com.kiln QLinearMatMul with its bias (input
+// 8, int32 at x_scale * w_scale[n]); false where it is not of that form.
+bool FuseGemm(ir::Graph& g, int qn, int gemm) {
+  const ir::Node& n = g.nodes[gemm];
+  if (n.inputs.size() < 2 || n.outputs.size() != 1 || n.attr_int("transA", 0) != 0 ||
+      n.attr_float("alpha", 1.0f) != 1.0f || n.attr_float("beta", 1.0f) != 1.0f)
+    return false;
+  const bool trans_b = n.attr_int("transB", 0) != 0;
+  std::optional<Dequant> x = DequantOf(g, n.inputs[0]), w = DequantOf(g, n.inputs[1]);
+  if (!x || !w || !PerTensor(g, *x) || !g.values[x->data].type.has_shape ||
+      g.values[x->data].type.dims.size() != 2)
+    return false;
+  const Tensor* wq = ConstantOf(g, w->data);
+  if (!wq || wq->rank() != 2) return false;
+  const int64_t N = wq->dim(trans_b ? 0 : 1), K = wq->dim(trans_b ? 1 : 0);
+  if (!PerChannel(g, *w, 2, trans_b ? 0 : 1, N)) return false;
+  int bias = -1;
+  if (n.inputs.size() > 2 && n.inputs[2] >= 0) {
+    const ir::TypeInfo& bt = g.values[n.inputs[2]].type;
+    if (!bt.has_shape || bt.dims != Dims{N} || (bias = IntBias(g, n.inputs[2], *x, *w, N)) < 0)
+      return false;
+  }
+  int weights = w->data;
+  if (trans_b) {  // [N, K] -> [K, N], the per-channel scales then along axis 1
+    Tensor t(wq->dtype(), {K, N});
+    const auto* from = static_cast<const uint8_t*>(wq->raw());
+    auto* to = static_cast<uint8_t*>(t.raw());
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t j = 0; j < N; ++j) to[k * N + j] = from[j * K + k];
+    weights = AddConstant(g, g.values[w->data].name + "_transposed", std::move(t));
+  }
+  const int yz = StatedZeroPoint(g, qn);
+  ir::Node& q = g.nodes[qn];
+  q.inputs = {x->data, x->scale, x->zp, weights, w->scale, w->zp, q.inputs[1], yz};
+  if (bias >= 0) q.inputs.push_back(bias);
+  q.op_type = "QLinearMatMul";
+  q.domain = ops::kKilnDomain;
+  q.attrs.clear();
+  return true;
+}
+
 bool FuseInGraph(ir::Graph& g, const ir::Model& m) {
   bool changed = false;
   for (auto& n : g.nodes)
@@ -229,6 +271,14 @@ bool FuseInGraph(ir::Graph& g, const ir::Model& m) {
       continue;
     }
     const bool conv = c.op_type == "Conv", matmul = c.op_type == "MatMul";
+    if (c.op_type == "Gemm" && IsDefaultDomain(c)) {
+      if (FuseGemm(g, qn, core)) {
+        gone.push_back(core);
+        for (int n : gone) keep[n] = 0;
+        changed = true;
+      }
+      continue;
+    }
     if ((!conv && !matmul) || !IsDefaultDomain(c) || c.inputs.size() < 2 || c.outputs.size() != 1)
       continue;
     std::optional<Dequant> x = DequantOf(g, c.inputs[0]), w = DequantOf(g, c.inputs[1]);

@@ -5,6 +5,8 @@
 // folded into float constants. Guarantees:
 //   Q(Conv(DQ(xq), DQ(wq), bias)) -> com.kiln QLinearConv(xq, wq, bias as int32)
 //   Q(MatMul(DQ(xq), DQ(wq)))     -> com.kiln QLinearMatMul(xq, wq)
+//   Q(Gemm(DQ(xq), DQ(wq), bias)) -> com.kiln QLinearMatMul(xq, wq or its transpose, bias as
+//                                    int32: input 8) (alpha = beta = 1, transA = 0, xq 2-D)
 //   Q(GlobalAveragePool(DQ(xq)))  -> com.kiln QLinearGlobalAveragePool(xq) (com.microsoft's
 //                                    inputs, channels first; a plane of at most 2^23 values)
 //   Q(Add(DQ(aq), DQ(bq)))        -> com.kiln QLinearAdd(aq, bq) (com.microsoft's inputs; aq and

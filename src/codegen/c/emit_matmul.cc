@@ -385,9 +385,12 @@ Status EmitKilnQLinearMatMul(NodeContext& ctx) {
     yz = c ? std::to_string(static_cast<int64_t>(c->GetDouble(0))) : "(int32_t)in7[0]";
   }
   const std::string range = yt == DType::kInt8 ? "-128, 127" : "0, 255";
+  if (ctx.has_input(8) && (ctx.input_dtype(8) != DType::kInt32 || ctx.input_dims(8) != Dims{N}))
+    return ctx.error("the bias (input 8) must be int32 of shape [N]");
+  const std::string bias = ctx.has_input(8) ? " + in8[j]" : "";
   return EmitIntMatMul(ctx, 0, 2, 3, 5, [&](const std::string&, const std::string&) {
-    ctx.Line("out0[at] = (" + CType(yt) + ")kiln_requant_fixed((int32_t)acc, mult[j], shift[j], " +
-             yz + ", " + range + ");");
+    ctx.Line("out0[at] = (" + CType(yt) + ")kiln_requant_fixed((int32_t)acc" + bias +
+             ", mult[j], shift[j], " + yz + ", " + range + ");");
   });
 }
 

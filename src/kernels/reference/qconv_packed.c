@@ -37,11 +37,9 @@
 
 #if defined(__GNUC__) || defined(__clang__)
 #define KILN_QP_INLINE static inline __attribute__((always_inline))
-#define KILN_QP_OUTLINE static __attribute__((noinline))
 #define KILN_QP_UNROLL _Pragma("GCC unroll 8")
 #else
 #define KILN_QP_INLINE static inline
-#define KILN_QP_OUTLINE static
 #define KILN_QP_UNROLL
 #endif
 
