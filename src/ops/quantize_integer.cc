@@ -517,6 +517,12 @@ Status QLinearGlobalAveragePoolInfer(InferContext& ctx) {
   return OkStatus();
 }
 
+// The integer value of stored byte i of an 8-bit tensor.
+int32_t ByteValue(const Tensor& t, int64_t i) {
+  const auto b = static_cast<const uint8_t*>(t.raw())[i];
+  return t.dtype() == DType::kInt8 ? static_cast<int8_t>(b) : b;
+}
+
 Status QLinearGlobalAveragePoolCompute(ComputeContext& ctx) {
   const Tensor& x = ctx.input(0);
   for (int i : {1, 2, 3, 4})
@@ -525,11 +531,9 @@ Status QLinearGlobalAveragePoolCompute(ComputeContext& ctx) {
   const int64_t rows = x.dim(0) * x.dim(1), plane = rows ? x.size() / rows : 0;
   const int32_t xzp = ctx.has_input(2) ? static_cast<int32_t>(ctx.input(2).GetInt(0)) : 0;
   std::vector<int32_t> sums(rows);
-  const auto* xb = static_cast<const uint8_t*>(x.raw());
-  const int32_t flip = x.dtype() == DType::kInt8 ? 0x80 : 0;
   for (int64_t r = 0; r < rows; ++r) {
     int32_t s = 0;
-    for (int64_t i = 0; i < plane; ++i) s += static_cast<int32_t>(xb[r * plane + i] ^ flip) - flip;
+    for (int64_t i = 0; i < plane; ++i) s += ByteValue(x, r * plane + i);
     sums[r] = s - xzp * static_cast<int32_t>(plane);
   }
   const double real = PoolRequantMultiplier(ctx.input(1), ctx.input(3), plane);
@@ -552,12 +556,6 @@ Status QLinearAddInfer(InferContext& ctx) {
   if (!Is8Bit(yt)) return ctx.error("C_zero_point must be int8 or uint8");
   ctx.set_output(0, yt, ctx.input_dims(0));
   return OkStatus();
-}
-
-// The integer value of stored byte i of an 8-bit tensor.
-int32_t ByteValue(const Tensor& t, int64_t i) {
-  const auto b = static_cast<const uint8_t*>(t.raw())[i];
-  return t.dtype() == DType::kInt8 ? static_cast<int8_t>(b) : b;
 }
 
 Status QLinearAddCompute(ComputeContext& ctx) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -152,12 +153,24 @@ std::optional<std::pair<double, double>> ClipBounds(const ir::Graph& g, const ir
   return std::pair{bounds[0], bounds[1]};
 }
 
-// The zero point of QuantizeLinear q, added where absent: it states the output type the Q would
-// write, as the QLinear ops default to x's.
-int StatedZeroPoint(ir::Graph& g, int q) {
-  if (g.nodes[q].inputs.size() > 2 && g.nodes[q].inputs[2] >= 0) return g.nodes[q].inputs[2];
-  Tensor zero(DType::kUInt8, {});
-  return AddConstant(g, g.values[g.nodes[q].outputs[0]].name + "_zero_point", std::move(zero));
+// QuantizeLinear qn becomes com.kiln `op` (requantized in fixed point, kernels/reference/requant.c)
+// reading `in`, then the Q's scale and zero point (added where absent: it states the output type
+// the Q would write, as the QLinear ops default to x's), then `tail`.
+void ToKilnOp(ir::Graph& g, int qn, const char* op, std::vector<int> in,
+              const std::vector<int>& tail = {}, std::map<std::string, ir::Attribute> attrs = {}) {
+  int yz = g.nodes[qn].inputs.size() > 2 ? g.nodes[qn].inputs[2] : -1;
+  if (yz < 0) {
+    Tensor zero(DType::kUInt8, {});
+    yz = AddConstant(g, g.values[g.nodes[qn].outputs[0]].name + "_zero_point", std::move(zero));
+  }
+  ir::Node& q = g.nodes[qn];
+  in.push_back(q.inputs[1]);
+  in.push_back(yz);
+  in.insert(in.end(), tail.begin(), tail.end());
+  q.inputs = std::move(in);
+  q.op_type = op;
+  q.domain = ops::kKilnDomain;
+  q.attrs = std::move(attrs);
 }
 
 // Q(GlobalAveragePool(DQ(x))) as com.kiln QLinearGlobalAveragePool (per-tensor scales, a plane
@@ -171,12 +184,7 @@ bool FusePool(ir::Graph& g, int qn, int pool) {
   int64_t plane = 1;
   for (size_t i = 2; i < xt.dims.size(); ++i) plane *= xt.dims[i];
   if (plane < 1 || plane > (int64_t{1} << 23)) return false;
-  const int yz = StatedZeroPoint(g, qn);
-  ir::Node& q = g.nodes[qn];
-  q.inputs = {x->data, x->scale, x->zp, q.inputs[1], yz};
-  q.op_type = "QLinearGlobalAveragePool";
-  q.domain = ops::kKilnDomain;
-  q.attrs.clear();
+  ToKilnOp(g, qn, "QLinearGlobalAveragePool", {x->data, x->scale, x->zp});
   return true;
 }
 
@@ -189,12 +197,7 @@ bool FuseAdd(ir::Graph& g, int qn, int add) {
   if (!a || !b || !PerTensor(g, *a) || !PerTensor(g, *b)) return false;
   const ir::TypeInfo &at = g.values[a->data].type, &bt = g.values[b->data].type;
   if (!at.has_shape || !bt.has_shape || at.dims != bt.dims) return false;
-  const int yz = StatedZeroPoint(g, qn);
-  ir::Node& q = g.nodes[qn];
-  q.inputs = {a->data, a->scale, a->zp, b->data, b->scale, b->zp, q.inputs[1], yz};
-  q.op_type = "QLinearAdd";
-  q.domain = ops::kKilnDomain;
-  q.attrs.clear();
+  ToKilnOp(g, qn, "QLinearAdd", {a->data, a->scale, a->zp, b->data, b->scale, b->zp});
   return true;
 }
 
@@ -230,13 +233,36 @@ bool FuseGemm(ir::Graph& g, int qn, int gemm) {
       for (int64_t j = 0; j < N; ++j) to[k * N + j] = from[j * K + k];
     weights = AddConstant(g, g.values[w->data].name + "_transposed", std::move(t));
   }
-  const int yz = StatedZeroPoint(g, qn);
-  ir::Node& q = g.nodes[qn];
-  q.inputs = {x->data, x->scale, x->zp, weights, w->scale, w->zp, q.inputs[1], yz};
-  if (bias >= 0) q.inputs.push_back(bias);
-  q.op_type = "QLinearMatMul";
-  q.domain = ops::kKilnDomain;
-  q.attrs.clear();
+  ToKilnOp(g, qn, "QLinearMatMul", {x->data, x->scale, x->zp, weights, w->scale, w->zp},
+           bias >= 0 ? std::vector<int>{bias} : std::vector<int>{});
+  return true;
+}
+
+// Q(Conv(DQ(x), DQ(w), bias)) as com.kiln QLinearConv, Q(MatMul(DQ(x), DQ(w))) as com.kiln
+// QLinearMatMul (fuse_qdq.h); false where it is not of that form.
+bool FuseConvOrMatMul(ir::Graph& g, int qn, int core) {
+  const ir::Node& c = g.nodes[core];
+  const bool conv = c.op_type == "Conv";
+  if (c.inputs.size() < 2 || c.outputs.size() != 1) return false;
+  std::optional<Dequant> x = DequantOf(g, c.inputs[0]), w = DequantOf(g, c.inputs[1]);
+  if (!x || !w || !PerTensor(g, *x)) return false;
+  const ir::TypeInfo& xt = g.values[x->data].type;
+  const Tensor* wq = ConstantOf(g, w->data);
+  if (!wq || !xt.has_shape) return false;
+  int bias = -1;
+  if (conv) {
+    const int64_t rank = static_cast<int64_t>(xt.dims.size());
+    if (rank < 3 || !PerChannel(g, *w, rank, 0, wq->rank() > 0 ? wq->dim(0) : 0)) return false;
+    if (c.inputs.size() > 2 && c.inputs[2] >= 0 &&
+        (bias = IntBias(g, c.inputs[2], *x, *w, wq->dim(0))) < 0)
+      return false;
+  } else if (c.inputs.size() != 2 || !PerChannel(g, *w, 2, 1, wq->rank() == 2 ? wq->dim(1) : 0)) {
+    return false;
+  }
+  ToKilnOp(g, qn, conv ? "QLinearConv" : "QLinearMatMul",
+           {x->data, x->scale, x->zp, w->data, w->scale, w->zp},
+           bias >= 0 ? std::vector<int>{bias} : std::vector<int>{},
+           conv ? g.nodes[core].attrs : std::map<std::string, ir::Attribute>{});
   return true;
 }
 
@@ -262,48 +288,14 @@ bool FuseInGraph(ir::Graph& g, const ir::Model& m) {
       if (core < 0 || readers.Sole(y) != gone.back() || !keep[core]) continue;
     }
     const ir::Node& c = g.nodes[core];
-    if ((c.op_type == "GlobalAveragePool" || c.op_type == "Add") && IsDefaultDomain(c)) {
-      if (c.op_type == "GlobalAveragePool" ? FusePool(g, qn, core) : FuseAdd(g, qn, core)) {
-        gone.push_back(core);
-        for (int n : gone) keep[n] = 0;
-        changed = true;
-      }
+    const std::string& op = c.op_type;
+    if (!IsDefaultDomain(c)) continue;
+    if (!(op == "GlobalAveragePool"        ? FusePool(g, qn, core)
+          : op == "Add"                    ? FuseAdd(g, qn, core)
+          : op == "Gemm"                   ? FuseGemm(g, qn, core)
+          : op == "Conv" || op == "MatMul" ? FuseConvOrMatMul(g, qn, core)
+                                           : false))
       continue;
-    }
-    const bool conv = c.op_type == "Conv", matmul = c.op_type == "MatMul";
-    if (c.op_type == "Gemm" && IsDefaultDomain(c)) {
-      if (FuseGemm(g, qn, core)) {
-        gone.push_back(core);
-        for (int n : gone) keep[n] = 0;
-        changed = true;
-      }
-      continue;
-    }
-    if ((!conv && !matmul) || !IsDefaultDomain(c) || c.inputs.size() < 2 || c.outputs.size() != 1)
-      continue;
-    std::optional<Dequant> x = DequantOf(g, c.inputs[0]), w = DequantOf(g, c.inputs[1]);
-    if (!x || !w || !PerTensor(g, *x)) continue;
-    const ir::TypeInfo& xt = g.values[x->data].type;
-    const Tensor* wq = ConstantOf(g, w->data);
-    if (!wq || !xt.has_shape) continue;
-    int bias = -1;
-    if (conv) {
-      const int64_t rank = static_cast<int64_t>(xt.dims.size());
-      if (rank < 3 || !PerChannel(g, *w, rank, 0, wq->rank() > 0 ? wq->dim(0) : 0)) continue;
-      if (c.inputs.size() > 2 && c.inputs[2] >= 0 &&
-          (bias = IntBias(g, c.inputs[2], *x, *w, wq->dim(0))) < 0)
-        continue;
-    } else if (c.inputs.size() != 2 || !PerChannel(g, *w, 2, 1, wq->rank() == 2 ? wq->dim(1) : 0)) {
-      continue;
-    }
-    ir::Node& q = g.nodes[qi];
-    const int yz = StatedZeroPoint(g, qn);
-    std::vector<int> in = {x->data, x->scale, x->zp, w->data, w->scale, w->zp, q.inputs[1], yz};
-    if (bias >= 0) in.push_back(bias);
-    q.op_type = conv ? "QLinearConv" : "QLinearMatMul";
-    q.domain = ops::kKilnDomain;  // requantized in fixed point (kernels/reference/requant.c)
-    q.inputs = in;
-    q.attrs = conv ? g.nodes[core].attrs : std::map<std::string, ir::Attribute>{};
     gone.push_back(core);
     for (int n : gone) keep[n] = 0;
     changed = true;

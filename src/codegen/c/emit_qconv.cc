@@ -30,11 +30,8 @@ bool IsFloatType(DType t) {
 // nullopt where it is computed.
 std::optional<std::vector<int64_t>> ConstantValues(NodeContext& ctx, int input, int64_t fallback) {
   if (!ctx.has_input(input)) return std::vector<int64_t>{fallback};
-  const Tensor* c = ctx.input_constant(input);
-  if (!c) return std::nullopt;
-  std::vector<int64_t> v(c->size());
-  for (int64_t i = 0; i < c->size(); ++i) v[i] = static_cast<int64_t>(ElementAsDouble(*c, i));
-  return v;
+  if (!ctx.input_constant(input)) return std::nullopt;
+  return *ConstantInts(ctx, input);  // a constant: no error
 }
 
 // fuse-qdq's QLinearConv on the packed kernel, when its weights are constant int8 with zero point

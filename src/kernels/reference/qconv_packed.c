@@ -79,6 +79,15 @@ static inline int32_t kiln_qp_uxtb16_ror8(int32_t v) {
   __asm__("uxtb16 %0, %1, ror #8" : "=r"(r) : "r"(v));
   return r;
 }
+/* One channel's four weights (a word, in the k0 k2 k1 k3 order) against two pixels' four column
+ * values (a01 a23, b01 b23): four SMLADs into *sa and *sb. */
+static inline __attribute__((always_inline)) void kiln_qp_quad(int32_t w, int32_t a01, int32_t a23,
+                                                               int32_t b01, int32_t b23,
+                                                               int32_t* sa, int32_t* sb) {
+  const int32_t lo = __sxtb16(w), hi = kiln_qp_sxtb16_ror8(w);
+  *sa = __smlad(hi, a23, __smlad(lo, a01, *sa));
+  *sb = __smlad(hi, b23, __smlad(lo, b01, *sb));
+}
 #define KILN_QP_LDRD(lo, hi, p) \
   __asm__ volatile("ldrd %0, %1, [%2], #8" : "=r"(lo), "=r"(hi), "+r"(p))
 #endif
@@ -97,22 +106,12 @@ KILN_QP_INLINE void kiln_qconv_packed_block(const int8_t* w, const int16_t* col,
   ptrdiff_t i;
 #if KILN_QP_DSP
   for (i = K >> 2; i > 0; --i) { /* w and col are word-aligned, K a multiple of four */
-    int32_t a01, a23, b01, b23, wa, wb, lo, hi;
+    int32_t a01, a23, b01, b23, wa, wb;
     KILN_QP_LDRD(a01, a23, col);
     KILN_QP_LDRD(b01, b23, col);
     KILN_QP_LDRD(wa, wb, w);
-    lo = __sxtb16(wa);
-    hi = kiln_qp_sxtb16_ror8(wa);
-    s00 = __smlad(lo, a01, s00);
-    s01 = __smlad(lo, b01, s01);
-    s00 = __smlad(hi, a23, s00);
-    s01 = __smlad(hi, b23, s01);
-    lo = __sxtb16(wb);
-    hi = kiln_qp_sxtb16_ror8(wb);
-    s10 = __smlad(lo, a01, s10);
-    s11 = __smlad(lo, b01, s11);
-    s10 = __smlad(hi, a23, s10);
-    s11 = __smlad(hi, b23, s11);
+    kiln_qp_quad(wa, a01, a23, b01, b23, &s00, &s01);
+    kiln_qp_quad(wb, a01, a23, b01, b23, &s10, &s11);
   }
 #else
   for (i = K >> 2; i > 0; --i, w += 8, col += 8) {
