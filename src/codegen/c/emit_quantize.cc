@@ -161,7 +161,8 @@ Status EmitQuantize(NodeContext& ctx) {
   ops::QuantRange(yt, &lo, &hi);
   ctx.Line(ctn + " q = " + q + ";");
   ctx.Line("if (q != q) q = " + CNumber(ct, 0) + ";");
-  ctx.Line("q = " + MathName(ct, "nearbyint") + "(q)" +
+  if (!dbl) ctx.UseKernel("round");
+  ctx.Line("q = " + std::string(dbl ? "nearbyint" : "kiln_round_even_f32") + "(q)" +
            (has_zp ? " + (" + ctn + ")in2[" + zi + "]" : "") + ";");
   ctx.Line("q = q < " + CNumber(ct, lo) + " ? " + CNumber(ct, lo) + " : (q > " + CNumber(ct, hi) +
            " ? " + CNumber(ct, hi) + " : q);");
