@@ -222,10 +222,10 @@ TEST_F(QuantizeModelTest, WritesQdqThatKilnRunsOnIntegers) {
   const onnx::ModelProto q = Quantize(path, {}, &s);
   EXPECT_EQ(s.weights, 2);
   EXPECT_EQ(s.per_channel_weights, 2);
-  EXPECT_EQ(s.biases, 1);     // Conv's; the Add's bias is a constant quantized as activations
-  EXPECT_EQ(s.constants, 1);  // fc.b
-  // x, relu (Conv's result is read only by the Relu), pool, flat, mm, y.
-  EXPECT_EQ(s.activations, 6);
+  EXPECT_EQ(s.biases, 2);  // Conv's, and the Add's on the MatMul (a dense layer)
+  EXPECT_EQ(s.constants, 0);
+  // x, relu (Conv's result is read only by the Relu), pool, flat, y (not the MatMul's result).
+  EXPECT_EQ(s.activations, 5);
 
   const onnx::TensorProto* w = Initializer(q, "conv.w_quantized");
   ASSERT_NE(w, nullptr);
@@ -239,6 +239,9 @@ TEST_F(QuantizeModelTest, WritesQdqThatKilnRunsOnIntegers) {
   ASSERT_NE(NodeReading(q, "conv"), nullptr);
   EXPECT_EQ(NodeReading(q, "conv")->op_type(), "Relu");
   EXPECT_EQ(NodeReading(q, "relu_QuantizeLinear_Input")->op_type(), "QuantizeLinear");
+  ASSERT_NE(Initializer(q, "fc.b_quantized"), nullptr);
+  EXPECT_EQ(Initializer(q, "fc.b_quantized")->data_type(), onnx::TensorProto::INT32);
+  EXPECT_EQ(NodeReading(q, "mm")->op_type(), "Add");
   EXPECT_EQ(q.graph().output(0).name(), "y");
 
   const std::string qpath = file("q.onnx");
@@ -497,6 +500,28 @@ onnx::ModelProto GemmModel() {
   return m;
 }
 
+// x[2, 3, 10] -> MatMul(6 outputs) + bias -> Relu -> MatMul(5 outputs) + bias -> y[2, 3, 5]: dense
+// layers as Keras and torch export them, as integer matmuls with their biases (K and N not
+// multiples of four, rows over a batch axis).
+onnx::ModelProto DenseModel() {
+  std::mt19937 rng(16);
+  auto values = [&](int64_t n) { return UniformValues(rng, n); };
+  onnx::ModelProto m = testing::EmptyModel("dense");
+  auto* g = m.mutable_graph();
+  *g->add_input() = testing::FloatInfo("x", {2, 3, 10});
+  testing::AddFloatInitializer(g, "w1", {10, 6}, values(60));
+  testing::AddFloatInitializer(g, "b1", {6}, values(6));
+  testing::AddFloatInitializer(g, "w2", {6, 5}, values(30));
+  testing::AddFloatInitializer(g, "b2", {5}, values(5));
+  testing::AddNamedNode(g, "MatMul", {"x", "w1"}, "m1");
+  testing::AddNamedNode(g, "Add", {"m1", "b1"}, "a1");
+  testing::AddNamedNode(g, "Relu", {"a1"}, "r1");
+  testing::AddNamedNode(g, "MatMul", {"r1", "w2"}, "m2");
+  testing::AddNamedNode(g, "Add", {"b2", "m2"}, "y");
+  *g->add_output() = testing::FloatInfo("y", {2, 3, 5});
+  return m;
+}
+
 // The generated C of a QDQ model runs Conv and MatMul on int8 (int8 weights in flash) and gives
 // the host executor's outputs bit for bit, built with gcc and on the emulated Cortex-M4, where
 // the instruction counter counts the same on every run.
@@ -516,6 +541,9 @@ void ExpectIntegerCMatchesTheHost(QuantizeModelTest& t, const onnx::ModelProto& 
     ASSERT_TRUE(c.ok());
     if (c->find("QLinearConv") != std::string::npos) {
       EXPECT_NE(c->find("kiln_qconv_packed_"), std::string::npos);
+    }
+    if (c->find("(QLinearMatMul)") != std::string::npos) {
+      EXPECT_NE(c->find("kiln_qmatmul_packed_run("), std::string::npos);
     }
     EXPECT_EQ(c->find("kiln_qconv_run("), std::string::npos);
   }
@@ -593,16 +621,19 @@ TEST_F(QuantizeModelTest, IntegerCMatchesTheHostBitForBit) {
   ExpectIntegerCMatchesTheHost(*this, ResidualModel(), "");
   ExpectIntegerCMatchesTheHost(*this, ResidualModel(), "--activations uint8");
   ExpectIntegerCMatchesTheHost(*this, GemmModel(), "");
+  ExpectIntegerCMatchesTheHost(*this, DenseModel(), "");
+  ExpectIntegerCMatchesTheHost(*this, DenseModel(), "--activations uint8 --per-tensor");
 }
 
-// fuse-qdq runs Q(GlobalAveragePool(DQ(x))), Q(Add(DQ(a), DQ(b))) and Q(Gemm(DQ(x), DQ(w), b))
-// as integer ops, near the float model.
+// fuse-qdq runs Q(GlobalAveragePool(DQ(x))), Q(Add(DQ(a), DQ(b))), Q(Gemm(DQ(x), DQ(w), b)) and
+// Q(Add(MatMul(DQ(x), DQ(w)), b)) as integer ops, near the float model.
 TEST_F(QuantizeModelTest, PoolsAddsAndGemmsRunOnIntegers) {
   for (auto [model, op, fused, dims] :
        {std::tuple{PooledModel(), "GlobalAveragePool", "QLinearGlobalAveragePool",
                    Dims{2, 3, 7, 5}},
         std::tuple{ResidualModel(), "Add", "QLinearAdd", Dims{1, 3, 6, 6}},
-        std::tuple{GemmModel(), "Gemm", "QLinearMatMul", Dims{2, 6}}}) {
+        std::tuple{GemmModel(), "Gemm", "QLinearMatMul", Dims{2, 6}},
+        std::tuple{DenseModel(), "Add", "QLinearMatMul", Dims{2, 3, 10}}}) {
     const std::string path = WriteModel(model);
     ASSERT_EQ(RunKiln("quantize " + path + " --random 8 -o " + file("q.onnx")).code, 0);
     auto loaded = frontend::LoadModel(file("q.onnx"));
@@ -623,7 +654,7 @@ TEST_F(QuantizeModelTest, CommandLine) {
   const std::string path = WriteModel(ConvNetModel());
   Result r = RunKiln("quantize " + path + " --random 4 --method percentile -o " + file("q.onnx"));
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.out.find("quantized 2 weights (2 per channel), 1 biases"), std::string::npos)
+  EXPECT_NE(r.out.find("quantized 2 weights (2 per channel), 2 biases"), std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("output 'y': vs float max |err|"), std::string::npos) << r.out;
   EXPECT_TRUE(fs::exists(file("q.onnx")));

@@ -238,6 +238,37 @@ bool FuseGemm(ir::Graph& g, int qn, int gemm) {
   return true;
 }
 
+// Q(Add(MatMul(DQ(x), DQ(w)), bias)) of a constant w [K, N] and a bias [N] that adds one value
+// per output column (a dense layer; the MatMul's result read only by the Add) as com.kiln
+// QLinearMatMul with its bias (input 8, int32 at x_scale * w_scale[n]), the MatMul added to
+// `gone`; false where it is not of that form.
+bool FuseDense(ir::Graph& g, int qn, int add, const ValueReaders& readers,
+               const std::vector<char>& keep, std::vector<int>* gone) {
+  const ir::Node& a = g.nodes[add];
+  if (a.inputs.size() != 2 || a.outputs.size() != 1) return false;
+  for (int side = 0; side < 2; ++side) {
+    const int y = a.inputs[side], bias = a.inputs[1 - side];
+    const int mm = y < 0 ? -1 : g.values[y].producer;
+    if (mm < 0 || !keep[mm] || readers.Sole(y) != add || bias < 0) continue;
+    const ir::Node& m = g.nodes[mm];
+    if (m.op_type != "MatMul" || !IsDefaultDomain(m) || m.inputs.size() != 2) continue;
+    std::optional<Dequant> x = DequantOf(g, m.inputs[0]), w = DequantOf(g, m.inputs[1]);
+    if (!x || !w || !PerTensor(g, *x)) continue;
+    const Tensor* wq = ConstantOf(g, w->data);
+    const ir::TypeInfo &yt = g.values[y].type, &bt = g.values[bias].type;
+    if (!wq || wq->rank() != 2 || !PerChannel(g, *w, 2, 1, wq->dim(1)) || !yt.has_shape ||
+        !bt.has_shape || bt.dims != Dims{wq->dim(1)} || g.values[a.outputs[0]].type.dims != yt.dims)
+      continue;
+    const int int_bias = IntBias(g, bias, *x, *w, wq->dim(1));
+    if (int_bias < 0) continue;
+    ToKilnOp(g, qn, "QLinearMatMul", {x->data, x->scale, x->zp, w->data, w->scale, w->zp},
+             {int_bias});
+    gone->push_back(mm);
+    return true;
+  }
+  return false;
+}
+
 // Q(Conv(DQ(x), DQ(w), bias)) as com.kiln QLinearConv, Q(MatMul(DQ(x), DQ(w))) as com.kiln
 // QLinearMatMul (fuse_qdq.h); false where it is not of that form.
 bool FuseConvOrMatMul(ir::Graph& g, int qn, int core) {
@@ -290,9 +321,9 @@ bool FuseInGraph(ir::Graph& g, const ir::Model& m) {
     const ir::Node& c = g.nodes[core];
     const std::string& op = c.op_type;
     if (!IsDefaultDomain(c)) continue;
-    if (!(op == "GlobalAveragePool"        ? FusePool(g, qn, core)
-          : op == "Add"                    ? FuseAdd(g, qn, core)
-          : op == "Gemm"                   ? FuseGemm(g, qn, core)
+    if (!(op == "GlobalAveragePool" ? FusePool(g, qn, core)
+          : op == "Add"  ? FuseAdd(g, qn, core) || FuseDense(g, qn, core, readers, keep, &gone)
+          : op == "Gemm" ? FuseGemm(g, qn, core)
           : op == "Conv" || op == "MatMul" ? FuseConvOrMatMul(g, qn, core)
                                            : false))
       continue;

@@ -327,6 +327,30 @@ QdqChoice ChooseTensors(const onnx::GraphProto& g, const std::map<std::string, T
   std::set<std::string> graph_outputs;
   for (const auto& o : g.output()) graph_outputs.insert(o.name());
 
+  // A MatMul by a 2-D weight whose result only an Add of a 1-D bias reads is a dense layer (as
+  // Keras and torch's Linear export it): the bias is int32 like Gemm's and the MatMul's result
+  // stays unquantized, so that fuse-qdq runs the pair as one integer MatMul with its bias.
+  std::map<std::string, const onnx::NodeProto*> dense_bias;  // MatMul result -> its Add
+  for (const auto& n : g.node()) {
+    if (n.op_type() != "MatMul" || !RolesOf(n) || n.input_size() != 2 || n.output_size() != 1 ||
+        !IsFloatConstant(constants, n.input(1)) || constants.at(n.input(1)).rank() != 2 ||
+        graph_outputs.count(n.output(0)))
+      continue;
+    const auto& r = readers[n.output(0)];
+    if (r.size() != 1 || r[0]->op_type() != "Add" || !RolesOf(*r[0]) || r[0]->input_size() != 2)
+      continue;
+    const std::string& b = r[0]->input(r[0]->input(0) == n.output(0) ? 1 : 0);
+    if (IsFloatConstant(constants, b) && constants.at(b).rank() == 1 &&
+        constants.at(b).size() == constants.at(n.input(1)).dim(1) && readers[b].size() == 1)
+      dense_bias[n.output(0)] = r[0];
+  }
+  auto bias_of_dense = [&](const std::string& v) {
+    auto it = dense_bias.find(v);
+    if (it == dense_bias.end()) return std::string();
+    const onnx::NodeProto& add = *it->second;
+    return add.input(add.input(0) == v ? 1 : 0);
+  };
+
   // A result read only by a Relu or a Clip is quantized after it (fuse-qdq folds the two).
   std::set<std::string> before_relu;
   for (const auto& n : g.node()) {
@@ -341,6 +365,10 @@ QdqChoice ChooseTensors(const onnx::GraphProto& g, const std::map<std::string, T
   }
   QdqChoice c;
   std::set<std::string> chosen = before_relu;
+  for (const auto& [result, add] : dense_bias) {  // neither the result nor the bias as data
+    chosen.insert(result);
+    chosen.insert(bias_of_dense(result));
+  }
   auto add_data = [&](const std::string& name) {
     if (name.empty() || !chosen.insert(name).second) return;
     if (!constants.count(name)) {
@@ -366,9 +394,12 @@ QdqChoice ChooseTensors(const onnx::GraphProto& g, const std::map<std::string, T
       } else if (chosen.insert(w).second) {
         c.weights.push_back({w, per_channel ? WeightAxis(n, constants.at(w)) : -1});
         const int b = roles->bias;
-        if (b >= 0 && b < n.input_size() && IsFloatConstant(constants, n.input(b)) &&
-            constants.at(n.input(b)).rank() == 1 && readers[n.input(b)].size() == 1 &&
-            chosen.insert(n.input(b)).second) {
+        const std::string dense = n.output_size() > 0 ? bias_of_dense(n.output(0)) : "";
+        if (!dense.empty()) {
+          c.biases.push_back({dense, n.input(0), w});
+        } else if (b >= 0 && b < n.input_size() && IsFloatConstant(constants, n.input(b)) &&
+                   constants.at(n.input(b)).rank() == 1 && readers[n.input(b)].size() == 1 &&
+                   chosen.insert(n.input(b)).second) {
           c.biases.push_back({n.input(b), n.input(0), w});
         }
       }

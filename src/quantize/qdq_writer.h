@@ -5,9 +5,10 @@
 // integer kernels (Conv, ConvTranspose, MatMul, Gemm, Add, Mul, Concat, the pools, Relu, Clip,
 // LeakyRelu, Sigmoid, Tanh) and of the data-movement ops between them (Reshape, Flatten,
 // Transpose, Squeeze, Unsqueeze). Weights: int8, symmetric ([-127, 127], zero point 0), per
-// output channel where asked and the opset allows (13+). Conv and Gemm biases: int32 at
-// input scale x weight scale. Other float constants those ops read (an Add's bias, a Mul's
-// factor): per tensor, as an activation. A Conv / MatMul / Gemm / Add result read only by a
+// output channel where asked and the opset allows (13+). Conv and Gemm biases, and the 1-D bias
+// an Add puts on a MatMul's result (a dense layer: that result then stays float, as inside a
+// Gemm): int32 at input scale x weight scale. Other float constants those ops read (an Add's bias,
+// a Mul's factor): per tensor, as an activation. A Conv / MatMul / Gemm / Add result read only by a
 // Relu is not quantized itself: the Relu's output is, with its zero point at the type's lowest
 // value, so that fuse-qdq (passes/fuse_qdq.h) folds the Relu into the integer op.
 //

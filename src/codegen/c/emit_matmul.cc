@@ -9,6 +9,7 @@
 
 #include "codegen/c/c_names.h"
 #include "codegen/c/emit_axes.h"
+#include "codegen/c/emit_qconv.h"
 #include "codegen/c/emit_util.h"
 #include "codegen/c/node_emitter.h"
 #include "ops/common.h"
@@ -375,6 +376,10 @@ Status EmitKilnQLinearMatMul(NodeContext& ctx) {
   const Dims& bd = ctx.input_dims(3);
   const int64_t N = bd.size() > 1 ? bd.back() : 1;
   if (NumElements(ctx.input_dims(1)) != 1) return ctx.error("a_scale must be a scalar");
+  if (ctx.has_input(8) && (ctx.input_dtype(8) != DType::kInt32 || ctx.input_dims(8) != Dims{N}))
+    return ctx.error("the bias (input 8) must be int32 of shape [N]");
+  KILN_ASSIGN_OR_RETURN(bool packed, EmitQMatMulPacked(ctx));
+  if (packed) return OkStatus();
   KILN_ASSIGN_OR_RETURN(auto tables, FixedPointTables(ctx, 1, 4, 6, N));
   ctx.UseKernel("requant");
   ctx.Line(tables.first);
@@ -385,8 +390,6 @@ Status EmitKilnQLinearMatMul(NodeContext& ctx) {
     yz = c ? std::to_string(static_cast<int64_t>(c->GetDouble(0))) : "(int32_t)in7[0]";
   }
   const std::string range = yt == DType::kInt8 ? "-128, 127" : "0, 255";
-  if (ctx.has_input(8) && (ctx.input_dtype(8) != DType::kInt32 || ctx.input_dims(8) != Dims{N}))
-    return ctx.error("the bias (input 8) must be int32 of shape [N]");
   const std::string bias = ctx.has_input(8) ? " + in8[j]" : "";
   return EmitIntMatMul(ctx, 0, 2, 3, 5, [&](const std::string&, const std::string&) {
     ctx.Line("out0[at] = (" + CType(yt) + ")kiln_requant_fixed((int32_t)acc" + bias +

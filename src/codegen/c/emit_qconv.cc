@@ -2,8 +2,13 @@
 // (com.kiln) QLinearConv; and fuse-qdq's QLinearGlobalAveragePool and QLinearAdd. The general
 // kernel (kernels/reference/qconv.c) takes any 8-bit types and zero points; fuse-qdq's convolutions
 // with constant int8 weights, as `kiln quantize` writes them, take the packed kernel
-// (kernels/reference/qconv_packed.c), their weights rearranged here.
+// (kernels/reference/qconv_packed.c), their weights rearranged here, as fuse-qdq's QLinearMatMul
+// takes the packed fully connected kernel (EmitQMatMulPacked, kernels/reference/qmatmul_packed.c).
+#include "codegen/c/emit_qconv.h"
+
 #include <algorithm>
+#include <functional>
+#include <numeric>
 
 #include "codegen/c/c_names.h"
 #include "codegen/c/emit_util.h"
@@ -34,35 +39,82 @@ std::optional<std::vector<int64_t>> ConstantValues(NodeContext& ctx, int input, 
   return *ConstantInts(ctx, input);  // a constant: no error
 }
 
-// fuse-qdq's QLinearConv on the packed kernel, when its weights are constant int8 with zero point
-// 0 and its zero points, scales and bias constant (what `kiln quantize` writes): the weights
-// rearranged for the kernel (qconv_layout.c) and x's zero point folded into the bias. False,
-// emitting nothing, where the node is not of that form.
-Expected<bool> EmitQConvPacked(NodeContext& ctx, const ConvShape& s) {
+// The constants of a node on a packed kernel, or nullopt where its inputs are not what the kernel
+// takes: constant int8 weights (input 3) with zero point 0; constant zero points, bias and scales.
+struct PackedInputs {
+  const Tensor* w;
+  int64_t x_zero, y_zero;
+  std::vector<int64_t> bias;  // one value, or one per output channel
+};
+std::optional<PackedInputs> PackedInputsOf(NodeContext& ctx) {
   const Tensor* w = ctx.input_constant(3);
   const auto x_zero = ConstantValues(ctx, 2, 0), w_zero = ConstantValues(ctx, 5, 0),
              y_zero = ConstantValues(ctx, 7, 0), bias = ConstantValues(ctx, 8, 0);
   if (!w || w->dtype() != DType::kInt8 || !x_zero || x_zero->size() != 1 || !w_zero || !y_zero ||
       y_zero->size() != 1 || !bias ||
       std::any_of(w_zero->begin(), w_zero->end(), [](int64_t z) { return z != 0; }))
-    return false;
+    return std::nullopt;
+  for (int i : {1, 4, 6})
+    if (!ctx.input_constant(i)) return std::nullopt;
+  return PackedInputs{w, (*x_zero)[0], (*y_zero)[0], *bias};
+}
+
+// The bias with x's zero point folded in, bias - x_zero * sum(w), per output channel, given each
+// channel's weight sum; false where a value leaves int32.
+bool FoldedBias(const PackedInputs& in, int64_t channels,
+                const std::function<int64_t(int64_t)>& weight_sum, std::vector<int64_t>* folded) {
+  folded->resize(channels);
+  for (int64_t m = 0; m < channels; ++m) {
+    (*folded)[m] = in.bias[in.bias.size() == 1 ? 0 : m] - in.x_zero * weight_sum(m);
+    if ((*folded)[m] < INT32_MIN || (*folded)[m] > INT32_MAX) return false;
+  }
+  return true;
+}
+
+// The node's folded bias and requantization tables of `channels` channels at file scope, in one
+// struct named after its function (f = "<function>_tables": f.bias, f.mult, f.shift; one base
+// address for the three), so that functions the node adds see them and fold them in. Returns the
+// end of a packed kernel's parameters struct: "f.bias, f.mult, f.shift".
+Expected<std::string> PackedTables(NodeContext& ctx, int64_t channels,
+                                   const std::vector<int64_t>& folded, bool* right_shifts) {
+  KILN_ASSIGN_OR_RETURN(auto values, FixedPointValues(ctx, 1, 4, 6, channels, right_shifts));
+  const std::string f = ctx.function_name + "_tables", n = Str(channels);
+  std::string list;
+  for (size_t m = 0; m < folded.size(); ++m) list += (m ? ", " : "") + Str(folded[m]);
+  ctx.Table("static const struct {\n  int32_t bias[" + Str(static_cast<int64_t>(folded.size())) +
+            "];\n  int32_t mult[" + n + "];\n  int8_t shift[" + n + "];\n} " + f + " = {{" + list +
+            "}, {" + values.first + "}, {" + values.second + "}};\n");
+  return f + ".bias, " + f + ".mult, " + f + ".shift";
+}
+
+// The output's zero point and range as a packed kernel's parameters take them.
+std::string OutputRange(NodeContext& ctx, const PackedInputs& in) {
+  return Str(in.y_zero) + ", " + (ctx.output_dtype(0) == DType::kInt8 ? "-128, 127" : "0, 255");
+}
+
+// fuse-qdq's QLinearConv on the packed kernel, when its weights are constant int8 with zero point
+// 0 and its zero points, scales and bias constant (what `kiln quantize` writes): the weights
+// rearranged for the kernel (qpacked_layout.c) and x's zero point folded into the bias. False,
+// emitting nothing, where the node is not of that form.
+Expected<bool> EmitQConvPacked(NodeContext& ctx, const ConvShape& s) {
+  const std::optional<PackedInputs> in = PackedInputsOf(ctx);
+  if (!in) return false;
   kiln_conv_shape k;
   if (!kernels::reference::ToKilnConvShape(s, false, &k)) return false;
   const int64_t cg = s.C / s.group, mg = s.M / s.group;
   const int64_t K = cg * k.k[0] * k.k[1] * k.k[2];
   const bool depthwise = cg == 1 && mg == 1 && k.in[0] == 1 && k.k[0] == 1;
-  // bias - x_zero * sum(w) per channel; the general path's weights rearranged.
-  std::vector<int64_t> folded(s.M);
+  const int8_t* wv = in->w->data<int8_t>();
+  std::vector<int64_t> folded;
+  if (!FoldedBias(
+          *in, s.M,
+          [&](int64_t m) { return std::accumulate(wv + m * K, wv + (m + 1) * K, int64_t{0}); },
+          &folded))
+    return false;
+  // The general path's weights rearranged.
   const int64_t pairs = (mg + 1) / 2, k4 = kiln_qconv_packed_k4(K);
   Tensor packed(DType::kInt8, {s.group * pairs * 2 * k4});  // zero where K < k4
-  const int8_t* wv = w->data<int8_t>();
   int8_t* pv = packed.data<int8_t>();
-  for (int64_t m = 0; m < s.M; ++m) {
-    int64_t sum = 0;
-    for (int64_t i = 0; i < K; ++i) sum += wv[m * K + i];
-    folded[m] = (*bias)[bias->size() == 1 ? 0 : m] - (*x_zero)[0] * sum;
-    if (folded[m] < INT32_MIN || folded[m] > INT32_MAX) return false;
-  }
   for (int64_t g = 0; g < s.group && !depthwise; ++g)  // an odd last channel paired with itself
     for (int64_t t = 0; t < pairs; ++t)
       for (int64_t r = 0; r < 2; ++r) {
@@ -71,34 +123,21 @@ Expected<bool> EmitQConvPacked(NodeContext& ctx, const ConvShape& s) {
           pv[(g * pairs + t) * 2 * k4 + kiln_qconv_packed_slot(i, r, 1)] = wv[m * K + i];
       }
   bool right_shifts = false;
-  KILN_ASSIGN_OR_RETURN(auto tables, FixedPointTables(ctx, 1, 4, 6, s.M, &right_shifts));
   KILN_ASSIGN_OR_RETURN(std::string init, ConvShapeInit(ctx, s, false));
-  const DType yt = ctx.output_dtype(0);
-  const bool x_signed = ctx.input_dtype(0) == DType::kInt8;
-  std::string list;
-  for (int64_t m = 0; m < s.M; ++m) list += (m ? ", " : "") + Str(folded[m]);
   ctx.UseKernel("qconv_packed");
   ctx.SetOutOfLine();
-  // The node's constants at file scope, named after its function, so that the general path's
-  // block function (below) sees them too and folds them in.
   const std::string f = ctx.function_name + "_";
-  auto prefixed = [&](std::string decl, const std::string& name) {
-    const size_t at = decl.find(" " + name + "[");
-    return decl.replace(at + 1, name.size(), f + name) + "\n";
-  };
+  KILN_ASSIGN_OR_RETURN(std::string tables, PackedTables(ctx, s.M, folded, &right_shifts));
   ctx.Table("static const kiln_conv_shape " + f + "shape = " + init + ";\n");
-  ctx.Table(prefixed(tables.first, "mult"));
-  ctx.Table(prefixed(tables.second, "shift"));
-  ctx.Table("static const int32_t " + f + "bias[" + Str(s.M) + "] = {" + list + "};\n");
   // As a parameter array (the depthwise path's in the model's order, the same array as the
   // model's where nothing else rearranges it), so that the struct below is a constant.
   const std::string weights = ctx.parameter(ctx.input_name(3) + (depthwise ? "" : "_packed"),
-                                            depthwise ? *w : std::move(packed));
+                                            depthwise ? *in->w : std::move(packed));
   const int64_t out_size = static_cast<int64_t>(k.out[0]) * k.out[1] * k.out[2];
+  const bool x_signed = ctx.input_dtype(0) == DType::kInt8;
   ctx.Table("static const kiln_qconv_packed_params " + f + "params = {" + weights + ", " + Str(k4) +
-            ", " + Str(out_size) + ", " + f + "bias, " + f + "mult, " + f + "shift, " +
-            Str((*x_zero)[0]) + ", " + Str(x_signed) + ", " + Str((*y_zero)[0]) + ", " +
-            (yt == DType::kInt8 ? "-128, 127" : "0, 255") + ", " + Str(right_shifts) + "};\n");
+            ", " + Str(out_size) + ", " + tables + ", " + Str(in->x_zero) + ", " + Str(x_signed) +
+            ", " + OutputRange(ctx, *in) + ", " + Str(right_shifts) + "};\n");
   const std::string x = "(const uint8_t *)" + NodeContext::in(0), y = "(uint8_t *)out0";
   if (depthwise) {
     const std::string scratch =
@@ -312,6 +351,42 @@ Status EmitQAdd(NodeContext& ctx) {
 }
 
 }  // namespace
+
+Expected<bool> EmitQMatMulPacked(NodeContext& ctx) {
+  const std::optional<PackedInputs> in = PackedInputsOf(ctx);
+  if (!in || in->w->rank() != 2) return false;
+  const int64_t K = in->w->dim(0), N = in->w->dim(1);
+  const Dims& xd = ctx.input_dims(0);
+  if (xd.empty() || xd.back() != K || K == 0 || N == 0 || NumElements(xd) == 0) return false;
+  const int8_t* wv = in->w->data<int8_t>();
+  std::vector<int64_t> folded;
+  auto column_sum = [&](int64_t n) {
+    int64_t sum = 0;
+    for (int64_t k = 0; k < K; ++k) sum += wv[k * N + n];
+    return sum;
+  };
+  if (!FoldedBias(*in, N, column_sum, &folded)) return false;
+  folded.resize((N + 3) / 4 * 4);  // the kernel reads a bias for each of a last four's outputs
+  // Four outputs at a time (qmatmul_packed.c); the rows of a last partial four are zero.
+  Tensor packed(DType::kInt8, {(N + 3) / 4 * 4 * K});
+  int8_t* pv = packed.data<int8_t>();
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t k = 0; k < K; ++k)
+      pv[n / 4 * 4 * K + kiln_qmatmul_packed_slot(k, n % 4, K)] = wv[k * N + n];
+  bool right_shifts = false;
+  ctx.UseKernel("qmatmul_packed");
+  ctx.SetOutOfLine();
+  KILN_ASSIGN_OR_RETURN(std::string tables, PackedTables(ctx, N, folded, &right_shifts));
+  const std::string weights = ctx.parameter(ctx.input_name(3) + "_packed", std::move(packed));
+  const std::string params = ctx.function_name + "_params";
+  const bool x_signed = ctx.input_dtype(0) == DType::kInt8;
+  ctx.Table("static const kiln_qmatmul_packed_params " + params + " = {" + weights + ", " + Str(K) +
+            ", " + Str(N) + ", " + tables + ", " + Str(x_signed) + ", " + OutputRange(ctx, *in) +
+            ", " + Str(right_shifts) + "};\n");
+  ctx.Line("kiln_qmatmul_packed_run((const uint8_t *)" + NodeContext::in(0) + ", " +
+           Str(NumElements(xd) / K) + ", &" + params + ", (uint8_t *)out0);");
+  return true;
+}
 
 void RegisterQConvEmitters(EmitterRegistry& r) {
   r.Register("QLinearAdd", EmitQAdd, ops::kKilnDomain);

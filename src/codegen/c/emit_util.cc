@@ -231,7 +231,7 @@ std::string ByteCount(DType t, int64_t n) {
   return std::to_string(static_cast<size_t>(n) * DTypeSize(t));
 }
 
-Expected<std::pair<std::string, std::string>> FixedPointTables(NodeContext& ctx, int xs, int ws,
+Expected<std::pair<std::string, std::string>> FixedPointValues(NodeContext& ctx, int xs, int ws,
                                                                int ys, int64_t channels,
                                                                bool* right_shifts) {
   const Tensor *x = ctx.input_constant(xs), *w = ctx.input_constant(ws),
@@ -250,9 +250,16 @@ Expected<std::pair<std::string, std::string>> FixedPointTables(NodeContext& ctx,
     if (right_shifts && shift > -2) *right_shifts = false;
     shifts += (c ? ", " : "") + std::to_string(shift);
   }
-  return std::pair{
-      "static const int32_t mult[" + std::to_string(channels) + "] = {" + mults + "};",
-      "static const int32_t shift[" + std::to_string(channels) + "] = {" + shifts + "};"};
+  return std::pair{mults, shifts};
+}
+
+Expected<std::pair<std::string, std::string>> FixedPointTables(NodeContext& ctx, int xs, int ws,
+                                                               int ys, int64_t channels,
+                                                               bool* right_shifts) {
+  KILN_ASSIGN_OR_RETURN(auto values, FixedPointValues(ctx, xs, ws, ys, channels, right_shifts));
+  const std::string n = std::to_string(channels);
+  return std::pair{"static const int32_t mult[" + n + "] = {" + values.first + "};",
+                   "static const int8_t shift[" + n + "] = {" + values.second + "};"};
 }
 
 }  // namespace kiln::codegen::c

@@ -13,14 +13,19 @@
 
 namespace kiln::codegen::c {
 
-// The fixed-point requantization (kernels/reference/requant.c) of x_scale * w_scale[c] / y_scale
-// for `channels` channels (inputs xs and ys scalars, ws 1 or `channels` values; all constant), as
-// the C declarations of `static const int32_t mult[channels]` and `shift[channels]`.
 // The initializer of a Conv node's kiln_conv_shape (kernels/reference/reference_kernels.h): the
 // geometry the host's reference kernels run with.
 Expected<std::string> ConvShapeInit(NodeContext& ctx, const ops::ConvShape& s, bool transpose);
 
+// The fixed-point requantization (kernels/reference/requant.c) of x_scale * w_scale[c] / y_scale
+// for `channels` channels (inputs xs and ys scalars, ws 1 or `channels` values; all constant), as
+// the C declarations of `static const int32_t mult[channels]` and `static const int8_t
+// shift[channels]`.
 // *right_shifts, where given, says whether every shift is <= -2 (requant.c's kiln_requant_right).
+// FixedPointValues gives the two lists of values alone ("1073741824, ...").
+Expected<std::pair<std::string, std::string>> FixedPointValues(NodeContext& ctx, int xs, int ws,
+                                                               int ys, int64_t channels,
+                                                               bool* right_shifts = nullptr);
 Expected<std::pair<std::string, std::string>> FixedPointTables(NodeContext& ctx, int xs, int ws,
                                                                int ys, int64_t channels,
                                                                bool* right_shifts = nullptr);

@@ -1,4 +1,4 @@
-/* needs: conv_shape requant qconv_layout */
+/* needs: conv_shape qpacked qpacked_layout */
 /* qconv_packed: fuse-qdq's QLinearConv (com.kiln) for a microcontroller: 8-bit activations,
  * constant int8 weights with zero point 0 that the C backend rearranged at compile time, and the
  * fixed-point requantization of requant.c. Every output is an int32 dot product over its window.
@@ -24,61 +24,19 @@
  * A 2-D depthwise convolution (one input channel per output channel) takes its own path: the
  * channel's plane, padded with x_zero, as int16, a band of output rows at a time (so that its
  * scratch stays small), and each row of taps as pairs of products. */
-#if defined(KILN_ARM_DSP) && KILN_ARM_DSP
-#if !defined(__ARM_FEATURE_DSP) || defined(__ARM_BIG_ENDIAN)
-#error \
-    "kiln: this code was generated for a little-endian Cortex-M with the DSP extension (--cpu); compile it with -mcpu=cortex-m4, cortex-m7 or cortex-m33 (with DSP), or generate it with --cpu generic"
-#endif
-#include <arm_acle.h>
-#define KILN_QP_DSP 1
-#else
-#define KILN_QP_DSP 0
-#endif
-
-#if defined(__GNUC__) || defined(__clang__)
-#define KILN_QP_INLINE static inline __attribute__((always_inline))
-#define KILN_QP_UNROLL _Pragma("GCC unroll 8")
-#else
-#define KILN_QP_INLINE static inline
-#define KILN_QP_UNROLL
-#endif
-
 typedef struct kiln_qconv_packed_params {
-  const int8_t* w;             /* rearranged as above (depthwise: as in the model) */
-  ptrdiff_t K, out_size;       /* the general path's window (a multiple of four) and plane size */
-  const int32_t* bias;         /* bias - x_zero * sum(w), per output channel */
-  const int32_t *mult, *shift; /* fixed-point multipliers per output channel */
-  int32_t x_zero;              /* the stored value of x's zero point */
-  int32_t x_signed;            /* 1: x is int8, 0: uint8 */
-  int32_t y_zero, y_lo, y_hi;  /* the output's zero point and range */
-  int32_t right_shifts;        /* 1: every channel's shift is <= -2 (kiln_requant_right) */
+  const int8_t* w;            /* rearranged as above (depthwise: as in the model) */
+  ptrdiff_t K, out_size;      /* the general path's window (a multiple of four) and plane size */
+  const int32_t* bias;        /* bias - x_zero * sum(w), per output channel */
+  const int32_t* mult;        /* fixed-point multipliers per output channel */
+  const int8_t* shift;        /* and their exponents (requant.c) */
+  int32_t x_zero;             /* the stored value of x's zero point */
+  int32_t x_signed;           /* 1: x is int8, 0: uint8 */
+  int32_t y_zero, y_lo, y_hi; /* the output's zero point and range */
+  int32_t right_shifts;       /* 1: every channel's shift is <= -2 (kiln_requant_right) */
 } kiln_qconv_packed_params;
 
-/* Requantizes acc by a channel's mult and shift (requant.c): kiln_requant_right where the node's
- * constant parameters say that every channel takes it. */
-#define KILN_QP_REQUANT(acc, mult, shift, q)                                               \
-  ((uint8_t)((q)->right_shifts                                                             \
-                 ? kiln_requant_right(acc, mult, shift, (q)->y_zero, (q)->y_lo, (q)->y_hi) \
-                 : kiln_requant_fixed(acc, mult, shift, (q)->y_zero, (q)->y_lo, (q)->y_hi)))
-
 #if KILN_QP_DSP
-static inline int32_t kiln_qp_load32(const void* p) {
-  int32_t v;
-  memcpy(&v, p, 4);
-  return v;
-}
-/* SXTB16 of the word rotated by 8 (ACLE has no rotation), and LDRD with a post-increment of 8
- * (two words in one instruction; p must be word-aligned). */
-static inline int32_t kiln_qp_sxtb16_ror8(int32_t v) {
-  int32_t r;
-  __asm__("sxtb16 %0, %1, ror #8" : "=r"(r) : "r"(v));
-  return r;
-}
-static inline int32_t kiln_qp_uxtb16_ror8(int32_t v) {
-  int32_t r;
-  __asm__("uxtb16 %0, %1, ror #8" : "=r"(r) : "r"(v));
-  return r;
-}
 /* One channel's four weights (a word, in the k0 k2 k1 k3 order) against two pixels' four column
  * values (a01 a23, b01 b23): four SMLADs into *sa and *sb. */
 static inline __attribute__((always_inline)) void kiln_qp_quad(int32_t w, int32_t a01, int32_t a23,
@@ -88,8 +46,6 @@ static inline __attribute__((always_inline)) void kiln_qp_quad(int32_t w, int32_
   *sa = __smlad(hi, a23, __smlad(lo, a01, *sa));
   *sb = __smlad(hi, b23, __smlad(lo, b01, *sb));
 }
-#define KILN_QP_LDRD(lo, hi, p) \
-  __asm__ volatile("ldrd %0, %1, [%2], #8" : "=r"(lo), "=r"(hi), "+r"(p))
 #endif
 
 /* One block of the general path: output channels m and m + 1 at pixels p and p + 1, written at
@@ -121,23 +77,21 @@ KILN_QP_INLINE void kiln_qconv_packed_block(const int8_t* w, const int16_t* col,
     s11 += w[4] * col[4] + w[6] * col[5] + w[5] * col[6] + w[7] * col[7];
   }
 #endif
-  {
+  { /* a channel at a time: fewer values live */
     uint8_t* y1 = y0 + (m1 - m) * q->out_size;
-    y0[0] = KILN_QP_REQUANT(s00, q->mult[m], q->shift[m], q);
-    y1[0] = KILN_QP_REQUANT(s10, q->mult[m1], q->shift[m1], q);
-    if (block & 2) {
-      y0[1] = KILN_QP_REQUANT(s01, q->mult[m], q->shift[m], q);
-      y1[1] = KILN_QP_REQUANT(s11, q->mult[m1], q->shift[m1], q);
-    }
+    int32_t mult = q->mult[m], shift = q->shift[m];
+    y0[0] = KILN_QP_REQUANT(s00, mult, shift, q);
+    if (block & 2) y0[1] = KILN_QP_REQUANT(s01, mult, shift, q);
+    mult = q->mult[m1];
+    shift = q->shift[m1];
+    y1[0] = KILN_QP_REQUANT(s10, mult, shift, q);
+    if (block & 2) y1[1] = KILN_QP_REQUANT(s11, mult, shift, q);
   }
 }
 
 /* A node's kiln_qconv_packed_block with its parameters (the C backend writes one per node). */
 typedef void (*kiln_qconv_packed_block_fn)(const int8_t* w, const int16_t* col, uint8_t* y0,
                                            ptrdiff_t m, int block);
-
-/* x[i] as an int16 column value: the stored byte, read as int8 where x is (`sign`). */
-#define KILN_QP_X(x, i, sign) ((int16_t)((sign) ? ((const int8_t*)(x))[i] : (x)[i]))
 
 /* The columns of pixels p and p1 (p + 1, or p again for an odd last pixel) of image group xg,
  * interleaved into col (2 * k4 int16, the padding zero). */
@@ -258,7 +212,7 @@ KILN_QP_INLINE void kiln_qconv_packed_run(const uint8_t* x, const kiln_conv_shap
 }
 
 /* The taps of one output: rows of k_w taps, pairs of adjacent taps at a time when d_w is 1 (the
- * weights of a row are padded to an even count with a zero, the plane by a column). */
+ * weights of a row padded to an even count, so that each row starts word-aligned). */
 KILN_QP_INLINE int32_t kiln_qconv_packed_window(const int16_t* at, const int16_t* wv, ptrdiff_t k_h,
                                                 ptrdiff_t k_w, ptrdiff_t d_h, ptrdiff_t d_w,
                                                 ptrdiff_t plane_w, int32_t acc) {
@@ -268,13 +222,14 @@ KILN_QP_INLINE int32_t kiln_qconv_packed_window(const int16_t* at, const int16_t
   for (kh = 0; kh < k_h; ++kh, at += d_h * plane_w, wv += kw2) {
     if (d_w == 1) {
       KILN_QP_UNROLL
-      for (kw = 0; kw < kw2; kw += 2) {
+      for (kw = 0; kw + 1 < k_w; kw += 2) {
 #if KILN_QP_DSP
         acc = __smlad(kiln_qp_load32(at + kw), kiln_qp_load32(wv + kw), acc);
 #else
         acc += at[kw] * wv[kw] + at[kw + 1] * wv[kw + 1];
 #endif
       }
+      if (k_w & 1) acc += at[k_w - 1] * wv[k_w - 1]; /* the last of an odd row, alone */
     } else {
       for (kw = 0; kw < k_w; ++kw) acc += at[kw * d_w] * wv[kw];
     }

@@ -13,11 +13,10 @@ static inline ptrdiff_t kiln_qconv_packed_slot(ptrdiff_t k, ptrdiff_t j, int ord
   return (k - r) * 2 + j * 4 + (order && (r == 1 || r == 2) ? 3 - r : r);
 }
 
-/* The depthwise path's padded plane of one channel: the columns its windows cover and one more,
- * which the last pair of a row of an odd number of taps reads (times a zero); the rows one window
- * spans; and the output rows it computes from one fill of the plane, a band. */
+/* The depthwise path's padded plane of one channel: the columns its windows cover; the rows one
+ * window spans; and the output rows it computes from one fill of the plane, a band. */
 static inline ptrdiff_t kiln_qconv_packed_plane_w(const kiln_conv_shape* s) {
-  return (ptrdiff_t)(s->out[2] - 1) * s->s[2] + (ptrdiff_t)(s->k[2] - 1) * s->d[2] + 2;
+  return (ptrdiff_t)(s->out[2] - 1) * s->s[2] + (ptrdiff_t)(s->k[2] - 1) * s->d[2] + 1;
 }
 static inline ptrdiff_t kiln_qconv_packed_plane_rows(const kiln_conv_shape* s) {
   return (ptrdiff_t)(s->k[1] - 1) * s->d[1] + 1;

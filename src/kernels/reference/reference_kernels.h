@@ -13,7 +13,7 @@
 
 extern "C" {
 #include "kernels/reference/conv_shape.c"
-#include "kernels/reference/qconv_layout.c"
+#include "kernels/reference/qpacked_layout.c"
 #include "kernels/reference/requant.c"
 // After requant.c, which it uses.
 #include "kernels/reference/qadd.c"
