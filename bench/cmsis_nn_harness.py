@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 """Writes the CMSIS-NN baseline for a float ONNX model: a C program that runs the model's layers one
 by one through Arm's CMSIS-NN (../shared/third_party/cmsis-nn), as TFLite Micro with CMSIS-NN would:
-NHWC int8 activations, int8 weights, int32 biases, per-channel fixed-point requantization. The
+NHWC int8 activations, int8 weights, int32 biases, per-channel fixed-point requantization (for
+fully connected layers too: arm_fully_connected_per_channel_s8, as `kiln quantize` quantizes every
+weight per output channel by default). The
 float input is quantized and the output dequantized, as kiln's QDQ model does. Weights and
 quantization parameters are fixed pseudo-random values (the kernels' instruction counts do not
 depend on them); `PROGRAM R` runs R inferences and prints the most scratch a kernel asked for.
@@ -12,9 +14,9 @@ once, from the layer order) and the parameter bytes (its flash besides code).
 
 Layers: Conv (group 1: arm_convolve_wrapper_s8; one group per channel:
 arm_depthwise_conv_wrapper_s8), Add of two tensors (arm_elementwise_add_s8), MatMul / Gemm with a
-constant weight and an optional constant bias Add (arm_fully_connected_s8), GlobalAveragePool
-(arm_avgpool_s8), Softmax (arm_softmax_s8); Relu folds into the producer's output range (the output
-zero point at the range's low end), Flatten is a view. Others are refused.
+constant weight and an optional constant bias Add (arm_fully_connected_per_channel_s8),
+GlobalAveragePool (arm_avgpool_s8), Softmax (arm_softmax_s8); Relu folds into the producer's output
+range (the output zero point at the range's low end), Flatten is a view. Others are refused.
 """
 import json
 import sys
@@ -102,7 +104,7 @@ def main():
             new_tensor(out, rows * m)
             wn = weights(n.name + "_w", w.size)
             bn = weights(n.name + "_b", m, "int32_t")
-            params += 8  # the layer's multiplier and shift
+            params += 8 * m  # a multiplier and a shift per output, as kiln's are
             calls.append(f"  fc({cname(n.input[0])}, {rows}, {k}, {wn}, {bn}, {m}, {cname(out)});")
         elif n.op_type == "Add":
             count = int(np.prod(dims[out]))
@@ -242,22 +244,22 @@ static void fc(const int8_t* in, int rows, int k, const int8_t* weights, const i
                int8_t* out) {
   cmsis_nn_context ctx;
   cmsis_nn_fc_params p;
-  cmsis_nn_per_tensor_quant_params q;
+  cmsis_nn_per_channel_quant_params q;
   cmsis_nn_dims in_d, f_d, b_d, out_d;
   p.input_offset = 128;
   p.filter_offset = 0;
   p.output_offset = -128;
   p.activation.min = -128;
   p.activation.max = 127;
-  q.multiplier = mult[0];
-  q.shift = shift[0];
+  q.multiplier = mult;
+  q.shift = shift;
   in_d.n = rows, in_d.h = in_d.w = 1, in_d.c = k;
   f_d.n = k, f_d.h = f_d.w = 1, f_d.c = m;
   b_d.n = b_d.h = b_d.w = 1, b_d.c = m;
   out_d.n = rows, out_d.h = out_d.w = 1, out_d.c = m;
   use_scratch(&ctx, arm_fully_connected_s8_get_buffer_size(&f_d));
-  if (arm_fully_connected_s8(&ctx, &p, &q, &in_d, in, &f_d, weights, &b_d, bias, &out_d, out) !=
-      ARM_CMSIS_NN_SUCCESS)
+  if (arm_fully_connected_per_channel_s8(&ctx, &p, &q, &in_d, in, &f_d, weights, &b_d, bias,
+                                         &out_d, out) != ARM_CMSIS_NN_SUCCESS)
     exit(2);
 }
 
