@@ -3,7 +3,7 @@
 inference, flash and RAM.
 
 Usage: /usr/bin/python3 bench/mcu_int8.py [--kiln build/kiln] [--samples N] [--opt -O2] [--json]
-                                          [MODEL.onnx ...]
+                                          [--cpu cortex-m4|cortex-m7|generic] [MODEL.onnx ...]
 Models default to models/kws_cnn.onnx; --mlperf-tiny adds the other three MLPerf Tiny
 architectures (visual wake words MobileNetV1-0.25, ResNet-8, the FC autoencoder), made with seeded
 weights by scripts/make_mlperf_tiny.py. For each model:
@@ -15,7 +15,8 @@ Each is linked with a main that runs the model R times on fixed pseudo-random in
 (arm-none-eabi-gcc, OPT, -mcpu=cortex-m4 -mfpu=fpv4-sp-d16 -mfloat-abi=hard) and run on qemu's
 mps2-an386 under scripts/qemu_insn_count.c (scripts/cortex_m4_run --count-instructions): the count
 for R = 3 minus the count for R = 1, halved, is one inference without start-up and I/O. Exact and
-deterministic: executed instructions, not cycles.
+deterministic: executed instructions, not cycles. --cpu cortex-m7 builds for a Cortex-M7
+(-mcpu=cortex-m7 -mfpu=fpv5-d16) and counts on qemu's mps2-an500, without the cycle estimate.
 Flash: .text + .rodata of NAME.o and NAME_params.o (the model alone, no C library). RAM: the
 workspace (KILN_NAME_WORKSPACE_SIZE) plus the objects' .data + .bss.
 --cmsis-nn: also the CMSIS-NN baseline (bench/cmsis_nn_harness.py writes a program calling the
@@ -81,6 +82,14 @@ int main(int argc, char **argv) {
 """
 
 
+FPU = {"cortex-m4": "fpv4-sp-d16", "cortex-m7": "fpv5-d16"}
+
+
+def num(v):
+    """v with thousands separators, or n/a for None."""
+    return "n/a" if v is None else f"{v:,}"
+
+
 def run(cmd, **kw):
     r = subprocess.run(cmd, capture_output=True, text=True, **kw)
     if r.returncode != 0:
@@ -103,13 +112,22 @@ def sections(obj):
     return flash, ram
 
 
+def board():
+    """The CPU the programs are built for and run on: a Cortex-M7 (mps2-an500) for --cpu
+    cortex-m7, else a Cortex-M4 (mps2-an386)."""
+    return "cortex-m7" if ARGS.cpu == "cortex-m7" else "cortex-m4"
+
+
 def per_inference(elf, flags=()):
     """The counter's lines for R = 3 minus those for R = 1, halved: {name: instructions}, with
-    the whole program under "total"."""
+    the whole program under "total" (and "cycles", estimated, on the Cortex-M4)."""
     counts = {}
+    if board() == "cortex-m4":
+        flags = [*flags, "--count-mix"]
     for runs, sign in ((1, -1), (3, 1)):
-        r = run([os.path.join(ROOT, "scripts", "cortex_m4_run"), "--count-instructions",
-                 *flags, "--timeout", "600", "--elf", elf, "--run", str(runs)])
+        r = run([os.path.join(ROOT, "scripts", "cortex_m4_run"), "--cpu", board(),
+                 "--count-instructions", *flags, "--timeout", "600", "--elf", elf,
+                 "--run", str(runs)])
         m = re.search(r"kiln instructions: (\d+)", r.stderr)
         if not m:
             sys.exit(f"mcu_int8: no instruction count for {elf}:\n{r.stderr}")
@@ -123,8 +141,8 @@ def per_inference(elf, flags=()):
 
 
 def build(out_dir, name, sources, elf, flags):
-    run([os.path.join(ROOT, "scripts", "cortex_m4_run"), "--out", elf, "--no-run", "--", *flags,
-         "-I", out_dir] + sources)
+    run([os.path.join(ROOT, "scripts", "cortex_m4_run"), "--cpu", board(), "--out", elf,
+         "--no-run", "--", *flags, "-I", out_dir] + sources)
 
 
 def measure(model, name, out_dir, opt):
@@ -144,19 +162,19 @@ def measure(model, name, out_dir, opt):
         total = counts.pop("total")
         top = sorted(((v, k) for k, v in counts.items() if v > 0), reverse=True)[:ARGS.functions]
         top = [{"function": k, "instructions": v, "share": v / total} for v, k in top]
-    counted = per_inference(elf, ["--count-mix"])
+    counted = per_inference(elf)
     counts = {1: 0, 3: 2 * counted["total"]}
     flash = ram = 0
     for src in sources[:2]:
         obj = src[:-2] + ".o"
-        run(["arm-none-eabi-gcc", "-std=c99", opt, "-mcpu=cortex-m4", "-mthumb",
-             "-mfloat-abi=hard", "-mfpu=fpv4-sp-d16", "-c", src, "-I", out_dir, "-o", obj])
+        run(["arm-none-eabi-gcc", "-std=c99", opt, "-mcpu=" + board(), "-mthumb",
+             "-mfloat-abi=hard", "-mfpu=" + FPU[board()], "-c", src, "-I", out_dir, "-o", obj])
         f, r_ = sections(obj)
         flash += f
         ram += r_
     with open(os.path.join(out_dir, f"{name}.h")) as f:
         ws = int(re.search(r"WORKSPACE_SIZE (\d+)", f.read()).group(1))
-    return {"instructions": (counts[3] - counts[1]) // 2, "cycles": counted["cycles"],
+    return {"instructions": (counts[3] - counts[1]) // 2, "cycles": counted.get("cycles"),
             "flash": flash, "ram": ram + ws,
             "workspace": ws, "functions": top}
 
@@ -176,9 +194,9 @@ def measure_cmsis_nn(model, out_dir, opt):
     # CMSIS-NN is not written for -pedantic -Werror: its warnings are not ours.
     build(out_dir, "harness", [harness] + sources, elf,
           [opt, "-std=gnu11", "-w", "-Wno-error", "-I", os.path.join(cmsis, "Include")])
-    counts = per_inference(elf, ["--count-functions", "--count-mix"])
+    counts = per_inference(elf, ["--count-functions"])
     total = counts.pop("total")
-    cycles = counts.pop("cycles")
+    cycles = counts.pop("cycles", None)
     top = sorted(((v, k) for k, v in counts.items() if v > 0), reverse=True)[:ARGS.functions]
     # Flash: the code of the CMSIS-NN functions an inference executes, plus the parameters as TFLM
     # holds them (weights, biases, per-channel multipliers and shifts). RAM: the activations live
@@ -189,7 +207,8 @@ def measure_cmsis_nn(model, out_dir, opt):
         if len(parts) == 4:
             sizes[parts[3]] = int(parts[1], 16)
     code = sum(sizes.get(k, 0) for k, v in counts.items() if v > 0 and k.startswith("arm_"))
-    r = run([os.path.join(ROOT, "scripts", "cortex_m4_run"), "--elf", elf, "--run", "1"])
+    r = run([os.path.join(ROOT, "scripts", "cortex_m4_run"), "--cpu", board(), "--elf", elf,
+             "--run", "1"])
     m = re.search(r"scratch (\d+)", r.stdout + r.stderr)
     ram = sizes_json["ram"] + (int(m.group(1)) if m else 0)
     return {"instructions": total, "cycles": cycles, "flash": code + sizes_json["params"],
@@ -204,8 +223,9 @@ def main():
     p.add_argument("--kiln", default=os.path.join(ROOT, "build", "kiln"))
     p.add_argument("--samples", type=int, default=16, help="calibration samples (--random)")
     p.add_argument("--opt", default="-O2", help="the optimization flag for arm-none-eabi-gcc")
-    p.add_argument("--cpu", default="cortex-m4",
-                   help="kiln compile --cpu: cortex-m4 (the DSP extension) or generic")
+    p.add_argument("--cpu", default="cortex-m4", choices=["cortex-m4", "cortex-m7", "generic"],
+                   help="kiln compile --cpu: cortex-m4 (the DSP extension) or generic, run on a "
+                        "Cortex-M4; cortex-m7, run on a Cortex-M7 (mps2-an500; no cycle estimate)")
     p.add_argument("--functions", type=int, default=0,
                    help="list the N functions executing the most instructions per inference")
     p.add_argument("--cmsis-nn", action="store_true",
@@ -239,21 +259,23 @@ def main():
         return
     print(f"| model | float instr. | int8 instr. | int8/float | float cycles* | int8 cycles* | "
           f"float flash | int8 flash | float RAM | int8 RAM |  ({ARGS.opt}, --cpu {ARGS.cpu}, "
-          f"Cortex-M4 under qemu)")
+          f"{board().replace('cortex-m', 'Cortex-M')} under qemu)")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         f, q = r["float"], r["int8"]
         print(f"| {r['model']} | {f['instructions']:,} | {q['instructions']:,} | "
-              f"{q['instructions'] / f['instructions']:.2f} | {f['cycles']:,} | {q['cycles']:,} | "
+              f"{q['instructions'] / f['instructions']:.2f} | {num(f['cycles'])} | "
+              f"{num(q['cycles'])} | "
               f"{f['flash']:,} | {q['flash']:,} | {f['ram']:,} | {q['ram']:,} |")
-    print("* estimated from the executed instruction mix with the Cortex-M4's documented timings "
-          "(scripts/qemu_insn_count.c); counts are not cycles")
+    if board() == "cortex-m4":
+        print("* estimated from the executed instruction mix with the Cortex-M4's documented "
+              "timings (scripts/qemu_insn_count.c); counts are not cycles")
     for r in rows:
         if "cmsis-nn" in r:
             c = r["cmsis-nn"]["instructions"]
             cf = r["cmsis-nn"]
             print(f"\n{r['model']}: CMSIS-NN layer by layer {c:,} instructions "
-                  f"({cf['cycles']:,} cycles*), flash "
+                  f"({num(cf['cycles'])} cycles*), flash "
                   f"{cf['flash']:,} ({cf['code']:,} code executed + {cf['params']:,} parameters), "
                   f"RAM {cf['ram']:,}; kiln int8 / CMSIS-NN {r['int8']['instructions'] / c:.2f} "
                   f"in instructions, {r['int8']['flash'] / cf['flash']:.2f} in flash, "

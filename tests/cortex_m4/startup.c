@@ -1,14 +1,14 @@
 /* Minimal Cortex-M4 startup for running newlib (rdimon, semihosting) programs on
- * qemu-system-arm -M mps2-an386. Linked by scripts/cortex_m4_run with
+ * qemu-system-arm -M mps2-an386 (and a Cortex-M7 on mps2-an500, the same memory map below the
+ * PSRAM). Linked by scripts/cortex_m4_run with
  * -Wl,--section-start=.kiln_vectors=0x0.
  *
  * newlib's default link puts code at 0x8000 and has no Cortex-M vector table, so this file adds
  * one at address 0: the initial stack pointer (top of the 4 MB data RAM at 0x20000000; newlib's
- * _start then moves the stack where semihosting SYS_HEAPINFO says: 0x22000000, the top of the
- * 16 MB PSRAM), the reset handler (enables the FPU,
- * then calls _start) and one handler for every fault. A fault prints one line through semihosting
- * SYS_WRITE0 (not newlib: its state may be what broke) and ends qemu with exit status
- * KILN_M4_FAULT_EXIT (SYS_EXIT_EXTENDED), so a crash never hangs the run. */
+ * _start then moves the stack where semihosting SYS_HEAPINFO says: the top of the 16 MB PSRAM),
+ * the reset handler (enables the FPU, then calls _start) and one handler for every fault. A fault
+ * prints one line through semihosting SYS_WRITE0 (not newlib: its state may be what broke) and ends
+ * qemu with exit status KILN_M4_FAULT_EXIT (SYS_EXIT_EXTENDED), so a crash never hangs the run. */
 #include <stdint.h>
 
 #define KILN_M4_FAULT_EXIT 99 /* scripts/cortex_m4_run documents this status */
