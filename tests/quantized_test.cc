@@ -14,6 +14,7 @@
 
 #include "executor_harness.h"
 #include "frontend/onnx_import.h"
+#include "kernels/reference/reference_kernels.h"
 #include "ops/quantize_kernels.h"
 #include "passes/fuse_qdq.h"
 #include "passes/infer_shapes.h"
@@ -98,6 +99,40 @@ TEST(QuantizeKernels, RequantizeSaturatesOrWrapsLikeTheReference) {
   const double big = 0.75;
   uint8_t y = 0;
   EXPECT_FALSE(RequantizeInt32(acc.data(), 1, &big, 1, 0, false, DType::kUInt8, &y));
+}
+
+// The vector kernel equals requant.c's scalar functions, for right shifts, small ones, left
+// shifts and a zero multiplier, one multiplier or one per element, int8 and uint8, at the edges.
+TEST(QuantizeKernels, RequantizeFixedEqualsTheScalarReference) {
+  std::mt19937 rng(4);
+  std::uniform_int_distribution<int32_t> u(std::numeric_limits<int32_t>::min(),
+                                           std::numeric_limits<int32_t>::max());
+  std::uniform_int_distribution<int32_t> small(-70000, 70000);
+  std::vector<int32_t> acc(1001);
+  for (size_t i = 0; i < acc.size(); ++i) acc[i] = i % 3 ? small(rng) : u(rng);
+  acc[0] = std::numeric_limits<int32_t>::max();
+  acc[1] = std::numeric_limits<int32_t>::min();
+  acc[2] = -1;
+  for (double real : {3.1e-5, 0.2, 0.4999, 0.75, 3.0, 0.0}) {
+    for (bool per : {false, true}) {
+      std::vector<int32_t> mult(acc.size()), shift(acc.size());
+      for (size_t i = 0; i < acc.size(); ++i)
+        kiln_requant_multiplier(per ? real * (1.0 + 0.01 * static_cast<double>(i % 13)) : real,
+                                &mult[i], &shift[i]);
+      for (DType t : {DType::kInt8, DType::kUInt8}) {
+        const int32_t lo = t == DType::kInt8 ? -128 : 0, hi = t == DType::kInt8 ? 127 : 255;
+        std::vector<uint8_t> got(acc.size());
+        RequantizeFixed(acc.data(), static_cast<int64_t>(acc.size()), mult.data(), shift.data(),
+                        per, 7, t, got.data());
+        for (size_t i = 0; i < acc.size(); ++i) {
+          const size_t q = per ? i : 0;
+          const int32_t want = kiln_requant_fixed(acc[i], mult[q], shift[q], 7, lo, hi);
+          ASSERT_EQ(got[i], static_cast<uint8_t>(want))
+              << "acc " << acc[i] << " real " << real << " per " << per;
+        }
+      }
+    }
+  }
 }
 
 TEST(QuantizeKernels, MinMaxOverEveryLength) {

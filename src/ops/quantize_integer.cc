@@ -196,24 +196,23 @@ bool RequantizeRows(int threads, const int32_t* acc, int64_t rows, int64_t n,
 }
 
 // Fixed-point requantization (kernels/reference/requant.c) of `rows` runs of `n` sums into y:
-// run r, column j takes multiplier (by_row ? r % count : j % count) of `real`, saturated.
+// run r, column j takes multiplier (by_row ? r % count : j % count) of `real`, saturated; on the
+// vector kernel (quantize_kernels.h), over threads.
 void RequantizeFixedRows(int threads, const int32_t* acc, int64_t rows, int64_t n,
                          const std::vector<double>& real, bool by_row, int32_t zp, Tensor& y) {
   const auto count = static_cast<int64_t>(real.size());
-  std::vector<int32_t> mult(count), shift(count);
-  for (int64_t i = 0; i < count; ++i) kiln_requant_multiplier(real[i], &mult[i], &shift[i]);
-  const bool is_signed = y.dtype() == DType::kInt8;
-  const int32_t lo = is_signed ? -128 : 0, hi = is_signed ? 127 : 255;
-  auto* out = static_cast<uint8_t*>(y.raw());
+  // Per column: the multipliers repeated over a row (count is 1 or n).
+  const int64_t stored = by_row || count == 1 ? count : n;
+  std::vector<int32_t> mult(stored), shift(stored);
+  for (int64_t i = 0; i < stored; ++i)
+    kiln_requant_multiplier(real[i % count], &mult[i], &shift[i]);
+  auto* out = static_cast<uint8_t*>(y.raw());  // int8's two's complement bytes, or uint8
   const int t = static_cast<int>(std::min<int64_t>(threads, rows * n / (64 << 10) + 1));
   ParallelFor(t, rows, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
-      const int64_t row_q = r % count;
-      for (int64_t j = 0; j < n; ++j) {
-        const int64_t q = by_row ? row_q : j % count;
-        const int32_t v = kiln_requant_fixed(acc[r * n + j], mult[q], shift[q], zp, lo, hi);
-        out[r * n + j] = static_cast<uint8_t>(v);  // int8's two's complement byte, or uint8
-      }
+      const int64_t q = by_row ? r % count : 0;
+      RequantizeFixed(acc + r * n, n, &mult[q], &shift[q], !by_row && count > 1, zp, y.dtype(),
+                      out + r * n);
     }
   });
 }

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <limits>
 
+#include "kernels/reference/reference_kernels.h"
 #include "ops/cpu_isa.h"
 #include "ops/simd.h"
 
@@ -87,6 +88,23 @@ struct RequantizeBody {
       int32_t r = static_cast<int32_t>((v + kRoundD) - kRoundD);
       if (!kWrap) r = std::min(hi, std::max(lo, r));
       y[i] = static_cast<Q>(r);
+    }
+  }
+};
+
+// The fixed-point requantization of kernels/reference/requant.c (the generated C's), lane by
+// lane: kPerElement takes mult[i] and shift[i], else mult[0] and shift[0] for every element.
+// kRight: every shift is <= -2 (kiln_requant_right, the same result in fewer operations).
+template <class Q, bool kPerElement, bool kRight>
+struct RequantizeFixedBody {
+  static KILN_AI void Run(const int32_t* a, int64_t n, const int32_t* mult, const int32_t* shift,
+                          int32_t zp, Q* y) {
+    constexpr int32_t lo = std::numeric_limits<Q>::min(), hi = std::numeric_limits<Q>::max();
+    const int32_t m0 = mult[0], s0 = shift[0];
+    for (int64_t i = 0; i < n; ++i) {
+      const int32_t m = kPerElement ? mult[i] : m0, s = kPerElement ? shift[i] : s0;
+      y[i] = static_cast<Q>(kRight ? kiln_requant_right(a[i], m, s, zp, lo, hi)
+                                   : kiln_requant_fixed(a[i], m, s, zp, lo, hi));
     }
   }
 };
@@ -223,6 +241,23 @@ bool RequantizeInt32(const int32_t* acc, int64_t n, const double* mul, int64_t m
   else
     run.template operator()<int8_t>();
   return true;
+}
+
+void RequantizeFixed(const int32_t* acc, int64_t n, const int32_t* mult, const int32_t* shift,
+                     bool per_element, int32_t zp, DType y_type, void* y) {
+  const int64_t count = per_element ? n : 1;
+  const bool right = std::all_of(shift, shift + count, [](int32_t s) { return s <= -2; });
+  auto run = [&]<class Q, bool kPer>() {
+    Q* q = static_cast<Q*>(y);
+    right ? Run<RequantizeFixedBody<Q, kPer, true>>(acc, n, mult, shift, zp, q)
+          : Run<RequantizeFixedBody<Q, kPer, false>>(acc, n, mult, shift, zp, q);
+  };
+  if (y_type == DType::kUInt8)
+    per_element ? run.template operator()<uint8_t, true>()
+                : run.template operator()<uint8_t, false>();
+  else
+    per_element ? run.template operator()<int8_t, true>()
+                : run.template operator()<int8_t, false>();
 }
 
 void RowSums8(const void* a, bool is_signed, int64_t rows, int64_t k, int64_t lda, int32_t* sums) {

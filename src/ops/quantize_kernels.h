@@ -30,6 +30,12 @@ void DequantizeToF32(const void* x, DType x_type, int64_t n, int32_t zp, float s
 bool RequantizeInt32(const int32_t* acc, int64_t n, const double* mul, int64_t mul_count,
                      int32_t zp, bool wrap, DType y_type, void* y);
 
+// y[i] = the fixed-point requantization of acc[i] (kernels/reference/requant.c's
+// kiln_requant_fixed, as the generated C computes it) by mult[i] and shift[i] where per_element,
+// else by mult[0] and shift[0], plus zp, saturated to y_type (int8 or uint8).
+void RequantizeFixed(const int32_t* acc, int64_t n, const int32_t* mult, const int32_t* shift,
+                     bool per_element, int32_t zp, DType y_type, void* y);
+
 // sums[r] = sum of the k 8-bit values of row r (rows `lda` bytes apart), int8 when `is_signed`.
 void RowSums8(const void* a, bool is_signed, int64_t rows, int64_t k, int64_t lda, int32_t* sums);
 
