@@ -10,6 +10,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "executor_harness.h"
@@ -130,6 +131,31 @@ TEST(QuantizeKernels, RequantizeFixedEqualsTheScalarReference) {
           ASSERT_EQ(got[i], static_cast<uint8_t>(want))
               << "acc " << acc[i] << " real " << real << " per " << per;
         }
+      }
+    }
+  }
+}
+
+// The vector Add equals qadd.c's function for every pair of int8 and of uint8 values, over
+// scales that shift right by none to many bits, and where the output's multiplier shifts left.
+TEST(QuantizeKernels, QAddEqualsTheScalarReference) {
+  std::vector<uint8_t> a(256 * 256), b(a.size()), got(a.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    a[i] = static_cast<uint8_t>(i >> 8);
+    b[i] = static_cast<uint8_t>(i);
+  }
+  for (auto [sa, sb, sy] : {std::tuple{0.02, 0.03, 0.05}, std::tuple{0.5, 0.5, 1e-3},
+                            std::tuple{1e-4, 0.3, 0.2}, std::tuple{0.1, 0.1, 1e-8}}) {
+    for (bool is_signed : {false, true}) {
+      const kiln_qadd_params p =
+          kiln_qadd_params_of(sa, is_signed ? -3 : 120, sb, is_signed ? 5 : 131, sy,
+                              is_signed ? -1 : 128, is_signed ? -128 : 0, is_signed ? 127 : 255);
+      QAdd(a.data(), b.data(), is_signed, static_cast<int64_t>(a.size()), p, got.data());
+      for (size_t i = 0; i < a.size(); ++i) {
+        const int32_t va = is_signed ? static_cast<int8_t>(a[i]) : a[i];
+        const int32_t vb = is_signed ? static_cast<int8_t>(b[i]) : b[i];
+        ASSERT_EQ(got[i], static_cast<uint8_t>(kiln_qadd(va, vb, &p)))
+            << va << " + " << vb << " scales " << sa << " " << sb << " " << sy;
       }
     }
   }

@@ -571,9 +571,13 @@ Status QLinearAddCompute(ComputeContext& ctx) {
   const kiln_qadd_params p = kiln_qadd_params_of(
       ctx.input(1).GetDouble(0), zero(2), ctx.input(4).GetDouble(0), zero(5),
       ctx.input(6).GetDouble(0), zero(7), is_signed ? -128 : 0, is_signed ? 127 : 255);
-  auto* out = static_cast<uint8_t*>(y.raw());
-  for (int64_t i = 0; i < a.size(); ++i)
-    out[i] = static_cast<uint8_t>(kiln_qadd(ByteValue(a, i), ByteValue(b, i), &p));
+  if (a.dtype() != b.dtype()) {
+    auto* out = static_cast<uint8_t*>(y.raw());
+    for (int64_t i = 0; i < a.size(); ++i)
+      out[i] = static_cast<uint8_t>(kiln_qadd(ByteValue(a, i), ByteValue(b, i), &p));
+    return OkStatus();
+  }
+  QAdd(a.raw(), b.raw(), a.dtype() == DType::kInt8, a.size(), p, y.raw());
   return OkStatus();
 }
 

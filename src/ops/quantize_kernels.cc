@@ -109,6 +109,34 @@ struct RequantizeFixedBody {
   }
 };
 
+// requant.c's kiln_requant_scale(acc, mult, -e) for e >= 0, without a branch, so that loops of
+// it vectorize: the high product, then TFLite's RoundingDivideByPOT in its masked form (equal to
+// kiln_requant_divide_pot; for e = 0 it adds nothing).
+KILN_AI int32_t ScaleRight(int32_t acc, int32_t mult, int32_t e) {
+  const auto v = static_cast<int32_t>((static_cast<int64_t>(acc) * mult + (1 << 30)) >> 31);
+  const int32_t mask = static_cast<int32_t>((int64_t{1} << e) - 1);
+  const int32_t threshold = (mask >> 1) + (v < 0 ? 1 : 0);
+  return (v >> e) + ((v & mask) > threshold ? 1 : 0);
+}
+
+// TFLite's integer Add of kernels/reference/qadd.c, lane by lane, where no shift of p is a left
+// shift (qadd.c's inputs never are); A and B of type T.
+template <class T>
+struct QAddBody {
+  static KILN_AI void Run(const T* a, const T* b, int64_t n, const kiln_qadd_params* p,
+                          uint8_t* y) {
+    const kiln_qadd_params q = *p;
+    const int32_t ea = -q.a_shift, eb = -q.b_shift, ey = -q.y_shift;
+    const int32_t lo = q.lo - q.y_zero, hi = q.hi - q.y_zero;
+    for (int64_t i = 0; i < n; ++i) {
+      const int32_t x = ScaleRight((a[i] - q.a_zero) * (1 << 20), q.a_mult, ea);
+      const int32_t z = ScaleRight((b[i] - q.b_zero) * (1 << 20), q.b_mult, eb);
+      const int32_t v = std::min(hi, std::max(lo, ScaleRight(x + z, q.y_mult, ey)));
+      y[i] = static_cast<uint8_t>(v + q.y_zero);
+    }
+  }
+};
+
 template <class T>
 struct RowSumsBody {
   static KILN_AI void Run(const T* a, int64_t rows, int64_t k, int64_t lda, int32_t* sums) {
@@ -258,6 +286,26 @@ void RequantizeFixed(const int32_t* acc, int64_t n, const int32_t* mult, const i
   else
     per_element ? run.template operator()<int8_t, true>()
                 : run.template operator()<int8_t, false>();
+}
+
+void QAdd(const void* a, const void* b, bool is_signed, int64_t n, const kiln_qadd_params& p,
+          void* y) {
+  auto* out = static_cast<uint8_t*>(y);
+  if (p.a_shift > 0 || p.b_shift > 0 || p.y_shift > 0) {  // a left shift: the scalar function
+    for (int64_t i = 0; i < n; ++i) {
+      const int32_t va =
+          is_signed ? static_cast<const int8_t*>(a)[i] : static_cast<const uint8_t*>(a)[i];
+      const int32_t vb =
+          is_signed ? static_cast<const int8_t*>(b)[i] : static_cast<const uint8_t*>(b)[i];
+      out[i] = static_cast<uint8_t>(kiln_qadd(va, vb, &p));
+    }
+    return;
+  }
+  if (is_signed)
+    Run<QAddBody<int8_t>>(static_cast<const int8_t*>(a), static_cast<const int8_t*>(b), n, &p, out);
+  else
+    Run<QAddBody<uint8_t>>(static_cast<const uint8_t*>(a), static_cast<const uint8_t*>(b), n, &p,
+                           out);
 }
 
 void RowSums8(const void* a, bool is_signed, int64_t rows, int64_t k, int64_t lda, int32_t* sums) {

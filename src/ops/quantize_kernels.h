@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "ir/tensor.h"
+#include "kernels/reference/reference_kernels.h"
 
 namespace kiln::ops {
 
@@ -35,6 +36,11 @@ bool RequantizeInt32(const int32_t* acc, int64_t n, const double* mul, int64_t m
 // else by mult[0] and shift[0], plus zp, saturated to y_type (int8 or uint8).
 void RequantizeFixed(const int32_t* acc, int64_t n, const int32_t* mult, const int32_t* shift,
                      bool per_element, int32_t zp, DType y_type, void* y);
+
+// y[i] = kernels/reference/qadd.c's kiln_qadd(a[i], b[i], &p): n values of A and B, int8 where
+// is_signed, else uint8; y's type is p's range's.
+void QAdd(const void* a, const void* b, bool is_signed, int64_t n, const kiln_qadd_params& p,
+          void* y);
 
 // sums[r] = sum of the k 8-bit values of row r (rows `lda` bytes apart), int8 when `is_signed`.
 void RowSums8(const void* a, bool is_signed, int64_t rows, int64_t k, int64_t lda, int32_t* sums);
