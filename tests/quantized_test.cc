@@ -16,6 +16,8 @@
 #include "executor_harness.h"
 #include "frontend/onnx_import.h"
 #include "kernels/reference/reference_kernels.h"
+#include "ops/cpu_isa.h"
+#include "ops/qconv_direct.h"
 #include "ops/quantize_kernels.h"
 #include "passes/fuse_qdq.h"
 #include "passes/infer_shapes.h"
@@ -156,6 +158,94 @@ TEST(QuantizeKernels, QAddEqualsTheScalarReference) {
         const int32_t vb = is_signed ? static_cast<int8_t>(b[i]) : b[i];
         ASSERT_EQ(got[i], static_cast<uint8_t>(kiln_qadd(va, vb, &p)))
             << va << " + " << vb << " scales " << sa << " " << sb << " " << sy;
+      }
+    }
+  }
+}
+
+// QConvDirect (ops/qconv_direct.h) equals the convolution's definition, on its VNNI path (where
+// the CPU has one) and its AVX2 path: depthwise (strides, dilations, pads, 1-D, more than one
+// block of channels), grouped and plain (depth and pixel counts off the vector widths), int8 and
+// uint8 x with zero points, with and without a bias, batches of two.
+TEST(QuantizeKernels, DirectConvolutionEqualsTheDefinition) {
+  struct Case {
+    Dims x;  // [n, c, spatial...]
+    int64_t m, group;
+    Dims kernel, strides, dilations, pads;  // pads: begin per axis (the output takes the end)
+    DType x_type;
+    int32_t x_zp;
+    bool bias;
+  };
+  const Case cases[] = {
+      {{2, 20, 9, 7}, 20, 20, {3, 3}, {1, 1}, {1, 1}, {1, 1}, DType::kInt8, -3, true},
+      {{1, 18, 12, 11}, 18, 18, {3, 3}, {2, 2}, {1, 1}, {1, 0}, DType::kUInt8, 131, true},
+      {{1, 8, 10, 10}, 8, 8, {3, 3}, {1, 2}, {2, 1}, {2, 1}, DType::kInt8, 5, false},
+      {{2, 6, 30}, 6, 6, {5}, {2}, {1}, {2}, DType::kUInt8, 7, true},
+      {{1, 13, 9, 10}, 21, 1, {3, 3}, {2, 1}, {1, 1}, {1, 1}, DType::kInt8, -128, true},
+      {{2, 12, 7, 5}, 10, 2, {3, 2}, {1, 1}, {1, 2}, {0, 1}, DType::kUInt8, 128, false},
+      {{1, 37, 6, 6}, 19, 1, {1, 1}, {1, 1}, {1, 1}, {0, 0}, DType::kUInt8, 0, true},
+      {{1, 3, 40}, 7, 1, {7}, {1}, {1}, {3}, DType::kInt8, 12, true},
+  };
+  std::mt19937 rng(21);
+  std::uniform_int_distribution<int> byte(0, 255), weight(-127, 127), bias_v(-5000, 5000);
+  for (const Case& c : cases) {
+    const size_t nd = c.kernel.size();
+    ConvGeom g;
+    g.n = c.x[0];
+    g.c = c.x[1];
+    g.m = c.m;
+    g.group = c.group;
+    g.in.assign(c.x.begin() + 2, c.x.end());
+    g.kernel = c.kernel;
+    g.strides = c.strides;
+    g.dilations = c.dilations;
+    g.pads_begin = c.pads;
+    for (size_t d = 0; d < nd; ++d)
+      g.out.push_back(
+          (g.in[d] + 2 * c.pads[d] - (c.kernel[d] - 1) * c.dilations[d] - 1) / c.strides[d] + 1);
+    Dims wd = {c.m, c.x[1] / c.group};
+    wd.insert(wd.end(), c.kernel.begin(), c.kernel.end());
+    Tensor x(c.x_type, c.x), w(DType::kInt8, wd), b(DType::kInt32, {c.m});
+    for (int64_t i = 0; i < x.size(); ++i) static_cast<uint8_t*>(x.raw())[i] = byte(rng);
+    for (int64_t i = 0; i < w.size(); ++i) w.data<int8_t>()[i] = static_cast<int8_t>(weight(rng));
+    for (int64_t i = 0; i < b.size(); ++i) b.data<int32_t>()[i] = bias_v(rng);
+    // The definition.
+    const int64_t oh = nd == 2 ? g.out[0] : 1, ow = g.out[nd - 1], h = nd == 2 ? g.in[0] : 1,
+                  wi = g.in[nd - 1], kh = nd == 2 ? c.kernel[0] : 1, kw = c.kernel[nd - 1];
+    const int64_t cg = g.c / g.group, mg = g.m / g.group;
+    // The leading spatial axis's value, or `flat` for a 1-D convolution.
+    auto lead = [&](const Dims& v, int64_t flat) { return nd == 2 ? v[0] : flat; };
+    const int64_t sh = lead(c.strides, 1), dh = lead(c.dilations, 1), ph = lead(c.pads, 0);
+    const int64_t sw = c.strides[nd - 1], dw = c.dilations[nd - 1], pw = c.pads[nd - 1];
+    std::vector<int32_t> want(g.n * g.m * oh * ow);
+    for (int64_t n = 0; n < g.n; ++n)
+      for (int64_t m = 0; m < g.m; ++m)
+        for (int64_t oy = 0; oy < oh; ++oy)
+          for (int64_t ox = 0; ox < ow; ++ox) {
+            int32_t acc = c.bias ? b.data<int32_t>()[m] : 0;
+            for (int64_t ci = 0; ci < cg; ++ci)
+              for (int64_t ky = 0; ky < kh; ++ky)
+                for (int64_t kx = 0; kx < kw; ++kx) {
+                  const int64_t iy = oy * sh - ph + ky * dh, ix = ox * sw - pw + kx * dw;
+                  if (iy < 0 || iy >= h || ix < 0 || ix >= wi) continue;
+                  const int64_t ch = m / mg * cg + ci;
+                  const uint8_t xb =
+                      static_cast<const uint8_t*>(x.raw())[((n * g.c + ch) * h + iy) * wi + ix];
+                  const int32_t xv = c.x_type == DType::kInt8 ? static_cast<int8_t>(xb) : xb;
+                  acc += (xv - c.x_zp) * w.data<int8_t>()[((m * cg + ci) * kh + ky) * kw + kx];
+                }
+            want[((n * g.m + m) * oh + oy) * ow + ox] = acc;
+          }
+    for (Isa isa : {Isa::kAuto, Isa::kAvx2}) {
+      if (!IsaSupported(isa)) continue;
+      std::vector<int32_t> got(want.size(), 12345);
+      std::unique_ptr<NodeState> state;
+      for (int threads : {1, 2}) {
+        ASSERT_TRUE(QConvDirect(g, x, c.x_zp, w, true, c.bias ? &b : nullptr, threads, &state,
+                                got.data(), isa))
+            << "isa " << IsaName(isa);
+        ASSERT_EQ(got, want) << "x " << DimsToString(c.x) << " group " << c.group << " isa "
+                             << IsaName(isa) << " threads " << threads;
       }
     }
   }

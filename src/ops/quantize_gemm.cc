@@ -9,6 +9,7 @@
 #include "ops/conv_int8_dnnl.h"
 #include "ops/gemm_dnnl.h"
 #include "ops/gemm_kernels.h"
+#include "ops/qconv_direct.h"
 #include "ops/quantize.h"
 #include "ops/quantize_kernels.h"
 #include "ops/scratch.h"
@@ -35,6 +36,7 @@ struct IntGemmState : NodeState {
   // with, w's columns as the float GEMM's packed operands, one per depth chunk (made on demand).
   std::map<int64_t, std::vector<PackedB<float>>> w_packed;
   std::vector<std::unique_ptr<NodeState>> gemms;
+  std::unique_ptr<NodeState> direct;  // QConvDirect's
   bool ran = false;  // the GEMM took the product: the original weights are no longer read
   // A convolution on oneDNN's int8 convolution instead (DnnlConvInt8), holding the constant
   // weights of input conv_w_input once it ran.
@@ -167,21 +169,9 @@ void ApplyZeroPoints(int threads, const uint8_t* a, bool a_signed, int64_t rows,
 }
 
 // One 2-D convolution geometry, 1-D as height 1.
-struct Plane {
-  int64_t h, w, kh, kw, sh, sw, dh, dw, ph, pw, oh, ow;
-};
-
-Plane PlaneOf(const ConvGeom& g) {
-  const bool two = g.in.size() == 2;
-  const size_t l = g.in.size() - 1;
-  return {two ? g.in[0] : 1,         g.in[l],         two ? g.kernel[0] : 1,    g.kernel[l],
-          two ? g.strides[0] : 1,    g.strides[l],    two ? g.dilations[0] : 1, g.dilations[l],
-          two ? g.pads_begin[0] : 0, g.pads_begin[l], two ? g.out[0] : 1,       g.out[l]};
-}
-
 // The convolution on oneDNN's int8 convolution kernels, where they take it (1-D or 2-D, a CPU
 // with VNNI). nhwc: scratch for one image of x channels-last.
-bool ConvByDnnl(ComputeContext& ctx, IntGemmState* st, const ConvGeom& g, const Plane& q,
+bool ConvByDnnl(ComputeContext& ctx, IntGemmState* st, const ConvGeom& g, const ConvPlane& q,
                 const Tensor& x, int32_t x_zp, const Tensor& w, const Tensor* w_zp,
                 const Tensor* bias, int w_input, uint8_t* nhwc, int32_t* out) {
   if (st->conv_refused || (bias && bias->dtype() != DType::kInt32)) return false;
@@ -231,7 +221,7 @@ bool ConvByDnnl(ComputeContext& ctx, IntGemmState* st, const ConvGeom& g, const 
 
 // col [pixels, taps * cg]: each output pixel's window over channels [c0, c0 + cg) of a
 // channels-last image, tap by tap, `pad` where the window leaves the image.
-void Im2Col(const Plane& q, const uint8_t* nhwc, int64_t c, int64_t c0, int64_t cg, uint8_t pad,
+void Im2Col(const ConvPlane& q, const uint8_t* nhwc, int64_t c, int64_t c0, int64_t cg, uint8_t pad,
             uint8_t* col, int threads) {
   const int64_t depth = q.kh * q.kw * cg;
   const int t = static_cast<int>(std::min<int64_t>(threads, q.oh * q.ow * depth / (64 << 10) + 1));
@@ -257,7 +247,7 @@ void Im2Col(const Plane& q, const uint8_t* nhwc, int64_t c, int64_t c0, int64_t 
 // threads: every tap's products added along output rows in float32, exact while the taps are
 // at most 256 (|(x - x_zp)(w - w_zp)| <= 255 * 255, 256 of them under 2^24). The general loop
 // took 14x ONNX Runtime's time.
-bool IntDepthwise(const ConvGeom& g, const Plane& q, const Tensor& x, int32_t x_zp, const Tensor& w,
+bool IntDepthwise(const ConvGeom& g, const ConvPlane& q, const Tensor& x, int32_t x_zp, const Tensor& w,
                   const Tensor* w_zp, const Tensor* bias, int32_t* out, int threads) {
   if (g.group != g.c || g.m != g.c || q.kh * q.kw > 256) return false;
   const bool x_signed = x.dtype() == DType::kInt8, w_signed = w.dtype() == DType::kInt8;
@@ -309,6 +299,14 @@ bool IntDepthwise(const ConvGeom& g, const Plane& q, const Tensor& x, int32_t x_
 
 }  // namespace
 
+ConvPlane PlaneOf(const ConvGeom& g) {
+  const bool two = g.in.size() == 2;
+  const size_t l = g.in.size() - 1;
+  return {two ? g.in[0] : 1,         g.in[l],         two ? g.kernel[0] : 1,    g.kernel[l],
+          two ? g.strides[0] : 1,    g.strides[l],    two ? g.dilations[0] : 1, g.dilations[l],
+          two ? g.pads_begin[0] : 0, g.pads_begin[l], two ? g.out[0] : 1,       g.out[l]};
+}
+
 bool IntMatMulByGemm(ComputeContext& ctx, const Tensor& a, const Tensor* a_zp, int64_t m,
                      const Tensor& b, const Tensor* b_zp, int b_input, int32_t* out) {
   if (b.rank() != 2 || a.rank() < 1) return false;
@@ -340,7 +338,7 @@ bool IntConvByGemm(ComputeContext& ctx, const ConvGeom& g, const Tensor& x, int3
                    const Tensor& w, const Tensor* w_zp, const Tensor* bias, int w_input,
                    int32_t* out) {
   if (g.in.size() < 1 || g.in.size() > 2) return false;
-  const Plane q = PlaneOf(g);
+  const ConvPlane q = PlaneOf(g);
   const int64_t cg = g.c / g.group, mg = g.m / g.group, taps = q.kh * q.kw;
   const int64_t depth = cg * taps, pixels = q.oh * q.ow;
   if (depth > kMaxDepth || pixels == 0 || g.n == 0) return false;
@@ -348,6 +346,13 @@ bool IntConvByGemm(ComputeContext& ctx, const ConvGeom& g, const Tensor& x, int3
     return false;
   std::unique_ptr<NodeState> local;
   IntGemmState* st = StateOf(ctx, &local);
+  const bool w_exact = w.dtype() == DType::kInt8 &&
+                      (!w_zp || std::all_of(static_cast<const int8_t*>(w_zp->raw()),
+                                            static_cast<const int8_t*>(w_zp->raw()) + w_zp->size(),
+                                            [](int8_t z) { return z == 0; }));
+  if (w_exact && QConvDirect(g, x, x_zp, w, ctx.input_constant(w_input), bias, ctx.threads(),
+                             &st->direct, out))
+    return true;
   auto* nhwc = Scratch<uint8_t>(ScratchSlot::kPadded, q.h * q.w * g.c);
   if (ConvByDnnl(ctx, st, g, q, x, x_zp, w, w_zp, bias, w_input, nhwc, out)) return true;
   if (IntDepthwise(g, q, x, x_zp, w, w_zp, bias, out, ctx.threads())) return true;

@@ -17,6 +17,12 @@ struct ConvGeom {
   Dims in, kernel, out, strides, dilations, pads_begin;
 };
 
+// A 1-D or 2-D ConvGeom's plane (a 1-D one as one row).
+struct ConvPlane {
+  int64_t h, w, kh, kw, sh, sw, dh, dw, ph, pw, oh, ow;
+};
+ConvPlane PlaneOf(const ConvGeom& g);
+
 // out [rows, n] = (A - a_zp) (B - b_zp) in int32: A [rows, k] 8-bit row-major (a_zp: 1 value or
 // one per row of a [m, k] matrix repeated over rows), B [k, n] 8-bit input `b_input` (b_zp: 1 or
 // n values). False (nothing written) where this path does not apply.

@@ -27,6 +27,8 @@ enum class ScratchSlot {
   kQuantConvSums,   // an integer convolution's sums for one image and group
   kIntAsFloatA,
   kIntAsFloatC,  // an integer product's operand and sums in float32 (Int8GemmByFloat, IntDepthwise)
+  kQuantPlane,   // a depthwise integer convolution's padded plane (qconv_direct)
+  kQuantPacked,  // an integer convolution's packed windows (qconv_direct)
   kResizePass0,
   kResizePass1,  // a separable Resize's results between its passes
   kCount

@@ -1,0 +1,397 @@
+#include "ops/qconv_direct.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "ops/cpu_isa.h"
+#include "ops/scratch.h"
+#include "ops/simd.h"
+#include "ops/thread_pool.h"
+
+#if KILN_X86_DISPATCH
+#include <immintrin.h>
+#endif
+
+namespace kiln::ops {
+namespace {
+
+// The value of stored byte b of x.
+KILN_AI int32_t XValue(uint8_t b, bool is_signed) { return is_signed ? static_cast<int8_t>(b) : b; }
+
+// ---- Depthwise
+
+// Sixteen channels at a time, one per lane (GCC's vector extension: a zmm on AVX-512, two ymm on
+// AVX2), so that a small plane costs no per-channel overhead.
+constexpr int kLanes = 16;
+using Lanes = int32_t __attribute__((vector_size(4 * kLanes)));
+
+// plane [rows, cols] of Lanes holds x - x_zp of the block's channels, zero in the padding and in
+// channels past the last; w [taps] of Lanes; out [oh, ow] of Lanes starts at the bias and gains
+// every tap.
+struct DepthwiseBody {
+  static KILN_AI void Run(const Lanes* plane, int64_t cols, const Lanes* w, const Lanes* bias,
+                          const ConvPlane* q, Lanes* out) {
+    const Lanes b = *bias;
+    for (int64_t oy = 0; oy < q->oh; ++oy)
+      for (int64_t ox = 0; ox < q->ow; ++ox) {
+        Lanes acc = b;
+        const Lanes* at = plane + oy * q->sh * cols + ox * q->sw;
+        for (int64_t kh = 0; kh < q->kh; ++kh)
+          for (int64_t kw = 0; kw < q->kw; ++kw)
+            acc += w[kh * q->kw + kw] * at[kh * q->dh * cols + kw * q->dw];
+        out[oy * q->ow + ox] = acc;
+      }
+  }
+};
+
+template <class Body, class... A>
+void RunBest(Isa isa, A... a) {
+#if KILN_X86_DISPATCH
+  if (isa != Isa::kAvx2 && IsaSupported(Isa::kAvx512)) {
+    [](A... b) __attribute__((target("avx512f,avx512bw,avx512vl"))) { Body::Run(b...); }
+    (a...);
+    return;
+  }
+  if (IsaSupported(Isa::kAvx2)) {
+    [](A... b) __attribute__((target("avx2"))) { Body::Run(b...); }
+    (a...);
+    return;
+  }
+#endif
+  Body::Run(a...);
+}
+
+void Depthwise(const ConvGeom& g, const ConvPlane& q, const Tensor& x, int32_t x_zp,
+               const Tensor& w, const Tensor* bias, int threads, Isa isa, int32_t* out) {
+  const bool x_signed = x.dtype() == DType::kInt8;
+  const auto* xb = static_cast<const uint8_t*>(x.raw());
+  const auto* wb = w.data<int8_t>();
+  const int64_t taps = q.kh * q.kw, plane_in = q.h * q.w, plane_out = q.oh * q.ow;
+  // The padded plane: the rows and columns the windows cover.
+  const int64_t rows = (q.oh - 1) * q.sh + (q.kh - 1) * q.dh + 1;
+  const int64_t cols = (q.ow - 1) * q.sw + (q.kw - 1) * q.dw + 1;
+  const int64_t blocks = (g.c + kLanes - 1) / kLanes;
+  const int t = static_cast<int>(std::min<int64_t>(threads, g.n * g.c * plane_out / 4096 + 1));
+  ParallelFor(t, g.n * blocks, [&](int64_t j0, int64_t j1) {
+    auto* plane = static_cast<Lanes*>(ScratchBytes(
+        ScratchSlot::kQuantPlane, static_cast<size_t>(rows * cols + taps + 1 + plane_out) * 64));
+    Lanes *wv = plane + rows * cols, *bv = wv + taps, *acc = bv + 1;
+    for (int64_t j = j0; j < j1; ++j) {
+      const int64_t n = j / blocks, c0 = j % blocks * kLanes;
+      const int lanes = static_cast<int>(std::min<int64_t>(kLanes, g.c - c0));
+      std::memset(static_cast<void*>(plane), 0, static_cast<size_t>(rows * cols) * 64);
+      std::memset(static_cast<void*>(wv), 0, static_cast<size_t>(taps + 1) * 64);
+      for (int l = 0; l < lanes; ++l) {
+        const int64_t ch = c0 + l;
+        const uint8_t* src = xb + (n * g.c + ch) * plane_in;
+        for (int64_t iy = 0; iy < q.h; ++iy) {
+          const int64_t r = iy + q.ph;
+          if (r >= rows) break;
+          for (int64_t ix = 0; ix < q.w && ix + q.pw < cols; ++ix)
+            plane[r * cols + ix + q.pw][l] = XValue(src[iy * q.w + ix], x_signed) - x_zp;
+        }
+        for (int64_t i = 0; i < taps; ++i) wv[i][l] = wb[ch * taps + i];
+        bv[0][l] = bias ? bias->data<int32_t>()[ch] : 0;
+      }
+      RunBest<DepthwiseBody>(isa, static_cast<const Lanes*>(plane), cols,
+                             static_cast<const Lanes*>(wv), static_cast<const Lanes*>(bv), &q, acc);
+      for (int l = 0; l < lanes; ++l) {
+        int32_t* dst = out + (n * g.c + c0 + l) * plane_out;
+        for (int64_t i = 0; i < plane_out; ++i) dst[i] = acc[i][l];
+      }
+    }
+  });
+}
+
+// ---- The packed product of the other convolutions
+
+// Depth is padded to a multiple of four (VNNI: four 8-bit values a lane) or two (AVX2: two int16
+// values a lane); pixels to a multiple of 16 (VNNI) or 8 (AVX2), the lanes of a vector.
+enum class Path { kVnni, kAvx2 };
+
+struct QConvDirectState : NodeState {
+  const void* w_from = nullptr;  // the constant weights held rearranged (null: none)
+  Dims w_dims;
+  Path path = Path::kVnni;
+  int64_t k_pad = 0;           // the padded depth
+  std::vector<int8_t> w8;      // VNNI: [M, k_pad] int8
+  std::vector<int16_t> w16;    // AVX2: [M, k_pad] int16
+  std::vector<int32_t> w_sum;  // per output channel: the sum of its weights
+  std::string Kernel() const override {
+    return path == Path::kVnni ? "kiln int8 vnni" : "kiln int8 avx2";
+  }
+};
+
+bool HasVnni() {
+#if KILN_X86_DISPATCH
+  static const bool has = IsaSupported(Isa::kAvx512) && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512vnni");
+  return has;
+#else
+  return false;
+#endif
+}
+
+#if KILN_X86_DISPATCH
+// out rows [m0, m0 + MB) over pixels [0, pixels): bias plus the products of w rows (k_pad int8
+// each) with b [k_pad / 4][p_pad][4] (unsigned bytes).
+template <int MB>
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) void VnniRows(const int8_t* w, int64_t k_pad,
+                                                                     const uint8_t* b,
+                                                                     int64_t pixels, int64_t p_pad,
+                                                                     const int32_t* bias,
+                                                                     int32_t* out) {
+  for (int64_t p = 0; p < p_pad; p += 32) {
+    const bool two = p + 16 < p_pad;
+    __m512i acc[MB][2];
+    for (int i = 0; i < MB; ++i) acc[i][0] = acc[i][1] = _mm512_set1_epi32(bias[i]);
+    for (int64_t kb = 0; kb < k_pad / 4; ++kb) {
+      const uint8_t* at = b + (kb * p_pad + p) * 4;
+      const __m512i b0 = _mm512_loadu_si512(at);
+      const __m512i b1 = two ? _mm512_loadu_si512(at + 64) : b0;
+      for (int i = 0; i < MB; ++i) {
+        int32_t word;
+        std::memcpy(&word, w + i * k_pad + kb * 4, 4);
+        const __m512i wv = _mm512_set1_epi32(word);
+        acc[i][0] = _mm512_dpbusd_epi32(acc[i][0], b0, wv);
+        if (two) acc[i][1] = _mm512_dpbusd_epi32(acc[i][1], b1, wv);
+      }
+    }
+    for (int j = 0; j < (two ? 2 : 1); ++j) {
+      const int64_t left = pixels - (p + 16 * j);
+      if (left <= 0) break;
+      const __mmask16 mask = left >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << left) - 1);
+      for (int i = 0; i < MB; ++i)
+        _mm512_mask_storeu_epi32(out + i * pixels + p + 16 * j, mask, acc[i][j]);
+    }
+  }
+}
+
+// The same on AVX2: w rows of k_pad int16, b [k_pad / 2][p_pad][2] int16.
+template <int MB>
+__attribute__((target("avx2"))) void Avx2Rows(const int16_t* w, int64_t k_pad, const int16_t* b,
+                                              int64_t pixels, int64_t p_pad, const int32_t* bias,
+                                              int32_t* out) {
+  for (int64_t p = 0; p < p_pad; p += 16) {
+    const bool two = p + 8 < p_pad;
+    __m256i acc[MB][2];
+    for (int i = 0; i < MB; ++i) acc[i][0] = acc[i][1] = _mm256_set1_epi32(bias[i]);
+    for (int64_t kb = 0; kb < k_pad / 2; ++kb) {
+      const int16_t* at = b + (kb * p_pad + p) * 2;
+      const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at));
+      const __m256i b1 = two ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at + 16)) : b0;
+      for (int i = 0; i < MB; ++i) {
+        int32_t pair;
+        std::memcpy(&pair, w + i * k_pad + kb * 2, 4);
+        const __m256i wv = _mm256_set1_epi32(pair);
+        acc[i][0] = _mm256_add_epi32(acc[i][0], _mm256_madd_epi16(b0, wv));
+        if (two) acc[i][1] = _mm256_add_epi32(acc[i][1], _mm256_madd_epi16(b1, wv));
+      }
+    }
+    for (int j = 0; j < (two ? 2 : 1); ++j) {
+      const int64_t at = p + 8 * j, left = pixels - at;
+      if (left <= 0) break;
+      for (int i = 0; i < MB; ++i) {
+        if (left >= 8) {
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i * pixels + at), acc[i][j]);
+        } else {
+          alignas(32) int32_t lanes[8];
+          _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), acc[i][j]);
+          std::copy_n(lanes, left, out + i * pixels + at);
+        }
+      }
+    }
+  }
+}
+#endif
+
+// Calls rows.template operator()<MB>(m) over [m0, m1) in blocks of four rows and a last of fewer.
+template <class F>
+void InBlocks(int64_t m0, int64_t m1, F&& rows) {
+  int64_t m = m0;
+  for (; m + 4 <= m1; m += 4) rows.template operator()<4>(m);
+  switch (m1 - m) {
+    case 3:
+      return rows.template operator()<3>(m);
+    case 2:
+      return rows.template operator()<2>(m);
+    case 1:
+      return rows.template operator()<1>(m);
+    default:
+      return;
+  }
+}
+
+// The weights rearranged into st (unless it holds these constant weights already).
+void LayOutWeights(QConvDirectState* st, const Tensor& w, bool w_constant, Path path, int64_t m,
+                   int64_t depth) {
+  if (w_constant && st->w_from == w.raw() && st->w_dims == w.dims() && st->path == path) return;
+  st->path = path;
+  st->k_pad = st->path == Path::kVnni ? (depth + 3) / 4 * 4 : (depth + 1) / 2 * 2;
+  const int8_t* wv = w.data<int8_t>();
+  st->w8.assign(st->path == Path::kVnni ? m * st->k_pad : 0, 0);
+  st->w16.assign(st->path == Path::kAvx2 ? m * st->k_pad : 0, 0);
+  st->w_sum.assign(m, 0);
+  for (int64_t j = 0; j < m; ++j)
+    for (int64_t k = 0; k < depth; ++k) {
+      const int8_t v = wv[j * depth + k];
+      if (st->path == Path::kVnni)
+        st->w8[j * st->k_pad + k] = v;
+      else
+        st->w16[j * st->k_pad + k] = v;
+      st->w_sum[j] += v;
+    }
+  st->w_from = w_constant ? w.raw() : nullptr;
+  st->w_dims = w.dims();
+}
+
+// d[p] = the four rows' bytes at p, one per byte of a lane, xor flip (VNNI's packing).
+struct InterleaveBytes {
+  static KILN_AI void Run(const uint8_t* r0, const uint8_t* r1, const uint8_t* r2,
+                          const uint8_t* r3, int64_t n, uint32_t flip, uint32_t* d) {
+    for (int64_t p = 0; p < n; ++p)
+      d[p] = (r0[p] | r1[p] << 8 | r2[p] << 16 | static_cast<uint32_t>(r3[p]) << 24) ^ flip;
+  }
+};
+
+// d[p] = the two rows' values at p less zp, as the int16 halves of a lane (AVX2's packing).
+template <class T>
+struct InterleavePairs {
+  static KILN_AI void Run(const T* r0, const T* r1, int64_t n, int32_t zp, uint32_t* d) {
+    for (int64_t p = 0; p < n; ++p)
+      d[p] = static_cast<uint16_t>(r0[p] - zp) |
+             static_cast<uint32_t>(static_cast<uint16_t>(r1[p] - zp)) << 16;
+  }
+};
+
+// Fills row[p] for every output pixel p with x's stored byte under window position k (channel c
+// of the image's group, tap t) or, in the padding, the stored zero point.
+void WindowRow(const ConvPlane& q, const uint8_t* channel, int64_t t, uint8_t pad, uint8_t* row) {
+  const int64_t kh = t / q.kw, kw = t % q.kw;
+  // Output columns [lo, hi) read inside a row: ix = ox * sw + off.
+  const int64_t off = kw * q.dw - q.pw;
+  const int64_t lo = std::min(q.ow, off >= 0 ? 0 : (-off + q.sw - 1) / q.sw);
+  const int64_t hi = std::max(lo, std::min(q.ow, q.w - off <= 0 ? 0 : (q.w - off - 1) / q.sw + 1));
+  for (int64_t oy = 0; oy < q.oh; ++oy) {
+    const int64_t iy = oy * q.sh - q.ph + kh * q.dh;
+    uint8_t* d = row + oy * q.ow;
+    if (iy < 0 || iy >= q.h) {
+      std::fill_n(d, q.ow, pad);
+      continue;
+    }
+    const uint8_t* src = channel + iy * q.w + off;
+    std::fill(d, d + lo, pad);
+    if (q.sw == 1) {
+      std::copy(src + lo, src + hi, d + lo);
+    } else {
+      for (int64_t ox = lo; ox < hi; ++ox) d[ox] = src[ox * q.sw];
+    }
+    std::fill(d + hi, d + q.ow, pad);
+  }
+}
+
+// The packed windows of one image's group: VNNI's [k_pad / 4][p_pad][4] bytes, x's stored bytes
+// with int8 shifted to unsigned (flip 0x80); AVX2's [k_pad / 2][p_pad][2] int16 of x - x_zp.
+// rows: scratch for four rows of `pixels` bytes.
+void PackWindows(const QConvDirectState& st, const ConvPlane& q, const uint8_t* image, int64_t c0,
+                 int64_t cg, bool x_signed, int32_t x_zp, int64_t p_pad, Isa isa, uint8_t* rows,
+                 void* packed) {
+  const int64_t taps = q.kh * q.kw, depth = cg * taps, pixels = q.oh * q.ow;
+  const auto zp_byte = static_cast<uint8_t>(x_zp);
+  const int lanes = st.path == Path::kVnni ? 4 : 2;
+  const bool one_pixel =
+      taps == 1 && q.sh == 1 && q.sw == 1 && q.ph == 0 && q.pw == 0 && q.oh == q.h && q.ow == q.w;
+  for (int64_t k0 = 0; k0 < st.k_pad; k0 += lanes) {
+    const uint8_t* r[4];
+    for (int i = 0; i < lanes; ++i) {
+      const int64_t k = k0 + i;
+      if (k >= depth) {  // times zero weights: any value
+        std::fill_n(rows + i * pixels, pixels, zp_byte);
+        r[i] = rows + i * pixels;
+      } else if (one_pixel) {
+        r[i] = image + (c0 + k) * q.h * q.w;
+      } else {
+        WindowRow(q, image + (c0 + k / taps) * q.h * q.w, k % taps, zp_byte, rows + i * pixels);
+        r[i] = rows + i * pixels;
+      }
+    }
+    auto* d = static_cast<uint32_t*>(packed) + k0 / lanes * p_pad;
+    if (st.path == Path::kVnni)
+      RunBest<InterleaveBytes>(isa, r[0], r[1], r[2], r[3], pixels, x_signed ? 0x80808080u : 0u, d);
+    else if (x_signed)
+      RunBest<InterleavePairs<int8_t>>(isa, reinterpret_cast<const int8_t*>(r[0]),
+                                       reinterpret_cast<const int8_t*>(r[1]), pixels, x_zp, d);
+    else
+      RunBest<InterleavePairs<uint8_t>>(isa, r[0], r[1], pixels, x_zp, d);
+    std::fill(d + pixels, d + p_pad, 0u);
+  }
+}
+
+}  // namespace
+
+bool QConvDirect(const ConvGeom& g, const Tensor& x, int32_t x_zp, const Tensor& w, bool w_constant,
+                 const Tensor* bias, int threads, std::unique_ptr<NodeState>* state, int32_t* out,
+                 Isa isa) {
+  if (ReferenceKernels() || g.in.empty() || g.in.size() > 2 || w.dtype() != DType::kInt8 ||
+      (bias && bias->dtype() != DType::kInt32) || g.n * g.m == 0)
+    return false;
+  const ConvPlane q = PlaneOf(g);
+  const int64_t cg = g.c / g.group, mg = g.m / g.group, pixels = q.oh * q.ow;
+  if (pixels == 0) return false;
+  if (cg == 1 && mg == 1) {
+#if KILN_X86_DISPATCH
+    if (!IsaSupported(Isa::kAvx2)) return false;
+    Depthwise(g, q, x, x_zp, w, bias, threads, isa, out);
+    return true;
+#else
+    return false;
+#endif
+  }
+  const int64_t depth = cg * q.kh * q.kw;
+  const bool vnni_path = isa != Isa::kAvx2 && HasVnni();
+  if (!vnni_path && !IsaSupported(Isa::kAvx2)) return false;
+  auto* st = dynamic_cast<QConvDirectState*>(state->get());
+  if (!st) {
+    auto fresh = std::make_unique<QConvDirectState>();
+    st = fresh.get();
+    *state = std::move(fresh);
+  }
+  LayOutWeights(st, w, w_constant, vnni_path ? Path::kVnni : Path::kAvx2, g.m, depth);
+  const bool vnni = st->path == Path::kVnni, x_signed = x.dtype() == DType::kInt8;
+  const int64_t p_pad = (pixels + 15) / 16 * 16;
+  // VNNI multiplies x's bytes as unsigned: x + 128 for int8, whose zero point moves alike; the
+  // bias takes that zero point's products, which the padding's bytes cancel.
+  const int64_t zp_unsigned = x_zp + (x_signed ? 128 : 0);
+  std::vector<int32_t> folded(g.m);
+  for (int64_t j = 0; j < g.m; ++j)
+    folded[j] = static_cast<int32_t>((bias ? bias->data<int32_t>()[j] : 0) -
+                                     (vnni ? zp_unsigned * st->w_sum[j] : 0));
+  auto* rows = Scratch<uint8_t>(ScratchSlot::kConvColumns, static_cast<size_t>(4 * pixels));
+  void* packed = Scratch<uint32_t>(ScratchSlot::kQuantPacked,
+                                   static_cast<size_t>(st->k_pad / (vnni ? 4 : 2) * p_pad));
+  const auto* xb = static_cast<const uint8_t*>(x.raw());
+  const int t = static_cast<int>(std::min<int64_t>(threads, mg * pixels * depth / (1 << 18) + 1));
+  for (int64_t n = 0; n < g.n; ++n)
+    for (int64_t gr = 0; gr < g.group; ++gr) {
+      PackWindows(*st, q, xb + n * g.c * q.h * q.w, gr * cg, cg, x_signed, x_zp, p_pad, isa, rows,
+                  packed);
+      int32_t* dst = out + (n * g.m + gr * mg) * pixels;
+      ParallelFor(t, (mg + 3) / 4, [&](int64_t b0, int64_t b1) {
+        InBlocks(gr * mg + b0 * 4, gr * mg + std::min(mg, b1 * 4), [&]<int MB>(int64_t m) {
+#if KILN_X86_DISPATCH
+          int32_t* o = dst + (m - gr * mg) * pixels;
+          if (vnni)
+            VnniRows<MB>(st->w8.data() + m * st->k_pad, st->k_pad,
+                         static_cast<const uint8_t*>(packed), pixels, p_pad, folded.data() + m, o);
+          else
+            Avx2Rows<MB>(st->w16.data() + m * st->k_pad, st->k_pad,
+                         static_cast<const int16_t*>(packed), pixels, p_pad, folded.data() + m, o);
+#endif
+        });
+      });
+    }
+  return true;
+}
+
+}  // namespace kiln::ops

@@ -1,0 +1,32 @@
+// Integer convolutions with int8 weights of zero point 0 (what `kiln quantize` writes and fuse-qdq
+// runs as com.kiln QLinearConv), in the model's channels-first layout: no layout changes and no
+// per-call primitive set-up, which cost a small quantized network more than its arithmetic.
+// The sums are exact int32:
+//  - depthwise (one input and one output channel per group): each channel's plane, less x's zero
+//    point, widened to int16 and padded with zeros, and each tap added across an output row;
+//  - the rest: the windows of a group packed four values per 32-bit lane (x's stored bytes as
+//    unsigned, int8 shifted by 128, the padding x's zero point) times the weights on AVX-512 VNNI
+//    (vpdpbusd), x's zero point folded into the bias; where the CPU has AVX2 but no VNNI, x less
+//    its zero point as pairs of int16 (vpmaddwd).
+// Loops compiled for the best ISA (ops/cpu_isa.h); not under the reference kernel set.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "ops/common.h"
+#include "ops/cpu_isa.h"
+#include "ops/quantize_gemm.h"
+
+namespace kiln::ops {
+
+// out[n][m][pixel] = bias[m] + the sum over m's window of w * (x - x_zp); x int8 or uint8, w int8
+// of the geometry's [M, C / group, kh, kw] (1-D or 2-D), bias int32 or null. `w_constant`: w's
+// bytes do not change between calls, so that `state` keeps them rearranged. False (nothing
+// written) where the convolution is not of that form or the CPU has no fast path for it.
+// `isa`: kAvx2 takes the AVX2 paths on a CPU with VNNI too (tests); kAuto the best.
+bool QConvDirect(const ConvGeom& g, const Tensor& x, int32_t x_zp, const Tensor& w, bool w_constant,
+                 const Tensor* bias, int threads, std::unique_ptr<NodeState>* state, int32_t* out,
+                 Isa isa = Isa::kAuto);
+
+}  // namespace kiln::ops
