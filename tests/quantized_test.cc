@@ -240,12 +240,35 @@ TEST(QuantizeKernels, DirectConvolutionEqualsTheDefinition) {
       if (!IsaSupported(isa)) continue;
       std::vector<int32_t> got(want.size(), 12345);
       std::unique_ptr<NodeState> state;
+      QConvOutput sums;
+      sums.sums = got.data();
+      // And requantized: a multiplier per output channel, int8 output with a zero point.
+      std::vector<int32_t> mult(g.m), shift(g.m);
+      for (int64_t m = 0; m < g.m; ++m)
+        kiln_requant_multiplier(1e-3 * static_cast<double>(m % 5 + 1), &mult[m], &shift[m]);
+      const int64_t plane = static_cast<int64_t>(want.size()) / (g.n * g.m);
+      std::vector<uint8_t> want_y(want.size()), got_y(want.size());
+      for (size_t e = 0; e < want.size(); ++e) {
+        const int64_t m = static_cast<int64_t>(e) / plane % g.m;
+        want_y[e] =
+            static_cast<uint8_t>(kiln_requant_right(want[e], mult[m], shift[m], 3, -128, 127));
+      }
+      QConvOutput requantized;
+      requantized.y = got_y.data();
+      requantized.mult = mult.data();
+      requantized.shift = shift.data();
+      requantized.zp = 3;
+      requantized.lo = -128;
+      requantized.hi = 127;
       for (int threads : {1, 2}) {
-        ASSERT_TRUE(QConvDirect(g, x, c.x_zp, w, true, c.bias ? &b : nullptr, threads, &state,
-                                got.data(), isa))
+        ASSERT_TRUE(
+            QConvDirect(g, x, c.x_zp, w, true, c.bias ? &b : nullptr, threads, &state, sums, isa))
             << "isa " << IsaName(isa);
         ASSERT_EQ(got, want) << "x " << DimsToString(c.x) << " group " << c.group << " isa "
                              << IsaName(isa) << " threads " << threads;
+        ASSERT_TRUE(QConvDirect(g, x, c.x_zp, w, true, c.bias ? &b : nullptr, threads, &state,
+                                requantized, isa));
+        ASSERT_EQ(got_y, want_y) << "x " << DimsToString(c.x) << " isa " << IsaName(isa);
       }
     }
   }

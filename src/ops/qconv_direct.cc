@@ -4,6 +4,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/reference/reference_kernels.h"
 #include "ops/cpu_isa.h"
 #include "ops/scratch.h"
 #include "ops/simd.h"
@@ -18,6 +19,22 @@ namespace {
 
 // The value of stored byte b of x.
 KILN_AI int32_t XValue(uint8_t b, bool is_signed) { return is_signed ? static_cast<int8_t>(b) : b; }
+
+// Stores `count` sums s of output channel m at element `at` of the output: as int32, or
+// requantized (QConvOutput). Inlined into the vector kernels, whose instruction set it takes.
+KILN_AI void Emit(const QConvOutput& o, int64_t at, int64_t m, const int32_t* s, int64_t count) {
+  if (!o.y) {
+    std::memcpy(o.sums + at, s, static_cast<size_t>(count) * 4);
+    return;
+  }
+  const int32_t mult = o.mult[m], shift = o.shift[m], zp = o.zp, lo = o.lo, hi = o.hi;
+  // Restricted: y's bytes could alias the sums for all the compiler knows, and the loop would
+  // not vectorize.
+  const int32_t* __restrict from = s;
+  uint8_t* __restrict to = o.y + at;
+  for (int64_t i = 0; i < count; ++i)
+    to[i] = static_cast<uint8_t>(kiln_requant_right(from[i], mult, shift, zp, lo, hi));
+}
 
 // ---- Depthwise
 
@@ -45,6 +62,18 @@ struct DepthwiseBody {
   }
 };
 
+// The block's channels' results out of the lanes of acc [plane_out]: channel c0 + l's sums in
+// order (in `sums`, scratch for one plane), stored or requantized.
+struct DepthwiseOut {
+  static KILN_AI void Run(const Lanes* acc, int64_t plane_out, int lanes, const QConvOutput* o,
+                          int64_t image, int64_t c0, int64_t channels, int32_t* sums) {
+    for (int l = 0; l < lanes; ++l) {
+      for (int64_t i = 0; i < plane_out; ++i) sums[i] = acc[i][l];
+      Emit(*o, (image * channels + c0 + l) * plane_out, c0 + l, sums, plane_out);
+    }
+  }
+};
+
 template <class Body, class... A>
 void RunBest(Isa isa, A... a) {
 #if KILN_X86_DISPATCH
@@ -63,7 +92,7 @@ void RunBest(Isa isa, A... a) {
 }
 
 void Depthwise(const ConvGeom& g, const ConvPlane& q, const Tensor& x, int32_t x_zp,
-               const Tensor& w, const Tensor* bias, int threads, Isa isa, int32_t* out) {
+               const Tensor& w, const Tensor* bias, int threads, Isa isa, const QConvOutput& out) {
   const bool x_signed = x.dtype() == DType::kInt8;
   const auto* xb = static_cast<const uint8_t*>(x.raw());
   const auto* wb = w.data<int8_t>();
@@ -72,34 +101,46 @@ void Depthwise(const ConvGeom& g, const ConvPlane& q, const Tensor& x, int32_t x
   const int64_t rows = (q.oh - 1) * q.sh + (q.kh - 1) * q.dh + 1;
   const int64_t cols = (q.ow - 1) * q.sw + (q.kw - 1) * q.dw + 1;
   const int64_t blocks = (g.c + kLanes - 1) / kLanes;
+  // The plane's columns [c_lo, c_hi) hold the image's (the rest is padding).
+  const int64_t c_lo = std::min(q.pw, cols), c_hi = std::max(c_lo, std::min(cols, q.pw + q.w));
   const int t = static_cast<int>(std::min<int64_t>(threads, g.n * g.c * plane_out / 4096 + 1));
   ParallelFor(t, g.n * blocks, [&](int64_t j0, int64_t j1) {
-    auto* plane = static_cast<Lanes*>(ScratchBytes(
-        ScratchSlot::kQuantPlane, static_cast<size_t>(rows * cols + taps + 1 + plane_out) * 64));
+    auto* plane = static_cast<Lanes*>(
+        ScratchBytes(ScratchSlot::kQuantPlane,
+                     static_cast<size_t>(rows * cols + taps + 1 + 2 * plane_out) * 64));
     Lanes *wv = plane + rows * cols, *bv = wv + taps, *acc = bv + 1;
     for (int64_t j = j0; j < j1; ++j) {
       const int64_t n = j / blocks, c0 = j % blocks * kLanes;
       const int lanes = static_cast<int>(std::min<int64_t>(kLanes, g.c - c0));
-      std::memset(static_cast<void*>(plane), 0, static_cast<size_t>(rows * cols) * 64);
+      if (lanes < kLanes) {  // lanes past the last channel too
+        std::memset(static_cast<void*>(plane), 0, static_cast<size_t>(rows * cols) * 64);
+      } else {  // the padding only: the image's rows and columns are all written below
+        for (int64_t r = 0; r < rows; ++r) {
+          Lanes* row = plane + r * cols;
+          if (r < q.ph || r >= q.ph + q.h) {
+            std::memset(static_cast<void*>(row), 0, static_cast<size_t>(cols) * 64);
+            continue;
+          }
+          std::memset(static_cast<void*>(row), 0, static_cast<size_t>(c_lo) * 64);
+          std::memset(static_cast<void*>(row + c_hi), 0, static_cast<size_t>(cols - c_hi) * 64);
+        }
+      }
       std::memset(static_cast<void*>(wv), 0, static_cast<size_t>(taps + 1) * 64);
       for (int l = 0; l < lanes; ++l) {
         const int64_t ch = c0 + l;
         const uint8_t* src = xb + (n * g.c + ch) * plane_in;
-        for (int64_t iy = 0; iy < q.h; ++iy) {
-          const int64_t r = iy + q.ph;
-          if (r >= rows) break;
-          for (int64_t ix = 0; ix < q.w && ix + q.pw < cols; ++ix)
-            plane[r * cols + ix + q.pw][l] = XValue(src[iy * q.w + ix], x_signed) - x_zp;
+        for (int64_t iy = 0; iy < q.h && iy + q.ph < rows; ++iy) {
+          Lanes* row = plane + (iy + q.ph) * cols;
+          const uint8_t* in = src + iy * q.w - q.pw;  // column c of the plane is in[c]
+          for (int64_t c = c_lo; c < c_hi; ++c) row[c][l] = XValue(in[c], x_signed) - x_zp;
         }
         for (int64_t i = 0; i < taps; ++i) wv[i][l] = wb[ch * taps + i];
         bv[0][l] = bias ? bias->data<int32_t>()[ch] : 0;
       }
       RunBest<DepthwiseBody>(isa, static_cast<const Lanes*>(plane), cols,
                              static_cast<const Lanes*>(wv), static_cast<const Lanes*>(bv), &q, acc);
-      for (int l = 0; l < lanes; ++l) {
-        int32_t* dst = out + (n * g.c + c0 + l) * plane_out;
-        for (int64_t i = 0; i < plane_out; ++i) dst[i] = acc[i][l];
-      }
+      RunBest<DepthwiseOut>(isa, static_cast<const Lanes*>(acc), plane_out, lanes, &out, n, c0, g.c,
+                            reinterpret_cast<int32_t*>(acc + plane_out));
     }
   });
 }
@@ -134,22 +175,20 @@ bool HasVnni() {
 }
 
 #if KILN_X86_DISPATCH
-// out rows [m0, m0 + MB) over pixels [0, pixels): bias plus the products of w rows (k_pad int8
-// each) with b [k_pad / 4][p_pad][4] (unsigned bytes).
+// Output channels [m, m + MB) over pixels [0, pixels), their first element at `at`: bias plus the
+// products of w rows (k_pad int8 each) with b [k_pad / 4][p_pad][4] (unsigned bytes).
 template <int MB>
-__attribute__((target("avx512f,avx512bw,avx512vnni"))) void VnniRows(const int8_t* w, int64_t k_pad,
-                                                                     const uint8_t* b,
-                                                                     int64_t pixels, int64_t p_pad,
-                                                                     const int32_t* bias,
-                                                                     int32_t* out) {
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) void VnniRows(
+    const int8_t* w, int64_t k_pad, const uint8_t* b, int64_t pixels, int64_t p_pad,
+    const int32_t* bias, const QConvOutput& o, int64_t at, int64_t m) {
   for (int64_t p = 0; p < p_pad; p += 32) {
     const bool two = p + 16 < p_pad;
     __m512i acc[MB][2];
     for (int i = 0; i < MB; ++i) acc[i][0] = acc[i][1] = _mm512_set1_epi32(bias[i]);
     for (int64_t kb = 0; kb < k_pad / 4; ++kb) {
-      const uint8_t* at = b + (kb * p_pad + p) * 4;
-      const __m512i b0 = _mm512_loadu_si512(at);
-      const __m512i b1 = two ? _mm512_loadu_si512(at + 64) : b0;
+      const uint8_t* from = b + (kb * p_pad + p) * 4;
+      const __m512i b0 = _mm512_loadu_si512(from);
+      const __m512i b1 = two ? _mm512_loadu_si512(from + 64) : b0;
       for (int i = 0; i < MB; ++i) {
         int32_t word;
         std::memcpy(&word, w + i * k_pad + kb * 4, 4);
@@ -158,12 +197,12 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) void VnniRows(const int8_
         if (two) acc[i][1] = _mm512_dpbusd_epi32(acc[i][1], b1, wv);
       }
     }
-    for (int j = 0; j < (two ? 2 : 1); ++j) {
-      const int64_t left = pixels - (p + 16 * j);
-      if (left <= 0) break;
-      const __mmask16 mask = left >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << left) - 1);
-      for (int i = 0; i < MB; ++i)
-        _mm512_mask_storeu_epi32(out + i * pixels + p + 16 * j, mask, acc[i][j]);
+    alignas(64) int32_t sums[32];
+    const int64_t count = std::min<int64_t>(two ? 32 : 16, pixels - p);
+    for (int i = 0; i < MB && count > 0; ++i) {
+      _mm512_store_si512(sums, acc[i][0]);
+      _mm512_store_si512(sums + 16, acc[i][1]);
+      Emit(o, at + i * pixels + p, m + i, sums, count);
     }
   }
 }
@@ -172,15 +211,15 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) void VnniRows(const int8_
 template <int MB>
 __attribute__((target("avx2"))) void Avx2Rows(const int16_t* w, int64_t k_pad, const int16_t* b,
                                               int64_t pixels, int64_t p_pad, const int32_t* bias,
-                                              int32_t* out) {
+                                              const QConvOutput& o, int64_t at, int64_t m) {
   for (int64_t p = 0; p < p_pad; p += 16) {
     const bool two = p + 8 < p_pad;
     __m256i acc[MB][2];
     for (int i = 0; i < MB; ++i) acc[i][0] = acc[i][1] = _mm256_set1_epi32(bias[i]);
     for (int64_t kb = 0; kb < k_pad / 2; ++kb) {
-      const int16_t* at = b + (kb * p_pad + p) * 2;
-      const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at));
-      const __m256i b1 = two ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at + 16)) : b0;
+      const int16_t* from = b + (kb * p_pad + p) * 2;
+      const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(from));
+      const __m256i b1 = two ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(from + 16)) : b0;
       for (int i = 0; i < MB; ++i) {
         int32_t pair;
         std::memcpy(&pair, w + i * k_pad + kb * 2, 4);
@@ -189,18 +228,12 @@ __attribute__((target("avx2"))) void Avx2Rows(const int16_t* w, int64_t k_pad, c
         if (two) acc[i][1] = _mm256_add_epi32(acc[i][1], _mm256_madd_epi16(b1, wv));
       }
     }
-    for (int j = 0; j < (two ? 2 : 1); ++j) {
-      const int64_t at = p + 8 * j, left = pixels - at;
-      if (left <= 0) break;
-      for (int i = 0; i < MB; ++i) {
-        if (left >= 8) {
-          _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i * pixels + at), acc[i][j]);
-        } else {
-          alignas(32) int32_t lanes[8];
-          _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), acc[i][j]);
-          std::copy_n(lanes, left, out + i * pixels + at);
-        }
-      }
+    alignas(32) int32_t sums[16];
+    const int64_t count = std::min<int64_t>(two ? 16 : 8, pixels - p);
+    for (int i = 0; i < MB && count > 0; ++i) {
+      _mm256_store_si256(reinterpret_cast<__m256i*>(sums), acc[i][0]);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(sums + 8), acc[i][1]);
+      Emit(o, at + i * pixels + p, m + i, sums, count);
     }
   }
 }
@@ -331,10 +364,12 @@ void PackWindows(const QConvDirectState& st, const ConvPlane& q, const uint8_t* 
 }  // namespace
 
 bool QConvDirect(const ConvGeom& g, const Tensor& x, int32_t x_zp, const Tensor& w, bool w_constant,
-                 const Tensor* bias, int threads, std::unique_ptr<NodeState>* state, int32_t* out,
-                 Isa isa) {
+                 const Tensor* bias, int threads, std::unique_ptr<NodeState>* state,
+                 const QConvOutput& out, Isa isa) {
   if (ReferenceKernels() || g.in.empty() || g.in.size() > 2 || w.dtype() != DType::kInt8 ||
       (bias && bias->dtype() != DType::kInt32) || g.n * g.m == 0)
+    return false;
+  if (out.y && !std::all_of(out.shift, out.shift + g.m, [](int32_t s) { return s <= -2; }))
     return false;
   const ConvPlane q = PlaneOf(g);
   const int64_t cg = g.c / g.group, mg = g.m / g.group, pixels = q.oh * q.ow;
@@ -376,17 +411,18 @@ bool QConvDirect(const ConvGeom& g, const Tensor& x, int32_t x_zp, const Tensor&
     for (int64_t gr = 0; gr < g.group; ++gr) {
       PackWindows(*st, q, xb + n * g.c * q.h * q.w, gr * cg, cg, x_signed, x_zp, p_pad, isa, rows,
                   packed);
-      int32_t* dst = out + (n * g.m + gr * mg) * pixels;
       ParallelFor(t, (mg + 3) / 4, [&](int64_t b0, int64_t b1) {
         InBlocks(gr * mg + b0 * 4, gr * mg + std::min(mg, b1 * 4), [&]<int MB>(int64_t m) {
 #if KILN_X86_DISPATCH
-          int32_t* o = dst + (m - gr * mg) * pixels;
+          const int64_t at = (n * g.m + m) * pixels;
           if (vnni)
             VnniRows<MB>(st->w8.data() + m * st->k_pad, st->k_pad,
-                         static_cast<const uint8_t*>(packed), pixels, p_pad, folded.data() + m, o);
+                         static_cast<const uint8_t*>(packed), pixels, p_pad, folded.data() + m, out,
+                         at, m);
           else
             Avx2Rows<MB>(st->w16.data() + m * st->k_pad, st->k_pad,
-                         static_cast<const int16_t*>(packed), pixels, p_pad, folded.data() + m, o);
+                         static_cast<const int16_t*>(packed), pixels, p_pad, folded.data() + m, out,
+                         at, m);
 #endif
         });
       });

@@ -20,13 +20,24 @@
 
 namespace kiln::ops {
 
-// out[n][m][pixel] = bias[m] + the sum over m's window of w * (x - x_zp); x int8 or uint8, w int8
-// of the geometry's [M, C / group, kh, kw] (1-D or 2-D), bias int32 or null. `w_constant`: w's
-// bytes do not change between calls, so that `state` keeps them rearranged. False (nothing
-// written) where the convolution is not of that form or the CPU has no fast path for it.
-// `isa`: kAvx2 takes the AVX2 paths on a CPU with VNNI too (tests); kAuto the best.
+// Where QConvDirect puts its results [n, m, pixels]: the int32 sums, or (y set) their
+// fixed-point requantization into 8-bit y (kernels/reference/requant.c's kiln_requant_right with
+// output channel m's mult[m] and shift[m], every shift <= -2; zero point zp, range [lo, hi]).
+struct QConvOutput {
+  int32_t* sums = nullptr;
+  uint8_t* y = nullptr;  // int8's two's complement bytes, or uint8
+  const int32_t *mult = nullptr, *shift = nullptr;
+  int32_t zp = 0, lo = 0, hi = 0;
+};
+
+// The sums bias[m] + the sum over m's window of w * (x - x_zp) into `out`; x int8 or uint8, w
+// int8 of the geometry's [M, C / group, kh, kw] (1-D or 2-D), bias int32 or null. `w_constant`:
+// w's bytes do not change between calls, so that `state` keeps them rearranged. False (nothing
+// written) where the convolution is not of that form, a requantization shift is over -2, or the
+// CPU has no fast path for it. `isa`: kAvx2 takes the AVX2 paths on a CPU with VNNI too (tests);
+// kAuto the best.
 bool QConvDirect(const ConvGeom& g, const Tensor& x, int32_t x_zp, const Tensor& w, bool w_constant,
-                 const Tensor* bias, int threads, std::unique_ptr<NodeState>* state, int32_t* out,
-                 Isa isa = Isa::kAuto);
+                 const Tensor* bias, int threads, std::unique_ptr<NodeState>* state,
+                 const QConvOutput& out, Isa isa = Isa::kAuto);
 
 }  // namespace kiln::ops

@@ -36,7 +36,8 @@ struct IntGemmState : NodeState {
   // with, w's columns as the float GEMM's packed operands, one per depth chunk (made on demand).
   std::map<int64_t, std::vector<PackedB<float>>> w_packed;
   std::vector<std::unique_ptr<NodeState>> gemms;
-  std::unique_ptr<NodeState> direct;  // QConvDirect's
+  std::unique_ptr<NodeState> direct;  // QConvDirect's (none for a depthwise convolution)
+  bool direct_ran = false;            // QConvDirect took the last call
   bool ran = false;  // the GEMM took the product: the original weights are no longer read
   // A convolution on oneDNN's int8 convolution instead (DnnlConvInt8), holding the constant
   // weights of input conv_w_input once it ran.
@@ -50,6 +51,7 @@ struct IntGemmState : NodeState {
     return ran && i == w_input && w_from != nullptr;
   }
   std::string Kernel() const override {
+    if (direct_ran) return direct ? direct->Kernel() : "kiln int8 depthwise";
     return conv_ran && conv ? conv->Kernel() : "onednn int8 gemm";
   }
 };
@@ -63,6 +65,15 @@ IntGemmState* StateOf(ComputeContext& ctx, std::unique_ptr<NodeState>* local) {
     *slot = std::move(fresh);
   }
   return st;
+}
+
+// Whether w is int8 with every zero point 0 (absent: 0), as QConvDirect takes it.
+bool SymmetricInt8(const Tensor& w, const Tensor* w_zp) {
+  if (w.dtype() != DType::kInt8) return false;
+  if (!w_zp) return true;
+  if (w_zp->dtype() != DType::kInt8) return false;
+  const auto* z = static_cast<const int8_t*>(w_zp->raw());
+  return std::all_of(z, z + w_zp->size(), [](int8_t v) { return v == 0; });
 }
 
 // Makes st->w from weights w (unless it holds this constant already): column j, position p is
@@ -247,8 +258,9 @@ void Im2Col(const ConvPlane& q, const uint8_t* nhwc, int64_t c, int64_t c0, int6
 // threads: every tap's products added along output rows in float32, exact while the taps are
 // at most 256 (|(x - x_zp)(w - w_zp)| <= 255 * 255, 256 of them under 2^24). The general loop
 // took 14x ONNX Runtime's time.
-bool IntDepthwise(const ConvGeom& g, const ConvPlane& q, const Tensor& x, int32_t x_zp, const Tensor& w,
-                  const Tensor* w_zp, const Tensor* bias, int32_t* out, int threads) {
+bool IntDepthwise(const ConvGeom& g, const ConvPlane& q, const Tensor& x, int32_t x_zp,
+                  const Tensor& w, const Tensor* w_zp, const Tensor* bias, int32_t* out,
+                  int threads) {
   if (g.group != g.c || g.m != g.c || q.kh * q.kw > 256) return false;
   const bool x_signed = x.dtype() == DType::kInt8, w_signed = w.dtype() == DType::kInt8;
   const auto* xb = static_cast<const uint8_t*>(x.raw());
@@ -299,6 +311,17 @@ bool IntDepthwise(const ConvGeom& g, const ConvPlane& q, const Tensor& x, int32_
 
 }  // namespace
 
+bool IntConvRequantized(ComputeContext& ctx, const ConvGeom& g, const Tensor& x, int32_t x_zp,
+                        const Tensor& w, const Tensor* w_zp, const Tensor* bias, int w_input,
+                        const QConvOutput& out) {
+  if (!SymmetricInt8(w, w_zp)) return false;
+  std::unique_ptr<NodeState> local;
+  IntGemmState* st = StateOf(ctx, &local);
+  st->direct_ran = QConvDirect(g, x, x_zp, w, ctx.input_constant(w_input), bias, ctx.threads(),
+                               &st->direct, out);
+  return st->direct_ran;
+}
+
 ConvPlane PlaneOf(const ConvGeom& g) {
   const bool two = g.in.size() == 2;
   const size_t l = g.in.size() - 1;
@@ -346,13 +369,11 @@ bool IntConvByGemm(ComputeContext& ctx, const ConvGeom& g, const Tensor& x, int3
     return false;
   std::unique_ptr<NodeState> local;
   IntGemmState* st = StateOf(ctx, &local);
-  const bool w_exact = w.dtype() == DType::kInt8 &&
-                      (!w_zp || std::all_of(static_cast<const int8_t*>(w_zp->raw()),
-                                            static_cast<const int8_t*>(w_zp->raw()) + w_zp->size(),
-                                            [](int8_t z) { return z == 0; }));
-  if (w_exact && QConvDirect(g, x, x_zp, w, ctx.input_constant(w_input), bias, ctx.threads(),
-                             &st->direct, out))
-    return true;
+  QConvOutput sums;
+  sums.sums = out;
+  st->direct_ran = SymmetricInt8(w, w_zp) && QConvDirect(g, x, x_zp, w, ctx.input_constant(w_input),
+                                                         bias, ctx.threads(), &st->direct, sums);
+  if (st->direct_ran) return true;
   auto* nhwc = Scratch<uint8_t>(ScratchSlot::kPadded, q.h * q.w * g.c);
   if (ConvByDnnl(ctx, st, g, q, x, x_zp, w, w_zp, bias, w_input, nhwc, out)) return true;
   if (IntDepthwise(g, q, x, x_zp, w, w_zp, bias, out, ctx.threads())) return true;

@@ -17,6 +17,14 @@ struct ConvGeom {
   Dims in, kernel, out, strides, dilations, pads_begin;
 };
 
+// fuse-qdq's QLinearConv in one pass: IntConvByGemm's sums requantized into out.y as QConvDirect
+// (ops/qconv_direct.h) does it; false (nothing written) where that path does not take the
+// convolution, for the caller to take the sums and requantize them itself.
+struct QConvOutput;
+bool IntConvRequantized(ComputeContext& ctx, const ConvGeom& g, const Tensor& x, int32_t x_zp,
+                        const Tensor& w, const Tensor* w_zp, const Tensor* bias, int w_input,
+                        const QConvOutput& out);
+
 // A 1-D or 2-D ConvGeom's plane (a 1-D one as one row).
 struct ConvPlane {
   int64_t h, w, kh, kw, sh, sw, dh, dw, ph, pw, oh, ow;

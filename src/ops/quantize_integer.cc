@@ -7,6 +7,7 @@
 
 #include "kernels/reference/reference_kernels.h"
 #include "ops/common.h"
+#include "ops/qconv_direct.h"
 #include "ops/quantize.h"
 #include "ops/quantize_gemm.h"
 #include "ops/quantize_kernels.h"
@@ -446,6 +447,31 @@ Status QLinearConvInfer(InferContext& ctx) {
   return OkStatus();
 }
 
+// fuse-qdq's QLinearConv with its requantization in the convolution's own pass
+// (IntConvRequantized), where every channel's shift is a right shift of two or more; false where
+// that path does not take it.
+bool RequantizedConv(ComputeContext& ctx, const ConvGeom& g, int32_t xzp, const Tensor* wzp,
+                     const Tensor* bias) {
+  const Tensor& ws = ctx.input(4);
+  QConvOutput out;
+  std::vector<int32_t> mult(g.m), shift(g.m);
+  for (int64_t oc = 0; oc < g.m; ++oc) {
+    kiln_requant_multiplier(
+        RequantMultiplier(ctx.input(1), 0, ws, ws.size() == 1 ? 0 : oc, ctx.input(6)), &mult[oc],
+        &shift[oc]);
+    if (shift[oc] > -2) return false;
+  }
+  Tensor& y = ctx.output(0);
+  const bool is_signed = y.dtype() == DType::kInt8;
+  out.y = static_cast<uint8_t*>(y.raw());
+  out.mult = mult.data();
+  out.shift = shift.data();
+  out.zp = ctx.has_input(7) ? static_cast<int32_t>(ctx.input(7).GetInt(0)) : 0;
+  out.lo = is_signed ? -128 : 0;
+  out.hi = is_signed ? 127 : 255;
+  return IntConvRequantized(ctx, g, ctx.input(0), xzp, ctx.input(3), wzp, bias, 3, out);
+}
+
 Status QLinearConvCompute(ComputeContext& ctx) {
   ConvGeom g;
   std::string m = MakeConvGeom(ctx.node(), ctx.input(0).dims(), ctx.input(3).dims(), &g);
@@ -460,6 +486,7 @@ Status QLinearConvCompute(ComputeContext& ctx) {
   const Tensor* wzp = ctx.has_input(5) ? &ctx.input(5) : nullptr;
   const Tensor* bias = ctx.has_input(8) ? &ctx.input(8) : nullptr;
   const int64_t osz = NumElements(g.out), total = g.n * g.m * osz;
+  if (IsKilnDomain(ctx) && RequantizedConv(ctx, g, xzp, wzp, bias)) return OkStatus();
   IntSums sums(total);
   KILN_RETURN_IF_ERROR(sums.Compute(
       [&](int32_t* acc) {
