@@ -163,117 +163,6 @@ TEST(QuantizeKernels, QAddEqualsTheScalarReference) {
   }
 }
 
-// QConvDirect (ops/qconv_direct.h) equals the convolution's definition, on its VNNI path (where
-// the CPU has one) and its AVX2 path: depthwise (strides, dilations, pads, 1-D, more than one
-// block of channels), grouped and plain (depth and pixel counts off the vector widths), int8 and
-// uint8 x with zero points, with and without a bias, batches of two.
-TEST(QuantizeKernels, DirectConvolutionEqualsTheDefinition) {
-  struct Case {
-    Dims x;  // [n, c, spatial...]
-    int64_t m, group;
-    Dims kernel, strides, dilations, pads;  // pads: begin per axis (the output takes the end)
-    DType x_type;
-    int32_t x_zp;
-    bool bias;
-  };
-  const Case cases[] = {
-      {{2, 20, 9, 7}, 20, 20, {3, 3}, {1, 1}, {1, 1}, {1, 1}, DType::kInt8, -3, true},
-      {{1, 18, 12, 11}, 18, 18, {3, 3}, {2, 2}, {1, 1}, {1, 0}, DType::kUInt8, 131, true},
-      {{1, 8, 10, 10}, 8, 8, {3, 3}, {1, 2}, {2, 1}, {2, 1}, DType::kInt8, 5, false},
-      {{2, 6, 30}, 6, 6, {5}, {2}, {1}, {2}, DType::kUInt8, 7, true},
-      {{1, 13, 9, 10}, 21, 1, {3, 3}, {2, 1}, {1, 1}, {1, 1}, DType::kInt8, -128, true},
-      {{2, 12, 7, 5}, 10, 2, {3, 2}, {1, 1}, {1, 2}, {0, 1}, DType::kUInt8, 128, false},
-      {{1, 37, 6, 6}, 19, 1, {1, 1}, {1, 1}, {1, 1}, {0, 0}, DType::kUInt8, 0, true},
-      {{1, 3, 40}, 7, 1, {7}, {1}, {1}, {3}, DType::kInt8, 12, true},
-  };
-  std::mt19937 rng(21);
-  std::uniform_int_distribution<int> byte(0, 255), weight(-127, 127), bias_v(-5000, 5000);
-  for (const Case& c : cases) {
-    const size_t nd = c.kernel.size();
-    ConvGeom g;
-    g.n = c.x[0];
-    g.c = c.x[1];
-    g.m = c.m;
-    g.group = c.group;
-    g.in.assign(c.x.begin() + 2, c.x.end());
-    g.kernel = c.kernel;
-    g.strides = c.strides;
-    g.dilations = c.dilations;
-    g.pads_begin = c.pads;
-    for (size_t d = 0; d < nd; ++d)
-      g.out.push_back(
-          (g.in[d] + 2 * c.pads[d] - (c.kernel[d] - 1) * c.dilations[d] - 1) / c.strides[d] + 1);
-    Dims wd = {c.m, c.x[1] / c.group};
-    wd.insert(wd.end(), c.kernel.begin(), c.kernel.end());
-    Tensor x(c.x_type, c.x), w(DType::kInt8, wd), b(DType::kInt32, {c.m});
-    for (int64_t i = 0; i < x.size(); ++i) static_cast<uint8_t*>(x.raw())[i] = byte(rng);
-    for (int64_t i = 0; i < w.size(); ++i) w.data<int8_t>()[i] = static_cast<int8_t>(weight(rng));
-    for (int64_t i = 0; i < b.size(); ++i) b.data<int32_t>()[i] = bias_v(rng);
-    // The definition.
-    const int64_t oh = nd == 2 ? g.out[0] : 1, ow = g.out[nd - 1], h = nd == 2 ? g.in[0] : 1,
-                  wi = g.in[nd - 1], kh = nd == 2 ? c.kernel[0] : 1, kw = c.kernel[nd - 1];
-    const int64_t cg = g.c / g.group, mg = g.m / g.group;
-    // The leading spatial axis's value, or `flat` for a 1-D convolution.
-    auto lead = [&](const Dims& v, int64_t flat) { return nd == 2 ? v[0] : flat; };
-    const int64_t sh = lead(c.strides, 1), dh = lead(c.dilations, 1), ph = lead(c.pads, 0);
-    const int64_t sw = c.strides[nd - 1], dw = c.dilations[nd - 1], pw = c.pads[nd - 1];
-    std::vector<int32_t> want(g.n * g.m * oh * ow);
-    for (int64_t n = 0; n < g.n; ++n)
-      for (int64_t m = 0; m < g.m; ++m)
-        for (int64_t oy = 0; oy < oh; ++oy)
-          for (int64_t ox = 0; ox < ow; ++ox) {
-            int32_t acc = c.bias ? b.data<int32_t>()[m] : 0;
-            for (int64_t ci = 0; ci < cg; ++ci)
-              for (int64_t ky = 0; ky < kh; ++ky)
-                for (int64_t kx = 0; kx < kw; ++kx) {
-                  const int64_t iy = oy * sh - ph + ky * dh, ix = ox * sw - pw + kx * dw;
-                  if (iy < 0 || iy >= h || ix < 0 || ix >= wi) continue;
-                  const int64_t ch = m / mg * cg + ci;
-                  const uint8_t xb =
-                      static_cast<const uint8_t*>(x.raw())[((n * g.c + ch) * h + iy) * wi + ix];
-                  const int32_t xv = c.x_type == DType::kInt8 ? static_cast<int8_t>(xb) : xb;
-                  acc += (xv - c.x_zp) * w.data<int8_t>()[((m * cg + ci) * kh + ky) * kw + kx];
-                }
-            want[((n * g.m + m) * oh + oy) * ow + ox] = acc;
-          }
-    for (Isa isa : {Isa::kAuto, Isa::kAvx2}) {
-      if (!IsaSupported(isa)) continue;
-      std::vector<int32_t> got(want.size(), 12345);
-      std::unique_ptr<NodeState> state;
-      QConvOutput sums;
-      sums.sums = got.data();
-      // And requantized: a multiplier per output channel, int8 output with a zero point.
-      std::vector<int32_t> mult(g.m), shift(g.m);
-      for (int64_t m = 0; m < g.m; ++m)
-        kiln_requant_multiplier(1e-3 * static_cast<double>(m % 5 + 1), &mult[m], &shift[m]);
-      const int64_t plane = static_cast<int64_t>(want.size()) / (g.n * g.m);
-      std::vector<uint8_t> want_y(want.size()), got_y(want.size());
-      for (size_t e = 0; e < want.size(); ++e) {
-        const int64_t m = static_cast<int64_t>(e) / plane % g.m;
-        want_y[e] =
-            static_cast<uint8_t>(kiln_requant_right(want[e], mult[m], shift[m], 3, -128, 127));
-      }
-      QConvOutput requantized;
-      requantized.y = got_y.data();
-      requantized.mult = mult.data();
-      requantized.shift = shift.data();
-      requantized.zp = 3;
-      requantized.lo = -128;
-      requantized.hi = 127;
-      for (int threads : {1, 2}) {
-        ASSERT_TRUE(
-            QConvDirect(g, x, c.x_zp, w, true, c.bias ? &b : nullptr, threads, &state, sums, isa))
-            << "isa " << IsaName(isa);
-        ASSERT_EQ(got, want) << "x " << DimsToString(c.x) << " group " << c.group << " isa "
-                             << IsaName(isa) << " threads " << threads;
-        ASSERT_TRUE(QConvDirect(g, x, c.x_zp, w, true, c.bias ? &b : nullptr, threads, &state,
-                                requantized, isa));
-        ASSERT_EQ(got_y, want_y) << "x " << DimsToString(c.x) << " isa " << IsaName(isa);
-      }
-    }
-  }
-}
-
 TEST(QuantizeKernels, MinMaxOverEveryLength) {
   std::mt19937 rng(5);
   std::uniform_real_distribution<float> u(-5.0f, 5.0f);
@@ -350,6 +239,8 @@ Tensor TensorOf(DType type, const Dims& dims, const std::vector<double>& values)
       t.data<int8_t>()[i] = static_cast<int8_t>(values[i]);
     else if (type == DType::kUInt8)
       t.data<uint8_t>()[i] = static_cast<uint8_t>(values[i]);
+    else if (type == DType::kInt32)
+      t.data<int32_t>()[i] = static_cast<int32_t>(values[i]);
     else
       t.data<float>()[i] = static_cast<float>(values[i]);
   }
@@ -482,6 +373,22 @@ struct ConvCase {
   bool qlinear;              // QLinearConv with a bias, else ConvInteger
   bool w_symmetric = false;  // int8 weights without zero points (oneDNN's int8 convolution)
 };
+
+// The weight and output dims of a case.
+Dims ConvWeightDims(const ConvCase& c) {
+  Dims w = {c.m, c.in[1] / c.group};
+  w.insert(w.end(), c.kernel.begin(), c.kernel.end());
+  return w;
+}
+Dims ConvOutDims(const ConvCase& c) {
+  const size_t sp = c.in.size() - 2;
+  Dims out = {c.in[0], c.m};
+  for (size_t d = 0; d < sp; ++d) {
+    const int64_t ek = (c.kernel[d] - 1) * c.dilations[d] + 1;
+    out.push_back((c.in[2 + d] + c.pads[d] + c.pads[d + sp] - ek) / c.strides[d] + 1);
+  }
+  return out;
+}
 
 // The convolution of (x - xz) with (w - wz[m]) plus bias, in int64.
 std::vector<double> ConvReference(const ConvCase& c, const Dims& out, const std::vector<double>& x,
@@ -657,14 +564,7 @@ TEST(QuantizedOps, ConvsAgainstTheIntegerReference) {
     const std::string what = std::string(c.qlinear ? "QLinearConv " : "ConvInteger ") +
                              std::string(DTypeName(c.x)) + " x " + std::string(DTypeName(c.w)) +
                              " " + DimsToString(c.in);
-    const size_t sp = c.in.size() - 2;
-    Dims wdims = {c.m, c.in[1] / c.group};
-    wdims.insert(wdims.end(), c.kernel.begin(), c.kernel.end());
-    Dims out = {c.in[0], c.m};
-    for (size_t d = 0; d < sp; ++d) {
-      const int64_t ek = (c.kernel[d] - 1) * c.dilations[d] + 1;
-      out.push_back((c.in[2 + d] + c.pads[d] + c.pads[d + sp] - ek) / c.strides[d] + 1);
-    }
+    const Dims wdims = ConvWeightDims(c), out = ConvOutDims(c);
     const auto x = RandomInts(NumElements(c.in), c.x, rng);
     const auto w = RandomInts(NumElements(wdims), c.w, rng);
     const auto xz = RandomInts(1, c.x, rng);
@@ -776,6 +676,90 @@ std::vector<std::string> OpsAfterFusion(const onnx::ModelProto& m) {
   std::vector<std::string> ops;
   for (const ir::Node& n : model->graph->nodes) ops.push_back(n.op_type);
   return ops;
+}
+
+// QConvDirect (ops/qconv_direct.h) equals the reference, on its VNNI path (where the CPU has one)
+// and its AVX2 path, as int32 sums and requantized: depthwise (strides, dilations, asymmetric
+// pads, 1-D, more than one block of channels), grouped and plain (depth and pixel counts off the
+// vector widths), int8 and uint8 x, with and without a bias, batches of two, one and two threads.
+TEST(QuantizedOps, DirectConvolutionsAgainstTheIntegerReference) {
+  const DType u8 = DType::kUInt8, s8 = DType::kInt8;
+  const ConvCase cases[] = {
+      {s8, s8, {2, 20, 9, 7}, 20, 20, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}, true, true},
+      {u8, s8, {1, 18, 12, 11}, 18, 18, {3, 3}, {2, 2}, {1, 1}, {1, 0, 1, 1}, true, true},
+      {s8, s8, {1, 8, 10, 10}, 8, 8, {3, 3}, {1, 2}, {2, 1}, {2, 1, 0, 2}, false, true},
+      {u8, s8, {2, 6, 30}, 6, 6, {5}, {2}, {1}, {2, 1}, true, true},
+      {s8, s8, {1, 13, 9, 10}, 21, 1, {3, 3}, {2, 1}, {1, 1}, {1, 1, 1, 1}, true, true},
+      {u8, s8, {2, 12, 7, 5}, 10, 2, {3, 2}, {1, 1}, {1, 2}, {0, 1, 1, 0}, false, true},
+      {u8, s8, {1, 37, 6, 6}, 19, 1, {1, 1}, {1, 1}, {1, 1}, {0, 0, 0, 0}, true, true},
+      {s8, s8, {1, 3, 40}, 7, 1, {7}, {1}, {1}, {3, 3}, true, true},
+  };
+  std::mt19937 rng(21);
+  for (const ConvCase& c : cases) {
+    const Dims wdims = ConvWeightDims(c), out = ConvOutDims(c);
+    const size_t sp = c.in.size() - 2;
+    const auto x = RandomInts(NumElements(c.in), c.x, rng);
+    const auto w = RandomInts(NumElements(wdims), c.w, rng);
+    const auto xz = RandomInts(1, c.x, rng);
+    std::vector<double> bias(c.m, 0.0);  // qlinear: a bias, else none
+    std::uniform_int_distribution<int> ub(-5000, 5000);
+    if (c.qlinear)
+      for (double& b : bias) b = ub(rng);
+    const std::vector<double> sums =
+        ConvReference(c, out, x, xz[0], w, std::vector<double>(c.m, 0.0), bias);
+    ConvGeom g;
+    g.n = c.in[0];
+    g.c = c.in[1];
+    g.m = c.m;
+    g.group = c.group;
+    g.in.assign(c.in.begin() + 2, c.in.end());
+    g.out.assign(out.begin() + 2, out.end());
+    g.kernel = c.kernel;
+    g.strides = c.strides;
+    g.dilations = c.dilations;
+    g.pads_begin.assign(c.pads.begin(), c.pads.begin() + sp);
+    const Tensor xt = TensorOf(c.x, c.in, x), wt = TensorOf(c.w, wdims, w),
+                 bt = TensorOf(DType::kInt32, {c.m}, bias);
+    // A multiplier per output channel, int8 output with a zero point.
+    std::vector<int32_t> mult(c.m), shift(c.m);
+    for (int64_t m = 0; m < c.m; ++m)
+      kiln_requant_multiplier(1e-3 * static_cast<double>(m % 5 + 1), &mult[m], &shift[m]);
+    const int64_t plane = static_cast<int64_t>(sums.size()) / (g.n * g.m);
+    std::vector<int32_t> want(sums.size());
+    std::vector<uint8_t> want_y(sums.size());
+    for (size_t e = 0; e < sums.size(); ++e) {
+      const int64_t m = static_cast<int64_t>(e) / plane % g.m;
+      want[e] = static_cast<int32_t>(sums[e]);
+      want_y[e] =
+          static_cast<uint8_t>(kiln_requant_right(want[e], mult[m], shift[m], 3, -128, 127));
+    }
+    for (Isa isa : {Isa::kAuto, Isa::kAvx2}) {
+      if (!IsaSupported(isa)) continue;
+      std::vector<int32_t> got(want.size(), 12345);
+      std::vector<uint8_t> got_y(want.size());
+      QConvOutput as_sums, requantized;
+      as_sums.sums = got.data();
+      requantized.y = got_y.data();
+      requantized.mult = mult.data();
+      requantized.shift = shift.data();
+      requantized.zp = 3;
+      requantized.lo = -128;
+      requantized.hi = 127;
+      std::unique_ptr<NodeState> state;
+      const std::string what =
+          DimsToString(c.in) + " group " + std::to_string(c.group) + " " + IsaName(isa);
+      for (int threads : {1, 2}) {
+        ASSERT_TRUE(QConvDirect(g, xt, static_cast<int32_t>(xz[0]), wt, true,
+                                c.qlinear ? &bt : nullptr, threads, &state, as_sums, isa))
+            << what;
+        ASSERT_EQ(got, want) << what << " threads " << threads;
+        ASSERT_TRUE(QConvDirect(g, xt, static_cast<int32_t>(xz[0]), wt, true,
+                                c.qlinear ? &bt : nullptr, threads, &state, requantized, isa))
+            << what;
+        ASSERT_EQ(got_y, want_y) << what << " threads " << threads;
+      }
+    }
+  }
 }
 
 TEST(FuseQdq, ConvAndMatMulRunOnIntegersWithinOneStep) {
