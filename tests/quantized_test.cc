@@ -678,6 +678,41 @@ std::vector<std::string> OpsAfterFusion(const onnx::ModelProto& m) {
   return ops;
 }
 
+// QMatMulDirect equals the integer product on its VNNI and AVX2 paths: one to four rows (over a
+// batch axis), depths and widths off the vector widths, int8 and uint8 x with zero points.
+TEST(QuantizedOps, DirectMatMulsAgainstTheIntegerReference) {
+  std::mt19937 rng(23);
+  for (auto [xd, k, n, type] : {std::tuple{Dims{1, 640}, int64_t{640}, int64_t{128}, DType::kInt8},
+                                std::tuple{Dims{1, 10}, int64_t{10}, int64_t{70}, DType::kUInt8},
+                                std::tuple{Dims{2, 2, 37}, int64_t{37}, int64_t{9}, DType::kInt8},
+                                std::tuple{Dims{3, 5}, int64_t{5}, int64_t{1}, DType::kUInt8}}) {
+    const auto x = RandomInts(NumElements(xd), type, rng);
+    const auto w = RandomInts(k * n, DType::kInt8, rng);
+    const auto zp = RandomInts(1, type, rng);
+    const int64_t rows = NumElements(xd) / k;
+    std::vector<int32_t> want(rows * n);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < n; ++j) {
+        int64_t sum = 0;
+        for (int64_t p = 0; p < k; ++p)
+          sum += static_cast<int64_t>(x[r * k + p] - zp[0]) * static_cast<int64_t>(w[p * n + j]);
+        want[r * n + j] = static_cast<int32_t>(sum);
+      }
+    const Tensor xt = TensorOf(type, xd, x), wt = TensorOf(DType::kInt8, {k, n}, w);
+    for (Isa isa : {Isa::kAuto, Isa::kAvx2}) {
+      if (!IsaSupported(isa)) continue;
+      std::vector<int32_t> got(want.size(), 12345);
+      std::unique_ptr<NodeState> state;
+      for (int call = 0; call < 2; ++call) {  // the second on the weights laid out
+        ASSERT_TRUE(
+            QMatMulDirect(xt, static_cast<int32_t>(zp[0]), wt, true, 1, &state, got.data(), isa));
+        ASSERT_EQ(got, want) << DimsToString(xd) << " x [" << k << ", " << n << "] "
+                             << IsaName(isa);
+      }
+    }
+  }
+}
+
 // QConvDirect (ops/qconv_direct.h) equals the reference, on its VNNI path (where the CPU has one)
 // and its AVX2 path, as int32 sums and requantized: depthwise (strides, dilations, asymmetric
 // pads, 1-D, more than one block of channels), grouped and plain (depth and pixel counts off the

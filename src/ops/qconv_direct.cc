@@ -361,6 +361,103 @@ void PackWindows(const QConvDirectState& st, const ConvPlane& q, const uint8_t* 
   }
 }
 
+// ---- Matmuls of a few rows
+
+// Column blocks: 16 columns (VNNI) or 8 (AVX2) a vector.
+struct QMatMulDirectState : NodeState {
+  const void* w_from = nullptr;  // the constant weights held rearranged (null: none)
+  Dims w_dims;
+  Path path = Path::kVnni;
+  int64_t k_pad = 0;           // the padded depth
+  std::vector<int8_t> w8;      // VNNI: [N / 16][k_pad / 4][16][4] int8
+  std::vector<int16_t> w16;    // AVX2: [N / 8][k_pad / 2][8][2] int16
+  std::vector<int32_t> w_sum;  // per column: the sum of its weights
+  std::string Kernel() const override {
+    return path == Path::kVnni ? "kiln int8 gemv vnni" : "kiln int8 gemv avx2";
+  }
+};
+
+// w [k, n] into st's column blocks (unless it holds these constant weights already).
+void LayOutColumns(QMatMulDirectState* st, const Tensor& w, bool w_constant, Path path) {
+  if (w_constant && st->w_from == w.raw() && st->w_dims == w.dims() && st->path == path) return;
+  const int64_t k = w.dim(0), n = w.dim(1);
+  const int64_t lanes = path == Path::kVnni ? 16 : 8, group = path == Path::kVnni ? 4 : 2;
+  st->path = path;
+  st->k_pad = (k + group - 1) / group * group;
+  const int64_t blocks = (n + lanes - 1) / lanes, size = blocks * st->k_pad * lanes;
+  st->w8.assign(path == Path::kVnni ? size : 0, 0);
+  st->w16.assign(path == Path::kAvx2 ? size : 0, 0);
+  st->w_sum.assign(n, 0);
+  const int8_t* wv = w.data<int8_t>();
+  for (int64_t p = 0; p < k; ++p)
+    for (int64_t j = 0; j < n; ++j) {
+      const int8_t v = wv[p * n + j];
+      // Block j / lanes, depth group p / group, lane j % lanes, position p % group.
+      const int64_t at =
+          ((j / lanes * (st->k_pad / group) + p / group) * lanes + j % lanes) * group + p % group;
+      if (path == Path::kVnni)
+        st->w8[at] = v;
+      else
+        st->w16[at] = v;
+      st->w_sum[j] += v;
+    }
+  st->w_from = w_constant ? w.raw() : nullptr;
+  st->w_dims = w.dims();
+}
+
+#if KILN_X86_DISPATCH
+// sums[j] = bias[j] + x_u . column j over column blocks [j0, j0 + B) (x_u: kb_n * 4 unsigned
+// bytes, four a lane; bias and sums padded to whole blocks of 16).
+template <int B>
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) void VnniGemvBlocks(const uint8_t* x,
+                                                                           const int8_t* w,
+                                                                           int64_t kb_n, int64_t j0,
+                                                                           const int32_t* bias,
+                                                                           int32_t* sums) {
+  __m512i acc[B];
+  for (int i = 0; i < B; ++i) acc[i] = _mm512_loadu_si512(bias + (j0 + i) * 16);
+  for (int64_t kb = 0; kb < kb_n; ++kb) {
+    int32_t word;
+    std::memcpy(&word, x + kb * 4, 4);
+    const __m512i xv = _mm512_set1_epi32(word);
+    for (int i = 0; i < B; ++i)
+      acc[i] = _mm512_dpbusd_epi32(acc[i], xv, _mm512_loadu_si512(w + ((j0 + i) * kb_n + kb) * 64));
+  }
+  for (int i = 0; i < B; ++i) _mm512_storeu_si512(sums + (j0 + i) * 16, acc[i]);
+}
+
+// The same on AVX2: x as kb_n * 2 int16 (x - x_zp), two a lane; blocks of 8 columns.
+template <int B>
+__attribute__((target("avx2"))) void Avx2GemvBlocks(const int16_t* x, const int16_t* w,
+                                                    int64_t kb_n, int64_t j0, const int32_t* bias,
+                                                    int32_t* sums) {
+  __m256i acc[B];
+  for (int i = 0; i < B; ++i)
+    acc[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bias + (j0 + i) * 8));
+  for (int64_t kb = 0; kb < kb_n; ++kb) {
+    int32_t pair;
+    std::memcpy(&pair, x + kb * 2, 4);
+    const __m256i xv = _mm256_set1_epi32(pair);
+    for (int i = 0; i < B; ++i)
+      acc[i] = _mm256_add_epi32(
+          acc[i],
+          _mm256_madd_epi16(
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + ((j0 + i) * kb_n + kb) * 16)),
+              xv));
+  }
+  for (int i = 0; i < B; ++i)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(sums + (j0 + i) * 8), acc[i]);
+}
+
+// Every column block, four at a time, then one.
+template <class F>
+void ColumnBlocks(int64_t blocks, F&& run) {
+  int64_t j = 0;
+  for (; j + 4 <= blocks; j += 4) run.template operator()<4>(j);
+  for (; j < blocks; ++j) run.template operator()<1>(j);
+}
+#endif
+
 }  // namespace
 
 bool QConvDirect(const ConvGeom& g, const Tensor& x, int32_t x_zp, const Tensor& w, bool w_constant,
@@ -428,6 +525,59 @@ bool QConvDirect(const ConvGeom& g, const Tensor& x, int32_t x_zp, const Tensor&
       });
     }
   return true;
+}
+
+bool QMatMulDirect(const Tensor& x, int32_t x_zp, const Tensor& w, bool w_constant, int threads,
+                   std::unique_ptr<NodeState>* state, int32_t* sums, Isa isa) {
+#if KILN_X86_DISPATCH
+  if (ReferenceKernels() || w.dtype() != DType::kInt8 || w.rank() != 2 || x.rank() < 1)
+    return false;
+  const int64_t k = w.dim(0), n = w.dim(1);
+  if (k == 0 || n == 0 || x.dims().back() != k) return false;
+  const int64_t rows = x.size() / k;
+  if (rows == 0 || rows > kMatMulDirectRows) return false;
+  const bool vnni = isa != Isa::kAvx2 && HasVnni();
+  if (!vnni && !IsaSupported(Isa::kAvx2)) return false;
+  auto* st = dynamic_cast<QMatMulDirectState*>(state->get());
+  if (!st) {
+    auto fresh = std::make_unique<QMatMulDirectState>();
+    st = fresh.get();
+    *state = std::move(fresh);
+  }
+  LayOutColumns(st, w, w_constant, vnni ? Path::kVnni : Path::kAvx2);
+  const int64_t lanes = vnni ? 16 : 8, blocks = (n + lanes - 1) / lanes;
+  const bool x_signed = x.dtype() == DType::kInt8;
+  // VNNI multiplies x's bytes as unsigned (x + 128 for int8): the bias takes the zero point's
+  // products; AVX2 multiplies x - x_zp.
+  const int64_t zp_unsigned = x_zp + (x_signed ? 128 : 0);
+  std::vector<int32_t> bias(blocks * lanes, 0), row_sums(blocks * lanes);
+  if (vnni)
+    for (int64_t j = 0; j < n; ++j) bias[j] = static_cast<int32_t>(-zp_unsigned * st->w_sum[j]);
+  std::vector<uint8_t> xu(vnni ? st->k_pad : 0, 0);
+  std::vector<int16_t> x16(vnni ? 0 : st->k_pad, 0);
+  const auto* xb = static_cast<const uint8_t*>(x.raw());
+  (void)threads;  // a few rows: one thread
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint8_t* row = xb + r * k;
+    if (vnni) {
+      for (int64_t p = 0; p < k; ++p) xu[p] = static_cast<uint8_t>(row[p] ^ (x_signed ? 0x80 : 0));
+      ColumnBlocks(blocks, [&]<int B>(int64_t j) {
+        VnniGemvBlocks<B>(xu.data(), st->w8.data(), st->k_pad / 4, j, bias.data(), row_sums.data());
+      });
+    } else {
+      for (int64_t p = 0; p < k; ++p)
+        x16[p] = static_cast<int16_t>(XValue(row[p], x_signed) - x_zp);
+      ColumnBlocks(blocks, [&]<int B>(int64_t j) {
+        Avx2GemvBlocks<B>(x16.data(), st->w16.data(), st->k_pad / 2, j, bias.data(),
+                          row_sums.data());
+      });
+    }
+    std::memcpy(sums + r * n, row_sums.data(), static_cast<size_t>(n) * 4);
+  }
+  return true;
+#else
+  return false;
+#endif
 }
 
 }  // namespace kiln::ops

@@ -40,4 +40,12 @@ bool QConvDirect(const ConvGeom& g, const Tensor& x, int32_t x_zp, const Tensor&
                  const Tensor* bias, int threads, std::unique_ptr<NodeState>* state,
                  const QConvOutput& out, Isa isa = Isa::kAuto);
 
+// The matmuls of a few rows (up to kMatMulDirectRows), a one-row dense layer's above all:
+// sums [rows, N] = (x - x_zp) [rows, K] times w [K, N], int8 weights of zero point 0 held in
+// blocks of columns (`state`, as above), a row at a time against every column on AVX-512 VNNI
+// or AVX2. False where the product is not of that form or the CPU has neither.
+constexpr int64_t kMatMulDirectRows = 4;
+bool QMatMulDirect(const Tensor& x, int32_t x_zp, const Tensor& w, bool w_constant, int threads,
+                   std::unique_ptr<NodeState>* state, int32_t* sums, Isa isa = Isa::kAuto);
+
 }  // namespace kiln::ops

@@ -4,8 +4,10 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "kernels/reference/reference_kernels.h"
 #include "ops/conv_int8_dnnl.h"
 #include "ops/gemm_dnnl.h"
 #include "ops/gemm_kernels.h"
@@ -36,8 +38,10 @@ struct IntGemmState : NodeState {
   // with, w's columns as the float GEMM's packed operands, one per depth chunk (made on demand).
   std::map<int64_t, std::vector<PackedB<float>>> w_packed;
   std::vector<std::unique_ptr<NodeState>> gemms;
-  std::unique_ptr<NodeState> direct;  // QConvDirect's (none for a depthwise convolution)
+  std::unique_ptr<NodeState> direct;  // QConvDirect's or QMatMulDirect's (none for depthwise)
   bool direct_ran = false;            // QConvDirect took the last call
+  std::string scales;                 // the scales' types and bytes `multipliers` were made from
+  FixedMultipliers multipliers;
   bool ran = false;  // the GEMM took the product: the original weights are no longer read
   // A convolution on oneDNN's int8 convolution instead (DnnlConvInt8), holding the constant
   // weights of input conv_w_input once it ran.
@@ -322,6 +326,27 @@ bool IntConvRequantized(ComputeContext& ctx, const ConvGeom& g, const Tensor& x,
   return st->direct_ran;
 }
 
+FixedMultipliers NodeMultipliers(ComputeContext& ctx, const Tensor& xs, const Tensor& ws,
+                                 const Tensor& ys, int64_t channels) {
+  std::string key;
+  for (const Tensor* t : {&xs, &ws, &ys}) {
+    key += static_cast<char>(t->dtype());
+    key.append(static_cast<const char*>(t->raw()), t->nbytes());
+  }
+  std::unique_ptr<NodeState> local;
+  IntGemmState* st = StateOf(ctx, &local);
+  if (st->scales != key || static_cast<int64_t>(st->multipliers.mult.size()) != channels) {
+    FixedMultipliers& f = st->multipliers;
+    f.mult.resize(channels);
+    f.shift.resize(channels);
+    for (int64_t c = 0; c < channels; ++c)
+      kiln_requant_multiplier(RequantMultiplier(xs, 0, ws, ws.size() == 1 ? 0 : c, ys), &f.mult[c],
+                              &f.shift[c]);
+    st->scales = std::move(key);
+  }
+  return st->multipliers;
+}
+
 ConvPlane PlaneOf(const ConvGeom& g) {
   const bool two = g.in.size() == 2;
   const size_t l = g.in.size() - 1;
@@ -341,6 +366,10 @@ bool IntMatMulByGemm(ComputeContext& ctx, const Tensor& a, const Tensor* a_zp, i
   const int64_t rows = a.size() / k;
   std::unique_ptr<NodeState> local;
   IntGemmState* st = StateOf(ctx, &local);
+  st->direct_ran = SymmetricInt8(b, b_zp) && (!a_zp || a_zp->size() == 1) &&
+                   QMatMulDirect(a, a_zp ? static_cast<int32_t>(a_zp->GetInt(0)) : 0, b,
+                                 ctx.input_constant(b_input), ctx.threads(), &st->direct, out);
+  if (st->direct_ran) return true;
   const bool constant =
       LayOut(ctx, st, b, b_input, n, k, 1, [&](int64_t j, int64_t p) { return p * n + j; });
   const bool a_signed = a.dtype() == DType::kInt8;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "ops/common.h"
 
@@ -24,6 +25,16 @@ struct QConvOutput;
 bool IntConvRequantized(ComputeContext& ctx, const ConvGeom& g, const Tensor& x, int32_t x_zp,
                         const Tensor& w, const Tensor* w_zp, const Tensor* bias, int w_input,
                         const QConvOutput& out);
+
+// The fixed-point multipliers and shifts (kernels/reference/requant.c) of
+// x_scale * w_scale[c] / y_scale for `channels` output channels (w_scale: 1 or `channels`
+// values; x_scale and y_scale scalars), taken once per node and kept in its state while the
+// scales' bytes stay the same.
+struct FixedMultipliers {
+  std::vector<int32_t> mult, shift;
+};
+FixedMultipliers NodeMultipliers(ComputeContext& ctx, const Tensor& xs, const Tensor& ws,
+                                 const Tensor& ys, int64_t channels);
 
 // A 1-D or 2-D ConvGeom's plane (a 1-D one as one row).
 struct ConvPlane {

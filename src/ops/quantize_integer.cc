@@ -197,22 +197,17 @@ bool RequantizeRows(int threads, const int32_t* acc, int64_t rows, int64_t n,
 }
 
 // Fixed-point requantization (kernels/reference/requant.c) of `rows` runs of `n` sums into y:
-// run r, column j takes multiplier (by_row ? r % count : j % count) of `real`, saturated; on the
-// vector kernel (quantize_kernels.h), over threads.
+// run r, column j takes multiplier (by_row ? r % count : j % count) of f's `count`, saturated;
+// on the vector kernel (quantize_kernels.h), over threads. Per column, count is 1 or n.
 void RequantizeFixedRows(int threads, const int32_t* acc, int64_t rows, int64_t n,
-                         const std::vector<double>& real, bool by_row, int32_t zp, Tensor& y) {
-  const auto count = static_cast<int64_t>(real.size());
-  // Per column: the multipliers repeated over a row (count is 1 or n).
-  const int64_t stored = by_row || count == 1 ? count : n;
-  std::vector<int32_t> mult(stored), shift(stored);
-  for (int64_t i = 0; i < stored; ++i)
-    kiln_requant_multiplier(real[i % count], &mult[i], &shift[i]);
+                         const FixedMultipliers& f, bool by_row, int32_t zp, Tensor& y) {
+  const auto count = static_cast<int64_t>(f.mult.size());
   auto* out = static_cast<uint8_t*>(y.raw());  // int8's two's complement bytes, or uint8
   const int t = static_cast<int>(std::min<int64_t>(threads, rows * n / (64 << 10) + 1));
   ParallelFor(t, rows, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t q = by_row ? r % count : 0;
-      RequantizeFixed(acc + r * n, n, &mult[q], &shift[q], !by_row && count > 1, zp, y.dtype(),
+      RequantizeFixed(acc + r * n, n, &f.mult[q], &f.shift[q], !by_row && count > 1, zp, y.dtype(),
                       out + r * n);
     }
   });
@@ -244,8 +239,7 @@ Status QLinearMatMulCompute(ComputeContext& ctx) {
   Tensor& y = ctx.output(0);
   if (IsKilnDomain(ctx)) {  // fuse-qdq's: fixed point, saturated, the bias (Gemm's) added
     if (as.size() != 1) return ctx.error("a_scale must be a scalar");
-    std::vector<double> real(bs.size());
-    for (int64_t j = 0; j < bs.size(); ++j) real[j] = RequantMultiplier(as, 0, bs, j, ys);
+    const FixedMultipliers f = NodeMultipliers(ctx, as, bs, ys, bs.size());
     std::vector<int32_t> biased;
     if (ctx.has_input(8)) {
       const Tensor& bias = ctx.input(8);
@@ -254,8 +248,7 @@ Status QLinearMatMulCompute(ComputeContext& ctx) {
       for (int64_t e = 0; e < total; ++e) biased[e] += bias.data<int32_t>()[e % s.n];
       r = biased.data();
     }
-    RequantizeFixedRows(ctx.threads(), r, total / s.n, s.n, real, false, static_cast<int32_t>(yz),
-                        y);
+    RequantizeFixedRows(ctx.threads(), r, total / s.n, s.n, f, false, static_cast<int32_t>(yz), y);
     return OkStatus();
   }
   if (as.size() == 1 && total > 0) {
@@ -452,20 +445,14 @@ Status QLinearConvInfer(InferContext& ctx) {
 // that path does not take it.
 bool RequantizedConv(ComputeContext& ctx, const ConvGeom& g, int32_t xzp, const Tensor* wzp,
                      const Tensor* bias) {
-  const Tensor& ws = ctx.input(4);
+  const FixedMultipliers f = NodeMultipliers(ctx, ctx.input(1), ctx.input(4), ctx.input(6), g.m);
+  if (std::any_of(f.shift.begin(), f.shift.end(), [](int32_t s) { return s > -2; })) return false;
   QConvOutput out;
-  std::vector<int32_t> mult(g.m), shift(g.m);
-  for (int64_t oc = 0; oc < g.m; ++oc) {
-    kiln_requant_multiplier(
-        RequantMultiplier(ctx.input(1), 0, ws, ws.size() == 1 ? 0 : oc, ctx.input(6)), &mult[oc],
-        &shift[oc]);
-    if (shift[oc] > -2) return false;
-  }
   Tensor& y = ctx.output(0);
   const bool is_signed = y.dtype() == DType::kInt8;
   out.y = static_cast<uint8_t*>(y.raw());
-  out.mult = mult.data();
-  out.shift = shift.data();
+  out.mult = f.mult.data();
+  out.shift = f.shift.data();
   out.zp = ctx.has_input(7) ? static_cast<int32_t>(ctx.input(7).GetInt(0)) : 0;
   out.lo = is_signed ? -128 : 0;
   out.hi = is_signed ? 127 : 255;
@@ -500,13 +487,15 @@ Status QLinearConvCompute(ComputeContext& ctx) {
   Tensor& y = ctx.output(0);
   double lo, hi;
   QuantRange(y.dtype(), &lo, &hi);
+  if (IsKilnDomain(ctx)) {  // fuse-qdq's: fixed point
+    RequantizeFixedRows(ctx.threads(), r, g.n * g.m, osz,
+                        NodeMultipliers(ctx, ctx.input(1), ws, ctx.input(6), g.m), true,
+                        static_cast<int32_t>(yz), y);
+    return OkStatus();
+  }
   std::vector<double> mul(g.m);
   for (int64_t oc = 0; oc < g.m; ++oc)
     mul[oc] = RequantMultiplier(ctx.input(1), 0, ws, ws.size() == 1 ? 0 : oc, ctx.input(6));
-  if (IsKilnDomain(ctx)) {  // fuse-qdq's: fixed point
-    RequantizeFixedRows(ctx.threads(), r, g.n * g.m, osz, mul, true, static_cast<int32_t>(yz), y);
-    return OkStatus();
-  }
   if (total > 0 && RequantizeRows(ctx.threads(), r, g.n * g.m, osz, mul, true,
                                   static_cast<int32_t>(yz), false, y))
     return OkStatus();
@@ -562,9 +551,11 @@ Status QLinearGlobalAveragePoolCompute(ComputeContext& ctx) {
     for (int64_t i = 0; i < plane; ++i) s += ByteValue(x, r * plane + i);
     sums[r] = s - xzp * static_cast<int32_t>(plane);
   }
-  const double real = PoolRequantMultiplier(ctx.input(1), ctx.input(3), plane);
+  FixedMultipliers f{{0}, {0}};
+  kiln_requant_multiplier(PoolRequantMultiplier(ctx.input(1), ctx.input(3), plane), &f.mult[0],
+                          &f.shift[0]);
   const int32_t yz = ctx.has_input(4) ? static_cast<int32_t>(ctx.input(4).GetInt(0)) : 0;
-  RequantizeFixedRows(1, sums.data(), rows, 1, {real}, true, yz, ctx.output(0));
+  RequantizeFixedRows(1, sums.data(), rows, 1, f, true, yz, ctx.output(0));
   return OkStatus();
 }
 
