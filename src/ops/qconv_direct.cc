@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/reference/reference_kernels.h"
@@ -46,19 +47,99 @@ using Lanes = int32_t __attribute__((vector_size(4 * kLanes)));
 // plane [rows, cols] of Lanes holds x - x_zp of the block's channels, zero in the padding and in
 // channels past the last; w [taps] of Lanes; out [oh, ow] of Lanes starts at the bias and gains
 // every tap.
+// Four output pixels of a row at a time (each tap's weights loaded once for the four), over the
+// taps' offsets in the plane.
 struct DepthwiseBody {
   static KILN_AI void Run(const Lanes* plane, int64_t cols, const Lanes* w, const Lanes* bias,
-                          const ConvPlane* q, Lanes* out) {
+                          const ConvPlane* q, const int64_t* offsets, Lanes* out) {
     const Lanes b = *bias;
-    for (int64_t oy = 0; oy < q->oh; ++oy)
-      for (int64_t ox = 0; ox < q->ow; ++ox) {
-        Lanes acc = b;
-        const Lanes* at = plane + oy * q->sh * cols + ox * q->sw;
-        for (int64_t kh = 0; kh < q->kh; ++kh)
-          for (int64_t kw = 0; kw < q->kw; ++kw)
-            acc += w[kh * q->kw + kw] * at[kh * q->dh * cols + kw * q->dw];
-        out[oy * q->ow + ox] = acc;
+    const int64_t taps = q->kh * q->kw, sw = q->sw;
+    for (int64_t oy = 0; oy < q->oh; ++oy) {
+      const Lanes* row = plane + oy * q->sh * cols;
+      Lanes* o = out + oy * q->ow;
+      int64_t ox = 0;
+      for (; ox + 4 <= q->ow; ox += 4) {
+        Lanes a0 = b, a1 = b, a2 = b, a3 = b;
+        const Lanes* at = row + ox * sw;
+        for (int64_t t = 0; t < taps; ++t) {
+          const Lanes wt = w[t];
+          const Lanes* p = at + offsets[t];
+          a0 += wt * p[0];
+          a1 += wt * p[sw];
+          a2 += wt * p[2 * sw];
+          a3 += wt * p[3 * sw];
+        }
+        o[ox] = a0;
+        o[ox + 1] = a1;
+        o[ox + 2] = a2;
+        o[ox + 3] = a3;
       }
+      for (; ox < q->ow; ++ox) {
+        Lanes a = b;
+        const Lanes* at = row + ox * sw;
+        for (int64_t t = 0; t < taps; ++t) a += w[t] * at[offsets[t]];
+        o[ox] = a;
+      }
+    }
+  }
+};
+
+using Wide = int64_t __attribute__((vector_size(8 * kLanes)));
+using Bytes = uint8_t __attribute__((vector_size(kLanes)));
+using SignedBytes = int8_t __attribute__((vector_size(kLanes)));
+
+// requant.c's kiln_requant_right lane by lane: acc times mult (as int64), rshift = -shift - 2.
+KILN_AI Lanes RequantLanes(Lanes acc, Wide mult, Lanes rshift, int32_t zp, int32_t lo, int32_t hi) {
+  const Wide a = __builtin_convertvector(acc, Wide);
+  // a >> 63 is all ones for a negative a: the mask takes 2^31 off.
+  const Wide t = a * mult + (int64_t{1} << 30) + ((a >> 63) & -(int64_t{1} << 31));
+  Lanes v = ((__builtin_convertvector(t >> 32, Lanes) >> rshift) + 1) >> 1;
+  v = v < lo - zp ? lo - zp : v;
+  v = v > hi - zp ? hi - zp : v;
+  return v + zp;
+}
+
+// The image's rows of a block into the plane: stage [pixels][kLanes] holds the block's stored
+// bytes, channel l at byte l (lanes past the last channel hold x_zp); each becomes a lane of
+// x - x_zp at its place in the plane.
+template <class T>
+struct WidenBody {
+  static KILN_AI void Run(const uint8_t* stage, const ConvPlane* q, int64_t rows, int64_t cols,
+                          int64_t c_lo, int64_t c_hi, int32_t zp, Lanes* plane) {
+    using V = std::conditional_t<std::is_signed_v<T>, SignedBytes, Bytes>;
+    for (int64_t iy = 0; iy < q->h && iy + q->ph < rows; ++iy) {
+      Lanes* row = plane + (iy + q->ph) * cols;
+      const uint8_t* in = stage + (iy * q->w - q->pw) * kLanes;  // column c at in[c * kLanes]
+      for (int64_t c = c_lo; c < c_hi; ++c) {
+        V b;
+        std::memcpy(&b, in + c * kLanes, kLanes);
+        row[c] = __builtin_convertvector(b, Lanes) - zp;
+      }
+    }
+  }
+};
+
+// The block's channels requantized out of the lanes of acc [plane_out] (QConvOutput's y; every
+// shift <= -2): each pixel's lanes at once into `stage` [plane_out][kLanes], then each channel's
+// bytes to its plane of y.
+struct DepthwiseRequantOut {
+  static KILN_AI void Run(const Lanes* acc, int64_t plane_out, int lanes, const QConvOutput* o,
+                          int64_t image, int64_t c0, int64_t channels, uint8_t* stage) {
+    Wide mult = {};
+    Lanes rshift = {};
+    for (int l = 0; l < lanes; ++l) {
+      mult[l] = o->mult[c0 + l];
+      rshift[l] = -o->shift[c0 + l] - 2;
+    }
+    for (int64_t i = 0; i < plane_out; ++i) {
+      const Bytes b =
+          __builtin_convertvector(RequantLanes(acc[i], mult, rshift, o->zp, o->lo, o->hi), Bytes);
+      std::memcpy(stage + i * kLanes, &b, kLanes);
+    }
+    for (int l = 0; l < lanes; ++l) {
+      uint8_t* y = o->y + (image * channels + c0 + l) * plane_out;
+      for (int64_t i = 0; i < plane_out; ++i) y[i] = stage[i * kLanes + l];
+    }
   }
 };
 
@@ -74,11 +155,23 @@ struct DepthwiseOut {
   }
 };
 
+// AVX-512 with the byte, word, 64-bit and 256-bit forms the kernels' loops compile to.
+bool HasAvx512Full() {
+#if KILN_X86_DISPATCH
+  static const bool has = IsaSupported(Isa::kAvx512) && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+  return has;
+#else
+  return false;
+#endif
+}
+
+// Runs Body::Run compiled for AVX-512 or AVX2 (isa kAvx2: AVX2 even where AVX-512 is there).
 template <class Body, class... A>
 void RunBest(Isa isa, A... a) {
 #if KILN_X86_DISPATCH
-  if (isa != Isa::kAvx2 && IsaSupported(Isa::kAvx512)) {
-    [](A... b) __attribute__((target("avx512f,avx512bw,avx512vl"))) { Body::Run(b...); }
+  if (isa != Isa::kAvx2 && HasAvx512Full()) {
+    [](A... b) __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) { Body::Run(b...); }
     (a...);
     return;
   }
@@ -104,43 +197,57 @@ void Depthwise(const ConvGeom& g, const ConvPlane& q, const Tensor& x, int32_t x
   // The plane's columns [c_lo, c_hi) hold the image's (the rest is padding).
   const int64_t c_lo = std::min(q.pw, cols), c_hi = std::max(c_lo, std::min(cols, q.pw + q.w));
   const int t = static_cast<int>(std::min<int64_t>(threads, g.n * g.c * plane_out / 4096 + 1));
+  std::vector<int64_t> offsets(taps);  // of each tap from its window's first, in the plane
+  for (int64_t i = 0; i < taps; ++i) offsets[i] = i / q.kw * q.dh * cols + i % q.kw * q.dw;
   ParallelFor(t, g.n * blocks, [&](int64_t j0, int64_t j1) {
-    auto* plane = static_cast<Lanes*>(
-        ScratchBytes(ScratchSlot::kQuantPlane,
-                     static_cast<size_t>(rows * cols + taps + 1 + 2 * plane_out) * 64));
+    const int64_t stage_bytes = std::max(plane_in, plane_out) * kLanes;
+    auto* plane = static_cast<Lanes*>(ScratchBytes(
+        ScratchSlot::kQuantPlane,
+        static_cast<size_t>(rows * cols + taps + 1 + 2 * plane_out) * 64 + stage_bytes));
     Lanes *wv = plane + rows * cols, *bv = wv + taps, *acc = bv + 1;
+    auto* stage = reinterpret_cast<uint8_t*>(acc + 2 * plane_out);
     for (int64_t j = j0; j < j1; ++j) {
       const int64_t n = j / blocks, c0 = j % blocks * kLanes;
       const int lanes = static_cast<int>(std::min<int64_t>(kLanes, g.c - c0));
-      if (lanes < kLanes) {  // lanes past the last channel too
-        std::memset(static_cast<void*>(plane), 0, static_cast<size_t>(rows * cols) * 64);
-      } else {  // the padding only: the image's rows and columns are all written below
-        for (int64_t r = 0; r < rows; ++r) {
-          Lanes* row = plane + r * cols;
-          if (r < q.ph || r >= q.ph + q.h) {
-            std::memset(static_cast<void*>(row), 0, static_cast<size_t>(cols) * 64);
-            continue;
-          }
-          std::memset(static_cast<void*>(row), 0, static_cast<size_t>(c_lo) * 64);
-          std::memset(static_cast<void*>(row + c_hi), 0, static_cast<size_t>(cols - c_hi) * 64);
+      // The padding: the image's pixels are all written below, every lane.
+      for (int64_t r = 0; r < rows; ++r) {
+        Lanes* row = plane + r * cols;
+        if (r < q.ph || r >= q.ph + q.h) {
+          std::memset(static_cast<void*>(row), 0, static_cast<size_t>(cols) * 64);
+          continue;
         }
+        std::memset(static_cast<void*>(row), 0, static_cast<size_t>(c_lo) * 64);
+        std::memset(static_cast<void*>(row + c_hi), 0, static_cast<size_t>(cols - c_hi) * 64);
       }
       std::memset(static_cast<void*>(wv), 0, static_cast<size_t>(taps + 1) * 64);
+      for (int l = 0; l < kLanes; ++l) {  // the block's bytes, a channel a byte of each pixel
+        if (l >= lanes) {  // past the last channel: the zero point, which widens to 0
+          for (int64_t i = 0; i < plane_in; ++i) stage[i * kLanes + l] = static_cast<uint8_t>(x_zp);
+          continue;
+        }
+        const uint8_t* src = xb + (n * g.c + c0 + l) * plane_in;
+        for (int64_t i = 0; i < plane_in; ++i) stage[i * kLanes + l] = src[i];
+      }
+      if (x_signed)
+        RunBest<WidenBody<int8_t>>(isa, static_cast<const uint8_t*>(stage), &q, rows, cols, c_lo,
+                                   c_hi, x_zp, plane);
+      else
+        RunBest<WidenBody<uint8_t>>(isa, static_cast<const uint8_t*>(stage), &q, rows, cols, c_lo,
+                                    c_hi, x_zp, plane);
       for (int l = 0; l < lanes; ++l) {
         const int64_t ch = c0 + l;
-        const uint8_t* src = xb + (n * g.c + ch) * plane_in;
-        for (int64_t iy = 0; iy < q.h && iy + q.ph < rows; ++iy) {
-          Lanes* row = plane + (iy + q.ph) * cols;
-          const uint8_t* in = src + iy * q.w - q.pw;  // column c of the plane is in[c]
-          for (int64_t c = c_lo; c < c_hi; ++c) row[c][l] = XValue(in[c], x_signed) - x_zp;
-        }
         for (int64_t i = 0; i < taps; ++i) wv[i][l] = wb[ch * taps + i];
         bv[0][l] = bias ? bias->data<int32_t>()[ch] : 0;
       }
       RunBest<DepthwiseBody>(isa, static_cast<const Lanes*>(plane), cols,
-                             static_cast<const Lanes*>(wv), static_cast<const Lanes*>(bv), &q, acc);
-      RunBest<DepthwiseOut>(isa, static_cast<const Lanes*>(acc), plane_out, lanes, &out, n, c0, g.c,
-                            reinterpret_cast<int32_t*>(acc + plane_out));
+                             static_cast<const Lanes*>(wv), static_cast<const Lanes*>(bv), &q,
+                             static_cast<const int64_t*>(offsets.data()), acc);
+      if (out.y)
+        RunBest<DepthwiseRequantOut>(isa, static_cast<const Lanes*>(acc), plane_out, lanes, &out, n,
+                                     c0, g.c, stage);
+      else
+        RunBest<DepthwiseOut>(isa, static_cast<const Lanes*>(acc), plane_out, lanes, &out, n, c0,
+                              g.c, reinterpret_cast<int32_t*>(acc + plane_out));
     }
   });
 }
@@ -166,8 +273,7 @@ struct QConvDirectState : NodeState {
 
 bool HasVnni() {
 #if KILN_X86_DISPATCH
-  static const bool has = IsaSupported(Isa::kAvx512) && __builtin_cpu_supports("avx512bw") &&
-                          __builtin_cpu_supports("avx512vnni");
+  static const bool has = HasAvx512Full() && __builtin_cpu_supports("avx512vnni");
   return has;
 #else
   return false;
