@@ -46,9 +46,8 @@ using Lanes = int32_t __attribute__((vector_size(4 * kLanes)));
 
 // plane [rows, cols] of Lanes holds x - x_zp of the block's channels, zero in the padding and in
 // channels past the last; w [taps] of Lanes; out [oh, ow] of Lanes starts at the bias and gains
-// every tap.
-// Four output pixels of a row at a time (each tap's weights loaded once for the four), over the
-// taps' offsets in the plane.
+// every tap (at offsets[t] in the plane from its window's first), four output pixels of a row at
+// a time so that each tap's weights are loaded once for the four.
 struct DepthwiseBody {
   static KILN_AI void Run(const Lanes* plane, int64_t cols, const Lanes* w, const Lanes* bias,
                           const ConvPlane* q, const int64_t* offsets, Lanes* out) {

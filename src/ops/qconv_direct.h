@@ -1,14 +1,15 @@
-// Integer convolutions with int8 weights of zero point 0 (what `kiln quantize` writes and fuse-qdq
-// runs as com.kiln QLinearConv), in the model's channels-first layout: no layout changes and no
-// per-call primitive set-up, which cost a small quantized network more than its arithmetic.
-// The sums are exact int32:
-//  - depthwise (one input and one output channel per group): each channel's plane, less x's zero
-//    point, widened to int16 and padded with zeros, and each tap added across an output row;
+// Integer convolutions (and, below, matmuls of a few rows) with int8 weights of zero point 0 (what
+// `kiln quantize` writes and fuse-qdq runs as com.kiln QLinearConv), in the model's channels-first
+// layout: no layout changes and no per-call primitive set-up, which cost a small quantized network
+// more than its arithmetic. The sums are exact int32:
+//  - depthwise (one input and one output channel per group): sixteen channels at a time, one a
+//    lane, on a padded plane of x - x_zp; each tap a multiply-add of lanes;
 //  - the rest: the windows of a group packed four values per 32-bit lane (x's stored bytes as
 //    unsigned, int8 shifted by 128, the padding x's zero point) times the weights on AVX-512 VNNI
 //    (vpdpbusd), x's zero point folded into the bias; where the CPU has AVX2 but no VNNI, x less
 //    its zero point as pairs of int16 (vpmaddwd).
-// Loops compiled for the best ISA (ops/cpu_isa.h); not under the reference kernel set.
+// Either may requantize as it goes (QConvOutput). Loops compiled for the best ISA
+// (ops/cpu_isa.h); not under the reference kernel set.
 #pragma once
 
 #include <cstdint>
