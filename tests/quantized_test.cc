@@ -705,7 +705,7 @@ TEST(QuantizedOps, DirectMatMulsAgainstTheIntegerReference) {
       std::unique_ptr<NodeState> state;
       for (int call = 0; call < 2; ++call) {  // the second on the weights laid out
         ASSERT_TRUE(
-            QMatMulDirect(xt, static_cast<int32_t>(zp[0]), wt, true, 1, &state, got.data(), isa));
+            QMatMulDirect(xt, static_cast<int32_t>(zp[0]), wt, true, &state, got.data(), isa));
         ASSERT_EQ(got, want) << DimsToString(xd) << " x [" << k << ", " << n << "] "
                              << IsaName(isa);
       }

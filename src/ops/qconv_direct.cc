@@ -632,7 +632,7 @@ bool QConvDirect(const ConvGeom& g, const Tensor& x, int32_t x_zp, const Tensor&
   return true;
 }
 
-bool QMatMulDirect(const Tensor& x, int32_t x_zp, const Tensor& w, bool w_constant, int threads,
+bool QMatMulDirect(const Tensor& x, int32_t x_zp, const Tensor& w, bool w_constant,
                    std::unique_ptr<NodeState>* state, int32_t* sums, Isa isa) {
 #if KILN_X86_DISPATCH
   if (ReferenceKernels() || w.dtype() != DType::kInt8 || w.rank() != 2 || x.rank() < 1)
@@ -661,7 +661,6 @@ bool QMatMulDirect(const Tensor& x, int32_t x_zp, const Tensor& w, bool w_consta
   std::vector<uint8_t> xu(vnni ? st->k_pad : 0, 0);
   std::vector<int16_t> x16(vnni ? 0 : st->k_pad, 0);
   const auto* xb = static_cast<const uint8_t*>(x.raw());
-  (void)threads;  // a few rows: one thread
   for (int64_t r = 0; r < rows; ++r) {
     const uint8_t* row = xb + r * k;
     if (vnni) {

@@ -46,7 +46,7 @@ bool QConvDirect(const ConvGeom& g, const Tensor& x, int32_t x_zp, const Tensor&
 // blocks of columns (`state`, as above), a row at a time against every column on AVX-512 VNNI
 // or AVX2. False where the product is not of that form or the CPU has neither.
 constexpr int64_t kMatMulDirectRows = 4;
-bool QMatMulDirect(const Tensor& x, int32_t x_zp, const Tensor& w, bool w_constant, int threads,
+bool QMatMulDirect(const Tensor& x, int32_t x_zp, const Tensor& w, bool w_constant,
                    std::unique_ptr<NodeState>* state, int32_t* sums, Isa isa = Isa::kAuto);
 
 }  // namespace kiln::ops

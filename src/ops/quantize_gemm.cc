@@ -39,7 +39,7 @@ struct IntGemmState : NodeState {
   std::map<int64_t, std::vector<PackedB<float>>> w_packed;
   std::vector<std::unique_ptr<NodeState>> gemms;
   std::unique_ptr<NodeState> direct;  // QConvDirect's or QMatMulDirect's (none for depthwise)
-  bool direct_ran = false;            // QConvDirect took the last call
+  bool direct_ran = false;            // QConvDirect or QMatMulDirect took the last call
   std::string scales;                 // the scales' types and bytes `multipliers` were made from
   FixedMultipliers multipliers;
   bool ran = false;  // the GEMM took the product: the original weights are no longer read
@@ -328,14 +328,23 @@ bool IntConvRequantized(ComputeContext& ctx, const ConvGeom& g, const Tensor& x,
 
 FixedMultipliers NodeMultipliers(ComputeContext& ctx, const Tensor& xs, const Tensor& ws,
                                  const Tensor& ys, int64_t channels) {
-  std::string key;
-  for (const Tensor* t : {&xs, &ws, &ys}) {
-    key += static_cast<char>(t->dtype());
-    key.append(static_cast<const char*>(t->raw()), t->nbytes());
-  }
   std::unique_ptr<NodeState> local;
   IntGemmState* st = StateOf(ctx, &local);
-  if (st->scales != key || static_cast<int64_t>(st->multipliers.mult.size()) != channels) {
+  // The scales as the state holds them: each one's type, then its bytes.
+  size_t at = 0;
+  bool same = static_cast<int64_t>(st->multipliers.mult.size()) == channels;
+  for (const Tensor* t : {&xs, &ws, &ys}) {
+    same = same && at + 1 + t->nbytes() <= st->scales.size() &&
+           st->scales[at] == static_cast<char>(t->dtype()) &&
+           std::memcmp(st->scales.data() + at + 1, t->raw(), t->nbytes()) == 0;
+    at += 1 + t->nbytes();
+  }
+  if (!same || at != st->scales.size()) {
+    std::string key;
+    for (const Tensor* t : {&xs, &ws, &ys}) {
+      key += static_cast<char>(t->dtype());
+      key.append(static_cast<const char*>(t->raw()), t->nbytes());
+    }
     FixedMultipliers& f = st->multipliers;
     f.mult.resize(channels);
     f.shift.resize(channels);
@@ -368,7 +377,7 @@ bool IntMatMulByGemm(ComputeContext& ctx, const Tensor& a, const Tensor* a_zp, i
   IntGemmState* st = StateOf(ctx, &local);
   st->direct_ran = SymmetricInt8(b, b_zp) && (!a_zp || a_zp->size() == 1) &&
                    QMatMulDirect(a, a_zp ? static_cast<int32_t>(a_zp->GetInt(0)) : 0, b,
-                                 ctx.input_constant(b_input), ctx.threads(), &st->direct, out);
+                                 ctx.input_constant(b_input), &st->direct, out);
   if (st->direct_ran) return true;
   const bool constant =
       LayOut(ctx, st, b, b_input, n, k, 1, [&](int64_t j, int64_t p) { return p * n + j; });

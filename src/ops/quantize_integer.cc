@@ -170,11 +170,11 @@ class IntSums {
     data_ = slow_.data();
     return OkStatus();
   }
-  const int32_t* data() const { return data_; }
+  int32_t* data() const { return data_; }  // the caller may add to the sums in place
 
  private:
   int64_t count_;
-  const int32_t* data_ = nullptr;
+  int32_t* data_ = nullptr;
   std::vector<int32_t> slow_;
 };
 
@@ -240,13 +240,11 @@ Status QLinearMatMulCompute(ComputeContext& ctx) {
   if (IsKilnDomain(ctx)) {  // fuse-qdq's: fixed point, saturated, the bias (Gemm's) added
     if (as.size() != 1) return ctx.error("a_scale must be a scalar");
     const FixedMultipliers f = NodeMultipliers(ctx, as, bs, ys, bs.size());
-    std::vector<int32_t> biased;
     if (ctx.has_input(8)) {
       const Tensor& bias = ctx.input(8);
       if (bias.size() != s.n) return ctx.error("the bias must have N elements");
-      biased.assign(r, r + total);
-      for (int64_t e = 0; e < total; ++e) biased[e] += bias.data<int32_t>()[e % s.n];
-      r = biased.data();
+      int32_t* sum = sums.data();
+      for (int64_t e = 0; e < total; ++e) sum[e] += bias.data<int32_t>()[e % s.n];
     }
     RequantizeFixedRows(ctx.threads(), r, total / s.n, s.n, f, false, static_cast<int32_t>(yz), y);
     return OkStatus();
