@@ -910,7 +910,8 @@ TEST(Pool2D, AllNegativeInfinityWindowsAreReported) {
 // StridedCopy's transposes (16 x 16 tiles where an outer axis reads consecutive elements and the
 // inner one strides, else its row loop) against the index arithmetic, for permutations of ranks
 // 2-4 with sides from 1 to 37 (tile tails) and some large enough to be split over threads (and
-// the four-byte ones into AVX2 register tiles), every element size, at 1 and 3 threads.
+// the four-byte ones into AVX2 register tiles, the one-byte ones into SSE2 ones), every element
+// size, at 1 and 3 threads.
 TEST(StridedCopy, PermutationsAgainstIndexArithmetic) {
   std::mt19937 rng(15);
   for (int trial = 0; trial < 160; ++trial) {

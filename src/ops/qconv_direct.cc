@@ -8,6 +8,7 @@
 #include "kernels/reference/reference_kernels.h"
 #include "ops/cpu_isa.h"
 #include "ops/scratch.h"
+#include "ops/shape_ops_util.h"
 #include "ops/simd.h"
 #include "ops/thread_pool.h"
 
@@ -86,6 +87,8 @@ struct DepthwiseBody {
 using Wide = int64_t __attribute__((vector_size(8 * kLanes)));
 using Bytes = uint8_t __attribute__((vector_size(kLanes)));
 using SignedBytes = int8_t __attribute__((vector_size(kLanes)));
+using Halves = uint16_t __attribute__((vector_size(2 * kLanes)));
+using SignedHalves = int16_t __attribute__((vector_size(2 * kLanes)));
 
 // requant.c's kiln_requant_right lane by lane: acc times mult (as int64), rshift = -shift - 2.
 KILN_AI Lanes RequantLanes(Lanes acc, Wide mult, Lanes rshift, int32_t zp, int32_t lo, int32_t hi) {
@@ -106,24 +109,26 @@ struct WidenBody {
   static KILN_AI void Run(const uint8_t* stage, const ConvPlane* q, int64_t rows, int64_t cols,
                           int64_t c_lo, int64_t c_hi, int32_t zp, Lanes* plane) {
     using V = std::conditional_t<std::is_signed_v<T>, SignedBytes, Bytes>;
+    // Through 16-bit lanes: GCC widens bytes straight to 32 bits one byte at a time.
+    using H = std::conditional_t<std::is_signed_v<T>, SignedHalves, Halves>;
     for (int64_t iy = 0; iy < q->h && iy + q->ph < rows; ++iy) {
       Lanes* row = plane + (iy + q->ph) * cols;
       const uint8_t* in = stage + (iy * q->w - q->pw) * kLanes;  // column c at in[c * kLanes]
       for (int64_t c = c_lo; c < c_hi; ++c) {
         V b;
         std::memcpy(&b, in + c * kLanes, kLanes);
-        row[c] = __builtin_convertvector(b, Lanes) - zp;
+        row[c] = __builtin_convertvector(__builtin_convertvector(b, H), Lanes) - zp;
       }
     }
   }
 };
 
 // The block's channels requantized out of the lanes of acc [plane_out] (QConvOutput's y; every
-// shift <= -2): each pixel's lanes at once into `stage` [plane_out][kLanes], then each channel's
-// bytes to its plane of y.
+// shift <= -2): each pixel's lanes at once into `stage` [plane_out][kLanes], which
+// DeinterleaveChannels writes to the channels' planes of y.
 struct DepthwiseRequantOut {
   static KILN_AI void Run(const Lanes* acc, int64_t plane_out, int lanes, const QConvOutput* o,
-                          int64_t image, int64_t c0, int64_t channels, uint8_t* stage) {
+                          int64_t c0, uint8_t* stage) {
     Wide mult = {};
     Lanes rshift = {};
     for (int l = 0; l < lanes; ++l) {
@@ -134,10 +139,6 @@ struct DepthwiseRequantOut {
       const Bytes b =
           __builtin_convertvector(RequantLanes(acc[i], mult, rshift, o->zp, o->lo, o->hi), Bytes);
       std::memcpy(stage + i * kLanes, &b, kLanes);
-    }
-    for (int l = 0; l < lanes; ++l) {
-      uint8_t* y = o->y + (image * channels + c0 + l) * plane_out;
-      for (int64_t i = 0; i < plane_out; ++i) y[i] = stage[i * kLanes + l];
     }
   }
 };
@@ -153,6 +154,29 @@ struct DepthwiseOut {
     }
   }
 };
+
+// Between sixteen channels' planes and pixels of sixteen bytes, a channel a byte: by StridedCopy's
+// byte tiles for whole blocks, where a byte loop cost more than the convolution.
+
+// stage [plane][kLanes]: byte l of pixel i is x[l * plane + i], for l < lanes; `fill` past them.
+void InterleaveChannels(const uint8_t* x, int64_t plane, int lanes, uint8_t fill, uint8_t* stage) {
+  if (lanes == kLanes) {
+    moves::StridedCopy({plane, kLanes}, {1, plane}, 0, x, stage, 1, 1);
+    return;
+  }
+  for (int64_t i = 0; i < plane; ++i)
+    for (int l = 0; l < kLanes; ++l) stage[i * kLanes + l] = l < lanes ? x[l * plane + i] : fill;
+}
+
+// The converse: y[l * plane + i] = byte l of stage's pixel i, for l < lanes.
+void DeinterleaveChannels(const uint8_t* stage, int64_t plane, int lanes, uint8_t* y) {
+  if (lanes == kLanes) {
+    moves::StridedCopy({kLanes, plane}, {1, kLanes}, 0, stage, y, 1, 1);
+    return;
+  }
+  for (int64_t i = 0; i < plane; ++i)
+    for (int l = 0; l < lanes; ++l) y[l * plane + i] = stage[i * kLanes + l];
+}
 
 // AVX-512 with the byte, word, 64-bit and 256-bit forms the kernels' loops compile to.
 bool HasAvx512Full() {
@@ -219,14 +243,10 @@ void Depthwise(const ConvGeom& g, const ConvPlane& q, const Tensor& x, int32_t x
         std::memset(static_cast<void*>(row + c_hi), 0, static_cast<size_t>(cols - c_hi) * 64);
       }
       std::memset(static_cast<void*>(wv), 0, static_cast<size_t>(taps + 1) * 64);
-      for (int l = 0; l < kLanes; ++l) {  // the block's bytes, a channel a byte of each pixel
-        if (l >= lanes) {  // past the last channel: the zero point, which widens to 0
-          for (int64_t i = 0; i < plane_in; ++i) stage[i * kLanes + l] = static_cast<uint8_t>(x_zp);
-          continue;
-        }
-        const uint8_t* src = xb + (n * g.c + c0 + l) * plane_in;
-        for (int64_t i = 0; i < plane_in; ++i) stage[i * kLanes + l] = src[i];
-      }
+      // The block's bytes, a channel a byte of each pixel; past the last channel the zero point,
+      // which widens to 0.
+      InterleaveChannels(xb + (n * g.c + c0) * plane_in, plane_in, lanes,
+                         static_cast<uint8_t>(x_zp), stage);
       if (x_signed)
         RunBest<WidenBody<int8_t>>(isa, static_cast<const uint8_t*>(stage), &q, rows, cols, c_lo,
                                    c_hi, x_zp, plane);
@@ -241,10 +261,11 @@ void Depthwise(const ConvGeom& g, const ConvPlane& q, const Tensor& x, int32_t x
       RunBest<DepthwiseBody>(isa, static_cast<const Lanes*>(plane), cols,
                              static_cast<const Lanes*>(wv), static_cast<const Lanes*>(bv), &q,
                              static_cast<const int64_t*>(offsets.data()), acc);
-      if (out.y)
-        RunBest<DepthwiseRequantOut>(isa, static_cast<const Lanes*>(acc), plane_out, lanes, &out, n,
-                                     c0, g.c, stage);
-      else
+      if (out.y) {
+        RunBest<DepthwiseRequantOut>(isa, static_cast<const Lanes*>(acc), plane_out, lanes, &out,
+                                     c0, stage);
+        DeinterleaveChannels(stage, plane_out, lanes, out.y + (n * g.c + c0) * plane_out);
+      } else
         RunBest<DepthwiseOut>(isa, static_cast<const Lanes*>(acc), plane_out, lanes, &out, n, c0,
                               g.c, reinterpret_cast<int32_t*>(acc + plane_out));
     }

@@ -1,5 +1,6 @@
 // moves::StridedCopy (ops/shape_ops_util.h): one loop for every op that only moves elements,
-// split over threads; a transpose inside it goes by tiles, 8 x 8 floats in AVX2 registers.
+// split over threads; a transpose inside it goes by tiles, 8 x 8 floats in AVX2 registers or
+// 16 x 16 bytes in SSE2 ones.
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -72,6 +73,22 @@ __attribute__((target("avx2"))) void Tile16x16Avx2(const uint32_t* in, int64_t i
       }
     }
 }
+
+// The same for 16 x 16 bytes in SSE2 registers (every x86-64 has them): four rounds of one
+// perfect shuffle, each rotating an element's (row, column) bits by one.
+void Tile16x16Bytes(const uint8_t* in, int64_t in_col, uint8_t* o, int64_t out_row) {
+  __m128i r[16], t[16];
+  for (int j = 0; j < 16; ++j)
+    r[j] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + j * in_col));
+  for (int round = 0; round < 4; ++round) {
+    for (int i = 0; i < 8; ++i) {
+      t[2 * i] = _mm_unpacklo_epi8(r[i], r[i + 8]);
+      t[2 * i + 1] = _mm_unpackhi_epi8(r[i], r[i + 8]);
+    }
+    std::memcpy(static_cast<void*>(r), t, sizeof(t));
+  }
+  for (int i = 0; i < 16; ++i) _mm_storeu_si128(reinterpret_cast<__m128i*>(o + i * out_row), r[i]);
+}
 #endif
 
 }  // namespace
@@ -136,6 +153,12 @@ void StridedCopy(const Dims& out, const Dims& strides, int64_t base, const void*
             if constexpr (sizeof(U) == 4) {
               if (avx2 && ni == kTile && nj == kTile) {
                 Tile16x16Avx2(from + c0 * istride, istride, to + c0, out_row);
+                continue;
+              }
+            }
+            if constexpr (sizeof(U) == 1) {
+              if (ni == kTile && nj == kTile) {
+                Tile16x16Bytes(from + c0 * istride, istride, to + c0, out_row);
                 continue;
               }
             }
