@@ -8,6 +8,7 @@
 
 #include "ops/cpu_isa.h"
 #include "ops/scratch.h"
+#include "ops/shape_ops_util.h"
 #include "ops/thread_pool.h"
 
 #if KILN_WITH_DNNL
@@ -74,7 +75,7 @@ Int8ConvPart MakePart(const Int8ConvShape& whole, int64_t m0, int64_t m, int64_t
   const int64_t cg = s.c / s.group;
   if (window_sums) m = s.group;
   const bool bias = s.has_bias && !window_sums;
-  const memory::dims src{1, s.c, s.h, s.w}, dst{1, m, s.oh, s.ow};
+  const memory::dims src{s.n, s.c, s.h, s.w}, dst{s.n, m, s.oh, s.ow};
   const memory::dims w = s.group == 1 ? memory::dims{m, s.c, s.kh, s.kw}
                                       : memory::dims{s.group, m / s.group, cg, s.kh, s.kw};
   const memory::dims strides{s.sh, s.sw}, dilation{s.dh - 1, s.dw - 1}, pad_l{s.ph, s.pw};
@@ -136,14 +137,14 @@ std::unique_ptr<Int8ConvPlan> MakePlan(const Int8ConvShape& s, int threads) {
   auto plan = std::make_unique<Int8ConvPlan>();
   plan->s = s;
   plan->threads = threads;
-  const int64_t work = s.m * s.oh * s.ow * (s.c / s.group) * s.kh * s.kw;
+  const int64_t work = s.n * s.m * s.oh * s.ow * (s.c / s.group) * s.kh * s.kw;
   const int64_t most = s.group == 1 ? std::min<int64_t>({threads, s.m / 16, work / kPartWork})
                                     : std::min<int64_t>({threads, s.oh, work / kGroupedPartWork});
   const int64_t parts = std::max<int64_t>(most, 1);
   const int64_t blocks = (s.m + 15) / 16;
   try {
     for (int64_t i = 0; i < parts; ++i) {
-      if (s.group > 1) {
+      if (s.group > 1) {  // rows of one image
         plan->parts.push_back(MakePart(s, 0, s.m, i * s.oh / parts, (i + 1) * s.oh / parts));
         continue;
       }
@@ -191,7 +192,7 @@ void ReorderWeights(Int8ConvPlan* plan, const void* w) {
 // Runs part into a channels-last buffer of the calling thread's scratch slot; returns it.
 int32_t* RunPart(Int8ConvPart& part, const Int8ConvShape& s, const void* x, int32_t* x_zp,
                  const int32_t* bias, ScratchSlot slot = ScratchSlot::kDnnlDst) {
-  auto* dst = Scratch<int32_t>(slot, (part.o1 - part.o0) * s.ow * part.m);
+  auto* dst = Scratch<int32_t>(slot, s.n * (part.o1 - part.o0) * s.ow * part.m);
   // x: 8-bit, channels-last, so an input row is w * c bytes.
   part.src.set_data_handle(
       const_cast<uint8_t*>(static_cast<const uint8_t*>(x) + part.in0 * s.w * s.c));
@@ -216,6 +217,15 @@ void ChannelsFirst(const int32_t* dst, int64_t pixels, int64_t m, int32_t* y, in
 }
 
 }  // namespace
+
+bool DnnlRunsAmxInt8() {
+  // The ISAs are bit sets, each one holding the ones below it.
+  static const bool amx = [] {
+    const auto amx_isa = static_cast<unsigned>(dnnl_cpu_isa_avx512_core_amx);
+    return (static_cast<unsigned>(dnnl::get_effective_cpu_isa()) & amx_isa) == amx_isa;
+  }();
+  return amx && DnnlAvailable();
+}
 
 bool DnnlConvInt8(const Int8ConvShape& s, const void* x, int32_t x_zp, const void* w,
                   bool w_constant, const int32_t* w_zp, const int32_t* bias, int32_t* out,
@@ -243,13 +253,18 @@ bool DnnlConvInt8(const Int8ConvShape& s, const void* x, int32_t x_zp, const voi
   auto run = [&](Int8ConvPart& part) {
     const int32_t* dst = RunPart(part, s, x, &zp, bias);
     const int64_t p0 = part.o0 * s.ow, rows = (part.o1 - part.o0) * s.ow;
-    int32_t* y = out + part.m0 * pixels + p0;
-    ChannelsFirst(dst, rows, part.m, y, pixels);
-    for (int64_t j = 0; j < part.m && sums; ++j) {
-      const int32_t z = w_zp[part.m0 + j];
-      const int32_t* sum = sums + p0 * s.group + (part.m0 + j) / mg;
-      if (z != 0)
-        for (int64_t p = 0; p < rows; ++p) y[j * pixels + p] -= z * sum[p * s.group];
+    for (int64_t img = 0; img < s.n; ++img) {
+      int32_t* y = out + (img * s.m + part.m0) * pixels + p0;
+      if (rows == pixels)  // the part's block of y is whole
+        moves::StridedCopy({part.m, pixels}, {1, part.m}, 0, dst + img * rows * part.m, y, 4, 1);
+      else
+        ChannelsFirst(dst + img * rows * part.m, rows, part.m, y, pixels);
+      for (int64_t j = 0; j < part.m && sums; ++j) {
+        const int32_t z = w_zp[part.m0 + j];
+        const int32_t* sum = sums + (img * pixels + p0) * s.group + (part.m0 + j) / mg;
+        if (z != 0)
+          for (int64_t p = 0; p < rows; ++p) y[j * pixels + p] -= z * sum[p * s.group];
+      }
     }
   };
   const auto n = static_cast<int64_t>(plan->parts.size());
@@ -270,6 +285,8 @@ bool DnnlConvInt8(const Int8ConvShape&, const void*, int32_t, const void*, bool,
                   const int32_t*, int32_t*, int, std::unique_ptr<NodeState>*) {
   return false;
 }
+
+bool DnnlRunsAmxInt8() { return false; }
 
 #endif
 

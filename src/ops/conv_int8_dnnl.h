@@ -11,8 +11,9 @@
 
 namespace kiln::ops {
 
-// One image's convolution; 1-D as height 1. All int64_t, so that shapes compare as bytes.
+// A convolution of n images; 1-D as height 1. All int64_t, so that shapes compare as bytes.
 struct Int8ConvShape {
+  int64_t n = 1;  // grouped convolutions (split over threads by rows) take one image
   int64_t c = 0, m = 0, group = 1;
   int64_t h = 0, w = 0, kh = 0, kw = 0, sh = 1, sw = 1, dh = 1, dw = 1, ph = 0, pw = 0;
   int64_t oh = 0, ow = 0;
@@ -21,8 +22,8 @@ struct Int8ConvShape {
   int64_t w_zero_points = 0;  // w_zp is given: less the sums of each window times them
 };
 
-// out [M, OH * OW] (one image, channels first) = the convolution of (x - x_zp) with
-// (w - w_zp), plus bias (M values, if has_bias): x one image channels-last ([H, W, C], uint8 or
+// out [N, M, OH * OW] (channels first) = the convolution of (x - x_zp) with
+// (w - w_zp), plus bias (M values, if has_bias): x channels-last ([N, H, W, C], uint8 or
 // int8 as x_signed), w 8-bit [M, C / group, KH, KW] as ONNX holds it, w_zp M values less the
 // 128 of uint8 weights (if w_zero_points). The zero points of w cost a second convolution, of
 // one output channel per group. With T > 1 threads, parts of the output channels run on kiln's
@@ -32,5 +33,10 @@ struct Int8ConvShape {
 bool DnnlConvInt8(const Int8ConvShape& s, const void* x, int32_t x_zp, const void* w,
                   bool w_constant, const int32_t* w_zp, const int32_t* bias, int32_t* out,
                   int threads, std::unique_ptr<NodeState>* state);
+
+// Whether oneDNN runs its int8 convolutions on AMX tiles here (built in, the thread's kernels
+// fast, a CPU and kernel that grant AMX): they then outrun kiln's VNNI kernels 2-3x on
+// convolutions that are not depthwise.
+bool DnnlRunsAmxInt8();
 
 }  // namespace kiln::ops

@@ -183,12 +183,17 @@ void ApplyZeroPoints(int threads, const uint8_t* a, bool a_signed, int64_t rows,
   });
 }
 
-// One 2-D convolution geometry, 1-D as height 1.
+// Whether a convolution that QConvDirect takes runs faster on oneDNN's: on AMX, all but the
+// depthwise ones.
+bool PreferDnnl(const ConvGeom& g) {
+  return (g.c != g.group || g.m != g.group) && DnnlRunsAmxInt8();
+}
+
 // The convolution on oneDNN's int8 convolution kernels, where they take it (1-D or 2-D, a CPU
-// with VNNI). nhwc: scratch for one image of x channels-last.
+// with VNNI).
 bool ConvByDnnl(ComputeContext& ctx, IntGemmState* st, const ConvGeom& g, const ConvPlane& q,
                 const Tensor& x, int32_t x_zp, const Tensor& w, const Tensor* w_zp,
-                const Tensor* bias, int w_input, uint8_t* nhwc, int32_t* out) {
+                const Tensor* bias, int w_input, int32_t* out) {
   if (st->conv_refused || (bias && bias->dtype() != DType::kInt32)) return false;
   const bool w_unsigned = w.dtype() == DType::kUInt8;
   std::vector<int32_t> zp(g.m);
@@ -197,7 +202,10 @@ bool ConvByDnnl(ComputeContext& ctx, IntGemmState* st, const ConvGeom& g, const 
     zp[j] = ZeroPointAt(w_zp, j) - (w_unsigned ? 128 : 0);
     any_zp = any_zp || zp[j] != 0;
   }
-  const Int8ConvShape s{.c = g.c,
+  // Ungrouped ones take the whole batch at once; grouped ones an image at a time.
+  const int64_t batch = g.group == 1 ? g.n : 1;
+  const Int8ConvShape s{.n = batch,
+                        .c = g.c,
                         .m = g.m,
                         .group = g.group,
                         .h = q.h,
@@ -218,9 +226,11 @@ bool ConvByDnnl(ComputeContext& ctx, IntGemmState* st, const ConvGeom& g, const 
                         .w_zero_points = any_zp};
   const bool constant = ctx.input_constant(w_input);
   const int64_t image = g.c * q.h * q.w, pixels = q.oh * q.ow;
-  for (int64_t img = 0; img < g.n; ++img) {
+  auto* nhwc = Scratch<uint8_t>(ScratchSlot::kPadded, batch * image);
+  for (int64_t img = 0; img < g.n; img += batch) {
     const auto* src = static_cast<const uint8_t*>(x.raw()) + img * image;
-    moves::StridedCopy({q.h * q.w, g.c}, {1, q.h * q.w}, 0, src, nhwc, 1, ctx.threads());
+    moves::StridedCopy({batch, q.h * q.w, g.c}, {image, 1, q.h * q.w}, 0, src, nhwc, 1,
+                       ctx.threads());
     if (!DnnlConvInt8(s, nhwc, x_zp, w.raw(), constant, zp.data(),
                       bias ? bias->data<int32_t>() : nullptr, out + img * g.m * pixels,
                       ctx.threads(), &st->conv)) {
@@ -318,7 +328,7 @@ bool IntDepthwise(const ConvGeom& g, const ConvPlane& q, const Tensor& x, int32_
 bool IntConvRequantized(ComputeContext& ctx, const ConvGeom& g, const Tensor& x, int32_t x_zp,
                         const Tensor& w, const Tensor* w_zp, const Tensor* bias, int w_input,
                         const QConvOutput& out) {
-  if (!SymmetricInt8(w, w_zp)) return false;
+  if (!SymmetricInt8(w, w_zp) || PreferDnnl(g)) return false;
   std::unique_ptr<NodeState> local;
   IntGemmState* st = StateOf(ctx, &local);
   st->direct_ran = QConvDirect(g, x, x_zp, w, ctx.input_constant(w_input), bias, ctx.threads(),
@@ -409,11 +419,12 @@ bool IntConvByGemm(ComputeContext& ctx, const ConvGeom& g, const Tensor& x, int3
   IntGemmState* st = StateOf(ctx, &local);
   QConvOutput sums;
   sums.sums = out;
-  st->direct_ran = SymmetricInt8(w, w_zp) && QConvDirect(g, x, x_zp, w, ctx.input_constant(w_input),
-                                                         bias, ctx.threads(), &st->direct, sums);
+  st->direct_ran = SymmetricInt8(w, w_zp) && !PreferDnnl(g) &&
+                   QConvDirect(g, x, x_zp, w, ctx.input_constant(w_input), bias, ctx.threads(),
+                               &st->direct, sums);
   if (st->direct_ran) return true;
+  if (ConvByDnnl(ctx, st, g, q, x, x_zp, w, w_zp, bias, w_input, out)) return true;
   auto* nhwc = Scratch<uint8_t>(ScratchSlot::kPadded, q.h * q.w * g.c);
-  if (ConvByDnnl(ctx, st, g, q, x, x_zp, w, w_zp, bias, w_input, nhwc, out)) return true;
   if (IntDepthwise(g, q, x, x_zp, w, w_zp, bias, out, ctx.threads())) return true;
   // Few output channels per group or a short window: the general loop.
   if (mg < 4 || depth < 4) return false;
