@@ -991,6 +991,54 @@ TEST(FuseLayerNorm, MakesOneLayerNormalizationFromEveryExportedForm) {
   CheckPass(LayerNormModel("Pow", true, 1), "fuse-layernorm", false);
 }
 
+// RMSNorm over the last axis of x [2, 3, 8] after a Neg, then a Relu. `square`: "Pow" or "Mul";
+// `reciprocal`: x * Reciprocal(Sqrt) (LLaMA's rsqrt) instead of Div; `gamma`: with the scale;
+// `shared`: the mean square is also a graph output.
+onnx::ModelProto RmsNormModel(const std::string& square, bool reciprocal, bool gamma,
+                              bool shared = false) {
+  Builder b(13);
+  b.In("x", {2, 3, 8});
+  InitFloats(b.g, "two", {}, {2.0f});
+  InitFloats(b.g, "eps", {}, {1e-6f});
+  InitFloats(b.g, "gamma", {8}, {1.0f, 2.0f, -1.0f, 0.5f, 3.0f, 1.5f, 0.25f, -2.0f});
+  AddNode(b.g, "Neg", {"x"}, {"n"}, "neg");
+  if (square == "Pow")
+    AddNode(b.g, "Pow", {"n", "two"}, {"sq"});
+  else
+    AddNode(b.g, "Mul", {"n", "n"}, {"sq"});
+  AttrInts(AddNode(b.g, "ReduceMean", {"sq"}, {"ms"}), "axes", {-1});
+  AddNode(b.g, "Add", {"ms", "eps"}, {"mse"});
+  AddNode(b.g, "Sqrt", {"mse"}, {"rms"});
+  const std::string normed = gamma ? "norm" : "a";
+  if (reciprocal) {
+    AddNode(b.g, "Reciprocal", {"rms"}, {"inv"});
+    AddNode(b.g, "Mul", {"n", "inv"}, {normed}, "scale_x");
+  } else {
+    AddNode(b.g, "Div", {"n", "rms"}, {normed}, "scale_x");
+  }
+  if (gamma) AddNode(b.g, "Mul", {"norm", "gamma"}, {"a"}, "gamma_mul");
+  AddNode(b.g, "Relu", {"a"}, {"y"}, "relu");
+  b.Out("y");
+  if (shared) *b.g->add_output() = Info("ms", {2, 3, 1});
+  return b.m;
+}
+
+TEST(FuseLayerNorm, MakesOneRmsNormalizationFromEveryExportedForm) {
+  for (const char* square : {"Pow", "Mul"})
+    for (bool reciprocal : {false, true})
+      for (bool gamma : {true, false}) {
+        const std::string what =
+            std::string(square) + (reciprocal ? " reciprocal" : " div") + (gamma ? " gamma" : "");
+        ir::Model m = CheckPass(RmsNormModel(square, reciprocal, gamma), "fuse-layernorm", true);
+        ASSERT_EQ(m.graph->nodes.size(), 3u) << what;  // Neg, RMSNormalization, Relu
+        const ir::Node& rms = m.graph->nodes[1];
+        EXPECT_EQ(rms.op_type, "RMSNormalization") << what;
+        EXPECT_EQ(rms.name, gamma ? "gamma_mul" : "scale_x") << what;
+        EXPECT_FLOAT_EQ(rms.attr_float("epsilon", 0), 1e-6f) << what;
+      }
+  CheckPass(RmsNormModel("Pow", false, true, true), "fuse-layernorm", false);
+}
+
 // ---- fuse-channel-shuffle -------------------------------------------------------------------
 
 // ShuffleNet's channel shuffle of x [1, 6, 3, 4] in `groups` groups, as exporters write it, then

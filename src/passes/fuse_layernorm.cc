@@ -104,10 +104,76 @@ bool FuseAt(ir::Graph& g, const ValueReaders& r, std::vector<char>& keep, int i)
   return true;
 }
 
+// x's square (Pow(x, 2) or Mul(x, x)) when node n is one, else -1.
+int SquaredValue(const ir::Graph& g, const ir::Node& n) {
+  if (IsOnnxBinary(n, "Mul") && n.inputs[0] == n.inputs[1]) return n.inputs[0];
+  if (IsOnnxBinary(n, "Pow") && Near(ScalarFloatConstant(g, n.inputs[1]), 2.0)) return n.inputs[0];
+  return -1;
+}
+
+// The RMSNorm chain from its square at node i (torch's and LLaMA's exports):
+//   Pow(x, 2) or Mul(x, x) -> ReduceMean -> Add(eps) -> Sqrt -> Div(x, .) or
+//   Reciprocal -> Mul(x, .) [-> Mul by gamma],
+// as RMSNormalization in the place of its last node. False if the pattern does not match.
+bool FuseRmsAt(ir::Graph& g, const ValueReaders& r, std::vector<char>& keep, int i) {
+  const ir::Node& square = g.nodes[i];
+  const int x = SquaredValue(g, square);
+  if (x < 0 || square.outputs.size() != 1) return false;
+  const ir::TypeInfo& xt = g.values[x].type;
+  const int mean = r.Sole(square.outputs[0]);
+  if (xt.dtype != DType::kFloat32 || mean < 0 ||
+      !IsLastAxisMean(g, g.nodes[mean], square.outputs[0]))
+    return false;
+  const int64_t width = xt.dims.back();
+  const int add = SoleBinaryReader(g, r, g.nodes[mean].outputs[0], "Add");
+  if (add < 0) return false;
+  const std::optional<float> eps =
+      ScalarFloatConstant(g, OtherOperand(g.nodes[add], g.nodes[mean].outputs[0]));
+  const int sqrt = r.Sole(g.nodes[add].outputs[0]);
+  if (!eps || *eps < 0 || sqrt < 0 || g.nodes[sqrt].op_type != "Sqrt" ||
+      !IsDefaultDomain(g.nodes[sqrt]) || g.nodes[sqrt].outputs.size() != 1)
+    return false;
+  std::vector<int> gone = {i, mean, add, sqrt};
+  const int sd = g.nodes[sqrt].outputs[0];
+  int last = r.Sole(sd);
+  if (last < 0) return false;
+  if (g.nodes[last].op_type == "Reciprocal" && IsDefaultDomain(g.nodes[last])) {
+    gone.push_back(last);
+    const int inv = g.nodes[last].outputs[0];
+    last = SoleBinaryReader(g, r, inv, "Mul");
+    if (last < 0 || OtherOperand(g.nodes[last], inv) != x) return false;
+  } else if (!IsOnnxBinary(g.nodes[last], "Div") || g.nodes[last].inputs[0] != x ||
+             g.nodes[last].inputs[1] != sd) {
+    return false;
+  }
+  gone.push_back(last);
+  const Tensor* gamma = nullptr;
+  if (const int mul = SoleBinaryReader(g, r, g.nodes[last].outputs[0], "Mul"); mul >= 0) {
+    const int k = g.nodes[mul].inputs[0] == g.nodes[last].outputs[0] ? 1 : 0;
+    if ((gamma = VectorFloatInput(g, g.nodes[mul], k, width))) last = mul, gone.push_back(mul);
+  }
+  const int out = g.nodes[last].outputs[0];
+  if (g.values[out].type.dims != xt.dims || !ChainIsFree(keep, gone, last)) return false;
+  // Copied before AddConstant grows g.values (gamma points into it).
+  Tensor scale(DType::kFloat32, {width});
+  for (int64_t j = 0; j < width; ++j) scale.data<float>()[j] = gamma ? gamma->data<float>()[j] : 1;
+  ir::Node fused;
+  fused.op_type = "RMSNormalization";
+  fused.inputs = {x, AddConstant(g, g.values[out].name + "_scale", std::move(scale))};
+  fused.attrs["axis"] = ir::Attribute::Int(-1);
+  fused.attrs["epsilon"] = ir::Attribute::Float(*eps);
+  ReplaceChain(g, keep, gone, last, std::move(fused));
+  return true;
+}
+
 }  // namespace
 
 Expected<bool> FuseLayerNorm(ir::Model& model) {
-  return VerifiedChange(*model.graph, FuseEachNode(*model.graph, FuseAt));
+  return VerifiedChange(*model.graph,
+                        FuseEachNode(*model.graph, [](ir::Graph& g, const ValueReaders& r,
+                                                      std::vector<char>& keep, int i) {
+                          return FuseAt(g, r, keep, i) || FuseRmsAt(g, r, keep, i);
+                        }));
 }
 
 }  // namespace kiln::passes
