@@ -122,6 +122,7 @@ const std::map<Key, unsigned>& Table() {
       // conformance runs: unwritten bytes keep the poison).
       {{"", "Softmax"}, W},
       {{"", "LayerNormalization"}, W},
+      {{"", "RMSNormalization"}, W},
   };
   static const std::map<Key, unsigned>* table = [] {
     auto* t = new std::map<Key, unsigned>(kTable);
