@@ -66,12 +66,15 @@ constexpr int64_t kPartWork = int64_t{1} << 21, kGroupedPartWork = int64_t{1} <<
 Int8ConvPart MakePart(const Int8ConvShape& whole, int64_t m0, int64_t m, int64_t o0, int64_t o1,
                       bool window_sums = false) {
   dnnl::engine& e = dnnl_common::Engine();
-  Int8ConvShape s = whole;  // the part's rows: its input rows and paddings
+  Int8ConvShape s = whole;
   const int64_t extent = (s.kh - 1) * s.dh + 1;
   const int64_t first = o0 * s.sh - s.ph, end = (o1 - 1) * s.sh - s.ph + extent;
-  s.ph = std::max<int64_t>(0, -first);
-  s.h = std::min(end, whole.h) - std::max<int64_t>(0, first);
-  s.oh = o1 - o0;
+  const bool row_part = o0 > 0 || o1 < whole.oh;  // of one image (batches keep whole images)
+  if (row_part) {                                 // its input rows and paddings
+    s.ph = std::max<int64_t>(0, -first);
+    s.h = std::min(end, whole.h) - std::max<int64_t>(0, first);
+    s.oh = o1 - o0;
+  }
   const int64_t cg = s.c / s.group;
   if (window_sums) m = s.group;
   const bool bias = s.has_bias && !window_sums;
@@ -79,7 +82,8 @@ Int8ConvPart MakePart(const Int8ConvShape& whole, int64_t m0, int64_t m, int64_t
   const memory::dims w = s.group == 1 ? memory::dims{m, s.c, s.kh, s.kw}
                                       : memory::dims{s.group, m / s.group, cg, s.kh, s.kw};
   const memory::dims strides{s.sh, s.sw}, dilation{s.dh - 1, s.dw - 1}, pad_l{s.ph, s.pw};
-  // Right padding as the output size implies it.
+  // Right padding as the output size implies it (negative where the last windows end before
+  // the image does).
   const memory::dims pad_r{(s.oh - 1) * s.sh + (s.kh - 1) * s.dh + 1 - s.h - s.ph,
                            (s.ow - 1) * s.sw + (s.kw - 1) * s.dw + 1 - s.w - s.pw};
   const memory::desc src_md(src, s.x_signed ? dt::s8 : dt::u8, Tag::nhwc),
@@ -103,7 +107,7 @@ Int8ConvPart MakePart(const Int8ConvShape& whole, int64_t m0, int64_t m, int64_t
   part.m = m;
   part.o0 = o0;
   part.o1 = o1;
-  part.in0 = std::max<int64_t>(0, first);
+  part.in0 = row_part ? std::max<int64_t>(0, first) : 0;
   part.impl = impl;
   part.conv = dnnl::convolution_forward(pd);
   part.scratchpad = dnnl_common::Scratchpad(pd.scratchpad_desc());
