@@ -150,23 +150,28 @@ Status BatchNormCompute(ComputeContext& ctx) {
       a[p] = static_cast<Acc<T>>(scale[p] * inv);
       b[p] = static_cast<Acc<T>>(bias[p] - m[p] * scale[p] * inv);
     }
-    if (ctx.input_channels_last(0)) {  // [N, HW, C] (ops/channels_last.h): the same arithmetic
-      for (int64_t n = 0; n < s.n; ++n)
-        for (int64_t i = 0; i < block; ++i) {
-          const T* xp = x + (n * block + i) * params;
-          T* yp = y + (n * block + i) * params;
-          for (int64_t p = 0; p < params; ++p) yp[p] = T(static_cast<Acc<T>>(xp[p]) * a[p] + b[p]);
-        }
-      return;
-    }
-    for (int64_t n = 0; n < s.n; ++n) {
-      for (int64_t p = 0; p < params; ++p) {
-        const T* xp = x + n * sample + p * block;
-        T* yp = y + n * sample + p * block;
-        const Acc<T> ap = a[p], bp = b[p];
-        for (int64_t i = 0; i < block; ++i) yp[i] = T(static_cast<Acc<T>>(xp[i]) * ap + bp);
-      }
-    }
+    // Rows of params values (channels-last) or of block values (one channel's plane), over
+    // threads: the next layer reads its rows from the cores that wrote them.
+    const bool channels_last = ctx.input_channels_last(0);
+    const int64_t row = channels_last ? params : block,
+                  rows = s.n * sample / std::max<int64_t>(row, 1);
+    ParallelRows(ctx.threads(), rows,
+                 std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(row, 1)),
+                 [&](int64_t r0, int64_t r1) {
+                   for (int64_t r = r0; r < r1; ++r) {
+                     const T* xp = x + r * row;
+                     T* yp = y + r * row;
+                     if (channels_last) {  // [N, HW, C] (ops/channels_last.h): the same arithmetic
+                       for (int64_t p = 0; p < params; ++p)
+                         yp[p] = T(static_cast<Acc<T>>(xp[p]) * a[p] + b[p]);
+                       continue;
+                     }
+                     const int64_t p = r % params;
+                     const Acc<T> ap = a[p], bp = b[p];
+                     for (int64_t i = 0; i < block; ++i)
+                       yp[i] = T(static_cast<Acc<T>>(xp[i]) * ap + bp);
+                   }
+                 });
   });
   if (!training) return OkStatus();
   // Running statistics, then (before opset 14) the saved batch mean and variance.
