@@ -5,8 +5,6 @@
 // product, one dot product per gate row (rows of R are contiguous); the tests check the float32
 // kernel against it (in double).
 
-#include <algorithm>
-
 #include "ops/common.h"
 #include "ops/recurrent_kernels.h"
 
@@ -210,13 +208,8 @@ Status RunRecurrent(ComputeContext& ctx, const RecurrentPlan& p) {
 struct RecurrentState : NodeState {
   RnnWeights weights;
   std::string Kernel() const override { return "kiln recurrent f32"; }
-  // R always (as R^T's panels); W where its projection has few rows (W^T's panels: the GEMM of
-  // many rows reads W itself, faster than from a packed copy).
-  bool HoldsConstant(int i) const override {
-    if (weights.dirs.empty() || (i != 1 && i != 2)) return false;
-    return i == 2 || std::all_of(weights.dirs.begin(), weights.dirs.end(),
-                                 [](const RnnDirectionWeights& d) { return !d.wt.data.empty(); });
-  }
+  // W and R as the kernels laid them out (panels, or W^T packed for the GEMM).
+  bool HoldsConstant(int i) const override { return (i == 1 || i == 2) && !weights.dirs.empty(); }
 };
 
 Status RunRecurrentF32(ComputeContext& ctx, const RecurrentPlan& p) {

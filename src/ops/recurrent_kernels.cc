@@ -1,5 +1,6 @@
 #include "ops/recurrent_kernels.h"
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -30,11 +31,12 @@ constexpr int64_t kBatchSplitBytes = int64_t{512} << 10;
 // slower on two threads, hidden 256 1.6x faster).
 constexpr int64_t kUnitSplitWork = int64_t{1} << 17;
 
-// out[r][panel p] = h[r] * panel p for R rows and P panels (src: the panels, dst: row 0's output
-// columns of each), every panel kRnnPanel columns of N vectors.
-template <int VB, int R, int P>
+// out[r][panel p] = h[r] * panel p for R rows and P panels (src: the panels, rows ld apart, or
+// where Stream the first of P interleaved ones; dst: row 0's output columns of each), every panel
+// kRnnPanel columns of N vectors.
+template <int VB, int R, int P, bool Stream>
 KILN_AI void ProductBlock(const float* h, int64_t ldh, int64_t K, const float* const* src,
-                          float* const* dst, int64_t ldo) {
+                          int64_t ld, float* const* dst, int64_t ldo) {
   using V = Vec<float, VB>;
   constexpr int L = VB / 4, N = static_cast<int>(kRnnPanel) / L;
   V acc[R][P][N];
@@ -49,7 +51,8 @@ KILN_AI void ProductBlock(const float* h, int64_t ldh, int64_t K, const float* c
     for (int p = 0; p < P; ++p)
       for (int n = 0; n < N; ++n) {
         V w;
-        std::memcpy(&w, src[p] + k * kRnnPanel + n * L, VB);
+        const float* panel = Stream ? src[0] + p * kRnnPanel : src[p];
+        std::memcpy(&w, panel + k * ld + n * L, VB);
         for (int r = 0; r < R; ++r) acc[r][p][n] += hv[r] * w;
       }
   }
@@ -58,27 +61,42 @@ KILN_AI void ProductBlock(const float* h, int64_t ldh, int64_t K, const float* c
       for (int n = 0; n < N; ++n) std::memcpy(dst[p] + r * ldo + n * L, &acc[r][p][n], VB);
 }
 
-// Panels ids[0, n_ids) of m for R rows, as many panels per pass as keep 8 accumulators.
-template <int VB, int R>
-KILN_AI void ProductRows(const float* h, int64_t ldh, const RnnPanels& m, const int32_t* ids,
-                         int64_t n_ids, float* out, int64_t ldo) {
-  constexpr int N = static_cast<int>(kRnnPanel) / (VB / 4);
-  constexpr int P = 8 / (R * N) > 0 ? 8 / (R * N) : 1;
+// Panels ids[0, n_ids) of m for R rows, P at a time, the rest in passes of half as many (one
+// panel a pass would leave a single chain of dependent FMAs).
+template <int VB, int R, int P>
+KILN_AI void ProductPanels(const float* h, int64_t ldh, const RnnPanels& m, const int32_t* ids,
+                           int64_t n_ids, float* out, int64_t ldo) {
   const float* src[P];
   float* dst[P];
   int64_t i = 0;
   for (; i + P <= n_ids; i += P) {
     for (int p = 0; p < P; ++p) {
-      src[p] = m.data.data() + ids[i + p] * m.rows * kRnnPanel;
+      src[p] = m.Panel(ids[i + p]);
       dst[p] = out + ids[i + p] * kRnnPanel;
     }
-    ProductBlock<VB, R, P>(h, ldh, m.rows, src, dst, ldo);
+    const bool stream =
+        ids[i + P - 1] - ids[i] == P - 1 && ids[i] / m.group == ids[i + P - 1] / m.group;
+    if (stream)
+      ProductBlock<VB, R, P, true>(h, ldh, m.rows, src, m.ld(), dst, ldo);
+    else
+      ProductBlock<VB, R, P, false>(h, ldh, m.rows, src, m.ld(), dst, ldo);
   }
-  for (; i < n_ids; ++i) {
-    src[0] = m.data.data() + ids[i] * m.rows * kRnnPanel;
-    dst[0] = out + ids[i] * kRnnPanel;
-    ProductBlock<VB, R, 1>(h, ldh, m.rows, src, dst, ldo);
+  if constexpr (P > 1) {
+    if (i < n_ids) ProductPanels<VB, R, P / 2>(h, ldh, m, ids + i, n_ids - i, out, ldo);
   }
+}
+
+// The panels of a pass for R rows where a vector holds VB bytes: as many as keep 16 accumulators
+// in AVX-512's 32 registers (against 8: loads that wait on L2 overlap more), 8 in AVX2's 16.
+constexpr int PanelsPerPass(int VB, int R) {
+  const int N = static_cast<int>(kRnnPanel) / (VB / 4), sums = VB == 64 ? 16 : 8;
+  return sums / (R * N) > 0 ? sums / (R * N) : 1;
+}
+
+template <int VB, int R>
+KILN_AI void ProductRows(const float* h, int64_t ldh, const RnnPanels& m, const int32_t* ids,
+                         int64_t n_ids, float* out, int64_t ldo) {
+  ProductPanels<VB, R, PanelsPerPass(VB, R)>(h, ldh, m, ids, n_ids, out, ldo);
 }
 
 template <int VB>
@@ -115,6 +133,17 @@ __attribute__((target("avx2,fma"))) void ProductAvx2(const float* h, int64_t ldh
 }
 #endif
 
+// The panels a pass of the product of B rows takes (its first rows' passes).
+int64_t PassPanels(int64_t B) {
+  const int R = static_cast<int>(std::min<int64_t>(B, 4));
+#if KILN_X86_DISPATCH
+  const Isa isa = BestIsa();
+  if (isa == Isa::kAvx512) return PanelsPerPass(64, R);
+  if (isa == Isa::kAvx2) return PanelsPerPass(32, R);
+#endif
+  return PanelsPerPass(16, R);
+}
+
 // out[b][columns of panel i] = h[b][0, m.rows) * those columns of m, for b < B and the panels
 // listed in ids.
 void PanelProduct(const float* h, int64_t ldh, int64_t B, const RnnPanels& m, const int32_t* ids,
@@ -150,18 +179,23 @@ void AddInPlace(float* v, const float* x, int64_t n) {
 
 // Rows first + g * gate_cols + j (g < gates, j < gate_cols) of m, a row-major [*, K] matrix, as
 // the columns g * gate_ld + j of panels.
-RnnPanels Panels(const float* m, int64_t K, int64_t first, int64_t gates, int64_t gate_cols) {
+// Products of `batch` rows read them (the group is their passes' panels).
+RnnPanels Panels(const float* m, int64_t K, int64_t first, int64_t gates, int64_t gate_cols,
+                 int64_t batch) {
   RnnPanels p;
   p.rows = K;
   p.gate_ld = Padded(gate_cols);
   p.cols = gates * p.gate_ld;
-  p.data.assign(static_cast<size_t>(p.cols * K), 0.0f);
+  const int64_t panels = p.cols / kRnnPanel;
+  p.group = std::min(panels, PassPanels(batch));
+  p.stride = K * p.ld() + 16;
+  p.data.assign(static_cast<size_t>((panels + p.group - 1) / p.group * p.stride), 0.0f);
   for (int64_t g = 0; g < gates; ++g)
     for (int64_t j = 0; j < gate_cols; ++j) {
       const int64_t col = g * p.gate_ld + j;
-      float* panel = p.data.data() + col / kRnnPanel * K * kRnnPanel + col % kRnnPanel;
+      auto* panel = const_cast<float*>(p.Panel(col / kRnnPanel)) + col % kRnnPanel;
       const float* row = m + (first + g * gate_cols + j) * K;
-      for (int64_t k = 0; k < K; ++k) panel[k * kRnnPanel] = row[k];
+      for (int64_t k = 0; k < K; ++k) panel[k * p.ld()] = row[k];
     }
   return p;
 }
@@ -177,11 +211,10 @@ std::vector<int32_t> PanelsOfUnits(const RnnPanels& m, int64_t u0, int64_t u1) {
 }
 
 PackedB<float> PackPanels(const RnnPanels& m) {
-  std::vector<float> rows(m.data.size());
+  std::vector<float> rows(static_cast<size_t>(m.rows * m.cols));
   for (int64_t k = 0; k < m.rows; ++k)
     for (int64_t j = 0; j < m.cols; ++j)
-      rows[k * m.cols + j] =
-          m.data[j / kRnnPanel * m.rows * kRnnPanel + k * kRnnPanel + j % kRnnPanel];
+      rows[k * m.cols + j] = m.Panel(j / kRnnPanel)[k * m.ld() + j % kRnnPanel];
   return PackGemmB<float>(m.rows, m.cols, rows.data(), m.cols, 1);
 }
 
@@ -198,13 +231,17 @@ void LayOut(const RnnProblem& p, RnnWeights* out) {
     RnnDirectionWeights& dw = out->dirs[d];
     const float* r = p.r + d * G * H * H;
     if (p.cell == RnnCell::kGru && !p.linear_before_reset) {
-      dw.rt.push_back(Panels(r, H, 0, 2, H));      // z and r
-      dw.rt.push_back(Panels(r, H, 2 * H, 1, H));  // h, applied to r * H_prev
+      dw.rt.push_back(Panels(r, H, 0, 2, H, p.batch));      // z and r
+      dw.rt.push_back(Panels(r, H, 2 * H, 1, H, p.batch));  // h, applied to r * H_prev
     } else {
-      dw.rt.push_back(Panels(r, H, 0, G, H));
+      dw.rt.push_back(Panels(r, H, 0, G, H, p.batch));
     }
     dw.rt_packed.resize(dw.rt.size());
-    if (rows < PackedRows()) dw.wt = Panels(p.w + d * G * H * I, I, 0, 1, G * H);
+    const float* w = p.w + d * G * H * I;
+    if (rows < PackedRows())
+      dw.wt = Panels(w, I, 0, 1, G * H, rows);
+    else
+      dw.w_packed = PackGemmB<float>(I, G * H, w, 1, I);
   }
 }
 
@@ -292,8 +329,7 @@ class Direction {
     } else {
       xw_ld_ = GH_;
       xw_.resize(static_cast<size_t>(M * GH_));
-      PackedGemm<float>(M, GH_, I, 1.0f, p_.x, I, 1, p_.w + d_ * GH_ * I, 1, I, xw_.data(), GH_,
-                        false, threads_);
+      PackedGemm<float>(M, p_.x, I, 1, w_.w_packed, xw_.data(), GH_, false, threads_);
     }
     if (!p_.bias) return;
     const float* wb = p_.bias + d_ * 2 * GH_;

@@ -24,21 +24,30 @@
 
 namespace kiln::ops {
 
-// A weight matrix transposed into panels of kRnnPanel columns (column j of row k at
-// data[(j / kRnnPanel) * rows * kRnnPanel + k * kRnnPanel + j % kRnnPanel]), so that a product
-// reads each panel front to back. Its columns are `gates` groups of gate_ld (a whole number of
-// panels), the last ones of each group zero.
+// A weight matrix transposed into panels of kRnnPanel columns, so that a product reads each
+// panel front to back. Its columns are `gates` groups of gate_ld (a whole number of panels), the
+// last ones of each group zero. The rows of `group` consecutive panels (as many as a pass of the
+// product takes) are interleaved: a pass reads one stream at offsets known when compiled rather
+// than a pointer per panel, which ran out of registers at 16 panels. Column j of row k is at
+// Panel(j / kRnnPanel)[k * ld() + j % kRnnPanel].
 inline constexpr int64_t kRnnPanel = 16;
 struct RnnPanels {
   int64_t rows = 0, gate_ld = 0, cols = 0;  // cols: gates * gate_ld
+  int64_t group = 1;
+  int64_t stride = 0;  // between groups: rows * ld() and a cache line
   std::vector<float> data;
+  int64_t ld() const { return group * kRnnPanel; }
+  const float* Panel(int64_t p) const {
+    return data.data() + p / group * stride + p % group * kRnnPanel;
+  }
 };
 
 // W and R of one direction laid out for the kernel.
 struct RnnDirectionWeights {
   std::vector<RnnPanels> rt;              // R^T per gate group (GRU, reset gate first: z|r, then h)
   std::vector<PackedB<float>> rt_packed;  // the same packed for the GEMM, where batches use it
-  RnnPanels wt;  // W^T, for projections of few rows (else the GEMM packs W)
+  RnnPanels wt;                           // W^T, for projections of few rows
+  PackedB<float> w_packed;                // else W^T packed for the GEMM
 };
 
 // The laid-out weights of a layer, kept by the caller across calls while W and R are the same
