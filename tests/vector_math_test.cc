@@ -152,6 +152,13 @@ std::vector<Case> Cases() {
        [](double x) { return std::acos(x); }, -1, 1, 3, 0},
       {"atan", [](const float* x, float* y, int64_t n, Isa i) { AtanF32(x, y, n, i); },
        [](double x) { return std::atan(x); }, -100, 100, 3, 0},
+      // Past 88 and to the overflow (about 89.4), and sinh's series below 1/2.
+      {"cosh", [](const float* x, float* y, int64_t n, Isa i) { CoshF32(x, y, n, i); },
+       [](double x) { return std::cosh(x); }, -92, 92, 3, 0},
+      {"sinh", [](const float* x, float* y, int64_t n, Isa i) { SinhF32(x, y, n, i); },
+       [](double x) { return std::sinh(x); }, -92, 92, 3, 0},
+      {"sinh_small", [](const float* x, float* y, int64_t n, Isa i) { SinhF32(x, y, n, i); },
+       [](double x) { return std::sinh(x); }, -1, 1, 3, 0},
   };
 }
 

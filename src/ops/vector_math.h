@@ -51,6 +51,9 @@ void AtanF32(const float* x, float* y, int64_t n, Isa isa = Isa::kAuto);
 void SinF32(const float* x, float* y, int64_t n, Isa isa = Isa::kAuto);
 void CosF32(const float* x, float* y, int64_t n, Isa isa = Isa::kAuto);
 void TanF32(const float* x, float* y, int64_t n, Isa isa = Isa::kAuto);
+// cosh and sinh through the vector exp (a few ulp), sinh's small arguments by its series.
+void CoshF32(const float* x, float* y, int64_t n, Isa isa = Isa::kAuto);
+void SinhF32(const float* x, float* y, int64_t n, Isa isa = Isa::kAuto);
 // The exponential linear units, through e^x - 1 accurate near 0: Elu x < 0 ? alpha (e^x - 1) : x;
 // Selu gamma (x > 0 ? x : alpha (e^x - 1)); Celu x > 0 ? x : alpha (e^(x / alpha) - 1).
 void EluF32(const float* x, float* y, int64_t n, float alpha, Isa isa = Isa::kAuto);
