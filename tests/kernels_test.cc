@@ -187,6 +187,35 @@ TEST(PackedGemm, PrepackedBIsTheSameProduct) {
     }
 }
 
+// A packed once (read transposed, by strides, in some cases): the same bits as the unpacked
+// GEMM on one thread, past the k and m blocks, at 1 and 3 threads, splitting columns (N >= M)
+// and rows.
+TEST(PackedGemm, PrepackedAIsTheSameProduct) {
+  std::mt19937 rng(6);
+  for (auto [M, N, K] :
+       {std::array<int64_t, 3>{530, 37, 300}, {5, 17, 9}, {64, 130, 64}, {8192, 8, 100}})
+    for (Isa isa : RunnableIsas())
+      for (bool transposed : {false, true}) {
+        const auto A = testing::RandomVector(static_cast<size_t>(M * K), rng);
+        const auto B = testing::RandomVector(static_cast<size_t>(K * N), rng);
+        const auto C0 = testing::RandomVector(static_cast<size_t>(M * N), rng);
+        const int64_t rsa = transposed ? 1 : K, csa = transposed ? M : 1;
+        const PackedA<float> packed = PackGemmA<float>(M, K, A.data(), rsa, csa, isa);
+        for (bool acc : {false, true}) {
+          std::vector<float> want = C0;
+          PackedGemm<float>(M, N, K, 1.0f, A.data(), rsa, csa, B.data(), N, 1, want.data(), N, acc,
+                            1, isa);
+          for (int threads : {1, 3}) {
+            std::vector<float> got = C0;
+            PackedGemm<float>(packed, N, B.data(), N, 1, got.data(), N, acc, threads);
+            ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
+                << M << "x" << N << "x" << K << " " << IsaName(isa) << " acc " << acc << " threads "
+                << threads << " transposed " << transposed;
+          }
+        }
+      }
+}
+
 // Case i's activation, each in turn (Clip to [-0.5, 0.7], LeakyRelu's slope 0.1).
 PostOps CyclingPostOps(int i) {
   PostOps post;

@@ -294,8 +294,8 @@ constexpr int64_t kBatchedGrid = 256;
 // ConvTranspose with images side by side in each GEMM's columns (the grids gathered into one
 // matrix), each image's columns then spread into its output; for grids under kBatchedGrid.
 template <class C>
-void ConvTransposeImages(const C* x, const C* w, const C* b, C* y, const ConvShape& s, bool tiled,
-                         int threads) {
+void ConvTransposeImages(const C* x, const std::vector<PackedA<C>>& wt, const C* b, C* y,
+                         const ConvShape& s, bool tiled, int threads) {
   const Geom3 g(s.geom);
   const int64_t Cg = s.C / s.group, Mg = s.M / s.group, kprod = g.kprod(), R = Mg * kprod;
   const int64_t img_size = g.in_size(), grid = g.out_size(), rows = g.out[0] * g.out[1];
@@ -310,7 +310,7 @@ void ConvTransposeImages(const C* x, const C* w, const C* b, C* y, const ConvSha
           const C* src = x + ((n0 + n) * s.C + gi * Cg + c) * grid;
           std::copy(src, src + grid, xb + c * ld + n * grid);
         }
-      PackedGemm<C>(R, ld, Cg, C(1), w + gi * Cg * R, 1, R, xb, ld, 1, col, ld, false, threads);
+      PackedGemm<C>(wt[gi], ld, xb, ld, 1, col, ld, false, threads);
       ParallelRows(threads, nb * Mg, std::max<int64_t>(1, (int64_t{1} << 14) / (kprod * grid)),
                    [&](int64_t i0, int64_t i1) {
                      for (int64_t i = i0; i < i1; ++i) {
@@ -329,11 +329,37 @@ void ConvTransposeImages(const C* x, const C* w, const C* b, C* y, const ConvSha
   }
 }
 
+// Whether a ConvTranspose runs on DepthwiseConvTranspose2D (else on GEMMs of W^T).
+bool DepthwiseConvTranspose(const ConvShape& s) {
+  const Geom3 g(s.geom);
+  return s.C / s.group == 1 && s.group == s.C && g.in[0] == 1 && g.k[0] == 1 && g.out[0] == 1;
+}
+
+// Each group's W^T [Mg * taps, Cg] packed for the GEMM's left operand.
 template <class C>
-void ConvTransposeCore(const C* x, const C* w, const C* b, C* y, const ConvShape& s, int threads) {
+std::vector<PackedA<C>> PackConvTransposeWeights(const C* w, const ConvShape& s) {
+  const Geom3 g(s.geom);
+  const int64_t Cg = s.C / s.group, R = s.M / s.group * g.kprod();
+  std::vector<PackedA<C>> wt;
+  for (int64_t gi = 0; gi < s.group; ++gi) wt.push_back(PackGemmA<C>(R, Cg, w + gi * Cg * R, 1, R));
+  return wt;
+}
+
+// A ConvTranspose node's packed weights, where W is a constant: the GEMMs read only them.
+struct ConvTransposeState : NodeState {
+  const void* w_from = nullptr;
+  Dims w_dims;
+  std::vector<PackedA<float>> wt;
+  bool HoldsConstant(int i) const override { return i == 1 && w_from; }
+};
+
+// `wt`: PackConvTransposeWeights, unless DepthwiseConvTranspose (then w).
+template <class C>
+void ConvTransposeCore(const C* x, const C* w, const std::vector<PackedA<C>>& wt, const C* b, C* y,
+                       const ConvShape& s, int threads) {
   const Geom3 g(s.geom);  // in = output image, out = input grid
   const int64_t Cg = s.C / s.group, Mg = s.M / s.group, kprod = g.kprod(), R = Mg * kprod;
-  if (Cg == 1 && s.group == s.C && g.in[0] == 1 && g.k[0] == 1 && g.out[0] == 1) {
+  if (DepthwiseConvTranspose(s)) {
     const DepthwiseShape d{s.N,    s.C,    s.M,    g.out[1], g.out[2], g.in[1], g.in[2], g.k[1],
                            g.k[2], g.s[1], g.s[2], g.p[1],   g.p[2],   g.d[1],  g.d[2]};
     DepthwiseConvTranspose2D<C>(d, x, w, b, y, threads);
@@ -344,7 +370,7 @@ void ConvTransposeCore(const C* x, const C* w, const C* b, C* y, const ConvShape
   const int64_t tile = RowsPerTile(rows, R * g.out[2]);
   const bool tiled = TapsTileTheImage(g);
   if (s.N > 1 && tile == rows && grid_size < kBatchedGrid) {
-    ConvTransposeImages(x, w, b, y, s, tiled, threads);
+    ConvTransposeImages(x, wt, b, y, s, tiled, threads);
     return;
   }
   C* col = Scratch<C>(ScratchSlot::kConvColumns, static_cast<size_t>(R * tile * g.out[2]));
@@ -357,9 +383,7 @@ void ConvTransposeCore(const C* x, const C* w, const C* b, C* y, const ConvShape
           std::fill(yg + m * img_size, yg + (m + 1) * img_size, b ? b[gi * Mg + m] : C(0));
       for (int64_t r0 = 0; r0 < rows; r0 += tile) {
         int64_t r1 = std::min(rows, r0 + tile), ncols = (r1 - r0) * g.out[2];
-        // Per group, W is [Cg x R]: the GEMM reads it as its transpose [R x Cg] by strides.
-        PackedGemm<C>(R, ncols, Cg, C(1), w + gi * Cg * R, 1, R, xg + r0 * g.out[2], grid_size, 1,
-                      col, ncols, false, threads);
+        PackedGemm<C>(wt[gi], ncols, xg + r0 * g.out[2], grid_size, 1, col, ncols, false, threads);
         // Output channels write their own planes: the threads split them.
         const int64_t per_channel = kprod * ncols;
         ParallelRows(threads, Mg,
@@ -701,6 +725,35 @@ bool RunReferenceConv(const C* x, const C* w, const C* b, C* y, const ConvShape&
   }
 }
 
+// PackConvTransposeWeights of w, held in the node's state where W is a constant and w is W's
+// own float32 (then w is not read again), else made for this call.
+template <class C>
+const std::vector<PackedA<C>>& TransposedWeights(ComputeContext& ctx, const ConvShape& s,
+                                                 const C* w, bool w_is_input) {
+  thread_local std::vector<PackedA<C>> local;
+  if (DepthwiseConvTranspose(s)) {
+    local.clear();
+    return local;
+  }
+  if constexpr (std::is_same_v<C, float>) {
+    if (w_is_input && ctx.state() && ctx.input_constant(1)) {
+      auto* st = dynamic_cast<ConvTransposeState*>(ctx.state()->get());
+      if (!st) {
+        *ctx.state() = std::make_unique<ConvTransposeState>();
+        st = static_cast<ConvTransposeState*>(ctx.state()->get());
+      }
+      if (st->w_from != ctx.input(1).raw() || st->w_dims != ctx.input(1).dims()) {
+        st->wt = PackConvTransposeWeights(w, s);
+        st->w_from = ctx.input(1).raw();
+        st->w_dims = ctx.input(1).dims();
+      }
+      return st->wt;
+    }
+  }
+  local = PackConvTransposeWeights(w, s);
+  return local;
+}
+
 template <bool kTranspose>
 Status ComputeConvLike(ComputeContext& ctx) {
   const Tensor& X = ctx.input(0);
@@ -724,7 +777,9 @@ Status ComputeConvLike(ComputeContext& ctx) {
     OutBuf<T> y(Y);
     if (!RunReferenceConv(x.get(), w.get(), b ? b->get() : nullptr, y.get(), s, kTranspose)) {
       if constexpr (kTranspose)
-        ConvTransposeCore(x.get(), w.get(), b ? b->get() : nullptr, y.get(), s, ctx.threads());
+        ConvTransposeCore(x.get(), w.get(),
+                          TransposedWeights(ctx, s, w.get(), std::is_same_v<T, float>),
+                          b ? b->get() : nullptr, y.get(), s, ctx.threads());
       else
         ConvCore(x.get(), w.get(), b ? b->get() : nullptr, y.get(), s, ctx.threads());
     }

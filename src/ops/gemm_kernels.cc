@@ -219,15 +219,31 @@ void PackAllB(const Spec<T>& sp, int64_t K, int64_t N, const T* B, int64_t rsb, 
   }
 }
 
-// `packed` (may be null): all of B, as PackAllB lays it out (alpha 1).
+// All of A in GemmSerial's order: per k block, its MR-high panels of every row (the rows padded
+// to m_pad, a multiple of MR), so that block (pc, ic) starts at pc * m_pad + ic * kc.
+template <class T>
+void PackAllA(const Spec<T>& sp, int64_t M, int64_t K, const T* A, int64_t rsa, int64_t csa,
+              std::vector<T>* out) {
+  const int64_t m_pad = (M + sp.mr - 1) / sp.mr * sp.mr;
+  out->assign(static_cast<size_t>(m_pad * K), T(0));
+  for (int64_t pc = 0; pc < K; pc += sp.kc)
+    PackA(A + pc * csa, rsa, csa, M, std::min<int64_t>(sp.kc, K - pc), sp.mr,
+          out->data() + pc * m_pad);
+}
+
+// `packed` (may be null): all of B, as PackAllB lays it out (alpha 1); `packed_a` (may be
+// null): all of A as PackAllA lays it out (m_pad its padded rows), from its row a_row0 (a
+// multiple of MR).
 template <class T>
 void GemmSerial(const Spec<T>& sp, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
                 int64_t rsa, int64_t csa, const T* B, int64_t rsb, int64_t csb, T* C, int64_t ldc,
-                bool accumulate, const T* packed = nullptr) {
+                bool accumulate, const T* packed = nullptr, const T* packed_a = nullptr,
+                int64_t m_pad = 0, int64_t a_row0 = 0) {
   const int MR = sp.mr, NR = sp.nr;
   const int64_t KC = sp.kc, MC = (sp.mc + MR - 1) / MR * MR, NC = (sp.nc + NR - 1) / NR * NR;
-  T* pa = Scratch<T>(ScratchSlot::kGemmA,
-                     static_cast<size_t>(std::min(MC, (M + MR - 1) / MR * MR) * KC));
+  T* pa = packed_a ? nullptr
+                   : Scratch<T>(ScratchSlot::kGemmA,
+                                static_cast<size_t>(std::min(MC, (M + MR - 1) / MR * MR) * KC));
   T* pb = packed ? nullptr
                  : Scratch<T>(ScratchSlot::kGemmB,
                               static_cast<size_t>(std::min(NC, (N + NR - 1) / NR * NR) * KC));
@@ -245,10 +261,11 @@ void GemmSerial(const Spec<T>& sp, int64_t M, int64_t N, int64_t K, T alpha, con
       }
       for (int64_t ic = 0; ic < M; ic += MC) {
         const int64_t mc = std::min(MC, M - ic);
-        PackA(A + ic * rsa + pc * csa, rsa, csa, mc, kc, MR, pa);
+        const T* a_block = packed_a ? packed_a + pc * m_pad + (a_row0 + ic) * kc : pa;
+        if (!packed_a) PackA(A + ic * rsa + pc * csa, rsa, csa, mc, kc, MR, pa);
         for (int64_t ir = 0; ir < mc; ir += MR) {
           const int mr = static_cast<int>(std::min<int64_t>(MR, mc - ir));
-          const T* ap = pa + ir * kc;
+          const T* ap = a_block + ir * kc;
           for (int64_t jr = 0; jr < nc; jr += NR) {
             const int nr = static_cast<int>(std::min<int64_t>(NR, nc - jr));
             const T* bp = pb + jr * kc;
@@ -366,6 +383,54 @@ void PackedGemm(int64_t M, const T* A, int64_t rsa, int64_t csa, const PackedB<T
   });
 }
 
+template <class T>
+PackedA<T> PackGemmA(int64_t M, int64_t K, const T* A, int64_t rsa, int64_t csa, Isa isa) {
+  PackedA<T> p;
+  p.M = M;
+  p.K = K;
+  if (ReferenceKernels()) {
+    p.reference = true;
+    p.data.resize(static_cast<size_t>(M * K));
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t k = 0; k < K; ++k) p.data[i * K + k] = A[i * rsa + k * csa];
+    return p;
+  }
+  p.isa = ResolveIsa(isa);
+  PackAllA(SpecFor<T>(p.isa), M, K, A, rsa, csa, &p.data);
+  return p;
+}
+
+template <class T>
+void PackedGemm(const PackedA<T>& A, int64_t N, const T* B, int64_t rsb, int64_t csb, T* C,
+                int64_t ldc, bool accumulate, int threads) {
+  if (A.M <= 0 || N <= 0) return;
+  if (A.reference)
+    return ReferenceGemm(A.M, N, A.K, T(1), A.data.data(), A.K, 1, B, rsb, csb, C, ldc, accumulate);
+  const Spec<T> sp = SpecFor<T>(A.isa);
+  const int64_t m_pad = (A.M + sp.mr - 1) / sp.mr * sp.mr;
+  const int64_t work = A.M * N * std::max<int64_t>(A.K, 1);
+  const int t = static_cast<int>(std::min<int64_t>({threads, work / (1 << 18) + 1, 64}));
+  if (N >= A.M) {  // split columns in whole NR panels
+    ParallelFor(std::max(t, 1), (N + sp.nr - 1) / sp.nr, [&](int64_t p0, int64_t p1) {
+      const int64_t j0 = p0 * sp.nr, nj = std::min(N, p1 * sp.nr) - j0;
+      GemmSerial<T>(sp, A.M, nj, A.K, T(1), nullptr, 0, 0, B + j0 * csb, rsb, csb, C + j0, ldc,
+                    accumulate, nullptr, A.data.data(), m_pad);
+    });
+    return;
+  }
+  ParallelFor(std::max(t, 1), (A.M + sp.mr - 1) / sp.mr, [&](int64_t p0, int64_t p1) {
+    const int64_t i0 = p0 * sp.mr, mi = std::min(A.M, p1 * sp.mr) - i0;
+    GemmSerial<T>(sp, mi, N, A.K, T(1), nullptr, 0, 0, B, rsb, csb, C + i0 * ldc, ldc, accumulate,
+                  nullptr, A.data.data(), m_pad, i0);
+  });
+}
+
+template PackedA<float> PackGemmA<float>(int64_t, int64_t, const float*, int64_t, int64_t, Isa);
+template PackedA<double> PackGemmA<double>(int64_t, int64_t, const double*, int64_t, int64_t, Isa);
+template void PackedGemm<float>(const PackedA<float>&, int64_t, const float*, int64_t, int64_t,
+                                float*, int64_t, bool, int);
+template void PackedGemm<double>(const PackedA<double>&, int64_t, const double*, int64_t, int64_t,
+                                 double*, int64_t, bool, int);
 template PackedB<float> PackGemmB<float>(int64_t, int64_t, const float*, int64_t, int64_t, Isa);
 template void PackedGemm<float>(int64_t, const float*, int64_t, int64_t, const PackedB<float>&,
                                 float*, int64_t, bool, int);

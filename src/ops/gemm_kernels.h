@@ -44,6 +44,22 @@ PackedB<T> PackGemmB(int64_t K, int64_t N, const T* B, int64_t rsb, int64_t csb,
 template <class T>
 void PackedGemm(int64_t M, const T* A, int64_t rsa, int64_t csa, const PackedB<T>& B, T* C,
                 int64_t ldc, bool accumulate, int threads);
+// A [M x K] packed once (constant weights on the left: ConvTranspose's W^T), then C =
+// (accumulate ? C : 0) + A B with PackedGemm below: the same products, in the same order, as the
+// unpacked PackedGemm on one thread with A's `isa`.
+template <class T>
+struct PackedA {
+  int64_t M = 0, K = 0;
+  Isa isa = Isa::kAuto;
+  std::vector<T> data;
+  bool reference = false;  // packed under ReferenceKernels(): data is A as a dense M x K
+};
+template <class T>
+PackedA<T> PackGemmA(int64_t M, int64_t K, const T* A, int64_t rsa, int64_t csa,
+                     Isa isa = Isa::kAuto);
+template <class T>
+void PackedGemm(const PackedA<T>& A, int64_t N, const T* B, int64_t rsb, int64_t csb, T* C,
+                int64_t ldc, bool accumulate, int threads);
 extern template PackedB<float> PackGemmB<float>(int64_t, int64_t, const float*, int64_t, int64_t,
                                                 Isa);
 extern template void PackedGemm<float>(int64_t, const float*, int64_t, int64_t,
