@@ -183,10 +183,17 @@ void ApplyZeroPoints(int threads, const uint8_t* a, bool a_signed, int64_t rows,
   });
 }
 
-// Whether a convolution that QConvDirect takes runs faster on oneDNN's: on AMX, all but the
-// depthwise ones.
+// Whether a convolution that QConvDirect takes runs faster on oneDNN's: on AMX, those of at
+// least kAmxWork multiply-adds (a call), depthwise ones aside. Below it the call's fixed costs
+// (layouts in and out, the tile setup) outweigh AMX: MobileNet's pointwise layers of 0.3-0.6 M
+// took 0.06-0.08 ms there and 0.02-0.04 on QConvDirect's VNNI kernels, ResNet-8's 3x3 layers of
+// 2.4 M 0.02-0.035 against 0.04-0.055.
+constexpr int64_t kAmxWork = int64_t{1} << 21;
+
 bool PreferDnnl(const ConvGeom& g) {
-  return (g.c != g.group || g.m != g.group) && DnnlRunsAmxInt8();
+  if ((g.c == g.group && g.m == g.group) || !DnnlRunsAmxInt8()) return false;
+  const ConvPlane q = PlaneOf(g);
+  return g.n * q.oh * q.ow * g.m * (g.c / g.group) * q.kh * q.kw >= kAmxWork;
 }
 
 // The convolution on oneDNN's int8 convolution kernels, where they take it (1-D or 2-D, a CPU
