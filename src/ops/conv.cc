@@ -600,12 +600,11 @@ constexpr char kNoChannelsLast[] =
 // (64->64 on 56x56 at one thread: 0.12-0.13 against 0.15-0.19 ms): pixels by channels for a
 // channels-last output (an NCHW input read transposed, image by image), channels by pixels
 // (the input read as it is) from NCHW to NCHW. From channels-last to NCHW (without a residual
-// input) the matmul would pack
-// the input first, and oneDNN's 1x1 convolution wrote NCHW at half the GEMM's speed (64 -> 64
-// on 56x56: 0.27 ms at one thread and at two): there the GEMM writes pixels by channels, then a
-// transpose. False (nothing written) for other convolutions or where oneDNN refuses.
-// NCHW maps of fewer pixels go pixels by channels too (the weights as the packed operand, full
-// register tiles along the channels), then a transpose: 512 -> 512 on 7 x 7 0.23 -> 0.17 ms.
+// input), and between NCHW maps under kPixelsFirstBelow pixels, pixels by channels into scratch
+// (the weights as the packed operand, full register tiles along the channels), then a transpose:
+// oneDNN's 1x1 convolution wrote NCHW at half the GEMM's speed (64 -> 64 on 56x56: 0.27 ms at
+// one and at two threads), and 512 -> 512 on 7 x 7 took 0.23 ms against 0.17. False (nothing
+// written) for other convolutions or where oneDNN refuses.
 constexpr int64_t kPixelsFirstBelow = 256;
 
 bool PointwiseByGemm(ComputeContext& ctx, const Conv2DParams& p, ConvLayouts l, const float* b,
@@ -732,15 +731,12 @@ bool RunReferenceConv(const C* x, const C* w, const C* b, C* y, const ConvShape&
 }
 
 // PackConvTransposeWeights of w, held in the node's state where W is a constant and w is W's
-// own float32 (then w is not read again), else made for this call.
+// own float32 (then w is not read again), else made for this call in `local`.
 template <class C>
 const std::vector<PackedA<C>>& TransposedWeights(ComputeContext& ctx, const ConvShape& s,
-                                                 const C* w, bool w_is_input) {
-  thread_local std::vector<PackedA<C>> local;
-  if (DepthwiseConvTranspose(s)) {
-    local.clear();
-    return local;
-  }
+                                                 const C* w, bool w_is_input,
+                                                 std::vector<PackedA<C>>* local) {
+  if (DepthwiseConvTranspose(s)) return *local;
   if constexpr (std::is_same_v<C, float>) {
     if (w_is_input && ctx.state() && ctx.input_constant(1)) {
       auto* st = dynamic_cast<ConvTransposeState*>(ctx.state()->get());
@@ -756,8 +752,8 @@ const std::vector<PackedA<C>>& TransposedWeights(ComputeContext& ctx, const Conv
       return st->wt;
     }
   }
-  local = PackConvTransposeWeights(w, s);
-  return local;
+  *local = PackConvTransposeWeights(w, s);
+  return *local;
 }
 
 template <bool kTranspose>
@@ -782,12 +778,14 @@ Status ComputeConvLike(ComputeContext& ctx) {
     if (B) b.emplace(*B);
     OutBuf<T> y(Y);
     if (!RunReferenceConv(x.get(), w.get(), b ? b->get() : nullptr, y.get(), s, kTranspose)) {
-      if constexpr (kTranspose)
+      if constexpr (kTranspose) {
+        std::vector<PackedA<typename InBuf<T>::C>> local;
         ConvTransposeCore(x.get(), w.get(),
-                          TransposedWeights(ctx, s, w.get(), std::is_same_v<T, float>),
+                          TransposedWeights(ctx, s, w.get(), std::is_same_v<T, float>, &local),
                           b ? b->get() : nullptr, y.get(), s, ctx.threads());
-      else
+      } else {
         ConvCore(x.get(), w.get(), b ? b->get() : nullptr, y.get(), s, ctx.threads());
+      }
     }
     y.Finish();
   });

@@ -317,6 +317,23 @@ void ReferenceGemm(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t
   if (ldc == N) ReferenceGemmRows(M, N, K, alpha, A, rsa, csa, B, rsb, csb, C);
 }
 
+// gemm(i0, rows, j0, cols) over t threads: columns in whole NR panels where N >= M, else rows
+// in whole MR panels (the k blocking does not depend on the split: the same sums).
+template <class T, class F>
+void SplitTiles(const Spec<T>& sp, int64_t M, int64_t N, int t, F&& gemm) {
+  if (N >= M) {
+    ParallelFor(t, (N + sp.nr - 1) / sp.nr, [&](int64_t p0, int64_t p1) {
+      const int64_t j0 = p0 * sp.nr;
+      gemm(0, M, j0, std::min(N, p1 * sp.nr) - j0);
+    });
+    return;
+  }
+  ParallelFor(t, (M + sp.mr - 1) / sp.mr, [&](int64_t p0, int64_t p1) {
+    const int64_t i0 = p0 * sp.mr;
+    gemm(i0, std::min(M, p1 * sp.mr) - i0, 0, N);
+  });
+}
+
 }  // namespace
 
 template <class T>
@@ -335,18 +352,10 @@ void PackedGemm(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t rs
     GemmSerial(sp, M, N, K, alpha, A, rsa, csa, B, rsb, csb, C, ldc, accumulate);
     return;
   }
-  if (N >= M) {  // split columns in whole NR panels
-    ParallelFor(t, (N + sp.nr - 1) / sp.nr, [&](int64_t p0, int64_t p1) {
-      const int64_t j0 = p0 * sp.nr, nj = std::min(N, p1 * sp.nr) - j0;
-      GemmSerial(sp, M, nj, K, alpha, A, rsa, csa, B + j0 * csb, rsb, csb, C + j0, ldc, accumulate);
-    });
-  } else {  // split rows in whole MR panels
-    ParallelFor(t, (M + sp.mr - 1) / sp.mr, [&](int64_t p0, int64_t p1) {
-      const int64_t i0 = p0 * sp.mr, mi = std::min(M, p1 * sp.mr) - i0;
-      GemmSerial(sp, mi, N, K, alpha, A + i0 * rsa, rsa, csa, B, rsb, csb, C + i0 * ldc, ldc,
-                 accumulate);
-    });
-  }
+  SplitTiles(sp, M, N, t, [&](int64_t i0, int64_t mi, int64_t j0, int64_t nj) {
+    GemmSerial(sp, mi, nj, K, alpha, A + i0 * rsa, rsa, csa, B + j0 * csb, rsb, csb,
+               C + i0 * ldc + j0, ldc, accumulate);
+  });
 }
 
 template <class T>
@@ -410,18 +419,9 @@ void PackedGemm(const PackedA<T>& A, int64_t N, const T* B, int64_t rsb, int64_t
   const int64_t m_pad = (A.M + sp.mr - 1) / sp.mr * sp.mr;
   const int64_t work = A.M * N * std::max<int64_t>(A.K, 1);
   const int t = static_cast<int>(std::min<int64_t>({threads, work / (1 << 18) + 1, 64}));
-  if (N >= A.M) {  // split columns in whole NR panels
-    ParallelFor(std::max(t, 1), (N + sp.nr - 1) / sp.nr, [&](int64_t p0, int64_t p1) {
-      const int64_t j0 = p0 * sp.nr, nj = std::min(N, p1 * sp.nr) - j0;
-      GemmSerial<T>(sp, A.M, nj, A.K, T(1), nullptr, 0, 0, B + j0 * csb, rsb, csb, C + j0, ldc,
-                    accumulate, nullptr, A.data.data(), m_pad);
-    });
-    return;
-  }
-  ParallelFor(std::max(t, 1), (A.M + sp.mr - 1) / sp.mr, [&](int64_t p0, int64_t p1) {
-    const int64_t i0 = p0 * sp.mr, mi = std::min(A.M, p1 * sp.mr) - i0;
-    GemmSerial<T>(sp, mi, N, A.K, T(1), nullptr, 0, 0, B, rsb, csb, C + i0 * ldc, ldc, accumulate,
-                  nullptr, A.data.data(), m_pad, i0);
+  SplitTiles(sp, A.M, N, std::max(t, 1), [&](int64_t i0, int64_t mi, int64_t j0, int64_t nj) {
+    GemmSerial<T>(sp, mi, nj, A.K, T(1), nullptr, 0, 0, B + j0 * csb, rsb, csb, C + i0 * ldc + j0,
+                  ldc, accumulate, nullptr, A.data.data(), m_pad, i0);
   });
 }
 
