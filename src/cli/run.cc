@@ -12,16 +12,11 @@
 #include "cli/common.h"
 #include "frontend/model_loader.h"
 #include "frontend/npy.h"
-#include "runtime/batch_tiling.h"
-#include "runtime/executor.h"
+#include "runtime/model_runner.h"
 #include "support/file_io.h"
 
 namespace kiln::cli {
 namespace {
-
-// Batches up to this many rows always run whole; larger ones stream in tiles where the model
-// allows.
-constexpr int64_t kMinTileRows = 64;
 
 struct ModelOptions {
   std::string model;
@@ -57,17 +52,15 @@ void AddModelOptions(CLI::App* c, ModelOptions& o) {
               "debug: fill dead arena bytes with a poison pattern between nodes");
 }
 
-// A model ready to run: one executor for the whole batch, or, where the inputs' leading dim is a
-// batch of independent rows larger than a tile, tiles of rows through a tile's executor.
+// A model ready to run, and its inputs.
 struct Prepared {
-  std::unique_ptr<runtime::Executor> exec;
-  std::unique_ptr<runtime::TiledRunner> tiled;
+  std::unique_ptr<runtime::ModelRunner> runner;
   std::vector<Tensor> inputs;
 
-  runtime::Executor& executor() { return tiled ? tiled->tile_executor() : *exec; }
+  runtime::Executor& executor() { return runner->executor(); }
   Status Run(std::vector<Tensor>* outputs,
              const std::function<void(int64_t, int64_t)>& progress = {}) {
-    return tiled ? tiled->Run(inputs, outputs, progress) : exec->Run(inputs, outputs);
+    return runner->Run(inputs, outputs, progress);
   }
 };
 
@@ -119,10 +112,6 @@ Status Prepare(const ModelOptions& o, Prepared* p) {
   eo.poison = o.poison;
   eo.profile = o.profile;
   auto dims = InputDims(g, given, shapes);
-  if (dims.ok() && !dims->empty() && !(*dims)[0].empty() && (*dims)[0][0] > kMinTileRows) {
-    auto tiled = runtime::TiledRunner::Create(model, eo, *dims);
-    if (tiled.ok() && (*tiled)->tile_rows() < (*dims)[0][0]) p->tiled = std::move(*tiled);
-  }
   std::vector<int> feeds = g.RuntimeInputs();
   uint64_t seed = 1;
   for (size_t i = 0; i < feeds.size(); ++i, ++seed) {
@@ -135,9 +124,9 @@ Status Prepare(const ModelOptions& o, Prepared* p) {
     if (!dims.ok()) return dims.status();
     p->inputs.push_back(RandomTensor(val.type.dtype, (*dims)[i], seed));
   }
-  if (!p->tiled) {
-    KILN_ASSIGN_OR_RETURN(p->exec, runtime::Executor::Create(std::move(model), eo));
-  }
+  KILN_ASSIGN_OR_RETURN(
+      p->runner,
+      runtime::ModelRunner::Create(std::move(model), eo, dims.ok() ? *dims : std::vector<Dims>{}));
   return OkStatus();
 }
 
@@ -267,7 +256,7 @@ int BenchMain(const ModelOptions& o, int iterations) {
   j["min_ms"] = ms.front();
   j["max_ms"] = ms.back();
   j["arena_bytes"] = p.executor().arena_bytes();
-  if (p.tiled) j["tile_rows"] = p.tiled->tile_rows();
+  if (p.runner->tile_rows() > 0) j["tile_rows"] = p.runner->tile_rows();
   std::printf("%s\n", j.dump().c_str());
   return 0;
 }
