@@ -1,6 +1,4 @@
 // The observation spaces of the environment and how each is computed.
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -19,6 +17,7 @@
 #include "planner/memory_planner.h"
 #include "runtime/executor.h"
 #include "support/file_io.h"
+#include "support/process.h"
 #include "support/sha1.h"
 
 namespace kiln::gym {
@@ -183,24 +182,7 @@ std::vector<int64_t> Features(const ir::Model& m) {
 
 // Runs a command without a shell; true when it exits 0. Its output goes to `log`.
 bool RunCommand(const std::vector<std::string>& argv, const std::string& log) {
-  pid_t pid = fork();
-  if (pid < 0) return false;
-  if (pid == 0) {
-    FILE* f = std::fopen(log.c_str(), "w");
-    if (f) {
-      dup2(fileno(f), 1);
-      dup2(fileno(f), 2);
-    }
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execvp(args[0], args.data());
-    _exit(127);
-  }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  return RunProcess(argv, log, true) == 0;
 }
 
 // Bytes of the allocated, file-backed sections (text, rodata, data) of an ELF object: what the
