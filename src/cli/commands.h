@@ -6,6 +6,10 @@
 
 namespace kiln::cli {
 
+// The whole command line: parses argv (argv[0] is the program), runs the verb, and returns the
+// process exit code. The executable's main and the Python package's verbs call it.
+int Main(int argc, char** argv);
+
 void AddRunCommand(CLI::App& app, int& rc);
 void AddBenchCommand(CLI::App& app, int& rc);
 void AddTestOnnxCommand(CLI::App& app, int& rc);
