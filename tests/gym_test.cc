@@ -462,6 +462,35 @@ TEST_F(GymTest, TuneBeatsOrMatchesTheDefaultAndIsDeterministic) {
   EXPECT_FALSE(Tune(clients, "benchmark://test/bn", o).ok());
 }
 
+// The tuner in this process (LocalEvaluator, what the Python package and its Dask workers run)
+// reaches the result it reaches through the service, at any number of threads.
+TEST_F(GymTest, TuneInProcessEqualsTuneThroughTheService) {
+  Start();
+  const std::string bytes = BatchNormModel();
+  ASSERT_TRUE(client_->AddBenchmark("benchmark://test/bn", bytes).ok());
+  std::vector<GymClient*> clients = {client_.get()};
+  TuneOptions o;
+  o.objective = "arena";
+  o.budget = 40;
+  o.seed = 11;
+  auto remote = Tune(clients, "benchmark://test/bn", o);
+  ASSERT_TRUE(remote.ok()) << remote.status().message();
+  Environment env;
+  auto model = frontend::ParseOnnxModel(bytes.data(), bytes.size(), "", "bn");
+  ASSERT_TRUE(model.ok());
+  BenchmarkModel benchmark;
+  ASSERT_TRUE(env.MakeBenchmark("benchmark://test/bn", std::move(*model), &benchmark).ok());
+  for (int jobs : {1, 3}) {
+    LocalEvaluator local(env, benchmark, jobs);
+    auto r = Tune(local, o);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_EQ(r->best, remote->best);
+    EXPECT_EQ(r->best_actions, remote->best_actions);
+    EXPECT_EQ(r->pipeline_json, remote->pipeline_json);
+    EXPECT_EQ(r->evaluations, remote->evaluations);
+  }
+}
+
 // Where nothing beats the default, the result is the default pipeline itself, never an empty or
 // shorter one that merely ties it.
 TEST_F(GymTest, TuneKeepsTheDefaultWhenNothingBeatsIt) {

@@ -20,6 +20,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ir/graph.h"
@@ -76,6 +77,10 @@ struct EnvironmentOptions {
 };
 
 class State;
+
+// The models of models/, embedded at build time (embed_models.cmake): (name, ONNX bytes). The
+// service offers each as benchmark://kiln-v0/NAME.
+const std::vector<std::pair<std::string, std::string>>& BuiltinBenchmarkFiles();
 
 // What kiln knows about a benchmark: its uri and model (shapes inferred), shared by its sessions.
 struct BenchmarkModel {

@@ -10,9 +10,6 @@
 
 namespace kiln::gym {
 
-// The models of models/, embedded at build time (embed_models.cmake): (name, ONNX bytes).
-const std::vector<std::pair<std::string, std::string>>& BuiltinBenchmarkFiles();
-
 namespace {
 
 namespace cg = compiler_gym;

@@ -17,107 +17,179 @@ using Sequence = std::vector<int>;
 // Alternating timings of the default and the best sequence behind a measured objective's decision.
 constexpr int kConfirmRounds = 7;
 
-struct Scored {
-  double value = std::numeric_limits<double>::infinity();
-  Status status;
-};
+int IndexOf(const std::vector<std::string>& names, const std::string& name) {
+  auto it = std::find(names.begin(), names.end(), name);
+  return it == names.end() ? -1 : static_cast<int>(it - names.begin());
+}
 
+// Runs `score(worker, i)` for every i < n on `workers` threads, done() after each, serialized.
+std::vector<TuneScore> ScoreOnWorkers(size_t n, size_t workers,
+                                      const std::function<TuneScore(size_t, size_t)>& score,
+                                      const std::function<void(const TuneScore&)>& done) {
+  std::vector<TuneScore> out(n);
+  std::atomic<size_t> next{0};
+  std::mutex mu;
+  auto work = [&](size_t worker) {
+    for (size_t i; (i = next++) < n;) {
+      out[i] = score(worker, i);
+      std::lock_guard<std::mutex> lock(mu);
+      if (done) done(out[i]);
+    }
+  };
+  std::vector<std::thread> threads;
+  for (size_t w = 0; w < std::max<size_t>(1, std::min(workers, n)); ++w)
+    threads.emplace_back(work, w);
+  for (auto& t : threads) t.join();
+  return out;
+}
+
+// Counts evaluations and reports progress over an evaluator.
 class Search {
  public:
-  Search(const std::vector<GymClient*>& clients, const std::string& benchmark, const TuneOptions& o,
-         const Spaces& spaces, int observation)
-      : clients_(clients),
-        benchmark_(benchmark),
-        o_(o),
-        spaces_(spaces),
-        observation_(observation) {}
+  Search(TuneEvaluator& ev, const TuneOptions& o) : ev_(ev), o_(o) {}
 
-  // Scores every sequence (in parallel, one worker per client); stops early when the budget is
-  // spent.
-  std::vector<Scored> Evaluate(const std::vector<Sequence>& seqs) {
-    std::vector<Scored> out(seqs.size());
-    std::atomic<size_t> next{0};
-    auto work = [&](GymClient* c) {
-      for (size_t i; (i = next++) < seqs.size();) {
-        out[i] = Score(c, seqs[i]);
-        std::lock_guard<std::mutex> lock(mu_);
-        ++done_;
-        if (out[i].status.ok()) best_ = std::min(best_, out[i].value);
-        if (o_.progress) o_.progress(done_, o_.budget, best_);
-      }
-    };
-    std::vector<std::thread> threads;
-    for (GymClient* c : clients_) threads.emplace_back(work, c);
-    for (auto& t : threads) t.join();
-    return out;
+  std::vector<TuneScore> Evaluate(const std::vector<Sequence>& seqs, bool serial = false) {
+    return ev_.Score(seqs, serial, [&](const TuneScore& s) {
+      ++done_;
+      if (s.status.ok()) best_ = std::min(best_, s.value);
+      if (o_.progress) o_.progress(done_, o_.budget, best_);
+    });
   }
-
-  Expected<std::string> PipelineOf(const Sequence& seq) {
-    int p = spaces_.Observation("Pipeline");
-    if (p < 0) return Error("the service has no Pipeline observation");
-    GymClient* c = clients_[0];
-    KILN_ASSIGN_OR_RETURN(int64_t s, c->StartSession(benchmark_));
-    auto r = c->Step(s, seq, {p});
-    (void)c->EndSession(s);
-    if (!r.ok()) return r.status();
-    return r->observations[0].string_value();
-  }
-
   int done() const { return done_; }
 
  private:
-  Scored Score(GymClient* c, const Sequence& seq) {
-    Scored r;
-    auto s = c->StartSession(benchmark_);
-    if (!s.ok()) return {r.value, s.status()};
-    auto step = c->Step(*s, seq, {observation_});
-    Status end = c->EndSession(*s);
-    if (!step.ok()) return {r.value, step.status()};
-    if (!end.ok()) return {r.value, end};
-    auto v = ObservationNumber(step->observations[0]);
-    if (!v.ok()) return {r.value, v.status()};
-    r.value = *v;
-    return r;
-  }
-
-  std::vector<GymClient*> clients_;
-  std::string benchmark_;
+  TuneEvaluator& ev_;
   TuneOptions o_;
-  const Spaces& spaces_;
-  int observation_;
-  std::mutex mu_;
   int done_ = 0;
   double best_ = std::numeric_limits<double>::infinity();
 };
 
 }  // namespace
 
+ClientEvaluator::ClientEvaluator(std::vector<GymClient*> clients, std::string benchmark)
+    : clients_(std::move(clients)), benchmark_(std::move(benchmark)) {}
+
+Expected<TuneSpace> ClientEvaluator::Space(const std::string& observation) {
+  if (clients_.empty()) return Error("tune needs at least one service");
+  KILN_ASSIGN_OR_RETURN(spaces_, clients_[0]->GetSpaces());
+  observation_ = spaces_.Observation(observation);
+  if (observation_ < 0) return Error("the service has no " + observation + " observation");
+  return TuneSpace{spaces_.actions, spaces_.observations[observation_].deterministic()};
+}
+
+std::vector<TuneScore> ClientEvaluator::Score(const std::vector<Sequence>& seqs, bool serial,
+                                              const std::function<void(const TuneScore&)>& done) {
+  auto score = [&](size_t worker, size_t i) -> TuneScore {
+    GymClient* c = clients_[worker];
+    auto s = c->StartSession(benchmark_);
+    if (!s.ok()) return {0, s.status()};
+    auto step = c->Step(*s, seqs[i], {observation_});
+    Status end = c->EndSession(*s);
+    if (!step.ok()) return {0, step.status()};
+    if (!end.ok()) return {0, end};
+    auto v = ObservationNumber(step->observations[0]);
+    if (!v.ok()) return {0, v.status()};
+    return {*v, OkStatus()};
+  };
+  return ScoreOnWorkers(seqs.size(), serial ? 1 : clients_.size(), score, done);
+}
+
+Expected<std::string> ClientEvaluator::Pipeline(const Sequence& seq) {
+  int p = spaces_.Observation("Pipeline");
+  if (p < 0) return Error("the service has no Pipeline observation");
+  GymClient* c = clients_[0];
+  KILN_ASSIGN_OR_RETURN(int64_t s, c->StartSession(benchmark_));
+  auto r = c->Step(s, seq, {p});
+  (void)c->EndSession(s);
+  if (!r.ok()) return r.status();
+  return r->observations[0].string_value();
+}
+
+LocalEvaluator::LocalEvaluator(const Environment& env, const BenchmarkModel& benchmark, int jobs)
+    : env_(env), benchmark_(benchmark), jobs_(std::max(1, jobs)) {}
+
+namespace {
+int SpaceIndex(const Environment& env, const std::string& name) {
+  const auto& spaces = env.observation_spaces();
+  for (size_t i = 0; i < spaces.size(); ++i)
+    if (spaces[i].name == name) return static_cast<int>(i);
+  return -1;
+}
+}  // namespace
+
+Expected<TuneSpace> LocalEvaluator::Space(const std::string& observation) {
+  observation_ = SpaceIndex(env_, observation);
+  if (observation_ < 0) return Error("the environment has no " + observation + " observation");
+  return TuneSpace{env_.actions(), env_.observation_spaces()[observation_].deterministic};
+}
+
+TuneScore LocalEvaluator::ScoreOne(const Environment& env, const BenchmarkModel& benchmark,
+                                   const Sequence& seq, int space) {
+  Session session(env, benchmark);
+  StepResult step;
+  GymStatus st = session.Step(seq, &step);
+  ObservationValue v;
+  if (st.ok()) st = session.Observe(space, &v);
+  if (!st.ok()) return {0, Error(st.message)};
+  switch (v.kind) {
+    case ObservationValue::Kind::kScalarInt64:
+      return {static_cast<double>(v.scalar_int), OkStatus()};
+    case ObservationValue::Kind::kScalarDouble:
+      return {v.scalar_double, OkStatus()};
+    default:
+      return {0, Error("observation " + env.observation_spaces()[space].name + " is not a number")};
+  }
+}
+
+std::vector<TuneScore> LocalEvaluator::Score(const std::vector<Sequence>& seqs, bool serial,
+                                             const std::function<void(const TuneScore&)>& done) {
+  auto score = [&](size_t, size_t i) { return ScoreOne(env_, benchmark_, seqs[i], observation_); };
+  return ScoreOnWorkers(seqs.size(), serial ? 1 : static_cast<size_t>(jobs_), score, done);
+}
+
+Expected<std::string> LocalEvaluator::Pipeline(const Sequence& seq) {
+  Session session(env_, benchmark_);
+  StepResult step;
+  GymStatus st = session.Step(seq, &step);
+  if (!st.ok()) return Error(st.message);
+  return passes::PipelineToJson(session.pipeline());
+}
+
+std::vector<std::string> DefaultPipelineActions() {
+  std::vector<std::string> actions = passes::DefaultPipeline().passes;
+  actions.push_back("planner:default");
+  actions.push_back("schedule:min-peak");
+  return actions;
+}
+
+const char* TuneObservation(const std::string& objective) {
+  return objective == "arena"      ? "ArenaBytes"
+         : objective == "codesize" ? "CodeSizeBytes"
+         : objective == "latency"  ? "Runtime"
+                                   : nullptr;
+}
+
 Expected<TuneResult> Tune(const std::vector<GymClient*>& clients, const std::string& benchmark,
                           const TuneOptions& o) {
-  if (clients.empty()) return Error("tune needs at least one service");
+  ClientEvaluator ev(clients, benchmark);
+  return Tune(ev, o);
+}
+
+Expected<TuneResult> Tune(TuneEvaluator& ev, const TuneOptions& o) {
   if (o.budget < 2) return Error("--budget must be at least 2");
-  const char* name = o.objective == "arena"      ? "ArenaBytes"
-                     : o.objective == "codesize" ? "CodeSizeBytes"
-                     : o.objective == "latency"  ? "Runtime"
-                                                 : nullptr;
+  const char* name = TuneObservation(o.objective);
   if (!name) return Error("--objective must be arena, codesize or latency");
-  KILN_ASSIGN_OR_RETURN(Spaces spaces, clients[0]->GetSpaces());
-  int obs = spaces.Observation(name);
-  if (obs < 0) return Error(std::string("the service has no ") + name + " observation");
+  KILN_ASSIGN_OR_RETURN(TuneSpace spaces, ev.Space(name));
   // Noisy objectives need a clear win; exact ones any win.
-  const double margin = spaces.observations[obs].deterministic() ? 0.0 : 0.03;
+  const double margin = spaces.deterministic ? 0.0 : 0.03;
 
   Sequence baseline;
-  for (const auto& p : passes::DefaultPipeline().passes) {
-    int a = spaces.Action(p);
+  for (const auto& p : DefaultPipelineActions()) {
+    int a = IndexOf(spaces.actions, p);
     if (a < 0) return Error("the service has no action '" + p + "' of the default pipeline");
     baseline.push_back(a);
   }
-  for (const char* extra : {"planner:default", "schedule:min-peak"}) {
-    int a = spaces.Action(extra);
-    if (a >= 0) baseline.push_back(a);
-  }
-  Search search(clients, benchmark, o, spaces, obs);
+  Search search(ev, o);
   auto base = search.Evaluate({baseline});
   if (!base[0].status.ok()) return base[0].status;
 
@@ -188,10 +260,10 @@ Expected<TuneResult> Tune(const std::vector<GymClient*>& clients, const std::str
     // A measured objective: the decision rests on baseline and best timed again, alternately on one
     // worker (so drift hits both alike), compared by their medians.
     std::vector<double> a, b;
-    Search serial({clients[0]}, benchmark, TuneOptions{}, spaces, obs);
+    Search serial(ev, TuneOptions{});
     for (int k = 0; k < kConfirmRounds; ++k) {
-      auto x = serial.Evaluate({baseline});
-      auto y = serial.Evaluate({best});
+      auto x = serial.Evaluate({baseline}, true);
+      auto y = serial.Evaluate({best}, true);
       if (!x[0].status.ok()) return x[0].status;
       if (!y[0].status.ok()) return y[0].status;
       a.push_back(x[0].value);
@@ -210,7 +282,7 @@ Expected<TuneResult> Tune(const std::vector<GymClient*>& clients, const std::str
     r.best = r.baseline;
   }
   for (int a : best) r.best_actions.push_back(spaces.actions[a]);
-  KILN_ASSIGN_OR_RETURN(r.pipeline_json, search.PipelineOf(best));
+  KILN_ASSIGN_OR_RETURN(r.pipeline_json, ev.Pipeline(best));
   if (!r.improved) {
     // The session's pipeline lists only the passes that changed this model; the default is kept
     // whole (with the session's fixed shapes), as a user would run it.

@@ -9,9 +9,9 @@
 // (Runtime) must win by a 3% noise margin, and the decision rests on the default and the best
 // timed again, alternately, on one worker (medians of 7 each). When nothing beats the default by
 // the margin, the result is the default pipeline itself: Tune never returns one that is worse or
-// merely equal. Candidates run on `clients` in parallel (one worker per client;
-// clients may reach different replicas); results are reduced by candidate index, so a
-// deterministic objective gives the same answer for the same seed whatever the timing.
+// merely equal. Candidates are scored in parallel by a TuneEvaluator; results are reduced by
+// candidate index, so a deterministic objective gives the same answer for the same seed whatever
+// the timing and wherever the candidates ran.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "gym/client.h"
+#include "gym/environment.h"
 
 namespace kiln::gym {
 
@@ -45,7 +46,79 @@ struct TuneResult {
       0;  // a measured objective: alternating timings of default and best (medians)
 };
 
-// The benchmark must exist on every client's service.
+// A candidate's score, or why it has none.
+struct TuneScore {
+  double value = 0;
+  Status status;
+};
+
+// What Tune searches: the action names and whether the objective is deterministic.
+struct TuneSpace {
+  std::vector<std::string> actions;
+  bool deterministic = true;
+};
+
+// Where Tune's candidates are scored: gym services over gRPC (ClientEvaluator), this process
+// (LocalEvaluator), or elsewhere (the Python package's Dask evaluator). Action indices are the
+// action space's.
+class TuneEvaluator {
+ public:
+  virtual ~TuneEvaluator() = default;
+  // `observation`: the objective's observation space (ArenaBytes, CodeSizeBytes, Runtime).
+  virtual Expected<TuneSpace> Space(const std::string& observation) = 0;
+  // Scores every sequence by that observation, out[i] for seqs[i]; calls done() after each one,
+  // never two at once. `serial`: one after another on one worker (the alternating timings behind
+  // a measured objective's decision).
+  virtual std::vector<TuneScore> Score(const std::vector<std::vector<int>>& seqs, bool serial,
+                                       const std::function<void(const TuneScore&)>& done) = 0;
+  // The Pipeline observation after `seq`.
+  virtual Expected<std::string> Pipeline(const std::vector<int>& seq) = 0;
+};
+
+// Candidates on gym services: one worker per client (clients may reach different replicas). The
+// benchmark must exist on every client's service.
+class ClientEvaluator : public TuneEvaluator {
+ public:
+  ClientEvaluator(std::vector<GymClient*> clients, std::string benchmark);
+  Expected<TuneSpace> Space(const std::string& observation) override;
+  std::vector<TuneScore> Score(const std::vector<std::vector<int>>& seqs, bool serial,
+                               const std::function<void(const TuneScore&)>& done) override;
+  Expected<std::string> Pipeline(const std::vector<int>& seq) override;
+
+ private:
+  std::vector<GymClient*> clients_;
+  std::string benchmark_;
+  Spaces spaces_;
+  int observation_ = -1;
+};
+
+// Candidates in this process: sessions of `benchmark` on `jobs` threads.
+class LocalEvaluator : public TuneEvaluator {
+ public:
+  LocalEvaluator(const Environment& env, const BenchmarkModel& benchmark, int jobs);
+  Expected<TuneSpace> Space(const std::string& observation) override;
+  std::vector<TuneScore> Score(const std::vector<std::vector<int>>& seqs, bool serial,
+                               const std::function<void(const TuneScore&)>& done) override;
+  Expected<std::string> Pipeline(const std::vector<int>& seq) override;
+  // One candidate: a fresh session of the benchmark, the actions, then observation `space`.
+  static TuneScore ScoreOne(const Environment& env, const BenchmarkModel& benchmark,
+                            const std::vector<int>& seq, int space);
+
+ private:
+  const Environment& env_;
+  const BenchmarkModel& benchmark_;
+  int jobs_;
+  int observation_ = -1;
+};
+
+// The actions that amount to the default pipeline: its passes, the default planner and schedule.
+std::vector<std::string> DefaultPipelineActions();
+
+// The observation space an objective (arena | codesize | latency) scores, or null.
+const char* TuneObservation(const std::string& objective);
+
+Expected<TuneResult> Tune(TuneEvaluator& evaluator, const TuneOptions& options);
+// Tune on gym services (ClientEvaluator).
 Expected<TuneResult> Tune(const std::vector<GymClient*>& clients, const std::string& benchmark,
                           const TuneOptions& options);
 
