@@ -67,14 +67,17 @@ Expected<std::pair<std::string, std::string>> SplitInputSpec(const std::string& 
 
 void AddShapeFromFile(const ir::Graph& g, const std::string& name, const Dims& dims,
                       passes::ShapeOverrides* shapes) {
+  for (int v : g.RuntimeInputs())
+    if (g.values[v].name == name) AddShapeFromData(name, g.values[v].type, dims, shapes);
+}
+
+void AddShapeFromData(const std::string& name, const ir::TypeInfo& declared, const Dims& dims,
+                      passes::ShapeOverrides* shapes) {
   if (shapes->count(name)) return;
-  for (int v : g.RuntimeInputs()) {
-    const ir::TypeInfo& ty = g.values[v].type;
-    if (g.values[v].name != name) continue;
-    bool symbolic = !ty.has_shape;
-    for (int64_t d : ty.dims) symbolic = symbolic || d < 0;
-    if (symbolic && (!ty.has_shape || ty.dims.size() == dims.size())) (*shapes)[name] = dims;
-  }
+  bool symbolic = !declared.has_shape;
+  for (int64_t d : declared.dims) symbolic = symbolic || d < 0;
+  if (symbolic && (!declared.has_shape || declared.dims.size() == dims.size()))
+    (*shapes)[name] = dims;
 }
 
 Tensor RandomTensor(DType dtype, const Dims& dims, uint64_t seed) {

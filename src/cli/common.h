@@ -42,6 +42,9 @@ Expected<std::pair<std::string, std::string>> SplitInputSpec(const std::string& 
 // (fixed dims are checked when the model runs).
 void AddShapeFromFile(const ir::Graph& g, const std::string& name, const Dims& dims,
                       passes::ShapeOverrides* shapes);
+// The same for an input declared `declared` given data of `dims`.
+void AddShapeFromData(const std::string& name, const ir::TypeInfo& declared, const Dims& dims,
+                      passes::ShapeOverrides* shapes);
 // Deterministic pseudo-random data for an input of the given type (dims must be known).
 Tensor RandomTensor(DType dtype, const Dims& dims, uint64_t seed);
 // --pipeline FILE gives the passes, planner and reorder choice (as `kiln tune` writes them);
