@@ -8,9 +8,11 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <mutex>
+#include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "cli/common.h"
@@ -18,6 +20,7 @@
 #include "gym/tune.h"
 #include "passes/pipeline.h"
 #include "support/file_io.h"
+#include "support/process.h"
 
 namespace kiln::cli {
 namespace {
@@ -156,7 +159,7 @@ void PrintTuneResult(const std::string& model, const gym::TuneResult& r, const s
 }
 
 struct TuneCliOptions {
-  std::string model, objective, output;
+  std::string model, objective, output, dask;
   std::vector<std::string> connect;
   int budget = 100, jobs = 2, max_length = 0;
   uint64_t seed = 0;
@@ -164,11 +167,68 @@ struct TuneCliOptions {
   bool quiet = false;
 };
 
+// Writes the pipeline file and says what tune found.
+int WriteTuneResult(const TuneCliOptions& o, const gym::TuneResult& r) {
+  std::filesystem::path mp(o.model);
+  std::string out = o.output.empty() ? mp.stem().string() + ".pipeline.json" : o.output;
+  Status w = WriteFile(out, r.pipeline_json);
+  if (!w.ok()) return Fail(w);
+  PrintTuneResult(o.model, r, out);
+  return 0;
+}
+
+// kiln tune --dask: the search runs in the Python package (kiln.tune with a dask.distributed
+// Client, python/kiln/_dask_tune.py), which prints its result as JSON. Its errors are its own
+// one-line messages.
+Expected<gym::TuneResult> TuneOnDask(const TuneCliOptions& o) {
+#ifdef KILN_PYTHON_EXECUTABLE
+  const std::string json_path =
+      std::filesystem::temp_directory_path() / ("kiln-tune-" + std::to_string(getpid()) + ".json");
+  std::string pythonpath = KILN_PYTHON_PATH;
+  if (const char* p = std::getenv("PYTHONPATH"); p && *p) pythonpath += std::string(":") + p;
+  const int rc = RunProcess(
+      {KILN_PYTHON_EXECUTABLE, "-m", "kiln._dask_tune", "--scheduler", o.dask, "--objective",
+       o.objective, "--budget", std::to_string(o.budget), "--seed", std::to_string(o.seed),
+       "--max-length", std::to_string(o.max_length), "--planner-steps",
+       std::to_string(o.planner_steps), o.quiet || !isatty(2) ? "--quiet" : "--progress", o.model},
+      json_path, false, {{"PYTHONPATH", pythonpath}});
+  auto text = ReadFile(json_path);
+  std::filesystem::remove(json_path);
+  if (rc == 127 || rc < 0)
+    return Error(std::string("--dask: cannot run ") + KILN_PYTHON_EXECUTABLE +
+                 " with the kiln package");
+  if (rc != 0) return Error("");  // the Python side printed its error
+  if (!text.ok()) return text.status();
+  auto j = nlohmann::json::parse(*text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return Error("--dask: the Python search gave no result");
+  gym::TuneResult r;
+  r.observation = j.value("observation", "");
+  r.margin = j.value("margin", 0.0);
+  r.baseline = j.value("baseline", 0.0);
+  r.best = j.value("best", 0.0);
+  r.improved = j.value("improved", false);
+  r.best_actions = j.value("best_actions", std::vector<std::string>{});
+  r.pipeline_json = j.value("pipeline", "");
+  r.evaluations = j.value("evaluations", 0);
+  r.confirm_rounds = j.value("confirm_rounds", 0);
+  return r;
+#else
+  return Error(
+      "--dask: this kiln was built without its Python package (python3-dev, pybind11-dev)");
+#endif
+}
+
 int TuneMain(const TuneCliOptions& o) {
   std::filesystem::path mp(o.model);
   if (mp.extension() != ".onnx") return Fail(Error(o.model + ": kiln tune takes an .onnx model"));
   auto bytes = ReadFile(o.model);
   if (!bytes.ok()) return Fail(bytes.status());
+  if (!o.dask.empty()) {
+    if (!o.connect.empty()) return Fail(Error("--dask and --connect exclude each other"));
+    auto r = TuneOnDask(o);
+    if (!r.ok()) return r.status().message().empty() ? 1 : Fail(r.status());
+    return WriteTuneResult(o, *r);
+  }
   QuietGrpcLogs();
   // Without --connect, one service runs in this process and the workers reach it in memory.
   std::unique_ptr<gym::Service> local;
@@ -219,11 +279,7 @@ int TuneMain(const TuneCliOptions& o) {
   if (bar) std::fprintf(stderr, "\n");
   if (server) server->Shutdown();
   if (!r.ok()) return Fail(Error(o.model + ": " + r.status().message()));
-  std::string out = o.output.empty() ? mp.stem().string() + ".pipeline.json" : o.output;
-  Status w = WriteFile(out, r->pipeline_json);
-  if (!w.ok()) return Fail(w);
-  PrintTuneResult(o.model, *r, out);
-  return 0;
+  return WriteTuneResult(o, *r);
 }
 
 }  // namespace
@@ -269,6 +325,9 @@ void AddTuneCommand(CLI::App& app, int& rc) {
       ->check(IntegerIn(0, 1000000));
   c->add_option("--connect", o->connect,
                 "gym services to use (host:port, repeatable) instead of an in-process one");
+  c->add_option("--dask", o->dask,
+                "evaluate candidates on a Dask cluster's workers (its scheduler, "
+                "tcp://HOST:8786) through the Python package");
   c->add_option("-o,--output", o->output,
                 "pipeline file to write (default MODEL_STEM.pipeline.json)");
   c->add_option("--planner-steps", o->planner_steps,
