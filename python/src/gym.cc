@@ -103,10 +103,9 @@ class GymEnvironment {
   }
 
   int SpaceIndex(const std::string& name) const {
-    const auto& spaces = env_->observation_spaces();
-    for (size_t i = 0; i < spaces.size(); ++i)
-      if (spaces[i].name == name) return static_cast<int>(i);
-    throw KilnError("no observation space '" + name + "'");
+    const int i = env_->ObservationIndex(name);
+    if (i < 0) throw KilnError("no observation space '" + name + "'");
+    return i;
   }
 
  private:

@@ -129,10 +129,7 @@ class TuneWorker {
   double Score(const std::vector<int>& actions, const std::string& objective) {
     const char* name = gym::TuneObservation(objective);
     if (!name) throw KilnError("objective must be arena, codesize or latency");
-    const auto& spaces = model_.env.observation_spaces();
-    int space = -1;
-    for (size_t i = 0; i < spaces.size(); ++i)
-      if (spaces[i].name == name) space = static_cast<int>(i);
+    const int space = model_.env.ObservationIndex(name);
     gym::TuneScore s;
     {
       py::gil_scoped_release nogil;

@@ -116,6 +116,13 @@ int Environment::ActionIndex(const std::string& name) const {
   return -1;
 }
 
+int Environment::ObservationIndex(const std::string& name) const {
+  const auto& spaces = observation_spaces();
+  for (size_t i = 0; i < spaces.size(); ++i)
+    if (spaces[i].name == name) return static_cast<int>(i);
+  return -1;
+}
+
 GymStatus Environment::MakeBenchmark(const std::string& uri, ir::Model model,
                                      BenchmarkModel* out) const {
   Status st = ir::Verify(*model.graph);

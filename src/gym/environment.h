@@ -101,7 +101,8 @@ class Environment {
   const EnvironmentOptions& options() const { return options_; }
   int num_passes() const { return static_cast<int>(passes_.size()); }
   const passes::PassInfo& pass(int i) const { return *passes_[i]; }
-  int ActionIndex(const std::string& name) const;  // -1 when there is none
+  int ActionIndex(const std::string& name) const;       // -1 when there is none
+  int ObservationIndex(const std::string& name) const;  // -1 when there is none
 
   // Validates a model (any error is kInvalidArgument naming the benchmark) and makes its
   // initial state: the model after shape inference, symbolic input dims fixed at 1.

@@ -108,17 +108,8 @@ Expected<std::string> ClientEvaluator::Pipeline(const Sequence& seq) {
 LocalEvaluator::LocalEvaluator(const Environment& env, const BenchmarkModel& benchmark, int jobs)
     : env_(env), benchmark_(benchmark), jobs_(std::max(1, jobs)) {}
 
-namespace {
-int SpaceIndex(const Environment& env, const std::string& name) {
-  const auto& spaces = env.observation_spaces();
-  for (size_t i = 0; i < spaces.size(); ++i)
-    if (spaces[i].name == name) return static_cast<int>(i);
-  return -1;
-}
-}  // namespace
-
 Expected<TuneSpace> LocalEvaluator::Space(const std::string& observation) {
-  observation_ = SpaceIndex(env_, observation);
+  observation_ = env_.ObservationIndex(observation);
   if (observation_ < 0) return Error("the environment has no " + observation + " observation");
   return TuneSpace{env_.actions(), env_.observation_spaces()[observation_].deterministic};
 }
