@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -53,6 +55,21 @@ TEST(Npy, RoundTripsEveryDType) {
   auto y = frontend::ParseNpy(bytes.data(), bytes.size(), "s.npy");
   ASSERT_TRUE(y.ok());
   EXPECT_EQ(y->rank(), 0);
+}
+
+// NumPy has no 8-bit floats: their values are written as float32, exactly.
+TEST(Npy, WritesEightBitFloatsAsTheirFloat32Values) {
+  Tensor x(DType::kFloat8E5M2, {4});
+  const uint8_t codes[] = {0x3C, 0xC2, 0x7B, 0x7C};  // 1, -3, 57344, inf
+  std::memcpy(x.raw(), codes, 4);
+  std::string bytes = frontend::SerializeNpy(x);
+  auto y = frontend::ParseNpy(bytes.data(), bytes.size(), "x.npy");
+  ASSERT_TRUE(y.ok()) << y.status().message();
+  ASSERT_EQ(y->dtype(), DType::kFloat32);
+  EXPECT_EQ(y->data<float>()[0], 1.0f);
+  EXPECT_EQ(y->data<float>()[1], -3.0f);
+  EXPECT_EQ(y->data<float>()[2], 57344.0f);
+  EXPECT_TRUE(std::isinf(y->data<float>()[3]));
 }
 
 TEST(Npy, RejectsMalformedFiles) {

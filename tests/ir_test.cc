@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "ir/float8.h"
 #include "ir/graph.h"
 #include "ir/half.h"
 #include "ir/tensor.h"
@@ -15,6 +16,67 @@ TEST(DType, NamesRoundTrip) {
   }
   EXPECT_EQ(DTypeSize(DType::kFloat16), 2u);
   EXPECT_EQ(DTypeFromName("NOPE"), DType::kUndefined);
+}
+
+constexpr DType kFloat8Kinds[] = {DType::kFloat8E4M3FN, DType::kFloat8E4M3FNUZ, DType::kFloat8E5M2,
+                                  DType::kFloat8E5M2FNUZ};
+
+// Every code decodes to a value that encodes back to it, with and without saturation (NaNs to
+// the kind's NaN; E5M2's infinities stay infinite only without saturation).
+TEST(Float8, EveryCodeRoundTrips) {
+  for (DType t : kFloat8Kinds) {
+    const bool uz = t == DType::kFloat8E4M3FNUZ || t == DType::kFloat8E5M2FNUZ;
+    for (int code = 0; code < 256; ++code) {
+      const float v = Float8ToFloat(t, static_cast<uint8_t>(code));
+      for (bool saturate : {false, true}) {
+        const uint8_t back = FloatToFloat8(t, v, saturate);
+        if (std::isnan(v)) {
+          EXPECT_TRUE(std::isnan(Float8ToFloat(t, back))) << DTypeName(t) << " " << code;
+          if (uz) {
+            EXPECT_EQ(back, 0x80);
+          }
+        } else if (std::isinf(v)) {
+          EXPECT_EQ(t, DType::kFloat8E5M2);
+          EXPECT_EQ(back, saturate ? (code & 0x80) | 0x7B : code) << code;
+        } else {
+          EXPECT_EQ(back, code) << DTypeName(t) << " " << code << " " << v;
+        }
+      }
+    }
+  }
+}
+
+TEST(Float8, RoundsToNearestEvenAndSaturatesAsCastSays) {
+  const DType fn = DType::kFloat8E4M3FN, e5 = DType::kFloat8E5M2;
+  const DType fnuz = DType::kFloat8E4M3FNUZ, e5uz = DType::kFloat8E5M2FNUZ;
+  EXPECT_EQ(Float8Max(fn), 448.0f);
+  EXPECT_EQ(Float8Max(fnuz), 240.0f);
+  EXPECT_EQ(Float8Max(e5), 57344.0f);
+  EXPECT_EQ(Float8Max(e5uz), 57344.0f);
+  EXPECT_EQ(FloatToFloat8(fn, 448, false), 0x7E);
+  EXPECT_EQ(FloatToFloat8(fn, 464, false), 0x7E);  // the tie between 448 and 480: even
+  EXPECT_EQ(FloatToFloat8(fn, 465, true), 0x7E);
+  EXPECT_EQ(FloatToFloat8(fn, 465, false), 0x7F);  // NaN
+  EXPECT_EQ(FloatToFloat8(fn, -1e9, true), 0xFE);
+  EXPECT_EQ(FloatToFloat8(fn, -INFINITY, true), 0xFE);
+  EXPECT_EQ(FloatToFloat8(fn, INFINITY, false), 0x7F);
+  EXPECT_EQ(FloatToFloat8(fn, std::ldexp(1.0, -9), true), 0x01);   // the smallest subnormal
+  EXPECT_EQ(FloatToFloat8(fn, std::ldexp(1.0, -10), true), 0x00);  // half of it: even
+  EXPECT_EQ(FloatToFloat8(fn, std::ldexp(3.0, -10), true), 0x02);  // 1.5 of it: even
+  EXPECT_EQ(FloatToFloat8(fn, -0.0, true), 0x80);
+  EXPECT_EQ(FloatToFloat8(fn, 1.0625, true), 0x38);  // 1 + 1/16: tie to 1.0
+  EXPECT_EQ(FloatToFloat8(fn, 1.1875, true), 0x3A);  // 1 + 3/16: tie to 1.25
+  EXPECT_EQ(FloatToFloat8(e5, 61440, false), 0x7C);  // past the max: inf
+  EXPECT_EQ(FloatToFloat8(e5, 61440, true), 0x7B);
+  EXPECT_EQ(FloatToFloat8(e5, -INFINITY, false), 0xFC);
+  EXPECT_EQ(FloatToFloat8(e5, -INFINITY, true), 0xFB);
+  EXPECT_EQ(FloatToFloat8(fnuz, -0.0, true), 0x00);  // no negative zero
+  EXPECT_EQ(FloatToFloat8(fnuz, -INFINITY, true), 0xFF);
+  EXPECT_EQ(FloatToFloat8(fnuz, INFINITY, false), 0x80);
+  EXPECT_EQ(FloatToFloat8(e5uz, NAN, false), 0x80);
+  EXPECT_EQ(FloatToFloat8(e5uz, 1e6, true), 0x7F);
+  EXPECT_EQ(FloatToFloat8(e5uz, -1e6, false), 0x80);
+  EXPECT_TRUE(std::isnan(Float8ToFloat(fnuz, 0x80)));
 }
 
 TEST(Half, RoundTripsRepresentableValues) {

@@ -10,6 +10,7 @@
 
 #include "binding.h"
 #include "cli/common.h"
+#include "ir/float8.h"
 #include "runtime/model_runner.h"
 
 namespace kiln::python {
@@ -74,6 +75,7 @@ NodeArg ArgOf(const std::string& name, const ir::TypeInfo& t) {
 // view of the executor's arena).
 py::object ToNumpy(Tensor t) {
   if (t.is_none()) return py::none();
+  if (IsFloat8DType(t.dtype())) t = Float8ToFloat32(t);  // no NumPy type: float32 values
   if (t.is_sequence()) {
     py::list items;
     for (const Tensor& item : t.items()) items.append(ToNumpy(item));
@@ -171,6 +173,19 @@ class Session {
       const Io& in = inputs_[i];
       const py::array& a = given[i];
       if (!a) throw KilnError("input '" + in.name + "' is not given");
+      if (IsFloat8DType(in.type.dtype)) {  // float32 values, rounded as Cast does
+        if (!a.dtype().is(py::dtype("float32")))
+          throw KilnError("input '" + in.name + "' (" + std::string(DTypeName(in.type.dtype)) +
+                          "): give float32 values, got " + std::string(py::str(a.dtype())));
+        Tensor t(in.type.dtype, Dims(a.shape(), a.shape() + a.ndim()));
+        const float* src = static_cast<const float*>(a.data());
+        for (int64_t k = 0; k < t.size(); ++k)
+          t.data<uint8_t>()[k] = FloatToFloat8(in.type.dtype, src[k], true);
+        dims.push_back(t.dims());
+        cli::AddShapeFromData(in.name, in.type, t.dims(), &shapes);
+        inputs.push_back(std::move(t));
+        continue;
+      }
       if (!a.dtype().is(NumpyType(in.type.dtype)))
         throw KilnError("input '" + in.name + "': expected " +
                         std::string(py::str(NumpyType(in.type.dtype))) + ", got " +

@@ -141,3 +141,21 @@ def test_errors_are_kiln_errors_with_one_line():
         assert msg and "\n" not in msg, msg
     # The session still works after its errors.
     assert sess.run(None, {name: x})[0].shape == (1, 12)
+
+
+@pytest.mark.skipif(not os.path.isdir(CONFORMANCE), reason="no conformance suite")
+def test_eight_bit_floats_go_in_and_out_as_float32():
+    cast_to = kiln.InferenceSession(
+        os.path.join(CONFORMANCE, "test_cast_FLOAT_to_FLOAT8E4M3FN", "model.onnx"))
+    assert cast_to.get_outputs()[0].type == "tensor(float8e4m3fn)"
+    x = np.array([[0.5, 465.0, -1e9, np.inf, 1.0625]] * 3, np.float32)
+    (y,) = cast_to.run(None, {"input": x})
+    assert y.dtype == np.float32
+    np.testing.assert_array_equal(y[0], [0.5, 448, -448, 448, 1.0])  # saturated, ties to even
+    cast_from = kiln.InferenceSession(
+        os.path.join(CONFORMANCE, "test_cast_FLOAT8E4M3FN_to_FLOAT", "model.onnx"))
+    (z,) = cast_from.run(None, {cast_from.get_inputs()[0].name: x})
+    np.testing.assert_array_equal(z, y)  # float32 input values are rounded as Cast rounds
+    with pytest.raises(kiln.KilnError):
+        cast_from.run(None, {cast_from.get_inputs()[0].name: x.astype(np.float64)})
+

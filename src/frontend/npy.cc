@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "ir/float8.h"
 #include "support/file_io.h"
 
 namespace kiln::frontend {
@@ -118,6 +119,9 @@ Expected<Tensor> LoadNpyFile(const std::string& path) {
 }
 
 std::string SerializeNpy(const Tensor& t) {
+  // The 8-bit floats have no NumPy type (ml_dtypes writes all four as the same 1-byte void):
+  // their values, exact in float32, are written as float32.
+  if (IsFloat8DType(t.dtype())) return SerializeNpy(Float8ToFloat32(t));
   const char* descr = "<f4";
   for (const auto& k : kTypes)
     if (k.dtype == t.dtype()) descr = k.descr;

@@ -10,6 +10,7 @@ namespace kiln::frontend {
 
 Expected<Tensor> ParseNpy(const void* data, size_t size, const std::string& label);
 Expected<Tensor> LoadNpyFile(const std::string& path);
+// The .npy bytes of `t`; an 8-bit float tensor is written as its values in float32.
 std::string SerializeNpy(const Tensor& t);
 
 }  // namespace kiln::frontend

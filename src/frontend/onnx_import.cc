@@ -13,6 +13,7 @@
 #include <unordered_set>
 
 #include "frontend/onnx_proto.h"
+#include "ir/float8.h"
 // After onnx_proto.h: it needs the ONNX_API macro that onnx_pb.h defines.
 #include <onnx/onnx-data.pb.h>
 
@@ -58,7 +59,7 @@ Expected<Tensor> TensorFromProto(const onnx::TensorProto& tp, const std::string&
   DType dt = static_cast<DType>(tp.data_type());
   if (tp.data_type() == onnx::TensorProto::STRING)
     return Error(name + ": string tensors are not supported");
-  if (!IsSupportedDType(dt))
+  if (!IsSupportedDType(dt) && !IsFloat8DType(dt))
     return Error(name + ": unsupported data type " + std::to_string(tp.data_type()) + " (" +
                  std::string(DTypeName(dt)) + ")");
   Dims dims;

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <new>
 
+#include "ir/float8.h"
 #include "support/status.h"
 
 namespace kiln {
@@ -141,6 +142,11 @@ double Tensor::GetDouble(int64_t i) const {
       return static_cast<double>(data<uint64_t>()[i]);
     case DType::kBool:
       return data<uint8_t>()[i] ? 1.0 : 0.0;
+    case DType::kFloat8E4M3FN:
+    case DType::kFloat8E4M3FNUZ:
+    case DType::kFloat8E5M2:
+    case DType::kFloat8E5M2FNUZ:
+      return Float8ToFloat(dtype_, data<uint8_t>()[i]);
     default:
       KILN_CHECK(false, "GetDouble on unsupported dtype");
   }

@@ -2,6 +2,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "ir/float8.h"
 #include "ops/elementwise_kernels.h"
 #include "ops/thread_pool.h"
 #include "ops/vector_math.h"
@@ -272,11 +273,44 @@ void RegisterClip(OpRegistry& r) {
       });
 }
 
-void CastTensor(const Tensor& x, Tensor& y, int threads) {
+// Casts to or from an 8-bit float (ir/float8.h): a source goes through double, exact for all but
+// the largest 64-bit integers, so the value is rounded once, into the target.
+void CastFloat8(const Tensor& x, Tensor& y, bool saturate, int threads) {
+  const DType from = x.dtype(), to = y.dtype();
+  auto slices = [&](auto&& body) { ParallelSlices(threads, x.size(), 32 << 10, body); };
+  if (IsFloat8DType(from) && IsFloat8DType(to)) {
+    const uint8_t* s = x.data<uint8_t>();
+    uint8_t* d = y.data<uint8_t>();
+    slices([&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) d[i] = FloatToFloat8(to, Float8ToFloat(from, s[i]), saturate);
+    });
+  } else if (IsFloat8DType(to)) {
+    uint8_t* d = y.data<uint8_t>();
+    Dispatch<kAllTypes>(from, [&]<class From>() {
+      const From* s = x.data<From>();
+      slices([&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) d[i] = FloatToFloat8(to, CastValue<double>(s[i]), saturate);
+      });
+    });
+  } else {
+    const uint8_t* s = x.data<uint8_t>();
+    Dispatch<kAllTypes>(to, [&]<class To>() {
+      To* d = y.data<To>();
+      slices([&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) d[i] = CastValue<To>(Float8ToFloat(from, s[i]));
+      });
+    });
+  }
+}
+
+// `saturate` (Cast-19): how values beyond an 8-bit float's range land (ir/float8.h).
+void CastTensor(const Tensor& x, Tensor& y, int threads, bool saturate = true) {
   if (x.dtype() == y.dtype()) {
     if (x.nbytes() > 0) std::memcpy(y.raw(), x.raw(), x.nbytes());
     return;
   }
+  if (IsFloat8DType(x.dtype()) || IsFloat8DType(y.dtype()))
+    return CastFloat8(x, y, saturate, threads);
   Dispatch<kAllTypes>(x.dtype(), [&]<class From>() {
     Dispatch<kAllTypes>(y.dtype(), [&]<class To>() {
       const From* s = x.data<From>();
@@ -290,8 +324,9 @@ void CastTensor(const Tensor& x, Tensor& y, int threads) {
 
 Status InferCastTo(InferContext& ctx, DType to) {
   if (ctx.num_inputs() < 1 || !ctx.has_input(0)) return ctx.error("expects an input");
-  if (!TypeIn(ctx.input_dtype(0), kAllTypes)) return UnsupportedType(ctx, ctx.input_dtype(0));
-  if (!TypeIn(to, kAllTypes))
+  const DType from = ctx.input_dtype(0);
+  if (!TypeIn(from, kAllTypes) && !IsFloat8DType(from)) return UnsupportedType(ctx, from);
+  if (!TypeIn(to, kAllTypes) && !IsFloat8DType(to))
     return ctx.error("casting to element type " + TypeName(to) + " is not supported");
   ctx.set_output(0, to, ctx.input_dims(0));
   return OkStatus();
@@ -313,7 +348,7 @@ void RegisterCast(OpRegistry& r) {
         return InferCastTo(ctx, CastTarget(ctx.node()));
       },
       [](ComputeContext& ctx) -> Status {
-        CastTensor(ctx.input(0), ctx.output(0), ctx.threads());
+        CastTensor(ctx.input(0), ctx.output(0), ctx.threads(), ctx.node().attr_int("saturate", 1));
         return OkStatus();
       });
   r.Register(
@@ -323,7 +358,7 @@ void RegisterCast(OpRegistry& r) {
         return InferCastTo(ctx, ctx.input_dtype(1));
       },
       [](ComputeContext& ctx) -> Status {
-        CastTensor(ctx.input(0), ctx.output(0), ctx.threads());
+        CastTensor(ctx.input(0), ctx.output(0), ctx.threads(), ctx.node().attr_int("saturate", 1));
         return OkStatus();
       });
 }

@@ -1,0 +1,103 @@
+#include "ir/float8.h"
+
+#include <cmath>
+#include <limits>
+
+namespace kiln {
+namespace {
+
+struct Format {
+  int exp_bits, man_bits, bias;
+  bool ieee;  // infinities and NaNs at the top exponent (E5M2)
+  bool uz;    // no -0: 0x80 is the one NaN
+};
+
+Format FormatOf(DType t) {
+  switch (t) {
+    case DType::kFloat8E4M3FN:
+      return {4, 3, 7, false, false};
+    case DType::kFloat8E4M3FNUZ:
+      return {4, 3, 8, false, true};
+    case DType::kFloat8E5M2:
+      return {5, 2, 15, true, false};
+    default:
+      return {5, 2, 16, false, true};
+  }
+}
+
+uint8_t NaNBits(const Format& f, bool negative) {
+  if (f.uz) return 0x80;
+  return static_cast<uint8_t>((negative ? 0x80 : 0) | 0x7F);
+}
+
+// The largest finite code without its sign.
+uint8_t MaxBits(const Format& f) {
+  if (f.ieee) return 0x7B;  // S.11110.11
+  if (f.uz) return 0x7F;
+  return 0x7E;  // S.1111.110: S.1111.111 is NaN
+}
+
+}  // namespace
+
+float Float8ToFloat(DType t, uint8_t bits) {
+  const Format f = FormatOf(t);
+  if (f.uz && bits == 0x80) return std::numeric_limits<float>::quiet_NaN();
+  const bool negative = bits & 0x80;
+  const int exp_field = (bits & 0x7F) >> f.man_bits;
+  const int man = bits & ((1 << f.man_bits) - 1);
+  const int top = (1 << f.exp_bits) - 1;
+  float v;
+  if (f.ieee && exp_field == top) {
+    v = man == 0 ? std::numeric_limits<float>::infinity() : std::numeric_limits<float>::quiet_NaN();
+  } else if (!f.ieee && !f.uz && exp_field == top && man == (1 << f.man_bits) - 1) {
+    v = std::numeric_limits<float>::quiet_NaN();
+  } else if (exp_field == 0) {
+    v = std::ldexp(static_cast<float>(man), 1 - f.bias - f.man_bits);
+  } else {
+    v = std::ldexp(static_cast<float>(man + (1 << f.man_bits)), exp_field - f.bias - f.man_bits);
+  }
+  return negative ? -v : v;
+}
+
+float Float8Max(DType t) { return Float8ToFloat(t, MaxBits(FormatOf(t))); }
+
+Tensor Float8ToFloat32(const Tensor& t) {
+  Tensor wide(DType::kFloat32, t.dims());
+  for (int64_t i = 0; i < t.size(); ++i)
+    wide.data<float>()[i] = Float8ToFloat(t.dtype(), t.data<uint8_t>()[i]);
+  return wide;
+}
+
+uint8_t FloatToFloat8(DType t, double x, bool saturate) {
+  const Format f = FormatOf(t);
+  const bool negative = std::signbit(x);
+  const uint8_t sign = negative ? 0x80 : 0;
+  if (std::isnan(x)) return NaNBits(f, negative);
+  const double max = Float8ToFloat(t, MaxBits(f));
+  auto overflow = [&]() -> uint8_t {
+    if (saturate) return static_cast<uint8_t>(sign | MaxBits(f));
+    if (f.ieee) return static_cast<uint8_t>(sign | 0x7C);  // +-inf
+    return NaNBits(f, negative);
+  };
+  if (std::isinf(x)) return overflow();
+  double a = std::fabs(x);
+  // Round to the grid of the binade a lies in (the subnormal grid below the smallest normal);
+  // dividing and multiplying by powers of two is exact, nearbyint rounds ties to even.
+  const int min_exp = 1 - f.bias;
+  int e;
+  std::frexp(a, &e);  // a = m * 2^e, m in [0.5, 1)
+  const int quantum_exp = std::max(e - 1, min_exp) - f.man_bits;
+  const double r = std::ldexp(std::nearbyint(std::ldexp(a, -quantum_exp)), quantum_exp);
+  if (r > max) return overflow();
+  if (r == 0) return f.uz ? 0 : sign;
+  std::frexp(r, &e);
+  const int exp_field = e - 1 + f.bias;
+  if (exp_field <= 0) {  // subnormal
+    const int man = static_cast<int>(std::ldexp(r, f.bias - 1 + f.man_bits));
+    return static_cast<uint8_t>(sign | man);
+  }
+  const int man = static_cast<int>(std::ldexp(r, -(e - 1) + f.man_bits)) - (1 << f.man_bits);
+  return static_cast<uint8_t>(sign | (exp_field << f.man_bits) | man);
+}
+
+}  // namespace kiln
