@@ -2,9 +2,10 @@
 
 #include <cmath>
 
-#include "ir/float8.h"
 #include "ir/graph.h"
 #include "ir/half.h"
+#include "ir/small_float.h"
+#include "ir/subbyte.h"
 #include "ir/tensor.h"
 
 namespace kiln {
@@ -27,11 +28,11 @@ TEST(Float8, EveryCodeRoundTrips) {
   for (DType t : kFloat8Kinds) {
     const bool uz = t == DType::kFloat8E4M3FNUZ || t == DType::kFloat8E5M2FNUZ;
     for (int code = 0; code < 256; ++code) {
-      const float v = Float8ToFloat(t, static_cast<uint8_t>(code));
+      const float v = SmallFloatToFloat(t, static_cast<uint8_t>(code));
       for (bool saturate : {false, true}) {
-        const uint8_t back = FloatToFloat8(t, v, saturate);
+        const uint8_t back = FloatToSmallFloat(t, v, saturate);
         if (std::isnan(v)) {
-          EXPECT_TRUE(std::isnan(Float8ToFloat(t, back))) << DTypeName(t) << " " << code;
+          EXPECT_TRUE(std::isnan(SmallFloatToFloat(t, back))) << DTypeName(t) << " " << code;
           if (uz) {
             EXPECT_EQ(back, 0x80);
           }
@@ -49,34 +50,83 @@ TEST(Float8, EveryCodeRoundTrips) {
 TEST(Float8, RoundsToNearestEvenAndSaturatesAsCastSays) {
   const DType fn = DType::kFloat8E4M3FN, e5 = DType::kFloat8E5M2;
   const DType fnuz = DType::kFloat8E4M3FNUZ, e5uz = DType::kFloat8E5M2FNUZ;
-  EXPECT_EQ(Float8Max(fn), 448.0f);
-  EXPECT_EQ(Float8Max(fnuz), 240.0f);
-  EXPECT_EQ(Float8Max(e5), 57344.0f);
-  EXPECT_EQ(Float8Max(e5uz), 57344.0f);
-  EXPECT_EQ(FloatToFloat8(fn, 448, false), 0x7E);
-  EXPECT_EQ(FloatToFloat8(fn, 464, false), 0x7E);  // the tie between 448 and 480: even
-  EXPECT_EQ(FloatToFloat8(fn, 465, true), 0x7E);
-  EXPECT_EQ(FloatToFloat8(fn, 465, false), 0x7F);  // NaN
-  EXPECT_EQ(FloatToFloat8(fn, -1e9, true), 0xFE);
-  EXPECT_EQ(FloatToFloat8(fn, -INFINITY, true), 0xFE);
-  EXPECT_EQ(FloatToFloat8(fn, INFINITY, false), 0x7F);
-  EXPECT_EQ(FloatToFloat8(fn, std::ldexp(1.0, -9), true), 0x01);   // the smallest subnormal
-  EXPECT_EQ(FloatToFloat8(fn, std::ldexp(1.0, -10), true), 0x00);  // half of it: even
-  EXPECT_EQ(FloatToFloat8(fn, std::ldexp(3.0, -10), true), 0x02);  // 1.5 of it: even
-  EXPECT_EQ(FloatToFloat8(fn, -0.0, true), 0x80);
-  EXPECT_EQ(FloatToFloat8(fn, 1.0625, true), 0x38);  // 1 + 1/16: tie to 1.0
-  EXPECT_EQ(FloatToFloat8(fn, 1.1875, true), 0x3A);  // 1 + 3/16: tie to 1.25
-  EXPECT_EQ(FloatToFloat8(e5, 61440, false), 0x7C);  // past the max: inf
-  EXPECT_EQ(FloatToFloat8(e5, 61440, true), 0x7B);
-  EXPECT_EQ(FloatToFloat8(e5, -INFINITY, false), 0xFC);
-  EXPECT_EQ(FloatToFloat8(e5, -INFINITY, true), 0xFB);
-  EXPECT_EQ(FloatToFloat8(fnuz, -0.0, true), 0x00);  // no negative zero
-  EXPECT_EQ(FloatToFloat8(fnuz, -INFINITY, true), 0xFF);
-  EXPECT_EQ(FloatToFloat8(fnuz, INFINITY, false), 0x80);
-  EXPECT_EQ(FloatToFloat8(e5uz, NAN, false), 0x80);
-  EXPECT_EQ(FloatToFloat8(e5uz, 1e6, true), 0x7F);
-  EXPECT_EQ(FloatToFloat8(e5uz, -1e6, false), 0x80);
-  EXPECT_TRUE(std::isnan(Float8ToFloat(fnuz, 0x80)));
+  EXPECT_EQ(SmallFloatMax(fn), 448.0f);
+  EXPECT_EQ(SmallFloatMax(fnuz), 240.0f);
+  EXPECT_EQ(SmallFloatMax(e5), 57344.0f);
+  EXPECT_EQ(SmallFloatMax(e5uz), 57344.0f);
+  EXPECT_EQ(FloatToSmallFloat(fn, 448, false), 0x7E);
+  EXPECT_EQ(FloatToSmallFloat(fn, 464, false), 0x7E);  // the tie between 448 and 480: even
+  EXPECT_EQ(FloatToSmallFloat(fn, 465, true), 0x7E);
+  EXPECT_EQ(FloatToSmallFloat(fn, 465, false), 0x7F);  // NaN
+  EXPECT_EQ(FloatToSmallFloat(fn, -1e9, true), 0xFE);
+  EXPECT_EQ(FloatToSmallFloat(fn, -INFINITY, true), 0xFE);
+  EXPECT_EQ(FloatToSmallFloat(fn, INFINITY, false), 0x7F);
+  EXPECT_EQ(FloatToSmallFloat(fn, std::ldexp(1.0, -9), true), 0x01);   // the smallest subnormal
+  EXPECT_EQ(FloatToSmallFloat(fn, std::ldexp(1.0, -10), true), 0x00);  // half of it: even
+  EXPECT_EQ(FloatToSmallFloat(fn, std::ldexp(3.0, -10), true), 0x02);  // 1.5 of it: even
+  EXPECT_EQ(FloatToSmallFloat(fn, -0.0, true), 0x80);
+  EXPECT_EQ(FloatToSmallFloat(fn, 1.0625, true), 0x38);  // 1 + 1/16: tie to 1.0
+  EXPECT_EQ(FloatToSmallFloat(fn, 1.1875, true), 0x3A);  // 1 + 3/16: tie to 1.25
+  EXPECT_EQ(FloatToSmallFloat(e5, 61440, false), 0x7C);  // past the max: inf
+  EXPECT_EQ(FloatToSmallFloat(e5, 61440, true), 0x7B);
+  EXPECT_EQ(FloatToSmallFloat(e5, -INFINITY, false), 0xFC);
+  EXPECT_EQ(FloatToSmallFloat(e5, -INFINITY, true), 0xFB);
+  EXPECT_EQ(FloatToSmallFloat(fnuz, -0.0, true), 0x00);  // no negative zero
+  EXPECT_EQ(FloatToSmallFloat(fnuz, -INFINITY, true), 0xFF);
+  EXPECT_EQ(FloatToSmallFloat(fnuz, INFINITY, false), 0x80);
+  EXPECT_EQ(FloatToSmallFloat(e5uz, NAN, false), 0x80);
+  EXPECT_EQ(FloatToSmallFloat(e5uz, 1e6, true), 0x7F);
+  EXPECT_EQ(FloatToSmallFloat(e5uz, -1e6, false), 0x80);
+  EXPECT_TRUE(std::isnan(SmallFloatToFloat(fnuz, 0x80)));
+}
+
+TEST(Float4, EveryCodeRoundTripsAndOverflowSaturates) {
+  const DType t = DType::kFloat4E2M1;
+  const float values[16] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6, -0.0f, -0.5f, -1, -1.5f, -2, -3, -4, -6};
+  for (int code = 0; code < 16; ++code) {
+    EXPECT_EQ(SmallFloatToFloat(t, static_cast<uint8_t>(code)), values[code]) << code;
+    EXPECT_EQ(FloatToSmallFloat(t, values[code], false), code);
+  }
+  EXPECT_EQ(SmallFloatMax(t), 6.0f);
+  EXPECT_EQ(FloatToSmallFloat(t, 5.0, false), 0x6);  // the tie between 4 and 6: even
+  EXPECT_EQ(FloatToSmallFloat(t, 1e6, false), 0x7);  // no infinity: saturates either way
+  EXPECT_EQ(FloatToSmallFloat(t, -INFINITY, true), 0xF);
+  EXPECT_EQ(FloatToSmallFloat(t, NAN, true), 0x8);   // no NaN: -0, as the ONNX reference
+  EXPECT_EQ(FloatToSmallFloat(t, 0.25, true), 0x0);  // the tie between 0 and 0.5: even
+}
+
+TEST(SubByte, UnpacksLowBitsFirstAndWrapsAsCast) {
+  const uint8_t packed[] = {0x87, 0x1F};  // INT4: 7, -8, -1, 1
+  uint8_t out[4];
+  UnpackSubByte(DType::kInt4, packed, 4, out);
+  EXPECT_EQ(static_cast<int8_t>(out[0]), 7);
+  EXPECT_EQ(static_cast<int8_t>(out[1]), -8);
+  EXPECT_EQ(static_cast<int8_t>(out[2]), -1);
+  EXPECT_EQ(static_cast<int8_t>(out[3]), 1);
+  UnpackSubByte(DType::kUInt4, packed, 3, out);
+  EXPECT_EQ(out[0], 7);
+  EXPECT_EQ(out[1], 8);
+  EXPECT_EQ(out[2], 15);
+  const uint8_t two[] = {0xE4};  // UINT2: 0, 1, 2, 3; INT2: 0, 1, -2, -1
+  UnpackSubByte(DType::kUInt2, two, 4, out);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(out[i], i);
+  UnpackSubByte(DType::kInt2, two, 4, out);
+  EXPECT_EQ(static_cast<int8_t>(out[2]), -2);
+  EXPECT_EQ(static_cast<int8_t>(out[3]), -1);
+  EXPECT_EQ(PackedBytes(DType::kInt4, 5), 3);
+  EXPECT_EQ(PackedBytes(DType::kInt2, 5), 2);
+  EXPECT_EQ(WrapToSubByte(DType::kInt4, -9), 7);
+  EXPECT_EQ(WrapToSubByte(DType::kInt4, 8), -8);
+  EXPECT_EQ(WrapToSubByte(DType::kUInt4, 17), 1);
+  EXPECT_EQ(WrapToSubByte(DType::kInt2, 2), -2);
+  EXPECT_EQ(WrapToSubByte(DType::kUInt2, -1), 3);
+  int64_t lo, hi;
+  SubByteIntRange(DType::kInt4, &lo, &hi);
+  EXPECT_EQ(lo, -8);
+  EXPECT_EQ(hi, 7);
+  SubByteIntRange(DType::kUInt2, &lo, &hi);
+  EXPECT_EQ(lo, 0);
+  EXPECT_EQ(hi, 3);
 }
 
 TEST(Half, RoundTripsRepresentableValues) {

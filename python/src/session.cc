@@ -10,7 +10,8 @@
 
 #include "binding.h"
 #include "cli/common.h"
-#include "ir/float8.h"
+#include "ir/small_float.h"
+#include "ir/subbyte.h"
 #include "runtime/model_runner.h"
 
 namespace kiln::python {
@@ -30,6 +31,7 @@ const std::vector<std::pair<DType, const char*>>& NumpyTypes() {
 }
 
 py::dtype NumpyType(DType t) {
+  if (IsSubByteIntDType(t)) t = SubByteStorage(t);  // held a byte each (ir/subbyte.h)
   for (const auto& [d, name] : NumpyTypes())
     if (d == t) return py::dtype(name);
   throw KilnError("element type " + std::string(DTypeName(t)) + " has no NumPy equivalent");
@@ -75,7 +77,7 @@ NodeArg ArgOf(const std::string& name, const ir::TypeInfo& t) {
 // view of the executor's arena).
 py::object ToNumpy(Tensor t) {
   if (t.is_none()) return py::none();
-  if (IsFloat8DType(t.dtype())) t = Float8ToFloat32(t);  // no NumPy type: float32 values
+  if (IsSmallFloatDType(t.dtype())) t = SmallFloatToFloat32(t);  // no NumPy type: float32 values
   if (t.is_sequence()) {
     py::list items;
     for (const Tensor& item : t.items()) items.append(ToNumpy(item));
@@ -173,14 +175,14 @@ class Session {
       const Io& in = inputs_[i];
       const py::array& a = given[i];
       if (!a) throw KilnError("input '" + in.name + "' is not given");
-      if (IsFloat8DType(in.type.dtype)) {  // float32 values, rounded as Cast does
+      if (IsSmallFloatDType(in.type.dtype)) {  // float32 values, rounded as Cast does
         if (!a.dtype().is(py::dtype("float32")))
           throw KilnError("input '" + in.name + "' (" + std::string(DTypeName(in.type.dtype)) +
                           "): give float32 values, got " + std::string(py::str(a.dtype())));
         Tensor t(in.type.dtype, Dims(a.shape(), a.shape() + a.ndim()));
         const float* src = static_cast<const float*>(a.data());
         for (int64_t k = 0; k < t.size(); ++k)
-          t.data<uint8_t>()[k] = FloatToFloat8(in.type.dtype, src[k], true);
+          t.data<uint8_t>()[k] = FloatToSmallFloat(in.type.dtype, src[k], true);
         dims.push_back(t.dims());
         cli::AddShapeFromData(in.name, in.type, t.dims(), &shapes);
         inputs.push_back(std::move(t));
@@ -192,6 +194,17 @@ class Session {
                         std::string(py::str(a.dtype())));
       Dims d(a.shape(), a.shape() + a.ndim());
       cli::AddShapeFromData(in.name, in.type, d, &shapes);  // as `kiln run --input` does
+      if (IsSubByteIntDType(in.type.dtype)) {
+        int64_t lo, hi;
+        SubByteIntRange(in.type.dtype, &lo, &hi);
+        const Tensor held =
+            Tensor::View(SubByteStorage(in.type.dtype), d, const_cast<void*>(a.data()));
+        for (int64_t k = 0; k < held.size(); ++k)
+          if (held.GetInt(k) < lo || held.GetInt(k) > hi)
+            throw KilnError("input '" + in.name + "' (" + std::string(DTypeName(in.type.dtype)) +
+                            "): value " + std::to_string(held.GetInt(k)) + " is outside [" +
+                            std::to_string(lo) + ", " + std::to_string(hi) + "]");
+      }
       // A view of the caller's array: the executor reads its inputs and never writes them.
       inputs.push_back(Tensor::View(in.type.dtype, d, const_cast<void*>(a.data())));
       dims.push_back(std::move(d));

@@ -159,3 +159,18 @@ def test_eight_bit_floats_go_in_and_out_as_float32():
     with pytest.raises(kiln.KilnError):
         cast_from.run(None, {cast_from.get_inputs()[0].name: x.astype(np.float64)})
 
+
+
+@pytest.mark.skipif(not os.path.isdir(CONFORMANCE), reason="no conformance suite")
+def test_sub_byte_integers_go_in_and_out_as_their_byte_type():
+    sess = kiln.InferenceSession(os.path.join(CONFORMANCE, "test_cast_INT4_to_FLOAT", "model.onnx"))
+    assert sess.get_inputs()[0].type == "tensor(int4)"
+    x = np.arange(-8, 17, dtype=np.int8).clip(-8, 7).reshape(5, 5)
+    (y,) = sess.run(None, {"input": x})
+    np.testing.assert_array_equal(y, x.astype(np.float32))
+    with pytest.raises(kiln.KilnError):
+        sess.run(None, {"input": np.full((5, 5), 8, np.int8)})  # outside INT4
+    back = kiln.InferenceSession(os.path.join(CONFORMANCE, "test_cast_FLOAT_to_INT4", "model.onnx"))
+    (z,) = back.run(None, {"input": np.array([[-9, -8, 7, 8, 3.0]] * 5, np.float32)})
+    assert z.dtype == np.int8
+    np.testing.assert_array_equal(z[0], [7, -8, 7, -8, 3])  # Cast wraps into 4 bits

@@ -26,9 +26,11 @@ constexpr int kMaxTypeDepth = 16;
 constexpr size_t kMaxRank = 256;
 // FlatBuffers offsets are 32-bit signed: a buffer must stay below 2 GiB. Leave room for the graph.
 constexpr size_t kMaxDataBytes = (size_t{1} << 31) - (size_t{256} << 20);
-constexpr int kLastDType = static_cast<int>(DType::kFloat4E2M1);
+constexpr int kLastDType = static_cast<int>(DType::kInt2);
 
-bool ValidDType(int32_t d) { return d >= 0 && d <= kLastDType; }
+bool ValidDType(int32_t d) {
+  return d >= 0 && d <= kLastDType && DTypeName(static_cast<DType>(d)) != "UNKNOWN";
+}
 
 // Where the seal's digests lie in the program's bytes (after the verifier, or in bytes kiln wrote).
 Expected<SealOffsets> SealOffsetsOf(const fb::Program* p, const uint8_t* base) {

@@ -19,7 +19,7 @@
 #include "cli/common.h"
 #include "frontend/model_loader.h"
 #include "frontend/onnx_import.h"
-#include "ir/float8.h"
+#include "ir/small_float.h"
 #include "runtime/executor.h"
 
 namespace kiln::cli {
@@ -97,7 +97,7 @@ Status Compare(const Tensor& got, const Tensor& want, double rtol, double atol,
   if (got.dims() != want.dims())
     return Error(what + ": shape " + DimsToString(got.dims()) + ", expected " +
                  DimsToString(want.dims()));
-  const bool fp = IsFloatingDType(want.dtype()) || IsFloat8DType(want.dtype());
+  const bool fp = IsFloatingDType(want.dtype()) || IsSmallFloatDType(want.dtype());
   int64_t bad = 0, first_bad = -1;
   for (int64_t i = 0; i < want.size(); ++i) {
     bool ok;

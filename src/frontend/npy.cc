@@ -2,7 +2,8 @@
 
 #include <cstring>
 
-#include "ir/float8.h"
+#include "ir/small_float.h"
+#include "ir/subbyte.h"
 #include "support/file_io.h"
 
 namespace kiln::frontend {
@@ -121,10 +122,12 @@ Expected<Tensor> LoadNpyFile(const std::string& path) {
 std::string SerializeNpy(const Tensor& t) {
   // The 8-bit floats have no NumPy type (ml_dtypes writes all four as the same 1-byte void):
   // their values, exact in float32, are written as float32.
-  if (IsFloat8DType(t.dtype())) return SerializeNpy(Float8ToFloat32(t));
+  if (IsSmallFloatDType(t.dtype())) return SerializeNpy(SmallFloatToFloat32(t));
+  // The sub-byte integers as the byte type they are held in (ir/subbyte.h).
+  const DType held = IsSubByteDType(t.dtype()) ? SubByteStorage(t.dtype()) : t.dtype();
   const char* descr = "<f4";
   for (const auto& k : kTypes)
-    if (k.dtype == t.dtype()) descr = k.descr;
+    if (k.dtype == held) descr = k.descr;
   std::string shape = "(";
   for (size_t i = 0; i < t.dims().size(); ++i) shape += std::to_string(t.dims()[i]) + ",";
   if (t.dims().size() > 1) shape.pop_back();

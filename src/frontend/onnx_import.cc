@@ -13,7 +13,8 @@
 #include <unordered_set>
 
 #include "frontend/onnx_proto.h"
-#include "ir/float8.h"
+#include "ir/small_float.h"
+#include "ir/subbyte.h"
 // After onnx_proto.h: it needs the ONNX_API macro that onnx_pb.h defines.
 #include <onnx/onnx-data.pb.h>
 
@@ -59,11 +60,23 @@ Expected<Tensor> TensorFromProto(const onnx::TensorProto& tp, const std::string&
   DType dt = static_cast<DType>(tp.data_type());
   if (tp.data_type() == onnx::TensorProto::STRING)
     return Error(name + ": string tensors are not supported");
-  if (!IsSupportedDType(dt) && !IsFloat8DType(dt))
+  if (!IsSupportedDType(dt) && !IsSmallFloatDType(dt) && !IsSubByteDType(dt))
     return Error(name + ": unsupported data type " + std::to_string(tp.data_type()) + " (" +
                  std::string(DTypeName(dt)) + ")");
   Dims dims;
   KILN_RETURN_IF_ERROR(CheckDims(tp, &dims, name));
+  if (IsSubByteDType(dt)) {
+    // The packed bytes, read as a UINT8 tensor of that many bytes (raw, external, or one byte
+    // per int32_data value), then held one element per byte.
+    onnx::TensorProto bytes(tp);
+    bytes.set_data_type(onnx::TensorProto::UINT8);
+    bytes.clear_dims();
+    bytes.add_dims(PackedBytes(dt, NumElements(dims)));
+    KILN_ASSIGN_OR_RETURN(Tensor packed, TensorFromProto(bytes, base_dir, label, nullptr));
+    Tensor t(dt, dims);
+    UnpackSubByte(dt, packed.data<uint8_t>(), t.size(), t.data<uint8_t>());
+    return t;
+  }
   const int64_t n = NumElements(dims);
   const size_t esize = ElemSize(dt);
   const size_t nbytes = static_cast<size_t>(n) * esize;

@@ -29,9 +29,11 @@ constexpr DTypeInfo kInfos[] = {
     {DType::kFloat8E4M3FNUZ, "FLOAT8E4M3FNUZ", 1},
     {DType::kFloat8E5M2, "FLOAT8E5M2", 1},
     {DType::kFloat8E5M2FNUZ, "FLOAT8E5M2FNUZ", 1},
-    {DType::kUInt4, "UINT4", 0},
-    {DType::kInt4, "INT4", 0},
-    {DType::kFloat4E2M1, "FLOAT4E2M1", 0},
+    {DType::kUInt4, "UINT4", 1},
+    {DType::kInt4, "INT4", 1},
+    {DType::kFloat4E2M1, "FLOAT4E2M1", 1},
+    {DType::kUInt2, "UINT2", 1},
+    {DType::kInt2, "INT2", 1},
 };
 const DTypeInfo* Find(DType t) {
   for (const auto& i : kInfos)

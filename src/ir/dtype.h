@@ -33,9 +33,14 @@ enum class DType : int32_t {
   kUInt4 = 21,
   kInt4 = 22,
   kFloat4E2M1 = 23,
+  kUInt2 = 25,
+  kInt2 = 26,
 };
 
-// Bytes per element; 0 for types kiln cannot hold in a flat buffer (strings, sub-byte types).
+// Bytes per element in memory; 0 for types kiln cannot hold in a flat buffer (strings). The
+// sub-byte types (UINT4, INT4, FLOAT4E2M1, UINT2, INT2) are held one element per byte, the
+// integers sign- or zero-extended, FLOAT4E2M1 as its 4-bit code; files hold them packed
+// (ir/subbyte.h).
 size_t DTypeSize(DType t);
 // The ONNX enum name ("FLOAT", "INT64", ...).
 std::string_view DTypeName(DType t);

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <new>
 
-#include "ir/float8.h"
+#include "ir/small_float.h"
 #include "support/status.h"
 
 namespace kiln {
@@ -146,7 +146,14 @@ double Tensor::GetDouble(int64_t i) const {
     case DType::kFloat8E4M3FNUZ:
     case DType::kFloat8E5M2:
     case DType::kFloat8E5M2FNUZ:
-      return Float8ToFloat(dtype_, data<uint8_t>()[i]);
+    case DType::kFloat4E2M1:
+      return SmallFloatToFloat(dtype_, data<uint8_t>()[i]);
+    case DType::kInt4:
+    case DType::kInt2:
+      return data<int8_t>()[i];
+    case DType::kUInt4:
+    case DType::kUInt2:
+      return data<uint8_t>()[i];
     default:
       KILN_CHECK(false, "GetDouble on unsupported dtype");
   }
@@ -154,6 +161,8 @@ double Tensor::GetDouble(int64_t i) const {
 
 int64_t Tensor::GetInt(int64_t i) const {
   switch (dtype_) {
+    case DType::kInt4:
+    case DType::kInt2:
     case DType::kInt8:
       return data<int8_t>()[i];
     case DType::kInt16:
@@ -162,6 +171,8 @@ int64_t Tensor::GetInt(int64_t i) const {
       return data<int32_t>()[i];
     case DType::kInt64:
       return data<int64_t>()[i];
+    case DType::kUInt4:
+    case DType::kUInt2:
     case DType::kUInt8:
       return data<uint8_t>()[i];
     case DType::kUInt16:

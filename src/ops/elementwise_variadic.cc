@@ -2,7 +2,8 @@
 #include <cmath>
 #include <cstring>
 
-#include "ir/float8.h"
+#include "ir/small_float.h"
+#include "ir/subbyte.h"
 #include "ops/elementwise_kernels.h"
 #include "ops/thread_pool.h"
 #include "ops/vector_math.h"
@@ -273,23 +274,25 @@ void RegisterClip(OpRegistry& r) {
       });
 }
 
-// Casts to or from an 8-bit float (ir/float8.h): a source goes through double, exact for all but
-// the largest 64-bit integers, so the value is rounded once, into the target.
-void CastFloat8(const Tensor& x, Tensor& y, bool saturate, int threads) {
+// Casts to or from a narrow float (ir/small_float.h): a source goes through double, exact for all
+// but the largest 64-bit integers, so the value is rounded once, into the target.
+void CastSmallFloat(const Tensor& x, Tensor& y, bool saturate, int threads) {
   const DType from = x.dtype(), to = y.dtype();
   auto slices = [&](auto&& body) { ParallelSlices(threads, x.size(), 32 << 10, body); };
-  if (IsFloat8DType(from) && IsFloat8DType(to)) {
+  if (IsSmallFloatDType(from) && IsSmallFloatDType(to)) {
     const uint8_t* s = x.data<uint8_t>();
     uint8_t* d = y.data<uint8_t>();
     slices([&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) d[i] = FloatToFloat8(to, Float8ToFloat(from, s[i]), saturate);
+      for (int64_t i = b; i < e; ++i)
+        d[i] = FloatToSmallFloat(to, SmallFloatToFloat(from, s[i]), saturate);
     });
-  } else if (IsFloat8DType(to)) {
+  } else if (IsSmallFloatDType(to)) {
     uint8_t* d = y.data<uint8_t>();
     Dispatch<kAllTypes>(from, [&]<class From>() {
       const From* s = x.data<From>();
       slices([&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i) d[i] = FloatToFloat8(to, CastValue<double>(s[i]), saturate);
+        for (int64_t i = b; i < e; ++i)
+          d[i] = FloatToSmallFloat(to, CastValue<double>(s[i]), saturate);
       });
     });
   } else {
@@ -297,20 +300,32 @@ void CastFloat8(const Tensor& x, Tensor& y, bool saturate, int threads) {
     Dispatch<kAllTypes>(to, [&]<class To>() {
       To* d = y.data<To>();
       slices([&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i) d[i] = CastValue<To>(Float8ToFloat(from, s[i]));
+        for (int64_t i = b; i < e; ++i) d[i] = CastValue<To>(SmallFloatToFloat(from, s[i]));
       });
     });
   }
 }
 
-// `saturate` (Cast-19): how values beyond an 8-bit float's range land (ir/float8.h).
+// `saturate` (Cast-19): how values beyond a narrow float's range land (ir/small_float.h).
 void CastTensor(const Tensor& x, Tensor& y, int threads, bool saturate = true) {
   if (x.dtype() == y.dtype()) {
     if (x.nbytes() > 0) std::memcpy(y.raw(), x.raw(), x.nbytes());
     return;
   }
-  if (IsFloat8DType(x.dtype()) || IsFloat8DType(y.dtype()))
-    return CastFloat8(x, y, saturate, threads);
+  if (IsSubByteIntDType(x.dtype())) {  // its values, held one per byte (ir/subbyte.h)
+    const Tensor v = Tensor::View(SubByteStorage(x.dtype()), x.dims(), const_cast<void*>(x.raw()));
+    return CastTensor(v, y, threads, saturate);
+  }
+  if (IsSubByteIntDType(y.dtype())) {  // wrapped into the type's bits, as Cast does
+    Tensor wide(DType::kInt64, x.dims());
+    CastTensor(x, wide, threads, saturate);
+    for (int64_t i = 0; i < x.size(); ++i)
+      y.data<uint8_t>()[i] =
+          static_cast<uint8_t>(WrapToSubByte(y.dtype(), wide.data<int64_t>()[i]));
+    return;
+  }
+  if (IsSmallFloatDType(x.dtype()) || IsSmallFloatDType(y.dtype()))
+    return CastSmallFloat(x, y, saturate, threads);
   Dispatch<kAllTypes>(x.dtype(), [&]<class From>() {
     Dispatch<kAllTypes>(y.dtype(), [&]<class To>() {
       const From* s = x.data<From>();
@@ -325,8 +340,11 @@ void CastTensor(const Tensor& x, Tensor& y, int threads, bool saturate = true) {
 Status InferCastTo(InferContext& ctx, DType to) {
   if (ctx.num_inputs() < 1 || !ctx.has_input(0)) return ctx.error("expects an input");
   const DType from = ctx.input_dtype(0);
-  if (!TypeIn(from, kAllTypes) && !IsFloat8DType(from)) return UnsupportedType(ctx, from);
-  if (!TypeIn(to, kAllTypes) && !IsFloat8DType(to))
+  auto castable = [](DType t) {
+    return TypeIn(t, kAllTypes) || IsSmallFloatDType(t) || IsSubByteDType(t);
+  };
+  if (!castable(from)) return UnsupportedType(ctx, from);
+  if (!castable(to))
     return ctx.error("casting to element type " + TypeName(to) + " is not supported");
   ctx.set_output(0, to, ctx.input_dims(0));
   return OkStatus();

@@ -1,8 +1,8 @@
 // Quantization ops: QuantizeLinear, DequantizeLinear and DynamicQuantizeLinear (the integer
 // matmul / conv family is ops/quantize_integer.cc).
 // Rounding follows the ONNX reference: round half to even (std::nearbyint), then saturate.
-// The 8-bit floats quantize by a cast (ir/float8.h: round to nearest even, Cast's saturation);
-// int4 / int2 / float4 are not representable in kiln's Tensor and are rejected.
+// The narrow floats quantize by a cast (ir/small_float.h: round to nearest even, Cast's
+// saturation); the sub-byte integers as the others, held a byte each (ir/subbyte.h).
 #include "ops/quantize.h"
 
 #include <algorithm>
@@ -10,7 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "ir/float8.h"
+#include "ir/small_float.h"
+#include "ir/subbyte.h"
 #include "ops/common.h"
 #include "ops/quantize_kernels.h"
 #include "ops/thread_pool.h"
@@ -42,6 +43,12 @@ void QuantRange(DType t, double* lo, double* hi) {
     default:
       *lo = 0;
       *hi = 0;
+      if (IsSubByteIntDType(t)) {
+        int64_t l, h;
+        SubByteIntRange(t, &l, &h);
+        *lo = static_cast<double>(l);
+        *hi = static_cast<double>(h);
+      }
   }
 }
 
@@ -73,8 +80,12 @@ int32_t ZeroPointAt(const Tensor* zp, int64_t i) {
 namespace {
 
 bool IsQuantType(DType t) {
-  return t == DType::kInt8 || t == DType::kUInt8 || t == DType::kInt16 || t == DType::kUInt16;
+  return t == DType::kInt8 || t == DType::kUInt8 || t == DType::kInt16 || t == DType::kUInt16 ||
+         IsSubByteIntDType(t);
 }
+
+// The type an integer tensor's elements are held in (a sub-byte type's byte).
+DType HeldAs(DType t) { return IsSubByteIntDType(t) ? SubByteStorage(t) : t; }
 
 std::string TypeName(DType t) { return std::string(DTypeName(t)); }
 
@@ -146,7 +157,7 @@ Status QuantizeOutType(const ir::Node& node, bool has_zp, DType zp_type, int64_t
   } else if (od != 0) {
     t = static_cast<DType>(od);
   }
-  if (!IsQuantType(t) && !IsFloat8DType(t))
+  if (!IsQuantType(t) && !IsSmallFloatDType(t))
     return err("quantized type " + TypeName(t) + " is not supported");
   *out = t;
   return OkStatus();
@@ -269,17 +280,17 @@ Status QuantizeCompute(ComputeContext& ctx) {
   });
   if (!ok || !IsFloatingDType(s.dtype())) return ctx.error("unsupported input types");
   auto zero = [&](int64_t si) { return zp ? zp->GetDouble(zp->size() == 1 ? 0 : si) : 0.0; };
-  if (IsFloat8DType(y.dtype())) {  // a cast of x / scale + zero point, no integer rounding
+  if (IsSmallFloatDType(y.dtype())) {  // a cast of x / scale + zero point, no integer rounding
     const bool saturate = ctx.node().attr_int("saturate", 1) != 0;
     uint8_t* yp = y.data<uint8_t>();
     for (int64_t o = 0, e = 0; o < l.outer; ++o)
       for (int64_t a = 0; a < l.n_axis; ++a)
         for (int64_t i = 0; i < l.inner; ++i, ++e)
-          yp[e] =
-              FloatToFloat8(y.dtype(), static_cast<float>(q[e] + zero(l.Index(o, a, i))), saturate);
+          yp[e] = FloatToSmallFloat(y.dtype(), static_cast<float>(q[e] + zero(l.Index(o, a, i))),
+                                    saturate);
     return OkStatus();
   }
-  Dispatch<kIntTypes>(y.dtype(), [&]<class Q>() {
+  Dispatch<kIntTypes>(HeldAs(y.dtype()), [&]<class Q>() {
     Q* yp = y.data<Q>();
     for (int64_t o = 0, e = 0; o < l.outer; ++o)
       for (int64_t a = 0; a < l.n_axis; ++a)
@@ -297,7 +308,7 @@ Status DequantizeInfer(InferContext& ctx) {
   if (ctx.num_inputs() < 2 || !ctx.has_input(0) || !ctx.has_input(1))
     return ctx.error("needs x and x_scale");
   DType xt = ctx.input_dtype(0);
-  if (!IsQuantType(xt) && xt != DType::kInt32 && !IsFloat8DType(xt))
+  if (!IsQuantType(xt) && xt != DType::kInt32 && !IsSmallFloatDType(xt))
     return ctx.error("x type " + TypeName(xt) + " is not supported");
   if (ctx.has_input(2) && ctx.input_dtype(2) != xt)
     return ctx.error("zero point type differs from x type");
@@ -338,7 +349,7 @@ Status DequantizeCompute(ComputeContext& ctx) {
     return OkStatus();
   }
   const bool dbl = s.dtype() == DType::kFloat64;
-  if (IsFloat8DType(x.dtype())) {
+  if (IsSmallFloatDType(x.dtype())) {
     const uint8_t* xp = x.data<uint8_t>();
     Dispatch<kFloatTypes>(y.dtype(), [&]<class Y>() {
       Y* yp = y.data<Y>();
@@ -348,12 +359,12 @@ Status DequantizeCompute(ComputeContext& ctx) {
             int64_t si = l.Index(o, a, i);
             const float z = zp ? static_cast<float>(zp->GetDouble(zp->size() == 1 ? 0 : si)) : 0;
             const float sc = static_cast<float>(s.GetDouble(s.size() == 1 ? 0 : si));
-            yp[e] = ConvertValue<Y>((Float8ToFloat(x.dtype(), xp[e]) - z) * sc);
+            yp[e] = ConvertValue<Y>((SmallFloatToFloat(x.dtype(), xp[e]) - z) * sc);
           }
     });
     return OkStatus();
   }
-  Dispatch<kIntTypes>(x.dtype(), [&]<class X>() {
+  Dispatch<kIntTypes>(HeldAs(x.dtype()), [&]<class X>() {
     Dispatch<kFloatTypes>(y.dtype(), [&]<class Y>() {
       const X* xp = x.data<X>();
       Y* yp = y.data<Y>();

@@ -1,4 +1,4 @@
-#include "ir/float8.h"
+#include "ir/small_float.h"
 
 #include <cmath>
 #include <limits>
@@ -8,48 +8,54 @@ namespace {
 
 struct Format {
   int exp_bits, man_bits, bias;
-  bool ieee;  // infinities and NaNs at the top exponent (E5M2)
-  bool uz;    // no -0: 0x80 is the one NaN
+  bool ieee;     // infinities and NaNs at the top exponent (E5M2)
+  bool uz;       // no -0: the sign bit alone is the one NaN
+  bool has_nan;  // E2M1 has none
+  uint8_t SignBit() const { return static_cast<uint8_t>(1 << (exp_bits + man_bits)); }
+  uint8_t Ones() const { return static_cast<uint8_t>(SignBit() - 1); }
 };
 
 Format FormatOf(DType t) {
   switch (t) {
     case DType::kFloat8E4M3FN:
-      return {4, 3, 7, false, false};
+      return {4, 3, 7, false, false, true};
     case DType::kFloat8E4M3FNUZ:
-      return {4, 3, 8, false, true};
+      return {4, 3, 8, false, true, true};
     case DType::kFloat8E5M2:
-      return {5, 2, 15, true, false};
+      return {5, 2, 15, true, false, true};
+    case DType::kFloat8E5M2FNUZ:
+      return {5, 2, 16, false, true, true};
     default:
-      return {5, 2, 16, false, true};
+      return {2, 1, 1, false, false, false};
   }
-}
-
-uint8_t NaNBits(const Format& f, bool negative) {
-  if (f.uz) return 0x80;
-  return static_cast<uint8_t>((negative ? 0x80 : 0) | 0x7F);
 }
 
 // The largest finite code without its sign.
 uint8_t MaxBits(const Format& f) {
-  if (f.ieee) return 0x7B;  // S.11110.11
-  if (f.uz) return 0x7F;
-  return 0x7E;  // S.1111.110: S.1111.111 is NaN
+  if (f.ieee) return static_cast<uint8_t>(f.Ones() - (1 << f.man_bits));  // S.11110.11
+  if (f.uz || !f.has_nan) return f.Ones();
+  return static_cast<uint8_t>(f.Ones() - 1);  // S.1111.110: S.1111.111 is NaN
+}
+
+uint8_t NaNBits(const Format& f, bool negative) {
+  if (!f.has_nan) return f.SignBit();  // E2M1: -0, as the ONNX reference (ml_dtypes) gives
+  if (f.uz) return f.SignBit();
+  return static_cast<uint8_t>((negative ? f.SignBit() : 0) | f.Ones());
 }
 
 }  // namespace
 
-float Float8ToFloat(DType t, uint8_t bits) {
+float SmallFloatToFloat(DType t, uint8_t bits) {
   const Format f = FormatOf(t);
-  if (f.uz && bits == 0x80) return std::numeric_limits<float>::quiet_NaN();
-  const bool negative = bits & 0x80;
-  const int exp_field = (bits & 0x7F) >> f.man_bits;
+  if (f.uz && bits == f.SignBit()) return std::numeric_limits<float>::quiet_NaN();
+  const bool negative = bits & f.SignBit();
+  const int exp_field = (bits & f.Ones()) >> f.man_bits;
   const int man = bits & ((1 << f.man_bits) - 1);
   const int top = (1 << f.exp_bits) - 1;
   float v;
   if (f.ieee && exp_field == top) {
     v = man == 0 ? std::numeric_limits<float>::infinity() : std::numeric_limits<float>::quiet_NaN();
-  } else if (!f.ieee && !f.uz && exp_field == top && man == (1 << f.man_bits) - 1) {
+  } else if (f.has_nan && !f.ieee && !f.uz && exp_field == top && man == (1 << f.man_bits) - 1) {
     v = std::numeric_limits<float>::quiet_NaN();
   } else if (exp_field == 0) {
     v = std::ldexp(static_cast<float>(man), 1 - f.bias - f.man_bits);
@@ -59,24 +65,24 @@ float Float8ToFloat(DType t, uint8_t bits) {
   return negative ? -v : v;
 }
 
-float Float8Max(DType t) { return Float8ToFloat(t, MaxBits(FormatOf(t))); }
+float SmallFloatMax(DType t) { return SmallFloatToFloat(t, MaxBits(FormatOf(t))); }
 
-Tensor Float8ToFloat32(const Tensor& t) {
+Tensor SmallFloatToFloat32(const Tensor& t) {
   Tensor wide(DType::kFloat32, t.dims());
   for (int64_t i = 0; i < t.size(); ++i)
-    wide.data<float>()[i] = Float8ToFloat(t.dtype(), t.data<uint8_t>()[i]);
+    wide.data<float>()[i] = SmallFloatToFloat(t.dtype(), t.data<uint8_t>()[i]);
   return wide;
 }
 
-uint8_t FloatToFloat8(DType t, double x, bool saturate) {
+uint8_t FloatToSmallFloat(DType t, double x, bool saturate) {
   const Format f = FormatOf(t);
   const bool negative = std::signbit(x);
-  const uint8_t sign = negative ? 0x80 : 0;
+  const uint8_t sign = negative ? f.SignBit() : 0;
   if (std::isnan(x)) return NaNBits(f, negative);
-  const double max = Float8ToFloat(t, MaxBits(f));
+  const double max = SmallFloatToFloat(t, MaxBits(f));
   auto overflow = [&]() -> uint8_t {
-    if (saturate) return static_cast<uint8_t>(sign | MaxBits(f));
-    if (f.ieee) return static_cast<uint8_t>(sign | 0x7C);  // +-inf
+    if (saturate || !f.has_nan) return static_cast<uint8_t>(sign | MaxBits(f));
+    if (f.ieee) return static_cast<uint8_t>(sign | (MaxBits(f) + 1));  // +-inf
     return NaNBits(f, negative);
   };
   if (std::isinf(x)) return overflow();
