@@ -218,6 +218,7 @@ const char* const kVersion1[] = {
     "com.kiln.QLinearMatMul",
     "com.kiln.QLinearGlobalAveragePool",
     "com.kiln.QLinearAdd",
+    "TfIdfVectorizer",
 };
 
 }  // namespace

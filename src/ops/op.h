@@ -233,5 +233,6 @@ void RegisterMiscOps(OpRegistry& r);
 void RegisterControlFlowOps(OpRegistry& r);
 void RegisterRecurrentOps(OpRegistry& r);
 void RegisterSequenceOps(OpRegistry& r);
+void RegisterTextOps(OpRegistry& r);
 
 }  // namespace kiln::ops
