@@ -491,6 +491,27 @@ TEST_F(GymTest, TuneInProcessEqualsTuneThroughTheService) {
   }
 }
 
+TEST(TuneResultJson, RoundTripsAndRefusesWhatIsNotAResult) {
+  TuneResult r;
+  r.observation = "CodeSizeBytes";
+  r.baseline = 95092;
+  r.best = 94924;
+  r.improved = true;
+  r.best_actions = {"fold-constants", "planner:coloring"};
+  r.pipeline_json = "{\"kiln_pipeline\": 1}";
+  r.evaluations = 40;
+  auto back = TuneResultFromJson(TuneResultToJson(r));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->observation, r.observation);
+  EXPECT_EQ(back->best, r.best);
+  EXPECT_EQ(back->best_actions, r.best_actions);
+  EXPECT_EQ(back->pipeline_json, r.pipeline_json);
+  EXPECT_EQ(back->evaluations, 40);
+  EXPECT_FALSE(TuneResultFromJson("[1, 2]").ok());
+  EXPECT_FALSE(TuneResultFromJson("{\"best\": \"x\"}").ok());
+  EXPECT_FALSE(TuneResultFromJson("not json").ok());
+}
+
 // Where nothing beats the default, the result is the default pipeline itself, never an empty or
 // shorter one that merely ties it.
 TEST_F(GymTest, TuneKeepsTheDefaultWhenNothingBeatsIt) {

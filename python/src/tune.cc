@@ -77,18 +77,9 @@ class CallableEvaluator : public gym::LocalEvaluator {
   py::function score_batch_;
 };
 
+// The result as a dict, with TuneResultToJson's fields (what `kiln tune --dask` reads back).
 py::dict ResultDict(const gym::TuneResult& r) {
-  py::dict d;
-  d["observation"] = r.observation;
-  d["margin"] = r.margin;
-  d["baseline"] = r.baseline;
-  d["best"] = r.best;
-  d["improved"] = r.improved;
-  d["best_actions"] = r.best_actions;
-  d["pipeline"] = r.pipeline_json;
-  d["evaluations"] = r.evaluations;
-  d["confirm_rounds"] = r.confirm_rounds;
-  return d;
+  return py::module_::import("json").attr("loads")(gym::TuneResultToJson(r));
 }
 
 py::dict Tune(const py::bytes& model, const std::string& uri, const std::string& objective,

@@ -12,7 +12,6 @@
 #include <cstring>
 #include <filesystem>
 #include <mutex>
-#include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "cli/common.h"
@@ -199,18 +198,9 @@ Expected<gym::TuneResult> TuneOnDask(const TuneCliOptions& o) {
                  " with the kiln package");
   if (rc != 0) return Error("");  // the Python side printed its error
   if (!text.ok()) return text.status();
-  auto j = nlohmann::json::parse(*text, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return Error("--dask: the Python search gave no result");
-  gym::TuneResult r;
-  r.observation = j.value("observation", "");
-  r.margin = j.value("margin", 0.0);
-  r.baseline = j.value("baseline", 0.0);
-  r.best = j.value("best", 0.0);
-  r.improved = j.value("improved", false);
-  r.best_actions = j.value("best_actions", std::vector<std::string>{});
-  r.pipeline_json = j.value("pipeline", "");
-  r.evaluations = j.value("evaluations", 0);
-  r.confirm_rounds = j.value("confirm_rounds", 0);
+  auto r = gym::TuneResultFromJson(*text);
+  if (!r.ok())
+    return Error("--dask: the Python search gave no result (" + r.status().message() + ")");
   return r;
 #else
   return Error(

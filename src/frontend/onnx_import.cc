@@ -65,15 +65,25 @@ Expected<Tensor> TensorFromProto(const onnx::TensorProto& tp, const std::string&
                  std::string(DTypeName(dt)) + ")");
   Dims dims;
   KILN_RETURN_IF_ERROR(CheckDims(tp, &dims, name));
-  if (IsSubByteDType(dt)) {
-    // The packed bytes, read as a UINT8 tensor of that many bytes (raw, external, or one byte
-    // per int32_data value), then held one element per byte.
+  if (IsSubByteDType(dt)) {  // packed in the file, held one element per byte
+    const int64_t packed_bytes = PackedBytes(dt, NumElements(dims));
+    Tensor t(dt, dims);
+    if (tp.has_raw_data()) {
+      if (static_cast<int64_t>(tp.raw_data().size()) != packed_bytes)
+        return Error(name + ": raw_data has " + std::to_string(tp.raw_data().size()) +
+                     " bytes, expected " + std::to_string(packed_bytes) + " for " +
+                     DimsToString(dims));
+      UnpackSubByte(dt, reinterpret_cast<const uint8_t*>(tp.raw_data().data()), t.size(),
+                    t.data<uint8_t>());
+      return t;
+    }
+    // External data or one packed byte per int32_data value: read as that many UINT8 (the copy
+    // of the proto holds no raw bytes).
     onnx::TensorProto bytes(tp);
     bytes.set_data_type(onnx::TensorProto::UINT8);
     bytes.clear_dims();
-    bytes.add_dims(PackedBytes(dt, NumElements(dims)));
+    bytes.add_dims(packed_bytes);
     KILN_ASSIGN_OR_RETURN(Tensor packed, TensorFromProto(bytes, base_dir, label, nullptr));
-    Tensor t(dt, dims);
     UnpackSubByte(dt, packed.data<uint8_t>(), t.size(), t.data<uint8_t>());
     return t;
   }

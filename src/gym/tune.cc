@@ -4,6 +4,7 @@
 #include <atomic>
 #include <limits>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
 
@@ -144,6 +145,40 @@ Expected<std::string> LocalEvaluator::Pipeline(const Sequence& seq) {
   GymStatus st = session.Step(seq, &step);
   if (!st.ok()) return Error(st.message);
   return passes::PipelineToJson(session.pipeline());
+}
+
+std::string TuneResultToJson(const TuneResult& r) {
+  nlohmann::json j;
+  j["observation"] = r.observation;
+  j["margin"] = r.margin;
+  j["baseline"] = r.baseline;
+  j["best"] = r.best;
+  j["improved"] = r.improved;
+  j["best_actions"] = r.best_actions;
+  j["pipeline"] = r.pipeline_json;
+  j["evaluations"] = r.evaluations;
+  j["confirm_rounds"] = r.confirm_rounds;
+  return j.dump();
+}
+
+Expected<TuneResult> TuneResultFromJson(const std::string& json) {
+  auto j = nlohmann::json::parse(json, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return Error("a tune result is not a JSON object");
+  try {
+    TuneResult r;
+    r.observation = j.at("observation").get<std::string>();
+    r.margin = j.at("margin").get<double>();
+    r.baseline = j.at("baseline").get<double>();
+    r.best = j.at("best").get<double>();
+    r.improved = j.at("improved").get<bool>();
+    r.best_actions = j.at("best_actions").get<std::vector<std::string>>();
+    r.pipeline_json = j.at("pipeline").get<std::string>();
+    r.evaluations = j.at("evaluations").get<int>();
+    r.confirm_rounds = j.at("confirm_rounds").get<int>();
+    return r;
+  } catch (const nlohmann::json::exception& e) {
+    return Error(std::string("a tune result lacks a field or has the wrong type: ") + e.what());
+  }
 }
 
 std::vector<std::string> DefaultPipelineActions() {

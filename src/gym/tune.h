@@ -111,6 +111,11 @@ class LocalEvaluator : public TuneEvaluator {
   int observation_ = -1;
 };
 
+// A result as JSON (its fields by name, the pipeline as a string) and back: how a search that ran
+// elsewhere (the Python package's, on Dask) reports to `kiln tune`.
+std::string TuneResultToJson(const TuneResult& r);
+Expected<TuneResult> TuneResultFromJson(const std::string& json);
+
 // The actions that amount to the default pipeline: its passes, the default planner and schedule.
 std::vector<std::string> DefaultPipelineActions();
 
