@@ -67,12 +67,14 @@ Expected<Tensor> TensorFromProto(const onnx::TensorProto& tp, const std::string&
   KILN_RETURN_IF_ERROR(CheckDims(tp, &dims, name));
   if (IsSubByteDType(dt)) {  // packed in the file, held one element per byte
     const int64_t packed_bytes = PackedBytes(dt, NumElements(dims));
-    Tensor t(dt, dims);
+    // (The bytes are checked before the tensor is allocated: a header may claim dims that the
+    // data lacks.)
     if (tp.has_raw_data()) {
       if (static_cast<int64_t>(tp.raw_data().size()) != packed_bytes)
         return Error(name + ": raw_data has " + std::to_string(tp.raw_data().size()) +
                      " bytes, expected " + std::to_string(packed_bytes) + " for " +
                      DimsToString(dims));
+      Tensor t(dt, dims);
       UnpackSubByte(dt, reinterpret_cast<const uint8_t*>(tp.raw_data().data()), t.size(),
                     t.data<uint8_t>());
       return t;
@@ -84,6 +86,7 @@ Expected<Tensor> TensorFromProto(const onnx::TensorProto& tp, const std::string&
     bytes.clear_dims();
     bytes.add_dims(packed_bytes);
     KILN_ASSIGN_OR_RETURN(Tensor packed, TensorFromProto(bytes, base_dir, label, nullptr));
+    Tensor t(dt, dims);
     UnpackSubByte(dt, packed.data<uint8_t>(), t.size(), t.data<uint8_t>());
     return t;
   }
