@@ -73,6 +73,40 @@ NodeArg ArgOf(const std::string& name, const ir::TypeInfo& t) {
   return a;
 }
 
+// A string tensor as NumPy's object array of str, as ONNX Runtime gives it (bytes that are not
+// UTF-8 decode as U+FFFD).
+py::object StringsToNumpy(const Tensor& t) {
+  py::list items;
+  for (int64_t i = 0; i < t.size(); ++i) {
+    const std::string& s = t.strings()[i];
+    items.append(py::reinterpret_steal<py::object>(
+        PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "replace")));
+  }
+  py::object array = py::module_::import("numpy").attr("array")(items, py::arg("dtype") = "object");
+  return array.attr("reshape")(py::tuple(py::cast(t.dims())));
+}
+
+// A NumPy array of str, bytes or objects holding them as a string tensor (str as UTF-8).
+Tensor StringsFromNumpy(const py::array& a, const std::string& name) {
+  const char kind = a.dtype().kind();
+  if (kind != 'U' && kind != 'S' && kind != 'O')
+    throw KilnError("input '" + name + "': expected str, bytes or object elements, got " +
+                    std::string(py::str(a.dtype())));
+  Tensor t(DType::kString, Dims(a.shape(), a.shape() + a.ndim()));
+  py::list flat = a.attr("ravel")().attr("tolist")();
+  for (int64_t i = 0; i < t.size(); ++i) {
+    py::handle item = flat[static_cast<size_t>(i)];
+    if (py::isinstance<py::bytes>(item))
+      t.strings()[i] = item.cast<std::string>();
+    else if (py::isinstance<py::str>(item))
+      t.strings()[i] = item.cast<std::string>();
+    else
+      throw KilnError("input '" + name + "': element " + std::to_string(i) +
+                      " is not a str or bytes");
+  }
+  return t;
+}
+
 // A result as NumPy: the array keeps the tensor's bytes alive (no copy unless the tensor was a
 // view of the executor's arena).
 py::object ToNumpy(Tensor t) {
@@ -83,6 +117,7 @@ py::object ToNumpy(Tensor t) {
     for (const Tensor& item : t.items()) items.append(ToNumpy(item));
     return items;
   }
+  if (t.is_string()) return StringsToNumpy(t);
   py::dtype dtype = NumpyType(t.dtype());
   if (!t.owns_or_keeps_alive()) t = t.Clone();
   auto* held = new Tensor(std::move(t));
@@ -175,6 +210,13 @@ class Session {
       const Io& in = inputs_[i];
       const py::array& a = given[i];
       if (!a) throw KilnError("input '" + in.name + "' is not given");
+      if (in.type.dtype == DType::kString) {
+        Tensor t = StringsFromNumpy(a, in.name);
+        dims.push_back(t.dims());
+        cli::AddShapeFromData(in.name, in.type, t.dims(), &shapes);
+        inputs.push_back(std::move(t));
+        continue;
+      }
       if (IsSmallFloatDType(in.type.dtype)) {  // float32 values, rounded as Cast does
         if (!a.dtype().is(py::dtype("float32")))
           throw KilnError("input '" + in.name + "' (" + std::string(DTypeName(in.type.dtype)) +

@@ -174,3 +174,24 @@ def test_sub_byte_integers_go_in_and_out_as_their_byte_type():
     (z,) = back.run(None, {"input": np.array([[-9, -8, 7, 8, 3.0]] * 5, np.float32)})
     assert z.dtype == np.int8
     np.testing.assert_array_equal(z[0], [7, -8, 7, -8, 3])  # Cast wraps into 4 bits
+
+
+@pytest.mark.skipif(not os.path.isdir(CONFORMANCE), reason="no conformance suite")
+def test_strings_go_in_as_str_or_bytes_and_come_out_as_objects(kiln_cli, tmp_path):
+    sess = kiln.InferenceSession(os.path.join(CONFORMANCE, "test_string_concat", "model.onnx"))
+    assert sess.get_inputs()[0].type == "tensor(string)"
+    names = [i.name for i in sess.get_inputs()]
+    x = np.array(["caf\u00e9", "\u4e2d"])
+    (y,) = sess.run(None, {names[0]: x, names[1]: np.array([b"s", "!"], dtype=object)})
+    assert y.dtype == object
+    assert y.tolist() == ["caf\u00e9s", "\u4e2d!"]
+    with pytest.raises(kiln.KilnError):
+        sess.run(None, {names[0]: x, names[1]: np.zeros(2, np.float32)})
+    # kiln run reads and writes them as NumPy's unicode arrays.
+    np.save(tmp_path / "a.npy", x)
+    np.save(tmp_path / "b.npy", np.array(["s", ""]))
+    kiln_cli("run", os.path.join(CONFORMANCE, "test_string_concat", "model.onnx"),
+             "--input", "%s=%s" % (names[0], tmp_path / "a.npy"),
+             "--input", "%s=%s" % (names[1], tmp_path / "b.npy"), "--output-dir", tmp_path / "out")
+    out = np.load(tmp_path / "out" / "output_0.npy")
+    assert out.tolist() == ["caf\u00e9s", "\u4e2d"]

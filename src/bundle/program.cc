@@ -179,6 +179,13 @@ class Writer {
       return fb::CreateConstant(fbb_, fb::ConstantKind_Sequence, static_cast<int32_t>(t.dtype()), 0,
                                 0, 0, items_off);
     }
+    if (t.is_string()) {
+      std::vector<std::string> elements(t.strings(), t.strings() + t.size());
+      auto dims = fbb_.CreateVector(t.dims());
+      auto strings = fbb_.CreateVectorOfStrings(elements);
+      return fb::CreateConstant(fbb_, fb::ConstantKind_Tensor, static_cast<int32_t>(t.dtype()),
+                                dims, 0, 0, 0, strings);
+    }
     if (DTypeSize(t.dtype()) == 0)
       return Error(what + ": a program cannot store constants of element type " +
                    std::string(DTypeName(t.dtype())));
@@ -453,7 +460,8 @@ class Reader {
       default:
         return Fail(where + ": unknown constant kind " + std::to_string(c->kind()));
     }
-    if (!ValidDType(c->dtype()) || DTypeSize(static_cast<DType>(c->dtype())) == 0)
+    const bool strings = c->dtype() == static_cast<int32_t>(DType::kString);
+    if (!ValidDType(c->dtype()) || (DTypeSize(static_cast<DType>(c->dtype())) == 0 && !strings))
       return Fail(where + ": constant of unknown or unstorable element type " +
                   std::to_string(c->dtype()));
     DType dtype = static_cast<DType>(c->dtype());
@@ -467,6 +475,17 @@ class Reader {
       if (d > 0 && elems > (uint64_t{1} << 42) / static_cast<uint64_t>(d))
         return Fail(where + ": constant dims " + DimsToString(dims) + " are too large");
       elems *= static_cast<uint64_t>(d);
+    }
+    if (strings) {
+      const uint64_t have = c->strings() ? c->strings()->size() : 0;
+      if (have != elems || c->size() != 0)
+        return Fail(where + ": STRING constant " + DimsToString(dims) + " should have " +
+                    std::to_string(elems) + " strings and no bytes, the file has " +
+                    std::to_string(have) + " and " + std::to_string(c->size()));
+      ++constants_;
+      Tensor t(dtype, dims);
+      for (uint64_t i = 0; i < elems; ++i) t.strings()[i] = c->strings()->Get(i)->str();
+      return t;
     }
     uint64_t bytes;
     if (__builtin_mul_overflow(elems, static_cast<uint64_t>(DTypeSize(dtype)), &bytes) ||

@@ -134,6 +134,9 @@ Tensor RandomTensor(DType dtype, const Dims& dims, uint64_t seed) {
       case DType::kUInt64:
         t.data<uint64_t>()[i] = r % 16;
         break;
+      case DType::kString:  // short words from a small vocabulary, so that some repeat
+        t.strings()[i] = "w" + std::to_string(r % 16);
+        break;
       default:
         break;
     }

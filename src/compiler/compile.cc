@@ -77,6 +77,23 @@ Status PlanGraphs(const ir::Graph& g, const CompileOptions& o, Program* program)
   return OkStatus();
 }
 
+// Strings live on the heap, which generated code has none of: C and CUDA refuse them.
+Status CheckNoStrings(const ir::Graph& g, const char* target) {
+  for (const ir::Value& v : g.values)
+    if (v.type.dtype == DType::kString || (v.type.elem && v.type.elem->dtype == DType::kString) ||
+        (v.constant && v.constant->is_string()))
+      return Error("value '" + v.name +
+                   "' is a string tensor: strings run on the host only, not "
+                   "in --target " +
+                   std::string(target));
+  for (const ir::Node& node : g.nodes)
+    for (const auto& [name, a] : node.attrs) {
+      if (a.g) KILN_RETURN_IF_ERROR(CheckNoStrings(*a.g, target));
+      for (const auto& sg : a.graphs) KILN_RETURN_IF_ERROR(CheckNoStrings(*sg, target));
+    }
+  return OkStatus();
+}
+
 }  // namespace
 
 Expected<Program> Compile(ir::Model model, const CompileOptions& o) {
@@ -84,6 +101,8 @@ Expected<Program> Compile(ir::Model model, const CompileOptions& o) {
   program.target = o.target;
   // 1-5. Lowering.
   KILN_RETURN_IF_ERROR(Lower(model, o));
+  if (o.target == Target::kC || o.target == Target::kCuda)
+    KILN_RETURN_IF_ERROR(CheckNoStrings(*model.graph, o.target == Target::kC ? "c" : "cuda"));
   // 6. The target's own checks of what it was given to emit.
   if (o.before_plan) KILN_RETURN_IF_ERROR(o.before_plan(model));
   // 7. Every graph's schedule, buffers and offsets (and the host's layouts), with a search

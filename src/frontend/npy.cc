@@ -1,10 +1,13 @@
 #include "frontend/npy.h"
 
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "ir/small_float.h"
 #include "ir/subbyte.h"
 #include "support/file_io.h"
+#include "support/utf8.h"
 
 namespace kiln::frontend {
 namespace {
@@ -56,6 +59,66 @@ bool FindField(const std::string& h, const std::string& key, std::string* out) {
   return true;
 }
 
+// NumPy's fixed-width text: '<U<n>' holds n UTF-32 code units per element, '|S<n>' n bytes;
+// both end early at a zero. 0 when `descr` is neither.
+int64_t TextWidth(const std::string& descr, int64_t* unit) {
+  if (descr.size() < 3 || (descr.compare(0, 2, "<U") != 0 && descr.compare(0, 2, "|S") != 0))
+    return 0;
+  int64_t n = 0;
+  for (size_t i = 2; i < descr.size(); ++i) {
+    if (descr[i] < '0' || descr[i] > '9' || n > (int64_t{1} << 30)) return 0;
+    n = n * 10 + (descr[i] - '0');
+  }
+  *unit = descr[1] == 'U' ? 4 : 1;
+  return n;
+}
+
+// The elements of a text array as a STRING tensor (UTF-8).
+Expected<Tensor> ReadTextElements(const uint8_t* p, size_t size, const Dims& dims, int64_t width,
+                                  int64_t unit, const std::string& label) {
+  const int64_t count = NumElements(dims);
+  if (width > 0 && static_cast<uint64_t>(count) > size / static_cast<uint64_t>(width * unit))
+    return Error(label + ": .npy data has " + std::to_string(size) + " bytes, too few for shape " +
+                 DimsToString(dims));
+  if (size != static_cast<size_t>(count * width * unit))
+    return Error(label + ": .npy data has " + std::to_string(size) + " bytes, expected " +
+                 std::to_string(count * width * unit) + " for shape " + DimsToString(dims));
+  Tensor t(DType::kString, dims);
+  for (int64_t i = 0; i < count; ++i, p += width * unit) {
+    std::string& s = t.strings()[i];
+    for (int64_t k = 0; k < width; ++k) {
+      uint32_t c = 0;
+      for (int64_t b = unit - 1; b >= 0; --b) c = (c << 8) | p[k * unit + b];
+      if (c == 0) break;
+      if (unit == 1)
+        s.push_back(static_cast<char>(c));
+      else if (c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF))
+        return Error(label + ": .npy text element " + std::to_string(i) +
+                     " holds an invalid code point");
+      else
+        AppendUtf8(c, &s);
+    }
+  }
+  return t;
+}
+
+// A STRING tensor as '<U<n>' (n the longest element in code points, at least 1).
+std::string TextElements(const Tensor& t, std::string* descr) {
+  std::vector<std::u32string> text(static_cast<size_t>(t.size()));
+  size_t width = 1;
+  for (int64_t i = 0; i < t.size(); ++i) {
+    text[i] = DecodeUtf8(t.strings()[i]);
+    width = std::max(width, text[i].size());
+  }
+  *descr = "<U" + std::to_string(width);
+  std::string out(text.size() * width * 4, '\0');
+  for (size_t i = 0; i < text.size(); ++i)
+    for (size_t k = 0; k < text[i].size(); ++k)
+      for (int b = 0; b < 4; ++b)
+        out[(i * width + k) * 4 + b] = static_cast<char>((text[i][k] >> (8 * b)) & 0xff);
+  return out;
+}
+
 }  // namespace
 
 Expected<Tensor> ParseNpy(const void* data, size_t size, const std::string& label) {
@@ -83,6 +146,9 @@ Expected<Tensor> ParseNpy(const void* data, size_t size, const std::string& labe
   if (order.find("True") != std::string::npos)
     return Error(label + ": Fortran-order arrays are not supported");
   DType dt = DType::kUndefined;
+  int64_t text_unit = 0;
+  const int64_t text_width = TextWidth(descr, &text_unit);
+  if (text_unit > 0) dt = DType::kString;
   if (descr == "<b1") descr = "|b1";
   if (descr == "<i1") descr = "|i1";
   if (descr == "<u1") descr = "|u1";
@@ -106,8 +172,10 @@ Expected<Tensor> ParseNpy(const void* data, size_t size, const std::string& labe
     total *= d;
     dims.push_back(d);
   }
-  size_t nbytes = static_cast<size_t>(total) * DTypeSize(dt);
   size_t offset = header_start + header_len;
+  if (dt == DType::kString)
+    return ReadTextElements(p + offset, size - offset, dims, text_width, text_unit, label);
+  size_t nbytes = static_cast<size_t>(total) * DTypeSize(dt);
   if (size - offset != nbytes)
     return Error(label + ": .npy data has " + std::to_string(size - offset) + " bytes, expected " +
                  std::to_string(nbytes) + " for shape " + DimsToString(dims));
@@ -125,9 +193,10 @@ std::string SerializeNpy(const Tensor& t) {
   if (IsSmallFloatDType(t.dtype())) return SerializeNpy(SmallFloatToFloat32(t));
   // The sub-byte integers as the byte type they are held in (ir/subbyte.h).
   const DType held = IsSubByteDType(t.dtype()) ? SubByteStorage(t.dtype()) : t.dtype();
-  const char* descr = "<f4";
+  std::string descr = "<f4", text;
   for (const auto& k : kTypes)
     if (k.dtype == held) descr = k.descr;
+  if (t.is_string()) text = TextElements(t, &descr);
   std::string shape = "(";
   for (size_t i = 0; i < t.dims().size(); ++i) shape += std::to_string(t.dims()[i]) + ",";
   if (t.dims().size() > 1) shape.pop_back();
@@ -141,7 +210,10 @@ std::string SerializeNpy(const Tensor& t) {
   out += static_cast<char>(dict.size() & 0xff);
   out += static_cast<char>((dict.size() >> 8) & 0xff);
   out += dict;
-  out.append(static_cast<const char*>(t.raw()), t.nbytes());
+  if (t.is_string())
+    out += text;
+  else
+    out.append(static_cast<const char*>(t.raw()), t.nbytes());
   return out;
 }
 

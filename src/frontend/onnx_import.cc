@@ -58,8 +58,18 @@ Expected<Tensor> TensorFromProto(const onnx::TensorProto& tp, const std::string&
                                  const std::string& label, std::string* take_raw) {
   std::string name = label + (tp.name().empty() ? "" : " tensor '" + tp.name() + "'");
   DType dt = static_cast<DType>(tp.data_type());
-  if (tp.data_type() == onnx::TensorProto::STRING)
-    return Error(name + ": string tensors are not supported");
+  if (tp.data_type() == onnx::TensorProto::STRING) {
+    Dims dims;
+    KILN_RETURN_IF_ERROR(CheckDims(tp, &dims, name));
+    if (tp.has_raw_data() || tp.data_location() == onnx::TensorProto::EXTERNAL)
+      return Error(name + ": a string tensor keeps its values in string_data, not raw or external");
+    if (tp.string_data_size() != NumElements(dims))
+      return Error(name + ": has " + std::to_string(tp.string_data_size()) + " strings, expected " +
+                   std::to_string(NumElements(dims)));
+    Tensor t(DType::kString, dims);
+    std::copy(tp.string_data().begin(), tp.string_data().end(), t.strings());
+    return t;
+  }
   if (!IsSupportedDType(dt) && !IsSmallFloatDType(dt) && !IsSubByteDType(dt))
     return Error(name + ": unsupported data type " + std::to_string(tp.data_type()) + " (" +
                  std::string(DTypeName(dt)) + ")");
@@ -733,7 +743,10 @@ std::string SerializeTensorProto(const Tensor& t, const std::string& name) {
   tp.set_name(name);
   tp.set_data_type(static_cast<int32_t>(t.dtype()));
   for (int64_t d : t.dims()) tp.add_dims(d);
-  tp.set_raw_data(t.raw(), t.nbytes());
+  if (t.is_string())
+    for (int64_t i = 0; i < t.size(); ++i) tp.add_string_data(t.strings()[i]);
+  else
+    tp.set_raw_data(t.raw(), t.nbytes());
   return tp.SerializeAsString();
 }
 

@@ -135,8 +135,14 @@ std::string IrText(const ir::Model& m) { return ir::PrintModel(m); }
 // only).
 std::string IrHash(const ir::Model& m) {
   std::string all = IrText(m);
-  ForEachConstant(
-      m, [&](const Tensor& t) { all.append(static_cast<const char*>(t.raw()), t.nbytes()); });
+  ForEachConstant(m, [&](const Tensor& t) {
+    if (!t.is_string()) {
+      all.append(static_cast<const char*>(t.raw()), t.nbytes());
+      return;
+    }
+    for (int64_t i = 0; i < t.size(); ++i)  // each string with its length, so none run together
+      all.append(std::to_string(t.strings()[i].size()) + ":" + t.strings()[i]);
+  });
   return Sha1Hex(all);
 }
 

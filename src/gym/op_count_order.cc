@@ -219,6 +219,10 @@ const char* const kVersion1[] = {
     "com.kiln.QLinearGlobalAveragePool",
     "com.kiln.QLinearAdd",
     "TfIdfVectorizer",
+    "StringNormalizer",
+    "StringConcat",
+    "StringSplit",
+    "RegexFullMatch",
 };
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -40,6 +41,12 @@ Tensor::Tensor(DType dtype, Dims dims) : dtype_(dtype), dims_(std::move(dims)) {
     if (d < 0 || (d > 0 && count > (int64_t{1} << 42) / d)) throw std::bad_alloc();
     count *= d;
   }
+  if (dtype_ == DType::kString) {
+    auto strings = std::shared_ptr<std::string[]>(new std::string[count < 1 ? 1 : count]);
+    data_ = strings.get();
+    keep_alive_ = std::shared_ptr<const void>(strings, strings.get());
+    return;
+  }
   size_t n = nbytes();
   if (n >= kHugeTensorBytes) {
     // Large tensors (a fully connected layer's weights) on 2 MB pages where the kernel allows:
@@ -74,8 +81,25 @@ Tensor Tensor::View(DType dtype, Dims dims, void* data, std::shared_ptr<const vo
 
 Tensor Tensor::Copy(DType dtype, Dims dims, const void* bytes) {
   Tensor t(dtype, std::move(dims));
-  if (t.nbytes() > 0) std::memcpy(t.data_, bytes, t.nbytes());
+  if (dtype == DType::kString)
+    std::copy_n(static_cast<const std::string*>(bytes), t.size(), t.strings());
+  else if (t.nbytes() > 0)
+    std::memcpy(t.data_, bytes, t.nbytes());
   return t;
+}
+
+bool Tensor::SameContents(const Tensor& other) const {
+  if (kind_ != other.kind_ || dtype_ != other.dtype_ || dims_ != other.dims_) return false;
+  if (kind_ == Kind::kSequence) {
+    const auto &a = items(), &b = other.items();
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i)
+      if (!a[i].SameContents(b[i])) return false;
+    return true;
+  }
+  if (kind_ == Kind::kNone || data_ == other.data_) return true;
+  if (is_string()) return std::equal(strings(), strings() + size(), other.strings());
+  return nbytes() == 0 || (data_ && other.data_ && std::memcmp(data_, other.data_, nbytes()) == 0);
 }
 
 Tensor Tensor::Sequence(DType elem_dtype, std::vector<Tensor> items) {

@@ -1,6 +1,9 @@
 // Tensor: a dtype, concrete dims and a pointer to contiguous row-major data. The bytes are owned
 // (a heap buffer), borrowed from a mapped file (kept alive by `keep_alive`), or a plain view into
 // an arena (no keep-alive; the caller guarantees lifetime). Copies share the bytes.
+// A STRING tensor holds std::string elements, always owned on the heap: DTypeSize is 0 for it, so
+// code that moves bytes sees none, and only ops that declare kTakesStrings (ops/op_traits.h) are
+// given one.
 #pragma once
 
 #include <cstdint>
@@ -26,7 +29,8 @@ class Tensor {
   // A view of memory owned elsewhere.
   static Tensor View(DType dtype, Dims dims, void* data,
                      std::shared_ptr<const void> keep_alive = {});
-  // An owned copy of `bytes` (must be NumElements * DTypeSize bytes).
+  // An owned copy of `bytes` (must be NumElements * DTypeSize bytes; for STRING, that many
+  // std::string).
   static Tensor Copy(DType dtype, Dims dims, const void* bytes);
   template <class T>
   static Tensor FromVector(DType dtype, Dims dims, const std::vector<T>& v) {
@@ -61,6 +65,12 @@ class Tensor {
   const T* data() const {
     return static_cast<const T*>(data_);
   }
+
+  bool is_string() const { return kind_ == Kind::kTensor && dtype_ == DType::kString; }
+  std::string* strings() { return data<std::string>(); }
+  const std::string* strings() const { return data<std::string>(); }
+  // True when both have the same kind, dtype, dims and elements (strings by value).
+  bool SameContents(const Tensor& other) const;
 
   // Same bytes, other dims (element count must match).
   Tensor Reshaped(Dims dims) const;

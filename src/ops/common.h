@@ -127,6 +127,17 @@ inline bool NormalizeAxis(int64_t& axis, int64_t rank) {
   return true;
 }
 
+// Copies element i of src into element j of *dst, of the same dtype (strings by value).
+inline void CopyElement(const Tensor& src, int64_t i, Tensor* dst, int64_t j) {
+  if (src.is_string()) {
+    dst->strings()[j] = src.strings()[i];
+    return;
+  }
+  const size_t es = DTypeSize(src.dtype());
+  std::memcpy(static_cast<uint8_t*>(dst->raw()) + j * es,
+              static_cast<const uint8_t*>(src.raw()) + i * es, es);
+}
+
 // Numpy-style multidirectional broadcast of two shapes; false when incompatible.
 inline bool BroadcastDims(const Dims& a, const Dims& b, Dims* out) {
   size_t r = std::max(a.size(), b.size());

@@ -77,6 +77,18 @@ void RegBinary(OpRegistry& r, const char* name, F f, const VecBinOp* vop = nullp
           return OkStatus();
         }
         const Dims bd = LegacyBroadcastDims(ctx.node(), ctx.opset(), a.dims(), b.dims());
+        if constexpr ((Groups & kStringType) != 0 && kBoolOut) {
+          if (a.is_string()) {  // compared by value, element by element
+            Tensor& o = ctx.output(0);
+            const std::string *sa = a.strings(), *sb = b.strings();
+            ForEachBroadcast<2>(
+                o.dims(), {BroadcastStrides(a.dims(), o.dims()), BroadcastStrides(bd, o.dims())},
+                [&](int64_t i, const std::array<int64_t, 2>& off) {
+                  o.data<bool>()[i] = f(sa[off[0]], sb[off[1]]);
+                });
+            return OkStatus();
+          }
+        }
         Dispatch<Groups>(a.dtype(), [&]<class T>() {
           using R = std::conditional_t<kBoolOut, bool, T>;
           if constexpr (std::is_same_v<T, float> && !kBoolOut) {
@@ -286,7 +298,7 @@ void RegisterArithmetic(OpRegistry& r) {
   RegBinary<kBoolType, false>(r, "Or", [](bool a, bool b) { return a || b; });
   RegBinary<kBoolType, false>(r, "Xor", [](bool a, bool b) { return a != b; });
 
-  RegBinary<kAllTypes, true>(r, "Equal", [](auto a, auto b) { return a == b; });
+  RegBinary<kAllTypes | kStringType, true>(r, "Equal", [](auto a, auto b) { return a == b; });
   RegBinary<kNumericTypes, true>(r, "Less", [](auto a, auto b) { return a < b; });
   RegBinary<kNumericTypes, true>(r, "LessOrEqual", [](auto a, auto b) { return a <= b; });
   RegBinary<kNumericTypes, true>(r, "Greater", [](auto a, auto b) { return a > b; });

@@ -19,6 +19,7 @@ inline bool TypeIn(DType t, unsigned groups) {
   if (IsSignedIntDType(t)) return (groups & kSignedIntTypes) != 0;
   if (IsUnsignedIntDType(t)) return (groups & kUnsignedIntTypes) != 0;
   if (t == DType::kBool) return (groups & kBoolType) != 0;
+  if (t == DType::kString) return (groups & kStringType) != 0;
   return false;
 }
 

@@ -1,9 +1,11 @@
-// ai.onnx.ml operators over numeric tensors: Binarizer, ArrayFeatureExtractor, LabelEncoder
-// (numeric keys and values only: kiln's Tensor holds no strings), TreeEnsemble (ml opset 5),
+// ai.onnx.ml operators: Binarizer, ArrayFeatureExtractor, LabelEncoder (numeric or string keys and
+// values), TreeEnsemble (ml opset 5),
 // Scaler, Normalizer, LinearRegressor and Imputer.
 #include <cmath>
 #include <map>
 #include <string>
+#include <unordered_map>
+#include <vector>
 
 #include "ops/common.h"
 #include "ops/tree_ensemble_plan.h"
@@ -74,118 +76,123 @@ Status AfeCompute(ComputeContext& ctx) {
 
 // ---------------------------------------------------------------- LabelEncoder
 
-// A numeric key or value list from the *_floats / *_int64s / *_tensor attributes.
-struct NumList {
-  DType dtype = DType::kUndefined;
-  std::vector<double> f;
-  std::vector<int64_t> i;
-  bool present() const { return dtype != DType::kUndefined; }
-  size_t size() const { return IsFloatingDType(dtype) ? f.size() : i.size(); }
-};
-
-std::string ReadList(const ir::Node& node, const std::string& prefix, NumList* l) {
-  const ir::Attribute* a;
-  if ((a = node.attr(prefix + "_strings")) || (a = node.attr("classes_strings")))
-    return "string keys or values are not supported";
-  if ((a = node.attr(prefix + "_floats"))) {
-    l->dtype = DType::kFloat32;
-    l->f.assign(a->floats.begin(), a->floats.end());
+// Keys or values as a 1-D tensor, from the *_strings / *_floats / *_int64s / *_tensor attribute;
+// undefined when none is given.
+std::string ReadList(const ir::Node& node, const std::string& prefix, Tensor* l) {
+  auto row = [](const auto& v) { return Dims{static_cast<int64_t>(v.size())}; };
+  if (const ir::Attribute* a = node.attr(prefix + "_strings")) {
+    *l = Tensor::FromVector(DType::kString, row(a->strings), a->strings);
+  } else if ((a = node.attr(prefix + "_floats"))) {
+    *l = Tensor::FromVector(DType::kFloat32, row(a->floats), a->floats);
   } else if ((a = node.attr(prefix + "_int64s"))) {
-    l->dtype = DType::kInt64;
-    l->i = a->ints;
+    *l = Tensor::FromVector(DType::kInt64, row(a->ints), a->ints);
   } else if ((a = node.attr(prefix + "_tensor"))) {
     const Tensor& t = a->t;
-    if (!t.defined() || DTypeSize(t.dtype()) == 0 || !IsSupportedDType(t.dtype()))
+    if (!t.defined() || (!t.is_string() && !IsSupportedDType(t.dtype())))
       return prefix + "_tensor has an unsupported type";
-    l->dtype = t.dtype();
-    for (int64_t k = 0; k < t.size(); ++k) {
-      if (IsFloatingDType(t.dtype()))
-        l->f.push_back(t.GetDouble(k));
-      else
-        l->i.push_back(t.GetInt(k));
-    }
+    *l = t.Reshaped({t.size()});
   }
   return "";
 }
 
-Status LabelEncoderSetup(const ir::Node& node, NumList* keys, NumList* values, std::string* err) {
-  *err = ReadList(node, "keys", keys);
-  if (err->empty()) *err = ReadList(node, "values", values);
-  if (err->empty() && (!keys->present() || !values->present())) *err = "needs keys and values";
-  if (err->empty() && keys->size() != values->size()) *err = "keys and values differ in length";
-  return OkStatus();
+struct LabelEncoderPlan {
+  Tensor keys, values;
+  Tensor fallback;  // one element of the values' type
+};
+
+// ML opset 1's form: `classes_strings` maps strings to their index, or an index to its string,
+// as X is a string or an integer tensor.
+void ReadClasses(const std::vector<std::string>& classes, DType x, LabelEncoderPlan* p) {
+  const Tensor names = Tensor::FromVector(DType::kString, {int64_t(classes.size())}, classes);
+  Tensor index(DType::kInt64, {int64_t(classes.size())});
+  for (int64_t i = 0; i < index.size(); ++i) index.data<int64_t>()[i] = i;
+  p->keys = x == DType::kString ? names : index;
+  p->values = x == DType::kString ? index : names;
+}
+
+std::string MakeLabelEncoderPlan(const ir::Node& n, DType x, LabelEncoderPlan* p) {
+  std::string err;
+  if (const ir::Attribute* c = n.attr("classes_strings"))
+    ReadClasses(c->strings, x, p);
+  else
+    err = ReadList(n, "keys", &p->keys);
+  if (err.empty() && !n.attr("classes_strings")) err = ReadList(n, "values", &p->values);
+  if (!err.empty()) return err;
+  if (!p->keys.defined() || !p->values.defined()) return "needs keys and values";
+  if (p->keys.size() != p->values.size()) return "keys and values differ in length";
+  const DType vt = p->values.dtype();
+  if (const ir::Attribute* d = n.attr("default_tensor"); d && d->t.defined() && d->t.size() > 0) {
+    if (d->t.dtype() != vt) return "default_tensor's type differs from the values'";
+    p->fallback = Tensor(vt, {});
+    CopyElement(d->t, 0, &p->fallback, 0);
+  } else if (vt == DType::kString) {
+    p->fallback = Tensor::FromVector(
+        DType::kString, {}, std::vector<std::string>{n.attr_string("default_string", "_Unused")});
+  } else {
+    p->fallback = Tensor(vt, {});
+    Dispatch<kNumericTypes>(vt, [&]<class T>() {
+      p->fallback.data<T>()[0] = IsFloatingDType(vt)
+                                     ? ConvertValue<T>(n.attr_float("default_float", -0.0f))
+                                     : ConvertValue<T>(n.attr_int("default_int64", -1));
+    });
+  }
+  return "";
 }
 
 Status LabelEncoderInfer(InferContext& ctx) {
-  NumList k, v;
-  std::string err;
-  LabelEncoderSetup(ctx.node(), &k, &v, &err);
-  if (!err.empty()) return ctx.error(err);
+  LabelEncoderPlan p;
   if (!ctx.has_input(0)) return ctx.error("needs X");
-  if (ctx.input_dtype(0) != k.dtype)
-    return ctx.error("X type differs from the key type " + std::string(DTypeName(k.dtype)));
-  ctx.set_output(0, v.dtype, ctx.input_dims(0));
+  if (std::string err = MakeLabelEncoderPlan(ctx.node(), ctx.input_dtype(0), &p); !err.empty())
+    return ctx.error(err);
+  if (ctx.input_dtype(0) != p.keys.dtype())
+    return ctx.error("X type differs from the key type " + std::string(DTypeName(p.keys.dtype())));
+  ctx.set_output(0, p.values.dtype(), ctx.input_dims(0));
   return OkStatus();
 }
 
-Status LabelEncoderCompute(ComputeContext& ctx) {
-  NumList k, v;
-  std::string err;
-  LabelEncoderSetup(ctx.node(), &k, &v, &err);
-  if (!err.empty()) return ctx.error(err);
-  const bool vf = IsFloatingDType(v.dtype);
-  // Default value.
-  double def_f = -0.0;
-  int64_t def_i = -1;
-  const ir::Node& n = ctx.node();
-  if (const ir::Attribute* d = n.attr("default_tensor"); d && d->t.defined() && d->t.size() > 0) {
-    if (vf)
-      def_f = d->t.GetDouble(0);
-    else
-      def_i = d->t.GetInt(0);
-  } else if (vf) {
-    def_f = n.attr_float("default_float", -0.0f);
+// The slot of each element of x among the keys (SIZE_MAX where none matches; NaN matches NaN).
+std::vector<size_t> KeySlots(const Tensor& keys, const Tensor& x) {
+  std::vector<size_t> slots(static_cast<size_t>(x.size()), SIZE_MAX);
+  if (keys.is_string()) {
+    std::unordered_map<std::string, size_t> index;
+    for (int64_t e = keys.size() - 1; e >= 0; --e) index[keys.strings()[e]] = e;
+    for (int64_t e = 0; e < x.size(); ++e)
+      if (auto it = index.find(x.strings()[e]); it != index.end()) slots[e] = it->second;
+  } else if (IsFloatingDType(keys.dtype())) {
+    std::map<double, size_t> index;
+    size_t nan_slot = SIZE_MAX;
+    for (int64_t e = keys.size() - 1; e >= 0; --e) {
+      const double k = keys.GetDouble(e);
+      (std::isnan(k) ? nan_slot : index[k]) = e;
+    }
+    for (int64_t e = 0; e < x.size(); ++e) {
+      const double k = x.GetDouble(e);
+      if (std::isnan(k))
+        slots[e] = nan_slot;
+      else if (auto it = index.find(k); it != index.end())
+        slots[e] = it->second;
+    }
   } else {
-    def_i = n.attr_int("default_int64", -1);
+    std::unordered_map<int64_t, size_t> index;
+    for (int64_t e = keys.size() - 1; e >= 0; --e) index[keys.GetInt(e)] = e;
+    for (int64_t e = 0; e < x.size(); ++e)
+      if (auto it = index.find(x.GetInt(e)); it != index.end()) slots[e] = it->second;
   }
-  std::map<int64_t, size_t> imap;
-  std::map<double, size_t> fmap;
-  size_t nan_slot = SIZE_MAX;
-  for (size_t e = 0; e < k.size(); ++e) {
-    if (IsFloatingDType(k.dtype)) {
-      if (std::isnan(k.f[e]))
-        nan_slot = e;
-      else
-        fmap.emplace(k.f[e], e);
-    } else {
-      imap.emplace(k.i[e], e);
-    }
-  }
-  const Tensor& x = ctx.input(0);
+  return slots;
+}
+
+Status LabelEncoderCompute(ComputeContext& ctx) {
+  LabelEncoderPlan p;
+  if (std::string err = MakeLabelEncoderPlan(ctx.node(), ctx.input(0).dtype(), &p); !err.empty())
+    return ctx.error(err);
+  const std::vector<size_t> slots = KeySlots(p.keys, ctx.input(0));
   Tensor& y = ctx.output(0);
-  std::vector<double> of(vf ? x.size() : 0);
-  std::vector<int64_t> oi(vf ? 0 : x.size());
-  for (int64_t e = 0; e < x.size(); ++e) {
-    size_t slot = SIZE_MAX;
-    if (IsFloatingDType(k.dtype)) {
-      double key = x.GetDouble(e);
-      if (std::isnan(key))
-        slot = nan_slot;
-      else if (auto it = fmap.find(key); it != fmap.end())
-        slot = it->second;
-    } else if (auto it = imap.find(x.GetInt(e)); it != imap.end()) {
-      slot = it->second;
-    }
-    if (vf)
-      of[e] = slot == SIZE_MAX ? def_f : v.f[slot];
+  for (int64_t e = 0; e < y.size(); ++e) {
+    if (slots[e] == SIZE_MAX)
+      CopyElement(p.fallback, 0, &y, e);
     else
-      oi[e] = slot == SIZE_MAX ? def_i : v.i[slot];
+      CopyElement(p.values, static_cast<int64_t>(slots[e]), &y, e);
   }
-  Dispatch<kNumericTypes>(y.dtype(), [&]<class T>() {
-    T* p = y.data<T>();
-    for (int64_t e = 0; e < y.size(); ++e)
-      p[e] = vf ? ConvertValue<T>(of[e]) : ConvertValue<T>(oi[e]);
-  });
   return OkStatus();
 }
 

@@ -189,6 +189,10 @@ struct OpSchema {
   bool infer_from_types_only = false;
 };
 
+// `infer` behind a check that no input or output is a string tensor (or a sequence of them): what
+// the registry gives every op without kTakesStrings (ops/op_traits.h).
+InferFn RefuseStrings(InferFn infer);
+
 // Infer and compute see this many outputs beyond the node's own, so a kernel that writes an
 // output a malformed node omits writes into scratch instead of through a null pointer.
 constexpr int kScratchOutputs = 4;

@@ -38,6 +38,23 @@ const OpRegistry& OpRegistry::Global() {
   return *registry;
 }
 
+InferFn RefuseStrings(InferFn infer) {
+  return [infer = std::move(infer)](InferContext& ctx) -> Status {
+    auto is_string = [](const ir::TypeInfo& t) {
+      return t.dtype == DType::kString || (t.elem && t.elem->dtype == DType::kString);
+    };
+    for (int i = 0; i < ctx.num_inputs(); ++i)
+      if (ctx.has_input(i) && is_string(ctx.input_type(i)))
+        return ctx.error(ctx.node().op_type + " does not take string tensors (input " +
+                         std::to_string(i) + ")");
+    KILN_RETURN_IF_ERROR(infer(ctx));
+    for (int i = 0; i < ctx.num_outputs(); ++i)
+      if (is_string(ctx.outputs_[i]))
+        return ctx.error(ctx.node().op_type + " does not make string tensors");
+    return OkStatus();
+  };
+}
+
 Status CheckRequiredInputs(const OpSchema& schema, const ir::Node& node, const ir::Graph& graph) {
   for (int i = 0; i < schema.required_inputs; ++i)
     if (i >= static_cast<int>(node.inputs.size()) || node.inputs[i] < 0)
@@ -50,6 +67,9 @@ void OpRegistry::Register(const std::string& op_type, InferFn infer, ComputeFn c
                           const std::string& domain) {
   auto key = std::make_pair(domain, op_type);
   KILN_CHECK(ops_.count(key) == 0, "op registered twice: " + op_type);
+  // Only the ops that declare strings are given them: every other kernel would read a string
+  // tensor's elements as bytes, of which it has none.
+  if (!HasTrait(domain, op_type, kTakesStrings)) infer = RefuseStrings(std::move(infer));
   ops_[key] = OpSchema{domain, op_type, std::move(infer), std::move(compute)};
   // The hot ops whose kernels (every path) write each output element (ops/op_traits.cc): no
   // clearing pass before them.

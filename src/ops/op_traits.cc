@@ -14,7 +14,7 @@ using Key = std::pair<std::string, std::string>;
 const std::map<Key, unsigned>& Table() {
   constexpr unsigned U = kUnaryElementwise, W = kWritesWholeOutputs, C = kCudaUnary;
   constexpr unsigned B = kBinaryElementwise, V = kVariadicElementwise, R = kRowwise;
-  constexpr unsigned D = kReadsDimsOnly, VW = kView;
+  constexpr unsigned D = kReadsDimsOnly, VW = kView, S = kTakesStrings;
   static const std::map<Key, unsigned> kTable = {
       // The unary ops that are a formula get theirs from ops/unary_ops.h (below); the others:
       {{"", "Clip"}, U | W},
@@ -44,7 +44,7 @@ const std::map<Key, unsigned>& Table() {
       {{"", "BitwiseOr"}, R},
       {{"", "BitwiseXor"}, R},
       {{"", "BitwiseNot"}, R},
-      {{"", "Equal"}, R},
+      {{"", "Equal"}, R | S},
       {{"", "Greater"}, R},
       {{"", "GreaterOrEqual"}, R},
       {{"", "Less"}, R},
@@ -55,18 +55,18 @@ const std::map<Key, unsigned>& Table() {
       {{"", "Cast"}, R},
       {{"", "CastLike"}, R},
       {{"", "Dropout"}, R},
-      {{"", "Identity"}, R | VW},
+      {{"", "Identity"}, R | VW | S},
       {{"", "QuantizeLinear"}, R | W},
       {{"", "DequantizeLinear"}, R | W},
       {{"", "DynamicQuantizeLinear"}, W},
       // The dims of a tensor.
-      {{"", "Shape"}, D},
-      {{"", "Size"}, D},
+      {{"", "Shape"}, D | S},
+      {{"", "Size"}, D | S},
       // Shape ops (a change of axis 0 shows in the shapes).
-      {{"", "Reshape"}, R | VW},
-      {{"", "Flatten"}, R | VW},
-      {{"", "Squeeze"}, R | VW},
-      {{"", "Unsqueeze"}, R | VW},
+      {{"", "Reshape"}, R | VW | S},
+      {{"", "Flatten"}, R | VW | S},
+      {{"", "Squeeze"}, R | VW | S},
+      {{"", "Unsqueeze"}, R | VW | S},
       {{"", "Transpose"}, R | W},
       {{"", "Concat"}, R | W},
       {{"", "Split"}, R},
@@ -118,6 +118,14 @@ const std::map<Key, unsigned>& Table() {
       {{"", "ArgMax"}, R},
       {{"", "ArgMin"}, R},
       {{"", "TopK"}, R},
+      // Text: ops on string tensors (ops/text.cc, ops/misc_ml.cc).
+      {{"", "Constant"}, S},
+      {{"", "StringNormalizer"}, S},
+      {{"", "StringConcat"}, R | S},
+      {{"", "StringSplit"}, S},
+      {{"", "RegexFullMatch"}, R | S},
+      {{"", "TfIdfVectorizer"}, S},
+      {{"ai.onnx.ml", "LabelEncoder"}, R | S},
       // Other kernels that write their outputs whole (a wrong entry shows in the poison
       // conformance runs: unwritten bytes keep the poison).
       {{"", "Softmax"}, W},

@@ -33,6 +33,9 @@ enum OpTrait : unsigned {
   // Output 0 is input 0's bytes under other dims (Identity, Reshape, Flatten, Squeeze,
   // Unsqueeze): the planner makes it an alias of its input, a backend a copy where it cannot.
   kView = 1u << 7,
+  // The op reads or writes STRING tensors (their elements are std::string, not bytes); the
+  // registry refuses strings to every other op with one error (OpRegistry::Register).
+  kTakesStrings = 1u << 8,
 };
 
 // The element types an op accepts, as groups (ops::Dispatch reads them).
@@ -44,6 +47,8 @@ enum DispatchGroup : unsigned {
   kIntTypes = kSignedIntTypes | kUnsignedIntTypes,
   kNumericTypes = kFloatTypes | kIntTypes,
   kAllTypes = kNumericTypes | kBoolType,
+  // Strings, for the few kernels that take them (kTakesStrings); Dispatch never picks them.
+  kStringType = 16,
 };
 
 // The traits of (domain, op_type); "" and "ai.onnx" are the same domain. 0 for unknown ops.

@@ -18,18 +18,25 @@ namespace {
 using moves::Str;
 
 Status CheckMovable(const InferContext& ctx, DType t, const char* what = "input") {
-  if (DTypeSize(t) == 0)
+  if (DTypeSize(t) == 0 && t != DType::kString)
     return ctx.error(std::string(what) + " has unsupported dtype " + std::string(DTypeName(t)));
   return OkStatus();
 }
 
-// Copies input 0's bytes into output 0 (the ops that only change the dims).
+// Copies the elements of `in` into *out (strings by value), which is made anew, keeping its dims,
+// unless it has in's type and element count.
+void CopyElements(const Tensor& in, Tensor* out) {
+  if (!out->defined() || out->size() != in.size() || out->dtype() != in.dtype())
+    *out = Tensor(in.dtype(), out->defined() && out->size() == in.size() ? out->dims() : in.dims());
+  if (in.is_string())
+    std::copy_n(in.strings(), in.size(), out->strings());
+  else if (in.nbytes() > 0 && out->raw() != in.raw())
+    std::memcpy(out->raw(), in.raw(), in.nbytes());
+}
+
+// Copies input 0's elements into output 0 (the ops that only change the dims).
 Status CopyBytes(ComputeContext& ctx) {
-  const Tensor& in = ctx.input(0);
-  Tensor& out = ctx.output(0);
-  if (!out.defined() || out.size() != in.size() || out.dtype() != in.dtype())
-    out = Tensor(in.dtype(), out.defined() && out.size() == in.size() ? out.dims() : in.dims());
-  if (in.nbytes() > 0 && out.raw() != in.raw()) std::memcpy(out.raw(), in.raw(), in.nbytes());
+  CopyElements(ctx.input(0), &ctx.output(0));
   return OkStatus();
 }
 
@@ -56,63 +63,50 @@ std::vector<int64_t> IntsAttrOrInput(const InferContext& ctx, const char* attr, 
 
 // ---- Constant -------------------------------------------------------------------------------
 
-Status ConstantTensor(const InferContext& ctx, Tensor* out) {
-  const ir::Node& n = ctx.node();
+// Constant's value from whichever attribute holds it; "" in *error when none fits.
+Tensor ConstantTensor(const ir::Node& n, std::string* error) {
+  auto row = [](const auto& v) { return Dims{static_cast<int64_t>(v.size())}; };
   if (const ir::Attribute* a = n.attr("value")) {
-    if (a->kind != ir::Attribute::Kind::kTensor)
-      return ctx.error("attribute 'value' is not a tensor");
-    if (DTypeSize(a->t.dtype()) == 0)
-      return ctx.error("constant of dtype " + std::string(DTypeName(a->t.dtype())) +
-                       " is not supported");
-    *out = a->t;
-    return OkStatus();
+    if (a->kind != ir::Attribute::Kind::kTensor) {
+      *error = "attribute 'value' is not a tensor";
+      return {};
+    }
+    if (DTypeSize(a->t.dtype()) == 0 && !a->t.is_string()) {
+      *error = "constant of dtype " + std::string(DTypeName(a->t.dtype())) + " is not supported";
+      return {};
+    }
+    return a->t;
   }
-  if (const ir::Attribute* a = n.attr("value_float")) {
-    *out = Tensor::FromVector(DType::kFloat32, {}, std::vector<float>{a->f});
-    return OkStatus();
-  }
-  if (const ir::Attribute* a = n.attr("value_floats")) {
-    *out = Tensor::FromVector(DType::kFloat32, {static_cast<int64_t>(a->floats.size())}, a->floats);
-    return OkStatus();
-  }
-  if (const ir::Attribute* a = n.attr("value_int")) {
-    *out = Tensor::FromVector(DType::kInt64, {}, std::vector<int64_t>{a->i});
-    return OkStatus();
-  }
-  if (const ir::Attribute* a = n.attr("value_ints")) {
-    *out = Tensor::FromVector(DType::kInt64, {static_cast<int64_t>(a->ints.size())}, a->ints);
-    return OkStatus();
-  }
-  if (n.attr("sparse_value")) return ctx.error("sparse_value constants are not supported");
-  if (n.attr("value_string") || n.attr("value_strings"))
-    return ctx.error("string constants are not supported");
-  return ctx.error("Constant has no value attribute");
+  if (const ir::Attribute* a = n.attr("value_float"))
+    return Tensor::FromVector(DType::kFloat32, {}, std::vector<float>{a->f});
+  if (const ir::Attribute* a = n.attr("value_floats"))
+    return Tensor::FromVector(DType::kFloat32, row(a->floats), a->floats);
+  if (const ir::Attribute* a = n.attr("value_int"))
+    return Tensor::FromVector(DType::kInt64, {}, std::vector<int64_t>{a->i});
+  if (const ir::Attribute* a = n.attr("value_ints"))
+    return Tensor::FromVector(DType::kInt64, row(a->ints), a->ints);
+  if (const ir::Attribute* a = n.attr("value_string"))
+    return Tensor::FromVector(DType::kString, {}, std::vector<std::string>{a->s});
+  if (const ir::Attribute* a = n.attr("value_strings"))
+    return Tensor::FromVector(DType::kString, row(a->strings), a->strings);
+  *error = n.attr("sparse_value") ? "sparse_value constants are not supported"
+                                  : "Constant has no value attribute";
+  return {};
 }
 
 Status InferConstant(InferContext& ctx) {
-  Tensor t;
-  KILN_RETURN_IF_ERROR(ConstantTensor(ctx, &t));
+  std::string error;
+  Tensor t = ConstantTensor(ctx.node(), &error);
+  if (!error.empty()) return ctx.error(error);
   ctx.set_output(0, t.dtype(), t.dims());
   return OkStatus();
 }
 
 Status ComputeConstant(ComputeContext& ctx) {
-  // The attribute is validated by infer; read the value again here.
-  const ir::Node& n = ctx.node();
-  Tensor& out = ctx.output(0);
-  if (const ir::Attribute* a = n.attr("value")) {
-    if (a->t.nbytes() > 0) std::memcpy(out.raw(), a->t.raw(), a->t.nbytes());
-  } else if (const ir::Attribute* a = n.attr("value_float")) {
-    out.data<float>()[0] = a->f;
-  } else if (const ir::Attribute* a = n.attr("value_floats")) {
-    if (!a->floats.empty()) std::memcpy(out.raw(), a->floats.data(), a->floats.size() * 4);
-  } else if (const ir::Attribute* a = n.attr("value_int")) {
-    out.data<int64_t>()[0] = a->i;
-  } else if (const ir::Attribute* a = n.attr("value_ints")) {
-    if (!a->ints.empty()) std::memcpy(out.raw(), a->ints.data(), a->ints.size() * 8);
-  } else {
-    return ctx.error("Constant has no supported value attribute");
-  }
+  std::string error;
+  Tensor t = ConstantTensor(ctx.node(), &error);
+  if (!error.empty()) return ctx.error(error);
+  CopyElements(t, &ctx.output(0));
   return OkStatus();
 }
 

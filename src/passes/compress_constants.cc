@@ -89,7 +89,8 @@ ConstantReport CompressConstants(ir::Graph& g) {
   // Bytes -> earlier constants with exactly those bytes (views stay valid: storage is shared).
   std::unordered_map<std::string_view, std::vector<int>> seen;
   for (size_t v = 0; v < g.values.size(); ++v) {
-    if (!g.values[v].constant) continue;
+    // (Strings are not bytes: a string constant keeps its own storage.)
+    if (!g.values[v].constant || g.values[v].constant->is_string()) continue;
     Tensor& t = *g.values[v].constant;
     ConstantEncoding e;
     e.value = static_cast<int>(v);

@@ -26,15 +26,17 @@ uint64_t HashBytes(const void* p, size_t n) {
 uint64_t HashTensor(const Tensor& t) {
   uint64_t h = Mix(static_cast<uint64_t>(t.kind()), static_cast<uint64_t>(t.dtype()));
   for (int64_t d : t.dims()) h = Mix(h, static_cast<uint64_t>(d));
-  if (t.kind() == Tensor::Kind::kTensor && t.raw()) h = Mix(h, HashBytes(t.raw(), t.nbytes()));
+  if (t.is_string())
+    for (int64_t i = 0; i < t.size(); ++i)
+      h = Mix(h, HashBytes(t.strings()[i].data(), t.strings()[i].size()));
+  else if (t.kind() == Tensor::Kind::kTensor && t.raw())
+    h = Mix(h, HashBytes(t.raw(), t.nbytes()));
   return h;
 }
 
 bool SameTensor(const Tensor& a, const Tensor& b) {
-  if (a.kind() != b.kind() || a.dtype() != b.dtype() || a.dims() != b.dims()) return false;
   if (a.kind() != Tensor::Kind::kTensor) return false;  // sequences: not worth comparing
-  if (a.nbytes() == 0 || a.raw() == b.raw()) return true;
-  return a.raw() && b.raw() && std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
+  return a.SameContents(b);
 }
 
 template <class T>

@@ -110,6 +110,13 @@ std::string BatchTilingRefusal(const ir::Model& model, const std::vector<Dims>& 
     if (t.kind != ir::TypeInfo::Kind::kTensor || (t.has_shape && !t.dims.empty() && t.dims[0] >= 0))
       return "input '" + g.values[inputs[i]].name + "' fixes its leading dim";
   }
+  // Tiles are copied as bytes, which a string tensor does not have.
+  for (int v : g.outputs)
+    if (g.values[v].type.dtype == DType::kString)
+      return "output '" + g.values[v].name + "' is a string tensor";
+  for (int v : inputs)
+    if (g.values[v].type.dtype == DType::kString)
+      return "input '" + g.values[v].name + "' is a string tensor";
   constexpr int64_t kA = 3, kB = 5;
   auto a = InferAt(model, input_dims, kA);
   if (!a.ok()) return a.status().message();

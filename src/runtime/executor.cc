@@ -296,7 +296,9 @@ struct Executor::Impl : public ops::SubgraphRunner {
       int v = i < node.outputs.size() ? node.outputs[i] : -1;
       Tensor& dst = v < 0 ? scratch[i] : f.values[v];
       const ir::TypeInfo& t = ictx.outputs_[i];
-      if (t.shape_known()) {
+      if (t.shape_known() && t.dtype == DType::kString) {
+        dst = Tensor(t.dtype, t.dims);  // strings live on the heap, never in the arena
+      } else if (t.shape_known()) {
         size_t bytes = NumElements(t.dims) * DTypeSize(t.dtype);
         int b = v >= 0 ? info.buffers.buffer_of[v] : -1;
         if (b >= 0 && bytes <= info.plan.buffers[b].size) {
