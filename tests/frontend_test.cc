@@ -99,6 +99,16 @@ TEST(Safetensors, ValidatesHeaderAndOffsets) {
   ASSERT_TRUE(st.ok()) << st.status().message();
   EXPECT_EQ(st->entries().at("b").dims, (Dims{2, 2}));
   EXPECT_EQ(st->entries().at("b").begin, offsets[1].first);
+  // The 8-bit floats under safetensors' names (F8_E4M3 is the FN kind).
+  ts = {{"e4", Tensor(DType::kFloat8E4M3FN, {3})}, {"e5", Tensor(DType::kFloat8E5M2, {2})}};
+  ASSERT_TRUE(frontend::WriteSafetensors(dir.file("f8.safetensors"), ts, &offsets).ok());
+  const std::string f8 = *ReadFile(dir.file("f8.safetensors"));
+  EXPECT_NE(f8.find("\"F8_E4M3\""), std::string::npos);
+  EXPECT_NE(f8.find("\"F8_E5M2\""), std::string::npos);
+  st = frontend::SafetensorsFile::Open(dir.file("f8.safetensors"));
+  ASSERT_TRUE(st.ok()) << st.status().message();
+  EXPECT_EQ(st->entries().at("e4").dtype, DType::kFloat8E4M3FN);
+  EXPECT_EQ(st->entries().at("e5").dtype, DType::kFloat8E5M2);
 
   auto expect_error = [&](const std::string& bytes, const std::string& what) {
     Write(dir.file("bad.safetensors"), bytes);

@@ -95,6 +95,28 @@ TEST(Float4, EveryCodeRoundTripsAndOverflowSaturates) {
   EXPECT_EQ(FloatToSmallFloat(t, 0.25, true), 0x0);  // the tie between 0 and 0.5: even
 }
 
+TEST(Float8E8M0, PowersOfTwoRoundedByTheMode) {
+  const DType t = DType::kFloat8E8M0;
+  EXPECT_EQ(SmallFloatToFloat(t, 127), 1.0f);
+  EXPECT_EQ(SmallFloatToFloat(t, 0), std::ldexp(1.0f, -127));
+  EXPECT_TRUE(std::isnan(SmallFloatToFloat(t, 0xFF)));
+  EXPECT_EQ(SmallFloatMax(t), std::ldexp(1.0f, 127));
+  using R = E8M0Rounding;
+  EXPECT_EQ(FloatToSmallFloat(t, 1.0, true, R::kUp), 127);
+  EXPECT_EQ(FloatToSmallFloat(t, 1.1, true, R::kUp), 128);
+  EXPECT_EQ(FloatToSmallFloat(t, 1.9, true, R::kDown), 127);
+  EXPECT_EQ(FloatToSmallFloat(t, -3.0, true, R::kDown), 128);  // no sign: |x|
+  EXPECT_EQ(FloatToSmallFloat(t, 1.4, true, R::kNearest), 127);
+  EXPECT_EQ(FloatToSmallFloat(t, 1.6, true, R::kNearest), 128);
+  EXPECT_EQ(FloatToSmallFloat(t, 1.5, true, R::kNearest), 128);  // a tie: the even exponent
+  EXPECT_EQ(FloatToSmallFloat(t, 3.0, true, R::kNearest), 128);
+  EXPECT_EQ(FloatToSmallFloat(t, 0.0, true, R::kUp), 0);
+  EXPECT_EQ(FloatToSmallFloat(t, std::nan(""), true, R::kUp), 0xFF);
+  EXPECT_EQ(FloatToSmallFloat(t, 3e38, true, R::kUp), 0xFE);  // 2^128 saturates
+  EXPECT_EQ(FloatToSmallFloat(t, 3e38, false, R::kUp), 0xFF);
+  EXPECT_EQ(FloatToSmallFloat(t, INFINITY, true, R::kDown), 0xFE);
+}
+
 TEST(SubByte, UnpacksLowBitsFirstAndWrapsAsCast) {
   const uint8_t packed[] = {0x87, 0x1F};  // INT4: 7, -8, -1, 1
   uint8_t out[4];

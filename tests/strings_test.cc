@@ -2,6 +2,7 @@
 // (ops without kTakesStrings, generated code), and the passes that compare constants.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -261,6 +262,26 @@ TEST(Strings, TfIdfVectorizerCountsStringNgrams) {
   ASSERT_TRUE(out.ok()) << out.status().message();
   const float* y = (*out)[0].data<float>();
   EXPECT_EQ(std::vector<float>(y, y + 3), (std::vector<float>{3, 2, 2}));
+}
+
+TEST(Strings, CastParsesAndPrintsNumbers) {
+  onnx::NodeProto* n;
+  onnx::ModelProto m = OneNode("Cast", onnx::TensorProto::STRING, onnx::TensorProto::INT64, 4, &n);
+  SetAttr(n, "to", int64_t{onnx::TensorProto::INT64});
+  auto out = RunStrings(m, {Strings({4}, {"9007199254740993", " -7 ", "2.9", "1e3"})});
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  // Integers read exactly (2^53 + 1 has no double), the rest through double, truncated.
+  EXPECT_EQ((*out)[0].ToInt64Vector(), (std::vector<int64_t>{9007199254740993, -7, 2, 1000}));
+  out = RunStrings(m, {Strings({4}, {"1", "2", "three", "4"})});
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(out.status().message().find("\"three\" is not a number"), std::string::npos);
+
+  m = OneNode("Cast", onnx::TensorProto::FLOAT, onnx::TensorProto::STRING, 4, &n);
+  SetAttr(n, "to", int64_t{onnx::TensorProto::STRING});
+  out = RunStrings(m, {Tensor::FromVector(DType::kFloat32, {4},
+                                          std::vector<float>{0.1f, -2.0f, 1e8f, INFINITY})});
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  EXPECT_EQ(StringsOf((*out)[0]), (std::vector<std::string>{"0.1", "-2", "1e+08", "inf"}));
 }
 
 TEST(Strings, ConstantPassesKeepDistinctStringsApart) {

@@ -40,10 +40,12 @@ py::dtype NumpyType(DType t) {
 // ONNX's name of an element type, as ONNX Runtime's NodeArg.type gives it: "tensor(float)".
 std::string OnnxTypeString(const ir::TypeInfo& t) {
   static const char* const kNames[] = {
-      "undefined",      "float",      "uint8",          "int8",       "uint16",   "int16",
-      "int32",          "int64",      "string",         "bool",       "float16",  "double",
-      "uint32",         "uint64",     "complex64",      "complex128", "bfloat16", "float8e4m3fn",
-      "float8e4m3fnuz", "float8e5m2", "float8e5m2fnuz", "uint4",      "int4",     "float4e2m1"};
+      "undefined",      "float",    "uint8",        "int8",           "uint16",
+      "int16",          "int32",    "int64",        "string",         "bool",
+      "float16",        "double",   "uint32",       "uint64",         "complex64",
+      "complex128",     "bfloat16", "float8e4m3fn", "float8e4m3fnuz", "float8e5m2",
+      "float8e5m2fnuz", "uint4",    "int4",         "float4e2m1",     "float8e8m0",
+      "uint2",          "int2"};
   if (t.kind == ir::TypeInfo::Kind::kSequence && t.elem)
     return "seq(" + OnnxTypeString(*t.elem) + ")";
   if (t.kind == ir::TypeInfo::Kind::kOptional && t.elem)

@@ -11,11 +11,22 @@ struct StType {
   DType dtype;
 };
 constexpr StType kStTypes[] = {
-    {"F32", DType::kFloat32},   {"F64", DType::kFloat64}, {"F16", DType::kFloat16},
-    {"BF16", DType::kBFloat16}, {"I8", DType::kInt8},     {"I16", DType::kInt16},
-    {"I32", DType::kInt32},     {"I64", DType::kInt64},   {"U8", DType::kUInt8},
-    {"U16", DType::kUInt16},    {"U32", DType::kUInt32},  {"U64", DType::kUInt64},
+    {"F32", DType::kFloat32},
+    {"F64", DType::kFloat64},
+    {"F16", DType::kFloat16},
+    {"BF16", DType::kBFloat16},
+    {"I8", DType::kInt8},
+    {"I16", DType::kInt16},
+    {"I32", DType::kInt32},
+    {"I64", DType::kInt64},
+    {"U8", DType::kUInt8},
+    {"U16", DType::kUInt16},
+    {"U32", DType::kUInt32},
+    {"U64", DType::kUInt64},
     {"BOOL", DType::kBool},
+    // The 8-bit floats safetensors names: E4M3 is the FN kind (no infinities), as in PyTorch.
+    {"F8_E4M3", DType::kFloat8E4M3FN},
+    {"F8_E5M2", DType::kFloat8E5M2},
 };
 
 }  // namespace

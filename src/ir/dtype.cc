@@ -32,6 +32,7 @@ constexpr DTypeInfo kInfos[] = {
     {DType::kUInt4, "UINT4", 1},
     {DType::kInt4, "INT4", 1},
     {DType::kFloat4E2M1, "FLOAT4E2M1", 1},
+    {DType::kFloat8E8M0, "FLOAT8E8M0", 1},
     {DType::kUInt2, "UINT2", 1},
     {DType::kInt2, "INT2", 1},
 };

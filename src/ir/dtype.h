@@ -33,6 +33,7 @@ enum class DType : int32_t {
   kUInt4 = 21,
   kInt4 = 22,
   kFloat4E2M1 = 23,
+  kFloat8E8M0 = 24,
   kUInt2 = 25,
   kInt2 = 26,
 };

@@ -1,6 +1,7 @@
 #include "ir/small_float.h"
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 namespace kiln {
@@ -43,9 +44,27 @@ uint8_t NaNBits(const Format& f, bool negative) {
   return static_cast<uint8_t>((negative ? f.SignBit() : 0) | f.Ones());
 }
 
+uint8_t FloatToE8M0(float x, bool saturate, E8M0Rounding mode) {
+  if (std::isnan(x)) return 0xFF;
+  if (std::isinf(x)) return saturate ? 0xFE : 0xFF;
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof(bits));
+  uint32_t e = (bits >> 23) & 0xFF;
+  const uint32_t man = bits & 0x7FFFFF;
+  bool up = false;
+  if (mode == E8M0Rounding::kUp)
+    up = man != 0;
+  else if (mode == E8M0Rounding::kNearest)
+    up = man > 0x400000 || (man == 0x400000 && (e & 1));
+  if (up && ++e == 0xFF) return saturate ? 0xFE : 0xFF;
+  return static_cast<uint8_t>(e);
+}
+
 }  // namespace
 
 float SmallFloatToFloat(DType t, uint8_t bits) {
+  if (t == DType::kFloat8E8M0)
+    return bits == 0xFF ? std::numeric_limits<float>::quiet_NaN() : std::ldexp(1.0f, bits - 127);
   const Format f = FormatOf(t);
   if (f.uz && bits == f.SignBit()) return std::numeric_limits<float>::quiet_NaN();
   const bool negative = bits & f.SignBit();
@@ -65,7 +84,10 @@ float SmallFloatToFloat(DType t, uint8_t bits) {
   return negative ? -v : v;
 }
 
-float SmallFloatMax(DType t) { return SmallFloatToFloat(t, MaxBits(FormatOf(t))); }
+float SmallFloatMax(DType t) {
+  return t == DType::kFloat8E8M0 ? SmallFloatToFloat(t, 0xFE)
+                                 : SmallFloatToFloat(t, MaxBits(FormatOf(t)));
+}
 
 Tensor SmallFloatToFloat32(const Tensor& t) {
   Tensor wide(DType::kFloat32, t.dims());
@@ -74,7 +96,8 @@ Tensor SmallFloatToFloat32(const Tensor& t) {
   return wide;
 }
 
-uint8_t FloatToSmallFloat(DType t, double x, bool saturate) {
+uint8_t FloatToSmallFloat(DType t, double x, bool saturate, E8M0Rounding e8m0) {
+  if (t == DType::kFloat8E8M0) return FloatToE8M0(static_cast<float>(x), saturate, e8m0);
   const Format f = FormatOf(t);
   const bool negative = std::signbit(x);
   const uint8_t sign = negative ? f.SignBit() : 0;

@@ -12,6 +12,12 @@
 // finite one becomes +-max with `saturate` (Cast's default); without it, +-inf for E5M2 and NaN
 // for the others; infinities likewise (E2M1, which has neither, always saturates). NaN stays NaN
 // (E2M1, which has none: -0, as the ONNX reference gives).
+//
+// FLOAT8E8M0 (the OCP MX scale type) is an exponent alone: code e is 2^(e - 127), 0xFF is NaN;
+// no sign, no zero, no infinity. To it, |x|'s float32 exponent, rounded by Cast's round_mode:
+// up (the default: any mantissa bit rounds up), down, or nearest (ties to an even exponent). Past
+// 2^127 saturates to 0xFE, else NaN; 0 and values below 2^-127 go to code 0 (2^-127) except with
+// round up.
 #pragma once
 
 #include <cstdint>
@@ -25,11 +31,17 @@ inline bool IsFloat8DType(DType t) {
   return t == DType::kFloat8E4M3FN || t == DType::kFloat8E4M3FNUZ || t == DType::kFloat8E5M2 ||
          t == DType::kFloat8E5M2FNUZ;
 }
-inline bool IsSmallFloatDType(DType t) { return IsFloat8DType(t) || t == DType::kFloat4E2M1; }
+inline bool IsSmallFloatDType(DType t) {
+  return IsFloat8DType(t) || t == DType::kFloat4E2M1 || t == DType::kFloat8E8M0;
+}
 
-// `t` must be one of the five (IsSmallFloatDType).
+// How a value lands on FLOAT8E8M0's powers of two (Cast's round_mode); the other kinds round to
+// nearest, ties to even, whatever it says.
+enum class E8M0Rounding { kUp, kDown, kNearest };
+
+// `t` must be one of the six (IsSmallFloatDType).
 float SmallFloatToFloat(DType t, uint8_t bits);
-uint8_t FloatToSmallFloat(DType t, double x, bool saturate);
+uint8_t FloatToSmallFloat(DType t, double x, bool saturate, E8M0Rounding e8m0 = E8M0Rounding::kUp);
 // The largest finite value of the kind.
 float SmallFloatMax(DType t);
 // A narrow float tensor's values as float32 (exact), for what has no such type (NumPy).

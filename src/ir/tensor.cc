@@ -171,6 +171,7 @@ double Tensor::GetDouble(int64_t i) const {
     case DType::kFloat8E5M2:
     case DType::kFloat8E5M2FNUZ:
     case DType::kFloat4E2M1:
+    case DType::kFloat8E8M0:
       return SmallFloatToFloat(dtype_, data<uint8_t>()[i]);
     case DType::kInt4:
     case DType::kInt2:

@@ -1,6 +1,9 @@
 // Variadic broadcasting ops (Sum, Mean, Max, Min), Where, Clip, Cast and CastLike.
+#include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "ir/small_float.h"
 #include "ir/subbyte.h"
@@ -274,9 +277,27 @@ void RegisterClip(OpRegistry& r) {
       });
 }
 
+// Cast's attributes: `saturate` (Cast-19), how values beyond a narrow float's range land, and
+// `round_mode` (Cast-24), how FLOAT8E8M0 rounds (ir/small_float.h).
+struct CastMode {
+  bool saturate = true;
+  E8M0Rounding e8m0 = E8M0Rounding::kUp;
+};
+
+// The node's CastMode; false for a round_mode that is none of up, down, nearest.
+bool ReadCastMode(const ir::Node& node, CastMode* mode) {
+  mode->saturate = node.attr_int("saturate", 1) != 0;
+  const std::string round = node.attr_string("round_mode", "up");
+  mode->e8m0 = round == "down"      ? E8M0Rounding::kDown
+               : round == "nearest" ? E8M0Rounding::kNearest
+                                    : E8M0Rounding::kUp;
+  return round == "up" || round == "down" || round == "nearest";
+}
+
 // Casts to or from a narrow float (ir/small_float.h): a source goes through double, exact for all
 // but the largest 64-bit integers, so the value is rounded once, into the target.
-void CastSmallFloat(const Tensor& x, Tensor& y, bool saturate, int threads) {
+void CastSmallFloat(const Tensor& x, Tensor& y, const CastMode& mode, int threads) {
+  const bool saturate = mode.saturate;
   const DType from = x.dtype(), to = y.dtype();
   auto slices = [&](auto&& body) { ParallelSlices(threads, x.size(), 32 << 10, body); };
   if (IsSmallFloatDType(from) && IsSmallFloatDType(to)) {
@@ -284,7 +305,7 @@ void CastSmallFloat(const Tensor& x, Tensor& y, bool saturate, int threads) {
     uint8_t* d = y.data<uint8_t>();
     slices([&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i)
-        d[i] = FloatToSmallFloat(to, SmallFloatToFloat(from, s[i]), saturate);
+        d[i] = FloatToSmallFloat(to, SmallFloatToFloat(from, s[i]), saturate, mode.e8m0);
     });
   } else if (IsSmallFloatDType(to)) {
     uint8_t* d = y.data<uint8_t>();
@@ -292,7 +313,7 @@ void CastSmallFloat(const Tensor& x, Tensor& y, bool saturate, int threads) {
       const From* s = x.data<From>();
       slices([&](int64_t b, int64_t e) {
         for (int64_t i = b; i < e; ++i)
-          d[i] = FloatToSmallFloat(to, CastValue<double>(s[i]), saturate);
+          d[i] = FloatToSmallFloat(to, CastValue<double>(s[i]), saturate, mode.e8m0);
       });
     });
   } else {
@@ -306,26 +327,96 @@ void CastSmallFloat(const Tensor& x, Tensor& y, bool saturate, int threads) {
   }
 }
 
-// `saturate` (Cast-19): how values beyond a narrow float's range land (ir/small_float.h).
-void CastTensor(const Tensor& x, Tensor& y, int threads, bool saturate = true) {
+void CastTensor(const Tensor& x, Tensor& y, int threads, const CastMode& mode = {});
+
+// A number as Cast writes it into a string: NumPy's str of the value (floats as the shortest text
+// that reads back to them, booleans as True / False).
+std::string NumberText(const Tensor& x, int64_t i) {
+  char buf[64];
+  std::to_chars_result r;
+  const DType t = x.dtype();
+  if (t == DType::kBool) return x.data<bool>()[i] ? "True" : "False";
+  if (IsSignedIntDType(t) || IsUnsignedIntDType(t) || IsSubByteIntDType(t)) {
+    if (t == DType::kUInt64) return std::to_string(x.data<uint64_t>()[i]);
+    return std::to_string(x.GetInt(i));
+  }
+  const double v = x.GetDouble(i);
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  if (t == DType::kFloat64)
+    r = std::to_chars(buf, buf + sizeof(buf), v);
+  else
+    r = std::to_chars(buf, buf + sizeof(buf), static_cast<float>(v));
+  return std::string(buf, r.ptr);
+}
+
+// True when s holds one number that strto* read whole (surrounding whitespace allowed).
+template <class T, class Parse>
+bool ParseWhole(const std::string& s, Parse parse, T* v) {
+  const char* begin = s.c_str();
+  char* end = nullptr;
+  errno = 0;
+  *v = parse(begin, &end);
+  return end != begin && errno != ERANGE &&
+         s.find_first_not_of(" \t\n\r\f\v", static_cast<size_t>(end - begin)) == std::string::npos;
+}
+
+// Casts to or from strings: numbers parse as Python's float() reads them ("3.5", "1e-5", " inf",
+// "NaN"; integer targets read integers exactly first), then convert as from int64 or double;
+// every number prints as NumberText. A string that is no number is an error.
+Status CastStrings(const Tensor& x, Tensor& y, const CastMode& mode) {
+  if (x.is_string() && y.is_string()) {
+    std::copy_n(x.strings(), x.size(), y.strings());
+    return OkStatus();
+  }
+  if (y.is_string()) {
+    for (int64_t i = 0; i < x.size(); ++i) y.strings()[i] = NumberText(x, i);
+    return OkStatus();
+  }
+  const bool integer = IsSignedIntDType(y.dtype()) || IsUnsignedIntDType(y.dtype());
+  Tensor parsed(integer ? DType::kInt64 : DType::kFloat64, x.dims());
+  for (int64_t i = 0; i < x.size(); ++i) {
+    const std::string& s = x.strings()[i];
+    long long n;
+    double d;
+    auto strtoll10 = [](const char* b, char** e) { return std::strtoll(b, e, 10); };
+    if (integer && ParseWhole(s, strtoll10, &n)) {
+      parsed.data<int64_t>()[i] = n;
+      continue;
+    }
+    // (strtod's ERANGE also flags underflow to a subnormal: only overflow to inf is refused.)
+    if (!ParseWhole(
+            s, [](const char* b, char** e) { return std::strtod(b, e); }, &d) &&
+        !(errno == ERANGE && std::isfinite(d)))
+      return Error("string \"" + s + "\" is not a number");
+    if (integer)
+      parsed.data<int64_t>()[i] = CastValue<int64_t>(d);
+    else
+      parsed.data<double>()[i] = d;
+  }
+  CastTensor(parsed, y, 1, mode);
+  return OkStatus();
+}
+
+void CastTensor(const Tensor& x, Tensor& y, int threads, const CastMode& mode) {
   if (x.dtype() == y.dtype()) {
     if (x.nbytes() > 0) std::memcpy(y.raw(), x.raw(), x.nbytes());
     return;
   }
   if (IsSubByteIntDType(x.dtype())) {  // its values, held one per byte (ir/subbyte.h)
     const Tensor v = Tensor::View(SubByteStorage(x.dtype()), x.dims(), const_cast<void*>(x.raw()));
-    return CastTensor(v, y, threads, saturate);
+    return CastTensor(v, y, threads, mode);
   }
   if (IsSubByteIntDType(y.dtype())) {  // wrapped into the type's bits, as Cast does
     Tensor wide(DType::kInt64, x.dims());
-    CastTensor(x, wide, threads, saturate);
+    CastTensor(x, wide, threads, mode);
     for (int64_t i = 0; i < x.size(); ++i)
       y.data<uint8_t>()[i] =
           static_cast<uint8_t>(WrapToSubByte(y.dtype(), wide.data<int64_t>()[i]));
     return;
   }
   if (IsSmallFloatDType(x.dtype()) || IsSmallFloatDType(y.dtype()))
-    return CastSmallFloat(x, y, saturate, threads);
+    return CastSmallFloat(x, y, mode, threads);
   Dispatch<kAllTypes>(x.dtype(), [&]<class From>() {
     Dispatch<kAllTypes>(y.dtype(), [&]<class To>() {
       const From* s = x.data<From>();
@@ -341,7 +432,7 @@ Status InferCastTo(InferContext& ctx, DType to) {
   if (ctx.num_inputs() < 1 || !ctx.has_input(0)) return ctx.error("expects an input");
   const DType from = ctx.input_dtype(0);
   auto castable = [](DType t) {
-    return TypeIn(t, kAllTypes) || IsSmallFloatDType(t) || IsSubByteDType(t);
+    return TypeIn(t, kAllTypes) || IsSmallFloatDType(t) || IsSubByteDType(t) || t == DType::kString;
   };
   if (!castable(from)) return UnsupportedType(ctx, from);
   if (!castable(to))
@@ -358,27 +449,37 @@ DType CastTarget(const ir::Node& node) {
   return static_cast<DType>(a->i);
 }
 
+Status RunCast(ComputeContext& ctx) {
+  CastMode mode;
+  ReadCastMode(ctx.node(), &mode);
+  const Tensor& x = ctx.input(0);
+  Tensor& y = ctx.output(0);
+  if (x.is_string() || y.is_string()) {
+    Status st = CastStrings(x, y, mode);
+    return st.ok() ? st : ctx.error(st.message());
+  }
+  CastTensor(x, y, ctx.threads(), mode);
+  return OkStatus();
+}
+
 void RegisterCast(OpRegistry& r) {
   r.Register(
       "Cast",
       [](InferContext& ctx) -> Status {
         if (!ctx.node().attr("to")) return ctx.error("missing attribute 'to'");
+        CastMode mode;
+        if (!ReadCastMode(ctx.node(), &mode))
+          return ctx.error("round_mode must be up, down or nearest");
         return InferCastTo(ctx, CastTarget(ctx.node()));
       },
-      [](ComputeContext& ctx) -> Status {
-        CastTensor(ctx.input(0), ctx.output(0), ctx.threads(), ctx.node().attr_int("saturate", 1));
-        return OkStatus();
-      });
+      RunCast);
   r.Register(
       "CastLike",
       [](InferContext& ctx) -> Status {
         if (ctx.num_inputs() != 2 || !ctx.has_input(1)) return ctx.error("expects two inputs");
         return InferCastTo(ctx, ctx.input_dtype(1));
       },
-      [](ComputeContext& ctx) -> Status {
-        CastTensor(ctx.input(0), ctx.output(0), ctx.threads(), ctx.node().attr_int("saturate", 1));
-        return OkStatus();
-      });
+      RunCast);
 }
 
 }  // namespace
