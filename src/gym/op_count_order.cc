@@ -223,6 +223,7 @@ const char* const kVersion1[] = {
     "StringConcat",
     "StringSplit",
     "RegexFullMatch",
+    "ImageDecoder",
 };
 
 }  // namespace

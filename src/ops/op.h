@@ -238,5 +238,6 @@ void RegisterControlFlowOps(OpRegistry& r);
 void RegisterRecurrentOps(OpRegistry& r);
 void RegisterSequenceOps(OpRegistry& r);
 void RegisterTextOps(OpRegistry& r);
+void RegisterImageOps(OpRegistry& r);
 
 }  // namespace kiln::ops

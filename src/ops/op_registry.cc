@@ -26,6 +26,7 @@ const OpRegistry& OpRegistry::Global() {
     RegisterRecurrentOps(*r);
     RegisterSequenceOps(*r);
     RegisterTextOps(*r);
+    RegisterImageOps(*r);
     // Ops whose first input may be absent: none at all, variadic (their infer checks the
     // count), or optional (Loop M, Scan-8 sequence_lens).
     for (const char* op : {"Constant", "RandomNormal", "RandomUniform", "SequenceEmpty", "Optional",
