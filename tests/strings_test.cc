@@ -147,13 +147,52 @@ TEST(Strings, ViewsAndEqualCarryStrings) {
 
 TEST(Strings, OpsWithoutStringsRefuseThemByName) {
   onnx::NodeProto* n;
-  onnx::ModelProto m =
-      OneNode("Transpose", onnx::TensorProto::STRING, onnx::TensorProto::STRING, 3, &n);
+  // Pad would fill with a number.
+  onnx::ModelProto m = OneNode("Pad", onnx::TensorProto::STRING, onnx::TensorProto::STRING, 3, &n);
+  n->add_input("pads");
+  testing::AddInt64Initializer(m.mutable_graph(), "pads", {2}, {1, 1});
   auto out = RunStrings(m, {Strings({3}, {"a", "b", "c"})});
   ASSERT_FALSE(out.ok());
-  EXPECT_NE(out.status().message().find("Transpose does not take string tensors"),
-            std::string::npos)
+  EXPECT_NE(out.status().message().find("Pad does not take string tensors"), std::string::npos)
       << out.status().message();
+}
+
+TEST(Strings, DataMovementOpsMoveStrings) {
+  onnx::ModelProto m = EmptyModel("moves");
+  m.mutable_opset_import(0)->set_version(12);
+  auto* g = m.mutable_graph();
+  *g->add_input() = StringInfo("x", {2, 3});
+  *g->add_input() = TypedInfo("pick", onnx::TensorProto::INT64, {2});
+  *g->add_input() = TypedInfo("keep", onnx::TensorProto::BOOL, {3});
+  for (const char* o : {"labels", "t", "both", "kept", "first", "rest", "either"})
+    *g->add_output() = StringInfo(o, {});
+  auto* names = g->add_initializer();  // a class-label table, as classifiers export it
+  names->set_name("names");
+  names->set_data_type(onnx::TensorProto::STRING);
+  names->add_dims(3);
+  for (const char* w : {"cat", "dog", "bird"}) names->add_string_data(w);
+  AddNamedNode(g, "Gather", {"names", "pick"}, "labels");
+  SetAttr(AddNamedNode(g, "Transpose", {"x"}, "t"), "perm", std::vector<int64_t>{1, 0});
+  SetAttr(AddNamedNode(g, "Concat", {"x", "x"}, "both"), "axis", int64_t{0});
+  SetAttr(AddNamedNode(g, "Compress", {"x", "keep"}, "kept"), "axis", int64_t{1});
+  auto* split = AddNamedNode(g, "Split", {"x"}, "first");
+  split->add_output("rest");
+  SetAttr(split, "axis", int64_t{1});
+  SetAttr(split, "split", std::vector<int64_t>{1, 2});
+  AddNamedNode(g, "Where", {"keep", "names", "x"}, "either");
+  auto out = RunStrings(m, {Strings({2, 3}, {"a", "b", "c", "d", "e", "f"}),
+                            Tensor::FromVector(DType::kInt64, {2}, std::vector<int64_t>{2, 0}),
+                            Tensor::FromVector(DType::kBool, {3}, std::vector<uint8_t>{1, 0, 1})});
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  using V = std::vector<std::string>;
+  EXPECT_EQ(StringsOf((*out)[0]), (V{"bird", "cat"}));
+  EXPECT_EQ(StringsOf((*out)[1]), (V{"a", "d", "b", "e", "c", "f"}));
+  EXPECT_EQ(StringsOf((*out)[2]), (V{"a", "b", "c", "d", "e", "f", "a", "b", "c", "d", "e", "f"}));
+  EXPECT_EQ((*out)[3].dims(), (Dims{2, 2}));
+  EXPECT_EQ(StringsOf((*out)[3]), (V{"a", "c", "d", "f"}));
+  EXPECT_EQ(StringsOf((*out)[4]), (V{"a", "d"}));
+  EXPECT_EQ(StringsOf((*out)[5]), (V{"b", "c", "e", "f"}));
+  EXPECT_EQ(StringsOf((*out)[6]), (V{"cat", "b", "bird", "cat", "e", "bird"}));
 }
 
 TEST(Strings, GeneratedCodeRefusesStrings) {

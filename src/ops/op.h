@@ -192,6 +192,10 @@ struct OpSchema {
 // `infer` behind a check that no input or output is a string tensor (or a sequence of them): what
 // the registry gives every op without kTakesStrings (ops/op_traits.h).
 InferFn RefuseStrings(InferFn infer);
+// `infer` and `compute` of a kMovesElements op run on string inputs through UINT64 stand-ins, the
+// numbers of their elements; string outputs take the strings their stand-ins number.
+InferFn MoveStringsByIndex(InferFn infer);
+ComputeFn MoveStringsByIndex(ComputeFn compute);
 
 // Infer and compute see this many outputs beyond the node's own, so a kernel that writes an
 // output a malformed node omits writes into scratch instead of through a null pointer.

@@ -14,7 +14,7 @@ using Key = std::pair<std::string, std::string>;
 const std::map<Key, unsigned>& Table() {
   constexpr unsigned U = kUnaryElementwise, W = kWritesWholeOutputs, C = kCudaUnary;
   constexpr unsigned B = kBinaryElementwise, V = kVariadicElementwise, R = kRowwise;
-  constexpr unsigned D = kReadsDimsOnly, VW = kView, S = kTakesStrings;
+  constexpr unsigned D = kReadsDimsOnly, VW = kView, S = kTakesStrings, M = kMovesElements;
   static const std::map<Key, unsigned> kTable = {
       // The unary ops that are a formula get theirs from ops/unary_ops.h (below); the others:
       {{"", "Clip"}, U | W},
@@ -51,7 +51,7 @@ const std::map<Key, unsigned>& Table() {
       {{"", "LessOrEqual"}, R},
       {{"", "IsInf"}, R},
       {{"", "IsNaN"}, R},
-      {{"", "Where"}, R},
+      {{"", "Where"}, R | M},
       {{"", "Cast"}, R | S},
       {{"", "CastLike"}, R | S},
       {{"", "Dropout"}, R},
@@ -67,15 +67,15 @@ const std::map<Key, unsigned>& Table() {
       {{"", "Flatten"}, R | VW | S},
       {{"", "Squeeze"}, R | VW | S},
       {{"", "Unsqueeze"}, R | VW | S},
-      {{"", "Transpose"}, R | W},
-      {{"", "Concat"}, R | W},
-      {{"", "Split"}, R},
-      {{"", "Slice"}, R},
+      {{"", "Transpose"}, R | W | M},
+      {{"", "Concat"}, R | W | M},
+      {{"", "Split"}, R | M},
+      {{"", "Slice"}, R | M},
       {{"", "Pad"}, R},
-      {{"", "Tile"}, R},
-      {{"", "Expand"}, R},
-      {{"", "DepthToSpace"}, R},
-      {{"", "SpaceToDepth"}, R},
+      {{"", "Tile"}, R | M},
+      {{"", "Expand"}, R | M},
+      {{"", "DepthToSpace"}, R | M},
+      {{"", "SpaceToDepth"}, R | M},
       {{"", "Resize"}, R},
       {{"", "Upsample"}, R},
       {{"", "OneHot"}, R},
@@ -118,6 +118,15 @@ const std::map<Key, unsigned>& Table() {
       {{"", "ArgMax"}, R},
       {{"", "ArgMin"}, R},
       {{"", "TopK"}, R},
+      // Selections of elements (strings through stand-ins, like Where and the shape ops above).
+      {{"", "Gather"}, M},
+      {{"", "GatherElements"}, M},
+      {{"", "GatherND"}, M},
+      {{"", "Compress"}, M},
+      {{"", "ScatterElements"}, M},
+      {{"", "ScatterND"}, M},
+      {{"", "ReverseSequence"}, M},
+      {{"ai.onnx.ml", "ArrayFeatureExtractor"}, M},
       // Text: ops on string tensors (ops/text.cc, ops/misc_ml.cc).
       {{"", "Constant"}, S},
       {{"", "StringNormalizer"}, S},

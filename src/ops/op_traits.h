@@ -36,6 +36,10 @@ enum OpTrait : unsigned {
   // The op reads or writes STRING tensors (their elements are std::string, not bytes); the
   // registry refuses strings to every other op with one error (OpRegistry::Register).
   kTakesStrings = 1u << 8,
+  // Every output element is a copy of an input element, chosen by the other inputs and the
+  // attributes (Gather, Concat, Transpose, Where...): the registry runs it on strings through
+  // int64 stand-ins for their elements (OpRegistry::Register).
+  kMovesElements = 1u << 9,
 };
 
 // The element types an op accepts, as groups (ops::Dispatch reads them).
