@@ -50,6 +50,7 @@ Expected<std::vector<Tensor>> RunThroughC(ir::Model model, const std::vector<Ten
   co.shapes = o.shapes;
   co.passes = o.passes;
   co.plan = o.plan;
+  co.weight_storage = o.weight_storage;
   KILN_ASSIGN_OR_RETURN(auto compiled, codegen::c::CompileToC(std::move(model), co));
   fs::path dir = o.work_dir;
   if (dir.empty()) {

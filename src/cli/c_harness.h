@@ -22,6 +22,7 @@ struct CHarnessOptions {
   passes::ShapeOverrides shapes;
   std::vector<std::string> passes;  // after shape inference (the C backend folds constants anyway)
   planner::PlanOptions plan;
+  std::string weight_storage = "fp32";  // codegen::c::CompileOptions::weight_storage
 };
 
 // inputs: one tensor per graph input a caller feeds, in graph order.

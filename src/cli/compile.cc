@@ -40,8 +40,10 @@ int CompileMain(const CompileCliOptions& o, const std::string& command_line) {
     return st.ok() ? 0 : Fail(st);
   }
   if (o.target != "c" && o.cpu != "generic") return Fail(Error("--cpu goes with --target c"));
-  if (o.target != "cuda" && o.precision != "fp32")
-    return Fail(Error("--precision goes with --target cuda"));
+  if (o.target == "program" && o.precision != "fp32")
+    return Fail(Error("--precision goes with --target c or cuda"));
+  if ((o.target == "c" && o.precision == "fp16") || (o.target == "cuda" && o.precision == "fp4"))
+    return Fail(Error("--precision " + o.precision + " does not go with --target " + o.target));
   if (o.target != "cuda" && o.tensor_cores != "auto")
     return Fail(Error("--tensor-cores goes with --target cuda"));
   auto model = LoadAnyModel(o.model, o.weights);
@@ -84,6 +86,7 @@ int CompileMain(const CompileCliOptions& o, const std::string& command_line) {
   }
   codegen::c::CompileOptions co;
   co.name = o.name;
+  co.weight_storage = o.precision;
   co.params_section = o.params_section;
   co.cpu = o.cpu;
   co.command_line = command_line;
@@ -126,9 +129,10 @@ void AddCompileCommand(CLI::App& app, int& rc, const std::string& command_line) 
   c->add_option("--shape", o->shapes, "fix an input's dims: NAME=D0,D1,...");
   c->add_option("--precision", o->precision,
                 "with --target cuda: fp32; fp16 (matrix and filter weights stored as half, float "
-                "arithmetic); fp8 (as fp16, "
-                "the tensor-core weights stored as E4M3 with a per-tensor scale)")
-      ->check(OneOf({"fp32", "fp16", "fp8"}));
+                "arithmetic); fp8 (as fp16, the tensor-core weights stored as E4M3 with a "
+                "per-tensor scale). With --target c: fp32; fp8 or fp4 (MatMul and Gemm weights "
+                "stored as E4M3 or E2M1 codes with a per-tensor scale, decoded in the GEMM)")
+      ->check(OneOf({"fp32", "fp16", "fp8", "fp4"}));
   c->add_option("--tensor-cores", o->tensor_cores,
                 "with --target cuda: auto (with fp16 / fp8 where the products it can run hold half "
                 "the work), on, off")

@@ -46,6 +46,7 @@ struct TestOptions {
   std::string backend = "host";  // host | c
   std::string cc = "cc";
   std::string c_run;                // command prefix that runs the built program (an emulator)
+  std::string precision = "fp32";   // --backend c: how float weights are stored
   std::string reference = "files";  // files | host
   double max_rel_l2 = 1e-4;         // tolerance against the host executor
   passes::ShapeOverrides shapes;    // for model files
@@ -170,6 +171,7 @@ Expected<std::vector<Tensor>> RunBackend(const ir::Model& model, const std::vect
     CHarnessOptions ho;
     ho.cc = o.cc;
     ho.run_prefix = o.c_run;
+    ho.weight_storage = o.precision;
     ho.shapes = shapes;
     ho.passes = o.pipeline.passes;
     ho.plan = PlanOptionsOf(o.pipeline);
@@ -535,6 +537,10 @@ void AddTestOnnxCommand(CLI::App& app, int& rc) {
   c->add_option("-j,--jobs", o->jobs, "tests run at once")->check(IntegerIn(1, 256));
   c->add_option("--c-run", o->c_run,
                 "command that runs the program built by --cc (e.g. an emulator)");
+  c->add_option("--precision", o->precision,
+                "with --backend c: how MatMul and Gemm weights are stored (kiln compile's "
+                "--precision); judge the error with --max-rel-l2")
+      ->check(OneOf({"fp32", "fp8", "fp4"}));
   c->add_option(
        "--reference", o->reference,
        "compare with the folder's expected outputs (files) or with the host executor (host); "

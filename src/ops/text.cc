@@ -193,9 +193,8 @@ struct NormalizerPlan {
   std::set<std::string> stopwords;  // lower-cased when matching ignores case
 };
 
-Status MakeNormalizerPlan(const InferContext* ictx, const ComputeContext* cctx, NormalizerPlan* p) {
-  const ir::Node& n = ictx ? ictx->node() : cctx->node();
-  auto err = [&](const std::string& m) { return ictx ? ictx->error(m) : cctx->error(m); };
+Status MakeNormalizerPlan(const ir::Node& n, NormalizerPlan* p,
+                          const std::function<Status(std::string)>& err) {
   const std::string action = n.attr_string("case_change_action", "NONE");
   p->case_change = action == "NONE" ? 0 : action == "LOWER" ? 1 : action == "UPPER" ? 2 : -1;
   if (p->case_change < 0)
@@ -209,7 +208,8 @@ Status MakeNormalizerPlan(const InferContext* ictx, const ComputeContext* cctx, 
 
 Status StringNormalizerInfer(InferContext& ctx) {
   NormalizerPlan p;
-  KILN_RETURN_IF_ERROR(MakeNormalizerPlan(&ctx, nullptr, &p));
+  KILN_RETURN_IF_ERROR(
+      MakeNormalizerPlan(ctx.node(), &p, [&](std::string m) { return ctx.error(m); }));
   if (ctx.input_dtype(0) != DType::kString) return ctx.error("X must be a string tensor");
   const Dims& x = ctx.input_dims(0);
   if (x.size() != 1 && !(x.size() == 2 && x[0] == 1)) return ctx.error("X must be [C] or [1, C]");
@@ -223,7 +223,8 @@ Status StringNormalizerInfer(InferContext& ctx) {
 
 Status StringNormalizerCompute(ComputeContext& ctx) {
   NormalizerPlan p;
-  KILN_RETURN_IF_ERROR(MakeNormalizerPlan(nullptr, &ctx, &p));
+  KILN_RETURN_IF_ERROR(
+      MakeNormalizerPlan(ctx.node(), &p, [&](std::string m) { return ctx.error(m); }));
   const Tensor& x = ctx.input(0);
   std::vector<std::string> kept;
   for (int64_t i = 0; i < x.size(); ++i) {

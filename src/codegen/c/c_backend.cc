@@ -276,6 +276,7 @@ class Generator {
             : n.name,
         "node_");
     ctx.function_name = fname;
+    ctx.weight_storage = o_.weight_storage;
     bool uses_ws = false;
     int scratch_count = 0;
     size_t scratch_used = 0;  // this node's bytes in its graph's scratch region

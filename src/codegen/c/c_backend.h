@@ -35,6 +35,10 @@ struct CompileOptions {
   std::vector<std::string> passes;         // run after shape inference (passes/pipeline.h)
   std::vector<std::string> dump_ir_after;  // print the IR to stderr after these passes ("all")
   planner::PlanOptions plan;
+  // How float weights are stored: "fp32" as they are; "fp8" (FLOAT8E4M3FN) or "fp4" (FLOAT4E2M1,
+  // two per byte) codes with one scale per tensor, for the B operand of MatMul and Gemm when it is
+  // a float constant, decoded in the GEMM through a table (kernels/reference/gemm_lut.c).
+  std::string weight_storage = "fp32";
 };
 
 struct GeneratedFile {

@@ -6,12 +6,14 @@
 // types the host supports get specialized dot-product loops: 16-bit floats accumulate in float,
 // integers wrap around as unsigned arithmetic, like the host executor's kernels.
 #include <algorithm>
+#include <cmath>
 
 #include "codegen/c/c_names.h"
 #include "codegen/c/emit_axes.h"
 #include "codegen/c/emit_qconv.h"
 #include "codegen/c/emit_util.h"
 #include "codegen/c/node_emitter.h"
+#include "ir/small_float.h"
 #include "ops/common.h"
 #include "ops/einsum_plan.h"
 
@@ -34,10 +36,59 @@ struct GemmCall {
   int64_t sam, sak, sbk, sbn;
   double alpha = 1.0;
   std::function<std::string(const std::string& i, const std::string& j)> init;
+  // The node input that `b` is the whole of, or -1: a float constant there may be stored narrow
+  // (CompileOptions::weight_storage).
+  int b_input = -1;
 };
+
+// Weights of a float constant as narrow-float codes and the table of their values times one
+// scale (the largest magnitude maps to the format's largest finite value).
+struct StoredWeights {
+  Tensor codes;  // UINT8: one code per byte, or two (FP4)
+  Tensor lut;    // FLOAT [256] or [16]
+  int bits;
+};
+
+StoredWeights StoreWeights(const Tensor& w, bool fp4) {
+  const DType kind = fp4 ? DType::kFloat4E2M1 : DType::kFloat8E4M3FN;
+  float absmax = 0;
+  for (int64_t i = 0; i < w.size(); ++i) absmax = std::max(absmax, std::fabs(w.data<float>()[i]));
+  const float scale = absmax > 0 ? absmax / SmallFloatMax(kind) : 1.0f;
+  StoredWeights s;
+  s.bits = fp4 ? 4 : 8;
+  s.codes = Tensor(DType::kUInt8, {fp4 ? (w.size() + 1) / 2 : w.size()});
+  uint8_t* codes = s.codes.data<uint8_t>();
+  for (int64_t i = 0; i < w.size(); ++i) {
+    const uint8_t c = FloatToSmallFloat(kind, w.data<float>()[i] / scale, true);
+    if (fp4)
+      codes[i / 2] |= static_cast<uint8_t>(c << ((i % 2) * 4));
+    else
+      codes[i] = c;
+  }
+  s.lut = Tensor(DType::kFloat32, {int64_t{1} << s.bits});
+  for (int64_t c = 0; c < s.lut.size(); ++c)
+    s.lut.data<float>()[c] = SmallFloatToFloat(kind, static_cast<uint8_t>(c)) * scale;
+  return s;
+}
 
 void EmitGemmCall(NodeContext& ctx, DType t, const GemmCall& g) {
   auto s = [](int64_t v) { return std::to_string(v); };
+  const Tensor* w = g.b_input >= 0 ? ctx.input_constant(g.b_input) : nullptr;
+  const bool fp4 = ctx.weight_storage == "fp4";
+  // Narrow where the codes and the table take fewer bytes than the floats.
+  const bool smaller = w && (fp4 ? w->size() / 2 + 64 : w->size() + 1024) < 4 * w->size();
+  if (t == DType::kFloat32 && smaller && ctx.weight_storage != "fp32") {
+    const StoredWeights stored = StoreWeights(*w, fp4);
+    const std::string name = ctx.input_name(g.b_input);
+    const std::string codes = ctx.parameter(name + "_" + ctx.weight_storage, stored.codes);
+    const std::string lut = ctx.parameter(name + "_" + ctx.weight_storage + "_values", stored.lut);
+    ctx.UseKernel("gemm_lut");
+    ctx.Line("kiln_gemm_lut_run(" + s(g.M) + ", " + s(g.N) + ", " + s(g.K) + ", " +
+             CNumber(t, g.alpha) + ", " + g.a + ", " + s(g.sam) + ", " + s(g.sak) + ", " + codes +
+             ", " + s(g.sbk) + ", " + s(g.sbn) + ", " + s(stored.bits) + ", " + lut + ", " + g.c +
+             ");");
+    return;
+  }
   if (HasGemmKernel(t)) {
     std::string sfx = CSuffix(t);
     ctx.UseKernel("gemm_" + sfx);
@@ -115,7 +166,7 @@ Status EmitMatMul(NodeContext& ctx) {
   if (K == 0) return OkStatus();
   if (NumElements(bb) == 1) {  // one shared B: a single GEMM over every row of A
     EmitGemmCall(ctx, t,
-                 {NumElements(ob) * M, N, K, "in0", "in1", "out0", K, 1, N, 1, 1.0, nullptr});
+                 {NumElements(ob) * M, N, K, "in0", "in1", "out0", K, 1, N, 1, 1.0, nullptr, 1});
     return OkStatus();
   }
   // One GEMM per output batch index; the batch offsets of A and B follow their broadcast strides.
@@ -154,8 +205,8 @@ Status EmitGemm(NodeContext& ctx) {
   }
   const bool use_c = ctx.has_input(2) && beta != 0.0;
   const Dims mn = {M, N};
-  GemmCall g{M,          N,          K,          "in0",      "in1", "out0",
-             ta ? 1 : K, ta ? M : 1, tb ? 1 : N, tb ? K : 1, alpha, nullptr};
+  GemmCall g{M,          N,          K,          "in0", "in1",   "out0", ta ? 1 : K,
+             ta ? M : 1, tb ? 1 : N, tb ? K : 1, alpha, nullptr, 1};
   if (use_c && IsInt(t) && beta != 1.0)
     return ctx.error("an integer Gemm with beta other than 0 or 1 is not supported");
   if (HasGemmKernel(t) || K == 0) {

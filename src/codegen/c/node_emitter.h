@@ -56,6 +56,8 @@ class NodeContext {
                ? &*graph_.values[node_.inputs[i]].constant
                : nullptr;
   }
+  // CompileOptions::weight_storage.
+  std::string weight_storage = "fp32";
   // The parameter names of the node function.
   static std::string in(int i) { return "in" + std::to_string(i); }
   static std::string out(int i) { return "out" + std::to_string(i); }
