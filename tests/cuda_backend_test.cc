@@ -671,7 +671,10 @@ TEST_F(CudaBackendTest, UnsupportedOpIsOneLineError) {
       "--name '1x'");
   ExpectUserError("compile " + Models() +
                       "mlp_field.onnx --target c --precision fp16 --name f --out " + file("gen"),
-                  "--precision goes with --target cuda");
+                  "--precision fp16 does not go with --target c");
+  ExpectUserError("compile " + Models() +
+                      "mlp_field.onnx --target cuda --precision fp4 --name f --out " + file("gen"),
+                  "--precision fp4 does not go with --target cuda");
 }
 
 }  // namespace

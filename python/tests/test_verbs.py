@@ -64,3 +64,27 @@ def test_verb_errors_are_one_line_kiln_errors(tmp_path):
         assert str(e.value) and "\n" not in str(e.value)
     with pytest.raises(TypeError):
         kiln.plan(42)
+
+
+@pytest.mark.parametrize("precision,bound", [("fp8", 0.08), ("fp4", 0.3)])
+def test_programs_store_weights_narrow(tmp_path, precision, bound):
+    """A .kiln with FP8 / FP4 weights (a scale per output channel) is smaller than the float one
+    and, run on the host, within the format's error of the ONNX model."""
+    rng = np.random.default_rng(3)
+    for model, feeds in (
+            ("mlp_field.onnx", {"xyz": rng.uniform(-1, 1, (256, 3)).astype(np.float32)}),
+            ("kws_cnn.onnx", None)):
+        path = os.path.join(MODELS, model)
+        want_sess = kiln.InferenceSession(path)
+        if feeds is None:
+            arg = want_sess.get_inputs()[0]
+            feeds = {arg.name: rng.standard_normal(arg.shape).astype(np.float32)}
+        float_dir = kiln.compile(path, target="program", name="m", out=tmp_path / "f32")
+        narrow_dir = kiln.compile(path, target="program", name="m", out=tmp_path / precision,
+                                  precision=precision)
+        narrow = os.path.join(narrow_dir, "m.kiln")
+        assert os.path.getsize(narrow) < 0.45 * os.path.getsize(os.path.join(float_dir, "m.kiln"))
+        want = want_sess.run(None, feeds)[0]
+        got = kiln.InferenceSession(narrow).run(None, feeds)[0]
+        err = np.linalg.norm(got - want) / np.linalg.norm(want)
+        assert 0 < err < bound, (model, err)

@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
 #include <set>
 #include <string_view>
 #include <unordered_map>
 
 #include "bundle/aligned_bytes.h"
 #include "bundle/sha256.h"
+#include "ir/subbyte.h"
 #include "kiln_program_generated.h"
 
 static_assert(FLATBUFFERS_LITTLEENDIAN,
@@ -186,6 +188,16 @@ class Writer {
       return fb::CreateConstant(fbb_, fb::ConstantKind_Tensor, static_cast<int32_t>(t.dtype()),
                                 dims, 0, 0, 0, strings);
     }
+    if (IsSubByteDType(t.dtype())) {  // packed, as TensorProto holds them
+      auto& packed = packed_.emplace_back(static_cast<size_t>(PackedBytes(t.dtype(), t.size())));
+      PackSubByte(t.dtype(), t.data<uint8_t>(), t.size(), packed.data());
+      const Tensor bytes =
+          Tensor::View(DType::kUInt8, {static_cast<int64_t>(packed.size())}, packed.data());
+      KILN_ASSIGN_OR_RETURN(size_t offset, Place(bytes, what));
+      auto dims = fbb_.CreateVector(t.dims());
+      return fb::CreateConstant(fbb_, fb::ConstantKind_Tensor, static_cast<int32_t>(t.dtype()),
+                                dims, offset, packed.size());
+    }
     if (DTypeSize(t.dtype()) == 0)
       return Error(what + ": a program cannot store constants of element type " +
                    std::string(DTypeName(t.dtype())));
@@ -303,6 +315,7 @@ class Writer {
   const ir::Model& model_;
   flatbuffers::FlatBufferBuilder fbb_;
   std::vector<Chunk> chunks_;
+  std::deque<std::vector<uint8_t>> packed_;  // sub-byte constants packed, until Finish copies them
   std::unordered_map<size_t, std::vector<size_t>> by_hash_;
   std::unordered_map<std::pair<const uint8_t*, size_t>, size_t, PairHash> by_pointer_;
   size_t data_size_ = 0;
@@ -487,12 +500,16 @@ class Reader {
       for (uint64_t i = 0; i < elems; ++i) t.strings()[i] = c->strings()->Get(i)->str();
       return t;
     }
-    uint64_t bytes;
-    if (__builtin_mul_overflow(elems, static_cast<uint64_t>(DTypeSize(dtype)), &bytes) ||
+    // Sub-byte types are stored packed, as TensorProto holds them.
+    const bool packed = IsSubByteDType(dtype);
+    uint64_t bytes =
+        packed ? static_cast<uint64_t>(PackedBytes(dtype, static_cast<int64_t>(elems))) : 0;
+    if ((!packed &&
+         __builtin_mul_overflow(elems, static_cast<uint64_t>(DTypeSize(dtype)), &bytes)) ||
         bytes != c->size())
       return Fail(where + ": constant " + std::string(DTypeName(dtype)) + DimsToString(dims) +
-                  " should have " + std::to_string(elems * DTypeSize(dtype)) +
-                  " bytes, the file says " + std::to_string(c->size()));
+                  " should have " + std::to_string(bytes) + " bytes, the file says " +
+                  std::to_string(c->size()));
     if (c->offset() % kDataAlignment != 0)
       return Fail(where + ": constant offset " + std::to_string(c->offset()) +
                   " is not 16-byte aligned");
@@ -506,6 +523,11 @@ class Reader {
     if (bytes == 0) return Tensor(dtype, dims);
     ranges_.insert(c->offset());
     const uint8_t* p = data_ + c->offset();
+    if (packed) {
+      Tensor t(dtype, std::move(dims));
+      UnpackSubByte(dtype, p, t.size(), t.data<uint8_t>());
+      return t;
+    }
     if (keep_alive_)
       return Tensor::View(dtype, std::move(dims), const_cast<uint8_t*>(p), keep_alive_);
     return Tensor::Copy(dtype, std::move(dims), p);

@@ -455,8 +455,10 @@ Expected<ir::Model> LoadAnyModel(const std::string& path, const std::string& wei
 Expected<std::string> CompileProgram(const std::string& path, const std::string& weights,
                                      const passes::ShapeOverrides& shapes,
                                      const std::vector<std::string>& passes,
-                                     const planner::PlanOptions& plan) {
+                                     const planner::PlanOptions& plan, DType weight_storage) {
   if (IsProgramPath(path) || IsBundlePath(path)) {
+    if (weight_storage != DType::kUndefined)
+      return Error(path + ": --precision applies to a model file, not a compiled program");
     if (!shapes.empty())
       return Error(path + ": --shape does not apply: the program's dims are fixed");
     if (IsProgramPath(path)) {
@@ -472,6 +474,7 @@ Expected<std::string> CompileProgram(const std::string& path, const std::string&
   co.shapes = shapes;
   co.passes = passes;
   co.plan = plan;
+  co.weight_storage = weight_storage;
   auto program = compiler::Compile(std::move(model), co);
   if (!program.ok()) return Error(path + ": " + program.status().message());
   bundle::ProgramMetadata md;

@@ -91,7 +91,8 @@ Expected<ir::Model> LoadAnyModel(const std::string& path, const std::string& wei
 Expected<std::string> CompileProgram(const std::string& path, const std::string& weights,
                                      const passes::ShapeOverrides& shapes,
                                      const std::vector<std::string>& passes,
-                                     const planner::PlanOptions& plan);
+                                     const planner::PlanOptions& plan,
+                                     DType weight_storage = DType::kUndefined);
 // kiln compile --bundle: adds NAME_verify.c for the test sets of the bundle at `bundle_path`.
 Status AddVerifyMain(const std::string& bundle_path, const std::string& name,
                      const std::string& command_line, codegen::c::CompiledC* compiled);

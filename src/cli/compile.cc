@@ -30,8 +30,12 @@ int CompileMain(const CompileCliOptions& o, const std::string& command_line) {
     if (!o.bundle.empty()) return Fail(Error("--bundle goes with --target c"));
     if (o.name.empty() || o.name.find('/') != std::string::npos)
       return Fail(Error("--name '" + o.name + "': expected a file name without '/'"));
-    auto bytes =
-        CompileProgram(o.model, o.weights, *shapes, pipeline->passes, PlanOptionsOf(*pipeline));
+    const DType storage = o.precision == "fp8"   ? DType::kFloat8E4M3FN
+                          : o.precision == "fp4" ? DType::kFloat4E2M1
+                                                 : DType::kUndefined;
+    if (o.precision == "fp16") return Fail(Error("--precision fp16 goes with --target cuda"));
+    auto bytes = CompileProgram(o.model, o.weights, *shapes, pipeline->passes,
+                                PlanOptionsOf(*pipeline), storage);
     if (!bytes.ok()) return Fail(bytes.status());
     std::error_code ec;
     std::filesystem::create_directories(o.out, ec);
@@ -40,8 +44,6 @@ int CompileMain(const CompileCliOptions& o, const std::string& command_line) {
     return st.ok() ? 0 : Fail(st);
   }
   if (o.target != "c" && o.cpu != "generic") return Fail(Error("--cpu goes with --target c"));
-  if (o.target == "program" && o.precision != "fp32")
-    return Fail(Error("--precision goes with --target c or cuda"));
   if ((o.target == "c" && o.precision == "fp16") || (o.target == "cuda" && o.precision == "fp4"))
     return Fail(Error("--precision " + o.precision + " does not go with --target " + o.target));
   if (o.target != "cuda" && o.tensor_cores != "auto")
@@ -127,11 +129,14 @@ void AddCompileCommand(CLI::App& app, int& rc, const std::string& command_line) 
   c->add_option("--out", o->out, "output folder")->required();
   c->add_option("--weights", o->weights, "safetensors weights for a .json model");
   c->add_option("--shape", o->shapes, "fix an input's dims: NAME=D0,D1,...");
-  c->add_option("--precision", o->precision,
-                "with --target cuda: fp32; fp16 (matrix and filter weights stored as half, float "
-                "arithmetic); fp8 (as fp16, the tensor-core weights stored as E4M3 with a "
-                "per-tensor scale). With --target c: fp32; fp8 or fp4 (MatMul and Gemm weights "
-                "stored as E4M3 or E2M1 codes with a per-tensor scale, decoded in the GEMM)")
+  c->add_option(
+       "--precision", o->precision,
+       "with --target cuda: fp32; fp16 (matrix and filter weights stored as half, float "
+       "arithmetic); fp8 (as fp16, the tensor-core weights stored as E4M3 with a "
+       "per-tensor scale). With --target c: fp32; fp8 or fp4 (MatMul and Gemm weights "
+       "stored as E4M3 or E2M1 codes with a per-tensor scale, decoded in the GEMM). With --target "
+       "program: fp8 or fp4 (MatMul, Gemm and Conv weights stored as codes with a scale "
+       "per output channel, dequantized at load)")
       ->check(OneOf({"fp32", "fp16", "fp8", "fp4"}));
   c->add_option("--tensor-cores", o->tensor_cores,
                 "with --target cuda: auto (with fp16 / fp8 where the products it can run hold half "

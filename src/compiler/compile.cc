@@ -2,6 +2,7 @@
 
 #include "passes/fold_constants.h"
 #include "passes/pipeline.h"
+#include "passes/store_weights.h"
 
 namespace kiln::compiler {
 
@@ -103,6 +104,11 @@ Expected<Program> Compile(ir::Model model, const CompileOptions& o) {
   KILN_RETURN_IF_ERROR(Lower(model, o));
   if (o.target == Target::kC || o.target == Target::kCuda)
     KILN_RETURN_IF_ERROR(CheckNoStrings(*model.graph, o.target == Target::kC ? "c" : "cuda"));
+  if (o.weight_storage != DType::kUndefined) {
+    if (o.target != Target::kPipeline)
+      return Error("narrow weight storage is for programs (.kiln); --target c has its own");
+    KILN_RETURN_IF_ERROR(passes::StoreWeightsNarrow(model, o.weight_storage));
+  }
   // 6. The target's own checks of what it was given to emit.
   if (o.before_plan) KILN_RETURN_IF_ERROR(o.before_plan(model));
   // 7. Every graph's schedule, buffers and offsets (and the host's layouts), with a search

@@ -38,6 +38,9 @@ struct CompileOptions {
   // Runs right after shape inference, before any pass rewrites the graph (the CUDA backend checks
   // there that no node mixes samples).
   std::function<Status(const ir::Model&)> after_shapes;
+  // kPipeline: float weights stored as FLOAT8E4M3FN or FLOAT4E2M1 codes after the lowering
+  // (passes/store_weights.h); kUndefined keeps them.
+  DType weight_storage = DType::kUndefined;
   // Runs on the lowered graph before planning: the target's own checks (which ops its emitters
   // support, which tensor types it takes), so that they are reported before any planner error.
   std::function<Status(const ir::Model&)> before_plan;

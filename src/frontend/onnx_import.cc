@@ -743,10 +743,15 @@ std::string SerializeTensorProto(const Tensor& t, const std::string& name) {
   tp.set_name(name);
   tp.set_data_type(static_cast<int32_t>(t.dtype()));
   for (int64_t d : t.dims()) tp.add_dims(d);
-  if (t.is_string())
+  if (t.is_string()) {
     for (int64_t i = 0; i < t.size(); ++i) tp.add_string_data(t.strings()[i]);
-  else
+  } else if (IsSubByteDType(t.dtype())) {  // packed, as files hold them
+    std::string packed(static_cast<size_t>(PackedBytes(t.dtype(), t.size())), '\0');
+    PackSubByte(t.dtype(), t.data<uint8_t>(), t.size(), reinterpret_cast<uint8_t*>(packed.data()));
+    tp.set_raw_data(std::move(packed));
+  } else {
     tp.set_raw_data(t.raw(), t.nbytes());
+  }
   return tp.SerializeAsString();
 }
 

@@ -13,6 +13,14 @@ void UnpackSubByte(DType t, const uint8_t* packed, int64_t n, uint8_t* out) {
   }
 }
 
+void PackSubByte(DType t, const uint8_t* held, int64_t n, uint8_t* packed) {
+  const int bits = SubByteBits(t), per_byte = 8 / bits;
+  const unsigned mask = (1u << bits) - 1;
+  for (int64_t b = 0; b < PackedBytes(t, n); ++b) packed[b] = 0;
+  for (int64_t i = 0; i < n; ++i)
+    packed[i / per_byte] |= static_cast<uint8_t>((held[i] & mask) << ((i % per_byte) * bits));
+}
+
 int64_t WrapToSubByte(DType t, int64_t v) {
   const int bits = SubByteBits(t);
   const int64_t m = int64_t{1} << bits;

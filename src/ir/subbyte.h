@@ -28,6 +28,8 @@ inline int64_t PackedBytes(DType t, int64_t n) {
 }
 // Unpacks n elements of `packed` into one byte each.
 void UnpackSubByte(DType t, const uint8_t* packed, int64_t n, uint8_t* out);
+// Packs n elements held one per byte into PackedBytes(t, n) bytes (the rest of the last byte 0).
+void PackSubByte(DType t, const uint8_t* held, int64_t n, uint8_t* packed);
 // An integer wrapped into a sub-byte integer type's bits, as Cast wraps: two's complement for INT4
 // and INT2.
 int64_t WrapToSubByte(DType t, int64_t v);

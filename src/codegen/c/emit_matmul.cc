@@ -14,8 +14,10 @@
 #include "codegen/c/emit_util.h"
 #include "codegen/c/node_emitter.h"
 #include "ir/small_float.h"
+#include "ir/subbyte.h"
 #include "ops/common.h"
 #include "ops/einsum_plan.h"
+#include "passes/store_weights.h"
 
 namespace kiln::codegen::c {
 namespace {
@@ -51,23 +53,19 @@ struct StoredWeights {
 
 StoredWeights StoreWeights(const Tensor& w, bool fp4) {
   const DType kind = fp4 ? DType::kFloat4E2M1 : DType::kFloat8E4M3FN;
-  float absmax = 0;
-  for (int64_t i = 0; i < w.size(); ++i) absmax = std::max(absmax, std::fabs(w.data<float>()[i]));
-  const float scale = absmax > 0 ? absmax / SmallFloatMax(kind) : 1.0f;
+  Tensor held, scale;
+  passes::EncodeNarrow(w, -1, kind, &held, &scale);
   StoredWeights s;
   s.bits = fp4 ? 4 : 8;
-  s.codes = Tensor(DType::kUInt8, {fp4 ? (w.size() + 1) / 2 : w.size()});
-  uint8_t* codes = s.codes.data<uint8_t>();
-  for (int64_t i = 0; i < w.size(); ++i) {
-    const uint8_t c = FloatToSmallFloat(kind, w.data<float>()[i] / scale, true);
-    if (fp4)
-      codes[i / 2] |= static_cast<uint8_t>(c << ((i % 2) * 4));
-    else
-      codes[i] = c;
+  s.codes = Tensor::Copy(DType::kUInt8, {w.size()}, held.raw());  // the codes as bytes
+  if (fp4) {
+    s.codes = Tensor(DType::kUInt8, {PackedBytes(kind, w.size())});
+    PackSubByte(kind, held.data<uint8_t>(), w.size(), s.codes.data<uint8_t>());
   }
   s.lut = Tensor(DType::kFloat32, {int64_t{1} << s.bits});
   for (int64_t c = 0; c < s.lut.size(); ++c)
-    s.lut.data<float>()[c] = SmallFloatToFloat(kind, static_cast<uint8_t>(c)) * scale;
+    s.lut.data<float>()[c] =
+        SmallFloatToFloat(kind, static_cast<uint8_t>(c)) * scale.data<float>()[0];
   return s;
 }
 
