@@ -123,6 +123,16 @@ TEST(Strings, NpyTextRoundTripsAndRejectsBadCodePoints) {
   bad[bad.size() - 1] = '\x11';
   EXPECT_FALSE(frontend::ParseNpy(bad.data(), bad.size(), "t.npy").ok());
   EXPECT_FALSE(frontend::ParseNpy(bytes.data(), bytes.size() - 1, "t.npy").ok());
+  // Width 0: a header claiming 10^8 strings with no bytes behind them.
+  std::string zero = bytes.substr(0, bytes.find('\n') + 1);
+  zero.replace(zero.find("'<U10'"), 6, "'<U0' ");
+  zero.replace(zero.find("(2,2)"), 5, "(99999999,)");
+  zero.resize(bytes.find('\n') + 1, ' ');
+  zero.back() = '\n';
+  auto empty = frontend::ParseNpy(zero.data(), zero.size(), "t.npy");
+  ASSERT_FALSE(empty.ok());
+  EXPECT_NE(empty.status().message().find("width 0"), std::string::npos)
+      << empty.status().message();
 }
 
 TEST(Strings, ViewsAndEqualCarryStrings) {

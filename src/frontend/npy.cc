@@ -77,6 +77,9 @@ int64_t TextWidth(const std::string& descr, int64_t* unit) {
 Expected<Tensor> ReadTextElements(const uint8_t* p, size_t size, const Dims& dims, int64_t width,
                                   int64_t unit, const std::string& label) {
   const int64_t count = NumElements(dims);
+  // (Width 0 would let a header claim any number of strings with no bytes behind them.)
+  if (width == 0 && count > 0)
+    return Error(label + ": .npy text of width 0 holds no characters; expected '<U1' or wider");
   if (width > 0 && static_cast<uint64_t>(count) > size / static_cast<uint64_t>(width * unit))
     return Error(label + ": .npy data has " + std::to_string(size) + " bytes, too few for shape " +
                  DimsToString(dims));
