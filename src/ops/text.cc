@@ -229,7 +229,9 @@ Status StringNormalizerCompute(ComputeContext& ctx) {
   std::vector<std::string> kept;
   for (int64_t i = 0; i < x.size(); ++i) {
     const std::string& w = x.strings()[i];
-    if (p.stopwords.count(p.case_sensitive ? w : CaseMapper::Get().Map(w, false))) continue;
+    if (!p.stopwords.empty() &&
+        p.stopwords.count(p.case_sensitive ? w : CaseMapper::Get().Map(w, false)))
+      continue;
     kept.push_back(p.case_change == 0 ? w : CaseMapper::Get().Map(w, p.case_change == 2));
   }
   if (kept.empty()) kept.emplace_back();  // all dropped: one empty string, as the spec says
@@ -283,12 +285,31 @@ Status RegexFullMatchInfer(InferContext& ctx) {
   return OkStatus();
 }
 
+// The compiled pattern, kept between runs of the node.
+struct RegexState : NodeState {
+  std::unique_ptr<RE2> re;
+  std::string Kernel() const override { return "re2"; }
+};
+
 Status RegexFullMatchCompute(ComputeContext& ctx) {
-  auto re = CompilePattern(ctx.node());
-  if (!re.ok()) return ctx.error(re.status().message());
+  std::unique_ptr<NodeState>* slot = ctx.state();
+  auto* kept = slot && *slot ? dynamic_cast<RegexState*>(slot->get()) : nullptr;
+  std::unique_ptr<RE2> local;
+  if (!kept) {
+    auto re = CompilePattern(ctx.node());
+    if (!re.ok()) return ctx.error(re.status().message());
+    local = std::move(*re);
+    if (slot) {
+      auto state = std::make_unique<RegexState>();
+      state->re = std::move(local);
+      kept = state.get();
+      *slot = std::move(state);
+    }
+  }
+  const RE2& re = kept ? *kept->re : *local;
   const Tensor& x = ctx.input(0);
   bool* y = ctx.output(0).data<bool>();
-  for (int64_t i = 0; i < x.size(); ++i) y[i] = RE2::FullMatch(x.strings()[i], **re);
+  for (int64_t i = 0; i < x.size(); ++i) y[i] = RE2::FullMatch(x.strings()[i], re);
   return OkStatus();
 }
 
