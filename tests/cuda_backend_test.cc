@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <regex>
@@ -67,10 +68,12 @@ class CudaBackendTest : public CliTest {
   }
 
   // Builds NAME.cu as host C++ with a driver that runs every sample through the per-sample
-  // function, runs the host executor on the same batch, and compares each output.
+  // function (emulate: the kernel itself on the lane emulator, at most 3 blocks, so that the
+  // grid-stride loop runs), runs the host executor on the same batch, and compares each output.
+  // Outputs start as NaN: a sample the kernel does not write fails the check.
   void HostCheck(const std::string& model, const std::string& name,
                  const std::vector<Input>& inputs, int num_outputs, double tol,
-                 const std::string& extra = "") {
+                 const std::string& extra = "", bool emulate = false) {
     Compile(model, name, extra);
     if (HasFatalFailure()) return;
     int64_t K = inputs[0].batch.dims()[0];
@@ -85,7 +88,7 @@ class CudaBackendTest : public CliTest {
         "  size_t n = read ? fread(v.data(), 4, v.size(), f) : fwrite(v.data(), 4, v.size(), f);\n"
         "  fclose(f);\n  if (n != v.size()) exit(3);\n}\n"
         "int main(int argc, char **argv) {\n  (void)argc;\n  const long K = atol(argv[1]);\n";
-    std::string call = "int rc = kiln_" + name + "_host_check(";
+    std::string call = "int rc = kiln_" + name + (emulate ? "_emulate(" : "_host_check(");
     for (size_t k = 0; k < inputs.size(); ++k) {
       std::string v = "in" + std::to_string(k);
       drv += "  std::vector<float> " + v + "(K * KILN_" + u + "_INPUT" + std::to_string(k) +
@@ -95,18 +98,18 @@ class CudaBackendTest : public CliTest {
     }
     for (int k = 0; k < num_outputs; ++k) {
       drv += "  std::vector<float> out" + std::to_string(k) + "(K * KILN_" + u + "_OUTPUT" +
-             std::to_string(k) + "_ELEMENTS);\n";
+             std::to_string(k) + "_ELEMENTS, NAN);\n";
       call += ", out" + std::to_string(k) + ".data()";
     }
-    drv += "  " + call + ", K);\n  if (rc != KILN_OK) return 4;\n";
+    drv += "  " + call + (emulate ? ", K, 3);\n" : ", K);\n") + "  if (rc != KILN_OK) return 4;\n";
     for (int k = 0; k < num_outputs; ++k)
       drv += "  io(argv[" + std::to_string(2 + inputs.size() + k) + "], out" + std::to_string(k) +
              ", false);\n";
     drv += "  return 0;\n}\n";
     Write("drv_" + name + ".cc", drv);
-    auto [rc, log] =
-        Sh("g++ -std=c++17 -O1 -Wall -Wextra -Werror -x c++ -DKILN_CUDA_HOST_CHECK -I" + gen + " " +
-           file("drv_" + name + ".cc") + " -o " + file("drv_" + name) + " -lm");
+    build_driver_ = "g++ -std=c++17 -O1 -Wall -Wextra -Werror -x c++ -DKILN_CUDA_HOST_CHECK -I" +
+                    gen + " " + file("drv_" + name + ".cc") + " -o " + file("drv_" + name) + " -lm";
+    auto [rc, log] = Sh(build_driver_);
     ASSERT_EQ(rc, 0) << log;
 
     std::string args = std::to_string(K), shapes, feeds;
@@ -125,7 +128,8 @@ class CudaBackendTest : public CliTest {
     }
     for (int k = 0; k < num_outputs; ++k)
       args += " " + file(name + "_out" + std::to_string(k) + ".f32");
-    auto [drc, dlog] = Sh(file("drv_" + name) + " " + args);
+    run_driver_ = file("drv_" + name) + " " + args;
+    auto [drc, dlog] = Sh(run_driver_);
     ASSERT_EQ(drc, 0) << dlog;
     Result ref = RunKiln("run " + model + shapes + feeds + " --output-dir " + file("ref_" + name));
     ASSERT_EQ(ref.code, 0) << ref.err;
@@ -174,6 +178,8 @@ class CudaBackendTest : public CliTest {
   }
 
   bool HaveNvcc() { return std::string(KILN_NVCC).size() > 0; }
+
+  std::string build_driver_, run_driver_;  // of the last HostCheck
 };
 
 // A copy of the model whose first input and output have a symbolic leading dim, so that the host
@@ -286,24 +292,170 @@ TEST_F(CudaBackendTest, TransformerBlockMatchesHostFp32AndFp16) {
             "--precision fp16 --tensor-cores off");
 }
 
+// A SIREN-style field: 3 inputs, three Gemm + Sin layers of `width` (sin(30 x) folded into the
+// weights, as exported), a linear head of 3.
+onnx::ModelProto SirenModel(int64_t width) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  auto* g = m.mutable_graph();
+  g->set_name("siren");
+  *g->add_input() = BatchInfo("x", {1, 3});
+  *g->add_output() = BatchInfo("y", {1, 3});
+  std::string h = "x";
+  int64_t k = 3;
+  for (int l = 0; l < 3; ++l) {
+    std::string w = "w" + std::to_string(l), b = "b" + std::to_string(l);
+    AddWeight(g, w, {k, width}, 10 + l, l == 0 ? 3.0f : std::sqrt(6.0f / width));
+    AddWeight(g, b, {width}, 20 + l, 0.5f);
+    AddNode(g, "Gemm", "fc" + std::to_string(l), {h, w, b}, {"z" + std::to_string(l)});
+    AddNode(g, "Sin", "sin" + std::to_string(l), {"z" + std::to_string(l)},
+            {"h" + std::to_string(l)});
+    h = "h" + std::to_string(l);
+    k = width;
+  }
+  AddWeight(g, "wo", {width, 3}, 30, 0.1f);
+  AddNode(g, "MatMul", "head", {h, "wo"}, {"y"});
+  return m;
+}
+
+// An MLP of its own: a Gemm with transB, alpha and beta, widths that need padding (7 -> 16,
+// 96, 40 -> 48, 5 -> 8), Tanh, Sigmoid and LeakyRelu, a bias of one element broadcast, and a
+// per-sample Softmax epilogue.
+onnx::ModelProto MixedMlp() {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  auto* g = m.mutable_graph();
+  g->set_name("mixed");
+  *g->add_input() = BatchInfo("x", {1, 7});
+  *g->add_output() = BatchInfo("y", {1, 5});
+  AddWeight(g, "w0", {96, 7}, 1, 0.6f);
+  AddWeight(g, "c0", {1, 96}, 2, 0.3f);
+  AddWeight(g, "w1", {96, 128}, 3, 0.15f);
+  AddWeight(g, "b1", {128}, 4, 0.2f);
+  AddWeight(g, "w2", {128, 40}, 5, 0.15f);
+  AddWeight(g, "b2", {1}, 6, 0.4f);
+  AddWeight(g, "w3", {40, 5}, 7, 0.3f);
+  AddWeight(g, "b3", {1, 5}, 8, 0.1f);
+  auto* gemm = AddNode(g, "Gemm", "fc0", {"x", "w0", "c0"}, {"z0"});
+  auto attr = [&](const char* name, float f, int64_t i, bool is_int) {
+    auto* a = gemm->add_attribute();
+    a->set_name(name);
+    a->set_type(is_int ? onnx::AttributeProto::INT : onnx::AttributeProto::FLOAT);
+    if (is_int)
+      a->set_i(i);
+    else
+      a->set_f(f);
+  };
+  attr("transB", 0, 1, true);
+  attr("alpha", 0.7f, 0, false);
+  attr("beta", 1.3f, 0, false);
+  AddNode(g, "Tanh", "tanh0", {"z0"}, {"h0"});
+  AddNode(g, "MatMul", "mm1", {"h0", "w1"}, {"p1"});
+  AddNode(g, "Add", "bias1", {"b1", "p1"}, {"z1"});
+  AddNode(g, "Sigmoid", "sig1", {"z1"}, {"h1"});
+  AddNode(g, "MatMul", "mm2", {"h1", "w2"}, {"p2"});
+  AddNode(g, "Add", "bias2", {"p2", "b2"}, {"z2"});
+  auto* leaky = AddNode(g, "LeakyRelu", "leaky2", {"z2"}, {"h2"});
+  auto* a = leaky->add_attribute();
+  a->set_name("alpha");
+  a->set_type(onnx::AttributeProto::FLOAT);
+  a->set_f(0.1f);
+  AddNode(g, "MatMul", "mm3", {"h2", "w3"}, {"p3"});
+  AddNode(g, "Add", "bias3", {"p3", "b3"}, {"z3"});
+  AddNode(g, "Softmax", "softmax", {"z3"}, {"y"});
+  return m;
+}
+
+// The fused-MLP path (mma.sync, activations in registers) on the lane emulator: mlp_field at
+// batch tails that leave warps partly empty (1, 31, 33) and one (4093) where three blocks loop
+// grid-stride over 16 warp iterations each; fp32 (the scalar kernel) on the emulator too.
+TEST_F(CudaBackendTest, FusedMlpOnLaneEmulatorMatchesHost) {
+  for (int64_t n : {1, 31, 33, 4093}) {
+    std::string k = std::to_string(n);
+    HostCheck(Models() + "mlp_field.onnx", "mma16_" + k, {{"xyz", Ramp({n, 3}, 1)}}, 1, 1e-2,
+              "--precision fp16", true);
+    // E4M3 keeps 3 mantissa bits (2^-4 relative rounding per weight): 4e-2 over many samples.
+    HostCheck(Models() + "mlp_field.onnx", "mma8_" + k, {{"xyz", Ramp({n, 3}, 2)}}, 1, 8e-2,
+              "--precision fp8", true);
+    HostCheck(Models() + "mlp_field.onnx", "emu32_" + k, {{"xyz", Ramp({n, 3}, 3)}}, 1, 1e-5, "",
+              true);
+  }
+  auto cu = ReadFile(file("gen_mma16_1/mma16_1.cu"));
+  ASSERT_TRUE(cu.ok());
+  EXPECT_NE(cu->find(" * tensor cores: a fused MLP of 5 layers (100% of the multiply-adds)"),
+            std::string::npos);
+  EXPECT_NE(cu->find("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"), std::string::npos);
+  EXPECT_NE(cu->find("= kiln_pack_relu(kiln_cc[0], kiln_cc[1]);"), std::string::npos)
+      << "ReLU with the packing: cvt.rn.relu.f16x2.f32";
+  auto cu8 = ReadFile(file("gen_mma8_1/mma8_1.cu"));
+  ASSERT_TRUE(cu8.ok());
+  EXPECT_NE(cu8->find("kiln_e4m3x4(kiln_e[0], &kiln_w[0], &kiln_w[1]);"), std::string::npos);
+}
+
+// Models the repository does not hold: a mixed-width MLP (Gemm attributes, padding, three
+// activations, a Softmax epilogue) and a 3 x 128 SIREN.
+TEST_F(CudaBackendTest, FusedMlpOfItsOwnMatchesHost) {
+  Write("mixed.onnx", MixedMlp().SerializeAsString());
+  Write("siren.onnx", SirenModel(128).SerializeAsString());
+  for (int64_t n : {33, 1000}) {
+    std::string k = std::to_string(n);
+    HostCheck(file("mixed.onnx"), "mixed16_" + k, {{"x", Ramp({n, 7}, 5)}}, 1, 1e-2,
+              "--precision fp16", true);
+    HostCheck(file("mixed.onnx"), "mixed8_" + k, {{"x", Ramp({n, 7}, 6)}}, 1, 5e-2,
+              "--precision fp8", true);
+    HostCheck(file("siren.onnx"), "siren16_" + k, {{"x", Ramp({n, 3}, 7)}}, 1, 1e-2,
+              "--precision fp16", true);
+  }
+  auto cu = ReadFile(file("gen_mixed16_33/mixed16_33.cu"));
+  ASSERT_TRUE(cu.ok());
+  EXPECT_NE(cu->find(" * tensor cores: a fused MLP of 4 layers"), std::string::npos);
+  EXPECT_NE(cu->find("32 samples per warp"), std::string::npos) << "width 128: two m-tiles";
+}
+
+// The emulator's race checker: the kernel without the barrier after the weights' staging, or
+// without the __syncwarp between the prologue's tile writes and ldmatrix, is reported.
+TEST_F(CudaBackendTest, LaneEmulatorReportsADeletedBarrier) {
+  const std::pair<const char*, const char*> barriers[] = {
+      {"  KILN_SYNCTHREADS(); /* the weights are staged */\n", "block"},
+      {"  kiln_syncwarp(); /* the input rows are in the tile */\n", "warp"}};
+  for (const auto& [line, what] : barriers) {
+    std::string name = std::string("race_") + what;
+    HostCheck(Models() + "mlp_field.onnx", name, {{"xyz", Ramp({300, 3}, 1)}}, 1, 1e-2,
+              "--precision fp16", true);
+    std::string path = file("gen_" + name + "/" + name + ".cu");
+    auto cu = ReadFile(path);
+    ASSERT_TRUE(cu.ok());
+    size_t at = cu->find(line);
+    ASSERT_NE(at, std::string::npos) << line;
+    Write("gen_" + name + "/" + name + ".cu", cu->substr(0, at) + cu->substr(at + strlen(line)));
+    auto [rc, log] = Sh(build_driver_);
+    ASSERT_EQ(rc, 0) << log;
+    auto [drc, dlog] = Sh(run_driver_);
+    EXPECT_NE(drc, 0) << what;
+    EXPECT_NE(dlog.find("shared-memory race (RAW)"), std::string::npos) << dlog.substr(0, 2000);
+  }
+}
+
 // The tensor-core path on the host: lanes as a loop, WMMA as an emulation that enforces WMMA's
 // alignment rules, so the tile layout, padding and staging are what is checked here.
 TEST_F(CudaBackendTest, TensorCoreMlpFieldMatchesHost) {
   // 257 samples: the last warp has one live lane.
   HostCheck(Models() + "mlp_field.onnx", "tc16", {{"xyz", Ramp({257, 3}, 1)}}, 1, 1e-2,
-            "--precision fp16");
+            "--precision fp16 --tensor-cores wmma");
   auto cu = ReadFile(file("gen_tc16/tc16.cu"));
   ASSERT_TRUE(cu.ok());
   EXPECT_NE(cu->find(" * tensor cores: 5 matrix products (100% of the multiply-adds)"),
             std::string::npos)
-      << "--precision fp16 takes the tensor cores for the MLP by itself";
+      << "--tensor-cores wmma: the MLP as warp steps";
   EXPECT_NE(cu->find("kiln_tc_matmul<2, 3, 4, 56, 72, 68>"), std::string::npos)
       << "fc0: K 39 padded to 48, N 64";
   EXPECT_NE(cu->find("= kiln_fast_sinf(slot"), std::string::npos)
       << "fp16: the encoding's Sin on __sinf";
   // E4M3 keeps 3 mantissa bits: the error is the weights' rounding, about 2^-5 each.
   HostCheck(Models() + "mlp_field.onnx", "tc8", {{"xyz", Ramp({100, 3}, 1)}}, 1, 5e-2,
-            "--precision fp8");
+            "--precision fp8 --tensor-cores wmma");
   auto cu8 = ReadFile(file("gen_tc8/tc8.cu"));
   ASSERT_TRUE(cu8.ok());
   EXPECT_NE(cu8->find("kiln_tc_stage8("), std::string::npos);
@@ -366,7 +518,7 @@ TEST_F(CudaBackendTest, TensorCoreGemmAttributesMatchHost) {
   AddNode(g, "Tanh", "tanh", {"z"}, {"y"});
   Write("gemms.onnx", m.SerializeAsString());
   HostCheck(file("gemms.onnx"), "gemms", {{"x", Ramp({70, 3, 20}, 4)}}, 1, 1e-2,
-            "--precision fp16 --tensor-cores on");
+            "--precision fp16 --tensor-cores wmma");
   auto cu = ReadFile(file("gen_gemms/gemms.cu"));
   ASSERT_TRUE(cu.ok());
   EXPECT_NE(cu->find("kiln_tc_matmul<6, 2, 2, 40, 40, 36>"), std::string::npos)
@@ -519,10 +671,19 @@ TEST_F(CudaBackendTest, NvccBuildsWithoutSpills) {
   Compile(Models() + "mlp_field.onnx", "field16", "--precision fp16 --tensor-cores off");
   Write("block.onnx", TransformerBlock(4, 8).SerializeAsString());
   Compile(file("block.onnx"), "block");
-  Compile(Models() + "mlp_field.onnx", "tc16", "--precision fp16");
-  Compile(Models() + "mlp_field.onnx", "tc8", "--precision fp8");
+  Compile(Models() + "mlp_field.onnx", "tc16", "--precision fp16 --tensor-cores wmma");
+  Compile(Models() + "mlp_field.onnx", "tc8", "--precision fp8 --tensor-cores wmma");
   Compile(file("block.onnx"), "tcblock", "--precision fp16 --tensor-cores on");
-  for (const char* name : {"field", "field16", "block", "tc16", "tc8", "tcblock"}) {
+  // The fused-MLP path up to width 128: mlp_field, a 3 x 128 SIREN and a mixed-width MLP.
+  Compile(Models() + "mlp_field.onnx", "mma16", "--precision fp16");
+  Compile(Models() + "mlp_field.onnx", "mma8", "--precision fp8");
+  Write("siren.onnx", SirenModel(128).SerializeAsString());
+  Compile(file("siren.onnx"), "siren16", "--precision fp16");
+  Compile(file("siren.onnx"), "siren8", "--precision fp8");
+  Write("mixed.onnx", MixedMlp().SerializeAsString());
+  Compile(file("mixed.onnx"), "mixed16", "--precision fp16");
+  for (const char* name : {"field", "field16", "block", "tc16", "tc8", "tcblock", "mma16", "mma8",
+                           "siren16", "siren8", "mixed16"}) {
     PtxasReport r = NvccCheck(name);
     EXPECT_EQ(r.spill_stores, 0) << name;
     EXPECT_EQ(r.spill_loads, 0) << name;

@@ -72,9 +72,10 @@ int CompileMain(const CompileCliOptions& o, const std::string& command_line) {
     cu.precision = o.precision == "fp16"  ? Precision::kFloat16
                    : o.precision == "fp8" ? Precision::kFloat8
                                           : Precision::kFloat32;
-    cu.tensor_cores = o.tensor_cores == "on"    ? TensorCores::kOn
-                      : o.tensor_cores == "off" ? TensorCores::kOff
-                                                : TensorCores::kAuto;
+    cu.tensor_cores = o.tensor_cores == "on"     ? TensorCores::kOn
+                      : o.tensor_cores == "wmma" ? TensorCores::kWmma
+                      : o.tensor_cores == "off"  ? TensorCores::kOff
+                                                 : TensorCores::kAuto;
     auto compiled = codegen::cuda::CompileToCuda(std::move(*model), cu);
     if (!compiled.ok()) return Fail(Error(o.model + ": " + compiled.status().message()));
     std::error_code ec;
@@ -140,8 +141,9 @@ void AddCompileCommand(CLI::App& app, int& rc, const std::string& command_line) 
       ->check(OneOf({"fp32", "fp16", "fp8", "fp4"}));
   c->add_option("--tensor-cores", o->tensor_cores,
                 "with --target cuda: auto (with fp16 / fp8 where the products it can run hold half "
-                "the work), on, off")
-      ->check(OneOf({"auto", "on", "off"}));
+                "the work: a fused MLP on mma.sync where the graph is one, else WMMA warp steps), "
+                "on, wmma (the WMMA path even for a fused MLP), off")
+      ->check(OneOf({"auto", "on", "wmma", "off"}));
   c->add_option("--params-section", o->params_section, "linker section for the parameter arrays");
   c->add_option("--cpu", o->cpu,
                 "with --target c: the core the int8 kernels are for: generic (portable C99), or "

@@ -11,6 +11,7 @@
 #include "codegen/c/c_names.h"
 #include "codegen/c/emit_util.h"
 #include "codegen/cuda/cuda_emit.h"
+#include "codegen/cuda/cuda_fused_mlp.h"
 #include "codegen/cuda/cuda_tensor_core.h"
 #include "compiler/compile.h"
 #include "ir/half.h"
@@ -19,6 +20,10 @@
 #include "planner/plan_graph.h"
 
 namespace kiln::codegen::cuda {
+
+// lane_emulator.h as text (embedded at build time, src/codegen/cuda/CMakeLists.txt).
+const std::map<std::string, std::string>& EmbeddedEmulator();
+
 namespace {
 
 using c::CommentText;
@@ -146,14 +151,15 @@ class Generator {
  public:
   // tc: the tensor-core layers, or nullptr for the scalar path.
   Generator(const compiler::Program& p, const CompileOptions& o,
-            const passes::ConstantReport& report, TensorCorePlan* tc)
+            const passes::ConstantReport& report, TensorCorePlan* tc, FusedMlpPlan* fused)
       : model_(p.model),
         g_(*p.model.graph),
         plan_(p.main().plan),
         o_(o),
         upper_(Upper(o.name)),
         half_(o.precision != Precision::kFloat32),
-        tc_(tc) {
+        tc_(tc),
+        fused_(fused) {
     for (const auto& e : report.encodings) enc_[e.value] = e;
     for (const auto& n : g_.nodes) {
       bool matrix = n.op_type == "MatMul" || n.op_type == "Gemm" || n.op_type == "Conv";
@@ -169,23 +175,38 @@ class Generator {
 
     AssignSlots();
     if (tc_) PackTensorCoreWeights();
+    if (fused_) {
+      AlignWeights();
+      staged_at_ = static_cast<int64_t>(weights_.size());
+      std::vector<unsigned char> img = StagedImage(*fused_, o_.precision == Precision::kFloat8);
+      weights_.insert(weights_.end(), img.begin(), img.end());
+      weight_list_.push_back(
+          {"the fused layers' B, biases and scales, as staged in shared memory",
+           static_cast<size_t>(staged_at_),
+           {static_cast<int64_t>(img.size())},
+           o_.precision == Precision::kFloat8 ? "e4m3 / float" : "half / float"});
+      KILN_RETURN_IF_ERROR(BuildFused(feeds));
+    } else {
+      KILN_RETURN_IF_ERROR(BuildSegments(feeds));
+    }
 
-    // The sample code in segments: per-lane code, then (tensor-core path) a warp step, and so on.
+    CompiledCuda result;
+    for (int v : feeds) result.inputs.push_back(g_.values[v]);
+    for (int v : g_.outputs) result.outputs.push_back(g_.values[v]);
+    result.weight_bytes = weights_.size();
+    result.graph = model_.graph;
+    result.plan = plan_;
+    result.files.push_back({o_.name + ".h", Header()});
+    result.files.push_back({o_.name + ".cu", Source()});
+    return result;
+  }
+
+ private:
+  // The sample code in segments: per-lane code, then (tensor-core path) a warp step, and so on.
+  Status BuildSegments(const std::vector<int>& feeds) {
     segments_.assign(1, "");
     std::string* body = &segments_.back();
-    for (size_t k = 0; k < feeds.size(); ++k) {
-      int v = feeds[k];
-      int64_t e = NumElements(g_.values[v].type.dims);
-      if (!slot_of_.count(v)) {  // read by no node
-        *body += "  /* input '" + CommentText(g_.values[v].name) + "' is not used */\n";
-        continue;
-      }
-      KILN_ASSIGN_OR_RETURN(Loc l, Locate(v));
-      *body += "  /* input '" + CommentText(g_.values[v].name) + "' into its slot */\n";
-      *body += "  " + Unroll(v) + "\n  for (int k = 0; k < " + std::to_string(e) + "; ++k) " +
-               l.slot + "[" + (l.offset ? std::to_string(l.offset) + " + " : "") + "k] = in_" +
-               in_members_[k] + "[i * " + std::to_string(e) + " + k];\n";
-    }
+    KILN_ASSIGN_OR_RETURN(*body, InputCopies(feeds));
     for (size_t p = 0; p < plan_.schedule.order.size(); ++p) {
       const ir::Node& n = g_.nodes[plan_.schedule.order[p]];
       std::string shapes;
@@ -223,33 +244,134 @@ class Generator {
       *body +=
           "  const int64_t i = base + KILN_LANE_ROW(L);\n  if (i >= n) continue; /* a lane past "
           "the last sample */\n";
+    KILN_ASSIGN_OR_RETURN(std::string stores, OutputStores());
+    *body += stores;
+    for (const auto& seg : segments_) body_ += seg;
+    return OkStatus();
+  }
+
+  // Sample i's inputs into their slots.
+  Expected<std::string> InputCopies(const std::vector<int>& feeds) {
+    std::string s;
+    for (size_t k = 0; k < feeds.size(); ++k) {
+      int v = feeds[k];
+      int64_t e = NumElements(g_.values[v].type.dims);
+      if (!slot_of_.count(v)) {  // read by no node
+        s += "  /* input '" + CommentText(g_.values[v].name) + "' is not used */\n";
+        continue;
+      }
+      KILN_ASSIGN_OR_RETURN(Loc l, Locate(v));
+      s += "  /* input '" + CommentText(g_.values[v].name) + "' into its slot */\n";
+      s += "  " + Unroll(v) + "\n  for (int k = 0; k < " + std::to_string(e) + "; ++k) " + l.slot +
+           "[" + (l.offset ? std::to_string(l.offset) + " + " : "") + "k] = in_" + in_members_[k] +
+           "[i * " + std::to_string(e) + " + k];\n";
+    }
+    return s;
+  }
+
+  // Sample i's outputs out of their slots.
+  Expected<std::string> OutputStores() {
+    std::string s;
     for (size_t k = 0; k < g_.outputs.size(); ++k) {
       int v = g_.outputs[k];
       int64_t e = NumElements(g_.values[v].type.dims);
       KILN_ASSIGN_OR_RETURN(Loc l, Locate(v));
-      std::string src;
-      if (l.kind == Loc::Kind::kSlot)
-        src = l.slot + "[" + (l.offset ? std::to_string(l.offset) + " + " : "") + "k]";
-      else
+      if (l.kind != Loc::Kind::kSlot)
         return Error("output '" + g_.values[v].name +
                      "' is a constant; --target cuda computes its outputs");
-      *body += "  " + Unroll(v) + "\n  for (int k = 0; k < " + std::to_string(e) + "; ++k) out_" +
-               out_members_[k] + "[i * " + std::to_string(e) + " + k] = " + src + ";\n";
+      s += "  " + Unroll(v) + "\n  for (int k = 0; k < " + std::to_string(e) + "; ++k) out_" +
+           out_members_[k] + "[i * " + std::to_string(e) + " + k] = " + l.slot + "[" +
+           (l.offset ? std::to_string(l.offset) + " + " : "") + "k];\n";
     }
-    for (const auto& seg : segments_) body_ += seg;
-
-    CompiledCuda result;
-    for (int v : feeds) result.inputs.push_back(g_.values[v]);
-    for (int v : g_.outputs) result.outputs.push_back(g_.values[v]);
-    result.weight_bytes = weights_.size();
-    result.graph = model_.graph;
-    result.plan = plan_;
-    result.files.push_back({o_.name + ".h", Header()});
-    result.files.push_back({o_.name + ".cu", Source()});
-    return result;
+    return s;
   }
 
- private:
+  // The fused-MLP path: the prologue per lane into the tile, the chain in registers, the
+  // epilogue per lane out of the tile (cuda_fused_mlp.h).
+  Status BuildFused(const std::vector<int>& feeds) {
+    const FusedMlpPlan& p = *fused_;
+    KILN_ASSIGN_OR_RETURN(std::string prologue, InputCopies(feeds));
+    std::string epilogue;
+    for (size_t k = 0; k < plan_.schedule.order.size(); ++k) {
+      int index = plan_.schedule.order[k];
+      const ir::Node& n = g_.nodes[index];
+      if (p.chain_nodes.count(index)) continue;
+      std::string* body = p.prologue_nodes.count(index) ? &prologue : &epilogue;
+      *body += "  /* " + CommentText(NodeName(g_, n)) + ": " + n.op_type +
+               (plan_.buffers.is_noop[k] ? " (a view of its input: no code)" : "") + " */\n";
+      if (plan_.buffers.is_noop[k]) continue;
+      KILN_ASSIGN_OR_RETURN(std::string text, EmitNode(n, nullptr));
+      *body += "  {\n" + text + "  }\n";
+    }
+    // The chain's input row into the tile as half, zero-padded to K_pad.
+    KILN_ASSIGN_OR_RETURN(Loc in, Locate(p.input));
+    const FusedLayer& first = p.layers.front();
+    std::string at = in.slot + "[" + (in.offset ? std::to_string(in.offset) + " + " : "");
+    prologue += "  /* the chain's input row into the warp's tile, as half */\n";
+    for (int64_t q = 0; q < first.k_pad / 8; ++q) {
+      std::string args;
+      for (int64_t j = 0; j < 8; j += 2) {
+        auto el = [&](int64_t k) {
+          return k < first.k ? at + std::to_string(k) + "]" : std::string("0.0f");
+        };
+        args += ", kiln_pack(" + el(8 * q + j) + ", " + el(8 * q + j + 1) + ")";
+      }
+      prologue += "  kiln_sts16(kiln_tile + kiln_row * " + std::to_string(p.a_row_bytes) +
+                  (q ? " + " + std::to_string(16 * q) : "") + args + ");\n";
+    }
+    KILN_ASSIGN_OR_RETURN(Loc out, Locate(p.output));
+    const FusedLayer& last = p.layers.back();
+    std::string read = "  /* the chain's output row out of the warp's tile */\n  KILN_UNROLL\n" +
+                       std::string("  for (int k = 0; k < ") + std::to_string(last.n) + "; ++k) " +
+                       out.slot + "[" + (out.offset ? std::to_string(out.offset) + " + " : "") +
+                       "k] = kiln_lds_f(kiln_tile + kiln_row * " + std::to_string(p.c_row_bytes) +
+                       " + 4 * k);\n";
+    epilogue = read + epilogue;
+    KILN_ASSIGN_OR_RETURN(std::string stores, OutputStores());
+    std::vector<std::string> acts;
+    for (size_t i = 0; i < p.layers.size(); ++i) {
+      KILN_ASSIGN_OR_RETURN(std::string f, ActivationFunction(p.layers[i], i));
+      acts.push_back(f);
+    }
+    std::string chain = FusedChainCode(p, o_.precision == Precision::kFloat8, g_, acts);
+    std::string passes = std::to_string(p.m_tiles / 2);
+    body_ = "  kiln_syncwarp(); /* the previous samples' reads of the tile are done */\n";
+    body_ += "  KILN_NO_UNROLL\n  for (int kiln_p = 0; kiln_p < " + passes +
+             "; ++kiln_p) { /* the prologue: one sample per lane and pass */\n";
+    body_ += "  const int kiln_row = 32 * kiln_p + kiln_lane;\n";
+    body_ += "  const int64_t row = base + kiln_row, i = row < n ? row : n - 1;\n";
+    body_ += prologue + "  }\n  kiln_syncwarp(); /* the input rows are in the tile */\n";
+    body_ += chain;
+    body_ += "  KILN_NO_UNROLL\n  for (int kiln_p = 0; kiln_p < " + passes +
+             "; ++kiln_p) { /* the epilogue: one sample per lane and pass */\n";
+    body_ += "  const int kiln_row = 32 * kiln_p + kiln_lane;\n";
+    body_ += "  const int64_t i = base + kiln_row;\n";
+    body_ += epilogue + "  if (i < n) {\n" + stores + "  }\n  }\n";
+    return OkStatus();
+  }
+
+  // A float -> float function applying a layer's activations (not ReLU alone, which the packing
+  // does), or "".
+  Expected<std::string> ActivationFunction(const FusedLayer& l, size_t index) {
+    if (l.activations.empty() || ReluOnly(g_, l)) return std::string();
+    static const std::map<std::string, std::string> fast = {
+        {"Sin", "kiln_fast_sinf"}, {"Cos", "kiln_fast_cosf"}, {"Exp", "kiln_fast_expf"}};
+    std::string name = "kiln_" + o_.name + "_act" + std::to_string(index);
+    std::string s = "KILN_DEV float " + name + "(float x) {\n";
+    for (int a : l.activations) {
+      const ir::Node& n = g_.nodes[a];
+      auto f = fast.find(n.op_type);
+      if (f != fast.end()) {
+        s += "  x = " + f->second + "(x);\n";
+        continue;
+      }
+      c::NodeContext cctx(g_, n, model_.OpsetFor(n.domain));
+      KILN_ASSIGN_OR_RETURN(std::string e, c::UnaryExpr(cctx, DType::kFloat32, "x"));
+      s += "  x = " + e + ";\n";
+    }
+    activation_defs_ += s + "  return x;\n}\n";
+    return name;
+  }
   // Every colour of the planner's interference colouring becomes one per-thread array. The
   // colouring planner lays its colours out end to end, so the buffers at one offset (alias
   // groups resolved to their root) are one colour; the slot is as long as its longest member.
@@ -384,6 +506,13 @@ class Generator {
             : "fp8 (tensor-core weights stored as E4M3 with a per-tensor scale, other matrix and "
               "filter weights as half)";
     s += " * precision: " + std::string(precision) + "\n";
+    if (fused_) {
+      int64_t pct = fused_->total_macs ? 100 * fused_->chain_macs / fused_->total_macs : 100;
+      s += " * tensor cores: a fused MLP of " + std::to_string(fused_->layers.size()) +
+           " layers (" + std::to_string(pct) + "% of the multiply-adds) on mma.sync.m16n8k16,\n" +
+           " *   half inputs, float accumulation, activations in registers; " +
+           std::to_string(fused_->samples_per_warp()) + " samples per warp\n";
+    }
     if (tc_) {
       int64_t pct = tc_->total_macs ? 100 * tc_->eligible_macs / tc_->total_macs : 100;
       s += " * tensor cores: " + std::to_string(tc_->layers.size()) + " matrix products (" +
@@ -429,8 +558,23 @@ class Generator {
            std::to_string(NumElements(g_.values[g_.outputs[k]].type.dims)) + " /* " +
            CommentText(g_.values[g_.outputs[k]].name) + " */\n";
     s += "#define KILN_" + u + "_WEIGHT_BYTES " + std::to_string(weights_.size()) + "\n";
-    if (!tc_)
+    if (!tc_ && !fused_)
       s += "#define KILN_" + u + "_THREADS_PER_BLOCK " + std::to_string(kThreadsPerBlock) + "\n";
+    if (fused_) {
+      s += "/* The fused-MLP path: warps of " + std::to_string(fused_->samples_per_warp()) +
+           " samples; a block's shared memory holds the staged weights and each\n"
+           " * warp's tile. WARPS_PER_BLOCK may be set at build time (-D; at most 32, and "
+           "SHARED_BYTES at most\n * the device's 227 KB). */\n";
+      s += "#ifndef KILN_" + u + "_WARPS_PER_BLOCK\n#define KILN_" + u + "_WARPS_PER_BLOCK " +
+           std::to_string(FusedMlpPlan::kWarpsPerBlock) + "\n#endif\n";
+      s += "#define KILN_" + u + "_THREADS_PER_BLOCK (32 * KILN_" + u + "_WARPS_PER_BLOCK)\n";
+      s += "#define KILN_" + u + "_SAMPLES_PER_WARP " + std::to_string(fused_->samples_per_warp()) +
+           "\n";
+      s += "#define KILN_" + u + "_STAGED_BYTES " + std::to_string(fused_->staged_bytes) + "\n";
+      s += "#define KILN_" + u + "_TILE_BYTES " + std::to_string(fused_->tile_bytes) + "\n";
+      s += "#define KILN_" + u + "_SHARED_BYTES (KILN_" + u + "_STAGED_BYTES + KILN_" + u +
+           "_WARPS_PER_BLOCK * KILN_" + u + "_TILE_BYTES)\n";
+    }
     if (tc_) {
       s += "/* The tensor-core path: warps of 32 samples; a block's shared memory holds the staged "
            "weights and\n"
@@ -451,7 +595,10 @@ class Generator {
     s += "/* Copies the weight bytes (embedded in " + n + ".cu) to a new device buffer, once. */\n";
     s += "int32_t kiln_" + n + "_upload_weights(void **device_weights);\n";
     s += std::string(
-        tc_ ? "/* Evaluates samples 0..n-1, 32 per warp, asynchronously on `stream`. */\n"
+        tc_ || fused_
+            ? "/* Evaluates samples 0..n-1, " +
+                  std::to_string(fused_ ? fused_->samples_per_warp() : 32) +
+                  " per warp, asynchronously on `stream`. */\n"
             : "/* Evaluates samples 0..n-1, one thread each, asynchronously on `stream`. */\n");
     s += "int32_t kiln_" + n + "_run(const void *device_weights, const struct kiln_" + n +
          "_inputs *inputs,\n" + "                const struct kiln_" + n +
@@ -463,12 +610,18 @@ class Generator {
 
   std::string Source() const {
     std::string n = o_.name;
-    std::string s = Banner(n + ".cu: the whole network as one CUDA kernel, " +
-                           (tc_ ? "32 samples per warp." : "one sample per thread."));
+    std::string s =
+        Banner(n + ".cu: the whole network as one CUDA kernel, " +
+               (fused_ ? std::to_string(fused_->samples_per_warp()) + " samples per warp."
+                : tc_  ? "32 samples per warp."
+                       : "one sample per thread."));
     s += "#include \"" + n + ".h\"\n\n#include <math.h>\n#include <string.h>\n\n" + kPrelude;
+    if (!tc_) s += EmulationPrelude();
     bool half_loads = body_.find("kiln_ldh") != std::string::npos;
     for (const auto& [fn, text] : FastMathHelpers())
-      if (body_.find(fn + "(") != std::string::npos) s += text;
+      if (body_.find(fn + "(") != std::string::npos ||
+          activation_defs_.find(fn + "(") != std::string::npos)
+        s += text;
     for (const auto& [fn, text] : Helpers()) {
       bool used = body_.find(fn + "(") != std::string::npos || (fn == "kiln_h2f" && half_loads);
       if (used) s += text;
@@ -476,6 +629,7 @@ class Generator {
       if (!used && fn == "kiln_h2f" && tc_) s += "#ifndef __CUDACC__\n" + text + "#endif\n";
     }
     if (tc_) s += TensorCoreHelpers(o_.precision == Precision::kFloat8);
+    if (fused_) s += FusedMlpHelpers(o_.precision == Precision::kFloat8) + activation_defs_;
     s += "\n";
     // Weights.
     s += "/* The weight buffer: " + std::to_string(weights_.size()) +
@@ -491,9 +645,20 @@ class Generator {
       s += b;
     }
     s += weights_.empty() ? "0};\n\n" : "\n};\n\n";
-    s += tc_ ? WarpFunction() : SampleFunction();
-    s += "#ifdef __CUDACC__\n" + (tc_ ? TensorCoreKernel() : ScalarKernel()) + UploadAndFree() +
-         "#else\n" + HostCheckEntry() + "#endif /* __CUDACC__ */\n";
+    if (tc_) {
+      s += WarpFunction() + "#ifdef __CUDACC__\n" + TensorCoreKernel() +
+           OccupancyRun("KILN_" + upper_ + "_THREADS_PER_BLOCK") + UploadAndFree() + "#else\n" +
+           HostCheckEntry() + "#endif /* __CUDACC__ */\n";
+      return s;
+    }
+    // The kernel compiles under nvcc and, on the lane emulator, under a host C++ compiler.
+    s += fused_ ? FusedFunction() + FusedKernel() : SampleFunction() + ScalarKernel();
+    s += "#ifdef __CUDACC__\n" +
+         (fused_ ? OccupancyRun("(int64_t)KILN_" + upper_ + "_WARPS_PER_BLOCK * KILN_" + upper_ +
+                                "_SAMPLES_PER_WARP")
+                 : ScalarRun()) +
+         UploadAndFree() + "#else\n" + EmulateEntry() + HostCheckEntry() +
+         "#endif /* __CUDACC__ */\n";
     return s;
   }
 
@@ -501,6 +666,7 @@ class Generator {
   std::string SlotDeclarations() const {
     std::string decl;
     for (size_t k = 0; k < slots_.size(); ++k) {
+      if (fused_ && body_.find("slot" + std::to_string(k) + "[") == std::string::npos) continue;
       std::string members;
       for (size_t j = 0; j < slots_[k].values.size(); ++j)
         members += (j ? ", " : "") + slots_[k].values[j];
@@ -605,12 +771,17 @@ class Generator {
   }
 
   std::string ScalarKernel() const {
-    const std::string &n = o_.name, &u = upper_;
     std::string s = KernelHead();
-    s += "  const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) kiln_" +
-         n + "_sample(weights" + TensorArgs("in.", "out.") + ", i);\n}\n\n";
-    s += RunDeclaration() + "  const int64_t per_block = KILN_" + u + "_THREADS_PER_BLOCK;\n" +
-         RunChecks();
+    return s +
+           "  const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) "
+           "kiln_" +
+           o_.name + "_sample(weights" + TensorArgs("in.", "out.") + ", i);\n}\n\n";
+  }
+
+  std::string ScalarRun() const {
+    const std::string &n = o_.name, &u = upper_;
+    std::string s = RunDeclaration() + "  const int64_t per_block = KILN_" + u +
+                    "_THREADS_PER_BLOCK;\n" + RunChecks();
     s += "  kiln_" + n +
          "_kernel<<<(unsigned)((n + per_block - 1) / per_block), (unsigned)per_block, 0, "
          "stream>>>(\n" +
@@ -652,7 +823,14 @@ class Generator {
          "_WARPS_PER_BLOCK + warp) * 32; base < n; base += stride)\n";
     s += "    kiln_" + n + "_warp(weights, tcw, scratch" + TensorArgs("in.", "out.") +
          ", base, n);\n}\n\n";
-    s += RunDeclaration() + "  const int64_t per_block = KILN_" + u + "_THREADS_PER_BLOCK;\n";
+    return s;
+  }
+
+  // A grid of as many blocks as the GPU holds at once (each stages the weights once), of
+  // `per_block` samples each.
+  std::string OccupancyRun(const std::string& per_block) const {
+    const std::string &n = o_.name, &u = upper_;
+    std::string s = RunDeclaration() + "  const int64_t per_block = " + per_block + ";\n";
     s += "  const int shared = KILN_" + u +
          "_SHARED_BYTES;\n  int device = 0, sms = 0, per_sm = 0;\n" + RunChecks();
     s += "  if (cudaGetDevice(&device) != cudaSuccess ||\n"
@@ -667,9 +845,104 @@ class Generator {
          "KILN_ERROR_CUDA;\n";
     s += "  int64_t blocks = (n + per_block - 1) / per_block;\n";
     s += "  if (blocks > (int64_t)sms * per_sm) blocks = (int64_t)sms * per_sm;\n";
-    s += "  kiln_" + n + "_kernel<<<(unsigned)blocks, (unsigned)per_block, shared, stream>>>(\n" +
+    s += "  kiln_" + n + "_kernel<<<(unsigned)blocks, KILN_" + u +
+         "_THREADS_PER_BLOCK, shared, stream>>>(\n" +
          "      (const unsigned char *)device_weights, *inputs, *outputs, n);\n";
     return s + "  return cudaGetLastError() == cudaSuccess ? KILN_OK : KILN_ERROR_CUDA;\n}\n\n";
+  }
+
+  // Samples base .. base + SAMPLES_PER_WARP - 1 on one warp (cuda_fused_mlp.h).
+  std::string FusedFunction() const {
+    std::string s = "/* The network on samples base .. base + " +
+                    std::to_string(fused_->samples_per_warp() - 1) +
+                    " on one warp: the prologue and epilogue per lane (slots are the\n"
+                    " * planner's colours), the MLP on mma.sync with its activations in registers. "
+                    "kiln_sw: the staged\n * weights; kiln_tile: the warp's tile. */\n";
+    s += "KILN_DEV void kiln_" + o_.name +
+         "_mlp(const unsigned char *__restrict__ weights, const unsigned char *kiln_sw, unsigned "
+         "char *kiln_tile" +
+         TensorParams() + ", int64_t base, int64_t n) {\n";
+    s += "  const int kiln_lane = kiln_lane_id(), kiln_g = kiln_lane >> 2, kiln_t = kiln_lane & "
+         "3;\n  (void)kiln_g;\n";
+    return s + WeightViews() + SlotDeclarations() + body_ + "}\n\n";
+  }
+
+  // Each block stages the weights into shared memory once; its warps then take
+  // SAMPLES_PER_WARP samples at a time, grid-stride.
+  std::string FusedKernel() const {
+    const std::string &n = o_.name, &u = upper_;
+    std::string s = KernelHead();
+    s += "  KILN_SHARED(kiln_smem);\n";
+    s += "  for (int k = (int)threadIdx.x; k < KILN_" + u +
+         "_STAGED_BYTES / 16; k += (int)blockDim.x)\n";
+    s += "    kiln_stage16(kiln_smem + 16 * k, weights + " + std::to_string(staged_at_) +
+         " + 16 * k);\n";
+    s += "  KILN_SYNCTHREADS(); /* the weights are staged */\n";
+    s += "  const int warp = (int)(threadIdx.x >> 5);\n";
+    s += "  unsigned char *tile = kiln_smem + KILN_" + u + "_STAGED_BYTES + warp * KILN_" + u +
+         "_TILE_BYTES;\n";
+    s += "  const int64_t stride = (int64_t)gridDim.x * KILN_" + u + "_WARPS_PER_BLOCK * KILN_" +
+         u + "_SAMPLES_PER_WARP;\n";
+    s += "  for (int64_t base = ((int64_t)blockIdx.x * KILN_" + u +
+         "_WARPS_PER_BLOCK + warp) * KILN_" + u + "_SAMPLES_PER_WARP; base < n; base += stride)\n";
+    s += "    kiln_" + n + "_mlp(weights, kiln_smem, tile" + TensorArgs("in.", "out.") +
+         ", base, n);\n}\n\n";
+    return s;
+  }
+
+  // Under a host C++ compiler: CUDA's built-ins on the lane emulator (lane_emulator.h).
+  static std::string EmulationPrelude() {
+    return "#ifndef __CUDACC__ /* a host C++ compiler: kernels run on the lane emulator */\n" +
+           EmbeddedEmulator().at("lane_emulator") + R"(#ifndef KILN_CUDA_EMULATION_
+#define KILN_CUDA_EMULATION_
+#define __global__
+#define __launch_bounds__(threads)
+#define threadIdx (kiln_emu::Emulator::Get().thread_idx())
+#define blockIdx (kiln_emu::Emulator::Get().block_idx())
+#define blockDim (kiln_emu::Emulator::Get().block_dim())
+#define gridDim (kiln_emu::Emulator::Get().grid_dim())
+#endif
+#endif
+)";
+  }
+
+  // kiln_NAME_emulate: the kernel on the lane emulator; the fused path's at most max_blocks
+  // blocks (fewer blocks than samples need: the grid-stride loop runs), the scalar path's one
+  // thread per sample. KILN_ERROR_CUDA when the emulator reports a
+  // problem (printed to stderr).
+  std::string EmulateEntry() const {
+    const std::string &n = o_.name, &u = upper_;
+    std::string params = TensorParams();
+    std::string s =
+        "/* The kernel on the CPU's lane emulator (lane_emulator.h), with at most "
+        "max_blocks blocks where\n * the kernel loops grid-stride; returns KILN_ERROR_CUDA when it "
+        "reports a race,\n * a deadlock or a bad shared-memory access. */\n";
+    s += "static inline int32_t kiln_" + n + "_emulate(" +
+         params.substr(std::min<size_t>(2, params.size())) + (params.empty() ? "" : ", ") +
+         "int64_t n, unsigned max_blocks) {\n";
+    s += "  struct kiln_" + n + "_inputs in;\n  struct kiln_" + n + "_outputs out;\n";
+    s += "  memset(&in, 0, sizeof in);\n  memset(&out, 0, sizeof out);\n";
+    for (const auto& m : in_members_) s += "  in." + m + " = in_" + m + ";\n";
+    for (const auto& m : out_members_) s += "  out." + m + " = out_" + m + ";\n";
+    std::string per_block =
+        fused_ ? "(int64_t)KILN_" + u + "_WARPS_PER_BLOCK * KILN_" + u + "_SAMPLES_PER_WARP"
+               : "(int64_t)KILN_" + u + "_THREADS_PER_BLOCK";
+    s += "  const int64_t per_block = " + per_block + ";\n";
+    s += "  int64_t blocks = (n + per_block - 1) / per_block;\n";
+    s += "  if (n <= 0) return n < 0 ? KILN_ERROR_INVALID_SIZE : KILN_OK;\n";
+    if (fused_)  // the scalar kernel has one thread per sample and no grid-stride loop
+      s += "  if (blocks > (int64_t)max_blocks) blocks = (int64_t)max_blocks;\n";
+    else
+      s += "  (void)max_blocks;\n";
+    s += "  kiln_emu::Emulator &e = kiln_emu::Emulator::Get();\n  const int before = "
+         "e.problems();\n";
+    s += "  e.Launch((unsigned)blocks, KILN_" + u + "_THREADS_PER_BLOCK, " +
+         (fused_ ? "KILN_" + u + "_SHARED_BYTES" : std::string("0")) + ", [&] { kiln_" + n +
+         "_kernel(kiln_" + n + "_weights, in, out, n); });\n";
+    s += "  if (e.problems() == before) return KILN_OK;\n";
+    s += "  fprintf(stderr, \"kiln_" + n +
+         "_emulate: %d problem(s):\\n%s\", e.problems() - before, e.report().c_str());\n";
+    return s + "  return KILN_ERROR_CUDA;\n}\n\n";
   }
 
   std::string UploadAndFree() const {
@@ -701,6 +974,9 @@ class Generator {
     s += "static inline int32_t kiln_" + n + "_host_check(" +
          params.substr(std::min<size_t>(2, params.size())) + (params.empty() ? "" : ", ") +
          "int64_t n) {\n";
+    if (fused_)  // lane-accurate only: two blocks, so that the grid-stride loop runs too
+      return s + "  return kiln_" + n + "_emulate(" + TensorArgs("in_", "out_").substr(2) +
+             ", n, 2);\n}\n";
     if (!tc_)
       return s + "  for (int64_t i = 0; i < n; ++i) kiln_" + n + "_sample(kiln_" + n + "_weights" +
              TensorArgs("in_", "out_") + ", i);\n  return KILN_OK;\n}\n";
@@ -774,7 +1050,9 @@ class Generator {
   const CompileOptions& o_;
   std::string upper_;
   bool half_;
-  TensorCorePlan* tc_;  // nullptr: the scalar path
+  TensorCorePlan* tc_;           // nullptr: the scalar or fused path
+  FusedMlpPlan* fused_;          // nullptr: the scalar or tensor-core path
+  std::string activation_defs_;  // the fused layers' activation functions
   std::map<int, passes::ConstantEncoding> enc_;
   std::set<int> matrix_weights_;  // B of MatMul / Gemm, W of Conv: stored as half with fp16
   std::vector<Slot> slots_;
@@ -783,6 +1061,7 @@ class Generator {
   std::vector<WeightEntry> weight_list_;
   std::vector<unsigned char> weights_;
   std::vector<std::string> in_members_, out_members_;
+  int64_t staged_at_ = 0;              // fused path: the staged image in the weight buffer
   std::vector<std::string> segments_;  // per-lane code and warp steps, alternating
   std::string body_;                   // all of them
 };
@@ -859,9 +1138,12 @@ Expected<std::optional<TensorCorePlan>> ChooseTensorCores(const ir::Graph& g,
   bool low = o.precision != Precision::kFloat32;
   bool fits = p.shared_bytes() <= TensorCorePlan::kMaxSharedBytes;
   bool worth = !p.layers.empty() && 2 * p.eligible_macs >= p.total_macs;
-  bool forced = o.tensor_cores == TensorCores::kOn || o.precision == Precision::kFloat8;
+  bool forced = o.tensor_cores == TensorCores::kOn || o.tensor_cores == TensorCores::kWmma ||
+                o.precision == Precision::kFloat8;
   if (forced) {
-    const char* why = o.tensor_cores == TensorCores::kOn ? "--tensor-cores on" : "--precision fp8";
+    const char* why = o.tensor_cores == TensorCores::kOn     ? "--tensor-cores on"
+                      : o.tensor_cores == TensorCores::kWmma ? "--tensor-cores wmma"
+                                                             : "--precision fp8";
     if (!low)
       return Error("--tensor-cores on multiplies half inputs: give --precision fp16 or fp8");
     if (p.layers.empty())
@@ -878,6 +1160,19 @@ Expected<std::optional<TensorCorePlan>> ChooseTensorCores(const ir::Graph& g,
   }
   if (low && fits && worth) return std::optional<TensorCorePlan>(std::move(p));
   return std::optional<TensorCorePlan>();
+}
+
+// The fused-MLP path where the graph is one and its shared memory fits: what auto and on take
+// first with fp16 / fp8 (cuda_fused_mlp.h). wmma and off leave it out.
+std::optional<FusedMlpPlan> ChooseFusedMlp(const ir::Graph& g, const CompileOptions& o) {
+  if (o.precision == Precision::kFloat32 || o.tensor_cores == TensorCores::kOff ||
+      o.tensor_cores == TensorCores::kWmma)
+    return std::nullopt;
+  std::optional<FusedMlpPlan> p = PlanFusedMlp(g, o.precision == Precision::kFloat8);
+  if (!p || p->shared_bytes() > TensorCorePlan::kMaxSharedBytes) return std::nullopt;
+  if (o.tensor_cores == TensorCores::kAuto && 2 * p->chain_macs < p->total_macs)
+    return std::nullopt;
+  return p;
 }
 
 }  // namespace
@@ -961,9 +1256,13 @@ Expected<CompiledCuda> CompileToCuda(compiler::Program program, const CompileOpt
   if (program.target != compiler::Target::kCuda)
     return Error("the CUDA backend emits programs compiled for the cuda target");
   const ir::Graph& g = *program.model.graph;
-  KILN_ASSIGN_OR_RETURN(std::optional<TensorCorePlan> tc, ChooseTensorCores(g, options));
+  std::optional<FusedMlpPlan> fused = ChooseFusedMlp(g, options);
+  std::optional<TensorCorePlan> tc;
+  if (!fused) {
+    KILN_ASSIGN_OR_RETURN(tc, ChooseTensorCores(g, options));
+  }
   passes::ConstantReport report = passes::CompressConstants(*program.model.graph);
-  Generator gen(program, options, report, tc ? &*tc : nullptr);
+  Generator gen(program, options, report, tc ? &*tc : nullptr, fused ? &*fused : nullptr);
   return gen.Run();
 }
 

@@ -39,7 +39,9 @@ enum class Precision {
 
 enum class TensorCores {
   kAuto,  // with fp16 / fp8, where the eligible products hold at least half the multiply-adds
-  kOn,    // required: an error when no product fits
+  kOn,    // required: the fused-MLP path where the graph is one, else WMMA; an error when no
+          // product fits
+  kWmma,  // the WMMA warp-step path even where the fused-MLP path applies
   kOff,   // the scalar path
 };
 
