@@ -339,29 +339,16 @@ onnx::ModelProto MixedMlp() {
   AddWeight(g, "w3", {40, 5}, 7, 0.3f);
   AddWeight(g, "b3", {1, 5}, 8, 0.1f);
   auto* gemm = AddNode(g, "Gemm", "fc0", {"x", "w0", "c0"}, {"z0"});
-  auto attr = [&](const char* name, float f, int64_t i, bool is_int) {
-    auto* a = gemm->add_attribute();
-    a->set_name(name);
-    a->set_type(is_int ? onnx::AttributeProto::INT : onnx::AttributeProto::FLOAT);
-    if (is_int)
-      a->set_i(i);
-    else
-      a->set_f(f);
-  };
-  attr("transB", 0, 1, true);
-  attr("alpha", 0.7f, 0, false);
-  attr("beta", 1.3f, 0, false);
+  testing::SetAttr(gemm, "transB", int64_t{1});
+  testing::SetAttr(gemm, "alpha", 0.7f);
+  testing::SetAttr(gemm, "beta", 1.3f);
   AddNode(g, "Tanh", "tanh0", {"z0"}, {"h0"});
   AddNode(g, "MatMul", "mm1", {"h0", "w1"}, {"p1"});
   AddNode(g, "Add", "bias1", {"b1", "p1"}, {"z1"});
   AddNode(g, "Sigmoid", "sig1", {"z1"}, {"h1"});
   AddNode(g, "MatMul", "mm2", {"h1", "w2"}, {"p2"});
   AddNode(g, "Add", "bias2", {"p2", "b2"}, {"z2"});
-  auto* leaky = AddNode(g, "LeakyRelu", "leaky2", {"z2"}, {"h2"});
-  auto* a = leaky->add_attribute();
-  a->set_name("alpha");
-  a->set_type(onnx::AttributeProto::FLOAT);
-  a->set_f(0.1f);
+  testing::SetAttr(AddNode(g, "LeakyRelu", "leaky2", {"z2"}, {"h2"}), "alpha", 0.1f);
   AddNode(g, "MatMul", "mm3", {"h2", "w3"}, {"p3"});
   AddNode(g, "Add", "bias3", {"p3", "b3"}, {"z3"});
   AddNode(g, "Softmax", "softmax", {"z3"}, {"y"});
@@ -503,18 +490,9 @@ TEST_F(CudaBackendTest, TensorCoreGemmAttributesMatchHost) {
   AddNode(g, "Relu", "relu", {"h"}, {"hr"});
   AddNode(g, "Reshape", "flat", {"hr", "shape"}, {"hf"});
   auto* gemm = AddNode(g, "Gemm", "gemm", {"hf", "w1", "c1"}, {"z"});
-  auto attr = [&](const char* name, float f, int64_t i, bool is_int) {
-    auto* a = gemm->add_attribute();
-    a->set_name(name);
-    a->set_type(is_int ? onnx::AttributeProto::INT : onnx::AttributeProto::FLOAT);
-    if (is_int)
-      a->set_i(i);
-    else
-      a->set_f(f);
-  };
-  attr("transB", 0, 1, true);
-  attr("alpha", 0.5f, 0, false);
-  attr("beta", 2.0f, 0, false);
+  testing::SetAttr(gemm, "transB", int64_t{1});
+  testing::SetAttr(gemm, "alpha", 0.5f);
+  testing::SetAttr(gemm, "beta", 2.0f);
   AddNode(g, "Tanh", "tanh", {"z"}, {"y"});
   Write("gemms.onnx", m.SerializeAsString());
   HostCheck(file("gemms.onnx"), "gemms", {{"x", Ramp({70, 3, 20}, 4)}}, 1, 1e-2,

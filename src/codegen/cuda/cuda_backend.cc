@@ -12,6 +12,7 @@
 #include "codegen/c/emit_util.h"
 #include "codegen/cuda/cuda_emit.h"
 #include "codegen/cuda/cuda_fused_mlp.h"
+#include "codegen/cuda/cuda_perf_model.h"
 #include "codegen/cuda/cuda_tensor_core.h"
 #include "compiler/compile.h"
 #include "ir/half.h"
@@ -151,7 +152,8 @@ class Generator {
  public:
   // tc: the tensor-core layers, or nullptr for the scalar path.
   Generator(const compiler::Program& p, const CompileOptions& o,
-            const passes::ConstantReport& report, TensorCorePlan* tc, FusedMlpPlan* fused)
+            const passes::ConstantReport& report, TensorCorePlan* tc, FusedMlpPlan* fused,
+            std::string prediction)
       : model_(p.model),
         g_(*p.model.graph),
         plan_(p.main().plan),
@@ -159,7 +161,8 @@ class Generator {
         upper_(Upper(o.name)),
         half_(o.precision != Precision::kFloat32),
         tc_(tc),
-        fused_(fused) {
+        fused_(fused),
+        prediction_(std::move(prediction)) {
     for (const auto& e : report.encodings) enc_[e.value] = e;
     for (const auto& n : g_.nodes) {
       bool matrix = n.op_type == "MatMul" || n.op_type == "Gemm" || n.op_type == "Conv";
@@ -513,6 +516,7 @@ class Generator {
            " *   half inputs, float accumulation, activations in registers; " +
            std::to_string(fused_->samples_per_warp()) + " samples per warp\n";
     }
+    s += " * predicted: " + prediction_ + "\n";
     if (tc_) {
       int64_t pct = tc_->total_macs ? 100 * tc_->eligible_macs / tc_->total_macs : 100;
       s += " * tensor cores: " + std::to_string(tc_->layers.size()) + " matrix products (" +
@@ -1053,6 +1057,7 @@ class Generator {
   TensorCorePlan* tc_;           // nullptr: the scalar or fused path
   FusedMlpPlan* fused_;          // nullptr: the scalar or tensor-core path
   std::string activation_defs_;  // the fused layers' activation functions
+  std::string prediction_;       // the performance model's, for the banner
   std::map<int, passes::ConstantEncoding> enc_;
   std::set<int> matrix_weights_;  // B of MatMul / Gemm, W of Conv: stored as half with fp16
   std::vector<Slot> slots_;
@@ -1158,21 +1163,36 @@ Expected<std::optional<TensorCorePlan>> ChooseTensorCores(const ir::Graph& g,
                    std::to_string(TensorCorePlan::kMaxSharedBytes));
     return std::optional<TensorCorePlan>(std::move(p));
   }
-  if (low && fits && worth) return std::optional<TensorCorePlan>(std::move(p));
+  if (low && fits && worth &&
+      EstimateWmma(g, p, true).samples_per_second() > EstimateScalar(g, true).samples_per_second())
+    return std::optional<TensorCorePlan>(std::move(p));
   return std::optional<TensorCorePlan>();
 }
 
-// The fused-MLP path where the graph is one and its shared memory fits: what auto and on take
-// first with fp16 / fp8 (cuda_fused_mlp.h). wmma and off leave it out.
+// The fused-MLP path where the graph is one and its shared memory fits (cuda_fused_mlp.h):
+// `on` takes it first; `auto` where the performance model (cuda_perf_model.h) predicts it faster
+// than the scalar path. wmma and off leave it out.
 std::optional<FusedMlpPlan> ChooseFusedMlp(const ir::Graph& g, const CompileOptions& o) {
   if (o.precision == Precision::kFloat32 || o.tensor_cores == TensorCores::kOff ||
       o.tensor_cores == TensorCores::kWmma)
     return std::nullopt;
-  std::optional<FusedMlpPlan> p = PlanFusedMlp(g, o.precision == Precision::kFloat8);
+  bool fp8 = o.precision == Precision::kFloat8;
+  std::optional<FusedMlpPlan> p = PlanFusedMlp(g, fp8);
   if (!p || p->shared_bytes() > TensorCorePlan::kMaxSharedBytes) return std::nullopt;
-  if (o.tensor_cores == TensorCores::kAuto && 2 * p->chain_macs < p->total_macs)
+  if (o.tensor_cores == TensorCores::kAuto && !fp8 &&
+      EstimateFusedMlp(g, *p, fp8).samples_per_second() <=
+          EstimateScalar(g, true).samples_per_second())
     return std::nullopt;
   return p;
+}
+
+// The model's prediction for the path taken.
+KernelEstimate Estimate(const ir::Graph& g, const CompileOptions& o, const FusedMlpPlan* fused,
+                        const TensorCorePlan* tc) {
+  bool fast = o.precision != Precision::kFloat32;
+  if (fused) return EstimateFusedMlp(g, *fused, o.precision == Precision::kFloat8);
+  if (tc) return EstimateWmma(g, *tc, fast);
+  return EstimateScalar(g, fast);
 }
 
 }  // namespace
@@ -1262,7 +1282,9 @@ Expected<CompiledCuda> CompileToCuda(compiler::Program program, const CompileOpt
     KILN_ASSIGN_OR_RETURN(tc, ChooseTensorCores(g, options));
   }
   passes::ConstantReport report = passes::CompressConstants(*program.model.graph);
-  Generator gen(program, options, report, tc ? &*tc : nullptr, fused ? &*fused : nullptr);
+  KernelEstimate estimate = Estimate(g, options, fused ? &*fused : nullptr, tc ? &*tc : nullptr);
+  Generator gen(program, options, report, tc ? &*tc : nullptr, fused ? &*fused : nullptr,
+                estimate.Summary());
   return gen.Run();
 }
 

@@ -150,20 +150,6 @@ void Ancestors(const ir::Graph& g, int v, std::set<int>* nodes) {
   for (int u : g.nodes[p].implicit_inputs) Ancestors(g, u, nodes);
 }
 
-int64_t NodeMacs(const ir::Graph& g, const ir::Node& n) {
-  if (n.op_type != "MatMul" && n.op_type != "Gemm" && n.op_type != "Conv") return 0;
-  if (n.inputs.size() < 2 || n.inputs[0] < 0 || n.inputs[1] < 0 || n.outputs.empty() ||
-      n.outputs[0] < 0)
-    return 0;
-  const Dims& out = g.values[n.outputs[0]].type.dims;
-  const Dims& a = g.values[n.inputs[0]].type.dims;
-  const Dims& b = g.values[n.inputs[1]].type.dims;
-  if (out.empty() || a.empty() || b.size() < 2) return 0;
-  if (n.op_type == "Conv") return NumElements(out) * NumElements(b) / std::max<int64_t>(b[0], 1);
-  bool trans_a = n.op_type == "Gemm" && n.attr_int("transA", 0) != 0;
-  return NumElements(out) * (trans_a ? a[a.size() - 2] : a.back());
-}
-
 // Position of k (0..15) within its group of 16 in the fp8 staging: lane t's 32-bit ldmatrix
 // element (positions 4t .. 4t + 3) holds k = 2t, 2t + 1, 2t + 8, 2t + 9.
 int Fp8Position(int k) {
@@ -269,7 +255,7 @@ std::optional<FusedMlpPlan> PlanFusedMlp(const ir::Graph& g, bool fp8) {
   }
   for (int v : g.outputs)
     if (!epilogue_values.count(v)) return std::nullopt;  // a prologue value or a graph input
-  for (const auto& n : g.nodes) best.total_macs += NodeMacs(g, n);
+  for (const auto& n : g.nodes) best.total_macs += MatrixMacs(g, n);
   best.prologue_nodes = std::move(prologue);
   Lay(&best, fp8);
   return best;
@@ -364,7 +350,7 @@ KILN_DEV void kiln_stage16(void *dst, const unsigned char *src) {
     s += R"(/* Four E4M3 codes (bytes 0..3) as two half2: bytes 0, 1 into lo; 2, 3 into hi. */
 KILN_DEV void kiln_e4m3x4(uint32_t w, uint32_t *lo, uint32_t *hi) {
   asm("{\n .reg .b16 l, h;\n mov.b32 {l, h}, %2;\n cvt.rn.f16x2.e4m3x2 %0, l;\n"
-      " cvt.rn.f16x2.e4m3x2 %1, h;\n}" : "=r"(*lo), "=r"(*hi) : "r"(w));
+      " cvt.rn.f16x2.e4m3x2 %1, h;\n }" : "=r"(*lo), "=r"(*hi) : "r"(w));
 }
 )";
   s += R"(#else /* a host C++ compiler: the lane-accurate emulation (lane_emulator.h, above) */

@@ -17,21 +17,6 @@ constexpr int64_t kMaxRowsPerSample = 8;
 constexpr int64_t kMaxPaddingFactor = 4;  // padded K x N at most this many times K x N
 constexpr int64_t kMaxPadded = 1024;      // K and N; larger tiles exceed shared memory
 
-// Multiply-adds of a matrix node (0 for other ops); the sum is the share tensor cores can take.
-int64_t MatrixMacs(const ir::Graph& g, const ir::Node& n) {
-  if (n.op_type != "MatMul" && n.op_type != "Gemm" && n.op_type != "Conv") return 0;
-  if (n.inputs.size() < 2 || n.inputs[0] < 0 || n.inputs[1] < 0 || n.outputs.empty() ||
-      n.outputs[0] < 0)
-    return 0;
-  const Dims& out = g.values[n.outputs[0]].type.dims;
-  const Dims& a = g.values[n.inputs[0]].type.dims;
-  const Dims& b = g.values[n.inputs[1]].type.dims;
-  if (out.empty() || a.empty() || b.size() < 2) return 0;
-  if (n.op_type == "Conv") return NumElements(out) * NumElements(b) / std::max<int64_t>(b[0], 1);
-  bool trans_a = n.op_type == "Gemm" && n.attr_int("transA", 0) != 0;
-  return NumElements(out) * (trans_a ? a[a.size() - 2] : a.back());
-}
-
 // The layer when node n can run on tensor cores.
 bool Eligible(const ir::Graph& g, int index, TensorCoreLayer* layer) {
   const ir::Node& n = g.nodes[index];
@@ -81,6 +66,20 @@ std::string TileAt(const char* tile, const TensorCoreLayer& l, int64_t m, int64_
 }
 
 }  // namespace
+
+int64_t MatrixMacs(const ir::Graph& g, const ir::Node& n) {
+  if (n.op_type != "MatMul" && n.op_type != "Gemm" && n.op_type != "Conv") return 0;
+  if (n.inputs.size() < 2 || n.inputs[0] < 0 || n.inputs[1] < 0 || n.outputs.empty() ||
+      n.outputs[0] < 0)
+    return 0;
+  const Dims& out = g.values[n.outputs[0]].type.dims;
+  const Dims& a = g.values[n.inputs[0]].type.dims;
+  const Dims& b = g.values[n.inputs[1]].type.dims;
+  if (out.empty() || a.empty() || b.size() < 2) return 0;
+  if (n.op_type == "Conv") return NumElements(out) * NumElements(b) / std::max<int64_t>(b[0], 1);
+  bool trans_a = n.op_type == "Gemm" && n.attr_int("transA", 0) != 0;
+  return NumElements(out) * (trans_a ? a[a.size() - 2] : a.back());
+}
 
 TensorCorePlan PlanTensorCores(const ir::Graph& g) {
   TensorCorePlan p;

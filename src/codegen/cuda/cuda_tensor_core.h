@@ -60,6 +60,9 @@ struct TensorCorePlan {
 // sizes are filled in; weight_byte and fp8_scale are the caller's (it owns the weight buffer).
 TensorCorePlan PlanTensorCores(const ir::Graph& g);
 
+// Multiply-adds of a MatMul / Gemm / Conv node per sample (0 for other ops).
+int64_t MatrixMacs(const ir::Graph& g, const ir::Node& n);
+
 // B of a layer as staged: k_pad x ldb floats, row-major, alpha folded in, zeros in the padding.
 std::vector<float> PackedB(const ir::Graph& g, const TensorCoreLayer& layer);
 
