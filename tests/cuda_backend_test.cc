@@ -455,6 +455,46 @@ TEST_F(CudaBackendTest, TensorCoreMlpFieldMatchesHost) {
       << "E4M3 weights take half the bytes of half ones";
 }
 
+// Convolution and pooling geometry: groups of several output channels, a depthwise conv with
+// dilation, pads and strides (bounds checks kept only where a tap can cross an edge), a
+// pointwise conv (no loops or checks for the window), average pooling that counts the taps
+// inside and max pooling with pads.
+TEST_F(CudaBackendTest, ConvAndPoolGeometryMatchHost) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  auto* g = m.mutable_graph();
+  g->set_name("geometry");
+  *g->add_input() = BatchInfo("x", {1, 4, 9, 7});
+  *g->add_output() = BatchInfo("y", {1, 6, 3, 3});
+  AddWeight(g, "wg", {6, 2, 3, 3}, 1, 0.4f);
+  AddWeight(g, "bg", {6}, 2, 0.2f);
+  AddWeight(g, "wd", {6, 1, 3, 3}, 3, 0.4f);
+  AddWeight(g, "wp", {6, 6, 1, 1}, 4, 0.4f);
+  auto* grouped = AddNode(g, "Conv", "grouped", {"x", "wg", "bg"}, {"a"});
+  testing::SetAttr(grouped, "group", int64_t{2});
+  testing::SetAttr(grouped, "pads", std::vector<int64_t>{1, 1, 1, 1});
+  testing::SetAttr(grouped, "strides", std::vector<int64_t>{2, 1});
+  auto* dw = AddNode(g, "Conv", "depthwise", {"a", "wd"}, {"b"});
+  testing::SetAttr(dw, "group", int64_t{6});
+  testing::SetAttr(dw, "dilations", std::vector<int64_t>{2, 2});
+  testing::SetAttr(dw, "pads", std::vector<int64_t>{2, 1, 2, 1});
+  AddNode(g, "Conv", "pointwise", {"b", "wp"}, {"c"});
+  auto* avg = AddNode(g, "AveragePool", "avg", {"c"}, {"d"});
+  testing::SetAttr(avg, "kernel_shape", std::vector<int64_t>{3, 3});
+  testing::SetAttr(avg, "pads", std::vector<int64_t>{1, 1, 1, 1});
+  auto* mx = AddNode(g, "MaxPool", "max", {"d"}, {"y"});
+  testing::SetAttr(mx, "kernel_shape", std::vector<int64_t>{2, 3});
+  testing::SetAttr(mx, "strides", std::vector<int64_t>{2, 2});
+  testing::SetAttr(mx, "pads", std::vector<int64_t>{0, 1, 1, 1});
+  Write("geometry.onnx", m.SerializeAsString());
+  HostCheck(file("geometry.onnx"), "geometry", {{"x", Ramp({5, 4, 9, 7}, 2)}}, 1, 1e-5);
+  auto cu = ReadFile(file("gen_geometry/geometry.cu"));
+  ASSERT_TRUE(cu.ok());
+  EXPECT_EQ(cu->find(" * 1 "), std::string::npos) << "indices are folded";
+  EXPECT_EQ(cu->find(" < 1; "), std::string::npos) << "no loop of one trip";
+}
+
 TEST_F(CudaBackendTest, TensorCoreTransformerBlockMatchesHost) {
   Write("block.onnx", TransformerBlock(4, 16).SerializeAsString());
   HostCheck(file("block.onnx"), "tcblock", {{"x", Ramp({45, 4, 16}, 3)}}, 1, 1e-2,

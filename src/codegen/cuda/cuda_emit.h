@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/c/emit_axes.h"
 #include "ir/graph.h"
 #include "support/status.h"
 
@@ -68,6 +69,10 @@ class EmitContext {
   void Line(const std::string& text) { body_ += std::string(2 * depth_ + 2, ' ') + text + "\n"; }
   // `for (int v = 0; v < n; ++v) {` preceded by the unroll pragma; Close() ends it.
   void For(const std::string& v, int64_t n, int64_t from = 0, int64_t step = 1);
+  // A loop of n trips over a new variable, as an index (c::Ix, printed folded): no loop when n
+  // is 1, where the index is the constant 0. EndLoop() ends the innermost one.
+  c::Ix Loop(int64_t n);
+  void EndLoop();
   void Open(const std::string& text) {
     Line(text + " {");
     ++depth_;
@@ -108,6 +113,7 @@ class EmitContext {
   int64_t opset_;
   std::function<Expected<Loc>(int)> locate_;
   std::string body_;
+  std::vector<bool> loops_;  // Loop(): whether each open one is a real loop
   int depth_ = 0, temps_ = 0, vars_ = 0;
   bool registers_, unroll_, fast_math_ = false;
 };

@@ -18,7 +18,10 @@ std::string Flat(const std::vector<std::string>& idx, const std::vector<int64_t>
   std::string e = base ? std::to_string(base) : "";
   for (size_t k = 0; k < idx.size(); ++k) {
     if (strides[k] == 0 || idx[k] == "0") continue;
-    std::string term = strides[k] == 1 ? idx[k] : idx[k] + " * " + std::to_string(strides[k]);
+    bool compound = idx[k].find_first_of(" +-") != std::string::npos;
+    std::string term = strides[k] == 1 ? idx[k]
+                       : compound      ? "(" + idx[k] + ") * " + std::to_string(strides[k])
+                                       : idx[k] + " * " + std::to_string(strides[k]);
     e += (e.empty() ? "" : " + ") + term;
   }
   return e.empty() ? "0" : e;
@@ -66,7 +69,20 @@ Expected<std::string> EmitContext::In4(int i, const std::string& idx) {
 void EmitContext::For(const std::string& v, int64_t n, int64_t from, int64_t step) {
   Line(unroll_ ? "KILN_UNROLL" : "KILN_NO_UNROLL");
   Open("for (int " + v + " = " + std::to_string(from) + "; " + v + " < " + std::to_string(n) +
-       "; " + v + (step == 1 ? " += 1" : " += " + std::to_string(step)) + ")");
+       "; " + (step == 1 ? "++" + v : v + " += " + std::to_string(step)) + ")");
+}
+
+c::Ix EmitContext::Loop(int64_t n) {
+  loops_.push_back(n != 1);
+  if (n == 1) return c::Ix(0);
+  std::string v = Var();
+  For(v, n);
+  return c::Ix::Var(v);
+}
+
+void EmitContext::EndLoop() {
+  if (loops_.back()) Close();
+  loops_.pop_back();
 }
 
 void EmitContext::Nest(const Dims& dims,
@@ -257,12 +273,11 @@ Status EmitMatMulCore(EmitContext& ctx, bool trans_a, bool trans_b, double alpha
     };
     if (weight_b && vec_rows) {
       // The output row accumulates a[m, k] * B[k, :] a float4 at a time.
-      std::string m = ctx.Var();
-      ctx.For(m, M);
-      std::string orow = (ob == "0" ? "" : ob + " + ") + m + " * " + std::to_string(N);
+      std::string m = ctx.Loop(M).str();
+      auto orow = [&](const std::string& col) { return Flat({ob, m, col}, {1, N, 1}); };
       std::string n = ctx.Var();
       ctx.For(n, N);
-      auto o = ctx.Out(0, orow + " + " + n);
+      auto o = ctx.Out(0, orow(n));
       if (!o.ok()) return fail(o.status());
       ctx.Line(*o + " = 0.0f;");
       ctx.Close();
@@ -280,7 +295,7 @@ Status EmitMatMulCore(EmitContext& ctx, bool trans_a, bool trans_b, double alpha
       ctx.Line("const kiln_f4 " + wv + " = " + *w4 + ";");
       const char* lanes[] = {"x", "y", "z", "w"};
       for (int l = 0; l < 4; ++l) {
-        auto o4 = ctx.Out(0, orow + " + " + n4 + " + " + std::to_string(l));
+        auto o4 = ctx.Out(0, Flat({ob, m, n4}, {1, N, 1}, l));
         if (!o4.ok()) return fail(o4.status());
         ctx.Line(*o4 + " += " + av + " * " + wv + "." + lanes[l] + ";");
       }
@@ -289,18 +304,17 @@ Status EmitMatMulCore(EmitContext& ctx, bool trans_a, bool trans_b, double alpha
       if (bias_input >= 0 || alpha != 1) {
         std::string n2 = ctx.Var();
         ctx.For(n2, N);
-        auto o2 = ctx.Out(0, orow + " + " + n2);
+        auto o2 = ctx.Out(0, orow(n2));
         auto c = bias(m, n2);
         if (!o2.ok() || !c.ok()) return fail(!o2.ok() ? o2.status() : c.status());
         ctx.Line(*o2 + " = " + scaled(*o2) + (c->empty() ? "" : " + " + *c) + ";");
         ctx.Close();
       }
-      ctx.Close();
+      ctx.EndLoop();
       return;
     }
     // A dot product per output element; a weight B with contiguous k reads float4s.
-    std::string m = ctx.Var(), n = ctx.Var(), acc = ctx.Temp();
-    ctx.For(m, M);
+    std::string m = ctx.Loop(M).str(), n = ctx.Var(), acc = ctx.Temp();
     ctx.For(n, N);
     ctx.Line("float " + acc + " = 0.0f;");
     std::string k = ctx.Var();
@@ -329,7 +343,7 @@ Status EmitMatMulCore(EmitContext& ctx, bool trans_a, bool trans_b, double alpha
     if (!o.ok() || !c.ok()) return fail(!o.ok() ? o.status() : c.status());
     ctx.Line(*o + " = " + scaled(acc) + (c->empty() ? "" : " + " + *c) + ";");
     ctx.Close();
-    ctx.Close();
+    ctx.EndLoop();
   });
   return st;
 }
@@ -597,6 +611,21 @@ Status EmitLayerNorm(EmitContext& ctx) {
   return st;
 }
 
+// "if (ih >= 0 && ih < H && ...) " for the input coordinates at[k] of a window, leaving out the
+// bounds no tap can cross (a coordinate's lowest value is -pad_lo[k], its highest highest[k]);
+// "" when every tap is inside.
+std::string Inside(const std::vector<c::Ix>& at, const std::vector<int64_t>& pad_lo,
+                   const std::vector<int64_t>& highest, const std::vector<int64_t>& extent) {
+  std::string cond;
+  for (size_t k = 0; k < at.size(); ++k) {
+    std::string v = at[k].is_constant() ? at[k].str() : "(" + at[k].str() + ")";
+    if (pad_lo[k] > 0) cond += (cond.empty() ? "" : " && ") + v + " >= 0";
+    if (highest[k] >= extent[k])
+      cond += (cond.empty() ? "" : " && ") + v + " < " + std::to_string(extent[k]);
+  }
+  return cond.empty() ? "" : "if (" + cond + ") ";
+}
+
 // 1-D or 2-D Conv over one sample (N = 1), with groups, pads, strides and dilations.
 Status EmitConv(EmitContext& ctx) {
   Dims xd = ctx.input_dims(0), wd = ctx.input_dims(1), od = ctx.output_dims(0);
@@ -627,39 +656,40 @@ Status EmitConv(EmitContext& ctx) {
           OW = od[3];
   int64_t CG = C / group, MG = M / group, KH = wd[2], KW = wd[3];
   ctx.SetWork(NumElements(od) * CG * KH * KW);
-  std::string m = ctx.Var(), oh = ctx.Var(), ow = ctx.Var(), acc = ctx.Temp();
-  ctx.For(m, M);
-  ctx.For(oh, OH);
-  ctx.For(ow, OW);
+  std::string acc = ctx.Temp();
+  c::Ix m = ctx.Loop(M), oh = ctx.Loop(OH), ow = ctx.Loop(OW);
   if (ctx.has_input(2)) {
-    KILN_TRY(b, ctx.In(2, m));
+    KILN_TRY(b, ctx.In(2, m.str()));
     ctx.Line("float " + acc + " = " + b + ";");
   } else {
     ctx.Line("float " + acc + " = 0.0f;");
   }
-  std::string c = ctx.Var(), kh = ctx.Var(), kw = ctx.Var();
-  ctx.For(c, CG);
-  ctx.For(kh, KH);
-  ctx.For(kw, KW);
-  std::string ih = "(" + oh + " * " + std::to_string(st[0]) + " - " + std::to_string(pads[0]) +
-                   " + " + kh + " * " + std::to_string(dl[0]) + ")";
-  std::string iw = "(" + ow + " * " + std::to_string(st[1]) + " - " + std::to_string(pads[1]) +
-                   " + " + kw + " * " + std::to_string(dl[1]) + ")";
-  std::string ic =
-      "(" + m + " / " + std::to_string(MG) + " * " + std::to_string(CG) + " + " + c + ")";
-  KILN_TRY(x, ctx.In(0, ic + " * " + std::to_string(H * W) + " + " + ih + " * " +
-                            std::to_string(W) + " + " + iw));
-  KILN_TRY(w, ctx.In(1, Flat({m, c, kh, kw}, {CG * KH * KW, KH * KW, KW, 1})));
-  ctx.Line("if (" + ih + " >= 0 && " + ih + " < " + std::to_string(H) + " && " + iw + " >= 0 && " +
-           iw + " < " + std::to_string(W) + ") " + acc + " += " + x + " * " + w + ";");
-  ctx.Close();
-  ctx.Close();
-  ctx.Close();
-  KILN_TRY(o, ctx.Out(0, Flat({m, oh, ow}, {OH * OW, OW, 1})));
+  // The input channel: c of group m / MG.
+  c::Ix group_base;
+  if (group > 1 && MG == 1) {
+    group_base = m * CG;
+  } else if (group > 1) {
+    std::string g = ctx.Temp();
+    ctx.Line("const int " + g + " = " + m.str() + " / " + std::to_string(MG) + ";");
+    group_base = c::Ix::Var(g) * CG;
+  }
+  c::Ix c = ctx.Loop(CG), kh = ctx.Loop(KH), kw = ctx.Loop(KW);
+  c::Ix ih = oh * st[0] + kh * dl[0] - pads[0], iw = ow * st[1] + kw * dl[1] - pads[1];
+  KILN_TRY(x, ctx.In(0, ((group_base + c) * (H * W) + ih * W + iw).str()));
+  KILN_TRY(w, ctx.In(1, (m * (CG * KH * KW) + c * (KH * KW) + kh * KW + kw).str()));
+  std::string inside = Inside({ih, iw}, {pads[0], pads[1]},
+                              {(OH - 1) * st[0] + (KH - 1) * dl[0] - pads[0],
+                               (OW - 1) * st[1] + (KW - 1) * dl[1] - pads[1]},
+                              {H, W});
+  ctx.Line(inside + acc + " += " + x + " * " + w + ";");
+  ctx.EndLoop();
+  ctx.EndLoop();
+  ctx.EndLoop();
+  KILN_TRY(o, ctx.Out(0, (m * (OH * OW) + oh * OW + ow).str()));
   ctx.Line(o + " = " + acc + ";");
-  ctx.Close();
-  ctx.Close();
-  ctx.Close();
+  ctx.EndLoop();
+  ctx.EndLoop();
+  ctx.EndLoop();
   return OkStatus();
 }
 
@@ -682,46 +712,39 @@ Status EmitPool(EmitContext& ctx, const std::string& op) {
     return ctx.error("MaxPool's Indices output is not supported by --target cuda");
   bool include_pad = n.attr_int("count_include_pad", 0) != 0;
   ctx.SetWork(NumElements(od) * k[0] * k[1]);
-  std::string c = ctx.Var(), oh = ctx.Var(), ow = ctx.Var(), acc = ctx.Temp(), cnt = ctx.Temp();
-  ctx.For(c, C);
-  ctx.For(oh, OH);
-  ctx.For(ow, OW);
+  std::string acc = ctx.Temp(), cnt = ctx.Temp();
+  c::Ix c = ctx.Loop(C), oh = ctx.Loop(OH), ow = ctx.Loop(OW);
   ctx.Line("float " + acc + " = " + (is_max ? "-INFINITY" : "0.0f") + ";");
   bool count = !is_max && !include_pad && !global;  // divide by the taps inside the input
   if (count) ctx.Line("int " + cnt + " = 0;");
-  std::string kh = ctx.Var(), kw = ctx.Var();
-  ctx.For(kh, k[0]);
-  ctx.For(kw, k[1]);
-  std::string ih = "(" + oh + " * " + std::to_string(st[0]) + " - " + std::to_string(pads[0]) +
-                   " + " + kh + " * " + std::to_string(dl[0]) + ")";
-  std::string iw = "(" + ow + " * " + std::to_string(st[1]) + " - " + std::to_string(pads[1]) +
-                   " + " + kw + " * " + std::to_string(dl[1]) + ")";
-  KILN_TRY(x, ctx.In(0, c + " * " + std::to_string(H * W) + " + " + ih + " * " + std::to_string(W) +
-                            " + " + iw));
-  std::string inside = ih + " >= 0 && " + ih + " < " + std::to_string(H) + " && " + iw +
-                       " >= 0 && " + iw + " < " + std::to_string(W);
+  c::Ix kh = ctx.Loop(k[0]), kw = ctx.Loop(k[1]);
+  c::Ix ih = oh * st[0] + kh * dl[0] - pads[0], iw = ow * st[1] + kw * dl[1] - pads[1];
+  KILN_TRY(x, ctx.In(0, (c * (H * W) + ih * W + iw).str()));
+  std::string inside = Inside({ih, iw}, {pads[0], pads[1]},
+                              {(OH - 1) * st[0] + (k[0] - 1) * dl[0] - pads[0],
+                               (OW - 1) * st[1] + (k[1] - 1) * dl[1] - pads[1]},
+                              {H, W});
   if (is_max) {
-    ctx.Line("if (" + inside + ") " + acc + " = fmaxf(" + acc + ", " + x + ");");
+    ctx.Line(inside + acc + " = fmaxf(" + acc + ", " + x + ");");
   } else {
-    ctx.Line("if (" + inside + ") { " + acc + " += " + x + ";" + (count ? " ++" + cnt + ";" : "") +
-             " }");
+    ctx.Line(inside + "{ " + acc + " += " + x + ";" + (count ? " ++" + cnt + ";" : "") + " }");
   }
-  ctx.Close();
-  ctx.Close();
-  KILN_TRY(o, ctx.Out(0, Flat({c, oh, ow}, {OH * OW, OW, 1})));
+  ctx.EndLoop();
+  ctx.EndLoop();
+  KILN_TRY(o, ctx.Out(0, (c * (OH * OW) + oh * OW + ow).str()));
   if (is_max) {
     ctx.Line(o + " = " + acc + ";");
   } else if (include_pad || global) {
     // Taps inside the padded input count (all taps for a global pool).
     std::string total =
-        global ? Num(static_cast<double>(H * W)) : "(float)" + std::to_string(k[0] * k[1]);
+        global ? Num(static_cast<double>(H * W)) : Num(static_cast<double>(k[0] * k[1]));
     ctx.Line(o + " = " + acc + " / " + total + ";");
   } else {
     ctx.Line(o + " = " + acc + " / (float)" + cnt + ";");
   }
-  ctx.Close();
-  ctx.Close();
-  ctx.Close();
+  ctx.EndLoop();
+  ctx.EndLoop();
+  ctx.EndLoop();
   return OkStatus();
 }
 
