@@ -597,6 +597,76 @@ TEST(Executor, RunsTheProgramCompiledForIt) {
   EXPECT_NE(refused_c.status().message().find("host target"), std::string::npos);
 }
 
+// PointNet's lift-and-max and 1-D classifiers' heads: a pointwise Conv1d (with Relu, a bias, or
+// neither) pooled over its positions by ReduceMax / ReduceMean (keepdims 0 and 1) or
+// GlobalMaxPool / GlobalAveragePool becomes one com.kiln ConvGlobalPool on the host; a conv whose
+// output is also a graph output stays two nodes. Against the unfused graph at 1 and 2 threads
+// and with the reference kernels; P = 301 leaves a partial block.
+TEST(Executor, ConvGlobalPoolMatchesConvThenPool) {
+  onnx::ModelProto m = testing::EmptyModel("conv_pool");
+  m.mutable_opset_import(0)->set_version(13);
+  auto* g = m.mutable_graph();
+  *g->add_input() = testing::FloatInfo("x", {2, 6, 301});
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  auto weights = [&](const std::string& name, std::vector<int64_t> dims) {
+    int64_t n = 1;
+    for (int64_t d : dims) n *= d;
+    std::vector<float> v(static_cast<size_t>(n));
+    for (auto& f : v) f = uniform(rng);
+    testing::AddFloatInitializer(g, name, dims, v);
+  };
+  weights("w", {40, 6, 1});
+  weights("b", {40});
+  testing::AddNamedNode(g, "Conv", {"x", "w", "b"}, "c1");
+  testing::AddNamedNode(g, "Relu", {"c1"}, "r1");
+  testing::SetAttr(testing::AddNamedNode(g, "ReduceMax", {"r1"}, "max"), "axes",
+                   std::vector<int64_t>{2});
+  auto* mean = testing::AddNamedNode(g, "ReduceMean", {"r1b"}, "mean");
+  testing::SetAttr(mean, "axes", std::vector<int64_t>{-1});
+  testing::SetAttr(mean, "keepdims", int64_t{0});
+  testing::AddNamedNode(g, "Conv", {"x", "w"}, "c2");
+  testing::AddNamedNode(g, "LeakyRelu", {"c2"}, "r1b");
+  testing::AddNamedNode(g, "Conv", {"x", "w", "b"}, "c3");
+  testing::AddNamedNode(g, "GlobalAveragePool", {"c3"}, "gap");
+  testing::AddNamedNode(g, "GlobalMaxPool", {"c3"}, "gmp");  // c3 has two readers: no fusion
+  testing::AddNamedNode(g, "Conv", {"x", "w"}, "c4");
+  testing::AddNamedNode(g, "GlobalMaxPool", {"c4"}, "gmp4");
+  for (const char* out : {"max", "mean", "gap", "gmp", "gmp4"}) g->add_output()->set_name(out);
+  auto model = Parse(m);
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  Tensor x(DType::kFloat32, {2, 6, 301});
+  for (int64_t i = 0; i < x.size(); ++i)
+    x.data<float>()[i] = static_cast<float>((i * 37) % 23) / 11.0f - 1.0f;
+  runtime::ExecutorOptions unfused;
+  unfused.host_passes = false;
+  auto want_exec = runtime::Executor::Create(*model, unfused);
+  ASSERT_TRUE(want_exec.ok()) << want_exec.status().message();
+  std::vector<Tensor> want;
+  ASSERT_TRUE((*want_exec)->Run({x}, &want).ok());
+  auto program = compiler::Compile(ir::CloneModel(*model), runtime::HostCompileOptions({}));
+  ASSERT_TRUE(program.ok()) << program.status().message();
+  int fused = 0;
+  for (const auto& n : program->model.graph->nodes) fused += n.op_type == "ConvGlobalPool";
+  EXPECT_EQ(fused, 3) << "max, mean and gmp4; c3 has two readers";
+  for (int config = 0; config < 3; ++config) {
+    runtime::ExecutorOptions o;
+    o.threads = config == 1 ? 2 : 1;
+    if (config == 2) o.kernels = ops::KernelSet::kReference;
+    auto exec = runtime::Executor::Create(*model, o);
+    ASSERT_TRUE(exec.ok()) << exec.status().message();
+    std::vector<Tensor> got;
+    ASSERT_TRUE((*exec)->Run({x}, &got).ok());
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t k = 0; k < want.size(); ++k) {
+      ASSERT_EQ(got[k].dims(), want[k].dims()) << "output " << k;
+      for (int64_t i = 0; i < want[k].size(); ++i)
+        EXPECT_NEAR(got[k].data<float>()[i], want[k].data<float>()[i], 1e-4)
+            << "config " << config << " output " << k << " element " << i;
+    }
+  }
+}
+
 // Weights a kernel packed on the first run are dropped from the executor's model (a husk with
 // the dims and the address is left), and later runs give the same results; with an input of
 // unknown batch the states may be remade, so nothing is dropped.

@@ -1,6 +1,7 @@
 #include "compiler/compile.h"
 
 #include "passes/fold_constants.h"
+#include "passes/fuse_conv_global_pool.h"
 #include "passes/pipeline.h"
 #include "passes/store_weights.h"
 
@@ -54,7 +55,11 @@ Status Lower(ir::Model& model, const CompileOptions& o) {
   }
   // 5. Host: its fusions (one kernel where there were two or three, fewer intermediates; they
   //    round differently, by a few ulp).
-  if (host) KILN_RETURN_IF_ERROR(passes::RunPasses(model, HostFusions(), po));
+  if (host) {
+    KILN_RETURN_IF_ERROR(passes::RunPasses(model, HostFusions(), po));
+    // After fuse-conv-activation, whose FusedConv it takes in; not an action of the gym's.
+    KILN_RETURN_IF_ERROR(passes::FuseConvGlobalPool(model).status());
+  }
   return OkStatus();
 }
 

@@ -224,6 +224,7 @@ const char* const kVersion1[] = {
     "StringSplit",
     "RegexFullMatch",
     "ImageDecoder",
+    "com.kiln.ConvGlobalPool",
 };
 
 }  // namespace

@@ -820,6 +820,8 @@ Status DeformConvCompute(ComputeContext& ctx) {
 // FusedConv (com.microsoft, as ONNX Runtime defines it; made by passes/fuse_conv_activation):
 // Y = activation(Conv(X, W, B) + Z).
 
+}  // namespace
+
 // Swish (x * sigmoid(x), exporters' SiLU) and HardSwish are kiln's extensions of the op.
 Status ActivationOf(ComputeContext& ctx, PostOps* post) {
   const std::string name = ctx.node().attr_string("activation", "");
@@ -845,6 +847,8 @@ Status ActivationOf(ComputeContext& ctx, PostOps* post) {
   }
   return OkStatus();
 }
+
+namespace {
 
 Status FusedConvInfer(InferContext& ctx) {
   KILN_RETURN_IF_ERROR(ConvInfer(ctx));

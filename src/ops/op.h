@@ -229,6 +229,11 @@ void RegisterActivationOps(OpRegistry& r);
 void RegisterShapeOps(OpRegistry& r);
 void RegisterIndexingOps(OpRegistry& r);
 void RegisterConvOps(OpRegistry& r);
+// FusedConv's `activation` and `activation_params` attributes of the node as PostOps (also
+// com.kiln ConvGlobalPool's); an error naming the ones it takes otherwise.
+struct PostOps;
+Status ActivationOf(ComputeContext& ctx, PostOps* post);
+void RegisterConvGlobalPoolOps(OpRegistry& r);
 void RegisterPoolOps(OpRegistry& r);
 void RegisterNormalizationOps(OpRegistry& r);
 void RegisterMatMulOps(OpRegistry& r);

@@ -13,6 +13,7 @@ const OpRegistry& OpRegistry::Global() {
     RegisterShapeOps(*r);
     RegisterIndexingOps(*r);
     RegisterConvOps(*r);
+    RegisterConvGlobalPoolOps(*r);
     RegisterPoolOps(*r);
     RegisterNormalizationOps(*r);
     RegisterMatMulOps(*r);

@@ -87,6 +87,7 @@ const std::map<Key, unsigned>& Table() {
       {{"", "QLinearMatMul"}, R | W},
       {{"", "Conv"}, R | W},
       {{"com.microsoft", "FusedConv"}, R | W},
+      {{"com.kiln", "ConvGlobalPool"}, R | W},
       {{"", "ConvTranspose"}, R},
       {{"", "ConvInteger"}, R | W},
       {{"", "QLinearConv"}, R | W},
