@@ -11,6 +11,7 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <vector>
 
 #include "ops/cpu_isa.h"
 #include "ops/gemm_dnnl.h"
@@ -26,9 +27,17 @@ namespace {
 // Positions per block: the block's M floats per position stay within this many bytes.
 constexpr int64_t kBlockBytes = int64_t{512} << 10;
 
+// One part per thread, each running its own blocks at one thread with its own oneDNN plans.
 struct ConvPoolState : NodeState {
-  std::unique_ptr<NodeState> full, tail;  // oneDNN's plans for whole blocks and the last one
-  std::string Kernel() const override { return full ? full->Kernel() : ""; }
+  struct Part {
+    std::unique_ptr<NodeState> full, tail;  // plans for whole blocks and the last one
+  };
+  std::vector<Part> parts;
+  std::string Kernel() const override {
+    if (parts.empty() || !parts[0].full) return "";
+    return parts[0].full->Kernel() +
+           (parts.size() > 1 ? " x" + std::to_string(parts.size()) : std::string());
+  }
 };
 
 Status Infer(InferContext& ctx) {
@@ -73,44 +82,59 @@ void ReferencePool(const float* x, const float* w, const float* b, int64_t N, in
     }
 }
 
-// Blocks of positions through oneDNN (rows: positions, columns: channels), each reduced into
-// y's row while it is in cache. False (y unwritten) where oneDNN refuses.
+// Blocks of positions through oneDNN (rows: positions, columns: channels), each reduced while it
+// is in cache. The (sample, block) pairs split over threads, each reducing into its own partial
+// rows, merged at the end. False (y unwritten) where oneDNN refuses.
 bool DnnlPool(ComputeContext& ctx, const float* x, const float* w, const float* b, int64_t N,
               int64_t C, int64_t P, int64_t M, bool max, const PostOps& post, float* y) {
   std::unique_ptr<NodeState> local;  // constant folding runs nodes without a state
   std::unique_ptr<NodeState>* slot = ctx.state() ? ctx.state() : &local;
   if (!dynamic_cast<ConvPoolState*>(slot->get())) *slot = std::make_unique<ConvPoolState>();
   auto* st = static_cast<ConvPoolState*>(slot->get());
-  // Threads split each block's rows (DnnlGemm), its transpose and its reduction (by channels).
-  const int threads = ctx.threads();
   const int64_t block = std::clamp<int64_t>(kBlockBytes / (4 * M) / 16 * 16, 16, P);
-  float* rows = static_cast<float*>(ScratchBytes(ScratchSlot::kDnnlRowsDst, block * M * 4));
-  float* cols = static_cast<float*>(ScratchBytes(ScratchSlot::kDnnlRowsSrc, block * C * 4));
+  const int64_t blocks = (P + block - 1) / block, items = N * blocks;
+  const int parts = static_cast<int>(std::min<int64_t>(ctx.threads(), items));
+  if (static_cast<int>(st->parts.size()) != parts) st->parts.resize(parts);
+  const float init = max ? -std::numeric_limits<float>::infinity() : 0.0f;
+  std::vector<float> partial(static_cast<size_t>(parts * N * M), init);
+  std::vector<char> ok(parts, 1);
   GemmOptions o{.post = post};
-  for (int64_t n = 0; n < N; ++n) {
-    float* yn = y + n * M;
-    std::fill(yn, yn + M, max ? -std::numeric_limits<float>::infinity() : 0.0f);
-    for (int64_t p0 = 0; p0 < P; p0 += block) {
-      const int64_t len = std::min(block, P - p0);
-      // The block's positions as rows (a transpose of C x len floats): oneDNN's brgemm kernels
-      // take contiguous rows, its strided-A path only a slower generic one.
-      moves::StridedCopy({len, C}, {1, P}, n * C * P + p0, x, cols, sizeof(float), threads);
-      if (!DnnlGemm(len, M, C, cols, w, true, ctx.input_constant(1), b, rows, threads,
-                    len == block ? &st->full : &st->tail, o))
-        return false;
-      ParallelSlices(threads, M, 256, [&](int64_t m0, int64_t m1) {
+  ParallelFor(parts, parts, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      // Scratch slots are per thread.
+      float* rows = static_cast<float*>(ScratchBytes(ScratchSlot::kDnnlRowsDst, block * M * 4));
+      float* cols = static_cast<float*>(ScratchBytes(ScratchSlot::kDnnlRowsSrc, block * C * 4));
+      for (int64_t item = c * items / parts; item < (c + 1) * items / parts; ++item) {
+        const int64_t n = item / blocks, p0 = item % blocks * block, len = std::min(block, P - p0);
+        // The block's positions as rows (a transpose of C x len floats): oneDNN's brgemm
+        // kernels take contiguous rows, its strided-A path only a slower generic one.
+        moves::StridedCopy({len, C}, {1, P}, n * C * P + p0, x, cols, sizeof(float));
+        ConvPoolState::Part& part = st->parts[c];
+        if (!DnnlGemm(len, M, C, cols, w, true, ctx.input_constant(1), b, rows, 1,
+                      len == block ? &part.full : &part.tail, o)) {
+          ok[c] = 0;
+          return;
+        }
+        float* acc = partial.data() + (c * N + n) * M;
         for (int64_t r = 0; r < len; ++r) {
           const float* row = rows + r * M;
           if (max) {
-            for (int64_t m = m0; m < m1; ++m) yn[m] = std::max(yn[m], row[m]);
+            for (int64_t m = 0; m < M; ++m) acc[m] = std::max(acc[m], row[m]);
           } else {
-            for (int64_t m = m0; m < m1; ++m) yn[m] += row[m];
+            for (int64_t m = 0; m < M; ++m) acc[m] += row[m];
           }
         }
-      });
+      }
     }
-    if (!max)
-      for (int64_t m = 0; m < M; ++m) yn[m] /= static_cast<float>(P);
+  });
+  if (std::count(ok.begin(), ok.end(), 0) > 0) return false;
+  for (int64_t i = 0; i < N * M; ++i) {
+    float v = init;
+    for (int c = 0; c < parts; ++c) {
+      const float p = partial[c * N * M + i];
+      v = max ? std::max(v, p) : v + p;
+    }
+    y[i] = max ? v : v / static_cast<float>(P);
   }
   return true;
 }
