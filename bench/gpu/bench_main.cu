@@ -14,8 +14,8 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #define KCAT2(a, b, c) a##b##c
@@ -25,13 +25,14 @@
 
 static const long kIn = MACRO(_INPUT0_ELEMENTS), kOut = MACRO(_OUTPUT0_ELEMENTS);
 
-#define CHECK(call)                                                                  \
-  do {                                                                               \
-    cudaError_t e_ = (call);                                                         \
-    if (e_ != cudaSuccess) {                                                         \
-      std::printf("| %s | CUDA error %s at line %d | | |\n", label, cudaGetErrorString(e_), __LINE__); \
-      return 1;                                                                      \
-    }                                                                                \
+#define CHECK(call)                                                                         \
+  do {                                                                                      \
+    cudaError_t e_ = (call);                                                                \
+    if (e_ != cudaSuccess) {                                                                \
+      std::printf("| %s | CUDA error %s at line %d | | |\n", label, cudaGetErrorString(e_), \
+                  __LINE__);                                                                \
+      return 1;                                                                             \
+    }                                                                                       \
   } while (0)
 
 static double RelL2(const std::vector<float>& got, const std::vector<float>& want) {
@@ -67,8 +68,9 @@ static bool RunChecked(void* w, const float* d_in, float* d_out, long n, long gu
   }
   got->resize(n * kOut);
   if (unwritten || touched)
-    std::printf("| %s | %ld samples: %ld outputs NaN or unwritten, %ld guard floats written | | |\n",
-                label, n, unwritten, touched);
+    std::printf(
+        "| %s | %ld samples: %ld outputs NaN or unwritten, %ld guard floats written | | |\n", label,
+        n, unwritten, touched);
   return unwritten == 0 && touched == 0;
 }
 
@@ -118,8 +120,8 @@ int main(int argc, char** argv) {
   bool ok = RunChecked(w, d_in, d_out, check_n, guard, &got, label);
   const double err = ok ? RelL2(got, ref) : NAN;
   ok = ok && err <= tol;
-  std::printf("| %s | check: %ld samples, rel. L2 error %.3g (limit %g): %s | | |\n", label, check_n,
-              err, tol, ok ? "PASS" : "FAIL");
+  std::printf("| %s | check: %ld samples, rel. L2 error %.3g (limit %g): %s | | |\n", label,
+              check_n, err, tol, ok ? "PASS" : "FAIL");
 
   // The large batch on device-resident inputs, against the fp32 kernel's outputs.
   Fill<<<(unsigned)((max_n * kIn + 255) / 256), 256>>>(d_in, max_n * kIn);

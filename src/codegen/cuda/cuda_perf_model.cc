@@ -23,22 +23,20 @@ double GlobalBytesPerSample(const ir::Graph& g) {
 
 }  // namespace
 
-double KernelEstimate::cycles() const {
-  GpuModel m;
-  return std::max({instructions / m.issue_per_clock, mma / m.mma_per_clock,
-                   wavefronts / m.wavefronts_per_clock, 1.0});
+double KernelEstimate::cycles(const GpuModel& gpu) const {
+  return std::max({instructions / gpu.issue_per_clock, mma / gpu.mma_per_clock,
+                   wavefronts / gpu.wavefronts_per_clock, 1.0});
 }
 
-std::string KernelEstimate::bound() const {
-  GpuModel m;
-  double issue = instructions / m.issue_per_clock, tensor = mma / m.mma_per_clock;
-  double shared = wavefronts / m.wavefronts_per_clock;
+std::string KernelEstimate::bound(const GpuModel& gpu) const {
+  double issue = instructions / gpu.issue_per_clock, tensor = mma / gpu.mma_per_clock;
+  double shared = wavefronts / gpu.wavefronts_per_clock;
   if (tensor >= issue && tensor >= shared) return "tensor cores";
   return shared >= issue ? "shared memory" : "instruction issue";
 }
 
 double KernelEstimate::samples_per_second(const GpuModel& gpu) const {
-  double compute = gpu.sms * gpu.clock_hz * samples_per_iteration / cycles();
+  double compute = gpu.sms * gpu.clock_hz * samples_per_iteration / cycles(gpu);
   double memory = bytes_per_sample > 0 ? gpu.memory_bytes_per_second / bytes_per_sample : compute;
   return std::min(compute, memory);
 }
@@ -49,7 +47,7 @@ std::string KernelEstimate::Summary(const GpuModel& gpu) const {
                 "%.1f G samples/s on an %s (model: per %d samples %.0f warp instructions, %.0f "
                 "mma.sync, %.0f shared wavefronts; bound: %s)",
                 samples_per_second(gpu) / 1e9, gpu.name.c_str(), samples_per_iteration,
-                instructions, mma, wavefronts, bound().c_str());
+                instructions, mma, wavefronts, bound(gpu).c_str());
   return b;
 }
 

@@ -38,8 +38,9 @@ struct KernelEstimate {
   double mma = 0;                  // m16n8k16 per iteration
   double wavefronts = 0;           // shared-memory wavefronts per iteration
   double bytes_per_sample = 0;     // global inputs and outputs
-  double cycles() const;           // per iteration on one SM, the largest bound
-  std::string bound() const;       // which one
+  double cycles(
+      const GpuModel& gpu = GpuModel()) const;  // per iteration on one SM: the largest bound
+  std::string bound(const GpuModel& gpu = GpuModel()) const;  // which one
   double samples_per_second(const GpuModel& gpu = GpuModel()) const;
   std::string Summary(const GpuModel& gpu = GpuModel()) const;  // one line for the banner
 };

@@ -377,12 +377,8 @@ class Emulator {
   bool ResolveWarp(int w) {
     Thread* lanes = &threads_[(size_t)w * 32];
     Op op = lanes[0].op;
-    if (op == Op::kRun || op == Op::kDone || op == Op::kSyncThreads) {
-      for (int l = 1; l < 32; ++l)
-        if (lanes[l].op != Op::kSyncThreads && lanes[l].op != Op::kDone && lanes[l].op != Op::kRun)
-          return false; /* some lanes at a warp collective, lane 0 not: a deadlock later */
-      return false;
-    }
+    /* Lanes that differ (some at a collective, others not) are a deadlock RunBlock reports. */
+    if (op == Op::kRun || op == Op::kDone || op == Op::kSyncThreads) return false;
     for (int l = 1; l < 32; ++l)
       if (lanes[l].op != op) return false;
     switch (op) {
