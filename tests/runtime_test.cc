@@ -602,6 +602,43 @@ TEST(Executor, RunsTheProgramCompiledForIt) {
 // GlobalMaxPool / GlobalAveragePool becomes one com.kiln ConvGlobalPool on the host; a conv whose
 // output is also a graph output stays two nodes. Against the unfused graph at 1 and 2 threads
 // and with the reference kernels; P = 301 leaves a partial block.
+// Runs model on the host with and without the compile step's host fusions (at one and two
+// threads and on the reference kernels) and expects the same outputs within tol.
+void ExpectSameAsUnfused(const ir::Model& model, const std::vector<Tensor>& inputs, double tol) {
+  runtime::ExecutorOptions unfused;
+  unfused.host_passes = false;
+  auto want_exec = runtime::Executor::Create(model, unfused);
+  ASSERT_TRUE(want_exec.ok()) << want_exec.status().message();
+  std::vector<Tensor> want;
+  ASSERT_TRUE((*want_exec)->Run(inputs, &want).ok());
+  for (int config = 0; config < 3; ++config) {
+    runtime::ExecutorOptions o;
+    o.threads = config == 1 ? 2 : 1;
+    if (config == 2) o.kernels = ops::KernelSet::kReference;
+    auto exec = runtime::Executor::Create(model, o);
+    ASSERT_TRUE(exec.ok()) << exec.status().message();
+    std::vector<Tensor> got;
+    ASSERT_TRUE((*exec)->Run(inputs, &got).ok());
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t k = 0; k < want.size(); ++k) {
+      ASSERT_EQ(got[k].dims(), want[k].dims()) << "output " << k;
+      for (int64_t i = 0; i < want[k].size(); ++i)
+        EXPECT_NEAR(got[k].data<float>()[i], want[k].data<float>()[i], tol)
+            << "config " << config << " output " << k << " element " << i;
+    }
+  }
+}
+
+// How many nodes of op_type the host's compile step leaves in model.
+int CountAfterHostCompile(const ir::Model& model, const std::string& op_type) {
+  auto program = compiler::Compile(ir::CloneModel(model), runtime::HostCompileOptions({}));
+  EXPECT_TRUE(program.ok()) << program.status().message();
+  int count = 0;
+  if (program.ok())
+    for (const auto& n : program->model.graph->nodes) count += n.op_type == op_type;
+  return count;
+}
+
 TEST(Executor, ConvGlobalPoolMatchesConvThenPool) {
   onnx::ModelProto m = testing::EmptyModel("conv_pool");
   m.mutable_opset_import(0)->set_version(13);
@@ -638,32 +675,89 @@ TEST(Executor, ConvGlobalPoolMatchesConvThenPool) {
   Tensor x(DType::kFloat32, {2, 6, 301});
   for (int64_t i = 0; i < x.size(); ++i)
     x.data<float>()[i] = static_cast<float>((i * 37) % 23) / 11.0f - 1.0f;
-  runtime::ExecutorOptions unfused;
-  unfused.host_passes = false;
-  auto want_exec = runtime::Executor::Create(*model, unfused);
-  ASSERT_TRUE(want_exec.ok()) << want_exec.status().message();
-  std::vector<Tensor> want;
-  ASSERT_TRUE((*want_exec)->Run({x}, &want).ok());
-  auto program = compiler::Compile(ir::CloneModel(*model), runtime::HostCompileOptions({}));
-  ASSERT_TRUE(program.ok()) << program.status().message();
-  int fused = 0;
-  for (const auto& n : program->model.graph->nodes) fused += n.op_type == "ConvGlobalPool";
-  EXPECT_EQ(fused, 3) << "max, mean and gmp4; c3 has two readers";
-  for (int config = 0; config < 3; ++config) {
-    runtime::ExecutorOptions o;
-    o.threads = config == 1 ? 2 : 1;
-    if (config == 2) o.kernels = ops::KernelSet::kReference;
-    auto exec = runtime::Executor::Create(*model, o);
-    ASSERT_TRUE(exec.ok()) << exec.status().message();
-    std::vector<Tensor> got;
-    ASSERT_TRUE((*exec)->Run({x}, &got).ok());
-    ASSERT_EQ(got.size(), want.size());
-    for (size_t k = 0; k < want.size(); ++k) {
-      ASSERT_EQ(got[k].dims(), want[k].dims()) << "output " << k;
-      for (int64_t i = 0; i < want[k].size(); ++i)
-        EXPECT_NEAR(got[k].data<float>()[i], want[k].data<float>()[i], 1e-4)
-            << "config " << config << " output " << k << " element " << i;
-    }
+  EXPECT_EQ(CountAfterHostCompile(*model, "ConvGlobalPool"), 3)
+      << "max, mean and gmp4; c3 has two readers";
+  ExpectSameAsUnfused(*model, {x}, 1e-4);
+}
+
+// A zero Pad of the spatial axes before a Conv or a padding-counting AveragePool becomes the
+// reader's pads (attribute pads before opset 11, inputs after, opset 18's axes); the Pads it
+// must keep stay: another value, another mode, a batch axis, MaxPool, a second reader.
+TEST(Executor, ZeroPadFoldsIntoConvAndAveragePool) {
+  for (int64_t opset : {10, 18}) {
+    onnx::ModelProto m = testing::EmptyModel("pad_conv");
+    m.mutable_opset_import(0)->set_version(opset);
+    auto* g = m.mutable_graph();
+    *g->add_input() = testing::FloatInfo("x", {2, 3, 40});
+    *g->add_input() = testing::FloatInfo("y", {1, 2, 9, 9});
+    std::vector<float> w1(5 * 3 * 3), w2(4 * 2 * 3 * 3);
+    for (size_t i = 0; i < w1.size(); ++i) w1[i] = static_cast<float>(i % 7) / 3.0f - 1.0f;
+    for (size_t i = 0; i < w2.size(); ++i) w2[i] = static_cast<float>(i % 5) / 2.0f - 1.0f;
+    testing::AddFloatInitializer(g, "w1", {5, 3, 3}, w1);
+    testing::AddFloatInitializer(g, "w2", {4, 2, 3, 3}, w2);
+    int pads_made = 0;
+    // A Pad of `in` by `pads` (over every axis) into `out`, with value and mode.
+    auto pad = [&](const std::string& in, std::vector<int64_t> pads, const std::string& out,
+                   float value = 0.0f, const std::string& mode = "constant") {
+      onnx::NodeProto* n;
+      if (opset < 11) {
+        n = testing::AddNamedNode(g, "Pad", {in}, out);
+        testing::SetAttr(n, "pads", pads);
+        if (value != 0.0f) testing::SetAttr(n, "value", value);
+      } else {
+        const std::string name = "pads" + std::to_string(pads_made++);
+        std::vector<std::string> inputs = {in, name};
+        if (value != 0.0f) {
+          testing::AddFloatInitializer(g, name + "_v", {}, {value});
+          inputs.push_back(name + "_v");
+        }
+        if (pads.size() == 6 && value == 0.0f && mode == "constant" && pads[0] == 0) {
+          // Opset 18's axes: only the last axis's pads.
+          testing::AddInt64Initializer(g, name + "_a", {1}, {-1});
+          inputs.insert(inputs.end(), {"", name + "_a"});
+          pads = {pads[2], pads[5]};
+        }
+        testing::AddInt64Initializer(g, name, {static_cast<int64_t>(pads.size())}, pads);
+        n = testing::AddNamedNode(g, "Pad", inputs, out);
+      }
+      if (mode != "constant") testing::SetAttr(n, "mode", mode);
+    };
+    auto conv1d = [&](const std::string& in, const std::string& out) {
+      auto* c = testing::AddNamedNode(g, "Conv", {in, "w1"}, out);
+      testing::SetAttr(c, "dilations", std::vector<int64_t>{2});
+      testing::SetAttr(c, "pads", std::vector<int64_t>{1, 1});
+    };
+    pad("x", {0, 0, 4, 0, 0, 0}, "p1");  // causal: folds into pads [5, 1]
+    conv1d("p1", "c1");
+    pad("y", {0, 0, 1, 2, 0, 0, 2, 1}, "p2");  // 2-D, asymmetric: folds
+    testing::SetAttr(testing::AddNamedNode(g, "Conv", {"p2", "w2"}, "c2"), "strides",
+                     std::vector<int64_t>{2, 2});
+    pad("x", {0, 0, 3, 0, 0, 1}, "p3");
+    auto* avg = testing::AddNamedNode(g, "AveragePool", {"p3"}, "a3");  // folds
+    testing::SetAttr(avg, "kernel_shape", std::vector<int64_t>{3});
+    testing::SetAttr(avg, "count_include_pad", int64_t{1});
+    pad("x", {0, 0, 2, 0, 0, 2}, "p4", 0.5f);  // another value: stays
+    conv1d("p4", "c4");
+    pad("x", {0, 0, 2, 0, 0, 2}, "p5", 0.0f, "reflect");  // another mode: stays
+    conv1d("p5", "c5");
+    pad("x", {1, 0, 0, 0, 0, 0}, "p6");  // the batch axis: stays
+    conv1d("p6", "c6");
+    pad("x", {0, 0, 1, 0, 0, 1}, "p7");  // MaxPool ignores padding, a Pad's zeros do not: stays
+    testing::SetAttr(testing::AddNamedNode(g, "MaxPool", {"p7"}, "m7"), "kernel_shape",
+                     std::vector<int64_t>{2});
+    pad("x", {0, 0, 2, 0, 0, 0}, "p8");  // read twice: stays
+    conv1d("p8", "c8");
+    for (const char* out : {"c1", "c2", "a3", "c4", "c5", "c6", "m7", "c8", "p8"})
+      g->add_output()->set_name(out);
+    auto model = Parse(m);
+    ASSERT_TRUE(model.ok()) << model.status().message();
+    Tensor x(DType::kFloat32, {2, 3, 40}), y(DType::kFloat32, {1, 2, 9, 9});
+    for (int64_t i = 0; i < x.size(); ++i)
+      x.data<float>()[i] = static_cast<float>((i * 37) % 23) / 11.0f - 1.0f;
+    for (int64_t i = 0; i < y.size(); ++i)
+      y.data<float>()[i] = static_cast<float>((i * 13) % 19) / 9.0f - 1.0f;
+    EXPECT_EQ(CountAfterHostCompile(*model, "Pad"), 5) << "opset " << opset;
+    ExpectSameAsUnfused(*model, {x, y}, 1e-5);
   }
 }
 

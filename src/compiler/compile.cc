@@ -2,6 +2,7 @@
 
 #include "passes/fold_constants.h"
 #include "passes/fuse_conv_global_pool.h"
+#include "passes/fuse_pad_conv.h"
 #include "passes/pipeline.h"
 #include "passes/store_weights.h"
 
@@ -53,6 +54,9 @@ Status Lower(ir::Model& model, const CompileOptions& o) {
   } else if (o.target == Target::kC || o.target == Target::kCuda) {
     KILN_RETURN_IF_ERROR(passes::FoldConstants(model));
   }
+  //    Then a zero Pad before a Conv becomes the Conv's own pads (exact; once pads are constant).
+  if (host || o.target == Target::kC || o.target == Target::kCuda)
+    KILN_RETURN_IF_ERROR(passes::FusePadConv(model).status());
   // 5. Host: its fusions (one kernel where there were two or three, fewer intermediates; they
   //    round differently, by a few ulp).
   if (host) {
