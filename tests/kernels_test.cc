@@ -936,6 +936,21 @@ TEST(Pool2D, AllNegativeInfinityWindowsAreReported) {
   EXPECT_TRUE(bad[1]);
 }
 
+// Expects dst (dims `out`, row-major) to hold src read at `out_strides`.
+void ExpectStridedCopy(const Dims& out, const Dims& out_strides, const std::vector<uint8_t>& src,
+                       const std::vector<uint8_t>& dst, size_t elem, const std::string& what) {
+  const int rank = static_cast<int>(out.size());
+  std::vector<int64_t> idx(rank, 0);
+  for (int64_t o = 0; o < NumElements(out); ++o) {
+    int64_t from = 0;
+    for (int k = 0; k < rank; ++k) from += idx[k] * out_strides[k];
+    ASSERT_EQ(0, std::memcmp(&dst[static_cast<size_t>(o) * elem],
+                             &src[static_cast<size_t>(from) * elem], elem))
+        << what << " output " << o;
+    for (int k = rank - 1; k >= 0 && ++idx[k] == out[k]; --k) idx[k] = 0;
+  }
+}
+
 // StridedCopy's transposes (16 x 16 tiles where an outer axis reads consecutive elements and the
 // inner one strides, else its row loop) against the index arithmetic, for permutations of ranks
 // 2-4 with sides from 1 to 37 (tile tails) and some large enough to be split over threads (and
@@ -965,17 +980,33 @@ TEST(StridedCopy, PermutationsAgainstIndexArithmetic) {
         std::vector<uint8_t> src(static_cast<size_t>(n) * elem), dst(src.size(), 0xee);
         for (auto& b : src) b = static_cast<uint8_t>(rng());
         moves::StridedCopy(out, out_strides, 0, src.data(), dst.data(), elem, threads);
-        std::vector<int64_t> idx(rank, 0);
-        for (int64_t o = 0; o < n; ++o) {
-          int64_t from = 0;
-          for (int k = 0; k < rank; ++k) from += idx[k] * out_strides[k];
-          ASSERT_EQ(0, std::memcmp(&dst[static_cast<size_t>(o) * elem],
-                                   &src[static_cast<size_t>(from) * elem], elem))
-              << "trial " << trial << " elem " << elem << " threads " << threads << " output " << o;
-          for (int k = rank - 1; k >= 0 && ++idx[k] == out[k]; --k) idx[k] = 0;
-        }
+        ExpectStridedCopy(out, out_strides, src, dst, elem,
+                          "trial " + std::to_string(trial) + " elem " + std::to_string(elem) +
+                              " threads " + std::to_string(threads));
       }
   }
+}
+
+// Few channels between planes and pixels ([N, C, P] <-> [N, P, C], C 2-8 in AVX-512 registers,
+// 9 by the tiles): pixel counts around the 16-pixel vector and the 4096-pixel chunk, one and two
+// images, two- and four-byte elements, 1 and 2 threads.
+TEST(StridedCopy, FewChannelsToPixelsAndBack) {
+  std::mt19937 rng(3);
+  for (int64_t C = 2; C <= 9; ++C)
+    for (int64_t P : {1, 15, 16, 17, 4096 + 33, 70000})
+      for (int64_t N : {1, 2})
+        for (size_t elem : {size_t{2}, size_t{4}})
+          for (int threads : {1, 2})
+            for (bool to_pixels : {true, false}) {
+              const Dims out = to_pixels ? Dims{N, P, C} : Dims{N, C, P};
+              const Dims strides = to_pixels ? Dims{C * P, 1, P} : Dims{C * P, 1, C};
+              std::vector<uint8_t> src(static_cast<size_t>(N * C * P) * elem), dst(src.size());
+              for (auto& b : src) b = static_cast<uint8_t>(rng());
+              moves::StridedCopy(out, strides, 0, src.data(), dst.data(), elem, threads);
+              ExpectStridedCopy(out, strides, src, dst, elem,
+                                "C " + std::to_string(C) + " P " + std::to_string(P) + " N " +
+                                    std::to_string(N) + (to_pixels ? " to pixels" : " to planes"));
+            }
 }
 
 // Every index of [0, n) once, in min(threads, n) chunks [c * n / t, (c + 1) * n / t), on at most

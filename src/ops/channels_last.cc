@@ -14,6 +14,7 @@
 #include "ops/pool_kernels.h"
 #include "ops/resize_plan.h"
 #include "ops/scratch.h"
+#include "ops/shape_ops_util.h"
 #include "ops/thread_pool.h"
 #include "ops/vector_math.h"
 
@@ -371,29 +372,12 @@ void ShufflePixels(const float* x, float* y, int64_t C, int64_t group, int64_t H
 
 }  // namespace
 
-namespace {
-
-// y[j, i] = x[i, j] for x [rows, cols], in 32 x 32 tiles, the threads splitting the columns.
-void Transpose2D(const float* x, float* y, int64_t rows, int64_t cols, int threads) {
-  constexpr int64_t kTile = 32;
-  ParallelFor(threads, (cols + kTile - 1) / kTile, [&](int64_t t0, int64_t t1) {
-    for (int64_t j0 = t0 * kTile; j0 < std::min(cols, t1 * kTile); j0 += kTile)
-      for (int64_t i0 = 0; i0 < rows; i0 += kTile) {
-        const int64_t i1 = std::min(rows, i0 + kTile), j1 = std::min(cols, j0 + kTile);
-        for (int64_t j = j0; j < j1; ++j)
-          for (int64_t i = i0; i < i1; ++i) y[j * rows + i] = x[i * cols + j];
-      }
-  });
-}
-
-}  // namespace
-
 void ChannelsLastFromNchw(const float* x, float* y, int64_t C, int64_t HW, int threads) {
-  Transpose2D(x, y, C, HW, threads);
+  moves::StridedCopy({HW, C}, {1, HW}, 0, x, y, sizeof(float), threads);
 }
 
 void NchwFromChannelsLast(const float* x, float* y, int64_t C, int64_t HW, int threads) {
-  Transpose2D(x, y, HW, C, threads);
+  moves::StridedCopy({C, HW}, {1, C}, 0, x, y, sizeof(float), threads);
 }
 
 void ChannelsLastShuffle(const float* x, float* y, int64_t C, int64_t group, int64_t HW) {

@@ -1,6 +1,7 @@
 // moves::StridedCopy (ops/shape_ops_util.h): one loop for every op that only moves elements,
 // split over threads; a transpose inside it goes by tiles, 8 x 8 floats in AVX2 registers or
-// 16 x 16 bytes in SSE2 ones.
+// 16 x 16 bytes in SSE2 ones, and one of few channels between planes and pixels by AVX-512
+// permutes. The executor's layout changes (ops/channels_last.h) are such transposes too.
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -91,6 +92,84 @@ void Tile16x16Bytes(const uint8_t* in, int64_t in_col, uint8_t* o, int64_t out_r
 }
 #endif
 
+// Few channels between planes and pixels (an RGB image to channels-last and back): C <= 8
+// four-byte channels of 16 pixels at a time in AVX-512 registers, each output vector gathered
+// from the C input vectors by a chain of C - 1 two-source permutes.
+constexpr int kMaxInterleave = 8;
+
+// Permute indices: [C][output vector][step][lane]. Interleaving, output vector k holds output
+// elements 16k.. (pixel p / C, channel p % C); deinterleaving, vector k is channel k's 16 pixels.
+// Step 0 takes from inputs 0 and 1; step s > 0 from the chain so far and input s + 1.
+struct InterleaveTables {
+  int32_t idx[2][kMaxInterleave + 1][kMaxInterleave][kMaxInterleave - 1][16];
+  InterleaveTables() {
+    for (int deinterleave = 0; deinterleave < 2; ++deinterleave)
+      for (int C = 2; C <= kMaxInterleave; ++C)
+        for (int k = 0; k < C; ++k)
+          for (int m = 0; m < 16; ++m) {
+            // The input vector and lane output lane m reads.
+            const int p = deinterleave ? m * C + k : 16 * k + m;
+            const int from = deinterleave ? p / 16 : p % C, lane = deinterleave ? p % 16 : p / C;
+            for (int step = 0; step < C - 1; ++step) {
+              int32_t& e = idx[deinterleave][C][k][step][m];
+              if (step == 0)
+                e = from == 1 ? 16 + lane : lane;
+              else
+                e = from == step + 1 ? 16 + lane : m;
+            }
+          }
+  }
+};
+
+const InterleaveTables& Tables() {
+  static const InterleaveTables kTables;
+  return kTables;
+}
+
+#if KILN_X86_DISPATCH
+// Pixels [0, n) of C planes (plane c at in + c * plane) into out[pixel * C + c], or (deinterleave)
+// back; n a multiple of 16.
+__attribute__((target("avx512f"))) void Interleave16(const uint32_t* in, uint32_t* out, int64_t n,
+                                                     int C, int64_t plane, bool deinterleave) {
+  const auto& t = Tables().idx[deinterleave][C];
+  __m512i idx[kMaxInterleave][kMaxInterleave - 1];
+  for (int k = 0; k < C; ++k)
+    for (int step = 0; step < C - 1; ++step) idx[k][step] = _mm512_loadu_si512(t[k][step]);
+  __m512 v[kMaxInterleave];
+  for (int64_t i = 0; i < n; i += 16) {
+    for (int c = 0; c < C; ++c)
+      v[c] = _mm512_loadu_ps(deinterleave ? in + i * C + 16 * c : in + c * plane + i);
+    for (int k = 0; k < C; ++k) {
+      __m512 acc = _mm512_permutex2var_ps(v[0], idx[k][0], v[1]);
+      for (int step = 1; step < C - 1; ++step)
+        acc = _mm512_permutex2var_ps(acc, idx[k][step], v[step + 1]);
+      _mm512_storeu_ps(deinterleave ? out + k * plane + i : out + i * C + 16 * k, acc);
+    }
+  }
+}
+#endif
+
+// The same for any n and element size, the tail and other CPUs scalar.
+template <class U>
+void Interleave(const U* in, U* out, int64_t n, int C, int64_t plane, bool deinterleave) {
+  int64_t done = 0;
+#if KILN_X86_DISPATCH
+  if constexpr (sizeof(U) == 4) {
+    if (IsaSupported(Isa::kAvx512)) {
+      done = n / 16 * 16;
+      Interleave16(in, out, done, C, plane, deinterleave);
+    }
+  }
+#endif
+  for (int64_t i = done; i < n; ++i)
+    for (int c = 0; c < C; ++c) {
+      if (deinterleave)
+        out[c * plane + i] = in[i * C + c];
+      else
+        out[i * C + c] = in[c * plane + i];
+    }
+}
+
 }  // namespace
 
 void StridedCopy(const Dims& out, const Dims& strides, int64_t base, const void* src, void* dst,
@@ -123,6 +202,32 @@ void StridedCopy(const Dims& out, const Dims& strides, int64_t base, const void*
   int t = -1;
   for (int k = 0; k + 1 < rank; ++k)
     if (s[k] == 1) t = k;
+  // Few channels between planes and pixels, axis t the one before the inner one: planes to pixels
+  // (the inner axis holds the C channels, a plane apart in the source; t the pixels) or back (t
+  // holds the channels, the inner axis the pixels, C apart in the source).
+  const bool to_pixels = istride != 1 && inner >= 2 && inner <= kMaxInterleave;
+  const bool to_planes =
+      t >= 0 && d[t] >= 2 && d[t] <= kMaxInterleave && istride == d[t] && inner >= 16;
+  if (t >= 0 && t == rank - 2 && (to_pixels || to_planes)) {
+    const int C = static_cast<int>(to_pixels ? inner : d[t]);
+    const int64_t pixels = to_pixels ? d[t] : inner, plane = to_pixels ? istride : inner;
+    constexpr int64_t kChunk = 4096;
+    const int64_t chunks = (pixels + kChunk - 1) / kChunk, jobs = total / (pixels * C) * chunks;
+    const Dims od(d.begin(), d.end() - 2), os(s.begin(), s.end() - 2);
+    BySize(elem_size, [&]<class U>() {
+      const U* in = static_cast<const U*>(src) + base;
+      U* o = static_cast<U*>(dst);
+      ParallelFor(ThreadsFor(threads, bytes, jobs), jobs, [&](int64_t j0, int64_t j1) {
+        for (int64_t job = j0; job < j1; ++job) {
+          const int64_t b = job / chunks, p0 = job % chunks * kChunk;
+          const int64_t n = std::min(kChunk, pixels - p0), at = to_pixels ? p0 : p0 * C;
+          Interleave(in + OffsetOf(b, od, os) + at, o + b * pixels * C + (to_pixels ? p0 * C : p0),
+                     n, C, plane, /*deinterleave=*/!to_pixels);
+        }
+      });
+    });
+    return;
+  }
   if (istride != 1 && t >= 0 && inner >= 8 && d[t] >= 8) {
     Dims ostride(rank, 1);
     for (int k = rank - 2; k >= 0; --k) ostride[k] = ostride[k + 1] * d[k + 1];
