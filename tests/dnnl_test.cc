@@ -300,7 +300,7 @@ TEST(DnnlGemm, ShapesTransposesBiasAndState) {
   if (!DnnlAvailable()) GTEST_SKIP() << "built without oneDNN";
   std::mt19937 rng(14);
   for (auto [M, N, K] :
-       {std::array<int64_t, 3>{1024, 64, 64}, {7, 13, 5}, {33, 1, 70}, {2, 100, 3}})
+       {std::array<int64_t, 3>{1024, 64, 64}, {7, 13, 5}, {33, 1, 70}, {2, 100, 3}, {4, 300, 40}})
     for (bool tb : {false, true})
       for (bool with_bias : {false, true}) {
         auto a = Random(static_cast<size_t>(M * K), rng),
@@ -330,14 +330,15 @@ TEST(DnnlGemm, ShapesTransposesBiasAndState) {
 }
 
 // GemmOptions: A read transposed with a row stride past M, a bias per row, a residual z (apart
-// from y and in place), every activation, B constant (packed) or read as it is, 1 to 3 threads.
+// from y and in place), every activation, B constant (packed) or read as it is, 1 to 3 threads
+// (few rows and many columns: the threads split B's columns where the post-ops allow).
 TEST(DnnlGemm, OptionsAgainstReference) {
   if (!DnnlAvailable()) GTEST_SKIP() << "built without oneDNN";
   using Act = PostOps::Act;
   std::mt19937 rng(15);
   const Act acts[] = {Act::kNone, Act::kRelu,  Act::kLeakyRelu,
                       Act::kClip, Act::kSwish, Act::kHardSwish};
-  for (auto [M, N, K] : {std::array<int64_t, 3>{64, 48, 32}, {9, 130, 17}})
+  for (auto [M, N, K] : {std::array<int64_t, 3>{64, 48, 32}, {9, 130, 17}, {5, 250, 33}})
     for (int variant = 0; variant < 16; ++variant) {
       const bool trans_a = variant & 1, row_bias = variant & 2, tb = variant & 4;
       const bool b_constant = variant & 8;

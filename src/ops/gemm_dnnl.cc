@@ -22,9 +22,9 @@ namespace {
 using dnnl::memory;
 using Tag = memory::format_tag;
 
-// One matmul over rows [m0, m0 + M) of A and Y.
+// One matmul over rows [m0, m0 + M) of A and Y and columns [n0, n0 + N) of B and Y.
 struct GemmPart {
-  int64_t m0 = 0, M = 0;
+  int64_t m0 = 0, M = 0, n0 = 0, N = 0;
   std::string impl;  // oneDNN's name for the kernel
   dnnl::matmul mm;
   memory a, w_user, w, bias, y;  // made once, pointed at each call's buffers
@@ -59,7 +59,9 @@ struct GemmKey {
 };
 
 // With several threads, the rows split into parts on kiln's pool with oneDNN at one thread
-// each (as for convolutions: ops/conv_dnnl.cc), sharing one packed B where the layouts agree.
+// each (as for convolutions: ops/conv_dnnl.cc), sharing one packed B where the layouts agree;
+// or, where B outweighs A (few rows: a classifier, a small batch), its columns, each part
+// packing and streaming only its own share of B.
 struct DnnlGemmPlan : NodeState {
   GemmKey key;
   bool supported = false;
@@ -81,16 +83,18 @@ struct DnnlGemmPlan : NodeState {
   }
 };
 
-GemmPart MakePart(const GemmKey& k, int64_t m0, int64_t M) {
+GemmPart MakePart(const GemmKey& k, int64_t m0, int64_t M, int64_t n0, int64_t N) {
   dnnl::engine& e = dnnl_common::Engine();
   const GemmTypes& t = k.types;
   const memory::dims a_strides = k.trans_a ? memory::dims{1, k.lda} : memory::dims{k.lda, 1};
-  const memory::desc a_md({M, k.K}, t.a, a_strides), y_md({M, k.N}, t.y, Tag::ab);
-  const memory::desc w_user_md({k.K, k.N}, t.w, k.trans_b ? Tag::ba : Tag::ab);
-  const memory::desc bias_md({1, k.N}, memory::data_type::f32, Tag::ab);
+  const memory::desc a_md({M, k.K}, t.a, a_strides), y_md({M, N}, t.y, memory::dims{k.N, 1});
+  // Columns [n0, n0 + N) of B [K, k.N] (stored [k.N, K] when transposed).
+  const memory::desc w_user_md({k.K, N}, t.w,
+                               k.trans_b ? memory::dims{1, k.K} : memory::dims{k.N, 1});
+  const memory::desc bias_md({1, N}, memory::data_type::f32, Tag::ab);
   // B read where it is when it changes per call, unless transposed (oneDNN packs that).
   const memory::desc w_md =
-      k.b_constant || k.trans_b ? memory::desc({k.K, k.N}, t.w, Tag::any) : w_user_md;
+      k.b_constant || k.trans_b ? memory::desc({k.K, N}, t.w, Tag::any) : w_user_md;
   auto d =
       k.bias ? dnnl::matmul::desc(a_md, w_md, bias_md, y_md) : dnnl::matmul::desc(a_md, w_md, y_md);
   dnnl::primitive_attr attr = dnnl_common::UserScratchpad();
@@ -108,6 +112,8 @@ GemmPart MakePart(const GemmKey& k, int64_t m0, int64_t M) {
   part.impl = impl;
   part.m0 = m0;
   part.M = M;
+  part.n0 = n0;
+  part.N = N;
   part.mm = dnnl::matmul(pd);
   part.scratchpad = dnnl_common::Scratchpad(pd.scratchpad_desc());
   part.a = memory(a_md, e, DNNL_MEMORY_NONE);
@@ -128,12 +134,31 @@ GemmPart MakePart(const GemmKey& k, int64_t m0, int64_t M) {
   return part;
 }
 
+// True when the parts should split B's columns rather than A's rows: a constant B larger than A
+// (rows split, every part streams all of B; columns split, A is read by all), few enough rows
+// that no part would have many, and at least 64 columns a part. Only where the
+// parts' post-ops stay within their own columns (no sum post-op, no Swish pass over rows).
+bool SplitsColumns(const GemmKey& k) {
+  return k.threads > 1 && k.b_constant && !k.sum && k.act != PostOps::Act::kSwish && k.M < k.N &&
+         k.M <= 64 && k.N >= 64 * k.threads;
+}
+
 void Prepare(DnnlGemmPlan* plan) {
   const GemmKey& k = plan->key;
+  if (SplitsColumns(k)) {  // in blocks of 16 columns, each part packing its own
+    const int64_t blocks = (k.N + 15) / 16;
+    for (int64_t c = 0; c < k.threads; ++c) {
+      const int64_t a = c * blocks / k.threads * 16,
+                    e = std::min(k.N, (c + 1) * blocks / k.threads * 16);
+      plan->parts.push_back(MakePart(k, 0, k.M, a, e - a));
+    }
+    plan->supported = true;
+    return;
+  }
   const int64_t n = std::max<int64_t>(1, std::min<int64_t>(k.threads, k.M / 4));
   for (int64_t c = 0; c < n; ++c) {
     const int64_t a = c * k.M / n, e = (c + 1) * k.M / n;
-    plan->parts.push_back(MakePart(k, a, e - a));
+    plan->parts.push_back(MakePart(k, a, e - a, 0, k.N));
   }
   GemmPart& first = plan->parts[0];
   for (size_t c = 1; c < plan->parts.size(); ++c) {
@@ -205,9 +230,11 @@ bool RunGemm(int64_t M, int64_t N, int64_t K, const GemmTypes& types, const void
     }
   }
   if (!plan->supported) return false;
+  const size_t w_elem = ElementBytes(types.w);
   if (!b_constant || plan->w_ptr != B) {  // pack B (on this thread, before the parts read it)
     for (GemmPart& part : plan->parts) {
-      part.w_user.set_data_handle(const_cast<void*>(B));
+      const size_t w_first = part.n0 * (trans_b ? K : 1) * w_elem;  // column n0's first element
+      part.w_user.set_data_handle(const_cast<char*>(static_cast<const char*>(B) + w_first));
       if (part.w == part.w_user || part.shares_w) continue;
       part.w_reorder.execute(dnnl_common::Stream(), part.w_user, part.w);
       dnnl_common::Stream().wait();
@@ -221,10 +248,10 @@ bool RunGemm(int64_t M, int64_t N, int64_t K, const GemmTypes& types, const void
     for (int64_t c = c0; c < c1; ++c) {
       GemmPart& part = plan->parts[c];
       dnnl::stream& s = dnnl_common::Stream();
-      char* y = static_cast<char*>(Y) + part.m0 * y_row;
+      char* y = static_cast<char*>(Y) + part.m0 * y_row + part.n0 * ElementBytes(types.y);
       part.a.set_data_handle(const_cast<char*>(static_cast<const char*>(A) + part.m0 * a_step));
       part.y.set_data_handle(y);
-      if (key.bias) part.bias.set_data_handle(const_cast<float*>(bias));
+      if (key.bias) part.bias.set_data_handle(const_cast<float*>(bias + part.n0));
       if (key.sum) StartRows(static_cast<float*>(Y), post.z, row_bias, part.m0, part.M, N);
       part.scratchpad.Bind(part.args);
       part.mm.execute(s, part.args);
