@@ -22,9 +22,6 @@
 
 namespace kiln::codegen::cuda {
 
-// lane_emulator.h as text (embedded at build time, src/codegen/cuda/CMakeLists.txt).
-const std::map<std::string, std::string>& EmbeddedEmulator();
-
 namespace {
 
 using c::CommentText;
@@ -897,7 +894,7 @@ class Generator {
   // Under a host C++ compiler: CUDA's built-ins on the lane emulator (lane_emulator.h).
   static std::string EmulationPrelude() {
     return "#ifndef __CUDACC__ /* a host C++ compiler: kernels run on the lane emulator */\n" +
-           EmbeddedEmulator().at("lane_emulator") + R"(#ifndef KILN_CUDA_EMULATION_
+           EmbeddedCudaSources().at("lane_emulator") + R"(#ifndef KILN_CUDA_EMULATION_
 #define KILN_CUDA_EMULATION_
 #define __global__
 #define __launch_bounds__(threads)

@@ -2,8 +2,8 @@
 //
 // An emitter writes straight-line per-sample code for one node into the body of the sample
 // function. It reads elements through In() (a slot register, a weight load or a constant formula)
-// and writes through Out(); every index it passes is a C expression over loop variables whose
-// trip counts are compile-time constants, so after unrolling every slot index is a constant.
+// and writes through Out(); every index it passes is a c::Ix (printed folded) over loop variables
+// whose trip counts are compile-time constants, so after unrolling every slot index is a constant.
 #pragma once
 
 #include <functional>
@@ -58,17 +58,18 @@ class EmitContext {
   }
 
   // Element `idx` of input i as a float expression, and element `idx` of output i as an lvalue.
-  Expected<std::string> In(int i, const std::string& idx);
-  Expected<std::string> Out(int i, const std::string& idx);
+  Expected<std::string> In(int i, const c::Ix& idx);
+  Expected<std::string> Out(int i, const c::Ix& idx);
   Expected<Loc> InLoc(int i) { return locate_(node_.inputs[i]); }
   Expected<Loc> OutLoc(int i) { return locate_(node_.outputs[i]); }
   // Four consecutive weight elements from `idx` (a multiple of 4) as a kiln_f4, or "" when input
   // i is not a dense weight whose offset allows 16-byte (float) / 8-byte (half) loads.
-  Expected<std::string> In4(int i, const std::string& idx);
+  Expected<std::string> In4(int i, const c::Ix& idx);
 
   void Line(const std::string& text) { body_ += std::string(2 * depth_ + 2, ' ') + text + "\n"; }
-  // `for (int v = 0; v < n; ++v) {` preceded by the unroll pragma; Close() ends it.
-  void For(const std::string& v, int64_t n, int64_t from = 0, int64_t step = 1);
+  // `for (int v = 0; v < n; ++v) {` over a new variable v, preceded by the unroll pragma, as an
+  // index; Close() ends it.
+  c::Ix For(int64_t n, int64_t from = 0, int64_t step = 1);
   // A loop of n trips over a new variable, as an index (c::Ix, printed folded): no loop when n
   // is 1, where the index is the constant 0. EndLoop() ends the innermost one.
   c::Ix Loop(int64_t n);
@@ -81,8 +82,8 @@ class EmitContext {
     --depth_;
     Line("}");
   }
-  // Loops over every element of dims (size-1 axes get the index "0"); body gets the indices.
-  void Nest(const Dims& dims, const std::function<void(const std::vector<std::string>&)>& body);
+  // Loops over every element of dims (size-1 axes get the index 0); body gets the indices.
+  void Nest(const Dims& dims, const std::function<void(const std::vector<c::Ix>&)>& body);
   // Fully unrolled loops unless the node does more than this many inner iterations (then nvcc
   // keeps the loops, and slots indexed by loop variables live in local memory).
   void SetWork(int64_t inner_iterations) {
@@ -118,14 +119,17 @@ class EmitContext {
   bool registers_, unroll_, fast_math_ = false;
 };
 
+// The device-side sources generated files carry, by file stem (lane_emulator, wmma_helpers,
+// wmma_fp8_helpers), embedded at build time (src/codegen/cuda/CMakeLists.txt).
+const std::map<std::string, std::string>& EmbeddedCudaSources();
+
 using EmitFn = std::function<Status(EmitContext&)>;
 // The emitter for an op of the default ONNX domain, or nullptr.
 const EmitFn* FindEmitter(const std::string& domain, const std::string& op_type);
 // Every op the CUDA backend emits (default domain; kiln ops).
 std::vector<std::string> EmittedOps();
 
-// "i0 * 12 + i1 * 4 + 3": indices "0" and zero strides left out; "0" when nothing is left.
-std::string Flat(const std::vector<std::string>& idx, const std::vector<int64_t>& strides,
-                 int64_t base = 0);
+// base + idx[0] * strides[0] + ...: the flat index of a multi-index.
+c::Ix Flat(const std::vector<c::Ix>& idx, const std::vector<int64_t>& strides, int64_t base = 0);
 
 }  // namespace kiln::codegen::cuda

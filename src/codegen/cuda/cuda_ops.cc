@@ -13,71 +13,58 @@
 
 namespace kiln::codegen::cuda {
 
-std::string Flat(const std::vector<std::string>& idx, const std::vector<int64_t>& strides,
-                 int64_t base) {
-  std::string e = base ? std::to_string(base) : "";
-  for (size_t k = 0; k < idx.size(); ++k) {
-    if (strides[k] == 0 || idx[k] == "0") continue;
-    bool compound = idx[k].find_first_of(" +-") != std::string::npos;
-    std::string term = strides[k] == 1 ? idx[k]
-                       : compound      ? "(" + idx[k] + ") * " + std::to_string(strides[k])
-                                       : idx[k] + " * " + std::to_string(strides[k]);
-    e += (e.empty() ? "" : " + ") + term;
-  }
-  return e.empty() ? "0" : e;
+c::Ix Flat(const std::vector<c::Ix>& idx, const std::vector<int64_t>& strides, int64_t base) {
+  c::Ix e(base);
+  for (size_t k = 0; k < idx.size(); ++k) e = e + idx[k] * strides[k];
+  return e;
 }
 
 namespace {
 
 std::string Num(double v) { return c::CNumber(DType::kFloat32, v); }
-std::string Plus(const std::string& base, int64_t off) {
-  if (off == 0) return base;
-  return base == "0" ? std::to_string(off) : base + " + " + std::to_string(off);
-}
 
 }  // namespace
 
-Expected<std::string> EmitContext::In(int i, const std::string& idx) {
+Expected<std::string> EmitContext::In(int i, const c::Ix& idx) {
   KILN_ASSIGN_OR_RETURN(Loc l, locate_(node_.inputs[i]));
   switch (l.kind) {
     case Loc::Kind::kSlot:
-      return l.slot + "[" + Plus(idx, l.offset) + "]";
+      return l.slot + "[" + (idx + l.offset).str() + "]";
     case Loc::Kind::kWeight:
-      return std::string(l.half ? "kiln_ldh(wh + " : "kiln_ld(w + ") + Plus(idx, l.offset) + ")";
+      return std::string(l.half ? "kiln_ldh(wh + " : "kiln_ld(w + ") + (idx + l.offset).str() + ")";
     case Loc::Kind::kSplat:
       return Num(l.start);
     case Loc::Kind::kArithmetic:  // exact in double, folded by the compiler once idx is constant
       return "(float)(" + c::CNumber(DType::kFloat64, l.start) + " + " +
-             c::CNumber(DType::kFloat64, l.step) + " * (double)(" + idx + "))";
+             c::CNumber(DType::kFloat64, l.step) + " * (double)(" + idx.str() + "))";
   }
   return Error("bad location");
 }
 
-Expected<std::string> EmitContext::Out(int i, const std::string& idx) {
+Expected<std::string> EmitContext::Out(int i, const c::Ix& idx) {
   KILN_ASSIGN_OR_RETURN(Loc l, locate_(node_.outputs[i]));
   if (l.kind != Loc::Kind::kSlot)
     return Error("output '" + graph_.values[node_.outputs[i]].name + "' has no slot");
-  return l.slot + "[" + Plus(idx, l.offset) + "]";
+  return l.slot + "[" + (idx + l.offset).str() + "]";
 }
 
-Expected<std::string> EmitContext::In4(int i, const std::string& idx) {
+Expected<std::string> EmitContext::In4(int i, const c::Ix& idx) {
   KILN_ASSIGN_OR_RETURN(Loc l, locate_(node_.inputs[i]));
   if (l.kind != Loc::Kind::kWeight || l.offset % 4 != 0) return std::string();
-  return std::string(l.half ? "kiln_ldh4(wh + " : "kiln_ld4(w + ") + Plus(idx, l.offset) + ")";
+  return std::string(l.half ? "kiln_ldh4(wh + " : "kiln_ld4(w + ") + (idx + l.offset).str() + ")";
 }
 
-void EmitContext::For(const std::string& v, int64_t n, int64_t from, int64_t step) {
+c::Ix EmitContext::For(int64_t n, int64_t from, int64_t step) {
+  const std::string v = Var();
   Line(unroll_ ? "KILN_UNROLL" : "KILN_NO_UNROLL");
   Open("for (int " + v + " = " + std::to_string(from) + "; " + v + " < " + std::to_string(n) +
        "; " + (step == 1 ? "++" + v : v + " += " + std::to_string(step)) + ")");
+  return c::Ix::Var(v);
 }
 
 c::Ix EmitContext::Loop(int64_t n) {
   loops_.push_back(n != 1);
-  if (n == 1) return c::Ix(0);
-  std::string v = Var();
-  For(v, n);
-  return c::Ix::Var(v);
+  return n == 1 ? c::Ix(0) : For(n);
 }
 
 void EmitContext::EndLoop() {
@@ -86,21 +73,11 @@ void EmitContext::EndLoop() {
 }
 
 void EmitContext::Nest(const Dims& dims,
-                       const std::function<void(const std::vector<std::string>&)>& body) {
-  std::vector<std::string> idx;
-  int opened = 0;
-  for (int64_t d : dims) {
-    if (d == 1) {
-      idx.push_back("0");
-      continue;
-    }
-    std::string v = Var();
-    For(v, d);
-    ++opened;
-    idx.push_back(v);
-  }
+                       const std::function<void(const std::vector<c::Ix>&)>& body) {
+  std::vector<c::Ix> idx;
+  for (int64_t d : dims) idx.push_back(Loop(d));
   body(idx);
-  for (int k = 0; k < opened; ++k) Close();
+  for (size_t k = 0; k < dims.size(); ++k) EndLoop();
 }
 
 namespace {
@@ -131,7 +108,7 @@ Status EmitMap(EmitContext& ctx,
                const std::function<Expected<std::string>(const std::vector<std::string>&)>& f) {
   const Dims& od = ctx.output_dims(0);
   Status st = OkStatus();
-  ctx.Nest(od, [&](const std::vector<std::string>& idx) {
+  ctx.Nest(od, [&](const std::vector<c::Ix>& idx) {
     std::vector<std::string> args;
     for (int i = 0; i < ctx.num_inputs() && st.ok(); ++i) {
       if (!ctx.has_input(i)) continue;
@@ -168,15 +145,13 @@ Status EmitUnary(EmitContext& ctx) {
   });
 }
 
-Status EmitGather(EmitContext& ctx,
-                  const std::function<std::string(const std::vector<std::string>&)>& src);
+Status EmitGather(EmitContext& ctx, const std::function<c::Ix(const std::vector<c::Ix>&)>& src);
 
 // Reshape & co when the planner could not make them views: a flat copy of input 0 (the other
 // inputs are shapes and axes, used at compile time).
 Status EmitCopy(EmitContext& ctx) {
   const Dims& od = ctx.output_dims(0);
-  return EmitGather(ctx,
-                    [&](const std::vector<std::string>& idx) { return Flat(idx, Strides(od)); });
+  return EmitGather(ctx, [&](const std::vector<c::Ix>& idx) { return Flat(idx, Strides(od)); });
 }
 
 Status EmitBinary(EmitContext& ctx, const std::string& op) {
@@ -211,7 +186,7 @@ Status EmitClip(EmitContext& ctx) {
   }
   const Dims& od = ctx.output_dims(0);
   Status st = OkStatus();
-  ctx.Nest(od, [&](const std::vector<std::string>& idx) {
+  ctx.Nest(od, [&](const std::vector<c::Ix>& idx) {
     auto a = ctx.In(0, Flat(idx, Strides(od)));
     auto o = ctx.Out(0, Flat(idx, Strides(od)));
     if (!a.ok() || !o.ok()) {
@@ -247,13 +222,13 @@ Status EmitMatMulCore(EmitContext& ctx, bool trans_a, bool trans_b, double alpha
   };
   std::vector<int64_t> as = batch_strides(ad), bs = batch_strides(bd), os = batch_strides(od);
   // Element (m, k) of A and (k, n) of B, row-major with the transposes.
-  auto a_at = [&](const std::string& base, const std::string& m, const std::string& k) {
+  auto a_at = [&](const c::Ix& base, const c::Ix& m, const c::Ix& k) {
     return Flat({base, m, k}, {1, trans_a ? 1 : K, trans_a ? M : 1});
   };
-  auto b_at = [&](const std::string& base, const std::string& k, const std::string& n) {
+  auto b_at = [&](const c::Ix& base, const c::Ix& k, const c::Ix& n) {
     return Flat({base, k, n}, {1, trans_b ? 1 : N, trans_b ? K : 1});
   };
-  auto bias = [&](const std::string& m, const std::string& n) -> Expected<std::string> {
+  auto bias = [&](const c::Ix& m, const c::Ix& n) -> Expected<std::string> {
     if (bias_input < 0) return std::string();
     Dims cd = ctx.input_dims(bias_input);
     std::vector<int64_t> cs = BroadcastStrides(cd, {M, N});
@@ -264,31 +239,28 @@ Status EmitMatMulCore(EmitContext& ctx, bool trans_a, bool trans_b, double alpha
   Status st = OkStatus();
   bool vec_rows = !trans_b && bd.size() == 2 && N % 4 == 0;  // B[k, n..n+3] contiguous
   bool vec_dots = trans_b && bd.size() == 2 && K % 4 == 0;   // B[n, k..k+3] contiguous
-  KILN_TRY(probe, ctx.In4(1, "0"));
+  KILN_TRY(probe, ctx.In4(1, 0));
   bool weight_b = !probe.empty();
-  ctx.Nest(batch, [&](const std::vector<std::string>& bi) {
-    std::string ab = Flat(bi, as), bb = Flat(bi, bs), ob = Flat(bi, os);
+  ctx.Nest(batch, [&](const std::vector<c::Ix>& bi) {
+    const c::Ix ab = Flat(bi, as), bb = Flat(bi, bs), ob = Flat(bi, os);
     auto fail = [&](const Status& s) {
       if (st.ok()) st = s;
     };
     if (weight_b && vec_rows) {
       // The output row accumulates a[m, k] * B[k, :] a float4 at a time.
-      std::string m = ctx.Loop(M).str();
-      auto orow = [&](const std::string& col) { return Flat({ob, m, col}, {1, N, 1}); };
-      std::string n = ctx.Var();
-      ctx.For(n, N);
+      const c::Ix m = ctx.Loop(M);
+      auto orow = [&](const c::Ix& col) { return Flat({ob, m, col}, {1, N, 1}); };
+      c::Ix n = ctx.For(N);
       auto o = ctx.Out(0, orow(n));
       if (!o.ok()) return fail(o.status());
       ctx.Line(*o + " = 0.0f;");
       ctx.Close();
-      std::string k = ctx.Var();
-      ctx.For(k, K);
+      c::Ix k = ctx.For(K);
       auto a = ctx.In(0, a_at(ab, m, k));
       if (!a.ok()) return fail(a.status());
       std::string av = ctx.Temp();
       ctx.Line("const float " + av + " = " + *a + ";");
-      std::string n4 = ctx.Var();
-      ctx.For(n4, N, 0, 4);
+      c::Ix n4 = ctx.For(N, 0, 4);
       auto w4 = ctx.In4(1, Flat({k, n4}, {N, 1}));
       if (!w4.ok()) return fail(w4.status());
       std::string wv = ctx.Temp();
@@ -302,8 +274,7 @@ Status EmitMatMulCore(EmitContext& ctx, bool trans_a, bool trans_b, double alpha
       ctx.Close();
       ctx.Close();
       if (bias_input >= 0 || alpha != 1) {
-        std::string n2 = ctx.Var();
-        ctx.For(n2, N);
+        c::Ix n2 = ctx.For(N);
         auto o2 = ctx.Out(0, orow(n2));
         auto c = bias(m, n2);
         if (!o2.ok() || !c.ok()) return fail(!o2.ok() ? o2.status() : c.status());
@@ -314,24 +285,23 @@ Status EmitMatMulCore(EmitContext& ctx, bool trans_a, bool trans_b, double alpha
       return;
     }
     // A dot product per output element; a weight B with contiguous k reads float4s.
-    std::string m = ctx.Loop(M).str(), n = ctx.Var(), acc = ctx.Temp();
-    ctx.For(n, N);
+    const c::Ix m = ctx.Loop(M), n = ctx.For(N);
+    std::string acc = ctx.Temp();
     ctx.Line("float " + acc + " = 0.0f;");
-    std::string k = ctx.Var();
     if (weight_b && vec_dots) {
-      ctx.For(k, K, 0, 4);
+      c::Ix k = ctx.For(K, 0, 4);
       auto w4 = ctx.In4(1, b_at(bb, k, n));
       if (!w4.ok()) return fail(w4.status());
       std::string wv = ctx.Temp();
       ctx.Line("const kiln_f4 " + wv + " = " + *w4 + ";");
       const char* lanes[] = {"x", "y", "z", "w"};
       for (int l = 0; l < 4; ++l) {
-        auto a = ctx.In(0, a_at(ab, m, k + " + " + std::to_string(l)));
+        auto a = ctx.In(0, a_at(ab, m, k + l));
         if (!a.ok()) return fail(a.status());
         ctx.Line(acc + " += " + *a + " * " + wv + "." + lanes[l] + ";");
       }
     } else {
-      ctx.For(k, K);
+      c::Ix k = ctx.For(K);
       auto a = ctx.In(0, a_at(ab, m, k));
       auto b = ctx.In(1, b_at(bb, k, n));
       if (!a.ok() || !b.ok()) return fail(!a.ok() ? a.status() : b.status());
@@ -358,11 +328,10 @@ Status EmitGemm(EmitContext& ctx) {
 }
 
 // Copies every element of the output from the input element `src(idx)` gives.
-Status EmitGather(EmitContext& ctx,
-                  const std::function<std::string(const std::vector<std::string>&)>& src) {
+Status EmitGather(EmitContext& ctx, const std::function<c::Ix(const std::vector<c::Ix>&)>& src) {
   const Dims& od = ctx.output_dims(0);
   Status st = OkStatus();
-  ctx.Nest(od, [&](const std::vector<std::string>& idx) {
+  ctx.Nest(od, [&](const std::vector<c::Ix>& idx) {
     auto a = ctx.In(0, src(idx));
     auto o = ctx.Out(0, Flat(idx, Strides(od)));
     if (!a.ok() || !o.ok()) {
@@ -385,7 +354,7 @@ Status EmitTranspose(EmitContext& ctx) {
         "do");
   std::vector<int64_t> is = Strides(id), ps;
   for (int64_t p : perm) ps.push_back(id[p] == 1 ? 0 : is[p]);
-  return EmitGather(ctx, [&](const std::vector<std::string>& idx) { return Flat(idx, ps); });
+  return EmitGather(ctx, [&](const std::vector<c::Ix>& idx) { return Flat(idx, ps); });
 }
 
 Status EmitTile(EmitContext& ctx) {
@@ -401,16 +370,17 @@ Status EmitTile(EmitContext& ctx) {
     return ctx.error("a Tile that repeats axis 0 (the batch) mixes samples");
   const Dims& id = ctx.input_dims(0);
   std::vector<int64_t> is = Strides(id);
-  return EmitGather(ctx, [&](const std::vector<std::string>& idx) {
-    std::vector<std::string> ii;
-    std::vector<int64_t> s;
+  return EmitGather(ctx, [&](const std::vector<c::Ix>& idx) {
+    std::vector<c::Ix> ii;
     for (size_t k = 0; k < idx.size(); ++k) {
-      ii.push_back(id[k] == 1 || idx[k] == "0" ? "0"
-                   : reps[k] == 1              ? idx[k]
-                                  : "(" + idx[k] + " % " + std::to_string(id[k]) + ")");
-      s.push_back(is[k]);
+      if (id[k] == 1 || reps[k] == 1)
+        ii.push_back(id[k] == 1 ? c::Ix(0) : idx[k]);
+      else if (idx[k].is_constant())
+        ii.push_back(idx[k].constant() % id[k]);
+      else  // a repeated axis: the remainder (of a loop variable), as one opaque term
+        ii.push_back(c::Ix::Var("(" + idx[k].str() + " % " + std::to_string(id[k]) + ")"));
     }
-    return Flat(ii, s);
+    return Flat(ii, is);
   });
 }
 
@@ -454,7 +424,7 @@ Status EmitSlice(EmitContext& ctx) {
     base += first[k] * is[k];
     s2.push_back(step[k] * is[k]);
   }
-  return EmitGather(ctx, [&](const std::vector<std::string>& idx) { return Flat(idx, s2, base); });
+  return EmitGather(ctx, [&](const std::vector<c::Ix>& idx) { return Flat(idx, s2, base); });
 }
 
 Status EmitConcat(EmitContext& ctx) {
@@ -474,7 +444,7 @@ Status EmitConcat(EmitContext& ctx) {
     if (il.kind == Loc::Kind::kSlot && il.slot == ol.slot && il.offset == ol.offset + base)
       continue;
     Status st = OkStatus();
-    ctx.Nest(id, [&](const std::vector<std::string>& idx) {
+    ctx.Nest(id, [&](const std::vector<c::Ix>& idx) {
       auto a = ctx.In(i, Flat(idx, Strides(id)));
       auto o = ctx.Out(0, Flat(idx, os, base));
       if (!a.ok() || !o.ok()) {
@@ -515,25 +485,24 @@ Status EmitSoftmax(EmitContext& ctx, const std::string& op) {
   Rows r = RowsOf(d, axis, old);
   ctx.SetWork(NumElements(d) * 3);
   Status st = OkStatus();
-  ctx.Nest({r.outer, r.inner}, [&](const std::vector<std::string>& oi) {
-    auto at = [&](const std::string& k) {
+  ctx.Nest({r.outer, r.inner}, [&](const std::vector<c::Ix>& oi) {
+    auto at = [&](const c::Ix& k) {
       return Flat({oi[0], k, oi[1]}, {r.len * r.inner, r.inner, 1});
     };
     auto fail = [&](const Status& s) {
       if (st.ok()) st = s;
     };
-    std::string mx = ctx.Temp(), sum = ctx.Temp(), k = ctx.Var();
-    auto x0 = ctx.In(0, at("0"));
+    std::string mx = ctx.Temp(), sum = ctx.Temp();
+    auto x0 = ctx.In(0, at(0));
     if (!x0.ok()) return fail(x0.status());
     ctx.Line("float " + mx + " = " + *x0 + ";");
-    ctx.For(k, r.len, 1);
+    c::Ix k = ctx.For(r.len, 1);
     auto x = ctx.In(0, at(k));
     if (!x.ok()) return fail(x.status());
     ctx.Line(mx + " = fmaxf(" + mx + ", " + *x + ");");
     ctx.Close();
     ctx.Line("float " + sum + " = 0.0f;");
-    std::string k2 = ctx.Var();
-    ctx.For(k2, r.len);
+    c::Ix k2 = ctx.For(r.len);
     auto x2 = ctx.In(0, at(k2));
     auto o2 = ctx.Out(0, at(k2));
     if (!x2.ok() || !o2.ok()) return fail(Error("softmax location"));
@@ -545,9 +514,8 @@ Status EmitSoftmax(EmitContext& ctx, const std::string& op) {
       ctx.Line(sum + " += " + *o2 + ";");
     }
     ctx.Close();
-    std::string k3 = ctx.Var();
     if (op == "LogSoftmax") ctx.Line(sum + " = logf(" + sum + ");");
-    ctx.For(k3, r.len);
+    c::Ix k3 = ctx.For(r.len);
     auto o3 = ctx.Out(0, at(k3));
     if (!o3.ok()) return fail(o3.status());
     ctx.Line(*o3 + (op == "LogSoftmax" ? " -= " : " /= ") + sum + ";");
@@ -569,30 +537,27 @@ Status EmitLayerNorm(EmitContext& ctx) {
   ctx.SetWork(NumElements(d) * 3);
   Dims tail(d.begin() + axis, d.end());
   Status st = OkStatus();
-  ctx.Nest({r.outer}, [&](const std::vector<std::string>& oi) {
+  ctx.Nest({r.outer}, [&](const std::vector<c::Ix>& oi) {
     auto fail = [&](const Status& s) {
       if (st.ok()) st = s;
     };
-    std::string row = oi[0] == "0" ? "" : oi[0] + " * " + std::to_string(r.len) + " + ";
+    const c::Ix row = oi[0] * r.len;
     std::string mean = ctx.Temp(), var = ctx.Temp(), inv = ctx.Temp();
     ctx.Line("float " + mean + " = 0.0f, " + var + " = 0.0f;");
-    std::string k = ctx.Var();
-    ctx.For(k, r.len);
+    c::Ix k = ctx.For(r.len);
     auto x = ctx.In(0, row + k);
     if (!x.ok()) return fail(x.status());
     ctx.Line(mean + " += " + *x + ";");
     ctx.Close();
     ctx.Line(mean + " /= " + Num(static_cast<double>(r.len)) + ";");
-    std::string k2 = ctx.Var();
-    ctx.For(k2, r.len);
+    c::Ix k2 = ctx.For(r.len);
     auto x2 = ctx.In(0, row + k2);
     if (!x2.ok()) return fail(x2.status());
     ctx.Line("{ const float dx = " + *x2 + " - " + mean + "; " + var + " += dx * dx; }");
     ctx.Close();
     ctx.Line("const float " + inv + " = 1.0f / sqrtf(" + var + " / " +
              Num(static_cast<double>(r.len)) + " + " + Num(eps) + ");");
-    std::string k3 = ctx.Var();
-    ctx.For(k3, r.len);
+    c::Ix k3 = ctx.For(r.len);
     auto x3 = ctx.In(0, row + k3);
     auto o = ctx.Out(0, row + k3);
     auto sc = ctx.In(1, k3);
@@ -659,7 +624,7 @@ Status EmitConv(EmitContext& ctx) {
   std::string acc = ctx.Temp();
   c::Ix m = ctx.Loop(M), oh = ctx.Loop(OH), ow = ctx.Loop(OW);
   if (ctx.has_input(2)) {
-    KILN_TRY(b, ctx.In(2, m.str()));
+    KILN_TRY(b, ctx.In(2, m));
     ctx.Line("float " + acc + " = " + b + ";");
   } else {
     ctx.Line("float " + acc + " = 0.0f;");
@@ -675,8 +640,8 @@ Status EmitConv(EmitContext& ctx) {
   }
   c::Ix c = ctx.Loop(CG), kh = ctx.Loop(KH), kw = ctx.Loop(KW);
   c::Ix ih = oh * st[0] + kh * dl[0] - pads[0], iw = ow * st[1] + kw * dl[1] - pads[1];
-  KILN_TRY(x, ctx.In(0, ((group_base + c) * (H * W) + ih * W + iw).str()));
-  KILN_TRY(w, ctx.In(1, (m * (CG * KH * KW) + c * (KH * KW) + kh * KW + kw).str()));
+  KILN_TRY(x, ctx.In(0, (group_base + c) * (H * W) + ih * W + iw));
+  KILN_TRY(w, ctx.In(1, m * (CG * KH * KW) + c * (KH * KW) + kh * KW + kw));
   std::string inside = Inside({ih, iw}, {pads[0], pads[1]},
                               {(OH - 1) * st[0] + (KH - 1) * dl[0] - pads[0],
                                (OW - 1) * st[1] + (KW - 1) * dl[1] - pads[1]},
@@ -685,7 +650,7 @@ Status EmitConv(EmitContext& ctx) {
   ctx.EndLoop();
   ctx.EndLoop();
   ctx.EndLoop();
-  KILN_TRY(o, ctx.Out(0, (m * (OH * OW) + oh * OW + ow).str()));
+  KILN_TRY(o, ctx.Out(0, m * (OH * OW) + oh * OW + ow));
   ctx.Line(o + " = " + acc + ";");
   ctx.EndLoop();
   ctx.EndLoop();
@@ -719,7 +684,7 @@ Status EmitPool(EmitContext& ctx, const std::string& op) {
   if (count) ctx.Line("int " + cnt + " = 0;");
   c::Ix kh = ctx.Loop(k[0]), kw = ctx.Loop(k[1]);
   c::Ix ih = oh * st[0] + kh * dl[0] - pads[0], iw = ow * st[1] + kw * dl[1] - pads[1];
-  KILN_TRY(x, ctx.In(0, (c * (H * W) + ih * W + iw).str()));
+  KILN_TRY(x, ctx.In(0, c * (H * W) + ih * W + iw));
   std::string inside = Inside({ih, iw}, {pads[0], pads[1]},
                               {(OH - 1) * st[0] + (k[0] - 1) * dl[0] - pads[0],
                                (OW - 1) * st[1] + (k[1] - 1) * dl[1] - pads[1]},
@@ -731,7 +696,7 @@ Status EmitPool(EmitContext& ctx, const std::string& op) {
   }
   ctx.EndLoop();
   ctx.EndLoop();
-  KILN_TRY(o, ctx.Out(0, (c * (OH * OW) + oh * OW + ow).str()));
+  KILN_TRY(o, ctx.Out(0, c * (OH * OW) + oh * OW + ow));
   if (is_max) {
     ctx.Line(o + " = " + acc + ";");
   } else if (include_pad || global) {
@@ -777,14 +742,14 @@ Status EmitReduce(EmitContext& ctx, const std::string& op) {
   ctx.SetWork(NumElements(d) * (op == "ReduceLogSumExp" ? 2 : 1));
   std::vector<int64_t> is = Strides(d), ks = Strides(kept);
   Status st = OkStatus();
-  ctx.Nest(kept, [&](const std::vector<std::string>& outer) {
+  ctx.Nest(kept, [&](const std::vector<c::Ix>& outer) {
     auto fail = [&](const Status& e) {
       if (st.ok()) st = e;
     };
     std::string acc = ctx.Temp(), mx = ctx.Temp();
     auto pass = [&](const std::function<std::string(const std::string&)>& update) {
-      ctx.Nest(inner, [&](const std::vector<std::string>& in) {
-        std::vector<std::string> idx(d.size());
+      ctx.Nest(inner, [&](const std::vector<c::Ix>& in) {
+        std::vector<c::Ix> idx(d.size());
         for (size_t k = 0; k < d.size(); ++k) idx[k] = reduced[k] ? in[k] : outer[k];
         auto x = ctx.In(0, Flat(idx, is));
         if (!x.ok()) return fail(x.status());
