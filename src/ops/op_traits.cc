@@ -141,6 +141,10 @@ const std::map<Key, unsigned>& Table() {
       {{"", "Softmax"}, W},
       {{"", "LayerNormalization"}, W},
       {{"", "RMSNormalization"}, W},
+      // Every step's rows, or zeros past a row's sequence length (ops/recurrent_kernels.cc).
+      {{"", "RNN"}, W},
+      {{"", "GRU"}, W},
+      {{"", "LSTM"}, W},
   };
   static const std::map<Key, unsigned>* table = [] {
     auto* t = new std::map<Key, unsigned>(kTable);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -316,20 +317,24 @@ class Direction {
       if (w_.rt_packed[g].data.empty()) w_.rt_packed[g] = PackPanels(w_.rt[g]);
   }
 
+  void Allocate(int64_t n) {
+    xw_ = std::make_unique_for_overwrite<float[]>(static_cast<size_t>(n));
+  }
+
   // xw = X W^T + the biases that do not depend on the state, for every step at once; gate g of a
   // row at g * H.
   void Project() {
     const int64_t I = p_.input, M = S_ * B_;
     if (!w_.wt.data.empty()) {  // few rows: against W^T's panels like the recurrent product
       xw_ld_ = w_.wt.cols;
-      xw_.resize(static_cast<size_t>(M * xw_ld_));
+      Allocate(M * xw_ld_);
       const std::vector<int32_t> ids = PanelsOfUnits(w_.wt, 0, w_.wt.gate_ld);
-      PanelProduct(p_.x, I, M, w_.wt, ids.data(), static_cast<int64_t>(ids.size()), xw_.data(),
+      PanelProduct(p_.x, I, M, w_.wt, ids.data(), static_cast<int64_t>(ids.size()), xw_.get(),
                    xw_ld_);
     } else {
       xw_ld_ = GH_;
-      xw_.resize(static_cast<size_t>(M * GH_));
-      PackedGemm<float>(M, p_.x, I, 1, w_.w_packed, xw_.data(), GH_, false, threads_);
+      Allocate(M * GH_);
+      PackedGemm<float>(M, p_.x, I, 1, w_.w_packed, xw_.get(), GH_, false, threads_);
     }
     if (!p_.bias) return;
     const float* wb = p_.bias + d_ * 2 * GH_;
@@ -547,8 +552,8 @@ class Direction {
   const bool reverse_;
   const RnnActivation* act_;
   RnnDirectionWeights& w_;
-  const int64_t gs_, hr_ld_;  // the stride of gates in a row of products, and of rows
-  std::vector<float> xw_;
+  const int64_t gs_, hr_ld_;     // the stride of gates in a row of products, and of rows
+  std::unique_ptr<float[]> xw_;  // every element written by the projection: not cleared first
   int64_t xw_ld_ = 0;
   const float* rbh_ = nullptr;
 };
