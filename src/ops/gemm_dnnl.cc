@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "ops/cpu_isa.h"
+#include "ops/scratch.h"
 #include "ops/thread_pool.h"
 #include "ops/vector_math.h"
 
@@ -87,7 +88,9 @@ GemmPart MakePart(const GemmKey& k, int64_t m0, int64_t M, int64_t n0, int64_t N
   dnnl::engine& e = dnnl_common::Engine();
   const GemmTypes& t = k.types;
   const memory::dims a_strides = k.trans_a ? memory::dims{1, k.lda} : memory::dims{k.lda, 1};
-  const memory::desc a_md({M, k.K}, t.a, a_strides), y_md({M, N}, t.y, memory::dims{k.N, 1});
+  // A column part writes its own rows densely (oneDNN's fastest kernels want that), which the
+  // caller copies into Y's columns.
+  const memory::desc a_md({M, k.K}, t.a, a_strides), y_md({M, N}, t.y, Tag::ab);
   // Columns [n0, n0 + N) of B [K, k.N] (stored [k.N, K] when transposed).
   const memory::desc w_user_md({k.K, N}, t.w,
                                k.trans_b ? memory::dims{1, k.K} : memory::dims{k.N, 1});
@@ -241,14 +244,18 @@ bool RunGemm(int64_t M, int64_t N, int64_t K, const GemmTypes& types, const void
     }
     plan->w_ptr = b_constant ? B : nullptr;
   }
-  const size_t a_elem = ElementBytes(types.a), y_row = N * ElementBytes(types.y);
+  const size_t a_elem = ElementBytes(types.a), y_elem = ElementBytes(types.y), y_row = N * y_elem;
   const size_t a_step = options.trans_a ? a_elem : key.lda * a_elem;  // from one row to the next
   ParallelFor(threads, static_cast<int64_t>(plan->parts.size()), [&](int64_t c0, int64_t c1) {
     dnnl_common::SingleThreaded();
     for (int64_t c = c0; c < c1; ++c) {
       GemmPart& part = plan->parts[c];
       dnnl::stream& s = dnnl_common::Stream();
-      char* y = static_cast<char*>(Y) + part.m0 * y_row + part.n0 * ElementBytes(types.y);
+      const bool columns = part.N != N;
+      char* y =
+          columns
+              ? static_cast<char*>(ScratchBytes(ScratchSlot::kDnnlDst, part.M * part.N * y_elem))
+              : static_cast<char*>(Y) + part.m0 * y_row;
       part.a.set_data_handle(const_cast<char*>(static_cast<const char*>(A) + part.m0 * a_step));
       part.y.set_data_handle(y);
       if (key.bias) part.bias.set_data_handle(const_cast<float*>(bias + part.n0));
@@ -256,6 +263,9 @@ bool RunGemm(int64_t M, int64_t N, int64_t K, const GemmTypes& types, const void
       part.scratchpad.Bind(part.args);
       part.mm.execute(s, part.args);
       s.wait();
+      for (int64_t r = 0; columns && r < part.M; ++r)
+        std::memcpy(static_cast<char*>(Y) + (part.m0 + r) * y_row + part.n0 * y_elem,
+                    y + r * part.N * y_elem, part.N * y_elem);
       float* yf = reinterpret_cast<float*>(y);
       if (post.act == PostOps::Act::kSwish) SwishF32(yf, yf, part.M * N, 1.0f);
     }
