@@ -350,5 +350,41 @@ TEST(VectorMath, SoftmaxReductions) {
   }
 }
 
+// Masked attention rows (-10000, -inf, and x - max between -104 and -87.3, where e^(x - max) is
+// a denormal): those exponentials and probabilities come out as exact zeros, never denormals
+// (made one at a time by microcode assists on Intel cores), the rest as exp(x - max) / sum;
+// e^(x - max) just above FLT_MIN stays (its probability, divided by the sum, may be a denormal);
+// on every ISA, through ExpSubSumF32 too.
+TEST(VectorMath, SoftmaxFlushesProbabilitiesBelowFloatMinToZero) {
+  for (Isa isa : RunnableIsas()) {
+    for (int n : {5, 16, 37, 512}) {
+      std::vector<float> x(n), y(n), e(n);
+      for (int i = 0; i < n; ++i) {
+        const float masked[] = {-10000.0f, -std::numeric_limits<float>::infinity(), -90.0f,
+                                -103.0f};
+        x[i] = i % 2 ? masked[i / 2 % 4] : 0.25f * static_cast<float>(i % 7);
+      }
+      if (n > 8) x[8] = 1.5f - 87.0f;  // the row max is 1.5: e^-87 = 1.6e-38, normal, kept
+      float m = x[0];
+      for (float v : x) m = std::max(m, v);
+      SoftmaxRowsF32(x.data(), y.data(), 1, n, isa);
+      const float s = ExpSubSumF32(x.data(), e.data(), n, m, isa);
+      double ref = 0;
+      for (int i = 0; i < n; ++i) ref += std::exp(static_cast<double>(x[i]) - m);
+      ASSERT_NEAR(s, ref, ref * 1e-6);
+      for (int i = 0; i < n; ++i) {
+        ASSERT_NE(std::fpclassify(e[i]), FP_SUBNORMAL) << n << " at " << i;
+        if (static_cast<double>(x[i]) - m < -87.34) {
+          ASSERT_EQ(y[i], 0.0f) << n << " at " << i;
+          ASSERT_EQ(e[i], 0.0f) << n << " at " << i;
+        } else {
+          ASSERT_NEAR(y[i], std::exp(static_cast<double>(x[i]) - m) / ref, 1e-6) << n << " " << i;
+          ASSERT_GT(e[i], 0.0f) << n << " at " << i;
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kiln::ops

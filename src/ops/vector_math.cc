@@ -57,6 +57,13 @@ struct VM {
   // in two parts (n * C1 exact), e^r by Cephes expf's polynomial, 2^n applied as 2^(n/2) 2^(n-n/2)
   // so that a denormal result is rounded once and overflow gives inf.
   static KILN_AI F Exp(F x) { return ExpOf<false>(x, F{}); }
+  // e^x, or 0 where it is below FLT_MIN (x < -87.34), with no denormal made on the way (each
+  // costs a microcode assist on Intel cores): softmax's exp(x - max), where probabilities that
+  // small are zeros whatever the row's sum and an attention mask's -10000 fills half the row.
+  static KILN_AI F ExpOrZero(F x) {
+    const I tiny = x < -87.3365f;  // false for a NaN, which stays NaN
+    return Sel(tiny, F{}, Exp(Sel(tiny, F{}, x)));
+  }
   // e^(x + lo) for a small lo carrying the bits x lost (GeluTail's -x^2 / 2): lo joins the reduced
   // argument, so it is not rounded away against x first.
   template <bool kLo>
@@ -690,7 +697,7 @@ KILN_AI float ExpSubSumBody(const float* x, float* y, int64_t n, float mx) {
   typename M::F acc{};
   int64_t i = 0;
   for (; i + L <= n; i += L) {
-    const typename M::F e = M::Exp(M::Load(x + i) - mx);
+    const typename M::F e = M::ExpOrZero(M::Load(x + i) - mx);
     acc += e;
     M::Store(y + i, e);
   }
@@ -698,7 +705,7 @@ KILN_AI float ExpSubSumBody(const float* x, float* y, int64_t n, float mx) {
     float in[L] = {}, out[L];
     const int rem = static_cast<int>(n - i);
     std::memcpy(in, x + i, static_cast<size_t>(rem) * sizeof(float));
-    typename M::F e = M::Exp(M::Load(in) - mx);
+    typename M::F e = M::ExpOrZero(M::Load(in) - mx);
     M::Store(out, e);
     for (int l = rem; l < L; ++l) out[l] = 0.0f;
     acc += M::Load(out);
@@ -784,9 +791,20 @@ __attribute__((target("avx512f,fma"), always_inline)) inline __m512 ExpNonPositi
   return _mm512_scalef_ps(p, k);
 }
 
+// e^a for a <= 0, where e^a is below FLT_MIN (a < -87.34) as 0: softmax probabilities that
+// small are zeros whatever the row's sum, and making them as denormals costs a microcode assist
+// per vector on Intel cores (an attention mask's -10000 filled half of every row with them: 3M
+// elements took 8 ms). A NaN stays NaN (vcmpps NLT_UQ is true for it, vmaxps returns it).
+__attribute__((target("avx512f,fma"), always_inline)) inline __m512 ExpNonPositiveOrZero16(
+    __m512 a) {
+  const __m512 lowest = _mm512_set1_ps(-87.3365f);
+  const __mmask16 normal = _mm512_cmp_ps_mask(a, lowest, _CMP_NLT_UQ);
+  return _mm512_maskz_mov_ps(normal, ExpNonPositive16(_mm512_max_ps(lowest, a)));
+}
+
 // Softmax rows with AVX-512 instructions the vector extensions cannot spell: exp(x - max) by
-// ExpNonPositive16, and masked loads for the tail of a row instead of copies. A NaN makes its
-// row NaN.
+// ExpNonPositiveOrZero16, and masked loads for the tail of a row instead of copies. A NaN makes
+// its row NaN.
 __attribute__((target("avx512f,fma"))) void SoftmaxRowsAvx512(const float* x, float* y,
                                                               int64_t rows, int64_t len) {
   const int64_t full = len / 16 * 16;
@@ -798,12 +816,13 @@ __attribute__((target("avx512f,fma"))) void SoftmaxRowsAvx512(const float* x, fl
     const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
     __m512 sum = _mm512_setzero_ps();
     for (int64_t i = 0; i < full; i += 16) {
-      const __m512 e = ExpNonPositive16(_mm512_sub_ps(_mm512_loadu_ps(x + i), m));
+      const __m512 e = ExpNonPositiveOrZero16(_mm512_sub_ps(_mm512_loadu_ps(x + i), m));
       _mm512_storeu_ps(y + i, e);
       sum = _mm512_add_ps(sum, e);
     }
     if (tail) {
-      const __m512 e = ExpNonPositive16(_mm512_sub_ps(_mm512_maskz_loadu_ps(tail, x + full), m));
+      const __m512 e =
+          ExpNonPositiveOrZero16(_mm512_sub_ps(_mm512_maskz_loadu_ps(tail, x + full), m));
       _mm512_mask_storeu_ps(y + full, tail, e);
       sum = _mm512_mask_add_ps(sum, tail, sum, e);
     }
@@ -907,15 +926,22 @@ __attribute__((target("avx2,fma"), always_inline)) inline __m256 SigmoidFamily8(
   return _mm256_mul_ps(num, q);
 }
 
+// ExpNonPositive8 with e^a below FLT_MIN as 0, made without a denormal (ExpNonPositiveOrZero16).
+__attribute__((target("avx2,fma"), always_inline)) inline __m256 ExpNonPositiveOrZero8(__m256 a) {
+  const __m256 lowest = _mm256_set1_ps(-87.3365f);
+  return _mm256_and_ps(ExpNonPositive8(_mm256_max_ps(lowest, a)),
+                       _mm256_cmp_ps(a, lowest, _CMP_NLT_UQ));
+}
+
 // exp(x - m) into y and its sum, and softmax rows, as the AVX-512 ones do, with
-// ExpNonPositive8 and masked loads for the tails: vit_tiny's Softmax 0.81 -> 0.4 ms a run on
+// ExpNonPositiveOrZero8 and masked loads for the tails: vit_tiny's Softmax 0.81 -> 0.4 ms a run on
 // Zen 3 (the generic exp took 1.2 ns an element).
 __attribute__((target("avx2,fma"))) __m256 ExpSubSum8(const float* x, float* y, int64_t n,
                                                       __m256 m) {
   const int64_t full = n / 8 * 8;
   __m256 sum = _mm256_setzero_ps();
   for (int64_t i = 0; i < full; i += 8) {
-    const __m256 e = ExpNonPositive8(_mm256_sub_ps(_mm256_loadu_ps(x + i), m));
+    const __m256 e = ExpNonPositiveOrZero8(_mm256_sub_ps(_mm256_loadu_ps(x + i), m));
     _mm256_storeu_ps(y + i, e);
     sum = _mm256_add_ps(sum, e);
   }
@@ -923,7 +949,7 @@ __attribute__((target("avx2,fma"))) __m256 ExpSubSum8(const float* x, float* y, 
     const __m256i tail = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n - full)),
                                             _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
     const __m256 e =
-        _mm256_and_ps(ExpNonPositive8(_mm256_sub_ps(_mm256_maskload_ps(x + full, tail), m)),
+        _mm256_and_ps(ExpNonPositiveOrZero8(_mm256_sub_ps(_mm256_maskload_ps(x + full, tail), m)),
                       _mm256_castsi256_ps(tail));
     _mm256_maskstore_ps(y + full, tail, e);
     sum = _mm256_add_ps(sum, e);
