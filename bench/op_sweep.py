@@ -1068,6 +1068,24 @@ def attention_cases():
     sdpa("sdpa_vit_1x3x197x64", "MatMul-Softmax-MatMul attention, [1,3,197,64] (ViT-Ti)", 1, 3,
          197, 197, 64)
 
+    def onnx_attention(name, desc, b_, h, sq, d, causal=False, mask=None):
+        def b(g):  # the ONNX Attention op (opset 23), as exporters targeting opset 23 write SDPA
+            ins = [g.input([b_, h, sq, d]) for _ in range(3)]
+            if mask == "float":
+                ins.append(g.const(g.np.where(g.np.tril(g.np.ones((1, 1, sq, sq), bool)), 0.0,
+                                              -10000.0).astype("float32"), "mask"))
+            elif mask == "bool":
+                ins.append(g.const(g.np.tril(g.np.ones((1, 1, sq, sq), bool)), "mask"))
+            g.output(g.op("Attention", ins, is_causal=int(causal)))
+        out.append(Case(F, name, desc, b, False, opset=23))
+
+    onnx_attention("attention_op23_1x12x512x64_causal", "Attention op (opset 23), is_causal, "
+                   "[1,12,512,64]", 1, 12, 512, 64, causal=True)
+    onnx_attention("attention_op23_1x12x512x64_floatmask", "Attention op (opset 23), float mask, "
+                   "[1,12,512,64]", 1, 12, 512, 64, mask="float")
+    onnx_attention("attention_op23_4x8x128x64_boolmask", "Attention op (opset 23), bool mask, "
+                   "[4,8,128,64]", 4, 8, 128, 64, mask="bool")
+
     def mha(name, desc, b_, s, d, h, quick=False):
         def b(g):  # torch-style multi-head self-attention block from the hidden states
             x = g.input([b_, s, d])

@@ -6,6 +6,8 @@
 #include "ops/attention_shape.h"
 #include "ops/common.h"
 #include "ops/matmul_gemm.h"
+#include "ops/thread_pool.h"
+#include "ops/vector_math.h"
 
 namespace kiln::ops {
 namespace {
@@ -164,17 +166,22 @@ void AttentionKernel(ComputeContext& ctx, const AttentionShape& s) {
   std::vector<int64_t> nonpad;
   if (ctx.has_input(6)) nonpad = ctx.input(6).ToInt64Vector();
 
-  // present_key / present_value: the past followed by the new keys, [B, Hkv, T, D].
-  std::vector<C> kt(s.T * s.D), vt(s.T * s.Dv);
-  std::vector<C> qb(s.Sq * s.D), scores(s.Sq * s.T), yb(s.Sq * s.Dv);
   T* y = ctx.output(0).data<T>();
   T* present_k = ctx.num_outputs() > 1 ? ctx.output(1).data<T>() : nullptr;
   T* present_v = ctx.num_outputs() > 2 ? ctx.output(2).data<T>() : nullptr;
   T* qk_out = ctx.num_outputs() > 3 && ctx.output_used(3) ? ctx.output(3).data<T>() : nullptr;
   const int64_t group = s.Hq / s.Hkv;
 
-  for (int64_t b = 0; b < s.B; ++b) {
-    for (int64_t kh = 0; kh < s.Hkv; ++kh) {
+  // The (batch, kv head) pairs split over the threads, each part with buffers of its own; the
+  // products inside take the threads only where there are fewer pairs than threads.
+  const int64_t pairs = s.B * s.Hkv;
+  const int threads = ctx.threads(), product_threads = pairs >= threads ? 1 : threads;
+  ParallelFor(pairs >= threads ? threads : 1, pairs, [&](int64_t pair0, int64_t pair1) {
+    // present_key / present_value: the past followed by the new keys, [B, Hkv, T, D].
+    std::vector<C> kt(s.T * s.D), vt(s.T * s.Dv);
+    std::vector<C> qb(s.Sq * s.D), scores(s.Sq * s.T), yb(s.Sq * s.Dv);
+    for (int64_t pair = pair0; pair < pair1; ++pair) {
+      const int64_t b = pair / s.Hkv, kh = pair % s.Hkv;
       for (int64_t t = 0; t < s.P; ++t) {
         for (int64_t d = 0; d < s.D; ++d)
           kt[t * s.D + d] = static_cast<C>(pk[((b * s.Hkv + kh) * s.P + t) * s.D + d]);
@@ -205,7 +212,7 @@ void AttentionKernel(ComputeContext& ctx, const AttentionShape& s) {
             qb[i * s.D + d] = static_cast<C>(q[QkvIndex(s.is3d, s.Hq, s.Sq, s.D, b, h, i, d)]);
         std::fill(scores.begin(), scores.end(), C(0));
         GemmAny<C>(false, true, s.Sq, s.T, s.D, scale, qb.data(), kt.data(), scores.data(),
-                   ctx.threads());
+                   product_threads);
         T* qk_row = qk_out ? qk_out + ((b * s.Hq + h) * s.Sq) * s.T : nullptr;
         auto emit = [&](int64_t m) {
           if (qk_row && mode == m)
@@ -219,51 +226,58 @@ void AttentionKernel(ComputeContext& ctx, const AttentionShape& s) {
         if (!has_past && !nonpad.empty()) offset = nonpad[b] - s.Sq;
         for (int64_t i = 0; i < s.Sq; ++i) {
           C* row = scores.data() + i * s.T;
-          for (int64_t j = 0; j < s.T; ++j) {
-            C bias = 0;
-            if (mask) {
-              if (j >= mcols) {
-                bias = neg_inf;
-              } else {
-                int64_t mi = b * mstride[0] + h * mstride[1] + i * mstride[2] + j * mstride[3];
-                if (mask->dtype() == DType::kBool) {
-                  if (!mask->data<bool>()[mi]) bias = neg_inf;
-                } else {
-                  bias = static_cast<C>(mask->GetDouble(mi));
-                }
-              }
+          if (mask) {
+            const int64_t at = b * mstride[0] + h * mstride[1] + i * mstride[2], step = mstride[3];
+            const int64_t cols = std::min(mcols, s.T);
+            if (mask->dtype() == DType::kBool) {
+              const bool* m = mask->data<bool>() + at;
+              for (int64_t j = 0; j < cols; ++j)
+                if (!m[j * step]) row[j] += neg_inf;
+            } else if (mask->dtype() == DType::kFloat32) {
+              const float* m = mask->data<float>() + at;
+              for (int64_t j = 0; j < cols; ++j) row[j] += static_cast<C>(m[j * step]);
+            } else {
+              for (int64_t j = 0; j < cols; ++j)
+                row[j] += static_cast<C>(mask->GetDouble(at + j * step));
             }
-            if (causal && j > i + offset) bias += neg_inf;
-            if (!nonpad.empty() && j >= nonpad[b]) bias += neg_inf;
-            row[j] += bias;
+            for (int64_t j = cols; j < s.T; ++j) row[j] += neg_inf;
           }
+          if (causal)
+            for (int64_t j = std::max<int64_t>(0, i + offset + 1); j < s.T; ++j) row[j] += neg_inf;
+          if (!nonpad.empty())
+            for (int64_t j = std::max<int64_t>(0, nonpad[b]); j < s.T; ++j) row[j] += neg_inf;
         }
         emit(1);
         if (softcap > 0)
           for (auto& x : scores) x = static_cast<C>(softcap * std::tanh(x / softcap));
         emit(2);
-        for (int64_t i = 0; i < s.Sq; ++i) {
-          C* row = scores.data() + i * s.T;
-          C mx = neg_inf;
-          for (int64_t j = 0; j < s.T; ++j) mx = std::max(mx, row[j]);
-          C sum = 0;
-          for (int64_t j = 0; j < s.T; ++j) {
-            row[j] = std::exp(row[j] - mx);  // a fully masked row gives NaN, as the reference
-            sum += row[j];
+        // A fully masked row gives NaN, as the reference.
+        if constexpr (std::is_same_v<C, float>) {
+          SoftmaxRowsF32(scores.data(), scores.data(), s.Sq, s.T);
+        } else {
+          for (int64_t i = 0; i < s.Sq; ++i) {
+            C* row = scores.data() + i * s.T;
+            C mx = neg_inf;
+            for (int64_t j = 0; j < s.T; ++j) mx = std::max(mx, row[j]);
+            C sum = 0;
+            for (int64_t j = 0; j < s.T; ++j) {
+              row[j] = std::exp(row[j] - mx);
+              sum += row[j];
+            }
+            for (int64_t j = 0; j < s.T; ++j) row[j] /= sum;
           }
-          for (int64_t j = 0; j < s.T; ++j) row[j] /= sum;
         }
         emit(3);
         std::fill(yb.begin(), yb.end(), C(0));
         GemmAny<C>(false, false, s.Sq, s.Dv, s.T, 1.0, scores.data(), vt.data(), yb.data(),
-                   ctx.threads());
+                   product_threads);
         for (int64_t i = 0; i < s.Sq; ++i)
           for (int64_t d = 0; d < s.Dv; ++d)
             y[QkvIndex(s.is3d, s.Hq, s.Sq, s.Dv, b, h, i, d)] =
                 T(static_cast<Acc<T>>(yb[i * s.Dv + d]));
       }
     }
-  }
+  });
 }
 
 Status AttentionCompute(ComputeContext& ctx) {
