@@ -1086,6 +1086,17 @@ def attention_cases():
     onnx_attention("attention_op23_4x8x128x64_boolmask", "Attention op (opset 23), bool mask, "
                    "[4,8,128,64]", 4, 8, 128, 64, mask="bool")
 
+    def rope(g):  # RotaryEmbedding (opset 23) with position ids, as Llama-style models apply it
+        np = g.np
+        s_, d = 512, 128
+        ang = np.arange(s_)[:, None] * np.linspace(0, 1, d // 2)[None, :]
+        g.output(g.op("RotaryEmbedding", [g.input([1, 32, s_, d]),
+                                          g.const(np.cos(ang).astype(np.float32), "cos"),
+                                          g.const(np.sin(ang).astype(np.float32), "sin"),
+                                          g.i64(np.arange(s_)[None, :])]))
+    out.append(Case(F, "rope_op23_1x32x512x128", "RotaryEmbedding op (opset 23), position ids, "
+                    "[1,32,512,128]", rope, False, 23))
+
     def mha(name, desc, b_, s, d, h, quick=False):
         def b(g):  # torch-style multi-head self-attention block from the hidden states
             x = g.input([b_, s, d])

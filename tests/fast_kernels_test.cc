@@ -843,6 +843,94 @@ TEST(FastKernels, SoftmaxOverInnerAxesAgainstTheDoubleReference) {
   }
 }
 
+// RotaryEmbedding (opset 23) in float32, whose rows split over the threads, against its generic
+// loop in double: 4-D with position ids, 3-D with num_heads, interleaved pairs, rotary dims short
+// of the head; and the Attention op (opset 23) with a float mask, a bool mask, is_causal and
+// grouped kv heads, whose (batch, kv head) pairs split over the threads.
+TEST(FastKernels, RotaryEmbeddingAndAttentionAgainstTheDoubleReference) {
+  std::mt19937 rng(47);
+  struct Rope {
+    bool is3d, interleaved, positions;
+    int64_t rot;
+  };
+  const int64_t B = 2, H = 3, S = 37, D = 16;
+  for (const Rope& c : {Rope{false, false, true, 0}, Rope{true, false, false, 0},
+                        Rope{false, true, true, 8}, Rope{true, true, false, 12}}) {
+    const int64_t half = (c.rot ? c.rot : D) / 2, rows = c.positions ? 50 : B * S;
+    const std::vector<double> cv = Random(static_cast<size_t>(rows * half), rng),
+                              sv = Random(static_cast<size_t>(rows * half), rng);
+    const Dims xd = c.is3d ? Dims{B, S, H * D} : Dims{B, H, S, D};
+    auto build = [&](onnx::TensorProto::DataType type) {
+      onnx::ModelProto m = testing::EmptyModel("rope");
+      m.mutable_opset_import(0)->set_version(23);
+      m.set_ir_version(10);
+      auto* g = m.mutable_graph();
+      *g->add_input() = Info("x", type, xd);
+      *g->add_output() = Info("y", type, xd);
+      const Dims cd = c.positions ? Dims{rows, half} : Dims{B, S, half};
+      FillTensor(g->add_initializer(), "cos", type, cd, cv);
+      FillTensor(g->add_initializer(), "sin", type, cd, sv);
+      std::vector<std::string> ins = {"x", "cos", "sin"};
+      if (c.positions) {
+        std::vector<int64_t> p(static_cast<size_t>(B * S));
+        for (size_t i = 0; i < p.size(); ++i) p[i] = static_cast<int64_t>((i * 7) % rows);
+        testing::AddInt64Initializer(g, "pos", {B, S}, p);
+        ins.push_back("pos");
+      }
+      auto* n = testing::AddNamedNode(g, "RotaryEmbedding", ins, "y");
+      if (c.is3d) testing::SetAttr(n, "num_heads", H);
+      if (c.interleaved) testing::SetAttr(n, "interleaved", int64_t{1});
+      if (c.rot) testing::SetAttr(n, "rotary_embedding_dim", c.rot);
+      return m;
+    };
+    ExpectFloatMatchesDouble(build, xd, Random(static_cast<size_t>(B * H * S * D), rng), 1e-6,
+                             "RotaryEmbedding 3d " + std::to_string(c.is3d) + " interleaved " +
+                                 std::to_string(c.interleaved) + " rot " + std::to_string(c.rot));
+  }
+  struct Attn {
+    std::string mask;  // "", "float" or "bool"
+    bool causal;
+    int64_t hkv;
+  };
+  const int64_t Hq = 4, Sq = 29, T = 33, Dh = 8;
+  for (const Attn& c : {Attn{"float", false, 4}, Attn{"bool", false, 2}, Attn{"", true, 1},
+                        Attn{"float", true, 2}}) {
+    const std::vector<double> kv = Random(static_cast<size_t>(B * c.hkv * T * Dh), rng),
+                              vv = Random(static_cast<size_t>(B * c.hkv * T * Dh), rng),
+                              mv = Random(static_cast<size_t>(Sq * T), rng, 3.0);
+    auto build = [&](onnx::TensorProto::DataType type) {
+      onnx::ModelProto m = testing::EmptyModel("attention");
+      m.mutable_opset_import(0)->set_version(23);
+      m.set_ir_version(10);
+      auto* g = m.mutable_graph();
+      *g->add_input() = Info("q", type, {B, Hq, Sq, Dh});
+      *g->add_output() = Info("y", type, {B, Hq, Sq, Dh});
+      FillTensor(g->add_initializer(), "k", type, {B, c.hkv, T, Dh}, kv);
+      FillTensor(g->add_initializer(), "v", type, {B, c.hkv, T, Dh}, vv);
+      std::vector<std::string> ins = {"q", "k", "v"};
+      if (c.mask == "float") {
+        FillTensor(g->add_initializer(), "m", type, {Sq, T}, mv);
+        ins.push_back("m");
+      } else if (c.mask == "bool") {
+        auto* t = g->add_initializer();
+        t->set_name("m");
+        t->set_data_type(onnx::TensorProto::BOOL);
+        t->add_dims(Sq);
+        t->add_dims(T);
+        for (double v : mv) t->add_int32_data(v > -2.0 ? 1 : 0);
+        ins.push_back("m");
+      }
+      auto* n = testing::AddNamedNode(g, "Attention", ins, "y");
+      if (c.causal) testing::SetAttr(n, "is_causal", int64_t{1});
+      return m;
+    };
+    ExpectFloatMatchesDouble(build, {B, Hq, Sq, Dh},
+                             Random(static_cast<size_t>(B * Hq * Sq * Dh), rng), 1e-6,
+                             "Attention mask '" + c.mask + "' causal " + std::to_string(c.causal) +
+                                 " kv heads " + std::to_string(c.hkv));
+  }
+}
+
 TEST(FastKernels, PoolingOnShortRowsAgainstTheDoubleReference) {
   struct Case {
     std::string op;

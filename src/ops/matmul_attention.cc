@@ -5,6 +5,7 @@
 
 #include "ops/attention_shape.h"
 #include "ops/common.h"
+#include "ops/cpu_isa.h"
 #include "ops/matmul_gemm.h"
 #include "ops/thread_pool.h"
 #include "ops/vector_math.h"
@@ -360,6 +361,44 @@ Status RopeInfer(InferContext& ctx) {
   return SameAsInput(ctx);
 }
 
+// float32 RotaryEmbedding: the (batch, position) rows over the threads, each head's pairs
+// rotated by its position's cos and sin in loops the compiler vectorizes, the features past the
+// rotary dims copied.
+void RopeF32(const RopeShape& r, bool interleaved, const float* x, const float* cos_cache,
+             const float* sin_cache, const int64_t* pos, float* y, int threads) {
+  const int64_t half = r.rot / 2;
+  const int64_t work = r.B * r.S * r.H * r.D;
+  const int parts = static_cast<int>(std::min<int64_t>(threads, work / (1 << 14) + 1));
+  ParallelFor(parts, r.B * r.S, [&](int64_t row0, int64_t row1) {
+    for (int64_t bs = row0; bs < row1; ++bs) {
+      const int64_t b = bs / r.S, s = bs % r.S;
+      const int64_t at = pos ? pos[bs] : bs;
+      const float* c = cos_cache + at * half;
+      const float* sn = sin_cache + at * half;
+      for (int64_t h = 0; h < r.H; ++h) {
+        const int64_t base =
+            r.is3d ? ((b * r.S + s) * r.H + h) * r.D : ((b * r.H + h) * r.S + s) * r.D;
+        const float* xi = x + base;
+        float* yi = y + base;
+        if (interleaved) {
+          for (int64_t i = 0; i < half; ++i) {
+            const float x1 = xi[2 * i], x2 = xi[2 * i + 1];
+            yi[2 * i] = c[i] * x1 - sn[i] * x2;
+            yi[2 * i + 1] = sn[i] * x1 + c[i] * x2;
+          }
+        } else {
+          for (int64_t i = 0; i < half; ++i) {
+            const float x1 = xi[i], x2 = xi[i + half];
+            yi[i] = c[i] * x1 - sn[i] * x2;
+            yi[i + half] = sn[i] * x1 + c[i] * x2;
+          }
+        }
+        std::memcpy(yi + r.rot, xi + r.rot, static_cast<size_t>(r.D - r.rot) * sizeof(float));
+      }
+    }
+  });
+}
+
 Status RopeCompute(ComputeContext& ctx) {
   const Tensor& xt = ctx.input(0);
   const Tensor& cos_t = ctx.input(1);
@@ -377,6 +416,12 @@ Status RopeCompute(ComputeContext& ctx) {
       if (p < 0 || p >= cos_t.dim(0))
         return ctx.error("position id " + std::to_string(p) + " is outside the cache of " +
                          std::to_string(cos_t.dim(0)) + " positions");
+  }
+  if (!ReferenceKernels() && xt.dtype() == DType::kFloat32 && cos_t.dtype() == DType::kFloat32 &&
+      sin_t.dtype() == DType::kFloat32) {
+    RopeF32(r, interleaved, xt.data<float>(), cos_t.data<float>(), sin_t.data<float>(),
+            pos_t ? pos.data() : nullptr, ctx.output(0).data<float>(), ctx.threads());
+    return OkStatus();
   }
   bool ok = Dispatch<kFloatTypes>(xt.dtype(), [&]<class T>() {
     const T* x = xt.data<T>();
