@@ -764,6 +764,28 @@ def eltwise_cases():
         a, b_, c = g.input(BIG), g.input(BIG), g.input(BIG)
         g.output(g.op("Sum", [a, b_, c]))
     out.append(Case(F, "sum3_4M", "Sum of 3 inputs, 4M elements", sum3))
+
+    # Element-wise maps that are neither unary formulas nor the four arithmetic ops.
+    def pow_const(name, exponent):
+        def b(g):
+            data = g.rng.uniform(0.1, 4.0, size=MID)
+            g.output(g.op("Pow", [g.input(MID, data=data), g.f32(exponent)]))
+        out.append(Case(F, name, f"Pow x^{exponent}, 1M elements in [0.1, 4)", b))
+
+    pow_const("pow2_1M", 2.0)
+    pow_const("pow3_1M", 3.0)
+    pow_const("pow_half_1M", 0.5)
+
+    def mod_where(g):  # a mask from a comparison picks between two tensors
+        x, y = g.input([8, 12, 128, 128]), g.input([8, 12, 128, 128])
+        g.output(g.op("Where", [g.op("Greater", [x, y]), x, g.op("Neg", [y])]))
+    out.append(Case(F, "greater_where_8x12x128x128", "Where(Greater(x, y), x, -y), "
+                    "[8,12,128,128]", mod_where))
+
+    def fmod(g):
+        data = g.rng.uniform(-8.0, 8.0, size=MID)
+        g.output(g.op("Mod", [g.input(MID, data=data), g.f32(3.0)], fmod=1))
+    out.append(Case(F, "fmod_1M", "Mod fmod=1 by 3, 1M elements", fmod))
     return out
 
 

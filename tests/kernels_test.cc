@@ -30,6 +30,7 @@
 #include "ops/conv_grouped.h"
 #include "ops/conv_transpose.h"
 #include "ops/conv_winograd.h"
+#include "ops/elementwise_kernels.h"
 #include "ops/gemm_kernels.h"
 #include "ops/matmul_gemm.h"
 #include "ops/pool_kernels.h"
@@ -1007,6 +1008,49 @@ TEST(StridedCopy, FewChannelsToPixelsAndBack) {
                                 "C " + std::to_string(C) + " P " + std::to_string(P) + " N " +
                                     std::to_string(N) + (to_pixels ? " to pixels" : " to planes"));
             }
+}
+
+// FmodF32 is std::fmod bit for bit (the sign of a zero result included): random pairs over
+// many magnitudes, quotients near 2^24 on both sides, exact multiples of negative numbers, and
+// zeros, infinities, NaNs and denormals on either side.
+TEST(FmodF32, MatchesStdFmodBitForBit) {
+  std::mt19937 rng(21);
+  std::uniform_real_distribution<float> mant(-2.0f, 2.0f);
+  std::uniform_int_distribution<int> exp(-30, 30);
+  std::vector<std::pair<float, float>> pairs;
+  for (int i = 0; i < 200000; ++i)
+    pairs.push_back({std::ldexp(mant(rng), exp(rng)), std::ldexp(mant(rng), exp(rng))});
+  for (float y : {3.0f, -0.1f, 1e-3f, 7.5f})
+    for (double q : {16777215.0, 16777216.0, 16777217.0, 33554431.0, 12345.0, -4.0, 1.0, 0.5})
+      for (float eps : {0.0f, 1e-7f, -1e-7f}) {
+        const float x = static_cast<float>(q * y) * (1.0f + eps);
+        pairs.push_back({x, y});
+        pairs.push_back({-x, y});
+      }
+  const float special[] = {0.0f,
+                           -0.0f,
+                           1.0f,
+                           -6.0f,
+                           std::numeric_limits<float>::infinity(),
+                           -std::numeric_limits<float>::infinity(),
+                           std::numeric_limits<float>::quiet_NaN(),
+                           std::numeric_limits<float>::denorm_min(),
+                           -1e-40f,
+                           std::numeric_limits<float>::max(),
+                           3.0f};
+  for (float a : special)
+    for (float b : special) pairs.push_back({a, b});
+  for (const auto& [x, y] : pairs) {
+    const float got = FmodF32(x, y), want = std::fmod(x, y);
+    if (std::isnan(want)) {
+      ASSERT_TRUE(std::isnan(got)) << x << " fmod " << y;
+      continue;
+    }
+    uint32_t g, w;
+    std::memcpy(&g, &got, 4);
+    std::memcpy(&w, &want, 4);
+    ASSERT_EQ(g, w) << x << " fmod " << y << ": " << got << " against " << want;
+  }
 }
 
 // Every index of [0, n) once, in min(threads, n) chunks [c * n / t, (c + 1) * n / t), on at most

@@ -254,7 +254,11 @@ void RegisterArithmetic(OpRegistry& r) {
           if constexpr (kIsFloat<T>) {
             // The reference maps NaN results to 0 unless fmod=1 was asked for explicitly.
             BinaryLoop<T, T, T>(a, b, ctx.output(0), [fmod](auto x, auto y) {
-              auto m = std::fmod(x, y);
+              decltype(x) m;
+              if constexpr (std::is_same_v<decltype(x), float>)
+                m = FmodF32(x, y);
+              else
+                m = std::fmod(x, y);
               return (!fmod && m != m) ? decltype(m)(0) : m;
             });
           } else if (fmod) {
