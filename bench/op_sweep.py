@@ -497,6 +497,11 @@ def norm_cases():
         g.output(g.op("LRN", [g.input([1, 96, 55, 55])], size=5, alpha=1e-4, beta=0.75, bias=1.0))
     out.append(Case(F, "lrn5_96_55", "LRN size 5 (AlexNet), 96ch, 55x55", lrn))
 
+    def mvn(g):
+        g.output(g.op("MeanVarianceNormalization", [g.input([8, 64, 56, 56])], axes=[0, 2, 3]))
+    out.append(Case(F, "mvn_8x64x56x56", "MeanVarianceNormalization axes 0,2,3, [8,64,56,56]",
+                    mvn))
+
     def chain_bn(g):  # BatchNormalization after a ReLU, between convs (not foldable into a conv)
         x = g.input([1, 64, 56, 56])
         y = g.op("Relu", [conv(g, x, 64, 64, 1)])
@@ -820,6 +825,11 @@ def reduce_cases():
     red("l2_last_1024x512", "ReduceL2 last axis, [1024,512]", "ReduceL2", [1024, 512], [-1])
     red("lse_last_128x1000", "ReduceLogSumExp last axis, [128,1000]", "ReduceLogSumExp",
         [128, 1000], [-1])
+    red("min_mid_8x256x256", "ReduceMin axis 1, [8,256,256]", "ReduceMin", [8, 256, 256], [1])
+    red("l1_last_1024x512", "ReduceL1 last axis, [1024,512]", "ReduceL1", [1024, 512], [-1])
+    red("sumsq_hw_8x64x56x56", "ReduceSumSquare axes 2,3, [8,64,56,56]", "ReduceSumSquare",
+        [8, 64, 56, 56], [2, 3])
+    red("prod_last_4096x16", "ReduceProd last axis, [4096,16]", "ReduceProd", [4096, 16], [-1])
 
     def sm(name, desc, op, shape, axis, quick=False):
         def b(g):
@@ -842,6 +852,12 @@ def reduce_cases():
         x = g.input([1, 21, 256, 256])
         g.output(g.op("Cast", [g.op("ArgMax", [x], axis=1, keepdims=0)], to=1))
     out.append(Case(F, "argmax_c_1x21x256x256", "ArgMax axis 1 (+ Cast), [1,21,256,256]", argmax))
+
+    def argmin_last(g):
+        x = g.input([64, 32000])
+        g.output(g.op("Cast", [g.op("ArgMin", [x], axis=-1, keepdims=1)], to=1))
+    out.append(Case(F, "argmin_last_64x32000", "ArgMin last axis (+ Cast), [64,32000]",
+                    argmin_last))
 
     def cumsum(g):
         x = g.input([8, 4096])
@@ -876,6 +892,21 @@ def data_cases():
         g.output(g.op("Concat", xs, axis=1))
     out.append(Case(F, "concat_c_4in_56", "Concat axis 1 of 64+128+32+32 ch (Inception), 56x56",
                     concat, quick=True))
+
+    def trilu(g):  # a causal mask made in the graph
+        g.output(g.op("Trilu", [g.input([8, 12, 128, 128])], upper=0))
+    out.append(Case(F, "trilu_lower_8x12x128x128", "Trilu lower, [8,12,128,128]", trilu))
+
+    def cast_half(g):  # float32 -> float16 -> float32, as mixed-precision exports round trip
+        g.output(g.op("Cast", [g.op("Cast", [g.input([8, 128, 768])], to=10)], to=1))
+    out.append(Case(F, "cast_f16_roundtrip_8x128x768", "Cast to float16 and back, [8,128,768]",
+                    cast_half))
+
+    def not_less_where(g):
+        x, y = g.input([1, 64, 256, 256]), g.input([1, 64, 256, 256])
+        g.output(g.op("Where", [g.op("Not", [g.op("Less", [x, y])]), x, y]))
+    out.append(Case(F, "not_less_where_4M", "Where(Not(Less(x, y)), x, y), 4M elements",
+                    not_less_where))
 
     def concat_last(g):
         g.output(g.op("Concat", [g.input([8, 128, 384]), g.input([8, 128, 384])], axis=-1))

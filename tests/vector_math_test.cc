@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+#include "ir/half.h"
+
 namespace kiln::ops {
 namespace {
 
@@ -383,6 +385,43 @@ TEST(VectorMath, SoftmaxFlushesProbabilitiesBelowFloatMinToZero) {
         }
       }
     }
+  }
+}
+
+// FloatsToHalves and HalvesToFloats are ir/half.h's conversions bit for bit on every ISA: every
+// half value (NaNs with payloads, signaling ones, subnormals) both ways, and floats around each
+// rounding boundary (halfway cases), the overflow threshold, the subnormal range, infinities and
+// NaNs; lengths that leave tails of the eight-lane groups.
+TEST(VectorMath, HalfConversionsMatchTheScalarOnesBitForBit) {
+  std::vector<uint16_t> halves(65536 + 5);
+  for (size_t i = 0; i < halves.size(); ++i) halves[i] = static_cast<uint16_t>(i * 40503u);
+  std::vector<float> floats;
+  for (uint32_t h = 0; h < 65536; h += 7) {
+    const float f = HalfBitsToFloat(static_cast<uint16_t>(h));
+    uint32_t bits;
+    std::memcpy(&bits, &f, 4);
+    for (uint32_t d : {0u, 1u, 0xfffu, 0x1000u, 0x1001u, 0x1fffu}) {  // around half's ulp
+      const uint32_t b = bits + d;
+      float g;
+      std::memcpy(&g, &b, 4);
+      floats.push_back(g);
+    }
+  }
+  for (float f : {65504.0f, 65519.99f, 65520.0f, 1e-8f, 2.98e-8f, 5.96e-8f, 1e-45f, 1e30f,
+                  std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN(),
+                  -std::numeric_limits<float>::signaling_NaN()})
+    floats.push_back(f);
+  for (Isa isa : RunnableIsas()) {
+    std::vector<float> got(halves.size());
+    HalvesToFloats(halves.data(), got.data(), static_cast<int64_t>(halves.size()), isa);
+    for (size_t i = 0; i < halves.size(); ++i) {
+      const float want = HalfBitsToFloat(halves[i]);
+      ASSERT_EQ(0, std::memcmp(&got[i], &want, 4)) << "half " << halves[i];
+    }
+    std::vector<uint16_t> back(floats.size());
+    FloatsToHalves(floats.data(), back.data(), static_cast<int64_t>(floats.size()), isa);
+    for (size_t i = 0; i < floats.size(); ++i)
+      ASSERT_EQ(back[i], FloatToHalfBits(floats[i])) << "float " << floats[i] << " at " << i;
   }
 }
 

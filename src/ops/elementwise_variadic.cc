@@ -428,6 +428,16 @@ void CastTensor(const Tensor& x, Tensor& y, int threads, const CastMode& mode) {
   }
   if (IsSmallFloatDType(x.dtype()) || IsSmallFloatDType(y.dtype()))
     return CastSmallFloat(x, y, mode, threads);
+  const bool to_half = x.dtype() == DType::kFloat32 && y.dtype() == DType::kFloat16;
+  if (to_half || (x.dtype() == DType::kFloat16 && y.dtype() == DType::kFloat32)) {
+    ParallelSlices(threads, x.size(), 32 << 10, [&](int64_t b, int64_t e) {
+      if (to_half)
+        FloatsToHalves(x.data<float>() + b, static_cast<uint16_t*>(y.raw()) + b, e - b);
+      else
+        HalvesToFloats(static_cast<const uint16_t*>(x.raw()) + b, y.data<float>() + b, e - b);
+    });
+    return;
+  }
   Dispatch<kAllTypes>(x.dtype(), [&]<class From>() {
     Dispatch<kAllTypes>(y.dtype(), [&]<class To>() {
       const From* s = x.data<From>();

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <limits>
 
+#include "ir/half.h"
 #include "ops/cpu_isa.h"
 #if KILN_X86_DISPATCH
 #include <immintrin.h>
@@ -1147,6 +1148,57 @@ void SoftmaxRowsF32(const float* x, float* y, int64_t rows, int64_t len, Isa isa
     default:
       return SoftmaxRowsBase(x, y, rows, len);
   }
+}
+
+namespace {
+
+#if KILN_X86_DISPATCH
+// Eight lanes at a time through F16C (round to nearest even, as FloatToHalfBits); a group with a
+// NaN goes through the scalar functions, whose NaN bits F16C's do not keep.
+__attribute__((target("avx2,f16c"))) void FloatsToHalvesF16c(const float* x, uint16_t* y,
+                                                             int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    if (_mm256_movemask_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)) != 0) {
+      for (int k = 0; k < 8; ++k) y[i + k] = FloatToHalfBits(x[i + k]);
+      continue;
+    }
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i),
+                     _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+  }
+  for (; i < n; ++i) y[i] = FloatToHalfBits(x[i]);
+}
+
+__attribute__((target("avx2,f16c"))) void HalvesToFloatsF16c(const uint16_t* x, float* y,
+                                                             int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i)));
+    if (_mm256_movemask_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)) != 0) {
+      for (int k = 0; k < 8; ++k) y[i + k] = HalfBitsToFloat(x[i + k]);
+      continue;
+    }
+    _mm256_storeu_ps(y + i, v);
+  }
+  for (; i < n; ++i) y[i] = HalfBitsToFloat(x[i]);
+}
+#endif
+
+}  // namespace
+
+void FloatsToHalves(const float* x, uint16_t* y, int64_t n, Isa isa) {
+#if KILN_X86_DISPATCH
+  if (ResolveIsa(isa) != Isa::kBaseline) return FloatsToHalvesF16c(x, y, n);
+#endif
+  for (int64_t i = 0; i < n; ++i) y[i] = FloatToHalfBits(x[i]);
+}
+
+void HalvesToFloats(const uint16_t* x, float* y, int64_t n, Isa isa) {
+#if KILN_X86_DISPATCH
+  if (ResolveIsa(isa) != Isa::kBaseline) return HalvesToFloatsF16c(x, y, n);
+#endif
+  for (int64_t i = 0; i < n; ++i) y[i] = HalfBitsToFloat(x[i]);
 }
 
 }  // namespace kiln::ops

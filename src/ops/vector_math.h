@@ -85,6 +85,11 @@ float SumF32(const float* x, int64_t n, Isa isa = Isa::kAuto);
 // y[i] = exp(x[i] - m); returns the sum of the y[i] (accumulated in a fixed lane order).
 // Softmax of each of `rows` contiguous rows of len floats (y may be x).
 void SoftmaxRowsF32(const float* x, float* y, int64_t rows, int64_t len, Isa isa = Isa::kAuto);
+
+// float32 to IEEE float16 bits and back, bit for bit as ir/half.h's FloatToHalfBits and
+// HalfBitsToFloat (NaNs included): F16C's conversions on AVX2 and AVX-512 CPUs, else those.
+void FloatsToHalves(const float* x, uint16_t* y, int64_t n, Isa isa = Isa::kAuto);
+void HalvesToFloats(const uint16_t* x, float* y, int64_t n, Isa isa = Isa::kAuto);
 float ExpSubSumF32(const float* x, float* y, int64_t n, float m, Isa isa = Isa::kAuto);
 
 }  // namespace kiln::ops
