@@ -931,6 +931,49 @@ TEST(FastKernels, RotaryEmbeddingAndAttentionAgainstTheDoubleReference) {
   }
 }
 
+// ArgMax / ArgMin along contiguous rows long enough for the vector-lane scan (256 and more, and
+// tails of the 16 lanes) and shorter ones, with ties everywhere (values from a few integers)
+// and NaNs in some rows, select_last_index 0 and 1, at 1 and 2 threads, against a plain scan
+// with numpy's rule: a NaN wins, among equals the first (or last) index.
+TEST(FastKernels, ArgMaxArgMinAlongRowsAgainstAScan) {
+  std::mt19937 rng(53);
+  for (int64_t n : {7, 255, 256, 257, 1000, 4099})
+    for (const char* op : {"ArgMax", "ArgMin"})
+      for (int64_t last : {0, 1}) {
+        const int64_t rows = 5;
+        std::vector<double> xv(static_cast<size_t>(rows * n));
+        for (auto& v : xv) v = static_cast<double>(static_cast<int>(rng() % 9) - 4);
+        xv[static_cast<size_t>(1 * n + n / 3)] = std::nan("");  // one NaN in row 1
+        xv[static_cast<size_t>(2 * n + 1)] = std::nan("");      // two in row 2
+        xv[static_cast<size_t>(2 * n + n - 1)] = std::nan("");
+        onnx::ModelProto m = testing::EmptyModel("arg");
+        auto* g = m.mutable_graph();
+        *g->add_input() = Info("x", onnx::TensorProto::FLOAT, {rows, n});
+        auto* node = testing::AddNamedNode(g, op, {"x"}, "y");
+        testing::SetAttr(node, "axis", int64_t{1});
+        testing::SetAttr(node, "select_last_index", last);
+        g->add_output()->set_name("y");
+        const bool is_max = std::string(op) == "ArgMax";
+        for (int threads : {1, 2}) {
+          const auto got = RunModel(m, InputOf(DType::kFloat32, {rows, n}, xv), threads);
+          ASSERT_EQ(got.size(), 1u);
+          for (int64_t r = 0; r < rows; ++r) {
+            const double* row = xv.data() + r * n;
+            int64_t best = 0;
+            for (int64_t j = 1; j < n; ++j) {
+              const double v = row[j], b = row[best];
+              const bool cmp = is_max ? (last ? v >= b : v > b) : (last ? v <= b : v < b);
+              if ((std::isnan(v) && (last || !std::isnan(b))) ||
+                  (!std::isnan(v) && !std::isnan(b) && cmp))
+                best = j;
+            }
+            ASSERT_EQ(got[0][r], static_cast<double>(best))
+                << op << " n " << n << " last " << last << " threads " << threads << " row " << r;
+          }
+        }
+      }
+}
+
 TEST(FastKernels, PoolingOnShortRowsAgainstTheDoubleReference) {
   struct Case {
     std::string op;

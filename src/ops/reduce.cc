@@ -527,6 +527,30 @@ void ArgColumns(const T* base, int64_t n, int64_t inner, int64_t i0, int64_t i1,
   }
 }
 
+// The arg of one contiguous row of n values (n < 2^31): the row read as 16 columns, whose
+// winners ArgColumns finds in vector lanes, then those 16 candidates and the tail scanned in
+// index order with the same rule (each lane's winner is the first, or kLast the last, of its
+// lane, so the row's winner is among them).
+template <class T, bool kMax, bool kLast>
+int64_t ArgRow(const T* row, int64_t n) {
+  constexpr int64_t kLanes = 16;
+  const int64_t rows = n / kLanes;
+  int64_t lane_at[kLanes];
+  ArgColumns<T, kMax, kLast>(row, rows, kLanes, 0, kLanes, lane_at);
+  int64_t candidates[kLanes];
+  for (int64_t i = 0; i < kLanes; ++i) candidates[i] = lane_at[i] * kLanes + i;
+  std::sort(candidates, candidates + kLanes);
+  int64_t best = candidates[0];
+  auto consider = [&](int64_t j) {
+    const Acc<T> v = row[j], b = row[best];
+    const bool cmp = kMax ? (kLast ? v >= b : v > b) : (kLast ? v <= b : v < b);
+    if ((v != v && (kLast || b == b)) || (v == v && b == b && cmp)) best = j;
+  };
+  for (int64_t i = 1; i < kLanes; ++i) consider(candidates[i]);
+  for (int64_t j = rows * kLanes; j < n; ++j) consider(j);
+  return best;
+}
+
 template <class T, bool kMax, bool kLast>
 void ArgKernel(const Tensor& x, int64_t axis, int64_t* out, int threads) {
   const Dims& d = x.dims();
@@ -545,6 +569,13 @@ void ArgKernel(const Tensor& x, int64_t axis, int64_t* out, int threads) {
         }
         out[o * inner + i] = best;
       }
+    return;
+  }
+  if (inner == 1 && n >= 256) {  // along contiguous rows: the row in vector lanes
+    const int t = static_cast<int>(std::min<int64_t>(threads, x.size() / (1 << 15) + 1));
+    ParallelFor(t, outer, [&](int64_t o0, int64_t o1) {
+      for (int64_t o = o0; o < o1; ++o) out[o] = ArgRow<T, kMax, kLast>(xd + o * n, n);
+    });
     return;
   }
   // Work items: (outer block, chunk of 256 columns).
