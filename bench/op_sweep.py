@@ -198,6 +198,8 @@ def conv_cases():
     plain("1x1_512_7", "1x1 512->512, 7x7", 1, 512, 7, 512, 1)
     plain("1x1_32to192_112", "1x1 32->192 (expand), 112x112", 1, 32, 112, 192, 1)
     plain("1x1_64_56_b8", "1x1 64->256, 56x56, batch 8", 8, 64, 56, 256, 1)
+    plain("1x1s2_256to512_56", "1x1 s2 256->512 (ResNet downsample), 56x56", 1, 256, 56, 512, 1,
+          s=2)
     plain("3x3s2_3to32_224", "3x3 s2 3->32 (stem), 224x224", 1, 3, 224, 32, 3, s=2, quick=True)
     plain("3x3_8to16_112", "3x3 8->16, 112x112", 1, 8, 112, 16, 3)
     plain("3x3_16_224", "3x3 16->16, 224x224 (large map, few channels)", 1, 16, 224, 16, 3)
@@ -390,6 +392,13 @@ def pool_cases():
     pool("gap_32_224_b8", "GlobalAveragePool 32ch, 224x224, batch 8", "GlobalAveragePool", 8, 32,
          224)
     pool("gmp_512_14", "GlobalMaxPool 512ch, 14x14", "GlobalMaxPool", 1, 512, 14)
+    pool("max3x3d2_64_56", "MaxPool 3x3 dilation 2 pad 2, 64ch, 56x56", "MaxPool", 1, 64, 56, 3,
+         1, 2, dilations=[2, 2])
+
+    def lp_pool(g):
+        g.output(g.op("LpPool", [g.input([1, 64, 56, 56])], kernel_shape=[3, 3], strides=[2, 2],
+                      pads=[1, 1, 1, 1], p=2))
+    out.append(Case(F, "lp2_3x3s2_64_56", "LpPool p=2 3x3 s2 pad 1, 64ch, 56x56", lp_pool))
 
     def chain(g):
         x = g.input([1, 64, 112, 112])
@@ -892,6 +901,24 @@ def data_cases():
         g.output(g.op("Concat", xs, axis=1))
     out.append(Case(F, "concat_c_4in_56", "Concat axis 1 of 64+128+32+32 ch (Inception), 56x56",
                     concat, quick=True))
+
+    def gather_nd(g):
+        np = g.np
+        idx = g.rng.integers(0, 512, size=(8, 256, 1)).astype(np.int64)
+        g.output(g.op("GatherND", [g.input([8, 512, 768]), g.const(idx, "idx")], batch_dims=1))
+    out.append(Case(F, "gathernd_b1_8x512x768_256", "GatherND batch_dims 1, 256 of 512 rows, "
+                    "[8,512,768]", gather_nd))
+
+    def roi_align(g):  # torchvision's detection heads
+        np = g.np
+        boxes = np.sort(g.rng.uniform(0, 60, size=(256, 4)), axis=1)[:, [0, 2, 1, 3]]
+        g.output(g.op("RoiAlign", [g.input([2, 256, 64, 64]),
+                                   g.const(boxes.astype(np.float32), "boxes"),
+                                   g.const(g.rng.integers(0, 2, size=256).astype(np.int64),
+                                           "batch")],
+                      output_height=7, output_width=7, sampling_ratio=2, spatial_scale=1.0))
+    out.append(Case(F, "roialign_256x256ch_7x7", "RoiAlign 256 boxes, 256ch 64x64 -> 7x7",
+                    roi_align))
 
     def trilu(g):  # a causal mask made in the graph
         g.output(g.op("Trilu", [g.input([8, 12, 128, 128])], upper=0))

@@ -974,6 +974,71 @@ TEST(FastKernels, ArgMaxArgMinAlongRowsAgainstAScan) {
       }
 }
 
+// Dilated MaxPool and LpPool (p = 1, 2, 3), which run on the generic window loop over threads,
+// against a scan written here: NaN taps skipped unless every tap is NaN, -inf taps, padding
+// that leaves edge windows with few taps; at 1 and 2 threads.
+TEST(FastKernels, DilatedMaxPoolAndLpPoolAgainstAScan) {
+  std::mt19937 rng(59);
+  const int64_t C = 3, H = 13, W = 17, K = 3, dil = 2, pad = 2;
+  const int64_t OH = H + 2 * pad - dil * (K - 1), OW = W + 2 * pad - dil * (K - 1);
+  std::vector<double> xv = Random(static_cast<size_t>(C * H * W), rng, 4.0);
+  for (int i = 0; i < 40; ++i) {
+    const double special[] = {std::nan(""), -std::numeric_limits<double>::infinity()};
+    xv[rng() % xv.size()] = special[i % 2];
+  }
+  for (int64_t w = 0; w < W; ++w) xv[static_cast<size_t>(2 * H * W + 6 * W + w)] = std::nan("");
+  for (int64_t h = 0; h < 6; ++h)  // a corner of channel 1 where whole windows are NaN
+    for (int64_t w = 0; w < 6; ++w) xv[static_cast<size_t>(H * W + h * W + w)] = std::nan("");
+  for (const char* op : {"MaxPool", "LpPool1", "LpPool2", "LpPool3"}) {
+    const bool max = std::string(op) == "MaxPool";
+    const double p = max ? 0 : op[6] - '0';
+    onnx::ModelProto m = testing::EmptyModel("pool");
+    m.mutable_opset_import(0)->set_version(18);
+    auto* g = m.mutable_graph();
+    *g->add_input() = Info("x", onnx::TensorProto::FLOAT, {1, C, H, W});
+    auto* n = testing::AddNamedNode(g, max ? "MaxPool" : "LpPool", {"x"}, "y");
+    testing::SetAttr(n, "kernel_shape", std::vector<int64_t>{K, K});
+    testing::SetAttr(n, "pads", std::vector<int64_t>{pad, pad, pad, pad});
+    if (max) testing::SetAttr(n, "dilations", std::vector<int64_t>{dil, dil});
+    if (!max) testing::SetAttr(n, "p", static_cast<int64_t>(p));
+    g->add_output()->set_name("y");
+    const int64_t oh_n = max ? OH : H + 2 * pad - (K - 1), ow_n = max ? OW : W + 2 * pad - (K - 1);
+    const int64_t d = max ? dil : 1;
+    for (int threads : {1, 2}) {
+      const auto got = RunModel(m, InputOf(DType::kFloat32, {1, C, H, W}, xv), threads);
+      ASSERT_EQ(got.size(), 1u);
+      ASSERT_EQ(got[0].size(), static_cast<size_t>(C * oh_n * ow_n));
+      for (int64_t c = 0; c < C; ++c)
+        for (int64_t oh = 0; oh < oh_n; ++oh)
+          for (int64_t ow = 0; ow < ow_n; ++ow) {
+            double best = -std::numeric_limits<double>::infinity(), sum = 0;
+            bool first = true;
+            for (int64_t kh = 0; kh < K; ++kh)
+              for (int64_t kw = 0; kw < K; ++kw) {
+                const int64_t ih = oh - pad + kh * d, iw = ow - pad + kw * d;
+                if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                const double v = static_cast<float>(xv[static_cast<size_t>((c * H + ih) * W + iw)]);
+                if (first || v > best || std::isnan(best)) best = v;
+                first = false;
+                sum += std::pow(std::fabs(v), p);
+              }
+            const double want = max ? best : std::pow(sum, 1.0 / p);
+            const double y = got[0][static_cast<size_t>((c * oh_n + oh) * ow_n + ow)];
+            const std::string what = std::string(op) + " threads " + std::to_string(threads) +
+                                     " at " + std::to_string(c) + "," + std::to_string(oh) + "," +
+                                     std::to_string(ow);
+            if (std::isnan(want)) {
+              ASSERT_TRUE(std::isnan(y)) << what;
+            } else if (std::isinf(want)) {
+              ASSERT_EQ(y, want) << what;
+            } else {
+              ASSERT_NEAR(y, want, 1e-5 * (1 + std::fabs(want))) << what;
+            }
+          }
+    }
+  }
+}
+
 TEST(FastKernels, PoolingOnShortRowsAgainstTheDoubleReference) {
   struct Case {
     std::string op;

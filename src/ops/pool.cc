@@ -1,6 +1,7 @@
 // Pooling family: MaxPool (with Indices), AveragePool, LpPool, their Global forms, MaxUnpool,
 // MaxRoiPool and RoiAlign. Windows follow the shared conv geometry (ceil_mode, auto_pad,
 // dilations); 1-D and 2-D pools run as 3-D ones with leading unit dims.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -63,11 +64,30 @@ Status PoolInfer(InferContext& ctx, PoolKind kind) {
   return OkStatus();
 }
 
+// |v|^p and its sum's 1/p-th power, with the p that models use without a call to pow.
+template <class C>
+C LpTerm(C v, double p) {
+  if (p == 2.0) return v * v;
+  if (p == 1.0) return static_cast<C>(std::fabs(static_cast<double>(v)));
+  return static_cast<C>(std::pow(std::fabs(static_cast<double>(v)), p));
+}
+template <class C>
+C LpRoot(C sum, double p) {
+  if (p == 2.0) return static_cast<C>(std::sqrt(static_cast<double>(sum)));
+  if (p == 1.0) return sum;
+  return static_cast<C>(std::pow(static_cast<double>(sum), 1.0 / p));
+}
+
+// Planes [plane0, plane0 + planes) of the pool, x and y pointing at plane0's (indices too).
 template <class T>
-void PoolCore(const T* x, T* y, int64_t* indices, int64_t planes, const Geom3& g, PoolKind kind,
-              bool count_include_pad, double p, bool col_major) {
+void PoolCore(const T* x, T* y, int64_t* indices, int64_t plane0, int64_t planes, const Geom3& g,
+              PoolKind kind, bool count_include_pad, double p, bool col_major) {
   using C = Acc<T>;
   const int64_t D = g.in[0], H = g.in[1], W = g.in[2], in_size = g.in_size();
+  // Each output column's taps inside the row, found once (two divisions each).
+  std::vector<int64_t> wlo(static_cast<size_t>(g.out[2])), whi(wlo.size());
+  for (int64_t ow = 0; ow < g.out[2]; ++ow)
+    TapRange(ow * g.s[2] - g.p[2], g.d[2], g.k[2], W, &wlo[ow], &whi[ow]);
   for (int64_t pl = 0; pl < planes; ++pl) {
     const T* xc = x + pl * in_size;
     for (int64_t od = 0; od < g.out[0]; ++od) {
@@ -79,10 +99,26 @@ void PoolCore(const T* x, T* y, int64_t* indices, int64_t planes, const Geom3& g
         int64_t h0, h1;
         TapRange(sh, g.d[1], g.k[1], H, &h0, &h1);
         for (int64_t ow = 0; ow < g.out[2]; ++ow, ++y) {
-          const int64_t sw = ow * g.s[2] - g.p[2];
-          int64_t w0, w1;
-          TapRange(sw, g.d[2], g.k[2], W, &w0, &w1);
-          if (kind == PoolKind::kMax) {
+          const int64_t sw = ow * g.s[2] - g.p[2], w0 = wlo[ow], w1 = whi[ow];
+          if (kind == PoolKind::kMax && !indices) {
+            // The rule below without branches: the maximum of the taps that are not NaN (a
+            // maxss each), NaN when every tap is, -inf when there is none.
+            C best = std::numeric_limits<C>::lowest();
+            if constexpr (std::numeric_limits<C>::has_infinity)
+              best = -std::numeric_limits<C>::infinity();
+            bool number = false;
+            for (int64_t kd = d0; kd < d1; ++kd)
+              for (int64_t kh = h0; kh < h1; ++kh) {
+                const T* row = xc + ((sd + kd * g.d[0]) * H + sh + kh * g.d[1]) * W + sw;
+                for (int64_t kw = w0; kw < w1; ++kw) {
+                  const C v = static_cast<C>(row[kw * g.d[2]]);
+                  best = v > best ? v : best;
+                  number |= v == v;
+                }
+              }
+            const bool taps = d1 > d0 && h1 > h0 && w1 > w0;
+            *y = static_cast<T>(number || !taps ? best : std::numeric_limits<C>::quiet_NaN());
+          } else if (kind == PoolKind::kMax) {
             C best = std::numeric_limits<C>::lowest();
             if constexpr (std::numeric_limits<C>::has_infinity)
               best = -std::numeric_limits<C>::infinity();
@@ -103,7 +139,7 @@ void PoolCore(const T* x, T* y, int64_t* indices, int64_t planes, const Geom3& g
               }
             }
             *y = static_cast<T>(best);
-            if (indices) *indices++ = arg < 0 ? -1 : pl * in_size + arg;
+            if (indices) *indices++ = arg < 0 ? -1 : (plane0 + pl) * in_size + arg;
           } else {
             Acc<T> sum = 0;
             for (int64_t kd = d0; kd < d1; ++kd) {
@@ -115,12 +151,12 @@ void PoolCore(const T* x, T* y, int64_t* indices, int64_t planes, const Geom3& g
                   if (kind == PoolKind::kAvg)
                     sum += v;
                   else
-                    sum += static_cast<C>(std::pow(std::fabs(static_cast<double>(v)), p));
+                    sum += LpTerm(v, p);
                 }
               }
             }
             if (kind == PoolKind::kLp) {
-              *y = static_cast<T>(static_cast<C>(std::pow(static_cast<double>(sum), 1.0 / p)));
+              *y = static_cast<T>(LpRoot(sum, p));
               continue;
             }
             int64_t count;
@@ -226,14 +262,24 @@ Status PoolCompute(ComputeContext& ctx, PoolKind kind) {
       const int64_t in_size = g.in_size(), out_size = g.out_size();
       for (int64_t pl = 0; pl < planes; ++pl)
         if (bad[pl])
-          PoolCore<float>(x + pl * in_size, y + pl * out_size, nullptr, 1, g, kind, cip, p, false);
+          PoolCore<float>(x + pl * in_size, y + pl * out_size, nullptr, pl, 1, g, kind, cip, p,
+                          false);
     }
     return OkStatus();
   }
+  // The planes over the threads (the windows that the fast kernels above do not take: dilated,
+  // Lp, 3-D, integer, with indices).
+  const int64_t in_size = g.in_size(), out_size = g.out_size();
+  const int parts = static_cast<int>(std::min<int64_t>(
+      ctx.threads(), planes * out_size * g.k[0] * g.k[1] * g.k[2] / (1 << 15) + 1));
   bool ok = Dispatch<kFloatTypes | kIntTypes>(X.dtype(), [&]<class T>() {
-    if constexpr (std::is_same_v<T, int8_t> || std::is_same_v<T, uint8_t> || kIsFloat<T>)
-      PoolCore<T>(X.data<T>(), ctx.output(0).data<T>(), indices, planes, g, kind, cip, p,
-                  col_major);
+    if constexpr (std::is_same_v<T, int8_t> || std::is_same_v<T, uint8_t> || kIsFloat<T>) {
+      ParallelFor(parts, planes, [&](int64_t p0, int64_t p1) {
+        PoolCore<T>(X.data<T>() + p0 * in_size, ctx.output(0).data<T>() + p0 * out_size,
+                    indices ? indices + p0 * out_size : nullptr, p0, p1 - p0, g, kind, cip, p,
+                    col_major);
+      });
+    }
   });
   if (!ok) return ctx.error("unsupported dtype");
   return OkStatus();
