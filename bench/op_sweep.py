@@ -348,6 +348,10 @@ def matmul_cases():
     gemm("gemm_128x768x768_tB", "Gemm transB + bias [128,768] -> 768", 128, 768, 768, quick=True)
     gemm("gemm_512x512x512", "Gemm + bias [512,512] x [512,512]", 512, 512, 512, trans_b=False)
     gemm("gemm_1x1024x4096_tB", "Gemm transB + bias [1,1024] -> 4096", 1, 1024, 4096)
+
+    def matvec(g):  # MatMul with a 1-D weight (a scoring head)
+        g.output(g.op("MatMul", [g.input([8, 128, 768]), g.weight([768], fan_in=768)]))
+    out.append(Case(F, "matvec_8x128x768", "MatMul [8,128,768] x [768] (1-D B)", matvec))
     return out
 
 
@@ -426,6 +430,13 @@ def norm_cases():
 
     bn("bn_64_112", "BatchNormalization 64ch, 112x112", 1, 64, 112, quick=True)
     bn("bn_256_28_b8", "BatchNormalization 256ch, 28x28, batch 8", 8, 256, 28)
+
+    def bn1d(g):  # BatchNorm1d over [N, C, L] (1-D CNNs, audio)
+        c = 256
+        g.output(g.op("BatchNormalization",
+                      [g.input([8, c, 1000]), g.weight([c], positive=True), g.weight([c]),
+                       g.weight([c]), g.weight([c], positive=True)], epsilon=1e-5))
+    out.append(Case(F, "bn1d_8x256x1000", "BatchNormalization over [8,256,1000] (1-D)", bn1d))
 
     def inorm(name, desc, n, c, h, quick=False):
         def b(g):
@@ -677,6 +688,8 @@ def eltwise_cases():
     binary("mul_scalar_64K", "Mul scalar, [1,64,32,32] * []", "Mul", SMALL, [])
     binary("sub_chan_1x3x224x224", "Sub broadcast on axis 1 (normalize), [1,3,224,224] - "
            "[1,3,1,1]", "Sub", [1, 3, 224, 224], [1, 3, 1, 1])
+    binary("mul_outer_8x64x56x56", "Mul of [8,1,56,56] and [1,64,1,1] (both broadcast)", "Mul",
+           [8, 1, 56, 56], [1, 64, 1, 1], b_const=False)
     binary("div_last_8x128x768", "Div broadcast on last axis, [8,128,768] / [768]", "Div",
            [8, 128, 768], [768])
 
@@ -962,6 +975,8 @@ def data_cases():
         [1, 64, 112, 112], [0, 1], [112, 112], [2, 3], [2, 2])
     slc("slice_last_8x128x768", "Slice last axis :384, [8,128,768]", [8, 128, 768], [0], [384],
         [-1], [1])
+    slc("slice_flip_w_1x64x128x128", "Slice step -1 on W (torch.flip), [1,64,128,128]",
+        [1, 64, 128, 128], [-1], [-(2 ** 62)], [3], [-1])
 
     def embedding(g):  # token ids as floats holding integers, cast to int64 in the graph
         ids = g.rng.integers(0, 30000, size=(8, 128)).astype("float32")
