@@ -1039,6 +1039,39 @@ TEST(FastKernels, DilatedMaxPoolAndLpPoolAgainstAScan) {
   }
 }
 
+// RoiAlign's regions split over the threads: 64 boxes over two images in float32 at 1 and 2
+// threads against the same in double, avg and max modes.
+TEST(FastKernels, RoiAlignOverThreadsAgainstTheDoubleReference) {
+  std::mt19937 rng(61);
+  const int64_t N = 2, C = 8, H = 20, W = 20, rois = 64;
+  std::vector<double> boxes;
+  for (int64_t r = 0; r < rois; ++r) {
+    const double x0 = rng() % 15, y0 = rng() % 15;
+    boxes.insert(boxes.end(), {x0, y0, x0 + 1 + rng() % 5, y0 + 1 + rng() % 5});
+  }
+  for (const char* mode : {"avg", "max"}) {
+    auto build = [&](onnx::TensorProto::DataType type) {
+      onnx::ModelProto m = testing::EmptyModel("roialign");
+      m.mutable_opset_import(0)->set_version(16);
+      auto* g = m.mutable_graph();
+      *g->add_input() = Info("x", type, {N, C, H, W});
+      *g->add_output() = Info("y", type, {rois, C, 5, 5});
+      FillTensor(g->add_initializer(), "rois", type, {rois, 4}, boxes);
+      std::vector<int64_t> batch(static_cast<size_t>(rois));
+      for (int64_t r = 0; r < rois; ++r) batch[r] = r % N;
+      testing::AddInt64Initializer(g, "batch", {rois}, batch);
+      auto* n = testing::AddNamedNode(g, "RoiAlign", {"x", "rois", "batch"}, "y");
+      testing::SetAttr(n, "output_height", int64_t{5});
+      testing::SetAttr(n, "output_width", int64_t{5});
+      testing::SetAttr(n, "sampling_ratio", int64_t{2});
+      testing::SetAttr(n, "mode", std::string(mode));
+      return m;
+    };
+    ExpectFloatMatchesDouble(build, {N, C, H, W}, Random(static_cast<size_t>(N * C * H * W), rng),
+                             1e-6, std::string("RoiAlign ") + mode);
+  }
+}
+
 TEST(FastKernels, PoolingOnShortRowsAgainstTheDoubleReference) {
   struct Case {
     std::string op;

@@ -562,90 +562,98 @@ Status RoiAlignCompute(ComputeContext& ctx) {
   const bool half_pixel =
       node.attr_string("coordinate_transformation_mode",
                        ctx.opset() >= 16 ? "half_pixel" : "output_half_pixel") == "half_pixel";
-  Status st = OkStatus();
+  const int64_t rois = R.dim(0);
+  for (int64_t n = 0; n < rois; ++n) {
+    const int64_t b = BI.GetInt(n);
+    if (b < 0 || b >= N)
+      return ctx.error("batch_indices[" + std::to_string(n) + "] = " + std::to_string(b) +
+                       " is out of range");
+  }
+  // The regions over the threads, each part with its own taps.
+  const int parts =
+      static_cast<int>(std::min<int64_t>(ctx.threads(), rois * C * PH * PW / 4096 + 1));
   Dispatch<kFloatTypes>(X.dtype(), [&]<class T>() {
     using A = Acc<T>;
     const T* x = X.data<T>();
-    T* y = ctx.output(0).data<T>();
     struct Tap {
       int64_t pos[4];
       A w[4];
     };
-    std::vector<Tap> taps;
-    for (int64_t n = 0; n < R.dim(0); ++n) {
-      const int64_t b = BI.GetInt(n);
-      if (b < 0 || b >= N) {
-        st = ctx.error("batch_indices[" + std::to_string(n) + "] = " + std::to_string(b) +
-                       " is out of range");
-        return;
-      }
-      const T* roi = R.data<T>() + n * 4;
-      const A off = half_pixel ? A(0.5) : A(0);
-      const A x0 = static_cast<A>(roi[0]) * scale - off, y0 = static_cast<A>(roi[1]) * scale - off;
-      const A x1 = static_cast<A>(roi[2]) * scale - off, y1 = static_cast<A>(roi[3]) * scale - off;
-      A rw = x1 - x0, rh = y1 - y0;
-      if (!half_pixel) {
-        rw = std::max(rw, A(1));
-        rh = std::max(rh, A(1));
-      }
-      const A bh = rh / PH, bw = rw / PW;
-      const int64_t gh = sampling > 0 ? sampling : static_cast<int64_t>(std::ceil(rh / PH));
-      const int64_t gw = sampling > 0 ? sampling : static_cast<int64_t>(std::ceil(rw / PW));
-      const A count = static_cast<A>(std::max<int64_t>(gh * gw, 1));
-      // Bilinear taps shared by every channel.
-      taps.clear();
-      for (int64_t ph = 0; ph < PH; ++ph)
-        for (int64_t pw = 0; pw < PW; ++pw)
-          for (int64_t iy = 0; iy < gh; ++iy) {
-            A yy = y0 + ph * bh + (iy + A(0.5)) * bh / static_cast<A>(gh);
-            for (int64_t ix = 0; ix < gw; ++ix) {
-              A xx = x0 + pw * bw + (ix + A(0.5)) * bw / static_cast<A>(gw);
-              Tap t{{0, 0, 0, 0}, {0, 0, 0, 0}};
-              if (!(yy < -1 || yy > H || xx < -1 || xx > W)) {
-                A yv = std::max(yy, A(0)), xv = std::max(xx, A(0));
-                int64_t yl = static_cast<int64_t>(yv), xl = static_cast<int64_t>(xv), yh, xh;
-                if (yl >= H - 1) {
-                  yh = yl = H - 1;
-                  yv = static_cast<A>(yl);
-                } else {
-                  yh = yl + 1;
+    ParallelFor(parts, rois, [&](int64_t n0, int64_t n1) {
+      std::vector<Tap> taps;
+      for (int64_t n = n0; n < n1; ++n) {
+        const int64_t b = BI.GetInt(n);
+        T* y = ctx.output(0).data<T>() + n * C * PH * PW;
+        const T* roi = R.data<T>() + n * 4;
+        const A off = half_pixel ? A(0.5) : A(0);
+        const A x0 = static_cast<A>(roi[0]) * scale - off,
+                y0 = static_cast<A>(roi[1]) * scale - off;
+        const A x1 = static_cast<A>(roi[2]) * scale - off,
+                y1 = static_cast<A>(roi[3]) * scale - off;
+        A rw = x1 - x0, rh = y1 - y0;
+        if (!half_pixel) {
+          rw = std::max(rw, A(1));
+          rh = std::max(rh, A(1));
+        }
+        const A bh = rh / PH, bw = rw / PW;
+        const int64_t gh = sampling > 0 ? sampling : static_cast<int64_t>(std::ceil(rh / PH));
+        const int64_t gw = sampling > 0 ? sampling : static_cast<int64_t>(std::ceil(rw / PW));
+        const A count = static_cast<A>(std::max<int64_t>(gh * gw, 1));
+        // Bilinear taps shared by every channel.
+        taps.clear();
+        for (int64_t ph = 0; ph < PH; ++ph)
+          for (int64_t pw = 0; pw < PW; ++pw)
+            for (int64_t iy = 0; iy < gh; ++iy) {
+              A yy = y0 + ph * bh + (iy + A(0.5)) * bh / static_cast<A>(gh);
+              for (int64_t ix = 0; ix < gw; ++ix) {
+                A xx = x0 + pw * bw + (ix + A(0.5)) * bw / static_cast<A>(gw);
+                Tap t{{0, 0, 0, 0}, {0, 0, 0, 0}};
+                if (!(yy < -1 || yy > H || xx < -1 || xx > W)) {
+                  A yv = std::max(yy, A(0)), xv = std::max(xx, A(0));
+                  int64_t yl = static_cast<int64_t>(yv), xl = static_cast<int64_t>(xv), yh, xh;
+                  if (yl >= H - 1) {
+                    yh = yl = H - 1;
+                    yv = static_cast<A>(yl);
+                  } else {
+                    yh = yl + 1;
+                  }
+                  if (xl >= W - 1) {
+                    xh = xl = W - 1;
+                    xv = static_cast<A>(xl);
+                  } else {
+                    xh = xl + 1;
+                  }
+                  A ly = yv - yl, lx = xv - xl, hy = 1 - ly, hx = 1 - lx;
+                  t = Tap{{yl * W + xl, yl * W + xh, yh * W + xl, yh * W + xh},
+                          {hy * hx, hy * lx, ly * hx, ly * lx}};
                 }
-                if (xl >= W - 1) {
-                  xh = xl = W - 1;
-                  xv = static_cast<A>(xl);
-                } else {
-                  xh = xl + 1;
-                }
-                A ly = yv - yl, lx = xv - xl, hy = 1 - ly, hx = 1 - lx;
-                t = Tap{{yl * W + xl, yl * W + xh, yh * W + xl, yh * W + xh},
-                        {hy * hx, hy * lx, ly * hx, ly * lx}};
+                taps.push_back(t);
               }
-              taps.push_back(t);
             }
-          }
-      for (int64_t c = 0; c < C; ++c) {
-        const T* img = x + (b * C + c) * H * W;
-        const Tap* t = taps.data();
-        for (int64_t pp = 0; pp < PH * PW; ++pp, ++y) {
-          A out = 0;
-          bool first = true;
-          for (int64_t s = 0; s < gh * gw; ++s, ++t) {
-            A v[4];
-            for (int q = 0; q < 4; ++q) v[q] = t->w[q] * static_cast<A>(img[t->pos[q]]);
-            if (!max_mode) {
-              out += v[0] + v[1] + v[2] + v[3];
-            } else {  // as the reference: the largest weighted corner
-              A m = std::max(std::max(v[0], v[1]), std::max(v[2], v[3]));
-              out = first ? m : std::max(out, m);
-              first = false;
+        for (int64_t c = 0; c < C; ++c) {
+          const T* img = x + (b * C + c) * H * W;
+          const Tap* t = taps.data();
+          for (int64_t pp = 0; pp < PH * PW; ++pp, ++y) {
+            A out = 0;
+            bool first = true;
+            for (int64_t s = 0; s < gh * gw; ++s, ++t) {
+              A v[4];
+              for (int q = 0; q < 4; ++q) v[q] = t->w[q] * static_cast<A>(img[t->pos[q]]);
+              if (!max_mode) {
+                out += v[0] + v[1] + v[2] + v[3];
+              } else {  // as the reference: the largest weighted corner
+                A m = std::max(std::max(v[0], v[1]), std::max(v[2], v[3]));
+                out = first ? m : std::max(out, m);
+                first = false;
+              }
             }
+            *y = static_cast<T>(max_mode ? out : out / count);
           }
-          *y = static_cast<T>(max_mode ? out : out / count);
         }
       }
-    }
+    });
   });
-  return st;
+  return OkStatus();
 }
 
 }  // namespace
