@@ -292,6 +292,8 @@ def convtranspose_cases():
        64, 4, 2, 1, group=64)
     ct("1d_k16s8_256to128_100", "ConvTranspose1d k16 s8 pad 4 256->128 (vocoder), length 100",
        1, 256, 100, 128, 16, 8, 4, dims=1)
+    ct("3d_2x2x2s2_64to32_16", "ConvTranspose3d 2x2x2 s2 64->32 (3-D U-Net up), 16^3", 1, 64,
+       16, 32, 2, 2, dims=3)
     return out
 
 
@@ -396,6 +398,14 @@ def pool_cases():
     pool("gap_32_224_b8", "GlobalAveragePool 32ch, 224x224, batch 8", "GlobalAveragePool", 8, 32,
          224)
     pool("gmp_512_14", "GlobalMaxPool 512ch, 14x14", "GlobalMaxPool", 1, 512, 14)
+    def pool3d(name, desc, op, k, s_, p):
+        def b(g):
+            g.output(g.op(op, [g.input([1, 64, 16, 56, 56])], kernel_shape=[k] * 3,
+                          strides=[s_] * 3, pads=[p] * 6))
+        out.append(Case(F, name, desc, b))
+
+    pool3d("max3d_3s2p1_64_16x56", "MaxPool3d 3x3x3 s2 pad 1, 64ch, 16x56x56", "MaxPool", 3, 2, 1)
+    pool3d("avg3d_2s2_64_16x56", "AveragePool3d 2x2x2 s2, 64ch, 16x56x56", "AveragePool", 2, 2, 0)
     pool("max3x3d2_64_56", "MaxPool 3x3 dilation 2 pad 2, 64ch, 56x56", "MaxPool", 1, 64, 56, 3,
          1, 2, dilations=[2, 2])
 
@@ -430,6 +440,13 @@ def norm_cases():
 
     bn("bn_64_112", "BatchNormalization 64ch, 112x112", 1, 64, 112, quick=True)
     bn("bn_256_28_b8", "BatchNormalization 256ch, 28x28, batch 8", 8, 256, 28)
+
+    def in3d(g):  # InstanceNorm3d (3-D U-Nets in medical imaging)
+        c = 32
+        g.output(g.op("InstanceNormalization", [g.input([1, c, 32, 64, 64]),
+                                                 g.weight([c], positive=True), g.weight([c])],
+                      epsilon=1e-5))
+    out.append(Case(F, "in3d_32_32x64x64", "InstanceNormalization over [1,32,32,64,64]", in3d))
 
     def bn1d(g):  # BatchNorm1d over [N, C, L] (1-D CNNs, audio)
         c = 256
@@ -556,6 +573,13 @@ def resize_cases():
 
     rs("nearest_x2_256_32", "nearest x2, 256ch, 32->64", 1, 256, 32, 2.0, "nearest", "asymmetric",
        quick=True)
+
+    def trilinear(g):  # 3-D upsampling (video, volumes)
+        g.output(g.op("Resize", [g.input([1, 32, 16, 32, 32]), "",
+                                 g.f32([1.0, 1.0, 2.0, 2.0, 2.0])],
+                      mode="linear", coordinate_transformation_mode="half_pixel"))
+    out.append(Case(F, "trilinear_x2_32_16x32x32", "trilinear x2 (half_pixel), 32ch, 16x32x32",
+                    trilinear))
     rs("nearest_x2_128_40_b8", "nearest x2, 128ch, 40->80 (YOLO), batch 8", 8, 128, 40, 2.0,
        "nearest", "asymmetric")
     rs("nearest_down2_64_112", "nearest x0.5, 64ch, 112->56", 1, 64, 112, 0.5, "nearest",

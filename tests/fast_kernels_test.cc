@@ -1072,6 +1072,46 @@ TEST(FastKernels, RoiAlignOverThreadsAgainstTheDoubleReference) {
   }
 }
 
+// 3-D MaxPool and AveragePool in float32 (2-D pools of each depth slice, then the depth taps)
+// against the window loop in double: strides, pads on every axis, ceil_mode, a depth
+// dilation, count_include_pad both ways; at 1 and 2 threads.
+TEST(FastKernels, Pool3DAgainstTheDoubleReference) {
+  std::mt19937 rng(67);
+  struct Case {
+    std::string op;
+    std::vector<int64_t> k, s, pads, dil;
+    int64_t ceil, include_pad;
+  };
+  const std::vector<Case> cases = {
+      {"MaxPool", {3, 3, 3}, {2, 2, 2}, {1, 1, 1, 1, 1, 1}, {1, 1, 1}, 0, 0},
+      {"MaxPool", {2, 3, 3}, {1, 2, 1}, {0, 1, 0, 1, 1, 1}, {2, 1, 1}, 1, 0},
+      {"AveragePool", {2, 2, 2}, {2, 2, 2}, {0, 0, 0, 0, 0, 0}, {1, 1, 1}, 0, 0},
+      {"AveragePool", {3, 3, 3}, {2, 1, 2}, {1, 1, 1, 1, 1, 1}, {1, 1, 1}, 1, 0},
+      {"AveragePool", {3, 3, 3}, {2, 2, 2}, {1, 1, 0, 1, 0, 1}, {1, 1, 1}, 0, 1}};
+  const Dims xd = {2, 5, 9, 12, 11};
+  for (const Case& c : cases) {
+    auto build = [&](onnx::TensorProto::DataType type) {
+      onnx::ModelProto m = testing::EmptyModel("pool3d");
+      m.mutable_opset_import(0)->set_version(19);
+      auto* g = m.mutable_graph();
+      *g->add_input() = Info("x", type, xd);
+      auto* n = testing::AddNamedNode(g, c.op, {"x"}, "y");
+      testing::SetAttr(n, "kernel_shape", c.k);
+      testing::SetAttr(n, "strides", c.s);
+      testing::SetAttr(n, "pads", c.pads);
+      testing::SetAttr(n, "dilations", c.dil);
+      testing::SetAttr(n, "ceil_mode", c.ceil);
+      if (c.op == "AveragePool") testing::SetAttr(n, "count_include_pad", c.include_pad);
+      g->add_output()->set_name("y");
+      return m;
+    };
+    ExpectFloatMatchesDouble(build, xd, Random(static_cast<size_t>(NumElements(xd)), rng), 1e-6,
+                             c.op + " ceil " + std::to_string(c.ceil) + " include_pad " +
+                                 std::to_string(c.include_pad) + " depth dilation " +
+                                 std::to_string(c.dil[0]));
+  }
+}
+
 TEST(FastKernels, PoolingOnShortRowsAgainstTheDoubleReference) {
   struct Case {
     std::string op;

@@ -11,6 +11,7 @@
 #include "ops/channels_last.h"
 #include "ops/common.h"
 #include "ops/conv_geometry.h"
+#include "ops/cpu_isa.h"
 #include "ops/pool_kernels.h"
 #include "ops/shape_ops_util.h"
 #include "ops/thread_pool.h"
@@ -210,6 +211,70 @@ void PoolChannelBlocks(const Pool2DShape& s, PoolFlavor flavor, const float* x, 
   });
 }
 
+// A float32 3-D max or average pool without dilation in height and width, as the box it is:
+// the 2-D pool of every depth slice on the fast kernels, then each output's depth taps combined
+// (an average's count is the product of its per-axis counts, so the 3-D average is the mean of
+// the slices' 2-D averages over the depth taps, padding ones counting as zeros with
+// count_include_pad; a maximum is the maximum of the slices' maxima, NaN skipped unless all
+// are). x [planes, D, H, W] -> y [planes, OD, OH, OW].
+void SeparablePool3D(const float* x, float* y, int64_t planes, const Geom3& g, PoolKind kind,
+                     bool count_include_pad, int threads) {
+  const int64_t D = g.in[0], hw_in = g.in[1] * g.in[2], hw = g.out[1] * g.out[2];
+  const Pool2DShape ps{planes * D, g.in[1], g.in[2], g.out[1], g.out[2], g.k[1], g.k[2],
+                       g.s[1],     g.s[2],  g.p[1],  g.p[2],   g.pe[1],  g.pe[2]};
+  std::vector<float> mid(static_cast<size_t>(planes * D * hw));
+  if (kind == PoolKind::kAvg) {
+    AveragePool2D(ps, x, mid.data(), count_include_pad, threads);
+  } else {
+    std::unique_ptr<bool[]> bad(new bool[static_cast<size_t>(ps.planes)]);
+    if (MaxPool2D(ps, x, mid.data(), threads, bad.get()) > 0) {
+      Geom3 g2 = g;  // one slice: the reference tells an all-NaN window from an all -inf one
+      g2.in[0] = g2.k[0] = g2.s[0] = g2.d[0] = g2.out[0] = 1;
+      g2.p[0] = g2.pe[0] = 0;
+      for (int64_t s = 0; s < ps.planes; ++s)
+        if (bad[s])
+          PoolCore<float>(x + s * hw_in, mid.data() + s * hw, nullptr, s, 1, g2, kind, false, 2.0,
+                          false);
+    }
+  }
+  const int64_t OD = g.out[0];
+  const int parts = static_cast<int>(std::min<int64_t>(threads, planes * OD * hw / 16384 + 1));
+  ParallelFor(parts, planes * OD, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t pl = r / OD, od = r % OD, start = od * g.s[0] - g.p[0];
+      int64_t k0, k1;
+      TapRange(start, g.d[0], g.k[0], D, &k0, &k1);
+      float* out = y + r * hw;
+      if (k1 <= k0) {  // no slice inside: as the window loop gives
+        std::fill(out, out + hw,
+                  kind == PoolKind::kMax ? -std::numeric_limits<float>::infinity()
+                                         : std::numeric_limits<float>::quiet_NaN());
+        continue;
+      }
+      const float* first = mid.data() + (pl * D + start + k0 * g.d[0]) * hw;
+      std::copy(first, first + hw, out);
+      for (int64_t k = k0 + 1; k < k1; ++k) {
+        const float* slice = mid.data() + (pl * D + start + k * g.d[0]) * hw;
+        if (kind == PoolKind::kMax)
+          for (int64_t i = 0; i < hw; ++i)
+            out[i] = slice[i] > out[i] || out[i] != out[i] ? slice[i] : out[i];
+        else
+          for (int64_t i = 0; i < hw; ++i) out[i] += slice[i];
+      }
+      if (kind == PoolKind::kAvg) {
+        int64_t count = k1 - k0;
+        if (count_include_pad) {  // depth taps inside the padded extent
+          int64_t lo, hi;
+          TapRange(start + g.p[0], g.d[0], g.k[0], D + g.p[0] + g.pe[0], &lo, &hi);
+          count = hi - lo;
+        }
+        const float inv = 1.0f / static_cast<float>(count);
+        for (int64_t i = 0; i < hw; ++i) out[i] *= inv;
+      }
+    }
+  });
+}
+
 Status PoolCompute(ComputeContext& ctx, PoolKind kind) {
   const Tensor& X = ctx.input(0);
   WindowGeom wg;
@@ -265,6 +330,12 @@ Status PoolCompute(ComputeContext& ctx, PoolKind kind) {
           PoolCore<float>(x + pl * in_size, y + pl * out_size, nullptr, pl, 1, g, kind, cip, p,
                           false);
     }
+    return OkStatus();
+  }
+  if (X.dtype() == DType::kFloat32 && kind != PoolKind::kLp && !indices && g.out[0] > 0 &&
+      (g.in[0] > 1 || g.k[0] > 1) && g.d[1] == 1 && g.d[2] == 1 && !ReferenceKernels()) {
+    SeparablePool3D(X.data<float>(), ctx.output(0).data<float>(), planes, g, kind, cip,
+                    ctx.threads());
     return OkStatus();
   }
   // The planes over the threads (the windows that the fast kernels above do not take: dilated,
