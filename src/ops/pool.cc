@@ -211,6 +211,66 @@ void PoolChannelBlocks(const Pool2DShape& s, PoolFlavor flavor, const float* x, 
   });
 }
 
+// A float32 2-D max pool of stride 1 with dilations, as the box it is: a pass along the rows
+// (each input row's maximum over the width taps), then one down the columns (over the height
+// taps), each a vector max along the output row whatever the dilation. NaN taps are skipped
+// unless every tap is (a flag per partial result); no tap at all gives -inf.
+void SeparableDilatedMaxPool2D(const float* x, float* y, int64_t planes, const Geom3& g,
+                               int threads) {
+  const int64_t H = g.in[1], W = g.in[2], OH = g.out[1], OW = g.out[2];
+  const float lowest = -std::numeric_limits<float>::infinity();
+  std::vector<uint8_t> has_taps(static_cast<size_t>(OW), 0);  // some width tap inside the row
+  for (int64_t kw = 0; kw < g.k[2]; ++kw)
+    for (int64_t ow = 0; ow < OW; ++ow) {
+      const int64_t iw = ow - g.p[2] + kw * g.d[2];
+      if (iw >= 0 && iw < W) has_taps[ow] = 1;
+    }
+  const int parts = static_cast<int>(
+      std::min<int64_t>(threads, planes * OH * OW * g.k[1] * g.k[2] / (1 << 15) + 1));
+  ParallelFor(parts, planes, [&](int64_t p0, int64_t p1) {
+    std::vector<float> mid(static_cast<size_t>(H * OW));
+    std::vector<uint8_t> num(mid.size()), row_num(static_cast<size_t>(OW));
+    for (int64_t pl = p0; pl < p1; ++pl) {
+      for (int64_t h = 0; h < H; ++h) {
+        float* m = mid.data() + h * OW;
+        uint8_t* nm = num.data() + h * OW;
+        std::fill(m, m + OW, lowest);
+        std::fill(nm, nm + OW, 0);
+        const float* row = x + (pl * H + h) * W;
+        for (int64_t kw = 0; kw < g.k[2]; ++kw) {
+          const int64_t off = kw * g.d[2] - g.p[2];
+          const int64_t lo = std::max<int64_t>(0, -off), hi = std::min(OW, W - off);
+          for (int64_t ow = lo; ow < hi; ++ow) {
+            const float v = row[ow + off];
+            m[ow] = v > m[ow] ? v : m[ow];
+            nm[ow] |= static_cast<uint8_t>(v == v);
+          }
+        }
+      }
+      for (int64_t oh = 0; oh < OH; ++oh) {
+        float* out = y + (pl * OH + oh) * OW;
+        std::fill(out, out + OW, lowest);
+        std::fill(row_num.begin(), row_num.end(), 0);
+        bool rows = false;
+        for (int64_t kh = 0; kh < g.k[1]; ++kh) {
+          const int64_t ih = oh - g.p[1] + kh * g.d[1];
+          if (ih < 0 || ih >= H) continue;
+          rows = true;
+          const float* m = mid.data() + ih * OW;
+          const uint8_t* nm = num.data() + ih * OW;
+          for (int64_t ow = 0; ow < OW; ++ow) {
+            out[ow] = m[ow] > out[ow] ? m[ow] : out[ow];
+            row_num[ow] |= nm[ow];
+          }
+        }
+        for (int64_t ow = 0; ow < OW; ++ow)
+          if (rows && has_taps[ow] && !row_num[ow])
+            out[ow] = std::numeric_limits<float>::quiet_NaN();
+      }
+    }
+  });
+}
+
 // A float32 3-D max or average pool without dilation in height and width, as the box it is:
 // the 2-D pool of every depth slice on the fast kernels, then each output's depth taps combined
 // (an average's count is the product of its per-axis counts, so the 3-D average is the mean of
@@ -330,6 +390,13 @@ Status PoolCompute(ComputeContext& ctx, PoolKind kind) {
           PoolCore<float>(x + pl * in_size, y + pl * out_size, nullptr, pl, 1, g, kind, cip, p,
                           false);
     }
+    return OkStatus();
+  }
+  if (X.dtype() == DType::kFloat32 && kind == PoolKind::kMax && !indices && g.in[0] == 1 &&
+      g.k[0] == 1 && g.s[1] == 1 && g.s[2] == 1 && (g.d[1] > 1 || g.d[2] > 1) &&
+      !ReferenceKernels()) {
+    SeparableDilatedMaxPool2D(X.data<float>(), ctx.output(0).data<float>(), planes, g,
+                              ctx.threads());
     return OkStatus();
   }
   if (X.dtype() == DType::kFloat32 && kind != PoolKind::kLp && !indices && g.out[0] > 0 &&
