@@ -231,15 +231,23 @@ void SeparableDilatedMaxPool2D(const float* x, float* y, int64_t planes, const G
     std::vector<float> mid(static_cast<size_t>(H * OW));
     std::vector<uint8_t> num(mid.size()), row_num(static_cast<size_t>(OW));
     for (int64_t pl = p0; pl < p1; ++pl) {
+      // A plane without NaN (nearly all) needs no flags: both passes are plain vector maxima.
+      const float* plane = x + pl * H * W;
+      bool nan = false;
+      for (int64_t i = 0; i < H * W; ++i) nan |= plane[i] != plane[i];
       for (int64_t h = 0; h < H; ++h) {
         float* m = mid.data() + h * OW;
         uint8_t* nm = num.data() + h * OW;
         std::fill(m, m + OW, lowest);
         std::fill(nm, nm + OW, 0);
-        const float* row = x + (pl * H + h) * W;
+        const float* row = plane + h * W;
         for (int64_t kw = 0; kw < g.k[2]; ++kw) {
           const int64_t off = kw * g.d[2] - g.p[2];
           const int64_t lo = std::max<int64_t>(0, -off), hi = std::min(OW, W - off);
+          if (!nan) {
+            for (int64_t ow = lo; ow < hi; ++ow) m[ow] = std::max(m[ow], row[ow + off]);
+            continue;
+          }
           for (int64_t ow = lo; ow < hi; ++ow) {
             const float v = row[ow + off];
             m[ow] = v > m[ow] ? v : m[ow];
@@ -258,12 +266,16 @@ void SeparableDilatedMaxPool2D(const float* x, float* y, int64_t planes, const G
           rows = true;
           const float* m = mid.data() + ih * OW;
           const uint8_t* nm = num.data() + ih * OW;
+          if (!nan) {
+            for (int64_t ow = 0; ow < OW; ++ow) out[ow] = std::max(out[ow], m[ow]);
+            continue;
+          }
           for (int64_t ow = 0; ow < OW; ++ow) {
             out[ow] = m[ow] > out[ow] ? m[ow] : out[ow];
             row_num[ow] |= nm[ow];
           }
         }
-        for (int64_t ow = 0; ow < OW; ++ow)
+        for (int64_t ow = 0; nan && ow < OW; ++ow)
           if (rows && has_taps[ow] && !row_num[ow])
             out[ow] = std::numeric_limits<float>::quiet_NaN();
       }
