@@ -193,11 +193,7 @@ void RegisterWhere(OpRegistry& r) {
           const U* py = static_cast<const U*>(y.raw());
           U* o = static_cast<U*>(out.raw());
           if (c.size() == n && x.size() == n && y.size() == n) {
-            constexpr int64_t kChunk = 1 << 16;
-            const int parts =
-                static_cast<int>(std::min<int64_t>(ctx.threads(), (n + kChunk - 1) / kChunk));
-            ParallelFor(parts, (n + kChunk - 1) / kChunk, [&](int64_t k0, int64_t k1) {
-              const int64_t a = k0 * kChunk, e = std::min(n, k1 * kChunk);
+            ParallelSlices(ctx.threads(), n, int64_t{1} << 16, [&](int64_t a, int64_t e) {
               SelectRow<U>(pc + a, px + a, py + a, o + a, e - a, {1, 1, 1});
             });
             return;

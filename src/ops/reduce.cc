@@ -527,6 +527,15 @@ void ArgColumns(const T* base, int64_t n, int64_t inner, int64_t i0, int64_t i1,
   }
 }
 
+// Whether value v at a later index replaces b as the arg so far: a NaN wins (the last one with
+// kLast), among equals the first (or, kLast, the last) index.
+template <bool kMax, bool kLast, class V>
+bool ArgTakes(V value, V best) {
+  const auto v = static_cast<Acc<V>>(value), b = static_cast<Acc<V>>(best);
+  const bool cmp = kMax ? (kLast ? v >= b : v > b) : (kLast ? v <= b : v < b);
+  return (v != v && (kLast || b == b)) || (v == v && b == b && cmp);
+}
+
 // The arg of one contiguous row of n values (n < 2^31): the row read as 16 columns, whose
 // winners ArgColumns finds in vector lanes, then those 16 candidates and the tail scanned in
 // index order with the same rule (each lane's winner is the first, or kLast the last, of its
@@ -542,9 +551,7 @@ int64_t ArgRow(const T* row, int64_t n) {
   std::sort(candidates, candidates + kLanes);
   int64_t best = candidates[0];
   auto consider = [&](int64_t j) {
-    const Acc<T> v = row[j], b = row[best];
-    const bool cmp = kMax ? (kLast ? v >= b : v > b) : (kLast ? v <= b : v < b);
-    if ((v != v && (kLast || b == b)) || (v == v && b == b && cmp)) best = j;
+    if (ArgTakes<kMax, kLast>(row[j], row[best])) best = j;
   };
   for (int64_t i = 1; i < kLanes; ++i) consider(candidates[i]);
   for (int64_t j = rows * kLanes; j < n; ++j) consider(j);
@@ -562,11 +569,9 @@ void ArgKernel(const Tensor& x, int64_t axis, int64_t* out, int threads) {
     for (int64_t o = 0; o < outer; ++o)
       for (int64_t i = 0; i < inner; ++i) {
         int64_t best = 0;
-        for (int64_t j = 1; j < n; ++j) {
-          const Acc<T> v = xd[(o * n + j) * inner + i], b = xd[(o * n + best) * inner + i];
-          const bool cmp = kMax ? (kLast ? v >= b : v > b) : (kLast ? v <= b : v < b);
-          if ((v != v && (kLast || b == b)) || (v == v && b == b && cmp)) best = j;
-        }
+        for (int64_t j = 1; j < n; ++j)
+          if (ArgTakes<kMax, kLast>(xd[(o * n + j) * inner + i], xd[(o * n + best) * inner + i]))
+            best = j;
         out[o * inner + i] = best;
       }
     return;
