@@ -398,14 +398,20 @@ def pool_cases():
     pool("gap_32_224_b8", "GlobalAveragePool 32ch, 224x224, batch 8", "GlobalAveragePool", 8, 32,
          224)
     pool("gmp_512_14", "GlobalMaxPool 512ch, 14x14", "GlobalMaxPool", 1, 512, 14)
-    def pool3d(name, desc, op, k, s_, p):
+    def pool3d(name, desc, op, k, s_, p, shape=(1, 64, 16, 56, 56)):
+        k, s_, p = ([v] * 3 if isinstance(v, int) else v for v in (k, s_, p))
         def b(g):
-            g.output(g.op(op, [g.input([1, 64, 16, 56, 56])], kernel_shape=[k] * 3,
-                          strides=[s_] * 3, pads=[p] * 6))
+            g.output(g.op(op, [g.input(list(shape))], kernel_shape=k, strides=s_, pads=p * 2))
         out.append(Case(F, name, desc, b))
 
     pool3d("max3d_3s2p1_64_16x56", "MaxPool3d 3x3x3 s2 pad 1, 64ch, 16x56x56", "MaxPool", 3, 2, 1)
     pool3d("avg3d_2s2_64_16x56", "AveragePool3d 2x2x2 s2, 64ch, 16x56x56", "AveragePool", 2, 2, 0)
+    pool3d("max3d_1x3x3s122_64_16x56", "MaxPool3d 1x3x3 s(1,2,2) pad (0,1,1), 64ch, 16x56x56 "
+           "(I3D's first pool)", "MaxPool", [1, 3, 3], [1, 2, 2], [0, 1, 1])
+    pool3d("max3d_3s2p1_256_8x14", "MaxPool3d 3x3x3 s2 pad 1, 256ch, 8x14x14 (small maps)",
+           "MaxPool", 3, 2, 1, shape=(1, 256, 8, 14, 14))
+    pool3d("avg3d_2s2_512_4x7_b2", "AveragePool3d 2x2x2 s2, 512ch, 4x7x7, batch 2",
+           "AveragePool", 2, 2, 0, shape=(2, 512, 4, 7, 7))
     pool("max3x3d2_64_56", "MaxPool 3x3 dilation 2 pad 2, 64ch, 56x56", "MaxPool", 1, 64, 56, 3,
          1, 2, dilations=[2, 2])
 

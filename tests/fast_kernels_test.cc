@@ -974,13 +974,13 @@ TEST(FastKernels, ArgMaxArgMinAlongRowsAgainstAScan) {
       }
 }
 
-// Dilated MaxPool and LpPool (p = 1, 2, 3), which run on the generic window loop over threads,
-// against a scan written here: NaN taps skipped unless every tap is NaN, -inf taps, padding
-// that leaves edge windows with few taps; at 1 and 2 threads.
+// Dilated MaxPool at strides 1, 2 and 3 (the plane kernels' three tap layouts) and LpPool
+// (p = 1, 2, 3, on the generic window loop) against a scan written here: NaN taps skipped unless
+// every tap is NaN, -inf taps, padding that leaves edge windows with few taps; at 1 and 2
+// threads.
 TEST(FastKernels, DilatedMaxPoolAndLpPoolAgainstAScan) {
   std::mt19937 rng(59);
   const int64_t C = 3, H = 13, W = 17, K = 3, dil = 2, pad = 2;
-  const int64_t OH = H + 2 * pad - dil * (K - 1), OW = W + 2 * pad - dil * (K - 1);
   std::vector<double> xv = Random(static_cast<size_t>(C * H * W), rng, 4.0);
   for (int i = 0; i < 40; ++i) {
     const double special[] = {std::nan(""), -std::numeric_limits<double>::infinity()};
@@ -989,9 +989,11 @@ TEST(FastKernels, DilatedMaxPoolAndLpPoolAgainstAScan) {
   for (int64_t w = 0; w < W; ++w) xv[static_cast<size_t>(2 * H * W + 6 * W + w)] = std::nan("");
   for (int64_t h = 0; h < 6; ++h)  // a corner of channel 1 where whole windows are NaN
     for (int64_t w = 0; w < 6; ++w) xv[static_cast<size_t>(H * W + h * W + w)] = std::nan("");
-  for (const char* op : {"MaxPool", "LpPool1", "LpPool2", "LpPool3"}) {
-    const bool max = std::string(op) == "MaxPool";
-    const double p = max ? 0 : op[6] - '0';
+  for (const std::string op :
+       {"MaxPool1", "MaxPool2", "MaxPool3", "LpPool1", "LpPool2", "LpPool3"}) {
+    const bool max = op.rfind("MaxPool", 0) == 0;
+    const int64_t stride = max ? op.back() - '0' : 1, d = max ? dil : 1;
+    const double p = max ? 0 : op.back() - '0';
     onnx::ModelProto m = testing::EmptyModel("pool");
     m.mutable_opset_import(0)->set_version(18);
     auto* g = m.mutable_graph();
@@ -999,11 +1001,12 @@ TEST(FastKernels, DilatedMaxPoolAndLpPoolAgainstAScan) {
     auto* n = testing::AddNamedNode(g, max ? "MaxPool" : "LpPool", {"x"}, "y");
     testing::SetAttr(n, "kernel_shape", std::vector<int64_t>{K, K});
     testing::SetAttr(n, "pads", std::vector<int64_t>{pad, pad, pad, pad});
+    testing::SetAttr(n, "strides", std::vector<int64_t>{stride, stride});
     if (max) testing::SetAttr(n, "dilations", std::vector<int64_t>{dil, dil});
     if (!max) testing::SetAttr(n, "p", static_cast<int64_t>(p));
     g->add_output()->set_name("y");
-    const int64_t oh_n = max ? OH : H + 2 * pad - (K - 1), ow_n = max ? OW : W + 2 * pad - (K - 1);
-    const int64_t d = max ? dil : 1;
+    const int64_t oh_n = (H + 2 * pad - d * (K - 1) - 1) / stride + 1;
+    const int64_t ow_n = (W + 2 * pad - d * (K - 1) - 1) / stride + 1;
     for (int threads : {1, 2}) {
       const auto got = RunModel(m, InputOf(DType::kFloat32, {1, C, H, W}, xv), threads);
       ASSERT_EQ(got.size(), 1u);
@@ -1015,7 +1018,7 @@ TEST(FastKernels, DilatedMaxPoolAndLpPoolAgainstAScan) {
             bool first = true;
             for (int64_t kh = 0; kh < K; ++kh)
               for (int64_t kw = 0; kw < K; ++kw) {
-                const int64_t ih = oh - pad + kh * d, iw = ow - pad + kw * d;
+                const int64_t ih = oh * stride - pad + kh * d, iw = ow * stride - pad + kw * d;
                 if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
                 const double v = static_cast<float>(xv[static_cast<size_t>((c * H + ih) * W + iw)]);
                 if (first || v > best || std::isnan(best)) best = v;
@@ -1024,8 +1027,8 @@ TEST(FastKernels, DilatedMaxPoolAndLpPoolAgainstAScan) {
               }
             const double want = max ? best : std::pow(sum, 1.0 / p);
             const double y = got[0][static_cast<size_t>((c * oh_n + oh) * ow_n + ow)];
-            const std::string what = std::string(op) + " threads " + std::to_string(threads) +
-                                     " at " + std::to_string(c) + "," + std::to_string(oh) + "," +
+            const std::string what = op + " threads " + std::to_string(threads) + " at " +
+                                     std::to_string(c) + "," + std::to_string(oh) + "," +
                                      std::to_string(ow);
             if (std::isnan(want)) {
               ASSERT_TRUE(std::isnan(y)) << what;
@@ -1085,31 +1088,61 @@ TEST(FastKernels, Pool3DAgainstTheDoubleReference) {
   const std::vector<Case> cases = {
       {"MaxPool", {3, 3, 3}, {2, 2, 2}, {1, 1, 1, 1, 1, 1}, {1, 1, 1}, 0, 0},
       {"MaxPool", {2, 3, 3}, {1, 2, 1}, {0, 1, 0, 1, 1, 1}, {2, 1, 1}, 1, 0},
+      {"MaxPool", {3, 2, 3}, {1, 1, 2}, {1, 1, 2, 1, 0, 2}, {1, 2, 2}, 0, 0},
       {"AveragePool", {2, 2, 2}, {2, 2, 2}, {0, 0, 0, 0, 0, 0}, {1, 1, 1}, 0, 0},
       {"AveragePool", {3, 3, 3}, {2, 1, 2}, {1, 1, 1, 1, 1, 1}, {1, 1, 1}, 1, 0},
       {"AveragePool", {3, 3, 3}, {2, 2, 2}, {1, 1, 0, 1, 0, 1}, {1, 1, 1}, 0, 1}};
-  const Dims xd = {2, 5, 9, 12, 11};
-  for (const Case& c : cases) {
-    auto build = [&](onnx::TensorProto::DataType type) {
-      onnx::ModelProto m = testing::EmptyModel("pool3d");
-      m.mutable_opset_import(0)->set_version(19);
-      auto* g = m.mutable_graph();
-      *g->add_input() = Info("x", type, xd);
-      auto* n = testing::AddNamedNode(g, c.op, {"x"}, "y");
-      testing::SetAttr(n, "kernel_shape", c.k);
-      testing::SetAttr(n, "strides", c.s);
-      testing::SetAttr(n, "pads", c.pads);
-      testing::SetAttr(n, "dilations", c.dil);
-      testing::SetAttr(n, "ceil_mode", c.ceil);
-      if (c.op == "AveragePool") testing::SetAttr(n, "count_include_pad", c.include_pad);
-      g->add_output()->set_name("y");
-      return m;
-    };
-    ExpectFloatMatchesDouble(build, xd, Random(static_cast<size_t>(NumElements(xd)), rng), 1e-6,
-                             c.op + " ceil " + std::to_string(c.ceil) + " include_pad " +
-                                 std::to_string(c.include_pad) + " depth dilation " +
-                                 std::to_string(c.dil[0]));
-  }
+  // 10 planes of rows long enough for the plane kernels; 19 planes (a block of 16 and a partial
+  // one) of short rows, which go through the channels-last kernel.
+  for (const Dims& xd : {Dims{2, 5, 9, 12, 11}, Dims{1, 19, 6, 7, 5}})
+    for (const Case& c : cases) {
+      auto build = [&](onnx::TensorProto::DataType type) {
+        onnx::ModelProto m = testing::EmptyModel("pool3d");
+        m.mutable_opset_import(0)->set_version(19);
+        auto* g = m.mutable_graph();
+        *g->add_input() = Info("x", type, xd);
+        auto* n = testing::AddNamedNode(g, c.op, {"x"}, "y");
+        testing::SetAttr(n, "kernel_shape", c.k);
+        testing::SetAttr(n, "strides", c.s);
+        testing::SetAttr(n, "pads", c.pads);
+        testing::SetAttr(n, "dilations", c.dil);
+        testing::SetAttr(n, "ceil_mode", c.ceil);
+        if (c.op == "AveragePool") testing::SetAttr(n, "count_include_pad", c.include_pad);
+        g->add_output()->set_name("y");
+        return m;
+      };
+      const std::string what = c.op + " ceil " + std::to_string(c.ceil) + " include_pad " +
+                               std::to_string(c.include_pad) + " depth dilation " +
+                               std::to_string(c.dil[0]) + " row dilation " +
+                               std::to_string(c.dil[1]) + " planes " + std::to_string(xd[1]);
+      std::vector<double> xv = Random(static_cast<size_t>(NumElements(xd)), rng);
+      ExpectFloatMatchesDouble(build, xd, xv, 1e-6, what);
+      if (c.op != "MaxPool") continue;
+      // NaN and -inf taps, and a corner of plane 1 where whole windows are NaN: NaN is skipped
+      // unless every tap is, as the window loop in double does.
+      for (int i = 0; i < 60; ++i)
+        xv[rng() % xv.size()] = i % 2 ? -std::numeric_limits<double>::infinity() : std::nan("");
+      const int64_t hw = xd[3] * xd[4];
+      for (int64_t d = 0; d < 3; ++d)
+        for (int64_t h = 0; h < 3; ++h)
+          for (int64_t w = 0; w < 3; ++w)
+            xv[static_cast<size_t>((xd[2] + d) * hw + h * xd[4] + w)] = std::nan("");
+      const auto want =
+          RunModel(build(onnx::TensorProto::DOUBLE), InputOf(DType::kFloat64, xd, xv), 1);
+      for (int threads : {1, 2}) {
+        const auto got =
+            RunModel(build(onnx::TensorProto::FLOAT), InputOf(DType::kFloat32, xd, xv), threads);
+        ASSERT_EQ(got.size(), 1u);
+        ASSERT_EQ(got[0].size(), want[0].size());
+        for (size_t i = 0; i < got[0].size(); ++i) {
+          const double y = got[0][i], v = want[0][i];
+          if (std::isnan(v))
+            ASSERT_TRUE(std::isnan(y)) << what << " NaN at " << i;
+          else
+            ASSERT_EQ(y, static_cast<double>(static_cast<float>(v))) << what << " NaN at " << i;
+        }
+      }
+    }
 }
 
 TEST(FastKernels, PoolingOnShortRowsAgainstTheDoubleReference) {

@@ -281,7 +281,8 @@ TEST(VectorMath, CheapMapsAndBinary) {
       const float e = x[i] * std::max(0.0f, std::min(1.0f, x[i] / 6.0f + 0.5f));
       ASSERT_TRUE(same(y[i], e) || UlpError(y[i], e) <= 1) << x[i];
     }
-    for (VecBinOp op : {VecBinOp::kAdd, VecBinOp::kSub, VecBinOp::kMul, VecBinOp::kDiv}) {
+    for (VecBinOp op :
+         {VecBinOp::kAdd, VecBinOp::kSub, VecBinOp::kMul, VecBinOp::kDiv, VecBinOp::kMaxSkipNaN}) {
       auto f = [op](float p, float q) {
         switch (op) {
           case VecBinOp::kAdd:
@@ -290,8 +291,10 @@ TEST(VectorMath, CheapMapsAndBinary) {
             return p - q;
           case VecBinOp::kMul:
             return p * q;
-          default:
+          case VecBinOp::kDiv:
             return p / q;
+          default:
+            return q > p || p != p ? q : p;
         }
       };
       BinaryF32(op, x.data(), b.data(), y.data(), n, isa);

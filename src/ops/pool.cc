@@ -186,165 +186,132 @@ void PoolCore(const T* x, T* y, int64_t* indices, int64_t plane0, int64_t planes
 // one (a 2x2 MaxPool over 512 channels of 14 x 14 ran 9x slower than ONNX Runtime).
 constexpr int64_t kShortRows = 32;
 
+// Plane c of x starts at x + c * x_stride, plane c of y at y + c * y_stride (a 3-D pool's depth
+// slices: 0 means dense).
 void PoolChannelBlocks(const Pool2DShape& s, PoolFlavor flavor, const float* x, float* y,
-                       int threads) {
+                       int threads, int64_t x_stride = 0, int64_t y_stride = 0) {
   constexpr int64_t kBlock = 16;
   const int64_t hw = s.H * s.W, ohw = s.OH * s.OW, blocks = (s.planes + kBlock - 1) / kBlock;
+  if (x_stride == 0) x_stride = hw;
+  if (y_stride == 0) y_stride = ohw;
   Pool2DShape block = s;
   block.planes = kBlock;
   const int64_t work = blocks * (hw + ohw * s.KH * s.KW) * kBlock;
   const int t = static_cast<int>(std::min<int64_t>({threads, blocks, work / (1 << 16) + 1}));
   ParallelFor(t, blocks, [&](int64_t b0, int64_t b1) {
-    std::vector<float> in(static_cast<size_t>(hw * kBlock)), out(static_cast<size_t>(ohw * kBlock));
+    const auto in = std::make_unique_for_overwrite<float[]>(static_cast<size_t>(hw * kBlock));
+    const auto out = std::make_unique_for_overwrite<float[]>(static_cast<size_t>(ohw * kBlock));
     for (int64_t b = b0; b < b1; ++b) {
       const int64_t c0 = b * kBlock, n = std::min(kBlock, s.planes - c0);
       if (n == kBlock) {  // a transpose of [kBlock, hw], by register tiles
-        moves::StridedCopy({hw, kBlock}, {1, hw}, 0, x + c0 * hw, in.data(), sizeof(float));
+        moves::StridedCopy({hw, kBlock}, {1, x_stride}, 0, x + c0 * x_stride, in.get(),
+                           sizeof(float));
       } else {  // the last block: its other channels repeat its last one
         for (int64_t p = 0; p < hw; ++p)
           for (int64_t c = 0; c < kBlock; ++c)
-            in[p * kBlock + c] = x[(c0 + std::min(c, n - 1)) * hw + p];
+            in[p * kBlock + c] = x[(c0 + std::min(c, n - 1)) * x_stride + p];
       }
-      ChannelsLastPool2D(block, 1, flavor, in.data(), out.data(), 1);
-      moves::StridedCopy({n, ohw}, {1, kBlock}, 0, out.data(), y + c0 * ohw, sizeof(float));
-    }
-  });
-}
-
-// A float32 2-D max pool of stride 1 with dilations, as the box it is: a pass along the rows
-// (each input row's maximum over the width taps), then one down the columns (over the height
-// taps), each a vector max along the output row whatever the dilation. NaN taps are skipped
-// unless every tap is (a flag per partial result); no tap at all gives -inf.
-void SeparableDilatedMaxPool2D(const float* x, float* y, int64_t planes, const Geom3& g,
-                               int threads) {
-  const int64_t H = g.in[1], W = g.in[2], OH = g.out[1], OW = g.out[2];
-  const float lowest = -std::numeric_limits<float>::infinity();
-  std::vector<uint8_t> has_taps(static_cast<size_t>(OW), 0);  // some width tap inside the row
-  for (int64_t kw = 0; kw < g.k[2]; ++kw)
-    for (int64_t ow = 0; ow < OW; ++ow) {
-      const int64_t iw = ow - g.p[2] + kw * g.d[2];
-      if (iw >= 0 && iw < W) has_taps[ow] = 1;
-    }
-  const int parts = static_cast<int>(
-      std::min<int64_t>(threads, planes * OH * OW * g.k[1] * g.k[2] / (1 << 15) + 1));
-  ParallelFor(parts, planes, [&](int64_t p0, int64_t p1) {
-    std::vector<float> mid(static_cast<size_t>(H * OW));
-    std::vector<uint8_t> num(mid.size()), row_num(static_cast<size_t>(OW));
-    for (int64_t pl = p0; pl < p1; ++pl) {
-      // A plane without NaN (nearly all) needs no flags: both passes are plain vector maxima.
-      const float* plane = x + pl * H * W;
-      bool nan = false;
-      for (int64_t i = 0; i < H * W; ++i) nan |= plane[i] != plane[i];
-      for (int64_t h = 0; h < H; ++h) {
-        float* m = mid.data() + h * OW;
-        uint8_t* nm = num.data() + h * OW;
-        std::fill(m, m + OW, lowest);
-        std::fill(nm, nm + OW, 0);
-        const float* row = plane + h * W;
-        for (int64_t kw = 0; kw < g.k[2]; ++kw) {
-          const int64_t off = kw * g.d[2] - g.p[2];
-          const int64_t lo = std::max<int64_t>(0, -off), hi = std::min(OW, W - off);
-          if (!nan) {
-            for (int64_t ow = lo; ow < hi; ++ow) m[ow] = std::max(m[ow], row[ow + off]);
-            continue;
-          }
-          for (int64_t ow = lo; ow < hi; ++ow) {
-            const float v = row[ow + off];
-            m[ow] = v > m[ow] ? v : m[ow];
-            nm[ow] |= static_cast<uint8_t>(v == v);
-          }
-        }
-      }
-      for (int64_t oh = 0; oh < OH; ++oh) {
-        float* out = y + (pl * OH + oh) * OW;
-        std::fill(out, out + OW, lowest);
-        std::fill(row_num.begin(), row_num.end(), 0);
-        bool rows = false;
-        for (int64_t kh = 0; kh < g.k[1]; ++kh) {
-          const int64_t ih = oh - g.p[1] + kh * g.d[1];
-          if (ih < 0 || ih >= H) continue;
-          rows = true;
-          const float* m = mid.data() + ih * OW;
-          const uint8_t* nm = num.data() + ih * OW;
-          if (!nan) {
-            for (int64_t ow = 0; ow < OW; ++ow) out[ow] = std::max(out[ow], m[ow]);
-            continue;
-          }
-          for (int64_t ow = 0; ow < OW; ++ow) {
-            out[ow] = m[ow] > out[ow] ? m[ow] : out[ow];
-            row_num[ow] |= nm[ow];
-          }
-        }
-        for (int64_t ow = 0; nan && ow < OW; ++ow)
-          if (rows && has_taps[ow] && !row_num[ow])
-            out[ow] = std::numeric_limits<float>::quiet_NaN();
-      }
-    }
-  });
-}
-
-// A float32 3-D max or average pool without dilation in height and width, as the box it is:
-// the 2-D pool of every depth slice on the fast kernels, then each output's depth taps combined
-// (an average's count is the product of its per-axis counts, so the 3-D average is the mean of
-// the slices' 2-D averages over the depth taps, padding ones counting as zeros with
-// count_include_pad; a maximum is the maximum of the slices' maxima, NaN skipped unless all
-// are). x [planes, D, H, W] -> y [planes, OD, OH, OW].
-void SeparablePool3D(const float* x, float* y, int64_t planes, const Geom3& g, PoolKind kind,
-                     bool count_include_pad, int threads) {
-  const int64_t D = g.in[0], hw_in = g.in[1] * g.in[2], hw = g.out[1] * g.out[2];
-  const Pool2DShape ps{planes * D, g.in[1], g.in[2], g.out[1], g.out[2], g.k[1], g.k[2],
-                       g.s[1],     g.s[2],  g.p[1],  g.p[2],   g.pe[1],  g.pe[2]};
-  std::vector<float> mid(static_cast<size_t>(planes * D * hw));
-  if (kind == PoolKind::kAvg) {
-    AveragePool2D(ps, x, mid.data(), count_include_pad, threads);
-  } else {
-    std::unique_ptr<bool[]> bad(new bool[static_cast<size_t>(ps.planes)]);
-    if (MaxPool2D(ps, x, mid.data(), threads, bad.get()) > 0) {
-      Geom3 g2 = g;  // one slice: the reference tells an all-NaN window from an all -inf one
-      g2.in[0] = g2.k[0] = g2.s[0] = g2.d[0] = g2.out[0] = 1;
-      g2.p[0] = g2.pe[0] = 0;
-      for (int64_t s = 0; s < ps.planes; ++s)
-        if (bad[s])
-          PoolCore<float>(x + s * hw_in, mid.data() + s * hw, nullptr, s, 1, g2, kind, false, 2.0,
-                          false);
-    }
-  }
-  const int64_t OD = g.out[0];
-  const int parts = static_cast<int>(std::min<int64_t>(threads, planes * OD * hw / 16384 + 1));
-  ParallelFor(parts, planes * OD, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const int64_t pl = r / OD, od = r % OD, start = od * g.s[0] - g.p[0];
-      int64_t k0, k1;
-      TapRange(start, g.d[0], g.k[0], D, &k0, &k1);
-      float* out = y + r * hw;
-      if (k1 <= k0) {  // no slice inside: as the window loop gives
-        std::fill(out, out + hw,
-                  kind == PoolKind::kMax ? -std::numeric_limits<float>::infinity()
-                                         : std::numeric_limits<float>::quiet_NaN());
+      ChannelsLastPool2D(block, 1, flavor, in.get(), out.get(), 1);
+      if (y_stride == ohw) {
+        moves::StridedCopy({n, ohw}, {1, kBlock}, 0, out.get(), y + c0 * ohw, sizeof(float));
         continue;
       }
-      const float* first = mid.data() + (pl * D + start + k0 * g.d[0]) * hw;
-      std::copy(first, first + hw, out);
-      for (int64_t k = k0 + 1; k < k1; ++k) {
-        const float* slice = mid.data() + (pl * D + start + k * g.d[0]) * hw;
-        if (kind == PoolKind::kMax)
-          for (int64_t i = 0; i < hw; ++i)
-            out[i] = slice[i] > out[i] || out[i] != out[i] ? slice[i] : out[i];
-        else
-          for (int64_t i = 0; i < hw; ++i) out[i] += slice[i];
-      }
-      if (kind == PoolKind::kAvg) {
-        int64_t count = k1 - k0;
-        if (count_include_pad) {  // depth taps inside the padded extent
-          int64_t lo, hi;
-          TapRange(start + g.p[0], g.d[0], g.k[0], D + g.p[0] + g.pe[0], &lo, &hi);
-          count = hi - lo;
-        }
-        const float inv = 1.0f / static_cast<float>(count);
-        for (int64_t i = 0; i < hw; ++i) out[i] *= inv;
-      }
+      moves::StridedCopy({n, ohw}, {1, kBlock}, 0, out.get(), in.get(), sizeof(float));
+      for (int64_t c = 0; c < n; ++c) std::copy_n(in.get() + c * ohw, ohw, y + (c0 + c) * y_stride);
     }
   });
+}
+
+// The max pool's planes marked in `bad` (a -inf maximum, MaxPool2D's contract) by the window
+// loop, which tells an all-NaN window (NaN) from an all -inf one.
+void RedoMaxPlanes(const float* x, float* y, const Geom3& g, const bool* bad, int64_t planes) {
+  for (int64_t pl = 0; pl < planes; ++pl)
+    if (bad[pl])
+      PoolCore<float>(x + pl * g.in_size(), y + pl * g.out_size(), nullptr, pl, 1, g,
+                      PoolKind::kMax, false, 2.0, false);
+}
+
+// A float32 3-D max pool, or average pool without dilation in height and width, as the box it is:
+// for each output depth, the input slices of its depth taps combined element by element (their
+// maximum, NaN skipped unless all are; or their sum) while they are in cache, then the 2-D pool
+// of that one slice on the fast kernels, 16 planes at a time through the channels-last kernel
+// where rows are short. An average's count is the product of its per-axis counts, so the 3-D
+// average is the 2-D average of the depth sums over the depth count (with count_include_pad the
+// padding taps count in both). A maximum whose result is -inf is recomputed by the window loop,
+// which tells an all-NaN window from an all -inf one. x [planes, D, H, W] -> y [planes, OD, OH,
+// OW].
+void SeparablePool3D(const float* x, float* y, int64_t planes, const Geom3& g, PoolKind kind,
+                     bool count_include_pad, int threads) {
+  const int64_t D = g.in[0], OD = g.out[0], hw_in = g.in[1] * g.in[2], hw = g.out[1] * g.out[2];
+  const bool dilated = g.d[1] > 1 || g.d[2] > 1;  // a max pool's (MaxPool2D takes them)
+  const bool blocked = g.out[2] < kShortRows && planes >= 16 && !dilated;
+  const int64_t B = blocked ? 16 : 1, blocks = (planes + B - 1) / B;
+  const Pool2DShape slice{B,      g.in[1], g.in[2], g.out[1], g.out[2], g.k[1], g.k[2], g.s[1],
+                          g.s[2], g.p[1],  g.p[2],  g.pe[1],  g.pe[2],  g.d[1], g.d[2]};
+  const bool max = kind == PoolKind::kMax;
+  const PoolFlavor flavor = max                 ? PoolFlavor::kMax
+                            : count_include_pad ? PoolFlavor::kAvgIncludePad
+                                                : PoolFlavor::kAvgExcludePad;
+  // Per output slice r (plane r / OD when not blocked): MaxPool2D's -inf flag.
+  const std::unique_ptr<bool[]> bad(new bool[static_cast<size_t>(blocks * OD)]());
+  const int64_t work = planes * OD * (g.k[0] * hw_in + hw * (g.k[1] + g.k[2]));
+  const int parts = static_cast<int>(std::min<int64_t>(threads, work / (1 << 16) + 1));
+  ParallelFor(parts, blocks * OD, [&](int64_t r0, int64_t r1) {
+    const auto sum = std::make_unique_for_overwrite<float[]>(static_cast<size_t>(B * hw_in));
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t c0 = r / OD * B, od = r % OD, n = std::min(B, planes - c0);
+      const int64_t start = od * g.s[0] - g.p[0];
+      int64_t k0, k1;
+      TapRange(start, g.d[0], g.k[0], D, &k0, &k1);
+      float* const o = y + (c0 * OD + od) * hw;  // plane c at o + c * OD * hw
+      if (k1 <= k0) {                            // no slice inside: as the window loop gives
+        for (int64_t c = 0; c < n; ++c)
+          std::fill_n(o + c * OD * hw, hw,
+                      max ? -std::numeric_limits<float>::infinity()
+                          : std::numeric_limits<float>::quiet_NaN());
+        continue;
+      }
+      // The depth taps' slices combined, plane c at src + c * src_stride (one tap: the input).
+      const float* src = x + (c0 * D + start + k0 * g.d[0]) * hw_in;
+      int64_t src_stride = D * hw_in;
+      if (k1 - k0 > 1) {
+        for (int64_t c = 0; c < n; ++c) {
+          const float* first = src + c * src_stride;
+          float* s = sum.get() + c * hw_in;
+          for (int64_t k = k0 + 1; k < k1; ++k) {
+            const float* in = first + (k - k0) * g.d[0] * hw_in;
+            BinaryF32(max ? VecBinOp::kMaxSkipNaN : VecBinOp::kAdd, k == k0 + 1 ? first : s, in, s,
+                      hw_in);
+          }
+        }
+        src = sum.get();
+        src_stride = hw_in;
+      }
+      if (blocked) {
+        Pool2DShape part = slice;
+        part.planes = n;
+        PoolChannelBlocks(part, flavor, src, o, 1, src_stride, OD * hw);
+      } else if (max) {
+        MaxPool2D(slice, src, o, 1, &bad[r]);
+      } else {
+        AveragePool2D(slice, src, o, count_include_pad, 1);
+      }
+      int64_t count = k1 - k0;
+      if (count_include_pad) {  // depth taps inside the padded extent
+        int64_t lo, hi;
+        TapRange(start + g.p[0], g.d[0], g.k[0], D + g.p[0] + g.pe[0], &lo, &hi);
+        count = hi - lo;
+      }
+      if (max || count == 1) continue;
+      const float inv = 1.0f / static_cast<float>(count);
+      for (int64_t c = 0; c < n; ++c)
+        for (float* v = o + c * OD * hw; v < o + c * OD * hw + hw; ++v) *v *= inv;
+    }
+  });
+  if (!max || blocked) return;
+  for (int64_t pl = 0; pl < planes; ++pl)
+    bad[pl] = std::any_of(&bad[pl * OD], &bad[pl * OD + OD], [](bool b) { return b; });
+  RedoMaxPlanes(x, y, g, bad.get(), planes);
 }
 
 Status PoolCompute(ComputeContext& ctx, PoolKind kind) {
@@ -360,10 +327,12 @@ Status PoolCompute(ComputeContext& ctx, PoolKind kind) {
   double p = ctx.node().attr_float("p", 2.0f);
   if (kind == PoolKind::kLp && p <= 0) return ctx.error("p must be positive");
   bool col_major = ctx.node().attr_int("storage_order", 0) == 1;
+  const bool dilated = g.d[1] > 1 || g.d[2] > 1;  // MaxPool2D only; never channels-last
   if (X.dtype() == DType::kFloat32 && kind != PoolKind::kLp && !indices && g.in[0] == 1 &&
-      g.k[0] == 1 && g.out[0] == 1 && g.d[1] == 1 && g.d[2] == 1) {
-    const Pool2DShape ps{planes, g.in[1], g.in[2], g.out[1], g.out[2], g.k[1], g.k[2],
-                         g.s[1], g.s[2],  g.p[1],  g.p[2],   g.pe[1],  g.pe[2]};
+      g.k[0] == 1 && g.out[0] == 1 &&
+      (!dilated || (kind == PoolKind::kMax && !ReferenceKernels()))) {
+    const Pool2DShape ps{planes, g.in[1], g.in[2], g.out[1], g.out[2], g.k[1], g.k[2], g.s[1],
+                         g.s[2], g.p[1],  g.p[2],  g.pe[1],  g.pe[2],  g.d[1], g.d[2]};
     const float* x = X.data<float>();
     float* y = ctx.output(0).data<float>();
     // One window over the whole unpadded image (ResNet's last 7x7 pool) is a global average:
@@ -385,7 +354,7 @@ Status PoolCompute(ComputeContext& ctx, PoolKind kind) {
       ChannelsLastPool2D(ps, X.dims()[0], flavor, x, y, ctx.threads());
       return OkStatus();
     }
-    if (ps.OW < kShortRows && planes >= 16) {
+    if (ps.OW < kShortRows && planes >= 16 && !dilated) {
       PoolChannelBlocks(ps, flavor, x, y, ctx.threads());
       return OkStatus();
     }
@@ -394,31 +363,18 @@ Status PoolCompute(ComputeContext& ctx, PoolKind kind) {
       return OkStatus();
     }
     std::unique_ptr<bool[]> bad(new bool[static_cast<size_t>(planes)]);
-    if (MaxPool2D(ps, x, y, ctx.threads(), bad.get()) > 0) {
-      // -inf maxima: the reference loop tells an all-NaN window (NaN) from an all -inf one.
-      const int64_t in_size = g.in_size(), out_size = g.out_size();
-      for (int64_t pl = 0; pl < planes; ++pl)
-        if (bad[pl])
-          PoolCore<float>(x + pl * in_size, y + pl * out_size, nullptr, pl, 1, g, kind, cip, p,
-                          false);
-    }
-    return OkStatus();
-  }
-  if (X.dtype() == DType::kFloat32 && kind == PoolKind::kMax && !indices && g.in[0] == 1 &&
-      g.k[0] == 1 && g.s[1] == 1 && g.s[2] == 1 && (g.d[1] > 1 || g.d[2] > 1) &&
-      !ReferenceKernels()) {
-    SeparableDilatedMaxPool2D(X.data<float>(), ctx.output(0).data<float>(), planes, g,
-                              ctx.threads());
+    if (MaxPool2D(ps, x, y, ctx.threads(), bad.get()) > 0)
+      RedoMaxPlanes(x, y, g, bad.get(), planes);
     return OkStatus();
   }
   if (X.dtype() == DType::kFloat32 && kind != PoolKind::kLp && !indices && g.out[0] > 0 &&
-      (g.in[0] > 1 || g.k[0] > 1) && g.d[1] == 1 && g.d[2] == 1 && !ReferenceKernels()) {
+      (g.in[0] > 1 || g.k[0] > 1) && (!dilated || kind == PoolKind::kMax) && !ReferenceKernels()) {
     SeparablePool3D(X.data<float>(), ctx.output(0).data<float>(), planes, g, kind, cip,
                     ctx.threads());
     return OkStatus();
   }
-  // The planes over the threads (the windows that the fast kernels above do not take: dilated,
-  // Lp, 3-D, integer, with indices).
+  // The planes over the threads (the windows that the fast kernels above do not take: dilated
+  // averages, Lp, integer, with indices).
   const int64_t in_size = g.in_size(), out_size = g.out_size();
   const int parts = static_cast<int>(std::min<int64_t>(
       ctx.threads(), planes * out_size * g.k[0] * g.k[1] * g.k[2] / (1 << 15) + 1));

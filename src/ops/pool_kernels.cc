@@ -18,8 +18,8 @@ namespace {
 struct Padded {
   int64_t Hp, Wp;
   explicit Padded(const Pool2DShape& s)
-      : Hp(std::max(s.H + s.ph, (s.OH - 1) * s.sh + s.KH)),
-        Wp(std::max(s.W + s.pw, (s.OW - 1) * s.sw + s.KW)) {}
+      : Hp(std::max(s.H + s.ph, (s.OH - 1) * s.sh + (s.KH - 1) * s.dh + 1)),
+        Wp(std::max(s.W + s.pw, (s.OW - 1) * s.sw + (s.KW - 1) * s.dw + 1)) {}
 };
 
 inline void FillPadded(const Pool2DShape& s, const Padded& p, const float* x, float pad,
@@ -134,14 +134,14 @@ KILN_AI void Fold(const float* const* src, int64_t k, int64_t step, int64_t n, f
 // column 0, `step` floats apart. rm: the rows' results.
 template <bool kMax, class Tap>
 KILN_AI void PlaneByRows(const Pool2DShape& s, int64_t step, Tap tap, float* rm, float* yp) {
-  const int64_t rows = (s.OH - 1) * s.sh + s.KH;
+  const int64_t rows = (s.OH - 1) * s.sh + (s.KH - 1) * s.dh + 1;
   std::vector<const float*> src(static_cast<size_t>(std::max(s.KH, s.KW)));
   for (int64_t h = 0; h < rows; ++h) {
     for (int64_t kw = 0; kw < s.KW; ++kw) src[kw] = tap(h, kw);
     Fold<kMax>(src.data(), s.KW, step, s.OW, rm + h * s.OW);
   }
   for (int64_t oh = 0; oh < s.OH; ++oh) {
-    for (int64_t kh = 0; kh < s.KH; ++kh) src[kh] = rm + (oh * s.sh + kh) * s.OW;
+    for (int64_t kh = 0; kh < s.KH; ++kh) src[kh] = rm + (oh * s.sh + kh * s.dh) * s.OW;
     Fold<kMax>(src.data(), s.KH, 1, s.OW, yp + oh * s.OW);
   }
 }
@@ -176,7 +176,7 @@ KILN_AI void PlanesBody(const Pool2DShape& s, const PlaneEnd& d, const float* x,
                         int64_t p0, int64_t p1) {
   const Padded p(s);
   const int64_t We = (p.Wp + 1) / 2, plane = s.sw == 2 ? 2 * p.Hp * We : p.Hp * p.Wp;
-  const int64_t rows = (s.OH - 1) * s.sh + s.KH;
+  const int64_t rows = (s.OH - 1) * s.sh + (s.KH - 1) * s.dh + 1;
   float* xp = Scratch<float>(ScratchSlot::kPadded, static_cast<size_t>(plane + rows * s.OW));
   float* rm = xp + plane;
   for (int64_t pl = p0; pl < p1; ++pl) {
@@ -185,11 +185,15 @@ KILN_AI void PlanesBody(const Pool2DShape& s, const PlaneEnd& d, const float* x,
       float *even = xp, *odd = xp + p.Hp * We;
       SplitColumns(s, p, x + pl * s.H * s.W, kStart<kMax>, even, odd);
       PlaneByRows<kMax>(
-          s, 1, [&](int64_t h, int64_t kw) { return (kw % 2 ? odd : even) + h * We + kw / 2; }, rm,
-          yp);
+          s, 1,
+          [&](int64_t h, int64_t kw) {
+            const int64_t c = kw * s.dw;
+            return (c % 2 ? odd : even) + h * We + c / 2;
+          },
+          rm, yp);
     } else {
       FillPadded(s, p, x + pl * s.H * s.W, kStart<kMax>, xp);
-      auto tap = [&](int64_t h, int64_t kw) { return xp + h * p.Wp + kw; };
+      auto tap = [&](int64_t h, int64_t kw) { return xp + h * p.Wp + kw * s.dw; };
       if (s.sw == 1)
         PlaneByRows<kMax>(s, 1, tap, rm, yp);  // contiguous taps: vectors
       else

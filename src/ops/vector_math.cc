@@ -585,7 +585,8 @@ void Map(const float* x, float* y, int64_t n, const Par& p, Isa isa) {
 }
 
 // Binary ops: op is a template argument so each loop is one straight vector body.
-template <VecBinOp kOp, class T>
+// M: the VM type of vector T (for kMaxSkipNaN's selects).
+template <VecBinOp kOp, class M = void, class T>
 KILN_AI T BinOp(T a, T b) {
   if constexpr (kOp == VecBinOp::kAdd)
     return a + b;
@@ -593,8 +594,12 @@ KILN_AI T BinOp(T a, T b) {
     return a - b;
   else if constexpr (kOp == VecBinOp::kMul)
     return a * b;
-  else
+  else if constexpr (kOp == VecBinOp::kDiv)
     return a / b;
+  else if constexpr (std::is_same_v<T, float>)
+    return b > a || a != a ? b : a;
+  else
+    return M::Sel(b > a, b, M::Sel(a != a, b, a));
 }
 
 // mode 0: a[i] op b[i]; 1: s op b[i]; 2: b[i] op s.
@@ -608,11 +613,11 @@ KILN_AI void BinBody(const float* a, float s, const float* b, float* o, int64_t 
     const typename M::F vb = M::Load(b + i);
     typename M::F r;
     if constexpr (kMode == 0)
-      r = BinOp<kOp>(M::Load(a + i), vb);
+      r = BinOp<kOp, M>(M::Load(a + i), vb);
     else if constexpr (kMode == 1)
-      r = BinOp<kOp>(sv, vb);
+      r = BinOp<kOp, M>(sv, vb);
     else
-      r = BinOp<kOp>(vb, sv);
+      r = BinOp<kOp, M>(vb, sv);
     M::Store(o + i, r);
   }
   for (; i < n; ++i) {
@@ -636,6 +641,8 @@ KILN_AI void BinSwitch(VecBinOp op, const float* a, float s, const float* b, flo
       return BinBody<VB, VecBinOp::kMul, kMode>(a, s, b, o, n);
     case VecBinOp::kDiv:
       return BinBody<VB, VecBinOp::kDiv, kMode>(a, s, b, o, n);
+    case VecBinOp::kMaxSkipNaN:
+      return BinBody<VB, VecBinOp::kMaxSkipNaN, kMode>(a, s, b, o, n);
   }
 }
 

@@ -70,7 +70,9 @@ void HardSigmoidF32(const float* x, float* y, int64_t n, float alpha, float beta
                     Isa isa = Isa::kAuto);
 void HardSwishF32(const float* x, float* y, int64_t n, Isa isa = Isa::kAuto);
 
-enum class VecBinOp { kAdd, kSub, kMul, kDiv };
+// kMaxSkipNaN: a running maximum a taking b as the pools do (b where b > a or a is NaN, so NaN
+// is skipped unless every value is).
+enum class VecBinOp { kAdd, kSub, kMul, kDiv, kMaxSkipNaN };
 // o[i] = a[i] op b[i].
 void BinaryF32(VecBinOp op, const float* a, const float* b, float* o, int64_t n,
                Isa isa = Isa::kAuto);
