@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "cli_fixture.h"
+#include "codegen/c/c_names.h"
 #include "codegen/c/emit_axes.h"
 #include "codegen/c/emit_util.h"
 #include "formula_ops_model.h"
@@ -155,6 +156,35 @@ TEST_F(CBackendTest, OddTensorNames) {
   EXPECT_NE(r.out.find("1 passed"), std::string::npos) << r.out;
 }
 
+// Node functions name their parameters after the model's values; a name that is also an
+// identifier of the body (the loop index i0, a kernel), a macro, a keyword or an OFF_ offset
+// macro's prefix gets a suffix or a prefix, and the C still builds warning-free and matches the
+// host.
+TEST_F(CBackendTest, ParametersAreNamedFromTheModel) {
+  onnx::ModelProto m = testing::AddReluModel(6);
+  auto* g = m.mutable_graph();
+  g->mutable_input(0)->set_name("i0");
+  g->mutable_node(0)->set_input(0, "i0");
+  g->mutable_initializer(0)->set_name("OFF_w");
+  g->mutable_node(0)->set_input(1, "OFF_w");
+  g->mutable_node(0)->set_output(0, "NAN");
+  g->mutable_node(1)->set_input(0, "NAN");
+  g->mutable_node(1)->set_output(0, "float");
+  g->mutable_output(0)->set_name("float");
+  Write("names.onnx", m.SerializeAsString());
+  Compile(file("names.onnx"), "names");
+  const std::string c = ReadDir(file("gen"))["names.c"];
+  EXPECT_NE(c.find("(const float *i0_2, const float *v_OFF_w, float *NAN_)"), std::string::npos)
+      << c;
+  EXPECT_NE(c.find("(const float *NAN_, float *float_)"), std::string::npos) << c;
+  EXPECT_EQ(c.find("in0"), std::string::npos) << c;
+  auto [rc, log] = Sh("cd " + file("gen") + " && gcc " + kStrict + " -O2 -c names.c -o names.o");
+  EXPECT_EQ(rc, 0) << log;
+  Result r = RunKiln("test-onnx --backend c " + file("names.onnx"));
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("1 passed"), std::string::npos) << r.out;
+}
+
 // A Conv and the HardSwish written out after it (x * Clip(x + 3, 0, 6) / 6) become one FusedConv
 // with activation HardSwish under fuse-hardswish and fuse-conv-activation; the generated C
 // matches the host.
@@ -266,6 +296,21 @@ TEST_F(CBackendTest, RowOpsAtBatchOneHaveNoOneTripLoops) {
 }
 
 // An index expression prints folded: no `* 1`, no `+ 0`, one constant, cancelled terms gone.
+TEST(CNames, IdentifiersSkipCommentsLiteralsAndNumbers) {
+  const std::string text =
+      "in0[i] = 1e5f + 0x1p-3 + in01 /* in0 */ + x_in0; // in0\n"
+      "s = \"in0\\\" in0\"; c = 'i'; in0 += .5e+2in0;";
+  std::vector<std::string> ids;
+  codegen::c::ForEachIdentifier(
+      text, [&](size_t pos, size_t len) { ids.push_back(text.substr(pos, len)); });
+  EXPECT_EQ(ids, (std::vector<std::string>{"in0", "i", "in01", "x_in0", "s", "c", "in0"}));
+  EXPECT_EQ(codegen::c::RenameIdentifiers(text, {{"in0", "x"}, {"c", "d"}}),
+            "x[i] = 1e5f + 0x1p-3 + in01 /* in0 */ + x_in0; // in0\n"
+            "s = \"in0\\\" in0\"; d = 'i'; x += .5e+2in0;");
+  EXPECT_TRUE(codegen::c::Mentions(text, "x_in0"));
+  EXPECT_FALSE(codegen::c::Mentions(text, "x"));
+}
+
 TEST(EmitIndex, IxPrintsFolded) {
   using codegen::c::Ix;
   const Ix o = Ix::Var("o"), i = Ix::Var("i"), j = Ix::Var("j");

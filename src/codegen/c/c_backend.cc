@@ -26,20 +26,6 @@ std::string TypeText(const ir::TypeInfo& t) {
 
 size_t AlignUp(size_t v, size_t a) { return (v + a - 1) / a * a; }
 
-bool Mentions(const std::string& text, const std::string& ident) {
-  size_t pos = 0;
-  while ((pos = text.find(ident, pos)) != std::string::npos) {
-    bool left = pos == 0 ||
-                !(std::isalnum(static_cast<unsigned char>(text[pos - 1])) || text[pos - 1] == '_');
-    size_t e = pos + ident.size();
-    bool right =
-        e >= text.size() || !(std::isalnum(static_cast<unsigned char>(text[e])) || text[e] == '_');
-    if (left && right) return true;
-    pos = e;
-  }
-  return false;
-}
-
 // Every op the C backend has no emitter for, as "Op (node a, node b)" lists.
 void CollectUnsupported(const ir::Graph& g, std::map<std::string, std::vector<std::string>>* out) {
   const auto& reg = EmitterRegistry::Global();
@@ -304,7 +290,18 @@ class Generator {
     for (const auto& k : ctx.kernels()) kernels_.insert(k);
     std::string text = ctx.tables() + ctx.body();
 
-    // Parameters: the inputs, captures and outputs the body refers to.
+    // Parameters: the inputs, captures and outputs the body refers to, named after their values
+    // (the emitters wrote the positional in0, c0, out0), clear of every identifier in the text.
+    NameScope param_names;
+    ForEachIdentifier(text,
+                      [&](size_t pos, size_t len) { param_names.Reserve(text.substr(pos, len)); });
+    std::map<std::string, std::string> renamed;
+    auto param = [&](const std::string& positional, int v) {
+      std::string name = g.values[v].name;
+      for (const char* macro_prefix : {"OFF_", "KILN_", "kiln_"})
+        if (name.rfind(macro_prefix, 0) == 0) name = "v_" + name;
+      return renamed[positional] = param_names.Take(name);
+    };
     std::vector<std::string> params, args;
     if (uses_ws || Mentions(text, "arena")) {
       params.push_back("uint8_t *arena");
@@ -312,9 +309,14 @@ class Generator {
     }
     std::string comment = "/* " + CommentText(n.Label(g)) +
                           (n.domain.empty() ? "" : " in domain " + CommentText(n.domain)) + "\n";
-    auto describe = [&](const std::string& role, int v) {
+    auto describe = [&](std::string role, int v) {  // "in0" -> "input 0"
+      const size_t digits = role.find_first_of("0123456789");
+      role = (role[0] == 'i'   ? "input "
+              : role[0] == 'o' ? "output "
+                               : "capture ") +
+             role.substr(digits);
       const ir::Value& val = g.values[v];
-      comment += " *   " + role + std::string(role.size() < 5 ? 5 - role.size() : 0, ' ') + " " +
+      comment += " *   " + role + std::string(role.size() < 10 ? 10 - role.size() : 0, ' ') +
                  TypeText(val.type) + " " + CommentText(val.name) +
                  (val.constant ? " (parameter)" : "") + "\n";
     };
@@ -325,7 +327,7 @@ class Generator {
       if (!Mentions(text, NodeContext::in(static_cast<int>(i)))) continue;
       KILN_ASSIGN_OR_RETURN(std::string e, expr(v));
       params.push_back("const " + CType(g.values[v].type.dtype) + " *" +
-                       NodeContext::in(static_cast<int>(i)));
+                       param(NodeContext::in(static_cast<int>(i)), v));
       args.push_back(e);
     }
     for (size_t k = 0; k < n.implicit_inputs.size(); ++k) {
@@ -335,7 +337,7 @@ class Generator {
       describe(NodeContext::capture(static_cast<int>(k)), v);
       KILN_ASSIGN_OR_RETURN(std::string e, expr(v));
       params.push_back("const " + CType(g.values[v].type.dtype) + " *" +
-                       NodeContext::capture(static_cast<int>(k)));
+                       param(NodeContext::capture(static_cast<int>(k)), v));
       args.push_back(e);
     }
     for (size_t i = 0; i < n.outputs.size(); ++i) {
@@ -345,7 +347,7 @@ class Generator {
       if (!Mentions(text, NodeContext::out(static_cast<int>(i)))) continue;
       KILN_ASSIGN_OR_RETURN(std::string e, expr(v));
       params.push_back(CType(g.values[v].type.dtype) + " *" +
-                       NodeContext::out(static_cast<int>(i)));
+                       param(NodeContext::out(static_cast<int>(i)), v));
       args.push_back(e);
     }
     std::string attrs;
@@ -361,7 +363,8 @@ class Generator {
     if (params.empty()) sig += "void";
     for (size_t i = 0; i < params.size(); ++i) sig += (i ? ", " : "") + params[i];
     sig += ")";
-    functions_ += "\n" + ctx.tables() + comment + sig + " {\n" + ctx.body() +
+    functions_ += "\n" + RenameIdentifiers(ctx.tables(), renamed) + comment + sig + " {\n" +
+                  RenameIdentifiers(ctx.body(), renamed) +
                   (ctx.can_fail() ? "  return KILN_OK;\n" : "") + "}\n";
     std::string call = fname + "(";
     for (size_t i = 0; i < args.size(); ++i) call += (i ? ", " : "") + args[i];

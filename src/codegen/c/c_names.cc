@@ -22,7 +22,8 @@ bool IsKeyword(const std::string& s) {
       // Common macros and library names that would change meaning.
       "NULL", "EOF", "INFINITY", "NAN", "errno", "assert", "main", "exp", "log", "sqrt", "memcpy",
       "memset", "size_t", "int8_t", "int16_t", "int32_t", "int64_t", "uint8_t", "uint16_t",
-      "uint32_t", "uint64_t", "uintptr_t", "bool", "true", "false"};
+      "uint32_t", "uint64_t", "uintptr_t", "bool", "true", "false", "isnan", "isinf", "isfinite",
+      "isnormal", "signbit", "fpclassify", "HUGE_VAL", "HUGE_VALF", "offsetof"};
   return kWords.count(s) > 0;
 }
 
@@ -41,6 +42,63 @@ std::string NameScope::Take(const std::string& onnx_name, const std::string& pre
   for (int k = 2; taken_.count(id); ++k) id = base + "_" + std::to_string(k);
   taken_.insert(id);
   return id;
+}
+
+void ForEachIdentifier(const std::string& text,
+                       const std::function<void(size_t pos, size_t len)>& fn) {
+  auto word = [&](size_t i) {
+    return i < text.size() && (std::isalnum(static_cast<unsigned char>(text[i])) || text[i] == '_');
+  };
+  for (size_t i = 0; i < text.size();) {
+    const char ch = text[i];
+    if (text.compare(i, 2, "/*") == 0) {
+      const size_t e = text.find("*/", i + 2);
+      i = e == std::string::npos ? text.size() : e + 2;
+    } else if (text.compare(i, 2, "//") == 0) {
+      const size_t e = text.find('\n', i);
+      i = e == std::string::npos ? text.size() : e;
+    } else if (ch == '"' || ch == '\'') {
+      for (++i; i < text.size() && text[i] != ch; ++i)
+        if (text[i] == '\\') ++i;
+      ++i;
+    } else if (std::isdigit(static_cast<unsigned char>(ch)) ||
+               (ch == '.' && i + 1 < text.size() &&
+                std::isdigit(static_cast<unsigned char>(text[i + 1])))) {
+      // A preprocessing number: digits, letters, '_', '.', and a sign after an exponent.
+      for (++i; i < text.size(); ++i) {
+        const char c = text[i];
+        if ((c == '+' || c == '-') && std::strchr("eEpP", text[i - 1])) continue;
+        if (!word(i) && c != '.') break;
+      }
+    } else if (word(i)) {
+      const size_t start = i;
+      while (word(i)) ++i;
+      fn(start, i - start);
+    } else {
+      ++i;
+    }
+  }
+}
+
+bool Mentions(const std::string& text, const std::string& ident) {
+  bool found = false;
+  ForEachIdentifier(
+      text, [&](size_t pos, size_t len) { found = found || text.compare(pos, len, ident) == 0; });
+  return found;
+}
+
+std::string RenameIdentifiers(const std::string& text,
+                              const std::map<std::string, std::string>& names) {
+  std::string out;
+  size_t done = 0;
+  ForEachIdentifier(text, [&](size_t pos, size_t len) {
+    auto it = names.find(text.substr(pos, len));
+    if (it == names.end()) return;
+    out.append(text, done, pos - done);
+    out += it->second;
+    done = pos + len;
+  });
+  return out + text.substr(done);
 }
 
 std::string CType(DType t) {

@@ -2,6 +2,8 @@
 // element types and literals.
 #pragma once
 
+#include <functional>
+#include <map>
 #include <set>
 #include <string>
 
@@ -21,6 +23,16 @@ class NameScope {
  private:
   std::set<std::string> taken_;
 };
+
+// Calls fn(pos, len) for every identifier token of C text, outside comments, string and
+// character literals and numbers (1e5f, 0x1p-3).
+void ForEachIdentifier(const std::string& text,
+                       const std::function<void(size_t pos, size_t len)>& fn);
+// True when identifier `ident` occurs in text as a token (ForEachIdentifier's).
+bool Mentions(const std::string& text, const std::string& ident);
+// text with the identifier tokens that are keys of `names` replaced by their values.
+std::string RenameIdentifiers(const std::string& text,
+                              const std::map<std::string, std::string>& names);
 
 // The C element type of a dtype ("float", "int64_t", ...; bool is uint8_t, float16/bfloat16
 // are uint16_t bit patterns); "" for types the C backend cannot hold.

@@ -192,7 +192,7 @@ Status EmitMap(NodeContext& ctx, const ExprFn& f, int arity) {
       st = e.status();
       return std::string("0");
     }
-    return Store(ctx, out_t, *e);
+    return Store(ctx, out_t, *e, ct);
   });
   return st;
 }
