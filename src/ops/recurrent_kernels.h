@@ -17,9 +17,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "ops/gemm_kernels.h"
+#include "ops/op.h"
 #include "ops/recurrent_plan.h"
 
 namespace kiln::ops {
@@ -47,7 +49,8 @@ struct RnnDirectionWeights {
   std::vector<RnnPanels> rt;              // R^T per gate group (GRU, reset gate first: z|r, then h)
   std::vector<PackedB<float>> rt_packed;  // the same packed for the GEMM, where batches use it
   RnnPanels wt;                           // W^T, for projections of few rows
-  PackedB<float> w_packed;                // else W^T packed for the GEMM
+  PackedB<float> w_packed;                // else W^T packed for the GEMM, where oneDNN is not used
+  std::unique_ptr<NodeState> w_dnnl;      // else oneDNN's matmul with W packed its way
 };
 
 // The laid-out weights of a layer, kept by the caller across calls while W and R are the same
