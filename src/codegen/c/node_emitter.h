@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/c/code_writer.h"
 #include "ir/graph.h"
 #include "support/status.h"
 
@@ -31,7 +32,7 @@ struct SubgraphCall {
   std::string leading_args;
 };
 
-class NodeContext {
+class NodeContext : public CodeWriter {
  public:
   NodeContext(const ir::Graph& graph, const ir::Node& node, int64_t opset)
       : graph_(graph), node_(node), opset_(opset) {}
@@ -62,10 +63,6 @@ class NodeContext {
   static std::string in(int i) { return "in" + std::to_string(i); }
   static std::string out(int i) { return "out" + std::to_string(i); }
 
-  // Appends a line to the function body at the current indentation.
-  void Line(const std::string& text) { body_ += std::string(2 * depth_ + 2, ' ') + text + "\n"; }
-  void Indent() { ++depth_; }
-  void Dedent() { --depth_; }
   // Appends a constant table placed before the function (`static const` data).
   void Table(const std::string& text) { tables_ += text; }
   // The function returns an int32_t error code (KILN_OK or a KILN_ERROR_*) instead of void.
@@ -76,7 +73,7 @@ class NodeContext {
   // Asks for a portable kernel (and, through it, the kernels it needs).
   void UseKernel(const std::string& name) { kernels_.insert(name); }
   // A fresh local identifier for the function body (t0, t1, ...).
-  std::string Temp() { return "t" + std::to_string(temps_++); }
+  std::string Temp() { return Fresh('t'); }
   // Set by the backend: a subgraph of this node as a function (see SubgraphCall), and scratch
   // memory private to this node (an expression of type uint8_t *, `bytes` long, 64-aligned).
   std::function<Expected<SubgraphCall>(const ir::Graph&)> subgraph;
@@ -91,7 +88,6 @@ class NodeContext {
 
   Status error(const std::string& msg) const { return Error(msg); }
 
-  const std::string& body() const { return body_; }
   const std::string& tables() const { return tables_; }
   bool can_fail() const { return can_fail_; }
   bool out_of_line() const { return out_of_line_; }
@@ -101,11 +97,9 @@ class NodeContext {
   const ir::Graph& graph_;
   const ir::Node& node_;
   int64_t opset_;
-  std::string body_, tables_;
+  std::string tables_;
   bool can_fail_ = false, out_of_line_ = false;
   std::set<std::string> kernels_;
-  int temps_ = 0;
-  int depth_ = 0;
 };
 
 class EmitterRegistry {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/c/code_writer.h"
 #include "codegen/c/emit_axes.h"
 #include "ir/graph.h"
 #include "support/status.h"
@@ -27,13 +28,14 @@ struct Loc {
   bool half = false;  // kWeight: stored as IEEE half (offset counts halves), else float
 };
 
-class EmitContext {
+class EmitContext : public c::CodeWriter {
  public:
   // register_slots: every slot the node touches is small enough for registers (else unrolling
   // would only make nvcc slower: such slots live in local memory whatever the indices).
   EmitContext(const ir::Graph& g, const ir::Node& n, int64_t opset, bool register_slots,
               std::function<Expected<Loc>(int value)> locate)
-      : graph_(g),
+      : c::CodeWriter(1),  // inside the node's block
+        graph_(g),
         node_(n),
         opset_(opset),
         locate_(std::move(locate)),
@@ -66,7 +68,6 @@ class EmitContext {
   // i is not a dense weight whose offset allows 16-byte (float) / 8-byte (half) loads.
   Expected<std::string> In4(int i, const c::Ix& idx);
 
-  void Line(const std::string& text) { body_ += std::string(2 * depth_ + 2, ' ') + text + "\n"; }
   // `for (int v = 0; v < n; ++v) {` over a new variable v, preceded by the unroll pragma, as an
   // index; Close() ends it.
   c::Ix For(int64_t n, int64_t from = 0, int64_t step = 1);
@@ -74,14 +75,6 @@ class EmitContext {
   // is 1, where the index is the constant 0. EndLoop() ends the innermost one.
   c::Ix Loop(int64_t n);
   void EndLoop();
-  void Open(const std::string& text) {
-    Line(text + " {");
-    ++depth_;
-  }
-  void Close() {
-    --depth_;
-    Line("}");
-  }
   // Loops over every element of dims (size-1 axes get the index 0); body gets the indices.
   void Nest(const Dims& dims, const std::function<void(const std::vector<c::Ix>&)>& body);
   // Fully unrolled loops unless the node does more than this many inner iterations (then nvcc
@@ -93,29 +86,20 @@ class EmitContext {
   // fp16 / fp8: Sin, Cos and Exp through the GPU's fast intrinsics (libm on the host).
   void SetFastMath(bool on) { fast_math_ = on; }
   bool fast_math() const { return fast_math_; }
-  std::string Temp() { return Numbered('t', temps_++); }
-  std::string Var() { return Numbered('k', vars_++); }
+  std::string Temp() { return Fresh('t'); }
+  std::string Var() { return Fresh('k'); }
 
   Status error(const std::string& msg) const { return Error(msg); }
-  const std::string& body() const { return body_; }
 
   static constexpr int64_t kUnrollLimit = 16384;
   static constexpr int64_t kRegisterSlotLimit = 256;  // floats; a thread has at most 255 registers
 
  private:
-  static std::string Numbered(char prefix, int k) {
-    std::string s(1, prefix);
-    s += std::to_string(k);
-    return s;
-  }
-
   const ir::Graph& graph_;
   const ir::Node& node_;
   int64_t opset_;
   std::function<Expected<Loc>(int)> locate_;
-  std::string body_;
   std::vector<bool> loops_;  // Loop(): whether each open one is a real loop
-  int depth_ = 0, temps_ = 0, vars_ = 0;
   bool registers_, unroll_, fast_math_ = false;
 };
 
