@@ -159,13 +159,15 @@ TEST(DnnlConv, LayoutsResidualAndThreadSplits) {
 
 // 3x3 stride-1 convolutions large enough for oneDNN's Winograd kernels: against the loops in
 // double, in every layout mix, split into rows (a large map) or into output channels (a small
-// one; 80 channels are 5 blocks of 16, so the parts differ).
+// one, or at least 64 channels a part: 80 channels are 5 blocks of 16 and 144 are 9, so the
+// parts differ).
 TEST(DnnlConv, WinogradLayoutsAndSplits) {
   if (!DnnlAvailable()) GTEST_SKIP() << "built without oneDNN";
   std::mt19937 rng(14);
   for (const Conv2DParams& p :
        {Make(1, 32, 32, 1, 16, 16, 3, 3, 1, 1, 1, 1), Make(1, 64, 80, 1, 16, 14, 3, 3, 1, 1, 1, 1),
-        Make(2, 48, 64, 1, 16, 17, 3, 3, 1, 0, 1, 1)}) {
+        Make(2, 48, 64, 1, 16, 17, 3, 3, 1, 0, 1, 1),
+        Make(1, 32, 144, 1, 20, 18, 3, 3, 1, 1, 1, 1)}) {
     std::unique_ptr<NodeState> state;
     auto x = Random(static_cast<size_t>(p.N * p.C * p.H * p.W), rng);
     auto w = Random(static_cast<size_t>(p.M * p.C * 9), rng);

@@ -343,10 +343,13 @@ void PlanParts(DnnlConvPlan* plan) {
   // Output channels split where rows cannot (one output row: a 1-D convolution) or should not:
   // a small map (under 8 output rows a thread), where each row part would read all the weights
   // for few rows (Winograd's 512 -> 512 channels on 7 x 7 took 2.6 ms at 2 threads, 1.9 at one;
-  // direct, 4 + 3 rows made resnet18 12.2 ms at two threads, 10.5 by channels).
+  // direct, 4 + 3 rows made resnet18 12.2 ms at two threads, 10.5 by channels); and a Winograd
+  // convolution with at least 64 output channels a part, whose channels-last row parts ran
+  // oneDNN's direct kernel in the models (GoogLeNet's 64 -> 192 on 56 x 56 at two threads: 2.0 ms
+  // by rows, 1.3 by channels; with 32 channels a part, Winograd lost to the rows' direct kernel).
   const bool nchw = !l.x && !l.y && (!plan->post.z || !l.z);
-  plan->by_channels =
-      t > 1 && p.N < t && p.M >= 32 && p.group == 1 && (p.OH < 2 || nchw || p.OH < 8 * t);
+  plan->by_channels = t > 1 && p.N < t && p.M >= 32 && p.group == 1 &&
+                      (p.OH < 2 || nchw || p.OH < 8 * t || (winograd && p.M >= 64 * t));
   if (!plan->by_channels && (t <= 1 || (p.N < t && (p.N != 1 || p.OH < 2)))) {
     plan->states.push_back(
         MakePart(p, plan->has_bias, plan->post, plan->layouts, winograd, plan->scratch_budget));
