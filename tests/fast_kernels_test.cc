@@ -712,7 +712,10 @@ TEST(FastKernels, EinsumAgainstTheGenericLoop) {
                                    {"ii,ij->ij", {4, 4}, {4, 3}},
                                    {"ijk,jkl->il", {3, 4, 5}, {4, 5, 6}},
                                    {"abij,abjk->abik", {2, 3, 4, 5}, {2, 3, 5, 2}},
-                                   {"bij,jk->kib", {2, 3, 4}, {4, 5}}};
+                                   {"bij,jk->kib", {2, 3, 4}, {4, 5}},
+                                   // 3 products over 2 threads: blocks of each one's rows
+                                   {"bhqd,bhkd->bhqk", {1, 3, 37, 16}, {1, 3, 29, 16}},
+                                   {"bmk,bkn->bmn", {3, 19, 8}, {3, 8, 21}}};
   std::mt19937 rng(47);
   for (const Case& c : cases) {
     auto build = [&](onnx::TensorProto::DataType type, const std::vector<double>& bv) {

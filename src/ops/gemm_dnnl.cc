@@ -291,10 +291,11 @@ bool DnnlGemmInt8(int64_t M, int64_t N, int64_t K, const void* A, bool a_signed,
 
 namespace {
 
-// Batched products of activations (attention's Q K^T and P V): [b, M, K] x [b, K, N], both
-// plain row-major and read as they are. Parts: runs of the batch, one primitive each.
+// Batched products of activations (attention's Q K^T and P V) read where they lie by their
+// strides. Parts: runs of the batch where they divide it evenly over the threads, else blocks of
+// each batch's rows (3 heads over 2 threads had one thread do twice the other's work).
 struct MatMulPart {
-  int64_t b0 = 0;
+  int64_t b0 = 0, m0 = 0;
   dnnl::matmul mm;
   memory a, w, y;
   std::unordered_map<int, memory> args;
@@ -303,22 +304,40 @@ struct MatMulPart {
 
 struct DnnlMatMulPlan : NodeState {
   int64_t batch = 0, M = 0, N = 0, K = 0;
+  Strides3 as{}, bs{}, ys{};
   int threads = 0;
   bool supported = false;
   std::vector<MatMulPart> parts;
+  std::string impl;  // oneDNN's implementation, for profiles
+  std::string Kernel() const override {
+    return "onednn batched matmul " + impl +
+           (parts.size() > 1 ? " x" + std::to_string(parts.size()) : "");
+  }
+  bool Fits(int64_t b, int64_t m, int64_t n, int64_t k, const Strides3& sa, const Strides3& sb,
+            const Strides3& sy, int t) const {
+    return batch == b && M == m && N == n && K == k && as == sa && bs == sb && ys == sy &&
+           threads == t;
+  }
 };
 
-MatMulPart MakeBatchPart(const DnnlMatMulPlan& plan, int64_t b0, int64_t b) {
+MatMulPart MakeBatchPart(DnnlMatMulPlan& plan, int64_t b0, int64_t b, int64_t m0, int64_t m) {
   dnnl::engine& e = dnnl_common::Engine();
   const auto f32 = memory::data_type::f32;
-  const memory::desc a_md({b, plan.M, plan.K}, f32, Tag::abc),
-      w_md({b, plan.K, plan.N}, f32, Tag::abc), y_md({b, plan.M, plan.N}, f32, Tag::abc);
+  auto md = [&](int64_t rows, int64_t cols, const Strides3& st) {
+    // One product: a batch stride of the matrix's extent, as a dense tensor's (brgemm's need).
+    const int64_t batch_stride = b == 1 ? std::max(rows * st[1], cols * st[2]) : st[0];
+    return memory::desc({b, rows, cols}, f32, {batch_stride, st[1], st[2]});
+  };
+  const memory::desc a_md = md(m, plan.K, plan.as), w_md = md(plan.K, plan.N, plan.bs),
+                     y_md = md(m, plan.N, plan.ys);
   dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, w_md, y_md),
                                   dnnl_common::UserScratchpad(), e);
   if (std::string(pd.impl_info_str()).rfind("ref", 0) == 0)
     throw dnnl::error(dnnl_unimplemented, "only oneDNN's reference matmul takes it");
+  plan.impl = pd.impl_info_str();
   MatMulPart part;
   part.b0 = b0;
+  part.m0 = m0;
   part.mm = dnnl::matmul(pd);
   part.scratchpad = dnnl_common::Scratchpad(pd.scratchpad_desc());
   part.a = memory(a_md, e, DNNL_MEMORY_NONE);
@@ -328,31 +347,49 @@ MatMulPart MakeBatchPart(const DnnlMatMulPlan& plan, int64_t b0, int64_t b) {
   return part;
 }
 
+void PlanBatchParts(DnnlMatMulPlan* plan) {
+  const int64_t t = plan->threads, batch = plan->batch, M = plan->M;
+  if (t <= 1 || batch % t == 0 || batch >= 4 * t || M < 2 * t) {
+    const int64_t n = std::max<int64_t>(1, std::min<int64_t>(t, batch));
+    for (int64_t c = 0; c < n; ++c) {
+      const int64_t a = c * batch / n, e = (c + 1) * batch / n;
+      plan->parts.push_back(MakeBatchPart(*plan, a, e - a, 0, M));
+    }
+    return;
+  }
+  // Each batch's rows in T blocks: batch * T parts of one product each, as dense as the
+  // operands are (oneDNN's brgemm takes those; a block over all batches is strided).
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t c = 0; c < t; ++c) {
+      const int64_t a = c * M / t, e = (c + 1) * M / t;
+      plan->parts.push_back(MakeBatchPart(*plan, b, 1, a, e - a));
+    }
+}
+
 }  // namespace
 
-bool DnnlBatchedMatMul(int64_t batch, int64_t M, int64_t N, int64_t K, const float* A,
-                       const float* B, float* Y, int threads, std::unique_ptr<NodeState>* state) {
-  if (!DnnlAvailable()) return false;
+bool DnnlStridedBatchedMatMul(int64_t batch, int64_t M, int64_t N, int64_t K, const float* A,
+                              const Strides3& as, const float* B, const Strides3& bs, float* Y,
+                              const Strides3& ys, int threads, std::unique_ptr<NodeState>* state) {
+  if (!DnnlAvailable() || batch <= 0 || M <= 0 || N <= 0 || K <= 0) return false;
   std::unique_ptr<NodeState> local;
   if (!state) state = &local;
   auto* plan = dynamic_cast<DnnlMatMulPlan*>(state->get());
   dnnl_common::SingleThreaded();
-  if (!plan || plan->batch != batch || plan->M != M || plan->N != N || plan->K != K ||
-      plan->threads != threads) {
+  if (!plan || !plan->Fits(batch, M, N, K, as, bs, ys, threads)) {
     auto fresh = std::make_unique<DnnlMatMulPlan>();
     fresh->batch = batch;
     fresh->M = M;
     fresh->N = N;
     fresh->K = K;
+    fresh->as = as;
+    fresh->bs = bs;
+    fresh->ys = ys;
     fresh->threads = threads;
     plan = fresh.get();
     *state = std::move(fresh);
     try {
-      const int64_t n = std::max<int64_t>(1, std::min<int64_t>(threads, batch));
-      for (int64_t c = 0; c < n; ++c) {
-        const int64_t a = c * batch / n, e = (c + 1) * batch / n;
-        plan->parts.push_back(MakeBatchPart(*plan, a, e - a));
-      }
+      PlanBatchParts(plan);
       plan->supported = true;
     } catch (const dnnl::error&) {
       return false;  // supported stays false
@@ -364,15 +401,21 @@ bool DnnlBatchedMatMul(int64_t batch, int64_t M, int64_t N, int64_t K, const flo
     for (int64_t c = c0; c < c1; ++c) {
       MatMulPart& part = plan->parts[c];
       dnnl::stream& s = dnnl_common::Stream();
-      part.a.set_data_handle(const_cast<float*>(A + part.b0 * M * K));
-      part.w.set_data_handle(const_cast<float*>(B + part.b0 * K * N));
-      part.y.set_data_handle(Y + part.b0 * M * N);
+      part.a.set_data_handle(const_cast<float*>(A + part.b0 * as[0] + part.m0 * as[1]));
+      part.w.set_data_handle(const_cast<float*>(B + part.b0 * bs[0]));
+      part.y.set_data_handle(Y + part.b0 * ys[0] + part.m0 * ys[1]);
       part.scratchpad.Bind(part.args);
       part.mm.execute(s, part.args);
       s.wait();
     }
   });
   return true;
+}
+
+bool DnnlBatchedMatMul(int64_t batch, int64_t M, int64_t N, int64_t K, const float* A,
+                       const float* B, float* Y, int threads, std::unique_ptr<NodeState>* state) {
+  return DnnlStridedBatchedMatMul(batch, M, N, K, A, {M * K, K, 1}, B, {K * N, N, 1}, Y,
+                                  {M * N, N, 1}, threads, state);
 }
 
 #else
@@ -384,6 +427,12 @@ bool DnnlGemmInt8(int64_t, int64_t, int64_t, const void*, bool, const int8_t*, b
 
 bool DnnlBatchedMatMul(int64_t, int64_t, int64_t, int64_t, const float*, const float*, float*, int,
                        std::unique_ptr<NodeState>*) {
+  return false;
+}
+
+bool DnnlStridedBatchedMatMul(int64_t, int64_t, int64_t, int64_t, const float*, const Strides3&,
+                              const float*, const Strides3&, float*, const Strides3&, int,
+                              std::unique_ptr<NodeState>*) {
   return false;
 }
 

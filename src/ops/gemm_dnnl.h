@@ -6,6 +6,7 @@
 // matmul each, sharing the packed B.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 
@@ -37,8 +38,17 @@ bool DnnlGemmInt8(int64_t M, int64_t N, int64_t K, const void* A, bool a_signed,
 
 // Y[b] = A[b] B[b] for b < batch: A [batch, M, K], B [batch, K, N], Y [batch, M, N], all
 // row-major (attention's products of activations); false when oneDNN is not built in or only
-// its reference loops take the shape. With T > 1 threads, runs of the batch on kiln's pool.
+// its reference loops take the shape. With T > 1 threads, runs of the batch on kiln's pool, or
+// each batch's rows where the batch does not divide evenly.
 bool DnnlBatchedMatMul(int64_t batch, int64_t M, int64_t N, int64_t K, const float* A,
                        const float* B, float* Y, int threads, std::unique_ptr<NodeState>* state);
+
+// The same with each operand read by its strides: element (b, i, j) of A at
+// A + b * as[0] + i * as[1] + j * as[2], of B ([batch, K, N]) and Y ([batch, M, N]) likewise
+// (attention's Q K^T reads K transposed in place: bs = {.., 1, d}).
+using Strides3 = std::array<int64_t, 3>;
+bool DnnlStridedBatchedMatMul(int64_t batch, int64_t M, int64_t N, int64_t K, const float* A,
+                              const Strides3& as, const float* B, const Strides3& bs, float* Y,
+                              const Strides3& ys, int threads, std::unique_ptr<NodeState>* state);
 
 }  // namespace kiln::ops
