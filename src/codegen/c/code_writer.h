@@ -14,9 +14,10 @@ class CodeWriter {
 
   // Appends a line at the current depth.
   void Line(const std::string& text) { body_ += std::string(2 * depth_ + 2, ' ') + text + "\n"; }
-  // `head {`, then one level deeper until Close(), which writes `}` and `tail` (";", " else").
+  // `head {` (a bare block for ""), then one level deeper until Close(), which writes `}` and
+  // `tail` (";", " else").
   void Open(const std::string& head) {
-    Line(head + " {");
+    Line(head.empty() ? "{" : head + " {");
     ++depth_;
   }
   void Close(const std::string& tail = "") {

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <map>
 
+#include "codegen/c/code_writer.h"
 #include "codegen/c/emit_util.h"
 #include "codegen/cuda/cuda_tensor_core.h"
 #include "ir/half.h"
@@ -407,7 +408,7 @@ namespace {
 
 // The code of one layer: A fragments in `in` ([m][kt][4]), the result packed into `out` (the
 // next layer's A) or, for the last layer, stored to the tile as float rows.
-class LayerWriter {
+class LayerWriter : c::CodeWriter {
  public:
   LayerWriter(const FusedMlpPlan& p, const FusedLayer& l, bool fp8, bool last, bool relu,
               const std::string& act, std::string* s)
@@ -417,119 +418,116 @@ class LayerWriter {
     int64_t kt = l_.k_pad / 16, pairs = l_.n_pad / 16;
     std::string m = Int(p_.m_tiles);
     if (!last_) Line("uint32_t " + out + "[" + m + "][" + Int(l_.n_pad / 16) + "][4];");
-    Line("{");
-    Line("  const unsigned char *kiln_b = kiln_sw + " + Int(l_.b_offset) + ";");
-    Line("  const unsigned char *kiln_bias = kiln_sw + " + Int(l_.bias_offset) + ";");
-    if (fp8_) Line("  const unsigned char *kiln_scale = kiln_sw + " + Int(l_.scale_offset) + ";");
+    Open("");
+    Line("const unsigned char *kiln_b = kiln_sw + " + Int(l_.b_offset) + ";");
+    Line("const unsigned char *kiln_bias = kiln_sw + " + Int(l_.bias_offset) + ";");
+    if (fp8_) Line("const unsigned char *kiln_scale = kiln_sw + " + Int(l_.scale_offset) + ";");
     if (pairs > 0) {
-      Line("  KILN_UNROLL");
-      Line("  for (int q = 0; q < " + Int(pairs) + "; ++q) {");
+      Line("KILN_UNROLL");
+      Open("for (int q = 0; q < " + Int(pairs) + "; ++q)");
       Chunk(in, out, kt, 2, "q");
-      Line("  }");
+      Close();
     }
     if (l_.n_pad % 16) {
-      Line("  {");
-      Line("  const int q = " + Int(pairs) + ";");
+      Open("");
+      Line("const int q = " + Int(pairs) + ";");
       Chunk(in, out, kt, 1, "q");
-      Line("  }");
+      Close();
     }
-    Line("}");
+    Close();
+    s_ += body();
   }
 
  private:
-  void Line(const std::string& t) { s_ += "  " + t + "\n"; }
-
   // Columns 16q .. 16q + 8 tiles - 1 over all of K.
   void Chunk(const std::string& in, const std::string& out, int64_t kt, int tiles,
              const std::string& q) {
     std::string m = Int(p_.m_tiles), nt = Int(tiles);
-    Line("  float kiln_c[" + m + "][" + nt + "][4];");
-    Line("  KILN_UNROLL");
-    Line("  for (int j = 0; j < " + nt + "; ++j) {");
-    Line("    const kiln_f2 kiln_b0 = kiln_lds_f2(kiln_bias + 4 * (16 * " + q +
+    Line("float kiln_c[" + m + "][" + nt + "][4];");
+    Line("KILN_UNROLL");
+    Open("for (int j = 0; j < " + nt + "; ++j)");
+    Line("const kiln_f2 kiln_b0 = kiln_lds_f2(kiln_bias + 4 * (16 * " + q +
          " + 8 * j + 2 * kiln_t));");
-    Line("    KILN_UNROLL");
-    Line("    for (int m = 0; m < " + m + "; ++m) {");
-    Line("      kiln_c[m][j][0] = kiln_b0.x; kiln_c[m][j][1] = kiln_b0.y;");
-    Line("      kiln_c[m][j][2] = kiln_b0.x; kiln_c[m][j][3] = kiln_b0.y;");
-    Line("    }");
-    Line("  }");
-    Line("  KILN_UNROLL");
-    Line("  for (int kt = 0; kt < " + Int(kt) + "; ++kt) {");
-    Line("    uint32_t kiln_w[4];");
+    Line("KILN_UNROLL");
+    Open("for (int m = 0; m < " + m + "; ++m)");
+    Line("kiln_c[m][j][0] = kiln_b0.x; kiln_c[m][j][1] = kiln_b0.y;");
+    Line("kiln_c[m][j][2] = kiln_b0.x; kiln_c[m][j][3] = kiln_b0.y;");
+    Close();
+    Close();
+    Line("KILN_UNROLL");
+    Open("for (int kt = 0; kt < " + Int(kt) + "; ++kt)");
+    Line("uint32_t kiln_w[4];");
     std::string row = Int(l_.b_row_bytes);
-    if (!fp8_ && tiles == 2)  // matrices: (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15, k 0-7), ...
-      Line("    kiln_ldsm4(kiln_w, kiln_b + (16 * " + q +
+    if (!fp8_ && tiles == 2) {  // matrices: (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15, k 0-7), ...
+      Line("kiln_ldsm4(kiln_w, kiln_b + (16 * " + q +
            " + (kiln_lane & 7) + 8 * (kiln_lane >> 4)) * " + row +
            " + 2 * (16 * kt + 8 * ((kiln_lane >> 3) & 1)));");
-    else if (!fp8_)
-      Line("    kiln_ldsm2(kiln_w, kiln_b + (16 * " + q + " + (kiln_lane & 7)) * " + row +
+    } else if (!fp8_) {
+      Line("kiln_ldsm2(kiln_w, kiln_b + (16 * " + q + " + (kiln_lane & 7)) * " + row +
            " + 2 * (16 * kt + 8 * ((kiln_lane >> 3) & 1)));");
-    else if (tiles == 2)  // one 16-byte row of codes per n: matrix j is n-tile j
-      Line("    uint32_t kiln_e[2];\n      kiln_ldsm2(kiln_e, kiln_b + (16 * " + q +
-           " + (kiln_lane & 15)) * " + row + " + 16 * kt);");
-    else
-      Line("    uint32_t kiln_e[2];\n      kiln_ldsm1(kiln_e, kiln_b + (16 * " + q +
-           " + (kiln_lane & 7)) * " + row + " + 16 * kt);");
-    if (fp8_) {
-      Line("    kiln_e4m3x4(kiln_e[0], &kiln_w[0], &kiln_w[1]);");
-      if (tiles == 2) Line("    kiln_e4m3x4(kiln_e[1], &kiln_w[2], &kiln_w[3]);");
+    } else {  // one 16-byte row of codes per n: matrix j is n-tile j
+      Line("uint32_t kiln_e[2];");
+      Line(tiles == 2 ? "kiln_ldsm2(kiln_e, kiln_b + (16 * " + q + " + (kiln_lane & 15)) * " + row +
+                            " + 16 * kt);"
+                      : "kiln_ldsm1(kiln_e, kiln_b + (16 * " + q + " + (kiln_lane & 7)) * " + row +
+                            " + 16 * kt);");
+      Line("kiln_e4m3x4(kiln_e[0], &kiln_w[0], &kiln_w[1]);");
+      if (tiles == 2) Line("kiln_e4m3x4(kiln_e[1], &kiln_w[2], &kiln_w[3]);");
     }
-    Line("    KILN_UNROLL");
-    Line("    for (int m = 0; m < " + m + "; ++m) {");
-    Line("      kiln_mma(kiln_c[m][0], " + in + "[m][kt], kiln_w[0], kiln_w[1]);");
-    if (tiles == 2) Line("      kiln_mma(kiln_c[m][1], " + in + "[m][kt], kiln_w[2], kiln_w[3]);");
-    Line("    }");
-    Line("  }");
+    Line("KILN_UNROLL");
+    Open("for (int m = 0; m < " + m + "; ++m)");
+    Line("kiln_mma(kiln_c[m][0], " + in + "[m][kt], kiln_w[0], kiln_w[1]);");
+    if (tiles == 2) Line("kiln_mma(kiln_c[m][1], " + in + "[m][kt], kiln_w[2], kiln_w[3]);");
+    Close();
+    Close();
     Finish(out, tiles, q);
   }
 
   // Scale (fp8), activation, then the next layer's A or the tile.
   void Finish(const std::string& out, int tiles, const std::string& q) {
     std::string m = Int(p_.m_tiles), nt = Int(tiles);
-    Line("  KILN_UNROLL");
-    Line("  for (int j = 0; j < " + nt + "; ++j) {");
+    Line("KILN_UNROLL");
+    Open("for (int j = 0; j < " + nt + "; ++j)");
     if (fp8_)
-      Line("    const kiln_f2 kiln_s = kiln_lds_f2(kiln_scale + 4 * (16 * " + q +
+      Line("const kiln_f2 kiln_s = kiln_lds_f2(kiln_scale + 4 * (16 * " + q +
            " + 8 * j + 2 * kiln_t));");
     // Padded columns are zeros before the activation; after it they must stay zeros only
     // where the next layer could see a non-finite value times a zero weight.
     bool mask = !last_ && !act_.empty() && l_.n % 16 != 0;
     if (mask)
-      Line("    const bool kiln_live0 = 16 * " + q + " + 8 * j + 2 * kiln_t < " + Int(l_.n) +
+      Line("const bool kiln_live0 = 16 * " + q + " + 8 * j + 2 * kiln_t < " + Int(l_.n) +
            ", kiln_live1 = 16 * " + q + " + 8 * j + 2 * kiln_t + 1 < " + Int(l_.n) + ";");
-    Line("    KILN_UNROLL");
-    Line("    for (int m = 0; m < " + m + "; ++m) {");
-    Line("      float *kiln_cc = kiln_c[m][j];");
+    Line("KILN_UNROLL");
+    Open("for (int m = 0; m < " + m + "; ++m)");
+    Line("float *kiln_cc = kiln_c[m][j];");
     if (fp8_)
       Line(
-          "      kiln_cc[0] *= kiln_s.x; kiln_cc[1] *= kiln_s.y; kiln_cc[2] *= kiln_s.x; "
+          "kiln_cc[0] *= kiln_s.x; kiln_cc[1] *= kiln_s.y; kiln_cc[2] *= kiln_s.x; "
           "kiln_cc[3] *= kiln_s.y;");
     for (int e = 0; e < 4; ++e) {  // ReLU alone goes with the packing, except on the last layer
       std::string v = "kiln_cc[" + Int(e) + "]";
-      if (!act_.empty()) Line("      " + v + " = " + act_ + "(" + v + ");");
-      if (relu_ && last_) Line("      " + v + " = " + v + " < 0.0f ? 0.0f : " + v + ";");
+      if (!act_.empty()) Line(v + " = " + act_ + "(" + v + ");");
+      if (relu_ && last_) Line(v + " = " + v + " < 0.0f ? 0.0f : " + v + ";");
     }
-    if (mask)
-      Line(
-          "      if (!kiln_live0) kiln_cc[0] = kiln_cc[2] = 0.0f;\n        if (!kiln_live1) "
-          "kiln_cc[1] = "
-          "kiln_cc[3] = 0.0f;");
+    if (mask) {
+      Line("if (!kiln_live0) kiln_cc[0] = kiln_cc[2] = 0.0f;");
+      Line("if (!kiln_live1) kiln_cc[1] = kiln_cc[3] = 0.0f;");
+    }
     if (last_) {
       std::string col = "4 * (16 * " + q + " + 8 * j + 2 * kiln_t)";
       std::string rr = Int(p_.c_row_bytes);
-      Line("      kiln_sts_f2(kiln_tile + (16 * m + kiln_g) * " + rr + " + " + col +
+      Line("kiln_sts_f2(kiln_tile + (16 * m + kiln_g) * " + rr + " + " + col +
            ", kiln_cc[0], kiln_cc[1]);");
-      Line("      kiln_sts_f2(kiln_tile + (16 * m + kiln_g + 8) * " + rr + " + " + col +
+      Line("kiln_sts_f2(kiln_tile + (16 * m + kiln_g + 8) * " + rr + " + " + col +
            ", kiln_cc[2], kiln_cc[3]);");
     } else {
       // Accumulator rows g / g + 8, columns 2t, 2t + 1 of n-tile j are A's registers 2j, 2j + 1.
       std::string pack = relu_ ? "kiln_pack_relu" : "kiln_pack";
-      Line("      " + out + "[m][" + q + "][2 * j] = " + pack + "(kiln_cc[0], kiln_cc[1]);");
-      Line("      " + out + "[m][" + q + "][2 * j + 1] = " + pack + "(kiln_cc[2], kiln_cc[3]);");
+      Line(out + "[m][" + q + "][2 * j] = " + pack + "(kiln_cc[0], kiln_cc[1]);");
+      Line(out + "[m][" + q + "][2 * j + 1] = " + pack + "(kiln_cc[2], kiln_cc[3]);");
     }
-    Line("    }");
-    Line("  }");
+    Close();
+    Close();
   }
 
   const FusedMlpPlan& p_;
