@@ -292,9 +292,10 @@ class Generator {
 
     // Parameters: the inputs, captures and outputs the body refers to, named after their values
     // (the emitters wrote the positional in0, c0, out0), clear of every identifier in the text.
+    const std::set<std::string> idents = Identifiers(text);
+    auto mentions = [&](const std::string& ident) { return idents.count(ident) > 0; };
     NameScope param_names;
-    ForEachIdentifier(text,
-                      [&](size_t pos, size_t len) { param_names.Reserve(text.substr(pos, len)); });
+    for (const std::string& ident : idents) param_names.Reserve(ident);
     std::map<std::string, std::string> renamed;
     auto param = [&](const std::string& positional, int v) {
       std::string name = g.values[v].name;
@@ -303,7 +304,7 @@ class Generator {
       return renamed[positional] = param_names.Take(name);
     };
     std::vector<std::string> params, args;
-    if (uses_ws || Mentions(text, "arena")) {
+    if (uses_ws || mentions("arena")) {
       params.push_back("uint8_t *arena");
       args.push_back("arena");
     }
@@ -324,7 +325,7 @@ class Generator {
       int v = n.inputs[i];
       if (v < 0) continue;
       describe(NodeContext::in(static_cast<int>(i)), v);
-      if (!Mentions(text, NodeContext::in(static_cast<int>(i)))) continue;
+      if (!mentions(NodeContext::in(static_cast<int>(i)))) continue;
       KILN_ASSIGN_OR_RETURN(std::string e, expr(v));
       params.push_back("const " + CType(g.values[v].type.dtype) + " *" +
                        param(NodeContext::in(static_cast<int>(i)), v));
@@ -332,7 +333,7 @@ class Generator {
     }
     for (size_t k = 0; k < n.implicit_inputs.size(); ++k) {
       int v = n.implicit_inputs[k];
-      if (v < 0 || !Mentions(text, NodeContext::capture(static_cast<int>(k)))) continue;
+      if (v < 0 || !mentions(NodeContext::capture(static_cast<int>(k)))) continue;
       KILN_RETURN_IF_ERROR(CheckValue(g, v, n));
       describe(NodeContext::capture(static_cast<int>(k)), v);
       KILN_ASSIGN_OR_RETURN(std::string e, expr(v));
@@ -344,7 +345,7 @@ class Generator {
       int v = n.outputs[i];
       if (v < 0) continue;
       describe(NodeContext::out(static_cast<int>(i)), v);
-      if (!Mentions(text, NodeContext::out(static_cast<int>(i)))) continue;
+      if (!mentions(NodeContext::out(static_cast<int>(i)))) continue;
       KILN_ASSIGN_OR_RETURN(std::string e, expr(v));
       params.push_back(CType(g.values[v].type.dtype) + " *" +
                        param(NodeContext::out(static_cast<int>(i)), v));
@@ -434,9 +435,10 @@ class Generator {
     for (size_t i = 0; i < params.size(); ++i) sig += (i ? ", " : "") + params[i];
     sig += ")";
     std::string unused;
+    const std::set<std::string> idents = Identifiers(body);
     for (const auto& p : params) {
       std::string id = p.substr(p.rfind('*') + 1);
-      if (!Mentions(body, id)) unused += "  (void)" + id + ";\n";
+      if (!idents.count(id)) unused += "  (void)" + id + ";\n";
     }
     functions_ += "\n/* " + CommentText(sg.name.empty() ? "body" : sg.name) + ": a subgraph of " +
                   CommentText(owner.Label(*sg.parent)) + " */\n" + sig + " {\n" + unused +

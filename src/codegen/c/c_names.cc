@@ -80,11 +80,10 @@ void ForEachIdentifier(const std::string& text,
   }
 }
 
-bool Mentions(const std::string& text, const std::string& ident) {
-  bool found = false;
-  ForEachIdentifier(
-      text, [&](size_t pos, size_t len) { found = found || text.compare(pos, len, ident) == 0; });
-  return found;
+std::set<std::string> Identifiers(const std::string& text) {
+  std::set<std::string> idents;
+  ForEachIdentifier(text, [&](size_t pos, size_t len) { idents.insert(text.substr(pos, len)); });
+  return idents;
 }
 
 std::string RenameIdentifiers(const std::string& text,

@@ -28,8 +28,8 @@ class NameScope {
 // character literals and numbers (1e5f, 0x1p-3).
 void ForEachIdentifier(const std::string& text,
                        const std::function<void(size_t pos, size_t len)>& fn);
-// True when identifier `ident` occurs in text as a token (ForEachIdentifier's).
-bool Mentions(const std::string& text, const std::string& ident);
+// The identifier tokens of C text (ForEachIdentifier's), each once.
+std::set<std::string> Identifiers(const std::string& text);
 // text with the identifier tokens that are keys of `names` replaced by their values.
 std::string RenameIdentifiers(const std::string& text,
                               const std::map<std::string, std::string>& names);
