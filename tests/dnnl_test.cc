@@ -15,6 +15,7 @@
 #include "conv_reference.h"
 #include "ops/conv_dnnl.h"
 #include "ops/cpu_isa.h"
+#include "ops/dnnl_available.h"
 #include "ops/gemm_dnnl.h"
 #include "random_vectors.h"
 

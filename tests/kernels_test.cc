@@ -32,6 +32,7 @@
 #include "ops/conv_winograd.h"
 #include "ops/elementwise_kernels.h"
 #include "ops/gemm_kernels.h"
+#include "ops/layout_kernels.h"
 #include "ops/matmul_gemm.h"
 #include "ops/pool_kernels.h"
 #include "ops/shape_ops_util.h"

@@ -9,6 +9,7 @@
 #include "frontend/onnx_import.h"
 #include "ops/conv_dnnl.h"
 #include "ops/cpu_isa.h"
+#include "ops/dnnl_available.h"
 #include "runtime/batch_tiling.h"
 #include "runtime/executor.h"
 #include "test_models.h"

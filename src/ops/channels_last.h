@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "ir/graph.h"
-#include "ops/cpu_isa.h"
 
 namespace kiln::ops {
 
@@ -30,6 +29,9 @@ inline constexpr int kChannelsLastOutput = -1;
 // measured).
 bool CanRunChannelsLast(const ir::Node& node, const ir::Graph& g, int input);
 
+// CanRunChannelsLast's rule for Conv and FusedConv (defined in ops/conv.cc).
+bool ConvCanRunChannelsLast(const ir::Node& node, const ir::Graph& g, int input);
+
 // True when `node` can write its output 0 channels-last inside a wider tensor: pixel p's
 // channels at p * C for the C that ComputeContext::output_pixel_channels gives (the executor
 // makes a channels-last Concat's inputs in place that way). A Conv or FusedConv oneDNN runs,
@@ -45,22 +47,5 @@ struct ChannelsLastUse {
   std::vector<char> reads, linked;  // per input
 };
 ChannelsLastUse ChannelsLastUseOf(const ir::Node& node, const ir::Graph& g);
-
-// The channels-last kernels of the element-wise nodes CanRunChannelsLast takes, x and y
-// [N, C, H, W] channels-last (HW = H * W): y = x * s with s [1, C, 1, 1] (a squeeze-and-
-// excitation scale: Mul), and y [N, C] = the mean of each channel (GlobalAveragePool, whose
-// output is NCHW).
-void ChannelsLastScale(const float* x, const float* s, float* y, int64_t N, int64_t C, int64_t HW);
-void ChannelsLastGlobalAverage(const float* x, float* y, int64_t N, int64_t C, int64_t HW,
-                               Isa isa = Isa::kAuto);
-// y = the channel Concat (N = 1) of inputs k of channels[k] channels, all channels-last. Inputs
-// the plan put in their NCHW places inside y (Concat in place) are read from a copy.
-// The layout changes of one image: y[HW, C] = x[C, HW] and back, split over `threads`.
-void ChannelsLastFromNchw(const float* x, float* y, int64_t C, int64_t HW, int threads);
-void NchwFromChannelsLast(const float* x, float* y, int64_t C, int64_t HW, int threads);
-// y = ChannelShuffle(x) {group} (ops/shape_ops.cc), both channels-last with HW pixels.
-void ChannelsLastShuffle(const float* x, float* y, int64_t C, int64_t group, int64_t HW);
-void ChannelsLastConcat(const std::vector<const float*>& inputs,
-                        const std::vector<int64_t>& channels, float* y, int64_t HW);
 
 }  // namespace kiln::ops

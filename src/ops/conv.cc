@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/reference/reference_kernels.h"
+#include "kernels/reference/conv_shape_of.h"
 #include "ops/channels_last.h"
 #include "ops/common.h"
 #include "ops/conv3d_dnnl.h"
@@ -22,6 +22,7 @@
 #include "ops/conv_transpose.h"
 #include "ops/conv_winograd.h"
 #include "ops/cpu_isa.h"
+#include "ops/dnnl_available.h"
 #include "ops/gemm_dnnl.h"
 #include "ops/gemm_kernels.h"
 #include "ops/scratch.h"

@@ -12,6 +12,7 @@
 #include "ops/vector_math.h"
 
 #if KILN_WITH_DNNL
+#include "ops/dnnl_available.h"
 #include "ops/dnnl_common.h"
 #endif
 

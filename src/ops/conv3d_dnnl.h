@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "ops/op.h"
+#include "ops/node_state.h"
 #include "ops/post_ops.h"
 
 namespace kiln::ops {

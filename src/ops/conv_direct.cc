@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cstring>
 
-#include "ops/channels_last.h"
 #include "ops/conv_epilogue_avx2.h"
 #include "ops/cpu_isa.h"
+#include "ops/layout_kernels.h"
 #include "ops/thread_pool.h"
 #include "ops/vector_math.h"
 

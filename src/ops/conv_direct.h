@@ -23,7 +23,9 @@
 #include <string>
 #include <vector>
 
-#include "ops/conv_dnnl.h"
+#include "ops/conv_params.h"
+#include "ops/node_state.h"
+#include "ops/post_ops.h"
 #include "ops/scratch.h"
 
 namespace kiln::ops {

@@ -6,14 +6,15 @@
 #include <unordered_map>
 #include <vector>
 
-#include "ops/channels_last.h"
 #include "ops/cpu_isa.h"
 #include "ops/scratch.h"
 #include "ops/thread_pool.h"
 #include "ops/vector_math.h"
 
 #if KILN_WITH_DNNL
+#include "ops/dnnl_available.h"
 #include "ops/dnnl_common.h"
+#include "ops/layout_kernels.h"
 #endif
 
 namespace kiln::ops {

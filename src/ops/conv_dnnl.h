@@ -23,28 +23,11 @@
 #include <memory>
 #include <string>
 
-#include "ops/op.h"
+#include "ops/conv_params.h"
+#include "ops/node_state.h"
 #include "ops/post_ops.h"
 
 namespace kiln::ops {
-
-struct Conv2DParams {
-  int64_t N, C, M, group;
-  int64_t H, W, OH, OW, KH, KW;
-  int64_t sh, sw, ph, pw, peh, pew, dh, dw;  // strides, leading and trailing pads, dilations
-};
-
-// Which of X, Z and Y are channels-last (ops/channels_last.h) instead of NCHW, and, for a
-// channels-last Y that is a slice of a wider tensor (a Concat made in place), the channels per
-// pixel of that tensor (0: Y is dense). Not with Z or Swish.
-struct ConvLayouts {
-  bool x = false, z = false, y = false;
-  int64_t y_channels = 0;
-  bool any() const { return x || z || y; }
-};
-
-// CanRunChannelsLast (ops/channels_last.h) for Conv and FusedConv (ops/conv.cc).
-bool ConvCanRunChannelsLast(const ir::Node& node, const ir::Graph& g, int input);
 
 // y[N, M, OH, OW] = conv(x[N, C, H, W], w[M, C / group, KH, KW]) + b[M] (b may be null), or
 // false (nothing written) when oneDNN is not built in or does not take the shape. `state` (may

@@ -3,8 +3,9 @@
 // activation gives the bits the separate node would.
 #pragma once
 
-#include "ops/conv_dnnl.h"  // PostOps
-#include "ops/cpu_isa.h"    // KILN_X86_DISPATCH
+#include "ops/conv_params.h"
+#include "ops/cpu_isa.h"  // KILN_X86_DISPATCH
+#include "ops/post_ops.h"
 
 #if KILN_X86_DISPATCH
 #include <immintrin.h>

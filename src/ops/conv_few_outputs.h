@@ -11,7 +11,8 @@
 // and the activation; threads split output rows, so the result does not depend on their count.
 #pragma once
 
-#include "ops/conv_dnnl.h"
+#include "ops/conv_params.h"
+#include "ops/post_ops.h"
 
 namespace kiln::ops {
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "ops/cpu_isa.h"
+#include "ops/dnnl_available.h"
 #include "ops/gemm_dnnl.h"
 #include "ops/op.h"
 #include "ops/post_ops.h"

@@ -12,7 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "ops/conv_dnnl.h"
+#include "ops/conv_params.h"
+#include "ops/node_state.h"
+#include "ops/post_ops.h"
 
 namespace kiln::ops {
 

@@ -8,10 +8,11 @@
 
 #include "ops/cpu_isa.h"
 #include "ops/scratch.h"
-#include "ops/shape_ops_util.h"
+#include "ops/strided_copy.h"
 #include "ops/thread_pool.h"
 
 #if KILN_WITH_DNNL
+#include "ops/dnnl_available.h"
 #include "ops/dnnl_common.h"
 #endif
 

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "ops/op.h"
+#include "ops/node_state.h"
 
 namespace kiln::ops {
 

@@ -13,8 +13,10 @@
 #include <memory>
 #include <vector>
 
-#include "ops/conv_dnnl.h"
+#include "ops/conv_params.h"
 #include "ops/gemm_kernels.h"
+#include "ops/node_state.h"
+#include "ops/post_ops.h"
 
 namespace kiln::ops {
 

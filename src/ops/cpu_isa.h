@@ -31,9 +31,6 @@ Isa ResolveIsa(Isa isa);
 enum class KernelSet { kFast, kReference };
 KernelSet ActiveKernels();
 inline bool ReferenceKernels() { return ActiveKernels() == KernelSet::kReference; }
-// True when oneDNN is built in and the thread's kernels may use it (not kReference): the one
-// gate every oneDNN entry checks (defined in ops/conv_dnnl.cc).
-bool DnnlAvailable();
 // Sets the calling thread's kernel set for its own lifetime.
 class ScopedKernelSet {
  public:

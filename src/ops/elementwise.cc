@@ -4,6 +4,7 @@
 
 #include "ops/channels_last.h"
 #include "ops/elementwise_kernels.h"
+#include "ops/layout_kernels.h"
 #include "ops/thread_pool.h"
 #include "ops/vector_math.h"
 

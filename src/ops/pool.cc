@@ -12,6 +12,7 @@
 #include "ops/common.h"
 #include "ops/conv_geometry.h"
 #include "ops/cpu_isa.h"
+#include "ops/layout_kernels.h"
 #include "ops/pool_kernels.h"
 #include "ops/shape_ops_util.h"
 #include "ops/thread_pool.h"

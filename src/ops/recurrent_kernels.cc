@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "ops/cpu_isa.h"
+#include "ops/dnnl_available.h"
 #include "ops/gemm_dnnl.h"
 #include "ops/gemm_kernels.h"
 #include "ops/simd.h"

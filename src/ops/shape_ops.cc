@@ -7,6 +7,7 @@
 
 #include "ops/channels_last.h"
 #include "ops/common.h"
+#include "ops/layout_kernels.h"
 #include "ops/shape_ops_util.h"
 
 namespace kiln::ops {

@@ -2,12 +2,13 @@
 // split over threads; a transpose inside it goes by tiles, 8 x 8 floats in AVX2 registers or
 // 16 x 16 bytes in SSE2 ones, and one of few channels between planes and pixels by AVX-512
 // permutes. The executor's layout changes (ops/channels_last.h) are such transposes too.
+#include "ops/strided_copy.h"
+
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
 #include "ops/cpu_isa.h"
-#include "ops/shape_ops_util.h"
 #include "ops/thread_pool.h"
 
 #if KILN_X86_DISPATCH

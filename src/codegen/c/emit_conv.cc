@@ -14,7 +14,7 @@
 #include "codegen/c/emit_axes.h"
 #include "codegen/c/emit_util.h"
 #include "codegen/c/node_emitter.h"
-#include "kernels/reference/reference_kernels.h"
+#include "kernels/reference/conv_shape_of.h"
 #include "ops/conv_geometry.h"
 #include "ops/quantize.h"
 #include "ops/unary_ops.h"
