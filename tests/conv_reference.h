@@ -7,7 +7,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "ops/conv_dnnl.h"
+#include "kernels/x86/conv_params.h"
+#include "kernels/x86/post_ops.h"
 
 namespace kiln::testing {
 

@@ -1,7 +1,7 @@
-// The oneDNN convolution and Gemm paths (ops/conv_dnnl.h, ops/gemm_dnnl.h) against direct loops
-// in double: groups, strides, asymmetric pads, dilations, odd channel counts and sizes; the same
-// bits on every run at a thread count, every layout mix and split into parts; the kept state
-// reused, rebuilt on a new shape, and weights re-read when they are not constant.
+// The oneDNN convolution and Gemm paths (kernels/dnnl/conv_dnnl.h, kernels/dnnl/gemm_dnnl.h)
+// against direct loops in double: groups, strides, asymmetric pads, dilations, odd channel counts
+// and sizes; the same bits on every run at a thread count, every layout mix and split into parts;
+// the kept state reused, rebuilt on a new shape, and weights re-read when they are not constant.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,10 +13,10 @@
 #include <vector>
 
 #include "conv_reference.h"
-#include "ops/conv_dnnl.h"
-#include "ops/cpu_isa.h"
-#include "ops/dnnl_available.h"
-#include "ops/gemm_dnnl.h"
+#include "kernels/dnnl/conv_dnnl.h"
+#include "kernels/dnnl/dnnl_available.h"
+#include "kernels/dnnl/gemm_dnnl.h"
+#include "kernels/x86/cpu_isa.h"
 #include "random_vectors.h"
 
 namespace kiln::ops {

@@ -22,21 +22,21 @@
 #include <vector>
 
 #include "conv_reference.h"
+#include "kernels/x86/conv_depthwise.h"
+#include "kernels/x86/conv_direct.h"
+#include "kernels/x86/conv_few_outputs.h"
+#include "kernels/x86/conv_gemm.h"
+#include "kernels/x86/conv_grouped.h"
+#include "kernels/x86/conv_transpose.h"
+#include "kernels/x86/conv_winograd.h"
+#include "kernels/x86/gemm_kernels.h"
+#include "kernels/x86/layout_kernels.h"
+#include "kernels/x86/pool_kernels.h"
+#include "kernels/x86/thread_pool.h"
 #include "ops/channels_last.h"
-#include "ops/conv_depthwise.h"
-#include "ops/conv_direct.h"
-#include "ops/conv_few_outputs.h"
-#include "ops/conv_gemm.h"
-#include "ops/conv_grouped.h"
-#include "ops/conv_transpose.h"
-#include "ops/conv_winograd.h"
 #include "ops/elementwise_kernels.h"
-#include "ops/gemm_kernels.h"
-#include "ops/layout_kernels.h"
 #include "ops/matmul_gemm.h"
-#include "ops/pool_kernels.h"
 #include "ops/shape_ops_util.h"
-#include "ops/thread_pool.h"
 #include "random_vectors.h"
 
 namespace kiln::ops {
@@ -248,10 +248,10 @@ void ExpectConvOutput(const std::vector<float>& y, const std::vector<double>& wa
       }
 }
 
-// Winograd F(2x2, 3x3) (ops/conv_winograd.h) against a direct loop in double: pads on either
-// side or none, odd sizes and channel counts (vector tails), several tile blocks, bias, residual
-// (also in Y's own bytes), every activation, a Concat slice as Y, 1 to 3 threads (the same bits),
-// and weights re-read when they are not constant.
+// Winograd F(2x2, 3x3) (kernels/x86/conv_winograd.h) against a direct loop in double: pads on
+// either side or none, odd sizes and channel counts (vector tails), several tile blocks, bias,
+// residual (also in Y's own bytes), every activation, a Concat slice as Y, 1 to 3 threads (the same
+// bits), and weights re-read when they are not constant.
 TEST(Winograd, AgainstDirectConvolution) {
   std::mt19937 rng(6);
   struct Shape {
@@ -327,10 +327,11 @@ TEST(Winograd, AgainstDirectConvolution) {
   }
 }
 
-// Grouped 1x1 convolutions (ops/conv_grouped.h) against a loop in double: group widths with and
-// without 8-channel tails (6, 28, 34, 32), X, Y and Z in either layout, Z also in Y's own bytes,
-// a Concat slice as Y, bias, every activation, two images, 1 and 2 threads, and weights re-read
-// when they are not constant. With X channels-last on an AVX2 CPU the direct kernel must run.
+// Grouped 1x1 convolutions (kernels/x86/conv_grouped.h) against a loop in double: group widths with
+// and without 8-channel tails (6, 28, 34, 32), X, Y and Z in either layout, Z also in Y's own
+// bytes, a Concat slice as Y, bias, every activation, two images, 1 and 2 threads, and weights
+// re-read when they are not constant. With X channels-last on an AVX2 CPU the direct kernel must
+// run.
 TEST(GroupedPointwise, AgainstDirectConvolution) {
   std::mt19937 rng(8);
   struct Shape {
@@ -402,12 +403,12 @@ TEST(GroupedPointwise, AgainstDirectConvolution) {
   }
 }
 
-// The direct convolution (ops/conv_direct.h) against a loop in double: a first layer (a padded
-// copy read a kernel row at a time), dilations (the copy, tap by tap), channel chunks, groups, 1x1
-// and rectangular kernels, strides with asymmetric pads, output channels in 1, 2 and 3-panel blocks
-// with 8-channel tails, several pixel blocks and images; X NCHW or channels-last, Y channels-last
-// (dense or a Concat slice) or NCHW, Z channels-last (also in Y's own bytes), bias, every
-// activation; 1 to 3 threads give the same bits; weights re-read when they are not constant.
+// The direct convolution (kernels/x86/conv_direct.h) against a loop in double: a first layer (a
+// padded copy read a kernel row at a time), dilations (the copy, tap by tap), channel chunks,
+// groups, 1x1 and rectangular kernels, strides with asymmetric pads, output channels in 1, 2 and
+// 3-panel blocks with 8-channel tails, several pixel blocks and images; X NCHW or channels-last, Y
+// channels-last (dense or a Concat slice) or NCHW, Z channels-last (also in Y's own bytes), bias,
+// every activation; 1 to 3 threads give the same bits; weights re-read when they are not constant.
 TEST(DirectConv, AgainstReferenceLayoutsChunksAndThreads) {
   if (!IsaSupported(Isa::kAvx2)) GTEST_SKIP() << "the direct convolution needs AVX2";
   std::mt19937 rng(9);
@@ -488,8 +489,8 @@ TEST(DirectConv, AgainstReferenceLayoutsChunksAndThreads) {
   }
 }
 
-// The few-output-channel kernel (ops/conv_few_outputs.h) against a direct loop in double: 1 to 7
-// output channels (tiles of 3, 2 and 1), rows shorter and longer than a tile (vector tails),
+// The few-output-channel kernel (kernels/x86/conv_few_outputs.h) against a direct loop in double: 1
+// to 7 output channels (tiles of 3, 2 and 1), rows shorter and longer than a tile (vector tails),
 // asymmetric pads, row strides and dilations, X NCHW or channels-last, bias, a residual, every
 // activation; 1 to 3 threads give the same bits.
 TEST(FewOutputsConv, AgainstReferenceLayoutsAndThreads) {

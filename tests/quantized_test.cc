@@ -1,7 +1,7 @@
 // The int8 paths against integer references written here: the element kernels of
-// ops/quantize_kernels.h (rounding ties, NaN, infinities, saturation and wrapping), the integer
-// matmul / conv ops on the int8 GEMM (ops/quantize_gemm.h; on a CPU without VNNI they take the
-// general loop, which must agree too) over types, zero points, groups, strides, dilations, pads
+// kernels/x86/quantize_kernels.h (rounding ties, NaN, infinities, saturation and wrapping), the
+// integer matmul / conv ops on the int8 GEMM (ops/quantize_gemm.h; on a CPU without VNNI they take
+// the general loop, which must agree too) over types, zero points, groups, strides, dilations, pads
 // and threads, and the fuse-qdq pass against the float graph it replaces.
 #include <gtest/gtest.h>
 
@@ -16,9 +16,9 @@
 #include "executor_harness.h"
 #include "frontend/onnx_import.h"
 #include "kernels/reference/reference_kernels.h"
-#include "ops/cpu_isa.h"
+#include "kernels/x86/cpu_isa.h"
+#include "kernels/x86/quantize_kernels.h"
 #include "ops/qconv_direct.h"
-#include "ops/quantize_kernels.h"
 #include "passes/fuse_qdq.h"
 #include "passes/infer_shapes.h"
 #include "runtime/executor.h"

@@ -12,7 +12,7 @@
 
 #include "executor_harness.h"
 #include "formula_ops_model.h"
-#include "ops/cpu_isa.h"
+#include "kernels/x86/cpu_isa.h"
 #include "test_models.h"
 
 namespace kiln {

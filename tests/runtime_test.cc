@@ -7,9 +7,9 @@
 #include <random>
 
 #include "frontend/onnx_import.h"
-#include "ops/conv_dnnl.h"
-#include "ops/cpu_isa.h"
-#include "ops/dnnl_available.h"
+#include "kernels/dnnl/conv_dnnl.h"
+#include "kernels/dnnl/dnnl_available.h"
+#include "kernels/x86/cpu_isa.h"
 #include "runtime/batch_tiling.h"
 #include "runtime/executor.h"
 #include "test_models.h"

@@ -1,12 +1,12 @@
-// The float32 vector math (ops/vector_math.h) against libm in double, on every ISA path this CPU
-// runs (forced through the functions' Isa argument): a sweep over the float bit patterns (every
-// sign and exponent, denormals included), dense sweeps over each function's busy range, and the
-// special values (+-0, +-inf, NaN, denormals, overflow / underflow edges, large |x| for sin / cos).
-// Errors are in ulps of the correctly rounded float result, with a small absolute allowance where
-// the function cancels (gelu's left tail, sin / cos near their zeros). Also: tails (every n up to
-// three vectors), in place (y == x), the cheap maps and binary ops bit-exact against scalar code,
-// and the softmax reductions.
-#include "ops/vector_math.h"
+// The float32 vector math (kernels/x86/vector_math.h) against libm in double, on every ISA path
+// this CPU runs (forced through the functions' Isa argument): a sweep over the float bit patterns
+// (every sign and exponent, denormals included), dense sweeps over each function's busy range, and
+// the special values (+-0, +-inf, NaN, denormals, overflow / underflow edges, large |x| for sin /
+// cos). Errors are in ulps of the correctly rounded float result, with a small absolute allowance
+// where the function cancels (gelu's left tail, sin / cos near their zeros). Also: tails (every n
+// up to three vectors), in place (y == x), the cheap maps and binary ops bit-exact against scalar
+// code, and the softmax reductions.
+#include "kernels/x86/vector_math.h"
 
 #include <gtest/gtest.h>
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "ir/graph.h"
-#include "ops/thread_pool.h"
+#include "kernels/x86/thread_pool.h"
 #include "passes/infer_shapes.h"
 #include "passes/pipeline.h"
 #include "planner/plan_graph.h"

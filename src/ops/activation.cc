@@ -2,11 +2,11 @@
 #include <algorithm>
 #include <cmath>
 
-#include "ops/cpu_isa.h"
+#include "kernels/x86/cpu_isa.h"
+#include "kernels/x86/thread_pool.h"
+#include "kernels/x86/vector_math.h"
 #include "ops/elementwise_kernels.h"
-#include "ops/thread_pool.h"
 #include "ops/unary_ops.h"
-#include "ops/vector_math.h"
 
 namespace kiln::ops {
 namespace {

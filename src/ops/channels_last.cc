@@ -6,10 +6,10 @@
 #include <string>
 #include <vector>
 
-#include "ops/conv_dnnl.h"
+#include "kernels/dnnl/conv_dnnl.h"
+#include "kernels/dnnl/dnnl_available.h"
+#include "kernels/x86/cpu_isa.h"
 #include "ops/conv_geometry.h"
-#include "ops/cpu_isa.h"
-#include "ops/dnnl_available.h"
 #include "ops/op.h"
 #include "ops/op_traits.h"
 #include "ops/resize_plan.h"

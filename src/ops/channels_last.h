@@ -20,12 +20,12 @@ inline constexpr int kChannelsLastOutput = -1;
 // True when `node` (inferred shapes) can read its input `input` (or write its output 0, input
 // kChannelsLastOutput) channels-last: a float32 2-D Conv or FusedConv (input 0 = X or 3 = Z)
 // that oneDNN runs; a channel Concat with N = 1 (ChannelsLastConcat); a 2-D MaxPool /
-// AveragePool (ops/pool_kernels.h's ChannelsLastPool2D); a channel-scale Mul and the input of a
-// GlobalAveragePool (ChannelsLastScale / ChannelsLastGlobalAverage); a com.kiln ChannelShuffle;
-// a nearest Resize (ops/resize_plan.h); an inference BatchNormalization (a per-channel affine
-// map); element-wise ops whose data inputs all have the output's dims, or for binary and
-// variadic ones a single element (Relu, Clip, Sigmoid, ...; Add, Sum, Mul, ...), which do not
-// care about the layout. Only on AVX-512 and AVX2 CPUs (where the layout's kernels were
+// AveragePool (kernels/x86/pool_kernels.h's ChannelsLastPool2D); a channel-scale Mul and the input
+// of a GlobalAveragePool (ChannelsLastScale / ChannelsLastGlobalAverage); a com.kiln
+// ChannelShuffle; a nearest Resize (ops/resize_plan.h); an inference BatchNormalization (a
+// per-channel affine map); element-wise ops whose data inputs all have the output's dims, or for
+// binary and variadic ones a single element (Relu, Clip, Sigmoid, ...; Add, Sum, Mul, ...), which
+// do not care about the layout. Only on AVX-512 and AVX2 CPUs (where the layout's kernels were
 // measured).
 bool CanRunChannelsLast(const ir::Node& node, const ir::Graph& g, int input);
 

@@ -8,28 +8,28 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/dnnl/conv3d_dnnl.h"
+#include "kernels/dnnl/conv_dnnl.h"
+#include "kernels/dnnl/dnnl_available.h"
+#include "kernels/dnnl/gemm_dnnl.h"
 #include "kernels/reference/conv_shape_of.h"
+#include "kernels/x86/conv_depthwise.h"
+#include "kernels/x86/conv_direct.h"
+#include "kernels/x86/conv_few_outputs.h"
+#include "kernels/x86/conv_gemm.h"
+#include "kernels/x86/conv_grouped.h"
+#include "kernels/x86/conv_transpose.h"
+#include "kernels/x86/conv_winograd.h"
+#include "kernels/x86/cpu_isa.h"
+#include "kernels/x86/gemm_kernels.h"
+#include "kernels/x86/scratch.h"
+#include "kernels/x86/thread_pool.h"
+#include "kernels/x86/vector_math.h"
 #include "ops/channels_last.h"
 #include "ops/common.h"
-#include "ops/conv3d_dnnl.h"
-#include "ops/conv_depthwise.h"
-#include "ops/conv_direct.h"
-#include "ops/conv_dnnl.h"
-#include "ops/conv_few_outputs.h"
-#include "ops/conv_gemm.h"
 #include "ops/conv_geometry.h"
-#include "ops/conv_grouped.h"
-#include "ops/conv_transpose.h"
-#include "ops/conv_winograd.h"
-#include "ops/cpu_isa.h"
-#include "ops/dnnl_available.h"
-#include "ops/gemm_dnnl.h"
-#include "ops/gemm_kernels.h"
-#include "ops/scratch.h"
 #include "ops/shape_ops_util.h"
-#include "ops/thread_pool.h"
 #include "ops/unary_ops.h"
-#include "ops/vector_math.h"
 
 namespace kiln::ops {
 namespace {
@@ -648,8 +648,8 @@ bool PointwiseByGemm(ComputeContext& ctx, const Conv2DParams& p, ConvLayouts l, 
   return true;
 }
 
-// A 1-D or 2-D float Conv through oneDNN (ops/conv_dnnl.h) where it is built in, except the
-// depthwise ones (kiln's register-tap kernel, without the layout round trip, is faster there);
+// A 1-D or 2-D float Conv through oneDNN (kernels/dnnl/conv_dnnl.h) where it is built in, except
+// the depthwise ones (kiln's register-tap kernel, without the layout round trip, is faster there);
 // pointwise ones through its matmul (PointwiseByGemm) or, where that refuses, its convolution
 // (on large NCHW maps our GEMM).
 // With a channels-last input or output (ops/channels_last.h) it must, and does every shape.
@@ -701,7 +701,7 @@ bool TryDnnlConv(ComputeContext& ctx, const ConvShape& s, const PostOps& post = 
   return run();
 }
 
-// A float 3-D Conv through oneDNN (ops/conv3d_dnnl.h); false (nothing written) elsewhere.
+// A float 3-D Conv through oneDNN (kernels/dnnl/conv3d_dnnl.h); false (nothing written) elsewhere.
 bool TryDnnlConv3D(ComputeContext& ctx, const ConvShape& s, const PostOps& post = {}) {
   if (ctx.input(0).dims().size() != 5) return false;
   const Geom3 g(s.geom);

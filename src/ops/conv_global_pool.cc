@@ -13,14 +13,14 @@
 #include <memory>
 #include <vector>
 
-#include "ops/cpu_isa.h"
-#include "ops/dnnl_available.h"
-#include "ops/gemm_dnnl.h"
+#include "kernels/dnnl/dnnl_available.h"
+#include "kernels/dnnl/gemm_dnnl.h"
+#include "kernels/x86/cpu_isa.h"
+#include "kernels/x86/post_ops.h"
+#include "kernels/x86/scratch.h"
+#include "kernels/x86/thread_pool.h"
 #include "ops/op.h"
-#include "ops/post_ops.h"
-#include "ops/scratch.h"
 #include "ops/shape_ops_util.h"
-#include "ops/thread_pool.h"
 
 namespace kiln::ops {
 namespace {

@@ -2,11 +2,11 @@
 // Variadic ops, Where, Clip and Cast live in elementwise_variadic.cc.
 #include <cmath>
 
+#include "kernels/x86/layout_kernels.h"
+#include "kernels/x86/thread_pool.h"
+#include "kernels/x86/vector_math.h"
 #include "ops/channels_last.h"
 #include "ops/elementwise_kernels.h"
-#include "ops/layout_kernels.h"
-#include "ops/thread_pool.h"
-#include "ops/vector_math.h"
 
 namespace kiln::ops {
 namespace {

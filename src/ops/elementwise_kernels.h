@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/x86/thread_pool.h"
 #include "ops/common.h"
-#include "ops/thread_pool.h"
 
 namespace kiln::ops {
 
@@ -131,7 +131,7 @@ inline void BinaryScalar(Acc<TS> s, const TB* __restrict b, R* __restrict o, int
 
 // The contiguous row loops BinaryLoop runs: same(a, b, o, n), scalar_a(s, b, o, n) for
 // o = f(s, b[i]) and scalar_b(s, a, o, n) for o = f(a[i], s). The default ones are the scalar loops
-// above; ops with vector kernels (ops/vector_math.h) pass their own.
+// above; ops with vector kernels (kernels/x86/vector_math.h) pass their own.
 template <class TA, class TB, class R, class F>
 struct ScalarRows {
   F& f;

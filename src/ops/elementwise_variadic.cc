@@ -7,9 +7,9 @@
 
 #include "ir/small_float.h"
 #include "ir/subbyte.h"
+#include "kernels/x86/thread_pool.h"
+#include "kernels/x86/vector_math.h"
 #include "ops/elementwise_kernels.h"
-#include "ops/thread_pool.h"
-#include "ops/vector_math.h"
 
 namespace kiln::ops {
 namespace {

@@ -5,9 +5,9 @@
 #include <atomic>
 #include <numeric>
 
+#include "kernels/x86/thread_pool.h"
 #include "ops/common.h"
 #include "ops/shape_ops_util.h"
-#include "ops/thread_pool.h"
 
 namespace kiln::ops {
 namespace {

@@ -2,12 +2,12 @@
 // matmul_attention.cc; the GEMM kernels in matmul_gemm.cc.
 #include <string>
 
+#include "kernels/dnnl/gemm_dnnl.h"
+#include "kernels/x86/gemm_kernels.h"
+#include "kernels/x86/thread_pool.h"
 #include "ops/common.h"
 #include "ops/einsum_plan.h"
-#include "ops/gemm_dnnl.h"
-#include "ops/gemm_kernels.h"
 #include "ops/matmul_gemm.h"
-#include "ops/thread_pool.h"
 
 namespace kiln::ops {
 
@@ -68,7 +68,8 @@ Status MatMulCompute(ComputeContext& ctx) {
   std::array<Dims, 2> strides = {BroadcastStrides(s.a_batch, s.out_batch),
                                  BroadcastStrides(s.b_batch, s.out_batch)};
   // Constant float weights shared by every row (a linear layer on [.., M, K] activations, as
-  // transformers write them): oneDNN's matmul with B packed once (ops/gemm_dnnl.h), as Gemm.
+  // transformers write them): oneDNN's matmul with B packed once (kernels/dnnl/gemm_dnnl.h), as
+  // Gemm.
   const int64_t rows = NumElements(s.out_batch) * M;
   if (a.dtype() == DType::kFloat32 && NumElements(s.b_batch) == 1 && ctx.input_constant(1) &&
       rows > 1 &&

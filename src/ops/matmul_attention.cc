@@ -3,12 +3,12 @@
 #include <limits>
 #include <string>
 
+#include "kernels/x86/cpu_isa.h"
+#include "kernels/x86/thread_pool.h"
+#include "kernels/x86/vector_math.h"
 #include "ops/attention_shape.h"
 #include "ops/common.h"
-#include "ops/cpu_isa.h"
 #include "ops/matmul_gemm.h"
-#include "ops/thread_pool.h"
-#include "ops/vector_math.h"
 
 namespace kiln::ops {
 namespace {

@@ -16,8 +16,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "ops/gemm_kernels.h"
-#include "ops/thread_pool.h"
+#include "kernels/x86/gemm_kernels.h"
+#include "kernels/x86/thread_pool.h"
 
 #if KILN_X86_DISPATCH
 #include <immintrin.h>

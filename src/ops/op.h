@@ -17,7 +17,7 @@
 
 #include "ir/graph.h"
 #include "ir/tensor.h"
-#include "ops/node_state.h"
+#include "kernels/x86/node_state.h"
 #include "support/status.h"
 
 namespace kiln::ops {

@@ -8,15 +8,15 @@
 #include <string>
 #include <vector>
 
+#include "kernels/x86/cpu_isa.h"
+#include "kernels/x86/layout_kernels.h"
+#include "kernels/x86/pool_kernels.h"
+#include "kernels/x86/thread_pool.h"
+#include "kernels/x86/vector_math.h"
 #include "ops/channels_last.h"
 #include "ops/common.h"
 #include "ops/conv_geometry.h"
-#include "ops/cpu_isa.h"
-#include "ops/layout_kernels.h"
-#include "ops/pool_kernels.h"
 #include "ops/shape_ops_util.h"
-#include "ops/thread_pool.h"
-#include "ops/vector_math.h"
 
 namespace kiln::ops {
 namespace {
@@ -426,7 +426,7 @@ Status GlobalPoolCompute(ComputeContext& ctx, PoolKind kind) {
     const T* x = X.data<T>();
     T* y = ctx.output(0).data<T>();
     if constexpr (std::is_same_v<T, float>) {
-      if (kind == PoolKind::kAvg && n > 0) {  // lane-wise partial sums (ops/vector_math.h)
+      if (kind == PoolKind::kAvg && n > 0) {  // lane-wise partial sums (kernels/x86/vector_math.h)
         for (int64_t pl = 0; pl < planes; ++pl, x += n)
           y[pl] = SumF32(x, n) / static_cast<float>(n);
         return;

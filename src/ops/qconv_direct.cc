@@ -6,11 +6,11 @@
 #include <vector>
 
 #include "kernels/reference/reference_kernels.h"
-#include "ops/cpu_isa.h"
-#include "ops/scratch.h"
+#include "kernels/x86/cpu_isa.h"
+#include "kernels/x86/scratch.h"
+#include "kernels/x86/simd.h"
+#include "kernels/x86/thread_pool.h"
 #include "ops/shape_ops_util.h"
-#include "ops/simd.h"
-#include "ops/thread_pool.h"
 
 #if KILN_X86_DISPATCH
 #include <immintrin.h>

@@ -9,14 +9,14 @@
 //    (vpdpbusd), x's zero point folded into the bias; where the CPU has AVX2 but no VNNI, x less
 //    its zero point as pairs of int16 (vpmaddwd).
 // Either may requantize as it goes (QConvOutput). Loops compiled for the best ISA
-// (ops/cpu_isa.h); not under the reference kernel set.
+// (kernels/x86/cpu_isa.h); not under the reference kernel set.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 
+#include "kernels/x86/cpu_isa.h"
 #include "ops/common.h"
-#include "ops/cpu_isa.h"
 #include "ops/quantize_gemm.h"
 
 namespace kiln::ops {

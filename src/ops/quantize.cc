@@ -12,9 +12,9 @@
 
 #include "ir/small_float.h"
 #include "ir/subbyte.h"
+#include "kernels/x86/quantize_kernels.h"
+#include "kernels/x86/thread_pool.h"
 #include "ops/common.h"
-#include "ops/quantize_kernels.h"
-#include "ops/thread_pool.h"
 
 namespace kiln::ops {
 
@@ -219,7 +219,7 @@ void ForEachScaleRun(const QuantLayout& l, int64_t size, int threads, F&& fn) {
 }
 
 // float32 x and scale, default precision, an 8- or 16-bit y, one scale per tensor or per axis:
-// the vectorized kernel (ops/quantize_kernels.h). False: not this case.
+// the vectorized kernel (kernels/x86/quantize_kernels.h). False: not this case.
 bool QuantizeFast(ComputeContext& ctx, const QuantLayout& l, int64_t precision) {
   const Tensor& x = ctx.input(0);
   const Tensor& s = ctx.input(1);

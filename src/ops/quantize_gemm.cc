@@ -7,16 +7,16 @@
 #include <string>
 #include <vector>
 
+#include "kernels/dnnl/conv_int8_dnnl.h"
+#include "kernels/dnnl/gemm_dnnl.h"
 #include "kernels/reference/reference_kernels.h"
-#include "ops/conv_int8_dnnl.h"
-#include "ops/gemm_dnnl.h"
-#include "ops/gemm_kernels.h"
+#include "kernels/x86/gemm_kernels.h"
+#include "kernels/x86/quantize_kernels.h"
+#include "kernels/x86/scratch.h"
+#include "kernels/x86/thread_pool.h"
 #include "ops/qconv_direct.h"
 #include "ops/quantize.h"
-#include "ops/quantize_kernels.h"
-#include "ops/scratch.h"
 #include "ops/shape_ops_util.h"
-#include "ops/thread_pool.h"
 
 namespace kiln::ops {
 namespace {

@@ -1,8 +1,8 @@
 // The integer matmul / conv ops (ops/quantize_integer.cc) on oneDNN's int8 GEMM: exact int32
-// sums of 8-bit products (ops/gemm_dnnl.h: only on CPUs with VNNI or AMX), with the zero points
-// applied after the product as row and column terms (ops/quantize_kernels.h) rather than
-// subtracted from every element before it. uint8 weights become int8 less 128 (their zero point
-// too), laid out once per node for constant weights.
+// sums of 8-bit products (kernels/dnnl/gemm_dnnl.h: only on CPUs with VNNI or AMX), with the zero
+// points applied after the product as row and column terms (kernels/x86/quantize_kernels.h) rather
+// than subtracted from every element before it. uint8 weights become int8 less 128 (their zero
+// point too), laid out once per node for constant weights.
 #pragma once
 
 #include <cstdint>

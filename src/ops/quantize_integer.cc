@@ -6,13 +6,13 @@
 #include <string>
 
 #include "kernels/reference/reference_kernels.h"
+#include "kernels/x86/quantize_kernels.h"
+#include "kernels/x86/scratch.h"
+#include "kernels/x86/thread_pool.h"
 #include "ops/common.h"
 #include "ops/qconv_direct.h"
 #include "ops/quantize.h"
 #include "ops/quantize_gemm.h"
-#include "ops/quantize_kernels.h"
-#include "ops/scratch.h"
-#include "ops/thread_pool.h"
 
 namespace kiln::ops {
 namespace {

@@ -6,13 +6,13 @@
 #include <utility>
 #include <vector>
 
-#include "ops/cpu_isa.h"
-#include "ops/dnnl_available.h"
-#include "ops/gemm_dnnl.h"
-#include "ops/gemm_kernels.h"
-#include "ops/simd.h"
-#include "ops/thread_pool.h"
-#include "ops/vector_math.h"
+#include "kernels/dnnl/dnnl_available.h"
+#include "kernels/dnnl/gemm_dnnl.h"
+#include "kernels/x86/cpu_isa.h"
+#include "kernels/x86/gemm_kernels.h"
+#include "kernels/x86/simd.h"
+#include "kernels/x86/thread_pool.h"
+#include "kernels/x86/vector_math.h"
 
 namespace kiln::ops {
 namespace {

@@ -20,7 +20,7 @@
 #include <memory>
 #include <vector>
 
-#include "ops/gemm_kernels.h"
+#include "kernels/x86/gemm_kernels.h"
 #include "ops/op.h"
 #include "ops/recurrent_plan.h"
 

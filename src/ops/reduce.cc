@@ -7,11 +7,11 @@
 #include <set>
 #include <string>
 
+#include "kernels/x86/cpu_isa.h"
+#include "kernels/x86/simd.h"
+#include "kernels/x86/thread_pool.h"
+#include "kernels/x86/vector_math.h"
 #include "ops/common.h"
-#include "ops/cpu_isa.h"
-#include "ops/simd.h"
-#include "ops/thread_pool.h"
-#include "ops/vector_math.h"
 
 namespace kiln::ops {
 

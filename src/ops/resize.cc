@@ -1,18 +1,18 @@
 // Resize (opsets 10-19) and the deprecated Upsample. The interpolation is separable: for every
 // resized axis and output position we compute (input index, weight) taps once, following the
 // ONNX reference's coordinate transforms and coefficient functions, then apply the axes one at
-// a time (last axis first, as the reference recursion does): float32 in ops/resize_kernels.h, the
-// other types here in double precision. Taps that pick one element each are a gather.
-// GridSample and AffineGrid live in resize_grid.cc.
+// a time (last axis first, as the reference recursion does): float32 in
+// kernels/x86/resize_kernels.h, the other types here in double precision. Taps that pick one
+// element each are a gather. GridSample and AffineGrid live in resize_grid.cc.
 #include <algorithm>
 #include <cstring>
 #include <limits>
 #include <string>
 
+#include "kernels/x86/resize_kernels.h"
+#include "kernels/x86/thread_pool.h"
 #include "ops/common.h"
-#include "ops/resize_kernels.h"
 #include "ops/resize_plan.h"
-#include "ops/thread_pool.h"
 
 namespace kiln::ops {
 void RegisterGridOps(OpRegistry& r);  // resize_grid.cc

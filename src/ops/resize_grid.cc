@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/x86/thread_pool.h"
 #include "ops/common.h"
-#include "ops/thread_pool.h"
 
 namespace kiln::ops {
 namespace {

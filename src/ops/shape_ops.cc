@@ -5,9 +5,9 @@
 #include <cmath>
 #include <limits>
 
+#include "kernels/x86/layout_kernels.h"
 #include "ops/channels_last.h"
 #include "ops/common.h"
-#include "ops/layout_kernels.h"
 #include "ops/shape_ops_util.h"
 
 namespace kiln::ops {

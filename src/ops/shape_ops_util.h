@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/x86/strided_copy.h"
 #include "ops/common.h"
-#include "ops/strided_copy.h"
 
 namespace kiln::ops::moves {
 

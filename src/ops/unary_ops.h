@@ -17,9 +17,9 @@
 #include <string>
 
 #include "ir/graph.h"
+#include "kernels/x86/vector_math.h"
 #include "ops/formula.h"
 #include "ops/op_traits.h"
-#include "ops/vector_math.h"
 
 namespace kiln::ops::unary {
 
@@ -245,7 +245,7 @@ struct Reciprocal {
   struct Name##Op {                     \
     KILN_MATH_OP_BODY(Name, fn, traits) \
   };
-// With a float32 vector kernel fn(x, y, n) (ops/vector_math.h).
+// With a float32 vector kernel fn(x, y, n) (kernels/x86/vector_math.h).
 #define KILN_MATH_OP_F32(Name, fn, traits, kernel)                               \
   struct Name##Op {                                                              \
     KILN_MATH_OP_BODY(Name, fn, traits)                                          \

@@ -329,7 +329,7 @@ struct Executor::Impl : public ops::SubgraphRunner {
     }
     if (noop) return OkStatus();
     cctx.subgraphs_ = this;
-    // The reference kernels run on one thread (ops/cpu_isa.h).
+    // The reference kernels run on one thread (kernels/x86/cpu_isa.h).
     const bool reference = self->options_.kernels == ops::KernelSet::kReference;
     cctx.threads_ = reference ? 1 : self->options_.threads;
     cctx.scratch_budget_ = self->scratch_budget_;

@@ -12,7 +12,7 @@
 
 #include "compiler/compile.h"
 #include "ir/graph.h"
-#include "ops/cpu_isa.h"
+#include "kernels/x86/cpu_isa.h"
 #include "passes/infer_shapes.h"
 #include "planner/memory_planner.h"
 #include "support/status.h"
@@ -41,7 +41,7 @@ struct ExecutorOptions {
   bool channels_last = true;
   bool profile = false;  // time every node of the main graph (NodeSeconds)
   // kFast: the fastest kernels this CPU runs. kReference: the portable reference kernels, on one
-  // thread and without channels-last layouts (ops/cpu_isa.h); the oracle for the fast ones.
+  // thread and without channels-last layouts (kernels/x86/cpu_isa.h); the oracle for the fast ones.
   ops::KernelSet kernels = ops::KernelSet::kFast;
 };
 

@@ -1,6 +1,6 @@
 // The portable C99 kernels of this folder compiled into kiln itself (host.c). The C backend
 // emits the same files into generated code, and the host runs them under `--kernels reference`
-// (ops/cpu_isa.h), so the generated C and the host's oracle for its fast kernels are one
+// (kernels/x86/cpu_isa.h), so the generated C and the host's oracle for its fast kernels are one
 // implementation.
 #pragma once
 
