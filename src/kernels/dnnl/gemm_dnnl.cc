@@ -222,7 +222,7 @@ bool RunGemm(int64_t M, int64_t N, int64_t K, const GemmTypes& types, const void
   key.alpha = post.alpha;
   key.beta = post.beta;
   key.threads = threads;
-  if (!plan || !(plan->key == key)) {
+  if (!plan || plan->key != key) {
     auto fresh = std::make_unique<DnnlGemmPlan>();
     fresh->key = key;
     plan = fresh.get();
@@ -303,21 +303,22 @@ struct MatMulPart {
   dnnl_common::Scratchpad scratchpad;
 };
 
-struct DnnlMatMulPlan : NodeState {
+// What a batched matmul plan was made for: its shapes, the operands' strides and the threads.
+struct MatMulKey {
   int64_t batch = 0, M = 0, N = 0, K = 0;
   Strides3 as{}, bs{}, ys{};
   int threads = 0;
+  bool operator==(const MatMulKey&) const = default;
+};
+
+struct DnnlMatMulPlan : NodeState {
+  MatMulKey key;
   bool supported = false;
   std::vector<MatMulPart> parts;
   std::string impl;  // oneDNN's implementation, for profiles
   std::string Kernel() const override {
     return "onednn batched matmul " + impl +
            (parts.size() > 1 ? " x" + std::to_string(parts.size()) : "");
-  }
-  bool Fits(int64_t b, int64_t m, int64_t n, int64_t k, const Strides3& sa, const Strides3& sb,
-            const Strides3& sy, int t) const {
-    return batch == b && M == m && N == n && K == k && as == sa && bs == sb && ys == sy &&
-           threads == t;
   }
 };
 
@@ -329,8 +330,8 @@ MatMulPart MakeBatchPart(DnnlMatMulPlan& plan, int64_t b0, int64_t b, int64_t m0
     const int64_t batch_stride = b == 1 ? std::max(rows * st[1], cols * st[2]) : st[0];
     return memory::desc({b, rows, cols}, f32, {batch_stride, st[1], st[2]});
   };
-  const memory::desc a_md = md(m, plan.K, plan.as), w_md = md(plan.K, plan.N, plan.bs),
-                     y_md = md(m, plan.N, plan.ys);
+  const MatMulKey& k = plan.key;
+  const memory::desc a_md = md(m, k.K, k.as), w_md = md(k.K, k.N, k.bs), y_md = md(m, k.N, k.ys);
   dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, w_md, y_md),
                                   dnnl_common::UserScratchpad(), e);
   if (std::string(pd.impl_info_str()).rfind("ref", 0) == 0)
@@ -349,7 +350,7 @@ MatMulPart MakeBatchPart(DnnlMatMulPlan& plan, int64_t b0, int64_t b, int64_t m0
 }
 
 void PlanBatchParts(DnnlMatMulPlan* plan) {
-  const int64_t t = plan->threads, batch = plan->batch, M = plan->M;
+  const int64_t t = plan->key.threads, batch = plan->key.batch, M = plan->key.M;
   if (t <= 1 || batch % t == 0 || batch >= 4 * t || M < 2 * t) {
     const int64_t n = std::max<int64_t>(1, std::min<int64_t>(t, batch));
     for (int64_t c = 0; c < n; ++c) {
@@ -377,16 +378,10 @@ bool DnnlStridedBatchedMatMul(int64_t batch, int64_t M, int64_t N, int64_t K, co
   if (!state) state = &local;
   auto* plan = dynamic_cast<DnnlMatMulPlan*>(state->get());
   dnnl_common::SingleThreaded();
-  if (!plan || !plan->Fits(batch, M, N, K, as, bs, ys, threads)) {
+  const MatMulKey key{batch, M, N, K, as, bs, ys, threads};
+  if (!plan || plan->key != key) {
     auto fresh = std::make_unique<DnnlMatMulPlan>();
-    fresh->batch = batch;
-    fresh->M = M;
-    fresh->N = N;
-    fresh->K = K;
-    fresh->as = as;
-    fresh->bs = bs;
-    fresh->ys = ys;
-    fresh->threads = threads;
+    fresh->key = key;
     plan = fresh.get();
     *state = std::move(fresh);
     try {
