@@ -90,6 +90,158 @@ std::vector<int> LastUses(const ir::Graph& g, const std::vector<int>& order) {
   return last;
 }
 
+namespace {
+
+// The buffers' aliasing as it is decided: which buffer each value has, and how many others
+// alias each buffer.
+struct Aliasing {
+  const ir::Graph& g;
+  BufferSet& set;
+  std::vector<Buffer>& bufs;
+  std::vector<int> aliased_by;
+
+  Aliasing(const ir::Graph& graph, BufferSet& s)
+      : g(graph), set(s), bufs(s.buffers), aliased_by(s.buffers.size(), 0) {}
+  int BufferOf(int v) const { return v >= 0 ? set.buffer_of[v] : -1; }
+  int Root(int b) const {
+    while (bufs[b].alias_of >= 0) b = bufs[b].alias_of;
+    return b;
+  }
+  int GroupLast(int r) const {  // latest use of any buffer in r's group
+    int l = -1;
+    for (size_t i = 0; i < bufs.size(); ++i)
+      if (Root(static_cast<int>(i)) == r) l = std::max(l, bufs[i].last_use);
+    return l;
+  }
+};
+
+// Concat first: its inputs are then produced straight into the output's slices.
+void AliasConcats(Aliasing& al, const std::vector<int>& order, const LifetimeOptions& options) {
+  const ir::Graph& g = al.g;
+  for (size_t p = 0; p < order.size(); ++p) {
+    const ir::Node& n = g.nodes[order[p]];
+    if (n.op_type != "Concat" || n.outputs.empty() || al.BufferOf(n.outputs[0]) < 0) continue;
+    const ConcatPlacement placement =
+        static_cast<size_t>(order[p]) < options.concat_placement.size()
+            ? options.concat_placement[order[p]]
+            : ConcatPlacement::kSlices;
+    if (placement == ConcatPlacement::kCopies) continue;
+    const bool interleaved = placement == ConcatPlacement::kInterleaved;
+    const ir::TypeInfo& ot = g.values[n.outputs[0]].type;
+    int64_t axis = n.attr_int("axis", 1);
+    if (axis < 0) axis += static_cast<int64_t>(ot.dims.size());
+    if (axis < 0 || axis >= static_cast<int64_t>(ot.dims.size()) || Outer(ot.dims, axis) != 1)
+      continue;
+    if (interleaved && (ot.dims.size() != 4 || axis != 1 || ot.dims[2] * ot.dims[3] < 1)) continue;
+    std::set<int> seen;
+    bool ok = !n.inputs.empty();
+    for (int v : n.inputs) {
+      int b = al.BufferOf(v);
+      ok = ok && b >= 0 && seen.insert(v).second && al.bufs[b].alias_of < 0 &&
+           al.aliased_by[b] == 0 && g.values[v].type.dtype == ot.dtype;
+    }
+    if (!ok) continue;
+    int out = al.BufferOf(n.outputs[0]);
+    size_t off = 0;
+    const size_t elem = DTypeSize(ot.dtype);
+    const int64_t pixels = interleaved ? ot.dims[2] * ot.dims[3] : 0;
+    for (int v : n.inputs) {
+      int b = al.BufferOf(v);
+      al.bufs[b].alias_of = out;
+      al.bufs[b].alias_offset = off;
+      ++al.aliased_by[out];
+      if (interleaved) {  // channel offset; the span reaches the input's last pixel
+        const int64_t channels = g.values[v].type.dims[1];
+        al.bufs[b].size = static_cast<size_t>((pixels - 1) * ot.dims[1] + channels) * elem;
+        off += static_cast<size_t>(channels) * elem;
+      } else {
+        off += Bytes(g.values[v].type);
+      }
+    }
+    al.set.is_noop[p] = true;
+  }
+}
+
+// Views and in-place results, in schedule order.
+void AliasViewsAndInPlace(Aliasing& al, const std::vector<int>& order,
+                          const LifetimeOptions& options) {
+  const ir::Graph& g = al.g;
+  for (size_t p = 0; p < order.size(); ++p) {
+    const ir::Node& n = g.nodes[order[p]];
+    if (n.inputs.empty() || n.outputs.empty()) continue;
+    int in = al.BufferOf(n.inputs[0]);
+    if (ops::HasTrait(n.domain, n.op_type, ops::kView) && n.outputs.size() == 1) {
+      int out = al.BufferOf(n.outputs[0]);
+      if (in < 0 || out < 0 || al.bufs[out].alias_of >= 0 || al.aliased_by[out] > 0) continue;
+      al.bufs[out].alias_of = in;
+      al.bufs[out].alias_offset = 0;
+      ++al.aliased_by[in];
+      al.set.is_noop[p] = true;
+      continue;
+    }
+    if (n.op_type == "Split" && in >= 0) {
+      const ir::TypeInfo& it = g.values[n.inputs[0]].type;
+      int64_t axis = n.attr_int("axis", 0);
+      if (axis < 0) axis += static_cast<int64_t>(it.dims.size());
+      if (axis < 0 || axis >= static_cast<int64_t>(it.dims.size()) || Outer(it.dims, axis) != 1)
+        continue;
+      bool ok = true;
+      for (int v : n.outputs) {
+        int b = al.BufferOf(v);
+        ok = ok && b >= 0 && al.bufs[b].alias_of < 0 && al.aliased_by[b] == 0;
+      }
+      if (!ok) continue;
+      size_t off = 0;
+      for (int v : n.outputs) {
+        int b = al.BufferOf(v);
+        al.bufs[b].alias_of = in;
+        al.bufs[b].alias_offset = off;
+        ++al.aliased_by[in];
+        off += Bytes(g.values[v].type);
+      }
+      al.set.is_noop[p] = true;
+      continue;
+    }
+    if (n.op_type == "Slice" && in >= 0 && n.outputs.size() == 1) {
+      int out = al.BufferOf(n.outputs[0]);
+      size_t off = 0;
+      if (out < 0 || al.bufs[out].alias_of >= 0 || al.aliased_by[out] > 0 ||
+          !ContiguousSlice(g, n, &off))
+        continue;
+      al.bufs[out].alias_of = in;
+      al.bufs[out].alias_offset = off;
+      ++al.aliased_by[in];
+      al.set.is_noop[p] = true;
+      continue;
+    }
+    const bool fused_conv = options.fused_conv_in_place && n.op_type == "FusedConv" &&
+                            n.domain == "com.microsoft" && n.inputs.size() > 3;
+    if ((ops::RunsInPlace(n.domain, n.op_type) || fused_conv) && n.outputs.size() == 1) {
+      int out = al.BufferOf(n.outputs[0]);
+      if (out < 0 || al.bufs[out].alias_of >= 0 || al.aliased_by[out] > 0) continue;
+      const ir::TypeInfo& ot = g.values[n.outputs[0]].type;
+      const std::vector<int> candidates = fused_conv ? std::vector<int>{n.inputs[3]} : n.inputs;
+      for (int v : candidates) {
+        int b = al.BufferOf(v);
+        if (b < 0) continue;
+        const ir::TypeInfo& it = g.values[v].type;
+        if (it.dtype != ot.dtype || it.dims != ot.dims) continue;
+        // Every byte of the input's storage must be dead after this node, and the input must
+        // not be read twice by this node (a later operand would see the new values).
+        int uses = 0;
+        for (int u : n.inputs) uses += u == v;
+        if (uses != 1 || al.GroupLast(al.Root(b)) > static_cast<int>(p)) continue;
+        al.bufs[out].alias_of = b;
+        al.bufs[out].alias_offset = 0;
+        ++al.aliased_by[b];
+        break;
+      }
+    }
+  }
+}
+
+}  // namespace
+
 BufferSet BuildBuffers(const ir::Graph& g, const std::vector<int>& order,
                        const LifetimeOptions& options) {
   BufferSet set;
@@ -120,136 +272,9 @@ BufferSet BuildBuffers(const ir::Graph& g, const std::vector<int>& order,
     }
   }
   if (!options.aliasing) return set;
-  auto& bufs = set.buffers;
-  auto buf = [&](int v) { return v >= 0 ? set.buffer_of[v] : -1; };
-  std::vector<int> aliased_by(bufs.size(), 0);  // how many buffers alias each one
-  auto root = [&](int b) {
-    while (bufs[b].alias_of >= 0) b = bufs[b].alias_of;
-    return b;
-  };
-  auto group_last = [&](int r) {  // latest use of any buffer in r's group
-    int l = -1;
-    for (size_t i = 0; i < bufs.size(); ++i)
-      if (root(static_cast<int>(i)) == r) l = std::max(l, bufs[i].last_use);
-    return l;
-  };
-
-  // Concat first: its inputs are then produced straight into the output's slices.
-  for (size_t p = 0; p < order.size(); ++p) {
-    const ir::Node& n = g.nodes[order[p]];
-    if (n.op_type != "Concat" || n.outputs.empty() || buf(n.outputs[0]) < 0) continue;
-    const ConcatPlacement placement =
-        static_cast<size_t>(order[p]) < options.concat_placement.size()
-            ? options.concat_placement[order[p]]
-            : ConcatPlacement::kSlices;
-    if (placement == ConcatPlacement::kCopies) continue;
-    const bool interleaved = placement == ConcatPlacement::kInterleaved;
-    const ir::TypeInfo& ot = g.values[n.outputs[0]].type;
-    int64_t axis = n.attr_int("axis", 1);
-    if (axis < 0) axis += static_cast<int64_t>(ot.dims.size());
-    if (axis < 0 || axis >= static_cast<int64_t>(ot.dims.size()) || Outer(ot.dims, axis) != 1)
-      continue;
-    if (interleaved && (ot.dims.size() != 4 || axis != 1 || ot.dims[2] * ot.dims[3] < 1)) continue;
-    std::set<int> seen;
-    bool ok = !n.inputs.empty();
-    for (int v : n.inputs) {
-      int b = buf(v);
-      ok = ok && b >= 0 && seen.insert(v).second && bufs[b].alias_of < 0 && aliased_by[b] == 0 &&
-           g.values[v].type.dtype == ot.dtype;
-    }
-    if (!ok) continue;
-    int out = buf(n.outputs[0]);
-    size_t off = 0;
-    const size_t elem = DTypeSize(ot.dtype);
-    const int64_t pixels = interleaved ? ot.dims[2] * ot.dims[3] : 0;
-    for (int v : n.inputs) {
-      int b = buf(v);
-      bufs[b].alias_of = out;
-      bufs[b].alias_offset = off;
-      ++aliased_by[out];
-      if (interleaved) {  // channel offset; the span reaches the input's last pixel
-        const int64_t channels = g.values[v].type.dims[1];
-        bufs[b].size = static_cast<size_t>((pixels - 1) * ot.dims[1] + channels) * elem;
-        off += static_cast<size_t>(channels) * elem;
-      } else {
-        off += Bytes(g.values[v].type);
-      }
-    }
-    set.is_noop[p] = true;
-  }
-
-  // Views and in-place results, in schedule order.
-  for (size_t p = 0; p < order.size(); ++p) {
-    const ir::Node& n = g.nodes[order[p]];
-    if (n.inputs.empty() || n.outputs.empty()) continue;
-    int in = buf(n.inputs[0]);
-    if (ops::HasTrait(n.domain, n.op_type, ops::kView) && n.outputs.size() == 1) {
-      int out = buf(n.outputs[0]);
-      if (in < 0 || out < 0 || bufs[out].alias_of >= 0 || aliased_by[out] > 0) continue;
-      bufs[out].alias_of = in;
-      bufs[out].alias_offset = 0;
-      ++aliased_by[in];
-      set.is_noop[p] = true;
-      continue;
-    }
-    if (n.op_type == "Split" && in >= 0) {
-      const ir::TypeInfo& it = g.values[n.inputs[0]].type;
-      int64_t axis = n.attr_int("axis", 0);
-      if (axis < 0) axis += static_cast<int64_t>(it.dims.size());
-      if (axis < 0 || axis >= static_cast<int64_t>(it.dims.size()) || Outer(it.dims, axis) != 1)
-        continue;
-      bool ok = true;
-      for (int v : n.outputs) {
-        int b = buf(v);
-        ok = ok && b >= 0 && bufs[b].alias_of < 0 && aliased_by[b] == 0;
-      }
-      if (!ok) continue;
-      size_t off = 0;
-      for (int v : n.outputs) {
-        int b = buf(v);
-        bufs[b].alias_of = in;
-        bufs[b].alias_offset = off;
-        ++aliased_by[in];
-        off += Bytes(g.values[v].type);
-      }
-      set.is_noop[p] = true;
-      continue;
-    }
-    if (n.op_type == "Slice" && in >= 0 && n.outputs.size() == 1) {
-      int out = buf(n.outputs[0]);
-      size_t off = 0;
-      if (out < 0 || bufs[out].alias_of >= 0 || aliased_by[out] > 0 || !ContiguousSlice(g, n, &off))
-        continue;
-      bufs[out].alias_of = in;
-      bufs[out].alias_offset = off;
-      ++aliased_by[in];
-      set.is_noop[p] = true;
-      continue;
-    }
-    const bool fused_conv = options.fused_conv_in_place && n.op_type == "FusedConv" &&
-                            n.domain == "com.microsoft" && n.inputs.size() > 3;
-    if ((ops::RunsInPlace(n.domain, n.op_type) || fused_conv) && n.outputs.size() == 1) {
-      int out = buf(n.outputs[0]);
-      if (out < 0 || bufs[out].alias_of >= 0 || aliased_by[out] > 0) continue;
-      const ir::TypeInfo& ot = g.values[n.outputs[0]].type;
-      const std::vector<int> candidates = fused_conv ? std::vector<int>{n.inputs[3]} : n.inputs;
-      for (int v : candidates) {
-        int b = buf(v);
-        if (b < 0) continue;
-        const ir::TypeInfo& it = g.values[v].type;
-        if (it.dtype != ot.dtype || it.dims != ot.dims) continue;
-        // Every byte of the input's storage must be dead after this node, and the input must
-        // not be read twice by this node (a later operand would see the new values).
-        int uses = 0;
-        for (int u : n.inputs) uses += u == v;
-        if (uses != 1 || group_last(root(b)) > static_cast<int>(p)) continue;
-        bufs[out].alias_of = b;
-        bufs[out].alias_offset = 0;
-        ++aliased_by[b];
-        break;
-      }
-    }
-  }
+  Aliasing al(g, set);
+  AliasConcats(al, order, options);
+  AliasViewsAndInPlace(al, order, options);
   return set;
 }
 
