@@ -52,102 +52,91 @@ Expected<std::string> ConfinedPath(const std::string& base_dir, const std::strin
   return (fs::path(base_dir) / norm).string();
 }
 
-}  // namespace
-
-Expected<Tensor> TensorFromProto(const onnx::TensorProto& tp, const std::string& base_dir,
-                                 const std::string& label, std::string* take_raw) {
-  std::string name = label + (tp.name().empty() ? "" : " tensor '" + tp.name() + "'");
-  DType dt = static_cast<DType>(tp.data_type());
-  if (tp.data_type() == onnx::TensorProto::STRING) {
-    Dims dims;
-    KILN_RETURN_IF_ERROR(CheckDims(tp, &dims, name));
-    if (tp.has_raw_data() || tp.data_location() == onnx::TensorProto::EXTERNAL)
-      return Error(name + ": a string tensor keeps its values in string_data, not raw or external");
-    if (tp.string_data_size() != NumElements(dims))
-      return Error(name + ": has " + std::to_string(tp.string_data_size()) + " strings, expected " +
-                   std::to_string(NumElements(dims)));
-    Tensor t(DType::kString, dims);
-    std::copy(tp.string_data().begin(), tp.string_data().end(), t.strings());
-    return t;
-  }
-  if (!IsSupportedDType(dt) && !IsSmallFloatDType(dt) && !IsSubByteDType(dt))
-    return Error(name + ": unsupported data type " + std::to_string(tp.data_type()) + " (" +
-                 std::string(DTypeName(dt)) + ")");
+// A string tensor: its values in string_data only.
+Expected<Tensor> StringTensor(const onnx::TensorProto& tp, const std::string& name) {
   Dims dims;
   KILN_RETURN_IF_ERROR(CheckDims(tp, &dims, name));
-  if (IsSubByteDType(dt)) {  // packed in the file, held one element per byte
-    const int64_t packed_bytes = PackedBytes(dt, NumElements(dims));
-    // (The bytes are checked before the tensor is allocated: a header may claim dims that the
-    // data lacks.)
-    if (tp.has_raw_data()) {
-      if (static_cast<int64_t>(tp.raw_data().size()) != packed_bytes)
-        return Error(name + ": raw_data has " + std::to_string(tp.raw_data().size()) +
-                     " bytes, expected " + std::to_string(packed_bytes) + " for " +
-                     DimsToString(dims));
-      Tensor t(dt, dims);
-      UnpackSubByte(dt, reinterpret_cast<const uint8_t*>(tp.raw_data().data()), t.size(),
-                    t.data<uint8_t>());
-      return t;
-    }
-    // External data or one packed byte per int32_data value: read as that many UINT8 (the copy
-    // of the proto holds no raw bytes).
-    onnx::TensorProto bytes(tp);
-    bytes.set_data_type(onnx::TensorProto::UINT8);
-    bytes.clear_dims();
-    bytes.add_dims(packed_bytes);
-    KILN_ASSIGN_OR_RETURN(Tensor packed, TensorFromProto(bytes, base_dir, label, nullptr));
+  if (tp.has_raw_data() || tp.data_location() == onnx::TensorProto::EXTERNAL)
+    return Error(name + ": a string tensor keeps its values in string_data, not raw or external");
+  if (tp.string_data_size() != NumElements(dims))
+    return Error(name + ": has " + std::to_string(tp.string_data_size()) + " strings, expected " +
+                 std::to_string(NumElements(dims)));
+  Tensor t(DType::kString, dims);
+  std::copy(tp.string_data().begin(), tp.string_data().end(), t.strings());
+  return t;
+}
+
+// A tensor of a sub-byte type (int4, uint4, ...): packed in the file, held one element per byte.
+Expected<Tensor> SubByteTensor(const onnx::TensorProto& tp, DType dt, const Dims& dims,
+                               const std::string& base_dir, const std::string& label,
+                               const std::string& name) {
+  const int64_t packed_bytes = PackedBytes(dt, NumElements(dims));
+  // (The bytes are checked before the tensor is allocated: a header may claim dims that the
+  // data lacks.)
+  if (tp.has_raw_data()) {
+    if (static_cast<int64_t>(tp.raw_data().size()) != packed_bytes)
+      return Error(name + ": raw_data has " + std::to_string(tp.raw_data().size()) +
+                   " bytes, expected " + std::to_string(packed_bytes) + " for " +
+                   DimsToString(dims));
     Tensor t(dt, dims);
-    UnpackSubByte(dt, packed.data<uint8_t>(), t.size(), t.data<uint8_t>());
+    UnpackSubByte(dt, reinterpret_cast<const uint8_t*>(tp.raw_data().data()), t.size(),
+                  t.data<uint8_t>());
     return t;
   }
+  // External data or one packed byte per int32_data value: read as that many UINT8 (the copy
+  // of the proto holds no raw bytes).
+  onnx::TensorProto bytes(tp);
+  bytes.set_data_type(onnx::TensorProto::UINT8);
+  bytes.clear_dims();
+  bytes.add_dims(packed_bytes);
+  KILN_ASSIGN_OR_RETURN(Tensor packed, TensorFromProto(bytes, base_dir, label, nullptr));
+  Tensor t(dt, dims);
+  UnpackSubByte(dt, packed.data<uint8_t>(), t.size(), t.data<uint8_t>());
+  return t;
+}
+
+// A tensor whose nbytes are in a file beside the model: mapped, and borrowed where aligned.
+Expected<Tensor> ExternalTensor(const onnx::TensorProto& tp, DType dt, const Dims& dims,
+                                size_t nbytes, const std::string& base_dir,
+                                const std::string& name) {
+  std::string location;
+  int64_t offset = 0, length = -1;
+  for (const auto& kv : tp.external_data()) {
+    try {
+      if (kv.key() == "location")
+        location = kv.value();
+      else if (kv.key() == "offset")
+        offset = std::stoll(kv.value());
+      else if (kv.key() == "length")
+        length = std::stoll(kv.value());
+    } catch (...) {
+      return Error(name + ": bad external data field '" + kv.key() + "'");
+    }
+  }
+  if (base_dir.empty()) return Error(name + ": external data needs the model's folder");
+  KILN_ASSIGN_OR_RETURN(std::string path, ConfinedPath(base_dir, location, name));
+  KILN_ASSIGN_OR_RETURN(auto file, MappedFile::Open(path));
+  if (length < 0) length = static_cast<int64_t>(nbytes);
+  if (offset < 0 || static_cast<uint64_t>(length) != nbytes ||
+      static_cast<uint64_t>(offset) + nbytes > file->size())
+    return Error(name + ": external data range [" + std::to_string(offset) + ", +" +
+                 std::to_string(length) + ") does not fit " + location + " (" +
+                 std::to_string(file->size()) + " bytes) or the tensor's " +
+                 std::to_string(nbytes) + " bytes");
+  const uint8_t* p = file->data() + offset;
+  if (reinterpret_cast<uintptr_t>(p) % 16 == 0) {
+    // Borrow: aligned bytes stay in the mapping, kept alive by the tensor.
+    return Tensor::View(dt, dims, const_cast<uint8_t*>(p), file);
+  }
+  return Tensor::Copy(dt, dims, p);
+}
+
+// A tensor in the proto's typed value fields (float_data, int32_data, ...).
+Expected<Tensor> TypedValuesTensor(const onnx::TensorProto& tp, DType dt, const Dims& dims,
+                                   const std::string& name) {
   const int64_t n = NumElements(dims);
   const size_t esize = ElemSize(dt);
   const size_t nbytes = static_cast<size_t>(n) * esize;
-
-  if (tp.data_location() == onnx::TensorProto::EXTERNAL) {
-    std::string location;
-    int64_t offset = 0, length = -1;
-    for (const auto& kv : tp.external_data()) {
-      try {
-        if (kv.key() == "location")
-          location = kv.value();
-        else if (kv.key() == "offset")
-          offset = std::stoll(kv.value());
-        else if (kv.key() == "length")
-          length = std::stoll(kv.value());
-      } catch (...) {
-        return Error(name + ": bad external data field '" + kv.key() + "'");
-      }
-    }
-    if (base_dir.empty()) return Error(name + ": external data needs the model's folder");
-    KILN_ASSIGN_OR_RETURN(std::string path, ConfinedPath(base_dir, location, name));
-    KILN_ASSIGN_OR_RETURN(auto file, MappedFile::Open(path));
-    if (length < 0) length = static_cast<int64_t>(nbytes);
-    if (offset < 0 || static_cast<uint64_t>(length) != nbytes ||
-        static_cast<uint64_t>(offset) + nbytes > file->size())
-      return Error(name + ": external data range [" + std::to_string(offset) + ", +" +
-                   std::to_string(length) + ") does not fit " + location + " (" +
-                   std::to_string(file->size()) + " bytes) or the tensor's " +
-                   std::to_string(nbytes) + " bytes");
-    const uint8_t* p = file->data() + offset;
-    if (reinterpret_cast<uintptr_t>(p) % 16 == 0) {
-      // Borrow: aligned bytes stay in the mapping, kept alive by the tensor.
-      return Tensor::View(dt, dims, const_cast<uint8_t*>(p), file);
-    }
-    return Tensor::Copy(dt, dims, p);
-  }
-
-  if (tp.has_raw_data()) {
-    if (tp.raw_data().size() != nbytes)
-      return Error(name + ": raw_data has " + std::to_string(tp.raw_data().size()) +
-                   " bytes, expected " + std::to_string(nbytes) + " for " + DimsToString(dims));
-    if (take_raw && nbytes > 0 && reinterpret_cast<uintptr_t>(take_raw->data()) % 16 == 0) {
-      auto owner = std::make_shared<std::string>(std::move(*take_raw));
-      return Tensor::View(dt, dims, owner->data(), owner);
-    }
-    return Tensor::Copy(dt, dims, tp.raw_data().data());
-  }
-
   // Count the typed values before allocating: a header may claim dims that the data lacks.
   int64_t have;
   switch (dt) {
@@ -209,6 +198,35 @@ Expected<Tensor> TensorFromProto(const onnx::TensorProto& tp, const std::string&
     }
   }
   return t;
+}
+
+}  // namespace
+
+Expected<Tensor> TensorFromProto(const onnx::TensorProto& tp, const std::string& base_dir,
+                                 const std::string& label, std::string* take_raw) {
+  std::string name = label + (tp.name().empty() ? "" : " tensor '" + tp.name() + "'");
+  DType dt = static_cast<DType>(tp.data_type());
+  if (tp.data_type() == onnx::TensorProto::STRING) return StringTensor(tp, name);
+  if (!IsSupportedDType(dt) && !IsSmallFloatDType(dt) && !IsSubByteDType(dt))
+    return Error(name + ": unsupported data type " + std::to_string(tp.data_type()) + " (" +
+                 std::string(DTypeName(dt)) + ")");
+  Dims dims;
+  KILN_RETURN_IF_ERROR(CheckDims(tp, &dims, name));
+  if (IsSubByteDType(dt)) return SubByteTensor(tp, dt, dims, base_dir, label, name);
+  const size_t nbytes = static_cast<size_t>(NumElements(dims)) * ElemSize(dt);
+  if (tp.data_location() == onnx::TensorProto::EXTERNAL)
+    return ExternalTensor(tp, dt, dims, nbytes, base_dir, name);
+  if (tp.has_raw_data()) {
+    if (tp.raw_data().size() != nbytes)
+      return Error(name + ": raw_data has " + std::to_string(tp.raw_data().size()) +
+                   " bytes, expected " + std::to_string(nbytes) + " for " + DimsToString(dims));
+    if (take_raw && nbytes > 0 && reinterpret_cast<uintptr_t>(take_raw->data()) % 16 == 0) {
+      auto owner = std::make_shared<std::string>(std::move(*take_raw));
+      return Tensor::View(dt, dims, owner->data(), owner);
+    }
+    return Tensor::Copy(dt, dims, tp.raw_data().data());
+  }
+  return TypedValuesTensor(tp, dt, dims, name);
 }
 
 namespace {
