@@ -21,12 +21,7 @@ namespace kiln::ops {
 #if KILN_WITH_DNNL
 namespace {
 
-using dnnl::memory;
-using Tag = memory::format_tag;
-constexpr memory::data_type kF32 = memory::data_type::f32;
-
-using dnnl_common::Engine;
-using dnnl_common::Stream;
+using namespace dnnl_common;
 
 // One part of the output: images [n0, n1), output depths [od0, od1) of each, reading input
 // depths from id0.

@@ -22,12 +22,7 @@ namespace kiln::ops {
 #if KILN_WITH_DNNL
 namespace {
 
-using dnnl::memory;
-using Tag = memory::format_tag;
-constexpr memory::data_type kF32 = memory::data_type::f32;
-
-using dnnl_common::Engine;
-using dnnl_common::Stream;
+using namespace dnnl_common;
 
 // One primitive and its buffers: the whole convolution, or one part of a split one.
 struct DnnlConvState {

@@ -21,9 +21,7 @@ namespace kiln::ops {
 #if KILN_WITH_DNNL
 namespace {
 
-using dnnl::memory;
-using Tag = memory::format_tag;
-using dt = memory::data_type;
+using namespace dnnl_common;
 
 // One primitive over output channels [m0, m0 + m) and output rows [o0, o1), reading input rows
 // from in0.

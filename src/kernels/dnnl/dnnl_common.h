@@ -1,6 +1,5 @@
-// What the oneDNN-backed kernels share (conv_dnnl.cc, gemm_dnnl.cc): one CPU
-// engine, a stream per thread, and one thread per primitive. Include only where KILN_WITH_DNNL is
-// set.
+// What every oneDNN wrapper in this folder shares: the type names, one CPU engine, a stream per
+// thread, and one thread per primitive. Include only where KILN_WITH_DNNL is set.
 #pragma once
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -13,6 +12,12 @@
 extern "C" void omp_set_num_threads(int);
 
 namespace kiln::ops::dnnl_common {
+
+// The names every wrapper uses; a wrapper's .cc takes them with `using namespace dnnl_common`.
+using memory = dnnl::memory;
+using Tag = memory::format_tag;
+using dt = memory::data_type;
+constexpr dt kF32 = dt::f32;
 
 inline dnnl::engine& Engine() {
   static dnnl::engine e(dnnl::engine::kind::cpu, 0);

@@ -21,8 +21,7 @@ namespace kiln::ops {
 #if KILN_WITH_DNNL
 namespace {
 
-using dnnl::memory;
-using Tag = memory::format_tag;
+using namespace dnnl_common;
 
 // One matmul over rows [m0, m0 + M) of A and Y and columns [n0, n0 + N) of B and Y.
 struct GemmPart {
@@ -285,7 +284,6 @@ bool DnnlGemm(int64_t M, int64_t N, int64_t K, const float* A, const float* B, b
 bool DnnlGemmInt8(int64_t M, int64_t N, int64_t K, const void* A, bool a_signed, const int8_t* B,
                   bool trans_b, bool b_constant, int32_t* Y, int threads,
                   std::unique_ptr<NodeState>* state) {
-  using dt = memory::data_type;
   const GemmTypes types{a_signed ? dt::s8 : dt::u8, dt::s8, dt::s32};
   return RunGemm(M, N, K, types, A, B, trans_b, b_constant, nullptr, Y, threads, state);
 }
