@@ -18,13 +18,13 @@ onnx::ModelProto AttentionScoresModel(bool transpose_a, bool read_twice) {
   Builder b(17);
   b.In("q", {2, 3, 4, 8});
   b.In("k", {2, 3, 5, 8});
-  AttrInts(AddNode(b.g, "Transpose", {"k"}, {"kt"}, "kt"), "perm", {0, 1, 3, 2});
+  SetAttr(AddNode(b.g, "Transpose", {"k"}, {"kt"}, "kt"), "perm", {0, 1, 3, 2});
   AddNode(b.g, "MatMul", {"q", "kt"}, {"s"}, "scores");
   b.Out("s");
   if (transpose_a) {
     b.In("x", {2, 3, 8, 4});
     b.In("v", {3, 8, 6});
-    AttrInts(AddNode(b.g, "Transpose", {"x"}, {"xt"}, "xt"), "perm", {0, 1, 3, 2});
+    SetAttr(AddNode(b.g, "Transpose", {"x"}, {"xt"}, "xt"), "perm", {0, 1, 3, 2});
     AddNode(b.g, "MatMul", {"xt", "v"}, {"o"}, "xtv");
     b.Out("o");
   }
@@ -55,20 +55,19 @@ TEST(FuseTransposeMatMul, LeavesATransposeReadElsewhere) {
 onnx::ModelProto ConvBnModel(bool bn_is_output, bool conv_read_twice, bool with_bias) {
   Builder b(15);
   b.In("X", {1, 2, 5, 5});
-  InitFloats(b.g, "W", {3, 2, 3, 3}, Ramp(54, 0.1f, 0.05f));
-  if (with_bias) InitFloats(b.g, "B", {3}, {0.1f, -0.2f, 0.3f});
-  InitFloats(b.g, "scale", {3}, {1.5f, 0.5f, -2.0f});
-  InitFloats(b.g, "shift", {3}, {0.25f, -1.0f, 0.0f});
-  InitFloats(b.g, "mean", {3}, {0.1f, 0.2f, -0.3f});
-  InitFloats(b.g, "var", {3}, {0.5f, 2.0f, 1.0f});
+  AddFloatInitializer(b.g, "W", {3, 2, 3, 3}, Ramp(54, 0.1f, 0.05f));
+  if (with_bias) AddFloatInitializer(b.g, "B", {3}, {0.1f, -0.2f, 0.3f});
+  AddFloatInitializer(b.g, "scale", {3}, {1.5f, 0.5f, -2.0f});
+  AddFloatInitializer(b.g, "shift", {3}, {0.25f, -1.0f, 0.0f});
+  AddFloatInitializer(b.g, "mean", {3}, {0.1f, 0.2f, -0.3f});
+  AddFloatInitializer(b.g, "var", {3}, {0.5f, 2.0f, 1.0f});
   auto* conv = AddNode(
       b.g, "Conv",
       with_bias ? std::vector<std::string>{"X", "W", "B"} : std::vector<std::string>{"X", "W"},
       {"c"}, "conv1");
-  AttrInts(conv, "pads", {1, 1, 1, 1});
-  AttrFloat(
-      AddNode(b.g, "BatchNormalization", {"c", "scale", "shift", "mean", "var"}, {"bn"}, "bn1"),
-      "epsilon", 1e-3f);
+  SetAttr(conv, "pads", {1, 1, 1, 1});
+  SetAttr(AddNode(b.g, "BatchNormalization", {"c", "scale", "shift", "mean", "var"}, {"bn"}, "bn1"),
+          "epsilon", 1e-3f);
   if (bn_is_output) {
     b.Out("bn");
   } else {
@@ -141,10 +140,11 @@ onnx::ModelProto ConvAffineChainModel(bool spatial_mul, bool constant_minus_conv
   onnx::ModelProto proto = ConvBnModel(true, false, true);
   auto* g = proto.mutable_graph();
   g->clear_output();
-  InitFloats(g, "sc", spatial_mul ? std::vector<int64_t>{1, 1, 5} : std::vector<int64_t>{3, 1, 1},
-             spatial_mul ? Ramp(5, 0.5f, 0.25f) : std::vector<float>{2.0f, -0.5f, 0.75f});
-  InitFloats(g, "sh", {}, {0.125f});
-  InitFloats(g, "sub", {1, 3, 1, 1}, {0.5f, -0.25f, 1.0f});
+  AddFloatInitializer(g, "sc",
+                      spatial_mul ? std::vector<int64_t>{1, 1, 5} : std::vector<int64_t>{3, 1, 1},
+                      spatial_mul ? Ramp(5, 0.5f, 0.25f) : std::vector<float>{2.0f, -0.5f, 0.75f});
+  AddFloatInitializer(g, "sh", {}, {0.125f});
+  AddFloatInitializer(g, "sub", {1, 3, 1, 1}, {0.5f, -0.25f, 1.0f});
   AddNode(g, "Mul", {"bn", "sc"}, {"m"}, "scale");
   AddNode(g, "Add", {"sh", "m"}, {"a"}, "shift");
   AddNode(g, "Sub",
@@ -172,15 +172,15 @@ TEST(FoldBatchNorm, FoldsIntoConvTranspose) {
   for (int64_t group : {1, 2}) {
     Builder b(15);
     b.In("X", {1, 4, 5, 4});
-    InitFloats(b.g, "W", {4, 6 / group, 3, 3}, Ramp(4 * 6 / group * 9, 0.1f, 0.05f));
-    InitFloats(b.g, "bias", {6, 1, 1}, {0.1f, -0.2f, 0.3f, 0.0f, 0.5f, -1.0f});
-    InitFloats(b.g, "scale", {6}, {1.5f, 0.5f, -2.0f, 1.0f, 0.25f, 3.0f});
-    InitFloats(b.g, "shift", {6}, {0.25f, -1.0f, 0.0f, 0.5f, 0.125f, -0.5f});
-    InitFloats(b.g, "mean", {6}, {0.1f, 0.2f, -0.3f, 0.0f, 1.0f, -1.0f});
-    InitFloats(b.g, "var", {6}, {0.5f, 2.0f, 1.0f, 0.25f, 4.0f, 1.5f});
+    AddFloatInitializer(b.g, "W", {4, 6 / group, 3, 3}, Ramp(4 * 6 / group * 9, 0.1f, 0.05f));
+    AddFloatInitializer(b.g, "bias", {6, 1, 1}, {0.1f, -0.2f, 0.3f, 0.0f, 0.5f, -1.0f});
+    AddFloatInitializer(b.g, "scale", {6}, {1.5f, 0.5f, -2.0f, 1.0f, 0.25f, 3.0f});
+    AddFloatInitializer(b.g, "shift", {6}, {0.25f, -1.0f, 0.0f, 0.5f, 0.125f, -0.5f});
+    AddFloatInitializer(b.g, "mean", {6}, {0.1f, 0.2f, -0.3f, 0.0f, 1.0f, -1.0f});
+    AddFloatInitializer(b.g, "var", {6}, {0.5f, 2.0f, 1.0f, 0.25f, 4.0f, 1.5f});
     auto* ct = AddNode(b.g, "ConvTranspose", {"X", "W"}, {"c"}, "up");
-    AttrInts(ct, "strides", {2, 2});
-    AttrInt(ct, "group", group);
+    SetAttr(ct, "strides", {2, 2});
+    SetAttr(ct, "group", group);
     AddNode(b.g, "Add", {"c", "bias"}, {"a"}, "up_bias");
     AddNode(b.g, "BatchNormalization", {"a", "scale", "shift", "mean", "var"}, {"bn"}, "bn1");
     AddNode(b.g, "Relu", {"bn"}, {"y"}, "relu");
@@ -208,12 +208,12 @@ TEST(FoldBatchNorm, FoldsMulAddIntoABatchNormAfterAnotherOp) {
   // DenseNet's pre-activation: Neg (any op) -> BatchNorm -> Mul -> Add -> Relu: one BatchNorm.
   Builder b(15);
   b.In("X", {1, 3, 4, 5});
-  InitFloats(b.g, "scale", {3}, {1.5f, 0.5f, -2.0f});
-  InitFloats(b.g, "shift", {3}, {0.25f, -1.0f, 0.0f});
-  InitFloats(b.g, "mean", {3}, {0.1f, 0.2f, -0.3f});
-  InitFloats(b.g, "var", {3}, {0.5f, 2.0f, 1.0f});
-  InitFloats(b.g, "sc", {3, 1, 1}, {2.0f, -0.5f, 0.75f});
-  InitFloats(b.g, "sh", {1, 3, 1, 1}, {0.5f, -0.25f, 1.0f});
+  AddFloatInitializer(b.g, "scale", {3}, {1.5f, 0.5f, -2.0f});
+  AddFloatInitializer(b.g, "shift", {3}, {0.25f, -1.0f, 0.0f});
+  AddFloatInitializer(b.g, "mean", {3}, {0.1f, 0.2f, -0.3f});
+  AddFloatInitializer(b.g, "var", {3}, {0.5f, 2.0f, 1.0f});
+  AddFloatInitializer(b.g, "sc", {3, 1, 1}, {2.0f, -0.5f, 0.75f});
+  AddFloatInitializer(b.g, "sh", {1, 3, 1, 1}, {0.5f, -0.25f, 1.0f});
   AddNode(b.g, "Neg", {"X"}, {"n"}, "neg");
   AddNode(b.g, "BatchNormalization", {"n", "scale", "shift", "mean", "var"}, {"bn"}, "bn1");
   AddNode(b.g, "Mul", {"bn", "sc"}, {"m"}, "scale_mul");
@@ -230,12 +230,12 @@ TEST(FoldBatchNorm, FoldsMulAddIntoInstanceAndGroupNormalization) {
   for (const char* op : {"InstanceNormalization", "GroupNormalization"}) {
     Builder b(21);
     b.In("X", {2, 4, 3, 5});
-    InitFloats(b.g, "scale", {4}, {1.5f, 0.5f, -2.0f, 1.0f});
-    InitFloats(b.g, "bias", {4}, {0.25f, -1.0f, 0.0f, 2.0f});
-    InitFloats(b.g, "sc", {4, 1, 1}, {2.0f, -0.5f, 0.75f, 3.0f});
-    InitFloats(b.g, "sh", {1, 4, 1, 1}, {0.5f, -0.25f, 1.0f, 0.0f});
+    AddFloatInitializer(b.g, "scale", {4}, {1.5f, 0.5f, -2.0f, 1.0f});
+    AddFloatInitializer(b.g, "bias", {4}, {0.25f, -1.0f, 0.0f, 2.0f});
+    AddFloatInitializer(b.g, "sc", {4, 1, 1}, {2.0f, -0.5f, 0.75f, 3.0f});
+    AddFloatInitializer(b.g, "sh", {1, 4, 1, 1}, {0.5f, -0.25f, 1.0f, 0.0f});
     auto* n = AddNode(b.g, op, {"X", "scale", "bias"}, {"nrm"}, "norm");
-    if (std::string(op) == "GroupNormalization") AttrInt(n, "num_groups", 2);
+    if (std::string(op) == "GroupNormalization") SetAttr(n, "num_groups", 2);
     AddNode(b.g, "Mul", {"nrm", "sc"}, {"m"}, "scale_mul");
     AddNode(b.g, "Add", {"sh", "m"}, {"y"}, "shift_add");
     b.Out("y");
@@ -253,16 +253,16 @@ TEST(FoldBatchNorm, FoldsMulAddIntoInstanceAndGroupNormalization) {
 onnx::ModelProto GroupNormModel(bool groups_out) {
   Builder b;
   b.In("x", {2, 6, 4, 5});
-  InitInts(b.g, "grouped_shape", {3}, {2, 3, -1});
-  InitInts(b.g, "x_shape", {4}, {2, 6, 4, 5});
-  InitFloats(b.g, "ones", {3}, {1.0f, 0.5f, 2.0f});
-  InitFloats(b.g, "zeros", {3}, {0.0f, 0.25f, -1.0f});
-  InitFloats(b.g, "gamma", {6, 1, 1}, {1.0f, 2.0f, -1.0f, 0.5f, 3.0f, 1.5f});
-  InitFloats(b.g, "beta", {6, 1, 1}, {0.0f, 1.0f, -2.0f, 0.5f, 0.25f, -0.75f});
+  AddInt64Initializer(b.g, "grouped_shape", {3}, {2, 3, -1});
+  AddInt64Initializer(b.g, "x_shape", {4}, {2, 6, 4, 5});
+  AddFloatInitializer(b.g, "ones", {3}, {1.0f, 0.5f, 2.0f});
+  AddFloatInitializer(b.g, "zeros", {3}, {0.0f, 0.25f, -1.0f});
+  AddFloatInitializer(b.g, "gamma", {6, 1, 1}, {1.0f, 2.0f, -1.0f, 0.5f, 3.0f, 1.5f});
+  AddFloatInitializer(b.g, "beta", {6, 1, 1}, {0.0f, 1.0f, -2.0f, 0.5f, 0.25f, -0.75f});
   AddNode(b.g, "Neg", {"x"}, {"n"}, "neg");
   AddNode(b.g, "Reshape", {"n", "grouped_shape"}, {"r"}, "to_groups");
-  AttrFloat(AddNode(b.g, "InstanceNormalization", {"r", "ones", "zeros"}, {"i"}, "norm"), "epsilon",
-            1e-3f);
+  SetAttr(AddNode(b.g, "InstanceNormalization", {"r", "ones", "zeros"}, {"i"}, "norm"), "epsilon",
+          1e-3f);
   AddNode(b.g, "Reshape", {"i", "x_shape"}, {"back"}, "to_channels");
   AddNode(b.g, "Mul", {"back", "gamma"}, {"m"}, "gamma_mul");
   AddNode(b.g, "Add", {"m", "beta"}, {"a"}, "beta_add");
@@ -298,16 +298,16 @@ onnx::ModelProto LayerNormModel(const std::string& square, bool affine, int64_t 
                                 int opset = 13) {
   Builder b(opset);
   b.In("x", {2, 3, 8});
-  InitFloats(b.g, "two", {}, {2.0f});
-  InitFloats(b.g, "eps", {}, {1e-5f});
-  InitFloats(b.g, "gamma", {8}, {1.0f, 2.0f, -1.0f, 0.5f, 3.0f, 1.5f, 0.25f, -2.0f});
-  InitFloats(b.g, "beta", {8}, {0.0f, 1.0f, -2.0f, 0.5f, 0.25f, -0.75f, 2.0f, 0.125f});
-  InitInts(b.g, "axes", {1}, {axis});
+  AddFloatInitializer(b.g, "two", {}, {2.0f});
+  AddFloatInitializer(b.g, "eps", {}, {1e-5f});
+  AddFloatInitializer(b.g, "gamma", {8}, {1.0f, 2.0f, -1.0f, 0.5f, 3.0f, 1.5f, 0.25f, -2.0f});
+  AddFloatInitializer(b.g, "beta", {8}, {0.0f, 1.0f, -2.0f, 0.5f, 0.25f, -0.75f, 2.0f, 0.125f});
+  AddInt64Initializer(b.g, "axes", {1}, {axis});
   AddNode(b.g, "Neg", {"x"}, {"n"}, "neg");
   auto mean = [&](const std::string& in, const std::string& out) {
     if (opset >= 18) return AddNode(b.g, "ReduceMean", {in, "axes"}, {out});
     auto* node = AddNode(b.g, "ReduceMean", {in}, {out});
-    AttrInts(node, "axes", {axis});
+    SetAttr(node, "axes", {axis});
     return node;
   };
   mean("n", "m");
@@ -355,15 +355,15 @@ onnx::ModelProto RmsNormModel(const std::string& square, bool reciprocal, bool g
                               bool shared = false) {
   Builder b(13);
   b.In("x", {2, 3, 8});
-  InitFloats(b.g, "two", {}, {2.0f});
-  InitFloats(b.g, "eps", {}, {1e-6f});
-  InitFloats(b.g, "gamma", {8}, {1.0f, 2.0f, -1.0f, 0.5f, 3.0f, 1.5f, 0.25f, -2.0f});
+  AddFloatInitializer(b.g, "two", {}, {2.0f});
+  AddFloatInitializer(b.g, "eps", {}, {1e-6f});
+  AddFloatInitializer(b.g, "gamma", {8}, {1.0f, 2.0f, -1.0f, 0.5f, 3.0f, 1.5f, 0.25f, -2.0f});
   AddNode(b.g, "Neg", {"x"}, {"n"}, "neg");
   if (square == "Pow")
     AddNode(b.g, "Pow", {"n", "two"}, {"sq"});
   else
     AddNode(b.g, "Mul", {"n", "n"}, {"sq"});
-  AttrInts(AddNode(b.g, "ReduceMean", {"sq"}, {"ms"}), "axes", {-1});
+  SetAttr(AddNode(b.g, "ReduceMean", {"sq"}, {"ms"}), "axes", {-1});
   AddNode(b.g, "Add", {"ms", "eps"}, {"mse"});
   AddNode(b.g, "Sqrt", {"mse"}, {"rms"});
   const std::string normed = gamma ? "norm" : "a";
@@ -404,10 +404,10 @@ TEST(FuseLayerNorm, MakesOneRmsNormalizationFromEveryExportedForm) {
 onnx::ModelProto ShuffleModel(int64_t groups, std::vector<int64_t> perm, bool mid_is_output) {
   Builder b;
   b.In("x", {1, 6, 3, 4});
-  InitInts(b.g, "split", {5}, {1, groups, 6 / groups, 3, 4});
-  InitInts(b.g, "merge", {4}, {1, 6, 3, 4});
+  AddInt64Initializer(b.g, "split", {5}, {1, groups, 6 / groups, 3, 4});
+  AddInt64Initializer(b.g, "merge", {4}, {1, 6, 3, 4});
   AddNode(b.g, "Reshape", {"x", "split"}, {"r"}, "split");
-  AttrInts(AddNode(b.g, "Transpose", {"r"}, {"t"}, "swap"), "perm", perm);
+  SetAttr(AddNode(b.g, "Transpose", {"r"}, {"t"}, "swap"), "perm", perm);
   AddNode(b.g, "Reshape", {"t", "merge"}, {"s"}, "merge");
   AddNode(b.g, "Neg", {"s"}, {"y"}, "neg");
   b.Out("y");
@@ -459,9 +459,9 @@ void AddGeluTail(Builder& b, const std::string& sum, int order) {
 onnx::ModelProto GeluModel(int order, bool mul_scale, float sqrt2, bool shared) {
   Builder b;
   b.In("x", {2, 7});
-  InitFloats(b.g, "k", {}, {mul_scale ? 1.0f / sqrt2 : sqrt2});
-  InitFloats(b.g, "one", {}, {1.0f});
-  InitFloats(b.g, "half", {}, {0.5f});
+  AddFloatInitializer(b.g, "k", {}, {mul_scale ? 1.0f / sqrt2 : sqrt2});
+  AddFloatInitializer(b.g, "one", {}, {1.0f});
+  AddFloatInitializer(b.g, "half", {}, {0.5f});
   AddNode(b.g, mul_scale ? "Mul" : "Div", {"x", "k"}, {"d"}, "scale");
   AddNode(b.g, "Erf", {"d"}, {"e"}, "erf");
   AddNode(b.g, "Add", {"one", "e"}, {"a"}, "plus_one");
@@ -496,11 +496,11 @@ TEST(FuseGelu, LeavesOtherConstantsAndSharedValues) {
 onnx::ModelProto TanhGeluModel(int order, int cube, bool swap, float c) {
   Builder b;
   b.In("x", {2, 7});
-  InitFloats(b.g, "k", {}, {static_cast<float>(std::sqrt(2.0 / M_PI))});
-  InitFloats(b.g, "c", {}, {c});
-  InitFloats(b.g, "three", {}, {3.0f});
-  InitFloats(b.g, "one", {}, {1.0f});
-  InitFloats(b.g, "half", {}, {0.5f});
+  AddFloatInitializer(b.g, "k", {}, {static_cast<float>(std::sqrt(2.0 / M_PI))});
+  AddFloatInitializer(b.g, "c", {}, {c});
+  AddFloatInitializer(b.g, "three", {}, {3.0f});
+  AddFloatInitializer(b.g, "one", {}, {1.0f});
+  AddFloatInitializer(b.g, "half", {}, {0.5f});
   auto two = [&](const char* a, const char* bb) {
     return swap ? std::vector<std::string>{bb, a} : std::vector<std::string>{a, bb};
   };
@@ -544,26 +544,26 @@ TEST(FuseGelu, MakesOneTanhGeluForEveryForm) {
 onnx::ModelProto HardSwishModel(int form, bool swap, float three, bool shared, int opset = 17) {
   Builder b(opset);
   b.In("x", {2, 3, 4, 5});
-  InitFloats(b.g, "three", {}, {three});
-  InitFloats(b.g, "six", {1}, {6.0f});
-  InitFloats(b.g, "sixth", {}, {1.0f / 6.0f});
-  InitFloats(b.g, "zero", {}, {0.0f});
+  AddFloatInitializer(b.g, "three", {}, {three});
+  AddFloatInitializer(b.g, "six", {1}, {6.0f});
+  AddFloatInitializer(b.g, "sixth", {}, {1.0f / 6.0f});
+  AddFloatInitializer(b.g, "zero", {}, {0.0f});
   auto two = [&](const char* a, const char* c) {
     return swap ? std::vector<std::string>{c, a} : std::vector<std::string>{a, c};
   };
   if (form == 2) {
     auto* hs = AddNode(b.g, "HardSigmoid", {"x"}, {"c"}, "gate");
-    AttrFloat(hs, "alpha", 1.0f / 6.0f);
+    SetAttr(hs, "alpha", 1.0f / 6.0f);
     AddNode(b.g, "Mul", two("x", "c"), {"g"}, "times_x");
   } else {
     AddNode(b.g, "Add", two("x", "three"), {"a"}, "shift");
     if (opset < 11) {
       auto* clip = AddNode(b.g, "Clip", {"a"}, {"c"}, "relu6");
-      AttrFloat(clip, "min", 0.0f);
-      AttrFloat(clip, "max", 6.0f);
+      SetAttr(clip, "min", 0.0f);
+      SetAttr(clip, "max", 6.0f);
     } else {
       AddNode(b.g, "Clip", {"a", "zero", "six0"}, {"c"}, "relu6");
-      InitFloats(b.g, "six0", {}, {6.0f});
+      AddFloatInitializer(b.g, "six0", {}, {6.0f});
     }
     if (form == 0) {
       AddNode(b.g, "Mul", two("x", "c"), {"m"}, "times_x");
@@ -635,10 +635,10 @@ onnx::ModelProto MatMulAddModel(std::vector<int64_t> a_dims, std::vector<int64_t
   Builder b;
   int64_t n = 5, k = a_dims.back();
   b.In("A", a_dims);
-  InitFloats(b.g, "Bw", {k, n}, Ramp(k * n, 0.2f, -0.1f));
+  AddFloatInitializer(b.g, "Bw", {k, n}, Ramp(k * n, 0.2f, -0.1f));
   int64_t bias_n = 1;
   for (int64_t d : bias_dims) bias_n *= d;
-  InitFloats(b.g, "bias", bias_dims, Ramp(bias_n, 0.3f, 0.5f));
+  AddFloatInitializer(b.g, "bias", bias_dims, Ramp(bias_n, 0.3f, 0.5f));
   AddNode(b.g, "MatMul", {"A", "Bw"}, {"mm"}, "fc1");
   AddNode(
       b.g, "Add",
@@ -696,9 +696,9 @@ TEST(FuseMatMulAdd, LeavesHigherRankAndBroadcastingBiases) {
 onnx::ModelProto ConvTailModel(const std::string& tail, int opset = 17) {
   Builder b(opset);
   b.In("X", {1, 2, 6, 5});
-  InitFloats(b.g, "W", {3, 2, 3, 3}, Ramp(54, 0.1f, -0.05f));
-  InitFloats(b.g, "B", {3}, {0.1f, -0.2f, 0.3f});
-  AttrInts(AddNode(b.g, "Conv", {"X", "W", "B"}, {"c"}, "conv1"), "pads", {1, 1, 1, 1});
+  AddFloatInitializer(b.g, "W", {3, 2, 3, 3}, Ramp(54, 0.1f, -0.05f));
+  AddFloatInitializer(b.g, "B", {3}, {0.1f, -0.2f, 0.3f});
+  SetAttr(AddNode(b.g, "Conv", {"X", "W", "B"}, {"c"}, "conv1"), "pads", {1, 1, 1, 1});
   std::string last = "c";
   if (tail == "add" || tail == "add_relu" || tail == "sum_relu" || tail == "add_hardswish") {
     b.In("X2", {1, 3, 6, 5});
@@ -714,7 +714,7 @@ onnx::ModelProto ConvTailModel(const std::string& tail, int opset = 17) {
     AddNode(b.g, "Relu", {last}, {"y"}, "relu");
     last = "y";
   } else if (tail == "leaky") {
-    AttrFloat(AddNode(b.g, "LeakyRelu", {last}, {"y"}, "leaky"), "alpha", 0.2f);
+    SetAttr(AddNode(b.g, "LeakyRelu", {last}, {"y"}, "leaky"), "alpha", 0.2f);
     last = "y";
   } else if (tail == "hardswish" || tail == "add_hardswish") {
     AddNode(b.g, "HardSwish", {last}, {"y"}, "hardswish");
@@ -724,9 +724,9 @@ onnx::ModelProto ConvTailModel(const std::string& tail, int opset = 17) {
     AddNode(b.g, "Mul", {"sg", last}, {"y"}, "silu");
     last = "y";
   } else if (tail == "clip" || tail == "clip_input_bound") {
-    InitFloats(b.g, "lo", {}, {-0.5f});
+    AddFloatInitializer(b.g, "lo", {}, {-0.5f});
     if (tail == "clip")
-      InitFloats(b.g, "hi", {}, {0.75f});
+      AddFloatInitializer(b.g, "hi", {}, {0.75f});
     else
       b.In("hi", {});
     AddNode(b.g, "Clip", {last, "lo", "hi"}, {"y"}, "clip");
@@ -782,8 +782,8 @@ TEST(FuseConvActivation, LeavesSharedResultsBroadcastsAndCallerBounds) {
   CheckPass(shared, "fuse-conv-activation", false);
   Builder b;  // Add broadcasts a [3, 1, 1] constant: not a residual of the output's shape
   b.In("X", {1, 2, 6, 5});
-  InitFloats(b.g, "W", {3, 2, 3, 3}, Ramp(54, 0.1f, -0.05f));
-  InitFloats(b.g, "K", {3, 1, 1}, {1.0f, 2.0f, 3.0f});
+  AddFloatInitializer(b.g, "W", {3, 2, 3, 3}, Ramp(54, 0.1f, -0.05f));
+  AddFloatInitializer(b.g, "K", {3, 1, 1}, {1.0f, 2.0f, 3.0f});
   AddNode(b.g, "Conv", {"X", "W"}, {"c"}, "conv1");
   AddNode(b.g, "Add", {"c", "K"}, {"y"}, "bias");
   b.Out("y");

@@ -18,10 +18,14 @@
 #include "passes/infer_shapes.h"
 #include "passes/pipeline.h"
 #include "runtime/executor.h"
+#include "test_models.h"
 
 namespace kiln {
 
 using onnx::TensorProto;
+using testing::AddFloatInitializer;
+using testing::AddInt64Initializer;
+using testing::SetAttr;
 
 // ---- Building ONNX models ------------------------------------------------------------------
 
@@ -36,24 +40,6 @@ inline onnx::ValueInfoProto Info(const std::string& name, const std::vector<int6
   return vi;
 }
 
-inline void AttrInt(onnx::NodeProto* n, const std::string& k, int64_t v) {
-  auto* a = n->add_attribute();
-  a->set_name(k);
-  a->set_type(onnx::AttributeProto::INT);
-  a->set_i(v);
-}
-inline void AttrFloat(onnx::NodeProto* n, const std::string& k, float v) {
-  auto* a = n->add_attribute();
-  a->set_name(k);
-  a->set_type(onnx::AttributeProto::FLOAT);
-  a->set_f(v);
-}
-inline void AttrInts(onnx::NodeProto* n, const std::string& k, const std::vector<int64_t>& v) {
-  auto* a = n->add_attribute();
-  a->set_name(k);
-  a->set_type(onnx::AttributeProto::INTS);
-  for (int64_t x : v) a->add_ints(x);
-}
 inline void AttrGraph(onnx::NodeProto* n, const std::string& k, const onnx::GraphProto& g) {
   auto* a = n->add_attribute();
   a->set_name(k);
@@ -72,22 +58,6 @@ inline onnx::NodeProto* AddNode(onnx::GraphProto* g, const std::string& op,
   return n;
 }
 
-inline void InitFloats(onnx::GraphProto* g, const std::string& name,
-                       const std::vector<int64_t>& dims, const std::vector<float>& v) {
-  auto* t = g->add_initializer();
-  t->set_name(name);
-  t->set_data_type(TensorProto::FLOAT);
-  for (int64_t d : dims) t->add_dims(d);
-  for (float x : v) t->add_float_data(x);
-}
-inline void InitInts(onnx::GraphProto* g, const std::string& name, const std::vector<int64_t>& dims,
-                     const std::vector<int64_t>& v) {
-  auto* t = g->add_initializer();
-  t->set_name(name);
-  t->set_data_type(TensorProto::INT64);
-  for (int64_t d : dims) t->add_dims(d);
-  for (int64_t x : v) t->add_int64_data(x);
-}
 inline void InitBool(onnx::GraphProto* g, const std::string& name, bool v) {
   auto* t = g->add_initializer();
   t->set_name(name);

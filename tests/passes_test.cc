@@ -73,7 +73,7 @@ TEST(Compile, HostFusionsAreRegisteredAndOnlyTheHostRunsThem) {
   }
   Builder b;
   b.In("x", {1, 3, 8, 8});
-  InitFloats(b.g, "w", {4, 3, 3, 3}, Ramp(108, 0.1f, 0.05f));
+  AddFloatInitializer(b.g, "w", {4, 3, 3, 3}, Ramp(108, 0.1f, 0.05f));
   AddNode(b.g, "Conv", {"x", "w"}, {"c"}, "conv");
   AddNode(b.g, "Relu", {"c"}, {"y"}, "relu");
   b.Out("y");
@@ -151,8 +151,8 @@ TEST(EliminateDeadNodes, DropsDeadSubgraphNodesAndWhatOnlyTheirCapturesRead) {
 TEST(FoldConstants, ReportsChangedTruthfully) {
   Builder b;
   b.In("x", {4});
-  InitFloats(b.g, "a", {4}, {1, 2, 3, 4});
-  InitFloats(b.g, "c", {4}, {0.5f, 0.5f, 0.5f, 0.5f});
+  AddFloatInitializer(b.g, "a", {4}, {1, 2, 3, 4});
+  AddFloatInitializer(b.g, "c", {4}, {0.5f, 0.5f, 0.5f, 0.5f});
   AddNode(b.g, "Add", {"a", "c"}, {"k"}, "const_add");
   AddNode(b.g, "Mul", {"x", "k"}, {"y"}, "mul");
   b.Out("y");
@@ -172,25 +172,25 @@ TEST(FoldConstants, ReportsChangedTruthfully) {
 TEST(EliminateIdentities, RemovesEveryIdentityForm) {
   Builder b(17);
   b.In("x", {2, 3});
-  InitInts(b.g, "same_shape", {2}, {2, 3});
-  InitInts(b.g, "zero_pads", {4}, {0, 0, 0, 0});
-  InitInts(b.g, "starts", {2}, {0, 0});
-  InitInts(b.g, "ends", {2}, {100, 3});
-  InitInts(b.g, "steps", {2}, {1, 1});
+  AddInt64Initializer(b.g, "same_shape", {2}, {2, 3});
+  AddInt64Initializer(b.g, "zero_pads", {4}, {0, 0, 0, 0});
+  AddInt64Initializer(b.g, "starts", {2}, {0, 0});
+  AddInt64Initializer(b.g, "ends", {2}, {100, 3});
+  AddInt64Initializer(b.g, "steps", {2}, {1, 1});
   InitBool(b.g, "not_training", false);
   InitBool(b.g, "training", true);
-  InitFloats(b.g, "no_drop", {}, {0.0f});
+  AddFloatInitializer(b.g, "no_drop", {}, {0.0f});
   AddNode(b.g, "Relu", {"x"}, {"r"}, "relu");
   AddNode(b.g, "Identity", {"r"}, {"i"});
-  AttrInt(AddNode(b.g, "Cast", {"i"}, {"c"}), "to", TensorProto::FLOAT);
+  SetAttr(AddNode(b.g, "Cast", {"i"}, {"c"}), "to", TensorProto::FLOAT);
   AddNode(b.g, "Reshape", {"c", "same_shape"}, {"rs"});
-  AttrInts(AddNode(b.g, "Transpose", {"rs"}, {"t"}), "perm", {0, 1});
+  SetAttr(AddNode(b.g, "Transpose", {"rs"}, {"t"}), "perm", {0, 1});
   AddNode(b.g, "Pad", {"t", "zero_pads"}, {"p"});
   AddNode(b.g, "Slice", {"p", "starts", "ends", "", "steps"}, {"s"});
   AddNode(b.g, "Dropout", {"s", "", "not_training"}, {"d0", ""});
   AddNode(b.g, "Dropout", {"d0", "no_drop", "training"}, {"d"});  // training, ratio 0
   AddNode(b.g, "Expand", {"d", "same_shape"}, {"e"});
-  AttrInt(AddNode(b.g, "Flatten", {"e"}, {"f"}), "axis", 1);
+  SetAttr(AddNode(b.g, "Flatten", {"e"}, {"f"}), "axis", 1);
   AddNode(b.g, "Squeeze", {"f"}, {"q"});  // no axes, no 1-dims
   AddNode(b.g, "CastLike", {"q", "x"}, {"cl"});
   AddNode(b.g, "Neg", {"cl"}, {"y"}, "neg");
@@ -206,16 +206,16 @@ TEST(EliminateIdentities, KeepsNodesThatChangeTheirInput) {
   Builder b(17);
   b.In("x", {2, 3});
   b.In("training", {}, TensorProto::BOOL);
-  InitInts(b.g, "other_shape", {2}, {3, 2});
-  InitInts(b.g, "pads", {4}, {0, 1, 0, 0});
-  InitInts(b.g, "starts", {1}, {-1});
-  InitInts(b.g, "ends", {1}, {-100});
-  InitInts(b.g, "axes", {1}, {1});
-  InitInts(b.g, "back", {1}, {-1});
+  AddInt64Initializer(b.g, "other_shape", {2}, {3, 2});
+  AddInt64Initializer(b.g, "pads", {4}, {0, 1, 0, 0});
+  AddInt64Initializer(b.g, "starts", {1}, {-1});
+  AddInt64Initializer(b.g, "ends", {1}, {-100});
+  AddInt64Initializer(b.g, "axes", {1}, {1});
+  AddInt64Initializer(b.g, "back", {1}, {-1});
   AddNode(b.g, "Reshape", {"x", "other_shape"}, {"a"});
-  AttrInts(AddNode(b.g, "Transpose", {"a"}, {"b"}), "perm", {1, 0});  // back to [2, 3]
-  AttrInt(AddNode(b.g, "Cast", {"b"}, {"c"}), "to", TensorProto::DOUBLE);
-  AttrInt(AddNode(b.g, "Cast", {"c"}, {"c2"}), "to", TensorProto::FLOAT);
+  SetAttr(AddNode(b.g, "Transpose", {"a"}, {"b"}), "perm", {1, 0});  // back to [2, 3]
+  SetAttr(AddNode(b.g, "Cast", {"b"}, {"c"}), "to", TensorProto::DOUBLE);
+  SetAttr(AddNode(b.g, "Cast", {"c"}, {"c2"}), "to", TensorProto::FLOAT);
   AddNode(b.g, "Slice", {"c2", "starts", "ends", "axes", "back"}, {"rev"});  // same dims, reversed
   AddNode(b.g, "Pad", {"rev", "pads"}, {"padded"});
   AddNode(b.g, "Dropout", {"padded", "", "training"}, {"y"});  // training_mode from the caller
@@ -261,7 +261,7 @@ TEST(EliminateIdentities, InsideIfBranches) {
   *then_g.add_output() = Info("t", {2, 3});
   else_g.set_name("else");
   AddNode(&else_g, "Neg", {"r"}, {"e1"});
-  AttrInts(AddNode(&else_g, "Transpose", {"e1"}, {"e2"}), "perm", {0, 1});
+  SetAttr(AddNode(&else_g, "Transpose", {"e1"}, {"e2"}), "perm", {0, 1});
   *else_g.add_output() = Info("e2", {2, 3});
   auto* iff = AddNode(b.g, "If", {"c"}, {"y"}, "branch");
   AttrGraph(iff, "then_branch", then_g);
@@ -279,13 +279,13 @@ TEST(EliminateIdentities, InsideIfBranches) {
 TEST(EliminateCommonSubexpressions, MergesSameNodesAndEqualConstants) {
   Builder b;
   b.In("x", {2, 3});
-  InitFloats(b.g, "c1", {3}, {1, 2, 3});
-  InitFloats(b.g, "c2", {3}, {1, 2, 3});  // other name, same bytes
+  AddFloatInitializer(b.g, "c1", {3}, {1, 2, 3});
+  AddFloatInitializer(b.g, "c2", {3}, {1, 2, 3});  // other name, same bytes
   AddNode(b.g, "Add", {"x", "c1"}, {"a1"}, "add1");
   AddNode(b.g, "Add", {"x", "c2"}, {"a2"}, "add2");
-  AttrFloat(AddNode(b.g, "LeakyRelu", {"a1"}, {"l1"}, "leaky1"), "alpha", 0.25f);
-  AttrFloat(AddNode(b.g, "LeakyRelu", {"a2"}, {"l2"}, "leaky2"), "alpha",
-            0.25f);  // same once add2 goes
+  SetAttr(AddNode(b.g, "LeakyRelu", {"a1"}, {"l1"}, "leaky1"), "alpha", 0.25f);
+  SetAttr(AddNode(b.g, "LeakyRelu", {"a2"}, {"l2"}, "leaky2"), "alpha",
+          0.25f);  // same once add2 goes
   AddNode(b.g, "Mul", {"l1", "l2"}, {"y"}, "mul");
   b.Out("y");
   ir::Model m = CheckPass(b.m, "eliminate-common-subexpressions", true);
@@ -299,14 +299,14 @@ TEST(EliminateCommonSubexpressions, MergesSameNodesAndEqualConstants) {
 TEST(EliminateCommonSubexpressions, KeepsDifferentNodesRandomDrawsAndGraphOutputs) {
   Builder b;
   b.In("x", {2, 3});
-  InitFloats(b.g, "c1", {3}, {1, 2, 3});
-  InitFloats(b.g, "c3", {3}, {1, 2, 4});
+  AddFloatInitializer(b.g, "c1", {3}, {1, 2, 3});
+  AddFloatInitializer(b.g, "c3", {3}, {1, 2, 4});
   AddNode(b.g, "Add", {"x", "c1"}, {"a1"});
   AddNode(b.g, "Add", {"x", "c3"}, {"a3"});
-  AttrFloat(AddNode(b.g, "LeakyRelu", {"a1"}, {"l1"}), "alpha", 0.25f);
-  AttrFloat(AddNode(b.g, "LeakyRelu", {"a1"}, {"l2"}), "alpha", 0.5f);
-  AttrInt(AddNode(b.g, "RandomUniformLike", {"x"}, {"r1"}), "seed", 1);
-  AttrInt(AddNode(b.g, "RandomUniformLike", {"x"}, {"r2"}), "seed", 1);
+  SetAttr(AddNode(b.g, "LeakyRelu", {"a1"}, {"l1"}), "alpha", 0.25f);
+  SetAttr(AddNode(b.g, "LeakyRelu", {"a1"}, {"l2"}), "alpha", 0.5f);
+  SetAttr(AddNode(b.g, "RandomUniformLike", {"x"}, {"r1"}), "seed", 1);
+  SetAttr(AddNode(b.g, "RandomUniformLike", {"x"}, {"r2"}), "seed", 1);
   AddNode(b.g, "Relu", {"x"}, {"o1"});  // both are graph outputs: names are the interface
   AddNode(b.g, "Relu", {"x"}, {"o2"});
   AddNode(b.g, "Sum", {"a3", "l1", "l2"}, {"y"});
@@ -357,11 +357,11 @@ TEST(CancelTransposes, CancelsAndComposes) {
   Builder b;
   b.In("x", {2, 3, 4});
   AddNode(b.g, "Relu", {"x"}, {"r"}, "relu");
-  AttrInts(AddNode(b.g, "Transpose", {"r"}, {"t1"}, "t1"), "perm", {1, 0, 2});
-  AttrInts(AddNode(b.g, "Transpose", {"t1"}, {"t2"}, "t2"), "perm", {1, 0, 2});  // undoes t1
+  SetAttr(AddNode(b.g, "Transpose", {"r"}, {"t1"}, "t1"), "perm", {1, 0, 2});
+  SetAttr(AddNode(b.g, "Transpose", {"t1"}, {"t2"}, "t2"), "perm", {1, 0, 2});  // undoes t1
   AddNode(b.g, "Neg", {"t2"}, {"n"}, "neg");
-  AttrInts(AddNode(b.g, "Transpose", {"n"}, {"u1"}, "u1"), "perm", {0, 2, 1});   // [2, 4, 3]
-  AttrInts(AddNode(b.g, "Transpose", {"u1"}, {"u2"}, "u2"), "perm", {2, 0, 1});  // [3, 2, 4]
+  SetAttr(AddNode(b.g, "Transpose", {"n"}, {"u1"}, "u1"), "perm", {0, 2, 1});   // [2, 4, 3]
+  SetAttr(AddNode(b.g, "Transpose", {"u1"}, {"u2"}, "u2"), "perm", {2, 0, 1});  // [3, 2, 4]
   AddNode(b.g, "Transpose", {"u2"}, {"u3"}, "u3");  // default: [4, 2, 3]
   AddNode(b.g, "Sigmoid", {"u3"}, {"y"}, "sigmoid");
   b.Out("y");
@@ -379,8 +379,8 @@ TEST(CancelTransposes, CancelsAndComposes) {
 TEST(CancelTransposes, UnitAxisTransposesBecomeReshapes) {
   Builder b;
   b.In("x", {1, 4, 3});
-  AttrInts(AddNode(b.g, "Transpose", {"x"}, {"t"}, "moves_unit"), "perm", {1, 0, 2});  // [4, 1, 3]
-  AttrInts(AddNode(b.g, "Transpose", {"x"}, {"u"}, "real"), "perm", {0, 2, 1});        // [1, 3, 4]
+  SetAttr(AddNode(b.g, "Transpose", {"x"}, {"t"}, "moves_unit"), "perm", {1, 0, 2});  // [4, 1, 3]
+  SetAttr(AddNode(b.g, "Transpose", {"x"}, {"u"}, "real"), "perm", {0, 2, 1});        // [1, 3, 4]
   AddNode(b.g, "Neg", {"t"}, {"y"}, "neg");
   b.Out("y");
   b.Out("u");
@@ -393,8 +393,8 @@ TEST(CancelTransposes, UnitAxisTransposesBecomeReshapes) {
 TEST(CancelTransposes, LeavesSharedInnerResultsAndKeepsOutputs) {
   Builder b;
   b.In("x", {2, 3});
-  AttrInts(AddNode(b.g, "Transpose", {"x"}, {"t1"}, "t1"), "perm", {1, 0});
-  AttrInts(AddNode(b.g, "Transpose", {"t1"}, {"t2"}, "t2"), "perm", {1, 0});
+  SetAttr(AddNode(b.g, "Transpose", {"x"}, {"t1"}, "t1"), "perm", {1, 0});
+  SetAttr(AddNode(b.g, "Transpose", {"t1"}, {"t2"}, "t2"), "perm", {1, 0});
   AddNode(b.g, "Neg", {"t1"}, {"other"}, "other_reader");
   b.Out("t2");
   b.Out("other");
@@ -404,8 +404,8 @@ TEST(CancelTransposes, LeavesSharedInnerResultsAndKeepsOutputs) {
   // The identity result is a graph output and x a graph input: one Transpose (identity) stays.
   Builder c;
   c.In("x", {2, 3});
-  AttrInts(AddNode(c.g, "Transpose", {"x"}, {"t1"}, "t1"), "perm", {1, 0});
-  AttrInts(AddNode(c.g, "Transpose", {"t1"}, {"y"}, "t2"), "perm", {1, 0});
+  SetAttr(AddNode(c.g, "Transpose", {"x"}, {"t1"}, "t1"), "perm", {1, 0});
+  SetAttr(AddNode(c.g, "Transpose", {"t1"}, {"y"}, "t2"), "perm", {1, 0});
   c.Out("y");
   ir::Model m2 = CheckPass(c.m, "cancel-transposes", true);
   ASSERT_EQ(m2.graph->nodes.size(), 1u);
@@ -416,8 +416,8 @@ TEST(CancelTransposes, LeavesSharedInnerResultsAndKeepsOutputs) {
   Builder d;
   d.In("x", {2, 3});
   AddNode(d.g, "Relu", {"x"}, {"r"}, "relu");
-  AttrInts(AddNode(d.g, "Transpose", {"r"}, {"t1"}, "t1"), "perm", {1, 0});
-  AttrInts(AddNode(d.g, "Transpose", {"t1"}, {"y"}, "t2"), "perm", {1, 0});
+  SetAttr(AddNode(d.g, "Transpose", {"r"}, {"t1"}, "t1"), "perm", {1, 0});
+  SetAttr(AddNode(d.g, "Transpose", {"t1"}, {"y"}, "t2"), "perm", {1, 0});
   d.Out("y");
   ir::Model m3 = CheckPass(d.m, "cancel-transposes", true);
   ASSERT_EQ(m3.graph->nodes.size(), 1u);

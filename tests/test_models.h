@@ -3,6 +3,7 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,10 @@ inline void SetAttr(onnx::NodeProto* n, const std::string& name, const std::stri
 inline void SetAttr(onnx::NodeProto* n, const std::string& name, const std::vector<int64_t>& v) {
   auto* a = NewAttribute(n, name, onnx::AttributeProto::INTS);
   for (int64_t x : v) a->add_ints(x);
+}
+// A braced list of integers, {1, 0} or {axis}, is INTS (not an INT, nor STRINGS).
+inline void SetAttr(onnx::NodeProto* n, const std::string& name, std::initializer_list<int64_t> v) {
+  SetAttr(n, name, std::vector<int64_t>(v));
 }
 inline void SetAttr(onnx::NodeProto* n, const std::string& name,
                     const std::vector<std::string>& v) {
