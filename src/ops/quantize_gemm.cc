@@ -183,17 +183,19 @@ void ApplyZeroPoints(int threads, const uint8_t* a, bool a_signed, int64_t rows,
   });
 }
 
-// Whether a convolution that QConvDirect takes runs faster on oneDNN's: on AMX, those of at
-// least kAmxWork multiply-adds (a call), depthwise ones aside. Below it the call's fixed costs
-// (layouts in and out, the tile setup) outweigh AMX: MobileNet's pointwise layers of 0.3-0.6 M
-// took 0.06-0.08 ms there and 0.02-0.04 on QConvDirect's VNNI kernels, ResNet-8's 3x3 layers of
-// 2.4 M 0.02-0.035 against 0.04-0.055.
-constexpr int64_t kAmxWork = int64_t{1} << 21;
-
+// Whether a convolution that QConvDirect takes runs faster on oneDNN's, where oneDNN's int8
+// kernels are exact: those of at least a few million multiply-adds (a call), depthwise ones
+// aside. Below that the call's fixed costs (layouts in and out, AMX's tile setup) outweigh the
+// faster kernel: on AMX, MobileNet's pointwise layers of 0.3-0.6 M took 0.06-0.08 ms there and
+// 0.02-0.04 on QConvDirect's VNNI kernels. On AVX-512 VNNI without AMX (Zen 5) oneDNN's kernels
+// took 3x3 64 -> 64 on 56 x 56 from 0.80 to 0.39 ms and ResNet-8 from 0.28 to 0.13 ms, its
+// 1 M layers included.
 bool PreferDnnl(const ConvGeom& g) {
-  if ((g.c == g.group && g.m == g.group) || !DnnlRunsAmxInt8()) return false;
+  const DnnlInt8 kernels = DnnlInt8Kernels();
+  if ((g.c == g.group && g.m == g.group) || kernels == DnnlInt8::kInexact) return false;
+  const int64_t min_work = kernels == DnnlInt8::kAmx ? int64_t{1} << 21 : int64_t{1} << 20;
   const ConvPlane q = PlaneOf(g);
-  return g.n * q.oh * q.ow * g.m * (g.c / g.group) * q.kh * q.kw >= kAmxWork;
+  return g.n * q.oh * q.ow * g.m * (g.c / g.group) * q.kh * q.kw >= min_work;
 }
 
 // The convolution on oneDNN's int8 convolution kernels, where they take it (1-D or 2-D, a CPU

@@ -221,13 +221,16 @@ void ChannelsFirst(const int32_t* dst, int64_t pixels, int64_t m, int32_t* y, in
 
 }  // namespace
 
-bool DnnlRunsAmxInt8() {
+DnnlInt8 DnnlInt8Kernels() {
   // The ISAs are bit sets, each one holding the ones below it.
-  static const bool amx = [] {
-    const auto amx_isa = static_cast<unsigned>(dnnl_cpu_isa_avx512_core_amx);
-    return (static_cast<unsigned>(dnnl::get_effective_cpu_isa()) & amx_isa) == amx_isa;
+  static const DnnlInt8 kernels = [] {
+    const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+    auto has = [&](dnnl_cpu_isa_t i) { return (isa & static_cast<unsigned>(i)) == i; };
+    if (has(dnnl_cpu_isa_avx512_core_amx)) return DnnlInt8::kAmx;
+    if (has(dnnl_cpu_isa_avx512_core_vnni) || has(dnnl_cpu_isa_avx2_vnni)) return DnnlInt8::kVnni;
+    return DnnlInt8::kInexact;
   }();
-  return amx && DnnlAvailable();
+  return DnnlAvailable() ? kernels : DnnlInt8::kInexact;
 }
 
 bool DnnlConvInt8(const Int8ConvShape& s, const void* x, int32_t x_zp, const void* w,
@@ -289,7 +292,7 @@ bool DnnlConvInt8(const Int8ConvShape&, const void*, int32_t, const void*, bool,
   return false;
 }
 
-bool DnnlRunsAmxInt8() { return false; }
+DnnlInt8 DnnlInt8Kernels() { return DnnlInt8::kInexact; }
 
 #endif
 

@@ -34,9 +34,10 @@ bool DnnlConvInt8(const Int8ConvShape& s, const void* x, int32_t x_zp, const voi
                   bool w_constant, const int32_t* w_zp, const int32_t* bias, int32_t* out,
                   int threads, std::unique_ptr<NodeState>* state);
 
-// Whether oneDNN runs its int8 convolutions on AMX tiles here (built in, the thread's kernels
-// fast, a CPU and kernel that grant AMX): they then outrun kiln's VNNI kernels 2-3x on
-// convolutions that are not depthwise.
-bool DnnlRunsAmxInt8();
+// How oneDNN's int8 kernels sum 8-bit products here: kVnni with VNNI's exact dot products, kAmx
+// on AMX tiles; kInexact without either (they pair products in saturating int16), and where
+// oneDNN is not to be used (DnnlAvailable).
+enum class DnnlInt8 { kInexact, kVnni, kAmx };
+DnnlInt8 DnnlInt8Kernels();
 
 }  // namespace kiln::ops
