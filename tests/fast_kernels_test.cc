@@ -453,12 +453,18 @@ TEST(FastKernels, UnaryElementwiseOpsRunChannelsLastBetweenConvs) {
 // scale per group; 21: per channel) or LayerNormalization (axis 1), scale and bias random; or
 // LpNormalization over axis 1 with p = `groups`.
 onnx::ModelProto NormModel(const std::string& op, const std::vector<int64_t>& dims, int64_t groups,
-                           int opset, onnx::TensorProto::DataType type) {
+                           int opset, onnx::TensorProto::DataType type,
+                           const std::vector<int64_t>& axes = {}) {
   onnx::ModelProto m = testing::EmptyModel("norm");
   m.mutable_opset_import(0)->set_version(opset);
   auto* g = m.mutable_graph();
   *g->add_input() = Info("x", type, dims);
   *g->add_output() = Info("y", type, dims);
+  if (op == "MeanVarianceNormalization") {
+    auto* n = testing::AddNamedNode(g, op, {"x"}, "y");
+    if (!axes.empty()) testing::SetAttr(n, "axes", axes);
+    return m;
+  }
   if (op == "LpNormalization") {  // groups: p; the axis is 1
     auto* n = testing::AddNamedNode(g, op, {"x"}, "y");
     testing::SetAttr(n, "p", groups);
@@ -516,6 +522,7 @@ TEST(FastKernels, NormalizationsAgainstTheDoubleReference) {
     std::vector<int64_t> dims;
     int64_t groups = 1;
     int opset = 17;
+    std::vector<int64_t> axes = {};  // MeanVarianceNormalization's (none: its default 0, 2, 3)
   };
   const std::vector<Case> cases = {
       {"InstanceNormalization", {2, 5, 7, 9}},
@@ -535,6 +542,16 @@ TEST(FastKernels, NormalizationsAgainstTheDoubleReference) {
       {"LpNormalization", {4, 37, 300}, 2},  // columns
       {"LpNormalization", {4, 37, 300}, 1},
       {"LpNormalization", {2, 8, 1}, 2},
+      // MeanVarianceNormalization: rows of one group, rows across groups, alternating blocks,
+      // size-1 dims, one group, and a map the threads split.
+      {"MeanVarianceNormalization", {2, 5, 7, 9}, 1, 13},
+      {"MeanVarianceNormalization", {3, 4, 50}, 1, 13, {2}},
+      {"MeanVarianceNormalization", {2, 6, 5, 7}, 1, 13, {1}},
+      {"MeanVarianceNormalization", {4, 33}, 1, 13, {0}},
+      {"MeanVarianceNormalization", {2, 3, 4, 5}, 1, 13, {1, 3}},
+      {"MeanVarianceNormalization", {2, 3, 4, 5}, 1, 13, {0, 1, 2, 3}},
+      {"MeanVarianceNormalization", {1, 8, 1, 16}, 1, 13, {2, 3}},
+      {"MeanVarianceNormalization", {2, 64, 56, 56}, 1, 13},
   };
   std::mt19937 rng(29);
   for (const Case& c : cases) {
@@ -545,9 +562,10 @@ TEST(FastKernels, NormalizationsAgainstTheDoubleReference) {
       xv[i] = static_cast<float>(xv[i] * 3 + 5);  // a mean far from 0
     std::string what = c.op + " opset " + std::to_string(c.opset);
     for (int64_t d : c.dims) what += " " + std::to_string(d);
+    for (int64_t a : c.axes) what += " axis " + std::to_string(a);
     ExpectFloatMatchesDouble(
         [&](onnx::TensorProto::DataType t) {
-          return NormModel(c.op, c.dims, c.groups, c.opset, t);
+          return NormModel(c.op, c.dims, c.groups, c.opset, t, c.axes);
         },
         c.dims, xv, 2e-6, what);
   }

@@ -2,7 +2,8 @@
 // GroupNormalization, RMSNormalization, LRN, MeanVarianceNormalization, LpNormalization, and
 // Dropout (which at inference is the identity). Statistics accumulate in double; results are
 // written in the input's type. float32 Layer / RMS / Instance / Group normalization run kernels
-// with float sums in 16 lanes (as ONNX computes float32), compiled per instruction set.
+// with float sums in 16 lanes (as ONNX computes float32), and float32 MeanVarianceNormalization one
+// with double sums, compiled per instruction set.
 #include <algorithm>
 #include <cmath>
 #include <random>
@@ -645,6 +646,164 @@ void ForEachReductionGroup(const Dims& dims, const std::vector<char>& reduced, F
   }
 }
 
+// MeanVarianceNormalization's float32 layout: the axes collapse into alternating kept and
+// reduced blocks, so the tensor is `rows` rows of `inner` contiguous floats, each of which either
+// belongs to one group (the innermost block reduced) or runs across `inner` consecutive groups
+// (the innermost block kept). Groups number the kept coordinates row-major.
+struct MvnLayout {
+  std::vector<int64_t> blocks;  // the outer blocks' lengths, outermost first
+  std::vector<char> reduced;    // per outer block
+  int64_t inner = 1, rows = 1, groups = 1;
+  bool inner_reduced = true;
+
+  // The group of row r's first element.
+  int64_t GroupOf(int64_t r) const {
+    int64_t g = 0, scale = inner_reduced ? 1 : inner;
+    for (int b = static_cast<int>(blocks.size()) - 1; b >= 0; --b) {
+      const int64_t i = r % blocks[b];
+      r /= blocks[b];
+      if (!reduced[b]) {
+        g += i * scale;
+        scale *= blocks[b];
+      }
+    }
+    return g;
+  }
+};
+
+MvnLayout CollapseMvn(const Dims& dims, const std::vector<char>& reduced) {
+  MvnLayout l;
+  for (size_t a = 0; a < dims.size(); ++a) {
+    if (dims[a] == 1) continue;  // in no group's way
+    if (!l.reduced.empty() && l.reduced.back() == reduced[a])
+      l.blocks.back() *= dims[a];
+    else {
+      l.blocks.push_back(dims[a]);
+      l.reduced.push_back(reduced[a]);
+    }
+  }
+  if (!l.blocks.empty()) {
+    l.inner = l.blocks.back();
+    l.inner_reduced = l.reduced.back();
+    l.blocks.pop_back();
+    l.reduced.pop_back();
+  }
+  l.groups = l.inner_reduced ? 1 : l.inner;
+  for (size_t b = 0; b < l.blocks.size(); ++b) {
+    l.rows *= l.blocks[b];
+    if (!l.reduced[b]) l.groups *= l.blocks[b];
+  }
+  return l;
+}
+
+// Adds rows [r0, r1)'s values and squares, in double, to their groups' sum and sq.
+KILN_AI void MvnSums(const float* x, const MvnLayout& l, int64_t r0, int64_t r1, double* sum,
+                     double* sq) {
+  constexpr int kLanes = 16;
+  for (int64_t r = r0; r < r1; ++r) {
+    const float* row = x + r * l.inner;
+    const int64_t g = l.GroupOf(r);
+    if (!l.inner_reduced) {
+      for (int64_t k = 0; k < l.inner; ++k) {
+        const double v = row[k];
+        sum[g + k] += v;
+        sq[g + k] += v * v;
+      }
+      continue;
+    }
+    double s[kLanes] = {}, q[kLanes] = {};
+    int64_t k = 0;
+    for (; k + kLanes <= l.inner; k += kLanes)
+      for (int i = 0; i < kLanes; ++i) {
+        const double v = row[k + i];
+        s[i] += v;
+        q[i] += v * v;
+      }
+    for (; k < l.inner; ++k) {
+      const double v = row[k];
+      s[0] += v;
+      q[0] += v * v;
+    }
+    for (int i = 0; i < kLanes; ++i) {
+      sum[g] += s[i];
+      sq[g] += q[i];
+    }
+  }
+}
+
+// y = (x - mean) * inv of each element's group, for rows [r0, r1).
+KILN_AI void MvnApply(const float* x, float* y, const MvnLayout& l, int64_t r0, int64_t r1,
+                      const double* mean, const double* inv) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const float* row = x + r * l.inner;
+    float* out = y + r * l.inner;
+    const int64_t g = l.GroupOf(r);
+    if (l.inner_reduced) {
+      const double m = mean[g], a = inv[g];
+      for (int64_t k = 0; k < l.inner; ++k) out[k] = static_cast<float>((row[k] - m) * a);
+    } else {
+      for (int64_t k = 0; k < l.inner; ++k)
+        out[k] = static_cast<float>((row[k] - mean[g + k]) * inv[g + k]);
+    }
+  }
+}
+
+#define KILN_MVN(sums, apply, target_attr)                                                       \
+  target_attr void sums(const float* x, const MvnLayout& l, int64_t r0, int64_t r1, double* sum, \
+                        double* sq) {                                                            \
+    MvnSums(x, l, r0, r1, sum, sq);                                                              \
+  }                                                                                              \
+  target_attr void apply(const float* x, float* y, const MvnLayout& l, int64_t r0, int64_t r1,   \
+                         const double* mean, const double* inv) {                                \
+    MvnApply(x, y, l, r0, r1, mean, inv);                                                        \
+  }
+KILN_MVN(MvnSumsBase, MvnApplyBase, )
+#if KILN_X86_DISPATCH
+KILN_MVN(MvnSumsAvx2, MvnApplyAvx2, __attribute__((target("avx2,fma"))))
+KILN_MVN(MvnSumsAvx512, MvnApplyAvx512, __attribute__((target("avx512f,fma"))))
+#endif
+#undef KILN_MVN
+
+// Float32 MeanVarianceNormalization over `reduced` axes: the sums over threads (each part its
+// own totals), then the normalization over threads. `variance` false: only the mean goes.
+void MvnF32(const float* x, float* y, const Dims& dims, const std::vector<char>& reduced,
+            bool variance, int threads) {
+  const MvnLayout l = CollapseMvn(dims, reduced);
+  if (l.rows * l.inner == 0) return;
+#if KILN_X86_DISPATCH
+  const Isa isa = BestIsa();
+  auto sums = isa == Isa::kAvx512 ? MvnSumsAvx512 : isa == Isa::kAvx2 ? MvnSumsAvx2 : MvnSumsBase;
+  auto apply = isa == Isa::kAvx512 ? MvnApplyAvx512
+               : isa == Isa::kAvx2 ? MvnApplyAvx2
+                                   : MvnApplyBase;
+#else
+  auto sums = MvnSumsBase;
+  auto apply = MvnApplyBase;
+#endif
+  const int64_t min_rows = std::max<int64_t>(1, (int64_t{1} << 15) / l.inner);
+  const int parts = static_cast<int>(std::clamp<int64_t>(l.rows / min_rows, 1, threads));
+  const auto G = static_cast<size_t>(l.groups);
+  std::vector<double> acc(2 * G * static_cast<size_t>(parts), 0.0);
+  ParallelFor(parts, parts, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p)
+      sums(x, l, l.rows * p / parts, l.rows * (p + 1) / parts, &acc[2 * G * p],
+           &acc[2 * G * p + G]);
+  });
+  const double n = static_cast<double>(l.rows * l.inner / l.groups);
+  std::vector<double> mean(G), inv(G, 1.0);
+  for (size_t g = 0; g < G; ++g) {
+    double s = 0, q = 0;
+    for (int p = 0; p < parts; ++p) {
+      s += acc[2 * G * p + g];
+      q += acc[2 * G * p + G + g];
+    }
+    mean[g] = s / n;
+    if (variance) inv[g] = 1.0 / (std::sqrt(std::max(0.0, q / n - mean[g] * mean[g])) + 1e-9);
+  }
+  ParallelRows(threads, l.rows, min_rows,
+               [&](int64_t r0, int64_t r1) { apply(x, y, l, r0, r1, mean.data(), inv.data()); });
+}
+
 // Opset 9 normalizes over `axes`; the experimental opset-1 form normalizes each instance over
 // H, W (and C with across_channels), optionally only subtracting the mean.
 std::vector<int64_t> MvnAxes(const ir::Node& n, int64_t opset) {
@@ -672,6 +831,11 @@ Status MvnCompute(ComputeContext& ctx) {
     reduced[a] = 1;
   }
   const bool variance = ctx.opset() >= 9 || ctx.node().attr_int("normalize_variance", 1) != 0;
+  if (xt.dtype() == DType::kFloat32 && !ReferenceKernels()) {
+    MvnF32(xt.data<float>(), ctx.output(0).data<float>(), xt.dims(), reduced, variance,
+           ctx.threads());
+    return OkStatus();
+  }
   Dispatch<kFloatTypes>(xt.dtype(), [&]<class T>() {
     const T* x = xt.data<T>();
     T* y = ctx.output(0).data<T>();
