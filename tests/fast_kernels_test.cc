@@ -1280,6 +1280,45 @@ TEST(FastKernels, WhereBroadcastsAgainstTheIndexLoop) {
   }
 }
 
+// Comparisons (bool outputs: the scalar row loops) and the plain unary ops, on tensors the
+// threads split: the same operands, a scalar first operand, a scalar second one.
+TEST(FastKernels, ComparisonsAndUnaryOpsOverThreadsAgainstAScan) {
+  const Dims dims = {4, 8, 64, 64};
+  const auto n = static_cast<size_t>(NumElements(dims));
+  std::mt19937 rng(43);
+  onnx::ModelProto m = testing::EmptyModel("compare");
+  auto* g = m.mutable_graph();
+  *g->add_input() = Info("x", onnx::TensorProto::FLOAT, dims);
+  const auto yv = Random(n, rng);
+  FillTensor(g->add_initializer(), "y", onnx::TensorProto::FLOAT, dims, yv);
+  FillTensor(g->add_initializer(), "s", onnx::TensorProto::FLOAT, {}, {0.25});
+  const std::vector<std::pair<std::string, std::vector<std::string>>> nodes = {
+      {"Greater", {"x", "y"}},
+      {"Less", {"s", "x"}},
+      {"GreaterOrEqual", {"x", "s"}},
+      {"Neg", {"x"}},
+      {"Abs", {"y"}}};
+  for (size_t k = 0; k < nodes.size(); ++k) {
+    const std::string out = "o" + std::to_string(k);
+    const bool compare = nodes[k].second.size() == 2;
+    *g->add_output() =
+        Info(out, compare ? onnx::TensorProto::BOOL : onnx::TensorProto::FLOAT, dims);
+    testing::AddNamedNode(g, nodes[k].first, nodes[k].second, out);
+  }
+  const auto xv = Random(n, rng);
+  for (int threads : {1, 3}) {
+    auto out = RunModel(m, InputOf(DType::kFloat32, dims, xv), threads);
+    ASSERT_EQ(out.size(), nodes.size());
+    for (size_t i = 0; i < n; ++i) {
+      const float x = static_cast<float>(xv[i]), y = static_cast<float>(yv[i]);
+      const double want[] = {x > y ? 1.0 : 0.0, 0.25f < x ? 1.0 : 0.0, x >= 0.25f ? 1.0 : 0.0, -x,
+                             std::fabs(y)};
+      for (size_t k = 0; k < nodes.size(); ++k)
+        ASSERT_EQ(out[k][i], want[k]) << nodes[k].first << " threads " << threads << " at " << i;
+    }
+  }
+}
+
 TEST(FastKernels, TopKSelectionAgainstAStableSort) {
   std::mt19937 rng(31);
   for (auto type : {onnx::TensorProto::FLOAT, onnx::TensorProto::DOUBLE})

@@ -25,7 +25,10 @@ void RegUnary(OpRegistry& r, const char* name, F f) {
       [f](ComputeContext& ctx) -> Status {
         const Tensor& x = ctx.input(0);
         Dispatch<Groups>(x.dtype(), [&]<class T>() {
-          UnaryLoop<T, T>(x.data<T>(), ctx.output(0).data<T>(), x.size(), f);
+          const T* in = x.data<T>();
+          T* out = ctx.output(0).data<T>();
+          ParallelSlices(ctx.threads(), x.size(), kElementsPerThread,
+                         [&](int64_t s, int64_t e) { UnaryLoop<T, T>(in + s, out + s, e - s, f); });
         });
         return OkStatus();
       });

@@ -129,25 +129,33 @@ inline void BinaryScalar(Acc<TS> s, const TB* __restrict b, R* __restrict o, int
   for (; i < n; ++i) o[i] = static_cast<R>(g(static_cast<Acc<TB>>(b[i])));
 }
 
+// Below this many elements a broadcast loop runs on the calling thread: waking the pool costs more.
+constexpr int64_t kBroadcastElementsPerThread = 1 << 15;
+
 // The contiguous row loops BinaryLoop runs: same(a, b, o, n), scalar_a(s, b, o, n) for
-// o = f(s, b[i]) and scalar_b(s, a, o, n) for o = f(a[i], s). The default ones are the scalar loops
+// o = f(s, b[i]) and scalar_b(s, a, o, n) for o = f(a[i], s), each split over up to `threads`
+// threads (inside a broadcast loop's parts they run inline). The default ones are the scalar loops
 // above; ops with vector kernels (kernels/x86/vector_math.h) pass their own.
 template <class TA, class TB, class R, class F>
 struct ScalarRows {
   F& f;
+  int threads = 1;
   void same(const TA* a, const TB* b, R* o, int64_t n) const {
-    BinarySame<TA, TB, R>(a, b, o, n, f);
+    ParallelSlices(threads, n, kBroadcastElementsPerThread, [&](int64_t s, int64_t e) {
+      BinarySame<TA, TB, R>(a + s, b + s, o + s, e - s, f);
+    });
   }
-  void scalar_a(Acc<TA> s, const TB* b, R* o, int64_t n) const {
-    BinaryScalar<true, TA, TB, R>(s, b, o, n, f);
+  void scalar_a(Acc<TA> c, const TB* b, R* o, int64_t n) const {
+    ParallelSlices(threads, n, kBroadcastElementsPerThread, [&](int64_t s, int64_t e) {
+      BinaryScalar<true, TA, TB, R>(c, b + s, o + s, e - s, f);
+    });
   }
-  void scalar_b(Acc<TB> s, const TA* a, R* o, int64_t n) const {
-    BinaryScalar<false, TB, TA, R>(s, a, o, n, f);
+  void scalar_b(Acc<TB> c, const TA* a, R* o, int64_t n) const {
+    ParallelSlices(threads, n, kBroadcastElementsPerThread, [&](int64_t s, int64_t e) {
+      BinaryScalar<false, TB, TA, R>(c, a + s, o + s, e - s, f);
+    });
   }
 };
-
-// Below this many elements a broadcast loop runs on the calling thread: waking the pool costs more.
-constexpr int64_t kBroadcastElementsPerThread = 1 << 15;
 
 // Walks `od` (the broadcast of operands of dims in_dims[k]) as rows of its innermost axis once
 // adjacent axes that every operand walks contiguously (or broadcasts) are merged, so that e.g. a
@@ -249,7 +257,7 @@ inline void BinaryLoopRows(const TA* a, const Dims& ad, const TB* b, const Dims&
 template <class TA, class TB, class R, class F>
 inline void BinaryLoop(const TA* a, const Dims& ad, const TB* b, const Dims& bd, R* o,
                        const Dims& od, F&& f, int threads = 1) {
-  BinaryLoopRows<TA, TB, R>(a, ad, b, bd, o, od, f, ScalarRows<TA, TB, R, F>{f}, threads);
+  BinaryLoopRows<TA, TB, R>(a, ad, b, bd, o, od, f, ScalarRows<TA, TB, R, F>{f, threads}, threads);
 }
 
 // The tensor form; `bd` overrides b's dims (legacy axis broadcasting) when given.
