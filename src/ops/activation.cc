@@ -11,10 +11,6 @@
 namespace kiln::ops {
 namespace {
 
-// Below this many elements per thread an element-wise kernel runs on the caller alone (waking a
-// worker costs microseconds).
-constexpr int64_t kElementsPerThread = 1 << 15;
-
 // Registers an op of ops/unary_ops.h: its formula computed in Acc<T>, float32 through its vector
 // kernel where it has one (not under the reference kernels), split over the node's threads.
 template <class Op>

@@ -13,10 +13,6 @@ namespace {
 
 constexpr unsigned kFloatAndSigned = kFloatTypes | kSignedIntTypes;
 
-// Below this many elements per thread an element-wise kernel runs on the caller alone (waking a
-// worker costs microseconds).
-constexpr int64_t kElementsPerThread = 1 << 15;
-
 // Registers a same-dtype unary op: y = f(x) computed in Acc<T>.
 template <unsigned Groups, class F>
 void RegUnary(OpRegistry& r, const char* name, F f) {

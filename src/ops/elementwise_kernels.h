@@ -129,8 +129,9 @@ inline void BinaryScalar(Acc<TS> s, const TB* __restrict b, R* __restrict o, int
   for (; i < n; ++i) o[i] = static_cast<R>(g(static_cast<Acc<TB>>(b[i])));
 }
 
-// Below this many elements a broadcast loop runs on the calling thread: waking the pool costs more.
-constexpr int64_t kBroadcastElementsPerThread = 1 << 15;
+// Below this many elements per thread an element-wise loop runs on the caller alone (waking a
+// worker costs microseconds).
+constexpr int64_t kElementsPerThread = 1 << 15;
 
 // The contiguous row loops BinaryLoop runs: same(a, b, o, n), scalar_a(s, b, o, n) for
 // o = f(s, b[i]) and scalar_b(s, a, o, n) for o = f(a[i], s), each split over up to `threads`
@@ -141,17 +142,17 @@ struct ScalarRows {
   F& f;
   int threads = 1;
   void same(const TA* a, const TB* b, R* o, int64_t n) const {
-    ParallelSlices(threads, n, kBroadcastElementsPerThread, [&](int64_t s, int64_t e) {
+    ParallelSlices(threads, n, kElementsPerThread, [&](int64_t s, int64_t e) {
       BinarySame<TA, TB, R>(a + s, b + s, o + s, e - s, f);
     });
   }
   void scalar_a(Acc<TA> c, const TB* b, R* o, int64_t n) const {
-    ParallelSlices(threads, n, kBroadcastElementsPerThread, [&](int64_t s, int64_t e) {
+    ParallelSlices(threads, n, kElementsPerThread, [&](int64_t s, int64_t e) {
       BinaryScalar<true, TA, TB, R>(c, b + s, o + s, e - s, f);
     });
   }
   void scalar_b(Acc<TB> c, const TA* a, R* o, int64_t n) const {
-    ParallelSlices(threads, n, kBroadcastElementsPerThread, [&](int64_t s, int64_t e) {
+    ParallelSlices(threads, n, kElementsPerThread, [&](int64_t s, int64_t e) {
       BinaryScalar<false, TB, TA, R>(c, a + s, o + s, e - s, f);
     });
   }
@@ -161,7 +162,7 @@ struct ScalarRows {
 // adjacent axes that every operand walks contiguously (or broadcasts) are merged, so that e.g. a
 // per-channel bias over NCHW becomes rows of H*W with a scalar operand: fn(o, off, inner, step)
 // per row, o its first output element, off[k] operand k's offset there and step[k] its stride
-// along the row. Rows split over up to `threads` threads (one below kBroadcastElementsPerThread
+// along the row. Rows split over up to `threads` threads (one below kElementsPerThread
 // elements a thread).
 template <size_t N, class F>
 inline void ForEachBroadcastRow(const Dims& od, const std::array<Dims, N>& in_dims, int threads,
@@ -190,7 +191,7 @@ inline void ForEachBroadcastRow(const Dims& od, const std::array<Dims, N>& in_di
   const int64_t inner = d[rank - 1];
   std::array<int64_t, N> step;
   for (size_t k = 0; k < N; ++k) step[k] = m[k][rank - 1];
-  const int t = static_cast<int>(std::min<int64_t>(threads, n / kBroadcastElementsPerThread + 1));
+  const int t = static_cast<int>(std::min<int64_t>(threads, n / kElementsPerThread + 1));
   ParallelFor(t, n / inner, [&](int64_t r0, int64_t r1) {
     // The outer index of row r0, and the operands' offsets there.
     std::vector<int64_t> idx(rank, 0);
