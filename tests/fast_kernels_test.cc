@@ -866,8 +866,9 @@ TEST(FastKernels, SoftmaxOverInnerAxesAgainstTheDoubleReference) {
 
 // RotaryEmbedding (opset 23) in float32, whose rows split over the threads, against its generic
 // loop in double: 4-D with position ids, 3-D with num_heads, interleaved pairs, rotary dims short
-// of the head; and the Attention op (opset 23) with a float mask, a bool mask, is_causal and
-// grouped kv heads, whose (batch, kv head) pairs split over the threads.
+// of the head; and the Attention op (opset 23) with a float mask, a bool mask, is_causal,
+// grouped kv heads, 3-D inputs and one query row, whose (batch, kv head) pairs split over the
+// threads.
 TEST(FastKernels, RotaryEmbeddingAndAttentionAgainstTheDoubleReference) {
   std::mt19937 rng(47);
   struct Rope {
@@ -912,22 +913,29 @@ TEST(FastKernels, RotaryEmbeddingAndAttentionAgainstTheDoubleReference) {
     std::string mask;  // "", "float" or "bool"
     bool causal;
     int64_t hkv;
+    bool is3d;   // [B, S, heads * size], read and written in place through row strides
+    int64_t sq;  // 1: the decode step's one query row (the GEMV products)
   };
-  const int64_t Hq = 4, Sq = 29, T = 33, Dh = 8;
-  for (const Attn& c : {Attn{"float", false, 4}, Attn{"bool", false, 2}, Attn{"", true, 1},
-                        Attn{"float", true, 2}}) {
+  const int64_t Hq = 4, T = 33, Dh = 8;
+  for (const Attn& c : {Attn{"float", false, 4, false, 29}, Attn{"bool", false, 2, false, 29},
+                        Attn{"", true, 1, false, 29}, Attn{"float", true, 2, false, 29},
+                        Attn{"bool", false, 2, true, 29}, Attn{"", true, 4, true, 29},
+                        Attn{"float", false, 4, false, 1}, Attn{"", false, 2, true, 1}}) {
+    const int64_t Sq = c.sq;
     const std::vector<double> kv = Random(static_cast<size_t>(B * c.hkv * T * Dh), rng),
                               vv = Random(static_cast<size_t>(B * c.hkv * T * Dh), rng),
                               mv = Random(static_cast<size_t>(Sq * T), rng, 3.0);
+    const Dims qd = c.is3d ? Dims{B, Sq, Hq * Dh} : Dims{B, Hq, Sq, Dh};
+    const Dims kd = c.is3d ? Dims{B, T, c.hkv * Dh} : Dims{B, c.hkv, T, Dh};
     auto build = [&](onnx::TensorProto::DataType type) {
       onnx::ModelProto m = testing::EmptyModel("attention");
       m.mutable_opset_import(0)->set_version(23);
       m.set_ir_version(10);
       auto* g = m.mutable_graph();
-      *g->add_input() = Info("q", type, {B, Hq, Sq, Dh});
-      *g->add_output() = Info("y", type, {B, Hq, Sq, Dh});
-      FillTensor(g->add_initializer(), "k", type, {B, c.hkv, T, Dh}, kv);
-      FillTensor(g->add_initializer(), "v", type, {B, c.hkv, T, Dh}, vv);
+      *g->add_input() = Info("q", type, qd);
+      *g->add_output() = Info("y", type, qd);
+      FillTensor(g->add_initializer(), "k", type, kd, kv);
+      FillTensor(g->add_initializer(), "v", type, kd, vv);
       std::vector<std::string> ins = {"q", "k", "v"};
       if (c.mask == "float") {
         FillTensor(g->add_initializer(), "m", type, {Sq, T}, mv);
@@ -943,12 +951,16 @@ TEST(FastKernels, RotaryEmbeddingAndAttentionAgainstTheDoubleReference) {
       }
       auto* n = testing::AddNamedNode(g, "Attention", ins, "y");
       if (c.causal) testing::SetAttr(n, "is_causal", int64_t{1});
+      if (c.is3d) {
+        testing::SetAttr(n, "q_num_heads", Hq);
+        testing::SetAttr(n, "kv_num_heads", c.hkv);
+      }
       return m;
     };
-    ExpectFloatMatchesDouble(build, {B, Hq, Sq, Dh},
-                             Random(static_cast<size_t>(B * Hq * Sq * Dh), rng), 1e-6,
+    ExpectFloatMatchesDouble(build, qd, Random(static_cast<size_t>(B * Hq * Sq * Dh), rng), 1e-6,
                              "Attention mask '" + c.mask + "' causal " + std::to_string(c.causal) +
-                                 " kv heads " + std::to_string(c.hkv));
+                                 " kv heads " + std::to_string(c.hkv) + " 3-D " +
+                                 std::to_string(c.is3d) + " q rows " + std::to_string(Sq));
   }
 }
 

@@ -142,8 +142,34 @@ inline int64_t QkvIndex(bool is3d, int64_t H, int64_t S, int64_t D, int64_t b, i
   return is3d ? ((b * S + s) * H + h) * D + d : ((b * H + h) * S + s) * D + d;
 }
 
+// The rows of one head: the first and the stride between them.
+template <class C>
+struct HeadRows {
+  const C* p = nullptr;
+  int64_t ld = 0;
+};
+
+// The mask as additive values in the mask tensor's own layout (bool: 0 or -inf), so that each
+// row of scores adds one contiguous or strided run; a float32 mask in float is read in place.
+template <class C>
+const C* MaskBias(const Tensor& mask, std::vector<C>* own) {
+  if constexpr (std::is_same_v<C, float>)
+    if (mask.dtype() == DType::kFloat32) return mask.data<float>();
+  const int64_t n = mask.size();
+  own->resize(static_cast<size_t>(n));
+  if (mask.dtype() == DType::kBool) {
+    const bool* m = mask.data<bool>();
+    for (int64_t i = 0; i < n; ++i) (*own)[i] = m[i] ? C(0) : -std::numeric_limits<C>::infinity();
+  } else {
+    for (int64_t i = 0; i < n; ++i) (*own)[i] = static_cast<C>(mask.GetDouble(i));
+  }
+  return own->data();
+}
+
 template <class T, class C>
 void AttentionKernel(ComputeContext& ctx, const AttentionShape& s) {
+  // Where T is the compute type, Q, K (without a past), V and Y are read and written in place.
+  constexpr bool kInPlace = std::is_same_v<T, C>;
   const T* q = ctx.input(0).data<T>();
   const T* k = ctx.input(1).data<T>();
   const T* v = ctx.input(2).data<T>();
@@ -155,14 +181,16 @@ void AttentionKernel(ComputeContext& ctx, const AttentionShape& s) {
   const double scale = s.scale, softcap = s.softcap;
   const C neg_inf = -std::numeric_limits<C>::infinity();
 
-  // The mask as an additive bias read through broadcast strides; columns past its last dim
-  // are masked out.
+  // The mask read through broadcast strides; columns past its last dim are masked out.
   const Tensor* mask = ctx.has_input(3) ? &ctx.input(3) : nullptr;
   Dims mstride;
   int64_t mcols = 0;
+  std::vector<C> own_bias;
+  const C* bias = nullptr;
   if (mask) {
     mcols = s.mask.back();
     mstride = BroadcastStrides(s.mask, {s.B, s.Hq, s.Sq, mcols});
+    bias = MaskBias<C>(*mask, &own_bias);
   }
   std::vector<int64_t> nonpad;
   if (ctx.has_input(6)) nonpad = ctx.input(6).ToInt64Vector();
@@ -172,48 +200,74 @@ void AttentionKernel(ComputeContext& ctx, const AttentionShape& s) {
   T* present_v = ctx.num_outputs() > 2 ? ctx.output(2).data<T>() : nullptr;
   T* qk_out = ctx.num_outputs() > 3 && ctx.output_used(3) ? ctx.output(3).data<T>() : nullptr;
   const int64_t group = s.Hq / s.Hkv;
+  // Row strides of one head in Q/K/V/Y: 3-D interleaves the heads of a position.
+  const int64_t ldq = s.is3d ? s.Hq * s.D : s.D, ldk = s.is3d ? s.Hkv * s.D : s.D;
+  const int64_t ldv = s.is3d ? s.Hkv * s.Dv : s.Dv, ldy = s.is3d ? s.Hq * s.Dv : s.Dv;
+  auto head = [&](bool is3d_layout, int64_t H, int64_t S, int64_t D, int64_t b, int64_t h) {
+    return is3d_layout ? b * S * H * D + h * D : (b * H + h) * S * D;
+  };
 
   // The (batch, kv head) pairs split over the threads, each part with buffers of its own; the
   // products inside take the threads only where there are fewer pairs than threads.
   const int64_t pairs = s.B * s.Hkv;
   const int threads = ctx.threads(), product_threads = pairs >= threads ? 1 : threads;
   ParallelFor(pairs >= threads ? threads : 1, pairs, [&](int64_t pair0, int64_t pair1) {
-    // present_key / present_value: the past followed by the new keys, [B, Hkv, T, D].
-    std::vector<C> kt(s.T * s.D), vt(s.T * s.Dv);
-    std::vector<C> qb(s.Sq * s.D), scores(s.Sq * s.T), yb(s.Sq * s.Dv);
+    const bool copy_kv = has_past || !kInPlace;
+    std::vector<C> kt(copy_kv ? s.T * s.D : 0), vt(copy_kv ? s.T * s.Dv : 0);
+    std::vector<C> qb(kInPlace ? 0 : s.Sq * s.D), scores(s.Sq * s.T),
+        yb(kInPlace ? 0 : s.Sq * s.Dv);
     for (int64_t pair = pair0; pair < pair1; ++pair) {
       const int64_t b = pair / s.Hkv, kh = pair % s.Hkv;
-      for (int64_t t = 0; t < s.P; ++t) {
-        for (int64_t d = 0; d < s.D; ++d)
-          kt[t * s.D + d] = static_cast<C>(pk[((b * s.Hkv + kh) * s.P + t) * s.D + d]);
-        for (int64_t d = 0; d < s.Dv; ++d)
-          vt[t * s.Dv + d] = static_cast<C>(pv[((b * s.Hkv + kh) * s.P + t) * s.Dv + d]);
-      }
-      for (int64_t t = 0; t < s.Skv; ++t) {
-        for (int64_t d = 0; d < s.D; ++d)
-          kt[(s.P + t) * s.D + d] =
-              static_cast<C>(k[QkvIndex(s.is3d, s.Hkv, s.Skv, s.D, b, kh, t, d)]);
-        for (int64_t d = 0; d < s.Dv; ++d)
-          vt[(s.P + t) * s.Dv + d] =
-              static_cast<C>(v[QkvIndex(s.is3d, s.Hkv, s.Skv, s.Dv, b, kh, t, d)]);
+      // Keys and values: the past followed by the new ones, [T, D] (present_key/value).
+      HeadRows<C> kr, vr;
+      if (copy_kv) {
+        for (int64_t t = 0; t < s.P; ++t) {
+          for (int64_t d = 0; d < s.D; ++d)
+            kt[t * s.D + d] = static_cast<C>(pk[((b * s.Hkv + kh) * s.P + t) * s.D + d]);
+          for (int64_t d = 0; d < s.Dv; ++d)
+            vt[t * s.Dv + d] = static_cast<C>(pv[((b * s.Hkv + kh) * s.P + t) * s.Dv + d]);
+        }
+        for (int64_t t = 0; t < s.Skv; ++t) {
+          for (int64_t d = 0; d < s.D; ++d)
+            kt[(s.P + t) * s.D + d] =
+                static_cast<C>(k[QkvIndex(s.is3d, s.Hkv, s.Skv, s.D, b, kh, t, d)]);
+          for (int64_t d = 0; d < s.Dv; ++d)
+            vt[(s.P + t) * s.Dv + d] =
+                static_cast<C>(v[QkvIndex(s.is3d, s.Hkv, s.Skv, s.Dv, b, kh, t, d)]);
+        }
+        kr = {kt.data(), s.D};
+        vr = {vt.data(), s.Dv};
+      } else if constexpr (kInPlace) {
+        kr = {k + head(s.is3d, s.Hkv, s.Skv, s.D, b, kh), ldk};
+        vr = {v + head(s.is3d, s.Hkv, s.Skv, s.Dv, b, kh), ldv};
       }
       if (present_k)
-        for (int64_t i = 0; i < s.T * s.D; ++i)
-          present_k[(b * s.Hkv + kh) * s.T * s.D + i] = T(static_cast<Acc<T>>(kt[i]));
+        for (int64_t t = 0; t < s.T; ++t)
+          for (int64_t d = 0; d < s.D; ++d)
+            present_k[((b * s.Hkv + kh) * s.T + t) * s.D + d] =
+                T(static_cast<Acc<T>>(kr.p[t * kr.ld + d]));
       if (present_v)
-        for (int64_t i = 0; i < s.T * s.Dv; ++i)
-          present_v[(b * s.Hkv + kh) * s.T * s.Dv + i] = T(static_cast<Acc<T>>(vt[i]));
+        for (int64_t t = 0; t < s.T; ++t)
+          for (int64_t d = 0; d < s.Dv; ++d)
+            present_v[((b * s.Hkv + kh) * s.T + t) * s.Dv + d] =
+                T(static_cast<Acc<T>>(vr.p[t * vr.ld + d]));
 
       // The q heads that share this kv head: consecutive groups (kv head h serves q heads
       // h * group .. h * group + group - 1).
       for (int64_t g = 0; g < group; ++g) {
         const int64_t h = kh * group + g;
-        for (int64_t i = 0; i < s.Sq; ++i)
-          for (int64_t d = 0; d < s.D; ++d)
-            qb[i * s.D + d] = static_cast<C>(q[QkvIndex(s.is3d, s.Hq, s.Sq, s.D, b, h, i, d)]);
-        std::fill(scores.begin(), scores.end(), C(0));
-        GemmAny<C>(false, true, s.Sq, s.T, s.D, scale, qb.data(), kt.data(), scores.data(),
-                   product_threads);
+        HeadRows<C> qr;
+        if constexpr (kInPlace) {
+          qr = {q + head(s.is3d, s.Hq, s.Sq, s.D, b, h), ldq};
+        } else {
+          for (int64_t i = 0; i < s.Sq; ++i)
+            for (int64_t d = 0; d < s.D; ++d)
+              qb[i * s.D + d] = static_cast<C>(q[QkvIndex(s.is3d, s.Hq, s.Sq, s.D, b, h, i, d)]);
+          qr = {qb.data(), s.D};
+        }
+        // scores = scale * Q K^T
+        GemmStrided<C>(s.Sq, s.T, s.D, static_cast<C>(scale), qr.p, qr.ld, 1, kr.p, 1, kr.ld,
+                       scores.data(), s.T, /*accumulate=*/false, product_threads);
         T* qk_row = qk_out ? qk_out + ((b * s.Hq + h) * s.Sq) * s.T : nullptr;
         auto emit = [&](int64_t m) {
           if (qk_row && mode == m)
@@ -228,19 +282,12 @@ void AttentionKernel(ComputeContext& ctx, const AttentionShape& s) {
         for (int64_t i = 0; i < s.Sq; ++i) {
           C* row = scores.data() + i * s.T;
           if (mask) {
-            const int64_t at = b * mstride[0] + h * mstride[1] + i * mstride[2], step = mstride[3];
-            const int64_t cols = std::min(mcols, s.T);
-            if (mask->dtype() == DType::kBool) {
-              const bool* m = mask->data<bool>() + at;
-              for (int64_t j = 0; j < cols; ++j)
-                if (!m[j * step]) row[j] += neg_inf;
-            } else if (mask->dtype() == DType::kFloat32) {
-              const float* m = mask->data<float>() + at;
-              for (int64_t j = 0; j < cols; ++j) row[j] += static_cast<C>(m[j * step]);
-            } else {
-              for (int64_t j = 0; j < cols; ++j)
-                row[j] += static_cast<C>(mask->GetDouble(at + j * step));
-            }
+            const C* m = bias + b * mstride[0] + h * mstride[1] + i * mstride[2];
+            const int64_t step = mstride[3], cols = std::min(mcols, s.T);
+            if (step == 1)
+              for (int64_t j = 0; j < cols; ++j) row[j] += m[j];
+            else
+              for (int64_t j = 0; j < cols; ++j) row[j] += m[j * step];
             for (int64_t j = cols; j < s.T; ++j) row[j] += neg_inf;
           }
           if (causal)
@@ -269,13 +316,19 @@ void AttentionKernel(ComputeContext& ctx, const AttentionShape& s) {
           }
         }
         emit(3);
-        std::fill(yb.begin(), yb.end(), C(0));
-        GemmAny<C>(false, false, s.Sq, s.Dv, s.T, 1.0, scores.data(), vt.data(), yb.data(),
-                   product_threads);
-        for (int64_t i = 0; i < s.Sq; ++i)
-          for (int64_t d = 0; d < s.Dv; ++d)
-            y[QkvIndex(s.is3d, s.Hq, s.Sq, s.Dv, b, h, i, d)] =
-                T(static_cast<Acc<T>>(yb[i * s.Dv + d]));
+        // Y = softmax(scores) V, in place where T is the compute type.
+        if constexpr (kInPlace) {
+          GemmStrided<C>(s.Sq, s.Dv, s.T, C(1), scores.data(), s.T, 1, vr.p, vr.ld, 1,
+                         y + head(s.is3d, s.Hq, s.Sq, s.Dv, b, h), ldy, /*accumulate=*/false,
+                         product_threads);
+        } else {
+          GemmStrided<C>(s.Sq, s.Dv, s.T, C(1), scores.data(), s.T, 1, vr.p, vr.ld, 1, yb.data(),
+                         s.Dv, /*accumulate=*/false, product_threads);
+          for (int64_t i = 0; i < s.Sq; ++i)
+            for (int64_t d = 0; d < s.Dv; ++d)
+              y[QkvIndex(s.is3d, s.Hq, s.Sq, s.Dv, b, h, i, d)] =
+                  T(static_cast<Acc<T>>(yb[i * s.Dv + d]));
+        }
       }
     }
   });

@@ -204,22 +204,42 @@ void Gemv(bool tb, int64_t N, int64_t K, T alpha, const T* a, const T* B, T* c, 
   GemvBase<T>(tb, N, K, alpha, a, B, c, n0, n1);
 }
 
+}  // namespace
+
 template <class T>
-void Gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, const T* B, T* C,
-          int threads) {
-  if (M <= 0 || N <= 0 || K <= 0) return;
-  int64_t work = M * N * K;
-  if (M == 1 && !ta && !ReferenceKernels()) {  // threads split the columns
+void GemmStrided(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t rsa, int64_t csa,
+                 const T* B, int64_t rsb, int64_t csb, T* C, int64_t ldc, bool accumulate,
+                 int threads) {
+  if (M <= 0 || N <= 0) return;
+  // One contiguous row of A times a dense B or B^T: the GEMV, threads splitting the columns.
+  const bool dense_b = csb == 1 && rsb == N, dense_bt = rsb == 1 && csb == K;
+  if (M == 1 && csa == 1 && (dense_b || dense_bt) && K > 0 && !ReferenceKernels()) {
+    if (!accumulate) std::fill(C, C + N, T(0));
+    const int64_t work = N * K;
     int nt = static_cast<int>(std::min<int64_t>({threads, N / 64 + 1, work / (1 << 18) + 1}));
     // Whole 16-column groups per thread (every column is summed the same way whatever the split).
     ParallelFor(nt, (N + 15) / 16, [&](int64_t g0, int64_t g1) {
-      Gemv<T>(tb, N, K, alpha, A, B, C, g0 * 16, std::min(N, g1 * 16));
+      Gemv<T>(dense_bt, N, K, alpha, A, B, C, g0 * 16, std::min(N, g1 * 16));
     });
     return;
   }
-  // op(A)(i, k) = A[i * K + k] or A[k * M + i]; op(B)(k, j) = B[k * N + j] or B[j * K + k].
-  PackedGemm<T>(M, N, K, alpha, A, ta ? 1 : K, ta ? M : 1, B, tb ? 1 : N, tb ? K : 1, C, N,
-                /*accumulate=*/true, threads);
+  PackedGemm<T>(M, N, K, alpha, A, rsa, csa, B, rsb, csb, C, ldc, accumulate, threads);
+}
+template void GemmStrided<float>(int64_t, int64_t, int64_t, float, const float*, int64_t, int64_t,
+                                 const float*, int64_t, int64_t, float*, int64_t, bool, int);
+template void GemmStrided<double>(int64_t, int64_t, int64_t, double, const double*, int64_t,
+                                  int64_t, const double*, int64_t, int64_t, double*, int64_t, bool,
+                                  int);
+
+namespace {
+
+// op(A)(i, k) = A[i * K + k] or A[k * M + i]; op(B)(k, j) = B[k * N + j] or B[j * K + k].
+template <class T>
+void Gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, const T* B, T* C,
+          int threads) {
+  if (K <= 0) return;
+  GemmStrided<T>(M, N, K, alpha, A, ta ? 1 : K, ta ? M : 1, B, tb ? 1 : N, tb ? K : 1, C, N,
+                 /*accumulate=*/true, threads);
 }
 
 }  // namespace

@@ -15,6 +15,14 @@ void GemmF32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float 
 void GemmF64(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha,
              const double* A, const double* B, double* C, int threads = 1);
 
+// C[M,N] (rows ldc apart) = (accumulate ? C : 0) + alpha * A B, with element (i, k) of A at
+// A[i * rsa + k * csa] and (k, j) of B at B[k * rsb + j * csb]: products read in place from
+// strided views (one head of a [batch, seq, heads * size] tensor). float and double.
+template <class T>
+void GemmStrided(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t rsa, int64_t csa,
+                 const T* B, int64_t rsb, int64_t csb, T* C, int64_t ldc, bool accumulate,
+                 int threads = 1);
+
 // Any numeric T: half types compute in float (converted on the way in and out), integers wrap
 // around like unsigned arithmetic instead of overflowing.
 template <class T>
