@@ -750,6 +750,15 @@ TEST(ConvTranspose, AddToEveryOtherAgainstTheLoop) {
     for (int64_t j = 0; j < n; ++j) wantd[2 * j] += srcd[j];
     AddToEveryOther(dstd.data(), srcd.data(), n);
     EXPECT_EQ(dstd, wantd) << n;
+    // Three rows in one call: src rows n + 3 apart, dst rows 4 n + 5 apart (col2im's image rows
+    // at stride 2), the last dst row again ending at its last element written.
+    const int64_t rows = 3, src_ld = n + 3, dst_ld = 4 * n + 5;
+    const auto srcr = Random<float>(static_cast<size_t>(rows * src_ld), rng);
+    auto dstr = Random<float>(static_cast<size_t>((rows - 1) * dst_ld) + len, rng), wantr = dstr;
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < n; ++j) wantr[i * dst_ld + 2 * j] += srcr[i * src_ld + j];
+    AddToEveryOther(dstr.data(), srcr.data(), n, rows, dst_ld, src_ld);
+    EXPECT_EQ(0, std::memcmp(dstr.data(), wantr.data(), dstr.size() * sizeof(float))) << n;
   }
 }
 

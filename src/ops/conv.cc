@@ -150,19 +150,35 @@ void Col2Im(const C* col, int64_t channels, const Geom3& g, int64_t r0, int64_t 
         for (int64_t kw = 0; kw < g.k[2]; ++kw, row += ncols) {
           const int64_t off = kw * g.d[2] - g.p[2];
           const auto [lo, hi] = InsideColumns(off, sw, W, GW);
-          for (int64_t r = r0; r < r1; ++r) {
+          auto inside = [&](int64_t r) {
             const int64_t id = (r / GH) * g.s[0] - g.p[0] + kd * g.d[0];
             const int64_t ih = (r % GH) * g.s[1] - g.p[1] + kh * g.d[1];
-            if (id < 0 || id >= D || ih < 0 || ih >= H) continue;
+            return id >= 0 && id < D && ih >= 0 && ih < H;
+          };
+          // Runs of grid rows inside the image within one depth slice: their image rows are
+          // s[1] rows apart.
+          for (int64_t r = r0; r < r1;) {
+            if (!inside(r)) {
+              ++r;
+              continue;
+            }
+            int64_t e = r + 1;
+            while (e < r1 && e % GH != 0 && inside(e)) ++e;
+            const int64_t id = (r / GH) * g.s[0] - g.p[0] + kd * g.d[0];
+            const int64_t ih = (r % GH) * g.s[1] - g.p[1] + kh * g.d[1];
             const C* src = row + (r - r0) * GW;
             C* dst = img + ((c * D + id) * H + ih) * W + off;
+            const int64_t dst_ld = g.s[1] * W;
             if constexpr (std::is_same_v<C, float> || std::is_same_v<C, double>) {
               if (sw == 2) {
-                AddToEveryOther(dst + 2 * lo, src + lo, hi - lo);
+                AddToEveryOther(dst + 2 * lo, src + lo, hi - lo, e - r, dst_ld, GW);
+                r = e;
                 continue;
               }
             }
-            for (int64_t j = lo; j < hi; ++j) dst[j * sw] += src[j];
+            for (int64_t i = 0; i < e - r; ++i)
+              for (int64_t j = lo; j < hi; ++j) dst[i * dst_ld + j * sw] += src[i * GW + j];
+            r = e;
           }
         }
       }

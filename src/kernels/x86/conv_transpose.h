@@ -15,9 +15,12 @@ template <class T>
 void DepthwiseConvTranspose2D(const DepthwiseShape& s, const T* x, const T* w, const T* b, T* y,
                               int threads, Isa isa = Isa::kAuto);
 
-// dst[2 j] += src[j] for j < n (dst[2 j + 1] untouched): col2im's rows at column stride 2.
+// dst[2 j] += src[j] for j < n (dst[2 j + 1] untouched): col2im's rows at column stride 2,
+// `rows` of them, row i from src + i * src_ld into dst + i * dst_ld (one call per kernel tap,
+// not per row: the rows of small grids are a few elements long).
 template <class T>
-void AddToEveryOther(T* dst, const T* src, int64_t n);
+void AddToEveryOther(T* dst, const T* src, int64_t n, int64_t rows = 1, int64_t dst_ld = 0,
+                     int64_t src_ld = 0);
 
 extern template void DepthwiseConvTranspose2D<float>(const DepthwiseShape&, const float*,
                                                      const float*, const float*, float*, int, Isa);
@@ -25,7 +28,9 @@ extern template void DepthwiseConvTranspose2D<double>(const DepthwiseShape&, con
                                                       const double*, const double*, double*, int,
                                                       Isa);
 
-extern template void AddToEveryOther<float>(float*, const float*, int64_t);
-extern template void AddToEveryOther<double>(double*, const double*, int64_t);
+extern template void AddToEveryOther<float>(float*, const float*, int64_t, int64_t, int64_t,
+                                            int64_t);
+extern template void AddToEveryOther<double>(double*, const double*, int64_t, int64_t, int64_t,
+                                             int64_t);
 
 }  // namespace kiln::ops

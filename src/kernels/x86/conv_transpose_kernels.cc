@@ -5,6 +5,11 @@
 // times its weight, into the output row's stride phase (output column j * sw + q at [q][j]);
 // the phases are then interleaved into the row with the bias. Only the products that reach an
 // output are computed (the GEMM + col2im path made a K = 1 GEMM per channel, at 2 GFLOP/s).
+// GCC 12's AVX-512 intrinsics start from _mm512_undefined_ps(), which its -Wmaybe-uninitialized
+// flags wherever they are inlined (GCC PR 105593, fixed in GCC 13).
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 13
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
@@ -15,6 +20,10 @@
 #include "kernels/x86/scratch.h"
 #include "kernels/x86/simd.h"
 #include "kernels/x86/thread_pool.h"
+
+#if KILN_X86_DISPATCH
+#include <immintrin.h>
+#endif
 
 namespace kiln::ops {
 namespace {
@@ -154,14 +163,68 @@ KILN_AI void AddToEveryOtherBody(T* __restrict dst, const T* __restrict src, int
   for (; j < n; ++j) dst[2 * j] += src[j];
 }
 
+template <class T, int B>
+KILN_AI void AddToEveryOtherRows(T* dst, const T* src, int64_t n, int64_t rows, int64_t dst_ld,
+                                 int64_t src_ld) {
+  for (int64_t i = 0; i < rows; ++i)
+    AddToEveryOtherBody<T, B>(dst + i * dst_ld, src + i * src_ld, n);
+}
+
 #if KILN_X86_DISPATCH
+// float on AVX-512: src's lanes spread onto the even lanes of dst, which alone are loaded and
+// stored (masks), so that a row shorter than a vector (the 8- and 16-wide grids of a generator's
+// first layers) takes one masked step instead of a scalar loop, and nothing past 2 n - 2 is read.
+__attribute__((target("avx512f"))) void AddToEveryOtherF32Avx512(float* dst, const float* src,
+                                                                 int64_t n, int64_t rows,
+                                                                 int64_t dst_ld, int64_t src_ld) {
+  const __m512i lo = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+  const __m512i hi = _mm512_set_epi32(15, 15, 14, 14, 13, 13, 12, 12, 11, 11, 10, 10, 9, 9, 8, 8);
+  const __mmask16 even = 0x5555;
+  const int64_t r = n % 16;
+  const __mmask16 tail = static_cast<__mmask16>((1u << r) - 1);
+  const __mmask16 tail0 =
+      static_cast<__mmask16>(even & ((1u << (2 * std::min<int64_t>(r, 8))) - 1));
+  const __mmask16 tail1 = static_cast<__mmask16>(r > 8 ? even & ((1u << (2 * (r - 8))) - 1) : 0);
+  for (int64_t i = 0; i < rows; ++i) {
+    const float* s = src + i * src_ld;
+    float* d = dst + i * dst_ld;
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16) {
+      const __m512 v = _mm512_loadu_ps(s + j);
+      float* dj = d + 2 * j;
+      _mm512_mask_storeu_ps(
+          dj, even, _mm512_add_ps(_mm512_maskz_loadu_ps(even, dj), _mm512_permutexvar_ps(lo, v)));
+      _mm512_mask_storeu_ps(
+          dj + 16, even,
+          _mm512_add_ps(_mm512_maskz_loadu_ps(even, dj + 16), _mm512_permutexvar_ps(hi, v)));
+    }
+    if (tail) {
+      const __m512 v = _mm512_maskz_loadu_ps(tail, s + j);
+      float* dj = d + 2 * j;
+      _mm512_mask_storeu_ps(
+          dj, tail0, _mm512_add_ps(_mm512_maskz_loadu_ps(tail0, dj), _mm512_permutexvar_ps(lo, v)));
+      if (tail1)
+        _mm512_mask_storeu_ps(
+            dj + 16, tail1,
+            _mm512_add_ps(_mm512_maskz_loadu_ps(tail1, dj + 16), _mm512_permutexvar_ps(hi, v)));
+    }
+  }
+}
+
 template <class T>
-__attribute__((target("avx512f,fma"))) void AddToEveryOtherAvx512(T* dst, const T* src, int64_t n) {
-  AddToEveryOtherBody<T, 64>(dst, src, n);
+__attribute__((target("avx512f,fma"))) void AddToEveryOtherAvx512(T* dst, const T* src, int64_t n,
+                                                                  int64_t rows, int64_t dst_ld,
+                                                                  int64_t src_ld) {
+  if constexpr (std::is_same_v<T, float>)
+    AddToEveryOtherF32Avx512(dst, src, n, rows, dst_ld, src_ld);
+  else
+    AddToEveryOtherRows<T, 64>(dst, src, n, rows, dst_ld, src_ld);
 }
 template <class T>
-__attribute__((target("avx2,fma"))) void AddToEveryOtherAvx2(T* dst, const T* src, int64_t n) {
-  AddToEveryOtherBody<T, 32>(dst, src, n);
+__attribute__((target("avx2,fma"))) void AddToEveryOtherAvx2(T* dst, const T* src, int64_t n,
+                                                             int64_t rows, int64_t dst_ld,
+                                                             int64_t src_ld) {
+  AddToEveryOtherRows<T, 32>(dst, src, n, rows, dst_ld, src_ld);
 }
 #endif
 
@@ -208,17 +271,18 @@ void DepthwiseConvTranspose2D(const DepthwiseShape& s, const T* x, const T* w, c
 }
 
 template <class T>
-void AddToEveryOther(T* dst, const T* src, int64_t n) {
+void AddToEveryOther(T* dst, const T* src, int64_t n, int64_t rows, int64_t dst_ld,
+                     int64_t src_ld) {
 #if KILN_X86_DISPATCH
   const Isa isa = BestIsa();
-  if (isa == Isa::kAvx512) return AddToEveryOtherAvx512<T>(dst, src, n);
-  if (isa == Isa::kAvx2) return AddToEveryOtherAvx2<T>(dst, src, n);
+  if (isa == Isa::kAvx512) return AddToEveryOtherAvx512<T>(dst, src, n, rows, dst_ld, src_ld);
+  if (isa == Isa::kAvx2) return AddToEveryOtherAvx2<T>(dst, src, n, rows, dst_ld, src_ld);
 #endif
-  AddToEveryOtherBody<T, 16>(dst, src, n);
+  AddToEveryOtherRows<T, 16>(dst, src, n, rows, dst_ld, src_ld);
 }
 
-template void AddToEveryOther<float>(float*, const float*, int64_t);
-template void AddToEveryOther<double>(double*, const double*, int64_t);
+template void AddToEveryOther<float>(float*, const float*, int64_t, int64_t, int64_t, int64_t);
+template void AddToEveryOther<double>(double*, const double*, int64_t, int64_t, int64_t, int64_t);
 template void DepthwiseConvTranspose2D<float>(const DepthwiseShape&, const float*, const float*,
                                               const float*, float*, int, Isa);
 template void DepthwiseConvTranspose2D<double>(const DepthwiseShape&, const double*, const double*,
