@@ -32,6 +32,14 @@ Conv2DParams Make(int64_t N, int64_t C, int64_t M, int64_t group, int64_t H, int
   return p;
 }
 
+// A 1-D convolution over one row of W (H = 1, pads, stride and dilation along W only).
+Conv2DParams Make1D(int64_t C, int64_t M, int64_t W, int64_t KW, int64_t s, int64_t pl, int64_t pr,
+                    int64_t d) {
+  Conv2DParams p{1, C, M, 1, 1, W, 1, 0, 1, KW, 1, s, 0, pl, 0, pr, 1, d};
+  p.OW = (W + pl + pr - (KW - 1) * d - 1) / s + 1;
+  return p;
+}
+
 // Returns the worst |y - ref| / (sum of |terms|) over the outputs.
 double Worst(const Conv2DParams& p, const std::vector<float>& x, const std::vector<float>& w,
              const float* b, const std::vector<float>& y) {
@@ -153,7 +161,9 @@ TEST(DnnlConv, LayoutsResidualAndThreadSplits) {
   CheckLayouts(Make(1, 32, 32, 32, 6, 6, 3, 3, 1, 1, 1, 1), rng);  // depthwise
   CheckLayouts(Make(3, 16, 16, 1, 5, 5, 1, 1, 1, 0, 0, 1), rng);   // a batch: images per part
   CheckLayouts(Make(1, 16, 40, 1, 1, 40, 1, 3, 1, 0, 0, 1), rng);  // 1-D: output channel parts
-  CheckLayouts(Make(1, 48, 80, 1, 7, 7, 3, 3, 1, 1, 1, 1), rng);   // a small map: channel parts
+  CheckLayouts(Make1D(16, 24, 300, 3, 1, 4, 4, 4), rng);  // long 1-D, dilated: column parts
+  CheckLayouts(Make1D(32, 16, 401, 5, 2, 2, 1, 1), rng);  // strided, uneven pads: column parts
+  CheckLayouts(Make(1, 48, 80, 1, 7, 7, 3, 3, 1, 1, 1, 1), rng);  // a small map: channel parts
   CheckInterleaved(Make(1, 16, 32, 1, 11, 9, 3, 3, 1, 1, 1, 1), rng);
   CheckInterleaved(Make(1, 24, 20, 1, 13, 7, 1, 1, 1, 0, 0, 1), rng);  // pointwise
 }
@@ -273,6 +283,8 @@ TEST(DnnlConv, GroupsRectangularKernelsAndOneD) {
   Check(Make(1, 1, 64, 1, 49, 10, 10, 4, 2, 5, 5, 1), true, rng);  // the KWS stem: 10 x 4, pad 5
   Check(Make(1, 64, 64, 1, 1, 50, 1, 3, 1, 0, 0, 1), true, rng);   // 1-D as H = 1
   Check(Make(1, 32, 64, 2, 1, 40, 1, 3, 1, 0, 0, 1), true, rng);   // grouped 1-D: not by channels
+  Check(Make1D(64, 64, 2048, 3, 1, 8, 8, 8), true, rng);  // TCN's dilated layer: column parts
+  Check(Make1D(24, 40, 777, 4, 3, 0, 2, 2), false, rng);  // stride 3, even kernel, pad right only
   Check(Make(1, 16, 48, 1, 14, 14, 1, 1, 1, 0, 0, 1), true, rng);  // pointwise
 }
 

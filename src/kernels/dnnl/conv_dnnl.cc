@@ -55,7 +55,8 @@ struct DnnlConvState {
 };
 
 // Where a part of a split convolution reads and writes: images [n0, n1) (a batch), or output
-// rows [out0, out1) reading input rows from in0 (one image, channels-last).
+// pixels [out0, out1) reading input pixels from in0 (one image, channels-last: whole rows, or
+// columns of a one-row image).
 struct ConvPart {
   int64_t n0 = 0, n1 = 0, out0 = 0, out1 = 0, in0 = 0;
   int64_t m0 = 0;  // or output channels [m0, m0 + the part's M) of the whole image (by_channels)
@@ -77,6 +78,7 @@ struct DnnlConvPlan : NodeState {
   bool supported = false;
   int64_t scratch_budget = 0;
   bool by_rows = false;      // parts split the rows (NHWC); else they split the batch
+  bool by_cols = false;      // ... or the columns of a one-row image (a 1-D convolution)
   bool by_channels = false;  // parts split the output channels, in either layout
   bool cache_parts = true;   // Swish may split a single image's rows for the cache
   std::vector<ConvPart> parts;
@@ -333,6 +335,13 @@ void PlanParts(DnnlConvPlan* plan) {
       q.peh = std::max<int64_t>(0, end - p.H);
       q.H = std::min(end, p.H) - std::max<int64_t>(0, first);
       q.OH = o1 - o0;
+    } else if (plan->by_cols) {
+      const int64_t extent = (p.KW - 1) * p.dw + 1;
+      const int64_t first = o0 * p.sw - p.pw, end = (o1 - 1) * p.sw - p.pw + extent;
+      q.pw = std::max<int64_t>(0, -first);
+      q.pew = std::max<int64_t>(0, end - p.W);
+      q.W = std::min(end, p.W) - std::max<int64_t>(0, first);
+      q.OW = o1 - o0;
     }
     return q;
   };
@@ -343,10 +352,18 @@ void PlanParts(DnnlConvPlan* plan) {
   // convolution with at least 64 output channels a part, whose channels-last row parts ran
   // oneDNN's direct kernel in the models (GoogLeNet's 64 -> 192 on 56 x 56 at two threads: 2.0 ms
   // by rows, 1.3 by channels; with 32 channels a part, Winograd lost to the rows' direct kernel).
+  // A long 1-D convolution (one row, from 16 input channels) computes channels-last in parts
+  // of its columns, at one thread too, the NCHW sides converted by kiln: TCN's dilated 64 -> 64
+  // over 2048 steps on Zen 5 ran at 140 GFLOP/s in oneDNN's blocked layout at one thread, 165
+  // at two (32 output channels a part, each reading the whole input); 175 / 280 so. Under 16
+  // input channels the blocked first-layer kernel stays (1 -> 512 over 16000: 0.40 ms, 0.63
+  // channels-last).
+  plan->by_cols = p.N == 1 && p.group == 1 && p.C >= 16 && p.H == 1 && p.KH == 1 && p.OH == 1 &&
+                  p.OW >= 64 * t && plan->post.act != PostOps::Act::kSwish;
   const bool nchw = !l.x && !l.y && (!plan->post.z || !l.z);
-  plan->by_channels = t > 1 && p.N < t && p.M >= 32 && p.group == 1 &&
+  plan->by_channels = !plan->by_cols && t > 1 && p.N < t && p.M >= 32 && p.group == 1 &&
                       (p.OH < 2 || nchw || p.OH < 8 * t || (winograd && p.M >= 64 * t));
-  if (!plan->by_channels && (t <= 1 || (p.N < t && (p.N != 1 || p.OH < 2)))) {
+  if (!plan->by_channels && !plan->by_cols && (t <= 1 || (p.N < t && (p.N != 1 || p.OH < 2)))) {
     plan->states.push_back(
         MakePart(p, plan->has_bias, plan->post, plan->layouts, winograd, plan->scratch_budget));
     plan->parts.push_back({});
@@ -365,27 +382,32 @@ void PlanParts(DnnlConvPlan* plan) {
     }
     return;  // each part has weights of its own
   }
-  plan->by_rows = p.N < t;
-  const int64_t total = plan->by_rows ? p.OH : p.N;
+  plan->by_rows = !plan->by_cols && p.N < t;
+  const bool by_pixels = plan->by_rows || plan->by_cols;
+  const int64_t total = plan->by_rows ? p.OH : plan->by_cols ? p.OW : p.N;
   const int64_t n = std::min<int64_t>(t, total);
   const ConvLayouts nhwc{true, plan->post.z != nullptr, true, l.y ? l.y_channels : 0};
   for (int64_t c = 0; c < n; ++c) {
     const int64_t a = c * total / n, e = (c + 1) * total / n;
     ConvPart part;
     Conv2DParams q;
-    if (plan->by_rows) {
+    if (plan->by_rows) {  // pixel offsets of whole rows
+      q = part_params(0, 1, a, e);
+      part.out0 = a * p.OW;
+      part.out1 = e * p.OW;
+      part.in0 = std::max<int64_t>(0, a * p.sh - p.ph) * p.W;
+    } else if (plan->by_cols) {
       q = part_params(0, 1, a, e);
       part.out0 = a;
       part.out1 = e;
-      part.in0 = std::max<int64_t>(0, a * p.sh - p.ph);
+      part.in0 = std::max<int64_t>(0, a * p.sw - p.pw);
     } else {
       q = part_params(a, e, 0, 0);
       part.n0 = a;
       part.n1 = e;
     }
-    plan->states.push_back(MakePart(q, plan->has_bias, plan->post,
-                                    plan->by_rows ? nhwc : plan->layouts, winograd,
-                                    plan->scratch_budget));
+    plan->states.push_back(MakePart(q, plan->has_bias, plan->post, by_pixels ? nhwc : plan->layouts,
+                                    winograd, plan->scratch_budget));
     plan->parts.push_back(part);
   }
   for (size_t c = 1; c < plan->states.size(); ++c) {
@@ -454,7 +476,7 @@ bool DnnlConv2D(const Conv2DParams& p, const float* x, const float* w, bool w_co
       ParallelSlices(threads, p.N * p.M * OHW, int64_t{1} << 15,
                      [&](int64_t s, int64_t e) { swish_over(y + s, e - s); });
   };
-  if (parts == 1) {
+  if (parts == 1 && !plan->by_cols) {
     Run(plan->states[0].get(), x, w, b, y, post.z);
     swish_all();
     return true;
@@ -471,7 +493,7 @@ bool DnnlConv2D(const Conv2DParams& p, const float* x, const float* w, bool w_co
     swish_all();
     return true;
   }
-  if (!plan->by_rows) {  // images are contiguous in either layout
+  if (!plan->by_rows && !plan->by_cols) {  // images are contiguous in either layout
     ParallelFor(threads, parts, [&](int64_t c0, int64_t c1) {
       dnnl_common::SingleThreaded();
       for (int64_t c = c0; c < c1; ++c) {
@@ -483,7 +505,8 @@ bool DnnlConv2D(const Conv2DParams& p, const float* x, const float* w, bool w_co
     });
     return true;
   }
-  // Rows of one image, channels-last: an NCHW side goes through a channels-last copy.
+  // Rows (or a row's columns) of one image, channels-last: an NCHW side goes through a
+  // channels-last copy.
   const float* xs = x;
   if (!layouts.x) {
     float* t = Scratch<float>(ScratchSlot::kDnnlRowsSrc, static_cast<size_t>(p.C * HW));
@@ -502,9 +525,9 @@ bool DnnlConv2D(const Conv2DParams& p, const float* x, const float* w, bool w_co
     dnnl_common::SingleThreaded();
     for (int64_t c = c0; c < c1; ++c) {
       const ConvPart& part = plan->parts[c];
-      Run(plan->states[c].get(), xs + part.in0 * p.W * p.C, w, b, ys + part.out0 * p.OW * y_pixel,
-          zs ? zs + part.out0 * p.OW * p.M : nullptr);
-      swish_over(ys + part.out0 * p.OW * p.M, (part.out1 - part.out0) * p.OW * p.M);
+      Run(plan->states[c].get(), xs + part.in0 * p.C, w, b, ys + part.out0 * y_pixel,
+          zs ? zs + part.out0 * p.M : nullptr);
+      swish_over(ys + part.out0 * p.M, (part.out1 - part.out0) * p.M);
     }
   });
   if (!layouts.y) NchwFromChannelsLast(ys, y, p.M, OHW, threads);
