@@ -1,13 +1,13 @@
 // Matrix products: MatMul, Gemm, Einsum, Det. Attention and RotaryEmbedding live in
-// matmul_attention.cc; the GEMM kernels in matmul_gemm.cc.
+// matmul_attention.cc; the GEMM kernels in kernels/x86/gemm.cc.
 #include <string>
 
 #include "kernels/dnnl/gemm_dnnl.h"
+#include "kernels/x86/gemm.h"
 #include "kernels/x86/gemm_kernels.h"
 #include "kernels/x86/thread_pool.h"
 #include "ops/common.h"
 #include "ops/einsum_plan.h"
-#include "ops/matmul_gemm.h"
 
 namespace kiln::ops {
 

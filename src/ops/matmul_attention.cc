@@ -4,11 +4,11 @@
 #include <string>
 
 #include "kernels/x86/cpu_isa.h"
+#include "kernels/x86/gemm.h"
 #include "kernels/x86/thread_pool.h"
 #include "kernels/x86/vector_math.h"
 #include "ops/attention_shape.h"
 #include "ops/common.h"
-#include "ops/matmul_gemm.h"
 
 namespace kiln::ops {
 namespace {

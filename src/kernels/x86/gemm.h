@@ -1,12 +1,13 @@
-// The GEMM kernels shared by MatMul, Gemm, Einsum and Attention.
+// The GEMM entry points of MatMul, Gemm, Einsum and Attention (on gemm_kernels.h).
 //   C[M,N] += alpha * op(A) * op(B), op = identity or transpose, all matrices row-major and dense.
 // float and double use a packed, cache-blocked kernel; other element types a plain triple loop.
 #pragma once
 
 #include <cstdint>
 #include <type_traits>
+#include <vector>
 
-#include "ops/common.h"
+#include "ir/half.h"
 
 namespace kiln::ops {
 
@@ -32,7 +33,7 @@ void GemmAny(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double
     GemmF32(trans_a, trans_b, M, N, K, static_cast<float>(alpha), A, B, C, threads);
   } else if constexpr (std::is_same_v<T, double>) {
     GemmF64(trans_a, trans_b, M, N, K, alpha, A, B, C, threads);
-  } else if constexpr (kIsHalfLike<T>) {
+  } else if constexpr (std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>) {
     std::vector<float> a(M * K), b(K * N), c(M * N);
     for (int64_t i = 0; i < M * K; ++i) a[i] = static_cast<float>(A[i]);
     for (int64_t i = 0; i < K * N; ++i) b[i] = static_cast<float>(B[i]);

@@ -9,7 +9,7 @@
 #pragma GCC optimize("O3")
 #endif
 
-#include "ops/matmul_gemm.h"
+#include "kernels/x86/gemm.h"
 
 #include <algorithm>
 #include <cstring>
