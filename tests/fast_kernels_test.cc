@@ -596,11 +596,15 @@ TEST(FastKernels, ConvTransposeAgainstTheDoubleReference) {
       {{3, 8, 4, 4}, 24, 2, 3, 3, 0, 2, 1},
       {{1, 10, 8, 6}, 5, 1, 3, 1, 2, 0, 2},
       {{1, 64, 14, 14}, 32, 1, 2, 2, 0, 0, 1},
-      // batches of small grids, images side by side in one GEMM (in batches of 2 in the last)
+      // batches of small grids, images side by side in one GEMM (in batches of 2 in the last),
+      // threads over blocks of output channels
       {{8, 40, 1, 1}, 24, 1, 4, 1, 0, 0, 1},
       {{5, 24, 4, 4}, 12, 1, 4, 2, 1, 0, 1},
       {{4, 16, 3, 5}, 8, 1, 2, 2, 0, 0, 1},
-      {{3, 8, 15, 15}, 128, 1, 4, 2, 1, 0, 1}};
+      {{3, 8, 15, 15}, 128, 1, 4, 2, 1, 0, 1},
+      // output channels in several blocks a thread, the last one short; a 1x1 grid in groups
+      {{4, 24, 5, 5}, 36, 1, 3, 2, 1, 0, 1},
+      {{6, 16, 1, 1}, 32, 2, 4, 1, 0, 0, 1}};
   std::mt19937 rng(31);
   for (const Case& c : cases) {
     auto build = [&](onnx::TensorProto::DataType type, const std::vector<double>& w,

@@ -3,6 +3,7 @@
 // a 1-D / 2-D depthwise conv a direct kernel, conv_depthwise.h); ConvTranspose is
 // GEMM + col2im. 1-D and 2-D problems are handled as 3-D ones with leading unit dims. The 16-bit
 // float types are computed in float, as the ONNX reference does.
+#include <numeric>
 #include <optional>
 #include <string>
 #include <utility>
@@ -143,6 +144,7 @@ void Col2Im(const C* col, int64_t channels, const Geom3& g, int64_t r0, int64_t 
             int64_t ld = 0) {
   const int64_t D = g.in[0], H = g.in[1], W = g.in[2], GH = g.out[1], GW = g.out[2];
   const int64_t ncols = ld ? ld : (r1 - r0) * GW, sw = g.s[2];
+  if (r0 >= r1) return;
   const C* row = col;
   for (int64_t c = 0; c < channels; ++c) {
     for (int64_t kd = 0; kd < g.k[0]; ++kd) {
@@ -150,35 +152,25 @@ void Col2Im(const C* col, int64_t channels, const Geom3& g, int64_t r0, int64_t 
         for (int64_t kw = 0; kw < g.k[2]; ++kw, row += ncols) {
           const int64_t off = kw * g.d[2] - g.p[2];
           const auto [lo, hi] = InsideColumns(off, sw, W, GW);
-          auto inside = [&](int64_t r) {
-            const int64_t id = (r / GH) * g.s[0] - g.p[0] + kd * g.d[0];
-            const int64_t ih = (r % GH) * g.s[1] - g.p[1] + kh * g.d[1];
-            return id >= 0 && id < D && ih >= 0 && ih < H;
-          };
-          // Runs of grid rows inside the image within one depth slice: their image rows are
-          // s[1] rows apart.
-          for (int64_t r = r0; r < r1;) {
-            if (!inside(r)) {
-              ++r;
-              continue;
-            }
-            int64_t e = r + 1;
-            while (e < r1 && e % GH != 0 && inside(e)) ++e;
-            const int64_t id = (r / GH) * g.s[0] - g.p[0] + kd * g.d[0];
-            const int64_t ih = (r % GH) * g.s[1] - g.p[1] + kh * g.d[1];
+          // Per depth slice of the grid, the rows whose image row is inside: one run, their
+          // image rows s[1] apart.
+          const auto [oh_lo, oh_hi] = InsideColumns(kh * g.d[1] - g.p[1], g.s[1], H, GH);
+          for (int64_t od = r0 / GH; od * GH < r1; ++od) {
+            const int64_t id = od * g.s[0] - g.p[0] + kd * g.d[0];
+            const int64_t r = std::max(r0, od * GH + oh_lo), e = std::min(r1, od * GH + oh_hi);
+            if (id < 0 || id >= D || r >= e) continue;
+            const int64_t ih = (r - od * GH) * g.s[1] - g.p[1] + kh * g.d[1];
             const C* src = row + (r - r0) * GW;
             C* dst = img + ((c * D + id) * H + ih) * W + off;
             const int64_t dst_ld = g.s[1] * W;
             if constexpr (std::is_same_v<C, float> || std::is_same_v<C, double>) {
               if (sw == 2) {
                 AddToEveryOther(dst + 2 * lo, src + lo, hi - lo, e - r, dst_ld, GW);
-                r = e;
                 continue;
               }
             }
             for (int64_t i = 0; i < e - r; ++i)
               for (int64_t j = lo; j < hi; ++j) dst[i * dst_ld + j * sw] += src[i * GW + j];
-            r = e;
           }
         }
       }
@@ -187,11 +179,12 @@ void Col2Im(const C* col, int64_t channels, const Geom3& g, int64_t r0, int64_t 
 }
 
 // True when every output element of a 2-D ConvTranspose takes exactly one kernel tap: strides
-// equal to the kernel, undilated, unpadded (the 2x2, stride-2 upsampling of segmentation heads).
+// equal to the kernel (or a grid one position wide along that axis), undilated, unpadded (the
+// 2x2, stride-2 upsampling of segmentation heads; a GAN generator's 1x1 code spread to 4x4).
 bool TapsTileTheImage(const Geom3& g) {
-  return g.k[0] == 1 && g.in[0] == 1 && g.d[1] == 1 && g.d[2] == 1 && g.s[1] == g.k[1] &&
-         g.s[2] == g.k[2] && g.p[1] == 0 && g.p[2] == 0 && g.in[1] == g.out[1] * g.k[1] &&
-         g.in[2] == g.out[2] * g.k[2];
+  return g.k[0] == 1 && g.in[0] == 1 && g.d[1] == 1 && g.d[2] == 1 &&
+         (g.s[1] == g.k[1] || g.out[1] == 1) && (g.s[2] == g.k[2] || g.out[2] == 1) &&
+         g.p[1] == 0 && g.p[2] == 0 && g.in[1] == g.out[1] * g.k[1] && g.in[2] == g.out[2] * g.k[2];
 }
 
 // Col2Im where TapsTileTheImage: each output row is its kernel row's KW column rows of col
@@ -308,16 +301,40 @@ Status ConvTransposeInfer(InferContext& ctx) {
 // weights for few columns): images are batched into one GEMM's columns instead.
 constexpr int64_t kBatchedGrid = 256;
 
+// Spreads the columns of output channels [m0, m1) of group gi (col: their kprod rows each, ld
+// apart, image n's columns from n * grid) into the nb images' outputs from image n0.
+template <class C>
+void SpreadChannels(const C* col, int64_t ld, int64_t gi, int64_t m0, int64_t m1, int64_t n0,
+                    int64_t nb, const C* b, C* y, const ConvShape& s, bool tiled) {
+  const Geom3 g(s.geom);
+  const int64_t Mg = s.M / s.group, kprod = g.kprod(), img_size = g.in_size();
+  const int64_t grid = g.out_size(), rows = g.out[0] * g.out[1];
+  for (int64_t i = m0; i < m1; ++i)
+    for (int64_t n = 0; n < nb; ++n) {
+      const int64_t m = gi * Mg + i;
+      const C* cc = col + (i - m0) * kprod * ld + n * grid;
+      C* img = y + ((n0 + n) * s.M + m) * img_size;
+      if (tiled) {
+        Col2ImTiled(cc, 1, g, 0, rows, b ? b + m : nullptr, img, ld);
+        continue;
+      }
+      std::fill(img, img + img_size, b ? b[m] : C(0));
+      Col2Im(cc, 1, g, 0, rows, img, ld);
+    }
+}
+
 // ConvTranspose with images side by side in each GEMM's columns (the grids gathered into one
-// matrix), each image's columns then spread into its output; for grids under kBatchedGrid.
+// matrix), each image's columns then spread into its output; for grids under kBatchedGrid. The
+// threads take blocks of output channels, each making its block's GEMM rows (the batch packed
+// once) and spreading them while they are in its cache: the whole column matrix (MBs for a
+// generator's 256 -> 128 at batch 8) went through memory between the GEMM and the spread.
 template <class C>
 void ConvTransposeImages(const C* x, const std::vector<PackedA<C>>& wt, const C* b, C* y,
                          const ConvShape& s, bool tiled, int threads) {
   const Geom3 g(s.geom);
   const int64_t Cg = s.C / s.group, Mg = s.M / s.group, kprod = g.kprod(), R = Mg * kprod;
-  const int64_t img_size = g.in_size(), grid = g.out_size(), rows = g.out[0] * g.out[1];
+  const int64_t grid = g.out_size();
   const int64_t batch = std::clamp<int64_t>(4 * kColBudget / (R * grid), 1, s.N);
-  C* col = Scratch<C>(ScratchSlot::kConvColumns, static_cast<size_t>(R * batch * grid));
   C* xb = Scratch<C>(ScratchSlot::kPadded, static_cast<size_t>(Cg * batch * grid));
   for (int64_t n0 = 0; n0 < s.N; n0 += batch) {
     const int64_t nb = std::min(batch, s.N - n0), ld = nb * grid;
@@ -327,21 +344,30 @@ void ConvTransposeImages(const C* x, const std::vector<PackedA<C>>& wt, const C*
           const C* src = x + ((n0 + n) * s.C + gi * Cg + c) * grid;
           std::copy(src, src + grid, xb + c * ld + n * grid);
         }
-      PackedGemm<C>(wt[gi], ld, xb, ld, 1, col, ld, false, threads);
-      ParallelRows(threads, nb * Mg, std::max<int64_t>(1, (int64_t{1} << 14) / (kprod * grid)),
-                   [&](int64_t i0, int64_t i1) {
-                     for (int64_t i = i0; i < i1; ++i) {
-                       const int64_t n = i / Mg, m = gi * Mg + i % Mg;
-                       const C* cc = col + (i % Mg) * kprod * ld + n * grid;
-                       C* img = y + ((n0 + n) * s.M + m) * img_size;
-                       if (tiled) {
-                         Col2ImTiled(cc, 1, g, 0, rows, b ? b + m : nullptr, img, ld);
-                         continue;
-                       }
-                       std::fill(img, img + img_size, b ? b[m] : C(0));
-                       Col2Im(cc, 1, g, 0, rows, img, ld);
-                     }
-                   });
+      const PackedA<C>& a = wt[gi];
+      if (a.reference || ReferenceKernels()) {  // one GEMM, then the spread over threads
+        C* col = Scratch<C>(ScratchSlot::kConvColumns, static_cast<size_t>(R * ld));
+        PackedGemm<C>(a, ld, xb, ld, 1, col, ld, false, threads);
+        SpreadChannels(col, ld, gi, 0, Mg, n0, nb, b, y, s, tiled);
+        continue;
+      }
+      const PackedB<C> xp = PackGemmB<C>(Cg, ld, xb, ld, 1, a.isa);
+      // Channels a block: whole panels of W^T's rows, columns of about kColBudget / 4, and a
+      // block for every thread.
+      const int64_t panel = PackedRowsStep(a), unit = panel / std::gcd(panel, kprod);
+      const int64_t per_thread = (Mg + threads - 1) / threads;
+      const int64_t per_block = std::max<int64_t>(
+          unit,
+          std::min(kColBudget / 4 / std::max<int64_t>(kprod * ld, 1), per_thread) / unit * unit);
+      const int64_t blocks = (Mg + per_block - 1) / per_block;
+      ParallelRows(threads, blocks, 1, [&](int64_t b0, int64_t b1) {
+        C* col = Scratch<C>(ScratchSlot::kConvColumns, static_cast<size_t>(per_block * kprod * ld));
+        for (int64_t blk = b0; blk < b1; ++blk) {
+          const int64_t m0 = blk * per_block, m1 = std::min(Mg, m0 + per_block);
+          PackedGemmRows<C>(a, m0 * kprod, (m1 - m0) * kprod, xp, col, ld, false);
+          SpreadChannels(col, ld, gi, m0, m1, n0, nb, b, y, s, tiled);
+        }
+      });
     }
   }
 }

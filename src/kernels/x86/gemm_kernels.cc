@@ -425,6 +425,31 @@ void PackedGemm(const PackedA<T>& A, int64_t N, const T* B, int64_t rsb, int64_t
   });
 }
 
+template <class T>
+void PackedGemmRows(const PackedA<T>& A, int64_t row0, int64_t rows, const PackedB<T>& B, T* C,
+                    int64_t ldc, bool accumulate) {
+  if (rows <= 0 || B.N <= 0) return;
+  if (A.reference)
+    return ReferenceGemm(rows, B.N, A.K, T(1), A.data.data() + row0 * A.K, A.K, 1, B.data.data(),
+                         B.N, 1, C, ldc, accumulate);
+  const Spec<T> sp = SpecFor<T>(A.isa);
+  const int64_t m_pad = (A.M + sp.mr - 1) / sp.mr * sp.mr;
+  GemmSerial<T>(sp, rows, B.N, A.K, T(1), nullptr, 0, 0, nullptr, 0, 0, C, ldc, accumulate,
+                B.data.data(), A.data.data(), m_pad, row0);
+}
+
+template <class T>
+int64_t PackedRowsStep(const PackedA<T>& A) {
+  return A.reference ? 1 : SpecFor<T>(A.isa).mr;
+}
+
+template void PackedGemmRows<float>(const PackedA<float>&, int64_t, int64_t, const PackedB<float>&,
+                                    float*, int64_t, bool);
+template void PackedGemmRows<double>(const PackedA<double>&, int64_t, int64_t,
+                                     const PackedB<double>&, double*, int64_t, bool);
+template int64_t PackedRowsStep<float>(const PackedA<float>&);
+template int64_t PackedRowsStep<double>(const PackedA<double>&);
+template PackedB<double> PackGemmB<double>(int64_t, int64_t, const double*, int64_t, int64_t, Isa);
 template PackedA<float> PackGemmA<float>(int64_t, int64_t, const float*, int64_t, int64_t, Isa);
 template PackedA<double> PackGemmA<double>(int64_t, int64_t, const double*, int64_t, int64_t, Isa);
 template void PackedGemm<float>(const PackedA<float>&, int64_t, const float*, int64_t, int64_t,

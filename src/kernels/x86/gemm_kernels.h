@@ -60,6 +60,15 @@ PackedA<T> PackGemmA(int64_t M, int64_t K, const T* A, int64_t rsa, int64_t csa,
 template <class T>
 void PackedGemm(const PackedA<T>& A, int64_t N, const T* B, int64_t rsb, int64_t csb, T* C,
                 int64_t ldc, bool accumulate, int threads);
+// Rows [row0, row0 + rows) of C = (accumulate ? C : 0) + A B with both packed (B with A's isa
+// and reference flag; row0 a multiple of PackedRowsStep(A)), on the calling thread: the same
+// products, in the same order, as PackedGemm(A, ...), for a caller that consumes C a block of
+// rows at a time while the block is in its core's cache.
+template <class T>
+void PackedGemmRows(const PackedA<T>& A, int64_t row0, int64_t rows, const PackedB<T>& B, T* C,
+                    int64_t ldc, bool accumulate);
+template <class T>
+int64_t PackedRowsStep(const PackedA<T>& A);
 extern template PackedB<float> PackGemmB<float>(int64_t, int64_t, const float*, int64_t, int64_t,
                                                 Isa);
 extern template void PackedGemm<float>(int64_t, const float*, int64_t, int64_t,
