@@ -323,11 +323,40 @@ void SpreadChannels(const C* col, int64_t ld, int64_t gi, int64_t m0, int64_t m1
     }
 }
 
+// The GEMM W^T B of ConvTranspose by blocks of output channels over the threads: each block's
+// rows (whole panels of the packed W^T, at most about kColBudget / 4 floats, the blocks a
+// multiple of the threads) into the thread's own buffer, then spread(m0, m1, col) while they
+// are in its core's cache. B [K, N] (rows ld apart) is packed once for all blocks. Making the
+// whole column matrix first sent it through memory between the GEMM and the spread (4 MB for a
+// generator's 256 -> 128 on 8x8 at batch 8). Under ReferenceKernels one GEMM, then one spread.
+template <class C, class Spread>
+void ChannelBlocks(const PackedA<C>& a, int64_t Mg, int64_t kprod, const C* B, int64_t N,
+                   int64_t ld, int threads, Spread&& spread) {
+  if (a.reference || ReferenceKernels()) {
+    C* col = Scratch<C>(ScratchSlot::kConvColumns, static_cast<size_t>(Mg * kprod * N));
+    PackedGemm<C>(a, N, B, ld, 1, col, N, false, threads);
+    spread(0, Mg, col);
+    return;
+  }
+  const PackedB<C> bp = PackGemmB<C>(a.K, N, B, ld, 1, a.isa);
+  // As many blocks as the budget asks, rounded up to a multiple of the threads, then as even as
+  // whole panels allow.
+  const int64_t panel = PackedRowsStep(a), unit = panel / std::gcd(panel, kprod);
+  const int64_t fit = std::max<int64_t>(1, kColBudget / 4 / std::max<int64_t>(kprod * N, 1));
+  const int64_t blocks = ((Mg + fit - 1) / fit + threads - 1) / threads * threads;
+  const int64_t per_block = ((Mg + blocks - 1) / blocks + unit - 1) / unit * unit;
+  ParallelRows(threads, (Mg + per_block - 1) / per_block, 1, [&](int64_t b0, int64_t b1) {
+    C* col = Scratch<C>(ScratchSlot::kConvColumns, static_cast<size_t>(per_block * kprod * N));
+    for (int64_t blk = b0; blk < b1; ++blk) {
+      const int64_t m0 = blk * per_block, m1 = std::min(Mg, m0 + per_block);
+      PackedGemmRows<C>(a, m0 * kprod, (m1 - m0) * kprod, bp, col, N, false);
+      spread(m0, m1, col);
+    }
+  });
+}
+
 // ConvTranspose with images side by side in each GEMM's columns (the grids gathered into one
-// matrix), each image's columns then spread into its output; for grids under kBatchedGrid. The
-// threads take blocks of output channels, each making its block's GEMM rows (the batch packed
-// once) and spreading them while they are in its cache: the whole column matrix (MBs for a
-// generator's 256 -> 128 at batch 8) went through memory between the GEMM and the spread.
+// matrix), each image's columns then spread into its output; for grids under kBatchedGrid.
 template <class C>
 void ConvTransposeImages(const C* x, const std::vector<PackedA<C>>& wt, const C* b, C* y,
                          const ConvShape& s, bool tiled, int threads) {
@@ -344,30 +373,10 @@ void ConvTransposeImages(const C* x, const std::vector<PackedA<C>>& wt, const C*
           const C* src = x + ((n0 + n) * s.C + gi * Cg + c) * grid;
           std::copy(src, src + grid, xb + c * ld + n * grid);
         }
-      const PackedA<C>& a = wt[gi];
-      if (a.reference || ReferenceKernels()) {  // one GEMM, then the spread over threads
-        C* col = Scratch<C>(ScratchSlot::kConvColumns, static_cast<size_t>(R * ld));
-        PackedGemm<C>(a, ld, xb, ld, 1, col, ld, false, threads);
-        SpreadChannels(col, ld, gi, 0, Mg, n0, nb, b, y, s, tiled);
-        continue;
-      }
-      const PackedB<C> xp = PackGemmB<C>(Cg, ld, xb, ld, 1, a.isa);
-      // Channels a block: whole panels of W^T's rows, columns of about kColBudget / 4, and a
-      // block for every thread.
-      const int64_t panel = PackedRowsStep(a), unit = panel / std::gcd(panel, kprod);
-      const int64_t per_thread = (Mg + threads - 1) / threads;
-      const int64_t per_block = std::max<int64_t>(
-          unit,
-          std::min(kColBudget / 4 / std::max<int64_t>(kprod * ld, 1), per_thread) / unit * unit);
-      const int64_t blocks = (Mg + per_block - 1) / per_block;
-      ParallelRows(threads, blocks, 1, [&](int64_t b0, int64_t b1) {
-        C* col = Scratch<C>(ScratchSlot::kConvColumns, static_cast<size_t>(per_block * kprod * ld));
-        for (int64_t blk = b0; blk < b1; ++blk) {
-          const int64_t m0 = blk * per_block, m1 = std::min(Mg, m0 + per_block);
-          PackedGemmRows<C>(a, m0 * kprod, (m1 - m0) * kprod, xp, col, ld, false);
-          SpreadChannels(col, ld, gi, m0, m1, n0, nb, b, y, s, tiled);
-        }
-      });
+      ChannelBlocks(wt[gi], Mg, kprod, xb, ld, ld, threads,
+                    [&](int64_t m0, int64_t m1, const C* col) {
+                      SpreadChannels(col, ld, gi, m0, m1, n0, nb, b, y, s, tiled);
+                    });
     }
   }
 }
