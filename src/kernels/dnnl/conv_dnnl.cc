@@ -328,21 +328,18 @@ void PlanParts(DnnlConvPlan* plan) {
   auto part_params = [&](int64_t n0, int64_t n1, int64_t o0, int64_t o1) {
     Conv2DParams q = p;
     q.N = n1 - n0;
-    if (plan->by_rows) {
-      const int64_t extent = (p.KH - 1) * p.dh + 1;
-      const int64_t first = o0 * p.sh - p.ph, end = (o1 - 1) * p.sh - p.ph + extent;
-      q.ph = std::max<int64_t>(0, -first);
-      q.peh = std::max<int64_t>(0, end - p.H);
-      q.H = std::min(end, p.H) - std::max<int64_t>(0, first);
-      q.OH = o1 - o0;
-    } else if (plan->by_cols) {
-      const int64_t extent = (p.KW - 1) * p.dw + 1;
-      const int64_t first = o0 * p.sw - p.pw, end = (o1 - 1) * p.sw - p.pw + extent;
-      q.pw = std::max<int64_t>(0, -first);
-      q.pew = std::max<int64_t>(0, end - p.W);
-      q.W = std::min(end, p.W) - std::max<int64_t>(0, first);
-      q.OW = o1 - o0;
-    }
+    // Output positions [o0, o1) of an axis read the input from their first tap's position to
+    // their last one's, with the image's pads only where they reach past its edges.
+    auto crop = [&](int64_t k, int64_t d, int64_t st, int64_t n, int64_t* pl, int64_t* pr,
+                    int64_t* in, int64_t* out) {
+      const int64_t first = o0 * st - *pl, end = (o1 - 1) * st - *pl + (k - 1) * d + 1;
+      *pl = std::max<int64_t>(0, -first);
+      *pr = std::max<int64_t>(0, end - n);
+      *in = std::min(end, n) - std::max<int64_t>(0, first);
+      *out = o1 - o0;
+    };
+    if (plan->by_rows) crop(p.KH, p.dh, p.sh, p.H, &q.ph, &q.peh, &q.H, &q.OH);
+    if (plan->by_cols) crop(p.KW, p.dw, p.sw, p.W, &q.pw, &q.pew, &q.W, &q.OW);
     return q;
   };
   // Output channels split where rows cannot (one output row: a 1-D convolution) or should not:
