@@ -326,19 +326,19 @@ void SpreadChannels(const C* col, int64_t ld, int64_t gi, int64_t m0, int64_t m1
 // The GEMM W^T B of ConvTranspose by blocks of output channels over the threads: each block's
 // rows (whole panels of the packed W^T, at most about kColBudget / 4 floats, the blocks a
 // multiple of the threads) into the thread's own buffer, then spread(m0, m1, col) while they
-// are in its core's cache. B [K, N] (rows ld apart) is packed once for all blocks. Making the
+// are in its core's cache. B [K, N] (dense) is packed once for all blocks. Making the
 // whole column matrix first sent it through memory between the GEMM and the spread (4 MB for a
 // generator's 256 -> 128 on 8x8 at batch 8). Under ReferenceKernels one GEMM, then one spread.
 template <class C, class Spread>
 void ChannelBlocks(const PackedA<C>& a, int64_t Mg, int64_t kprod, const C* B, int64_t N,
-                   int64_t ld, int threads, Spread&& spread) {
+                   int threads, Spread&& spread) {
   if (a.reference || ReferenceKernels()) {
     C* col = Scratch<C>(ScratchSlot::kConvColumns, static_cast<size_t>(Mg * kprod * N));
-    PackedGemm<C>(a, N, B, ld, 1, col, N, false, threads);
+    PackedGemm<C>(a, N, B, N, 1, col, N, false, threads);
     spread(0, Mg, col);
     return;
   }
-  const PackedB<C> bp = PackGemmB<C>(a.K, N, B, ld, 1, a.isa);
+  const PackedB<C> bp = PackGemmB<C>(a.K, N, B, N, 1, a.isa);
   // As many blocks as the budget asks, rounded up to a multiple of the threads, then as even as
   // whole panels allow.
   const int64_t panel = PackedRowsStep(a), unit = panel / std::gcd(panel, kprod);
@@ -373,10 +373,9 @@ void ConvTransposeImages(const C* x, const std::vector<PackedA<C>>& wt, const C*
           const C* src = x + ((n0 + n) * s.C + gi * Cg + c) * grid;
           std::copy(src, src + grid, xb + c * ld + n * grid);
         }
-      ChannelBlocks(wt[gi], Mg, kprod, xb, ld, ld, threads,
-                    [&](int64_t m0, int64_t m1, const C* col) {
-                      SpreadChannels(col, ld, gi, m0, m1, n0, nb, b, y, s, tiled);
-                    });
+      ChannelBlocks(wt[gi], Mg, kprod, xb, ld, threads, [&](int64_t m0, int64_t m1, const C* col) {
+        SpreadChannels(col, ld, gi, m0, m1, n0, nb, b, y, s, tiled);
+      });
     }
   }
 }

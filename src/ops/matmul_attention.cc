@@ -166,6 +166,25 @@ const C* MaskBias(const Tensor& mask, std::vector<C>* own) {
   return own->data();
 }
 
+// One kv head's keys (or values) of size D, converted to C: the past's P rows, then the input's.
+template <class T, class C>
+void GatherKvHead(const AttentionShape& s, int64_t D, const T* past, const T* x, int64_t b,
+                  int64_t kh, C* dst) {
+  for (int64_t t = 0; t < s.P; ++t)
+    for (int64_t d = 0; d < D; ++d)
+      dst[t * D + d] = static_cast<C>(past[((b * s.Hkv + kh) * s.P + t) * D + d]);
+  for (int64_t t = 0; t < s.Skv; ++t)
+    for (int64_t d = 0; d < D; ++d)
+      dst[(s.P + t) * D + d] = static_cast<C>(x[QkvIndex(s.is3d, s.Hkv, s.Skv, D, b, kh, t, d)]);
+}
+
+// present_key / present_value of one kv head: its T rows of size D, dense.
+template <class T, class C>
+void WritePresent(const HeadRows<C>& r, int64_t rows, int64_t D, T* dst) {
+  for (int64_t t = 0; t < rows; ++t)
+    for (int64_t d = 0; d < D; ++d) dst[t * D + d] = T(static_cast<Acc<T>>(r.p[t * r.ld + d]));
+}
+
 template <class T, class C>
 void AttentionKernel(ComputeContext& ctx, const AttentionShape& s) {
   // Where T is the compute type, Q, K (without a past), V and Y are read and written in place.
@@ -203,9 +222,6 @@ void AttentionKernel(ComputeContext& ctx, const AttentionShape& s) {
   // Row strides of one head in Q/K/V/Y: 3-D interleaves the heads of a position.
   const int64_t ldq = s.is3d ? s.Hq * s.D : s.D, ldk = s.is3d ? s.Hkv * s.D : s.D;
   const int64_t ldv = s.is3d ? s.Hkv * s.Dv : s.Dv, ldy = s.is3d ? s.Hq * s.Dv : s.Dv;
-  auto head = [&](bool is3d_layout, int64_t H, int64_t S, int64_t D, int64_t b, int64_t h) {
-    return is3d_layout ? b * S * H * D + h * D : (b * H + h) * S * D;
-  };
 
   // The (batch, kv head) pairs split over the threads, each part with buffers of its own; the
   // products inside take the threads only where there are fewer pairs than threads.
@@ -221,36 +237,16 @@ void AttentionKernel(ComputeContext& ctx, const AttentionShape& s) {
       // Keys and values: the past followed by the new ones, [T, D] (present_key/value).
       HeadRows<C> kr, vr;
       if (copy_kv) {
-        for (int64_t t = 0; t < s.P; ++t) {
-          for (int64_t d = 0; d < s.D; ++d)
-            kt[t * s.D + d] = static_cast<C>(pk[((b * s.Hkv + kh) * s.P + t) * s.D + d]);
-          for (int64_t d = 0; d < s.Dv; ++d)
-            vt[t * s.Dv + d] = static_cast<C>(pv[((b * s.Hkv + kh) * s.P + t) * s.Dv + d]);
-        }
-        for (int64_t t = 0; t < s.Skv; ++t) {
-          for (int64_t d = 0; d < s.D; ++d)
-            kt[(s.P + t) * s.D + d] =
-                static_cast<C>(k[QkvIndex(s.is3d, s.Hkv, s.Skv, s.D, b, kh, t, d)]);
-          for (int64_t d = 0; d < s.Dv; ++d)
-            vt[(s.P + t) * s.Dv + d] =
-                static_cast<C>(v[QkvIndex(s.is3d, s.Hkv, s.Skv, s.Dv, b, kh, t, d)]);
-        }
+        GatherKvHead(s, s.D, pk, k, b, kh, kt.data());
+        GatherKvHead(s, s.Dv, pv, v, b, kh, vt.data());
         kr = {kt.data(), s.D};
         vr = {vt.data(), s.Dv};
       } else if constexpr (kInPlace) {
-        kr = {k + head(s.is3d, s.Hkv, s.Skv, s.D, b, kh), ldk};
-        vr = {v + head(s.is3d, s.Hkv, s.Skv, s.Dv, b, kh), ldv};
+        kr = {k + QkvIndex(s.is3d, s.Hkv, s.Skv, s.D, b, kh, 0, 0), ldk};
+        vr = {v + QkvIndex(s.is3d, s.Hkv, s.Skv, s.Dv, b, kh, 0, 0), ldv};
       }
-      if (present_k)
-        for (int64_t t = 0; t < s.T; ++t)
-          for (int64_t d = 0; d < s.D; ++d)
-            present_k[((b * s.Hkv + kh) * s.T + t) * s.D + d] =
-                T(static_cast<Acc<T>>(kr.p[t * kr.ld + d]));
-      if (present_v)
-        for (int64_t t = 0; t < s.T; ++t)
-          for (int64_t d = 0; d < s.Dv; ++d)
-            present_v[((b * s.Hkv + kh) * s.T + t) * s.Dv + d] =
-                T(static_cast<Acc<T>>(vr.p[t * vr.ld + d]));
+      if (present_k) WritePresent(kr, s.T, s.D, present_k + (b * s.Hkv + kh) * s.T * s.D);
+      if (present_v) WritePresent(vr, s.T, s.Dv, present_v + (b * s.Hkv + kh) * s.T * s.Dv);
 
       // The q heads that share this kv head: consecutive groups (kv head h serves q heads
       // h * group .. h * group + group - 1).
@@ -258,7 +254,7 @@ void AttentionKernel(ComputeContext& ctx, const AttentionShape& s) {
         const int64_t h = kh * group + g;
         HeadRows<C> qr;
         if constexpr (kInPlace) {
-          qr = {q + head(s.is3d, s.Hq, s.Sq, s.D, b, h), ldq};
+          qr = {q + QkvIndex(s.is3d, s.Hq, s.Sq, s.D, b, h, 0, 0), ldq};
         } else {
           for (int64_t i = 0; i < s.Sq; ++i)
             for (int64_t d = 0; d < s.D; ++d)
@@ -319,8 +315,8 @@ void AttentionKernel(ComputeContext& ctx, const AttentionShape& s) {
         // Y = softmax(scores) V, in place where T is the compute type.
         if constexpr (kInPlace) {
           GemmStrided<C>(s.Sq, s.Dv, s.T, C(1), scores.data(), s.T, 1, vr.p, vr.ld, 1,
-                         y + head(s.is3d, s.Hq, s.Sq, s.Dv, b, h), ldy, /*accumulate=*/false,
-                         product_threads);
+                         y + QkvIndex(s.is3d, s.Hq, s.Sq, s.Dv, b, h, 0, 0), ldy,
+                         /*accumulate=*/false, product_threads);
         } else {
           GemmStrided<C>(s.Sq, s.Dv, s.T, C(1), scores.data(), s.T, 1, vr.p, vr.ld, 1, yb.data(),
                          s.Dv, /*accumulate=*/false, product_threads);
