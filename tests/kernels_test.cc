@@ -29,6 +29,7 @@
 #include "kernels/x86/conv_grouped.h"
 #include "kernels/x86/conv_transpose.h"
 #include "kernels/x86/conv_winograd.h"
+#include "kernels/x86/cpu_isa.h"
 #include "kernels/x86/gemm.h"
 #include "kernels/x86/gemm_kernels.h"
 #include "kernels/x86/layout_kernels.h"
@@ -1207,6 +1208,59 @@ TEST(ThreadPool, ConcurrentCallers) {
   }
   for (auto& t : callers) t.join();
   EXPECT_EQ(bad.load(), 0);
+}
+
+// A team's members run at once on distinct threads and meet at the barrier: every member sees
+// each phase's writes of the others, and `last` runs once per phase, before anyone goes on.
+TEST(ThreadPool, TeamMembersMeetAtTheBarrier) {
+  for (int threads = 1; threads <= 4; ++threads) {
+    constexpr int kPhases = 500;
+    std::vector<int64_t> slots(4, 0);
+    int64_t lasts = 0;
+    std::atomic<int> bad{0}, seen_members{0};
+    std::mutex mu;
+    std::set<std::thread::id> ids;
+    ParallelTeam(threads, [&](int member, int members, TeamBarrier& barrier) {
+      seen_members = members;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        ids.insert(std::this_thread::get_id());
+      }
+      for (int phase = 0; phase < kPhases; ++phase) {
+        slots[member] = phase;
+        barrier.Wait([&] { ++lasts; });
+        for (int m = 0; m < members; ++m)
+          if (slots[m] != phase) ++bad;
+        if (lasts != phase + 1) ++bad;
+        barrier.Wait();
+      }
+    });
+    EXPECT_EQ(seen_members.load(), threads);
+    EXPECT_EQ(static_cast<int>(ids.size()), threads);
+    EXPECT_EQ(lasts, kPhases);
+    EXPECT_EQ(bad.load(), 0) << threads;
+  }
+}
+
+// Inside a parallel job (or under the reference kernels) a team is one member on the calling
+// thread: waiting for members the pool cannot give would never end.
+TEST(ThreadPool, TeamInsideAJobIsOneMember) {
+  std::atomic<int> calls{0}, bad{0};
+  ParallelFor(2, 2, [&](int64_t, int64_t) {
+    ParallelTeam(3, [&](int member, int members, TeamBarrier& barrier) {
+      barrier.Wait();
+      ++calls;
+      if (member != 0 || members != 1) ++bad;
+    });
+  });
+  EXPECT_EQ(calls.load(), 2);
+  EXPECT_EQ(bad.load(), 0);
+  {
+    const ScopedKernelSet reference(KernelSet::kReference);
+    int members_seen = 0;
+    ParallelTeam(2, [&](int, int members, TeamBarrier&) { members_seen = members; });
+    EXPECT_EQ(members_seen, 1);
+  }
 }
 
 // A child process after fork() has none of the parent's workers; it gets a pool of its own.

@@ -410,18 +410,18 @@ class Direction {
     const int64_t blocks = Padded(H_) / kRnnPanel;
     const bool split = b1 - b0 == B_ && threads_ >= 2 && B_ * H_ * GH_ >= kUnitSplitWork;
     const int parts = split ? static_cast<int>(std::min<int64_t>(threads_, blocks)) : 1;
-    const std::vector<UnitRange> units = SplitUnits(parts);
-    auto each = [&](auto&& phase) {
-      if (parts == 1) return phase(units[0]);
-      ParallelFor(parts, parts, [&](int64_t i0, int64_t i1) {
-        for (int64_t i = i0; i < i1; ++i) phase(units[i]);
-      });
-    };
-    for (int64_t t = 0; t < S_; ++t) {
-      if (GruResetFirst()) each([&](const UnitRange& u) { ResetGate(s, u, t); });
-      each([&](const UnitRange& u) { Update(s, u, t); });
-      std::swap(s.h, s.h_next);
-    }
+    // The threads stay together through every step and meet at a barrier after each phase.
+    ParallelTeam(parts, [&](int member, int members, TeamBarrier& barrier) {
+      const UnitRange u = SplitUnits(members)[member];
+      for (int64_t t = 0; t < S_; ++t) {
+        if (GruResetFirst()) {
+          ResetGate(s, u, t);
+          barrier.Wait();
+        }
+        Update(s, u, t);
+        barrier.Wait([&] { std::swap(s.h, s.h_next); });
+      }
+    });
     WriteStates(s);
   }
 

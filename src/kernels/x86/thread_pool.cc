@@ -182,7 +182,36 @@ void ParallelForImpl(int threads, int64_t n, ChunkFn fn, void* ctx) {
   }
 }
 
+void ParallelTeamImpl(int threads, TeamFn fn, void* ctx) {
+  const int t = std::min(threads, kMaxThreads);
+  if (t > 1 && !t_inside && !ReferenceKernels()) {
+    // Run gives each of the t chunks its own thread: a member waits at the barrier until all
+    // have arrived, so no thread can finish one chunk and claim a second.
+    TeamBarrier barrier(t);
+    struct Team {
+      TeamFn fn;
+      void* ctx;
+      int members;
+      TeamBarrier* barrier;
+    } team{fn, ctx, t, &barrier};
+    const ChunkFn member = [](void* c, int64_t m, int64_t) {
+      const Team& tm = *static_cast<const Team*>(c);
+      tm.fn(tm.ctx, static_cast<int>(m), tm.members, *tm.barrier);
+    };
+    if (ThePool().Run(t, t, member, &team)) return;
+  }
+  TeamBarrier alone(1);
+  fn(ctx, 0, 1, alone);
+}
+
 }  // namespace detail
+
+void TeamBarrier::AwaitPhaseAfter(uint32_t phase) const {
+  // Members arrive microseconds apart; past the spin, yield rather than sleep (a member may be
+  // waiting for a core).
+  if (SpinUntil([&] { return phase_.load(std::memory_order_acquire) != phase; })) return;
+  while (phase_.load(std::memory_order_acquire) == phase) std::this_thread::yield();
+}
 
 int ThreadPoolWorkers() { return ThePool().Workers(); }
 

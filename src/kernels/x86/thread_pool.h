@@ -14,6 +14,7 @@
 // a condition variable. A child process after fork() gets a fresh, empty pool.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <type_traits>
 #include <utility>
@@ -37,6 +38,54 @@ void ParallelFor(int threads, int64_t n, F&& fn) {
   using Fn = std::remove_reference_t<F>;
   detail::ParallelForImpl(
       threads, n, [](void* ctx, int64_t b, int64_t e) { (*static_cast<Fn*>(ctx))(b, e); },
+      const_cast<void*>(static_cast<const void*>(&fn)));
+}
+
+// Where the members of one ParallelTeam wait for each other: Wait returns once every member has
+// called it, and the last to arrive runs `last` first (the step's shared bookkeeping, such as
+// swapping the state buffers), so every member sees its effects.
+class TeamBarrier {
+ public:
+  explicit TeamBarrier(int members) : members_(members) {}
+  template <class F>
+  void Wait(F&& last) {
+    const uint32_t phase = phase_.load(std::memory_order_acquire);
+    if (arrived_.fetch_add(1, std::memory_order_acq_rel) + 1 < members_)
+      return AwaitPhaseAfter(phase);
+    last();
+    arrived_.store(0, std::memory_order_relaxed);
+    phase_.store(phase + 1, std::memory_order_release);
+  }
+  void Wait() {
+    Wait([] {});
+  }
+
+ private:
+  void AwaitPhaseAfter(uint32_t phase) const;
+  const int members_;
+  std::atomic<int> arrived_{0};
+  std::atomic<uint32_t> phase_{0};
+};
+
+namespace detail {
+using TeamFn = void (*)(void* ctx, int member, int members, TeamBarrier& barrier);
+void ParallelTeamImpl(int threads, TeamFn fn, void* ctx);
+}  // namespace detail
+
+// For work whose threads must meet many times (a recurrent network's steps), where a ParallelFor
+// per meeting would cost a dispatch and a join each: runs fn(member, members, barrier) once for
+// each member in [0, members), all at the same time, so they may wait for each other at the
+// barrier. members is min(threads, kMaxThreads) where the pool is free for the call, else 1 (inside
+// another ParallelFor or team, while another thread holds the pool, under the reference
+// kernels), so fn must split its work by `members`, not by `threads`.
+template <class F>
+void ParallelTeam(int threads, F&& fn) {
+  using Fn = std::remove_reference_t<F>;
+  detail::ParallelTeamImpl(
+      threads,
+      [](void* ctx, int member, int members, TeamBarrier& barrier) {
+        (*static_cast<Fn*>(ctx))(member, members, barrier);
+      },
       const_cast<void*>(static_cast<const void*>(&fn)));
 }
 
