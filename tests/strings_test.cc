@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "compiler/compile.h"
@@ -294,6 +295,37 @@ TEST(Strings, LabelEncoderMapsEveryWay) {
   out = RunStrings(m, {Strings({3}, {"b", "z", "a"})});
   ASSERT_TRUE(out.ok()) << out.status().message();
   EXPECT_EQ((*out)[0].ToInt64Vector(), (std::vector<int64_t>{1, -5, 0}));
+}
+
+// LinearRegressor's plan (ops/ml_plans.h): the rows it computes, and malformed attributes
+// refused when the model loads, before any run.
+TEST(MlOps, LinearRegressorRowsAndAttributeErrors) {
+  auto make = [](const std::vector<float>& coefficients, const std::string& post) {
+    onnx::NodeProto* n;
+    onnx::ModelProto m = OneNode("LinearRegressor", onnx::TensorProto::FLOAT,
+                                 onnx::TensorProto::FLOAT, 3, &n, "ai.onnx.ml");
+    SetAttr(n, "targets", int64_t{2});
+    SetAttr(n, "coefficients", coefficients);
+    SetAttr(n, "intercepts", std::vector<float>{1, -1});
+    SetAttr(n, "post_transform", post);
+    return m;
+  };
+  const Tensor x = Tensor::FromVector(DType::kFloat32, {3}, std::vector<float>{1, 1, 2});
+  auto out = RunStrings(make({1, 2, 3, 0, 0, 1}, "NONE"), {x});
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  EXPECT_EQ((*out)[0].dims(), (Dims{1, 2}));
+  const float* y = (*out)[0].data<float>();
+  EXPECT_EQ(std::vector<float>(y, y + 2), (std::vector<float>{10, 1}));
+  out = RunStrings(make({1, 2, 3, 0, 0, 1}, "LOGISTIC"), {x});
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  EXPECT_NEAR((*out)[0].data<float>()[1], 1 / (1 + std::exp(-1.0)), 1e-6);
+  for (const auto& [coefficients, post, why] :
+       {std::tuple{std::vector<float>{1, 2, 3}, "NONE", "coefficients must have targets*F"},
+        std::tuple{std::vector<float>(6, 1.0f), "SIGMOID", "unknown post_transform 'SIGMOID'"}}) {
+    out = RunStrings(make(coefficients, post), {x});
+    ASSERT_FALSE(out.ok());
+    EXPECT_NE(out.status().message().find(why), std::string::npos) << out.status().message();
+  }
 }
 
 TEST(Strings, TfIdfVectorizerCountsStringNgrams) {

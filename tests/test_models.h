@@ -63,6 +63,10 @@ inline void SetAttr(onnx::NodeProto* n, const std::string& name, const std::vect
   auto* a = NewAttribute(n, name, onnx::AttributeProto::INTS);
   for (int64_t x : v) a->add_ints(x);
 }
+inline void SetAttr(onnx::NodeProto* n, const std::string& name, const std::vector<float>& v) {
+  auto* a = NewAttribute(n, name, onnx::AttributeProto::FLOATS);
+  for (float x : v) a->add_floats(x);
+}
 // A braced list of integers, {1, 0} or {axis}, is INTS (not an INT, nor STRINGS).
 inline void SetAttr(onnx::NodeProto* n, const std::string& name, std::initializer_list<int64_t> v) {
   SetAttr(n, name, std::vector<int64_t>(v));

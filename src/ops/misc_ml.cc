@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "ops/common.h"
-#include "ops/tree_ensemble_plan.h"
+#include "ops/ml_plans.h"
 
 namespace kiln::ops {
 namespace {
@@ -240,7 +240,7 @@ std::string MakeTreeEnsemblePlan(const ir::Node& n, TreeEnsemblePlan* e) {
   if (e->targets.size() != e->weights.size()) return "leaf attributes differ in length";
   if (e->n_targets <= 0) return "n_targets must be positive";
   if (e->aggregate < 0 || e->aggregate > 3) return "unknown aggregate_function";
-  if (e->post < 0 || e->post > 4) return "unknown post_transform";
+  if (e->post < kPostNone || e->post > kPostProbit) return "unknown post_transform";
   for (int64_t t : e->targets)
     if (t < 0 || t >= e->n_targets) return "leaf_targetids entry out of range";
   for (size_t i = 0; i < nn; ++i) {
@@ -311,18 +311,18 @@ int64_t TreeLeaf(const TreeEnsemblePlan& e, int64_t root, const std::function<do
 }
 
 void PostTransform(int64_t post, std::vector<double>& v) {
-  if (post == 1 || post == 3) {
+  if (post == kPostSoftmax || post == kPostSoftmaxZero) {
     double mx = -INFINITY;
     for (double a : v) mx = std::max(mx, a);
     double sum = 0;
     for (double& a : v) {
-      a = (post == 3 && a == 0) ? 0 : std::exp(a - mx);
+      a = (post == kPostSoftmaxZero && a == 0) ? 0 : std::exp(a - mx);
       sum += a;
     }
     for (double& a : v) a = sum > 0 ? a / sum : 0;
-  } else if (post == 2) {
+  } else if (post == kPostLogistic) {
     for (double& a : v) a = 1 / (1 + std::exp(-a));
-  } else if (post == 4) {
+  } else if (post == kPostProbit) {
     // probit: sqrt(2) * erfinv(2p - 1), by Newton iterations on erf.
     for (double& a : v) {
       double y = 2 * a - 1, z = 0;
@@ -451,41 +451,59 @@ Status NormalizerCompute(ComputeContext& ctx) {
   return OkStatus();
 }
 
+}  // namespace
+
+std::string MakeLinearRegressorPlan(const ir::Node& n, const Dims& x, LinearRegressorPlan* p) {
+  if (x.empty() || x.size() > 2) return "X must be [N, C] or [C]";
+  p->targets = n.attr_int("targets", 1);
+  if (p->targets <= 0) return "targets must be positive";
+  p->rows = x.size() == 1 ? 1 : x[0];
+  p->features = x.back();
+  p->coefficients = n.attr_floats("coefficients");
+  p->intercepts = n.attr_floats("intercepts");
+  if (static_cast<int64_t>(p->coefficients.size()) != p->targets * p->features)
+    return "coefficients must have targets*F entries";
+  if (p->intercepts.empty()) p->intercepts.assign(static_cast<size_t>(p->targets), 0.0f);
+  if (static_cast<int64_t>(p->intercepts.size()) != p->targets)
+    return "intercepts must have targets entries";
+  static const std::map<std::string, MlPostTransform> kPosts = {{"NONE", kPostNone},
+                                                                {"SOFTMAX", kPostSoftmax},
+                                                                {"LOGISTIC", kPostLogistic},
+                                                                {"SOFTMAX_ZERO", kPostSoftmaxZero},
+                                                                {"PROBIT", kPostProbit}};
+  const std::string post = n.attr_string("post_transform", "NONE");
+  const auto it = kPosts.find(post);
+  if (it == kPosts.end()) return "unknown post_transform '" + post + "'";
+  p->post = it->second;
+  return "";
+}
+
+namespace {
+
 Status LinearRegressorInfer(InferContext& ctx) {
   if (!ctx.has_input(0) || !IsMlNumeric(ctx.input_dtype(0))) return ctx.error("X must be numeric");
-  int64_t t = ctx.node().attr_int("targets", 1);
-  if (t <= 0) return ctx.error("targets must be positive");
-  int64_t n = ctx.input_rank(0) == 1 ? 1 : ctx.input_dims(0)[0];
-  ctx.set_output(0, DType::kFloat32, {n, t});
+  LinearRegressorPlan p;
+  const std::string why = MakeLinearRegressorPlan(ctx.node(), ctx.input_dims(0), &p);
+  if (!why.empty()) return ctx.error(why);
+  ctx.set_output(0, DType::kFloat32, {p.rows, p.targets});
   return OkStatus();
 }
 
 Status LinearRegressorCompute(ComputeContext& ctx) {
   const Tensor& x = ctx.input(0);
-  const int64_t T = ctx.node().attr_int("targets", 1);
-  const int64_t N = x.rank() == 1 ? 1 : x.dim(0), F = N ? x.size() / N : 0;
-  auto coef = ctx.node().attr_floats("coefficients"), icpt = ctx.node().attr_floats("intercepts");
-  if (static_cast<int64_t>(coef.size()) != T * F)
-    return ctx.error("coefficients must have targets*F entries");
-  if (!icpt.empty() && static_cast<int64_t>(icpt.size()) != T)
-    return ctx.error("intercepts must have targets entries");
-  std::string post = ctx.node().attr_string("post_transform", "NONE");
-  int64_t pt = post == "NONE"           ? 0
-               : post == "SOFTMAX"      ? 1
-               : post == "LOGISTIC"     ? 2
-               : post == "SOFTMAX_ZERO" ? 3
-               : post == "PROBIT"       ? 4
-                                        : -1;
-  if (pt < 0) return ctx.error("unknown post_transform '" + post + "'");
+  LinearRegressorPlan p;
+  const std::string why = MakeLinearRegressorPlan(ctx.node(), x.dims(), &p);
+  if (!why.empty()) return ctx.error(why);
+  const int64_t T = p.targets, F = p.features;
   float* y = ctx.output(0).data<float>();
   std::vector<double> row(T);
-  for (int64_t n = 0; n < N; ++n) {
+  for (int64_t n = 0; n < p.rows; ++n) {
     for (int64_t t = 0; t < T; ++t) {
-      double acc = icpt.empty() ? 0 : icpt[t];
-      for (int64_t f = 0; f < F; ++f) acc += coef[t * F + f] * x.GetDouble(n * F + f);
+      double acc = p.intercepts[t];
+      for (int64_t f = 0; f < F; ++f) acc += p.coefficients[t * F + f] * x.GetDouble(n * F + f);
       row[t] = acc;
     }
-    PostTransform(pt, row);
+    PostTransform(p.post, row);
     for (int64_t t = 0; t < T; ++t) y[n * T + t] = static_cast<float>(row[t]);
   }
   return OkStatus();

@@ -18,8 +18,8 @@
 #include "codegen/c/emit_util.h"
 #include "codegen/c/node_emitter.h"
 #include "ops/common.h"
+#include "ops/ml_plans.h"
 #include "ops/op.h"
-#include "ops/tree_ensemble_plan.h"
 
 namespace kiln::codegen::c {
 namespace {
@@ -62,11 +62,10 @@ std::string ValueLiteral(DType t, V v) {
   return out;
 }
 
-// Lines computing the host's PostTransform (misc_ml.cc) over row[0 .. n) of compute type ct:
-// 1 SOFTMAX, 2 LOGISTIC, 3 SOFTMAX_ZERO, 4 PROBIT.
+// Lines computing the host's PostTransform (misc_ml.cc) over row[0 .. n) of compute type ct.
 void EmitPostTransform(NodeContext& ctx, int64_t post, DType ct, const std::string& row,
                        int64_t n) {
-  if (post == 0) return;
+  if (post == ops::kPostNone) return;
   const std::string c = CType(ct), q = ctx.Temp();
   auto F = [&](const char* f) { return MathName(ct, f); };
   ctx.Line("{");
@@ -74,11 +73,11 @@ void EmitPostTransform(NodeContext& ctx, int64_t post, DType ct, const std::stri
   ctx.Line("size_t " + q + ";");
   std::string loop = "for (" + q + " = 0; " + q + " < " + S(n) + "; ++" + q + ")";
   std::string a = row + "[" + q + "]";
-  if (post == 1 || post == 3) {
+  if (post == ops::kPostSoftmax || post == ops::kPostSoftmaxZero) {
     ctx.Line(c + " mx = -INFINITY, sum = " + L(ct, 0) + ";");
     ctx.Line(loop + " if (mx < " + a + ") mx = " + a + ";");
     ctx.Line(loop + " {");
-    if (post == 3)
+    if (post == ops::kPostSoftmaxZero)
       ctx.Line("  " + a + " = " + a + " == " + L(ct, 0) + " ? " + L(ct, 0) + " : " + F("exp") +
                "(" + a + " - mx);");
     else
@@ -86,10 +85,10 @@ void EmitPostTransform(NodeContext& ctx, int64_t post, DType ct, const std::stri
     ctx.Line("  sum += " + a + ";");
     ctx.Line("}");
     ctx.Line(loop + " " + a + " = sum > " + L(ct, 0) + " ? " + a + " / sum : " + L(ct, 0) + ";");
-  } else if (post == 2) {
+  } else if (post == ops::kPostLogistic) {
     ctx.Line(loop + " " + a + " = " + L(ct, 1) + " / (" + L(ct, 1) + " + " + F("exp") + "(-" + a +
              "));");
-  } else if (post == 4) {
+  } else if (post == ops::kPostProbit) {
     // probit: sqrt(2) * erfinv(2p - 1) by 60 Newton steps on erf, as the host.
     ctx.Line(loop + " {");
     ctx.Indent();
@@ -1173,23 +1172,10 @@ Status EmitNormalizer(NodeContext& ctx) {
 
 Status EmitLinearRegressor(NodeContext& ctx) {
   DType t = ctx.input_dtype(0);
-  if (!IsMlNumeric(t)) return ctx.error("X must be numeric");
-  const Dims& x = ctx.input_dims(0);
-  const int64_t T = ctx.node().attr_int("targets", 1);
-  const int64_t N = x.size() == 1 ? 1 : (x.empty() ? 1 : x[0]), F = N ? NumElements(x) / N : 0;
-  auto coef = ctx.node().attr_floats("coefficients"), icpt = ctx.node().attr_floats("intercepts");
-  if (T <= 0 || static_cast<int64_t>(coef.size()) != T * F)
-    return ctx.error("coefficients must have targets*F entries");
-  if (!icpt.empty() && static_cast<int64_t>(icpt.size()) != T)
-    return ctx.error("intercepts must have targets entries");
-  std::string post = ctx.node().attr_string("post_transform", "NONE");
-  int64_t pt = post == "NONE"           ? 0
-               : post == "SOFTMAX"      ? 1
-               : post == "LOGISTIC"     ? 2
-               : post == "SOFTMAX_ZERO" ? 3
-               : post == "PROBIT"       ? 4
-                                        : -1;
-  if (pt < 0) return ctx.error("unknown post_transform '" + post + "'");
+  ops::LinearRegressorPlan p;
+  const std::string why = ops::MakeLinearRegressorPlan(ctx.node(), ctx.input_dims(0), &p);
+  if (!why.empty()) return ctx.error(why);
+  const int64_t T = p.targets, N = p.rows, F = p.features;
   if (N == 0) {
     ctx.Line("/* no elements */");
     return OkStatus();
@@ -1197,8 +1183,8 @@ Status EmitLinearRegressor(NodeContext& ctx) {
   DType ct = MlCompute(t);
   const std::string c = CType(ct);
   std::vector<std::string> cv, iv;
-  for (float v : coef) cv.push_back(L(ct, v));
-  for (int64_t i = 0; i < T; ++i) iv.push_back(L(ct, icpt.empty() ? 0.0 : icpt[i]));
+  for (float v : p.coefficients) cv.push_back(L(ct, v));
+  for (float v : p.intercepts) iv.push_back(L(ct, v));
   std::string Tc = Table(ctx, c, "coef", cv), Ti = Table(ctx, c, "intercept", iv);
   const bool direct = ct == DType::kFloat32;
   ctx.Line("size_t n, q, f;");
@@ -1214,7 +1200,7 @@ Status EmitLinearRegressor(NodeContext& ctx) {
            ")in0[n * " + S(F) + " + f];");
   ctx.Line("  row[q] = acc;");
   ctx.Line("}");
-  EmitPostTransform(ctx, pt, ct, "row", T);
+  EmitPostTransform(ctx, p.post, ct, "row", T);
   if (!direct)
     ctx.Line("for (q = 0; q < " + S(T) + "; ++q) out0[n * " + S(T) + " + q] = (float)row[q];");
   ctx.Dedent();
