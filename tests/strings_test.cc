@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -326,6 +327,62 @@ TEST(MlOps, LinearRegressorRowsAndAttributeErrors) {
     ASSERT_FALSE(out.ok());
     EXPECT_NE(out.status().message().find(why), std::string::npos) << out.status().message();
   }
+}
+
+// Scaler, Normalizer and Imputer check their attributes in their plans (ops/ml_plans.h) when the
+// model loads: each malformed one is an error that names it.
+TEST(MlOps, MalformedAttributesAreErrorsAtLoad) {
+  struct Case {
+    const char* op;
+    std::function<void(onnx::NodeProto*)> set;
+    const char* why;
+  };
+  const std::vector<Case> cases = {
+      {"Scaler",
+       [](onnx::NodeProto* n) {
+         SetAttr(n, "offset", std::vector<float>{1, 2});
+       },
+       "offset/scale must have 1 or C entries"},
+      {"Scaler",
+       [](onnx::NodeProto* n) {
+         SetAttr(n, "scale", std::vector<float>{1, 2, 3, 4});
+       },
+       "offset/scale must have 1 or C entries"},
+      {"Normalizer", [](onnx::NodeProto* n) { SetAttr(n, "norm", std::string("L3")); },
+       "unknown norm 'L3'"},
+      {"Imputer", [](onnx::NodeProto*) {}, "imputed values must have 1 or C entries"},
+      {"Imputer",
+       [](onnx::NodeProto* n) {
+         SetAttr(n, "imputed_value_floats", std::vector<float>{1, 2});
+       },
+       "imputed values must have 1 or C entries"}};
+  const Tensor x = Tensor::FromVector(DType::kFloat32, {3}, std::vector<float>{1, 1, 2});
+  for (const Case& c : cases) {
+    onnx::NodeProto* n;
+    onnx::ModelProto m =
+        OneNode(c.op, onnx::TensorProto::FLOAT, onnx::TensorProto::FLOAT, 3, &n, "ai.onnx.ml");
+    c.set(n);
+    auto out = RunStrings(m, {x});
+    ASSERT_FALSE(out.ok()) << c.op;
+    EXPECT_NE(out.status().message().find(c.why), std::string::npos) << out.status().message();
+  }
+  // Well-formed: offset and scale per feature, and one imputed value for all.
+  onnx::NodeProto* n;
+  onnx::ModelProto m =
+      OneNode("Scaler", onnx::TensorProto::FLOAT, onnx::TensorProto::FLOAT, 3, &n, "ai.onnx.ml");
+  SetAttr(n, "offset", std::vector<float>{1, 0, 1});
+  SetAttr(n, "scale", std::vector<float>{2, 3, 4});
+  auto out = RunStrings(m, {x});
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  const float* y = (*out)[0].data<float>();
+  EXPECT_EQ(std::vector<float>(y, y + 3), (std::vector<float>{0, 3, 4}));
+  m = OneNode("Imputer", onnx::TensorProto::FLOAT, onnx::TensorProto::FLOAT, 3, &n, "ai.onnx.ml");
+  SetAttr(n, "imputed_value_floats", std::vector<float>{9});
+  SetAttr(n, "replaced_value_float", 1.0f);
+  out = RunStrings(m, {x});
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  y = (*out)[0].data<float>();
+  EXPECT_EQ(std::vector<float>(y, y + 3), (std::vector<float>{9, 9, 2}));
 }
 
 TEST(Strings, TfIdfVectorizerCountsStringNgrams) {

@@ -341,16 +341,14 @@ Status TreeEnsembleInfer(InferContext& ctx) {
   if (!ctx.has_input(0) || !IsFloatingDType(ctx.input_dtype(0)) || ctx.input_rank(0) != 2)
     return ctx.error("X must be a 2-D float tensor");
   TreeEnsemblePlan e;
-  std::string m = MakeTreeEnsemblePlan(ctx.node(), &e);
-  if (!m.empty()) return ctx.error(m);
+  KILN_RETURN_IF_ERROR(Checked(ctx, MakeTreeEnsemblePlan(ctx.node(), &e)));
   ctx.set_output(0, ctx.input_dtype(0), {ctx.input_dims(0)[0], e.n_targets});
   return OkStatus();
 }
 
 Status TreeEnsembleCompute(ComputeContext& ctx) {
   TreeEnsemblePlan e;
-  std::string m = MakeTreeEnsemblePlan(ctx.node(), &e);
-  if (!m.empty()) return ctx.error(m);
+  KILN_RETURN_IF_ERROR(Checked(ctx, MakeTreeEnsemblePlan(ctx.node(), &e)));
   const Tensor& x = ctx.input(0);
   const int64_t N = x.dim(0), F = x.dim(1);
   for (int64_t f : e.features)
@@ -396,53 +394,47 @@ Status TreeEnsembleCompute(ComputeContext& ctx) {
 
 // ---------------------------------------------------------------- Scaler, Normalizer, ...
 
+// Shape inference of an op with a float32 output of X's dims whose plan checks its attributes.
+template <class Plan, auto kMake>
 Status FloatOutInfer(InferContext& ctx) {
   if (!ctx.has_input(0) || !IsMlNumeric(ctx.input_dtype(0)))
     return ctx.error("X must be float, double, int64 or int32");
+  Plan plan;
+  KILN_RETURN_IF_ERROR(Checked(ctx, kMake(ctx.node(), ctx.input_dims(0), &plan)));
   ctx.set_output(0, DType::kFloat32, ctx.input_dims(0));
   return OkStatus();
 }
 
-// Per-feature parameter: one value for all, or one per last-dim feature.
-double Param(const std::vector<float>& v, int64_t f, double def) {
-  if (v.empty()) return def;
-  return v.size() == 1 ? v[0] : v[f];
-}
-
 Status ScalerCompute(ComputeContext& ctx) {
   const Tensor& x = ctx.input(0);
-  auto off = ctx.node().attr_floats("offset"), sc = ctx.node().attr_floats("scale");
-  const int64_t C = x.rank() ? x.dims().back() : 1;
-  if ((off.size() > 1 && static_cast<int64_t>(off.size()) != C) ||
-      (sc.size() > 1 && static_cast<int64_t>(sc.size()) != C))
-    return ctx.error("offset/scale must have 1 or C entries");
+  ScalerPlan p;
+  KILN_RETURN_IF_ERROR(Checked(ctx, MakeScalerPlan(ctx.node(), x.dims(), &p)));
   float* y = ctx.output(0).data<float>();
   for (int64_t i = 0; i < x.size(); ++i) {
-    int64_t f = i % C;
-    y[i] = static_cast<float>((x.GetDouble(i) - Param(off, f, 0)) * Param(sc, f, 1));
+    int64_t f = i % p.features;
+    y[i] = static_cast<float>((x.GetDouble(i) - p.Offset(f)) * p.Scale(f));
   }
   return OkStatus();
 }
 
 Status NormalizerCompute(ComputeContext& ctx) {
   const Tensor& x = ctx.input(0);
-  std::string norm = ctx.node().attr_string("norm", "MAX");
-  if (norm != "MAX" && norm != "L1" && norm != "L2")
-    return ctx.error("unknown norm '" + norm + "'");
-  const int64_t C = x.rank() ? x.dims().back() : 1, rows = C ? x.size() / C : 0;
+  NormalizerPlan p;
+  KILN_RETURN_IF_ERROR(Checked(ctx, MakeNormalizerPlan(ctx.node(), x.dims(), &p)));
+  const int64_t C = p.features;
   float* y = ctx.output(0).data<float>();
-  for (int64_t r = 0; r < rows; ++r) {
+  for (int64_t r = 0; r < p.rows; ++r) {
     double acc = 0;
     for (int64_t c = 0; c < C; ++c) {
       double v = x.GetDouble(r * C + c);
-      if (norm == "MAX")
+      if (p.norm == MlNorm::kMax)
         acc = c == 0 ? v : std::max(acc, v);
-      else if (norm == "L1")
+      else if (p.norm == MlNorm::kL1)
         acc += std::fabs(v);
       else
         acc += v * v;
     }
-    if (norm == "L2") acc = std::sqrt(acc);
+    if (p.norm == MlNorm::kL2) acc = std::sqrt(acc);
     for (int64_t c = 0; c < C; ++c) {
       double v = x.GetDouble(r * C + c);
       y[r * C + c] = static_cast<float>(acc == 0 ? v : v / acc);
@@ -478,13 +470,49 @@ std::string MakeLinearRegressorPlan(const ir::Node& n, const Dims& x, LinearRegr
   return "";
 }
 
+std::string MakeScalerPlan(const ir::Node& n, const Dims& x, ScalerPlan* p) {
+  p->features = x.empty() ? 1 : x.back();
+  p->rows = p->features ? NumElements(x) / p->features : 0;
+  p->offset = n.attr_floats("offset");
+  p->scale = n.attr_floats("scale");
+  for (const std::vector<float>* v : {&p->offset, &p->scale})
+    if (v->size() > 1 && static_cast<int64_t>(v->size()) != p->features)
+      return "offset/scale must have 1 or C entries";
+  return "";
+}
+
+std::string MakeNormalizerPlan(const ir::Node& n, const Dims& x, NormalizerPlan* p) {
+  const std::string norm = n.attr_string("norm", "MAX");
+  if (norm != "MAX" && norm != "L1" && norm != "L2") return "unknown norm '" + norm + "'";
+  p->norm = norm == "MAX" ? MlNorm::kMax : norm == "L1" ? MlNorm::kL1 : MlNorm::kL2;
+  p->features = x.empty() ? 1 : x.back();
+  p->rows = p->features ? NumElements(x) / p->features : 0;
+  return "";
+}
+
+std::string MakeImputerPlan(const ir::Node& n, DType x, const Dims& dims, ImputerPlan* p) {
+  const bool floating = IsFloatingDType(x);
+  p->values.clear();
+  if (floating)
+    for (float f : n.attr_floats("imputed_value_floats")) p->values.push_back(f);
+  else
+    for (int64_t i : n.attr_ints("imputed_value_int64s"))
+      p->values.push_back(static_cast<double>(i));
+  p->replaced = floating ? n.attr_float("replaced_value_float", NAN)
+                         : static_cast<double>(n.attr_int("replaced_value_int64", 0));
+  p->features = dims.empty() ? 1 : dims.back();
+  if (p->values.empty() ||
+      (p->values.size() != 1 && static_cast<int64_t>(p->values.size()) != p->features))
+    return "imputed values must have 1 or C entries";
+  return "";
+}
+
 namespace {
 
 Status LinearRegressorInfer(InferContext& ctx) {
   if (!ctx.has_input(0) || !IsMlNumeric(ctx.input_dtype(0))) return ctx.error("X must be numeric");
   LinearRegressorPlan p;
-  const std::string why = MakeLinearRegressorPlan(ctx.node(), ctx.input_dims(0), &p);
-  if (!why.empty()) return ctx.error(why);
+  KILN_RETURN_IF_ERROR(Checked(ctx, MakeLinearRegressorPlan(ctx.node(), ctx.input_dims(0), &p)));
   ctx.set_output(0, DType::kFloat32, {p.rows, p.targets});
   return OkStatus();
 }
@@ -492,8 +520,7 @@ Status LinearRegressorInfer(InferContext& ctx) {
 Status LinearRegressorCompute(ComputeContext& ctx) {
   const Tensor& x = ctx.input(0);
   LinearRegressorPlan p;
-  const std::string why = MakeLinearRegressorPlan(ctx.node(), x.dims(), &p);
-  if (!why.empty()) return ctx.error(why);
+  KILN_RETURN_IF_ERROR(Checked(ctx, MakeLinearRegressorPlan(ctx.node(), x.dims(), &p)));
   const int64_t T = p.targets, F = p.features;
   float* y = ctx.output(0).data<float>();
   std::vector<double> row(T);
@@ -511,30 +538,23 @@ Status LinearRegressorCompute(ComputeContext& ctx) {
 
 Status ImputerInfer(InferContext& ctx) {
   if (!ctx.has_input(0) || !IsMlNumeric(ctx.input_dtype(0))) return ctx.error("X must be numeric");
+  ImputerPlan p;
+  KILN_RETURN_IF_ERROR(
+      Checked(ctx, MakeImputerPlan(ctx.node(), ctx.input_dtype(0), ctx.input_dims(0), &p)));
   return SameAsInput(ctx);
 }
 
 Status ImputerCompute(ComputeContext& ctx) {
   const Tensor& x = ctx.input(0);
-  const ir::Node& n = ctx.node();
-  const bool fl = IsFloatingDType(x.dtype());
-  std::vector<double> vals;
-  if (fl)
-    for (float f : n.attr_floats("imputed_value_floats")) vals.push_back(f);
-  else
-    for (int64_t i : n.attr_ints("imputed_value_int64s")) vals.push_back(static_cast<double>(i));
-  const double repl = fl ? n.attr_float("replaced_value_float", NAN)
-                         : static_cast<double>(n.attr_int("replaced_value_int64", 0));
-  const int64_t C = x.rank() ? x.dims().back() : 1;
-  if (vals.empty() || (vals.size() != 1 && static_cast<int64_t>(vals.size()) != C))
-    return ctx.error("imputed values must have 1 or C entries");
+  ImputerPlan plan;
+  KILN_RETURN_IF_ERROR(Checked(ctx, MakeImputerPlan(ctx.node(), x.dtype(), x.dims(), &plan)));
   Dispatch<kNumericTypes>(x.dtype(), [&]<class T>() {
     const T* p = x.data<T>();
     T* q = ctx.output(0).data<T>();
     for (int64_t i = 0; i < x.size(); ++i) {
       double v = static_cast<double>(p[i]);
-      bool miss = std::isnan(repl) ? std::isnan(v) : v == repl;
-      q[i] = miss ? ConvertValue<T>(vals.size() == 1 ? vals[0] : vals[i % C]) : p[i];
+      bool miss = std::isnan(plan.replaced) ? std::isnan(v) : v == plan.replaced;
+      q[i] = miss ? ConvertValue<T>(plan.Value(i % plan.features)) : p[i];
     }
   });
   return OkStatus();
@@ -547,8 +567,9 @@ void RegisterMlOps(OpRegistry& r) {
   r.Register("ArrayFeatureExtractor", AfeInfer, AfeCompute, kMl);
   r.Register("LabelEncoder", LabelEncoderInfer, LabelEncoderCompute, kMl);
   r.Register("TreeEnsemble", TreeEnsembleInfer, TreeEnsembleCompute, kMl);
-  r.Register("Scaler", FloatOutInfer, ScalerCompute, kMl);
-  r.Register("Normalizer", FloatOutInfer, NormalizerCompute, kMl);
+  r.Register("Scaler", FloatOutInfer<ScalerPlan, MakeScalerPlan>, ScalerCompute, kMl);
+  r.Register("Normalizer", FloatOutInfer<NormalizerPlan, MakeNormalizerPlan>, NormalizerCompute,
+             kMl);
   r.Register("LinearRegressor", LinearRegressorInfer, LinearRegressorCompute, kMl);
   r.Register("Imputer", ImputerInfer, ImputerCompute, kMl);
 }

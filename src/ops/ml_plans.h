@@ -9,8 +9,16 @@
 
 #include "ir/graph.h"
 #include "ir/tensor.h"
+#include "support/status.h"
 
 namespace kiln::ops {
+
+// OK, or the error naming the node when its plan found the attributes malformed (`why`): for
+// the shape inference, host kernels and emitters that make the plans below.
+template <class Context>
+Status Checked(const Context& ctx, const std::string& why) {
+  return why.empty() ? OkStatus() : ctx.error(why);
+}
 
 // The post_transform both ops apply to each row of outputs, as TreeEnsemble's integer attribute
 // numbers it.
@@ -32,6 +40,35 @@ struct LinearRegressorPlan {
 
 // Reads and checks the attributes against X's dims; "" or why they are malformed.
 std::string MakeLinearRegressorPlan(const ir::Node& n, const Dims& x, LinearRegressorPlan* p);
+
+// Scaler: Y = (X - offset) * scale per feature, a feature being an index of X's last dim.
+struct ScalerPlan {
+  int64_t features = 1, rows = 0;
+  std::vector<float> offset, scale;  // empty (0 / 1), one value for all, or one per feature
+  double Offset(int64_t f) const { return Entry(offset, f, 0.0); }
+  double Scale(int64_t f) const { return Entry(scale, f, 1.0); }
+  static double Entry(const std::vector<float>& v, int64_t f, double empty) {
+    return v.empty() ? empty : v.size() == 1 ? v[0] : v[static_cast<size_t>(f)];
+  }
+};
+std::string MakeScalerPlan(const ir::Node& n, const Dims& x, ScalerPlan* p);
+
+// Normalizer: each row of X's last dim divided by its max, L1 or L2 norm (where that is not 0).
+enum class MlNorm { kMax, kL1, kL2 };
+struct NormalizerPlan {
+  MlNorm norm = MlNorm::kMax;
+  int64_t features = 1, rows = 0;
+};
+std::string MakeNormalizerPlan(const ir::Node& n, const Dims& x, NormalizerPlan* p);
+
+// Imputer: entries of X equal to `replaced` (NaN: the NaNs) become the feature's value.
+struct ImputerPlan {
+  int64_t features = 1;
+  std::vector<double> values;  // one for all, or one per feature
+  double replaced = 0;
+  double Value(int64_t f) const { return values.size() == 1 ? values[0] : values[f]; }
+};
+std::string MakeImputerPlan(const ir::Node& n, DType x, const Dims& dims, ImputerPlan* p);
 
 struct TreeEnsemblePlan {
   std::vector<double> splits, weights;

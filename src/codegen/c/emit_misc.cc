@@ -971,8 +971,7 @@ Status EmitTreeEnsemble(NodeContext& ctx) {
   const Dims& xd = ctx.input_dims(0);
   if (!IsFloatingDType(t) || xd.size() != 2) return ctx.error("X must be a 2-D float tensor");
   ops::TreeEnsemblePlan e;
-  const std::string bad = ops::MakeTreeEnsemblePlan(n, &e);
-  if (!bad.empty()) return ctx.error(bad);
+  KILN_RETURN_IF_ERROR(ops::Checked(ctx, ops::MakeTreeEnsemblePlan(n, &e)));
   const auto &splits = e.splits, &weights = e.weights;
   const auto &features = e.features, &modes = e.modes, &tid = e.true_ids, &fid = e.false_ids;
   const auto &tleaf = e.true_leaf, &fleaf = e.false_leaf, &targets = e.targets, &roots = e.roots;
@@ -1096,72 +1095,57 @@ Status EmitTreeEnsemble(NodeContext& ctx) {
   return OkStatus();
 }
 
-// Per-feature parameter (one for all, or one per last-dim feature) of Scaler.
-double Param(const std::vector<float>& v, int64_t f, double def) {
-  if (v.empty()) return def;
-  return v.size() == 1 ? v[0] : v[f];
-}
-
 Status EmitScaler(NodeContext& ctx) {
-  DType t = ctx.input_dtype(0);
-  if (!IsMlNumeric(t)) return ctx.error("X must be float, double, int64 or int32");
-  const Dims& x = ctx.input_dims(0);
-  auto off = ctx.node().attr_floats("offset"), sc = ctx.node().attr_floats("scale");
-  const int64_t C = x.empty() ? 1 : x.back();
-  if ((off.size() > 1 && static_cast<int64_t>(off.size()) != C) ||
-      (sc.size() > 1 && static_cast<int64_t>(sc.size()) != C))
-    return ctx.error("offset/scale must have 1 or C entries");
-  const int64_t total = NumElements(x);
-  if (total == 0) {
+  ops::ScalerPlan p;
+  KILN_RETURN_IF_ERROR(ops::Checked(ctx, ops::MakeScalerPlan(ctx.node(), ctx.input_dims(0), &p)));
+  const int64_t C = p.features;
+  if (p.rows * C == 0) {
     ctx.Line("/* no elements */");
     return OkStatus();
   }
-  DType ct = MlCompute(t);
+  DType ct = MlCompute(ctx.input_dtype(0));
   const std::string c = CType(ct);
   std::vector<std::string> ov, sv;
   for (int64_t f = 0; f < C; ++f) {
-    ov.push_back(L(ct, Param(off, f, 0)));
-    sv.push_back(L(ct, Param(sc, f, 1)));
+    ov.push_back(L(ct, p.Offset(f)));
+    sv.push_back(L(ct, p.Scale(f)));
   }
-  std::string o = off.size() > 1 ? Table(ctx, c, "offset", ov) + "[f]" : ov[0];
-  std::string s = sc.size() > 1 ? Table(ctx, c, "scale", sv) + "[f]" : sv[0];
+  std::string o = p.offset.size() > 1 ? Table(ctx, c, "offset", ov) + "[f]" : ov[0];
+  std::string s = p.scale.size() > 1 ? Table(ctx, c, "scale", sv) + "[f]" : sv[0];
   ctx.Line("size_t r, f;");
-  ctx.Line("for (r = 0; r < " + S(total / C) + "; ++r)");
+  ctx.Line("for (r = 0; r < " + S(p.rows) + "; ++r)");
   ctx.Line("  for (f = 0; f < " + S(C) + "; ++f)");
   ctx.Line("    out0[r * " + S(C) + " + f] = (float)(((" + c + ")in0[r * " + S(C) + " + f] - " + o +
            ") * " + s + ");");
-  if (off.size() <= 1 && sc.size() <= 1) ctx.Line("(void)f;");
+  if (p.offset.size() <= 1 && p.scale.size() <= 1) ctx.Line("(void)f;");
   return OkStatus();
 }
 
 Status EmitNormalizer(NodeContext& ctx) {
-  DType t = ctx.input_dtype(0);
-  if (!IsMlNumeric(t)) return ctx.error("X must be float, double, int64 or int32");
-  std::string norm = ctx.node().attr_string("norm", "MAX");
-  if (norm != "MAX" && norm != "L1" && norm != "L2")
-    return ctx.error("unknown norm '" + norm + "'");
-  const Dims& x = ctx.input_dims(0);
-  const int64_t C = x.empty() ? 1 : x.back(), rows = C ? NumElements(x) / C : 0;
+  ops::NormalizerPlan p;
+  KILN_RETURN_IF_ERROR(
+      ops::Checked(ctx, ops::MakeNormalizerPlan(ctx.node(), ctx.input_dims(0), &p)));
+  const int64_t C = p.features, rows = p.rows;
   if (rows == 0) {
     ctx.Line("/* no elements */");
     return OkStatus();
   }
-  DType ct = MlCompute(t);
+  DType ct = MlCompute(ctx.input_dtype(0));
   const std::string c = CType(ct), Z = L(ct, 0), v = "(" + c + ")in0[r * " + S(C) + " + f]";
   ctx.Line("size_t r, f;");
   ctx.Line("for (r = 0; r < " + S(rows) + "; ++r) {");
   ctx.Indent();
-  if (norm == "MAX") {
+  if (p.norm == ops::MlNorm::kMax) {
     ctx.Line(c + " acc = (" + c + ")in0[r * " + S(C) + "];");
     ctx.Line("for (f = 1; f < " + S(C) + "; ++f) if (acc < " + v + ") acc = " + v + ";");
   } else {
     ctx.Line(c + " acc = " + Z + ";");
-    if (norm == "L1")
+    if (p.norm == ops::MlNorm::kL1)
       ctx.Line("for (f = 0; f < " + S(C) + "; ++f) acc += " + MathName(ct, "fabs") + "(" + v +
                ");");
     else
       ctx.Line("for (f = 0; f < " + S(C) + "; ++f) acc += " + v + " * " + v + ";");
-    if (norm == "L2") ctx.Line("acc = " + MathName(ct, "sqrt") + "(acc);");
+    if (p.norm == ops::MlNorm::kL2) ctx.Line("acc = " + MathName(ct, "sqrt") + "(acc);");
   }
   ctx.Line("for (f = 0; f < " + S(C) + "; ++f) out0[r * " + S(C) + " + f] = (float)(acc == " + Z +
            " ? " + v + " : " + v + " / acc);");
@@ -1173,8 +1157,8 @@ Status EmitNormalizer(NodeContext& ctx) {
 Status EmitLinearRegressor(NodeContext& ctx) {
   DType t = ctx.input_dtype(0);
   ops::LinearRegressorPlan p;
-  const std::string why = ops::MakeLinearRegressorPlan(ctx.node(), ctx.input_dims(0), &p);
-  if (!why.empty()) return ctx.error(why);
+  KILN_RETURN_IF_ERROR(
+      ops::Checked(ctx, ops::MakeLinearRegressorPlan(ctx.node(), ctx.input_dims(0), &p)));
   const int64_t T = p.targets, N = p.rows, F = p.features;
   if (N == 0) {
     ctx.Line("/* no elements */");
@@ -1210,32 +1194,21 @@ Status EmitLinearRegressor(NodeContext& ctx) {
 
 Status EmitImputer(NodeContext& ctx) {
   DType t = ctx.input_dtype(0);
-  if (!IsMlNumeric(t)) return ctx.error("X must be numeric");
-  const ir::Node& n = ctx.node();
-  const bool fl = IsFloatingDType(t);
-  std::vector<double> vals;
-  if (fl)
-    for (float f : n.attr_floats("imputed_value_floats")) vals.push_back(f);
-  else
-    for (int64_t i : n.attr_ints("imputed_value_int64s")) vals.push_back(static_cast<double>(i));
-  const double repl = fl ? n.attr_float("replaced_value_float", NAN)
-                         : static_cast<double>(n.attr_int("replaced_value_int64", 0));
-  const Dims& x = ctx.input_dims(0);
-  const int64_t C = x.empty() ? 1 : x.back();
-  if (vals.empty() || (vals.size() != 1 && static_cast<int64_t>(vals.size()) != C))
-    return ctx.error("imputed values must have 1 or C entries");
-  const int64_t total = NumElements(x);
+  ops::ImputerPlan p;
+  KILN_RETURN_IF_ERROR(
+      ops::Checked(ctx, ops::MakeImputerPlan(ctx.node(), t, ctx.input_dims(0), &p)));
+  const int64_t total = NumElements(ctx.input_dims(0)), C = p.features;
   if (total == 0) {
     ctx.Line("/* no elements */");
     return OkStatus();
   }
   std::vector<std::string> lit;
-  for (double v : vals) lit.push_back(ValueLiteral(t, v));
+  for (double v : p.values) lit.push_back(ValueLiteral(t, v));
   std::string val =
-      vals.size() == 1 ? lit[0] : Table(ctx, CType(t), "value", lit) + "[i % " + S(C) + "]";
+      lit.size() == 1 ? lit[0] : Table(ctx, CType(t), "value", lit) + "[i % " + S(C) + "]";
   DType ct = MlCompute(t);
   std::string v = ct == t ? "in0[i]" : "(double)in0[i]";
-  std::string miss = std::isnan(repl) ? v + " != " + v : v + " == " + L(ct, repl);
+  std::string miss = std::isnan(p.replaced) ? v + " != " + v : v + " == " + L(ct, p.replaced);
   ctx.Line("size_t i;");
   ctx.Line("for (i = 0; i < " + S(total) + "; ++i) out0[i] = " + miss + " ? " + val + " : in0[i];");
   return OkStatus();
