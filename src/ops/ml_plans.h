@@ -9,16 +9,8 @@
 
 #include "ir/graph.h"
 #include "ir/tensor.h"
-#include "support/status.h"
 
 namespace kiln::ops {
-
-// OK, or the error naming the node when its plan found the attributes malformed (`why`): for
-// the shape inference, host kernels and emitters that make the plans below.
-template <class Context>
-Status Checked(const Context& ctx, const std::string& why) {
-  return why.empty() ? OkStatus() : ctx.error(why);
-}
 
 // The post_transform both ops apply to each row of outputs, as TreeEnsemble's integer attribute
 // numbers it.

@@ -16,6 +16,7 @@
 #include "ops/channels_last.h"
 #include "ops/common.h"
 #include "ops/conv_geometry.h"
+#include "ops/roi_align_plan.h"
 #include "ops/shape_ops_util.h"
 
 namespace kiln::ops {
@@ -629,6 +630,29 @@ Status MaxRoiPoolCompute(ComputeContext& ctx) {
   return st;
 }
 
+}  // namespace
+
+std::string MakeRoiAlignPlan(const ir::Node& n, int64_t opset, RoiAlignPlan* p) {
+  p->out_h = n.attr_int("output_height", 1);
+  p->out_w = n.attr_int("output_width", 1);
+  if (p->out_h <= 0 || p->out_w <= 0) return "output_height and output_width must be positive";
+  p->sampling = n.attr_int("sampling_ratio", 0);
+  if (p->sampling < 0) return "sampling_ratio must not be negative";
+  p->spatial_scale = n.attr_float("spatial_scale", 1.0f);
+  const std::string mode = n.attr_string("mode", "avg");
+  if (mode != "avg" && mode != "max") return "mode must be avg or max";
+  p->max_mode = mode == "max";
+  // Opset 10 had no attribute and behaved as output_half_pixel.
+  const std::string ctm = n.attr_string("coordinate_transformation_mode",
+                                        opset >= 16 ? "half_pixel" : "output_half_pixel");
+  if (ctm != "half_pixel" && ctm != "output_half_pixel")
+    return "unknown coordinate_transformation_mode '" + ctm + "'";
+  p->half_pixel = ctm == "half_pixel";
+  return "";
+}
+
+namespace {
+
 Status RoiAlignInfer(InferContext& ctx) {
   if (!ctx.has_input(0) || !ctx.has_input(1) || !ctx.has_input(2))
     return ctx.error("needs inputs X, rois and batch_indices");
@@ -642,16 +666,9 @@ Status RoiAlignInfer(InferContext& ctx) {
   if (x.size() != 4) return ctx.error("X must have rank 4");
   if (r.size() != 2 || r[1] != 4) return ctx.error("rois must have shape [num_rois, 4]");
   if (bi.size() != 1 || bi[0] != r[0]) return ctx.error("batch_indices must have shape [num_rois]");
-  int64_t oh = ctx.node().attr_int("output_height", 1), ow = ctx.node().attr_int("output_width", 1);
-  if (oh <= 0 || ow <= 0) return ctx.error("output_height and output_width must be positive");
-  if (ctx.node().attr_int("sampling_ratio", 0) < 0)
-    return ctx.error("sampling_ratio must not be negative");
-  std::string mode = ctx.node().attr_string("mode", "avg");
-  if (mode != "avg" && mode != "max") return ctx.error("mode must be avg or max");
-  std::string ctm = ctx.node().attr_string("coordinate_transformation_mode", "half_pixel");
-  if (ctm != "half_pixel" && ctm != "output_half_pixel")
-    return ctx.error("unknown coordinate_transformation_mode '" + ctm + "'");
-  ctx.set_output(0, ctx.input_dtype(0), {r[0], x[1], oh, ow});
+  RoiAlignPlan p;
+  KILN_RETURN_IF_ERROR(Checked(ctx, MakeRoiAlignPlan(ctx.node(), ctx.opset(), &p)));
+  ctx.set_output(0, ctx.input_dtype(0), {r[0], x[1], p.out_h, p.out_w});
   return OkStatus();
 }
 
@@ -659,16 +676,12 @@ Status RoiAlignCompute(ComputeContext& ctx) {
   const Tensor& X = ctx.input(0);
   const Tensor& R = ctx.input(1);
   const Tensor& BI = ctx.input(2);
-  const ir::Node& node = ctx.node();
+  RoiAlignPlan plan;
+  KILN_RETURN_IF_ERROR(Checked(ctx, MakeRoiAlignPlan(ctx.node(), ctx.opset(), &plan)));
   const int64_t N = X.dim(0), C = X.dim(1), H = X.dim(2), W = X.dim(3);
-  const int64_t PH = node.attr_int("output_height", 1), PW = node.attr_int("output_width", 1);
-  const int64_t sampling = node.attr_int("sampling_ratio", 0);
-  const float scale = node.attr_float("spatial_scale", 1.0f);
-  const bool max_mode = node.attr_string("mode", "avg") == "max";
-  // Opset 10 had no attribute and behaved as output_half_pixel.
-  const bool half_pixel =
-      node.attr_string("coordinate_transformation_mode",
-                       ctx.opset() >= 16 ? "half_pixel" : "output_half_pixel") == "half_pixel";
+  const int64_t PH = plan.out_h, PW = plan.out_w, sampling = plan.sampling;
+  const float scale = plan.spatial_scale;
+  const bool max_mode = plan.max_mode, half_pixel = plan.half_pixel;
   const int64_t rois = R.dim(0);
   for (int64_t n = 0; n < rois; ++n) {
     const int64_t b = BI.GetInt(n);

@@ -31,6 +31,13 @@ class Status {
 inline Status OkStatus() { return Status(); }
 inline Status Error(std::string message) { return Status::Error(std::move(message)); }
 
+// OK for an empty `why`, else ctx's error for it (which names ctx's node): how shape inference,
+// the kernels and the emitters report what an op's plan found malformed.
+template <class Context>
+Status Checked(const Context& ctx, const std::string& why) {
+  return why.empty() ? OkStatus() : ctx.error(why);
+}
+
 template <class T>
 class Expected {
  public:

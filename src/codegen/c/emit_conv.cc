@@ -17,6 +17,7 @@
 #include "kernels/reference/conv_shape_of.h"
 #include "ops/conv_geometry.h"
 #include "ops/quantize.h"
+#include "ops/roi_align_plan.h"
 #include "ops/unary_ops.h"
 
 namespace kiln::codegen::c {
@@ -828,15 +829,12 @@ Status EmitRoiAlign(NodeContext& ctx) {
   const Dims& r = ctx.input_dims(1);
   if (x.size() != 4 || r.size() != 2 || r[1] != 4 || ctx.input_dims(2) != Dims{r[0]})
     return ctx.error("unexpected input dims");
-  const ir::Node& node = ctx.node();
+  ops::RoiAlignPlan plan;
+  KILN_RETURN_IF_ERROR(Checked(ctx, ops::MakeRoiAlignPlan(ctx.node(), ctx.opset(), &plan)));
   const int64_t N = x[0], C = x[1], H = x[2], W = x[3];
-  const int64_t PH = node.attr_int("output_height", 1), PW = node.attr_int("output_width", 1);
-  const int64_t sampling = node.attr_int("sampling_ratio", 0);
-  const float scale = node.attr_float("spatial_scale", 1.0f);
-  const bool max_mode = node.attr_string("mode", "avg") == "max";
-  const bool half_pixel =
-      node.attr_string("coordinate_transformation_mode",
-                       ctx.opset() >= 16 ? "half_pixel" : "output_half_pixel") == "half_pixel";
+  const int64_t PH = plan.out_h, PW = plan.out_w, sampling = plan.sampling;
+  const float scale = plan.spatial_scale;
+  const bool max_mode = plan.max_mode, half_pixel = plan.half_pixel;
   if (ctx.output_dims(0) != Dims{r[0], C, PH, PW}) return ctx.error("output dims differ");
   if (NumElements(ctx.output_dims(0)) == 0) {
     ctx.Line("/* no elements */");

@@ -971,7 +971,7 @@ Status EmitTreeEnsemble(NodeContext& ctx) {
   const Dims& xd = ctx.input_dims(0);
   if (!IsFloatingDType(t) || xd.size() != 2) return ctx.error("X must be a 2-D float tensor");
   ops::TreeEnsemblePlan e;
-  KILN_RETURN_IF_ERROR(ops::Checked(ctx, ops::MakeTreeEnsemblePlan(n, &e)));
+  KILN_RETURN_IF_ERROR(Checked(ctx, ops::MakeTreeEnsemblePlan(n, &e)));
   const auto &splits = e.splits, &weights = e.weights;
   const auto &features = e.features, &modes = e.modes, &tid = e.true_ids, &fid = e.false_ids;
   const auto &tleaf = e.true_leaf, &fleaf = e.false_leaf, &targets = e.targets, &roots = e.roots;
@@ -1097,7 +1097,7 @@ Status EmitTreeEnsemble(NodeContext& ctx) {
 
 Status EmitScaler(NodeContext& ctx) {
   ops::ScalerPlan p;
-  KILN_RETURN_IF_ERROR(ops::Checked(ctx, ops::MakeScalerPlan(ctx.node(), ctx.input_dims(0), &p)));
+  KILN_RETURN_IF_ERROR(Checked(ctx, ops::MakeScalerPlan(ctx.node(), ctx.input_dims(0), &p)));
   const int64_t C = p.features;
   if (p.rows * C == 0) {
     ctx.Line("/* no elements */");
@@ -1123,8 +1123,7 @@ Status EmitScaler(NodeContext& ctx) {
 
 Status EmitNormalizer(NodeContext& ctx) {
   ops::NormalizerPlan p;
-  KILN_RETURN_IF_ERROR(
-      ops::Checked(ctx, ops::MakeNormalizerPlan(ctx.node(), ctx.input_dims(0), &p)));
+  KILN_RETURN_IF_ERROR(Checked(ctx, ops::MakeNormalizerPlan(ctx.node(), ctx.input_dims(0), &p)));
   const int64_t C = p.features, rows = p.rows;
   if (rows == 0) {
     ctx.Line("/* no elements */");
@@ -1158,7 +1157,7 @@ Status EmitLinearRegressor(NodeContext& ctx) {
   DType t = ctx.input_dtype(0);
   ops::LinearRegressorPlan p;
   KILN_RETURN_IF_ERROR(
-      ops::Checked(ctx, ops::MakeLinearRegressorPlan(ctx.node(), ctx.input_dims(0), &p)));
+      Checked(ctx, ops::MakeLinearRegressorPlan(ctx.node(), ctx.input_dims(0), &p)));
   const int64_t T = p.targets, N = p.rows, F = p.features;
   if (N == 0) {
     ctx.Line("/* no elements */");
@@ -1195,8 +1194,7 @@ Status EmitLinearRegressor(NodeContext& ctx) {
 Status EmitImputer(NodeContext& ctx) {
   DType t = ctx.input_dtype(0);
   ops::ImputerPlan p;
-  KILN_RETURN_IF_ERROR(
-      ops::Checked(ctx, ops::MakeImputerPlan(ctx.node(), t, ctx.input_dims(0), &p)));
+  KILN_RETURN_IF_ERROR(Checked(ctx, ops::MakeImputerPlan(ctx.node(), t, ctx.input_dims(0), &p)));
   const int64_t total = NumElements(ctx.input_dims(0)), C = p.features;
   if (total == 0) {
     ctx.Line("/* no elements */");
