@@ -163,6 +163,21 @@ Status QuantizeOutType(const ir::Node& node, bool has_zp, DType zp_type, int64_t
   return OkStatus();
 }
 
+// QuantizeLinear's and DequantizeLinear's scale (and zero point) against x: per tensor, per axis
+// or in blocks along it (opset 21).
+Status CheckScaleLayout(InferContext& ctx) {
+  QuantLayout l;
+  int64_t bs = ctx.opset() >= 21 ? ctx.node().attr_int("block_size", 0) : 0;
+  if (bs < 0) return ctx.error("block_size must be >= 0");
+  std::string m =
+      MakeLayout(ctx.input_dims(0), ctx.input_dims(1), ctx.node().attr_int("axis", 1), bs, &l);
+  if (!m.empty()) return ctx.error(m);
+  if (ctx.has_input(2) && ctx.input_dims(2) != ctx.input_dims(1) &&
+      !(NumElements(ctx.input_dims(2)) == 1 && NumElements(ctx.input_dims(1)) == 1))
+    return ctx.error("zero point shape differs from scale shape");
+  return OkStatus();
+}
+
 Status QuantizeInfer(InferContext& ctx) {
   if (ctx.num_inputs() < 2 || !ctx.has_input(0) || !ctx.has_input(1))
     return ctx.error("needs x and y_scale");
@@ -174,15 +189,7 @@ Status QuantizeInfer(InferContext& ctx) {
   KILN_RETURN_IF_ERROR(QuantizeOutType(ctx.node(), ctx.has_input(2),
                                        ctx.has_input(2) ? ctx.input_dtype(2) : DType::kUndefined,
                                        ctx.opset(), &out, err));
-  QuantLayout l;
-  int64_t bs = ctx.opset() >= 21 ? ctx.node().attr_int("block_size", 0) : 0;
-  if (bs < 0) return ctx.error("block_size must be >= 0");
-  std::string m =
-      MakeLayout(ctx.input_dims(0), ctx.input_dims(1), ctx.node().attr_int("axis", 1), bs, &l);
-  if (!m.empty()) return ctx.error(m);
-  if (ctx.has_input(2) && ctx.input_dims(2) != ctx.input_dims(1) &&
-      !(NumElements(ctx.input_dims(2)) == 1 && NumElements(ctx.input_dims(1)) == 1))
-    return ctx.error("zero point shape differs from scale shape");
+  KILN_RETURN_IF_ERROR(CheckScaleLayout(ctx));
   ctx.set_output(0, out, ctx.input_dims(0));
   return OkStatus();
 }
@@ -317,15 +324,7 @@ Status DequantizeInfer(InferContext& ctx) {
   int64_t od = ctx.opset() >= 23 ? ctx.node().attr_int("output_dtype", 0) : 0;
   DType out = od ? static_cast<DType>(od) : st;
   if (!IsFloatingDType(out)) return ctx.error("output_dtype must be a float type");
-  QuantLayout l;
-  int64_t bs = ctx.opset() >= 21 ? ctx.node().attr_int("block_size", 0) : 0;
-  if (bs < 0) return ctx.error("block_size must be >= 0");
-  std::string m =
-      MakeLayout(ctx.input_dims(0), ctx.input_dims(1), ctx.node().attr_int("axis", 1), bs, &l);
-  if (!m.empty()) return ctx.error(m);
-  if (ctx.has_input(2) && ctx.input_dims(2) != ctx.input_dims(1) &&
-      !(NumElements(ctx.input_dims(2)) == 1 && NumElements(ctx.input_dims(1)) == 1))
-    return ctx.error("zero point shape differs from scale shape");
+  KILN_RETURN_IF_ERROR(CheckScaleLayout(ctx));
   ctx.set_output(0, out, ctx.input_dims(0));
   return OkStatus();
 }
