@@ -29,9 +29,10 @@ int64_t PackedRows() { return BestIsa() == Isa::kAvx512 ? 8 : 16; }
 // every step, from its own core's cache).
 constexpr int64_t kBatchSplitBytes = int64_t{512} << 10;
 
-// Hidden units split over threads from this many multiply-adds per step (below, the
-// synchronization a step costs outweighs its halved product: LSTM hidden 128 batch 1 ran 10%
-// slower on two threads, hidden 256 1.6x faster).
+// Hidden units split over threads from this many multiply-adds in each phase of a step (below,
+// the synchronization a phase costs outweighs its halved product: LSTM hidden 128 batch 1 ran
+// 10% slower on two threads, hidden 256 1.6x faster; a GRU with the reset gate first, whose
+// second phase is one gate's product, hidden 256 batch 1 1.5x slower).
 constexpr int64_t kUnitSplitWork = int64_t{1} << 17;
 
 // out[r][panel p] = h[r] * panel p for R rows and P panels (src: the panels, rows ld apart, or
@@ -408,7 +409,8 @@ class Direction {
   void RunRows(int64_t b0, int64_t b1) {
     RowState s = NewState(b0, b1 - b0);
     const int64_t blocks = Padded(H_) / kRnnPanel;
-    const bool split = b1 - b0 == B_ && threads_ >= 2 && B_ * H_ * GH_ >= kUnitSplitWork;
+    const int64_t smallest_phase = B_ * H_ * (GruResetFirst() ? H_ : GH_);
+    const bool split = b1 - b0 == B_ && threads_ >= 2 && smallest_phase >= kUnitSplitWork;
     const int parts = split ? static_cast<int>(std::min<int64_t>(threads_, blocks)) : 1;
     // The threads stay together through every step and meet at a barrier after each phase.
     ParallelTeam(parts, [&](int member, int members, TeamBarrier& barrier) {
