@@ -17,10 +17,12 @@ namespace {
 // the same body becomes zmm / ymm code with FMAs (c += a * b contracts: GCC's gnu++ default
 // -ffp-contract=fast, clang's -ffp-contract=on within one expression). Accumulators start at zero;
 // C is added at the end.
-template <class T, int VB, int MR, int NV, int BS>
+// kDirect: A read in place, the tile's row r at a + r * lda and its k-th value a[r * lda + k],
+// instead of packed (MR values per k); the same products in the same order.
+template <class T, int VB, int MR, int NV, int BS, bool kDirect = false>
 __attribute__((always_inline)) inline void KernelBody(int64_t kc, const T* __restrict a,
-                                                      const T* __restrict b, T* __restrict c,
-                                                      int64_t ldc, bool acc) {
+                                                      int64_t lda, const T* __restrict b,
+                                                      T* __restrict c, int64_t ldc, bool acc) {
   typedef T V __attribute__((vector_size(VB)));
   constexpr int L = VB / static_cast<int>(sizeof(T));
   static_assert(BS >= NV * L);
@@ -31,10 +33,10 @@ __attribute__((always_inline)) inline void KernelBody(int64_t kc, const T* __res
     V bv[NV];
     for (int v = 0; v < NV; ++v) std::memcpy(&bv[v], b + v * L, sizeof(V));
     for (int r = 0; r < MR; ++r) {
-      const T ar = a[r];
+      const T ar = kDirect ? a[r * lda] : a[r];
       for (int v = 0; v < NV; ++v) s[r][v] += ar * bv[v];
     }
-    a += MR;
+    a += kDirect ? 1 : MR;
     b += BS;
   }
   for (int r = 0; r < MR; ++r) {
@@ -53,21 +55,38 @@ __attribute__((always_inline)) inline void KernelBody(int64_t kc, const T* __res
 
 template <class T>
 using KernelFn = void (*)(int64_t, const T*, const T*, T*, int64_t, bool);
+// A tile's kernel reading A in place, rows lda apart (KernelBody's kDirect).
+template <class T>
+using DirectKernelFn = void (*)(int64_t, const T*, int64_t, const T*, T*, int64_t, bool);
 
 template <class T, int MR, int NV, int BS>
 void KernelBase(int64_t kc, const T* a, const T* b, T* c, int64_t ldc, bool acc) {
-  KernelBody<T, 16, MR, NV, BS>(kc, a, b, c, ldc, acc);
+  KernelBody<T, 16, MR, NV, BS>(kc, a, 0, b, c, ldc, acc);
+}
+template <class T, int MR, int NV, int BS>
+void DirectBase(int64_t kc, const T* a, int64_t lda, const T* b, T* c, int64_t ldc, bool acc) {
+  KernelBody<T, 16, MR, NV, BS, true>(kc, a, lda, b, c, ldc, acc);
 }
 #if KILN_X86_DISPATCH
 template <class T, int MR, int NV, int BS>
 __attribute__((target("avx2,fma"))) void KernelAvx2(int64_t kc, const T* a, const T* b, T* c,
                                                     int64_t ldc, bool acc) {
-  KernelBody<T, 32, MR, NV, BS>(kc, a, b, c, ldc, acc);
+  KernelBody<T, 32, MR, NV, BS>(kc, a, 0, b, c, ldc, acc);
+}
+template <class T, int MR, int NV, int BS>
+__attribute__((target("avx2,fma"))) void DirectAvx2(int64_t kc, const T* a, int64_t lda, const T* b,
+                                                    T* c, int64_t ldc, bool acc) {
+  KernelBody<T, 32, MR, NV, BS, true>(kc, a, lda, b, c, ldc, acc);
 }
 template <class T, int MR, int NV, int BS>
 __attribute__((target("avx512f,fma"))) void KernelAvx512(int64_t kc, const T* a, const T* b, T* c,
                                                          int64_t ldc, bool acc) {
-  KernelBody<T, 64, MR, NV, BS>(kc, a, b, c, ldc, acc);
+  KernelBody<T, 64, MR, NV, BS>(kc, a, 0, b, c, ldc, acc);
+}
+template <class T, int MR, int NV, int BS>
+__attribute__((target("avx512f,fma"))) void DirectAvx512(int64_t kc, const T* a, int64_t lda,
+                                                         const T* b, T* c, int64_t ldc, bool acc) {
+  KernelBody<T, 64, MR, NV, BS, true>(kc, a, lda, b, c, ldc, acc);
 }
 #endif
 
@@ -75,11 +94,15 @@ __attribute__((target("avx512f,fma"))) void KernelAvx512(int64_t kc, const T* a,
 // KC x NC, stays there) while one MR x KC A panel stays in L1 across the column panels. `half`
 // computes the first NR / 2 columns of a tile only (right-edge panels at most half full: the
 // 7 x 7 and 14 x 14 feature maps), with the same per-element arithmetic as `fn`.
+// GemmSerial reads A in place up to this size (MatMul's A of an attention head: 128 x 128).
+constexpr int64_t kDirectABytes = int64_t{64} << 10;
+
 template <class T>
 struct Spec {
   int mr, nr;
   int64_t kc, mc, nc;
   KernelFn<T> fn, half;
+  DirectKernelFn<T> direct;  // fn reading A in place
 };
 
 // MR x NV vectors of VB bytes (NV even), cache blocks KC / MC / NC: 256 / 256 / 512 elements for
@@ -96,21 +119,25 @@ Spec<T> MakeSpec() {
           256,
           f32 ? 512 : 256,
           K<T, MR, NV, NR>::fn,
-          K<T, MR, NV / 2, NR>::fn};
+          K<T, MR, NV / 2, NR>::fn,
+          K<T, MR, NV, NR>::direct};
 }
 
 template <class T, int MR, int NV, int BS>
 struct BaseK {
   static constexpr KernelFn<T> fn = KernelBase<T, MR, NV, BS>;
+  static constexpr DirectKernelFn<T> direct = DirectBase<T, MR, NV, BS>;
 };
 #if KILN_X86_DISPATCH
 template <class T, int MR, int NV, int BS>
 struct Avx2K {
   static constexpr KernelFn<T> fn = KernelAvx2<T, MR, NV, BS>;
+  static constexpr DirectKernelFn<T> direct = DirectAvx2<T, MR, NV, BS>;
 };
 template <class T, int MR, int NV, int BS>
 struct Avx512K {
   static constexpr KernelFn<T> fn = KernelAvx512<T, MR, NV, BS>;
+  static constexpr DirectKernelFn<T> direct = DirectAvx512<T, MR, NV, BS>;
 };
 #endif
 
@@ -248,6 +275,10 @@ void GemmSerial(const Spec<T>& sp, int64_t M, int64_t N, int64_t K, T alpha, con
                  : Scratch<T>(ScratchSlot::kGemmB,
                               static_cast<size_t>(std::min(NC, (N + NR - 1) / NR * NR) * KC));
   alignas(64) T tile[16 * 64];  // MR x NR edge tiles
+  // A small row-major A (one k block that stays in cache) is read in place: packing it cost as
+  // much as a tenth of an attention head's products. A short last row panel is still packed.
+  const bool direct =
+      !packed_a && csa == 1 && K <= KC && M * K * static_cast<int64_t>(sizeof(T)) <= kDirectABytes;
   for (int64_t jc = 0; jc < N; jc += NC) {
     const int64_t nc = std::min(NC, N - jc);
     for (int64_t pc = 0; pc < K; pc += KC) {
@@ -262,19 +293,27 @@ void GemmSerial(const Spec<T>& sp, int64_t M, int64_t N, int64_t K, T alpha, con
       for (int64_t ic = 0; ic < M; ic += MC) {
         const int64_t mc = std::min(MC, M - ic);
         const T* a_block = packed_a ? packed_a + pc * m_pad + (a_row0 + ic) * kc : pa;
-        if (!packed_a) PackA(A + ic * rsa + pc * csa, rsa, csa, mc, kc, MR, pa);
+        if (!packed_a && !direct) PackA(A + ic * rsa + pc * csa, rsa, csa, mc, kc, MR, pa);
         for (int64_t ir = 0; ir < mc; ir += MR) {
           const int mr = static_cast<int>(std::min<int64_t>(MR, mc - ir));
-          const T* ap = a_block + ir * kc;
+          const T* a_rows = direct ? A + (ic + ir) * rsa + pc : nullptr;
+          const bool in_place = direct && mr == MR;
+          if (direct && !in_place) PackA(a_rows, rsa, csa, mr, kc, MR, pa);
+          const T* ap = direct ? pa : a_block + ir * kc;
           for (int64_t jr = 0; jr < nc; jr += NR) {
             const int nr = static_cast<int>(std::min<int64_t>(NR, nc - jr));
             const T* bp = pb + jr * kc;
             T* c = C + (ic + ir) * ldc + jc + jr;
             if (mr == MR && nr == NR) {
-              sp.fn(kc, ap, bp, c, ldc, acc);
+              if (in_place)
+                sp.direct(kc, a_rows, rsa, bp, c, ldc, acc);
+              else
+                sp.fn(kc, ap, bp, c, ldc, acc);
               continue;
             }
-            if (nr <= NR / 2) {
+            if (in_place) {
+              sp.direct(kc, a_rows, rsa, bp, tile, NR, false);
+            } else if (nr <= NR / 2) {
               sp.half(kc, ap, bp, tile, NR, false);
             } else {
               sp.fn(kc, ap, bp, tile, NR, false);
