@@ -446,11 +446,12 @@ Status NormalizerCompute(ComputeContext& ctx) {
 }  // namespace
 
 std::string MakeLinearRegressorPlan(const ir::Node& n, const Dims& x, LinearRegressorPlan* p) {
-  if (x.empty() || x.size() > 2) return "X must be [N, C] or [C]";
+  if (x.empty()) return "X must be [N, C] or [C]";
   p->targets = n.attr_int("targets", 1);
   if (p->targets <= 0) return "targets must be positive";
+  // A row is all of X past its first dim (rank 1: X is the one row).
   p->rows = x.size() == 1 ? 1 : x[0];
-  p->features = x.back();
+  p->features = x.size() == 1 ? x[0] : NumElements(Dims(x.begin() + 1, x.end()));
   p->coefficients = n.attr_floats("coefficients");
   p->intercepts = n.attr_floats("intercepts");
   if (static_cast<int64_t>(p->coefficients.size()) != p->targets * p->features)

@@ -24,7 +24,7 @@ enum MlPostTransform : int64_t {
 
 // LinearRegressor: Y[n, t] = post(intercepts[t] + sum_f coefficients[t * F + f] * X[n, f]).
 struct LinearRegressorPlan {
-  int64_t targets = 1, rows = 0, features = 0;  // X is [rows, features] (or [features]: one row)
+  int64_t targets = 1, rows = 0, features = 0;  // X is [rows, features...] or [features]
   std::vector<float> coefficients;              // targets x features
   std::vector<float> intercepts;                // targets (zeros where the node has none)
   int64_t post = kPostNone;
